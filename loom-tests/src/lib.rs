@@ -1,0 +1,1 @@
+//! loom models of the nemesis shared-memory algorithms; built with `--cfg loom`.

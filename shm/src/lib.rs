@@ -1,0 +1,1 @@
+//! nemesis shared-memory core (work in progress).
