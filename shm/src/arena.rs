@@ -1,0 +1,108 @@
+//! The arena abstraction: turns cell handles into cell memory.
+//!
+//! The queue algorithm is written once against [`Arena`]. In a process it runs on the mapped
+//! segment (`segment.rs`); under loom it runs on [`HeapArena`], because loom atomics cannot live
+//! in a mapping (as iceoryx2 does; `shared/reference/anchors.md`).
+
+use crate::cell::{CellHandle, CellLink};
+use crate::error::{Error, Result};
+
+/// Cell memory addressed by [`CellHandle`]s `1..=cell_count()`.
+///
+/// # Safety
+/// Implementors guarantee that for every handle `h` in `1..=cell_count()`, `link_unchecked(h)` is a
+/// valid `CellLink` and `body(h)` points to `body_size()` writable bytes that do not overlap any
+/// other cell's, both living as long as the arena.
+pub unsafe trait Arena {
+    /// Number of cells; valid handles are `1..=cell_count()`.
+    fn cell_count(&self) -> u32;
+
+    /// Bytes available behind a cell's link words (header and payload).
+    fn body_size(&self) -> usize;
+
+    /// The link words of cell `h`.
+    ///
+    /// # Safety
+    /// `h` must be in `1..=cell_count()`.
+    unsafe fn link_unchecked(&self, h: CellHandle) -> &CellLink;
+
+    /// The header-and-payload bytes of cell `h`.
+    ///
+    /// # Safety
+    /// `h` must be in `1..=cell_count()`.
+    unsafe fn body(&self, h: CellHandle) -> *mut u8;
+
+    /// Checks that `h` names a cell. Handles read from shared memory go through this before use.
+    #[inline(always)]
+    fn check(&self, h: CellHandle, what: &'static str) -> Result<()> {
+        // `h - 1 < count` rejects 0 too (it wraps to u32::MAX).
+        if h.wrapping_sub(1) < self.cell_count() {
+            Ok(())
+        } else {
+            Err(Error::corrupt(what, h))
+        }
+    }
+
+    /// The link words of cell `h`, bounds-checked.
+    #[inline(always)]
+    fn link(&self, h: CellHandle, what: &'static str) -> Result<&CellLink> {
+        self.check(h, what)?;
+        // SAFETY: `h` was just checked to be in `1..=cell_count()`.
+        Ok(unsafe { self.link_unchecked(h) })
+    }
+}
+
+/// Cells on the heap, for loom models and unit tests.
+pub struct HeapArena {
+    links: Box<[CellLink]>,
+    /// One `body_size` slice per cell; written through raw pointers by the algorithms.
+    bodies: Box<[core::cell::UnsafeCell<u8>]>,
+    body_size: usize,
+}
+
+// SAFETY: all shared mutation goes through atomics (links) or through raw pointers whose use the
+// algorithms order with those atomics, exactly as with the shared segment.
+unsafe impl Sync for HeapArena {}
+// SAFETY: as above; nothing is tied to a thread.
+unsafe impl Send for HeapArena {}
+
+impl HeapArena {
+    /// `cells` cells of `body_size` bytes each.
+    pub fn new(cells: u32, body_size: usize) -> Self {
+        let links = (0..cells).map(|_| CellLink::new()).collect();
+        let bodies = (0..cells as usize * body_size)
+            .map(|_| core::cell::UnsafeCell::new(0))
+            .collect();
+        HeapArena {
+            links,
+            bodies,
+            body_size,
+        }
+    }
+}
+
+// SAFETY: `links` has `cell_count()` entries and `bodies` holds `cell_count()` disjoint slices of
+// `body_size` bytes, all owned by the arena.
+unsafe impl Arena for HeapArena {
+    fn cell_count(&self) -> u32 {
+        self.links.len() as u32
+    }
+
+    fn body_size(&self) -> usize {
+        self.body_size
+    }
+
+    unsafe fn link_unchecked(&self, h: CellHandle) -> &CellLink {
+        // SAFETY: the caller guarantees `1 <= h <= cell_count()`.
+        unsafe { self.links.get_unchecked(h as usize - 1) }
+    }
+
+    unsafe fn body(&self, h: CellHandle) -> *mut u8 {
+        // SAFETY: the caller guarantees `1 <= h <= cell_count()`, so the slice is in bounds.
+        unsafe {
+            self.bodies
+                .get_unchecked((h as usize - 1) * self.body_size)
+                .get()
+        }
+    }
+}

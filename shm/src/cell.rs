@@ -1,0 +1,153 @@
+//! Cells: the fixed-size buffers messages travel in, their link words and their message header.
+//!
+//! A cell is `[CellLink (16 B)][MsgHeader (32 B)][FT piggyback room (16 B, only if flagged)][payload]`.
+//! Cells live in per-rank pools; a cell always belongs to the pool of the rank that sends with it
+//! and goes back to that rank's free queue after delivery (NEMESIS, `shared/reference/nemesis.md`).
+//!
+//! References between cells are [`CellHandle`]s: offsets in units of cells from the start of the
+//! cell area, plus one so that 0 is null (as MPICH's handles are offset + 1).
+
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// A reference to a cell: its index in the cell area plus one; [`NULL`] (0) refers to nothing.
+pub type CellHandle = u32;
+
+/// The null cell handle.
+pub const NULL: CellHandle = 0;
+
+/// Set in the handle half of a queue's tail once the queue is sealed: its consumer died and no
+/// enqueue may succeed any more. Handles stay below it because cell counts are bounded
+/// (`layout::MAX_CELLS`).
+pub const SEALED_BIT: u32 = 1 << 31;
+
+/// Bytes of a cell taken by its link words.
+pub const LINK_BYTES: usize = 16;
+/// Bytes of a cell or fastbox slot taken by the message header.
+pub const HEADER_BYTES: usize = 32;
+/// Room reserved behind the header when [`flags::FT_PIGGYBACK`] is set: 12 bytes of `(date, phase)`
+/// used by fault tolerance, padded to keep the payload 16-byte aligned.
+pub const FT_ROOM: usize = 16;
+/// Bytes of the fault-tolerance piggyback proper.
+pub const FT_PIGGYBACK_BYTES: usize = 12;
+
+/// Message header flags.
+pub mod flags {
+    /// A 12-byte fault-tolerance piggyback `(date, phase)` follows the header; the payload starts
+    /// [`super::FT_ROOM`] bytes later.
+    pub const FT_PIGGYBACK: u8 = 1 << 0;
+}
+
+/// The link words of a cell, first in the cell. Written by whoever enqueues the cell, read by the
+/// queue's consumer and, after a failure, by whoever repairs or reclaims.
+#[repr(C, align(16))]
+#[derive(Debug)]
+pub struct CellLink {
+    /// The cell after this one in the queue it is in; [`NULL`] while it is the last one, or not
+    /// linked yet. Cleared by the enqueuer before the cell is swapped in (Fig 2.9 omits this).
+    pub(crate) next: AtomicU32,
+    /// Custody of the cell: `queue id << 16 | rank`. Set by a rank that begins enqueuing the cell
+    /// on a queue (the queue's id and the enqueuer), or to `0 << 16 | owner` when the owner takes it
+    /// out of its own free queue. Tells a reclaimer where a cell can be after a failure.
+    pub(crate) custody: AtomicU32,
+    /// The tail value (`gen << 32 | handle`) that this cell's latest enqueue attempt expected to
+    /// replace. Written before the attempt's compare-and-swap, so after a producer dies one can
+    /// tell whether its cell was swapped in (see `queue.rs`, "Failures").
+    pub(crate) enq_prev: AtomicU64,
+}
+
+impl CellLink {
+    /// A link block for a heap arena (loom models and unit tests).
+    pub fn new() -> Self {
+        CellLink {
+            next: AtomicU32::new(NULL),
+            custody: AtomicU32::new(0),
+            enq_prev: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Default for CellLink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The message header, at most 32 bytes as NEMESIS's (`shared/reference/nemesis.md`, "Cells").
+/// The same header frames cells, fastbox slots and, later, netmod packets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MsgHeader {
+    /// Global rank of the sender.
+    pub src: u32,
+    /// Global rank of the receiver.
+    pub dst: u32,
+    /// MPI tag.
+    pub tag: i32,
+    /// Context id (communicator).
+    pub context: u32,
+    /// Length of the whole message in bytes (a message may span several cells).
+    pub len: u32,
+    /// Per-ordered-pair message sequence number, set by the port; all fragments of a message share
+    /// it. Keeps fastbox and queue traffic from one sender in order.
+    pub seq: u32,
+    /// Index of this fragment within the message (0 for the first cell and for fastboxes).
+    pub frag: u16,
+    /// Message kind, defined by the layer above (eager data, rendezvous control, ...).
+    pub kind: u8,
+    /// [`flags`].
+    pub flags: u8,
+    /// Kind-specific word for the layer above (e.g. a request id); not interpreted here.
+    pub aux: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<MsgHeader>() == HEADER_BYTES);
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<CellLink>() == LINK_BYTES);
+
+impl MsgHeader {
+    /// Bytes between the start of the header and the payload.
+    #[inline]
+    pub fn payload_offset(&self) -> usize {
+        if self.flags & flags::FT_PIGGYBACK != 0 {
+            HEADER_BYTES + FT_ROOM
+        } else {
+            HEADER_BYTES
+        }
+    }
+}
+
+/// Custody word for "being enqueued on queue `queue` by `rank`" (queue id 0: held by `rank`).
+#[inline]
+pub(crate) const fn custody(queue: u16, rank: u16) -> u32 {
+    (queue as u32) << 16 | rank as u32
+}
+
+/// The queue id half of a custody word.
+#[inline]
+pub(crate) const fn custody_queue(word: u32) -> u16 {
+    (word >> 16) as u16
+}
+
+/// The rank half of a custody word.
+#[inline]
+pub(crate) const fn custody_rank(word: u32) -> u16 {
+    word as u16
+}
+
+/// A tail value: the queue's generation (bumped by every successful tail update) and a handle.
+#[inline]
+pub(crate) const fn tail_value(gen_: u32, handle: CellHandle) -> u64 {
+    (gen_ as u64) << 32 | handle as u64
+}
+
+/// The generation half of a tail value.
+#[inline]
+pub(crate) const fn tail_gen(v: u64) -> u32 {
+    (v >> 32) as u32
+}
+
+/// The handle half of a tail value (including [`SEALED_BIT`]).
+#[inline]
+pub(crate) const fn tail_handle(v: u64) -> u32 {
+    v as u32
+}

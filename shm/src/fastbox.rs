@@ -1,0 +1,231 @@
+//! Fastboxes: per ordered pair of local ranks, a small ring of slots the sender writes directly,
+//! so a small message bypasses the cell queues (NEMESIS L791–797 of
+//! `shared/papers/mercier-2019-hdr-nemesis-topology.txt`; `shared/reference/nemesis.md`).
+//!
+//! A slot is `[stamp (4 B) | pad (4 B)][MsgHeader (32 B)][payload]`; with one slot this is NEMESIS's
+//! single-buffer fastbox, with several it is a ring as in Open MPI's btl/sm. The sender fills a
+//! slot whose stamp is 0 and publishes it by storing 1; the receiver reads slots in order and
+//! clears the stamp when done. Sender and receiver keep their ring indices privately.
+//!
+//! Memory stays bounded: each receiver hosts a fixed number of boxes
+//! ([`Params::fastboxes_per_rank`](crate::layout::Params)), claimed on demand by senders that have
+//! sent enough messages to it (`port.rs`). The choice between one slot and a ring, and the sizes,
+//! were measured; see the crate documentation.
+//!
+//! Ordering with the cell queue: every message carries its per-pair sequence number; a receiver
+//! takes a fastbox message only when its number is the next expected from that sender, so fastbox
+//! and queue traffic from one sender arrive in the order sent (`port.rs`).
+
+use core::marker::PhantomData;
+use core::ptr;
+
+use crate::cell::{HEADER_BYTES, MsgHeader};
+use crate::error::{Error, Result};
+use crate::sync::{AtomicU32, Ordering::*};
+
+/// Bytes of a slot before its header: the stamp and padding.
+pub const STAMP_BYTES: usize = 8;
+
+/// A view of one fastbox: its owner word and its slots.
+#[derive(Clone, Copy)]
+pub struct FastboxRef<'a> {
+    /// 0 while free, else the local rank of the sender that claimed the box, plus one. Claimed by
+    /// a sender's CAS; freed only by the receiver, once the owner is dead and the box is empty.
+    owner: &'a AtomicU32,
+    /// Address of slot 0's stamp; slot `i`'s is `stamp_stride * i` bytes further.
+    stamps: *const u8,
+    stamp_stride: usize,
+    /// Address of slot 0's header; slot `i`'s is `body_stride * i` bytes further.
+    pub(crate) bodies: *mut u8,
+    pub(crate) body_stride: usize,
+    /// Bytes of a slot from its header on.
+    body_size: usize,
+    /// Slot count minus one (the count is a power of two).
+    mask: u32,
+    _memory: PhantomData<&'a AtomicU32>,
+}
+
+impl<'a> FastboxRef<'a> {
+    /// A box whose stamps and bodies are laid out at the given addresses and strides.
+    ///
+    /// # Safety
+    /// For every `i < slots` (a power of two), `stamps + i * stamp_stride` must hold a valid
+    /// `AtomicU32` and `bodies + i * body_stride` must point to `body_size` bytes (at least
+    /// [`HEADER_BYTES`]) of memory shared only through this protocol, all living for `'a`.
+    pub unsafe fn from_raw(
+        owner: &'a AtomicU32,
+        stamps: *const u8,
+        stamp_stride: usize,
+        bodies: *mut u8,
+        body_stride: usize,
+        body_size: usize,
+        slots: u32,
+    ) -> Self {
+        debug_assert!(slots.is_power_of_two() && body_size >= HEADER_BYTES);
+        FastboxRef {
+            owner,
+            stamps,
+            stamp_stride,
+            bodies,
+            body_stride,
+            body_size,
+            mask: slots - 1,
+            _memory: PhantomData,
+        }
+    }
+
+    /// The owner word.
+    #[inline]
+    pub fn owner(&self) -> &'a AtomicU32 {
+        self.owner
+    }
+
+    /// Number of slots.
+    #[inline]
+    pub fn slots(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Largest payload a slot carries (without a fault-tolerance piggyback).
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.body_size - HEADER_BYTES
+    }
+
+    #[inline(always)]
+    fn stamp(&self, i: u32) -> &'a AtomicU32 {
+        // SAFETY: `i & mask < slots`; `from_raw`'s contract makes this a valid AtomicU32 for 'a.
+        unsafe {
+            &*(self
+                .stamps
+                .add((i & self.mask) as usize * self.stamp_stride)
+                as *const AtomicU32)
+        }
+    }
+
+    #[inline(always)]
+    fn body(&self, i: u32) -> *mut u8 {
+        // SAFETY: `i & mask < slots`, so the offset stays inside the box (`from_raw`'s contract).
+        unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
+    }
+
+    /// Sender: writes `hdr` and `payload` into slot `*next` if it is empty, then advances `*next`.
+    /// Returns false (and writes nothing) if the receiver has not emptied that slot yet.
+    /// The caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES + capacity()`.
+    #[inline(always)]
+    pub fn try_send(&self, next: &mut u32, hdr: &MsgHeader, payload: &[u8]) -> bool {
+        debug_assert!(hdr.payload_offset() + payload.len() <= self.body_size);
+        let stamp = self.stamp(*next);
+        // ORDERING: Acquire; pairs with the receiver's Release clear, so its reads of the previous
+        // message in this slot are finished before we overwrite it.
+        if stamp.load(Acquire) != 0 {
+            return false;
+        }
+        let body = self.body(*next);
+        // SAFETY: the slot is empty, so the receiver does not read it until we publish; the body has
+        // `body_size` bytes, enough for the header and payload (checked by the caller).
+        unsafe {
+            ptr::write_unaligned(body as *mut MsgHeader, *hdr);
+            ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                body.add(hdr.payload_offset()),
+                payload.len(),
+            );
+        }
+        // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
+        stamp.store(1, Release);
+        *next = next.wrapping_add(1);
+        true
+    }
+
+    /// Receiver: the header of the message in slot `next`, if the sender published one, and a
+    /// pointer to its payload. The length is validated against the slot.
+    #[inline(always)]
+    pub fn peek(&self, next: u32) -> Result<Option<(MsgHeader, *const u8)>> {
+        // ORDERING: Acquire; pairs with the sender's Release publication.
+        if self.stamp(next).load(Acquire) == 0 {
+            return Ok(None);
+        }
+        let body = self.body(next);
+        // SAFETY: the slot is published and the sender does not touch it until we clear the stamp;
+        // the body holds at least a header.
+        let hdr = unsafe { ptr::read_unaligned(body as *const MsgHeader) };
+        // Bounds: a faulty sender's length must not make us read past the slot.
+        if hdr.len as usize > self.body_size - hdr.payload_offset() {
+            return Err(Error::corrupt("fastbox message length", hdr.len));
+        }
+        // SAFETY: `payload_offset() <= body_size` (both offsets are constants below HEADER_BYTES + 16,
+        // and `body_size >= HEADER_BYTES + len` was just checked).
+        Ok(Some((hdr, unsafe {
+            body.add(hdr.payload_offset()) as *const u8
+        })))
+    }
+
+    /// Receiver: frees slot `*next` after its message was consumed, and advances `*next`.
+    #[inline(always)]
+    pub fn release(&self, next: &mut u32) {
+        // ORDERING: Release; our reads of the slot happen-before the sender's next write to it.
+        self.stamp(*next).store(0, Release);
+        *next = next.wrapping_add(1);
+    }
+
+    /// True if no slot holds a published message.
+    pub fn is_empty(&self) -> bool {
+        // ORDERING: Acquire, as in `peek`.
+        (0..self.slots()).all(|i| self.stamp(i).load(Acquire) == 0)
+    }
+
+    /// Clears every slot of a box whose owner is dead, before the receiver frees it: a message
+    /// published out of order (never expected) must not be seen by the next owner.
+    pub fn clear(&self) {
+        for i in 0..self.slots() {
+            // ORDERING: Relaxed; the receiver frees the box with a Release store of `owner` after
+            // this, which the next owner's claim acquires.
+            self.stamp(i).store(0, Relaxed);
+        }
+    }
+}
+
+/// Heap memory for fastboxes, for loom models and unit tests: one box of `slots` slots.
+pub struct HeapFastbox {
+    owner: AtomicU32,
+    stamps: Box<[AtomicU32]>,
+    bodies: Box<[core::cell::UnsafeCell<u8>]>,
+    body_size: usize,
+}
+
+// SAFETY: shared mutation is through atomics, or through raw pointers ordered by the stamps.
+unsafe impl Sync for HeapFastbox {}
+// SAFETY: as above.
+unsafe impl Send for HeapFastbox {}
+
+impl HeapFastbox {
+    /// A free box with `slots` (a power of two) slots of `body_size` bytes from the header on.
+    pub fn new(slots: u32, body_size: usize) -> Self {
+        HeapFastbox {
+            owner: AtomicU32::new(0),
+            stamps: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            bodies: (0..slots as usize * body_size)
+                .map(|_| core::cell::UnsafeCell::new(0))
+                .collect(),
+            body_size,
+        }
+    }
+
+    /// A view of the box.
+    pub fn get(&self) -> FastboxRef<'_> {
+        // SAFETY: `stamps` holds `slots` atomics at the stride of one AtomicU32; `bodies` holds
+        // `slots` disjoint runs of `body_size` bytes; all live as long as `self`.
+        unsafe {
+            FastboxRef::from_raw(
+                &self.owner,
+                self.stamps.as_ptr() as *const u8,
+                core::mem::size_of::<AtomicU32>(),
+                self.bodies.as_ptr() as *mut u8,
+                self.body_size,
+                self.body_size,
+                self.stamps.len() as u32,
+            )
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! A node: everything the local ranks share. [`Node`] is implemented by the mapped segment
+//! (`segment.rs`) and by [`HeapNode`], so the port and every algorithm under it run unchanged in
+//! loom models and unit tests.
+
+use core::ops::RangeInclusive;
+
+use crate::arena::{Arena, HeapArena};
+use crate::cell::{CellHandle, LINK_BYTES};
+use crate::error::{Error, Result};
+use crate::fastbox::{FastboxRef, HeapFastbox, STAMP_BYTES};
+use crate::layout::Params;
+use crate::queue::{Liveness, Queue, QueueShared};
+use crate::sync::{AtomicU32, AtomicU64, Ordering::*};
+
+/// [`RankState::state`] before the rank attached.
+pub const STATE_EMPTY: u32 = 0;
+/// [`RankState::state`] while the rank runs.
+pub const STATE_ALIVE: u32 = 1;
+/// [`RankState::state`] once the rank exited or died: it executes nothing more.
+pub const STATE_GONE: u32 = 2;
+
+/// [`RankState::drain`] once the gone rank's receive queue was drained.
+pub const DRAIN_DONE: u32 = u32::MAX;
+
+/// Exit status recorded for a rank that finalized normally.
+pub const STATUS_CLEAN: u32 = 0;
+
+/// One rank's liveness record: one cache line, written rarely.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct RankState {
+    /// [`STATE_EMPTY`], [`STATE_ALIVE`] or [`STATE_GONE`]. Set ALIVE by the rank when it attaches;
+    /// set GONE by whoever learns it ended (its launcher after `waitpid`, a peer through its pidfd,
+    /// or the rank itself at finalize), never reset.
+    pub(crate) state: AtomicU32,
+    /// How it ended, valid once GONE: [`STATUS_CLEAN`], or the raw wait status.
+    pub(crate) status: AtomicU32,
+    /// Its process id, valid once ALIVE.
+    pub(crate) pid: AtomicU32,
+    /// Drain of its receive queue after it is gone: 0 not started, `claimant + 1` while a rank
+    /// drains it, [`DRAIN_DONE`] when done.
+    pub(crate) drain: AtomicU32,
+    /// Start time of its process (clock ticks since boot, `/proc/<pid>/stat` field 22), so a peer
+    /// opening a pidfd can tell a reused pid; 0 if unknown.
+    pub(crate) start_time: AtomicU64,
+    _pad: [u64; 5],
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<RankState>() == 64);
+
+impl RankState {
+    /// A record for a heap node, in state `state`.
+    pub fn new(state: u32) -> Self {
+        RankState {
+            state: AtomicU32::new(state),
+            status: AtomicU32::new(0),
+            pid: AtomicU32::new(0),
+            drain: AtomicU32::new(0),
+            start_time: AtomicU64::new(0),
+            _pad: [0; 5],
+        }
+    }
+}
+
+/// Queue id of rank `r`'s receive queue (ids are recorded in cells' custody; 0 means none).
+#[inline(always)]
+pub const fn recv_queue_id(r: u16) -> u16 {
+    1 + 2 * r
+}
+
+/// Queue id of rank `r`'s free queue.
+#[inline(always)]
+pub const fn free_queue_id(r: u16) -> u16 {
+    2 + 2 * r
+}
+
+/// Shared state of the local ranks of one node.
+///
+/// # Safety
+/// Implementors guarantee the accessors return memory laid out as described (queues and rank
+/// records for every rank below `ranks()`, `fastboxes_per_rank` boxes per receiver, an arena of
+/// `ranks() * cells_per_rank` cells) that lives as long as `self`.
+pub unsafe trait Node: Sync {
+    /// Where the cells live.
+    type Arena: Arena;
+
+    /// Number of local ranks.
+    fn ranks(&self) -> u16;
+    /// Layout parameters.
+    fn params(&self) -> &Params;
+    /// The cells.
+    fn arena(&self) -> &Self::Arena;
+    /// Queue number `index` (`2r`: receive queue of rank r, `2r + 1`: its free queue).
+    ///
+    /// # Safety
+    /// `index < 2 * ranks()`.
+    unsafe fn queue_shared(&self, index: usize) -> &QueueShared;
+    /// Rank `r`'s record.
+    ///
+    /// # Safety
+    /// `r < ranks()`.
+    unsafe fn rank_state(&self, r: u16) -> &RankState;
+    /// Counter bumped whenever a rank becomes GONE.
+    fn death_epoch_word(&self) -> &AtomicU64;
+    /// Box `b` hosted by `receiver`.
+    ///
+    /// # Safety
+    /// `receiver < ranks()` and `b < params().fastboxes_per_rank`.
+    unsafe fn fastbox(&self, receiver: u16, b: u32) -> FastboxRef<'_>;
+    /// The fastbox map entry of `(receiver, sender)`: box index + 1, or 0.
+    ///
+    /// # Safety
+    /// `receiver < ranks()` and `sender < ranks()`.
+    unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32;
+    /// Learns of deaths the node cannot see by itself (pidfds of peers); called on slow paths.
+    fn refresh_liveness(&self) {}
+
+    /// Checks a local rank number.
+    #[inline(always)]
+    fn check_rank(&self, r: u16) -> Result<()> {
+        if r < self.ranks() {
+            Ok(())
+        } else {
+            Err(Error::BadRank {
+                rank: u32::from(r),
+                ranks: self.ranks(),
+            })
+        }
+    }
+
+    /// Rank `r`'s record, checked.
+    fn state_of(&self, r: u16) -> Result<&RankState> {
+        self.check_rank(r)?;
+        // SAFETY: checked just above.
+        Ok(unsafe { self.rank_state(r) })
+    }
+
+    /// Rank `r`'s receive queue (`r` must be valid: checked in debug builds, callers check).
+    #[inline(always)]
+    fn recv_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
+        debug_assert!(r < self.ranks());
+        // SAFETY: callers pass a checked rank, so `2r < 2 * ranks()`.
+        Queue::new(
+            unsafe { self.queue_shared(2 * r as usize) },
+            self.arena(),
+            recv_queue_id(r),
+        )
+    }
+
+    /// Rank `r`'s free queue (`r` must be valid).
+    #[inline(always)]
+    fn free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
+        debug_assert!(r < self.ranks());
+        // SAFETY: callers pass a checked rank, so `2r + 1 < 2 * ranks()`.
+        Queue::new(
+            unsafe { self.queue_shared(2 * r as usize + 1) },
+            self.arena(),
+            free_queue_id(r),
+        )
+    }
+
+    /// Handles of rank `r`'s cells.
+    fn pool(&self, r: u16) -> RangeInclusive<CellHandle> {
+        let c = self.params().cells_per_rank;
+        (u32::from(r) * c + 1)..=(u32::from(r) + 1) * c
+    }
+
+    /// The rank whose pool holds cell `h` (a valid handle): where it returns after delivery.
+    #[inline(always)]
+    fn owner_of(&self, h: CellHandle) -> u16 {
+        ((h - 1) / self.params().cells_per_rank) as u16
+    }
+
+    /// True once rank `r` is known to have ended.
+    #[inline]
+    fn is_gone(&self, r: u16) -> bool {
+        // ORDERING: Acquire; pairs with the Release swap in `mark_gone`, so everything the gone
+        // rank did before it ended (as observed by whoever marked it) is visible.
+        // SAFETY: `r < ranks()` is checked first.
+        r < self.ranks() && unsafe { self.rank_state(r) }.state.load(Acquire) == STATE_GONE
+    }
+
+    /// Records that rank `r` ended with `status`, and bumps the death epoch if it was not known.
+    /// Returns true if this call made it GONE. Called by the launcher after `waitpid`, by a peer
+    /// that saw its pidfd become readable, or by the rank itself at finalize.
+    fn mark_gone(&self, r: u16, status: u32) -> Result<bool> {
+        let st = self.state_of(r)?;
+        // ORDERING: Relaxed; published by the Release swap below.
+        st.status.store(status, Relaxed);
+        // ORDERING: AcqRel; Release publishes the status (and, for a launcher, what waitpid made
+        // visible); Acquire so two markers agree on who did it.
+        if st.state.swap(STATE_GONE, AcqRel) == STATE_GONE {
+            return Ok(false);
+        }
+        // ORDERING: Release; readers Acquire the epoch, then the states.
+        self.death_epoch_word().fetch_add(1, Release);
+        Ok(true)
+    }
+}
+
+impl<N: Node + ?Sized> Liveness for N {
+    fn death_epoch(&self) -> u64 {
+        self.refresh_liveness();
+        // ORDERING: Acquire; pairs with the Release increment in `mark_gone`.
+        self.death_epoch_word().load(Acquire)
+    }
+
+    fn is_dead(&self, rank: u16) -> bool {
+        self.is_gone(rank)
+    }
+}
+
+/// A node on the heap: loom models, unit tests, and threads-as-ranks experiments.
+pub struct HeapNode {
+    ranks: u16,
+    params: Params,
+    arena: HeapArena,
+    queues: Box<[QueueShared]>,
+    states: Box<[RankState]>,
+    epoch: AtomicU64,
+    boxes: Box<[HeapFastbox]>,
+    map: Box<[AtomicU32]>,
+}
+
+impl HeapNode {
+    /// A node of `ranks` ranks, all ALIVE, laid out by `params` (validated as for a segment).
+    pub fn new(ranks: u16, params: Params) -> Result<Self> {
+        params.validate(ranks)?;
+        let r = ranks as usize;
+        let cells = ranks as u32 * params.cells_per_rank;
+        let node = HeapNode {
+            ranks,
+            params,
+            arena: HeapArena::new(cells, params.cell_size as usize - LINK_BYTES),
+            queues: (0..2 * r).map(|_| QueueShared::new()).collect(),
+            states: (0..r).map(|_| RankState::new(STATE_ALIVE)).collect(),
+            epoch: AtomicU64::new(0),
+            boxes: (0..r * params.fastboxes_per_rank as usize)
+                .map(|_| {
+                    HeapFastbox::new(
+                        params.fastbox_slots,
+                        params.fastbox_slot_size as usize - STAMP_BYTES,
+                    )
+                })
+                .collect(),
+            map: (0..r * r).map(|_| AtomicU32::new(0)).collect(),
+        };
+        node.fill_free_queues()?;
+        Ok(node)
+    }
+
+    /// Puts every cell into its owner's free queue, as segment creation does.
+    fn fill_free_queues(&self) -> Result<()> {
+        for r in 0..self.ranks {
+            let fq = self.free_queue(r);
+            for h in self.pool(r) {
+                fq.enqueue(h, r, r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+// SAFETY: every accessor indexes boxed slices sized from `ranks` and `params` at construction.
+unsafe impl Node for HeapNode {
+    type Arena = HeapArena;
+
+    fn ranks(&self) -> u16 {
+        self.ranks
+    }
+    fn params(&self) -> &Params {
+        &self.params
+    }
+    fn arena(&self) -> &HeapArena {
+        &self.arena
+    }
+    unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
+        // SAFETY: the caller guarantees `index < 2 * ranks`, the slice's length.
+        unsafe { self.queues.get_unchecked(index) }
+    }
+    unsafe fn rank_state(&self, r: u16) -> &RankState {
+        // SAFETY: the caller guarantees `r < ranks`, the slice's length.
+        unsafe { self.states.get_unchecked(r as usize) }
+    }
+    fn death_epoch_word(&self) -> &AtomicU64 {
+        &self.epoch
+    }
+    unsafe fn fastbox(&self, receiver: u16, b: u32) -> FastboxRef<'_> {
+        let i = receiver as usize * self.params.fastboxes_per_rank as usize + b as usize;
+        // SAFETY: the caller guarantees both indices are in range.
+        unsafe { self.boxes.get_unchecked(i) }.get()
+    }
+    unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32 {
+        // SAFETY: the caller guarantees both ranks are below `ranks`.
+        unsafe {
+            self.map
+                .get_unchecked(receiver as usize * self.ranks as usize + sender as usize)
+        }
+    }
+}

@@ -1,0 +1,1280 @@
+//! A rank's port onto its node: the API the layer above sends and receives with.
+//!
+//! - **Send**: [`Port::send`] tries the pair's fastbox, then cells from the rank's own free queue
+//!   (several cells for a long message), enqueued on the receiver's queue. When cells run out it
+//!   returns a [`PendingSend`] that [`Port::resume`] continues once cells come back; a later
+//!   message to the same peer waits behind it.
+//! - **Receive**: [`Port::poll`] returns the next message fragment in per-pair order: fastboxes of
+//!   the sources the caller expects first, then the receive queue (through the shadow head), and
+//!   every few polls all hosted fastboxes (for `ANY_SOURCE`). The caller copies the payload out
+//!   and calls [`Port::release`], which frees the slot or returns the cell to its owner.
+//! - **Order**: every message carries a per-pair sequence number. A fastbox message is taken only
+//!   when it is the next expected from its sender; a cell that arrives ahead of the expected
+//!   number waits while the fastbox messages before it (written before it, so visible) are
+//!   delivered.
+//! - **Failures** ([`Port::check_peers`], run every few polls): peers that ended are noticed
+//!   through the death epoch; a queue whose producer died between swap and link is repaired; the
+//!   receive queue of a dead rank is sealed and drained by one live rank, which returns each cell
+//!   to its owner; each owner then takes back its own cells that the dead rank had taken out
+//!   ("Reclaim" below); a dead sender's fastbox is freed once empty; a message a dead sender left
+//!   half-sent is reported dropped ([`PeerEvent::PartialDropped`]) once nothing more of it can
+//!   arrive, so the layer above never delivers part of it.
+//!
+//! # Reclaim
+//!
+//! After rank `d` is gone and its receive queue drained, a cell of a live owner `o` can be lost
+//! only in two ways, both visible in its custody word, which only `o` writes while it holds the
+//! cell: custody "receive queue of `d`" (the queue is drained, so `d` had taken the cell out and
+//! not returned it), or custody "free queue of `o`, by `d`" with the cell not swapped in (`d` died
+//! returning it). Owner `o` checks its own pool for both, between its own operations, and puts
+//! those cells back into its free queue. Cells a live rank holds carry other custodies.
+
+use core::ptr;
+
+use crate::arena::Arena;
+use crate::cell::{
+    CellHandle, HEADER_BYTES, MsgHeader, custody, custody_queue, tail_gen, tail_handle,
+};
+use crate::error::{Error, Result};
+use crate::fastbox::FastboxRef;
+use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
+use crate::queue::Liveness;
+use crate::sync::Ordering::*;
+
+/// Tunables of a port that do not change the segment layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Messages a sender sends to a peer through cells before it claims a fastbox hosted by that
+    /// peer (Open MPI: 16).
+    pub fastbox_after: u32,
+    /// Polls between scans of every hosted fastbox (for `ANY_SOURCE`); a power of two.
+    pub scan_every: u32,
+    /// Polls between liveness checks; a power of two.
+    pub check_every: u32,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            fastbox_after: 16,
+            scan_every: 16,
+            check_every: 1024,
+        }
+    }
+}
+
+/// Result of [`Port::send`].
+#[derive(Debug)]
+#[must_use = "a pending send must be resumed or its message never completes"]
+pub enum Sent {
+    /// The message is on its way: written into a fastbox or enqueued in cells.
+    Done,
+    /// Cells ran out (or an earlier message to the same peer is still pending): resume it with
+    /// [`Port::resume`] and the same payload.
+    Pending(PendingSend),
+}
+
+/// A message not yet fully handed over.
+#[derive(Debug, Clone)]
+pub struct PendingSend {
+    dst: u16,
+    hdr: MsgHeader,
+    /// Payload bytes already enqueued.
+    offset: usize,
+}
+
+impl PendingSend {
+    /// Destination local rank.
+    pub fn dst(&self) -> u16 {
+        self.dst
+    }
+    /// The message's header (with its sequence number).
+    pub fn header(&self) -> &MsgHeader {
+        &self.hdr
+    }
+    /// Bytes handed over so far.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+}
+
+/// Where an [`Incoming`] fragment sits until it is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Fastbox(u32),
+    Cell(CellHandle),
+}
+
+/// A received fragment: a whole message from a fastbox, or one cell of a message.
+#[derive(Clone, Copy, Debug)]
+pub struct Incoming {
+    /// Local rank of the sender (from the fastbox or cell pool, not from the header).
+    pub src: u16,
+    /// The message header (`len` is the whole message's length).
+    pub hdr: MsgHeader,
+    /// Offset of this fragment's payload in the message.
+    pub offset: usize,
+    /// Length of this fragment's payload.
+    pub frag_len: usize,
+    /// True if this is the message's last fragment.
+    pub last: bool,
+    payload: *const u8,
+    slot: Slot,
+}
+
+impl Incoming {
+    /// True if the message came through a fastbox.
+    pub fn via_fastbox(&self) -> bool {
+        matches!(self.slot, Slot::Fastbox(_))
+    }
+
+    /// Copies the fragment's payload into `dst[..frag_len]` (or as much as fits).
+    #[inline(always)]
+    pub fn copy_to(&self, dst: &mut [u8]) -> usize {
+        let n = self.frag_len.min(dst.len());
+        // SAFETY: `payload` points to `frag_len` bytes validated against the slot or cell when the
+        // fragment was polled; the slot stays ours until `release`.
+        unsafe { ptr::copy_nonoverlapping(self.payload, dst.as_mut_ptr(), n) };
+        n
+    }
+
+    /// Pointer to the fragment's `frag_len` payload bytes, valid until the fragment is released.
+    pub fn payload_ptr(&self) -> *const u8 {
+        self.payload
+    }
+}
+
+/// Something the port learned about a peer, for the layer above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// The peer ended (died or finalized): sends to it fail with [`Error::PeerDead`].
+    Gone {
+        /// Its local rank.
+        rank: u16,
+    },
+    /// The peer died in the middle of a multi-cell message, which will never complete: the
+    /// fragments already polled must be discarded.
+    PartialDropped {
+        /// Its local rank.
+        rank: u16,
+        /// The message's sequence number.
+        seq: u32,
+    },
+}
+
+/// Sender state toward one peer (private to this process).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tx {
+    /// Sequence number of the next message to this peer.
+    seq: u32,
+    /// Sequence number of the oldest message not fully handed over; equals `seq` when idle.
+    head: u32,
+    /// Messages sent to this peer, for the fastbox claim.
+    sent: u32,
+    /// Index + 1 of the fastbox we own at this peer; 0 if none.
+    fbox: u32,
+    /// Our next slot in that box.
+    fnext: u32,
+    /// The peer is gone.
+    gone: bool,
+}
+
+/// Receiver state toward one peer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rx {
+    /// Sequence number of the next message expected from this peer.
+    expected: u32,
+    /// Next fragment expected of the message being received (0: between messages).
+    next_frag: u16,
+    /// Index + 1 of the box this peer owns among ours; 0 if unknown.
+    fbox: u32,
+}
+
+/// Receiver state of one hosted fastbox.
+#[derive(Clone, Copy, Debug, Default)]
+struct BoxRx {
+    /// Owner word last seen (0: free).
+    owner: u32,
+    /// Next slot to read.
+    next: u32,
+}
+
+/// What this port has done about a gone peer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Gone {
+    known: bool,
+    drained: bool,
+    reclaimed: bool,
+}
+
+/// A cell dequeued ahead of fastbox messages that precede it.
+#[derive(Clone, Copy, Debug)]
+struct Stashed {
+    cell: CellHandle,
+    src: u16,
+    hdr: MsgHeader,
+}
+
+/// A process's port onto a [`Node`] as local rank `me`. Driven by one thread at a time.
+pub struct Port<'n, N: Node> {
+    node: &'n N,
+    me: u16,
+    cfg: PortConfig,
+    /// Payload bytes of a cell without / with the FT piggyback room.
+    cell_body: usize,
+    tx: Box<[Tx]>,
+    rx: Box<[Rx]>,
+    boxes: Box<[BoxRx]>,
+    stash: Option<Stashed>,
+    polls: u32,
+    epoch: u64,
+    gone: Box<[Gone]>,
+    events: Vec<PeerEvent>,
+    /// Partial messages of dead senders: `(src, seq, tail value of our queue when the death was
+    /// seen)`. Dropped once our consumer has passed that value.
+    markers: Vec<(u16, u32, u64)>,
+}
+
+impl<'n, N: Node> Port<'n, N> {
+    /// A port for local rank `me`. The rank's liveness record is the caller's business (the
+    /// segment's `attach` sets it).
+    pub fn new(node: &'n N, me: u16, cfg: PortConfig) -> Result<Self> {
+        node.check_rank(me)?;
+        if !cfg.scan_every.is_power_of_two() || !cfg.check_every.is_power_of_two() {
+            return Err(Error::InvalidParams(
+                "scan_every and check_every must be powers of two".into(),
+            ));
+        }
+        let n = node.ranks() as usize;
+        Ok(Port {
+            node,
+            me,
+            cfg,
+            cell_body: node.arena().body_size() - HEADER_BYTES,
+            tx: vec![Tx::default(); n].into(),
+            rx: vec![Rx::default(); n].into(),
+            boxes: vec![BoxRx::default(); node.params().fastboxes_per_rank as usize].into(),
+            stash: None,
+            polls: 0,
+            // ORDERING: Acquire, as in `Liveness::death_epoch`.
+            epoch: node.death_epoch_word().load(Acquire),
+            gone: vec![Gone::default(); n].into(),
+            events: Vec::new(),
+            markers: Vec::new(),
+        })
+    }
+
+    /// This port's local rank.
+    pub fn rank(&self) -> u16 {
+        self.me
+    }
+
+    /// The node.
+    pub fn node(&self) -> &'n N {
+        self.node
+    }
+
+    /// Largest payload a fastbox carries without a fault-tolerance piggyback (0 if fastboxes are
+    /// off).
+    pub fn fastbox_payload(&self) -> usize {
+        if self.node.params().fastboxes_per_rank == 0 {
+            0
+        } else {
+            self.node.params().fastbox_payload()
+        }
+    }
+
+    /// Payload bytes one cell carries without a fault-tolerance piggyback.
+    pub fn cell_payload(&self) -> usize {
+        self.cell_body
+    }
+
+    /// Largest message the cell path carries (fragment indices are 16 bits).
+    pub fn max_message(&self) -> usize {
+        (self.cell_body - crate::cell::FT_ROOM) * usize::from(u16::MAX)
+    }
+
+    /// Sends `payload` to local rank `dst` with header `hdr` (its `seq` and `frag` are set here).
+    #[inline]
+    pub fn send(&mut self, dst: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<Sent> {
+        self.node.check_rank(dst)?;
+        if payload.len() > self.max_message() {
+            return Err(Error::TooLarge {
+                len: payload.len(),
+                max: self.max_message(),
+            });
+        }
+        let t = &mut self.tx[dst as usize];
+        if t.gone {
+            return Err(Error::PeerDead { rank: dst });
+        }
+        let mut h = *hdr;
+        h.seq = t.seq;
+        h.frag = 0;
+        h.len = payload.len() as u32;
+        t.seq = t.seq.wrapping_add(1);
+        t.sent = t.sent.wrapping_add(1);
+        let mut ps = PendingSend {
+            dst,
+            hdr: h,
+            offset: 0,
+        };
+        if t.head != h.seq {
+            // An earlier message to `dst` is still pending: this one waits behind it.
+            return Ok(Sent::Pending(ps));
+        }
+        if h.payload_offset() + payload.len() <= HEADER_BYTES + self.fastbox_payload()
+            && self.try_fastbox(dst, &h, payload)
+        {
+            self.tx[dst as usize].head = h.seq.wrapping_add(1);
+            return Ok(Sent::Done);
+        }
+        if self.push_cells(&mut ps, payload)? {
+            self.tx[dst as usize].head = h.seq.wrapping_add(1);
+            Ok(Sent::Done)
+        } else {
+            Ok(Sent::Pending(ps))
+        }
+    }
+
+    /// Continues a pending send with the same payload. Returns true once the whole message is
+    /// handed over. Pending sends to one peer must be resumed in the order they were returned;
+    /// a later one makes no progress before the earlier ones completed.
+    pub fn resume(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
+        let t = &self.tx[ps.dst as usize];
+        if t.gone {
+            return Err(Error::PeerDead { rank: ps.dst });
+        }
+        if t.head != ps.hdr.seq {
+            return Ok(false);
+        }
+        if ps.offset == 0
+            && ps.hdr.payload_offset() + payload.len() <= HEADER_BYTES + self.fastbox_payload()
+            && self.try_fastbox(ps.dst, &ps.hdr.clone(), payload)
+        {
+            self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);
+            return Ok(true);
+        }
+        if self.push_cells(ps, payload)? {
+            self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Writes the message into our fastbox at `dst`, claiming one first if we have sent enough to
+    /// `dst`. False if there is no box or its next slot is full.
+    #[inline(always)]
+    fn try_fastbox(&mut self, dst: u16, h: &MsgHeader, payload: &[u8]) -> bool {
+        let t = &mut self.tx[dst as usize];
+        if t.fbox == 0 {
+            if t.sent < self.cfg.fastbox_after
+                || t.sent % 1024 != self.cfg.fastbox_after % 1024
+                || dst == self.me
+            {
+                return false;
+            }
+            if !self.claim_fastbox(dst) {
+                return false;
+            }
+        }
+        let t = &mut self.tx[dst as usize];
+        // SAFETY: `dst` was checked by the caller and `t.fbox - 1 < fastboxes_per_rank` (claimed).
+        let fb = unsafe { self.node.fastbox(dst, t.fbox - 1) };
+        fb.try_send(&mut t.fnext, h, payload)
+    }
+
+    /// Claims a free box among those `dst` hosts. Tried after `fastbox_after` messages and then
+    /// every 1024 messages while none is free.
+    #[cold]
+    fn claim_fastbox(&mut self, dst: u16) -> bool {
+        for b in 0..self.node.params().fastboxes_per_rank {
+            // SAFETY: `dst` checked by the caller, `b` in range.
+            let fb = unsafe { self.node.fastbox(dst, b) };
+            // ORDERING: AcqRel; Acquire takes in the receiver's clearing of the box before it
+            // freed it; Release orders our claim before the map entry below.
+            if fb
+                .owner()
+                .compare_exchange(0, u32::from(self.me) + 1, AcqRel, Relaxed)
+                .is_ok()
+            {
+                // ORDERING: Release; the receiver Acquires the map entry, then checks the owner.
+                // SAFETY: both ranks checked.
+                unsafe { self.node.fastbox_map(dst, self.me) }.store(b + 1, Release);
+                let t = &mut self.tx[dst as usize];
+                t.fbox = b + 1;
+                t.fnext = 0;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Takes a cell from our free queue.
+    #[inline]
+    fn take_cell(&mut self) -> Result<Option<CellHandle>> {
+        let fq = self.node.free_queue(self.me);
+        let Some(c) = fq.peek()? else { return Ok(None) };
+        if !self.node.pool(self.me).contains(&c) {
+            return Err(Error::corrupt("foreign cell in free queue", c));
+        }
+        fq.pop(c, self.node)?;
+        // SAFETY: `c` is one of our pool's handles (checked above), so it is a valid handle.
+        let link = unsafe { self.node.arena().link_unchecked(c) };
+        // ORDERING: Relaxed; custody is read by others only after we are gone.
+        link.custody.store(custody(0, self.me), Relaxed);
+        Ok(Some(c))
+    }
+
+    /// Enqueues the rest of `ps` in cells; false if cells ran out first.
+    fn push_cells(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
+        let cap = self.cell_body + HEADER_BYTES - ps.hdr.payload_offset();
+        let q = self.node.recv_queue(ps.dst);
+        loop {
+            let Some(c) = self.take_cell()? else {
+                return Ok(false);
+            };
+            let n = cap.min(payload.len() - ps.offset);
+            let mut h = ps.hdr;
+            h.frag = (ps.offset / cap) as u16;
+            // SAFETY: `c` is ours (taken from our free queue) and its body holds a header plus
+            // `cap` payload bytes.
+            unsafe {
+                let body = self.node.arena().body(c);
+                ptr::write_unaligned(body as *mut MsgHeader, h);
+                ptr::copy_nonoverlapping(
+                    payload.as_ptr().add(ps.offset),
+                    body.add(h.payload_offset()),
+                    n,
+                );
+            }
+            if let Err(e) = q.enqueue(c, self.me, ps.dst) {
+                self.node.free_queue(self.me).enqueue(c, self.me, self.me)?;
+                if let Error::PeerDead { rank } = e {
+                    self.tx[rank as usize].gone = true;
+                }
+                return Err(e);
+            }
+            ps.offset += n;
+            if ps.offset >= payload.len() {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Returns the next fragment in per-pair order, if any. `expected` lists the sources whose
+    /// fastboxes are polled first (the sources of posted receives).
+    #[inline]
+    pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming>> {
+        self.polls = self.polls.wrapping_add(1);
+        if self.stash.is_some() {
+            return self.poll_stash();
+        }
+        for &src in expected {
+            self.node.check_rank(src)?;
+            if let Some(i) = self.poll_fastbox_of(src)? {
+                return Ok(Some(i));
+            }
+        }
+        if let Some(i) = self.poll_queue()? {
+            return Ok(Some(i));
+        }
+        self.poll_slow()
+    }
+
+    /// The every-few-polls part of `poll`: all hosted fastboxes, and liveness.
+    #[inline(never)]
+    fn poll_slow(&mut self) -> Result<Option<Incoming>> {
+        if self.polls & (self.cfg.scan_every - 1) == 0
+            && let Some(i) = self.scan_fastboxes()?
+        {
+            return Ok(Some(i));
+        }
+        if self.polls & (self.cfg.check_every - 1) == 0 {
+            self.check_peers()?;
+        }
+        Ok(None)
+    }
+
+    /// Polls every fastbox now, whatever the schedule (the layer above calls this when it waits
+    /// on `ANY_SOURCE` for long).
+    pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming>> {
+        for b in 0..self.boxes.len() as u32 {
+            // SAFETY: `me` is valid and `b < fastboxes_per_rank`.
+            let fb = unsafe { self.node.fastbox(self.me, b) };
+            // ORDERING: Acquire; pairs with the claim, after which the sender writes slots.
+            let owner = fb.owner().load(Acquire);
+            if owner == 0 {
+                continue;
+            }
+            let src = (owner - 1) as u16;
+            self.node
+                .check_rank(src)
+                .map_err(|_| Error::corrupt("fastbox owner", owner))?;
+            self.adopt_box(b, owner, src);
+            if let Some(i) = self.take_from_box(fb, b, src)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Records that box `b` belongs to `src` (resetting our read index if it is a new owner).
+    #[inline]
+    fn adopt_box(&mut self, b: u32, owner: u32, src: u16) {
+        let st = &mut self.boxes[b as usize];
+        if st.owner != owner {
+            *st = BoxRx { owner, next: 0 };
+        }
+        self.rx[src as usize].fbox = b + 1;
+    }
+
+    /// Polls the fastbox `src` owns among ours, discovering it through the map if needed.
+    #[inline(always)]
+    fn poll_fastbox_of(&mut self, src: u16) -> Result<Option<Incoming>> {
+        let mut b = self.rx[src as usize].fbox;
+        if b == 0 {
+            // SAFETY: both ranks checked.
+            // ORDERING: Acquire; pairs with the claimant's Release store.
+            b = unsafe { self.node.fastbox_map(self.me, src) }.load(Acquire);
+            if b == 0 {
+                return Ok(None);
+            }
+            if b > self.node.params().fastboxes_per_rank {
+                return Err(Error::corrupt("fastbox map entry", b));
+            }
+            // SAFETY: `b - 1 < fastboxes_per_rank`, checked above.
+            let owner = unsafe { self.node.fastbox(self.me, b - 1) }
+                .owner()
+                .load(Acquire);
+            if owner != u32::from(src) + 1 {
+                return Ok(None);
+            }
+            self.adopt_box(b - 1, owner, src);
+        }
+        // SAFETY: `b - 1 < fastboxes_per_rank` (adopted boxes only).
+        let fb = unsafe { self.node.fastbox(self.me, b - 1) };
+        self.take_from_box(fb, b - 1, src)
+    }
+
+    /// The message in box `b`'s next slot, if it is the next expected from `src`.
+    #[inline(always)]
+    fn take_from_box(&mut self, fb: FastboxRef<'n>, b: u32, src: u16) -> Result<Option<Incoming>> {
+        let Some((hdr, payload)) = fb.peek(self.boxes[b as usize].next)? else {
+            return Ok(None);
+        };
+        let r = &mut self.rx[src as usize];
+        if hdr.seq != r.expected || r.next_frag != 0 {
+            return Ok(None);
+        }
+        r.expected = r.expected.wrapping_add(1);
+        Ok(Some(Incoming {
+            src,
+            hdr,
+            offset: 0,
+            frag_len: hdr.len as usize,
+            last: true,
+            payload,
+            slot: Slot::Fastbox(b),
+        }))
+    }
+
+    /// The first cell of our queue, if it is in order (or stashed behind fastbox messages).
+    #[inline(always)]
+    fn poll_queue(&mut self) -> Result<Option<Incoming>> {
+        let q = self.node.recv_queue(self.me);
+        let Some(c) = q.peek()? else { return Ok(None) };
+        let src = self.node.owner_of(c);
+        // SAFETY: `peek` validated `c`.
+        let hdr = unsafe { ptr::read_unaligned(self.node.arena().body(c) as *const MsgHeader) };
+        let r = &mut self.rx[src as usize];
+        if hdr.seq == r.expected && hdr.frag == r.next_frag {
+            let inc = self.cell_fragment(c, src, hdr)?;
+            q.pop(c, self.node)?;
+            self.advance(src, &inc);
+            if !self.markers.is_empty() {
+                self.note_dequeued(c);
+            }
+            return Ok(Some(inc));
+        }
+        if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
+            // Fastbox messages from `src` precede this cell: deliver them first.
+            self.cell_fragment(c, src, hdr)?;
+            q.pop(c, self.node)?;
+            if !self.markers.is_empty() {
+                self.note_dequeued(c);
+            }
+            self.stash = Some(Stashed { cell: c, src, hdr });
+            return self.poll_stash();
+        }
+        Err(Error::corrupt("cell sequence number", hdr.seq))
+    }
+
+    /// Builds the fragment for cell `c`, validating its length fields.
+    #[inline(always)]
+    fn cell_fragment(&self, c: CellHandle, src: u16, hdr: MsgHeader) -> Result<Incoming> {
+        let cap = self.cell_body + HEADER_BYTES - hdr.payload_offset();
+        let offset = usize::from(hdr.frag) * cap;
+        let len = hdr.len as usize;
+        if offset > len || (offset == len && len != 0) {
+            return Err(Error::corrupt("cell fragment index", hdr.frag));
+        }
+        let frag_len = cap.min(len - offset);
+        Ok(Incoming {
+            src,
+            hdr,
+            offset,
+            frag_len,
+            last: offset + frag_len == len,
+            // SAFETY: `c` is valid and the payload offset is inside the body.
+            payload: unsafe { self.node.arena().body(c).add(hdr.payload_offset()) },
+            slot: Slot::Cell(c),
+        })
+    }
+
+    #[inline(always)]
+    fn advance(&mut self, src: u16, inc: &Incoming) {
+        let r = &mut self.rx[src as usize];
+        if inc.last {
+            r.expected = r.expected.wrapping_add(1);
+            r.next_frag = 0;
+        } else {
+            r.next_frag += 1;
+        }
+    }
+
+    /// Delivers fastbox messages that precede the stashed cell, then the cell.
+    #[cold]
+    fn poll_stash(&mut self) -> Result<Option<Incoming>> {
+        let Some(s) = self.stash else { return Ok(None) };
+        if self.rx[s.src as usize].expected == s.hdr.seq {
+            self.stash = None;
+            let inc = self.cell_fragment(s.cell, s.src, s.hdr)?;
+            self.advance(s.src, &inc);
+            return Ok(Some(inc));
+        }
+        match self.poll_fastbox_of(s.src)? {
+            Some(i) => Ok(Some(i)),
+            // The sender wrote the missing messages into its fastbox before enqueuing this cell,
+            // so they are visible; their absence means a faulty sender.
+            None => Err(Error::corrupt("sequence gap before cell", s.hdr.seq)),
+        }
+    }
+
+    /// Frees the fastbox slot or returns the cell of a fragment that was copied out.
+    #[inline]
+    pub fn release(&mut self, inc: Incoming) -> Result<()> {
+        match inc.slot {
+            Slot::Fastbox(b) => {
+                // SAFETY: `b` came from one of our adopted boxes.
+                let fb = unsafe { self.node.fastbox(self.me, b) };
+                fb.release(&mut self.boxes[b as usize].next);
+                Ok(())
+            }
+            Slot::Cell(c) => {
+                let owner = self.node.owner_of(c);
+                // A gone owner's free queue is never consumed again: returning there is harmless.
+                self.node.free_queue(owner).enqueue(c, self.me, owner)
+            }
+        }
+    }
+
+    /// Events about peers since the last call.
+    pub fn take_events(&mut self) -> Vec<PeerEvent> {
+        core::mem::take(&mut self.events)
+    }
+
+    /// True if local rank `r` is known to this port to have ended.
+    pub fn peer_gone(&self, r: u16) -> bool {
+        self.gone.get(r as usize).is_some_and(|g| g.known)
+    }
+
+    /// Cells currently linked in our free queue (for accounting and tests).
+    pub fn free_cells(&self) -> Result<usize> {
+        self.node.free_queue(self.me).count_linked()
+    }
+
+    /// Notices ended peers and recovers from their deaths: queue repairs, draining their receive
+    /// queues, taking back our cells, freeing their fastboxes, dropping their partial messages.
+    /// Runs every `check_every` polls; call it directly when waiting long.
+    #[cold]
+    pub fn check_peers(&mut self) -> Result<()> {
+        let epoch = self.node.death_epoch();
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            let q = self.node.recv_queue(self.me);
+            for r in 0..self.node.ranks() {
+                if self.gone[r as usize].known || !self.node.is_gone(r) || r == self.me {
+                    continue;
+                }
+                self.gone[r as usize].known = true;
+                self.tx[r as usize].gone = true;
+                self.events.push(PeerEvent::Gone { rank: r });
+                if self.rx[r as usize].next_frag != 0 {
+                    let tail = q.tail_now();
+                    self.markers.push((r, self.rx[r as usize].expected, tail));
+                }
+            }
+            q.repair_unlinked_head(self.node)?;
+            self.node
+                .free_queue(self.me)
+                .repair_unlinked_head(self.node)?;
+        }
+        self.recover()?;
+        self.free_dead_boxes();
+        self.check_markers();
+        Ok(())
+    }
+
+    /// Drains gone ranks' receive queues (one drainer per queue) and takes back our cells.
+    fn recover(&mut self) -> Result<()> {
+        for r in 0..self.node.ranks() {
+            let g = self.gone[r as usize];
+            if !g.known || g.reclaimed {
+                continue;
+            }
+            if !g.drained && self.try_drain(r)? {
+                self.gone[r as usize].drained = true;
+            }
+            if self.gone[r as usize].drained {
+                self.reclaim_from(r)?;
+                self.gone[r as usize].reclaimed = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drains gone rank `r`'s receive queue if nobody alive is doing it. True once it is drained
+    /// (by us or another rank).
+    fn try_drain(&mut self, r: u16) -> Result<bool> {
+        let st = self.node.state_of(r)?;
+        let mine = u32::from(self.me) + 1;
+        // ORDERING: Acquire; pairs with the Release store of DRAIN_DONE, or of a claim.
+        let mut cur = st.drain.load(Acquire);
+        loop {
+            if cur == DRAIN_DONE {
+                return Ok(true);
+            }
+            if cur != 0 && cur != mine && !self.node.is_gone((cur - 1) as u16) {
+                return Ok(false); // a live rank drains it
+            }
+            // ORDERING: AcqRel; Acquire takes in the previous (dead) drainer's progress in the
+            // queue's words; Release publishes our claim.
+            match st.drain.compare_exchange(cur, mine, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        let q = self.node.recv_queue(r);
+        q.seal();
+        while let Some(c) = q.drain_next(self.node)? {
+            let owner = self.node.owner_of(c);
+            if !self.node.is_gone(owner) {
+                self.node.free_queue(owner).enqueue(c, self.me, owner)?;
+            }
+        }
+        // ORDERING: Release; owners Acquire it before reclaiming, after our returns.
+        st.drain.store(DRAIN_DONE, Release);
+        Ok(true)
+    }
+
+    /// Takes back our cells that gone rank `r` (drained) held or was returning (module doc,
+    /// "Reclaim").
+    fn reclaim_from(&mut self, r: u16) -> Result<()> {
+        let fq = self.node.free_queue(self.me);
+        let held_by_r = custody(free_queue_id(self.me), r);
+        for c in self.node.pool(self.me) {
+            // SAFETY: pool handles are valid.
+            let link = unsafe { self.node.arena().link_unchecked(c) };
+            // ORDERING: Acquire; the drain claim's Acquire already ordered us after the drainer,
+            // this pairs with dead ranks' writes observed through their GONE mark.
+            let cust = link.custody.load(Acquire);
+            let lost = custody_queue(cust) == recv_queue_id(r)
+                || (cust == held_by_r && !fq.holds_dead_enqueue(c)?);
+            if lost {
+                fq.enqueue(c, self.me, self.me)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees hosted boxes whose owner is gone and which hold nothing more to deliver.
+    fn free_dead_boxes(&mut self) {
+        for b in 0..self.boxes.len() as u32 {
+            // SAFETY: `me` valid, `b` in range.
+            let fb = unsafe { self.node.fastbox(self.me, b) };
+            // ORDERING: Acquire, as in `scan_fastboxes`.
+            let owner = fb.owner().load(Acquire);
+            if owner == 0 || owner > u32::from(self.node.ranks()) {
+                continue;
+            }
+            let src = (owner - 1) as u16;
+            if !self.node.is_gone(src) || !fb.is_empty() && self.deliverable(fb, b, src) {
+                continue;
+            }
+            fb.clear();
+            // SAFETY: ranks checked.
+            unsafe { self.node.fastbox_map(self.me, src) }.store(0, Relaxed);
+            self.rx[src as usize].fbox = 0;
+            self.boxes[b as usize] = BoxRx::default();
+            // ORDERING: Release; orders the clearing before the next claimant's Acquire CAS.
+            fb.owner().store(0, Release);
+        }
+    }
+
+    /// True if box `b`'s next slot holds the next message expected from `src`.
+    fn deliverable(&self, fb: FastboxRef<'n>, b: u32, src: u16) -> bool {
+        let next = if self.boxes[b as usize].owner == fb.owner().load(Relaxed) {
+            self.boxes[b as usize].next
+        } else {
+            0
+        };
+        matches!(fb.peek(next), Ok(Some((h, _))) if h.seq == self.rx[src as usize].expected)
+    }
+
+    /// Notes that a dequeued cell's tail value passed partial-message markers.
+    #[cold]
+    fn note_dequeued(&mut self, c: CellHandle) {
+        // SAFETY: `c` was validated by `peek`.
+        let link = unsafe { self.node.arena().link_unchecked(c) };
+        // ORDERING: Relaxed; as in the queue's `own_value`.
+        let g = tail_gen(link.enq_prev.load(Relaxed)).wrapping_add(1);
+        self.drop_markers(|m| (g.wrapping_sub(tail_gen(m)) as i32) >= 0);
+    }
+
+    /// Drops partial messages whose markers the queue has passed by emptying.
+    fn check_markers(&mut self) {
+        if self.markers.is_empty() {
+            return;
+        }
+        let q = self.node.recv_queue(self.me);
+        let (empty, gen_) = q.empty_gen();
+        if empty {
+            self.drop_markers(|m| {
+                tail_handle(m) == 0 && (gen_.wrapping_sub(tail_gen(m)) as i32) >= 0
+                    || (gen_.wrapping_sub(tail_gen(m)) as i32) > 0
+            });
+        }
+    }
+
+    fn drop_markers(&mut self, passed: impl Fn(u64) -> bool) {
+        let mut i = 0;
+        while i < self.markers.len() {
+            let (src, seq, m) = self.markers[i];
+            if passed(m) {
+                self.markers.swap_remove(i);
+                let r = &mut self.rx[src as usize];
+                if r.next_frag != 0 && r.expected == seq {
+                    r.next_frag = 0;
+                    r.expected = r.expected.wrapping_add(1);
+                    self.events
+                        .push(PeerEvent::PartialDropped { rank: src, seq });
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::layout::Params;
+    use crate::node::HeapNode;
+
+    fn cfg() -> PortConfig {
+        PortConfig {
+            fastbox_after: 4,
+            scan_every: 4,
+            check_every: 1,
+        }
+    }
+
+    fn small() -> Params {
+        Params {
+            cell_size: 256,
+            cells_per_rank: 8,
+            fastbox_slots: 4,
+            fastbox_slot_size: 128,
+            fastboxes_per_rank: 2,
+        }
+    }
+
+    fn payload(seq: u32, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8)
+            .collect()
+    }
+
+    /// Polls one whole message from `port`, reassembling fragments; releases as it goes.
+    fn recv_msg(
+        port: &mut Port<'_, HeapNode>,
+        expected: &[u16],
+    ) -> Option<(u16, MsgHeader, Vec<u8>, bool)> {
+        let first = port.poll(expected).unwrap()?;
+        let mut buf = vec![0u8; first.hdr.len as usize];
+        let (src, hdr, fb) = (first.src, first.hdr, first.via_fastbox());
+        let mut inc = first;
+        loop {
+            inc.copy_to(&mut buf[inc.offset..]);
+            let last = inc.last;
+            port.release(inc).unwrap();
+            if last {
+                return Some((src, hdr, buf, fb));
+            }
+            inc = loop {
+                if let Some(i) = port.poll(expected).unwrap() {
+                    break i;
+                }
+            };
+            assert_eq!(
+                (inc.src, inc.hdr.seq),
+                (src, hdr.seq),
+                "fragments of one message are consecutive"
+            );
+        }
+    }
+
+    #[test]
+    fn order_is_kept_across_fastbox_and_queue() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        // 40 messages, never polled in between: the 4-slot box fills and the rest go to cells,
+        // interleaving the two paths. Sizes vary across the fastbox limit.
+        let mut sent = Vec::new();
+        let mut next = 0;
+        let mut pending: Vec<(PendingSend, Vec<u8>)> = Vec::new();
+        for i in 0..40u32 {
+            let p = payload(i, [0, 8, 50, 88, 120, 300][i as usize % 6]);
+            let hdr = MsgHeader {
+                tag: i as i32,
+                context: 3,
+                ..MsgHeader::default()
+            };
+            match a.send(1, &hdr, &p).unwrap() {
+                Sent::Done => {}
+                Sent::Pending(ps) => pending.push((ps, p.clone())),
+            }
+            sent.push(p);
+            // Keep cells flowing so sends do not stall forever.
+            if i % 3 == 2 {
+                let (_, h, got, _) = recv_msg(&mut b, &[0]).unwrap();
+                assert_eq!(got, sent[h.tag as usize]);
+                assert_eq!(h.tag as usize, next);
+                next += 1;
+            }
+            pending.retain_mut(|(ps, p)| !a.resume(ps, p).unwrap());
+        }
+        let mut fastboxed = 0;
+        while next < 40 {
+            pending.retain_mut(|(ps, p)| !a.resume(ps, p).unwrap());
+            if let Some((src, h, got, fb)) = recv_msg(&mut b, &[0]) {
+                assert_eq!(src, 0);
+                assert_eq!(h.tag, next as i32, "non-overtaking");
+                assert_eq!(h.context, 3);
+                assert_eq!(got, sent[next]);
+                fastboxed += usize::from(fb);
+                next += 1;
+            }
+        }
+        assert!(fastboxed > 0, "some messages used the fastbox");
+        assert_eq!(b.poll(&[0]).unwrap().map(|i| i.hdr.tag), None);
+    }
+
+    #[test]
+    fn long_messages_span_cells_and_wait_for_cells() {
+        let node = HeapNode::new(
+            2,
+            Params {
+                fastboxes_per_rank: 0,
+                ..small()
+            },
+        )
+        .unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        let big = payload(1, 3000); // 15 cells of 208 bytes; the pool has 8
+        let Sent::Pending(mut ps) = a.send(1, &MsgHeader::default(), &big).unwrap() else {
+            panic!("8 cells cannot carry 3000 bytes")
+        };
+        let small_msg = payload(2, 10);
+        let Sent::Pending(mut ps2) = a
+            .send(
+                1,
+                &MsgHeader {
+                    tag: 1,
+                    ..MsgHeader::default()
+                },
+                &small_msg,
+            )
+            .unwrap()
+        else {
+            panic!("a later message waits behind a pending one")
+        };
+        assert!(
+            !a.resume(&mut ps2, &small_msg).unwrap(),
+            "no progress before the earlier message"
+        );
+        let mut got = vec![0u8; big.len()];
+        let mut done = false;
+        let mut done2 = false;
+        let mut second = None;
+        while second.is_none() {
+            if !done {
+                done = a.resume(&mut ps, &big).unwrap();
+            } else if !done2 {
+                done2 = a.resume(&mut ps2, &small_msg).unwrap();
+            }
+            if let Some(inc) = b.poll(&[0]).unwrap() {
+                if inc.hdr.tag == 0 {
+                    inc.copy_to(&mut got[inc.offset..]);
+                } else {
+                    let mut s = vec![0u8; inc.frag_len];
+                    inc.copy_to(&mut s);
+                    second = Some(s);
+                }
+                b.release(inc).unwrap();
+            }
+        }
+        assert_eq!(got, big);
+        assert_eq!(second.unwrap(), small_msg);
+        assert_eq!(a.free_cells().unwrap(), 8, "every cell came back");
+    }
+
+    #[test]
+    fn zero_byte_messages_and_errors() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for _ in 0..10 {
+            assert!(matches!(
+                a.send(1, &MsgHeader::default(), &[]).unwrap(),
+                Sent::Done
+            ));
+            let (_, h, got, _) = recv_msg(&mut b, &[0]).unwrap();
+            assert_eq!((h.len, got.len()), (0, 0));
+        }
+        assert!(matches!(
+            a.send(2, &MsgHeader::default(), &[]),
+            Err(Error::BadRank { rank: 2, .. })
+        ));
+        let huge = vec![0u8; a.max_message() + 1];
+        assert!(matches!(
+            a.send(1, &MsgHeader::default(), &huge),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(b.poll(&[5]), Err(Error::BadRank { .. })));
+    }
+
+    #[test]
+    fn any_source_finds_fastbox_messages() {
+        let node = HeapNode::new(3, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut c = Port::new(&node, 2, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for i in 0..12u32 {
+            let _ = a
+                .send(
+                    1,
+                    &MsgHeader {
+                        tag: i as i32,
+                        ..MsgHeader::default()
+                    },
+                    &payload(i, 8),
+                )
+                .unwrap();
+            let _ = c
+                .send(
+                    1,
+                    &MsgHeader {
+                        tag: 100 + i as i32,
+                        ..MsgHeader::default()
+                    },
+                    &payload(i, 8),
+                )
+                .unwrap();
+        }
+        let mut from = [0u32; 3];
+        let mut fb = 0;
+        for _ in 0..1000 {
+            if let Some((src, h, got, via)) = recv_msg(&mut b, &[]) {
+                let i = (h.tag % 100) as u32;
+                assert_eq!(i, from[src as usize], "per-source order");
+                assert_eq!(got, payload(i, 8));
+                from[src as usize] += 1;
+                fb += usize::from(via);
+            }
+        }
+        assert_eq!(from, [12, 0, 12]);
+        assert!(fb > 0, "ANY_SOURCE polling scanned the fastboxes");
+    }
+
+    #[test]
+    fn dead_receiver_cells_come_back() {
+        let node = HeapNode::new(
+            3,
+            Params {
+                fastboxes_per_rank: 0,
+                ..small()
+            },
+        )
+        .unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        let mut c = Port::new(&node, 2, cfg()).unwrap();
+        for i in 0..5 {
+            assert!(matches!(
+                a.send(1, &MsgHeader::default(), &payload(i, 100)).unwrap(),
+                Sent::Done
+            ));
+            assert!(matches!(
+                c.send(1, &MsgHeader::default(), &payload(i, 100)).unwrap(),
+                Sent::Done
+            ));
+        }
+        let held = b.poll(&[]).unwrap().unwrap(); // b takes a cell out, never returns it...
+        assert!(!held.via_fastbox());
+        node.mark_gone(1, 9).unwrap(); // ...and dies
+        assert_eq!(a.free_cells().unwrap(), 3);
+        a.check_peers().unwrap();
+        c.check_peers().unwrap();
+        assert!(a.take_events().contains(&PeerEvent::Gone { rank: 1 }));
+        assert_eq!(
+            a.free_cells().unwrap(),
+            8,
+            "a got back the cells in b's queue and the one b held"
+        );
+        assert_eq!(c.free_cells().unwrap(), 8);
+        assert!(matches!(
+            a.send(1, &MsgHeader::default(), &[1]),
+            Err(Error::PeerDead { rank: 1 })
+        ));
+        // a can still talk to c.
+        assert!(matches!(
+            a.send(2, &MsgHeader::default(), &[1]).unwrap(),
+            Sent::Done
+        ));
+        assert!(recv_msg(&mut c, &[0]).is_some());
+    }
+
+    #[test]
+    fn dead_receiver_while_returning_a_cell() {
+        let node = HeapNode::new(
+            2,
+            Params {
+                fastboxes_per_rank: 0,
+                ..small()
+            },
+        )
+        .unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(
+            a.send(1, &MsgHeader::default(), &[7]).unwrap(),
+            Sent::Done
+        ));
+        let inc = b.poll(&[0]).unwrap().unwrap();
+        let Slot::Cell(cell) = inc.slot else {
+            panic!("a cell")
+        };
+        // b began returning the cell (custody written) and died before its CAS.
+        let link = node.arena().link(cell, "t").unwrap();
+        link.enq_prev.store(node.free_queue(0).tail_now(), Relaxed);
+        link.custody.store(custody(free_queue_id(0), 1), Relaxed);
+        node.mark_gone(1, 9).unwrap();
+        a.check_peers().unwrap();
+        assert_eq!(a.free_cells().unwrap(), 8);
+    }
+
+    #[test]
+    fn dead_sender_partial_message_is_dropped_and_box_freed() {
+        let node = HeapNode::new(
+            2,
+            Params {
+                cells_per_rank: 4,
+                ..small()
+            },
+        )
+        .unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        // Enough messages to claim a fastbox; leave two of them unread.
+        for i in 0..8 {
+            let _ = a
+                .send(
+                    1,
+                    &MsgHeader {
+                        tag: i,
+                        ..MsgHeader::default()
+                    },
+                    &[i as u8],
+                )
+                .unwrap();
+            if i < 6 {
+                recv_msg(&mut b, &[0]).unwrap();
+            }
+        }
+        let big = payload(0, 2000);
+        let Sent::Pending(_ps) = a
+            .send(
+                1,
+                &MsgHeader {
+                    tag: 99,
+                    ..MsgHeader::default()
+                },
+                &big,
+            )
+            .unwrap()
+        else {
+            panic!("4 cells cannot carry 2000 bytes")
+        };
+        node.mark_gone(0, 9).unwrap(); // a dies with the message half sent
+        let mut tags = Vec::new();
+        let mut frags = 0;
+        for _ in 0..50 {
+            if let Some(inc) = b.poll(&[0]).unwrap() {
+                if inc.hdr.tag == 99 {
+                    frags += 1;
+                } else {
+                    tags.push(inc.hdr.tag);
+                }
+                b.release(inc).unwrap();
+            }
+        }
+        assert_eq!(tags, vec![6, 7], "completed messages are delivered");
+        assert_eq!(frags, 4, "four fragments arrived");
+        assert!(
+            b.take_events()
+                .contains(&PeerEvent::PartialDropped { rank: 0, seq: 8 })
+        );
+        // SAFETY: rank 1 and box 0 exist.
+        assert!(
+            (0..2).all(|bx| unsafe { node.fastbox(1, bx) }.owner().load(Relaxed) == 0),
+            "box freed"
+        );
+    }
+
+    #[test]
+    fn corrupt_fastbox_length_is_an_error() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for i in 0..5 {
+            let _ = a.send(1, &MsgHeader::default(), &[i]).unwrap();
+        }
+        for _ in 0..4 {
+            recv_msg(&mut b, &[0]).unwrap();
+        }
+        // The box was claimed at the fourth message (slot 0); the fifth is in slot 1: corrupt its
+        // length.
+        // SAFETY: box 0 of rank 1 exists.
+        let fb = unsafe { node.fastbox(1, 0) };
+        assert_eq!(fb.owner().load(Relaxed), 1);
+        // SAFETY: we write the header's `len` field of slot 1, inside the box.
+        unsafe { (fb.bodies.add(fb.body_stride + 16) as *mut u32).write_unaligned(1 << 30) };
+        assert!(matches!(b.poll(&[0]), Err(Error::Corrupt { .. })));
+    }
+}
