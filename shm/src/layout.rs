@@ -164,6 +164,7 @@ impl Params {
         ]
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn from_words(w: [u32; 5]) -> Params {
         Params {
             cell_size: w[0],

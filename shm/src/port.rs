@@ -1252,6 +1252,7 @@ mod tests {
         );
         // SAFETY: rank 1 and box 0 exist.
         assert!(
+            // SAFETY: rank 1 hosts boxes 0 and 1.
             (0..2).all(|bx| unsafe { node.fastbox(1, bx) }.owner().load(Relaxed) == 0),
             "box freed"
         );

@@ -224,6 +224,18 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         }
     }
 
+    /// Does what [`swap_in`](Self::swap_in) does before its CAS, and stops: a producer that dies
+    /// just before its swap. For fault-injection models only.
+    #[doc(hidden)]
+    pub fn prepare_only(&self, cell: CellHandle, me: u16) -> Result<()> {
+        let link = self.arena.link(cell, "enqueued cell")?;
+        // ORDERING: Relaxed throughout, as in `swap_in`.
+        link.next.store(NULL, Relaxed);
+        link.enq_prev.store(self.shared.tail.load(Relaxed), Relaxed);
+        link.custody.store(custody(self.id, me), Relaxed);
+        Ok(())
+    }
+
     /// Takes the first cell of the queue into the shadow and returns it, without removing it; the
     /// caller processes it, then calls [`pop`](Self::pop) with it. Consumer only.
     #[inline]

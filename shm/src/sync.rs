@@ -50,8 +50,12 @@ pub struct Backoff {
 impl Backoff {
     /// Up to this step, a wait spins `2^step` times.
     const SPIN_LIMIT: u32 = 6;
-    /// After this step, `is_completed` says the wait is long: time for slow-path checks.
+    /// After this step, `is_completed` says the wait is long: time for slow-path checks. Under
+    /// loom every wait is a scheduling point, so the slow path comes at once.
+    #[cfg(not(loom))]
     const YIELD_LIMIT: u32 = 10;
+    #[cfg(loom)]
+    const YIELD_LIMIT: u32 = 0;
 
     pub const fn new() -> Self {
         Backoff { step: 0 }
@@ -70,7 +74,7 @@ impl Backoff {
         } else {
             yield_now();
         }
-        if self.step <= Self::YIELD_LIMIT {
+        if self.step < Self::YIELD_LIMIT + 1 {
             self.step += 1;
         }
     }
