@@ -32,6 +32,16 @@ pub unsafe trait Arena {
     /// `h` must be in `1..=cell_count()`.
     unsafe fn body(&self, h: CellHandle) -> *mut u8;
 
+    /// Model-checking hook: the caller is about to write cell `h`'s body (a valid handle). Under
+    /// loom the heap arena records the access, so loom reports a write not ordered after every
+    /// earlier read of that cell by the protocol's atomics. A no-op otherwise.
+    #[inline(always)]
+    fn note_write(&self, _h: CellHandle) {}
+
+    /// Model-checking hook: the caller is about to read cell `h`'s body (see `note_write`).
+    #[inline(always)]
+    fn note_read(&self, _h: CellHandle) {}
+
     /// Checks that `h` names a cell. Handles read from shared memory go through this before use.
     #[inline(always)]
     fn check(&self, h: CellHandle, what: &'static str) -> Result<()> {
@@ -58,6 +68,9 @@ pub struct HeapArena {
     /// One `body_size` slice per cell; written through raw pointers by the algorithms.
     bodies: Box<[core::cell::UnsafeCell<u8>]>,
     body_size: usize,
+    /// One loom cell per cell body, to let loom check the ordering of body accesses.
+    #[cfg(loom)]
+    tracks: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: all shared mutation goes through atomics (links) or through raw pointers whose use the
@@ -77,6 +90,10 @@ impl HeapArena {
             links,
             bodies,
             body_size,
+            #[cfg(loom)]
+            tracks: (0..cells)
+                .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
         }
     }
 }
@@ -104,5 +121,15 @@ unsafe impl Arena for HeapArena {
                 .get_unchecked((h as usize - 1) * self.body_size)
                 .get()
         }
+    }
+
+    #[cfg(loom)]
+    fn note_write(&self, h: CellHandle) {
+        self.tracks[h as usize - 1].with_mut(|_| ());
+    }
+
+    #[cfg(loom)]
+    fn note_read(&self, h: CellHandle) {
+        self.tracks[h as usize - 1].with(|_| ());
     }
 }

@@ -2,10 +2,17 @@
 //! so a small message bypasses the cell queues (NEMESIS L791–797 of
 //! `shared/papers/mercier-2019-hdr-nemesis-topology.txt`; `shared/reference/nemesis.md`).
 //!
-//! A slot is `[stamp (4 B) | pad (4 B)][MsgHeader (32 B)][payload]`; with one slot this is NEMESIS's
-//! single-buffer fastbox, with several it is a ring as in Open MPI's btl/sm. The sender fills a
-//! slot whose stamp is 0 and publishes it by storing 1; the receiver reads slots in order and
-//! clears the stamp when done. Sender and receiver keep their ring indices privately.
+//! A box is `[owner line][ack line][slots]`, a slot `[stamp (4 B) | pad (4 B)][MsgHeader (32 B)]
+//! [payload]`; with one slot this is NEMESIS's single-buffer fastbox, with several a ring as in
+//! Open MPI's btl/sm. Message `i` of the box goes into slot `i mod slots` and is published by
+//! storing the stamp `i + 1` (Release). The receiver never writes a slot: it reads slot
+//! `next mod slots` until its stamp is `next + 1`, and publishes how many messages it consumed on
+//! the separate ack line, every `slots / 2` messages. The sender reads the ack line only when it
+//! has used every slot it knows to be free. So in a ping-pong a message costs one cache-line
+//! transfer, the receiver's read, as the hardware's cache-line ping-pong does; a receiver that
+//! cleared the stamp in the slot (NEMESIS's full/empty flag) would make the sender's next write
+//! fetch the line back first. (FastForward, Giacomoni et al. 2008, has the sender test the slot
+//! instead: the same extra transfer.)
 //!
 //! Memory stays bounded: each receiver hosts a fixed number of boxes
 //! ([`Params::fastboxes_per_rank`](crate::layout::Params)), claimed on demand by senders that have
@@ -32,6 +39,9 @@ pub struct FastboxRef<'a> {
     /// 0 while free, else the local rank of the sender that claimed the box, plus one. Claimed by
     /// a sender's CAS; freed only by the receiver, once the owner is dead and the box is empty.
     owner: &'a AtomicU32,
+    /// Messages the receiver has consumed (a multiple of `ack_every`, or all at a flush); the
+    /// sender may write message `i` once `i < acked + slots`. Written only by the receiver.
+    ack: &'a AtomicU32,
     /// Address of slot 0's stamp; slot `i`'s is `stamp_stride * i` bytes further.
     stamps: *const u8,
     stamp_stride: usize,
@@ -42,7 +52,12 @@ pub struct FastboxRef<'a> {
     body_size: usize,
     /// Slot count minus one (the count is a power of two).
     mask: u32,
+    /// The receiver publishes its count every `ack_every` messages (half the ring, at least 1).
+    ack_every: u32,
     _memory: PhantomData<&'a AtomicU32>,
+    /// Under loom, one loom cell per slot: loom checks that body accesses are ordered.
+    #[cfg(loom)]
+    tracks: Option<&'a [loom::cell::UnsafeCell<()>]>,
 }
 
 impl<'a> FastboxRef<'a> {
@@ -52,8 +67,10 @@ impl<'a> FastboxRef<'a> {
     /// For every `i < slots` (a power of two), `stamps + i * stamp_stride` must hold a valid
     /// `AtomicU32` and `bodies + i * body_stride` must point to `body_size` bytes (at least
     /// [`HEADER_BYTES`]) of memory shared only through this protocol, all living for `'a`.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn from_raw(
         owner: &'a AtomicU32,
+        ack: &'a AtomicU32,
         stamps: *const u8,
         stamp_stride: usize,
         bodies: *mut u8,
@@ -64,13 +81,17 @@ impl<'a> FastboxRef<'a> {
         debug_assert!(slots.is_power_of_two() && body_size >= HEADER_BYTES);
         FastboxRef {
             owner,
+            ack,
             stamps,
             stamp_stride,
             bodies,
             body_stride,
             body_size,
             mask: slots - 1,
+            ack_every: (slots / 2).max(1),
             _memory: PhantomData,
+            #[cfg(loom)]
+            tracks: None,
         }
     }
 
@@ -103,27 +124,52 @@ impl<'a> FastboxRef<'a> {
         }
     }
 
+    /// Model-checking hook for a write (`write`) or read of slot `i`'s body; a no-op unless loom.
+    #[inline(always)]
+    fn note(&self, _i: u32, _write: bool) {
+        #[cfg(loom)]
+        if let Some(t) = self.tracks {
+            let c = &t[(_i & self.mask) as usize];
+            if _write {
+                c.with_mut(|_| ())
+            } else {
+                c.with(|_| ())
+            }
+        }
+    }
+
     #[inline(always)]
     fn body(&self, i: u32) -> *mut u8 {
         // SAFETY: `i & mask < slots`, so the offset stays inside the box (`from_raw`'s contract).
         unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
     }
 
-    /// Sender: writes `hdr` and `payload` into slot `*next` if it is empty, then advances `*next`.
-    /// Returns false (and writes nothing) if the receiver has not emptied that slot yet.
-    /// The caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES + capacity()`.
+    /// Sender: writes `hdr` and `payload` as message `*next` of the box if its slot is free, then
+    /// advances `*next`. `acked` caches the receiver's ack count (starts at 0 with `*next`).
+    /// Returns false (and writes nothing) if the receiver has not consumed that slot's previous
+    /// message yet. The caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES +
+    /// capacity()`.
     #[inline(always)]
-    pub fn try_send(&self, next: &mut u32, hdr: &MsgHeader, payload: &[u8]) -> bool {
+    pub fn try_send(
+        &self,
+        next: &mut u32,
+        acked: &mut u32,
+        hdr: &MsgHeader,
+        payload: &[u8],
+    ) -> bool {
         debug_assert!(hdr.payload_offset() + payload.len() <= self.body_size);
-        let stamp = self.stamp(*next);
-        // ORDERING: Acquire; pairs with the receiver's Release clear, so its reads of the previous
-        // message in this slot are finished before we overwrite it.
-        if stamp.load(Acquire) != 0 {
-            return false;
+        if next.wrapping_sub(*acked) > self.mask {
+            // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
+            // the messages it acknowledges, so we never overwrite a slot it still reads.
+            *acked = self.ack.load(Acquire);
+            if next.wrapping_sub(*acked) > self.mask {
+                return false;
+            }
         }
         let body = self.body(*next);
-        // SAFETY: the slot is empty, so the receiver does not read it until we publish; the body has
-        // `body_size` bytes, enough for the header and payload (checked by the caller).
+        self.note(*next, true);
+        // SAFETY: the receiver consumed this slot's previous message (ack above) and reads it again
+        // only after our stamp; the body has room for the header and payload (caller's check).
         unsafe {
             ptr::write_unaligned(body as *mut MsgHeader, *hdr);
             ptr::copy_nonoverlapping(
@@ -133,46 +179,44 @@ impl<'a> FastboxRef<'a> {
             );
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
-        stamp.store(1, Release);
+        self.stamp(*next).store(next.wrapping_add(1), Release);
         *next = next.wrapping_add(1);
         true
     }
 
-    /// Receiver: the header of the message in slot `next`, if the sender published one, and a
+    /// Receiver: the header of message `next` of the box, if the sender published it, and a
     /// pointer to its payload. The length is validated against the slot.
     #[inline(always)]
     pub fn peek(&self, next: u32) -> Result<Option<(MsgHeader, *const u8)>> {
         // ORDERING: Acquire; pairs with the sender's Release publication.
-        if self.stamp(next).load(Acquire) == 0 {
+        if self.stamp(next).load(Acquire) != next.wrapping_add(1) {
             return Ok(None);
         }
         let body = self.body(next);
-        // SAFETY: the slot is published and the sender does not touch it until we clear the stamp;
+        self.note(next, false);
+        // SAFETY: the message is published and the sender does not touch the slot until we ack it;
         // the body holds at least a header.
         let hdr = unsafe { ptr::read_unaligned(body as *const MsgHeader) };
         // Bounds: a faulty sender's length must not make us read past the slot.
         if hdr.len as usize > self.body_size - hdr.payload_offset() {
             return Err(Error::corrupt("fastbox message length", hdr.len));
         }
-        // SAFETY: `payload_offset() <= body_size` (both offsets are constants below HEADER_BYTES + 16,
-        // and `body_size >= HEADER_BYTES + len` was just checked).
+        // SAFETY: `payload_offset() + len <= body_size` was just checked.
         Ok(Some((hdr, unsafe {
             body.add(hdr.payload_offset()) as *const u8
         })))
     }
 
-    /// Receiver: frees slot `*next` after its message was consumed, and advances `*next`.
+    /// Receiver: done with message `*next` (copied out); advances `*next` and, every `ack_every`
+    /// messages, tells the sender.
     #[inline(always)]
     pub fn release(&self, next: &mut u32) {
-        // ORDERING: Release; our reads of the slot happen-before the sender's next write to it.
-        self.stamp(*next).store(0, Release);
         *next = next.wrapping_add(1);
-    }
-
-    /// True if no slot holds a published message.
-    pub fn is_empty(&self) -> bool {
-        // ORDERING: Acquire, as in `peek`.
-        (0..self.slots()).all(|i| self.stamp(i).load(Acquire) == 0)
+        if *next & (self.ack_every - 1) == 0 {
+            // ORDERING: Release; our reads of the acknowledged slots happen-before the sender's
+            // next writes to them.
+            self.ack.store(*next, Release);
+        }
     }
 
     /// Clears every slot of a box whose owner is dead, before the receiver frees it: a message
@@ -183,15 +227,20 @@ impl<'a> FastboxRef<'a> {
             // this, which the next owner's claim acquires.
             self.stamp(i).store(0, Relaxed);
         }
+        // ORDERING: Relaxed, as above.
+        self.ack.store(0, Relaxed);
     }
 }
 
 /// Heap memory for fastboxes, for loom models and unit tests: one box of `slots` slots.
 pub struct HeapFastbox {
     owner: AtomicU32,
+    ack: AtomicU32,
     stamps: Box<[AtomicU32]>,
     bodies: Box<[core::cell::UnsafeCell<u8>]>,
     body_size: usize,
+    #[cfg(loom)]
+    tracks: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: shared mutation is through atomics, or through raw pointers ordered by the stamps.
@@ -204,11 +253,16 @@ impl HeapFastbox {
     pub fn new(slots: u32, body_size: usize) -> Self {
         HeapFastbox {
             owner: AtomicU32::new(0),
+            ack: AtomicU32::new(0),
             stamps: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             bodies: (0..slots as usize * body_size)
                 .map(|_| core::cell::UnsafeCell::new(0))
                 .collect(),
             body_size,
+            #[cfg(loom)]
+            tracks: (0..slots)
+                .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
         }
     }
 
@@ -216,9 +270,11 @@ impl HeapFastbox {
     pub fn get(&self) -> FastboxRef<'_> {
         // SAFETY: `stamps` holds `slots` atomics at the stride of one AtomicU32; `bodies` holds
         // `slots` disjoint runs of `body_size` bytes; all live as long as `self`.
-        unsafe {
+        #[allow(unused_mut)]
+        let mut r = unsafe {
             FastboxRef::from_raw(
                 &self.owner,
+                &self.ack,
                 self.stamps.as_ptr() as *const u8,
                 core::mem::size_of::<AtomicU32>(),
                 self.bodies.as_ptr() as *mut u8,
@@ -226,6 +282,11 @@ impl HeapFastbox {
                 self.body_size,
                 self.stamps.len() as u32,
             )
+        };
+        #[cfg(loom)]
+        {
+            r.tracks = Some(&self.tracks);
         }
+        r
     }
 }

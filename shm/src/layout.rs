@@ -6,7 +6,7 @@
 //! ranks        RankState × R                      (64 B each)
 //! queues       QueueShared × 2R  (recv, free)     (128 B each)
 //! fastbox map  u32 × R × R       (receiver-major: box index + 1 of each sender, 0 none)
-//! fastboxes    R × K boxes of [owner line (64 B) | slots × slot size]
+//! fastboxes    R × K boxes of [owner line | ack line | slots × slot size]
 //! cells        R × C cells of cell_size bytes, page-aligned
 //! ```
 
@@ -29,8 +29,8 @@ pub const HEADER_AREA: u64 = 4096;
 pub const RANK_STATE_BYTES: u64 = 64;
 /// Bytes of one queue.
 pub const QUEUE_BYTES: u64 = 128;
-/// Bytes of a fastbox's owner line.
-pub const FASTBOX_OWNER_BYTES: u64 = 64;
+/// Bytes before a fastbox's slots: the owner line and the ack line.
+pub const FASTBOX_HEAD_BYTES: u64 = 128;
 
 /// The parameters that shape a segment. Every process of a node must use the same ones: they
 /// are stored in the segment header and checked on attach.
@@ -219,7 +219,7 @@ impl Layout {
         let queues_off = ranks_off + r * RANK_STATE_BYTES;
         let fbox_map_off = queues_off + 2 * r * QUEUE_BYTES;
         let fbox_off = (fbox_map_off + 4 * r * r).next_multiple_of(64);
-        let fbox_bytes = FASTBOX_OWNER_BYTES
+        let fbox_bytes = FASTBOX_HEAD_BYTES
             + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
         let cells_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes)
             .next_multiple_of(4096);

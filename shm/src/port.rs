@@ -173,8 +173,10 @@ struct Tx {
     sent: u32,
     /// Index + 1 of the fastbox we own at this peer; 0 if none.
     fbox: u32,
-    /// Our next slot in that box.
+    /// Index of our next message in that box.
     fnext: u32,
+    /// The receiver's ack count as we last read it.
+    facked: u32,
     /// The peer is gone.
     gone: bool,
 }
@@ -382,7 +384,7 @@ impl<'n, N: Node> Port<'n, N> {
         let t = &mut self.tx[dst as usize];
         // SAFETY: `dst` was checked by the caller and `t.fbox - 1 < fastboxes_per_rank` (claimed).
         let fb = unsafe { self.node.fastbox(dst, t.fbox - 1) };
-        fb.try_send(&mut t.fnext, h, payload)
+        fb.try_send(&mut t.fnext, &mut t.facked, h, payload)
     }
 
     /// Claims a free box among those `dst` hosts. Tried after `fastbox_after` messages and then
@@ -405,6 +407,7 @@ impl<'n, N: Node> Port<'n, N> {
                 let t = &mut self.tx[dst as usize];
                 t.fbox = b + 1;
                 t.fnext = 0;
+                t.facked = 0;
                 return true;
             }
         }
@@ -438,6 +441,7 @@ impl<'n, N: Node> Port<'n, N> {
             let n = cap.min(payload.len() - ps.offset);
             let mut h = ps.hdr;
             h.frag = (ps.offset / cap) as u16;
+            self.node.arena().note_write(c);
             // SAFETY: `c` is ours (taken from our free queue) and its body holds a header plus
             // `cap` payload bytes.
             unsafe {
@@ -586,6 +590,7 @@ impl<'n, N: Node> Port<'n, N> {
         let q = self.node.recv_queue(self.me);
         let Some(c) = q.peek()? else { return Ok(None) };
         let src = self.node.owner_of(c);
+        self.node.arena().note_read(c);
         // SAFETY: `peek` validated `c`.
         let hdr = unsafe { ptr::read_unaligned(self.node.arena().body(c) as *const MsgHeader) };
         let r = &mut self.rx[src as usize];
@@ -810,7 +815,7 @@ impl<'n, N: Node> Port<'n, N> {
                 continue;
             }
             let src = (owner - 1) as u16;
-            if !self.node.is_gone(src) || !fb.is_empty() && self.deliverable(fb, b, src) {
+            if !self.node.is_gone(src) || self.deliverable(fb, b, src) {
                 continue;
             }
             fb.clear();

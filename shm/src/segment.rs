@@ -23,7 +23,7 @@ use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, STAMP_BYTES};
 use crate::layout::{
-    FASTBOX_OWNER_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params,
+    FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params,
 };
 use crate::node::{Node, RankState, STATE_ALIVE, STATE_EMPTY};
 use crate::os::{self, PidFd};
@@ -458,12 +458,14 @@ unsafe impl Node for Segment {
         let index = usize::from(receiver) * p.fastboxes_per_rank as usize + b as usize;
         let off = self.layout.fbox_off as usize + index * self.layout.fbox_bytes as usize;
         // SAFETY: the box lies inside the fastbox area (indices in range); its owner word starts
-        // it, 64-byte aligned; slots follow, each `[stamp][body]`, `fastbox_slots` of them.
+        // it, 64-byte aligned, the ack word starts the next line; slots follow, each
+        // `[stamp][body]`, `fastbox_slots` of them.
         unsafe {
             let base = self.map.as_mut_ptr().add(off);
-            let slots = base.add(FASTBOX_OWNER_BYTES as usize);
+            let slots = base.add(FASTBOX_HEAD_BYTES as usize);
             FastboxRef::from_raw(
                 &*(base as *const AtomicU32),
+                &*(base.add(64) as *const AtomicU32),
                 slots,
                 p.fastbox_slot_size as usize,
                 slots.add(STAMP_BYTES),
