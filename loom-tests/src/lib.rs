@@ -25,10 +25,7 @@ mod model {
 
     impl Deaths {
         pub fn new(ranks: usize) -> Self {
-            Deaths {
-                dead: (0..ranks).map(|_| AtomicBool::new(false)).collect(),
-                epoch: AtomicU64::new(0),
-            }
+            Deaths { dead: (0..ranks).map(|_| AtomicBool::new(false)).collect(), epoch: AtomicU64::new(0) }
         }
 
         /// Declares `rank` dead; called by the rank's own thread once it has stopped for good.
@@ -55,10 +52,7 @@ mod model {
 
     impl OneQueue {
         pub fn new(cells: u32) -> Self {
-            OneQueue {
-                arena: HeapArena::new(cells, 64),
-                shared: QueueShared::new(),
-            }
+            OneQueue { arena: HeapArena::new(cells, 64), shared: QueueShared::new() }
         }
 
         pub fn queue(&self) -> Queue<'_, HeapArena> {
@@ -77,10 +71,6 @@ impl Executions {
         self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     pub fn report(&self) {
-        eprintln!(
-            "{}: {} executions",
-            self.0,
-            self.1.load(std::sync::atomic::Ordering::Relaxed)
-        );
+        eprintln!("{}: {} executions", self.0, self.1.load(std::sync::atomic::Ordering::Relaxed));
     }
 }

@@ -19,20 +19,13 @@ fn params(fastboxes: u32, cells: u32) -> Params {
 }
 
 fn cfg() -> PortConfig {
-    PortConfig {
-        fastbox_after: 1,
-        scan_every: 1 << 20,
-        check_every: 1 << 20,
-    }
+    PortConfig { fastbox_after: 1, scan_every: 1 << 20, check_every: 1 << 20 }
 }
 
 /// Sends `n` one-byte messages tagged 0..n, resuming pending ones until all are handed over.
 fn send_all(port: &mut Port<'_, HeapNode>, dst: u16, n: i32) {
     for tag in 0..n {
-        let hdr = MsgHeader {
-            tag,
-            ..MsgHeader::default()
-        };
+        let hdr = MsgHeader { tag, ..MsgHeader::default() };
         if let Sent::Pending(mut ps) = port.send(dst, &hdr, &[tag as u8]).unwrap() {
             while !port.resume(&mut ps, &[tag as u8]).unwrap() {
                 thread::yield_now();
@@ -46,10 +39,8 @@ fn send_all(port: &mut Port<'_, HeapNode>, dst: u16, n: i32) {
 /// read, and every message arrives once, in order).
 #[test]
 fn c_free_queue_recycling() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "c_free_queue_recycling",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("c_free_queue_recycling", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let node = Arc::new(HeapNode::new(2, params(0, 2)).unwrap());
@@ -67,7 +58,7 @@ fn c_free_queue_recycling() {
                 Some(inc) => {
                     let mut b = [0u8; 1];
                     inc.copy_to(&mut b);
-                    assert_eq!((inc.hdr.tag, b[0]), (next, next as u8));
+                    assert_eq!((inc.header().tag, b[0]), (next, next as u8));
                     r.release(inc).unwrap();
                     next += 1;
                 }
@@ -76,11 +67,7 @@ fn c_free_queue_recycling() {
         }
         sender.join().unwrap();
         let s = Port::new(&*node, 0, cfg()).unwrap();
-        assert_eq!(
-            s.free_cells().unwrap(),
-            2,
-            "both cells back in the owner's free queue"
-        );
+        assert_eq!(s.free_cells().unwrap(), 2, "both cells back in the owner's free queue");
     });
     EX.report();
 }
@@ -89,10 +76,8 @@ fn c_free_queue_recycling() {
 /// depending on whether the receiver has emptied the slot; they arrive in the order sent.
 #[test]
 fn d_fastbox_and_queue_order() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "d_fastbox_and_queue_order",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("d_fastbox_and_queue_order", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let node = Arc::new(HeapNode::new(2, params(1, 2)).unwrap());
@@ -109,7 +94,7 @@ fn d_fastbox_and_queue_order() {
         while next < 3 {
             match r.poll(&[0]).unwrap() {
                 Some(inc) => {
-                    assert_eq!(inc.hdr.tag, next, "non-overtaking across fastbox and queue");
+                    assert_eq!(inc.header().tag, next, "non-overtaking across fastbox and queue");
                     if inc.via_fastbox() {
                         used_fastbox.store(true, Relaxed);
                     }
@@ -120,10 +105,7 @@ fn d_fastbox_and_queue_order() {
             }
         }
         sender.join().unwrap();
-        assert!(
-            used_fastbox.load(Relaxed),
-            "the first message always fits the empty fastbox"
-        );
+        assert!(used_fastbox.load(Relaxed), "the first message always fits the empty fastbox");
     });
     EX.report();
 }
@@ -134,10 +116,8 @@ fn d_fastbox_and_queue_order() {
 #[test]
 fn fastbox_ring_slot_reuse() {
     use nemesis_shm::fastbox::HeapFastbox;
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "fastbox_ring_slot_reuse",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("fastbox_ring_slot_reuse", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let fb = Arc::new(HeapFastbox::new(4, 64));
@@ -146,12 +126,8 @@ fn fastbox_ring_slot_reuse() {
             thread::spawn(move || {
                 let (mut next, mut acked) = (0, 0);
                 for tag in 0..6 {
-                    let hdr = MsgHeader {
-                        tag,
-                        len: 1,
-                        ..MsgHeader::default()
-                    };
-                    while !fb.get().try_send(&mut next, &mut acked, &hdr, &[tag as u8]) {
+                    let hdr = MsgHeader { tag, len: 1, ..MsgHeader::default() };
+                    while !fb.get().try_send(&mut next, &mut acked, &hdr, 0, &[tag as u8]) {
                         thread::yield_now();
                     }
                 }
@@ -159,15 +135,15 @@ fn fastbox_ring_slot_reuse() {
         };
         let mut next = 0;
         for tag in 0..6 {
-            let (hdr, p) = loop {
+            let m = loop {
                 if let Some(m) = fb.get().peek(next).unwrap() {
                     break m;
                 }
                 thread::yield_now();
             };
-            // SAFETY: `p` points to the published one-byte payload.
-            let byte = unsafe { *p };
-            assert_eq!((hdr.tag, byte), (tag, tag as u8));
+            // SAFETY: `m` points to a published header and one-byte payload in the slot.
+            let (t, byte) = unsafe { ((*m.hdr).tag, *m.payload) };
+            assert_eq!((t, byte, m.len), (tag, tag as u8, 1));
             fb.get().release(&mut next);
         }
         sender.join().unwrap();

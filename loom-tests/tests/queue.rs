@@ -45,10 +45,8 @@ fn check_order(got: &[u32], cells: &[Vec<u32>]) {
 /// and the consumer waits for `next`.
 #[test]
 fn a_three_producers_one_consumer() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "a_three_producers_one_consumer",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("a_three_producers_one_consumer", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));
@@ -72,10 +70,8 @@ fn a_three_producers_one_consumer() {
 /// (a) Two producers of two cells each: per-producer FIFO through CAS retries.
 #[test]
 fn a_two_producers_two_cells_each() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "a_two_producers_two_cells_each",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("a_two_producers_two_cells_each", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(4));
@@ -106,10 +102,8 @@ fn a_two_producers_two_cells_each() {
 /// the end.
 #[test]
 fn b_shadow_head_empty_nonempty_empty() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "b_shadow_head_empty_nonempty_empty",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("b_shadow_head_empty_nonempty_empty", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));
@@ -137,10 +131,8 @@ fn b_shadow_head_empty_nonempty_empty() {
 /// it is known dead: nothing the other producer enqueued is lost or duplicated, order is kept.
 #[test]
 fn e_producer_dies_between_swap_and_link() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "e_producer_dies_between_swap_and_link",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("e_producer_dies_between_swap_and_link", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));
@@ -172,10 +164,8 @@ fn e_producer_dies_between_swap_and_link() {
 /// link its cell: it sees exactly the other producer's cells.
 #[test]
 fn f_producer_dies_before_swap() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "f_producer_dies_before_swap",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("f_producer_dies_before_swap", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));
@@ -199,11 +189,7 @@ fn f_producer_dies_before_swap() {
         other.join().unwrap();
         assert_eq!(got, vec![2, 3]);
         assert!(!q.queue().repair_unlinked_head(&*live).unwrap());
-        assert_eq!(
-            q.queue().dequeue(&*live).unwrap(),
-            None,
-            "the dead producer's cell is not linked"
-        );
+        assert_eq!(q.queue().dequeue(&*live).unwrap(), None, "the dead producer's cell is not linked");
         assert!(!q.queue().holds_dead_enqueue(1).unwrap());
     });
     EX.report();
@@ -213,10 +199,8 @@ fn f_producer_dies_before_swap() {
 /// the queue exactly once, including cells enqueued concurrently before the seal.
 #[test]
 fn consumer_dies_then_drain() {
-    static EX: nemesis_loom_tests::Executions = nemesis_loom_tests::Executions(
-        "consumer_dies_then_drain",
-        std::sync::atomic::AtomicUsize::new(0),
-    );
+    static EX: nemesis_loom_tests::Executions =
+        nemesis_loom_tests::Executions("consumer_dies_then_drain", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));

@@ -4,7 +4,42 @@
 //! segment (`segment.rs`); under loom it runs on [`HeapArena`], because loom atomics cannot live
 //! in a mapping (as iceoryx2 does; `shared/reference/anchors.md`).
 
-use crate::cell::{CellHandle, CellLink};
+use crate::cell::{CellHandle, CellLink, NULL};
+
+/// A cell whose handle was checked: its handle, link words and body, computed once.
+#[derive(Clone, Copy, Debug)]
+pub struct CellRef<'a> {
+    handle: CellHandle,
+    link: &'a CellLink,
+    body: *mut u8,
+}
+
+/// Two references are equal if they name the same cell.
+impl PartialEq for CellRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle == other.handle
+    }
+}
+impl Eq for CellRef<'_> {}
+
+impl<'a> CellRef<'a> {
+    /// The cell's handle.
+    #[inline(always)]
+    pub fn handle(&self) -> CellHandle {
+        self.handle
+    }
+    /// The cell's link words.
+    #[inline(always)]
+    pub fn link(&self) -> &'a CellLink {
+        self.link
+    }
+    /// The cell's header and payload bytes (`Arena::body_size` of them).
+    #[inline(always)]
+    pub fn body(&self) -> *mut u8 {
+        self.body
+    }
+}
+
 use crate::error::{Error, Result};
 
 /// Cell memory addressed by [`CellHandle`]s `1..=cell_count()`.
@@ -45,12 +80,7 @@ pub unsafe trait Arena {
     /// Checks that `h` names a cell. Handles read from shared memory go through this before use.
     #[inline(always)]
     fn check(&self, h: CellHandle, what: &'static str) -> Result<()> {
-        // `h - 1 < count` rejects 0 too (it wraps to u32::MAX).
-        if h.wrapping_sub(1) < self.cell_count() {
-            Ok(())
-        } else {
-            Err(Error::corrupt(what, h))
-        }
+        if h != NULL && h <= self.cell_count() { Ok(()) } else { Err(Error::corrupt(what, h)) }
     }
 
     /// The link words of cell `h`, bounds-checked.
@@ -59,6 +89,30 @@ pub unsafe trait Arena {
         self.check(h, what)?;
         // SAFETY: `h` was just checked to be in `1..=cell_count()`.
         Ok(unsafe { self.link_unchecked(h) })
+    }
+
+    /// Cell `h`, bounds-checked.
+    #[inline(always)]
+    fn cell(&self, h: CellHandle, what: &'static str) -> Result<CellRef<'_>> {
+        self.check(h, what)?;
+        // SAFETY: `h` was just checked.
+        Ok(unsafe { self.cell_unchecked(h) })
+    }
+
+    /// Cell `h` without a check.
+    ///
+    /// # Safety
+    /// `h` must be in `1..=cell_count()`.
+    #[inline(always)]
+    unsafe fn cell_unchecked(&self, h: CellHandle) -> CellRef<'_> {
+        // SAFETY: the caller guarantees `h` is valid, so the body pointer is inside the arena and
+        // not null (saying so spares the compiler a null test when the reference sits in an
+        // `Option`).
+        unsafe {
+            let body = self.body(h);
+            core::hint::assert_unchecked(!body.is_null());
+            CellRef { handle: h, link: self.link_unchecked(h), body }
+        }
     }
 }
 
@@ -83,17 +137,13 @@ impl HeapArena {
     /// `cells` cells of `body_size` bytes each.
     pub fn new(cells: u32, body_size: usize) -> Self {
         let links = (0..cells).map(|_| CellLink::new()).collect();
-        let bodies = (0..cells as usize * body_size)
-            .map(|_| core::cell::UnsafeCell::new(0))
-            .collect();
+        let bodies = (0..cells as usize * body_size).map(|_| core::cell::UnsafeCell::new(0)).collect();
         HeapArena {
             links,
             bodies,
             body_size,
             #[cfg(loom)]
-            tracks: (0..cells)
-                .map(|_| loom::cell::UnsafeCell::new(()))
-                .collect(),
+            tracks: (0..cells).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         }
     }
 }
@@ -116,11 +166,7 @@ unsafe impl Arena for HeapArena {
 
     unsafe fn body(&self, h: CellHandle) -> *mut u8 {
         // SAFETY: the caller guarantees `1 <= h <= cell_count()`, so the slice is in bounds.
-        unsafe {
-            self.bodies
-                .get_unchecked((h as usize - 1) * self.body_size)
-                .get()
-        }
+        unsafe { self.bodies.get_unchecked((h as usize - 1) * self.body_size).get() }
     }
 
     #[cfg(loom)]

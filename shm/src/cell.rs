@@ -33,7 +33,7 @@ pub const FT_PIGGYBACK_BYTES: usize = 12;
 /// Message header flags.
 pub mod flags {
     /// A 12-byte fault-tolerance piggyback `(date, phase)` follows the header; the payload starts
-    /// [`super::FT_ROOM`] bytes later.
+    /// [`super::FT_ROOM`] bytes later. Bit 0: readers multiply by it to find the payload.
     pub const FT_PIGGYBACK: u8 = 1 << 0;
 }
 
@@ -58,11 +58,7 @@ pub struct CellLink {
 impl CellLink {
     /// A link block for a heap arena (loom models and unit tests).
     pub fn new() -> Self {
-        CellLink {
-            next: AtomicU32::new(NULL),
-            custody: AtomicU32::new(0),
-            enq_prev: AtomicU64::new(0),
-        }
+        CellLink { next: AtomicU32::new(NULL), custody: AtomicU32::new(0), enq_prev: AtomicU64::new(0) }
     }
 }
 
@@ -108,11 +104,7 @@ impl MsgHeader {
     /// Bytes between the start of the header and the payload.
     #[inline]
     pub fn payload_offset(&self) -> usize {
-        if self.flags & flags::FT_PIGGYBACK != 0 {
-            HEADER_BYTES + FT_ROOM
-        } else {
-            HEADER_BYTES
-        }
+        if self.flags & flags::FT_PIGGYBACK != 0 { HEADER_BYTES + FT_ROOM } else { HEADER_BYTES }
     }
 }
 
@@ -150,4 +142,50 @@ pub(crate) const fn tail_gen(v: u64) -> u32 {
 #[inline]
 pub(crate) const fn tail_handle(v: u64) -> u32 {
     v as u32
+}
+
+/// Copies `n` bytes from `src` to `dst` (not overlapping). Lengths up to 16 bytes, the common
+/// case of small messages, are done with at most two overlapping loads and stores instead of a
+/// call to `memcpy`.
+///
+/// # Safety
+/// `src` must be valid for `n` bytes of reads and `dst` for `n` bytes of writes, not overlapping.
+#[inline(always)]
+pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    use core::ptr::{copy_nonoverlapping, read_unaligned, write_unaligned};
+    // SAFETY: every access below stays within `[0, n)` of both buffers (the caller's contract).
+    unsafe {
+        if n > 16 {
+            copy_nonoverlapping(src, dst, n);
+        } else if n >= 8 {
+            let (a, b) = (read_unaligned(src as *const u64), read_unaligned(src.add(n - 8) as *const u64));
+            write_unaligned(dst as *mut u64, a);
+            write_unaligned(dst.add(n - 8) as *mut u64, b);
+        } else if n >= 4 {
+            let (a, b) = (read_unaligned(src as *const u32), read_unaligned(src.add(n - 4) as *const u32));
+            write_unaligned(dst as *mut u32, a);
+            write_unaligned(dst.add(n - 4) as *mut u32, b);
+        } else if n > 0 {
+            *dst = *src;
+            *dst.add(n / 2) = *src.add(n / 2);
+            *dst.add(n - 1) = *src.add(n - 1);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_bytes_every_small_length_and_some_large() {
+        let src: Vec<u8> = (0..100u8).collect();
+        for n in (0..=40).chain([63, 64, 99]) {
+            let mut dst = vec![0xAAu8; 100];
+            // SAFETY: both buffers hold 100 bytes, n <= 99.
+            unsafe { copy_bytes(src.as_ptr(), dst.as_mut_ptr(), n) };
+            assert_eq!(&dst[..n], &src[..n], "n = {n}");
+            assert!(dst[n..].iter().all(|&b| b == 0xAA), "n = {n}: wrote past the end");
+        }
+    }
 }

@@ -100,10 +100,7 @@ impl Error {
     }
 
     pub(crate) fn corrupt(what: &'static str, value: impl Into<u64>) -> Self {
-        Error::Corrupt {
-            what,
-            value: value.into(),
-        }
+        Error::Corrupt { what, value: value.into() }
     }
 }
 

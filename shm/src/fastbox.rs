@@ -26,12 +26,25 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{HEADER_BYTES, MsgHeader};
+use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, copy_bytes, flags};
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU32, Ordering::*};
 
 /// Bytes of a slot before its header: the stamp and padding.
 pub const STAMP_BYTES: usize = 8;
+
+/// A message published in a fastbox slot, as [`FastboxRef::peek`] found it.
+#[derive(Clone, Copy, Debug)]
+pub struct Published {
+    /// Its header, in the slot.
+    pub hdr: *const MsgHeader,
+    /// Its payload, in the slot.
+    pub payload: *const u8,
+    /// Its per-pair sequence number.
+    pub seq: u32,
+    /// Its payload length, checked against the slot.
+    pub len: u32,
+}
 
 /// A view of one fastbox: its owner word and its slots.
 #[derive(Clone, Copy)]
@@ -59,6 +72,12 @@ pub struct FastboxRef<'a> {
     #[cfg(loom)]
     tracks: Option<&'a [loom::cell::UnsafeCell<()>]>,
 }
+
+// SAFETY: a view of memory shared between processes and used only through this module's
+// protocol (atomics and stamp-ordered accesses); nothing in it is tied to a thread.
+unsafe impl Send for FastboxRef<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for FastboxRef<'_> {}
 
 impl<'a> FastboxRef<'a> {
     /// A box whose stamps and bodies are laid out at the given addresses and strides.
@@ -116,12 +135,7 @@ impl<'a> FastboxRef<'a> {
     #[inline(always)]
     fn stamp(&self, i: u32) -> &'a AtomicU32 {
         // SAFETY: `i & mask < slots`; `from_raw`'s contract makes this a valid AtomicU32 for 'a.
-        unsafe {
-            &*(self
-                .stamps
-                .add((i & self.mask) as usize * self.stamp_stride)
-                as *const AtomicU32)
-        }
+        unsafe { &*(self.stamps.add((i & self.mask) as usize * self.stamp_stride) as *const AtomicU32) }
     }
 
     /// Model-checking hook for a write (`write`) or read of slot `i`'s body; a no-op unless loom.
@@ -130,11 +144,7 @@ impl<'a> FastboxRef<'a> {
         #[cfg(loom)]
         if let Some(t) = self.tracks {
             let c = &t[(_i & self.mask) as usize];
-            if _write {
-                c.with_mut(|_| ())
-            } else {
-                c.with(|_| ())
-            }
+            if _write { c.with_mut(|_| ()) } else { c.with(|_| ()) }
         }
     }
 
@@ -144,19 +154,13 @@ impl<'a> FastboxRef<'a> {
         unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
     }
 
-    /// Sender: writes `hdr` and `payload` as message `*next` of the box if its slot is free, then
-    /// advances `*next`. `acked` caches the receiver's ack count (starts at 0 with `*next`).
-    /// Returns false (and writes nothing) if the receiver has not consumed that slot's previous
-    /// message yet. The caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES +
-    /// capacity()`.
+    /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0)
+    /// and `payload` as message `*next` of the box if its slot is free, then advances `*next`.
+    /// `acked` caches the receiver's ack count (starts at 0 with `*next`). Returns false (and
+    /// writes nothing) if the receiver has not consumed that slot's previous message yet. The
+    /// caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES + capacity()`.
     #[inline(always)]
-    pub fn try_send(
-        &self,
-        next: &mut u32,
-        acked: &mut u32,
-        hdr: &MsgHeader,
-        payload: &[u8],
-    ) -> bool {
+    pub fn try_send(&self, next: &mut u32, acked: &mut u32, hdr: &MsgHeader, seq: u32, payload: &[u8]) -> bool {
         debug_assert!(hdr.payload_offset() + payload.len() <= self.body_size);
         if next.wrapping_sub(*acked) > self.mask {
             // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
@@ -171,12 +175,12 @@ impl<'a> FastboxRef<'a> {
         // SAFETY: the receiver consumed this slot's previous message (ack above) and reads it again
         // only after our stamp; the body has room for the header and payload (caller's check).
         unsafe {
-            ptr::write_unaligned(body as *mut MsgHeader, *hdr);
-            ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                body.add(hdr.payload_offset()),
-                payload.len(),
-            );
+            let h = body as *mut MsgHeader;
+            ptr::write_unaligned(h, *hdr);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).len), payload.len() as u32);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).seq), seq);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
+            copy_bytes(payload.as_ptr(), body.add(hdr.payload_offset()), payload.len());
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
         self.stamp(*next).store(next.wrapping_add(1), Release);
@@ -184,27 +188,34 @@ impl<'a> FastboxRef<'a> {
         true
     }
 
-    /// Receiver: the header of message `next` of the box, if the sender published it, and a
-    /// pointer to its payload. The length is validated against the slot.
+    /// Receiver: message `next` of the box, if the sender published it. Its length is validated
+    /// against the slot.
     #[inline(always)]
-    pub fn peek(&self, next: u32) -> Result<Option<(MsgHeader, *const u8)>> {
+    pub fn peek(&self, next: u32) -> Result<Option<Published>> {
         // ORDERING: Acquire; pairs with the sender's Release publication.
         if self.stamp(next).load(Acquire) != next.wrapping_add(1) {
             return Ok(None);
         }
         let body = self.body(next);
         self.note(next, false);
+        let hdr = body as *const MsgHeader;
         // SAFETY: the message is published and the sender does not touch the slot until we ack it;
         // the body holds at least a header.
-        let hdr = unsafe { ptr::read_unaligned(body as *const MsgHeader) };
+        let (len, seq, fl) = unsafe {
+            (
+                ptr::read_unaligned(ptr::addr_of!((*hdr).len)),
+                ptr::read_unaligned(ptr::addr_of!((*hdr).seq)),
+                ptr::read_unaligned(ptr::addr_of!((*hdr).flags)),
+            )
+        };
+        // The piggyback room, if flagged (the flag is bit 0).
+        let extra = usize::from(fl & flags::FT_PIGGYBACK) * FT_ROOM;
         // Bounds: a faulty sender's length must not make us read past the slot.
-        if hdr.len as usize > self.body_size - hdr.payload_offset() {
-            return Err(Error::corrupt("fastbox message length", hdr.len));
+        if len as usize + extra > self.body_size - HEADER_BYTES {
+            return Err(Error::corrupt("fastbox message length", len));
         }
-        // SAFETY: `payload_offset() + len <= body_size` was just checked.
-        Ok(Some((hdr, unsafe {
-            body.add(hdr.payload_offset()) as *const u8
-        })))
+        // SAFETY: `HEADER_BYTES + extra + len <= body_size` was just checked.
+        Ok(Some(Published { hdr, payload: unsafe { body.add(HEADER_BYTES + extra) as *const u8 }, seq, len }))
     }
 
     /// Receiver: done with message `*next` (copied out); advances `*next` and, every `ack_every`
@@ -255,14 +266,10 @@ impl HeapFastbox {
             owner: AtomicU32::new(0),
             ack: AtomicU32::new(0),
             stamps: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            bodies: (0..slots as usize * body_size)
-                .map(|_| core::cell::UnsafeCell::new(0))
-                .collect(),
+            bodies: (0..slots as usize * body_size).map(|_| core::cell::UnsafeCell::new(0)).collect(),
             body_size,
             #[cfg(loom)]
-            tracks: (0..slots)
-                .map(|_| loom::cell::UnsafeCell::new(()))
-                .collect(),
+            tracks: (0..slots).map(|_| loom::cell::UnsafeCell::new(())).collect(),
         }
     }
 

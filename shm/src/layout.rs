@@ -82,8 +82,7 @@ impl Params {
             ("NEMESIS_FASTBOXES_PER_RANK", &mut p.fastboxes_per_rank),
         ] {
             if let Ok(v) = std::env::var(var) {
-                *field = parse_size(&v)
-                    .ok_or_else(|| Error::InvalidParams(format!("{var}={v} is not a number")))?;
+                *field = parse_size(&v).ok_or_else(|| Error::InvalidParams(format!("{var}={v} is not a number")))?;
             }
         }
         Ok(p)
@@ -106,62 +105,35 @@ impl Params {
             return bad(format!("{ranks} local ranks (1..={MAX_LOCAL_RANKS})"));
         }
         if !self.cell_size.is_power_of_two() || !(256..=1 << 20).contains(&self.cell_size) {
-            return bad(format!(
-                "cell size {} (a power of two, 256 B..=1 MiB)",
-                self.cell_size
-            ));
+            return bad(format!("cell size {} (a power of two, 256 B..=1 MiB)", self.cell_size));
         }
         if !(2..=1 << 16).contains(&self.cells_per_rank) {
-            return bad(format!(
-                "{} cells per rank (2..=65536)",
-                self.cells_per_rank
-            ));
+            return bad(format!("{} cells per rank (2..=65536)", self.cells_per_rank));
         }
         if u64::from(ranks) * u64::from(self.cells_per_rank) >= MAX_CELLS {
-            return bad(format!(
-                "{} cells in all (< {MAX_CELLS})",
-                u64::from(ranks) * u64::from(self.cells_per_rank)
-            ));
+            return bad(format!("{} cells in all (< {MAX_CELLS})", u64::from(ranks) * u64::from(self.cells_per_rank)));
         }
         if !self.fastbox_slots.is_power_of_two() || self.fastbox_slots > 256 {
-            return bad(format!(
-                "{} fastbox slots (a power of two, 1..=256)",
-                self.fastbox_slots
-            ));
+            return bad(format!("{} fastbox slots (a power of two, 1..=256)", self.fastbox_slots));
         }
         let min_slot = STAMP_BYTES + HEADER_BYTES + FT_ROOM;
         if !self.fastbox_slot_size.is_multiple_of(64)
             || (self.fastbox_slot_size as usize) < min_slot.next_multiple_of(64)
         {
-            return bad(format!(
-                "fastbox slot size {} (a multiple of 64, at least 64)",
-                self.fastbox_slot_size
-            ));
+            return bad(format!("fastbox slot size {} (a multiple of 64, at least 64)", self.fastbox_slot_size));
         }
         if self.fastbox_slot_size > 1 << 16 {
-            return bad(format!(
-                "fastbox slot size {} (at most 64 KiB)",
-                self.fastbox_slot_size
-            ));
+            return bad(format!("fastbox slot size {} (at most 64 KiB)", self.fastbox_slot_size));
         }
         if self.fastboxes_per_rank > u32::from(MAX_LOCAL_RANKS) {
-            return bad(format!(
-                "{} fastboxes per rank (at most {MAX_LOCAL_RANKS})",
-                self.fastboxes_per_rank
-            ));
+            return bad(format!("{} fastboxes per rank (at most {MAX_LOCAL_RANKS})", self.fastboxes_per_rank));
         }
         Ok(())
     }
 
     /// The parameters as words, in a fixed order: header storage and hashing.
     pub(crate) fn to_words(self) -> [u32; 5] {
-        [
-            self.cell_size,
-            self.cells_per_rank,
-            self.fastbox_slots,
-            self.fastbox_slot_size,
-            self.fastboxes_per_rank,
-        ]
+        [self.cell_size, self.cells_per_rank, self.fastbox_slots, self.fastbox_slot_size, self.fastboxes_per_rank]
     }
 
     #[cfg_attr(loom, allow(dead_code))]
@@ -219,32 +191,17 @@ impl Layout {
         let queues_off = ranks_off + r * RANK_STATE_BYTES;
         let fbox_map_off = queues_off + 2 * r * QUEUE_BYTES;
         let fbox_off = (fbox_map_off + 4 * r * r).next_multiple_of(64);
-        let fbox_bytes = FASTBOX_HEAD_BYTES
-            + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
-        let cells_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes)
-            .next_multiple_of(4096);
-        let total = (cells_off
-            + r * u64::from(params.cells_per_rank) * u64::from(params.cell_size))
-        .next_multiple_of(4096);
-        Ok(Layout {
-            ranks,
-            params,
-            ranks_off,
-            queues_off,
-            fbox_map_off,
-            fbox_off,
-            fbox_bytes,
-            cells_off,
-            total,
-        })
+        let fbox_bytes = FASTBOX_HEAD_BYTES + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
+        let cells_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);
+        let total =
+            (cells_off + r * u64::from(params.cells_per_rank) * u64::from(params.cell_size)).next_multiple_of(4096);
+        Ok(Layout { ranks, params, ranks_off, queues_off, fbox_map_off, fbox_off, fbox_bytes, cells_off, total })
     }
 
     /// FNV-1a over the layout version, the rank count and the parameters.
     pub fn hash(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let words = [LAYOUT_VERSION, u32::from(self.ranks)]
-            .into_iter()
-            .chain(self.params.to_words());
+        let words = [LAYOUT_VERSION, u32::from(self.ranks)].into_iter().chain(self.params.to_words());
         for w in words {
             for b in w.to_le_bytes() {
                 h ^= u64::from(b);
@@ -286,26 +243,11 @@ mod tests {
         let base = Layout::new(8, Params::DEFAULT).unwrap().hash();
         assert_ne!(base, Layout::new(9, Params::DEFAULT).unwrap().hash());
         let variants = [
-            Params {
-                cell_size: 8192,
-                ..Params::DEFAULT
-            },
-            Params {
-                cells_per_rank: 32,
-                ..Params::DEFAULT
-            },
-            Params {
-                fastbox_slots: 1,
-                ..Params::DEFAULT
-            },
-            Params {
-                fastbox_slot_size: 512,
-                ..Params::DEFAULT
-            },
-            Params {
-                fastboxes_per_rank: 4,
-                ..Params::DEFAULT
-            },
+            Params { cell_size: 8192, ..Params::DEFAULT },
+            Params { cells_per_rank: 32, ..Params::DEFAULT },
+            Params { fastbox_slots: 1, ..Params::DEFAULT },
+            Params { fastbox_slot_size: 512, ..Params::DEFAULT },
+            Params { fastboxes_per_rank: 4, ..Params::DEFAULT },
         ];
         for p in variants {
             assert_ne!(base, Layout::new(8, p).unwrap().hash(), "{p:?}");
@@ -317,46 +259,13 @@ mod tests {
         for (ranks, p) in [
             (0, Params::DEFAULT),
             (MAX_LOCAL_RANKS + 1, Params::DEFAULT),
-            (
-                8,
-                Params {
-                    cell_size: 3000,
-                    ..Params::DEFAULT
-                },
-            ),
-            (
-                8,
-                Params {
-                    cells_per_rank: 1,
-                    ..Params::DEFAULT
-                },
-            ),
-            (
-                8,
-                Params {
-                    fastbox_slots: 3,
-                    ..Params::DEFAULT
-                },
-            ),
-            (
-                8,
-                Params {
-                    fastbox_slot_size: 100,
-                    ..Params::DEFAULT
-                },
-            ),
-            (
-                8,
-                Params {
-                    fastbox_slot_size: 0,
-                    ..Params::DEFAULT
-                },
-            ),
+            (8, Params { cell_size: 3000, ..Params::DEFAULT }),
+            (8, Params { cells_per_rank: 1, ..Params::DEFAULT }),
+            (8, Params { fastbox_slots: 3, ..Params::DEFAULT }),
+            (8, Params { fastbox_slot_size: 100, ..Params::DEFAULT }),
+            (8, Params { fastbox_slot_size: 0, ..Params::DEFAULT }),
         ] {
-            assert!(
-                matches!(Layout::new(ranks, p), Err(Error::InvalidParams(_))),
-                "{ranks} {p:?}"
-            );
+            assert!(matches!(Layout::new(ranks, p), Err(Error::InvalidParams(_))), "{ranks} {p:?}");
         }
     }
 

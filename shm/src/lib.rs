@@ -26,7 +26,7 @@
 //! let inc = b.poll(&[0]).unwrap().expect("a message");
 //! let mut buf = [0u8; 5];
 //! inc.copy_to(&mut buf);
-//! assert_eq!((&buf, inc.hdr.tag, inc.src), (b"hello", 7, 0));
+//! assert_eq!((&buf, inc.tag(), inc.src), (b"hello", 7, 0));
 //! b.release(inc).unwrap();
 //! ```
 //!

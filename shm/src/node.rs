@@ -119,14 +119,7 @@ pub unsafe trait Node: Sync {
     /// Checks a local rank number.
     #[inline(always)]
     fn check_rank(&self, r: u16) -> Result<()> {
-        if r < self.ranks() {
-            Ok(())
-        } else {
-            Err(Error::BadRank {
-                rank: u32::from(r),
-                ranks: self.ranks(),
-            })
-        }
+        if r < self.ranks() { Ok(()) } else { Err(Error::BadRank { rank: u32::from(r), ranks: self.ranks() }) }
     }
 
     /// Rank `r`'s record, checked.
@@ -141,11 +134,7 @@ pub unsafe trait Node: Sync {
     fn recv_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
         // SAFETY: callers pass a checked rank, so `2r < 2 * ranks()`.
-        Queue::new(
-            unsafe { self.queue_shared(2 * r as usize) },
-            self.arena(),
-            recv_queue_id(r),
-        )
+        Queue::new(unsafe { self.queue_shared(2 * r as usize) }, self.arena(), recv_queue_id(r))
     }
 
     /// Rank `r`'s free queue (`r` must be valid).
@@ -153,11 +142,7 @@ pub unsafe trait Node: Sync {
     fn free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
         // SAFETY: callers pass a checked rank, so `2r + 1 < 2 * ranks()`.
-        Queue::new(
-            unsafe { self.queue_shared(2 * r as usize + 1) },
-            self.arena(),
-            free_queue_id(r),
-        )
+        Queue::new(unsafe { self.queue_shared(2 * r as usize + 1) }, self.arena(), free_queue_id(r))
     }
 
     /// Handles of rank `r`'s cells.
@@ -237,12 +222,7 @@ impl HeapNode {
             states: (0..r).map(|_| RankState::new(STATE_ALIVE)).collect(),
             epoch: AtomicU64::new(0),
             boxes: (0..r * params.fastboxes_per_rank as usize)
-                .map(|_| {
-                    HeapFastbox::new(
-                        params.fastbox_slots,
-                        params.fastbox_slot_size as usize - STAMP_BYTES,
-                    )
-                })
+                .map(|_| HeapFastbox::new(params.fastbox_slots, params.fastbox_slot_size as usize - STAMP_BYTES))
                 .collect(),
             map: (0..r * r).map(|_| AtomicU32::new(0)).collect(),
         };
@@ -255,7 +235,7 @@ impl HeapNode {
         for r in 0..self.ranks {
             let fq = self.free_queue(r);
             for h in self.pool(r) {
-                fq.enqueue(h, r, r)?;
+                fq.enqueue(self.arena.cell(h, "pool cell")?, r, r)?;
             }
         }
         Ok(())
@@ -293,9 +273,6 @@ unsafe impl Node for HeapNode {
     }
     unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32 {
         // SAFETY: the caller guarantees both ranks are below `ranks`.
-        unsafe {
-            self.map
-                .get_unchecked(receiver as usize * self.ranks as usize + sender as usize)
-        }
+        unsafe { self.map.get_unchecked(receiver as usize * self.ranks as usize + sender as usize) }
     }
 }

@@ -14,8 +14,7 @@ fn last_os_error(op: &'static str) -> Error {
 
 /// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children).
 pub fn memfd(name: &str) -> Result<OwnedFd> {
-    let cname =
-        CString::new(name).map_err(|_| Error::InvalidParams("memfd name contains NUL".into()))?;
+    let cname = CString::new(name).map_err(|_| Error::InvalidParams("memfd name contains NUL".into()))?;
     // SAFETY: `cname` is a valid C string; the returned descriptor is owned by us.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
@@ -30,15 +29,10 @@ pub fn memfd(name: &str) -> Result<OwnedFd> {
 pub fn shm_create_exclusive(prefix: &str) -> Result<(OwnedFd, String)> {
     for _ in 0..16 {
         let name = format!("/{prefix}-{:016x}{:016x}", random_u64()?, random_u64()?);
-        let cname = CString::new(name.clone())
-            .map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
+        let cname = CString::new(name.clone()).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
         // SAFETY: `cname` is a valid C string.
         let fd = unsafe {
-            libc::shm_open(
-                cname.as_ptr(),
-                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
-                0o600,
-            )
+            libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600)
         };
         if fd >= 0 {
             // SAFETY: fresh descriptor.
@@ -49,16 +43,12 @@ pub fn shm_create_exclusive(prefix: &str) -> Result<(OwnedFd, String)> {
             return Err(Error::io("shm_open(O_CREAT|O_EXCL)", err));
         }
     }
-    Err(Error::io(
-        "shm_open: no unused name found",
-        io::Error::from_raw_os_error(libc::EEXIST),
-    ))
+    Err(Error::io("shm_open: no unused name found", io::Error::from_raw_os_error(libc::EEXIST)))
 }
 
 /// Opens an existing shared-memory object read-write.
 pub fn shm_open_existing(name: &str) -> Result<OwnedFd> {
-    let cname =
-        CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
+    let cname = CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
     // SAFETY: `cname` is a valid C string.
     let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
     if fd < 0 {
@@ -70,8 +60,7 @@ pub fn shm_open_existing(name: &str) -> Result<OwnedFd> {
 
 /// Removes a shared-memory object's name. Missing names are not an error.
 pub fn shm_unlink(name: &str) -> Result<()> {
-    let cname =
-        CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
+    let cname = CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
     // SAFETY: `cname` is a valid C string.
     if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
         let err = io::Error::last_os_error();
@@ -86,30 +75,21 @@ pub fn shm_unlink(name: &str) -> Result<()> {
 /// cannot fail with SIGBUS. A full tmpfs or a memory limit gives [`Error::NoSpace`].
 pub fn reserve(fd: &impl AsFd, len: u64) -> Result<()> {
     let raw = fd.as_fd().as_raw_fd();
-    let off_len = libc::off_t::try_from(len)
-        .map_err(|_| Error::InvalidParams(format!("segment of {len} bytes")))?;
+    let off_len = libc::off_t::try_from(len).map_err(|_| Error::InvalidParams(format!("segment of {len} bytes")))?;
     // SAFETY: plain syscall on a descriptor we hold.
     let rc = unsafe { libc::posix_fallocate(raw, 0, off_len) };
     match rc {
         0 => Ok(()),
-        libc::ENOSPC | libc::ENOMEM | libc::EFBIG | libc::EDQUOT => Err(Error::NoSpace {
-            bytes: len,
-            source: io::Error::from_raw_os_error(rc),
-        }),
-        _ => Err(Error::io(
-            "posix_fallocate",
-            io::Error::from_raw_os_error(rc),
-        )),
+        libc::ENOSPC | libc::ENOMEM | libc::EFBIG | libc::EDQUOT => {
+            Err(Error::NoSpace { bytes: len, source: io::Error::from_raw_os_error(rc) })
+        }
+        _ => Err(Error::io("posix_fallocate", io::Error::from_raw_os_error(rc))),
     }
 }
 
 /// Size of the file behind `fd`.
 pub fn file_size(fd: &impl AsFd) -> Result<u64> {
-    let file = File::from(
-        fd.as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io("dup", e))?,
-    );
+    let file = File::from(fd.as_fd().try_clone_to_owned().map_err(|e| Error::io("dup", e))?);
     Ok(file.metadata().map_err(|e| Error::io("fstat", e))?.len())
 }
 
@@ -170,11 +150,7 @@ impl PidFd {
 
     /// True once the process has exited (the pidfd polls readable).
     pub fn exited(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd, zero timeout.
         let n = unsafe { libc::poll(&mut p, 1, 0) };
         n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0

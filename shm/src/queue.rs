@@ -60,10 +60,9 @@
 //! already taken out keep its queue's custody and are taken back by their owners afterwards
 //! (`port.rs`, "Reclaim").
 
-use crate::arena::Arena;
+use crate::arena::{Arena, CellRef};
 use crate::cell::{
-    CellHandle, CellLink, NULL, SEALED_BIT, custody, custody_queue, custody_rank, tail_gen,
-    tail_handle, tail_value,
+    CellHandle, CellLink, NULL, SEALED_BIT, custody, custody_queue, custody_rank, tail_gen, tail_handle, tail_value,
 };
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU32, AtomicU64, Backoff, Ordering::*};
@@ -178,48 +177,43 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     ///
     /// Fails with [`Error::PeerDead`] if the queue is sealed (its consumer died): the cell then
     /// stays the caller's.
-    #[inline]
-    pub fn enqueue(&self, cell: CellHandle, me: u16, consumer: u16) -> Result<()> {
+    #[inline(always)]
+    pub fn enqueue(&self, cell: CellRef<'a>, me: u16, consumer: u16) -> Result<()> {
         self.swap_in(cell, me, consumer)?.link()
     }
 
     /// First half of [`enqueue`](Self::enqueue): makes `cell` the tail. `consumer` is only used
     /// for the error if the queue is sealed.
-    #[inline]
-    pub fn swap_in(&self, cell: CellHandle, me: u16, consumer: u16) -> Result<Swapped<'a, A>> {
-        let link = self.arena.link(cell, "enqueued cell")?;
+    #[inline(always)]
+    pub fn swap_in(&self, cell: CellRef<'a>, me: u16, consumer: u16) -> Result<Swapped<'a, A>> {
+        let link = cell.link();
         // ORDERING: Relaxed; published by the Release half of the successful CAS below, which every
         // later writer of this cell's `next` acquires (see the module doc).
         link.next.store(NULL, Relaxed);
         // ORDERING: Relaxed; a hint, the CAS validates it.
         let mut t = self.shared.tail.load(Relaxed);
+        // ORDERING: Relaxed for both records; ordered before the CAS by its Release half. Every
+        // attempt writes `enq_prev` before its CAS; `custody` once, after the first `enq_prev`, so
+        // a reader that sees this queue in `custody` sees an `enq_prev` read from this queue.
+        link.enq_prev.store(t, Relaxed);
+        link.custody.store(custody(self.id, me), Relaxed);
         loop {
             if tail_handle(t) & SEALED_BIT != 0 {
                 // ORDERING: Relaxed; only this rank reads its own cell's custody while it holds it.
                 link.custody.store(custody(0, me), Relaxed);
                 return Err(Error::PeerDead { rank: consumer });
             }
-            // ORDERING: Relaxed for both; ordered before the CAS by its Release half. `enq_prev`
-            // first, so a reader that sees this queue in `custody` sees an `enq_prev` of this queue.
-            link.enq_prev.store(t, Relaxed);
-            link.custody.store(custody(self.id, me), Relaxed);
-            let new = tail_value(tail_gen(t).wrapping_add(1), cell);
+            let new = tail_value(tail_gen(t).wrapping_add(1), cell.handle());
             // ORDERING: AcqRel on success: Release publishes the cell's link words; Acquire takes in
             // the consumer's `head = NULL` (if `t` is empty) and the previous tail's `next = NULL`.
             // Relaxed on failure: we only retry with the value read.
-            match self
-                .shared
-                .tail
-                .compare_exchange_weak(t, new, AcqRel, Relaxed)
-            {
-                Ok(_) => {
-                    return Ok(Swapped {
-                        queue: *self,
-                        prev: tail_handle(t),
-                        cell,
-                    });
+            match self.shared.tail.compare_exchange_weak(t, new, AcqRel, Relaxed) {
+                Ok(_) => return Ok(Swapped { queue: *self, prev: tail_handle(t), cell: cell.handle() }),
+                Err(now) => {
+                    t = now;
+                    // ORDERING: Relaxed, as above.
+                    link.enq_prev.store(t, Relaxed);
                 }
-                Err(now) => t = now,
             }
         }
     }
@@ -227,24 +221,22 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     /// Does what [`swap_in`](Self::swap_in) does before its CAS, and stops: a producer that dies
     /// just before its swap. For fault-injection models only.
     #[doc(hidden)]
-    pub fn prepare_only(&self, cell: CellHandle, me: u16) -> Result<()> {
-        let link = self.arena.link(cell, "enqueued cell")?;
+    pub fn prepare_only(&self, cell: CellRef<'a>, me: u16) {
+        let link = cell.link();
         // ORDERING: Relaxed throughout, as in `swap_in`.
         link.next.store(NULL, Relaxed);
         link.enq_prev.store(self.shared.tail.load(Relaxed), Relaxed);
         link.custody.store(custody(self.id, me), Relaxed);
-        Ok(())
     }
 
     /// Takes the first cell of the queue into the shadow and returns it, without removing it; the
     /// caller processes it, then calls [`pop`](Self::pop) with it. Consumer only.
-    #[inline]
-    pub fn peek(&self) -> Result<Option<CellHandle>> {
+    #[inline(always)]
+    pub fn peek(&self) -> Result<Option<CellRef<'a>>> {
         // ORDERING: Relaxed; only the consumer writes `shadow`.
         let s = self.shared.shadow.load(Relaxed);
         if s != NULL {
-            self.arena.check(s, "queue shadow")?;
-            return Ok(Some(s));
+            return self.arena.cell(s, "queue shadow").map(Some);
         }
         // ORDERING: Acquire; pairs with the producer's Release store of `head`: the cell's header
         // and payload are visible.
@@ -252,36 +244,35 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         if h == NULL {
             return Ok(None);
         }
-        self.arena.check(h, "queue head")?;
+        let cell = self.arena.cell(h, "queue head")?;
         // ORDERING: Relaxed for both; `shadow` is consumer-private, and `head = NULL` is ordered
         // before the next producer's `head = cell` by our Release CAS in `pop_last`. Shadow is set
         // first: a drainer seeing `head == shadow` knows we died in between.
         self.shared.shadow.store(h, Relaxed);
         self.shared.head.store(NULL, Relaxed);
-        Ok(Some(h))
+        Ok(Some(cell))
     }
 
     /// Removes `first`, the cell [`peek`](Self::peek) returned, from the queue. Consumer only.
     /// May wait for a producer that has swapped in a successor but not linked it yet; if that
     /// producer is dead, links its cell itself.
-    #[inline]
-    pub fn pop<L: Liveness + ?Sized>(&self, first: CellHandle, live: &L) -> Result<()> {
-        let link = self.arena.link(first, "popped cell")?;
+    #[inline(always)]
+    pub fn pop<L: Liveness + ?Sized>(&self, first: CellRef<'a>, live: &L) -> Result<()> {
         // ORDERING: Acquire; pairs with the producer's Release store of `next`: the successor's
         // contents are visible.
-        let next = link.next.load(Acquire);
+        let next = first.link().next.load(Acquire);
         if next != NULL {
-            self.arena.check(next, "cell next")?;
+            // Not checked here: it is only stored, and `peek` checks the shadow before any use.
             // ORDERING: Relaxed; consumer-private.
             self.shared.shadow.store(next, Relaxed);
             return Ok(());
         }
-        self.pop_last(first, link, live)
+        self.pop_last(first.handle(), first.link(), live)
     }
 
     /// [`peek`](Self::peek) then [`pop`](Self::pop): the first cell, removed from the queue.
-    #[inline]
-    pub fn dequeue<L: Liveness + ?Sized>(&self, live: &L) -> Result<Option<CellHandle>> {
+    #[inline(always)]
+    pub fn dequeue<L: Liveness + ?Sized>(&self, live: &L) -> Result<Option<CellRef<'a>>> {
         match self.peek()? {
             Some(c) => {
                 self.pop(c, live)?;
@@ -292,22 +283,13 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     }
 
     /// `first` has no successor yet: swing the tail to empty, or wait for the successor's link.
-    fn pop_last<L: Liveness + ?Sized>(
-        &self,
-        first: CellHandle,
-        link: &CellLink,
-        live: &L,
-    ) -> Result<()> {
+    fn pop_last<L: Liveness + ?Sized>(&self, first: CellHandle, link: &CellLink, live: &L) -> Result<()> {
         let v = own_value(link, first);
         let empty = tail_value(tail_gen(v).wrapping_add(1), NULL);
         // ORDERING: Release on success, so that our `head = NULL` (in `peek`) happens-before the
         // `head = cell` of the producer whose CAS reads `empty`. Relaxed on failure: we then wait
         // for `next` with Acquire loads.
-        match self
-            .shared
-            .tail
-            .compare_exchange(v, empty, Release, Relaxed)
-        {
+        match self.shared.tail.compare_exchange(v, empty, Release, Relaxed) {
             Ok(_) => {
                 // ORDERING: Relaxed; consumer-private. `null_gen` before `shadow`: a drainer that
                 // finds `shadow` still set re-derives `null_gen` from the cell.
@@ -331,12 +313,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     /// Waits until `slot` (a cell's `next`, or `head`) holds the cell that replaced tail value
     /// `v`. If that cell's enqueuer is dead, stores the link on its behalf.
     #[cold]
-    fn wait_link<L: Liveness + ?Sized>(
-        &self,
-        v: u64,
-        slot: &AtomicU32,
-        live: &L,
-    ) -> Result<CellHandle> {
+    fn wait_link<L: Liveness + ?Sized>(&self, v: u64, slot: &AtomicU32, live: &L) -> Result<CellHandle> {
         let mut backoff = Backoff::new();
         let mut checked_epoch = None;
         loop {
@@ -456,7 +433,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     /// the queue is empty. Only one rank at a time may drain (the caller holds the drain claim);
     /// the position is kept in the queue's shared words, so another rank can resume a drain after
     /// the drainer dies. Waits for live producers that swapped in before the seal to link.
-    pub fn drain_next<L: Liveness + ?Sized>(&self, live: &L) -> Result<Option<CellHandle>> {
+    pub fn drain_next<L: Liveness + ?Sized>(&self, live: &L) -> Result<Option<CellRef<'a>>> {
         let sh = self.shared;
         // ORDERING: Acquire, as in `find_winner`; after the seal nobody but the drainer changes it.
         let last = unsealed(sh.tail.load(Acquire));
@@ -511,15 +488,14 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
             // drainer finds `first` out of the queue.
             // ORDERING: Release, for the successor drainer's Acquire load.
             let empty_gen = tail_gen(v).wrapping_add(1);
-            sh.tail
-                .store(tail_value(empty_gen, NULL) | SEALED_BIT as u64, Release);
+            sh.tail.store(tail_value(empty_gen, NULL) | SEALED_BIT as u64, Release);
             sh.null_gen.store(empty_gen, Relaxed);
             sh.shadow.store(NULL, Relaxed);
         } else {
             let next = self.wait_link(v, &link.next, live)?;
             sh.shadow.store(next, Relaxed);
         }
-        Ok(Some(first))
+        Ok(Some(self.arena.cell(first, "drained cell")?))
     }
 
     /// The tail value now, without the sealed bit: every cell swapped in so far has a tail value
@@ -565,7 +541,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
 impl<'a, A: Arena + ?Sized> Swapped<'a, A> {
     /// Second half of an enqueue: links the cell behind its predecessor (or publishes it as the
     /// head of an empty queue), making it visible to the consumer.
-    #[inline]
+    #[inline(always)]
     pub fn link(self) -> Result<()> {
         let q = self.queue;
         if self.prev == NULL {
@@ -596,23 +572,13 @@ mod tests {
     use crate::node::{HeapNode, Node};
 
     fn node(ranks: u16, cells: u32) -> HeapNode {
-        HeapNode::new(
-            ranks,
-            Params {
-                cells_per_rank: cells,
-                fastboxes_per_rank: 0,
-                ..Params::DEFAULT
-            },
-        )
-        .unwrap()
+        HeapNode::new(ranks, Params { cells_per_rank: cells, fastboxes_per_rank: 0, ..Params::DEFAULT }).unwrap()
     }
 
     /// Takes `n` cells out of rank `r`'s free queue.
-    fn take(node: &HeapNode, r: u16, n: usize) -> Vec<CellHandle> {
+    fn take(node: &HeapNode, r: u16, n: usize) -> Vec<CellRef<'_>> {
         let fq = node.free_queue(r);
-        (0..n)
-            .map(|_| fq.dequeue(node).unwrap().expect("a free cell"))
-            .collect()
+        (0..n).map(|_| fq.dequeue(node).unwrap().expect("a free cell")).collect()
     }
 
     #[test]
@@ -653,11 +619,7 @@ mod tests {
         assert_eq!(q.dequeue(&n).unwrap(), Some(c[1]));
         q.enqueue(c[0], 0, 1).unwrap();
         assert_eq!(q.dequeue(&n).unwrap(), Some(c[0]));
-        assert_eq!(
-            q.dequeue(&n).unwrap(),
-            None,
-            "a stale next would resurrect c[1]"
-        );
+        assert_eq!(q.dequeue(&n).unwrap(), None, "a stale next would resurrect c[1]");
     }
 
     #[test]
@@ -671,11 +633,7 @@ mod tests {
         q.enqueue(a[1], 0, 2).unwrap(); // linked behind b[0]
         n.mark_gone(1, 9).unwrap();
         assert_eq!(q.dequeue(&n).unwrap(), Some(a[0]));
-        assert_eq!(
-            q.dequeue(&n).unwrap(),
-            Some(b[0]),
-            "the dead producer's swapped cell is linked in"
-        );
+        assert_eq!(q.dequeue(&n).unwrap(), Some(b[0]), "the dead producer's swapped cell is linked in");
         assert_eq!(q.dequeue(&n).unwrap(), Some(a[1]));
         assert_eq!(q.dequeue(&n).unwrap(), None);
     }
@@ -688,15 +646,8 @@ mod tests {
         let b = take(&n, 1, 1);
         q.swap_in(b[0], 1, 2).unwrap().abandon(); // swapped into the empty tail, head never stored
         q.enqueue(a[0], 0, 2).unwrap();
-        assert_eq!(
-            q.dequeue(&n).unwrap(),
-            None,
-            "nothing visible before the repair"
-        );
-        assert!(
-            !q.repair_unlinked_head(&n).unwrap(),
-            "the producer is alive: wait"
-        );
+        assert_eq!(q.dequeue(&n).unwrap(), None, "nothing visible before the repair");
+        assert!(!q.repair_unlinked_head(&n).unwrap(), "the producer is alive: wait");
         n.mark_gone(1, 9).unwrap();
         assert!(q.repair_unlinked_head(&n).unwrap());
         assert_eq!(q.dequeue(&n).unwrap(), Some(b[0]));
@@ -712,12 +663,12 @@ mod tests {
         let b = take(&n, 1, 1);
         q.enqueue(a[0], 0, 2).unwrap();
         // Rank 1 wrote its records for an attempt on the current tail, then died before the CAS.
-        let link = n.arena().link(b[0], "t").unwrap();
+        let link = b[0].link();
         link.enq_prev.store(q.tail_now(), Relaxed);
         link.custody.store(custody(q.id(), 1), Relaxed);
         q.enqueue(a[1], 0, 2).unwrap();
         n.mark_gone(1, 9).unwrap();
-        assert!(!q.holds_dead_enqueue(b[0]).unwrap());
+        assert!(!q.holds_dead_enqueue(b[0].handle()).unwrap());
         assert_eq!(q.dequeue(&n).unwrap(), Some(a[0]));
         assert_eq!(q.dequeue(&n).unwrap(), Some(a[1]));
         assert_eq!(q.dequeue(&n).unwrap(), None);
@@ -736,10 +687,7 @@ mod tests {
         n.mark_gone(2, 9).unwrap(); // ...and died
         q.seal();
         let b = take(&n, 1, 1);
-        assert!(matches!(
-            q.enqueue(b[0], 1, 2),
-            Err(Error::PeerDead { rank: 2 })
-        ));
+        assert!(matches!(q.enqueue(b[0], 1, 2), Err(Error::PeerDead { rank: 2 })));
         let drained: Vec<_> = std::iter::from_fn(|| q.drain_next(&n).unwrap()).collect();
         assert_eq!(drained, a);
         assert_eq!(q.drain_next(&n).unwrap(), None);
@@ -753,7 +701,7 @@ mod tests {
         q.enqueue(a[0], 0, 1).unwrap();
         q.enqueue(a[1], 0, 1).unwrap();
         // Died between `shadow = head` and `head = NULL`.
-        q.shared.shadow.store(a[0], Relaxed);
+        q.shared.shadow.store(a[0].handle(), Relaxed);
         q.seal();
         let drained: Vec<_> = std::iter::from_fn(|| q.drain_next(&n).unwrap()).collect();
         assert_eq!(drained, a, "head == shadow must not be taken twice");
@@ -767,10 +715,8 @@ mod tests {
         q.enqueue(a[0], 0, 1).unwrap();
         assert_eq!(q.peek().unwrap(), Some(a[0]));
         // The emptying CAS succeeded, then the consumer died before clearing the shadow.
-        let v = own_value(n.arena().link(a[0], "t").unwrap(), a[0]);
-        q.shared
-            .tail
-            .store(tail_value(tail_gen(v) + 1, NULL), Relaxed);
+        let v = own_value(a[0].link(), a[0].handle());
+        q.shared.tail.store(tail_value(tail_gen(v) + 1, NULL), Relaxed);
         // A producer then enqueued into the (now empty) queue.
         q.enqueue(a[1], 0, 1).unwrap();
         q.seal();
@@ -785,15 +731,16 @@ mod tests {
         let a = take(&n, 0, 2);
         q.enqueue(a[0], 0, 1).unwrap();
         q.enqueue(a[1], 0, 1).unwrap();
-        n.arena().link(a[0], "t").unwrap().next.store(9999, Relaxed);
+        a[0].link().next.store(9999, Relaxed);
         assert_eq!(q.peek().unwrap(), Some(a[0]));
-        assert!(matches!(q.pop(a[0], &n), Err(Error::Corrupt { .. })));
+        q.pop(a[0], &n).unwrap(); // stored in the shadow, not used...
+        assert!(matches!(q.peek(), Err(Error::Corrupt { .. })), "...until the next peek checks it");
         q.shared.shadow.store(u32::MAX, Relaxed);
         assert!(matches!(q.peek(), Err(Error::Corrupt { .. })));
         q.shared.shadow.store(NULL, Relaxed);
         q.shared.head.store(77, Relaxed);
         assert!(matches!(q.peek(), Err(Error::Corrupt { .. })));
-        assert!(matches!(q.enqueue(0, 0, 1), Err(Error::Corrupt { .. })));
+        assert!(matches!(n.arena().cell(0, "handle 0"), Err(Error::Corrupt { .. })));
         q.shared.tail.store(tail_value(5, 12345), Relaxed);
         assert!(matches!(q.enqueue(a[0], 0, 1), Err(Error::Corrupt { .. })));
     }

@@ -22,9 +22,7 @@ use crate::arena::Arena;
 use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, STAMP_BYTES};
-use crate::layout::{
-    FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params,
-};
+use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params};
 use crate::node::{Node, RankState, STATE_ALIVE, STATE_EMPTY};
 use crate::os::{self, PidFd};
 use crate::queue::QueueShared;
@@ -76,7 +74,8 @@ pub enum Backing {
 
 /// The cells of a segment.
 pub struct SegmentArena {
-    cells: *mut u8,
+    /// Address of cell 1 minus one cell: cell `h` is at `base + (h << shift)`.
+    base: *mut u8,
     count: u32,
     shift: u32,
 }
@@ -96,17 +95,12 @@ unsafe impl Arena for SegmentArena {
     unsafe fn link_unchecked(&self, h: CellHandle) -> &crate::cell::CellLink {
         // SAFETY: the caller guarantees `1 <= h <= count`; cells are 16-byte aligned (page-aligned
         // area, power-of-two size >= 256).
-        unsafe {
-            &*(self.cells.add(((h - 1) as usize) << self.shift) as *const crate::cell::CellLink)
-        }
+        unsafe { &*(self.base.wrapping_add((h as usize) << self.shift) as *const crate::cell::CellLink) }
     }
     #[inline(always)]
     unsafe fn body(&self, h: CellHandle) -> *mut u8 {
-        // SAFETY: as above; the body follows the link words inside the cell.
-        unsafe {
-            self.cells
-                .add((((h - 1) as usize) << self.shift) + LINK_BYTES)
-        }
+        // In bounds for a valid `h` (the caller's contract): the body follows the link words.
+        self.base.wrapping_add(((h as usize) << self.shift) + LINK_BYTES)
     }
 }
 
@@ -181,7 +175,7 @@ impl Segment {
         for r in 0..layout.ranks {
             let fq = seg.free_queue(r);
             for c in seg.pool(r) {
-                fq.enqueue(c, r, r)?;
+                fq.enqueue(seg.arena.cell(c, "pool cell")?, r, r)?;
             }
         }
         // ORDERING: Release; an attacher that Acquires the magic sees the whole layout.
@@ -190,30 +184,19 @@ impl Segment {
     }
 
     fn map(fd: OwnedFd, layout: Layout, name: Option<String>) -> Result<Segment> {
-        let len = usize::try_from(layout.total)
-            .map_err(|_| Error::InvalidParams("segment too large".into()))?;
-        let map = memmap2::MmapOptions::new()
-            .len(len)
-            .map_raw(&fd)
-            .map_err(|e| Error::io("mmap", e))?;
+        let len = usize::try_from(layout.total).map_err(|_| Error::InvalidParams("segment too large".into()))?;
+        let map = memmap2::MmapOptions::new().len(len).map_raw(&fd).map_err(|e| Error::io("mmap", e))?;
         let cell_shift = layout.params.cell_size.trailing_zeros();
         let arena = SegmentArena {
-            // SAFETY: `cells_off < total == len`.
-            cells: unsafe { map.as_mut_ptr().add(layout.cells_off as usize) },
+            // One cell before the cell area: only ever offset by at least one cell before use.
+            base: map
+                .as_mut_ptr()
+                .wrapping_add(layout.cells_off as usize)
+                .wrapping_sub(layout.params.cell_size as usize),
             count: u32::from(layout.ranks) * layout.params.cells_per_rank,
             shift: cell_shift,
         };
-        Ok(Segment {
-            map,
-            fd,
-            layout,
-            arena,
-            name,
-            watch: Mutex::new(Watch {
-                enabled: true,
-                ..Watch::default()
-            }),
-        })
+        Ok(Segment { map, fd, layout, arena, name, watch: Mutex::new(Watch { enabled: true, ..Watch::default() }) })
     }
 
     /// Attaches to the segment behind `fd` (a descriptor inherited from the launcher), checking
@@ -230,10 +213,7 @@ impl Segment {
     fn attach(fd: OwnedFd, name: Option<String>) -> Result<Segment> {
         let size = os::file_size(&fd)?;
         if size < HEADER_AREA {
-            return Err(Error::SizeMismatch {
-                found: size,
-                expected: HEADER_AREA,
-            });
+            return Err(Error::SizeMismatch { found: size, expected: HEADER_AREA });
         }
         let head = memmap2::MmapOptions::new()
             .len(HEADER_AREA as usize)
@@ -247,10 +227,7 @@ impl Segment {
             return Err(Error::BadMagic { found: magic });
         }
         if h.version != LAYOUT_VERSION {
-            return Err(Error::VersionMismatch {
-                found: h.version,
-                expected: LAYOUT_VERSION,
-            });
+            return Err(Error::VersionMismatch { found: h.version, expected: LAYOUT_VERSION });
         }
         let ranks = u16::try_from(h.ranks)
             .ok()
@@ -258,16 +235,10 @@ impl Segment {
             .ok_or(Error::corrupt("segment ranks", h.ranks))?;
         let layout = Layout::new(ranks, Params::from_words(h.params))?;
         if layout.hash() != h.layout_hash {
-            return Err(Error::LayoutMismatch {
-                found: h.layout_hash,
-                expected: layout.hash(),
-            });
+            return Err(Error::LayoutMismatch { found: h.layout_hash, expected: layout.hash() });
         }
         if h.total != layout.total || size != layout.total {
-            return Err(Error::SizeMismatch {
-                found: size,
-                expected: layout.total,
-            });
+            return Err(Error::SizeMismatch { found: size, expected: layout.total });
         }
         drop(head);
         Self::map(fd, layout, name)
@@ -278,10 +249,7 @@ impl Segment {
     pub fn expect(&self, ranks: u16, params: &Params) -> Result<()> {
         let want = Layout::new(ranks, *params)?.hash();
         if want != self.layout.hash() {
-            return Err(Error::LayoutMismatch {
-                found: self.layout.hash(),
-                expected: want,
-            });
+            return Err(Error::LayoutMismatch { found: self.layout.hash(), expected: want });
         }
         Ok(())
     }
@@ -293,13 +261,9 @@ impl Segment {
         let pid = std::process::id();
         // ORDERING: Relaxed; published by the Release CAS below.
         st.pid.store(pid, Relaxed);
-        st.start_time
-            .store(os::process_start_time(pid).unwrap_or(0), Relaxed);
+        st.start_time.store(os::process_start_time(pid).unwrap_or(0), Relaxed);
         // ORDERING: AcqRel; Release publishes pid and start time to watchers that Acquire the state.
-        if let Err(s) = st
-            .state
-            .compare_exchange(STATE_EMPTY, STATE_ALIVE, AcqRel, Acquire)
-        {
+        if let Err(s) = st.state.compare_exchange(STATE_EMPTY, STATE_ALIVE, AcqRel, Acquire) {
             return Err(Error::corrupt("rank already registered, state", s));
         }
         // ORDERING: AcqRel; the last registrant sees every other's registration.
@@ -443,8 +407,7 @@ unsafe impl Node for Segment {
     }
     #[inline(always)]
     unsafe fn rank_state(&self, r: u16) -> &RankState {
-        let off = self.layout.ranks_off as usize
-            + usize::from(r) * crate::layout::RANK_STATE_BYTES as usize;
+        let off = self.layout.ranks_off as usize + usize::from(r) * crate::layout::RANK_STATE_BYTES as usize;
         // SAFETY: `r < ranks`, so the record lies inside the rank area, 64-byte aligned.
         unsafe { &*(self.map.as_ptr().add(off) as *const RankState) }
     }
@@ -479,12 +442,7 @@ unsafe impl Node for Segment {
     unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32 {
         let i = usize::from(receiver) * usize::from(self.layout.ranks) + usize::from(sender);
         // SAFETY: both ranks are below `ranks`, so the entry lies inside the map area.
-        unsafe {
-            &*(self
-                .map
-                .as_ptr()
-                .add(self.layout.fbox_map_off as usize + 4 * i) as *const AtomicU32)
-        }
+        unsafe { &*(self.map.as_ptr().add(self.layout.fbox_map_off as usize + 4 * i) as *const AtomicU32) }
     }
     fn refresh_liveness(&self) {
         self.sweep_pids();
@@ -493,9 +451,6 @@ unsafe impl Node for Segment {
 
 impl std::fmt::Debug for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Segment")
-            .field("layout", &self.layout)
-            .field("name", &self.name)
-            .finish()
+        f.debug_struct("Segment").field("layout", &self.layout).field("name", &self.name).finish()
     }
 }

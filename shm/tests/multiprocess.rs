@@ -14,28 +14,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
-use nemesis_shm::{
-    Backing, Error, MsgHeader, Node, Params, PeerEvent, Port, PortConfig, Segment, Sent,
-};
+use nemesis_shm::{Backing, Error, MsgHeader, Node, Params, PeerEvent, Port, PortConfig, Segment, Sent};
 
 /// Small cells and boxes, so that a test run mixes every path: fastbox, one cell, several cells,
 /// pending sends, senders without a fastbox (more senders than boxes).
 fn params() -> Params {
-    Params {
-        cell_size: 1024,
-        cells_per_rank: 16,
-        fastbox_slots: 4,
-        fastbox_slot_size: 256,
-        fastboxes_per_rank: 4,
-    }
+    Params { cell_size: 1024, cells_per_rank: 16, fastbox_slots: 4, fastbox_slot_size: 256, fastboxes_per_rank: 4 }
 }
 
 fn port_cfg() -> PortConfig {
-    PortConfig {
-        fastbox_after: 8,
-        scan_every: 16,
-        check_every: 256,
-    }
+    PortConfig { fastbox_after: 8, scan_every: 16, check_every: 256 }
 }
 
 fn stress() -> bool {
@@ -118,9 +106,7 @@ impl Role {
     }
     fn decode(s: &str) -> Role {
         match s.split_once(':') {
-            Some(("producer", n)) => Role::Producer {
-                messages: n.parse().unwrap(),
-            },
+            Some(("producer", n)) => Role::Producer { messages: n.parse().unwrap() },
             _ if s == "consumer" => Role::Consumer,
             _ if s == "until-death" => Role::ProducerUntilDeath,
             _ if s == "slow-consumer" => Role::SlowConsumer,
@@ -146,10 +132,7 @@ fn child() {
 }
 
 fn env_num<T: std::str::FromStr>(k: &str) -> T {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{k} missing"))
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing"))
 }
 
 fn run_child(role: Role) -> Result<(), String> {
@@ -181,11 +164,7 @@ fn produce(port: &mut Port<'_, Segment>, stats: &Stats, messages: u32) -> Result
     let mut backoff = nemesis_shm::sync::Backoff::new();
     for i in 0..messages {
         let payload = message(p, i, size(p, i));
-        let hdr = MsgHeader {
-            tag: i as i32,
-            context: u32::from(p),
-            ..MsgHeader::default()
-        };
+        let hdr = MsgHeader { tag: i as i32, context: u32::from(p), ..MsgHeader::default() };
         if let Sent::Pending(mut ps) = port.send(0, &hdr, &payload).map_err(|e| e.to_string())? {
             while !port.resume(&mut ps, &payload).map_err(|e| e.to_string())? {
                 port.poll(&[]).map_err(|e| e.to_string())?;
@@ -203,10 +182,7 @@ fn produce_until_death(seg: &Segment, port: &mut Port<'_, Segment>) -> Result<()
     let mut i = 0u32;
     let dead = 'send: loop {
         let payload = message(p, i, size(p, i));
-        let hdr = MsgHeader {
-            tag: i as i32,
-            ..MsgHeader::default()
-        };
+        let hdr = MsgHeader { tag: i as i32, ..MsgHeader::default() };
         let mut pending = match port.send(0, &hdr, &payload) {
             Ok(Sent::Done) => None,
             Ok(Sent::Pending(ps)) => Some(ps),
@@ -237,9 +213,7 @@ fn produce_until_death(seg: &Segment, port: &mut Port<'_, Segment>) -> Result<()
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "producer {p}: only {free} of {want} cells came back"
-            ));
+            return Err(format!("producer {p}: only {free} of {want} cells came back"));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -262,29 +236,28 @@ fn consume(seg: &Segment, port: &mut Port<'_, Segment>, stats: &Stats) -> Result
                 idle = 0;
                 backoff.reset();
                 let p = inc.src;
-                if inc.hdr.context != u32::from(p) || inc.hdr.tag as u32 != next[p as usize] {
+                if inc.header().context != u32::from(p) || inc.header().tag as u32 != next[p as usize] {
                     return Err(format!(
                         "producer {p}: got message {} (context {}), expected {}",
-                        inc.hdr.tag, inc.hdr.context, next[p as usize]
+                        inc.header().tag,
+                        inc.header().context,
+                        next[p as usize]
                     ));
                 }
-                let buf = partial[p as usize].get_or_insert_with(|| vec![0; inc.hdr.len as usize]);
-                if inc.offset + inc.frag_len > buf.len() {
+                let buf = partial[p as usize].get_or_insert_with(|| vec![0; inc.header().len as usize]);
+                if inc.offset() + inc.frag_len() > buf.len() {
                     return Err(format!("producer {p}: fragment past the message"));
                 }
-                inc.copy_to(&mut buf[inc.offset..]);
+                inc.copy_to(&mut buf[inc.offset()..]);
                 fastboxed += usize::from(inc.via_fastbox());
-                multi += usize::from(inc.offset > 0);
-                let last = inc.last;
+                multi += usize::from(inc.offset() > 0);
+                let last = inc.is_last();
                 port.release(inc).map_err(|e| e.to_string())?;
                 if last {
                     let got = partial[p as usize].take().unwrap_or_default();
                     let i = next[p as usize];
                     if got != message(p, i, size(p, i)) {
-                        return Err(format!(
-                            "producer {p}: message {i} corrupt ({} bytes)",
-                            got.len()
-                        ));
+                        return Err(format!("producer {p}: message {i} corrupt ({} bytes)", got.len()));
                     }
                     next[p as usize] += 1;
                 }
@@ -320,20 +293,14 @@ fn consume(seg: &Segment, port: &mut Port<'_, Segment>, stats: &Stats) -> Result
         let got = u64::from(next[p as usize]);
         // A producer killed between completing a message and recording it has one more.
         if got != done && got != done + 1 {
-            return Err(format!(
-                "producer {p}: received {got} messages, it completed {done}"
-            ));
+            return Err(format!("producer {p}: received {got} messages, it completed {done}"));
         }
         if partial[p as usize].is_some() {
-            return Err(format!(
-                "producer {p}: a partial message was neither completed nor dropped"
-            ));
+            return Err(format!("producer {p}: a partial message was neither completed nor dropped"));
         }
         total += got;
     }
-    println!(
-        "RESULT consumer received={total} fastbox={fastboxed} multi-cell={multi} dropped-partials={dropped}"
-    );
+    println!("RESULT consumer received={total} fastbox={fastboxed} multi-cell={multi} dropped-partials={dropped}");
     Ok(())
 }
 
@@ -346,11 +313,7 @@ struct Job {
 
 impl Job {
     fn new(ranks: u16) -> Job {
-        Job {
-            seg: Segment::create(ranks, params(), Backing::Memfd).unwrap(),
-            stats: Stats::new(),
-            children: vec![],
-        }
+        Job { seg: Segment::create(ranks, params(), Backing::Memfd).unwrap(), stats: Stats::new(), children: vec![] }
     }
 
     fn spawn(&mut self, rank: u16, role: Role, extra: &[(&str, &str)]) {
@@ -389,8 +352,7 @@ impl Job {
                         self.seg.mark_gone(rank, st.into_raw() as u32).unwrap();
                     }
                     let mut out = String::new();
-                    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out)
-                        .unwrap();
+                    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
                     done.push((rank, st, out));
                 } else {
                     i += 1;
@@ -414,13 +376,7 @@ impl Job {
 
 /// The child's `RESULT` or `CHILD-ERROR` line (libtest may print on the same line before it).
 fn result_line(out: &str) -> &str {
-    out.lines()
-        .find_map(|l| {
-            l.find("RESULT")
-                .or_else(|| l.find("CHILD-ERROR"))
-                .map(|i| &l[i..])
-        })
-        .unwrap_or(out)
+    out.lines().find_map(|l| l.find("RESULT").or_else(|| l.find("CHILD-ERROR")).map(|i| &l[i..])).unwrap_or(out)
 }
 
 fn assert_consumer_ok(done: &[(u16, std::process::ExitStatus, String)]) -> String {
@@ -443,18 +399,9 @@ fn one_consumer_seven_producers() {
         assert!(st.success(), "producer {r}: {}", result_line(out));
     }
     eprintln!("{summary}");
-    assert!(
-        summary.contains(&format!("received={}", 7 * per)),
-        "{summary}"
-    );
-    assert!(
-        !summary.contains("fastbox=0 "),
-        "fastboxes were used: {summary}"
-    );
-    assert!(
-        !summary.contains("multi-cell=0 "),
-        "multi-cell messages were sent: {summary}"
-    );
+    assert!(summary.contains(&format!("received={}", 7 * per)), "{summary}");
+    assert!(!summary.contains("fastbox=0 "), "fastboxes were used: {summary}");
+    assert!(!summary.contains("multi-cell=0 "), "multi-cell messages were sent: {summary}");
 }
 
 /// Producers are killed with SIGKILL at random moments, repeatedly; the consumer receives every
@@ -494,11 +441,7 @@ fn consumer_killed_gives_cells_back() {
     for mark in [true, false] {
         let mut job = Job::new(4);
         // With marks, pidfd watching is off so that the marks alone must do.
-        let extra: &[(&str, &str)] = if mark {
-            &[("NEMESIS_TEST_NO_PIDFD", "1")]
-        } else {
-            &[]
-        };
+        let extra: &[(&str, &str)] = if mark { &[("NEMESIS_TEST_NO_PIDFD", "1")] } else { &[] };
         job.spawn(0, Role::SlowConsumer, extra);
         for p in 1..4 {
             job.spawn(p, Role::ProducerUntilDeath, extra);
@@ -508,16 +451,8 @@ fn consumer_killed_gives_cells_back() {
         let done = job.wait(mark, Duration::from_secs(120));
         assert_eq!(done[0].1.signal(), Some(9));
         for (r, st, out) in &done[1..] {
-            assert!(
-                st.success(),
-                "producer {r} (marks: {mark}): {}",
-                result_line(out)
-            );
-            assert!(
-                result_line(out).contains("got all 16 cells back"),
-                "{}",
-                result_line(out)
-            );
+            assert!(st.success(), "producer {r} (marks: {mark}): {}", result_line(out));
+            assert!(result_line(out).contains("got all 16 cells back"), "{}", result_line(out));
         }
     }
 }
@@ -557,8 +492,7 @@ fn corrupter() {
 #[test]
 fn corruption_is_detected() {
     let queue_off = |seg: &Segment, index: usize| seg.layout().queues_off as usize + 128 * index;
-    let cell_off =
-        |seg: &Segment, h: u32| seg.layout().cells_off as usize + (h as usize - 1) * 1024;
+    let cell_off = |seg: &Segment, h: u32| seg.layout().cells_off as usize + (h as usize - 1) * 1024;
     let setup = || {
         let seg = Segment::create(3, params(), Backing::Memfd).unwrap();
         seg.watch_pids(false);
@@ -568,29 +502,20 @@ fn corruption_is_detected() {
 
     // A cell's `next` pointing outside the arena.
     let seg = setup();
-    let (mut a, mut b) = (
-        Port::new(&seg, 0, port_cfg()).unwrap(),
-        Port::new(&seg, 1, port_cfg()).unwrap(),
-    );
+    let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
     for i in 0..3 {
-        assert!(matches!(
-            a.send(1, &MsgHeader::default(), &[i]).unwrap(),
-            Sent::Done
-        ));
+        assert!(matches!(a.send(1, &MsgHeader::default(), &[i]).unwrap(), Sent::Done));
     }
     corrupt(&seg, &[(cell_off(&seg, 1), 0x0FFF_FFFF)]);
+    // The first message is delivered; the link behind it is checked before it is followed.
+    let first = b.poll(&[0]).unwrap().unwrap();
+    b.release(first).unwrap();
     assert!(is_corrupt(b.poll(&[0]).map(|_| ())), "next link");
 
     // The free queue's tail (garbage handle): the return path fails cleanly.
     let seg = setup();
-    let (mut a, mut b) = (
-        Port::new(&seg, 0, port_cfg()).unwrap(),
-        Port::new(&seg, 1, port_cfg()).unwrap(),
-    );
-    assert!(matches!(
-        a.send(1, &MsgHeader::default(), &[1]).unwrap(),
-        Sent::Done
-    ));
+    let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
+    assert!(matches!(a.send(1, &MsgHeader::default(), &[1]).unwrap(), Sent::Done));
     let inc = b.poll(&[0]).unwrap().unwrap();
     corrupt(&seg, &[(queue_off(&seg, 1) + 8, 1 << 32 | 0x7FFF_FFF0)]);
     assert!(is_corrupt(b.release(inc)), "free-queue tail");
@@ -603,14 +528,8 @@ fn corruption_is_detected() {
 
     // A cell's header length (a fragment index past the message).
     let seg = setup();
-    let (mut a, mut b) = (
-        Port::new(&seg, 0, port_cfg()).unwrap(),
-        Port::new(&seg, 1, port_cfg()).unwrap(),
-    );
-    assert!(matches!(
-        a.send(1, &MsgHeader::default(), &[1, 2, 3]).unwrap(),
-        Sent::Done
-    ));
+    let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
+    assert!(matches!(a.send(1, &MsgHeader::default(), &[1, 2, 3]).unwrap(), Sent::Done));
     // frag (u16 at header offset 24) = 50 while len (at 16) = 3.
     corrupt(&seg, &[(cell_off(&seg, 1) + 16 + 24, 50)]);
     assert!(is_corrupt(b.poll(&[0]).map(|_| ())), "fragment index");
@@ -624,23 +543,14 @@ fn corruption_is_detected() {
 
     // A fastbox slot whose length exceeds the slot, from a legitimately claimed box.
     let seg = setup();
-    let (mut a, mut b) = (
-        Port::new(&seg, 0, port_cfg()).unwrap(),
-        Port::new(&seg, 1, port_cfg()).unwrap(),
-    );
+    let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
     for i in 0..7 {
-        assert!(matches!(
-            a.send(1, &MsgHeader::default(), &[i]).unwrap(),
-            Sent::Done
-        ));
+        assert!(matches!(a.send(1, &MsgHeader::default(), &[i]).unwrap(), Sent::Done));
         let inc = b.poll(&[0]).unwrap().unwrap();
         b.release(inc).unwrap();
     }
     // The eighth message claims a box (`fastbox_after`) and goes into its slot 0.
-    assert!(matches!(
-        a.send(1, &MsgHeader::default(), &[9]).unwrap(),
-        Sent::Done
-    ));
+    assert!(matches!(a.send(1, &MsgHeader::default(), &[9]).unwrap(), Sent::Done));
     let slot0 = box0 + 128; // after the owner and ack lines
     corrupt(&seg, &[(slot0 + 8 + 16, 1 << 20)]);
     assert!(is_corrupt(b.poll(&[0]).map(|_| ())), "fastbox length");
@@ -658,10 +568,7 @@ fn bad_headers_are_typed_errors() {
     let s = fresh();
     assert!(reopen(&s).is_ok());
     s.expect(2, &params()).unwrap();
-    assert!(matches!(
-        s.expect(3, &params()),
-        Err(Error::LayoutMismatch { .. })
-    ));
+    assert!(matches!(s.expect(3, &params()), Err(Error::LayoutMismatch { .. })));
     type IsExpected = fn(&Error) -> bool;
     let cases: [(usize, u64, IsExpected); 4] = [
         (0, 0x1234, |e| matches!(e, Error::BadMagic { .. })),
@@ -690,9 +597,7 @@ fn bad_headers_are_typed_errors() {
 unsafe fn libc_dup(fd: RawFd) -> OwnedFd {
     let new = std::fs::File::from(
         // SAFETY: the caller guarantees `fd` is open; we borrow it only to duplicate it.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
-            .try_clone_to_owned()
-            .unwrap(),
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned().unwrap(),
     );
     new.into()
 }
