@@ -8,7 +8,8 @@ pub use model::*;
 #[cfg(loom)]
 mod model {
     use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
-    use nemesis_shm::{HeapArena, Liveness, Queue, QueueShared};
+    use nemesis_shm::arena::CellRef;
+    use nemesis_shm::{Arena, HeapArena, Liveness, Queue, QueueShared};
 
     /// A model builder with a preemption bound of `bound` (2–3 keeps each model to seconds).
     pub fn builder(bound: usize) -> loom::model::Builder {
@@ -57,6 +58,11 @@ mod model {
 
         pub fn queue(&self) -> Queue<'_, HeapArena> {
             Queue::new(&self.shared, &self.arena, 1)
+        }
+
+        /// Cell `h` of the arena.
+        pub fn cell(&self, h: u32) -> CellRef<'_> {
+            self.arena.cell(h, "model cell").expect("a valid handle")
         }
     }
 }

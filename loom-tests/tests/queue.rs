@@ -13,7 +13,7 @@ fn drain(q: &OneQueue, live: &Deaths, want: usize) -> Vec<u32> {
     let mut epoch = 0;
     while got.len() < want {
         match q.queue().dequeue(live).unwrap() {
-            Some(c) => got.push(c),
+            Some(c) => got.push(c.handle()),
             None => {
                 let now = live.death_epoch();
                 if now != epoch {
@@ -54,7 +54,7 @@ fn a_three_producers_one_consumer() {
         let producers: Vec<_> = (1..=3u32)
             .map(|c| {
                 let q = q.clone();
-                thread::spawn(move || q.queue().enqueue(c, c as u16, 0).unwrap())
+                thread::spawn(move || q.queue().enqueue(q.cell(c), c as u16, 0).unwrap())
             })
             .collect();
         let got = drain(&q, &live, 3);
@@ -62,7 +62,7 @@ fn a_three_producers_one_consumer() {
             p.join().unwrap();
         }
         check_order(&got, &[vec![1], vec![2], vec![3]]);
-        assert_eq!(q.queue().dequeue(&*live).unwrap(), None);
+        assert_eq!(q.queue().dequeue(&*live).unwrap().map(|c| c.handle()), None);
     });
     EX.report();
 }
@@ -83,7 +83,7 @@ fn a_two_producers_two_cells_each() {
                 let q = q.clone();
                 thread::spawn(move || {
                     for c in cells {
-                        q.queue().enqueue(c, p as u16 + 1, 0).unwrap();
+                        q.queue().enqueue(q.cell(c), p as u16 + 1, 0).unwrap();
                     }
                 })
             })
@@ -111,18 +111,18 @@ fn b_shadow_head_empty_nonempty_empty() {
         let p = {
             let q = q.clone();
             thread::spawn(move || {
-                q.queue().enqueue(1, 1, 0).unwrap();
+                q.queue().enqueue(q.cell(1), 1, 0).unwrap();
                 thread::yield_now();
-                q.queue().enqueue(2, 1, 0).unwrap();
-                q.queue().enqueue(3, 1, 0).unwrap();
+                q.queue().enqueue(q.cell(2), 1, 0).unwrap();
+                q.queue().enqueue(q.cell(3), 1, 0).unwrap();
             })
         };
         let got = drain(&q, &live, 3);
         p.join().unwrap();
         assert_eq!(got, vec![1, 2, 3]);
         assert!(q.queue().empty_gen().0, "empty again, through the shadow");
-        q.queue().enqueue(1, 1, 0).unwrap();
-        assert_eq!(q.queue().dequeue(&*live).unwrap(), Some(1));
+        q.queue().enqueue(q.cell(1), 1, 0).unwrap();
+        assert_eq!(q.queue().dequeue(&*live).unwrap().map(|c| c.handle()), Some(1));
     });
     EX.report();
 }
@@ -140,22 +140,22 @@ fn e_producer_dies_between_swap_and_link() {
         let dying = {
             let (q, live) = (q.clone(), live.clone());
             thread::spawn(move || {
-                q.queue().swap_in(1, 1, 0).unwrap().abandon();
+                q.queue().swap_in(q.cell(1), 1, 0).unwrap().abandon();
                 live.kill(1);
             })
         };
         let other = {
             let q = q.clone();
             thread::spawn(move || {
-                q.queue().enqueue(2, 2, 0).unwrap();
-                q.queue().enqueue(3, 2, 0).unwrap();
+                q.queue().enqueue(q.cell(2), 2, 0).unwrap();
+                q.queue().enqueue(q.cell(3), 2, 0).unwrap();
             })
         };
         let got = drain(&q, &live, 3);
         dying.join().unwrap();
         other.join().unwrap();
         check_order(&got, &[vec![1], vec![2, 3]]);
-        assert_eq!(q.queue().dequeue(&*live).unwrap(), None);
+        assert_eq!(q.queue().dequeue(&*live).unwrap().map(|c| c.handle()), None);
     });
     EX.report();
 }
@@ -173,15 +173,15 @@ fn f_producer_dies_before_swap() {
         let dying = {
             let (q, live) = (q.clone(), live.clone());
             thread::spawn(move || {
-                q.queue().prepare_only(1, 1).unwrap();
+                q.queue().prepare_only(q.cell(1), 1);
                 live.kill(1);
             })
         };
         let other = {
             let q = q.clone();
             thread::spawn(move || {
-                q.queue().enqueue(2, 2, 0).unwrap();
-                q.queue().enqueue(3, 2, 0).unwrap();
+                q.queue().enqueue(q.cell(2), 2, 0).unwrap();
+                q.queue().enqueue(q.cell(3), 2, 0).unwrap();
             })
         };
         let got = drain(&q, &live, 2);
@@ -189,7 +189,11 @@ fn f_producer_dies_before_swap() {
         other.join().unwrap();
         assert_eq!(got, vec![2, 3]);
         assert!(!q.queue().repair_unlinked_head(&*live).unwrap());
-        assert_eq!(q.queue().dequeue(&*live).unwrap(), None, "the dead producer's cell is not linked");
+        assert_eq!(
+            q.queue().dequeue(&*live).unwrap().map(|c| c.handle()),
+            None,
+            "the dead producer's cell is not linked"
+        );
         assert!(!q.queue().holds_dead_enqueue(1).unwrap());
     });
     EX.report();
@@ -205,26 +209,26 @@ fn consumer_dies_then_drain() {
         EX.hit();
         let q = Arc::new(OneQueue::new(3));
         let live = Arc::new(Deaths::new(3));
-        q.queue().enqueue(1, 1, 0).unwrap();
+        q.queue().enqueue(q.cell(1), 1, 0).unwrap();
         let consumer = {
             let (q, live) = (q.clone(), live.clone());
             thread::spawn(move || {
-                let taken = q.queue().dequeue(&*live).unwrap();
+                let taken = q.queue().dequeue(&*live).unwrap().map(|c| c.handle());
                 live.kill(0);
                 taken
             })
         };
         let producer = {
             let q = q.clone();
-            thread::spawn(move || q.queue().enqueue(2, 2, 0).is_ok())
+            thread::spawn(move || q.queue().enqueue(q.cell(2), 2, 0).is_ok())
         };
         let taken = consumer.join().unwrap();
         let enqueued = producer.join().unwrap();
         q.queue().seal();
-        assert!(q.queue().enqueue(3, 2, 0).is_err(), "sealed");
+        assert!(q.queue().enqueue(q.cell(3), 2, 0).is_err(), "sealed");
         let mut drained = Vec::new();
         while let Some(c) = q.queue().drain_next(&*live).unwrap() {
-            drained.push(c);
+            drained.push(c.handle());
         }
         let mut all: Vec<u32> = taken.into_iter().chain(drained).collect();
         all.sort_unstable();
