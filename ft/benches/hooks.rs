@@ -95,7 +95,8 @@ fn intra_loop(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u6
         let Outbound::Transmit { piggyback, .. } = sender.on_send(SAME_GROUP)? else {
             break;
         };
-        if receiver.on_receive(SENDER, piggyback)? == Reception::Deliver {
+        if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+            receiver.on_deliver(d);
             delivered += 1;
         }
     }
@@ -121,7 +122,8 @@ fn inter_loop(
                     break;
                 };
                 log.append(OTHER_GROUP, piggyback, black_box(&PAYLOAD))?;
-                if receiver.on_receive(SENDER, piggyback)? == Reception::Deliver {
+                if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+                    receiver.on_deliver(d);
                     delivered += 1;
                 }
             }
@@ -135,7 +137,8 @@ fn inter_loop(
                 else {
                     break;
                 };
-                if receiver.on_receive(SENDER, piggyback)? == Reception::Deliver {
+                if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+                    receiver.on_deliver(d);
                     delivered += 1;
                 }
             }

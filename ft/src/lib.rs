@@ -54,6 +54,7 @@ pub use error::{Error, Result};
 pub use log::{LogConfig, LogIndex, LogSnapshot, LoggedMessage, SenderLog};
 pub use piggyback::{MAX_DATE, MAX_PHASE, PIGGYBACK_LEN, Piggyback};
 pub use process::{
-    Action, DateRule, Outbound, Process, ProcessConfig, ProcessState, ReceivedFrom, Reception,
+    Action, DateRule, Delivery, Outbound, Process, ProcessConfig, ProcessState, ReceivedFrom,
+    Reception,
 };
 pub use topology::Topology;

@@ -9,21 +9,33 @@
 //! [`Process::poll_action`], everywhere else. Nothing here touches a file, a socket or a clock.
 //!
 //! # Failure-free hooks
-//! [`Process::on_send`] returns the piggyback and whether the caller must copy the payload into the sender log;
-//! [`Process::on_receive`] takes the piggyback and says whether to deliver. Both allocate nothing in steady state
-//! (the receive path pushes onto a vector whose capacity is kept across checkpoints) and carry no tracing. Every
-//! condition that needs more (a recovery round, an acknowledgement due, an overflow) is folded into one comparison
-//! that sends the call to a `#[cold]` checked path.
+//! [`Process::on_send`] returns the piggyback and whether the caller must copy the payload into the sender log.
+//! A reception has two hooks, because HydEE needs two orders:
+//! - [`Process::on_receive`] when the message *arrives*, in channel order: RPP, acknowledgements, duplicates and
+//!   stale messages are about what the channel carried, and rely on its FIFO order;
+//! - [`Process::on_deliver`] when the *application* receives it, in the application's order: the phase (Fig 6.3
+//!   lines 13 and 20). [R+] Updating the phase on arrival makes it depend on timing: a re-executed process then
+//!   computes other phases than the first time, and when a process that re-executed in one recovery round later
+//!   survives another, its records contradict the phases its earlier messages left at others — the simulator
+//!   found causal order broken that way (`tests/hydee`, `phases_follow_deliveries_not_arrivals`). HydEE's model
+//!   has the phase change when the message is delivered to the application (T:1959, "Délivrer msg à
+//!   l'application").
+//!
+//! The hooks allocate nothing in steady state (the arrival path pushes onto a vector whose capacity is kept across
+//! checkpoints) and carry no tracing. Every condition that needs more (a recovery round, an acknowledgement due, an
+//! overflow) is folded into one comparison that sends the call to a `#[cold]` checked path.
 //!
 //! # Dates count sends only [R+]
 //! Fig 6.3 increments the date on receptions too (T:1928; hydee.md's [R] says every reception counts). We count
 //! sends only. Every use HydEE makes of a date compares it with another date *of the same sender's sends* (the
 //! log, RPP, `Restarted`, `LastDate`, `Ack`); counting receptions only shifts those values by how many receptions
-//! happened to come first — and that depends on timing, not on the program: a restarted process then regenerates
-//! the same messages with other dates, and the comparisons misclassify orphans and duplicates (a message is lost or
-//! delivered twice). With sends only, send-determinism (T:530) makes the n-th send of a process carry date n in
-//! every execution. [`DateRule::SendsAndReceptions`] keeps the figure's rule so that the test showing the loss
-//! (`tests/hydee`, `thesis_dates_lose_messages_when_receptions_interleave_differently`) can run it.
+//! came before each send — which send-determinism does not fix (T:530 fixes the sends, not the receptions around
+//! them: an application that tests for completions, `MPI_Test`/`MPI_Waitany`, receives more or fewer messages
+//! before a given send depending on timing). A restarted process then regenerates the same messages with other
+//! dates, and the comparisons misclassify orphans and duplicates: a message is lost or delivered twice. With sends
+//! only, the n-th send of a process carries date n in every execution. [`DateRule::SendsAndReceptions`] keeps the
+//! figure's rule so that the test showing the loss (`tests/hydee`,
+//! `thesis_dates_break_when_deliveries_before_a_send_vary`) can run it.
 //!
 //! # Other resolutions of our own [R+]
 //! - **Replay selection.** Fig 6.5 line 10 replays logged messages dated after `Date_redem`, the *restarting*
@@ -37,9 +49,9 @@
 //! - **Released messages.** A process released in phase `h` may receive, afterwards, a message sent *before* the
 //!   failure notice reached its sender — in a higher phase, possibly depending on an orphan — and it must not then
 //!   send on its strength. Processes therefore track a *taint*: the phase of their state at the notice (or of their
-//!   checkpoint), raised by every reception not released by the current round (the piggyback's round tag says which
+//!   checkpoint), raised by every delivery not released by the current round (the piggyback's round tag says which
 //!   are). They send only while the taint is within the coordinator's horizon, and announce a higher taint with a
-//!   new `MyPhase`. Receptions released by the round do not raise it: they depend on no pending orphan.
+//!   new `MyPhase`. Deliveries released by the round do not raise it: they depend on no pending orphan.
 //! - **Stale messages at a restarting process.** Until a peer's `LastDate` arrives, its inter-group messages were
 //!   sent before its failure notice (channels are FIFO; `LastDate` is the first thing it sends afterwards), are in
 //!   its log, and will be replayed in phase order: they are dropped ([`Reception::Stale`]).
@@ -71,8 +83,8 @@ pub enum DateRule {
     /// Sends only: the n-th send of a process is dated n in every execution ([R+], the default).
     #[default]
     Sends,
-    /// Sends and receptions, as Fig 6.3 line 21 and T:1928 have it. Unsafe when receptions interleave differently
-    /// in a re-execution; kept to demonstrate it. Receptions then always take the checked path.
+    /// Sends and deliveries, as Fig 6.3 line 21 and T:1928 have it. Unsafe when the number of deliveries before a
+    /// send varies between executions; kept to demonstrate it. Deliveries then take the checked path.
     SendsAndReceptions,
 }
 
@@ -85,6 +97,9 @@ pub enum Outbound {
     /// A regenerated orphan (Fig 6.4 lines 16–17): the destination already has it. Do not transmit; copy it into
     /// the sender log under `(destination, piggyback)` ([R]: a later rollback of the destination's group needs it).
     LogOnly { piggyback: Piggyback },
+    /// A regenerated orphan that the destination's durable checkpoint already holds (it acknowledged it): neither
+    /// transmit nor log.
+    Drop,
     /// Not now: keep the send pending and call [`Process::on_send`] again after [`Action::ResumeSends`]. Nothing
     /// changed in the process.
     Hold,
@@ -93,12 +108,52 @@ pub enum Outbound {
 /// What the driver does with an application message that arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reception {
-    /// Deliver it to the application.
-    Deliver,
+    /// Keep it for the application; when the application receives it, pass the [`Delivery`] to
+    /// [`Process::on_deliver`].
+    Deliver(Delivery),
     /// Drop it: sent before its sender heard of the failure, it will be replayed from the sender's log.
     Stale,
     /// Drop it: a message from that sender with this date or a later one was already delivered.
     Duplicate,
+}
+
+/// What delivering an accepted message to the application does to the receiving process: the phase it brings
+/// (the sender's phase, plus one if the sender is in another group: Fig 6.3 lines 13 and 20) and the recovery
+/// round that released it. The transport keeps it with the message between [`Process::on_receive`] and
+/// [`Process::on_deliver`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The phase in bits 0..48, the release tag in bits 56..64.
+    word: u64,
+}
+
+impl Delivery {
+    #[inline]
+    const fn new(phase: Phase, tag: u8) -> Delivery {
+        Delivery {
+            word: phase | ((tag as u64) << 56),
+        }
+    }
+
+    /// The phase the process moves to, at least, when the application receives the message.
+    #[inline]
+    pub const fn phase(&self) -> Phase {
+        self.word & MAX_DATE
+    }
+
+    fn released_in(&self, round: Round) -> bool {
+        let tag = (self.word >> 56) as u8;
+        tag != 0 && tag == round_tag(round)
+    }
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("phase", &self.phase())
+            .field("tag", &(self.word >> 56))
+            .finish()
+    }
 }
 
 /// Work for the driver, produced by events other than the per-message hooks.
@@ -164,6 +219,13 @@ struct Peer {
     checked: bool,
     /// Empty for ranks of this process's group.
     received: ReceivedFrom,
+    /// `received.max_date` when the checkpoint being made durable was captured.
+    captured_max: Date,
+    /// `received.max_date` in this process's last durable checkpoint: that rank's log entries up to it are held
+    /// by the checkpoint.
+    checkpointed_max: Date,
+    /// Highest `Ack` date received from that rank: its durable checkpoint holds what this process sent it below.
+    ack_floor: Date,
 }
 
 /// Whether a checkpoint's state has been captured and awaits durability.
@@ -173,9 +235,6 @@ enum CheckpointStage {
     Captured { date: Date },
 }
 
-/// A group id no rank has, so that no peer matches it on the fast receive path.
-const NO_GROUP: GroupId = GroupId::MAX;
-
 /// This process's part in one recovery round.
 #[derive(Clone, Debug)]
 struct Recovery {
@@ -184,6 +243,8 @@ struct Recovery {
     tag: u8,
     /// Whether this process's group restarted in this round.
     restarting: bool,
+    /// Groups restarting in this round.
+    restarting_groups: BTreeSet<GroupId>,
     /// Members of restarting groups other than mine whose `Restarted` has not arrived (Fig 6.5 line 7).
     awaiting_restarted: BTreeSet<Rank>,
     /// Logged messages to replay, per destination, oldest first; phases ascend with dates (a process's phase
@@ -218,6 +279,7 @@ impl Recovery {
             round,
             tag: round_tag(round),
             restarting,
+            restarting_groups: BTreeSet::new(),
             awaiting_restarted: BTreeSet::new(),
             to_replay: BTreeMap::new(),
             orphan_counts: BTreeMap::new(),
@@ -271,7 +333,8 @@ impl Recovery {
 /// let mut c = Process::new(topo, 2, ProcessConfig::default())?;
 /// // Rank 2 is in another group: the message must be logged.
 /// let Outbound::Transmit { piggyback, log: true } = a.on_send(2)? else { unreachable!() };
-/// assert_eq!(c.on_receive(0, piggyback)?, Reception::Deliver);
+/// let Reception::Deliver(delivery) = c.on_receive(0, piggyback)? else { unreachable!() };
+/// c.on_deliver(delivery); // when the application receives it
 /// assert_eq!(c.phase(), 2); // an inter-group reception moves to the sender's phase plus one
 /// # Ok::<(), nemesis_ft::Error>(())
 /// ```
@@ -284,10 +347,10 @@ pub struct Process {
     fast_send_limit: Date,
     /// At least 1; at least every phase received from the group, above every phase received from other groups.
     phase: Phase,
-    /// `group` when intra-group receptions may take the fast path, `NO_GROUP` otherwise.
-    fast_group: GroupId,
-    /// Whether every reception must take the checked path whatever the peer's state (recovery, thesis dates).
+    /// Whether inter-group arrivals must take the checked path whatever the peer's state (recovery).
     slow_inter: bool,
+    /// Whether deliveries must take the checked path (recovery: taint; thesis dates: deliveries count).
+    slow_deliver: bool,
     /// Indexed by rank, this one included.
     peers: Vec<Peer>,
     group: GroupId,
@@ -347,6 +410,9 @@ impl Process {
                 ack: if g == group { AckState::Idle } else { ack },
                 checked: false,
                 received: ReceivedFrom::default(),
+                captured_max: 0,
+                checkpointed_max: 0,
+                ack_floor: 0,
             })
             .collect();
         let ranks = peers.len();
@@ -359,14 +425,15 @@ impl Process {
                     "checkpointed RPP names a rank of the process's own group",
                 ));
             }
+            peer.checkpointed_max = r.max_date;
             peer.received = r;
         }
         let mut p = Process {
             date: state.date,
             fast_send_limit: MAX_DATE,
             phase: state.phase,
-            fast_group: group,
             slow_inter: false,
+            slow_deliver: false,
             peers,
             group,
             rank: state.rank,
@@ -390,12 +457,8 @@ impl Process {
         let recovering = self.recovery.is_some();
         let thesis_dates = self.date_rule == DateRule::SendsAndReceptions;
         self.fast_send_limit = if recovering { 0 } else { MAX_DATE };
-        self.fast_group = if recovering || thesis_dates {
-            NO_GROUP
-        } else {
-            self.group
-        };
-        self.slow_inter = recovering || thesis_dates;
+        self.slow_inter = recovering;
+        self.slow_deliver = recovering || thesis_dates;
         self.refresh_checked();
     }
 
@@ -434,19 +497,17 @@ impl Process {
         })
     }
 
-    /// Receive hook: call when an application message from `from` arrives, before delivering it (Fig 6.3 lines
-    /// 11–22).
+    /// Arrival hook: call when an application message from `from` reaches this process, in the order of the
+    /// channel (Fig 6.3 lines 11–18: RPP, acknowledgements). Its effect on the phase waits for
+    /// [`Process::on_deliver`].
     #[inline]
     pub fn on_receive(&mut self, from: Rank, pb: Piggyback) -> Result<Reception> {
         let Some(peer) = self.peers.get_mut(from as usize) else {
             return Err(self.unknown(from));
         };
-        if peer.group == self.fast_group {
-            // Same group (line 20).
-            if pb.phase() > self.phase {
-                self.phase = pb.phase();
-            }
-            return Ok(Reception::Deliver);
+        if peer.group == self.group {
+            // Same group: nothing to record (line 20).
+            return Ok(Reception::Deliver(Delivery::new(pb.phase(), pb.tag())));
         }
         if peer.checked {
             return self.receive_checked(from, pb);
@@ -461,13 +522,23 @@ impl Process {
                 phase: MAX_PHASE + 1,
             });
         }
-        let next = pb.phase() + 1;
-        if next > self.phase {
-            self.phase = next;
-        }
         rpp.max_date = pb.date();
         rpp.entries.push((pb.date(), pb.phase()));
-        Ok(Reception::Deliver)
+        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+    }
+
+    /// Delivery hook: call when the application receives a message accepted by [`Process::on_receive`], in the
+    /// application's order (Fig 6.3 lines 13 and 20: the phase). Phases follow what the application has received,
+    /// not what happens to have arrived, so a re-execution that receives in the same order computes the same
+    /// phases whatever the timing of arrivals.
+    #[inline]
+    pub fn on_deliver(&mut self, delivery: Delivery) {
+        if self.slow_deliver {
+            return self.deliver_checked(delivery);
+        }
+        if delivery.phase() > self.phase {
+            self.phase = delivery.phase();
+        }
     }
 
     #[cold]
@@ -532,6 +603,9 @@ impl Process {
                 to: Endpoint::Coordinator(coordinator),
                 msg,
             });
+            if date < self.peers[to as usize].ack_floor {
+                return Ok(Outbound::Drop);
+            }
             return Ok(Outbound::LogOnly { piggyback });
         }
         Ok(Outbound::Transmit {
@@ -543,68 +617,64 @@ impl Process {
     #[cold]
     #[inline(never)]
     fn receive_checked(&mut self, from: Rank, pb: Piggyback) -> Result<Reception> {
-        let inter = self.peers[from as usize].group != self.group;
-        if inter
-            && let Some(rec) = self.recovery.as_deref()
+        if let Some(rec) = self.recovery.as_deref()
             && rec.restarting
             && rec.awaiting_last_date.contains(&from)
         {
             return Ok(Reception::Stale);
         }
-        let next = if inter {
-            let peer = &mut self.peers[from as usize];
-            if pb.date() <= peer.received.max_date {
-                return Ok(Reception::Duplicate);
+        let slow_inter = self.slow_inter;
+        let peer = &mut self.peers[from as usize];
+        if pb.date() <= peer.received.max_date {
+            return Ok(Reception::Duplicate);
+        }
+        if pb.phase() >= MAX_PHASE {
+            return Err(Error::PhaseOverflow {
+                phase: MAX_PHASE + 1,
+            });
+        }
+        peer.received.max_date = pb.date();
+        peer.received.entries.push((pb.date(), pb.phase()));
+        match peer.ack {
+            AckState::Idle | AckState::Noted { .. } => {}
+            AckState::Armed { was_due } => {
+                peer.ack = AckState::Noted {
+                    date: pb.date(),
+                    was_due,
+                }
             }
-            if pb.phase() >= MAX_PHASE {
-                return Err(Error::PhaseOverflow {
-                    phase: MAX_PHASE + 1,
+            AckState::Due => {
+                peer.ack = AckState::Idle;
+                let msg = Control::Ack { date: pb.date() };
+                self.actions.push_back(Action::Control {
+                    to: Endpoint::Process(from),
+                    msg,
                 });
             }
-            peer.received.max_date = pb.date();
-            peer.received.entries.push((pb.date(), pb.phase()));
-            match peer.ack {
-                AckState::Idle | AckState::Noted { .. } => {}
-                AckState::Armed { was_due } => {
-                    peer.ack = AckState::Noted {
-                        date: pb.date(),
-                        was_due,
-                    }
-                }
-                AckState::Due => {
-                    peer.ack = AckState::Idle;
-                    let msg = Control::Ack { date: pb.date() };
-                    self.actions.push_back(Action::Control {
-                        to: Endpoint::Process(from),
-                        msg,
-                    });
-                }
-            }
-            peer.checked = self.slow_inter || peer.ack != AckState::Idle;
-            pb.phase() + 1
-        } else {
-            pb.phase()
-        };
-        if next > self.phase {
-            self.phase = next;
+        }
+        peer.checked = slow_inter || peer.ack != AckState::Idle;
+        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn deliver_checked(&mut self, delivery: Delivery) {
+        let phase = delivery.phase();
+        if phase > self.phase {
+            self.phase = phase;
         }
         if let Some(rec) = self.recovery.as_deref_mut()
             && !rec.complete
-            && !pb.released_in(rec.round)
-            && next > rec.taint
+            && !delivery.released_in(rec.round)
+            && phase > rec.taint
         {
-            rec.taint = next;
+            rec.taint = phase;
             self.register_taint();
         }
         if self.date_rule == DateRule::SendsAndReceptions {
-            if self.date >= MAX_DATE {
-                return Err(Error::DateOverflow {
-                    date: self.date + 1,
-                });
-            }
-            self.date += 1;
+            // Saturates: the next send reports the overflow.
+            self.date = (self.date + 1).min(MAX_DATE);
         }
-        Ok(Reception::Deliver)
     }
 
     // ------------------------------------------------------------------------------------------------------------
@@ -625,6 +695,7 @@ impl Process {
             peer.ack = AckState::Armed {
                 was_due: peer.ack == AckState::Due,
             };
+            peer.captured_max = peer.received.max_date;
         }
         self.refresh_checked();
         Ok(self.state())
@@ -654,6 +725,7 @@ impl Process {
                 AckState::Armed { .. } => peer.ack = AckState::Due,
                 AckState::Idle | AckState::Due => {}
             }
+            peer.checkpointed_max = peer.captured_max;
             if log.last_logged(j) > self.last_checkpoint_date {
                 let msg = Control::Checkpointed { date };
                 self.actions.push_back(Action::Control {
@@ -754,6 +826,7 @@ impl Process {
         // The restored checkpoint is the durable one now.
         p.last_checkpoint_date = p.date;
         let mut rec = Recovery::new(round, true, p.phase);
+        rec.restarting_groups = restarting.clone();
         for j in 0..p.peers.len() as Rank {
             let peer = &p.peers[j as usize];
             if peer.group == p.group {
@@ -807,6 +880,8 @@ impl Process {
         match msg {
             Control::Ack { date } => {
                 let j = self.outside_peer(from, "Ack")?;
+                let peer = &mut self.peers[j as usize];
+                peer.ack_floor = peer.ack_floor.max(date);
                 self.actions.push_back(Action::DiscardLog {
                     to: j,
                     before: date,
@@ -860,7 +935,7 @@ impl Process {
             } => self.on_restarted(from, date, last_received, log),
             Control::LastDate {
                 last_date, orphans, ..
-            } => self.on_last_date(from, last_date, orphans),
+            } => self.on_last_date(from, last_date, orphans, log),
             Control::NotifySendLogged { phase, .. } => {
                 self.check_my_coordinator(from, "NotifySendLogged")?;
                 self.on_notify_send_logged(phase);
@@ -934,6 +1009,9 @@ impl Process {
         );
         self.round = round;
         let mut rec = Recovery::new(round, false, self.phase);
+        rec.restarting_groups = restarting.clone();
+        // Sends refused in a superseded round are still waiting for a ResumeSends.
+        rec.holding = self.recovery.as_deref().is_some_and(|r| r.holding);
         for &g in &restarting {
             rec.awaiting_restarted
                 .extend(self.topology.members(g)?.iter().copied());
@@ -992,6 +1070,16 @@ impl Process {
             to: Endpoint::Process(k),
             msg,
         });
+        // k's restored log may hold entries an earlier Ack had dropped: acknowledge again what this process's
+        // durable checkpoint holds, or they would wait for its next checkpoint.
+        let held = self.peers[k as usize].checkpointed_max;
+        if held > 0 {
+            let msg = Control::Ack { date: held + 1 };
+            self.actions.push_back(Action::Control {
+                to: Endpoint::Process(k),
+                msg,
+            });
+        }
         // Replays: what k's checkpoint did not hold ([R+]: by k's own record of what it had received).
         self.scratch.clear();
         log.logged_after(k, last_received, &mut self.scratch);
@@ -1013,7 +1101,11 @@ impl Process {
         let Some(rec) = self.recovery.as_deref_mut() else {
             return;
         };
-        if rec.reported || !rec.awaiting_restarted.is_empty() {
+        // A restarting process also waits for every LastDate: they may add messages to replay.
+        if rec.reported
+            || !rec.awaiting_restarted.is_empty()
+            || (rec.restarting && !rec.awaiting_last_date.is_empty())
+        {
             return;
         }
         rec.reported = true;
@@ -1068,6 +1160,7 @@ impl Process {
         from: Endpoint,
         last_date: Date,
         orphans: Vec<(Date, Phase)>,
+        log: &impl LogIndex,
     ) -> Result<()> {
         let j = self.outside_peer(from, "LastDate")?;
         let my_date = self.date;
@@ -1099,6 +1192,20 @@ impl Process {
             rec.owed.insert(j, orphans.into_iter().collect());
             rec.update_next_owed();
         }
+        // [R+] What this process sent j before its checkpoint and j never received was lost in flight with the
+        // failure: it is in the restored log, and is replayed like any logged message. (For a restarting j the
+        // survivor role already scheduled it from j's `Restarted`.)
+        let j_restarts = rec
+            .restarting_groups
+            .contains(&self.peers[j as usize].group);
+        if !j_restarts {
+            self.scratch.clear();
+            log.logged_after(j, last_date, &mut self.scratch);
+            if !self.scratch.is_empty() {
+                rec.to_replay.insert(j, self.scratch.drain(..).collect());
+            }
+        }
+        self.report_if_ready();
         self.maybe_resume();
         Ok(())
     }
@@ -1204,6 +1311,13 @@ impl Process {
     /// Whether a recovery round still involves this process.
     pub fn in_recovery(&self) -> bool {
         self.recovery.is_some()
+    }
+
+    /// Date of the last message delivered from `from` (0 if none, for unknown ranks and for the process's group).
+    pub fn last_received(&self, from: Rank) -> Date {
+        self.peers
+            .get(from as usize)
+            .map_or(0, |p| p.received.max_date)
     }
 
     /// RPP entries recorded for sender `from` (empty for unknown ranks and for the process's own group).
