@@ -172,3 +172,116 @@ proptest! {
         }
     }
 }
+
+/// Scenarios drawn from `strategy` with a fixed seed (the same on every run).
+pub fn fixed_scenarios(strategy: impl Strategy<Value = Scenario>, n: usize) -> Vec<Scenario> {
+    use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
+    let mut runner = TestRunner::new_with_rng(
+        ProptestConfig::default(),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
+    (0..n)
+        .map(|_| {
+            strategy
+                .new_tree(&mut runner)
+                .map(|t| proptest::strategy::ValueTree::current(&t))
+                .expect("scenario")
+        })
+        .collect()
+}
+
+/// [R+] Phases move when the application receives a message, not when it arrives. With the phase moved on
+/// arrival (`deliver_on_arrival`), a process that re-executed in one round and survives a later one holds phases
+/// that contradict those its earlier messages left elsewhere, and recovery breaks (here: orphans counted in a phase
+/// no regenerated message matches, a deadlock); with the hooks as specified the same runs all pass.
+#[test]
+fn phases_follow_deliveries_not_arrivals() {
+    // Found by `recovery_is_correct` run with the phase moved on arrival.
+    let s = Scenario {
+        ranks: 3,
+        groups: vec![0, 1, 2],
+        coordinators: vec![0, 1, 0],
+        messages: vec![
+            (0, 1),
+            (2, 1),
+            (0, 2),
+            (1, 2),
+            (1, 2),
+            (0, 1),
+            (2, 1),
+            (0, 1),
+            (2, 1),
+            (0, 2),
+            (0, 1),
+            (1, 2),
+            (1, 0),
+            (1, 0),
+            (2, 1),
+            (0, 2),
+            (0, 1),
+            (2, 0),
+            (0, 2),
+            (1, 2),
+        ],
+        batch: vec![
+            true, true, false, false, true, false, false, false, true, true, false, true, true,
+            false, true, true, false, true, false, true,
+        ],
+        schedule: vec![
+            (When::Step(132), Event::Fail(vec![1])),
+            (When::Step(264), Event::Fail(vec![0, 1])),
+            (When::Step(337), Event::Fail(vec![0])),
+        ],
+        seed: 0,
+        log_memory: 99,
+    };
+    let mut broken = 0;
+    for seed in 0..100 {
+        let s = Scenario { seed, ..s.clone() };
+        let mut on_arrival = s.config(DateRule::Sends);
+        on_arrival.deliver_on_arrival = true;
+        if Sim::new(s.program(), on_arrival)
+            .and_then(Sim::run)
+            .is_err()
+        {
+            broken += 1;
+        }
+        if let Err(e) = Sim::new(s.program(), s.config(DateRule::Sends)).and_then(Sim::run) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+    assert!(
+        broken > 0,
+        "moving the phase on arrival should break some of these runs"
+    );
+}
+
+/// [R+] Dates count sends only. With Fig 6.3's rule (deliveries count too) and an application whose deliveries
+/// before a given send depend on timing (`deliver_on_arrival`), a single recovery already loses or duplicates
+/// messages; counting sends only, the same runs all pass.
+#[test]
+fn thesis_dates_break_when_deliveries_before_a_send_vary() {
+    let single_failure = fixed_scenarios(scenario(5, 30, 1), 400)
+        .into_iter()
+        .filter(|s| s.schedule.iter().any(|(_, e)| matches!(e, Event::Fail(_))))
+        .collect::<Vec<_>>();
+    assert!(single_failure.len() > 100);
+    let mut broken = 0;
+    for s in &single_failure {
+        let mut thesis = s.config(DateRule::SendsAndReceptions);
+        thesis.deliver_on_arrival = true;
+        if Sim::new(s.program(), thesis).and_then(Sim::run).is_err() {
+            broken += 1;
+        }
+        let mut ours = s.config(DateRule::Sends);
+        ours.deliver_on_arrival = true;
+        if let Err(e) = Sim::new(s.program(), ours).and_then(Sim::run) {
+            panic!("{e}\n{s:?}");
+        }
+    }
+    assert!(
+        broken > 0,
+        "the thesis's date rule should break some of {} runs",
+        single_failure.len()
+    );
+}

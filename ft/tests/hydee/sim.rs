@@ -53,6 +53,8 @@ pub enum When {
     Step(u64),
     /// When nothing else can happen.
     Quiescent,
+    /// This many steps after the previous event fired.
+    After(u64),
 }
 
 /// An injected event.
@@ -139,6 +141,13 @@ pub enum Trace {
     Round { round: u64, groups: Vec<GroupId> },
     /// A group checkpoint was captured or made durable.
     Checkpoint { group: GroupId, durable: bool },
+    /// Log entries were dropped; `remaining` are the dates still logged for `to`.
+    Discard {
+        rank: Rank,
+        to: Rank,
+        before: Date,
+        remaining: Vec<Date>,
+    },
 }
 
 /// Counters of a run.
@@ -475,6 +484,8 @@ pub struct Sim {
     gates: u32,
     round: u64,
     step: u64,
+    /// Step at which the last scheduled event fired.
+    last_fired: Option<u64>,
     rng: Rng,
     trace: Vec<Trace>,
     stats: Stats,
@@ -562,6 +573,7 @@ impl Sim {
             gates: 0,
             round: 0,
             step: 0,
+            last_fired: None,
             rng,
             trace: Vec::new(),
             stats: Stats::default(),
@@ -636,8 +648,13 @@ impl Sim {
             let (_, g) = self.durability.remove(i);
             self.durable_checkpoint(g)?;
         }
-        while let Some((When::Step(s), _)) = self.schedule.front() {
-            if *s > step {
+        loop {
+            let due = match self.schedule.front() {
+                Some((When::Step(s), _)) => *s <= step,
+                Some((When::After(n), _)) => self.last_fired.is_some_and(|at| at + n <= step),
+                _ => false,
+            };
+            if !due {
                 break;
             }
             let (_, e) = self.schedule.pop_front().ok_or("schedule")?;
@@ -647,6 +664,7 @@ impl Sim {
     }
 
     fn fire(&mut self, e: Event) -> SimResult<()> {
+        self.last_fired = Some(self.step);
         match e {
             Event::Checkpoint(g) => self.capture_checkpoint(g),
             Event::Fail(groups) => self.fail(&groups),
@@ -1057,7 +1075,15 @@ impl Sim {
                     );
                 }
                 Action::DiscardLog { to, before } => {
-                    self.procs[p as usize].log.discard_before(to, before)
+                    let log = &mut self.procs[p as usize].log;
+                    log.discard_before(to, before);
+                    let remaining = log.entries(to).into_iter().map(|e| e.0).collect();
+                    self.trace.push(Trace::Discard {
+                        rank: p,
+                        to,
+                        before,
+                        remaining,
+                    });
                 }
                 Action::ResumeSends => self.procs[p as usize].hold = false,
             }
