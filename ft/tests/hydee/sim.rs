@@ -211,7 +211,6 @@ pub struct Reference {
     pub acc: Vec<u64>,
     /// Global index of the first message of each rank.
     offset: Vec<usize>,
-    pub total: usize,
     /// Messages each rank receives.
     pub incoming: Vec<BTreeSet<MsgId>>,
     /// Message of each global index.
@@ -303,7 +302,6 @@ pub fn reference(program: &Program) -> Result<Reference, String> {
         sends,
         acc,
         offset,
-        total,
         incoming,
         ids,
     })
