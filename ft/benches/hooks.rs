@@ -92,7 +92,11 @@ fn measure_baseline(a: &mut Process, b: &mut Process, n: u64) -> u64 {
 fn intra_loop(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
     let mut delivered = 0;
     for _ in 0..n {
-        let Outbound::Transmit { piggyback, .. } = sender.on_send(SAME_GROUP)? else {
+        let Outbound::Transmit {
+            piggyback,
+            log: false,
+        } = sender.on_send(SAME_GROUP)?
+        else {
             break;
         };
         if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {

@@ -121,38 +121,28 @@ pub enum Reception {
 /// (the sender's phase, plus one if the sender is in another group: Fig 6.3 lines 13 and 20) and the recovery
 /// round that released it. The transport keeps it with the message between [`Process::on_receive`] and
 /// [`Process::on_deliver`].
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Delivery {
-    /// The phase in bits 0..48, the release tag in bits 56..64.
-    word: u64,
+    /// At most `MAX_PHASE`.
+    phase: Phase,
+    /// The piggyback's release tag.
+    tag: u8,
 }
 
 impl Delivery {
     #[inline]
     const fn new(phase: Phase, tag: u8) -> Delivery {
-        Delivery {
-            word: phase | ((tag as u64) << 56),
-        }
+        Delivery { phase, tag }
     }
 
     /// The phase the process moves to, at least, when the application receives the message.
     #[inline]
     pub const fn phase(&self) -> Phase {
-        self.word & MAX_DATE
+        self.phase
     }
 
     fn released_in(&self, round: Round) -> bool {
-        let tag = (self.word >> 56) as u8;
-        tag != 0 && tag == round_tag(round)
-    }
-}
-
-impl std::fmt::Debug for Delivery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Delivery")
-            .field("phase", &self.phase())
-            .field("tag", &(self.word >> 56))
-            .finish()
+        self.tag != 0 && self.tag == round_tag(round)
     }
 }
 
