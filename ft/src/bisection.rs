@@ -1,5 +1,5 @@
 //! Pure-Rust graph bisection, the default `BISSECT` of the grouping algorithm (Fig 4.3 line 6 of
-//! `guermouche-2011-thesis-send-determinism-hydee.txt`, which used Scotch; T:1010 names METIS as equivalent).
+//! `guermouche-2011-thesis-send-determinism-hydee.txt`, which used Scotch; T:973 names METIS as equivalent).
 //!
 //! The method is the multilevel scheme METIS and Scotch are built on (Karypis & Kumar 1998; Hendrickson & Leland
 //! 1995) — implemented here from that description: coarsen by heavy-edge matching until the graph is small, bisect

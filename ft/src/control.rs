@@ -7,7 +7,7 @@
 //! [`Control::OrphanCounts`], ListePhasesOrphelins → [`Control::OrphanPhases`], OrphelinsRecus →
 //! [`Control::OrphansReceived`]), plus three this implementation needs and the figures leave implicit:
 //! [`Control::FailureNotice`] (the "À la défaillance d'un processus" trigger of Fig 6.5 line 6),
-//! [`Control::Checkpointed`] (the pruning of RPP, hydee.md [R]), and the round number every recovery message
+//! [`Control::Checkpointed`] (the pruning of RPP, hydee.md \[R\]), and the round number every recovery message
 //! carries so that a failure during recovery can start a fresh round.
 //!
 //! Wire format, little-endian: `version: u8 = 1`, `kind: u8`, then the fields in declaration order — `u64` for
@@ -68,7 +68,7 @@ pub enum Control {
     /// addressee dated below `date`: drop them from the log (Fig 6.3 lines 16–18 and 27–29, T:2097).
     Ack { date: Date },
     /// Process → process. The sender's group has a durable checkpoint taken when the sender's date was `date`:
-    /// RPP entries for the sender at or below it will never describe an orphan again (hydee.md [R], RPP pruning).
+    /// RPP entries for the sender at or below it will never describe an orphan again (hydee.md \[R\], RPP pruning).
     Checkpointed { date: Date },
     /// Coordinator → surviving process: recovery round `round` starts; the listed groups restart from their
     /// checkpoints.
@@ -96,7 +96,7 @@ pub enum Control {
     MyPhase { round: Round, phase: Phase },
     /// Process → its coordinator (Fig 6.5 line 15): phases of the logged messages it holds for replay.
     LoggedPhases { round: Round, phases: Vec<Phase> },
-    /// Process → its coordinator (Fig 6.5 line 16, counts per hydee.md [R]): how many orphans it expects per phase.
+    /// Process → its coordinator (Fig 6.5 line 16, counts per hydee.md \[R\]): how many orphans it expects per phase.
     OrphanCounts {
         round: Round,
         counts: Vec<(Phase, u64)>,

@@ -1,18 +1,18 @@
 //! The HydEE recovery coordinator ("processus de redémarrage"): centralised (Fig 6.6, T:2064–2087) and
 //! distributed (Fig 6.7, T:2099–2175) in one state machine, of `guermouche-2011-thesis-send-determinism-hydee.txt`.
 //!
-//! With one coordinator this is Fig 6.6: collect every process's report first ([R]: the figure has no initial
-//! trigger; T:2058 starts once all have reported), count expected orphans per phase ([R]: counts), and release —
+//! With one coordinator this is Fig 6.6: collect every process's report first (\[R\]: the figure has no initial
+//! trigger; T:2058 starts once all have reported), count expected orphans per phase (\[R\]: counts), and release —
 //! `NotifySendLogged(φ)` to the holders of logged messages of phase φ, `NotifySendMsg` to the processes whose phase
 //! is φ — every phase φ such that no phase below φ has pending orphans (one strict `<` rule for every kind of
-//! message, T:2009), each phase once ([R]: a released set).
+//! message, T:2009), each phase once (\[R\]: a released set).
 //!
 //! With several, each owns the processes [`Topology::coordinator_of`] gives it (Fig 6.7). Once its own processes
 //! have all reported, a coordinator sends every coordinator (itself included) the phases in which its processes
 //! expect orphans (`OrphanPhases`, Fig 6.7 line 17); when its processes have received every orphan of a phase it
 //! sends `OrphansReceived(φ)` (line 30). A phase's orphans are pending while fewer `OrphansReceived(φ)` have come in
-//! than coordinators listed φ — counted only once every list is in ([R]: the figure's counts depend on arrival
-//! order), while `OrphansReceived` that arrive before are kept. [R+]: an `OrphanNotification` goes to the
+//! than coordinators listed φ — counted only once every list is in (\[R\]: the figure's counts depend on arrival
+//! order), while `OrphansReceived` that arrive before are kept. \[R+\]: an `OrphanNotification` goes to the
 //! coordinator of the orphan's *receiver*, the one that counted it (in the figure the restarting process notifies
 //! its own coordinator, which never counted that orphan).
 //!

@@ -1,7 +1,7 @@
 //! The sender log: HydEE's sender-based message log (Fig 6.3 lines 8–9 and 27–29 of
 //! `guermouche-2011-thesis-send-determinism-hydee.txt`), held in memory and spilled to a file beyond a bound.
 //!
-//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1920); an
+//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1928); an
 //! `Ack(d)` from the receiver drops the entries for it dated below `d` (T:2097, strictly: the acknowledged one
 //! stays). Entries to one destination are appended and dropped in date order, so each destination is a FIFO:
 //! its spilled entries always form a prefix, its in-memory payloads one contiguous byte run. An append is one

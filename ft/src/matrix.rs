@@ -1,5 +1,5 @@
 //! The communication matrix: `M(u, v)` = bytes rank `u` sent to rank `v`, the input of the grouping of chapter 4
-//! (T:983, `guermouche-2011-thesis-send-determinism-hydee.txt` line 983: "M(u, v) est le volume des données envoyés
+//! (T:941, `guermouche-2011-thesis-send-determinism-hydee.txt` line 941: "M(u, v) est le volume des données envoyés
 //! du processus u au processus v").
 //!
 //! Its file format is a headerless CSV of P lines of P comma-separated numbers, row `u` column `v` holding

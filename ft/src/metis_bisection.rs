@@ -1,4 +1,4 @@
-//! METIS as `BISSECT` (Fig 4.3 line 6; T:1010 names METIS next to the Scotch the thesis used), through the `metis`
+//! METIS as `BISSECT` (Fig 4.3 line 6; T:973 names METIS next to the Scotch the thesis used), through the `metis`
 //! crate, which builds METIS from vendored sources: the `metis` feature needs a C compiler, no system library.
 //!
 //! METIS takes integer edge weights that must sum below 2³¹ (32-bit `idx_t` in the vendored build): byte volumes

@@ -1,14 +1,14 @@
-//! Process grouping: the recursive-bisection partitioner of chapter 4 (Fig 4.3, T:958–1014 of
-//! `guermouche-2011-thesis-send-determinism-hydee.txt`) with the HydEE cost function (equation 4.3, T:1064–1074).
+//! Process grouping: the recursive-bisection partitioner of chapter 4 (Fig 4.3, T:941–984 of
+//! `guermouche-2011-thesis-send-determinism-hydee.txt`) with the HydEE cost function (equation 4.3, T:1070–1074).
 //!
 //! Start with one part holding every process. Repeatedly take the largest part not yet marked; if it has more than
-//! one process (`DEVRAITPARTITIONNER`, threshold 1, T:1014) bisect it with a graph partitioner on `(M + Mᵀ)/2`
-//! restricted to it (`BISSECT`, T:1010); accept the split if the cost does not increase or the "force"
-//! `B / (K − 1)` does not increase (`ACCEPTEBISSECTION`, T:1016–1019; `B` is the inter-part volume, `K` the number
-//! of parts); otherwise mark the part ([R]: or the loop never ends). Keep the best partition seen (`MEILLEUR`).
+//! one process (`DEVRAITPARTITIONNER`, threshold 1, T:979) bisect it with a graph partitioner on `(M + Mᵀ)/2`
+//! restricted to it (`BISSECT`, T:973); accept the split if the cost does not increase or the "force"
+//! `B / (K − 1)` does not increase (`ACCEPTEBISSECTION`, T:981–984; `B` is the inter-part volume, `K` the number
+//! of parts); otherwise mark the part (\[R\]: or the loop never ends). Keep the best partition seen (`MEILLEUR`).
 //!
-//! Cost (T:1074): `cost(Π) = α · L/D + β · Σ|P_k|² / P²` with `L` the inter-group volume (every inter-group byte is
-//! logged under HydEE), `D` the total volume, `α = 23 %` (T:1036) and `β = 12.4 %` (T:1050: 179 minutes lost per
+//! Cost (equation 4.3, T:1070–1074): `cost(Π) = α · L/D + β · Σ|P_k|² / P²` with `L` the inter-group volume (every inter-group byte is
+//! logged under HydEE), `D` the total volume, `α = 23 %` (T:1002) and `β = 12.4 %` (T:1022: 179 minutes lost per
 //! day of MTBF with a 297-minute optimal checkpoint interval, 30-minute checkpoints and restarts). The second term
 //! is also the expected share of processes a failure restarts: 16 groups of 16 give 16·16²/256² = 6.25 %.
 //!
@@ -19,15 +19,15 @@
 //!   group means no fault containment at all, which HydEE exists to provide. One group is returned only for one
 //!   process.
 //! - Bisections are balanced to within [`BALANCE`] of half the part (the thesis asks for "two parts of nearly equal
-//!   size", T:1008), for the pure-Rust bisector and METIS alike.
+//!   size", T:973), for the pure-Rust bisector and METIS alike.
 
 use crate::bisection::{self, Graph};
 use crate::matrix::CommMatrix;
 use crate::{Error, GroupId, Rank, Result};
 
-/// α of equation 4.3: the weight of the logged share (T:1036).
+/// α of equation 4.3: the weight of the logged share (T:1002).
 pub const ALPHA: f64 = 0.23;
-/// β of equation 4.3: the weight of the restarted share (T:1050).
+/// β of equation 4.3: the weight of the restarted share (T:1022).
 pub const BETA: f64 = 0.124;
 /// A side may hold up to this factor times half the part (METIS's `ubvec` for the same run).
 pub const BALANCE: f64 = 1.05;
@@ -42,7 +42,7 @@ pub enum Bisector {
     Metis,
 }
 
-/// The cost model of equation 4.1 (T:1026): `α · L + β · R`.
+/// The cost model of equation 4.1 (T:996): `α · L + β · R`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
     pub alpha: f64,

@@ -1,13 +1,13 @@
 //! The piggyback HydEE attaches to every application message: `(date, phase)`, plus the recovery round in which a
 //! message was released, in 12 bytes.
 //!
-//! HydEE piggybacks only the send date and the phase (T:2236, `guermouche-2011-thesis-send-determinism-hydee.txt`
-//! line 2236: "HydEE n'attache que le numéro de phase et la date"); the sender's group is derived from its rank,
-//! not sent (hydee.md [R] on Fig 6.3 line 10). The shared-memory cell header reserves exactly 12 bytes for it.
+//! HydEE piggybacks only the send date and the phase (T:2247, `guermouche-2011-thesis-send-determinism-hydee.txt`
+//! line 2247: "HydEE n'attache que le numéro de phase et la date"); the sender's group is derived from its rank,
+//! not sent (hydee.md \[R\] on Fig 6.3 line 10). The shared-memory cell header reserves exactly 12 bytes for it.
 //!
 //! Layout, little-endian: bytes 0..6 date (48 bits), bytes 6..11 phase (40 bits), byte 11 release tag.
 //! - 48 bits of date: dates count sends only (see [`crate::process`]), 2⁴⁸ sends is about a year at 10⁷ sends/s.
-//! - 40 bits of phase: a phase grows by at most one per inter-group hop of a causal chain (T:1991–1994), 2⁴⁰ hops
+//! - 40 bits of phase: a phase grows by at most one per inter-group hop of a causal chain (T:1997–2001), 2⁴⁰ hops
 //!   is twelve days of back-to-back 1 µs inter-group ping-pong.
 //! - The tag is 0 for messages sent outside recovery; during recovery round `r` a process that the coordinator has
 //!   released marks what it sends with `tag(r) ∈ 1..=255`, so that a receiver can tell messages sent under the

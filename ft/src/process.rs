@@ -1,7 +1,7 @@
 //! The HydEE application-process state machine: failure-free operation (Fig 6.3), restarting processes (Fig 6.4),
 //! processes that do not restart (Fig 6.5), from `guermouche-2011-thesis-send-determinism-hydee.txt`
-//! (lines 1948–1984, 2011 and 2020–2044), with the resolutions of `shared/reference/hydee.md` ([R]) and a few of
-//! our own ([R+], each kept under a test in `tests/hydee`).
+//! (lines 1948–1984, 2011 and 2020–2044), with the resolutions of `shared/reference/hydee.md` (\[R\]) and a few of
+//! our own (\[R+\], each kept under a test in `tests/hydee`).
 //!
 //! Sans-I/O: events come in as method calls ([`Process::on_send`], [`Process::on_receive`],
 //! [`Process::on_control`], [`Process::checkpoint`], [`Process::checkpoint_durable`], [`Process::restart`]); what
@@ -14,19 +14,19 @@
 //! - [`Process::on_receive`] when the message *arrives*, in channel order: RPP, acknowledgements, duplicates and
 //!   stale messages are about what the channel carried, and rely on its FIFO order;
 //! - [`Process::on_deliver`] when the *application* receives it, in the application's order: the phase (Fig 6.3
-//!   lines 13 and 20). [R+] Updating the phase on arrival makes it depend on timing: a re-executed process then
+//!   lines 13 and 20). \[R+\] Updating the phase on arrival makes it depend on timing: a re-executed process then
 //!   computes other phases than the first time, and when a process that re-executed in one recovery round later
 //!   survives another, its records contradict the phases its earlier messages left at others — the simulator
 //!   found causal order broken that way (`tests/hydee`, `phases_follow_deliveries_not_arrivals`). HydEE's model
-//!   has the phase change when the message is delivered to the application (T:1959, "Délivrer msg à
+//!   has the phase change when the message is delivered to the application (Fig 6.3 line 22, T:1975: "Délivrer msg à
 //!   l'application").
 //!
 //! The hooks allocate nothing in steady state (the arrival path pushes onto a vector whose capacity is kept across
 //! checkpoints) and carry no tracing. Every condition that needs more (a recovery round, an acknowledgement due, an
 //! overflow) is folded into one comparison that sends the call to a `#[cold]` checked path.
 //!
-//! # Dates count sends only [R+]
-//! Fig 6.3 increments the date on receptions too (T:1928; hydee.md's [R] says every reception counts). We count
+//! # Dates count sends only \[R+\]
+//! Fig 6.3 increments the date on receptions too (T:1928; hydee.md's \[R\] says every reception counts). We count
 //! sends only. Every use HydEE makes of a date compares it with another date *of the same sender's sends* (the
 //! log, RPP, `Restarted`, `LastDate`, `Ack`); counting receptions only shifts those values by how many receptions
 //! came before each send — which send-determinism does not fix (T:530 fixes the sends, not the receptions around
@@ -37,7 +37,7 @@
 //! figure's rule so that the test showing the loss (`tests/hydee`,
 //! `thesis_dates_break_when_deliveries_before_a_send_vary`) can run it.
 //!
-//! # Other resolutions of our own [R+]
+//! # Other resolutions of our own \[R+\]
 //! - **Replay selection.** Fig 6.5 line 10 replays logged messages dated after `Date_redem`, the *restarting*
 //!   process's date: a mix of two clocks. A restarting process instead tells each peer the date of the last message
 //!   it had received from that peer when it checkpointed (`Restarted.last_received`), and the peer replays what is
@@ -55,10 +55,10 @@
 //! - **Stale messages at a restarting process.** Until a peer's `LastDate` arrives, its inter-group messages were
 //!   sent before its failure notice (channels are FIFO; `LastDate` is the first thing it sends afterwards), are in
 //!   its log, and will be replayed in phase order: they are dropped ([`Reception::Stale`]).
-//! - **Acknowledgement window.** [R] says acks wait for the checkpoint to be durable; a message received between
+//! - **Acknowledgement window.** \[R\] says acks wait for the checkpoint to be durable; a message received between
 //!   the state capture and durability is not in the checkpoint, so the ack carries the date of the *first* message
 //!   received after the capture, not of the next one after durability.
-//! - **RPP pruning.** [R] prunes RPP entries covered by the sender's group checkpoint; the sender says so with
+//! - **RPP pruning.** \[R\] prunes RPP entries covered by the sender's group checkpoint; the sender says so with
 //!   [`Control::Checkpointed`] once durable, to each outside peer it logged a message for since its previous one.
 //!
 //! # Channels the driver must provide
@@ -80,7 +80,7 @@ use crate::{CoordinatorId, Date, Error, GroupId, Phase, Rank, Result, Round};
 /// Which events advance a process's date.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DateRule {
-    /// Sends only: the n-th send of a process is dated n in every execution ([R+], the default).
+    /// Sends only: the n-th send of a process is dated n in every execution (\[R+\], the default).
     #[default]
     Sends,
     /// Sends and deliveries, as Fig 6.3 line 21 and T:1928 have it. Unsafe when the number of deliveries before a
@@ -95,7 +95,7 @@ pub enum Outbound {
     /// `(destination, piggyback)` (inter-group message, Fig 6.3 lines 8–9).
     Transmit { piggyback: Piggyback, log: bool },
     /// A regenerated orphan (Fig 6.4 lines 16–17): the destination already has it. Do not transmit; copy it into
-    /// the sender log under `(destination, piggyback)` ([R]: a later rollback of the destination's group needs it).
+    /// the sender log under `(destination, piggyback)` (\[R\]: a later rollback of the destination's group needs it).
     LogOnly { piggyback: Piggyback },
     /// A regenerated orphan that the destination's durable checkpoint already holds (it acknowledged it): neither
     /// transmit nor log.
@@ -160,7 +160,7 @@ pub enum Action {
     ResumeSends,
 }
 
-/// RPP[j] of Fig 6.3 line 4: what this process received from one sender of another group.
+/// `RPP[j]` of Fig 6.3 line 4: what this process received from one sender of another group.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceivedFrom {
     /// Date of the last message delivered from that sender (`RPP[j].Maxdate`); 0 if none.
@@ -183,7 +183,7 @@ pub struct ProcessState {
     pub date_rule: DateRule,
 }
 
-/// Acknowledgement duty toward one sender of another group (`RM[j]` of Fig 6.3, with the window of [R+]).
+/// Acknowledgement duty toward one sender of another group (`RM[j]` of Fig 6.3, with the window of \[R+\]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AckState {
     /// Nothing to acknowledge.
@@ -238,11 +238,11 @@ struct Recovery {
     /// Members of restarting groups other than mine whose `Restarted` has not arrived (Fig 6.5 line 7).
     awaiting_restarted: BTreeSet<Rank>,
     /// Logged messages to replay, per destination, oldest first; phases ascend with dates (a process's phase
-    /// never decreases). Entries leave when replayed ([R]: never twice).
+    /// never decreases). Entries leave when replayed (\[R\]: never twice).
     to_replay: BTreeMap<Rank, VecDeque<(Date, Phase)>>,
-    /// Expected orphans per phase (hydee.md [R]: counts, not a set).
+    /// Expected orphans per phase (hydee.md \[R\]: counts, not a set).
     orphan_counts: BTreeMap<Phase, u64>,
-    /// Whether the report of Fig 6.5 lines 15–17 went out (it goes once, [R]).
+    /// Whether the report of Fig 6.5 lines 15–17 went out (it goes once, \[R\]).
     reported: bool,
     /// Restarting only: ranks outside my group whose `LastDate` has not arrived.
     awaiting_last_date: BTreeSet<Rank>,
@@ -672,7 +672,7 @@ impl Process {
 
     /// Captures the FT state for a group checkpoint (save it with the application image and
     /// [`SenderLog::snapshot`](crate::SenderLog::snapshot)). Refused during recovery. Acknowledgements wait for
-    /// [`Process::checkpoint_durable`] ([R]).
+    /// [`Process::checkpoint_durable`] (\[R\]).
     pub fn checkpoint(&mut self) -> Result<ProcessState> {
         if let Some(rec) = &self.recovery {
             return Err(Error::CheckpointDuringRecovery { round: rec.round });
@@ -1025,7 +1025,7 @@ impl Process {
     }
 
     /// `Restarted` from a member `k` of a restarting group (Fig 6.5 lines 8–14, also played by restarting
-    /// processes toward other failed groups: the [R] for two groups failing at once).
+    /// processes toward other failed groups: the \[R\] for two groups failing at once).
     fn on_restarted(
         &mut self,
         from: Endpoint,
@@ -1086,7 +1086,7 @@ impl Process {
         Ok(())
     }
 
-    /// Once every `Restarted` is in, the one report of Fig 6.5 lines 15–17 ([R]: after the loop, once).
+    /// Once every `Restarted` is in, the one report of Fig 6.5 lines 15–17 (\[R\]: after the loop, once).
     fn report_if_ready(&mut self) {
         let Some(rec) = self.recovery.as_deref_mut() else {
             return;
@@ -1200,7 +1200,7 @@ impl Process {
         Ok(())
     }
 
-    /// `NotifySendLogged(φ)` (Fig 6.5 lines 20–22): replay what is logged in phase at most φ, once ([R]).
+    /// `NotifySendLogged(φ)` (Fig 6.5 lines 20–22): replay what is logged in phase at most φ, once (\[R\]).
     fn on_notify_send_logged(&mut self, phase: Phase) {
         let Some(rec) = self.recovery.as_deref_mut() else {
             return;

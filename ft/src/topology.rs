@@ -1,7 +1,7 @@
 //! Who is in which group, and which recovery coordinator looks after whom.
 //!
-//! HydEE splits the processes into groups (T:1917, `guermouche-2011-thesis-send-determinism-hydee.txt` line 1917):
-//! coordinated checkpoints inside a group, logging across groups. The distributed recovery of Fig 6.7 (T:2099–2106)
+//! HydEE splits the processes into groups (T:1928, `guermouche-2011-thesis-send-determinism-hydee.txt` line 1928):
+//! coordinated checkpoints inside a group, logging across groups. The distributed recovery of Fig 6.7 (T:2099–2103)
 //! gives each recovery coordinator a subset of the processes. Both maps are configuration, fixed for a job: every
 //! process and every coordinator holds the same [`Topology`].
 

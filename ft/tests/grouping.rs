@@ -1,5 +1,5 @@
 //! The grouping partitioner of chapter 4 on test matrices: block-diagonal patterns whose groups are known, a NAS
-//! CG-like pattern (Table 6.1 of `guermouche-2011-thesis-send-determinism-hydee.txt`, T:2272: CG on 256 processes
+//! CG-like pattern (Table 6.1 of `guermouche-2011-thesis-send-determinism-hydee.txt`, T:2271: CG on 256 processes
 //! gives 16 groups of 16, 6.25 % restarted, 18.98 % logged), stencils, and — with the `metis` feature — the
 //! comparison of the pure-Rust bisection with METIS on all of them.
 

@@ -1,5 +1,5 @@
-//! The engine and the coordinator driven by hand, one event at a time: a test for each [R] resolution of
-//! hydee.md that is a local rule, for each [R+] of ours, and for the typed errors of out-of-place events.
+//! The engine and the coordinator driven by hand, one event at a time: a test for each \[R\] resolution of
+//! hydee.md that is a local rule, for each \[R+\] of ours, and for the typed errors of out-of-place events.
 
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ fn pb(date: u64, phase: u64) -> Piggyback {
     Piggyback::new(date, phase, None).unwrap()
 }
 
-/// [R] on Fig 6.3 line 10: the sender's group is derived from its rank, not sent. The same piggyback is an
+/// \[R\] on Fig 6.3 line 10: the sender's group is derived from its rank, not sent. The same piggyback is an
 /// inter-group reception from a rank of another group and an intra-group one from a rank of the same group.
 #[test]
 fn the_senders_group_comes_from_its_rank() {
@@ -96,8 +96,8 @@ fn phase_moves_on_delivery() {
     assert_eq!(send(&mut p, 1).phase(), 4);
 }
 
-/// [R+] dates count sends only; Fig 6.3's rule (kept as `DateRule::SendsAndReceptions`) counts every delivery, of
-/// either group — the reading hydee.md's [R] asks to tell apart from "same-group receptions only".
+/// \[R+\] dates count sends only; Fig 6.3's rule (kept as `DateRule::SendsAndReceptions`) counts every delivery, of
+/// either group — the reading hydee.md's \[R\] asks to tell apart from "same-group receptions only".
 #[test]
 fn date_rules() {
     let t = topo(vec![0, 0, 1]);
@@ -142,7 +142,7 @@ fn duplicates_and_overflow() {
     ));
 }
 
-/// [R] acknowledgements go out only once the checkpoint is durable; [R+] a message received between the capture
+/// \[R\] acknowledgements go out only once the checkpoint is durable; \[R+\] a message received between the capture
 /// and durability is not in the checkpoint, so the ack names the first one received after the capture.
 #[test]
 fn acks_wait_for_durability_and_name_the_first_message_after_the_capture() {
@@ -183,7 +183,7 @@ fn acks_wait_for_durability_and_name_the_first_message_after_the_capture() {
     assert!(controls(&mut p).is_empty());
 }
 
-/// [R] (T:2097) `Ack(d)` drops the log entries for its sender dated strictly below `d`.
+/// \[R\] (T:2097) `Ack(d)` drops the log entries for its sender dated strictly below `d`.
 #[test]
 fn ack_drops_strictly_older_entries() {
     let t = topo(vec![0, 1]);
@@ -211,7 +211,7 @@ fn ack_drops_strictly_older_entries() {
     ));
 }
 
-/// [R] RPP entries covered by the sender's durable checkpoint are pruned; the sender announces its checkpoint
+/// \[R\] RPP entries covered by the sender's durable checkpoint are pruned; the sender announces its checkpoint
 /// only to the peers it logged messages for since its previous one.
 #[test]
 fn rpp_pruning() {
@@ -261,8 +261,8 @@ fn survivor_with_history() -> (Arc<Topology>, Process, SenderLog) {
     (t, s, l)
 }
 
-/// [R] Fig 6.5 line 9's `rpp[j]` means `rpp[k]`: each restarting member gets the date of the last message
-/// received from *it*, with its own orphans; [R] the report to the coordinator goes once, after the last
+/// \[R\] Fig 6.5 line 9's `rpp[j]` means `rpp[k]`: each restarting member gets the date of the last message
+/// received from *it*, with its own orphans; \[R\] the report to the coordinator goes once, after the last
 /// `Restarted`, with per-phase counts.
 #[test]
 fn last_dates_and_one_report() {
@@ -361,7 +361,7 @@ fn last_dates_and_one_report() {
     assert!(matches!(again, Err(Error::UnexpectedMessage { .. })));
 }
 
-/// [R] `NotifySendLogged(φ)` replays each logged message of phase at most φ once, even if notified again; the
+/// \[R\] `NotifySendLogged(φ)` replays each logged message of phase at most φ once, even if notified again; the
 /// horizon in `NotifySendMsg` releases held sends; the round's end returns to failure-free operation.
 #[test]
 fn replays_once_then_release() {
@@ -460,7 +460,7 @@ fn replays_once_then_release() {
     assert!(actions(&mut s).is_empty());
 }
 
-/// [R+] A delivery not released by the round (sent before its sender heard of the failure) raises the phase a
+/// \[R+\] A delivery not released by the round (sent before its sender heard of the failure) raises the phase a
 /// released process must wait for: it holds and announces the new phase.
 #[test]
 fn unreleased_deliveries_taint() {
@@ -541,8 +541,8 @@ fn unreleased_deliveries_taint() {
     assert!(matches!(s2.on_send(3).unwrap(), Outbound::Transmit { .. }));
 }
 
-/// A restarting process: [R+] drops what a peer sent before its `LastDate` (it is in that peer's log), notifies a
-/// regenerated orphan with the phase its receiver recorded ([R+]) to the receiver's coordinator ([R+]), and reports
+/// A restarting process: \[R+\] drops what a peer sent before its `LastDate` (it is in that peer's log), notifies a
+/// regenerated orphan with the phase its receiver recorded (\[R+\]) to the receiver's coordinator (\[R+\]), and reports
 /// a send that skips an orphan as a send-determinism violation.
 #[test]
 fn restarting_process() {
@@ -769,7 +769,7 @@ fn state_serialises() {
     assert_eq!(p.received_from(1), s.received_from(1));
 }
 
-/// Coordinator (Fig 6.6): [R] nothing is released before every report is in; [R] each phase is released once;
+/// Coordinator (Fig 6.6): \[R\] nothing is released before every report is in; \[R\] each phase is released once;
 /// releases follow the strict `<` rule; the round ends with everyone told.
 #[test]
 fn centralised_coordinator() {
@@ -914,7 +914,7 @@ fn centralised_coordinator() {
     ));
 }
 
-/// Distributed coordinators (Fig 6.7): [R] counts are made once every list is in, whatever the arrival order —
+/// Distributed coordinators (Fig 6.7): \[R\] counts are made once every list is in, whatever the arrival order —
 /// an `OrphansReceived` that comes before the lists is kept, not lost nor applied early.
 #[test]
 fn distributed_coordinators_count_after_all_lists() {

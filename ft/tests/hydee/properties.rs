@@ -173,6 +173,33 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(8), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The same at a larger scale: up to 12 ranks, 120 messages, 4 failures.
+    #[test]
+    fn recovery_is_correct_at_scale(s in scenario(12, 120, 4)) {
+        if let Err(e) = Sim::new(s.program(), s.config(DateRule::Sends)).and_then(Sim::run) {
+            return Err(TestCaseError::fail(format!("{e}\n{s:?}")));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(24), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// One recovery round is correct even when the application's deliveries before a send depend on timing (the
+    /// delivery hook called on arrival, as an application testing for completions would).
+    #[test]
+    fn one_round_with_timing_dependent_deliveries(s in scenario(7, 40, 1)) {
+        let mut cfg = s.config(DateRule::Sends);
+        cfg.deliver_on_arrival = true;
+        if let Err(e) = Sim::new(s.program(), cfg).and_then(Sim::run) {
+            return Err(TestCaseError::fail(format!("{e}\n{s:?}")));
+        }
+    }
+}
+
 /// Scenarios drawn from `strategy` with a fixed seed (the same on every run).
 pub fn fixed_scenarios(strategy: impl Strategy<Value = Scenario>, n: usize) -> Vec<Scenario> {
     use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
@@ -190,7 +217,7 @@ pub fn fixed_scenarios(strategy: impl Strategy<Value = Scenario>, n: usize) -> V
         .collect()
 }
 
-/// [R+] Phases move when the application receives a message, not when it arrives. With the phase moved on
+/// \[R+\] Phases move when the application receives a message, not when it arrives. With the phase moved on
 /// arrival (`deliver_on_arrival`), a process that re-executed in one round and survives a later one holds phases
 /// that contradict those its earlier messages left elsewhere, and recovery breaks (here: orphans counted in a phase
 /// no regenerated message matches, a deadlock); with the hooks as specified the same runs all pass.
@@ -256,7 +283,7 @@ fn phases_follow_deliveries_not_arrivals() {
     );
 }
 
-/// [R+] Dates count sends only. With Fig 6.3's rule (deliveries count too) and an application whose deliveries
+/// \[R+\] Dates count sends only. With Fig 6.3's rule (deliveries count too) and an application whose deliveries
 /// before a given send depend on timing (`deliver_on_arrival`), a single recovery already loses or duplicates
 /// messages; counting sends only, the same runs all pass.
 #[test]

@@ -1,5 +1,5 @@
 //! The test scenarios of `shared/reference/hydee.md`, rebuilt from the prose of T:1942–2050 of
-//! `guermouche-2011-thesis-send-determinism-hydee.txt`, and one scenario per resolution ([R], [R+]) that a
+//! `guermouche-2011-thesis-send-determinism-hydee.txt`, and one scenario per resolution (\[R\], \[R+\]) that a
 //! run can show. Each runs under many interleavings (seeds).
 
 use nemesis_ft::{Control, Endpoint, Horizon, Phase, Rank};
@@ -264,7 +264,7 @@ fn one_group_fails() {
     );
 }
 
-/// hydee.md "HydEE, G2 and G3 fail together" (T:2016–2050), with the [R] that restarting processes also play the
+/// hydee.md "HydEE, G2 and G3 fail together" (T:2016–2050), with the \[R\] that restarting processes also play the
 /// non-restarting role toward the other failed group (the figure deadlocks otherwise).
 #[test]
 fn two_groups_fail_together() {
@@ -413,7 +413,7 @@ fn acknowledgement_gc() {
 }
 
 /// hydee.md "Orphan counting": two orphans in one phase, from one sender and from two senders; the phase is
-/// released only after both notifications ([R]: counts, not a set).
+/// released only after both notifications (\[R\]: counts, not a set).
 #[test]
 fn orphan_counting() {
     const A0: Rank = 0;
@@ -583,7 +583,7 @@ fn distributed_recovery() {
     }
 }
 
-/// [R] A restarting process still logs the orphans it regenerates: when the receiver's group later rolls back to
+/// \[R\] A restarting process still logs the orphans it regenerates: when the receiver's group later rolls back to
 /// before them, they are replayed from that log.
 #[test]
 fn regenerated_orphans_are_logged_for_a_later_rollback() {
@@ -613,7 +613,7 @@ fn regenerated_orphans_are_logged_for_a_later_rollback() {
     }
 }
 
-/// [R+] Replays are chosen by what the restarting process's checkpoint held from each peer (`Restarted` carries
+/// \[R+\] Replays are chosen by what the restarting process's checkpoint held from each peer (`Restarted` carries
 /// it), not by comparing the peer's log dates with the restarting process's own date (Fig 6.5 line 10 mixes two
 /// clocks: here the lost message is dated 1 by its sender and the receiver restarts at date 3).
 #[test]

@@ -10,7 +10,7 @@
 //!
 //! Checks made during the run: no message delivered twice to the current state of a process; at the arrival of a
 //! message sent under the current round's rules, every message in its causal past has arrived at its destination's
-//! current state (Theorem 6.1, T:2243); the engine's `Duplicate` and `LogOnly` verdicts agree with the ground truth;
+//! current state (Theorem 6.1, T:2229); the engine's `Duplicate` and `LogOnly` verdicts agree with the ground truth;
 //! phases never decrease along a causal chain; reported orphans have a lower phase than their receiver. Checks at
 //! the end: every script finished, nothing held, every channel empty, each process's send sequence and final state
 //! equal the reference run's, every message delivered exactly once, and log entries held by a durable checkpoint
@@ -902,7 +902,7 @@ impl Sim {
                     (from, &msg)
                     && *round == self.round
                 {
-                    // An orphan's phase is below its receiver's (Lemma 6.2), once the receiver has delivered what it
+                    // An orphan's phase is below its receiver's (Lemma 6.2, T:2207), once the receiver has delivered what it
                     // holds (an orphan that arrived but is not delivered has not raised it yet).
                     let held = self.procs[j as usize]
                         .app
