@@ -15,7 +15,8 @@
 //!
 //! # Driving the engine
 //! The transport calls [`Process::on_send`] before each application send (it returns the piggyback, and whether
-//! to copy the payload into the [`SenderLog`]), [`Process::on_receive`] on each arrival, [`Process::checkpoint`] /
+//! to copy the payload into the [`SenderLog`]), [`Process::on_receive`] on each arrival (in channel order) and
+//! [`Process::on_deliver`] when the application receives the message, [`Process::checkpoint`] /
 //! [`Process::checkpoint_durable`] around a group checkpoint, [`Process::on_control`] for each control message,
 //! and applies the [`Action`]s it drains with [`Process::poll_action`]. The launcher feeds failures to the
 //! [`Coordinator`]s and restarts the failed groups with [`Process::restart`]. The test suite's simulator

@@ -4,7 +4,8 @@
 //! our own (\[R+\], each kept under a test in `tests/hydee`).
 //!
 //! Sans-I/O: events come in as method calls ([`Process::on_send`], [`Process::on_receive`],
-//! [`Process::on_control`], [`Process::checkpoint`], [`Process::checkpoint_durable`], [`Process::restart`]); what
+//! [`Process::on_deliver`], [`Process::on_control`], [`Process::checkpoint`], [`Process::checkpoint_durable`],
+//! [`Process::restart`]); what
 //! the driver must do comes out as return values on the per-message path and as [`Action`]s, drained with
 //! [`Process::poll_action`], everywhere else. Nothing here touches a file, a socket or a clock.
 //!
@@ -42,8 +43,9 @@
 //!   process's date: a mix of two clocks. A restarting process instead tells each peer the date of the last message
 //!   it had received from that peer when it checkpointed (`Restarted.last_received`), and the peer replays what is
 //!   logged after it.
-//! - **Orphan phases.** A regenerated orphan's phase need not equal the phase its receiver recorded (receptions may
-//!   come in another order during re-execution), but the coordinator counts orphans per *recorded* phase. `LastDate`
+//! - **Orphan phases.** A regenerated orphan's phase need not equal the phase its receiver recorded (the
+//!   deliveries before a send may differ between executions), but the coordinator counts orphans per *recorded*
+//!   phase. `LastDate`
 //!   therefore lists the `(date, recorded phase)` of each orphan; the restarting process notifies that phase, and a
 //!   regenerated message that does not fall on the next listed date is a [`Error::SendDeterminismViolated`].
 //! - **Released messages.** A process released in phase `h` may receive, afterwards, a message sent *before* the
@@ -60,6 +62,14 @@
 //!   received after the capture, not of the next one after durability.
 //! - **RPP pruning.** \[R\] prunes RPP entries covered by the sender's group checkpoint; the sender says so with
 //!   [`Control::Checkpointed`] once durable, to each outside peer it logged a message for since its previous one.
+//! - **Messages lost in flight.** What a restarting process had sent a peer before its checkpoint and the peer
+//!   never received (the failure took it) is in its restored log: `LastDate` says how far the peer got, and the
+//!   rest is replayed in phase order like any logged message.
+//! - **Logs after a restart.** A restored log may hold entries an `Ack` had dropped before the failure: each
+//!   process answers a `Restarted` with an `Ack` for what its own durable checkpoint holds; and a regenerated
+//!   orphan that checkpoint holds is not logged again ([`Outbound::Drop`]).
+//! - **Failures during recovery.** A new round supersedes an unfinished one; its groups restart again (see
+//!   [`crate::coordinator`]) and every process recomputes its part.
 //!
 //! # Channels the driver must provide
 //! FIFO per ordered pair of processes, control messages between two processes on the same FIFO as their
@@ -163,9 +173,9 @@ pub enum Action {
 /// `RPP[j]` of Fig 6.3 line 4: what this process received from one sender of another group.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceivedFrom {
-    /// Date of the last message delivered from that sender (`RPP[j].Maxdate`); 0 if none.
+    /// Date of the last message accepted from that sender (`RPP[j].Maxdate`); 0 if none.
     pub max_date: Date,
-    /// `(date, phase)` of each delivered message not yet covered by the sender's group checkpoint, dates strictly
+    /// `(date, phase)` of each accepted message not yet covered by the sender's group checkpoint, dates strictly
     /// ascending, all at most `max_date` (`RPP[j][date]`).
     pub entries: Vec<(Date, Phase)>,
 }
@@ -251,7 +261,7 @@ struct Recovery {
     /// The smallest date in `owed` (`Date::MAX` if none): a send past it skipped an orphan.
     next_owed: Date,
     /// Phase this process must wait for before sending: its phase at the notice (or its checkpoint's), raised by
-    /// receptions not released by this round.
+    /// deliveries not released by this round.
     taint: Phase,
     /// Best horizon heard from the coordinator; `None` before the first `NotifySendMsg`.
     horizon: Option<Horizon>,
@@ -335,7 +345,7 @@ pub struct Process {
     date: Date,
     /// Sends take the fast path iff `date < fast_send_limit`: `MAX_DATE` outside recovery, 0 during a round.
     fast_send_limit: Date,
-    /// At least 1; at least every phase received from the group, above every phase received from other groups.
+    /// At least 1; at least every phase delivered from the group, above every phase delivered from other groups.
     phase: Phase,
     /// Whether inter-group arrivals must take the checked path whatever the peer's state (recovery).
     slow_inter: bool,
