@@ -262,7 +262,10 @@ impl Coordinator {
                 }
                 r.orphan_counts = true;
                 for &(phase, count) in counts {
-                    *state.pending_local.entry(phase).or_default() += count;
+                    // Saturating: a peer's absurd count must not overflow (it then never clears, which stalls
+                    // only the round it lied about).
+                    let pending = state.pending_local.entry(phase).or_default();
+                    *pending = pending.saturating_add(count);
                 }
                 state.note_if_complete(p);
                 self.list_if_ready()
@@ -314,7 +317,8 @@ impl Coordinator {
             Control::OrphansReceived { phase, .. } => {
                 self.coordinator(from, &msg)?;
                 let state = self.state_mut()?;
-                *state.cleared.entry(phase).or_default() += 1;
+                let cleared = state.cleared.entry(phase).or_default();
+                *cleared = cleared.saturating_add(1);
                 self.release()
             }
             other => Err(unexpected(

@@ -1022,3 +1022,138 @@ fn distributed_coordinators_count_after_all_lists() {
         }
     )));
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn endpoint() -> impl Strategy<Value = Endpoint> {
+        prop_oneof![
+            (0u32..6).prop_map(Endpoint::Process),
+            (0u32..3).prop_map(Endpoint::Coordinator)
+        ]
+    }
+
+    fn phases() -> impl Strategy<Value = Vec<u64>> {
+        proptest::collection::btree_set(1u64..6, 0..3).prop_map(|s| s.into_iter().collect())
+    }
+
+    fn control() -> impl Strategy<Value = Control> {
+        let r = 1u64..4;
+        prop_oneof![
+            (0u64..12).prop_map(|date| Control::Ack { date }),
+            (0u64..12).prop_map(|date| Control::Checkpointed { date }),
+            (r.clone(), proptest::collection::btree_set(0u32..4, 1..3)).prop_map(|(round, g)| {
+                Control::FailureNotice {
+                    round,
+                    restarting: g.into_iter().collect(),
+                }
+            }),
+            (r.clone(), 0u64..12, 0u64..12).prop_map(|(round, date, last_received)| {
+                Control::Restarted {
+                    round,
+                    date,
+                    last_received,
+                }
+            }),
+            (
+                r.clone(),
+                0u64..12,
+                proptest::collection::btree_map(1u64..12, 1u64..6, 0..3)
+            )
+                .prop_map(|(round, last, o)| Control::LastDate {
+                    round,
+                    last_date: last.max(o.keys().last().copied().unwrap_or(0)),
+                    orphans: o.into_iter().collect()
+                }),
+            (r.clone(), 1u64..6).prop_map(|(round, phase)| Control::MyPhase { round, phase }),
+            (r.clone(), phases())
+                .prop_map(|(round, phases)| Control::LoggedPhases { round, phases }),
+            (
+                r.clone(),
+                proptest::collection::btree_map(1u64..6, 1u64..3, 0..3)
+            )
+                .prop_map(|(round, c)| Control::OrphanCounts {
+                    round,
+                    counts: c.into_iter().collect()
+                }),
+            (r.clone(), 1u64..6)
+                .prop_map(|(round, phase)| Control::OrphanNotification { round, phase }),
+            (r.clone(), 1u64..6)
+                .prop_map(|(round, phase)| Control::NotifySendLogged { round, phase }),
+            (
+                r.clone(),
+                prop_oneof![(1u64..6).prop_map(Horizon::UpTo), Just(Horizon::Unbounded)]
+            )
+                .prop_map(|(round, horizon)| Control::NotifySendMsg { round, horizon }),
+            (r.clone(), phases())
+                .prop_map(|(round, phases)| Control::OrphanPhases { round, phases }),
+            (r, 1u64..6).prop_map(|(round, phase)| Control::OrphansReceived { round, phase }),
+        ]
+    }
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        Control(Endpoint, Control),
+        Send(Rank),
+        Receive(Rank, u64, u64, Option<u64>),
+        Checkpoint,
+        Durable,
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            4 => (endpoint(), control()).prop_map(|(e, c)| Event::Control(e, c)),
+            2 => (0u32..6).prop_map(Event::Send),
+            2 => (0u32..6, 1u64..12, 1u64..6, proptest::option::of(1u64..4)).prop_map(|(f, d, p, r)| Event::Receive(f, d, p, r)),
+            1 => Just(Event::Checkpoint),
+            1 => Just(Event::Durable),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: crate::properties::cases(256), failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever peers and callers throw at them, in whatever order, the engine and the coordinator answer with
+        /// a result and never panic (ranks 4 and 5, coordinator 2 do not exist).
+        #[test]
+        fn arbitrary_events_never_panic(events in proptest::collection::vec(event(), 1..60), restarted in any::<bool>()) {
+            let t = Arc::new(Topology::with_coordinators(vec![0, 0, 1, 2], vec![0, 1, 0, 1]).unwrap());
+            let l = log(&t);
+            let mut p = if restarted {
+                Process::restart(t.clone(), process(&t, 0).state(), 1, &[0]).unwrap()
+            } else {
+                process(&t, 0)
+            };
+            let mut c = Coordinator::new(t.clone(), 0).unwrap();
+            for e in events {
+                match e {
+                    Event::Control(from, msg) => {
+                        let _ = p.on_control(from, msg.clone(), &l);
+                        if let Control::FailureNotice { round, restarting } = &msg {
+                            let _ = c.on_failure(*round, restarting);
+                        } else {
+                            let _ = c.on_control(from, msg);
+                        }
+                    }
+                    Event::Send(to) => {
+                        let _ = p.on_send(to);
+                    }
+                    Event::Receive(from, date, phase, round) => {
+                        if let Ok(Reception::Deliver(d)) = p.on_receive(from, Piggyback::new(date, phase, round).unwrap()) {
+                            p.on_deliver(d);
+                        }
+                    }
+                    Event::Checkpoint => {
+                        let _ = p.checkpoint();
+                    }
+                    Event::Durable => {
+                        let _ = p.checkpoint_durable(&l);
+                    }
+                }
+                while p.poll_action().is_some() {}
+                while c.poll_outgoing().is_some() {}
+            }
+        }
+    }
+}
