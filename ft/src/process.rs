@@ -180,6 +180,25 @@ pub struct ReceivedFrom {
     pub entries: Vec<(Date, Phase)>,
 }
 
+impl ReceivedFrom {
+    /// Records an arrival from this sender of another group (Fig 6.3 lines 13–15).
+    #[inline(always)]
+    fn accept(&mut self, pb: Piggyback) -> Result<Reception> {
+        if pb.date() <= self.max_date {
+            return Ok(Reception::Duplicate);
+        }
+        // The delivery brings the sender's phase plus one, which must stay encodable.
+        if pb.phase() >= MAX_PHASE {
+            return Err(Error::PhaseOverflow {
+                phase: MAX_PHASE + 1,
+            });
+        }
+        self.max_date = pb.date();
+        self.entries.push((pb.date(), pb.phase()));
+        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+    }
+}
+
 /// The fault-tolerance part of a process checkpoint (Fig 6.3 line 25, less the application image and the log).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessState {
@@ -513,18 +532,7 @@ impl Process {
             return self.receive_checked(from, pb);
         }
         // Other group (lines 13–15).
-        let rpp = &mut peer.received;
-        if pb.date() <= rpp.max_date {
-            return Ok(Reception::Duplicate);
-        }
-        if pb.phase() >= MAX_PHASE {
-            return Err(Error::PhaseOverflow {
-                phase: MAX_PHASE + 1,
-            });
-        }
-        rpp.max_date = pb.date();
-        rpp.entries.push((pb.date(), pb.phase()));
-        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+        peer.received.accept(pb)
     }
 
     /// Delivery hook: call when the application receives a message accepted by [`Process::on_receive`], in the
@@ -625,16 +633,10 @@ impl Process {
         }
         let slow_inter = self.slow_inter;
         let peer = &mut self.peers[from as usize];
-        if pb.date() <= peer.received.max_date {
-            return Ok(Reception::Duplicate);
+        let reception = peer.received.accept(pb)?;
+        if reception == Reception::Duplicate {
+            return Ok(reception);
         }
-        if pb.phase() >= MAX_PHASE {
-            return Err(Error::PhaseOverflow {
-                phase: MAX_PHASE + 1,
-            });
-        }
-        peer.received.max_date = pb.date();
-        peer.received.entries.push((pb.date(), pb.phase()));
         match peer.ack {
             AckState::Idle | AckState::Noted { .. } => {}
             AckState::Armed { was_due } => {
@@ -653,7 +655,7 @@ impl Process {
             }
         }
         peer.checked = slow_inter || peer.ack != AckState::Idle;
-        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+        Ok(reception)
     }
 
     #[cold]
