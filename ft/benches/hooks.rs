@@ -107,45 +107,29 @@ fn intra_loop(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u6
     Ok(delivered)
 }
 
+/// With `LOG`, the caller's copy into the sender log; without, the hooks alone.
 #[inline(always)]
-fn inter_loop(
+fn inter_loop<const LOG: bool>(
     sender: &mut Process,
     receiver: &mut Process,
-    log: Option<&mut SenderLog>,
+    log: &mut SenderLog,
     n: u64,
 ) -> Result<u64, Error> {
     let mut delivered = 0;
-    match log {
-        Some(log) => {
-            for _ in 0..n {
-                let Outbound::Transmit {
-                    piggyback,
-                    log: true,
-                } = sender.on_send(OTHER_GROUP)?
-                else {
-                    break;
-                };
-                log.append(OTHER_GROUP, piggyback, black_box(&PAYLOAD))?;
-                if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
-                    receiver.on_deliver(d);
-                    delivered += 1;
-                }
-            }
+    for _ in 0..n {
+        let Outbound::Transmit {
+            piggyback,
+            log: true,
+        } = sender.on_send(OTHER_GROUP)?
+        else {
+            break;
+        };
+        if LOG {
+            log.append(OTHER_GROUP, piggyback, black_box(&PAYLOAD))?;
         }
-        None => {
-            for _ in 0..n {
-                let Outbound::Transmit {
-                    piggyback,
-                    log: true,
-                } = sender.on_send(OTHER_GROUP)?
-                else {
-                    break;
-                };
-                if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
-                    receiver.on_deliver(d);
-                    delivered += 1;
-                }
-            }
+        if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+            receiver.on_deliver(d);
+            delivered += 1;
         }
     }
     Ok(delivered)
@@ -163,17 +147,22 @@ fn measure_inter_logged(
     log: &mut SenderLog,
     n: u64,
 ) -> Result<u64, Error> {
-    inter_loop(sender, receiver, Some(log), n)
+    inter_loop::<true>(sender, receiver, log, n)
 }
 
 #[inline(never)]
-fn measure_inter_hooks(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
-    inter_loop(sender, receiver, None, n)
+fn measure_inter_hooks(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    n: u64,
+) -> Result<u64, Error> {
+    inter_loop::<false>(sender, receiver, log, n)
 }
 
 #[inline(never)]
 fn warm_up(s: &mut Setup) -> Result<(), Error> {
-    inter_loop(&mut s.sender, &mut s.other, Some(&mut s.log), MESSAGES)?;
+    inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, MESSAGES)?;
     intra_loop(&mut s.sender, &mut s.same, MESSAGES)?;
     Ok(())
 }
@@ -185,7 +174,7 @@ fn child(case: &str) {
         "baseline" => Ok(measure_baseline(&mut s.sender, &mut s.same, MESSAGES)),
         "intra" => measure_intra(&mut s.sender, &mut s.same, MESSAGES),
         "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
-        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, MESSAGES),
+        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
         other => panic!("unknown case {other}"),
     };
     assert_eq!(

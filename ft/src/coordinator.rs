@@ -155,16 +155,7 @@ impl Coordinator {
                 reason: "rounds must increase",
             });
         }
-        let mut groups = BTreeSet::new();
-        for &g in restarting {
-            self.topology.members(g)?;
-            groups.insert(g);
-        }
-        if groups.is_empty() {
-            return Err(Error::InvalidTopology(
-                "a recovery round restarts at least one group",
-            ));
-        }
+        let groups = self.topology.restart_set(restarting)?;
         let restarting: Vec<GroupId> = groups.into_iter().collect();
         tracing::info!(
             coordinator = self.id,
@@ -229,45 +220,34 @@ impl Coordinator {
         }
         match msg {
             Control::MyPhase { phase, .. } => {
-                let p = self.member(from, &msg)?;
-                let state = self.state_mut()?;
-                let r = state.reported.entry(p).or_default();
-                if !r.my_phase {
-                    r.my_phase = true;
-                    state.note_if_complete(p);
-                }
+                // The first one is a report; later ones re-register a higher phase.
+                let (p, _) = self.report(from, &msg, |r| &mut r.my_phase)?;
                 self.register(p, phase)?;
                 self.list_if_ready()
             }
             Control::LoggedPhases { ref phases, .. } => {
-                let p = self.member(from, &msg)?;
-                let state = self.state_mut()?;
-                let r = state.reported.entry(p).or_default();
-                if r.logged_phases {
+                let (p, first) = self.report(from, &msg, |r| &mut r.logged_phases)?;
+                if !first {
                     return Err(unexpected(from, &msg, "received twice in one round"));
                 }
-                r.logged_phases = true;
+                let state = self.state_mut()?;
                 for &phase in phases {
                     state.logged.entry(phase).or_default().insert(p);
                 }
-                state.note_if_complete(p);
                 self.list_if_ready()
             }
             Control::OrphanCounts { ref counts, .. } => {
-                let p = self.member(from, &msg)?;
-                let state = self.state_mut()?;
-                let r = state.reported.entry(p).or_default();
-                if r.orphan_counts {
+                let (_, first) = self.report(from, &msg, |r| &mut r.orphan_counts)?;
+                if !first {
                     return Err(unexpected(from, &msg, "received twice in one round"));
                 }
-                r.orphan_counts = true;
+                let state = self.state_mut()?;
                 for &(phase, count) in counts {
                     // Saturating: a peer's absurd count must not overflow (it then never clears, which stalls
                     // only the round it lied about).
                     let pending = state.pending_local.entry(phase).or_default();
                     *pending = pending.saturating_add(count);
                 }
-                state.note_if_complete(p);
                 self.list_if_ready()
             }
             Control::OrphanNotification { phase, .. } => {
@@ -335,6 +315,24 @@ impl Coordinator {
             from: String::new(),
             reason: "no round in progress",
         })
+    }
+
+    /// Notes one of the three reports of member `from` (which one: `flag`); says whether it is the first of its
+    /// kind this round.
+    fn report(
+        &mut self,
+        from: Endpoint,
+        msg: &Control,
+        flag: fn(&mut Reported) -> &mut bool,
+    ) -> Result<(Rank, bool)> {
+        let p = self.member(from, msg)?;
+        let state = self.state_mut()?;
+        let reported = state.reported.entry(p).or_default();
+        let first = !std::mem::replace(flag(reported), true);
+        if first && reported.complete() {
+            state.complete_reports += 1;
+        }
+        Ok((p, first))
     }
 
     fn member(&self, from: Endpoint, msg: &Control) -> Result<Rank> {
@@ -481,14 +479,6 @@ impl Coordinator {
             );
         }
         Ok(())
-    }
-}
-
-impl RoundState {
-    fn note_if_complete(&mut self, p: Rank) {
-        if self.reported.get(&p).is_some_and(|r| r.complete()) {
-            self.complete_reports += 1;
-        }
     }
 }
 

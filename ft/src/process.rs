@@ -811,7 +811,7 @@ impl Process {
                 value: 0,
             });
         }
-        let restarting = p.validate_groups(restarting)?;
+        let restarting = p.topology.restart_set(restarting)?;
         if !restarting.contains(&p.group) {
             return Err(Error::InvalidTopology(
                 "a restarted process's group must be among the restarting groups",
@@ -861,20 +861,6 @@ impl Process {
         p.set_fast_paths();
         p.report_if_ready();
         Ok(p)
-    }
-
-    fn validate_groups(&self, groups: &[GroupId]) -> Result<BTreeSet<GroupId>> {
-        let mut set = BTreeSet::new();
-        for &g in groups {
-            self.topology.members(g)?;
-            set.insert(g);
-        }
-        if set.is_empty() {
-            return Err(Error::InvalidTopology(
-                "a recovery round restarts at least one group",
-            ));
-        }
-        Ok(set)
     }
 
     /// A control message from another process or a coordinator.
@@ -998,7 +984,7 @@ impl Process {
         if round <= self.round {
             return Ok(());
         }
-        let restarting = self.validate_groups(restarting)?;
+        let restarting = self.topology.restart_set(restarting)?;
         if restarting.contains(&self.group) {
             return Err(Error::RestartRequired { round });
         }

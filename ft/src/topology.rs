@@ -142,6 +142,21 @@ impl Topology {
     pub fn group_map(&self) -> &[GroupId] {
         &self.group_of
     }
+
+    /// The groups a recovery round restarts, checked (known, at least one) and deduplicated.
+    pub fn restart_set(&self, groups: &[GroupId]) -> Result<std::collections::BTreeSet<GroupId>> {
+        let mut set = std::collections::BTreeSet::new();
+        for &g in groups {
+            self.members(g)?;
+            set.insert(g);
+        }
+        if set.is_empty() {
+            return Err(Error::InvalidTopology(
+                "a recovery round restarts at least one group",
+            ));
+        }
+        Ok(set)
+    }
 }
 
 #[cfg(test)]
