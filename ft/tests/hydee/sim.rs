@@ -4,9 +4,12 @@
 //!
 //! Model (hydee.md "Model and definitions"): reliable FIFO channels per ordered pair of endpoints, no order across
 //! channels; every delivery is a random choice among the channels that hold something and the processes that can
-//! take a step, so receptions interleave differently in every run. The receive hook runs when a message *arrives*
-//! (as in a transport's progress engine), the application consumes it later, so a process's phase and the order of
-//! its receptions vary with timing while its sends do not.
+//! take a step, so arrivals interleave differently in every run. The arrival hook (`on_receive`) runs when a
+//! message reaches the process, as in a transport's progress engine; the delivery hook (`on_deliver`) when the
+//! script receives it, in program order — or at arrival too with `Config::deliver_on_arrival`, which models an
+//! application whose deliveries before a send depend on timing. Failures drop what was addressed to the dead
+//! processes and a random prefix of what they had sent; restarted processes take their group's last durable
+//! checkpoint, intra-group channel state included.
 //!
 //! Checks made during the run: no message delivered twice to the current state of a process; at the arrival of a
 //! message sent under the current round's rules, every message in its causal past has arrived at its destination's
