@@ -96,7 +96,9 @@ struct RoundState {
 /// ```
 #[derive(Debug)]
 pub struct Coordinator {
+    /// This coordinator's id; it owns `topology.owned_by(id)`, never empty.
     id: CoordinatorId,
+    /// The job's groups and coordinator map (shared, fixed).
     topology: Arc<Topology>,
     /// Latest round started (0: none).
     round: Round,
@@ -104,6 +106,7 @@ pub struct Coordinator {
     state: Option<Box<RoundState>>,
     /// Messages of rounds not started here yet, in arrival order.
     early: Vec<(Endpoint, Control)>,
+    /// Messages to send, in the order they must be sent (per destination, FIFO matters).
     outgoing: VecDeque<Outgoing>,
 }
 

@@ -167,6 +167,7 @@ impl Spill {
 /// ```
 #[derive(Debug)]
 pub struct SenderLog {
+    /// Fixed at creation.
     config: LogConfig,
     /// Indexed by destination rank.
     channels: Vec<Channel>,
