@@ -1,0 +1,210 @@
+//! Instructions per message of the failure-free HydEE hooks, counted by callgrind.
+//!
+//! `cargo bench -p nemesis-ft --bench hooks` runs this binary, which re-runs itself under
+//! `valgrind --tool=callgrind --toggle-collect=<measured function>` once per case, reads the instruction total from
+//! callgrind's output, subtracts an empty loop of the same length, divides by the number of messages and prints:
+//!
+//! ```text
+//! ft-intra-group <n>         on_send + on_receive, sender and receiver in the same group
+//! ft-inter-group <n>         on_send + SenderLog::append of an 8-byte payload + on_receive, different groups
+//! ft-inter-group-hooks <n>   the same loop without the append: the hooks alone
+//! ft-log-copy <n>            the difference: the "one copy into the log"
+//! ```
+//!
+//! Each case sends `MESSAGES` messages after a warm-up that grows every buffer to its steady-state capacity and then
+//! empties it as a checkpoint and an acknowledgement would, so the measured loop allocates nothing.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::sync::Arc;
+
+use nemesis_ft::{
+    Action, Endpoint, Error, LogConfig, Outbound, Process, ProcessConfig, Reception, SenderLog, Topology,
+};
+
+const MESSAGES: u64 = 100_000;
+const PAYLOAD: [u8; 8] = *b"8 bytes!";
+/// Ranks 0 and 1 share group 0, rank 2 is alone in group 1.
+const SENDER: u32 = 0;
+const SAME_GROUP: u32 = 1;
+const OTHER_GROUP: u32 = 2;
+
+struct Setup {
+    sender: Process,
+    same: Process,
+    other: Process,
+    log: SenderLog,
+}
+
+fn setup() -> Setup {
+    let topo = Arc::new(Topology::new(vec![0, 0, 1]).expect("topology"));
+    let p = |r| Process::new(topo.clone(), r, ProcessConfig::default()).expect("process");
+    let mut s = Setup {
+        sender: p(SENDER),
+        same: p(SAME_GROUP),
+        other: p(OTHER_GROUP),
+        log: SenderLog::new(3, LogConfig { memory_limit: usize::MAX, spill_dir: None }),
+    };
+    // Warm-up: grow the receiver's RPP and the log to capacity, then empty both the way the protocol does.
+    warm_up(&mut s).expect("warm-up");
+    s.sender.checkpoint().expect("checkpoint");
+    s.sender.checkpoint_durable(&s.log).expect("durable");
+    while let Some(action) = s.sender.poll_action() {
+        if let Action::Control { to: Endpoint::Process(OTHER_GROUP), msg } = action {
+            s.other.on_control(Endpoint::Process(SENDER), msg, &s.log).expect("control");
+        }
+    }
+    assert!(s.other.received_from(SENDER).is_empty(), "warm-up RPP entries pruned");
+    s.log.discard_before(OTHER_GROUP, s.sender.date() + 1);
+    assert_eq!(s.log.len(OTHER_GROUP), 0);
+    s
+}
+
+#[inline(never)]
+fn measure_baseline(a: &mut Process, b: &mut Process, n: u64) -> u64 {
+    let mut count = 0;
+    for _ in 0..n {
+        black_box(&mut *a);
+        black_box(&mut *b);
+        count += 1;
+    }
+    count
+}
+
+/// The loops are written as a transport would call the hooks: errors propagate with `?`.
+#[inline(always)]
+fn intra_loop(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
+    let mut delivered = 0;
+    for _ in 0..n {
+        let Outbound::Transmit { piggyback, log: false } = sender.on_send(SAME_GROUP)? else {
+            break;
+        };
+        if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+            receiver.on_deliver(d);
+            delivered += 1;
+        }
+    }
+    Ok(delivered)
+}
+
+/// With `LOG`, the caller's copy into the sender log; without, the hooks alone.
+#[inline(always)]
+fn inter_loop<const LOG: bool>(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    n: u64,
+) -> Result<u64, Error> {
+    let mut delivered = 0;
+    for _ in 0..n {
+        let Outbound::Transmit { piggyback, log: true } = sender.on_send(OTHER_GROUP)? else {
+            break;
+        };
+        if LOG {
+            log.append(OTHER_GROUP, piggyback, black_box(&PAYLOAD))?;
+        }
+        if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
+            receiver.on_deliver(d);
+            delivered += 1;
+        }
+    }
+    Ok(delivered)
+}
+
+#[inline(never)]
+fn measure_intra(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
+    intra_loop(sender, receiver, n)
+}
+
+#[inline(never)]
+fn measure_inter_logged(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    n: u64,
+) -> Result<u64, Error> {
+    inter_loop::<true>(sender, receiver, log, n)
+}
+
+#[inline(never)]
+fn measure_inter_hooks(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    n: u64,
+) -> Result<u64, Error> {
+    inter_loop::<false>(sender, receiver, log, n)
+}
+
+#[inline(never)]
+fn warm_up(s: &mut Setup) -> Result<(), Error> {
+    inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, MESSAGES)?;
+    intra_loop(&mut s.sender, &mut s.same, MESSAGES)?;
+    Ok(())
+}
+
+/// Runs one case natively (under callgrind when the parent started us).
+fn child(case: &str) {
+    let mut s = setup();
+    let done = match case {
+        "baseline" => Ok(measure_baseline(&mut s.sender, &mut s.same, MESSAGES)),
+        "intra" => measure_intra(&mut s.sender, &mut s.same, MESSAGES),
+        "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
+        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
+        other => panic!("unknown case {other}"),
+    };
+    assert_eq!(done.expect("hooks"), MESSAGES, "every message of case {case} was delivered");
+}
+
+/// Instructions callgrind counted inside `function` while running `case`.
+fn count(case: &str, function: &str) -> Result<u64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::env::temp_dir().join(format!("nemesis-ft-hooks-{}-{case}.callgrind", std::process::id()));
+    let status = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(format!("--toggle-collect=*{function}*"))
+        .arg("--quiet")
+        .arg(&exe)
+        .args(["--child", case])
+        .status()
+        .map_err(|e| format!("cannot run valgrind: {e}"))?;
+    if !status.success() {
+        return Err(format!("callgrind run of {case} failed: {status}"));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&out);
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("no instruction total in callgrind output for {case}"))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(args.get(i + 1).map(String::as_str).unwrap_or(""));
+        return;
+    }
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("hooks: valgrind not found; install it (Debian: apt-get install valgrind) to count instructions");
+        return;
+    }
+    let run = || -> Result<(), String> {
+        let baseline = count("baseline", "measure_baseline")? as f64;
+        let per = |total: u64| (total as f64 - baseline) / MESSAGES as f64;
+        let intra = per(count("intra", "measure_intra")?);
+        let inter = per(count("inter-logged", "measure_inter_logged")?);
+        let hooks = per(count("inter-hooks", "measure_inter_hooks")?);
+        println!("ft-intra-group {intra:.1}");
+        println!("ft-inter-group {inter:.1}");
+        println!("ft-inter-group-hooks {hooks:.1}");
+        println!("ft-log-copy {:.1}", inter - hooks);
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("hooks: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,118 @@
+//! The crate's one error type.
+//!
+//! Every variant is something a caller or a peer can cause (a malformed message, an unknown rank, an event that
+//! arrives in a state where the protocol does not allow it, an I/O failure of the spill file, a bad matrix): the
+//! library returns it instead of panicking, and the variant says what the caller can act on.
+
+use crate::{CoordinatorId, Date, GroupId, Phase, Rank, Round};
+
+/// Errors of `nemesis-ft`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A rank outside `0..ranks` was named (by the caller or in a message).
+    #[error("unknown rank {rank} (the job has {ranks} ranks)")]
+    UnknownRank { rank: Rank, ranks: usize },
+
+    /// A group id outside `0..groups` was named.
+    #[error("unknown group {group} (the job has {groups} groups)")]
+    UnknownGroup { group: GroupId, groups: usize },
+
+    /// A recovery-coordinator id outside `0..coordinators` was named.
+    #[error("unknown recovery coordinator {coordinator} (the job has {coordinators})")]
+    UnknownCoordinator { coordinator: CoordinatorId, coordinators: usize },
+
+    /// The rank-to-group or rank-to-coordinator map is not usable.
+    #[error("invalid topology: {0}")]
+    InvalidTopology(&'static str),
+
+    /// The date no longer fits the 48 bits the piggyback gives it.
+    #[error("date overflow: {date} does not fit in 48 bits")]
+    DateOverflow { date: Date },
+
+    /// The phase no longer fits the 40 bits the piggyback gives it.
+    #[error("phase overflow: {phase} does not fit in 40 bits")]
+    PhaseOverflow { phase: Phase },
+
+    /// Bytes that should hold a piggyback or a control message are too short.
+    #[error("truncated {what}: needed {needed} bytes, got {available}")]
+    Truncated { what: &'static str, needed: usize, available: usize },
+
+    /// A control message carries a wire version this build does not speak.
+    #[error("unsupported control-message version {0}")]
+    UnsupportedVersion(u8),
+
+    /// A control message carries an unknown kind byte.
+    #[error("unknown control-message kind {0}")]
+    UnknownMessageKind(u8),
+
+    /// A control message is followed by bytes that belong to no field.
+    #[error("{0} trailing bytes after a control message")]
+    TrailingBytes(usize),
+
+    /// A decoded field holds a value the protocol never produces.
+    #[error("invalid {field}: {value}")]
+    InvalidField { field: &'static str, value: u64 },
+
+    /// A control message arrived where the protocol does not allow it (wrong sender, wrong state, duplicate).
+    #[error("unexpected {message} from {from}: {reason}")]
+    UnexpectedMessage { message: &'static str, from: String, reason: &'static str },
+
+    /// A restarted process regenerated a message to `to` that does not match the orphan the receiver reported:
+    /// the application is not send-deterministic.
+    #[error(
+        "send determinism violated: regenerated message to rank {to} has date {date}, the receiver reported orphan date {expected}"
+    )]
+    SendDeterminismViolated { to: Rank, date: Date, expected: Date },
+
+    /// A failure notice names this process's own group: the driver must restart it from its checkpoint.
+    #[error("failure notice for round {round} names this process's group: restart it from its checkpoint")]
+    RestartRequired { round: Round },
+
+    /// Checkpoints are refused while a recovery round involves this process.
+    #[error("checkpoint refused: recovery round {round} is in progress")]
+    CheckpointDuringRecovery { round: Round },
+
+    /// A checkpoint was started while the previous one is not yet durable or abandoned.
+    #[error("checkpoint refused: the previous checkpoint is not yet durable")]
+    CheckpointPending,
+
+    /// Durability was reported for a checkpoint that was never started.
+    #[error("no checkpoint is pending")]
+    NoPendingCheckpoint,
+
+    /// A log entry was appended with a date not above the last one logged for that destination.
+    #[error("log entry for rank {to} out of order: date {date} after {last}")]
+    LogOutOfOrder { to: Rank, date: Date, last: Date },
+
+    /// The sender log has no entry for this destination and date.
+    #[error("no logged message for rank {to} at date {date}")]
+    LogEntryMissing { to: Rank, date: Date },
+
+    /// The spill file failed.
+    #[error("sender-log spill file: {0}")]
+    Io(#[from] std::io::Error),
+
+    /// The communication matrix has no rows.
+    #[error("communication matrix is empty")]
+    MatrixEmpty,
+
+    /// A row of the communication matrix does not have as many columns as the first row.
+    #[error("communication matrix row {row} has {len} columns, row 0 has {expected}")]
+    MatrixRagged { row: usize, len: usize, expected: usize },
+
+    /// The communication matrix is not square.
+    #[error("communication matrix has {rows} rows and {cols} columns; it must be square (P x P)")]
+    MatrixNotSquare { rows: usize, cols: usize },
+
+    /// A cell of the communication matrix is not a non-negative finite number.
+    #[error("communication matrix row {row} column {col}: {text:?} is not a non-negative number of bytes")]
+    MatrixValue { row: usize, col: usize, text: String },
+
+    /// The graph partitioner failed.
+    #[error("graph partitioner failed: {0}")]
+    Partitioner(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

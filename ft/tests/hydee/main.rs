@@ -1,0 +1,8 @@
+//! HydEE proven on a deterministic simulator: the test scenarios of `shared/reference/hydee.md`, a test for each
+//! resolution of the published pseudo-code, engine-level unit tests, and property tests over random programs.
+
+mod sim;
+
+mod engine;
+mod properties;
+mod scenarios;

@@ -1,0 +1,1080 @@
+//! A deterministic simulator driving the HydEE engine: scripted send-deterministic programs, FIFO channels,
+//! coordinated group checkpoints, failures injected at any step, recovery coordinators — run to completion and
+//! checked against a failure-free reference.
+//!
+//! Model (hydee.md "Model and definitions"): reliable FIFO channels per ordered pair of endpoints, no order across
+//! channels; every delivery is a random choice among the channels that hold something and the processes that can
+//! take a step, so arrivals interleave differently in every run. The arrival hook (`on_receive`) runs when a
+//! message reaches the process, as in a transport's progress engine; the delivery hook (`on_deliver`) when the
+//! script receives it, in program order — or at arrival too with `Config::deliver_on_arrival`, which models an
+//! application whose deliveries before a send depend on timing. Failures drop what was addressed to the dead
+//! processes and a random prefix of what they had sent; restarted processes take their group's last durable
+//! checkpoint, intra-group channel state included.
+//!
+//! Checks made during the run: no message delivered twice to the current state of a process; at the arrival of a
+//! message sent under the current round's rules, every message in its causal past has arrived at its destination's
+//! current state (Theorem 6.1, T:2229); the engine's `Duplicate` and `LogOnly` verdicts agree with the ground truth;
+//! phases never decrease along a causal chain; reported orphans have a lower phase than their receiver. Checks at
+//! the end: every script finished, nothing held, every channel empty, each process's send sequence and final state
+//! equal the reference run's, every message delivered exactly once, and log entries held by a durable checkpoint
+//! of their destination dropped once the destination has received anything newer from their sender.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use nemesis_ft::{
+    Action, Control, Coordinator, CoordinatorId, Date, DateRule, Delivery, Endpoint, GroupId, LogConfig, LogSnapshot,
+    Outbound, Phase, Piggyback, Process, ProcessConfig, ProcessState, Rank, Reception, SenderLog, Topology,
+};
+
+/// One step of a process's script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Send the next message to this rank.
+    Send(Rank),
+    /// Receive one message from each listed rank, in whatever order they arrive (a `Waitall` on `Irecv`s).
+    Recv(Vec<Rank>),
+    /// Wait until the schedule has opened this many gates (lets a scenario hold work back until after a failure).
+    Gate(u32),
+}
+
+/// A send-deterministic program: one script per rank.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub scripts: Vec<Vec<Op>>,
+}
+
+/// A message's identity: its sender and the index of the send in the sender's script order. Send-determinism makes
+/// it the same message in every execution.
+pub type MsgId = (Rank, u64);
+
+/// When a scheduled event fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Once this many steps have run.
+    Step(u64),
+    /// When nothing else can happen.
+    Quiescent,
+    /// This many steps after the previous event fired.
+    After(u64),
+}
+
+/// An injected event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The group captures a coordinated checkpoint (durable a few steps later).
+    Checkpoint(GroupId),
+    /// These groups fail together.
+    Fail(Vec<GroupId>),
+    /// Scripts waiting at `Gate(k)` for this gate may go on.
+    OpenGate,
+}
+
+/// Simulation parameters.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub groups: Vec<GroupId>,
+    /// Recovery coordinator of each rank.
+    pub coordinators: Vec<CoordinatorId>,
+    pub schedule: Vec<(When, Event)>,
+    pub seed: u64,
+    /// Sender-log memory bound (small values exercise the spill file).
+    pub log_memory: usize,
+    pub date_rule: DateRule,
+    /// Call the delivery hook when a message arrives instead of when the application receives it: deliveries
+    /// then follow timing, as in an application that tests for completions.
+    pub deliver_on_arrival: bool,
+    pub max_steps: u64,
+}
+
+impl Config {
+    pub fn new(groups: Vec<GroupId>) -> Config {
+        let n = groups.len();
+        Config {
+            groups,
+            coordinators: vec![0; n],
+            schedule: Vec::new(),
+            seed: 1,
+            log_memory: 1 << 20,
+            date_rule: DateRule::Sends,
+            deliver_on_arrival: false,
+            max_steps: 200_000,
+        }
+    }
+}
+
+/// What happened, for scenario assertions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trace {
+    /// The application sent a message (`outcome` "transmit", "log-only", or "hold" with no id).
+    Send { rank: Rank, to: Rank, id: Option<MsgId>, outcome: &'static str, phase: Phase },
+    /// A logged message was retransmitted.
+    Replay { rank: Rank, to: Rank, id: MsgId },
+    /// The receive hook ran (`verdict` "deliver", "stale" or "duplicate").
+    Arrive { rank: Rank, id: MsgId, verdict: &'static str, replay: bool },
+    /// The application consumed a message.
+    Consume { rank: Rank, id: MsgId },
+    /// A control message was sent.
+    ControlSent { from: Endpoint, to: Endpoint, msg: Control },
+    /// A control message was handed to its destination.
+    Control { from: Endpoint, to: Endpoint, msg: Control },
+    /// A process restarted from its checkpoint.
+    Rollback { rank: Rank, round: u64 },
+    /// A recovery round started.
+    Round { round: u64, groups: Vec<GroupId> },
+    /// A group checkpoint was captured or made durable.
+    Checkpoint { group: GroupId, durable: bool },
+    /// Log entries were dropped; `remaining` are the dates still logged for `to`.
+    Discard { rank: Rank, to: Rank, before: Date, remaining: Vec<Date> },
+}
+
+/// Counters of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub steps: u64,
+    pub rollbacks: BTreeMap<Rank, u32>,
+    pub replays: u64,
+    pub orphans: u64,
+    pub stale: u64,
+    pub duplicates: u64,
+    pub holds: u64,
+    pub checkpoints: u64,
+    pub rounds: u64,
+    pub max_spilled: u64,
+}
+
+/// The outcome of a run.
+#[derive(Debug)]
+pub struct Report {
+    pub trace: Vec<Trace>,
+    pub stats: Stats,
+}
+
+impl Report {
+    /// Index of the first trace event matching `f`.
+    pub fn first(&self, f: impl Fn(&Trace) -> bool) -> Option<usize> {
+        self.trace.iter().position(f)
+    }
+    /// Number of trace events matching `f`.
+    pub fn count(&self, f: impl Fn(&Trace) -> bool) -> usize {
+        self.trace.iter().filter(|t| f(t)).count()
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Reference run.
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.rotate_left(29);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 27)
+}
+
+/// Value of send `n` of `rank` given the state folded from what it consumed (order-independent).
+fn value_of(rank: Rank, n: u64, acc: u64) -> u64 {
+    mix(mix(rank as u64, n), acc)
+}
+
+fn fold(acc: u64, value: u64) -> u64 {
+    acc.wrapping_add(mix(value, 0x5151))
+}
+
+/// The failure-free outcome of a program.
+#[derive(Clone, Debug)]
+pub struct Reference {
+    /// `(destination, value)` of each send, per rank.
+    pub sends: Vec<Vec<(Rank, u64)>>,
+    /// Final folded state per rank.
+    pub acc: Vec<u64>,
+    /// Global index of the first message of each rank.
+    offset: Vec<usize>,
+    /// Messages each rank receives.
+    pub incoming: Vec<BTreeSet<MsgId>>,
+    /// Message of each global index.
+    ids: Vec<MsgId>,
+}
+
+impl Reference {
+    fn gid(&self, id: MsgId) -> usize {
+        self.offset[id.0 as usize] + id.1 as usize
+    }
+    fn dest(&self, id: MsgId) -> Rank {
+        self.sends[id.0 as usize][id.1 as usize].0
+    }
+}
+
+/// Runs `program` without failures (gates open), in a fixed order.
+pub fn reference(program: &Program) -> Result<Reference, String> {
+    let n = program.scripts.len();
+    let mut pc = vec![0usize; n];
+    let mut acc = vec![0u64; n];
+    let mut sends: Vec<Vec<(Rank, u64)>> = vec![Vec::new(); n];
+    let mut batch: Vec<Option<Vec<Rank>>> = vec![None; n];
+    let mut queues: BTreeMap<(Rank, Rank), VecDeque<u64>> = BTreeMap::new();
+    loop {
+        let mut progress = false;
+        for p in 0..n {
+            while let Some(op) = program.scripts[p].get(pc[p]) {
+                match op {
+                    Op::Send(to) => {
+                        if *to as usize >= n {
+                            return Err(format!("rank {p} sends to unknown rank {to}"));
+                        }
+                        let v = value_of(p as Rank, sends[p].len() as u64, acc[p]);
+                        sends[p].push((*to, v));
+                        queues.entry((p as Rank, *to)).or_default().push_back(v);
+                        pc[p] += 1;
+                    }
+                    Op::Gate(_) => pc[p] += 1,
+                    Op::Recv(from) => {
+                        let b = batch[p].get_or_insert_with(|| from.clone());
+                        let Some(i) =
+                            b.iter().position(|&s| queues.get(&(s, p as Rank)).is_some_and(|q| !q.is_empty()))
+                        else {
+                            break;
+                        };
+                        let s = b.remove(i);
+                        let v = queues.get_mut(&(s, p as Rank)).and_then(VecDeque::pop_front).unwrap_or_default();
+                        acc[p] = fold(acc[p], v);
+                        if b.is_empty() {
+                            batch[p] = None;
+                            pc[p] += 1;
+                        }
+                    }
+                }
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    if let Some(p) = (0..n).find(|&p| pc[p] < program.scripts[p].len()) {
+        return Err(format!("the program deadlocks without failures: rank {p} stuck at op {}", pc[p]));
+    }
+    if queues.values().any(|q| !q.is_empty()) {
+        return Err("the program leaves messages unreceived".into());
+    }
+    let mut offset = Vec::with_capacity(n);
+    let mut total = 0;
+    for s in &sends {
+        offset.push(total);
+        total += s.len();
+    }
+    let mut incoming = vec![BTreeSet::new(); n];
+    let mut ids = Vec::with_capacity(total);
+    for (p, s) in sends.iter().enumerate() {
+        for (i, (to, _)) in s.iter().enumerate() {
+            incoming[*to as usize].insert((p as Rank, i as u64));
+            ids.push((p as Rank, i as u64));
+        }
+    }
+    Ok(Reference { sends, acc, offset, incoming, ids })
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Simulation state.
+
+/// A set of global message indices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, i: usize) {
+        if self.0.len() <= i / 64 {
+            self.0.resize(i / 64 + 1, 0);
+        }
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+    fn union(&mut self, other: &Bits) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &bits)| (0..64).filter(move |b| bits & (1 << b) != 0).map(move |b| w * 64 + b))
+    }
+}
+
+/// An application message as carried in a payload.
+#[derive(Clone, Debug)]
+struct AppMsg {
+    id: MsgId,
+    value: u64,
+    /// Messages consumed in the causal past of the send.
+    past: Bits,
+    /// Set at arrival; `None` once handed to the delivery hook.
+    delivery: Option<Delivery>,
+    /// The phase the delivery brings.
+    phase: Phase,
+}
+
+impl AppMsg {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&self.id.0.to_le_bytes());
+        out.extend_from_slice(&self.id.1.to_le_bytes());
+        out.extend_from_slice(&self.value.to_le_bytes());
+        out.extend_from_slice(&(self.past.0.len() as u32).to_le_bytes());
+        for w in &self.past.0 {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        // Payloads of varying sizes exercise the log.
+        out.extend(std::iter::repeat_n(0xAB, (self.value % 23) as usize));
+        out
+    }
+    fn decode(b: &[u8]) -> Result<AppMsg, String> {
+        let u64_at = |i: usize| -> Result<u64, String> {
+            Ok(u64::from_le_bytes(b.get(i..i + 8).ok_or("short payload")?.try_into().map_err(|_| "payload")?))
+        };
+        let sender = u32::from_le_bytes(b.get(0..4).ok_or("short payload")?.try_into().map_err(|_| "payload")?);
+        let n = u64_at(4)?;
+        let value = u64_at(12)?;
+        let words = u32::from_le_bytes(b.get(20..24).ok_or("short payload")?.try_into().map_err(|_| "payload")?);
+        let mut past = Vec::new();
+        for w in 0..words as usize {
+            past.push(u64_at(24 + 8 * w)?);
+        }
+        Ok(AppMsg { id: (sender, n), value, past: Bits(past), delivery: None, phase: 0 })
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Packet {
+    App { pb: [u8; 12], payload: Vec<u8>, replay: bool, round: u64 },
+    Ctl(Vec<u8>),
+}
+
+/// The application side of a process (restored with its checkpoint).
+#[derive(Clone, Debug, Default)]
+struct App {
+    pc: usize,
+    acc: u64,
+    sent: u64,
+    batch: Option<Vec<Rank>>,
+    /// Arrived, not yet consumed, in arrival order.
+    unexpected: VecDeque<AppMsg>,
+    past: Bits,
+    /// No send may carry a phase below this (max over consumed messages of phase, plus one if inter-group).
+    phase_floor: Phase,
+    /// Messages delivered to this state.
+    delivered: BTreeSet<MsgId>,
+    sends: Vec<(Rank, u64)>,
+}
+
+struct Proc {
+    engine: Process,
+    log: SenderLog,
+    app: App,
+    /// A send was answered `Hold` and no `ResumeSends` came since.
+    hold: bool,
+}
+
+#[derive(Clone)]
+struct Saved {
+    state_json: String,
+    log: LogSnapshot,
+    app: App,
+}
+
+#[derive(Clone)]
+struct GroupCheckpoint {
+    members: BTreeMap<Rank, Saved>,
+    /// Intra-group application messages in flight at the capture: the channel state of the coordinated checkpoint.
+    in_flight: Vec<(Rank, Rank, Packet)>,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+pub struct Sim {
+    cfg: Config,
+    program: Program,
+    reference: Reference,
+    topo: Arc<Topology>,
+    procs: Vec<Proc>,
+    coordinators: Vec<Coordinator>,
+    channels: BTreeMap<(Endpoint, Endpoint), VecDeque<Packet>>,
+    durable: BTreeMap<GroupId, GroupCheckpoint>,
+    pending: BTreeMap<GroupId, GroupCheckpoint>,
+    /// (due step, group) of pending durability events.
+    durability: Vec<(u64, GroupId)>,
+    schedule: VecDeque<(When, Event)>,
+    gates: u32,
+    round: u64,
+    step: u64,
+    /// Step at which the last scheduled event fired.
+    last_fired: Option<u64>,
+    rng: Rng,
+    trace: Vec<Trace>,
+    stats: Stats,
+}
+
+type SimResult<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(ctx: &str) -> impl FnOnce(E) -> String + '_ {
+    move |e| format!("{ctx}: {e}")
+}
+
+impl Sim {
+    pub fn new(program: Program, cfg: Config) -> SimResult<Sim> {
+        let reference = reference(&program)?;
+        let n = program.scripts.len();
+        if cfg.groups.len() != n || cfg.coordinators.len() != n {
+            return Err("config does not match the program's ranks".into());
+        }
+        let topo = Arc::new(
+            Topology::with_coordinators(cfg.groups.clone(), cfg.coordinators.clone()).map_err(err("topology"))?,
+        );
+        let log_config = LogConfig { memory_limit: cfg.log_memory, spill_dir: Some(std::env::temp_dir()) };
+        let mut procs = Vec::with_capacity(n);
+        for r in 0..n as Rank {
+            let engine =
+                Process::new(topo.clone(), r, ProcessConfig { date_rule: cfg.date_rule }).map_err(err("process"))?;
+            procs.push(Proc { engine, log: SenderLog::new(n, log_config.clone()), app: App::default(), hold: false });
+        }
+        let coordinators = (0..topo.coordinators() as CoordinatorId)
+            .map(|c| Coordinator::new(topo.clone(), c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err("coordinator"))?;
+        // Every group starts from a durable checkpoint of the initial state.
+        let mut durable = BTreeMap::new();
+        for g in 0..topo.groups() as GroupId {
+            let mut members = BTreeMap::new();
+            for &r in topo.members(g).map_err(err("members"))? {
+                let state = procs[r as usize].engine.state();
+                members.insert(
+                    r,
+                    Saved {
+                        state_json: serde_json::to_string(&state).map_err(err("serialise"))?,
+                        log: LogSnapshot::default(),
+                        app: App::default(),
+                    },
+                );
+            }
+            durable.insert(g, GroupCheckpoint { members, in_flight: Vec::new() });
+        }
+        let rng = Rng(cfg.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        let schedule = cfg.schedule.iter().cloned().collect();
+        Ok(Sim {
+            cfg,
+            program,
+            reference,
+            topo,
+            procs,
+            coordinators,
+            channels: BTreeMap::new(),
+            durable,
+            pending: BTreeMap::new(),
+            durability: Vec::new(),
+            schedule,
+            gates: 0,
+            round: 0,
+            step: 0,
+            last_fired: None,
+            rng,
+            trace: Vec::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    fn group(&self, r: Rank) -> GroupId {
+        self.cfg.groups[r as usize]
+    }
+
+    fn push(&mut self, from: Endpoint, to: Endpoint, p: Packet) {
+        self.channels.entry((from, to)).or_default().push_back(p);
+    }
+
+    // --------------------------------------------------------------------------------------------------------------
+    // Driving.
+
+    /// Runs to completion and checks the outcome. With `NEMESIS_SIM_TRACE=1` a failure's message carries the
+    /// whole trace.
+    pub fn run(mut self) -> SimResult<Report> {
+        match self.run_inner() {
+            Ok(()) => Ok(Report { trace: self.trace, stats: self.stats }),
+            Err(e) if std::env::var("NEMESIS_SIM_TRACE").is_ok_and(|v| v == "1") => {
+                let lines: Vec<String> = self.trace.iter().enumerate().map(|(i, t)| format!("{i:5} {t:?}")).collect();
+                Err(format!("{e}\n--- trace ---\n{}", lines.join("\n")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn run_inner(&mut self) -> SimResult<()> {
+        loop {
+            self.fire_due()?;
+            let choices = self.enabled();
+            if choices.is_empty() {
+                if !self.durability.is_empty() {
+                    let (_, g) = self.durability.remove(0);
+                    self.durable_checkpoint(g)?;
+                    continue;
+                }
+                if let Some((_, e)) = self.schedule.pop_front() {
+                    self.fire(e)?;
+                    continue;
+                }
+                break;
+            }
+            let c = choices[self.rng.below(choices.len())];
+            match c {
+                Choice::App(p) => self.app_step(p)?,
+                Choice::Deliver(from, to) => self.deliver(from, to)?,
+            }
+            self.step += 1;
+            if self.step > self.cfg.max_steps {
+                return Err(format!("no termination after {} steps", self.step));
+            }
+        }
+        self.stats.steps = self.step;
+        self.final_checks()
+    }
+
+    fn fire_due(&mut self) -> SimResult<()> {
+        let step = self.step;
+        while let Some(i) = self.durability.iter().position(|&(due, _)| due <= step) {
+            let (_, g) = self.durability.remove(i);
+            self.durable_checkpoint(g)?;
+        }
+        loop {
+            let due = match self.schedule.front() {
+                Some((When::Step(s), _)) => *s <= step,
+                Some((When::After(n), _)) => self.last_fired.is_some_and(|at| at + n <= step),
+                _ => false,
+            };
+            if !due {
+                break;
+            }
+            let (_, e) = self.schedule.pop_front().ok_or("schedule")?;
+            self.fire(e)?;
+        }
+        Ok(())
+    }
+
+    fn fire(&mut self, e: Event) -> SimResult<()> {
+        self.last_fired = Some(self.step);
+        match e {
+            Event::Checkpoint(g) => self.capture_checkpoint(g),
+            Event::Fail(groups) => self.fail(&groups),
+            Event::OpenGate => {
+                self.gates += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn enabled(&self) -> Vec<Choice> {
+        let mut out = Vec::new();
+        for (p, proc_) in self.procs.iter().enumerate() {
+            let Some(op) = self.program.scripts[p].get(proc_.app.pc) else {
+                continue;
+            };
+            let ok = match op {
+                Op::Send(_) => !proc_.hold,
+                Op::Gate(k) => self.gates >= *k,
+                Op::Recv(from) => {
+                    let batch = proc_.app.batch.as_ref().unwrap_or(from);
+                    proc_.app.unexpected.iter().any(|m| batch.contains(&m.id.0))
+                }
+            };
+            if ok {
+                out.push(Choice::App(p as Rank));
+            }
+        }
+        for ((from, to), q) in &self.channels {
+            if !q.is_empty() {
+                out.push(Choice::Deliver(*from, *to));
+            }
+        }
+        out
+    }
+
+    // --------------------------------------------------------------------------------------------------------------
+    // Application steps.
+
+    fn app_step(&mut self, p: Rank) -> SimResult<()> {
+        let pi = p as usize;
+        let op = self.program.scripts[pi][self.procs[pi].app.pc].clone();
+        match op {
+            Op::Gate(_) => self.procs[pi].app.pc += 1,
+            Op::Recv(from) => {
+                let app = &mut self.procs[pi].app;
+                let batch = app.batch.get_or_insert(from);
+                let i = app.unexpected.iter().position(|m| batch.contains(&m.id.0)).ok_or("recv not enabled")?;
+                let m = app.unexpected.remove(i).ok_or("unexpected")?;
+                let j = batch.iter().position(|&s| s == m.id.0).ok_or("batch")?;
+                batch.remove(j);
+                if batch.is_empty() {
+                    app.batch = None;
+                    app.pc += 1;
+                }
+                app.acc = fold(app.acc, m.value);
+                app.past.union(&m.past);
+                app.past.set(self.reference.gid(m.id));
+                app.phase_floor = app.phase_floor.max(m.phase);
+                if let Some(d) = m.delivery {
+                    self.procs[pi].engine.on_deliver(d);
+                    self.drain(p)?;
+                }
+                self.trace.push(Trace::Consume { rank: p, id: m.id });
+            }
+            Op::Send(to) => self.send(p, to)?,
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, p: Rank, to: Rank) -> SimResult<()> {
+        let pi = p as usize;
+        let outcome = self.procs[pi].engine.on_send(to).map_err(|e| format!("rank {p} on_send({to}): {e}"))?;
+        let inter = self.group(p) != self.group(to);
+        let (pb, transmit) = match outcome {
+            Outbound::Hold => {
+                self.procs[pi].hold = true;
+                self.stats.holds += 1;
+                let phase = self.procs[pi].engine.phase();
+                self.trace.push(Trace::Send { rank: p, to, id: None, outcome: "hold", phase });
+                self.drain(p)?;
+                return Ok(());
+            }
+            Outbound::Transmit { piggyback, log } => {
+                if log != inter {
+                    return Err(format!("rank {p} -> {to}: log flag {log} but inter-group is {inter}"));
+                }
+                (Some(piggyback), true)
+            }
+            Outbound::LogOnly { piggyback } => {
+                if !inter {
+                    return Err(format!("rank {p} -> {to}: an intra-group message suppressed as an orphan"));
+                }
+                (Some(piggyback), false)
+            }
+            Outbound::Drop => {
+                if !inter {
+                    return Err(format!("rank {p} -> {to}: an intra-group message dropped as an orphan"));
+                }
+                (None, false)
+            }
+        };
+        let app = &mut self.procs[pi].app;
+        let id = (p, app.sent);
+        let value = value_of(p, app.sent, app.acc);
+        if let Some(pb) = pb
+            && pb.phase() < app.phase_floor
+        {
+            return Err(format!(
+                "phase decreased along a causal chain: {id:?} sent in phase {} after consuming phase {}",
+                pb.phase(),
+                app.phase_floor
+            ));
+        }
+        let msg = AppMsg { id, value, past: app.past.clone(), delivery: None, phase: 0 };
+        app.sent += 1;
+        app.pc += 1;
+        app.sends.push((to, value));
+        let payload = msg.encode();
+        if inter && let Some(pb) = pb {
+            self.procs[pi].log.append(to, pb, &payload).map_err(|e| format!("rank {p} log append: {e}"))?;
+            self.stats.max_spilled = self.stats.max_spilled.max(self.procs[pi].log.spilled_bytes());
+        }
+        let outcome = match (transmit, pb) {
+            (true, _) => "transmit",
+            (false, Some(_)) => "log-only",
+            (false, None) => "drop",
+        };
+        let phase = pb.map_or(0, |pb| pb.phase());
+        self.trace.push(Trace::Send { rank: p, to, id: Some(id), outcome, phase });
+        if let (true, Some(pb)) = (transmit, pb) {
+            let round = self.procs[pi].engine.round();
+            self.push(
+                Endpoint::Process(p),
+                Endpoint::Process(to),
+                Packet::App { pb: pb.encode(), payload, replay: false, round },
+            );
+        } else {
+            self.stats.orphans += 1;
+            if !self.procs[to as usize].app.delivered.contains(&id) {
+                return Err(format!("rank {p} suppressed {id:?} as an orphan but rank {to} does not have it: lost"));
+            }
+        }
+        self.drain(p)
+    }
+
+    // --------------------------------------------------------------------------------------------------------------
+    // Channels.
+
+    fn deliver(&mut self, from: Endpoint, to: Endpoint) -> SimResult<()> {
+        let packet = self.channels.get_mut(&(from, to)).and_then(VecDeque::pop_front).ok_or("empty channel")?;
+        match (to, packet) {
+            (Endpoint::Process(p), Packet::App { pb, payload, replay, round }) => {
+                let Endpoint::Process(q) = from else {
+                    return Err("application message from a coordinator".into());
+                };
+                self.arrive(q, p, &pb, &payload, replay, round)
+            }
+            (Endpoint::Process(p), Packet::Ctl(bytes)) => {
+                let msg = Control::decode(&bytes).map_err(err("decode"))?;
+                self.trace.push(Trace::Control { from, to, msg: msg.clone() });
+                let proc_ = &mut self.procs[p as usize];
+                proc_
+                    .engine
+                    .on_control(from, msg, &proc_.log)
+                    .map_err(|e| format!("rank {p} on_control from {from}: {e}"))?;
+                self.drain(p)
+            }
+            (Endpoint::Coordinator(c), Packet::Ctl(bytes)) => {
+                let msg = Control::decode(&bytes).map_err(err("decode"))?;
+                self.trace.push(Trace::Control { from, to, msg: msg.clone() });
+                if let (Endpoint::Process(j), Control::OrphanCounts { counts, round }) = (from, &msg)
+                    && *round == self.round
+                {
+                    // An orphan's phase is below its receiver's (Lemma 6.2, T:2207), once the receiver has delivered what it
+                    // holds (an orphan that arrived but is not delivered has not raised it yet).
+                    let held = self.procs[j as usize].app.unexpected.iter().map(|m| m.phase).max().unwrap_or(0);
+                    let phase = self.procs[j as usize].engine.phase().max(held);
+                    if let Some(&(op, _)) = counts.iter().find(|(op, _)| *op >= phase) {
+                        return Err(format!("rank {j} reports an orphan of phase {op} at phase {phase}"));
+                    }
+                }
+                self.coordinators[c as usize]
+                    .on_control(from, msg)
+                    .map_err(|e| format!("coordinator {c} from {from}: {e}"))?;
+                self.drain_coordinator(c);
+                Ok(())
+            }
+            (Endpoint::Coordinator(_), Packet::App { .. }) => Err("application message to a coordinator".into()),
+        }
+    }
+
+    fn arrive(&mut self, q: Rank, p: Rank, pb: &[u8; 12], payload: &[u8], replay: bool, round: u64) -> SimResult<()> {
+        let pb = Piggyback::decode(pb).map_err(err("piggyback"))?;
+        let mut msg = AppMsg::decode(payload)?;
+        if msg.id.0 != q {
+            return Err(format!("message {:?} arrived on the channel from {q}", msg.id));
+        }
+        let verdict = self.procs[p as usize]
+            .engine
+            .on_receive(q, pb)
+            .map_err(|e| format!("rank {p} on_receive from {q}: {e}"))?;
+        let id = msg.id;
+        match verdict {
+            Reception::Deliver(delivery) => {
+                self.trace.push(Trace::Arrive { rank: p, id, verdict: "deliver", replay });
+                if self.procs[p as usize].app.delivered.contains(&id) {
+                    return Err(format!("{id:?} delivered twice to rank {p}"));
+                }
+                if self.reference.dest(id) != p {
+                    return Err(format!("{id:?} delivered to rank {p}, not its destination"));
+                }
+                if round == self.round {
+                    self.check_causality(p, &msg)?;
+                }
+                msg.phase = delivery.phase();
+                let expected = pb.phase() + u64::from(self.group(q) != self.group(p));
+                if delivery.phase() != expected {
+                    return Err(format!(
+                        "{id:?} brings phase {} at rank {p}, Fig 6.3 says {expected}",
+                        delivery.phase()
+                    ));
+                }
+                if self.cfg.deliver_on_arrival {
+                    self.procs[p as usize].engine.on_deliver(delivery);
+                } else {
+                    msg.delivery = Some(delivery);
+                }
+                let app = &mut self.procs[p as usize].app;
+                app.delivered.insert(id);
+                app.unexpected.push_back(msg);
+            }
+            Reception::Duplicate => {
+                self.trace.push(Trace::Arrive { rank: p, id, verdict: "duplicate", replay });
+                self.stats.duplicates += 1;
+                if !self.procs[p as usize].app.delivered.contains(&id) {
+                    return Err(format!("rank {p} discarded {id:?} as a duplicate but never delivered it: lost"));
+                }
+            }
+            Reception::Stale => {
+                self.trace.push(Trace::Arrive { rank: p, id, verdict: "stale", replay });
+                self.stats.stale += 1;
+            }
+        }
+        self.drain(p)
+    }
+
+    /// Theorem 6.1: every message in the causal past of `msg` has arrived at its destination's current state.
+    fn check_causality(&self, at: Rank, msg: &AppMsg) -> SimResult<()> {
+        for g in msg.past.iter() {
+            let x = *self.reference.ids.get(g).ok_or("unknown message in a causal past")?;
+            let d = self.reference.dest(x);
+            if !self.procs[d as usize].app.delivered.contains(&x) {
+                return Err(format!(
+                    "causal order broken: {:?} arrived at rank {at} before {x:?}, in its causal past, reached rank {d}",
+                    msg.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a process's actions.
+    fn drain(&mut self, p: Rank) -> SimResult<()> {
+        while let Some(a) = self.procs[p as usize].engine.poll_action() {
+            match a {
+                Action::Control { to, msg } => {
+                    self.push(Endpoint::Process(p), to, Packet::Ctl(msg.encode()));
+                    self.trace.push(Trace::ControlSent { from: Endpoint::Process(p), to, msg });
+                }
+                Action::Replay { to, piggyback } => {
+                    let mut payload = Vec::new();
+                    let logged = self.procs[p as usize]
+                        .log
+                        .read(to, piggyback.date(), &mut payload)
+                        .map_err(|e| format!("rank {p} replay to {to}: {e}"))?;
+                    if logged.phase() != piggyback.phase() {
+                        return Err(format!(
+                            "rank {p} replays with phase {} a message logged in {}",
+                            piggyback.phase(),
+                            logged.phase()
+                        ));
+                    }
+                    let id = AppMsg::decode(&payload)?.id;
+                    self.stats.replays += 1;
+                    self.trace.push(Trace::Replay { rank: p, to, id });
+                    let round = self.procs[p as usize].engine.round();
+                    self.push(
+                        Endpoint::Process(p),
+                        Endpoint::Process(to),
+                        Packet::App { pb: piggyback.encode(), payload, replay: true, round },
+                    );
+                }
+                Action::DiscardLog { to, before } => {
+                    let log = &mut self.procs[p as usize].log;
+                    log.discard_before(to, before);
+                    let remaining = log.entries(to).into_iter().map(|e| e.0).collect();
+                    self.trace.push(Trace::Discard { rank: p, to, before, remaining });
+                }
+                Action::ResumeSends => self.procs[p as usize].hold = false,
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_coordinator(&mut self, c: CoordinatorId) {
+        while let Some(o) = self.coordinators[c as usize].poll_outgoing() {
+            self.push(Endpoint::Coordinator(c), o.to, Packet::Ctl(o.msg.encode()));
+            self.trace.push(Trace::ControlSent { from: Endpoint::Coordinator(c), to: o.to, msg: o.msg });
+        }
+    }
+
+    // --------------------------------------------------------------------------------------------------------------
+    // Checkpoints and failures.
+
+    fn capture_checkpoint(&mut self, g: GroupId) -> SimResult<()> {
+        let members: Vec<Rank> = self.topo.members(g).map_err(err("members"))?.to_vec();
+        if self.pending.contains_key(&g) || members.iter().any(|&r| self.procs[r as usize].engine.in_recovery()) {
+            // The protocol refuses checkpoints during recovery; the group will checkpoint another time.
+            return Ok(());
+        }
+        let mut saved = BTreeMap::new();
+        for &r in &members {
+            let proc_ = &mut self.procs[r as usize];
+            let state: ProcessState = proc_.engine.checkpoint().map_err(|e| format!("rank {r} checkpoint: {e}"))?;
+            let json = serde_json::to_string(&state).map_err(err("serialise"))?;
+            let log = proc_.log.snapshot().map_err(err("log snapshot"))?;
+            saved.insert(r, Saved { state_json: json, log, app: proc_.app.clone() });
+        }
+        let mut in_flight = Vec::new();
+        for &a in &members {
+            for &b in &members {
+                if let Some(q) = self.channels.get(&(Endpoint::Process(a), Endpoint::Process(b))) {
+                    in_flight.extend(q.iter().filter(|p| matches!(p, Packet::App { .. })).map(|p| (a, b, p.clone())));
+                }
+            }
+        }
+        self.pending.insert(g, GroupCheckpoint { members: saved, in_flight });
+        let delay = self.rng.below(12) as u64;
+        self.durability.push((self.step + delay, g));
+        self.stats.checkpoints += 1;
+        self.trace.push(Trace::Checkpoint { group: g, durable: false });
+        Ok(())
+    }
+
+    fn durable_checkpoint(&mut self, g: GroupId) -> SimResult<()> {
+        let Some(ckpt) = self.pending.remove(&g) else {
+            // The group failed before its checkpoint became durable.
+            return Ok(());
+        };
+        for &r in ckpt.members.keys() {
+            let proc_ = &mut self.procs[r as usize];
+            proc_.engine.checkpoint_durable(&proc_.log).map_err(|e| format!("rank {r} durable: {e}"))?;
+            self.drain(r)?;
+        }
+        self.durable.insert(g, ckpt);
+        self.trace.push(Trace::Checkpoint { group: g, durable: true });
+        Ok(())
+    }
+
+    fn fail(&mut self, failed: &[GroupId]) -> SimResult<()> {
+        self.round += 1;
+        let round = self.round;
+        self.stats.rounds += 1;
+        // A failure during recovery restarts the unfinished round's groups again.
+        let mut groups: BTreeSet<GroupId> = failed.iter().copied().collect();
+        for c in &self.coordinators {
+            if let Some(gs) = c.recovering_groups() {
+                groups.extend(gs.iter().copied());
+            }
+        }
+        let groups: Vec<GroupId> = groups.into_iter().collect();
+        self.trace.push(Trace::Round { round, groups: groups.clone() });
+        let restarting: BTreeSet<Rank> =
+            (0..self.procs.len() as Rank).filter(|&r| groups.contains(&self.group(r))).collect();
+        for &g in &groups {
+            self.pending.remove(&g);
+        }
+        self.durability.retain(|(_, g)| !groups.contains(g));
+        // Channels: what was addressed to a dead process is lost; of what a dead process had sent, a random prefix
+        // gets through (FIFO: the rest is lost with it), ahead of anything its new incarnation sends.
+        let keys: Vec<(Endpoint, Endpoint)> = self.channels.keys().copied().collect();
+        for key in keys {
+            let to_dead = matches!(key.1, Endpoint::Process(r) if restarting.contains(&r));
+            let from_dead = matches!(key.0, Endpoint::Process(r) if restarting.contains(&r));
+            if to_dead {
+                self.channels.remove(&key);
+            } else if from_dead && let Some(q) = self.channels.get_mut(&key) {
+                let keep = self.rng.below(q.len() + 1);
+                q.truncate(keep);
+            }
+        }
+        let log_config = LogConfig { memory_limit: self.cfg.log_memory, spill_dir: Some(std::env::temp_dir()) };
+        for &g in &groups {
+            let ckpt = self.durable.get(&g).cloned().ok_or("no durable checkpoint")?;
+            for (&r, saved) in &ckpt.members {
+                let state: ProcessState = serde_json::from_str(&saved.state_json).map_err(err("deserialise"))?;
+                let engine = Process::restart(self.topo.clone(), state, round, &groups)
+                    .map_err(|e| format!("rank {r} restart: {e}"))?;
+                let log =
+                    SenderLog::restore(self.procs.len(), log_config.clone(), &saved.log).map_err(err("log restore"))?;
+                self.procs[r as usize] = Proc { engine, log, app: saved.app.clone(), hold: false };
+                *self.stats.rollbacks.entry(r).or_default() += 1;
+                self.trace.push(Trace::Rollback { rank: r, round });
+            }
+            for (a, b, p) in ckpt.in_flight {
+                self.push(Endpoint::Process(a), Endpoint::Process(b), p);
+            }
+        }
+        for &r in &restarting {
+            self.drain(r)?;
+        }
+        for c in 0..self.coordinators.len() {
+            self.coordinators[c].on_failure(round, &groups).map_err(|e| format!("coordinator {c} failure: {e}"))?;
+            self.drain_coordinator(c as CoordinatorId);
+        }
+        Ok(())
+    }
+
+    // --------------------------------------------------------------------------------------------------------------
+    // Final checks.
+
+    fn final_checks(&self) -> SimResult<()> {
+        for (p, proc_) in self.procs.iter().enumerate() {
+            let script = &self.program.scripts[p];
+            if proc_.app.pc < script.len() {
+                return Err(format!(
+                    "deadlock: rank {p} stuck at op {} {:?} (hold {}, in recovery {}, round {}); {} events left",
+                    proc_.app.pc,
+                    script[proc_.app.pc],
+                    proc_.hold,
+                    proc_.engine.in_recovery(),
+                    proc_.engine.round(),
+                    self.schedule.len()
+                ));
+            }
+            if proc_.engine.in_recovery() || proc_.hold {
+                return Err(format!("rank {p} ends in recovery or holding a send"));
+            }
+            if proc_.app.sends != self.reference.sends[p] {
+                return Err(format!("rank {p}'s sends differ from the failure-free run"));
+            }
+            if proc_.app.acc != self.reference.acc[p] {
+                return Err(format!("rank {p}'s final state differs from the failure-free run"));
+            }
+            if proc_.app.delivered != self.reference.incoming[p] {
+                let missing: Vec<_> = self.reference.incoming[p].difference(&proc_.app.delivered).collect();
+                return Err(format!("rank {p} did not receive {missing:?}"));
+            }
+        }
+        if let Some(((f, t), _)) = self.channels.iter().find(|(_, q)| !q.is_empty()) {
+            return Err(format!("channel {f} -> {t} not empty at the end"));
+        }
+        if let Some(c) = self.coordinators.iter().position(|c| c.recovering_groups().is_some()) {
+            return Err(format!("coordinator {c} ends with an unfinished round"));
+        }
+        self.check_log_gc()
+    }
+
+    /// Entries held by the destination's durable checkpoint are gone once it has received something newer.
+    fn check_log_gc(&self) -> SimResult<()> {
+        for k in 0..self.procs.len() as Rank {
+            let ckpt = &self.durable[&self.group(k)].members[&k];
+            let state: ProcessState = serde_json::from_str(&ckpt.state_json).map_err(err("deserialise"))?;
+            for i in 0..self.procs.len() as Rank {
+                if self.group(i) == self.group(k) {
+                    continue;
+                }
+                let held: Date = state.received.iter().find(|(j, _)| *j == i).map_or(0, |(_, r)| r.max_date);
+                let now = self.procs[k as usize].engine.last_received(i);
+                if now > held
+                    && let Some((d, _)) = self.procs[i as usize].log.entries(k).into_iter().find(|(d, _)| *d <= held)
+                {
+                    return Err(format!(
+                        "rank {i} still logs date {d} for rank {k}, whose durable checkpoint holds up to {held} and which received {now} since"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Choice {
+    App(Rank),
+    Deliver(Endpoint, Endpoint),
+}
+
+/// Builds a program from a global sequence of messages `(from, to)`: each sender's script sends its messages in
+/// that order, each receiver's receives them in that order, runs of receptions merged into any-order batches where
+/// `batch` says so (so the program cannot deadlock without failures: the lowest pending operation is always
+/// enabled).
+pub fn program_from_messages(ranks: usize, messages: &[(Rank, Rank)], batch: &[bool]) -> Program {
+    let mut scripts: Vec<Vec<Op>> = vec![Vec::new(); ranks];
+    for (k, &(from, to)) in messages.iter().enumerate() {
+        scripts[from as usize].push(Op::Send(to));
+        let merge = batch.get(k).copied().unwrap_or(false);
+        match scripts[to as usize].last_mut() {
+            Some(Op::Recv(list)) if merge => list.push(from),
+            _ => scripts[to as usize].push(Op::Recv(vec![from])),
+        }
+    }
+    Program { scripts }
+}
