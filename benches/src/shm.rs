@@ -99,12 +99,17 @@ fn send(port: &mut Port<'_, Segment>, dst: u16, payload: &[u8]) {
     }
 }
 
+/// Receives one whole message (all its fragments) into `buf`.
 fn recv(port: &mut Port<'_, Segment>, src: u16, buf: &mut [u8]) {
     loop {
         if let Some(inc) = port.poll(&[src]).expect("poll") {
-            inc.copy_to(buf);
+            let at = inc.offset().min(buf.len());
+            inc.copy_to(&mut buf[at..]);
+            let last = inc.is_last();
             port.release(inc).expect("release");
-            return;
+            if last {
+                return;
+            }
         }
     }
 }

@@ -42,7 +42,8 @@ pub const FASTBOX_HEAD_BYTES: u64 = 128;
 pub struct Params {
     /// Bytes per cell, link words and header included. A power of two. `NEMESIS_CELL_SIZE`.
     pub cell_size: u32,
-    /// Cells in each rank's pool. `NEMESIS_CELLS_PER_RANK`.
+    /// Cells in each rank's pool, a power of two (a cell's owner is its index shifted).
+    /// `NEMESIS_CELLS_PER_RANK`.
     pub cells_per_rank: u32,
     /// Slots per fastbox: 1 is NEMESIS's single buffer, more a ring. A power of two.
     /// `NEMESIS_FASTBOX_SLOTS`.
@@ -66,7 +67,7 @@ impl Params {
     pub const DEFAULT: Params = Params {
         cell_size: 16 * 1024,
         cells_per_rank: 64,
-        fastbox_slots: 8,
+        fastbox_slots: 16,
         fastbox_slot_size: 256,
         fastboxes_per_rank: 16,
     };
@@ -107,8 +108,8 @@ impl Params {
         if !self.cell_size.is_power_of_two() || !(256..=1 << 20).contains(&self.cell_size) {
             return bad(format!("cell size {} (a power of two, 256 B..=1 MiB)", self.cell_size));
         }
-        if !(2..=1 << 16).contains(&self.cells_per_rank) {
-            return bad(format!("{} cells per rank (2..=65536)", self.cells_per_rank));
+        if !self.cells_per_rank.is_power_of_two() || !(2..=1 << 16).contains(&self.cells_per_rank) {
+            return bad(format!("{} cells per rank (a power of two, 2..=65536)", self.cells_per_rank));
         }
         if u64::from(ranks) * u64::from(self.cells_per_rank) >= MAX_CELLS {
             return bad(format!("{} cells in all (< {MAX_CELLS})", u64::from(ranks) * u64::from(self.cells_per_rank)));
@@ -261,6 +262,7 @@ mod tests {
             (MAX_LOCAL_RANKS + 1, Params::DEFAULT),
             (8, Params { cell_size: 3000, ..Params::DEFAULT }),
             (8, Params { cells_per_rank: 1, ..Params::DEFAULT }),
+            (8, Params { cells_per_rank: 48, ..Params::DEFAULT }),
             (8, Params { fastbox_slots: 3, ..Params::DEFAULT }),
             (8, Params { fastbox_slot_size: 100, ..Params::DEFAULT }),
             (8, Params { fastbox_slot_size: 0, ..Params::DEFAULT }),

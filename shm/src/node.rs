@@ -154,7 +154,7 @@ pub unsafe trait Node: Sync {
     /// The rank whose pool holds cell `h` (a valid handle): where it returns after delivery.
     #[inline(always)]
     fn owner_of(&self, h: CellHandle) -> u16 {
-        ((h - 1) / self.params().cells_per_rank) as u16
+        ((h - 1) >> self.params().cells_per_rank.trailing_zeros()) as u16
     }
 
     /// True once rank `r` is known to have ended.

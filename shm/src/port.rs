@@ -539,7 +539,7 @@ impl<'n, N: Node> Port<'n, N> {
                 if let Some(r) = self.rx.get_mut(usize::from(src))
                     && let Some(fb) = r.fb
                     && r.next_frag == 0
-                    && let Ok(Some(m)) = fb.peek(r.fnext)
+                    && let Some(m) = fb.peek(r.fnext)?
                     && m.seq == r.expected
                 {
                     r.expected = r.expected.wrapping_add(1);
@@ -560,7 +560,10 @@ impl<'n, N: Node> Port<'n, N> {
         }
         for &src in expected {
             self.node.check_rank(src)?;
-            if let Some(i) = self.poll_fastbox_of(src)? {
+            // Boxes already known were polled inline by `poll`.
+            if self.rx[usize::from(src)].fb.is_none()
+                && let Some(i) = self.poll_fastbox_of(src)?
+            {
                 return Ok(Some(i));
             }
         }
