@@ -43,13 +43,34 @@ pub struct RankState {
     /// Start time of its process (clock ticks since boot, `/proc/<pid>/stat` field 22), so a peer
     /// opening a pidfd can tell a reused pid; 0 if unknown.
     pub(crate) start_time: AtomicU64,
-    _pad: [u64; 5],
+    /// The rank's doorbell (futex word) for the blocking wait mode: [`DOORBELL_ARMED`] while it
+    /// sleeps or is about to, set back to 0 by a sender that rings it or by the rank on waking.
+    /// Shared between processes: never used with `FUTEX_PRIVATE_FLAG`.
+    pub doorbell: AtomicU32,
+    _pad0: u32,
+    _pad: [u64; 4],
 }
+
+/// [`RankState::doorbell`] while its rank sleeps, or is about to.
+pub const DOORBELL_ARMED: u32 = 1;
 
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<RankState>() == 64);
 
 impl RankState {
+    /// The process id the rank published when it registered (0 before).
+    pub fn pid(&self) -> u32 {
+        // ORDERING: Acquire; pairs with the Release publication in `Segment::register`.
+        self.state.load(Acquire);
+        self.pid.load(Relaxed)
+    }
+
+    /// True once the rank ended.
+    pub fn is_gone(&self) -> bool {
+        // ORDERING: Acquire, as in `Node::is_gone`.
+        self.state.load(Acquire) == STATE_GONE
+    }
+
     /// A record for a heap node, in state `state`.
     pub fn new(state: u32) -> Self {
         RankState {
@@ -58,7 +79,9 @@ impl RankState {
             pid: AtomicU32::new(0),
             drain: AtomicU32::new(0),
             start_time: AtomicU64::new(0),
-            _pad: [0; 5],
+            doorbell: AtomicU32::new(0),
+            _pad0: 0,
+            _pad: [0; 4],
         }
     }
 }
@@ -122,7 +145,7 @@ pub unsafe trait Node: Sync {
         if r < self.ranks() { Ok(()) } else { Err(Error::BadRank { rank: u32::from(r), ranks: self.ranks() }) }
     }
 
-    /// Rank `r`'s record, checked.
+    /// Rank `r`'s record, checked (public for the layers above: pid, doorbell).
     fn state_of(&self, r: u16) -> Result<&RankState> {
         self.check_rank(r)?;
         // SAFETY: checked just above.

@@ -1,0 +1,80 @@
+//! The root crate's one error enum.
+
+use std::io;
+
+/// Errors of the nemesis Endpoint, bootstrap and launcher.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A rank outside `0..size` (or a negative one other than the wildcards).
+    #[error("rank {rank} is out of range (the job has {size} ranks)")]
+    InvalidRank {
+        /// The rank given.
+        rank: i64,
+        /// Number of ranks.
+        size: u32,
+    },
+    /// A tag that is negative (other than `ANY_TAG` on a receive).
+    #[error("invalid tag {0}: tags are >= 0 (ANY_TAG only on receives)")]
+    InvalidTag(i32),
+    /// The message was longer than the receive buffer: the buffer holds its first `capacity`
+    /// bytes, nothing was written past it.
+    #[error("message of {len} bytes truncated to the {capacity}-byte receive buffer")]
+    Truncated {
+        /// The message's real length.
+        len: usize,
+        /// The buffer's length.
+        capacity: usize,
+    },
+    /// The peer died (or exited): nothing more will come from it, and nothing can be sent to it.
+    #[error("rank {rank} died")]
+    PeerDied {
+        /// Its rank.
+        rank: u32,
+    },
+    /// A message longer than the eager limit, before large messages (rendezvous) exist.
+    #[error("message of {len} bytes exceeds the eager limit of {limit} bytes (no rendezvous protocol yet)")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The eager limit.
+        limit: usize,
+    },
+    /// A request handle that is not (or no longer) valid.
+    #[error("invalid or completed request")]
+    InvalidRequest,
+    /// The PMI conversation with the process manager failed.
+    #[error("PMI {op}: {msg}")]
+    Pmi {
+        /// The PMI operation.
+        op: &'static str,
+        /// What went wrong.
+        msg: String,
+    },
+    /// Start-up failed for a reason other than PMI or the segment.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+    /// A `NEMESIS_*` variable or launcher option has a bad value.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The shared-memory core failed.
+    #[error(transparent)]
+    Shm(#[from] nemesis_shm::Error),
+    /// A system call failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, source: io::Error) -> Self {
+        Error::Io { op, source }
+    }
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

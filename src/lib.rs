@@ -1,0 +1,11 @@
+//! # nemesis
+//!
+//! A message transport for parallel programs: the NEMESIS design of MPICH2 rebuilt
+//! (`shared/ARCHITECTURE.md`). This crate holds the [`Endpoint`] (MPI-style point-to-point with
+//! matching), the bootstrap over PMI-1, and the `nemesis-run` launcher.
+
+pub mod error;
+pub mod launch;
+pub mod pmi;
+
+pub use error::{Error, Result};
