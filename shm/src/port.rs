@@ -209,6 +209,12 @@ pub enum PeerEvent {
         /// Its local rank.
         rank: u16,
     },
+    /// Nothing more from the (gone) peer can be polled: everything it sent before it ended has
+    /// been delivered. Receives that name it can now fail.
+    Silent {
+        /// Its local rank.
+        rank: u16,
+    },
     /// The peer died in the middle of a multi-cell message, which will never complete: the
     /// fragments already polled must be discarded.
     PartialDropped {
@@ -260,6 +266,10 @@ struct Gone {
     known: bool,
     drained: bool,
     reclaimed: bool,
+    /// Our queue has been consumed past where it was when the death was seen.
+    queue_passed: bool,
+    /// [`PeerEvent::Silent`] was reported.
+    silent: bool,
 }
 
 /// A cell dequeued ahead of fastbox messages that precede it.
@@ -290,8 +300,10 @@ pub struct Port<'n, N: Node> {
     epoch: u64,
     gone: Box<[Gone]>,
     events: Vec<PeerEvent>,
-    /// Partial messages of dead senders: `(src, seq, tail value of our queue when the death was
-    /// seen)`. Dropped once our consumer has passed that value.
+    /// Dead senders whose cells may still be in our queue: `(src, seq of the message being
+    /// received from it, tail value of our queue when the death was seen)`. Everything it
+    /// enqueued was swapped in before that value; once our consumer has passed it, a message left
+    /// partial is dropped and the sender can become silent.
     markers: Vec<(u16, u32, u64)>,
 }
 
@@ -791,10 +803,8 @@ impl<'n, N: Node> Port<'n, N> {
                 self.tx[r as usize].gone = true;
                 self.tx[r as usize].fb = None;
                 self.events.push(PeerEvent::Gone { rank: r });
-                if self.rx[r as usize].next_frag != 0 {
-                    let tail = q.tail_now();
-                    self.markers.push((r, self.rx[r as usize].expected, tail));
-                }
+                let tail = q.tail_now();
+                self.markers.push((r, self.rx[r as usize].expected, tail));
             }
             q.repair_unlinked_head(self.node)?;
             self.node.free_queue(self.me).repair_unlinked_head(self.node)?;
@@ -802,7 +812,31 @@ impl<'n, N: Node> Port<'n, N> {
         self.recover()?;
         self.free_dead_boxes();
         self.check_markers();
+        self.report_silent();
         Ok(())
+    }
+
+    /// Reports gone peers from which nothing more can be polled: queue passed, fastbox holding
+    /// no message in order.
+    fn report_silent(&mut self) {
+        for r in 0..self.node.ranks() {
+            let g = self.gone[usize::from(r)];
+            if !g.queue_passed || g.silent {
+                continue;
+            }
+            let rx = self.rx[usize::from(r)];
+            let pending = rx.fb.is_some_and(|fb| matches!(fb.peek(rx.fnext), Ok(Some(m)) if m.seq == rx.expected));
+            if !pending && self.stash.is_none_or(|s| s.src != r) {
+                self.gone[usize::from(r)].silent = true;
+                self.events.push(PeerEvent::Silent { rank: r });
+            }
+        }
+    }
+
+    /// True if [`take_events`](Self::take_events) has something.
+    #[inline(always)]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// Drains gone ranks' receive queues (one drainer per queue) and takes back our cells.
@@ -938,6 +972,7 @@ impl<'n, N: Node> Port<'n, N> {
             let (src, seq, m) = self.markers[i];
             if passed(m) {
                 self.markers.swap_remove(i);
+                self.gone[src as usize].queue_passed = true;
                 let r = &mut self.rx[src as usize];
                 if r.next_frag != 0 && r.expected == seq {
                     r.next_frag = 0;
@@ -1178,8 +1213,10 @@ mod tests {
         node.mark_gone(0, 9).unwrap(); // a dies with the message half sent
         let mut tags = Vec::new();
         let mut frags = 0;
+        let mut events = Vec::new();
         for _ in 0..50 {
             if let Some(inc) = b.poll(&[0]).unwrap() {
+                assert!(!events.contains(&PeerEvent::Silent { rank: 0 }), "silent before its last message");
                 if inc.header().tag == 99 {
                     frags += 1;
                 } else {
@@ -1187,10 +1224,12 @@ mod tests {
                 }
                 b.release(inc).unwrap();
             }
+            events.extend(b.take_events());
         }
         assert_eq!(tags, vec![6, 7], "completed messages are delivered");
         assert_eq!(frags, 4, "four fragments arrived");
-        assert!(b.take_events().contains(&PeerEvent::PartialDropped { rank: 0, seq: 8 }));
+        assert!(events.contains(&PeerEvent::PartialDropped { rank: 0, seq: 8 }));
+        assert!(events.contains(&PeerEvent::Silent { rank: 0 }), "{events:?}");
         // SAFETY: rank 1 and box 0 exist.
         assert!(
             // SAFETY: rank 1 hosts boxes 0 and 1.
