@@ -4,8 +4,14 @@
 //! (`shared/ARCHITECTURE.md`). This crate holds the [`Endpoint`] (MPI-style point-to-point with
 //! matching), the bootstrap over PMI-1, and the `nemesis-run` launcher.
 
+pub mod bootstrap;
+pub mod config;
+pub mod endpoint;
 pub mod error;
 pub mod launch;
 pub mod pmi;
+mod wait;
 
+pub use config::{Config, WaitMode};
+pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Request, Scope, Status, WORLD};
 pub use error::{Error, Result};

@@ -163,7 +163,10 @@ impl PmiClient {
 
     fn check_token(&self, op: &'static str, what: &str, v: &str, max: usize) -> Result<()> {
         if v.is_empty() || v.len() > max || v.bytes().any(|b| b.is_ascii_whitespace() || b == b'=') {
-            return Err(Error::Pmi { op, msg: format!("{what} {v:?} is empty, too long (max {max}) or has a space or '='") });
+            return Err(Error::Pmi {
+                op,
+                msg: format!("{what} {v:?} is empty, too long (max {max}) or has a space or '='"),
+            });
         }
         Ok(())
     }

@@ -1,0 +1,1085 @@
+//! The Endpoint: MPI-style point-to-point messaging over the node segment
+//! (`shared/ARCHITECTURE.md`, "One message, end to end").
+//!
+//! - **Matching** on `(source | ANY_SOURCE, tag | ANY_TAG, context)` in posting order against
+//!   messages in arrival order; per-pair order across the fastbox and queue paths comes from the
+//!   port's sequence numbers, so messages from one source in one context match receives in the
+//!   order sent (non-overtaking).
+//! - **Eager protocol**: a message up to the eager limit goes through the pair's fastbox or in
+//!   cells (several for a long one); when cells run out the send waits in a pending list that
+//!   progress resumes. Longer messages need rendezvous, which comes with the LMT: until then they
+//!   are refused with [`Error::TooLarge`].
+//! - **Receive**: a receive first searches the unexpected list; if nothing matches and no
+//!   earlier posted receive could take the same message, progress runs with this receive as the
+//!   match target ("bypass" of the posted list, NEMESIS L811–815 of
+//!   `shared/papers/mercier-2019-hdr-nemesis-topology.txt`); only if still unmatched is it posted.
+//!   An unexpected message is copied out of its cell at once (cells are scarce).
+//! - **Truncation**: a message longer than the buffer fills the buffer and completes the receive
+//!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
+//! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
+//!   complete with [`Error::PeerDied`]; sends to it fail the same way.
+//! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+
+mod request;
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicU32;
+
+use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, Segment, Sent};
+
+pub use request::Request;
+use request::{Op, RecvBuf, Requests};
+
+use crate::bootstrap::{self, Boot};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::pmi::PmiClient;
+use crate::wait::{self, Waiter};
+
+/// Receive from any source.
+pub const ANY_SOURCE: i32 = -1;
+/// Receive any tag.
+pub const ANY_TAG: i32 = -1;
+/// The context of the world communicator.
+pub const WORLD: u32 = 0;
+
+/// Message kind of eager data in the message header.
+const KIND_EAGER: u8 = 0;
+/// Fragments taken per progress pass: bounds the time a pass can take.
+const POLL_BUDGET: usize = 32;
+/// Marks a rank that has no local rank (on another node).
+const NOT_LOCAL: u16 = u16::MAX;
+
+/// What a completed receive (or probe) found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Status {
+    /// The sender's rank.
+    pub source: u32,
+    /// The message's tag.
+    pub tag: i32,
+    /// The message's length in bytes (the real one, also when truncated).
+    pub len: usize,
+}
+
+/// A receive's selection.
+#[derive(Clone, Copy, Debug)]
+struct Want {
+    source: i32,
+    tag: i32,
+    context: u32,
+}
+
+impl Want {
+    #[inline(always)]
+    fn matches(&self, source: u32, tag: i32, context: u32) -> bool {
+        context == self.context
+            && (self.source == ANY_SOURCE || self.source as u32 == source)
+            && (self.tag == ANY_TAG || self.tag == tag)
+    }
+}
+
+/// A posted receive.
+#[derive(Clone, Copy, Debug)]
+struct Posted {
+    req: Request,
+    want: Want,
+}
+
+/// A message that arrived before its receive.
+#[derive(Debug)]
+struct Unexpected {
+    source: u32,
+    tag: i32,
+    context: u32,
+    data: Vec<u8>,
+    /// Bytes received so far.
+    got: usize,
+    /// A receive was matched to it while it was still arriving: it completes on the last fragment.
+    claimed: Option<Request>,
+}
+
+/// Where the fragments of the message being received from a source go.
+#[derive(Clone, Copy, Debug, Default)]
+enum Active {
+    #[default]
+    None,
+    /// The blocking receive in progress (its buffer is on the caller's side).
+    Bypass,
+    /// A message whose receive ended early (an error): its remaining fragments are dropped.
+    Discard,
+    Req(Request),
+    Unexpected(u64),
+}
+
+/// A blocking receive's own state while it bypasses the posted list.
+#[derive(Debug)]
+struct Bypass {
+    want: Want,
+    buf: RecvBuf,
+    status: Option<Status>,
+    done: Option<Result<Status>>,
+}
+
+/// What the Endpoint knows of a peer's end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Peer {
+    #[default]
+    Alive,
+    /// It ended; messages it sent may still be arriving.
+    Gone,
+    /// It ended and nothing more from it can arrive.
+    Silent,
+}
+
+/// A send waiting for cells.
+#[derive(Debug)]
+struct Pending {
+    req: Request,
+}
+
+/// What the unexpected list had for a receive.
+enum Found {
+    /// A complete message: the receive's result.
+    Done(Result<Status>),
+    /// A message still arriving, now claimed by this request.
+    Claimed(Request),
+    Nothing,
+}
+
+/// The shared state behind an [`Endpoint`].
+struct Inner {
+    // Field order is drop order: `port` borrows `segment`, so it goes first.
+    port: Port<'static, Segment>,
+    /// The segment, at a stable address (boxed) for the `'static` borrows of `port` and `seg`.
+    segment: Box<Segment>,
+    seg: &'static Segment,
+    /// This rank's doorbell in the segment.
+    bell: &'static AtomicU32,
+    pmi: Option<PmiClient>,
+    rank: u32,
+    size: u32,
+    local_rank: u16,
+    /// Global rank → local rank ([`NOT_LOCAL`] if on another node).
+    route: Box<[u16]>,
+    /// Local rank → global rank.
+    global: Box<[u32]>,
+    cfg: Config,
+    reqs: Requests,
+    posted: VecDeque<Posted>,
+    /// Unexpected messages by id, and their arrival order.
+    unexpected: Vec<(u64, Unexpected)>,
+    next_unexpected: u64,
+    active: Box<[Active]>,
+    pending: VecDeque<Pending>,
+    /// Local sources of posted receives that name one: their fastboxes are polled first.
+    expected: Vec<u16>,
+    peers: Box<[Peer]>,
+    /// Buffers of consumed unexpected messages, for reuse.
+    spare: Vec<Vec<u8>>,
+    finalized: bool,
+}
+
+/// A rank's endpoint: send and receive with MPI matching semantics.
+///
+/// ```no_run
+/// use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, WORLD};
+///
+/// let mut ep = Endpoint::init().unwrap();
+/// let (rank, size) = (ep.rank(), ep.size());
+/// if rank == 0 {
+///     let mut buf = [0u8; 8];
+///     for _ in 1..size {
+///         let st = ep.recv(&mut buf, ANY_SOURCE, ANY_TAG, WORLD).unwrap();
+///         println!("{} sent {:?}", st.source, &buf[..st.len]);
+///     }
+/// } else {
+///     ep.send(&rank.to_le_bytes(), 0, 7, WORLD).unwrap();
+/// }
+/// ep.finalize().unwrap();
+/// ```
+pub struct Endpoint {
+    inner: Box<Inner>,
+}
+
+// SAFETY: the Endpoint is driven by one thread at a time (`&mut self` everywhere). The raw
+// pointers it holds are the caller's buffers of pending non-blocking operations (valid by the
+// contracts of `isend_raw`/`irecv_raw` and of scopes, whichever thread completes them) and views
+// of the shared segment, which is not tied to a thread.
+unsafe impl Send for Endpoint {}
+
+impl Endpoint {
+    /// Starts this process's endpoint: bootstrap through PMI-1 (or as a singleton), attach the
+    /// node segment, read the `NEMESIS_*` configuration.
+    pub fn init() -> Result<Endpoint> {
+        crate::config::init_logging();
+        let cfg = Config::from_env()?;
+        let boot = bootstrap::bootstrap()?;
+        Self::from_boot(boot, cfg)
+    }
+
+    fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, .. } = boot;
+        let mut route = vec![NOT_LOCAL; size as usize];
+        for (l, &g) in local_ranks.iter().enumerate() {
+            route[g as usize] = l as u16;
+        }
+        let segment = Box::new(segment);
+        // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
+        // `port` before it; `seg` and `port` never leave `Inner`, so the `'static` borrows never
+        // outlive the segment.
+        let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
+        let port = Port::new(seg, local_rank, PortConfig::default())?;
+        let bell = &seg.state_of(local_rank)?.doorbell;
+        let n = local_ranks.len();
+        let inner = Inner {
+            port,
+            segment,
+            seg,
+            bell,
+            pmi,
+            rank,
+            size,
+            local_rank,
+            route: route.into(),
+            global: local_ranks.into(),
+            cfg,
+            reqs: Requests::default(),
+            posted: VecDeque::new(),
+            unexpected: Vec::new(),
+            next_unexpected: 0,
+            active: vec![Active::None; n].into(),
+            pending: VecDeque::new(),
+            expected: Vec::new(),
+            peers: vec![Peer::Alive; n].into(),
+            spare: Vec::new(),
+            finalized: false,
+        };
+        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = cfg.eager_max, "endpoint ready");
+        Ok(Endpoint { inner: Box::new(inner) })
+    }
+
+    /// This process's rank.
+    #[inline(always)]
+    pub fn rank(&self) -> u32 {
+        self.inner.rank
+    }
+
+    /// Number of ranks in the job.
+    #[inline(always)]
+    pub fn size(&self) -> u32 {
+        self.inner.size
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Config {
+        self.inner.cfg
+    }
+
+    /// The node segment (for tools and tests).
+    pub fn segment(&self) -> &Segment {
+        &self.inner.segment
+    }
+
+    /// The largest message sent without rendezvous.
+    pub fn eager_limit(&self) -> usize {
+        self.inner.cfg.eager_max.min(self.inner.port.max_message())
+    }
+
+    /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused (the message
+    /// is in a fastbox or in cells).
+    #[inline]
+    pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
+        let inner = &mut *self.inner;
+        let local = inner.check_send(buf.len(), dest, tag)?;
+        let hdr = inner.header(dest, tag, context);
+        match inner.port.send(local, &hdr, buf) {
+            Ok(Sent::Done) => {
+                inner.ring(local);
+                Ok(())
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
+                inner.pending.push_back(Pending { req });
+                inner.wait(req).map(drop)
+            }
+            Err(e) => Err(inner.send_error(e, dest)),
+        }
+    }
+
+    /// Receives into `buf` a message matching `(source, tag, context)`; `source` may be
+    /// [`ANY_SOURCE`] and `tag` [`ANY_TAG`].
+    #[inline]
+    pub fn recv(&mut self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        let rb = RecvBuf { ptr: buf.as_mut_ptr(), cap: buf.len() };
+        if !inner.unexpected.is_empty() {
+            match inner.take_unexpected(want, rb) {
+                Found::Done(r) => return r,
+                Found::Claimed(req) => return inner.wait(req),
+                Found::Nothing => {}
+            }
+        }
+        if !inner.posted.is_empty() {
+            // An earlier receive might match the same message: queue behind it.
+            let req = inner.post(want, rb)?;
+            return inner.wait(req);
+        }
+        inner.recv_bypass(want, rb)
+    }
+
+    /// Starts sending `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes
+    /// (`wait`/`test` returned it, or `wait_all`/`wait_any` did).
+    pub unsafe fn isend_raw(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let inner = &mut *self.inner;
+        let local = inner.check_send(len, dest, tag)?;
+        let hdr = inner.header(dest, tag, context);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        let status = Status { source: inner.rank, tag, len };
+        match inner.port.send(local, &hdr, data) {
+            Ok(Sent::Done) => {
+                inner.ring(local);
+                Ok(inner.reqs.insert_done(Ok(status)))
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                inner.pending.push_back(Pending { req });
+                Ok(req)
+            }
+            Err(e) => Err(inner.send_error(e, dest)),
+        }
+    }
+
+    /// Starts receiving into the `cap` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The `cap` bytes at `ptr` must stay valid for writes, and not be accessed otherwise, until
+    /// the request completes.
+    pub unsafe fn irecv_raw(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        let rb = RecvBuf { ptr, cap };
+        if !inner.unexpected.is_empty() {
+            match inner.take_unexpected(want, rb) {
+                Found::Done(r) => return Ok(inner.reqs.insert_done(r)),
+                Found::Claimed(req) => return Ok(req),
+                Found::Nothing => {}
+            }
+        }
+        let req = inner.post(want, rb)?;
+        // Give the new receive a chance at what already arrived.
+        inner.progress(None)?;
+        Ok(req)
+    }
+
+    /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
+    /// operation started in the scope is complete when `scope` returns (it waits for those `f`
+    /// left outstanding, even if `f` panics).
+    pub fn scope<'env, R>(&mut self, f: impl for<'s> FnOnce(&mut Scope<'s, 'env>) -> R) -> R {
+        let mut s = Scope { ep: self, outstanding: Vec::new(), _env: PhantomData };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut s)));
+        for req in std::mem::take(&mut s.outstanding) {
+            if s.ep.inner.reqs.is_valid(req) {
+                let _ = s.ep.inner.wait(req);
+            }
+        }
+        match r {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// Waits for `req` to complete and returns its status (or its error).
+    pub fn wait(&mut self, req: Request) -> Result<Status> {
+        self.inner.wait(req)
+    }
+
+    /// Completes `req` if it can: `Ok(None)` if still in flight.
+    pub fn test(&mut self, req: Request) -> Result<Option<Status>> {
+        let inner = &mut *self.inner;
+        if !inner.reqs.is_done(req)? {
+            inner.progress(None)?;
+        }
+        inner.reqs.take(req)?.transpose()
+    }
+
+    /// Waits for every request; the results are in the order of `reqs`.
+    pub fn wait_all(&mut self, reqs: &[Request]) -> Vec<Result<Status>> {
+        reqs.iter().map(|&r| self.inner.wait(r)).collect()
+    }
+
+    /// Waits for one of `reqs` to complete: its index and result. Invalid (stale) handles are
+    /// skipped; if none is valid, [`Error::InvalidRequest`].
+    pub fn wait_any(&mut self, reqs: &[Request]) -> Result<(usize, Result<Status>)> {
+        let inner = &mut *self.inner;
+        if !reqs.iter().any(|&r| inner.reqs.is_valid(r)) {
+            return Err(Error::InvalidRequest);
+        }
+        let mut waiter = Waiter::new(inner.cfg.wait);
+        loop {
+            for (i, &r) in reqs.iter().enumerate() {
+                if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
+                    let res = inner.reqs.take(r)?.ok_or(Error::InvalidRequest)?;
+                    return Ok((i, res));
+                }
+            }
+            inner.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// Whether a message matching `(source, tag, context)` has arrived, without receiving it.
+    pub fn iprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<Option<Status>> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        inner.progress(None)?;
+        Ok(inner.find_unexpected(want))
+    }
+
+    /// Waits until a message matching `(source, tag, context)` has arrived, without receiving it.
+    pub fn probe(&mut self, source: i32, tag: i32, context: u32) -> Result<Status> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        let mut waiter = Waiter::new(inner.cfg.wait);
+        loop {
+            if let Some(st) = inner.find_unexpected(want) {
+                return Ok(st);
+            }
+            if want.source >= 0 && inner.peer(want.source as u32) == Peer::Silent {
+                return Err(Error::PeerDied { rank: want.source as u32 });
+            }
+            inner.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// One pass of progress (polls the node, resumes pending sends). Non-blocking operations
+    /// advance whenever the Endpoint is called; call this to advance them while computing.
+    pub fn progress(&mut self) -> Result<()> {
+        self.inner.progress(None).map(drop)
+    }
+
+    /// True once `rank` is known to have ended.
+    pub fn peer_gone(&self, rank: u32) -> bool {
+        rank < self.inner.size && self.inner.peer(rank) != Peer::Alive
+    }
+
+    /// Completes outstanding sends, synchronises with the other ranks, and leaves the segment.
+    pub fn finalize(mut self) -> Result<()> {
+        self.inner.finalize()
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if !self.inner.finalized
+            && let Err(e) = self.inner.finalize()
+        {
+            tracing::warn!(error = %e, "finalize on drop failed");
+        }
+    }
+}
+
+/// Non-blocking operations on borrowed buffers (see [`Endpoint::scope`]).
+pub struct Scope<'s, 'env> {
+    ep: &'s mut Endpoint,
+    outstanding: Vec<Request>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+impl<'env> Scope<'_, 'env> {
+    /// Starts sending `buf`; it is borrowed until the scope ends.
+    pub fn isend(&mut self, buf: &'env [u8], dest: u32, tag: i32, context: u32) -> Result<Request> {
+        // SAFETY: `buf` is borrowed for `'env`, which outlives the scope, and the scope waits for
+        // the request before it returns.
+        let r = unsafe { self.ep.isend_raw(buf.as_ptr(), buf.len(), dest, tag, context) }?;
+        self.outstanding.push(r);
+        Ok(r)
+    }
+
+    /// Starts receiving into `buf`; it is borrowed until the scope ends.
+    pub fn irecv(&mut self, buf: &'env mut [u8], source: i32, tag: i32, context: u32) -> Result<Request> {
+        // SAFETY: `buf` is mutably borrowed for `'env` (nothing else touches it) and the scope
+        // waits for the request before it returns.
+        let r = unsafe { self.ep.irecv_raw(buf.as_mut_ptr(), buf.len(), source, tag, context) }?;
+        self.outstanding.push(r);
+        Ok(r)
+    }
+
+    /// See [`Endpoint::wait`].
+    pub fn wait(&mut self, req: Request) -> Result<Status> {
+        self.ep.wait(req)
+    }
+
+    /// See [`Endpoint::test`].
+    pub fn test(&mut self, req: Request) -> Result<Option<Status>> {
+        self.ep.test(req)
+    }
+
+    /// See [`Endpoint::wait_all`].
+    pub fn wait_all(&mut self, reqs: &[Request]) -> Vec<Result<Status>> {
+        self.ep.wait_all(reqs)
+    }
+
+    /// See [`Endpoint::wait_any`].
+    pub fn wait_any(&mut self, reqs: &[Request]) -> Result<(usize, Result<Status>)> {
+        self.ep.wait_any(reqs)
+    }
+
+    /// Blocking operations inside the scope: see [`Endpoint::send`].
+    pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
+        self.ep.send(buf, dest, tag, context)
+    }
+
+    /// See [`Endpoint::recv`].
+    pub fn recv(&mut self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
+        self.ep.recv(buf, source, tag, context)
+    }
+
+    /// This rank and the job's size.
+    pub fn rank_size(&self) -> (u32, u32) {
+        (self.ep.rank(), self.ep.size())
+    }
+}
+
+/// `len` bytes at `ptr` as a slice (empty for a zero length, whatever `ptr`).
+///
+/// # Safety
+/// Unless `len` is 0, `ptr` must be valid for `len` bytes of reads for `'a`.
+#[inline(always)]
+unsafe fn raw_slice<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+/// Copies a fragment at `offset` into a receive buffer, truncating at its capacity.
+#[inline(always)]
+fn copy_into(buf: RecvBuf, inc: &Incoming) {
+    let off = inc.offset();
+    if off < buf.cap {
+        let n = inc.frag_len().min(buf.cap - off);
+        // SAFETY: `buf.ptr` is valid for `buf.cap` bytes (the receive's contract) and
+        // `off + n <= cap`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.ptr.add(off), n) };
+        inc.copy_to(dst);
+    }
+}
+
+/// The result of a receive whose message of `len` bytes went into a buffer of `cap`.
+#[inline(always)]
+fn finish(status: Status, cap: usize) -> Result<Status> {
+    if status.len > cap { Err(Error::Truncated { len: status.len, capacity: cap }) } else { Ok(status) }
+}
+
+impl Inner {
+    #[inline(always)]
+    fn check_send(&self, len: usize, dest: u32, tag: i32) -> Result<u16> {
+        if dest >= self.size {
+            return Err(Error::InvalidRank { rank: i64::from(dest), size: self.size });
+        }
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        if len > self.cfg.eager_max {
+            return Err(Error::TooLarge { len, limit: self.cfg.eager_max });
+        }
+        let local = self.route[dest as usize];
+        if local == NOT_LOCAL {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module is built yet")));
+        }
+        Ok(local)
+    }
+
+    #[inline(always)]
+    fn check_recv(&self, source: i32, tag: i32, context: u32) -> Result<Want> {
+        if source != ANY_SOURCE && (source < 0 || source as u32 >= self.size) {
+            return Err(Error::InvalidRank { rank: i64::from(source), size: self.size });
+        }
+        if tag != ANY_TAG && tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        Ok(Want { source, tag, context })
+    }
+
+    #[inline(always)]
+    fn header(&self, dest: u32, tag: i32, context: u32) -> MsgHeader {
+        MsgHeader { src: self.rank, dst: dest, tag, context, kind: KIND_EAGER, ..MsgHeader::default() }
+    }
+
+    /// Wakes `local` if it sleeps on its doorbell.
+    #[inline(always)]
+    fn ring(&self, local: u16) {
+        if let Ok(st) = self.seg.state_of(local) {
+            wait::ring(&st.doorbell);
+        }
+    }
+
+    fn send_error(&mut self, e: nemesis_shm::Error, dest: u32) -> Error {
+        match e {
+            nemesis_shm::Error::PeerDead { .. } => Error::PeerDied { rank: dest },
+            other => Error::Shm(other),
+        }
+    }
+
+    #[inline(always)]
+    fn peer(&self, rank: u32) -> Peer {
+        match self.route.get(rank as usize) {
+            Some(&l) if l != NOT_LOCAL => self.peers[usize::from(l)],
+            _ => Peer::Alive,
+        }
+    }
+
+    /// A blocking receive that bypasses the posted list: polls with itself as the match target.
+    fn recv_bypass(&mut self, want: Want, buf: RecvBuf) -> Result<Status> {
+        if want.source >= 0 && self.peer(want.source as u32) == Peer::Silent {
+            return Err(Error::PeerDied { rank: want.source as u32 });
+        }
+        let src_local = if want.source >= 0 { self.route[want.source as usize] } else { NOT_LOCAL };
+        // Fast path: the message is the next one in the source's fastbox.
+        if src_local != NOT_LOCAL
+            && let Some(inc) = self.port.poll(std::slice::from_ref(&src_local))?
+        {
+            if inc.offset() == 0
+                && inc.is_last()
+                && want.matches(self.global[usize::from(inc.src)], inc.tag(), inc.context())
+            {
+                let status = Status { source: self.global[usize::from(inc.src)], tag: inc.tag(), len: inc.len() };
+                copy_into(buf, &inc);
+                self.port.release(inc)?;
+                return finish(status, buf.cap);
+            }
+            let mut by = Bypass { want, buf, status: None, done: None };
+            self.deliver(inc, Some(&mut by))?;
+            if let Some(r) = by.done {
+                return r;
+            }
+            return self.bypass_loop(by, src_local);
+        }
+        self.bypass_loop(Bypass { want, buf, status: None, done: None }, src_local)
+    }
+
+    fn bypass_loop(&mut self, by: Bypass, src_local: u16) -> Result<Status> {
+        let r = self.bypass_steps(by, src_local);
+        // A message still arriving for this receive (it ended with an error) is dropped whole.
+        for a in self.active.iter_mut() {
+            if matches!(a, Active::Bypass) {
+                *a = Active::Discard;
+            }
+        }
+        r
+    }
+
+    fn bypass_steps(&mut self, mut by: Bypass, src_local: u16) -> Result<Status> {
+        let expected = [src_local];
+        let exp: &[u16] = if src_local == NOT_LOCAL { &[] } else { &expected };
+        let mut waiter = Waiter::new(self.cfg.wait);
+        loop {
+            if let Some(r) = by.done.take() {
+                return r;
+            }
+            let mut got = false;
+            for _ in 0..POLL_BUDGET {
+                match self.port.poll(exp)? {
+                    Some(inc) => {
+                        got = true;
+                        self.deliver(inc, Some(&mut by))?;
+                        if by.done.is_some() {
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+            got |= self.resume_pending()?;
+            if self.port.has_events() {
+                self.handle_events(Some(&mut by))?;
+            }
+            if by.done.is_some() {
+                continue;
+            }
+            if got {
+                waiter.progressed();
+            } else {
+                self.idle(&mut waiter, Some(&mut by))?;
+            }
+        }
+    }
+
+    /// Posts a receive (after the unexpected list was searched).
+    fn post(&mut self, want: Want, buf: RecvBuf) -> Result<Request> {
+        if want.source >= 0 && self.peer(want.source as u32) == Peer::Silent {
+            return Ok(self.reqs.insert_done(Err(Error::PeerDied { rank: want.source as u32 })));
+        }
+        let req = self.reqs.insert(Op::Recv { buf, status: None });
+        self.posted.push_back(Posted { req, want });
+        self.rebuild_expected();
+        Ok(req)
+    }
+
+    fn rebuild_expected(&mut self) {
+        self.expected.clear();
+        for p in &self.posted {
+            if p.want.source >= 0 {
+                let l = self.route[p.want.source as usize];
+                if l != NOT_LOCAL && !self.expected.contains(&l) {
+                    self.expected.push(l);
+                }
+            }
+        }
+    }
+
+    /// Matches a receive against the unexpected list: the first matching message completes it,
+    /// or, if that message is still arriving, the receive claims it and completes with its last
+    /// fragment.
+    fn take_unexpected(&mut self, want: Want, buf: RecvBuf) -> Found {
+        let Some(i) =
+            self.unexpected.iter().position(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+        else {
+            return Found::Nothing;
+        };
+        let u = &self.unexpected[i].1;
+        if u.got < u.data.len() {
+            let req = self.reqs.insert(Op::Recv { buf, status: None });
+            self.unexpected[i].1.claimed = Some(req);
+            return Found::Claimed(req);
+        }
+        let (_, u) = self.unexpected.remove(i);
+        Found::Done(self.consume_unexpected(u, buf))
+    }
+
+    fn consume_unexpected(&mut self, u: Unexpected, buf: RecvBuf) -> Result<Status> {
+        let n = u.data.len().min(buf.cap);
+        if n > 0 {
+            // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
+            // our own buffer.
+            unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
+        }
+        let status = Status { source: u.source, tag: u.tag, len: u.data.len() };
+        self.recycle(u.data);
+        finish(status, buf.cap)
+    }
+
+    fn recycle(&mut self, mut data: Vec<u8>) {
+        if self.spare.len() < 64 && data.capacity() <= 1 << 20 {
+            data.clear();
+            self.spare.push(data);
+        }
+    }
+
+    fn find_unexpected(&self, want: Want) -> Option<Status> {
+        self.unexpected
+            .iter()
+            .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.data.len() })
+    }
+
+    /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
+    fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
+        let src = usize::from(inc.src);
+        if inc.offset() == 0 {
+            let source = self.global[src];
+            let (tag, context) = (inc.tag(), inc.context());
+            let status = Status { source, tag, len: inc.len() };
+            if let Some(b) = by.as_deref_mut()
+                && b.status.is_none()
+                && b.want.matches(source, tag, context)
+            {
+                copy_into(b.buf, &inc);
+                if inc.is_last() {
+                    b.done = Some(finish(status, b.buf.cap));
+                } else {
+                    b.status = Some(status);
+                    self.active[src] = Active::Bypass;
+                }
+            } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
+                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                if p.want.source >= 0 {
+                    self.rebuild_expected();
+                }
+                if let Some(Op::Recv { buf, status: st }) = self.reqs.op_mut(p.req) {
+                    let buf = *buf;
+                    copy_into(buf, &inc);
+                    if inc.is_last() {
+                        self.reqs.complete(p.req, finish(status, buf.cap));
+                    } else {
+                        *st = Some(status);
+                        self.active[src] = Active::Req(p.req);
+                    }
+                }
+            } else {
+                let mut data = self.spare.pop().unwrap_or_default();
+                data.resize(inc.len(), 0);
+                inc.copy_to(&mut data);
+                let id = self.next_unexpected;
+                self.next_unexpected += 1;
+                let got = inc.frag_len();
+                let u = Unexpected { source, tag, context, data, got, claimed: None };
+                self.unexpected.push((id, u));
+                if !inc.is_last() {
+                    self.active[src] = Active::Unexpected(id);
+                }
+            }
+        } else {
+            match self.active[src] {
+                Active::Bypass => match &mut by {
+                    Some(b) => {
+                        copy_into(b.buf, &inc);
+                        if inc.is_last() {
+                            let st = b.status.take().ok_or(Error::InvalidRequest)?;
+                            b.done = Some(finish(st, b.buf.cap));
+                            self.active[src] = Active::None;
+                        }
+                    }
+                    // Not possible: `bypass_loop` turns its state into `Discard` when it leaves.
+                    None => self.active[src] = if inc.is_last() { Active::None } else { Active::Discard },
+                },
+                Active::Discard => {
+                    if inc.is_last() {
+                        self.active[src] = Active::None;
+                    }
+                }
+                Active::Req(r) => {
+                    if let Some(Op::Recv { buf, status }) = self.reqs.op_mut(r) {
+                        let buf = *buf;
+                        copy_into(buf, &inc);
+                        if inc.is_last() {
+                            let st = status.take().ok_or(Error::InvalidRequest)?;
+                            self.reqs.complete(r, finish(st, buf.cap));
+                            self.active[src] = Active::None;
+                        }
+                    }
+                }
+                Active::Unexpected(id) => {
+                    if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                        let u = &mut self.unexpected[i].1;
+                        let off = inc.offset().min(u.data.len());
+                        let n = inc.copy_to(&mut u.data[off..]);
+                        u.got += n;
+                        if inc.is_last() {
+                            self.active[src] = Active::None;
+                            if let Some(r) = u.claimed {
+                                let (_, u) = self.unexpected.remove(i);
+                                self.complete_claimed(r, u);
+                            }
+                        }
+                    }
+                }
+                Active::None => {
+                    self.port.release(inc)?;
+                    return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "fragment without a first", value: 0 }));
+                }
+            }
+        }
+        self.port.release(inc)?;
+        Ok(())
+    }
+
+    fn complete_claimed(&mut self, r: Request, u: Unexpected) {
+        if let Some(Op::Recv { buf, .. }) = self.reqs.op_mut(r) {
+            let buf = *buf;
+            let res = self.consume_unexpected(u, buf);
+            self.reqs.complete(r, res);
+        }
+    }
+
+    /// Resumes pending sends in order. True if one completed.
+    fn resume_pending(&mut self) -> Result<bool> {
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let mut done = false;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let req = self.pending[i].req;
+            let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
+                self.pending.remove(i);
+                continue;
+            };
+            let (buf, len, dest) = (*buf, *len, *dest);
+            // SAFETY: the send's buffer stays valid until its request completes (callers'
+            // contract); `len` bytes were given.
+            let data = unsafe { raw_slice(buf, len) };
+            let tag = ps.header().tag;
+            let local = ps.dst();
+            match self.port.resume(ps, data) {
+                Ok(true) => {
+                    self.ring(local);
+                    self.reqs.complete(req, Ok(Status { source: self.rank, tag, len }));
+                    self.pending.remove(i);
+                    done = true;
+                }
+                Ok(false) => i += 1,
+                Err(e) => {
+                    let e = self.send_error(e, dest);
+                    self.reqs.complete(req, Err(e));
+                    self.pending.remove(i);
+                    done = true;
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// One progress pass for waits other than the bypass: pending sends, the node, peer events.
+    /// True if anything happened.
+    fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
+        let mut got = self.resume_pending()?;
+        let mut by = by;
+        for _ in 0..POLL_BUDGET {
+            let Some(inc) = self.port.poll(&self.expected)? else { break };
+            got = true;
+            self.deliver(inc, by.as_deref_mut())?;
+        }
+        if self.port.has_events() {
+            self.handle_events(by)?;
+            got = true;
+        }
+        Ok(got)
+    }
+
+    /// Waits for `req` and takes its result.
+    fn wait(&mut self, req: Request) -> Result<Status> {
+        let mut waiter = Waiter::new(self.cfg.wait);
+        loop {
+            if let Some(r) = self.reqs.take(req)? {
+                return r;
+            }
+            self.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// A progress pass, then waiting according to the mode if nothing happened.
+    fn idle_step(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
+        let mut by = by;
+        if self.progress(by.as_deref_mut())? {
+            waiter.progressed();
+            Ok(())
+        } else {
+            self.idle(waiter, by)
+        }
+    }
+
+    /// Nothing happened: liveness checks once the wait is long, then spin, yield or block.
+    fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
+        if waiter.is_long() {
+            self.port.check_peers()?;
+            if self.port.has_events() {
+                self.handle_events(by)?;
+                waiter.progressed();
+                return Ok(());
+            }
+        }
+        let bell = self.bell;
+        let mut recheck_error = None;
+        waiter.idle(bell, || match self.port.poll(&[]) {
+            Ok(Some(inc)) => {
+                if let Err(e) = self.deliver(inc, None) {
+                    recheck_error = Some(e);
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                recheck_error = Some(e.into());
+                true
+            }
+        });
+        recheck_error.map_or(Ok(()), Err)
+    }
+
+    /// Reacts to what the port learnt about peers.
+    fn handle_events(&mut self, mut by: Option<&mut Bypass>) -> Result<()> {
+        for ev in self.port.take_events() {
+            match ev {
+                PeerEvent::Gone { rank } => {
+                    if self.peers[usize::from(rank)] == Peer::Alive {
+                        self.peers[usize::from(rank)] = Peer::Gone;
+                    }
+                    tracing::warn!(rank = self.global[usize::from(rank)], "peer ended");
+                }
+                PeerEvent::PartialDropped { rank, .. } => {
+                    let dead = self.global[usize::from(rank)];
+                    match std::mem::take(&mut self.active[usize::from(rank)]) {
+                        Active::Bypass => {
+                            if let Some(b) = by.as_deref_mut() {
+                                b.done = Some(Err(Error::PeerDied { rank: dead }));
+                            }
+                        }
+                        Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
+                        Active::Unexpected(id) => {
+                            if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                                let (_, u) = self.unexpected.remove(i);
+                                if let Some(r) = u.claimed {
+                                    self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
+                                }
+                            }
+                        }
+                        Active::None | Active::Discard => {}
+                    }
+                }
+                PeerEvent::Silent { rank } => {
+                    self.peers[usize::from(rank)] = Peer::Silent;
+                    let dead = self.global[usize::from(rank)];
+                    let mut i = 0;
+                    while i < self.posted.len() {
+                        if self.posted[i].want.source == dead as i32 {
+                            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                            self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    self.rebuild_expected();
+                    if let Some(b) = by.as_deref_mut()
+                        && b.want.source == dead as i32
+                        && b.done.is_none()
+                    {
+                        b.done = Some(Err(Error::PeerDied { rank: dead }));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<()> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        // Complete outstanding sends (a send to a dead peer completes with an error).
+        let mut waiter = Waiter::new(self.cfg.wait);
+        while !self.pending.is_empty() {
+            self.idle_step(&mut waiter, None)?;
+        }
+        if let Some(pmi) = self.pmi.as_mut() {
+            pmi.barrier()?;
+        }
+        self.segment.mark_gone(self.local_rank, nemesis_shm::node::STATUS_CLEAN)?;
+        if let Some(pmi) = self.pmi.take() {
+            pmi.finalize()?;
+        }
+        Ok(())
+    }
+}

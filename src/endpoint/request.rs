@@ -1,0 +1,165 @@
+//! The request table: a slab of request slots addressed by `(index, generation)` handles, so a
+//! stale handle (completed and freed, or from another scope) is refused instead of aliasing a
+//! newer request. Allocation-free once warm: freed slots are reused.
+
+use nemesis_shm::PendingSend;
+
+use crate::endpoint::Status;
+use crate::error::{Error, Result};
+
+/// A non-blocking operation's handle. `Copy`: waiting on it consumes the request in the table,
+/// after which the handle is stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Request {
+    index: u32,
+    generation: u32,
+}
+
+/// What a receive request fills.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvBuf {
+    pub ptr: *mut u8,
+    pub cap: usize,
+}
+
+/// An operation in flight.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// A send waiting for cells: `ps` is resumed by progress with the caller's buffer.
+    Send { ps: PendingSend, buf: *const u8, len: usize, dest: u32 },
+    /// A posted receive, or one matched to a message still arriving.
+    Recv { buf: RecvBuf, status: Option<Status> },
+}
+
+#[derive(Debug)]
+enum State {
+    Free { next: u32 },
+    Active(Op),
+    Done(Result<Status>),
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// Bumped every time the slot is freed: handles of earlier requests go stale.
+    generation: u32,
+    state: State,
+}
+
+/// The table.
+#[derive(Debug, Default)]
+pub(crate) struct Requests {
+    slots: Vec<Slot>,
+    /// Head of the free list (`u32::MAX`: none).
+    free: Option<u32>,
+}
+
+impl Requests {
+    /// A new request in state `op`.
+    pub fn insert(&mut self, op: Op) -> Request {
+        self.insert_state(State::Active(op))
+    }
+
+    /// A new request already complete with `result`.
+    pub fn insert_done(&mut self, result: Result<Status>) -> Request {
+        self.insert_state(State::Done(result))
+    }
+
+    fn insert_state(&mut self, state: State) -> Request {
+        match self.free {
+            Some(i) => {
+                let slot = &mut self.slots[i as usize];
+                self.free = match slot.state {
+                    State::Free { next } if next != u32::MAX => Some(next),
+                    _ => None,
+                };
+                slot.state = state;
+                Request { index: i, generation: slot.generation }
+            }
+            None => {
+                let i = self.slots.len() as u32;
+                self.slots.push(Slot { generation: 0, state });
+                Request { index: i, generation: 0 }
+            }
+        }
+    }
+
+    fn slot(&self, r: Request) -> Option<&Slot> {
+        self.slots
+            .get(r.index as usize)
+            .filter(|s| s.generation == r.generation && !matches!(s.state, State::Free { .. }))
+    }
+
+    fn slot_mut(&mut self, r: Request) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(r.index as usize)
+            .filter(|s| s.generation == r.generation && !matches!(s.state, State::Free { .. }))
+    }
+
+    /// True if `r` names a live request.
+    pub fn is_valid(&self, r: Request) -> bool {
+        self.slot(r).is_some()
+    }
+
+    /// The in-flight operation of `r`, if it is still in flight.
+    pub fn op_mut(&mut self, r: Request) -> Option<&mut Op> {
+        match self.slot_mut(r) {
+            Some(Slot { state: State::Active(op), .. }) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// True if `r` is complete (its result waits to be taken).
+    pub fn is_done(&self, r: Request) -> Result<bool> {
+        match self.slot(r) {
+            Some(s) => Ok(matches!(s.state, State::Done(_))),
+            None => Err(Error::InvalidRequest),
+        }
+    }
+
+    /// Completes `r` with `result` (it must be in flight).
+    pub fn complete(&mut self, r: Request, result: Result<Status>) {
+        if let Some(s) = self.slot_mut(r) {
+            s.state = State::Done(result);
+        }
+    }
+
+    /// Takes the result of a complete request and frees it; `None` if still in flight.
+    pub fn take(&mut self, r: Request) -> Result<Option<Result<Status>>> {
+        let free = self.free;
+        let slot = self.slot_mut(r).ok_or(Error::InvalidRequest)?;
+        if !matches!(slot.state, State::Done(_)) {
+            return Ok(None);
+        }
+        let state = std::mem::replace(&mut slot.state, State::Free { next: free.unwrap_or(u32::MAX) });
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free = Some(r.index);
+        match state {
+            State::Done(res) => Ok(Some(res)),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_go_stale_and_slots_are_reused() {
+        let mut t = Requests::default();
+        let a = t.insert_done(Ok(Status { source: 1, tag: 2, len: 3 }));
+        let b = t.insert(Op::Recv { buf: RecvBuf { ptr: std::ptr::null_mut(), cap: 0 }, status: None });
+        assert!(t.is_done(a).unwrap());
+        assert!(!t.is_done(b).unwrap());
+        assert_eq!(t.take(b).unwrap().map(|r| r.is_ok()), None, "in flight");
+        let got = t.take(a).unwrap().unwrap().unwrap();
+        assert_eq!(got, Status { source: 1, tag: 2, len: 3 });
+        assert!(matches!(t.take(a), Err(Error::InvalidRequest)), "stale after take");
+        let c = t.insert_done(Err(Error::InvalidTag(-5)));
+        assert_ne!(c, a, "same slot, new generation");
+        assert!(matches!(t.is_done(a), Err(Error::InvalidRequest)));
+        assert!(matches!(t.take(c).unwrap(), Some(Err(Error::InvalidTag(-5)))));
+        t.complete(b, Ok(Status { source: 0, tag: 0, len: 0 }));
+        assert!(t.take(b).unwrap().unwrap().is_ok());
+    }
+}

@@ -1,0 +1,179 @@
+//! The Endpoint as a singleton (no process manager: size 1), talking to itself through its own
+//! queue: matching order, wildcards, contexts, unexpected messages, truncation, zero-byte and
+//! multi-cell messages, non-blocking requests, scopes, probes, argument errors.
+
+use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, WORLD};
+
+fn ep() -> Endpoint {
+    // SAFETY: tests of this file never set PMI variables; removing them makes a singleton even
+    // if the harness runs under a process manager.
+    unsafe {
+        std::env::remove_var("PMI_FD");
+    }
+    Endpoint::init().unwrap()
+}
+
+fn pattern(seed: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).wrapping_add(seed) as u8).collect()
+}
+
+#[test]
+fn singleton_rank_and_size() {
+    let e = ep();
+    assert_eq!((e.rank(), e.size()), (0, 1));
+    e.finalize().unwrap();
+}
+
+#[test]
+fn messages_match_in_order_by_tag_and_context() {
+    let mut e = ep();
+    for (tag, ctx) in [(1, WORLD), (2, WORLD), (1, 5), (1, WORLD)] {
+        e.send(&[tag as u8, ctx as u8], 0, tag, ctx).unwrap();
+    }
+    let mut b = [0u8; 2];
+    // Tag 1 in WORLD: the first one sent with that tag (non-overtaking).
+    let st = e.recv(&mut b, 0, 1, WORLD).unwrap();
+    assert_eq!((st.tag, st.len, b), (1, 2, [1, 0]));
+    // Context 5 only matches its own message.
+    let st = e.recv(&mut b, ANY_SOURCE, ANY_TAG, 5).unwrap();
+    assert_eq!((st.tag, b), (1, [1, 5]));
+    // ANY_TAG takes the oldest remaining in WORLD: tag 2, then the second tag 1.
+    assert_eq!(e.recv(&mut b, ANY_SOURCE, ANY_TAG, WORLD).unwrap().tag, 2);
+    assert_eq!(e.recv(&mut b, 0, ANY_TAG, WORLD).unwrap().tag, 1);
+    assert_eq!(e.iprobe(ANY_SOURCE, ANY_TAG, WORLD).unwrap(), None);
+}
+
+#[test]
+fn truncation_reports_the_real_length_and_writes_nothing_past_the_buffer() {
+    let mut e = ep();
+    let msg = pattern(7, 3000); // several cells
+    e.send(&msg, 0, 3, WORLD).unwrap();
+    let mut buf = vec![0xEEu8; 120];
+    let err = e.recv(&mut buf[..100], 0, 3, WORLD).unwrap_err();
+    assert!(matches!(err, Error::Truncated { len: 3000, capacity: 100 }), "{err}");
+    assert_eq!(&buf[..100], &msg[..100]);
+    assert!(buf[100..].iter().all(|&b| b == 0xEE), "nothing past the buffer");
+    // The same with a small (fastbox-sized) message and a posted receive.
+    let mut small = [0u8; 4];
+    let mut out = [0u8; 2];
+    e.scope(|s| {
+        let r = s.irecv(&mut out, 0, 9, WORLD).unwrap();
+        s.send(&[1, 2, 3, 4], 0, 9, WORLD).unwrap();
+        assert!(matches!(s.wait(r), Err(Error::Truncated { len: 4, capacity: 2 })));
+    });
+    assert_eq!(out, [1, 2]);
+    small[0] = 1;
+    assert_eq!(small[0], 1);
+}
+
+#[test]
+fn zero_byte_and_multi_cell_messages() {
+    let mut e = ep();
+    e.send(&[], 0, 0, WORLD).unwrap();
+    let st = e.recv(&mut [], 0, 0, WORLD).unwrap();
+    assert_eq!(st.len, 0);
+    let limit = e.eager_limit();
+    for len in [1, 8, 216, 217, 16336, 16337, 50_000, limit] {
+        let msg = pattern(len as u32, len);
+        e.send(&msg, 0, 4, WORLD).unwrap();
+        let mut buf = vec![0u8; len];
+        let st = e.recv(&mut buf, 0, 4, WORLD).unwrap();
+        assert_eq!((st.len, st.source), (len, 0));
+        assert!(buf == msg, "length {len}");
+    }
+}
+
+#[test]
+fn nonblocking_requests_complete_in_any_order() {
+    let mut e = ep();
+    let mut bufs = vec![vec![0u8; 100]; 5];
+    let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(i, 100)).collect();
+    e.scope(|s| {
+        let mut recvs = Vec::new();
+        for (i, b) in bufs.iter_mut().enumerate() {
+            recvs.push(s.irecv(b, 0, i as i32, WORLD).unwrap());
+        }
+        let sends: Vec<_> =
+            msgs.iter().enumerate().rev().map(|(i, m)| s.isend(m, 0, i as i32, WORLD).unwrap()).collect();
+        // Complete the receives out of order.
+        for &i in &[3usize, 0, 4, 1, 2] {
+            let st = s.wait(recvs[i]).unwrap();
+            assert_eq!(st.tag, i as i32);
+        }
+        for r in s.wait_all(&sends) {
+            r.unwrap();
+        }
+        // Stale handles are refused.
+        assert!(matches!(s.wait(recvs[0]), Err(Error::InvalidRequest)));
+    });
+    for (b, m) in bufs.iter().zip(&msgs) {
+        assert_eq!(b, m);
+    }
+}
+
+#[test]
+fn wait_any_and_test() {
+    let mut e = ep();
+    let mut a = [0u8; 1];
+    let mut b = [0u8; 1];
+    e.scope(|s| {
+        let ra = s.irecv(&mut a, 0, 1, WORLD).unwrap();
+        let rb = s.irecv(&mut b, 0, 2, WORLD).unwrap();
+        assert_eq!(s.test(rb).unwrap(), None);
+        s.send(&[22], 0, 2, WORLD).unwrap();
+        let (i, st) = s.wait_any(&[ra, rb]).unwrap();
+        assert_eq!((i, st.unwrap().tag), (1, 2));
+        s.send(&[11], 0, 1, WORLD).unwrap();
+        let mut done = None;
+        for _ in 0..1000 {
+            if let Some(st) = s.test(ra).unwrap() {
+                done = Some(st);
+                break;
+            }
+        }
+        assert_eq!(done.unwrap().tag, 1);
+        assert!(matches!(s.wait_any(&[ra, rb]), Err(Error::InvalidRequest)));
+    });
+    assert_eq!((a, b), ([11], [22]));
+}
+
+#[test]
+fn probe_sees_the_message_without_taking_it() {
+    let mut e = ep();
+    assert_eq!(e.iprobe(0, 5, WORLD).unwrap(), None);
+    e.send(&pattern(1, 300), 0, 5, WORLD).unwrap();
+    let st = e.probe(ANY_SOURCE, 5, WORLD).unwrap();
+    assert_eq!((st.source, st.tag, st.len), (0, 5, 300));
+    assert_eq!(e.iprobe(0, ANY_TAG, WORLD).unwrap(), Some(st));
+    let mut buf = vec![0u8; st.len];
+    e.recv(&mut buf, 0, 5, WORLD).unwrap();
+    assert_eq!(buf, pattern(1, 300));
+    assert_eq!(e.iprobe(0, ANY_TAG, WORLD).unwrap(), None);
+}
+
+#[test]
+fn argument_errors() {
+    let mut e = ep();
+    assert!(matches!(e.send(&[1], 1, 0, WORLD), Err(Error::InvalidRank { rank: 1, size: 1 })));
+    assert!(matches!(e.send(&[1], 0, -3, WORLD), Err(Error::InvalidTag(-3))));
+    assert!(matches!(e.recv(&mut [0], 2, 0, WORLD), Err(Error::InvalidRank { rank: 2, .. })));
+    assert!(matches!(e.recv(&mut [0], -7, 0, WORLD), Err(Error::InvalidRank { rank: -7, .. })));
+    assert!(matches!(e.recv(&mut [0], 0, -2, WORLD), Err(Error::InvalidTag(-2))));
+    let big = vec![0u8; e.eager_limit() + 1];
+    assert!(matches!(e.send(&big, 0, 0, WORLD), Err(Error::TooLarge { .. })));
+}
+
+#[test]
+fn many_unexpected_messages_beyond_the_cell_pool() {
+    // 64 cells of 16 KiB: 200 messages of 10 KiB sent to self before any receive. The sends
+    // progress (copying the unexpected ones out) to get their cells back.
+    let mut e = ep();
+    for i in 0..200 {
+        e.send(&pattern(i, 10_000), 0, i as i32, WORLD).unwrap();
+    }
+    let mut buf = vec![0u8; 10_000];
+    for i in 0..200 {
+        e.recv(&mut buf, 0, i as i32, WORLD).unwrap();
+        assert_eq!(buf, pattern(i, 10_000));
+    }
+}
