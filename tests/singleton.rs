@@ -48,13 +48,12 @@ fn truncation_reports_the_real_length_and_writes_nothing_past_the_buffer() {
     let mut e = ep();
     let msg = pattern(7, 3000); // several cells
     e.send(&msg, 0, 3, WORLD).unwrap();
-    let mut buf = vec![0xEEu8; 120];
+    let mut buf = [0xEEu8; 120];
     let err = e.recv(&mut buf[..100], 0, 3, WORLD).unwrap_err();
     assert!(matches!(err, Error::Truncated { len: 3000, capacity: 100 }), "{err}");
     assert_eq!(&buf[..100], &msg[..100]);
     assert!(buf[100..].iter().all(|&b| b == 0xEE), "nothing past the buffer");
     // The same with a small (fastbox-sized) message and a posted receive.
-    let mut small = [0u8; 4];
     let mut out = [0u8; 2];
     e.scope(|s| {
         let r = s.irecv(&mut out, 0, 9, WORLD).unwrap();
@@ -62,8 +61,6 @@ fn truncation_reports_the_real_length_and_writes_nothing_past_the_buffer() {
         assert!(matches!(s.wait(r), Err(Error::Truncated { len: 4, capacity: 2 })));
     });
     assert_eq!(out, [1, 2]);
-    small[0] = 1;
-    assert_eq!(small[0], 1);
 }
 
 #[test]
