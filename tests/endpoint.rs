@@ -1,0 +1,387 @@
+//! The Endpoint across real processes started by `nemesis-run`: random all-to-all traffic with
+//! random sizes up to the eager limit, random tags and contexts, `ANY_SOURCE`/`ANY_TAG` receives
+//! mixed with specific ones, payload checks and per-(source, context) order, with 2, 4 and 8 ranks
+//! (8 is oversubscribed on 2 cores) and every wait mode; errors between processes; a peer killed
+//! while others wait on it; the CPU use of a rank blocked in `block` mode.
+//!
+//! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
+//! and a role in `NEMESIS_TEST_ROLE`. `NEMESIS_STRESS=1` multiplies the traffic.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, Request, WORLD};
+
+fn stress() -> u32 {
+    if std::env::var("NEMESIS_STRESS").is_ok_and(|v| v != "0") { 20 } else { 1 }
+}
+
+/// Runs `nemesis-run <args> -- <this test binary> rank_main` with `role`.
+fn job(n: u32, launcher_args: &[&str], role: &str, env: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
+    cmd.arg("-n").arg(n.to_string()).args(launcher_args).arg("--");
+    cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.env("NEMESIS_TEST_ROLE", role);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Lines `RESULT ...` the ranks printed.
+fn results(o: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.find("RESULT").map(|i| l[i..].to_owned())).collect()
+}
+
+/// Entry point of the ranks; a no-op when the test harness runs it directly.
+#[test]
+fn rank_main() {
+    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
+    let result = std::panic::catch_unwind(|| match role.as_str() {
+        "traffic" => traffic(),
+        "errors" => errors(),
+        "peer-killed" => peer_killed(),
+        "idle-block" => idle_block(),
+        other => panic!("unknown role {other}"),
+    });
+    std::process::exit(if result.is_ok() { 0 } else { 1 });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random all-to-all traffic.
+
+/// A small deterministic generator (xorshift64*), the same on every rank.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One planned message.
+#[derive(Clone, Copy, Debug)]
+struct Msg {
+    dst: u32,
+    /// 0: received with ANY_TAG (ANY_SOURCE or a specific source); 1: received by (source, tag);
+    /// 2: zero-byte messages.
+    ctx: u32,
+    tag: i32,
+    len: usize,
+}
+
+/// Header carried in every message of contexts 0 and 1 (24 bytes).
+const HDR: usize = 24;
+
+/// What rank `src` sends, in order.
+fn plan(seed: u64, src: u32, size: u32, count: u32, eager: usize) -> Vec<Msg> {
+    let mut r = Rng::new(seed ^ (u64::from(src) << 32));
+    (0..count)
+        .map(|_| {
+            let dst = r.below(u64::from(size)) as u32;
+            let ctx = match r.below(10) {
+                0..=5 => 0,
+                6..=8 => 1,
+                _ => 2,
+            };
+            let tag = r.below(4) as i32;
+            let len = match (ctx, r.below(10)) {
+                (2, _) => 0,
+                (_, 0..=5) => HDR + r.below(200) as usize,
+                (_, 6..=8) => HDR + r.below(20_000) as usize,
+                _ => HDR + r.below((eager - HDR) as u64 + 1) as usize,
+            };
+            Msg { dst, ctx, tag, len }
+        })
+        .collect()
+}
+
+/// The bytes of a message: a header (source, context, tag, index in (src, dst, ctx), index in
+/// (src, dst, ctx, tag)) then pseudo-random bytes seeded by all of it.
+fn content(src: u32, m: &Msg, idx: u32, tag_idx: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(m.len);
+    for w in [src, m.ctx, m.tag as u32, idx, tag_idx, m.len as u32] {
+        v.extend_from_slice(&w.to_le_bytes());
+    }
+    let mut r = Rng::new(u64::from(src) << 40 ^ u64::from(m.ctx) << 32 ^ u64::from(idx) << 8 ^ m.len as u64);
+    while v.len() < m.len {
+        v.push(r.next() as u8);
+    }
+    v.truncate(m.len);
+    v
+}
+
+fn word(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap())
+}
+
+/// Checks a received message of context 0 or 1 and returns (src, idx, tag_idx).
+fn check(buf: &[u8], st: &nemesis::Status, ctx: u32) -> (u32, u32, u32) {
+    assert!(st.len >= HDR, "message of {} bytes in context {ctx}", st.len);
+    let (src, c, tag, idx, tag_idx, len) =
+        (word(buf, 0), word(buf, 1), word(buf, 2) as i32, word(buf, 3), word(buf, 4), word(buf, 5) as usize);
+    assert_eq!((src, c, tag, len), (st.source, ctx, st.tag, st.len), "header of a message from {}", st.source);
+    let m = Msg { dst: 0, ctx, tag, len };
+    assert!(buf[..st.len] == content(src, &m, idx, tag_idx)[..], "payload from {src} #{idx}");
+    (src, idx, tag_idx)
+}
+
+fn traffic() {
+    let mut ep = Endpoint::init().unwrap();
+    let (me, size) = (ep.rank(), ep.size());
+    let seed: u64 = std::env::var("NEMESIS_TEST_SEED").unwrap().parse().unwrap();
+    let count: u32 = std::env::var("NEMESIS_TEST_COUNT").unwrap().parse().unwrap();
+    let eager = ep.eager_limit();
+    let plans: Vec<Vec<Msg>> = (0..size).map(|s| plan(seed, s, size, count, eager)).collect();
+    // What I will receive: per source, per context, per tag.
+    let n = size as usize;
+    let mut incoming = vec![[0u32; 3]; n];
+    let mut incoming_tag = vec![[0u32; 4]; n];
+    for (s, p) in plans.iter().enumerate() {
+        for m in p.iter().filter(|m| m.dst == me) {
+            incoming[s][m.ctx as usize] += 1;
+            if m.ctx == 1 {
+                incoming_tag[s][m.tag as usize] += 1;
+            }
+        }
+    }
+    let total0: u32 = incoming.iter().map(|c| c[0]).sum();
+    let mut next0 = vec![0u32; n];
+    let mut next1 = vec![[0u32; 4]; n];
+    let mut got0 = 0u32;
+    let on_ctx0 = |buf: &[u8], st: &nemesis::Status, next0: &mut Vec<u32>| {
+        let (src, idx, _) = check(buf, st, 0);
+        assert_eq!(idx, next0[src as usize], "non-overtaking from {src} in context 0");
+        next0[src as usize] += 1;
+    };
+    // A window of ANY_SOURCE/ANY_TAG receives in context 0, open while sending.
+    let window = 4.min(total0 as usize);
+    let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; eager]).collect();
+    let mut counters = vec![[0u32; 3]; n];
+    let mut tag_counters = vec![[0u32; 4]; n];
+    // The window's receives match context-0 messages in posting order while this rank sends;
+    // their checks run after the scope, when the buffers are ours again.
+    ep.scope(|s| {
+        let reqs: Vec<Request> = bufs.iter_mut().map(|b| s.irecv(b, ANY_SOURCE, ANY_TAG, 0).unwrap()).collect();
+        for m in &plans[me as usize] {
+            let c = &mut counters[m.dst as usize][m.ctx as usize];
+            let t = &mut tag_counters[m.dst as usize][m.tag as usize];
+            let data = if m.ctx == 2 { Vec::new() } else { content(me, m, *c, if m.ctx == 1 { *t } else { 0 }) };
+            *c += 1;
+            if m.ctx == 1 {
+                *t += 1;
+            }
+            s.send(&data, m.dst, m.tag, m.ctx).unwrap();
+        }
+        for r in s.wait_all(&reqs) {
+            r.unwrap();
+        }
+    });
+    // The window's messages, in the order they matched: their indices tell the order per source,
+    // but the window completed in matching order, which is posting order here.
+    for b in &bufs {
+        let st = nemesis::Status { source: word(b, 0), tag: word(b, 2) as i32, len: word(b, 5) as usize };
+        on_ctx0(b, &st, &mut next0);
+        got0 += 1;
+    }
+    // The rest: alternately ANY_SOURCE and the source with the most left, ANY_TAG, context 0.
+    let mut buf = vec![0u8; eager];
+    let mut turn = 0;
+    while got0 < total0 {
+        let src = if turn % 2 == 0 {
+            ANY_SOURCE
+        } else {
+            (0..n).max_by_key(|&s| incoming[s][0] - next0[s]).map(|s| s as i32).unwrap()
+        };
+        turn += 1;
+        let st = ep.recv(&mut buf, src, ANY_TAG, 0).unwrap();
+        on_ctx0(&buf, &st, &mut next0);
+        got0 += 1;
+    }
+    // Context 1: by (source, tag), in an order that differs from the sending order.
+    for tag in (0..4).rev() {
+        for s in 0..n {
+            while next1[s][tag] < incoming_tag[s][tag] {
+                let st = ep.recv(&mut buf, s as i32, tag as i32, 1).unwrap();
+                let (src, _, tag_idx) = check(&buf, &st, 1);
+                assert_eq!((src, tag_idx), (s as u32, next1[s][tag]), "order by (source, tag)");
+                next1[s][tag] += 1;
+            }
+        }
+    }
+    // Context 2: zero-byte messages.
+    for (s, inc) in incoming.iter().enumerate() {
+        for _ in 0..inc[2] {
+            let st = ep.recv(&mut [], s as i32, ANY_TAG, 2).unwrap();
+            assert_eq!((st.source, st.len), (s as u32, 0));
+        }
+    }
+    assert_eq!(ep.iprobe(ANY_SOURCE, ANY_TAG, 0).unwrap(), None, "nothing left over");
+    println!("RESULT rank {me} received {} messages", total0 + incoming.iter().map(|c| c[1] + c[2]).sum::<u32>());
+    ep.finalize().unwrap();
+}
+
+fn run_traffic(n: u32, wait: &str, count: u32) {
+    let seed = std::process::id() as u64 ^ u64::from(n) << 20;
+    let o = job(
+        n,
+        &["--wait", wait],
+        "traffic",
+        &[("NEMESIS_TEST_SEED", seed.to_string()), ("NEMESIS_TEST_COUNT", (count * stress()).to_string())],
+    );
+    assert!(o.status.success(), "seed {seed}: {}", show(&o));
+    assert_eq!(results(&o).len(), n as usize, "{}", show(&o));
+}
+
+#[test]
+fn traffic_2_ranks() {
+    run_traffic(2, "poll", 400);
+}
+
+#[test]
+fn traffic_4_ranks_block_mode() {
+    run_traffic(4, "block", 200);
+}
+
+#[test]
+fn traffic_8_ranks_oversubscribed() {
+    run_traffic(8, "yield", 100);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors between processes.
+
+fn errors() {
+    let mut ep = Endpoint::init().unwrap();
+    let (me, size) = (ep.rank(), ep.size());
+    assert_eq!(size, 2);
+    let other = 1 - me;
+    assert!(matches!(ep.send(&[1], size, 0, WORLD), Err(Error::InvalidRank { .. })));
+    assert!(matches!(ep.send(&[1], other, -1, WORLD), Err(Error::InvalidTag(-1))));
+    let big = vec![0u8; ep.eager_limit() + 1];
+    assert!(matches!(ep.send(&big, other, 0, WORLD), Err(Error::TooLarge { .. })));
+    if me == 0 {
+        ep.send(&[7u8; 500], 1, 1, WORLD).unwrap();
+        ep.send(&[8u8; 20], 1, 2, WORLD).unwrap();
+    } else {
+        let mut small = [0u8; 10];
+        let e = ep.recv(&mut small, 0, 1, WORLD).unwrap_err();
+        assert!(matches!(e, Error::Truncated { len: 500, capacity: 10 }), "{e}");
+        assert_eq!(small, [7u8; 10]);
+        let mut b = [0u8; 20];
+        assert_eq!(ep.recv(&mut b, 0, 2, WORLD).unwrap().len, 20, "the next message is intact");
+    }
+    println!("RESULT errors ok on {me}");
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn errors_between_processes() {
+    let o = job(2, &[], "errors", &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A peer killed while others wait on it.
+
+fn peer_killed() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    if me == 2 {
+        // Send one message to rank 0 first: it must still be delivered after our death.
+        ep.send(b"last words", 0, 5, WORLD).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: raising a signal on ourselves.
+        unsafe { libc::raise(libc::SIGKILL) };
+        unreachable!();
+    }
+    let mut buf = [0u8; 64];
+    if me == 0 {
+        let st = ep.recv(&mut buf, 2, 5, WORLD).unwrap();
+        assert_eq!(&buf[..st.len], b"last words");
+    }
+    // Both survivors block on rank 2, which dies: PeerDied, not a hang.
+    let e = ep.recv(&mut buf, 2, ANY_TAG, WORLD).unwrap_err();
+    assert!(matches!(e, Error::PeerDied { rank: 2 }), "{e}");
+    assert!(ep.peer_gone(2));
+    // Sending to it fails the same way (once its death is known).
+    let e = ep.send(&[1], 2, 0, WORLD).unwrap_err();
+    assert!(matches!(e, Error::PeerDied { rank: 2 }), "{e}");
+    // The survivors go on.
+    let other = 1 - me;
+    if me == 0 {
+        ep.send(b"still here", other, 9, WORLD).unwrap();
+    } else {
+        let st = ep.recv(&mut buf, other as i32, 9, WORLD).unwrap();
+        assert_eq!(&buf[..st.len], b"still here");
+    }
+    println!("RESULT survivor {me} ok");
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn peer_killed_while_others_wait_on_it() {
+    for wait in ["poll", "block"] {
+        let o = job(3, &["--keep-going", "--wait", wait], "peer-killed", &[]);
+        assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
+        assert_eq!(results(&o).len(), 2, "{}", show(&o));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A rank blocked in `block` mode uses next to no CPU.
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn idle_block() {
+    let mut ep = Endpoint::init().unwrap();
+    if ep.rank() == 0 {
+        std::thread::sleep(Duration::from_secs(2));
+        ep.send(b"wake up", 1, 0, WORLD).unwrap();
+    } else {
+        let (t0, c0) = (Instant::now(), cpu_seconds());
+        let mut b = [0u8; 16];
+        ep.recv(&mut b, 0, 0, WORLD).unwrap();
+        let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+        println!("RESULT idle wall {wall:.3} s cpu {cpu:.3} s");
+    }
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn idle_rank_in_block_mode_uses_little_cpu() {
+    let o = job(2, &["--wait", "block"], "idle-block", &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    let line = results(&o).pop().unwrap();
+    let nums: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let (wall, cpu) = (nums[0], nums[1]);
+    assert!(wall > 1.5, "{line}");
+    // Generous: the spin before blocking and the 10 ms wake-ups cost a little.
+    assert!(cpu < 0.25 * wall, "an idle blocked rank used {cpu} s of CPU in {wall} s");
+}
