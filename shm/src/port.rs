@@ -287,8 +287,8 @@ pub struct Port<'n, N: Node> {
     cfg: PortConfig,
     /// Bytes of a cell from its header on.
     cell_body: usize,
-    /// Largest payload the fastbox fast path takes (0: fastboxes off).
-    fbox_max: usize,
+    /// One more than the largest payload sent through fastboxes; 0 when they are off.
+    fbox_lim: usize,
     /// Largest message the cell path carries.
     max_message: usize,
     tx: Box<[Tx<'n>]>,
@@ -323,7 +323,7 @@ impl<'n, N: Node> Port<'n, N> {
             me,
             cfg,
             cell_body,
-            fbox_max: if p.fastboxes_per_rank == 0 { 0 } else { p.fastbox_payload() },
+            fbox_lim: if p.fastboxes_per_rank == 0 { 0 } else { p.fastbox_payload() + 1 },
             max_message: (cell_body - HEADER_BYTES - crate::cell::FT_ROOM) * usize::from(u16::MAX),
             tx: vec![Tx::default(); n].into(),
             rx: vec![Rx::default(); n].into(),
@@ -351,7 +351,14 @@ impl<'n, N: Node> Port<'n, N> {
     /// Largest payload a fastbox carries without a fault-tolerance piggyback (0 if fastboxes are
     /// off).
     pub fn fastbox_payload(&self) -> usize {
-        self.fbox_max
+        self.fbox_lim.saturating_sub(1)
+    }
+
+    /// Stops (or resumes) sending through fastboxes: every message then goes in cells. Receiving
+    /// is unaffected. For benchmarks and diagnosis.
+    pub fn set_fastboxes(&mut self, on: bool) {
+        let p = self.node.params();
+        self.fbox_lim = if on && p.fastboxes_per_rank > 0 { p.fastbox_payload() + 1 } else { 0 };
     }
 
     /// Payload bytes one cell carries without a fault-tolerance piggyback.
@@ -375,7 +382,7 @@ impl<'n, N: Node> Port<'n, N> {
         if let Some(t) = self.tx.get_mut(usize::from(dst))
             && let Some(fb) = t.fb
             && t.head == t.seq
-            && payload.len() <= self.fbox_max
+            && payload.len() < self.fbox_lim
             && hdr.flags & flags::FT_PIGGYBACK == 0
             && fb.try_send(&mut t.fnext, &mut t.facked, hdr, t.seq, payload)
         {
@@ -408,7 +415,7 @@ impl<'n, N: Node> Port<'n, N> {
             // An earlier message to `dst` is still pending: this one waits behind it.
             return Ok(Sent::Pending(ps));
         }
-        if h.payload_offset() + payload.len() <= HEADER_BYTES + self.fbox_max && self.try_fastbox(dst, &h, payload) {
+        if h.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim && self.try_fastbox(dst, &h, payload) {
             self.tx[dst as usize].head = h.seq.wrapping_add(1);
             return Ok(Sent::Done);
         }
@@ -432,7 +439,7 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(false);
         }
         if ps.offset == 0
-            && ps.hdr.payload_offset() + payload.len() <= HEADER_BYTES + self.fbox_max
+            && ps.hdr.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim
             && self.try_fastbox(ps.dst, &ps.hdr.clone(), payload)
         {
             self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);

@@ -281,6 +281,12 @@ impl Endpoint {
         &self.inner.segment
     }
 
+    /// Stops (or resumes) sending through fastboxes (every message then goes in cells); for
+    /// benchmarks and diagnosis.
+    pub fn set_fastboxes(&mut self, on: bool) {
+        self.inner.port.set_fastboxes(on);
+    }
+
     /// The largest message sent without rendezvous.
     pub fn eager_limit(&self) -> usize {
         self.inner.cfg.eager_max.min(self.inner.port.max_message())
