@@ -123,6 +123,7 @@ impl RankCtx {
                     std::thread::sleep(Duration::from_millis(5));
                 }
             }
+            "junk" => junk()?,
             "print" => println!("{arg}"),
             "pidfile" => {
                 let dir = std::env::var("NT_DIR").map_err(|_| "NT_DIR is not set")?;
@@ -208,6 +209,37 @@ impl RankCtx {
         println!("exchange-ok {rank}");
         Ok(())
     }
+}
+
+/// Talks to the PMI server by hand: unknown commands and an overlong line get error replies,
+/// the server stays usable after the first, and hangs up after the second.
+fn junk() -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let fd: RawFd = env_num("PMI_FD")?;
+    // SAFETY: the launcher passed this descriptor to this process; nothing else here uses it.
+    let sock = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut w = sock.try_clone().map_err(|e| e.to_string())?;
+    let mut r = BufReader::new(sock);
+    let mut ask = |line: &[u8]| -> Result<String, String> {
+        w.write_all(line).map_err(|e| e.to_string())?;
+        let mut reply = String::new();
+        r.read_line(&mut reply).map_err(|e| e.to_string())?;
+        Ok(reply)
+    };
+    let expect =
+        |got: String, want: &str| if got == want { Ok(()) } else { Err(format!("got {got:?}, want {want:?}")) };
+    expect(ask(b"cmd=bogus x=1\n")?, "cmd=error rc=-1 msg=unknown_command_bogus\n")?;
+    expect(ask(b"no command here\n")?, "cmd=error rc=-1 msg=expected_cmd\n")?;
+    expect(
+        ask(b"cmd=init pmi_version=1 pmi_subversion=1\n")?,
+        "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+    )?;
+    expect(ask(&[b'a'; 5000])?, "cmd=error rc=-1 msg=line_too_long\n")?;
+    let mut rest = String::new();
+    r.read_line(&mut rest).map_err(|e| e.to_string())?;
+    expect(rest, "")?; // end of file: the server hung up
+    println!("junk-ok");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -499,6 +531,16 @@ fn a_barrier_does_not_wait_for_a_rank_that_left() {
     let r = run(plan_cmd(&["-n", "2"], &plan, &dir));
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
     assert!(r.lines().contains(&"barrier-passed"), "{}", r.stdout);
+}
+
+#[test]
+fn junk_on_the_pmi_socket_gets_errors_and_stalls_nobody() {
+    let dir = TempDir::new();
+    // Rank 1's connection is closed after its overlong line: rank 0's barrier goes on without it.
+    let plan = [("0", "pmi,barrier,print:rank-0-passed,finalize"), ("1", "junk")];
+    let r = run(plan_cmd(&["-n", "2"], &plan, &dir));
+    assert_eq!(r.code(), Some(0), "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert!(r.lines().contains(&"junk-ok") && r.lines().contains(&"rank-0-passed"), "{}", r.stdout);
 }
 
 #[test]

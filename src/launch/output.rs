@@ -122,10 +122,11 @@ fn push_line(out: &mut Vec<u8>, rank: u32, line: &[u8]) {
     out.push(b'\n');
 }
 
-/// Reads what is available from `s`; false once it reached end of file (or failed).
-fn read_some(s: &mut Source) -> bool {
+/// Reads what is available from `s`, at most `budget` reads; false once it reached end of file
+/// (or failed).
+fn read_some(s: &mut Source, budget: usize) -> bool {
     let mut buf = [0u8; 65536];
-    loop {
+    for _ in 0..budget {
         // SAFETY: reads at most `buf.len()` bytes into `buf` from a descriptor we own.
         let n = unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n > 0 {
@@ -143,6 +144,7 @@ fn read_some(s: &mut Source) -> bool {
             _ => false,
         };
     }
+    true
 }
 
 fn forward(mut sources: Vec<Source>, stop: OwnedFd) {
@@ -164,16 +166,17 @@ fn forward(mut sources: Vec<Source>, stop: OwnedFd) {
         sources.retain_mut(|s| {
             let ready = pfds[i].revents != 0;
             i += 1;
-            if !ready || read_some(s) {
+            if !ready || read_some(s, usize::MAX) {
                 return true;
             }
             emit(s, true);
             false
         });
     }
-    // Stopping: the ranks are gone, what they wrote is in the pipes; take it and flush.
+    // Stopping: the ranks are gone, what they wrote is in the pipes; take it and flush. A bounded
+    // number of reads, in case a process they started goes on writing.
     for s in &mut sources {
-        read_some(s);
+        read_some(s, 64);
         emit(s, true);
     }
 }

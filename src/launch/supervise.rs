@@ -10,7 +10,10 @@
 //! Teardown (a failed rank without `keep_going`, an abort, SIGINT/SIGTERM): SIGTERM to every
 //! rank still running, SIGKILL to those left after the grace period. The pids are ours and not
 //! yet reaped, so a signal cannot reach a process that reused one. A second SIGINT/SIGTERM during
-//! the grace period sends SIGKILL at once.
+//! the grace period sends SIGKILL at once. Only the rank processes are signalled (and only they
+//! carry the death signal): processes a rank starts are its own to end, so a rank that is a shell
+//! script should `exec` its program. The ranks stay in the launcher's process group, so a
+//! terminal's Ctrl-C reaches them as it reaches the launcher, and rank 0 can read the terminal.
 
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
