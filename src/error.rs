@@ -60,6 +60,17 @@ pub enum Error {
     /// The shared-memory core failed.
     #[error(transparent)]
     Shm(#[from] nemesis_shm::Error),
+    /// The launcher could not start a rank's program (not found: a shell's exit code 127;
+    /// found but not executable: 126).
+    #[error("cannot start {program} (rank {rank}): {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The rank being started.
+        rank: u32,
+        #[source]
+        source: io::Error,
+    },
     /// A system call failed.
     #[error("{op}: {source}")]
     Io {

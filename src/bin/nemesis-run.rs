@@ -1,6 +1,93 @@
-//! `nemesis-run`: starts the ranks of a nemesis job (in progress).
+//! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
+//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
+//! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
+//!
+//! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
+//! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
+//! 127 if the program is not found, 126 if it cannot be executed; 2 for a bad command line; 1 for
+//! any other launcher error. Set `NEMESIS_LOG` (e.g. `NEMESIS_LOG=debug`) for the launcher's own
+//! events; by default only warnings are shown.
 
-fn main() {
-    eprintln!("nemesis-run: not built yet");
-    std::process::exit(2);
+use std::ffi::OsString;
+use std::io::{ErrorKind, IsTerminal};
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use nemesis::Error;
+use nemesis::launch::{Bind, Job, Wait};
+
+#[derive(Debug, Parser)]
+#[command(name = "nemesis-run", version, about = "Start the ranks of a nemesis job on this machine")]
+struct Cli {
+    /// Number of ranks.
+    #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    ranks: u32,
+    /// Pin rank i to the (i mod n)-th allowed CPU (core), or leave placement to the kernel (none).
+    #[arg(long, value_enum, default_value_t = BindArg::None)]
+    bind: BindArg,
+    /// How ranks wait for messages (sets NEMESIS_WAIT in every rank).
+    #[arg(long, value_enum)]
+    wait: Option<WaitArg>,
+    /// Prefix every line of the ranks' output with "[rank] ".
+    #[arg(long)]
+    tag_output: bool,
+    /// Let the other ranks run on when one fails (by default the job is ended).
+    #[arg(long)]
+    keep_going: bool,
+    /// The program to run, and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BindArg {
+    None,
+    Core,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum WaitArg {
+    Poll,
+    Yield,
+    Block,
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEMESIS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+
+    let cli = Cli::parse();
+    let (program, args) = cli.command.split_first().expect("clap requires the program");
+    let mut job = Job::new(program, args)
+        .ranks(cli.ranks)
+        .bind(match cli.bind {
+            BindArg::None => Bind::None,
+            BindArg::Core => Bind::Core,
+        })
+        .tag_output(cli.tag_output)
+        .keep_going(cli.keep_going)
+        .handle_signals(true);
+    if let Some(w) = cli.wait {
+        job = job.wait(match w {
+            WaitArg::Poll => Wait::Poll,
+            WaitArg::Yield => Wait::Yield,
+            WaitArg::Block => Wait::Block,
+        });
+    }
+    match job.run() {
+        Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("nemesis-run: {e}");
+            ExitCode::from(match &e {
+                Error::Spawn { source, .. } if source.kind() == ErrorKind::NotFound => 127,
+                Error::Spawn { .. } => 126,
+                _ => 1,
+            })
+        }
+    }
 }

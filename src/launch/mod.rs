@@ -1,1 +1,349 @@
-//! The launcher: PMI-1 server side and process supervision for `nemesis-run` (in progress).
+//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 conversation and
+//! watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and "Liveness and
+//! failures"). The `nemesis-run` binary is a command line over [`Job`]; a benchmark that starts
+//! its own ranks uses [`Job`] directly.
+//!
+//! Modules:
+//! - [`contract`]: the environment variables and KVS keys every rank finds (shared with the
+//!   rank-side bootstrap);
+//! - [`server`]: the PMI-1 "simple" server, a sans-I/O state machine;
+//! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
+//!   (death signal, inherited descriptors, CPU binding);
+//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM),
+//!   liveness marks in the segment, teardown;
+//! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
+//!
+//! # What a job does
+//!
+//! 1. creates the node's segment (a memfd: nothing in `/dev/shm`, nothing to leak) for all ranks,
+//!    and pre-puts its handle `fd:<n>` under [`contract::segment_key`]`(node)`;
+//! 2. starts every rank with the [`contract`] environment and its end of a socket pair as
+//!    `PMI_FD`;
+//! 3. serves PMI, and when a rank ends marks it GONE in the segment (peers blocked on it get
+//!    `PeerDied` instead of hanging);
+//! 4. when a rank fails (a non-zero exit or a signal) prints one line such as
+//!    `nemesis-run: rank 3 (pid 4242) killed by signal 9` and, unless [`Job::keep_going`], ends the
+//!    others: SIGTERM, then SIGKILL after [`Job::kill_grace`]. A PMI `abort` ends the job the same
+//!    way (even with `keep_going`), with the code the rank asked for. With [`Job::handle_signals`],
+//!    SIGINT and SIGTERM to the launcher end the job too.
+//!
+//! # Example
+//!
+//! ```
+//! use nemesis::launch::{Bind, Ending, Job};
+//!
+//! let outcome = Job::new("sh", ["-c", "test \"$PMI_SIZE\" = 2 && exit $PMI_RANK"])
+//!     .ranks(2)
+//!     .bind(Bind::None)
+//!     .keep_going(true)
+//!     .run()
+//!     .unwrap();
+//! assert_eq!(outcome.ranks()[0].code(), 0);
+//! assert_eq!(outcome.ranks()[1].code(), 1);
+//! assert_eq!(outcome.exit_code(), 1); // the first failing rank's code
+//! assert_eq!(*outcome.ending(), Ending::Completed);
+//! ```
+
+pub mod contract;
+mod output;
+pub mod server;
+mod signals;
+mod spawn;
+mod supervise;
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nemesis_shm::{Backing, Params, Segment};
+
+use crate::error::{Error, Result};
+
+/// How ranks are placed on CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bind {
+    /// Leave placement to the kernel.
+    #[default]
+    None,
+    /// Pin local rank `i` to the `i mod n`-th of the `n` CPUs the launcher may use.
+    Core,
+}
+
+/// How ranks wait for messages: sets `NEMESIS_WAIT` (the names are those of the variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Spin.
+    Poll,
+    /// Spin, then yield the core.
+    Yield,
+    /// Spin, then sleep on the rank's doorbell.
+    Block,
+}
+
+/// A job to start: a program, its arguments, and how to run its ranks. See the [module
+/// documentation](self) for an example.
+#[derive(Debug, Clone)]
+pub struct Job {
+    program: OsString,
+    args: Vec<OsString>,
+    ranks: u32,
+    bind: Bind,
+    wait: Option<Wait>,
+    env: Vec<(OsString, OsString)>,
+    tag_output: bool,
+    keep_going: bool,
+    handle_signals: bool,
+    kill_grace: Duration,
+    node: Option<String>,
+}
+
+/// Default time between SIGTERM and SIGKILL when a job is torn down.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(500);
+
+impl Job {
+    /// A job of one rank running `program` with `args` (`program` is looked up in `PATH`).
+    pub fn new<I, S>(program: impl AsRef<OsStr>, args: I) -> Job
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Job {
+            program: program.as_ref().to_owned(),
+            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+            ranks: 1,
+            bind: Bind::None,
+            wait: None,
+            env: Vec::new(),
+            tag_output: false,
+            keep_going: false,
+            handle_signals: false,
+            kill_grace: DEFAULT_KILL_GRACE,
+            node: None,
+        }
+    }
+
+    /// Number of ranks (`-n`); at least 1.
+    pub fn ranks(mut self, n: u32) -> Job {
+        self.ranks = n;
+        self
+    }
+
+    /// CPU binding (`--bind`); [`Bind::None`] by default.
+    pub fn bind(mut self, bind: Bind) -> Job {
+        self.bind = bind;
+        self
+    }
+
+    /// Sets `NEMESIS_WAIT` in every rank (`--wait`); otherwise the ranks inherit the launcher's.
+    pub fn wait(mut self, wait: Wait) -> Job {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Adds `key=value` to every rank's environment. The launcher's own variables (PMI and
+    /// [`contract`]) take precedence.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Job {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Prefixes each line of the ranks' output with `[rank] ` (`--tag-output`); by default ranks
+    /// inherit the launcher's stdout and stderr.
+    pub fn tag_output(mut self, on: bool) -> Job {
+        self.tag_output = on;
+        self
+    }
+
+    /// Lets the other ranks go on when one fails (`--keep-going`); by default the job is torn
+    /// down.
+    pub fn keep_going(mut self, on: bool) -> Job {
+        self.keep_going = on;
+        self
+    }
+
+    /// Ends the job cleanly on SIGINT or SIGTERM to this process (what `nemesis-run` does):
+    /// handlers are installed for the duration of [`Job::run`] and the previous dispositions
+    /// restored after. Off by default: a library does not take over a host's signals unasked.
+    pub fn handle_signals(mut self, on: bool) -> Job {
+        self.handle_signals = on;
+        self
+    }
+
+    /// Time between SIGTERM and SIGKILL when the job is torn down ([`DEFAULT_KILL_GRACE`]).
+    pub fn kill_grace(mut self, grace: Duration) -> Job {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// The node id given to ranks (`NEMESIS_NODE`); by default [`contract::local_node_id`]
+    /// (`NEMESIS_NODE` of the launcher, else the host name). Sanitised to a PMI-safe token.
+    pub fn node_id(mut self, node: &str) -> Job {
+        self.node = Some(node.to_owned());
+        self
+    }
+
+    /// Starts the ranks and supervises them until every one has ended.
+    ///
+    /// The ranks are forked from the calling thread, which stays in this call until all are
+    /// reaped: their `PR_SET_PDEATHSIG` is tied to that thread, so a launcher killed with SIGKILL
+    /// takes them along. The host must not reap children it did not start (`waitpid(-1)`).
+    ///
+    /// Errors before any rank runs: a bad configuration ([`Error::Config`]), the segment
+    /// ([`Error::Shm`]), a program that cannot be started ([`Error::Spawn`]; ranks already
+    /// started are killed and reaped first). Once the ranks run, every ending is an [`Outcome`].
+    pub fn run(self) -> Result<Outcome> {
+        if self.ranks == 0 {
+            return Err(Error::Config("a job needs at least one rank (-n 1 or more)".into()));
+        }
+        if self.program.is_empty() {
+            return Err(Error::Config("no program to run".into()));
+        }
+        let node = match &self.node {
+            Some(n) => contract::sanitize_node_id(n),
+            None => contract::local_node_id()?,
+        };
+        if node.is_empty() {
+            return Err(Error::Config("the node id is empty".into()));
+        }
+        let nodes = plan_nodes(self.ranks, &node)?;
+        let params = Params::from_env()?;
+        let mut segments = Vec::with_capacity(nodes.len());
+        for n in &nodes {
+            let local = u16::try_from(n.ranks.len())
+                .map_err(|_| Error::Config(format!("{} ranks on node {}: too many", n.ranks.len(), n.id)))?;
+            segments.push(Segment::create(local, params, Backing::Memfd)?);
+        }
+        tracing::info!(
+            ranks = self.ranks,
+            node = %node,
+            program = %self.program.to_string_lossy(),
+            "starting job"
+        );
+        supervise::run(self, nodes, segments)
+    }
+}
+
+/// The ranks of one node id.
+#[derive(Debug, Clone)]
+pub(crate) struct NodePlan {
+    pub id: String,
+    /// Global ranks, in order: index = local rank.
+    pub ranks: Vec<u32>,
+}
+
+/// Splits `n` ranks over node ids. One node today; `--nodes K` (a later issue) splits them in
+/// blocks over K ids, each with its own segment, and nothing else changes.
+fn plan_nodes(n: u32, node: &str) -> Result<Vec<NodePlan>> {
+    Ok(vec![NodePlan { id: node.to_owned(), ranks: (0..n).collect() }])
+}
+
+/// How one rank ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankExit {
+    /// Its rank.
+    pub rank: u32,
+    /// Its process id.
+    pub pid: u32,
+    /// Its wait status.
+    pub status: ExitStatus,
+    /// True if the launcher had signalled it (teardown) before it ended.
+    pub stopped_by_launcher: bool,
+}
+
+impl RankExit {
+    /// Its exit code as a shell reports it: the code, or 128 + the signal that killed it.
+    pub fn code(&self) -> i32 {
+        status_code(&self.status)
+    }
+
+    /// What happened, as printed by the launcher: `exited with code 2`, `killed by signal 9`.
+    pub fn describe(&self) -> String {
+        match (self.status.code(), self.status.signal()) {
+            (Some(c), _) => format!("exited with code {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            _ => format!("ended with wait status {:#x}", self.status.into_raw()),
+        }
+    }
+}
+
+fn status_code(s: &ExitStatus) -> i32 {
+    match (s.code(), s.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    }
+}
+
+/// Why a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Every rank ended by itself (some may have failed, with [`Job::keep_going`]).
+    Completed,
+    /// `rank` failed and the launcher ended the others.
+    RankFailed {
+        /// The rank whose failure ended the job.
+        rank: u32,
+    },
+    /// `rank` called PMI `abort`.
+    Aborted {
+        /// The rank that aborted.
+        rank: u32,
+        /// The code it asked for.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// The launcher received `signal` (SIGINT or SIGTERM) and ended the job.
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+/// How a job ended: every rank's exit and the reason.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    ranks: Vec<RankExit>,
+    ending: Ending,
+    /// Index into `ranks` of the first rank seen failing on its own (not stopped by us).
+    first_failure: Option<usize>,
+}
+
+impl Outcome {
+    /// Every rank's exit, by rank.
+    pub fn ranks(&self) -> &[RankExit] {
+        &self.ranks
+    }
+
+    /// Why the job ended.
+    pub fn ending(&self) -> &Ending {
+        &self.ending
+    }
+
+    /// The first rank seen failing on its own, if any.
+    pub fn first_failure(&self) -> Option<&RankExit> {
+        self.first_failure.map(|i| &self.ranks[i])
+    }
+
+    /// The launcher's exit code: 128 + the signal if interrupted; the requested code (0–255,
+    /// else 1) if a rank aborted; else the first failing rank's [`RankExit::code`]; else 0.
+    pub fn exit_code(&self) -> i32 {
+        match &self.ending {
+            Ending::Interrupted { signal } => 128 + signal,
+            Ending::Aborted { code, .. } => {
+                if (0..=255).contains(code) {
+                    *code
+                } else {
+                    1
+                }
+            }
+            _ => self.first_failure().map_or(0, RankExit::code),
+        }
+    }
+
+    /// True if every rank exited with code 0 and nothing ended the job early.
+    pub fn success(&self) -> bool {
+        self.exit_code() == 0 && self.ending == Ending::Completed
+    }
+}

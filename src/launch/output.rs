@@ -1,0 +1,182 @@
+//! `--tag-output`: one thread reads every rank's stdout and stderr pipes and writes each complete
+//! line, prefixed `[rank] `, to the launcher's stdout or stderr in a single write, so lines of
+//! different ranks never interleave within a line. A last line without a newline gets one.
+//!
+//! The thread is separate from the supervisor so that a slow reader of the launcher's output
+//! never delays PMI replies or the teardown of a failed job.
+
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// Which of the launcher's streams a pipe feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// One rank's pipe.
+struct Source {
+    rank: u32,
+    stream: Stream,
+    fd: OwnedFd,
+    /// Bytes read after the last newline.
+    partial: Vec<u8>,
+}
+
+/// A line longer than this is cut and emitted in pieces rather than held without bound.
+const LINE_CAP: usize = 1 << 20;
+
+/// The forwarding thread.
+pub(crate) struct Forwarder {
+    thread: Option<JoinHandle<()>>,
+    /// Closing it (dropping) tells the thread to drain what is readable and stop.
+    stop: Option<OwnedFd>,
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, no memory passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Forwarder {
+    /// Starts forwarding `pipes` (rank, stream, read end).
+    pub fn start(pipes: Vec<(u32, Stream, OwnedFd)>) -> Result<Forwarder> {
+        let mut sources = Vec::with_capacity(pipes.len());
+        for (rank, stream, fd) in pipes {
+            set_nonblocking(fd.as_raw_fd()).map_err(|e| Error::io("output pipe O_NONBLOCK", e))?;
+            sources.push(Source { rank, stream, fd, partial: Vec::new() });
+        }
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(Error::io("pipe2", io::Error::last_os_error()));
+        }
+        // SAFETY: fresh descriptors that nothing else owns.
+        let (stop_read, stop_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let thread = std::thread::Builder::new()
+            .name("nemesis-run-output".into())
+            .spawn(move || forward(sources, stop_read))
+            .map_err(|e| Error::io("spawn the output thread", e))?;
+        Ok(Forwarder { thread: Some(thread), stop: Some(stop_write) })
+    }
+
+    /// Drains what the ranks wrote and stops (called once every rank has exited: what is left in
+    /// a pipe is readable at once; a grandchild still holding a pipe open is not waited for).
+    pub fn finish(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+/// Writes `[rank] line\n` for every complete line of `s.partial` (all of it if `all`).
+fn emit(s: &mut Source, all: bool) {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while let Some(nl) = s.partial[start..].iter().position(|&b| b == b'\n') {
+        push_line(&mut out, s.rank, &s.partial[start..start + nl]);
+        start += nl + 1;
+    }
+    if (all || s.partial.len() - start >= LINE_CAP) && start < s.partial.len() {
+        push_line(&mut out, s.rank, &s.partial[start..]);
+        start = s.partial.len();
+    }
+    s.partial.drain(..start);
+    if out.is_empty() {
+        return;
+    }
+    // Errors (a closed stdout) are ignored: the ranks must not block on a full pipe because
+    // nobody reads the launcher's output.
+    let _ = match s.stream {
+        Stream::Stdout => {
+            let mut o = io::stdout().lock();
+            o.write_all(&out).and_then(|()| o.flush())
+        }
+        Stream::Stderr => io::stderr().lock().write_all(&out),
+    };
+}
+
+fn push_line(out: &mut Vec<u8>, rank: u32, line: &[u8]) {
+    out.extend_from_slice(format!("[{rank}] ").as_bytes());
+    out.extend_from_slice(line);
+    out.push(b'\n');
+}
+
+/// Reads what is available from `s`, at most `budget` reads; false once it reached end of file
+/// (or failed).
+fn read_some(s: &mut Source, budget: usize) -> bool {
+    let mut buf = [0u8; 65536];
+    for _ in 0..budget {
+        // SAFETY: reads at most `buf.len()` bytes into `buf` from a descriptor we own.
+        let n = unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            s.partial.extend_from_slice(&buf[..n as usize]);
+            emit(s, false);
+            continue;
+        }
+        if n == 0 {
+            return false;
+        }
+        let err = io::Error::last_os_error();
+        return match err.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => true,
+            _ => false,
+        };
+    }
+    true
+}
+
+fn forward(mut sources: Vec<Source>, stop: OwnedFd) {
+    let mut stopping = false;
+    while !sources.is_empty() && !stopping {
+        let mut pfds: Vec<libc::pollfd> =
+            sources.iter().map(|s| libc::pollfd { fd: s.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        pfds.push(libc::pollfd { fd: stop.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        stopping = pfds.last().is_some_and(|p| p.revents != 0);
+        let mut i = 0;
+        sources.retain_mut(|s| {
+            let ready = pfds[i].revents != 0;
+            i += 1;
+            if !ready || read_some(s, usize::MAX) {
+                return true;
+            }
+            emit(s, true);
+            false
+        });
+    }
+    // Stopping: the ranks are gone, what they wrote is in the pipes; take it and flush. A bounded
+    // number of reads, in case a process they started goes on writing.
+    for s in &mut sources {
+        read_some(s, 64);
+        emit(s, true);
+    }
+}

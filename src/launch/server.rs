@@ -1,0 +1,510 @@
+//! PMI-1 "simple" server: the state machine behind `nemesis-run`'s end of each rank's `PMI_FD`.
+//!
+//! Sans-I/O: [`PmiServer::on_line`] takes one line a rank sent and emits [`Action`]s (replies to
+//! write, an abort to carry out); [`PmiServer::on_gone`] tells it a rank can take part no more.
+//! The supervisor (`supervise.rs`) does the socket I/O. The wire format is MPICH's (`src/pmi`,
+//! "PMI version 1.1 message protocol") and replies are those of Hydra 4.0.2, checked against its
+//! sources (`pmiserv_pmi_v1.c`, `pmip_pmi_v1.c`) and a recorded conversation:
+//!
+//! | query | reply |
+//! |---|---|
+//! | `cmd=init pmi_version=1 pmi_subversion=1` | `cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0` |
+//! | `cmd=get_maxes` | `cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0` |
+//! | `cmd=get_appnum` | `cmd=appnum appnum=0 rc=0` |
+//! | `cmd=get_my_kvsname` | `cmd=my_kvsname kvsname=<name> rc=0` |
+//! | `cmd=get_universe_size` | `cmd=universe_size size=<ranks> rc=0` |
+//! | `cmd=put kvsname=<name> key=<k> value=<v>` | `cmd=put_result rc=0 msg=success` |
+//! | `cmd=get kvsname=<name> key=<k>` | `cmd=get_result rc=0 msg=success value=<v>`, or `rc=-1 msg=key_<k>_not_found value=unknown` |
+//! | `cmd=barrier_in` | `cmd=barrier_out`, to every rank in the barrier once all taking part entered |
+//! | `cmd=finalize` | `cmd=finalize_ack` |
+//! | `cmd=abort exitcode=<n> message=<m>` (or `msg=`) | none: the job ends with code `n` |
+//!
+//! Differences from Hydra, on purpose: the replies carry `rc=0` where Hydra's carry none (clients,
+//! MPICH's and ours, read a missing `rc` as 0); an unknown or malformed command gets
+//! `cmd=error rc=-1 msg=<why>` instead of ending the job; a put whose value or key is too long
+//! gets `rc=-1`. As in Hydra, a put may overwrite a key, values are stored and returned as sent
+//! (backslash escapes of MPICH 4 clients included), and a put is visible to every rank at once
+//! (PMI only promises it after the next barrier).
+//!
+//! **Barriers and departed ranks.** A barrier completes once every rank *still taking part* has
+//! entered it. A rank stops taking part when it finalizes, when its connection closes, or when its
+//! process ends ([`PmiServer::on_gone`]). So a rank that exits without finalize never leaves the
+//! others hanging: by default the launcher is tearing the job down anyway (if it failed), and
+//! otherwise (`--keep-going`, or a rank that exited 0 early) the barrier completes over the live
+//! ranks, which then learn of the death from the segment or from a `get` that finds nothing.
+//! A rank that never speaks PMI (`nemesis-run -n 2 -- hostname`) takes part until it exits.
+
+use std::collections::HashMap;
+
+/// Longest KVS name, key and value (what `get_maxes` announces; Hydra's values).
+pub const KVSNAME_MAX: usize = 256;
+/// See [`KVSNAME_MAX`].
+pub const KEY_MAX: usize = 64;
+/// See [`KVSNAME_MAX`].
+pub const VALUE_MAX: usize = 1024;
+/// Longest line accepted from a rank (a `put` of the longest key and value fits with room).
+pub const LINE_MAX: usize = 4096;
+
+/// What the I/O layer must do after an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Write `line` (which ends with `\n`) to `rank`'s connection.
+    Reply {
+        /// Destination rank.
+        rank: u32,
+        /// The reply, newline included.
+        line: String,
+    },
+    /// `rank` asked to end the job with exit code `code`.
+    Abort {
+        /// The rank that called abort.
+        rank: u32,
+        /// Requested exit code.
+        code: i32,
+        /// Its message (unescaped), possibly empty.
+        message: String,
+    },
+}
+
+/// Where a rank stands in the PMI conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Takes part in barriers (connected or not yet).
+    Active,
+    /// Sent `finalize`: out of every later barrier.
+    Finalized,
+    /// Its connection closed or its process ended.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RankPmi {
+    stage: Stage,
+    /// True while the rank waits in the current barrier.
+    in_barrier: bool,
+    /// True while the rank is inside an `mcmd=` block (PMI-1 spawn), skipped up to `endcmd`.
+    in_mcmd: bool,
+}
+
+/// The PMI-1 server of one job: its KVS, barrier and per-rank state.
+#[derive(Debug)]
+pub struct PmiServer {
+    kvsname: String,
+    kvs: HashMap<String, String>,
+    ranks: Vec<RankPmi>,
+    /// Universe size announced (the job's rank count).
+    universe: u32,
+}
+
+/// One parsed line: `cmd` and the other attributes in order. Values are kept as sent.
+struct Query<'a> {
+    cmd: &'a str,
+    attrs: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Query<'a> {
+    /// Parses `cmd=<name> key=value ...`; keys are MPICH's `[A-Za-z0-9_/-]+`; a value runs to the
+    /// next unescaped space (a backslash escapes the character after it).
+    fn parse(line: &'a str) -> Result<Query<'a>, &'static str> {
+        let mut attrs = Vec::new();
+        let mut rest = line;
+        let mut cmd = None;
+        loop {
+            rest = rest.trim_start_matches(' ');
+            if rest.is_empty() {
+                break;
+            }
+            let key_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || "_-/".contains(c))).unwrap_or(rest.len());
+            if key_end == 0 {
+                return Err("malformed_line");
+            }
+            let key = &rest[..key_end];
+            rest = &rest[key_end..];
+            let value = if let Some(after) = rest.strip_prefix('=') {
+                let b = after.as_bytes();
+                let mut i = 0;
+                while i < b.len() && b[i] != b' ' {
+                    i += if b[i] == b'\\' && i + 1 < b.len() { 2 } else { 1 };
+                }
+                // An escape may have skipped into a multi-byte character: stay on a boundary.
+                while !after.is_char_boundary(i) {
+                    i += 1;
+                }
+                rest = &after[i..];
+                &after[..i]
+            } else if rest.is_empty() || rest.starts_with(' ') {
+                ""
+            } else {
+                return Err("malformed_line");
+            };
+            if cmd.is_none() {
+                if key != "cmd" || value.is_empty() {
+                    return Err("expected_cmd");
+                }
+                cmd = Some(value);
+            } else {
+                attrs.push((key, value));
+            }
+        }
+        Ok(Query { cmd: cmd.ok_or("empty_line")?, attrs })
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.attrs.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+}
+
+/// Removes MPICH's backslash escapes (`a\ b` is `a b`).
+fn unescape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && let Some(n) = chars.next()
+        {
+            out.push(n);
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Makes `s` usable as a reply value: no spaces, `=`, newlines or control characters.
+fn token(s: &str) -> String {
+    s.chars().take(200).map(|c| if c.is_ascii_graphic() && c != '=' { c } else { '_' }).collect()
+}
+
+impl PmiServer {
+    /// A server for `size` ranks whose KVS is called `kvsname`.
+    pub fn new(size: u32, kvsname: &str) -> PmiServer {
+        let fresh = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false };
+        PmiServer { kvsname: token(kvsname), kvs: HashMap::new(), ranks: vec![fresh; size as usize], universe: size }
+    }
+
+    /// The KVS name given to ranks.
+    pub fn kvsname(&self) -> &str {
+        &self.kvsname
+    }
+
+    /// Stores `key = value` before any rank starts (the launcher's pre-put keys).
+    pub fn preput(&mut self, key: &str, value: &str) {
+        self.kvs.insert(key.to_owned(), value.to_owned());
+    }
+
+    /// The value stored under `key`, as a `get` would return it.
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.kvs.get(key).map(String::as_str)
+    }
+
+    fn reply(out: &mut Vec<Action>, rank: u32, line: String) {
+        let mut line = line;
+        line.push('\n');
+        out.push(Action::Reply { rank, line });
+    }
+
+    /// Handles one line (without its newline) from `rank`.
+    pub fn on_line(&mut self, rank: u32, line: &str, out: &mut Vec<Action>) {
+        let Some(me) = self.ranks.get(rank as usize).copied() else {
+            return;
+        };
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        // PMI-1 spawn arrives as a multi-line `mcmd=spawn` ... `endcmd` block: skip it whole,
+        // answer once.
+        if me.in_mcmd {
+            if line.trim() == "endcmd" {
+                self.ranks[rank as usize].in_mcmd = false;
+                Self::reply(out, rank, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported".into());
+            }
+            return;
+        }
+        if line.starts_with("mcmd=") {
+            self.ranks[rank as usize].in_mcmd = true;
+            return;
+        }
+        if line.trim().is_empty() {
+            return;
+        }
+        let q = match Query::parse(line) {
+            Ok(q) => q,
+            Err(why) => {
+                tracing::warn!(rank, line, "malformed PMI line");
+                return Self::reply(out, rank, format!("cmd=error rc=-1 msg={why}"));
+            }
+        };
+        tracing::trace!(rank, line, "PMI");
+        if me.stage == Stage::Finalized && q.cmd != "finalize" {
+            return Self::reply(out, rank, format!("cmd=error rc=-1 msg={}_after_finalize", token(q.cmd)));
+        }
+        match q.cmd {
+            "init" => {
+                let v = q.get("pmi_version").and_then(|v| v.parse::<i32>().ok());
+                let s = q.get("pmi_subversion").and_then(|v| v.parse::<i32>().ok());
+                let rc = if v == Some(1) && s.is_some_and(|s| s <= 1) { 0 } else { -1 };
+                Self::reply(out, rank, format!("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc={rc}"));
+            }
+            "get_maxes" => Self::reply(
+                out,
+                rank,
+                format!("cmd=maxes kvsname_max={KVSNAME_MAX} keylen_max={KEY_MAX} vallen_max={VALUE_MAX} rc=0"),
+            ),
+            "get_appnum" => Self::reply(out, rank, "cmd=appnum appnum=0 rc=0".into()),
+            "get_my_kvsname" => Self::reply(out, rank, format!("cmd=my_kvsname kvsname={} rc=0", self.kvsname)),
+            "get_universe_size" => Self::reply(out, rank, format!("cmd=universe_size size={} rc=0", self.universe)),
+            "put" => {
+                let line = self.put(&q);
+                Self::reply(out, rank, line);
+            }
+            "get" => {
+                let line = self.get(&q);
+                Self::reply(out, rank, line);
+            }
+            "barrier_in" => {
+                if me.in_barrier {
+                    return Self::reply(out, rank, "cmd=barrier_out rc=-1 msg=already_in_barrier".into());
+                }
+                self.ranks[rank as usize].in_barrier = true;
+                self.release_barrier(out);
+            }
+            "finalize" => {
+                self.ranks[rank as usize].stage = Stage::Finalized;
+                Self::reply(out, rank, "cmd=finalize_ack".into());
+                // A barrier may have been waiting for this rank only.
+                self.release_barrier(out);
+            }
+            "abort" => {
+                let code = match q.get("exitcode") {
+                    None => 1,
+                    Some(v) => v.parse::<i32>().unwrap_or(1),
+                };
+                let message = unescape(q.get("message").or_else(|| q.get("msg")).unwrap_or(""));
+                out.push(Action::Abort { rank, code, message });
+            }
+            other => {
+                tracing::warn!(rank, cmd = other, "unknown PMI command");
+                Self::reply(out, rank, format!("cmd=error rc=-1 msg=unknown_command_{}", token(other)));
+            }
+        }
+    }
+
+    fn put(&mut self, q: &Query<'_>) -> String {
+        let (Some(key), Some(value)) = (q.get("key"), q.get("value")) else {
+            return "cmd=put_result rc=-1 msg=missing_key_or_value".into();
+        };
+        if let Some(k) = q.get("kvsname")
+            && k != self.kvsname
+        {
+            return format!("cmd=put_result rc=-1 msg=unknown_kvsname_{}", token(k));
+        }
+        if key.is_empty() || key.len() > KEY_MAX {
+            return "cmd=put_result rc=-1 msg=key_too_long".into();
+        }
+        if value.len() > VALUE_MAX {
+            return "cmd=put_result rc=-1 msg=value_too_long".into();
+        }
+        self.kvs.insert(key.to_owned(), value.to_owned());
+        "cmd=put_result rc=0 msg=success".into()
+    }
+
+    fn get(&self, q: &Query<'_>) -> String {
+        let Some(key) = q.get("key") else {
+            return "cmd=get_result rc=-1 msg=missing_key value=unknown".into();
+        };
+        if let Some(k) = q.get("kvsname")
+            && k != self.kvsname
+        {
+            return format!("cmd=get_result rc=-1 msg=unknown_kvsname_{} value=unknown", token(k));
+        }
+        match self.kvs.get(key) {
+            Some(v) => format!("cmd=get_result rc=0 msg=success value={v}"),
+            None => format!("cmd=get_result rc=-1 msg=key_{}_not_found value=unknown", token(key)),
+        }
+    }
+
+    /// Releases the barrier if every rank taking part entered it.
+    fn release_barrier(&mut self, out: &mut Vec<Action>) {
+        let active = || self.ranks.iter().filter(|r| r.stage == Stage::Active);
+        let waiting = active().filter(|r| r.in_barrier).count();
+        if waiting == 0 || waiting < active().count() {
+            return;
+        }
+        for (r, st) in self.ranks.iter_mut().enumerate() {
+            if st.in_barrier {
+                st.in_barrier = false;
+                Self::reply(out, r as u32, "cmd=barrier_out".into());
+            }
+        }
+    }
+
+    /// `rank` takes part no more: its connection closed or its process ended. A barrier that was
+    /// waiting only for it completes.
+    pub fn on_gone(&mut self, rank: u32, out: &mut Vec<Action>) {
+        let Some(st) = self.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        if st.stage == Stage::Gone {
+            return;
+        }
+        st.stage = Stage::Gone;
+        st.in_barrier = false;
+        self.release_barrier(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replies(s: &mut PmiServer, rank: u32, line: &str) -> Vec<Action> {
+        let mut out = Vec::new();
+        s.on_line(rank, line, &mut out);
+        out
+    }
+
+    fn reply(rank: u32, line: &str) -> Action {
+        Action::Reply { rank, line: format!("{line}\n") }
+    }
+
+    #[test]
+    fn start_up_exchanges_match_hydra() {
+        let mut s = PmiServer::new(2, "kvs_1_0");
+        assert_eq!(
+            replies(&mut s, 0, "cmd=init pmi_version=1 pmi_subversion=1"),
+            [reply(0, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")]
+        );
+        assert_eq!(
+            replies(&mut s, 1, "cmd=init pmi_version=2 pmi_subversion=0"),
+            [reply(1, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1")]
+        );
+        assert_eq!(
+            replies(&mut s, 0, "cmd=get_maxes"),
+            [reply(0, "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0")]
+        );
+        assert_eq!(replies(&mut s, 0, "cmd=get_appnum"), [reply(0, "cmd=appnum appnum=0 rc=0")]);
+        assert_eq!(replies(&mut s, 1, "cmd=get_my_kvsname"), [reply(1, "cmd=my_kvsname kvsname=kvs_1_0 rc=0")]);
+        assert_eq!(replies(&mut s, 1, "cmd=get_universe_size"), [reply(1, "cmd=universe_size size=2 rc=0")]);
+    }
+
+    #[test]
+    fn put_get_and_missing_keys() {
+        let mut s = PmiServer::new(2, "kvs");
+        s.preput("nemesis-seg-x", "fd:5");
+        assert_eq!(
+            replies(&mut s, 0, "cmd=put kvsname=kvs key=a value=1"),
+            [reply(0, "cmd=put_result rc=0 msg=success")]
+        );
+        assert_eq!(
+            replies(&mut s, 1, "cmd=get kvsname=kvs key=a"),
+            [reply(1, "cmd=get_result rc=0 msg=success value=1")]
+        );
+        assert_eq!(
+            replies(&mut s, 1, "cmd=get kvsname=kvs key=nemesis-seg-x"),
+            [reply(1, "cmd=get_result rc=0 msg=success value=fd:5")]
+        );
+        assert_eq!(
+            replies(&mut s, 1, "cmd=get kvsname=kvs key=missing"),
+            [reply(1, "cmd=get_result rc=-1 msg=key_missing_not_found value=unknown")]
+        );
+        // Overwrite, as Hydra; escaped values round-trip unchanged.
+        replies(&mut s, 0, "cmd=put kvsname=kvs key=a value=two\\ words");
+        assert_eq!(
+            replies(&mut s, 1, "cmd=get kvsname=kvs key=a"),
+            [reply(1, "cmd=get_result rc=0 msg=success value=two\\ words")]
+        );
+        let long = "v".repeat(VALUE_MAX + 1);
+        assert_eq!(
+            replies(&mut s, 0, &format!("cmd=put kvsname=kvs key=b value={long}")),
+            [reply(0, "cmd=put_result rc=-1 msg=value_too_long")]
+        );
+        assert_eq!(
+            replies(&mut s, 0, "cmd=put kvsname=kvs key=b"),
+            [reply(0, "cmd=put_result rc=-1 msg=missing_key_or_value")]
+        );
+        assert_eq!(
+            replies(&mut s, 0, "cmd=put kvsname=other key=b value=1"),
+            [reply(0, "cmd=put_result rc=-1 msg=unknown_kvsname_other")]
+        );
+        assert_eq!(s.value("b"), None);
+    }
+
+    #[test]
+    fn barrier_waits_for_every_active_rank() {
+        let mut s = PmiServer::new(3, "kvs");
+        assert!(replies(&mut s, 0, "cmd=barrier_in").is_empty());
+        assert!(replies(&mut s, 2, "cmd=barrier_in").is_empty());
+        assert_eq!(replies(&mut s, 0, "cmd=barrier_in"), [reply(0, "cmd=barrier_out rc=-1 msg=already_in_barrier")]);
+        let out = replies(&mut s, 1, "cmd=barrier_in");
+        assert_eq!(out, [reply(0, "cmd=barrier_out"), reply(1, "cmd=barrier_out"), reply(2, "cmd=barrier_out")]);
+        // A second barrier starts empty.
+        assert!(replies(&mut s, 1, "cmd=barrier_in").is_empty());
+    }
+
+    #[test]
+    fn departed_and_finalized_ranks_do_not_hold_a_barrier() {
+        let mut s = PmiServer::new(3, "kvs");
+        assert!(replies(&mut s, 0, "cmd=barrier_in").is_empty());
+        let mut out = Vec::new();
+        s.on_gone(2, &mut out);
+        assert!(out.is_empty(), "rank 1 has not entered yet");
+        assert_eq!(replies(&mut s, 1, "cmd=finalize"), [reply(1, "cmd=finalize_ack"), reply(0, "cmd=barrier_out")]);
+        assert_eq!(replies(&mut s, 1, "cmd=barrier_in"), [reply(1, "cmd=error rc=-1 msg=barrier_in_after_finalize")]);
+        // The last active rank alone passes barriers; once gone, nothing is released.
+        assert_eq!(replies(&mut s, 0, "cmd=barrier_in"), [reply(0, "cmd=barrier_out")]);
+        s.on_gone(0, &mut out);
+        s.on_gone(0, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn gone_rank_releases_waiters() {
+        let mut s = PmiServer::new(2, "kvs");
+        assert!(replies(&mut s, 1, "cmd=barrier_in").is_empty());
+        let mut out = Vec::new();
+        s.on_gone(0, &mut out);
+        assert_eq!(out, [reply(1, "cmd=barrier_out")]);
+    }
+
+    #[test]
+    fn abort_carries_code_and_message() {
+        let mut s = PmiServer::new(2, "kvs");
+        assert_eq!(
+            replies(&mut s, 1, "cmd=abort exitcode=7 msg=it_broke"),
+            [Action::Abort { rank: 1, code: 7, message: "it_broke".into() }]
+        );
+        // MPICH 4 sends `message=` with escaped spaces.
+        assert_eq!(
+            replies(&mut s, 0, "cmd=abort exitcode=3 message=it\\ broke"),
+            [Action::Abort { rank: 0, code: 3, message: "it broke".into() }]
+        );
+        assert_eq!(replies(&mut s, 0, "cmd=abort"), [Action::Abort { rank: 0, code: 1, message: String::new() }]);
+    }
+
+    #[test]
+    fn junk_gets_error_replies_never_a_panic() {
+        let mut s = PmiServer::new(1, "kvs");
+        let err = |m: &str| [reply(0, &format!("cmd=error rc=-1 msg={m}"))];
+        assert_eq!(replies(&mut s, 0, "cmd=bogus a=b"), err("unknown_command_bogus"));
+        assert_eq!(replies(&mut s, 0, "hello"), err("expected_cmd"));
+        assert_eq!(replies(&mut s, 0, "key=value cmd=get"), err("expected_cmd"));
+        assert_eq!(replies(&mut s, 0, "cmd="), err("expected_cmd"));
+        assert_eq!(replies(&mut s, 0, "cmd=get ==="), err("malformed_line"));
+        assert_eq!(replies(&mut s, 0, "cmd=get k\u{e9}y=1"), err("malformed_line"));
+        assert_eq!(replies(&mut s, 0, "cmd=get_result rc=0"), err("unknown_command_get_result"));
+        assert!(replies(&mut s, 0, "").is_empty());
+        assert!(replies(&mut s, 0, "   ").is_empty());
+        assert!(replies(&mut s, 7, "cmd=init").is_empty(), "no such rank: ignored");
+        assert_eq!(
+            replies(&mut s, 0, "cmd=get key=x\\"),
+            [reply(0, "cmd=get_result rc=-1 msg=key_x\\_not_found value=unknown")]
+        );
+        assert_eq!(
+            replies(&mut s, 0, "cmd=get key=\u{e9}\\\u{e9}"),
+            [reply(0, "cmd=get_result rc=-1 msg=key__\\__not_found value=unknown")]
+        );
+        // A PMI-1 spawn block is skipped whole and refused once.
+        assert!(replies(&mut s, 0, "mcmd=spawn").is_empty());
+        assert!(replies(&mut s, 0, "nprocs=2").is_empty());
+        assert_eq!(replies(&mut s, 0, "endcmd"), [reply(0, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported")]);
+        assert_eq!(replies(&mut s, 0, "cmd=get_appnum\r"), [reply(0, "cmd=appnum appnum=0 rc=0")]);
+    }
+}

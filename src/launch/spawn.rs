@@ -1,0 +1,197 @@
+//! Starting one rank: its command, its environment (the [`contract`](super::contract)), its PMI
+//! socket, and what runs in the child between `fork` and `exec`.
+//!
+//! The child, before `exec` (`CommandExt::pre_exec`), only makes async-signal-safe system calls
+//! on values computed before the fork (no allocation, no lock):
+//! 1. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, so that a launcher killed with SIGKILL takes its ranks
+//!    with it; then `getppid()`: if the launcher already died, the rank must not start;
+//! 2. `fcntl` to clear close-on-exec on the two descriptors the rank inherits (its end of the PMI
+//!    socket pair and the node's segment) — in the child only, so that no other rank, and no
+//!    process a multi-threaded host starts meanwhile, inherits them;
+//! 3. `sched_setaffinity` to one CPU with `--bind core`.
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]
+//! forks from its calling thread and does not return before every rank was reaped.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
+
+use super::contract::{
+    ENV_LAUNCHER, ENV_LOCAL_RANK, ENV_LOCAL_SIZE, ENV_NODE, ENV_PMI_FD, ENV_PMI_RANK, ENV_PMI_SIZE, ENV_WAIT,
+    LAUNCHER_NAME,
+};
+use super::{Job, Wait};
+use crate::error::{Error, Result};
+
+/// Where one rank sits in the job.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub rank: u32,
+    pub size: u32,
+    pub node: String,
+    pub local_rank: u16,
+    pub local_size: u16,
+    /// The CPU to pin to (`--bind core`).
+    pub cpu: Option<usize>,
+}
+
+/// A started rank.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub child: Child,
+    pub pid: u32,
+    /// Readable once the process has exited (Linux 5.3+).
+    pub pidfd: OwnedFd,
+    /// The launcher's end of the PMI socket pair.
+    pub pmi: UnixStream,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+}
+
+/// The CPUs this process may run on, in increasing order (`sched_getaffinity`).
+pub(crate) fn allowed_cpus() -> Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(Error::io("sched_getaffinity", io::Error::last_os_error()));
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c < CPU_SETSIZE`, so the bit lies inside `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    if cpus.is_empty() {
+        return Err(Error::Config("no CPU is allowed to this process".into()));
+    }
+    Ok(cpus)
+}
+
+/// Clears close-on-exec on `fd` (async-signal-safe: two `fcntl` calls).
+fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor number, no memory passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Opens a pidfd on our child `pid` (not yet reaped, so the pid cannot have been reused).
+fn pidfd_open(pid: u32) -> Result<OwnedFd> {
+    // SAFETY: plain system call with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(Error::io("pidfd_open (needs Linux 5.3 or later)", io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+impl Wait {
+    /// The value of `NEMESIS_WAIT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::Poll => "poll",
+            Wait::Yield => "yield",
+            Wait::Block => "block",
+        }
+    }
+}
+
+/// Starts one rank of `job` at `place`, passing it the segment descriptor `seg_fd`.
+pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Started> {
+    let (ours, theirs) = UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
+    ours.set_nonblocking(true).map_err(|e| Error::io("PMI socket O_NONBLOCK", e))?;
+    let pmi_fd = theirs.as_raw_fd();
+
+    let mut cmd = Command::new(&job.program);
+    cmd.args(&job.args);
+    // Stale PMI variables (a launcher started under another process manager) must not mislead
+    // the rank's client.
+    for v in ["PMI_PORT", "PMI_ID", "PMI_SPAWNED", "PMI_SUBVERSION"] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in &job.env {
+        cmd.env(k, v);
+    }
+    cmd.env(ENV_PMI_FD, pmi_fd.to_string())
+        .env(ENV_PMI_RANK, place.rank.to_string())
+        .env(ENV_PMI_SIZE, place.size.to_string())
+        .env(ENV_LOCAL_RANK, place.local_rank.to_string())
+        .env(ENV_LOCAL_SIZE, place.local_size.to_string())
+        .env(ENV_NODE, &place.node)
+        .env(ENV_LAUNCHER, LAUNCHER_NAME);
+    if let Some(w) = job.wait {
+        cmd.env(ENV_WAIT, w.name());
+    }
+    // As mpiexec: the terminal's input goes to rank 0 only.
+    if place.rank != 0 {
+        cmd.stdin(Stdio::null());
+    }
+    if job.tag_output {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+
+    let cpuset = match place.cpu {
+        None => None,
+        Some(cpu) => {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            if cpu >= libc::CPU_SETSIZE as usize {
+                return Err(Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")));
+            }
+            // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set`.
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+            Some(set)
+        }
+    };
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
+    // system calls (prctl, getppid, fcntl, sched_setaffinity) on values captured by copy before
+    // the fork; it allocates nothing (errors are raw OS errors) and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            // SAFETY: prctl with integer arguments.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The launcher may have died before the death signal was armed: then it never fires.
+            // SAFETY: getppid cannot fail.
+            if libc::getppid() != launcher {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            clear_cloexec(pmi_fd)?;
+            clear_cloexec(seg_fd)?;
+            if let Some(set) = &cpuset {
+                // SAFETY: `set` is a valid cpu_set_t of the size passed.
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+        program: job.program.to_string_lossy().into_owned(),
+        rank: place.rank,
+        source,
+    })?;
+    // The rank has its copy now; ours must go so that its end of the pair closes with it.
+    drop(theirs);
+    let pid = child.id();
+    let pidfd = match pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    Ok(Started { child, pid, pidfd, pmi: ours, stdout, stderr })
+}

@@ -1,0 +1,468 @@
+//! The launcher's event loop: one `poll` over the ranks' PMI sockets, their pidfds (readable once
+//! a process has exited) and the signal pipe, on the thread that forked the ranks.
+//!
+//! Each turn handles, in this order: signals to the launcher; PMI lines (replies are buffered
+//! per rank and written without blocking, so a rank that does not read cannot stall the job);
+//! rank exits. A rank's remaining PMI lines are read before its exit is handled, so an `abort`
+//! sent just before exiting is seen as an abort. On each exit the rank is marked GONE in its
+//! node's segment with its raw wait status, and leaves the PMI barriers.
+//!
+//! Teardown (a failed rank without `keep_going`, an abort, SIGINT/SIGTERM): SIGTERM to every
+//! rank still running, SIGKILL to those left after the grace period. The pids are ours and not
+//! yet reaped, so a signal cannot reach a process that reused one. A second SIGINT/SIGTERM during
+//! the grace period sends SIGKILL at once. Only the rank processes are signalled (and only they
+//! carry the death signal): processes a rank starts are its own to end, so a rank that is a shell
+//! script should `exec` its program. The ranks stay in the launcher's process group, so a
+//! terminal's Ctrl-C reaches them as it reaches the launcher, and rank 0 can read the terminal.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ExitStatus};
+use std::time::Instant;
+
+use nemesis_shm::{Node, Segment};
+
+use super::contract::{HANDLE_FD, process_mapping, segment_key};
+use super::output::{Forwarder, Stream};
+use super::server::{Action, LINE_MAX, PmiServer};
+use super::signals::SignalPipe;
+use super::spawn::{self, Placement, Started};
+use super::{Ending, Job, NodePlan, Outcome, RankExit};
+use crate::error::{Error, Result};
+
+/// One rank's PMI connection.
+struct Conn {
+    sock: UnixStream,
+    /// Bytes received after the last newline.
+    input: Vec<u8>,
+    /// Replies not yet written.
+    output: Vec<u8>,
+}
+
+/// One running (or ended) rank.
+struct Rank {
+    rank: u32,
+    node: usize,
+    local: u16,
+    pid: u32,
+    child: Child,
+    /// `None` once reaped.
+    pidfd: Option<OwnedFd>,
+    conn: Option<Conn>,
+    exit: Option<ExitStatus>,
+    /// Signalled by the launcher (teardown).
+    stopped: bool,
+}
+
+struct Supervisor {
+    job: Job,
+    ranks: Vec<Rank>,
+    segments: Vec<Segment>,
+    server: PmiServer,
+    signals: Option<SignalPipe>,
+    ending: Option<Ending>,
+    /// When the survivors of a teardown get SIGKILL; `None` once sent (or no teardown).
+    kill_at: Option<Instant>,
+    /// Order in which ranks were seen failing on their own.
+    failures: Vec<usize>,
+    actions: Vec<Action>,
+}
+
+/// Sends `sig` to our unreaped child `pid`.
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill with integer arguments; `pid` is our child, not yet reaped, so it names that
+    // process and no other.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Writes what it can of `buf` to a non-blocking socket without raising SIGPIPE; returns the
+/// bytes written (0 if it would block).
+fn send_some(sock: &UnixStream, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: sends at most `buf.len()` bytes from `buf` on a socket we own.
+        let n = unsafe { libc::send(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Starts the ranks of `job` over `nodes` (one segment each) and supervises them to the end.
+pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Result<Outcome> {
+    let size = job.ranks;
+    let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
+    let per_node = nodes.first().map_or(0, |n| n.ranks.len() as u32);
+    server.preput("PMI_process_mapping", &process_mapping(nodes.len() as u32, per_node));
+    for (n, seg) in nodes.iter().zip(&segments) {
+        server.preput(&segment_key(&n.id), &format!("{HANDLE_FD}{}", seg.fd()));
+    }
+    let signals = if job.handle_signals { Some(SignalPipe::install()?) } else { None };
+    let cpus = match job.bind {
+        super::Bind::None => None,
+        super::Bind::Core => Some(spawn::allowed_cpus()?),
+    };
+
+    let mut sup = Supervisor {
+        job,
+        ranks: Vec::with_capacity(size as usize),
+        segments,
+        server,
+        signals,
+        ending: None,
+        kill_at: None,
+        failures: Vec::new(),
+        actions: Vec::new(),
+    };
+    let mut pipes = Vec::new();
+    for (ni, n) in nodes.iter().enumerate() {
+        let local_size = n.ranks.len() as u16;
+        for (local, &rank) in n.ranks.iter().enumerate() {
+            let local = local as u16;
+            let place = Placement {
+                rank,
+                size,
+                node: n.id.clone(),
+                local_rank: local,
+                local_size,
+                cpu: cpus.as_ref().map(|c| c[usize::from(local) % c.len()]),
+            };
+            let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd()) {
+                Ok(s) => s,
+                Err(e) => {
+                    sup.abandon();
+                    return Err(e);
+                }
+            };
+            let Started { child, pid, pidfd, pmi, stdout, stderr } = started;
+            tracing::debug!(rank, pid, cpu = ?place.cpu, "rank started");
+            if let Some(o) = stdout {
+                pipes.push((rank, Stream::Stdout, OwnedFd::from(o)));
+            }
+            if let Some(e) = stderr {
+                pipes.push((rank, Stream::Stderr, OwnedFd::from(e)));
+            }
+            sup.ranks.push(Rank {
+                rank,
+                node: ni,
+                local,
+                pid,
+                child,
+                pidfd: Some(pidfd),
+                conn: Some(Conn { sock: pmi, input: Vec::new(), output: Vec::new() }),
+                exit: None,
+                stopped: false,
+            });
+        }
+    }
+    // Ranks were pushed node by node; index them by rank.
+    sup.ranks.sort_by_key(|r| r.rank);
+    let forwarder = if pipes.is_empty() { None } else { Some(Forwarder::start(pipes)) };
+    let forwarder = match forwarder.transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            sup.abandon();
+            return Err(e);
+        }
+    };
+    let outcome = sup.supervise();
+    if let Some(f) = forwarder {
+        f.finish();
+    }
+    outcome
+}
+
+impl Supervisor {
+    /// Kills and reaps every rank started so far (start-up failed).
+    fn abandon(&mut self) {
+        for r in &mut self.ranks {
+            signal(r.pid, libc::SIGKILL);
+            let _ = r.child.wait();
+        }
+    }
+
+    fn supervise(mut self) -> Result<Outcome> {
+        while self.ranks.iter().any(|r| r.exit.is_none()) {
+            self.turn()?;
+        }
+        let ending = self.ending.take().unwrap_or(Ending::Completed);
+        let ranks: Vec<RankExit> = self
+            .ranks
+            .iter()
+            .map(|r| RankExit {
+                rank: r.rank,
+                pid: r.pid,
+                status: r.exit.unwrap_or_else(|| ExitStatus::from_raw(0)),
+                stopped_by_launcher: r.stopped,
+            })
+            .collect();
+        tracing::info!(?ending, "job ended");
+        Ok(Outcome { ranks, ending, first_failure: self.failures.first().copied() })
+    }
+
+    /// One poll and what it found.
+    fn turn(&mut self) -> Result<()> {
+        // What each pollfd is.
+        enum Src {
+            Signals,
+            Conn(usize),
+            Exit(usize),
+        }
+        let mut pfds = Vec::with_capacity(2 * self.ranks.len() + 1);
+        let mut srcs = Vec::with_capacity(pfds.capacity());
+        if let Some(s) = &self.signals {
+            pfds.push(libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 });
+            srcs.push(Src::Signals);
+        }
+        for (i, r) in self.ranks.iter().enumerate() {
+            if let Some(c) = &r.conn {
+                let events = if c.output.is_empty() { libc::POLLIN } else { libc::POLLIN | libc::POLLOUT };
+                pfds.push(libc::pollfd { fd: c.sock.as_raw_fd(), events, revents: 0 });
+                srcs.push(Src::Conn(i));
+            }
+            if let Some(p) = &r.pidfd {
+                pfds.push(libc::pollfd { fd: p.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                srcs.push(Src::Exit(i));
+            }
+        }
+        let timeout = match self.kill_at {
+            None => -1,
+            Some(t) => t.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32,
+        };
+        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                self.teardown_now();
+                return Err(Error::io("poll", e));
+            }
+        }
+        let ready = |kind: fn(&Src) -> bool| {
+            pfds.iter().zip(&srcs).filter(move |(p, s)| p.revents != 0 && kind(s)).map(|(p, s)| (p.revents, s))
+        };
+        if ready(|s| matches!(s, Src::Signals)).next().is_some() {
+            self.on_signals();
+        }
+        let conns: Vec<(usize, i16)> = ready(|s| matches!(s, Src::Conn(_)))
+            .filter_map(|(ev, s)| if let Src::Conn(i) = s { Some((*i, ev)) } else { None })
+            .collect();
+        let exits: Vec<usize> = ready(|s| matches!(s, Src::Exit(_)))
+            .filter_map(|(_, s)| if let Src::Exit(i) = s { Some(*i) } else { None })
+            .collect();
+        for (i, ev) in conns {
+            if ev & libc::POLLOUT != 0 {
+                self.flush(i);
+            }
+            if ev & !libc::POLLOUT != 0 {
+                self.read_conn(i);
+            }
+        }
+        for i in exits {
+            self.on_exit(i);
+        }
+        if self.kill_at.is_some_and(|t| Instant::now() >= t) {
+            self.kill_survivors();
+        }
+        Ok(())
+    }
+
+    fn on_signals(&mut self) {
+        let sigs = self.signals.as_ref().map(SignalPipe::take).unwrap_or_default();
+        for sig in sigs {
+            if self.ending.is_some() {
+                // Already ending: a second signal means now.
+                tracing::info!(signal = sig, "signal during teardown: killing the ranks now");
+                self.kill_survivors();
+                continue;
+            }
+            eprintln!("nemesis-run: {} received, ending the job", signal_name(sig));
+            self.teardown(Ending::Interrupted { signal: sig });
+        }
+    }
+
+    /// Reads what rank `i` sent and handles each complete line.
+    fn read_conn(&mut self, i: usize) {
+        let rank = self.ranks[i].rank;
+        let Some(conn) = self.ranks[i].conn.as_mut() else {
+            return;
+        };
+        let mut buf = [0u8; 8192];
+        let mut closed = false;
+        loop {
+            match (&conn.sock).read(&mut buf) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => conn.input.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::debug!(rank, error = %e, "PMI connection failed");
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while let Some(nl) = conn.input[start..].iter().position(|&b| b == b'\n') {
+            lines.push(String::from_utf8_lossy(&conn.input[start..start + nl]).into_owned());
+            start += nl + 1;
+        }
+        conn.input.drain(..start);
+        let too_long = conn.input.len() > LINE_MAX;
+        for line in lines {
+            self.server.on_line(rank, &line, &mut self.actions);
+        }
+        if too_long {
+            tracing::warn!(rank, "PMI line longer than {LINE_MAX} bytes: closing the connection");
+            self.actions.push(Action::Reply { rank, line: "cmd=error rc=-1 msg=line_too_long\n".into() });
+        }
+        self.apply_actions();
+        if closed || too_long {
+            self.close_conn(i);
+        }
+    }
+
+    /// Carries out what the PMI server asked for.
+    fn apply_actions(&mut self) {
+        let actions = std::mem::take(&mut self.actions);
+        for a in actions {
+            match a {
+                Action::Reply { rank, line } => {
+                    let i = rank as usize;
+                    if let Some(c) = self.ranks.get_mut(i).and_then(|r| r.conn.as_mut()) {
+                        c.output.extend_from_slice(line.as_bytes());
+                        self.flush(i);
+                    }
+                }
+                Action::Abort { rank, code, message } => {
+                    let pid = self.ranks.get(rank as usize).map_or(0, |r| r.pid);
+                    if self.ending.is_none() {
+                        let msg = if message.is_empty() { String::new() } else { format!(": {message}") };
+                        eprintln!("nemesis-run: rank {rank} (pid {pid}) called abort with exit code {code}{msg}");
+                        tracing::info!(rank, pid, code, %message, "rank aborted the job");
+                        self.teardown(Ending::Aborted { rank, code, message });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes buffered replies to rank `i` as far as the socket takes them.
+    fn flush(&mut self, i: usize) {
+        let Some(c) = self.ranks[i].conn.as_mut() else {
+            return;
+        };
+        while !c.output.is_empty() {
+            match send_some(&c.sock, &c.output) {
+                Ok(0) => return,
+                Ok(n) => {
+                    c.output.drain(..n);
+                }
+                Err(e) => {
+                    tracing::debug!(rank = self.ranks[i].rank, error = %e, "PMI reply not delivered");
+                    self.close_conn(i);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Drops rank `i`'s PMI connection: it takes part in no more barriers.
+    fn close_conn(&mut self, i: usize) {
+        if self.ranks[i].conn.take().is_some() {
+            self.server.on_gone(self.ranks[i].rank, &mut self.actions);
+            self.apply_actions();
+        }
+    }
+
+    /// Rank `i`'s pidfd is readable: it has exited. Reaps it and marks it.
+    fn on_exit(&mut self, i: usize) {
+        // What it wrote before it died comes first (an abort, typically).
+        self.read_conn(i);
+        let r = &mut self.ranks[i];
+        let status = match r.child.try_wait() {
+            Ok(Some(s)) => s,
+            Ok(None) => return, // spurious wake-up
+            Err(e) => {
+                tracing::warn!(rank = r.rank, error = %e, "waitpid failed");
+                ExitStatus::from_raw(libc::W_EXITCODE(1, 0))
+            }
+        };
+        r.exit = Some(status);
+        r.pidfd = None;
+        let (rank, pid, node, local, stopped) = (r.rank, r.pid, r.node, r.local, r.stopped);
+        if let Err(e) = self.segments[node].mark_gone(local, status.into_raw() as u32) {
+            tracing::warn!(rank, error = %e, "could not mark the rank gone in the segment");
+        }
+        self.close_conn(i);
+        let exit = RankExit { rank, pid, status, stopped_by_launcher: stopped };
+        if status.success() {
+            tracing::debug!(rank, pid, "rank exited");
+            return;
+        }
+        if self.ending.is_some() {
+            // Part of a teardown already under way: not a cause.
+            tracing::debug!(rank, pid, status = %exit.describe(), "rank ended during teardown");
+            return;
+        }
+        self.failures.push(i);
+        eprintln!("nemesis-run: rank {rank} (pid {pid}) {}", exit.describe());
+        tracing::info!(rank, pid, status = %exit.describe(), "rank failed");
+        if !self.job.keep_going {
+            self.teardown(Ending::RankFailed { rank });
+        }
+    }
+
+    /// Ends the job: SIGTERM now, SIGKILL after the grace period.
+    fn teardown(&mut self, why: Ending) {
+        if self.ending.is_some() {
+            return;
+        }
+        tracing::info!(?why, "tearing the job down");
+        self.ending = Some(why);
+        for r in self.ranks.iter_mut().filter(|r| r.exit.is_none()) {
+            signal(r.pid, libc::SIGTERM);
+            r.stopped = true;
+        }
+        self.kill_at = Some(Instant::now() + self.job.kill_grace);
+    }
+
+    /// SIGKILL to every rank still running.
+    fn kill_survivors(&mut self) {
+        for r in self.ranks.iter_mut().filter(|r| r.exit.is_none()) {
+            tracing::debug!(rank = r.rank, pid = r.pid, "SIGKILL");
+            signal(r.pid, libc::SIGKILL);
+            r.stopped = true;
+        }
+        self.kill_at = None;
+    }
+
+    /// The event loop cannot go on: kill everything and reap it.
+    fn teardown_now(&mut self) {
+        self.kill_survivors();
+        for r in self.ranks.iter_mut().filter(|r| r.exit.is_none()) {
+            if let Ok(s) = r.child.wait() {
+                r.exit = Some(s);
+            }
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        s => format!("signal {s}"),
+    }
+}
