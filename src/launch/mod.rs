@@ -70,16 +70,8 @@ pub enum Bind {
     Core,
 }
 
-/// How ranks wait for messages: sets `NEMESIS_WAIT` (the names are those of the variable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Spin.
-    Poll,
-    /// Spin, then yield the core.
-    Yield,
-    /// Spin, then sleep on the rank's doorbell.
-    Block,
-}
+/// How ranks wait for messages (sets `NEMESIS_WAIT` in their environment).
+pub use crate::config::WaitMode as Wait;
 
 /// A job to start: a program, its arguments, and how to run its ranks. See the [module
 /// documentation](self) for an example.

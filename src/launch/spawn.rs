@@ -19,11 +19,11 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 
+use super::Job;
 use super::contract::{
     ENV_LAUNCHER, ENV_LOCAL_RANK, ENV_LOCAL_SIZE, ENV_NODE, ENV_PMI_FD, ENV_PMI_RANK, ENV_PMI_SIZE, ENV_WAIT,
     LAUNCHER_NAME,
 };
-use super::{Job, Wait};
 use crate::error::{Error, Result};
 
 /// Where one rank sits in the job.
@@ -89,17 +89,6 @@ fn pidfd_open(pid: u32) -> Result<OwnedFd> {
     }
     // SAFETY: a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-impl Wait {
-    /// The value of `NEMESIS_WAIT`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Wait::Poll => "poll",
-            Wait::Yield => "yield",
-            Wait::Block => "block",
-        }
-    }
 }
 
 /// Starts one rank of `job` at `place`, passing it the segment descriptor `seg_fd`.
