@@ -18,6 +18,7 @@
 //! memfd segment.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use nemesis_shm::{Backing, Params, Segment};
 
@@ -44,11 +45,50 @@ pub struct Boot {
     pub pmi: Option<PmiClient>,
 }
 
+/// Set by the SIGUSR1 handler: a peer failed (Hydra's notice).
+static FAILURE_NOTICE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_failure_notice(_: libc::c_int) {
+    // ORDERING: Relaxed; a hint read by the rank's own thread. Only an atomic store: async-signal
+    // safe.
+    FAILURE_NOTICE.store(true, Relaxed);
+}
+
+/// True once after Hydra signalled a peer's failure: time to look at the peers now.
+pub fn take_failure_notice() -> bool {
+    // ORDERING: Relaxed, see `on_failure_notice`.
+    FAILURE_NOTICE.load(Relaxed) && FAILURE_NOTICE.swap(false, Relaxed)
+}
+
+/// Under Hydra (it sets `HYDI_CONTROL_FD`), a rank's failure is notified to the others with
+/// SIGUSR1 (MPICH's convention with `-disable-auto-cleanup`), whose default action would kill
+/// them. If the application left SIGUSR1 at its default, it becomes that notice. (Hydra 4.0.2
+/// still tears the job down shortly after, whatever the ranks do.)
+fn install_failure_notice() {
+    if std::env::var_os("HYDI_CONTROL_FD").is_none() {
+        return;
+    }
+    // SAFETY: we only read the current disposition, then install a handler that stores to an
+    // atomic (async-signal safe) if the disposition was the default.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGUSR1, std::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+            return;
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_failure_notice as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+    }
+}
+
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
     let Some(mut pmi) = PmiClient::from_env()? else {
         return singleton();
     };
+    install_failure_notice();
     let (rank, size) = (pmi.rank(), pmi.size());
     let node = local_node_id()?;
     pmi.put(&node_key(rank), &node)?;

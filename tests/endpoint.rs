@@ -347,6 +347,15 @@ fn peer_killed_while_others_wait_on_it() {
     }
 }
 
+/// The same without the launcher's marks in the segment, as under a process manager that knows
+/// nothing of nemesis: the survivors find the death through pidfds on the pids ranks publish.
+#[test]
+fn peer_death_is_found_through_pidfds_without_marks() {
+    let o = job(3, &["--keep-going"], "peer-killed", &[("NEMESIS_RUN_NO_MARKS", "1".into())]);
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
 // ---------------------------------------------------------------------------------------------
 // A rank blocked in `block` mode uses next to no CPU.
 
@@ -384,4 +393,57 @@ fn idle_rank_in_block_mode_uses_little_cpu() {
     assert!(wall > 1.5, "{line}");
     // Generous: the spin before blocking and the 10 ms wake-ups cost a little.
     assert!(cpu < 0.25 * wall, "an idle blocked rank used {cpu} s of CPU in {wall} s");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Under MPICH's Hydra (`mpiexec.hydra` from Debian's `mpich`): the same programs, unmodified.
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// `mpiexec.hydra`, or `None` (then the test skips, except under CI where it fails).
+fn hydra() -> Option<&'static str> {
+    let found = Command::new("mpiexec.hydra").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(!in_ci(), "mpiexec.hydra is missing: CI must install Debian's mpich");
+        eprintln!("skipped: mpiexec.hydra not found (apt-get install mpich)");
+        return None;
+    }
+    Some("mpiexec.hydra")
+}
+
+fn shm_entries() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(hydra);
+    cmd.args(args).arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture"]);
+    cmd.env("NEMESIS_TEST_ROLE", role);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn hydra_starts_an_unmodified_nemesis_program() {
+    let Some(h) = hydra() else { return };
+    let before = shm_entries();
+    let o = hydra_job(
+        h,
+        &["-n", "4"],
+        "traffic",
+        &[("NEMESIS_TEST_SEED", "77".into()), ("NEMESIS_TEST_COUNT", "100".into())],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 4, "{}", show(&o));
+    let leaked: Vec<_> =
+        shm_entries().into_iter().filter(|e| !before.contains(e) && e.starts_with("nemesis")).collect();
+    assert!(leaked.is_empty(), "left in /dev/shm: {leaked:?}");
 }

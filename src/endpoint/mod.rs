@@ -988,7 +988,7 @@ impl Inner {
 
     /// Nothing happened: liveness checks once the wait is long, then spin, yield or block.
     fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
-        if waiter.is_long() {
+        if waiter.is_long() || bootstrap::take_failure_notice() {
             self.port.check_peers()?;
             if self.port.has_events() {
                 self.handle_events(by)?;
