@@ -51,6 +51,7 @@ fn rank_main() {
         "errors" => errors(),
         "peer-killed" => peer_killed(),
         "idle-block" => idle_block(),
+        "ssend" => ssend(),
         other => panic!("unknown role {other}"),
     });
     std::process::exit(if result.is_ok() { 0 } else { 1 });
@@ -296,6 +297,42 @@ fn errors() {
 #[test]
 fn errors_between_processes() {
     let o = job(2, &[], "errors", &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synchronous sends between processes.
+
+fn ssend() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    let msg = [9u8; 300];
+    if me == 0 {
+        // SAFETY: `msg` outlives the request.
+        let r = unsafe { ep.issend_raw(msg.as_ptr(), msg.len(), 1, 1, WORLD) }.unwrap();
+        // Rank 1 posts its receive only after our tag-2 message, sent below: until then the
+        // synchronous send cannot complete, however long we test it.
+        for _ in 0..2000 {
+            assert_eq!(ep.test(r).unwrap(), None, "completed before the receive was posted");
+        }
+        ep.send(&[2], 1, 2, WORLD).unwrap();
+        ep.wait(r).unwrap();
+        // Blocking form, the other way round, and into a receive posted first.
+        ep.ssend(&msg, 1, 3, WORLD).unwrap();
+    } else {
+        let mut b = [0u8; 300];
+        ep.recv(&mut b, 0, 2, WORLD).unwrap();
+        assert_eq!(ep.recv(&mut b, 0, 1, WORLD).unwrap().len, 300);
+        assert_eq!(ep.recv(&mut b, 0, 3, WORLD).unwrap().len, 300);
+    }
+    println!("RESULT ssend ok on {me}");
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn synchronous_sends_between_processes() {
+    let o = job(2, &[], "ssend", &[]);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
 }

@@ -174,3 +174,24 @@ fn many_unexpected_messages_beyond_the_cell_pool() {
         assert_eq!(buf, pattern(i, 10_000));
     }
 }
+
+#[test]
+fn synchronous_send_completes_when_matched() {
+    let mut e = ep();
+    let msg = [5u8; 40];
+    let mut buf = [0u8; 40];
+    // SAFETY: `msg` outlives the request, waited for below.
+    let r = unsafe { e.issend_raw(msg.as_ptr(), msg.len(), 0, 3, WORLD) }.unwrap();
+    for _ in 0..100 {
+        assert_eq!(e.test(r).unwrap(), None, "not matched yet");
+    }
+    let st = e.recv(&mut buf, 0, 3, WORLD).unwrap();
+    assert_eq!((st.len, &buf[..]), (40, &msg[..]));
+    // The acknowledgement (tag 0, context 0 on the wire) is now first in our queue; a blocking
+    // receive of tag 0 in context 0 must skip it and take the real message behind it.
+    e.send(&[1], 0, 0, WORLD).unwrap();
+    let st = e.recv(&mut buf, 0, 0, WORLD).unwrap();
+    assert_eq!((st.len, buf[0]), (1, 1));
+    assert_eq!(e.wait(r).unwrap().tag, 3);
+    assert_eq!(e.iprobe(ANY_SOURCE, ANY_TAG, WORLD).unwrap(), None, "the acknowledgement is not a message");
+}

@@ -149,6 +149,20 @@ impl Incoming {
         unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).context)) }
     }
 
+    /// The message kind (defined by the layer above).
+    #[inline(always)]
+    pub fn kind(&self) -> u8 {
+        // SAFETY: as in `header`.
+        unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).kind)) }
+    }
+
+    /// The kind-specific word of the header.
+    #[inline(always)]
+    pub fn aux(&self) -> u32 {
+        // SAFETY: as in `header`.
+        unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).aux)) }
+    }
+
     /// Length of the whole message.
     #[inline(always)]
     pub fn len(&self) -> usize {

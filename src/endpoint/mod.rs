@@ -46,6 +46,11 @@ pub const WORLD: u32 = 0;
 
 /// Message kind of eager data in the message header.
 const KIND_EAGER: u8 = 0;
+/// Eager data of a synchronous send: the receiver acknowledges the match (`aux`: the sender's
+/// token).
+const KIND_EAGER_SYNC: u8 = 1;
+/// The acknowledgement of a synchronous send's match (`aux`: the token, no payload).
+const KIND_SYNC_ACK: u8 = 2;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 /// Marks a rank that has no local rank (on another node).
@@ -95,6 +100,8 @@ struct Unexpected {
     data: Vec<u8>,
     /// Bytes received so far.
     got: usize,
+    /// A synchronous send's token: acknowledged when a receive takes the message.
+    sync: Option<u32>,
     /// A receive was matched to it while it was still arriving: it completes on the last fragment.
     claimed: Option<Request>,
 }
@@ -136,6 +143,10 @@ enum Peer {
 #[derive(Debug)]
 struct Pending {
     req: Request,
+    /// Sent by the Endpoint itself (an acknowledgement): nobody waits for it.
+    internal: bool,
+    /// A synchronous send: once handed over, it waits for the acknowledgement of this token.
+    sync: Option<u32>,
 }
 
 /// What the unexpected list had for a receive.
@@ -177,6 +188,10 @@ struct Inner {
     peers: Box<[Peer]>,
     /// Buffers of consumed unexpected messages, for reuse.
     spare: Vec<Vec<u8>>,
+    /// Synchronous sends waiting for their acknowledgement: `(token, request, local dest)`.
+    sync_waiting: Vec<(u32, Request, u16, Status)>,
+    next_token: u32,
+    node: String,
     finalized: bool,
 }
 
@@ -219,7 +234,7 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, .. } = boot;
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node } = boot;
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
@@ -253,6 +268,9 @@ impl Endpoint {
             expected: Vec::new(),
             peers: vec![Peer::Alive; n].into(),
             spare: Vec::new(),
+            sync_waiting: Vec::new(),
+            next_token: 0,
+            node,
             finalized: false,
         };
         tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = cfg.eager_max, "endpoint ready");
@@ -306,11 +324,83 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
-                inner.pending.push_back(Pending { req });
+                inner.pending.push_back(Pending { req, internal: false, sync: None });
                 inner.wait(req).map(drop)
             }
             Err(e) => Err(inner.send_error(e, dest)),
         }
+    }
+
+    /// Sends `buf` synchronously: returns once a matching receive has taken the message (MPI's
+    /// synchronous mode), and `buf` may be reused.
+    pub fn ssend(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        let req = unsafe { self.issend_raw(buf.as_ptr(), buf.len(), dest, tag, context) }?;
+        self.inner.wait(req).map(drop)
+    }
+
+    /// Starts a synchronous send: the request completes once a matching receive has taken the
+    /// message.
+    ///
+    /// # Safety
+    /// As for [`isend_raw`](Self::isend_raw).
+    pub unsafe fn issend_raw(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let inner = &mut *self.inner;
+        let local = inner.check_send(len, dest, tag)?;
+        let token = inner.next_token;
+        inner.next_token = inner.next_token.wrapping_add(1);
+        let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        match inner.port.send(local, &hdr, data) {
+            Ok(Sent::Done) => {
+                inner.ring(local);
+                let req = inner.reqs.insert(Op::Sync);
+                inner.sync_waiting.push((token, req, local, Status { source: inner.rank, tag, len }));
+                Ok(req)
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                inner.pending.push_back(Pending { req, internal: false, sync: Some(token) });
+                Ok(req)
+            }
+            Err(e) => Err(inner.send_error(e, dest)),
+        }
+    }
+
+    /// Asks the process manager to end the whole job with `code` (MPI_Abort), printing `msg`;
+    /// exits this process with `code` if the process manager has not killed it within a moment
+    /// (or at once for a singleton).
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        eprintln!("nemesis: rank {} aborts the job (code {code}): {msg}", self.inner.rank);
+        if let Some(pmi) = self.inner.pmi.as_mut()
+            && pmi.abort(code, msg).is_ok()
+        {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        std::process::exit(code & 0xff)
+    }
+
+    /// The ranks on this node (sharing its segment), in rank order.
+    pub fn local_ranks(&self) -> &[u32] {
+        &self.inner.global
+    }
+
+    /// True if `rank` shares this node's segment.
+    pub fn is_local(&self, rank: u32) -> bool {
+        self.inner.route.get(rank as usize).is_some_and(|&l| l != NOT_LOCAL)
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &str {
+        &self.inner.node
     }
 
     /// Receives into `buf` a message matching `(source, tag, context)`; `source` may be
@@ -361,7 +451,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req });
+                inner.pending.push_back(Pending { req, internal: false, sync: None });
                 Ok(req)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -668,6 +758,7 @@ impl Inner {
         {
             if inc.offset() == 0
                 && inc.is_last()
+                && inc.kind() == KIND_EAGER
                 && want.matches(self.global[usize::from(inc.src)], inc.tag(), inc.context())
             {
                 let status = Status { source: self.global[usize::from(inc.src)], tag: inc.tag(), len: inc.len() };
@@ -764,6 +855,13 @@ impl Inner {
         else {
             return Found::Nothing;
         };
+        let u = &mut self.unexpected[i].1;
+        let (source, sync) = (u.source, u.sync.take());
+        if let Some(token) = sync
+            && let Err(e) = self.send_ack(self.route[source as usize], token)
+        {
+            return Found::Done(Err(e));
+        }
         let u = &self.unexpected[i].1;
         if u.got < u.data.len() {
             let req = self.reqs.insert(Op::Recv { buf, status: None });
@@ -807,10 +905,24 @@ impl Inner {
             let source = self.global[src];
             let (tag, context) = (inc.tag(), inc.context());
             let status = Status { source, tag, len: inc.len() };
+            let kind = inc.kind();
+            if kind == KIND_SYNC_ACK {
+                let token = inc.aux();
+                self.port.release(inc)?;
+                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && usize::from(w.2) == src) {
+                    let (_, req, _, st) = self.sync_waiting.swap_remove(i);
+                    self.reqs.complete(req, Ok(st));
+                }
+                return Ok(());
+            }
+            let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
             if let Some(b) = by.as_deref_mut()
                 && b.status.is_none()
                 && b.want.matches(source, tag, context)
             {
+                if let Some(token) = sync {
+                    self.send_ack(inc.src, token)?;
+                }
                 copy_into(b.buf, &inc);
                 if inc.is_last() {
                     b.done = Some(finish(status, b.buf.cap));
@@ -822,6 +934,9 @@ impl Inner {
                 let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
                 if p.want.source >= 0 {
                     self.rebuild_expected();
+                }
+                if let Some(token) = sync {
+                    self.send_ack(inc.src, token)?;
                 }
                 if let Some(Op::Recv { buf, status: st }) = self.reqs.op_mut(p.req) {
                     let buf = *buf;
@@ -840,7 +955,7 @@ impl Inner {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
                 let got = inc.frag_len();
-                let u = Unexpected { source, tag, context, data, got, claimed: None };
+                let u = Unexpected { source, tag, context, data, got, sync, claimed: None };
                 self.unexpected.push((id, u));
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
@@ -909,6 +1024,26 @@ impl Inner {
         }
     }
 
+    /// Acknowledges a synchronous send's match to local rank `local`.
+    fn send_ack(&mut self, local: u16, token: u32) -> Result<()> {
+        let dest = self.global[usize::from(local)];
+        let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
+        match self.port.send(local, &hdr, &[]) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                Ok(())
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: 0, dest });
+                self.pending.push_back(Pending { req, internal: true, sync: None });
+                Ok(())
+            }
+            // The sender died: nobody waits for the acknowledgement.
+            Err(nemesis_shm::Error::PeerDead { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Resumes pending sends in order. True if one completed.
     fn resume_pending(&mut self) -> Result<bool> {
         if self.pending.is_empty() {
@@ -917,7 +1052,7 @@ impl Inner {
         let mut done = false;
         let mut i = 0;
         while i < self.pending.len() {
-            let req = self.pending[i].req;
+            let Pending { req, internal, sync } = self.pending[i];
             let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
                 self.pending.remove(i);
                 continue;
@@ -931,7 +1066,19 @@ impl Inner {
             match self.port.resume(ps, data) {
                 Ok(true) => {
                     self.ring(local);
-                    self.reqs.complete(req, Ok(Status { source: self.rank, tag, len }));
+                    let status = Status { source: self.rank, tag, len };
+                    match sync {
+                        Some(token) => {
+                            if let Some(op) = self.reqs.op_mut(req) {
+                                *op = Op::Sync;
+                            }
+                            self.sync_waiting.push((token, req, local, status));
+                        }
+                        None => self.reqs.complete(req, Ok(status)),
+                    }
+                    if internal {
+                        let _ = self.reqs.take(req);
+                    }
                     self.pending.remove(i);
                     done = true;
                 }
@@ -939,6 +1086,9 @@ impl Inner {
                 Err(e) => {
                     let e = self.send_error(e, dest);
                     self.reqs.complete(req, Err(e));
+                    if internal {
+                        let _ = self.reqs.take(req);
+                    }
                     self.pending.remove(i);
                     done = true;
                 }
@@ -1057,6 +1207,16 @@ impl Inner {
                         }
                     }
                     self.rebuild_expected();
+                    // Synchronous sends to it will never be acknowledged.
+                    let mut i = 0;
+                    while i < self.sync_waiting.len() {
+                        if self.sync_waiting[i].2 == rank {
+                            let (_, req, _, _) = self.sync_waiting.swap_remove(i);
+                            self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
+                        } else {
+                            i += 1;
+                        }
+                    }
                     if let Some(b) = by.as_deref_mut()
                         && b.want.source == dead as i32
                         && b.done.is_none()

@@ -29,6 +29,8 @@ pub(crate) enum Op {
     Send { ps: PendingSend, buf: *const u8, len: usize, dest: u32 },
     /// A posted receive, or one matched to a message still arriving.
     Recv { buf: RecvBuf, status: Option<Status> },
+    /// A synchronous send handed over, waiting for the receiver's acknowledgement.
+    Sync,
 }
 
 #[derive(Debug)]
