@@ -18,13 +18,18 @@ pub enum Error {
     #[error("invalid tag {0}: tags are >= 0 (ANY_TAG only on receives)")]
     InvalidTag(i32),
     /// The message was longer than the receive buffer: the buffer holds its first `capacity`
-    /// bytes, nothing was written past it.
-    #[error("message of {len} bytes truncated to the {capacity}-byte receive buffer")]
+    /// bytes, nothing was written past it. Sender and tag say which message it was (a wildcard
+    /// receive has no other way to learn them; MPI fills the status of a truncated receive).
+    #[error("message of {len} bytes from rank {sender} (tag {tag}) truncated to the {capacity}-byte receive buffer")]
     Truncated {
         /// The message's real length.
         len: usize,
         /// The buffer's length.
         capacity: usize,
+        /// The sender's rank.
+        sender: u32,
+        /// The message's tag.
+        tag: i32,
     },
     /// The peer died (or exited): nothing more will come from it, and nothing can be sent to it.
     #[error("rank {rank} died")]

@@ -285,7 +285,7 @@ fn errors() {
     } else {
         let mut small = [0u8; 10];
         let e = ep.recv(&mut small, 0, 1, WORLD).unwrap_err();
-        assert!(matches!(e, Error::Truncated { len: 500, capacity: 10 }), "{e}");
+        assert!(matches!(e, Error::Truncated { len: 500, capacity: 10, sender: 0, tag: 1 }), "{e}");
         assert_eq!(small, [7u8; 10]);
         let mut b = [0u8; 20];
         assert_eq!(ep.recv(&mut b, 0, 2, WORLD).unwrap().len, 20, "the next message is intact");

@@ -685,7 +685,11 @@ fn copy_into(buf: RecvBuf, inc: &Incoming) {
 /// The result of a receive whose message of `len` bytes went into a buffer of `cap`.
 #[inline(always)]
 fn finish(status: Status, cap: usize) -> Result<Status> {
-    if status.len > cap { Err(Error::Truncated { len: status.len, capacity: cap }) } else { Ok(status) }
+    if status.len > cap {
+        Err(Error::Truncated { len: status.len, capacity: cap, sender: status.source, tag: status.tag })
+    } else {
+        Ok(status)
+    }
 }
 
 impl Inner {
