@@ -1,0 +1,840 @@
+//! Collective operations: argument checks, the two-level (node, then between nodes) structure,
+//! and the choice of an algorithm per level by the pLogP models of [`model`]; the algorithms are
+//! in [`algo`].
+//!
+//! **Contexts.** Collectives run in the communicator's second context (`Comm::coll_ctx`), with
+//! a tag per operation, so they never match point-to-point messages on the same communicator.
+//! Every member calls the collectives of a communicator in the same order (MPI requires it) and
+//! messages between two ranks in one context are not overtaken, so consecutive collectives
+//! cannot take each other's messages.
+//!
+//! **Shared memory, then the network.** When a communicator spans several nodes (ranks that do
+//! not share a segment), broadcast, reduce, allreduce and barrier work in two levels, as LaPIe
+//! does (`shared/reference/p2pmpi-lapie.md`, "Hierarchy"): inside each node with the `shm`
+//! parameters, and among one leader per node with the `net` ones (the root's node is led by the
+//! root). Gather, scatter, allgather and alltoall run over the whole communicator with the
+//! parameters of its slowest level. With one node — every job today, as there is no network
+//! module yet — everything runs at the `shm` level. `NEMESIS_COLL_NODES=K` pretends the job's
+//! ranks form `K` nodes of consecutive ranks, so the two-level paths can be run (and are tested)
+//! on one machine.
+//!
+//! **Memory.** Collectives allocate scratch buffers (partial results, rotations); the
+//! point-to-point fast path does not.
+
+pub mod algo;
+pub mod model;
+
+use std::ffi::{c_int, c_void};
+
+use nemesis::Endpoint;
+
+use self::algo::{Ops, Reduction, Team};
+use self::model::{Allgather, Allreduce, Barrier, Bcast, Gather, Model, Params, Reduce};
+use crate::abi::{self, Datatype, IN_PLACE};
+use crate::comm::Comm;
+use crate::datatype;
+use crate::error::{Fail, Res, Why};
+use crate::op::OpKind;
+use crate::p2p::{byte_len, comm_at, in_bytes, out_bytes};
+use crate::state::{State, not_running};
+
+/// Tags of the collectives in the collective context.
+pub mod tag {
+    pub const BARRIER: i32 = 1;
+    pub const BCAST: i32 = 2;
+    pub const REDUCE: i32 = 3;
+    pub const ALLREDUCE: i32 = 4;
+    pub const GATHER: i32 = 5;
+    pub const SCATTER: i32 = 6;
+    pub const ALLGATHER: i32 = 7;
+    pub const ALLTOALL: i32 = 8;
+    /// Communicator creation (dup, split) and start-up exchanges.
+    pub const COMM: i32 = 9;
+}
+
+/// Algorithms forced by `NEMESIS_COLL_ALG` (`None`: the model chooses).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Force {
+    /// `Chain(0)`: a chain whose segment the model (or `NEMESIS_COLL_SEGMENT`) chooses.
+    pub bcast: Option<Bcast>,
+    pub reduce: Option<Reduce>,
+    pub allreduce: Option<Allreduce>,
+    pub gather: Option<Gather>,
+    pub scatter: Option<Gather>,
+    pub allgather: Option<Allgather>,
+    pub barrier: Option<Barrier>,
+}
+
+/// The collectives' configuration: model parameters per level and overrides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tuning {
+    /// Between ranks of a node (`NEMESIS_COLL_SHM`).
+    pub shm: Params,
+    /// Between node leaders (`NEMESIS_COLL_NET`).
+    pub net: Params,
+    /// `NEMESIS_COLL_ALG`.
+    pub force: Force,
+    /// `NEMESIS_COLL_SEGMENT`: the chain broadcast's segment in bytes.
+    pub segment: Option<usize>,
+    /// `NEMESIS_COLL_NODES`: pretend the job spans this many nodes (testing).
+    pub fake_nodes: Option<u32>,
+}
+
+impl Tuning {
+    pub const DEFAULT: Tuning = Tuning {
+        shm: Params::SHM,
+        net: Params::NET,
+        force: Force {
+            bcast: None,
+            reduce: None,
+            allreduce: None,
+            gather: None,
+            scatter: None,
+            allgather: None,
+            barrier: None,
+        },
+        segment: None,
+        fake_nodes: None,
+    };
+
+    /// The defaults with the `NEMESIS_COLL_*` overrides from `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Tuning, String> {
+        let mut t = Tuning::DEFAULT;
+        if let Some(v) = var("NEMESIS_COLL_SHM") {
+            t.shm = t.shm.parse_over(&v).map_err(|e| format!("NEMESIS_COLL_SHM: {e}"))?;
+        }
+        if let Some(v) = var("NEMESIS_COLL_NET") {
+            t.net = t.net.parse_over(&v).map_err(|e| format!("NEMESIS_COLL_NET: {e}"))?;
+        }
+        if let Some(v) = var("NEMESIS_COLL_SEGMENT") {
+            let s = nemesis::config::parse_bytes(&v).filter(|&s| s > 0);
+            t.segment = Some(s.ok_or_else(|| format!("NEMESIS_COLL_SEGMENT={v}: not a positive size"))?);
+        }
+        if let Some(v) = var("NEMESIS_COLL_NODES") {
+            let k = v.trim().parse::<u32>().ok().filter(|&k| k > 0);
+            t.fake_nodes = Some(k.ok_or_else(|| format!("NEMESIS_COLL_NODES={v}: not a positive number"))?);
+        }
+        if let Some(v) = var("NEMESIS_COLL_ALG") {
+            t.force = parse_force(&v).map_err(|e| format!("NEMESIS_COLL_ALG: {e}"))?;
+        }
+        Ok(t)
+    }
+}
+
+/// Parses `bcast=chain,reduce=binomial,...`.
+fn parse_force(s: &str) -> Result<Force, String> {
+    let mut f = Force::default();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (op, alg) = item.split_once('=').ok_or_else(|| format!("`{item}`: expected operation=algorithm"))?;
+        let bad = || format!("`{item}`: unknown algorithm");
+        match op.trim() {
+            "bcast" => {
+                f.bcast = Some(match alg {
+                    "flat" => Bcast::Flat,
+                    "binomial" => Bcast::Binomial,
+                    "chain" => Bcast::Chain(0),
+                    _ => return Err(bad()),
+                })
+            }
+            "reduce" => {
+                f.reduce = Some(match alg {
+                    "flat" => Reduce::Flat,
+                    "binomial" => Reduce::Binomial,
+                    "rabenseifner" => Reduce::Rabenseifner,
+                    _ => return Err(bad()),
+                })
+            }
+            "allreduce" => {
+                f.allreduce = Some(match alg {
+                    "recursive-doubling" => Allreduce::RecursiveDoubling,
+                    "rabenseifner" => Allreduce::Rabenseifner,
+                    "reduce-bcast" => Allreduce::ReduceBcast,
+                    _ => return Err(bad()),
+                })
+            }
+            "gather" | "scatter" => {
+                let g = match alg {
+                    "flat" => Gather::Flat,
+                    "binomial" => Gather::Binomial,
+                    _ => return Err(bad()),
+                };
+                if op.trim() == "gather" {
+                    f.gather = Some(g);
+                } else {
+                    f.scatter = Some(g);
+                }
+            }
+            "allgather" => {
+                f.allgather = Some(match alg {
+                    "ring" => Allgather::Ring,
+                    "bruck" => Allgather::Bruck,
+                    "gather-bcast" => Allgather::GatherBcast,
+                    _ => return Err(bad()),
+                })
+            }
+            "barrier" => {
+                f.barrier = Some(match alg {
+                    "dissemination" => Barrier::Dissemination,
+                    "fan" => Barrier::FanInOut,
+                    _ => return Err(bad()),
+                })
+            }
+            other => return Err(format!("unknown operation `{other}`")),
+        }
+    }
+    Ok(f)
+}
+
+/// What every collective needs.
+struct Ctx<'a> {
+    ep: &'a mut Endpoint,
+    c: &'a Comm,
+    ci: usize,
+    tu: &'a Tuning,
+}
+
+impl Ctx<'_> {
+    fn ops(&mut self, tag: i32) -> Ops<'_> {
+        Ops::new(self.ep, self.c.coll_ctx(), tag)
+    }
+}
+
+fn begin(st: &mut State, comm: abi::Comm) -> Res<Ctx<'_>> {
+    let State { phase, ep, comms, tuning, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
+    let (ci, c) = comm_at(comms, comm)?;
+    Ok(Ctx { ep, c, ci, tu: tuning })
+}
+
+/// Gives a failure inside an algorithm its communicator.
+fn on(ci: usize) -> impl Fn(Fail) -> Fail {
+    move |mut f| {
+        f.comm.get_or_insert(ci);
+        f
+    }
+}
+
+fn check_root(root: c_int, c: &Comm, ci: usize) -> Res<usize> {
+    if root < 0 || root as u32 >= c.size {
+        return Err(Fail::new(abi::ERR_ROOT, Some(ci), Why::Root { root, size: c.size }));
+    }
+    Ok(root as usize)
+}
+
+fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
+    datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))
+}
+
+fn reduction(op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
+    let t = datatype::lookup(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))?;
+    match OpKind::lookup(op) {
+        Some(o) if o.applies_to(t.kind) => Ok(Reduction { op: o, kind: t.kind, elem: t.size }),
+        _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
+    }
+}
+
+fn is_in_place(p: *const c_void) -> bool {
+    p as usize == IN_PLACE
+}
+
+#[cold]
+fn in_place_misused(ci: usize) -> Fail {
+    Fail::new(abi::ERR_BUFFER, Some(ci), Why::Arg("MPI_IN_PLACE is not allowed for this buffer on this rank"))
+}
+
+/// Refuses overlapping send and receive buffers (erroneous in MPI, and it would alias here).
+fn disjoint(a: *const c_void, alen: usize, b: *const c_void, blen: usize, ci: usize) -> Res<()> {
+    let (a, b) = (a as usize, b as usize);
+    if alen > 0 && blen > 0 && a < b.saturating_add(blen) && b < a.saturating_add(alen) {
+        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Arg("the send and receive buffers overlap")));
+    }
+    Ok(())
+}
+
+fn mismatch(ci: usize, expected: usize, got: usize) -> Fail {
+    Fail::new(abi::ERR_TRUNCATE, Some(ci), Why::Mismatch { expected, got })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The levels.
+
+/// The communicator's structure for two-level collectives.
+struct Levels {
+    /// Node of each communicator rank; `members[k]` the communicator ranks of node `k`.
+    node: usize,
+    /// Job ranks of this rank's node, and this rank's index among them.
+    local: Vec<u32>,
+    local_me: usize,
+}
+
+impl Levels {
+    fn of(c: &Comm) -> Levels {
+        let node = c.nodes.node_of[c.rank as usize] as usize;
+        let mem = &c.nodes.members[node];
+        let local = mem.iter().map(|&r| c.world[r as usize]).collect();
+        let local_me = mem.iter().position(|&r| r == c.rank).unwrap_or(0);
+        Levels { node, local, local_me }
+    }
+
+    fn local_team(&self) -> Team<'_> {
+        Team { ranks: &self.local, me: self.local_me }
+    }
+
+    /// Job ranks of the leaders (the root leads its node, the first member the others).
+    fn leaders(c: &Comm, root: Option<usize>) -> Vec<u32> {
+        let root_node = root.map(|r| c.nodes.node_of[r] as usize);
+        c.nodes
+            .members
+            .iter()
+            .enumerate()
+            .map(|(k, mem)| match root {
+                Some(r) if Some(k) == root_node => c.world[r],
+                _ => c.world[mem[0] as usize],
+            })
+            .collect()
+    }
+}
+
+fn whole(c: &Comm) -> Team<'_> {
+    Team { ranks: &c.world, me: c.rank as usize }
+}
+
+fn model(p: Params, ops: &Ops) -> Model {
+    Model { p, chunk: ops.chunk() }
+}
+
+/// The model of the whole communicator (its slowest level).
+fn flat_model(c: &Comm, tu: &Tuning, ops: &Ops) -> Model {
+    model(if c.nodes.count() > 1 { tu.net } else { tu.shm }, ops)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broadcast.
+
+fn bcast_team(ops: &mut Ops, t: Team, root: usize, buf: &mut [u8], elem: usize, p: Params, tu: &Tuning) -> Res<()> {
+    let n = t.size();
+    if n <= 1 {
+        return Ok(());
+    }
+    let m = model(p, ops);
+    let best_chain = |m: &Model| {
+        tu.segment.unwrap_or_else(|| {
+            model::segment_sizes(buf.len(), elem, m.chunk)
+                .map(|s| (m.bcast(Bcast::Chain(s), n, buf.len()), s))
+                .fold((f64::INFINITY, m.chunk), |a, b| if b.0 < a.0 { b } else { a })
+                .1
+        })
+    };
+    let alg = match tu.force.bcast {
+        Some(Bcast::Chain(_)) => Bcast::Chain(best_chain(&m)),
+        Some(a) => a,
+        None => match m.best_bcast(n, buf.len(), elem).1 {
+            Bcast::Chain(s) => Bcast::Chain(tu.segment.unwrap_or(s)),
+            a => a,
+        },
+    };
+    match alg {
+        Bcast::Flat => algo::bcast_flat(ops, t, root, buf),
+        Bcast::Binomial => algo::bcast_binomial(ops, t, root, buf),
+        Bcast::Chain(s) => algo::bcast_chain(ops, t, root, buf, s),
+    }
+}
+
+fn bcast_comm(ops: &mut Ops, c: &Comm, root: usize, buf: &mut [u8], elem: usize, tu: &Tuning) -> Res<()> {
+    if c.nodes.count() <= 1 {
+        return bcast_team(ops, whole(c), root, buf, elem, tu.shm, tu);
+    }
+    let lv = Levels::of(c);
+    let leaders = Levels::leaders(c, Some(root));
+    let me_world = c.world[c.rank as usize];
+    if leaders[lv.node] == me_world {
+        let root_node = c.nodes.node_of[root] as usize;
+        bcast_team(ops, Team { ranks: &leaders, me: lv.node }, root_node, buf, elem, tu.net, tu)?;
+    }
+    let local_root = lv.local.iter().position(|&w| w == leaders[lv.node]).unwrap_or(0);
+    bcast_team(ops, lv.local_team(), local_root, buf, elem, tu.shm, tu)
+}
+
+/// `MPI_Bcast`.
+///
+/// # Safety
+/// MPI's contract: `buf` holds (root) or has room for `count` elements of `dt`.
+pub unsafe fn bcast(
+    st: &mut State,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let len = byte_len(count, dt, x.ci, buf.is_null())?;
+    let root = check_root(root, x.c, x.ci)?;
+    let elem = elem_size(dt, x.ci)?;
+    // SAFETY: MPI's contract: `len` bytes at `buf`, read at the root and written elsewhere.
+    let data = unsafe { out_bytes(buf, len) };
+    let (c, tu, ci) = (x.c, x.tu, x.ci);
+    bcast_comm(&mut x.ops(tag::BCAST), c, root, data, elem, tu).map_err(on(ci))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reduce and allreduce.
+
+fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reduction, p: Params, tu: &Tuning) -> Res<()> {
+    let n = t.size();
+    if n <= 1 {
+        return Ok(());
+    }
+    let alg = tu.force.reduce.unwrap_or_else(|| model(p, ops).best_reduce(n, acc.len()).1);
+    match alg {
+        Reduce::Flat => algo::reduce_flat(ops, t, root, acc, red),
+        Reduce::Binomial => algo::reduce_binomial(ops, t, root, acc, red),
+        Reduce::Rabenseifner => algo::reduce_rabenseifner(ops, t, root, acc, red),
+    }
+}
+
+fn reduce_comm(ops: &mut Ops, c: &Comm, root: usize, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if c.nodes.count() <= 1 {
+        return reduce_team(ops, whole(c), root, acc, red, tu.shm, tu);
+    }
+    let lv = Levels::of(c);
+    let leaders = Levels::leaders(c, Some(root));
+    let local_root = lv.local.iter().position(|&w| w == leaders[lv.node]).unwrap_or(0);
+    reduce_team(ops, lv.local_team(), local_root, acc, red, tu.shm, tu)?;
+    if leaders[lv.node] == c.world[c.rank as usize] {
+        let root_node = c.nodes.node_of[root] as usize;
+        reduce_team(ops, Team { ranks: &leaders, me: lv.node }, root_node, acc, red, tu.net, tu)?;
+    }
+    Ok(())
+}
+
+fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Params, tu: &Tuning) -> Res<()> {
+    let n = t.size();
+    if n <= 1 {
+        return Ok(());
+    }
+    let alg = tu.force.allreduce.unwrap_or_else(|| model(p, ops).best_allreduce(n, acc.len()).1);
+    match alg {
+        Allreduce::RecursiveDoubling => algo::allreduce_recursive_doubling(ops, t, acc, red),
+        Allreduce::Rabenseifner => algo::allreduce_rabenseifner(ops, t, acc, red),
+        Allreduce::ReduceBcast => {
+            reduce_team(ops, t, 0, acc, red, p, tu)?;
+            bcast_team(ops, t, 0, acc, red.elem, p, tu)
+        }
+    }
+}
+
+fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if c.nodes.count() <= 1 {
+        return allreduce_team(ops, whole(c), acc, red, tu.shm, tu);
+    }
+    let lv = Levels::of(c);
+    let leaders = Levels::leaders(c, None);
+    reduce_team(ops, lv.local_team(), 0, acc, red, tu.shm, tu)?;
+    if lv.local_me == 0 {
+        allreduce_team(ops, Team { ranks: &leaders, me: lv.node }, acc, red, tu.net, tu)?;
+    }
+    bcast_team(ops, lv.local_team(), 0, acc, red.elem, tu.shm, tu)
+}
+
+/// `MPI_Reduce`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE` at the root).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce(
+    st: &mut State,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let root = check_root(root, x.c, ci)?;
+    let is_root = x.c.rank as usize == root;
+    let in_place = is_in_place(sendbuf);
+    if in_place && !is_root {
+        return Err(in_place_misused(ci));
+    }
+    let len = byte_len(count, dt, ci, !in_place && sendbuf.is_null())?;
+    let red = reduction(op, dt, ci)?;
+    let (c, tu) = (x.c, x.tu);
+    if is_root {
+        byte_len(count, dt, ci, recvbuf.is_null())?;
+        if !in_place {
+            disjoint(sendbuf, len, recvbuf, len, ci)?;
+            // SAFETY: MPI's contract: `len` bytes readable at `sendbuf`, writable at `recvbuf`;
+            // they do not overlap (checked).
+            unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, recvbuf as *mut u8, len) };
+        }
+        // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
+        let acc = unsafe { out_bytes(recvbuf, len) };
+        reduce_comm(&mut x.ops(tag::REDUCE), c, root, acc, red, tu).map_err(on(ci))
+    } else {
+        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
+        let mut acc = unsafe { in_bytes(sendbuf, len) }.to_vec();
+        reduce_comm(&mut x.ops(tag::REDUCE), c, root, &mut acc, red, tu).map_err(on(ci))
+    }
+}
+
+/// `MPI_Allreduce`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allreduce(
+    st: &mut State,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let in_place = is_in_place(sendbuf);
+    let len = byte_len(count, dt, ci, recvbuf.is_null() || (!in_place && sendbuf.is_null()))?;
+    let red = reduction(op, dt, ci)?;
+    if !in_place {
+        disjoint(sendbuf, len, recvbuf, len, ci)?;
+        // SAFETY: MPI's contract; disjoint (checked).
+        unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, recvbuf as *mut u8, len) };
+    }
+    // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
+    let acc = unsafe { out_bytes(recvbuf, len) };
+    let (c, tu) = (x.c, x.tu);
+    allreduce_comm(&mut x.ops(tag::ALLREDUCE), c, acc, red, tu).map_err(on(ci))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gather and scatter.
+
+/// `MPI_Gather`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE` at the root).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gather(
+    st: &mut State,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let root = check_root(root, x.c, ci)?;
+    let n = x.c.size as usize;
+    let is_root = x.c.rank as usize == root;
+    let in_place = is_in_place(sendbuf);
+    if in_place && !is_root {
+        return Err(in_place_misused(ci));
+    }
+    let (c, tu) = (x.c, x.tu);
+    let mut ops = x.ops(tag::GATHER);
+    let m = flat_model(c, tu, &ops);
+    let t = whole(c);
+    if !is_root {
+        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
+        let mine = unsafe { in_bytes(sendbuf, len) };
+        let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, len).1);
+        return run_gather(&mut ops, alg, t, root, mine, &mut [], len).map_err(on(ci));
+    }
+    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+    let total = block * n;
+    let mine: Vec<u8> = if in_place {
+        // SAFETY: MPI's contract: the root's block is in place in `recvbuf`.
+        unsafe { in_bytes(recvbuf.cast_const().byte_add(root * block), block) }.to_vec()
+    } else {
+        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+        if len != block {
+            return Err(mismatch(ci, block, len));
+        }
+        disjoint(sendbuf, len, recvbuf, total, ci)?;
+        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
+        unsafe { in_bytes(sendbuf, len) }.to_vec()
+    };
+    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
+    let all = unsafe { out_bytes(recvbuf, total) };
+    all[root * block..(root + 1) * block].copy_from_slice(&mine);
+    let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, block).1);
+    run_gather(&mut ops, alg, t, root, &mine, all, block).map_err(on(ci))
+}
+
+fn run_gather(ops: &mut Ops, alg: Gather, t: Team, root: usize, mine: &[u8], all: &mut [u8], block: usize) -> Res<()> {
+    if t.size() <= 1 {
+        return Ok(());
+    }
+    match alg {
+        Gather::Flat => algo::gather_flat(ops, t, root, mine, all, block),
+        Gather::Binomial => algo::gather_binomial(ops, t, root, mine, all, block),
+    }
+}
+
+/// `MPI_Scatter`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`recvbuf` may be `MPI_IN_PLACE` at the root).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scatter(
+    st: &mut State,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let root = check_root(root, x.c, ci)?;
+    let n = x.c.size as usize;
+    let is_root = x.c.rank as usize == root;
+    let in_place = is_in_place(recvbuf);
+    if in_place && !is_root {
+        return Err(in_place_misused(ci));
+    }
+    let (c, tu) = (x.c, x.tu);
+    let mut ops = x.ops(tag::SCATTER);
+    let m = flat_model(c, tu, &ops);
+    let t = whole(c);
+    if !is_root {
+        let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+        // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
+        let mine = unsafe { out_bytes(recvbuf, len) };
+        let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, len).1);
+        return run_scatter(&mut ops, alg, t, root, &[], mine, len).map_err(on(ci));
+    }
+    let block = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+    // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`.
+    let all = unsafe { in_bytes(sendbuf, block * n) };
+    let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, block).1);
+    if in_place {
+        let mut scratch = vec![0u8; block];
+        run_scatter(&mut ops, alg, t, root, all, &mut scratch, block).map_err(on(ci))
+    } else {
+        let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+        if len != block {
+            return Err(mismatch(ci, block, len));
+        }
+        disjoint(sendbuf, block * n, recvbuf, len, ci)?;
+        // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`, disjoint from `sendbuf`.
+        let mine = unsafe { out_bytes(recvbuf, len) };
+        run_scatter(&mut ops, alg, t, root, all, mine, block).map_err(on(ci))
+    }
+}
+
+fn run_scatter(ops: &mut Ops, alg: Gather, t: Team, root: usize, all: &[u8], mine: &mut [u8], block: usize) -> Res<()> {
+    if t.size() <= 1 {
+        mine.copy_from_slice(&all[..block]);
+        return Ok(());
+    }
+    match alg {
+        Gather::Flat => algo::scatter_flat(ops, t, root, all, mine, block),
+        Gather::Binomial => algo::scatter_binomial(ops, t, root, all, mine, block),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allgather and alltoall.
+
+/// `MPI_Allgather`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allgather(
+    st: &mut State,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let n = x.c.size as usize;
+    let me = x.c.rank as usize;
+    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+    if !is_in_place(sendbuf) {
+        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+        if len != block {
+            return Err(mismatch(ci, block, len));
+        }
+        disjoint(sendbuf, len, recvbuf, block * n, ci)?;
+        // SAFETY: MPI's contract; disjoint (checked); block `me` is within the receive buffer.
+        unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, (recvbuf as *mut u8).add(me * block), len) };
+    }
+    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
+    let all = unsafe { out_bytes(recvbuf, block * n) };
+    let (c, tu) = (x.c, x.tu);
+    let mut ops = x.ops(tag::ALLGATHER);
+    let p = flat_model(c, tu, &ops).p;
+    allgather_team(&mut ops, whole(c), all, block, p, tu).map_err(on(ci))
+}
+
+/// Allgather of `block` bytes per member into `all` (this member's block already in place).
+pub fn allgather_team(ops: &mut Ops, t: Team, all: &mut [u8], block: usize, p: Params, tu: &Tuning) -> Res<()> {
+    let n = t.size();
+    if n <= 1 {
+        return Ok(());
+    }
+    let alg = tu.force.allgather.unwrap_or_else(|| model(p, ops).best_allgather(n, block).1);
+    match alg {
+        Allgather::Ring => algo::allgather_ring(ops, t, all, block),
+        Allgather::Bruck => algo::allgather_bruck(ops, t, all, block),
+        Allgather::GatherBcast => {
+            let mine = all[t.me * block..(t.me + 1) * block].to_vec();
+            let g = tu.force.gather.unwrap_or_else(|| model(p, ops).best_gather(n, block).1);
+            if t.me == 0 {
+                run_gather(ops, g, t, 0, &mine, all, block)?;
+            } else {
+                run_gather(ops, g, t, 0, &mine, &mut [], block)?;
+            }
+            bcast_team(ops, t, 0, all, 1, p, tu)
+        }
+    }
+}
+
+/// `MPI_Alltoall`.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoall(
+    st: &mut State,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let ci = x.ci;
+    let n = x.c.size as usize;
+    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+    let total = block * n;
+    let copy: Vec<u8>;
+    let send: &[u8] = if is_in_place(sendbuf) {
+        // SAFETY: MPI's contract: the data to send is in `recvbuf`, which the exchange
+        // overwrites: send from a copy.
+        copy = unsafe { in_bytes(recvbuf.cast_const(), total) }.to_vec();
+        &copy
+    } else {
+        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+        if len != block {
+            return Err(mismatch(ci, block, len));
+        }
+        disjoint(sendbuf, total, recvbuf, total, ci)?;
+        // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`, disjoint from
+        // `recvbuf` (checked).
+        unsafe { in_bytes(sendbuf, total) }
+    };
+    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
+    let recv = unsafe { out_bytes(recvbuf, total) };
+    let c = x.c;
+    algo::alltoall_direct(&mut x.ops(tag::ALLTOALL), whole(c), send, recv, block).map_err(on(ci))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Barrier.
+
+fn barrier_team(ops: &mut Ops, t: Team, p: Params, tu: &Tuning) -> Res<()> {
+    if t.size() <= 1 {
+        return Ok(());
+    }
+    match tu.force.barrier.unwrap_or_else(|| model(p, ops).best_barrier(t.size()).1) {
+        Barrier::Dissemination => algo::barrier_dissemination(ops, t),
+        Barrier::FanInOut => algo::barrier_fan(ops, t),
+    }
+}
+
+/// `MPI_Barrier`: with several nodes, a node barrier, a leaders' barrier, a node barrier again
+/// (nobody leaves the last before every rank entered the first).
+pub fn barrier(st: &mut State, comm: abi::Comm) -> Res<()> {
+    let mut x = begin(st, comm)?;
+    let (c, tu, ci) = (x.c, x.tu, x.ci);
+    let mut ops = x.ops(tag::BARRIER);
+    if c.nodes.count() <= 1 {
+        return barrier_team(&mut ops, whole(c), tu.shm, tu).map_err(on(ci));
+    }
+    let lv = Levels::of(c);
+    let leaders = Levels::leaders(c, None);
+    barrier_team(&mut ops, lv.local_team(), tu.shm, tu).map_err(on(ci))?;
+    if lv.local_me == 0 {
+        barrier_team(&mut ops, Team { ranks: &leaders, me: lv.node }, tu.net, tu).map_err(on(ci))?;
+    }
+    barrier_team(&mut ops, lv.local_team(), tu.shm, tu).map_err(on(ci))
+}
+
+/// Allgathers `mine` (the same length on every member) over communicator `c` in its collective
+/// context: for communicator creation and start-up.
+pub fn allgather_bytes(ep: &mut Endpoint, c: &Comm, tu: &Tuning, mine: &[u8]) -> Res<Vec<u8>> {
+    let (n, block) = (c.size as usize, mine.len());
+    let mut all = vec![0u8; n * block];
+    all[c.rank as usize * block..(c.rank as usize + 1) * block].copy_from_slice(mine);
+    let mut ops = Ops::new(ep, c.coll_ctx(), tag::COMM);
+    let p = flat_model(c, tu, &ops).p;
+    allgather_team(&mut ops, whole(c), &mut all, block, p, tu)?;
+    Ok(all)
+}
+
+/// Allreduces `acc` over communicator `c` in its collective context (communicator creation).
+pub fn allreduce_bytes(ep: &mut Endpoint, c: &Comm, tu: &Tuning, acc: &mut [u8], red: Reduction) -> Res<()> {
+    let mut ops = Ops::new(ep, c.coll_ctx(), tag::COMM);
+    allreduce_comm(&mut ops, c, acc, red, tu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_parse() {
+        let vars = |k: &str| match k {
+            "NEMESIS_COLL_SHM" => Some("L=1000".to_string()),
+            "NEMESIS_COLL_ALG" => Some("bcast=chain, allreduce=rabenseifner,barrier=fan".to_string()),
+            "NEMESIS_COLL_SEGMENT" => Some("8k".to_string()),
+            "NEMESIS_COLL_NODES" => Some("2".to_string()),
+            _ => None,
+        };
+        let t = Tuning::from_vars(vars).unwrap();
+        assert_eq!(t.shm.l, 1000.0);
+        assert_eq!(t.net, Params::NET);
+        assert_eq!(t.force.bcast, Some(Bcast::Chain(0)));
+        assert_eq!(t.force.allreduce, Some(Allreduce::Rabenseifner));
+        assert_eq!(t.force.barrier, Some(Barrier::FanInOut));
+        assert_eq!(t.force.reduce, None);
+        assert_eq!((t.segment, t.fake_nodes), (Some(8192), Some(2)));
+        assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_ALG").then(|| "bcast=tree".into())).is_err());
+        assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_ALG").then(|| "scan=ring".into())).is_err());
+        assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_NODES").then(|| "0".into())).is_err());
+        assert_eq!(Tuning::from_vars(|_| None).unwrap(), Tuning::DEFAULT);
+    }
+
+    #[test]
+    fn leaders_and_local_teams() {
+        // 5 job ranks on nodes [0,0,1,1,1]; a communicator of all of them.
+        let c = Comm::new(vec![0, 1, 2, 3, 4], 3, 5, 0, abi::ERRORS_ARE_FATAL, &[0, 0, 1, 1, 1]);
+        assert_eq!(Levels::leaders(&c, None), vec![0, 2]);
+        assert_eq!(Levels::leaders(&c, Some(4)), vec![0, 4], "the root leads its node");
+        let lv = Levels::of(&c);
+        assert_eq!((lv.node, lv.local.as_slice(), lv.local_me), (1, &[2u32, 3, 4][..], 1));
+    }
+}

@@ -1,0 +1,339 @@
+//! Communicators: the table behind `MPI_Comm` handles, each communicator's rank maps, contexts
+//! and error handler, and its node structure for the collectives.
+//!
+//! **Contexts.** Communicator `c` owns two Endpoint contexts: `ctx` for point-to-point and
+//! `ctx + 1` for collectives, so a collective's messages never match a user's receive, even
+//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` ones. `MPI_COMM_WORLD` has contexts 0 and 1 (0 is the Endpoint's
+//! `WORLD`), `MPI_COMM_SELF` 2 and 3. A new communicator (dup, split) takes the largest "next
+//! free context" of all the parent's members (an allreduce-max done by the creating call) and
+//! every member then moves its own next free context past it: so ranks that share the new
+//! communicator agree on its context, and no rank ever holds two live communicators with the same
+//! context (contexts are never reused; 2^31 creations are available).
+//!
+//! **Ranks.** `world[r]` is the job rank of communicator rank `r`; `from_world` the inverse (only
+//! for communicators that are not the identity over the job). `MPI_COMM_WORLD` is marked
+//! `identity` so the point-to-point fast path translates nothing.
+//!
+//! **Nodes.** `nodes` groups the members by node (ranks that share a shared-memory segment), for
+//! the two-level collectives (`crate::coll`).
+
+use std::ffi::c_int;
+
+use crate::abi::{self, COMM_BASE, Errhandler};
+use crate::coll::{self, algo::Reduction};
+use crate::datatype::Kind;
+use crate::error::{Fail, Res, Why};
+use crate::op::OpKind;
+use crate::p2p::comm_at;
+use crate::state::{State, not_running};
+
+/// The members of a communicator grouped by node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Nodes {
+    /// Node index (into `members`) of each communicator rank.
+    pub node_of: Box<[u32]>,
+    /// Communicator ranks of each node, ascending; nodes ordered by their lowest rank. The first
+    /// member of a node is its leader.
+    pub members: Vec<Vec<u32>>,
+}
+
+impl Nodes {
+    /// Groups communicator ranks `0..n` by `node_id(r)` (any value; equal means same node).
+    pub fn group(n: usize, node_id: impl Fn(usize) -> u32) -> Nodes {
+        let mut ids: Vec<u32> = Vec::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        let mut node_of = vec![0u32; n];
+        for (r, slot) in node_of.iter_mut().enumerate() {
+            let id = node_id(r);
+            let k = match ids.iter().position(|&x| x == id) {
+                Some(k) => k,
+                None => {
+                    ids.push(id);
+                    members.push(Vec::new());
+                    ids.len() - 1
+                }
+            };
+            members[k].push(r as u32);
+            *slot = k as u32;
+        }
+        Nodes { node_of: node_of.into(), members }
+    }
+
+    /// Number of nodes.
+    pub fn count(&self) -> usize {
+        self.members.len()
+    }
+}
+
+/// One communicator.
+#[derive(Debug)]
+pub struct Comm {
+    /// False once freed (the slot may be reused by a later communicator).
+    pub live: bool,
+    /// Communicator rank = job rank (only `MPI_COMM_WORLD`).
+    pub identity: bool,
+    /// This process's rank in the communicator.
+    pub rank: u32,
+    /// Number of members.
+    pub size: u32,
+    /// Point-to-point context; collectives use `ctx + 1`.
+    pub ctx: u32,
+    /// Job rank of each communicator rank (`size` entries).
+    pub world: Box<[u32]>,
+    /// Communicator rank of each job rank, -1 for non-members (empty when `identity`).
+    pub from_world: Box<[i32]>,
+    /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
+    pub errh: Errhandler,
+    pub nodes: Nodes,
+}
+
+impl Comm {
+    /// A communicator over job ranks `world` (in communicator rank order) in which this process
+    /// (job rank `me`, one of them) takes context `ctx`; `job_size` ranks in the job, and
+    /// `node_of_job` gives the node id of each job rank.
+    pub fn new(world: Vec<u32>, me: u32, job_size: u32, ctx: u32, errh: Errhandler, node_of_job: &[u32]) -> Comm {
+        let identity = world.len() == job_size as usize && world.iter().enumerate().all(|(i, &w)| w as usize == i);
+        let from_world: Box<[i32]> = if identity {
+            Box::new([])
+        } else {
+            let mut f = vec![-1i32; job_size as usize];
+            for (i, &w) in world.iter().enumerate() {
+                f[w as usize] = i as i32;
+            }
+            f.into()
+        };
+        let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
+        let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
+        Comm { live: true, identity, rank, size: world.len() as u32, ctx, world: world.into(), from_world, errh, nodes }
+    }
+
+    /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
+    #[inline(always)]
+    pub fn rank_of_world(&self, w: u32) -> c_int {
+        if self.identity { w as c_int } else { self.from_world.get(w as usize).copied().unwrap_or(-1) }
+    }
+
+    /// The job rank of communicator rank `r` (which the caller checked is in range).
+    #[inline(always)]
+    pub fn world_of(&self, r: u32) -> u32 {
+        if self.identity { r } else { self.world.get(r as usize).copied().unwrap_or(u32::MAX) }
+    }
+
+    /// The collectives' context.
+    pub fn coll_ctx(&self) -> u32 {
+        self.ctx + 1
+    }
+}
+
+/// The index in the table named by handle `h` (maybe out of range).
+#[inline(always)]
+pub fn index_of(h: abi::Comm) -> usize {
+    h.wrapping_sub(COMM_BASE) as u32 as usize
+}
+
+/// The handle of table index `i`.
+pub fn handle_of(i: usize) -> abi::Comm {
+    COMM_BASE + i as c_int
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MPI functions on communicators.
+
+#[cold]
+fn null_out(ci: Option<usize>) -> Fail {
+    Fail::new(abi::ERR_ARG, ci, Why::Arg("null output pointer"))
+}
+
+/// `MPI_Comm_rank` (`size`: `MPI_Comm_size`).
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn rank_or_size(st: &mut State, comm: abi::Comm, out: *mut c_int, size: bool) -> Res<()> {
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if out.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *out = if size { c.size } else { c.rank } as c_int };
+    Ok(())
+}
+
+/// Agrees on the context of a new communicator made from `ci`: the largest next free context
+/// of all its members, past which every member then moves (module doc).
+fn agree_context(st: &mut State, ci: usize) -> Res<u32> {
+    let State { phase, ep, comms, next_ctx, tuning, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
+    let c = &comms[ci];
+    let mut v = next_ctx.to_ne_bytes();
+    let red = Reduction { op: OpKind::Max, kind: Kind::U32, elem: 4 };
+    coll::allreduce_bytes(ep, c, tuning, &mut v, red)?;
+    let ctx = u32::from_ne_bytes(v);
+    *next_ctx = ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
+    Ok(ctx)
+}
+
+fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
+    let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
+    st.comms.push(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    handle_of(st.comms.len() - 1)
+}
+
+/// `MPI_Comm_dup`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn dup(st: &mut State, comm: abi::Comm, newcomm: *mut abi::Comm) -> Res<()> {
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    let ctx = agree_context(st, ci).map_err(|mut f| {
+        f.comm.get_or_insert(ci);
+        f
+    })?;
+    let (world, errh) = (st.comms[ci].world.to_vec(), st.comms[ci].errh);
+    let h = push(st, world, ctx, errh);
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_split`: one allgather of `(color, key, next free context)` gives every member the
+/// new groups (ordered by key, then parent rank) and the agreed context.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn split(st: &mut State, comm: abi::Comm, color: c_int, key: c_int, newcomm: *mut abi::Comm) -> Res<()> {
+    let State { phase, ep, comms, next_ctx, tuning, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
+    let (ci, c) = comm_at(comms, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    if color < 0 && color != abi::UNDEFINED {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("color must be non-negative or MPI_UNDEFINED")));
+    }
+    let mut mine = [0u8; 12];
+    mine[..4].copy_from_slice(&color.to_ne_bytes());
+    mine[4..8].copy_from_slice(&key.to_ne_bytes());
+    mine[8..].copy_from_slice(&next_ctx.to_ne_bytes());
+    let all = coll::allgather_bytes(ep, c, tuning, &mine).map_err(|mut f| {
+        f.comm.get_or_insert(ci);
+        f
+    })?;
+    let field = |r: usize, k: usize| {
+        let b = &all[r * 12 + k * 4..r * 12 + k * 4 + 4];
+        [b[0], b[1], b[2], b[3]]
+    };
+    let n = c.size as usize;
+    let ctx = (0..n).map(|r| u32::from_ne_bytes(field(r, 2))).max().unwrap_or(*next_ctx);
+    *next_ctx = ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
+    let h = if color == abi::UNDEFINED {
+        abi::COMM_NULL
+    } else {
+        let mut members: Vec<(c_int, usize)> = (0..n)
+            .filter(|&r| c_int::from_ne_bytes(field(r, 0)) == color)
+            .map(|r| (c_int::from_ne_bytes(field(r, 1)), r))
+            .collect();
+        members.sort_unstable();
+        let world = members.iter().map(|&(_, r)| c.world[r]).collect();
+        let errh = c.errh;
+        push(st, world, ctx, errh)
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_free`: the communicator is retired (its slot is not reused, so requests still
+/// pending on it keep their rank maps) and the handle becomes `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `comm` null or valid for reads and writes.
+pub unsafe fn free(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    if comm.is_null() {
+        return Err(null_out(None));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *comm };
+    let (ci, _) = comm_at(&st.comms, h)?;
+    if ci < 2 {
+        return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
+    }
+    st.comms[ci].live = false;
+    // SAFETY: as above.
+    unsafe { *comm = abi::COMM_NULL };
+    Ok(())
+}
+
+/// `MPI_Comm_set_errhandler`.
+pub fn set_errhandler(st: &mut State, comm: abi::Comm, errh: Errhandler) -> Res<()> {
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if errh != abi::ERRORS_ARE_FATAL && errh != abi::ERRORS_RETURN {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
+    }
+    st.comms[ci].errh = errh;
+    Ok(())
+}
+
+/// `MPI_Comm_get_errhandler`.
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn get_errhandler(st: &mut State, comm: abi::Comm, out: *mut Errhandler) -> Res<()> {
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if out.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *out = c.errh };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_between_communicator_and_job_ranks() {
+        let w = Comm::new(vec![0, 1, 2, 3], 2, 4, 0, abi::ERRORS_ARE_FATAL, &[0, 0, 1, 1]);
+        assert!(w.identity);
+        assert_eq!((w.rank, w.size), (2, 4));
+        assert_eq!(w.rank_of_world(3), 3);
+        assert_eq!(w.nodes.members, vec![vec![0, 1], vec![2, 3]]);
+        let c = Comm::new(vec![3, 1], 1, 4, 6, abi::ERRORS_RETURN, &[0, 0, 1, 1]);
+        assert!(!c.identity);
+        assert_eq!((c.rank, c.size, c.coll_ctx()), (1, 2, 7));
+        assert_eq!(c.world_of(0), 3);
+        assert_eq!(c.rank_of_world(3), 0);
+        assert_eq!(c.rank_of_world(2), -1);
+        assert_eq!(c.nodes.members, vec![vec![0], vec![1]], "job rank 3 is on node 1, job rank 1 on node 0");
+        let s = Comm::new(vec![5], 5, 6, 2, abi::ERRORS_ARE_FATAL, &[]);
+        assert!(!s.identity, "a one-rank communicator of a larger job is not the identity");
+        assert_eq!((s.rank, s.size), (0, 1));
+    }
+
+    #[test]
+    fn handles_and_indices() {
+        assert_eq!(index_of(abi::COMM_WORLD), 0);
+        assert_eq!(index_of(abi::COMM_SELF), 1);
+        assert_eq!(handle_of(5), abi::COMM_BASE + 5);
+        assert!(index_of(abi::COMM_NULL) > 1 << 30);
+        assert!(index_of(0) > 1 << 30);
+    }
+}

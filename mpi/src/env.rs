@@ -1,0 +1,254 @@
+//! The environment: start-up and shut-down, thread levels, version and processor name, clocks,
+//! error strings and classes, error handlers, datatype sizes.
+
+use std::ffi::{c_char, c_int};
+
+use nemesis::Endpoint;
+
+use crate::abi;
+use crate::coll::{self, Tuning};
+use crate::comm::{Comm, Nodes};
+use crate::error::{Fail, Res, Why, class_of, string_of};
+use crate::state::{Phase, State, not_running};
+
+/// The library's version string.
+const LIBRARY_VERSION: &str =
+    concat!("nemesis-mpi ", env!("CARGO_PKG_VERSION"), ": MPI-3.1 subset over the nemesis Endpoint");
+
+/// `MPI_Init` and `MPI_Init_thread`: starts the Endpoint, builds `MPI_COMM_WORLD` (contexts 0
+/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the
+/// lesser of the level required and `MPI_THREAD_SERIALIZED` (module `state`).
+pub fn init(st: &mut State, required: c_int) -> Res<()> {
+    match st.phase {
+        Phase::Before => {}
+        Phase::Running => return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("MPI_Init called twice"))),
+        Phase::After => return Err(not_running(Phase::After)),
+    }
+    let tuning =
+        Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
+    let mut ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
+    let (rank, size) = (ep.rank(), ep.size());
+    let world_ranks: Vec<u32> = (0..size).collect();
+    let one_node = vec![0u32; size as usize];
+    let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+    let node_of_job: Vec<u32> = match tuning.fake_nodes {
+        Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
+        None if ep.local_ranks().len() == size as usize => one_node,
+        None => {
+            // Each rank names its node by its lowest rank; everyone learns everyone's.
+            let leader = ep.local_ranks().first().copied().unwrap_or(rank);
+            let all = coll::allgather_bytes(&mut ep, &world, &tuning, &leader.to_ne_bytes())?;
+            all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
+        }
+    };
+    world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
+    let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
+    st.comms = vec![world, me];
+    st.node_of_job = node_of_job;
+    st.next_ctx = nemesis::WORLD + 4;
+    st.tuning = tuning;
+    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_SERIALIZED);
+    st.main_thread = Some(std::thread::current().id());
+    st.ep = Some(ep);
+    st.phase = Phase::Running;
+    Ok(())
+}
+
+/// `MPI_Finalize`: completes outstanding sends and synchronises with the other ranks (the
+/// Endpoint's finalize), then nothing but the query functions may be called.
+pub fn finalize(st: &mut State) -> Res<()> {
+    let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
+    st.phase = Phase::After;
+    st.comms.clear();
+    st.reqs = crate::request::Requests::new();
+    ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))
+}
+
+/// `MPI_Abort`: ends the whole job with `code`.
+pub fn abort(st: &mut State, comm: abi::Comm, code: c_int) -> ! {
+    let msg = format!("MPI_Abort(comm {comm:#x}, errorcode {code}) called");
+    match st.ep.as_mut() {
+        Some(ep) => ep.abort(code, &msg),
+        None => {
+            eprintln!("nemesis-mpi: {msg}");
+            std::process::exit(code & 0xff)
+        }
+    }
+}
+
+/// Writes `s` into a C buffer of `cap` bytes (NUL included) and its length into `len`.
+///
+/// # Safety
+/// `buf` writable for `cap` bytes; `len` writable or null.
+unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> Res<()> {
+    if buf.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null string buffer")));
+    }
+    let mut n = s.len().min(cap - 1);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    // SAFETY: the caller's contract: `cap > n` writable bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, n);
+        *buf.add(n) = 0;
+        if !len.is_null() {
+            *len = n as c_int;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `v` through `out`.
+///
+/// # Safety
+/// `out` null or writable.
+unsafe fn put<T>(out: *mut T, v: T) -> Res<()> {
+    if out.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    // SAFETY: checked non-null; the caller's contract.
+    unsafe { out.write(v) };
+    Ok(())
+}
+
+/// `MPI_Initialized`.
+///
+/// # Safety
+/// `flag` writable.
+pub unsafe fn initialized(st: &State, flag: *mut c_int) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { put(flag, c_int::from(st.phase != Phase::Before)) }
+}
+
+/// `MPI_Finalized`.
+///
+/// # Safety
+/// `flag` writable.
+pub unsafe fn finalized(st: &State, flag: *mut c_int) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { put(flag, c_int::from(st.phase == Phase::After)) }
+}
+
+/// `MPI_Get_version`.
+///
+/// # Safety
+/// Both pointers writable.
+pub unsafe fn get_version(version: *mut c_int, subversion: *mut c_int) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        put(version, abi::VERSION)?;
+        put(subversion, abi::SUBVERSION)
+    }
+}
+
+/// `MPI_Get_library_version`.
+///
+/// # Safety
+/// `version` writable for `MPI_MAX_LIBRARY_VERSION_STRING` bytes, `len` writable.
+pub unsafe fn get_library_version(version: *mut c_char, len: *mut c_int) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { put_str(LIBRARY_VERSION, version, abi::MAX_LIBRARY_VERSION_STRING, len) }
+}
+
+/// `MPI_Query_thread`.
+///
+/// # Safety
+/// `provided` writable.
+pub unsafe fn query_thread(st: &State, provided: *mut c_int) -> Res<()> {
+    if st.phase != Phase::Running {
+        return Err(not_running(st.phase));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { put(provided, st.provided) }
+}
+
+/// `MPI_Is_thread_main`.
+///
+/// # Safety
+/// `flag` writable.
+pub unsafe fn is_thread_main(st: &State, flag: *mut c_int) -> Res<()> {
+    if st.phase != Phase::Running {
+        return Err(not_running(st.phase));
+    }
+    let main = st.main_thread == Some(std::thread::current().id());
+    // SAFETY: the caller's contract.
+    unsafe { put(flag, c_int::from(main)) }
+}
+
+/// `MPI_Get_processor_name`: the host name.
+///
+/// # Safety
+/// `name` writable for `MPI_MAX_PROCESSOR_NAME` bytes, `len` writable.
+pub unsafe fn get_processor_name(name: *mut c_char, len: *mut c_int) -> Res<()> {
+    let host = nemesis::launch::contract::hostname().unwrap_or_else(|_| "localhost".into());
+    // SAFETY: the caller's contract.
+    unsafe { put_str(&host, name, abi::MAX_PROCESSOR_NAME, len) }
+}
+
+/// `MPI_Wtime`: seconds on the monotonic clock (the same clock on every rank of a node).
+pub fn wtime() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// `MPI_Wtick`: the monotonic clock's resolution.
+pub fn wtick() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as in `wtime`.
+    let ok = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) } == 0;
+    if ok && (ts.tv_sec > 0 || ts.tv_nsec > 0) { ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9 } else { 1e-9 }
+}
+
+/// `MPI_Error_string`.
+///
+/// # Safety
+/// `string` writable for `MPI_MAX_ERROR_STRING` bytes, `len` writable.
+pub unsafe fn error_string(code: c_int, string: *mut c_char, len: *mut c_int) -> Res<()> {
+    if class_of(code).is_none() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { put_str(&string_of(code), string, abi::MAX_ERROR_STRING, len) }
+}
+
+/// `MPI_Error_class`.
+///
+/// # Safety
+/// `class` writable.
+pub unsafe fn error_class(code: c_int, class: *mut c_int) -> Res<()> {
+    let c = class_of(code)
+        .ok_or_else(|| Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))))?;
+    // SAFETY: the caller's contract.
+    unsafe { put(class, c) }
+}
+
+/// `MPI_Errhandler_free`: the predefined handlers are not freed; the handle becomes null.
+///
+/// # Safety
+/// `errh` readable and writable.
+pub unsafe fn errhandler_free(errh: *mut abi::Errhandler) -> Res<()> {
+    if errh.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null error handler pointer")));
+    }
+    // SAFETY: checked non-null; the caller's contract.
+    let h = unsafe { *errh };
+    if h != abi::ERRORS_ARE_FATAL && h != abi::ERRORS_RETURN {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h)));
+    }
+    // SAFETY: as above.
+    unsafe { *errh = abi::ERRHANDLER_NULL };
+    Ok(())
+}
+
+/// `MPI_Type_size`.
+///
+/// # Safety
+/// `size` writable.
+pub unsafe fn type_size(dt: abi::Datatype, size: *mut c_int) -> Res<()> {
+    let s = crate::datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, None, Why::Type(dt)))?;
+    // SAFETY: the caller's contract.
+    unsafe { put(size, s as c_int) }
+}

@@ -1,0 +1,31 @@
+//! # nemesis-mpi
+//!
+//! The C ABI of nemesis: `libmpi.so`, an MPI-3.1 subset over the nemesis [`Endpoint`]
+//! (`nemesis::Endpoint`), with the standard header `include/mpi.h` and the `bin/mpicc` wrapper, so
+//! unmodified MPI programs and benchmarks build and run on nemesis (`mpi/README.md`).
+//!
+//! Modules:
+//! - [`abi`]: the C types and constants, one for one with `mpi.h`;
+//! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
+//! - [`state`]: the process's MPI state, error handlers, the panic guard;
+//! - [`env`]: init and finalize, thread levels, clocks, error strings;
+//! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
+//! - [`p2p`]: point-to-point (the fast paths) and completion;
+//! - [`request`]: the request table;
+//! - [`coll`]: collectives, their pLogP models and algorithms;
+//! - [`datatype`], [`op`]: predefined datatypes and reduction operations;
+//! - [`error`]: error classes and codes.
+//!
+//! [`Endpoint`]: nemesis::Endpoint
+
+pub mod abi;
+pub mod coll;
+pub mod comm;
+pub mod datatype;
+pub mod env;
+pub mod error;
+pub mod exports;
+pub mod op;
+pub mod p2p;
+pub mod request;
+pub mod state;

@@ -1,0 +1,249 @@
+//! Predefined reduction operations and the element-wise kernels that apply them to byte buffers.
+//!
+//! Which operation applies to which type follows MPI-3.1 §5.9.2: `MAX`/`MIN` to integers and
+//! floating point; `SUM`/`PROD` the same; the logical ones (`LAND`, `LOR`, `LXOR`) to integers;
+//! the bitwise ones (`BAND`, `BOR`, `BXOR`) to integers and `MPI_BYTE`. Every predefined
+//! operation is commutative (and associative up to floating-point rounding), which lets the
+//! collectives combine partial results in tree order.
+//!
+//! Buffers are bytes (user buffers and the collectives' scratch space alike, which need not be
+//! aligned for the element type): elements are read and written with native-endian byte
+//! conversions, which the compiler turns into plain (unaligned) loads and stores.
+
+use crate::abi::{OP_BASE, OP_COUNT, Op};
+use crate::datatype::Kind;
+
+/// A predefined operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Max,
+    Min,
+    Sum,
+    Prod,
+    Land,
+    Band,
+    Lor,
+    Bor,
+    Lxor,
+    Bxor,
+}
+
+const OPS: [OpKind; OP_COUNT] = [
+    OpKind::Max,
+    OpKind::Min,
+    OpKind::Sum,
+    OpKind::Prod,
+    OpKind::Land,
+    OpKind::Band,
+    OpKind::Lor,
+    OpKind::Bor,
+    OpKind::Lxor,
+    OpKind::Bxor,
+];
+
+impl OpKind {
+    /// The operation named by handle `op`.
+    pub fn lookup(op: Op) -> Option<OpKind> {
+        OPS.get(op.wrapping_sub(OP_BASE) as u32 as usize).copied()
+    }
+
+    /// The C name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Max => "MPI_MAX",
+            OpKind::Min => "MPI_MIN",
+            OpKind::Sum => "MPI_SUM",
+            OpKind::Prod => "MPI_PROD",
+            OpKind::Land => "MPI_LAND",
+            OpKind::Band => "MPI_BAND",
+            OpKind::Lor => "MPI_LOR",
+            OpKind::Bor => "MPI_BOR",
+            OpKind::Lxor => "MPI_LXOR",
+            OpKind::Bxor => "MPI_BXOR",
+        }
+    }
+
+    /// True if the standard defines this operation on elements of `kind`.
+    pub fn applies_to(self, kind: Kind) -> bool {
+        let int = !matches!(kind, Kind::Char | Kind::Byte | Kind::F32 | Kind::F64);
+        let float = matches!(kind, Kind::F32 | Kind::F64);
+        match self {
+            OpKind::Max | OpKind::Min | OpKind::Sum | OpKind::Prod => int || float,
+            OpKind::Land | OpKind::Lor | OpKind::Lxor => int,
+            OpKind::Band | OpKind::Bor | OpKind::Bxor => int || kind == Kind::Byte,
+        }
+    }
+}
+
+/// Element-wise `acc[i] = acc[i] op src[i]` over the common length of the two buffers (callers
+/// pass equal lengths, a multiple of the element size). The pair (op, kind) must satisfy
+/// [`OpKind::applies_to`]; other pairs leave `acc` unchanged.
+pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
+    macro_rules! ints {
+        ($t:ty) => {
+            int_kernel::<{ size_of::<$t>() }, $t>(op, acc, src, <$t>::from_ne_bytes, <$t>::to_ne_bytes)
+        };
+    }
+    match kind {
+        Kind::I8 => ints!(i8),
+        Kind::I16 => ints!(i16),
+        Kind::I32 => ints!(i32),
+        Kind::I64 => ints!(i64),
+        Kind::U8 => ints!(u8),
+        Kind::U16 => ints!(u16),
+        Kind::U32 => ints!(u32),
+        Kind::U64 => ints!(u64),
+        Kind::Byte => int_kernel::<1, u8>(op, acc, src, u8::from_ne_bytes, u8::to_ne_bytes),
+        Kind::F32 => float_kernel::<4, f32>(op, acc, src, f32::from_ne_bytes, f32::to_ne_bytes),
+        Kind::F64 => float_kernel::<8, f64>(op, acc, src, f64::from_ne_bytes, f64::to_ne_bytes),
+        Kind::Char => {}
+    }
+}
+
+/// Integer arithmetic an operation needs (wrapping, as C's unsigned arithmetic and what every MPI
+/// does for signed overflow in practice).
+trait Int:
+    Copy + Ord + std::ops::BitAnd<Output = Self> + std::ops::BitOr<Output = Self> + std::ops::BitXor<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn wadd(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+}
+
+macro_rules! impl_int {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            #[inline(always)]
+            fn wadd(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
+        }
+    )*};
+}
+impl_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+#[inline(always)]
+fn int_kernel<const N: usize, T: Int>(
+    op: OpKind,
+    acc: &mut [u8],
+    src: &[u8],
+    from: fn([u8; N]) -> T,
+    to: fn(T) -> [u8; N],
+) {
+    let truth = |x: T| x != T::ZERO;
+    let of_bool = |b: bool| if b { T::ONE } else { T::ZERO };
+    let f: fn(T, T) -> T = match op {
+        OpKind::Max => |a, b| a.max(b),
+        OpKind::Min => |a, b| a.min(b),
+        OpKind::Sum => |a, b| a.wadd(b),
+        OpKind::Prod => |a, b| a.wmul(b),
+        OpKind::Band => |a, b| a & b,
+        OpKind::Bor => |a, b| a | b,
+        OpKind::Bxor => |a, b| a ^ b,
+        OpKind::Land | OpKind::Lor | OpKind::Lxor => {
+            for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+                let (x, y) = (truth(from(a.try_into().unwrap_or([0; N]))), truth(from(b.try_into().unwrap_or([0; N]))));
+                let r = match op {
+                    OpKind::Land => x && y,
+                    OpKind::Lor => x || y,
+                    _ => x != y,
+                };
+                a.copy_from_slice(&to(of_bool(r)));
+            }
+            return;
+        }
+    };
+    for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+        let r = f(from(a.try_into().unwrap_or([0; N])), from(b.try_into().unwrap_or([0; N])));
+        a.copy_from_slice(&to(r));
+    }
+}
+
+#[inline(always)]
+fn float_kernel<const N: usize, T: Copy + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    op: OpKind,
+    acc: &mut [u8],
+    src: &[u8],
+    from: fn([u8; N]) -> T,
+    to: fn(T) -> [u8; N],
+) {
+    // MAX/MIN keep the accumulated value unless the other is strictly greater/less (a NaN on
+    // either side leaves whatever comparison says: no MPI defines more).
+    let f: fn(T, T) -> T = match op {
+        OpKind::Max => |a, b| if b > a { b } else { a },
+        OpKind::Min => |a, b| if b < a { b } else { a },
+        OpKind::Sum => |a, b| a + b,
+        OpKind::Prod => |a, b| a * b,
+        _ => return,
+    };
+    for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+        let r = f(from(a.try_into().unwrap_or([0; N])), from(b.try_into().unwrap_or([0; N])));
+        a.copy_from_slice(&to(r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi;
+
+    fn bytes_i32(v: &[i32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    fn i32s(b: &[u8]) -> Vec<i32> {
+        b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn integer_operations() {
+        let a = [5, -3, 0, 7, i32::MAX];
+        let b = [2, 4, 0, -7, 1];
+        let run = |op| {
+            let mut acc = bytes_i32(&a);
+            reduce(op, Kind::I32, &mut acc, &bytes_i32(&b));
+            i32s(&acc)
+        };
+        assert_eq!(run(OpKind::Max), [5, 4, 0, 7, i32::MAX]);
+        assert_eq!(run(OpKind::Min), [2, -3, 0, -7, 1]);
+        assert_eq!(run(OpKind::Sum), [7, 1, 0, 0, i32::MIN], "wraps");
+        assert_eq!(run(OpKind::Prod), [10, -12, 0, -49, i32::MAX]);
+        assert_eq!(run(OpKind::Land), [1, 1, 0, 1, 1]);
+        assert_eq!(run(OpKind::Lor), [1, 1, 0, 1, 1]);
+        assert_eq!(run(OpKind::Lxor), [0, 0, 0, 0, 0]);
+        assert_eq!(run(OpKind::Band), [5 & 2, -3 & 4, 0, 7 & -7, i32::MAX & 1]);
+        assert_eq!(run(OpKind::Bor), [5 | 2, -3 | 4, 0, 7 | -7, i32::MAX]);
+        assert_eq!(run(OpKind::Bxor), [5 ^ 2, -3 ^ 4, 0, 7 ^ -7, i32::MAX ^ 1]);
+    }
+
+    #[test]
+    fn unsigned_and_float_operations() {
+        let mut acc: Vec<u8> = [200u16, 1].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let src: Vec<u8> = [100u16, 3].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        reduce(OpKind::Max, Kind::U16, &mut acc, &src);
+        assert_eq!(acc, [200u16, 3].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        let mut acc: Vec<u8> = [1.5f64, -2.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        let src: Vec<u8> = [2.25f64, 4.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
+        reduce(OpKind::Prod, Kind::F64, &mut acc, &src);
+        assert_eq!(acc, [3.375f64, -8.0].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<_>>());
+        let mut acc = 1.0f32.to_ne_bytes().to_vec();
+        reduce(OpKind::Min, Kind::F32, &mut acc, &(-1.0f32).to_ne_bytes());
+        assert_eq!(acc, (-1.0f32).to_ne_bytes());
+    }
+
+    #[test]
+    fn the_standard_decides_which_operation_applies() {
+        assert!(OpKind::Sum.applies_to(Kind::F64));
+        assert!(!OpKind::Band.applies_to(Kind::F32));
+        assert!(!OpKind::Land.applies_to(Kind::F64));
+        assert!(OpKind::Bor.applies_to(Kind::Byte));
+        assert!(!OpKind::Sum.applies_to(Kind::Byte));
+        assert!(!OpKind::Max.applies_to(Kind::Char));
+        assert_eq!(OpKind::lookup(abi::BOR), Some(OpKind::Bor));
+        assert_eq!(OpKind::lookup(abi::OP_NULL), None);
+        assert_eq!(OpKind::lookup(abi::BXOR + 1), None);
+    }
+}
