@@ -213,7 +213,8 @@ int MPI_Comm_free(MPI_Comm *comm);
 int MPI_Type_size(MPI_Datatype datatype, int *size);
 int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
 
-/* Point to point. */
+/* Point to point. (Status arrays are declared as pointers, the same type as the standard's
+ * "MPI_Status array_of_statuses[]", so that GCC does not warn about MPI_STATUSES_IGNORE.) */
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status);
@@ -224,10 +225,10 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int MPI_Wait(MPI_Request *request, MPI_Status *status);
-int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses);
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status);
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
-int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[]);
+int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
 
@@ -282,10 +283,10 @@ int PMPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
 int PMPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int PMPI_Wait(MPI_Request *request, MPI_Status *status);
-int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses);
 int PMPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status);
 int PMPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
-int PMPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[]);
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
 int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
 int PMPI_Barrier(MPI_Comm comm);

@@ -178,6 +178,7 @@ fn agree_context(st: &mut State, ci: usize) -> Res<u32> {
 fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
     st.comms.push(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    st.refresh_fast(st.comms.len() - 1);
     handle_of(st.comms.len() - 1)
 }
 
@@ -270,6 +271,7 @@ pub unsafe fn free(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
         return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
     }
     st.comms[ci].live = false;
+    st.refresh_fast(ci);
     // SAFETY: as above.
     unsafe { *comm = abi::COMM_NULL };
     Ok(())

@@ -51,6 +51,7 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
     st.main_thread = Some(std::thread::current().id());
     st.ep = Some(ep);
     st.phase = Phase::Running;
+    st.refresh_all_fast();
     Ok(())
 }
 
@@ -59,6 +60,7 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
 pub fn finalize(st: &mut State) -> Res<()> {
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
     st.phase = Phase::After;
+    st.refresh_all_fast();
     st.comms.clear();
     st.reqs = crate::request::Requests::new();
     ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))

@@ -154,13 +154,14 @@ pub fn completion(c: Option<&Comm>, r: nemesis::Result<nemesis::Status>) -> Comp
 // ---------------------------------------------------------------------------------------------
 // Blocking send and receive.
 
-/// `MPI_Send` (`sync`: `MPI_Ssend`).
+/// `MPI_Send` (`sync`: `MPI_Ssend`) with every argument checked: the path of everything the
+/// fast path ([`send`]) does not take.
 ///
 /// # Safety
 /// MPI's contract: `buf` holds `count` elements of `dt`.
-#[inline(always)]
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn send(
+pub unsafe fn send_checked(
     st: &mut State,
     buf: *const c_void,
     count: c_int,
@@ -184,14 +185,15 @@ pub unsafe fn send(
     r.map_err(|e| Fail::endpoint(ci, e))
 }
 
-/// `MPI_Recv`.
+/// `MPI_Recv` with every argument checked: the path of everything the fast path ([`recv`]) does
+/// not take.
 ///
 /// # Safety
 /// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
 /// `MPI_STATUS_IGNORE` or writable.
-#[inline(always)]
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn recv(
+pub unsafe fn recv_checked(
     st: &mut State,
     buf: *mut c_void,
     count: c_int,
@@ -226,13 +228,129 @@ pub unsafe fn recv(
             unsafe { put_status(status, c.rank_of_world(s.source), s.tag, s.len as i64) };
             Ok(())
         }
-        Err(e) => {
-            let done = completion(Some(c), Err(e));
-            // SAFETY: MPI's contract on `status`; a truncated receive still reports its message.
-            unsafe { put_status(status, done.source, done.tag, done.count) };
-            Err(Fail { code: done.code, comm: Some(ci), why: done.why.unwrap_or(Why::Arg("receive failed")) })
-        }
+        Err(e) => Err(recv_failed(comms, ci, e, status)),
     }
+}
+
+/// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path. One combined test admits the common call — a
+/// communicator among the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype,
+/// a count ≥ 0, a destination in the communicator, a buffer — and goes straight to
+/// `Endpoint::send`; anything else (`MPI_PROC_NULL`, errors, MPI not running) takes
+/// [`send_checked`].
+///
+/// # Safety
+/// MPI's contract: `buf` holds `count` elements of `dt`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn send(
+    st: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    sync: bool,
+) -> Res<()> {
+    let i = index_of(comm);
+    if let Some(f) = st.fast.get(i)
+        && let Some(size) = datatype::size_of_handle(dt)
+        && count >= 0
+        && (dest as u32) < f.size
+        && let Some(ep) = st.ep.as_mut()
+    {
+        let len = count as usize * size;
+        let data: &[u8] = if buf.is_null() {
+            if len != 0 {
+                // SAFETY: as for this function.
+                return unsafe { send_checked(st, buf, count, dt, dest, tag, comm, sync) };
+            }
+            &[]
+        } else {
+            // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null).
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
+        };
+        let to = if f.world.is_null() {
+            dest as u32
+        } else {
+            // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
+            unsafe { *f.world.add(dest as usize) }
+        };
+        let r = if sync { ep.ssend(data, to, tag, f.ctx) } else { ep.send(data, to, tag, f.ctx) };
+        return r.map_err(|e| Fail::endpoint(i, e));
+    }
+    // SAFETY: as for this function.
+    unsafe { send_checked(st, buf, count, dt, dest, tag, comm, sync) }
+}
+
+/// `MPI_Recv`: the fast path, as for [`send`]; a specific source or `MPI_ANY_SOURCE`. A failed
+/// receive (truncation...) fills the status on the validating path's terms.
+///
+/// # Safety
+/// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
+/// `MPI_STATUS_IGNORE` or writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn recv(
+    st: &mut State,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    status: *mut Status,
+) -> Res<()> {
+    let i = index_of(comm);
+    if let Some(f) = st.fast.get(i)
+        && let Some(size) = datatype::size_of_handle(dt)
+        && count >= 0
+        && ((source as u32) < f.size || source == ANY_SOURCE)
+        && !(buf.is_null() && count != 0)
+        && let Some(ep) = st.ep.as_mut()
+    {
+        let len = count as usize * size;
+        let data: &mut [u8] = if buf.is_null() {
+            &mut []
+        } else {
+            // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null); they may be
+            // uninitialized in C's sense, the Endpoint only writes them.
+            unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
+        };
+        let from = if source == ANY_SOURCE || f.world.is_null() {
+            source
+        } else {
+            // SAFETY: `world` has `size` entries and `source < size` (checked above).
+            unsafe { *f.world.add(source as usize) as c_int }
+        };
+        return match ep.recv(data, from, tag, f.ctx) {
+            Ok(s) => {
+                let src = if f.from_world.is_null() {
+                    s.source as c_int
+                } else {
+                    // SAFETY: `from_world` has an entry per job rank; `s.source` is one.
+                    unsafe { *f.from_world.add(s.source as usize) }
+                };
+                // SAFETY: MPI's contract on `status`.
+                unsafe { put_status(status, src, s.tag, s.len as i64) };
+                Ok(())
+            }
+            Err(e) => Err(recv_failed(&st.comms, i, e, status)),
+        };
+    }
+    // SAFETY: as for this function.
+    unsafe { recv_checked(st, buf, count, dt, source, tag, comm, status) }
+}
+
+/// A receive that failed in the Endpoint: fills the status (a truncated receive still reports
+/// its message) and returns the failure.
+#[cold]
+#[inline(never)]
+fn recv_failed(comms: &[Comm], ci: usize, e: nemesis::Error, status: *mut Status) -> Fail {
+    let done = completion(comms.get(ci), Err(e));
+    // SAFETY: MPI's contract on `status` (the caller's).
+    unsafe { put_status(status, done.source, done.tag, done.count) };
+    Fail { code: done.code, comm: Some(ci), why: done.why.unwrap_or(Why::Arg("receive failed")) }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -30,8 +30,47 @@ pub enum Phase {
     After,
 }
 
+/// What the point-to-point fast paths need of a communicator: a fixed array indexed like the
+/// communicator table (first [`FAST_COMMS`] communicators), so a lookup is one bounds check
+/// against a constant and loads at a fixed offset from the state. An entry whose `size` is 0
+/// (no such communicator, freed, or MPI not running) sends every call to the validating path.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Fast {
+    /// Members (0: not a live communicator).
+    pub size: u32,
+    /// Point-to-point context.
+    pub ctx: u32,
+    /// Job rank of each member (`size` entries); null for the identity (`MPI_COMM_WORLD`).
+    pub world: *const u32,
+    /// Communicator rank of each job rank (job-size entries); null for the identity.
+    pub from_world: *const i32,
+    _pad: u64,
+}
+
+/// Communicators with a fast-path entry.
+pub const FAST_COMMS: usize = 64;
+
+impl Fast {
+    const NONE: Fast = Fast { size: 0, ctx: 0, world: std::ptr::null(), from_world: std::ptr::null(), _pad: 0 };
+
+    /// The entry of communicator `c` (the pointers are into its boxed rank maps, which never move
+    /// and live as long as the communicator table: communicators are never removed from it).
+    pub fn of(c: &Comm) -> Fast {
+        if !c.live {
+            return Fast::NONE;
+        }
+        let (world, from_world) =
+            if c.identity { (std::ptr::null(), std::ptr::null()) } else { (c.world.as_ptr(), c.from_world.as_ptr()) };
+        Fast { size: c.size, ctx: c.ctx, world, from_world, _pad: 0 }
+    }
+}
+
 /// Everything MPI keeps between calls.
 pub struct State {
+    /// The fast-path view of the first communicators (kept equal to `Fast::of(&comms[i])`, or
+    /// `NONE` when not running).
+    pub fast: [Fast; FAST_COMMS],
     pub phase: Phase,
     /// The Endpoint (`Some` while running).
     pub ep: Option<Endpoint>,
@@ -54,6 +93,7 @@ pub struct State {
 impl State {
     const fn new() -> State {
         State {
+            fast: [Fast::NONE; FAST_COMMS],
             phase: Phase::Before,
             ep: None,
             comms: Vec::new(),
@@ -63,6 +103,20 @@ impl State {
             next_ctx: 0,
             node_of_job: Vec::new(),
             tuning: Tuning::DEFAULT,
+        }
+    }
+
+    /// Brings the fast-path entry of communicator `i` up to date with the table.
+    pub fn refresh_fast(&mut self, i: usize) {
+        if let Some(f) = self.fast.get_mut(i) {
+            *f = if self.phase == Phase::Running { self.comms.get(i).map_or(Fast::NONE, Fast::of) } else { Fast::NONE };
+        }
+    }
+
+    /// Rebuilds every fast-path entry.
+    pub fn refresh_all_fast(&mut self) {
+        for i in 0..FAST_COMMS {
+            self.refresh_fast(i);
         }
     }
 

@@ -1,0 +1,335 @@
+//! The C ABI end to end: the C programs in `tests/c/` are compiled with `bin/mpicc` (with
+//! `-Wall -Wextra -Werror`) against the `libmpi.so` of this build and run under `nemesis-run`
+//! (one also under MPICH's `mpiexec.hydra`). Each program checks its own results against values
+//! computed locally and prints `OK <program> <rank>` per rank; a failed check ends the job with
+//! MPI_Abort, so a wrong result fails the test.
+//!
+//! | test | program(s) | ranks |
+//! |---|---|---|
+//! | `pingpong` | `pingpong.c`: 0 B – 64 KiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
+//! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
+//! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
+//! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
+//! | `collectives_on_two_levels` | the same over pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
+//! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
+//! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
+//! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
+//! | `errors_are_fatal_by_default` | `fatal.c`: the job ends naming the call and rank | 2 |
+//! | `a_dead_peer_is_proc_failed` | `peer_death.c` with `--keep-going` | 2 |
+//! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
+//! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
+//! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
+//! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
+//! | `mpicc_wrapper` | `-show`, a missing library | — |
+//! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
+//!
+//! The library and the launcher are built first (`cargo build -p nemesis-mpi -p nemesis` in the
+//! same profile and target directory): cargo does not build a `cdylib` for integration tests.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where things are.
+struct Setup {
+    /// `target/<profile>`: `libmpi.so` and `nemesis-run`.
+    profile_dir: PathBuf,
+    /// Compiled test programs.
+    out: PathBuf,
+    launcher: PathBuf,
+    /// `mpi/`.
+    mpi: PathBuf,
+}
+
+fn setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/<test binary>
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+        let target_dir = profile_dir.parent().unwrap().to_path_buf();
+        let mpi = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.current_dir(&mpi).args([
+            "build",
+            "-q",
+            "-p",
+            "nemesis-mpi",
+            "-p",
+            "nemesis",
+            "--lib",
+            "--bin",
+            "nemesis-run",
+        ]);
+        build.arg("--target-dir").arg(&target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let st = build.status().expect("cargo build of libmpi.so and nemesis-run");
+        assert!(st.success(), "cargo build of libmpi.so and nemesis-run failed");
+        let out = profile_dir.join("mpi-tests");
+        std::fs::create_dir_all(&out).unwrap();
+        Setup { launcher: profile_dir.join("nemesis-run"), profile_dir, out, mpi }
+    })
+}
+
+/// `mpi/bin/mpicc` using this build's library.
+fn mpicc() -> Command {
+    let s = setup();
+    let mut c = Command::new(s.mpi.join("bin/mpicc"));
+    c.env("NEMESIS_MPI_LIBDIR", &s.profile_dir);
+    c
+}
+
+/// Compiles `tests/c/<name>.c` (once per test binary) into an executable, or with `shared` into
+/// `lib<name>.so`.
+fn compile(name: &str, shared: bool) -> PathBuf {
+    static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let done = DONE.get_or_init(Default::default);
+    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = done.get(name) {
+        return p.clone();
+    }
+    let s = setup();
+    let src = s.mpi.join("tests/c").join(format!("{name}.c"));
+    let out = if shared { s.out.join(format!("lib{name}.so")) } else { s.out.join(name) };
+    let mut c = mpicc();
+    c.args(["-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread", "-o"]).arg(&out).arg(&src);
+    if shared {
+        c.args(["-shared", "-fPIC"]);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    done.insert(name.to_string(), out.clone());
+    out
+}
+
+/// Runs `cmd`, killing it after `limit`; returns its output.
+fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + limit;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            timed_out = true;
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let o = Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() };
+    assert!(!timed_out, "timed out after {limit:?}: {cmd:?}\n{}", show(&o));
+    o
+}
+
+/// Runs `prog` on `n` ranks under `nemesis-run` with extra launcher arguments and environment.
+fn job(n: u32, prog: &Path, launcher_args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(&setup().launcher);
+    c.arg("-n").arg(n.to_string()).args(launcher_args).arg("--").arg(prog);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run_with_limit(c, Duration::from_secs(120))
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Asserts the job succeeded and every rank `0..n` printed `OK <name> <rank>` once.
+fn assert_all_ok(o: &Output, name: &str, n: u32) {
+    assert!(o.status.success(), "{name} on {n} ranks failed: {}", show(o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for r in 0..n {
+        let line = format!("OK {name} {r}");
+        let k = text.lines().filter(|l| l.trim() == line).count();
+        assert_eq!(k, 1, "{name} on {n} ranks: `{line}` printed {k} times: {}", show(o));
+    }
+}
+
+fn run_ok(name: &str, ranks: &[u32], launcher_args: &[&str], env: &[(&str, &str)]) {
+    let prog = compile(name, false);
+    for &n in ranks {
+        let o = job(n, &prog, launcher_args, env);
+        assert_all_ok(&o, name, n);
+    }
+}
+
+#[test]
+fn pingpong() {
+    run_ok("pingpong", &[2, 3], &[], &[]);
+}
+
+#[test]
+fn ring() {
+    run_ok("ring", &[1, 2, 3, 5, 8], &[], &[]);
+}
+
+#[test]
+fn collectives_by_the_model() {
+    run_ok("collectives", &[1, 2, 3, 4, 5, 8], &[], &[]);
+}
+
+#[test]
+fn collectives_every_algorithm() {
+    let variants = [
+        "bcast=flat,reduce=flat,allreduce=reduce-bcast,gather=flat,scatter=flat,allgather=ring,barrier=fan",
+        "bcast=binomial,reduce=binomial,allreduce=recursive-doubling,gather=binomial,scatter=binomial,\
+         allgather=bruck,barrier=dissemination",
+        "bcast=chain,reduce=rabenseifner,allreduce=rabenseifner,allgather=gather-bcast",
+    ];
+    // 3 and 6 ranks: one and two ranks beyond a power of two (the folds of the power-of-two
+    // algorithms); 4 for the chain/Rabenseifner variant without a fold.
+    for (v, ranks) in variants.iter().zip([&[3, 6][..], &[3, 6], &[3, 4, 6]]) {
+        // Small chain segments: many pieces in flight, not a multiple of the element sizes.
+        run_ok("collectives", ranks, &[], &[("NEMESIS_COLL_ALG", v), ("NEMESIS_COLL_SEGMENT", "1000")]);
+    }
+}
+
+#[test]
+fn collectives_on_two_levels() {
+    run_ok("collectives", &[5], &[], &[("NEMESIS_COLL_NODES", "2")]);
+    run_ok("collectives", &[7], &[], &[("NEMESIS_COLL_NODES", "3"), ("NEMESIS_COLL_ALG", "barrier=fan,bcast=chain")]);
+}
+
+#[test]
+fn communicators() {
+    run_ok("comms", &[1, 2, 4, 7], &[], &[]);
+}
+
+#[test]
+fn nonblocking_in_any_order() {
+    run_ok("nonblocking", &[1, 2, 3, 4], &[], &[]);
+}
+
+#[test]
+fn errors_return_their_classes() {
+    run_ok("errors", &[2], &[], &[]);
+}
+
+#[test]
+fn errors_are_fatal_by_default() {
+    let o = job(2, &compile("fatal", false), &[], &[]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "the job must fail: {}", show(&o));
+    assert!(!out.contains("UNREACHABLE"), "{}", show(&o));
+    let line = err.lines().find(|l| l.contains("MPI_Send failed")).unwrap_or_else(|| panic!("{}", show(&o)));
+    assert!(line.contains("rank 1") && line.contains("MPI_ERR_RANK") && line.contains("rank 7"), "{line}");
+}
+
+#[test]
+fn a_dead_peer_is_proc_failed() {
+    let o = job(2, &compile("peer_death", false), &["--keep-going"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.lines().any(|l| l.trim() == "OK peer_death 0"), "{}", show(&o));
+}
+
+#[test]
+fn pmpi_wrappers_in_the_program() {
+    run_ok("pmpi", &[3], &[], &[]);
+}
+
+#[test]
+fn pmpi_tool_preloaded() {
+    let tool = compile("pmpi_tool", true);
+    let prog = compile("pingpong", false);
+    let mut c = Command::new(&setup().launcher);
+    c.args(["-n", "2", "--", "env"]).arg(format!("LD_PRELOAD={}", tool.display())).arg(&prog);
+    let o = run_with_limit(c, Duration::from_secs(60));
+    assert_all_ok(&o, "pingpong", 2);
+    let text = String::from_utf8_lossy(&o.stdout);
+    // pingpong.c's own calls: rank 0 sends 18 + 3 and receives 33 + 1, rank 1 sends 33 + 1 and
+    // receives 33 + 3 (its Ssend, Sendrecv and PMPI-internal traffic are not MPI_Send calls).
+    for want in ["tool: rank 0: 21 MPI_Send, 34 MPI_Recv", "tool: rank 1: 34 MPI_Send, 36 MPI_Recv"] {
+        assert!(text.lines().any(|l| l.trim() == want), "missing `{want}`: {}", show(&o));
+    }
+}
+
+#[test]
+fn environment() {
+    let prog = compile("env", false);
+    // A singleton: no launcher at all.
+    let o = run_with_limit(Command::new(&prog), Duration::from_secs(30));
+    assert_all_ok(&o, "env", 1);
+    run_ok("env", &[2], &[], &[]);
+}
+
+#[test]
+fn make_project() {
+    let s = setup();
+    let dir = s.out.join("make-project");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["Makefile", "main.c", "stats.c", "stats.h"] {
+        std::fs::copy(s.mpi.join("tests/make").join(f), dir.join(f)).unwrap();
+    }
+    let o = Command::new("make")
+        .current_dir(&dir)
+        .env("CC", s.mpi.join("bin/mpicc"))
+        .env("NEMESIS_MPI_LIBDIR", &s.profile_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "CC=mpi/bin/mpicc make failed: {}", show(&o));
+    let o = job(3, &dir.join("stats"), &[], &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.lines().any(|l| l == "stats: count 3000 sum 4498500 min 0 max 2999"), "{}", show(&o));
+}
+
+#[test]
+fn mpicc_wrapper() {
+    let s = setup();
+    let o = mpicc().args(["-show", "-O2", "-o", "x", "x.c"]).output().unwrap();
+    let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let inc = format!("-I{}", s.mpi.join("include").display());
+    let lib = format!("-L{}", s.profile_dir.display());
+    assert!(line.contains(&inc) && line.contains(&lib) && line.ends_with("-lmpi") && line.contains("-rpath"), "{line}");
+    let o = mpicc().args(["-show", "-c", "x.c"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("-lmpi"), "compile-only runs take no link arguments");
+    let o = mpicc().env("NEMESIS_MPI_LIBDIR", "/nonexistent").args(["-o", "x", "x.c"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("libmpi.so not found"), "{}", show(&o));
+}
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+#[test]
+fn hydra() {
+    let found = Command::new("mpiexec.hydra").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(!ci(), "mpiexec.hydra is missing (apt-get install mpich) and CI=true");
+        eprintln!("SKIPPED: mpiexec.hydra not found (apt-get install mpich)");
+        return;
+    }
+    let prog = compile("ring", false);
+    let mut c = Command::new("mpiexec.hydra");
+    c.args(["-n", "3"]).arg(&prog);
+    let o = run_with_limit(c, Duration::from_secs(60));
+    assert_all_ok(&o, "ring", 3);
+}
