@@ -24,6 +24,15 @@ cd "$work"
     'if [ "$PMI_RANK" = 0 ]; then exec valgrind --tool=callgrind --callgrind-out-file=cg.out ./mpi_instructions;
      else exec nice -n -10 ./mpi_instructions 2>/dev/null || exec ./mpi_instructions; fi' \
     >/dev/null 2>&1
-callgrind_annotate --inclusive=yes cg.out | grep -E ':P?MPI_(Send|Recv) ' | grep libmpi.so | tee lines
-awk '/MPI_Send /{gsub(",","",$1); s=$1} /MPI_Recv /{gsub(",","",$1); r=$1}
-     END {printf "per call: MPI_Send %.1f, MPI_Recv %.1f, total %.1f instructions\n", s/10000, r/10000, (s+r)/10000}' lines
+callgrind_annotate --inclusive=yes cg.out >annotated
+grep -E ':P?MPI_(Send|Recv) ' annotated | grep libmpi.so | tee lines
+# The Endpoint's share: the inclusive cost of Endpoint::send and Endpoint::recv (called, not
+# inlined, from MPI_Send and MPI_Recv).
+grep -E ':nemesis::endpoint::Endpoint::(send|recv) ' annotated | grep libmpi.so | tee -a lines
+awk '/:P?MPI_Send /{gsub(",","",$1); s=$1} /:P?MPI_Recv /{gsub(",","",$1); r=$1}
+     /Endpoint::send /{gsub(",","",$1); es=$1} /Endpoint::recv /{gsub(",","",$1); er=$1}
+     END {
+       printf "per call: MPI_Send %.1f, MPI_Recv %.1f, total %.1f instructions\n", s/10000, r/10000, (s+r)/10000
+       if (es && er) printf "of which the Endpoint (Endpoint::send + Endpoint::recv): %.1f + %.1f = %.1f; the C layer: %.1f + %.1f = %.1f\n",
+         es/10000, er/10000, (es+er)/10000, (s-es)/10000, (r-er)/10000, (s+r-es-er)/10000
+     }' lines

@@ -10,9 +10,9 @@
 //! communicator agree on its context, and no rank ever holds two live communicators with the same
 //! context (contexts are never reused; 2^31 creations are available).
 //!
-//! **Ranks.** `world[r]` is the job rank of communicator rank `r`; `from_world` the inverse (only
-//! for communicators that are not the identity over the job). `MPI_COMM_WORLD` is marked
-//! `identity` so the point-to-point fast path translates nothing.
+//! **Ranks.** `world[r]` is the job rank of communicator rank `r`; `from_world` the inverse (-1
+//! for job ranks outside the communicator). Both exist for every communicator, `MPI_COMM_WORLD`
+//! included, so the point-to-point fast path translates with one load and no branch.
 //!
 //! **Nodes.** `nodes` groups the members by node (ranks that share a shared-memory segment), for
 //! the two-level collectives (`crate::coll`).
@@ -80,7 +80,7 @@ pub struct Comm {
     pub ctx: u32,
     /// Job rank of each communicator rank (`size` entries).
     pub world: Box<[u32]>,
-    /// Communicator rank of each job rank, -1 for non-members (empty when `identity`).
+    /// Communicator rank of each job rank, -1 for non-members (`job_size` entries).
     pub from_world: Box<[i32]>,
     /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
     pub errh: Errhandler,
@@ -93,18 +93,16 @@ impl Comm {
     /// `node_of_job` gives the node id of each job rank.
     pub fn new(world: Vec<u32>, me: u32, job_size: u32, ctx: u32, errh: Errhandler, node_of_job: &[u32]) -> Comm {
         let identity = world.len() == job_size as usize && world.iter().enumerate().all(|(i, &w)| w as usize == i);
-        let from_world: Box<[i32]> = if identity {
-            Box::new([])
-        } else {
-            let mut f = vec![-1i32; job_size as usize];
-            for (i, &w) in world.iter().enumerate() {
-                f[w as usize] = i as i32;
+        let mut from_world = vec![-1i32; job_size as usize];
+        for (i, &w) in world.iter().enumerate() {
+            if let Some(f) = from_world.get_mut(w as usize) {
+                *f = i as i32;
             }
-            f.into()
-        };
+        }
         let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
         let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
-        Comm { live: true, identity, rank, size: world.len() as u32, ctx, world: world.into(), from_world, errh, nodes }
+        let size = world.len() as u32;
+        Comm { live: true, identity, rank, size, ctx, world: world.into(), from_world: from_world.into(), errh, nodes }
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).

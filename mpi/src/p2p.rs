@@ -253,11 +253,10 @@ pub unsafe fn send(
     sync: bool,
 ) -> Res<()> {
     let i = index_of(comm);
-    if let Some(f) = st.fast.get(i)
+    if let Some(&f) = st.fast.get(i)
         && let Some(size) = datatype::size_of_handle(dt)
         && count >= 0
         && (dest as u32) < f.size
-        && let Some(ep) = st.ep.as_mut()
     {
         let len = count as usize * size;
         let data: &[u8] = if buf.is_null() {
@@ -270,12 +269,11 @@ pub unsafe fn send(
             // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null).
             unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
-        let to = if f.world.is_null() {
-            dest as u32
-        } else {
-            // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
-            unsafe { *f.world.add(dest as usize) }
-        };
+        // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
+        let to = unsafe { *f.world.add(dest as usize) };
+        // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the
+        // table's invariant, `State::fast`).
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
         let r = if sync { ep.ssend(data, to, tag, f.ctx) } else { ep.send(data, to, tag, f.ctx) };
         return r.map_err(|e| Fail::endpoint(i, e));
     }
@@ -302,12 +300,12 @@ pub unsafe fn recv(
     status: *mut Status,
 ) -> Res<()> {
     let i = index_of(comm);
-    if let Some(f) = st.fast.get(i)
+    if let Some(&f) = st.fast.get(i)
         && let Some(size) = datatype::size_of_handle(dt)
         && count >= 0
+        && f.size > 0
         && ((source as u32) < f.size || source == ANY_SOURCE)
         && !(buf.is_null() && count != 0)
-        && let Some(ep) = st.ep.as_mut()
     {
         let len = count as usize * size;
         let data: &mut [u8] = if buf.is_null() {
@@ -317,20 +315,18 @@ pub unsafe fn recv(
             // uninitialized in C's sense, the Endpoint only writes them.
             unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
         };
-        let from = if source == ANY_SOURCE || f.world.is_null() {
+        let from = if source == ANY_SOURCE {
             source
         } else {
             // SAFETY: `world` has `size` entries and `source < size` (checked above).
             unsafe { *f.world.add(source as usize) as c_int }
         };
+        // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
         return match ep.recv(data, from, tag, f.ctx) {
             Ok(s) => {
-                let src = if f.from_world.is_null() {
-                    s.source as c_int
-                } else {
-                    // SAFETY: `from_world` has an entry per job rank; `s.source` is one.
-                    unsafe { *f.from_world.add(s.source as usize) }
-                };
+                // SAFETY: `from_world` has an entry per job rank; `s.source` is one.
+                let src = unsafe { *f.from_world.add(s.source as usize) };
                 // SAFETY: MPI's contract on `status`.
                 unsafe { put_status(status, src, s.tag, s.len as i64) };
                 Ok(())

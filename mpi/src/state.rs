@@ -41,9 +41,9 @@ pub struct Fast {
     pub size: u32,
     /// Point-to-point context.
     pub ctx: u32,
-    /// Job rank of each member (`size` entries); null for the identity (`MPI_COMM_WORLD`).
+    /// Job rank of each member (`size` entries).
     pub world: *const u32,
-    /// Communicator rank of each job rank (job-size entries); null for the identity.
+    /// Communicator rank of each job rank (an entry per job rank).
     pub from_world: *const i32,
     _pad: u64,
 }
@@ -60,16 +60,16 @@ impl Fast {
         if !c.live {
             return Fast::NONE;
         }
-        let (world, from_world) =
-            if c.identity { (std::ptr::null(), std::ptr::null()) } else { (c.world.as_ptr(), c.from_world.as_ptr()) };
-        Fast { size: c.size, ctx: c.ctx, world, from_world, _pad: 0 }
+        Fast { size: c.size, ctx: c.ctx, world: c.world.as_ptr(), from_world: c.from_world.as_ptr(), _pad: 0 }
     }
 }
 
-/// Everything MPI keeps between calls.
+/// Everything MPI keeps between calls. (`repr(C)` with the fast-path table first: the fast paths
+/// address it from the state's own address.)
+#[repr(C)]
 pub struct State {
-    /// The fast-path view of the first communicators (kept equal to `Fast::of(&comms[i])`, or
-    /// `NONE` when not running).
+    /// The fast-path view of the first communicators: `Fast::of(&comms[i])` while running,
+    /// `NONE` otherwise. So a non-zero `size` implies that `ep` is `Some`.
     pub fast: [Fast; FAST_COMMS],
     pub phase: Phase,
     /// The Endpoint (`Some` while running).
