@@ -78,38 +78,60 @@ impl OpKind {
 /// Element-wise `acc[i] = acc[i] op src[i]` over the common length of the two buffers (callers
 /// pass equal lengths, a multiple of the element size). The pair (op, kind) must satisfy
 /// [`OpKind::applies_to`]; other pairs leave `acc` unchanged.
+///
+/// One loop per (operation, type), monomorphised, so the compiler vectorises it.
 pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
-    macro_rules! ints {
-        ($t:ty) => {
-            int_kernel::<{ size_of::<$t>() }, $t>(op, acc, src, <$t>::from_ne_bytes, <$t>::to_ne_bytes)
-        };
-    }
     match kind {
-        Kind::I8 => ints!(i8),
-        Kind::I16 => ints!(i16),
-        Kind::I32 => ints!(i32),
-        Kind::I64 => ints!(i64),
-        Kind::U8 => ints!(u8),
-        Kind::U16 => ints!(u16),
-        Kind::U32 => ints!(u32),
-        Kind::U64 => ints!(u64),
-        Kind::Byte => int_kernel::<1, u8>(op, acc, src, u8::from_ne_bytes, u8::to_ne_bytes),
-        Kind::F32 => float_kernel::<4, f32>(op, acc, src, f32::from_ne_bytes, f32::to_ne_bytes),
-        Kind::F64 => float_kernel::<8, f64>(op, acc, src, f64::from_ne_bytes, f64::to_ne_bytes),
+        Kind::I8 => int_op::<i8>(op, acc, src),
+        Kind::I16 => int_op::<i16>(op, acc, src),
+        Kind::I32 => int_op::<i32>(op, acc, src),
+        Kind::I64 => int_op::<i64>(op, acc, src),
+        Kind::U8 | Kind::Byte => int_op::<u8>(op, acc, src),
+        Kind::U16 => int_op::<u16>(op, acc, src),
+        Kind::U32 => int_op::<u32>(op, acc, src),
+        Kind::U64 => int_op::<u64>(op, acc, src),
+        Kind::F32 => float_op::<f32>(op, acc, src),
+        Kind::F64 => float_op::<f64>(op, acc, src),
         Kind::Char => {}
     }
+}
+
+/// An element type: its size and its native-endian bytes (read and written unaligned).
+trait Elem: Copy {
+    const N: usize;
+    fn load(b: &[u8]) -> Self;
+    fn store(self, b: &mut [u8]);
 }
 
 /// Integer arithmetic an operation needs (wrapping, as C's unsigned arithmetic and what every MPI
 /// does for signed overflow in practice).
 trait Int:
-    Copy + Ord + std::ops::BitAnd<Output = Self> + std::ops::BitOr<Output = Self> + std::ops::BitXor<Output = Self>
+    Elem + Ord + std::ops::BitAnd<Output = Self> + std::ops::BitOr<Output = Self> + std::ops::BitXor<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
     fn wadd(self, o: Self) -> Self;
     fn wmul(self, o: Self) -> Self;
 }
+
+macro_rules! impl_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            const N: usize = size_of::<$t>();
+            #[inline(always)]
+            fn load(b: &[u8]) -> Self {
+                let mut a = [0u8; size_of::<$t>()];
+                a.copy_from_slice(b);
+                <$t>::from_ne_bytes(a)
+            }
+            #[inline(always)]
+            fn store(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+    )*};
+}
+impl_elem!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
 macro_rules! impl_int {
     ($($t:ty),*) => {$(
@@ -125,63 +147,44 @@ macro_rules! impl_int {
 }
 impl_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 
+/// `acc[i] = f(acc[i], src[i])` for every element.
 #[inline(always)]
-fn int_kernel<const N: usize, T: Int>(
-    op: OpKind,
-    acc: &mut [u8],
-    src: &[u8],
-    from: fn([u8; N]) -> T,
-    to: fn(T) -> [u8; N],
-) {
-    let truth = |x: T| x != T::ZERO;
-    let of_bool = |b: bool| if b { T::ONE } else { T::ZERO };
-    let f: fn(T, T) -> T = match op {
-        OpKind::Max => |a, b| a.max(b),
-        OpKind::Min => |a, b| a.min(b),
-        OpKind::Sum => |a, b| a.wadd(b),
-        OpKind::Prod => |a, b| a.wmul(b),
-        OpKind::Band => |a, b| a & b,
-        OpKind::Bor => |a, b| a | b,
-        OpKind::Bxor => |a, b| a ^ b,
-        OpKind::Land | OpKind::Lor | OpKind::Lxor => {
-            for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
-                let (x, y) = (truth(from(a.try_into().unwrap_or([0; N]))), truth(from(b.try_into().unwrap_or([0; N]))));
-                let r = match op {
-                    OpKind::Land => x && y,
-                    OpKind::Lor => x || y,
-                    _ => x != y,
-                };
-                a.copy_from_slice(&to(of_bool(r)));
-            }
-            return;
-        }
-    };
-    for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
-        let r = f(from(a.try_into().unwrap_or([0; N])), from(b.try_into().unwrap_or([0; N])));
-        a.copy_from_slice(&to(r));
+fn zip_with<T: Elem>(acc: &mut [u8], src: &[u8], f: impl Fn(T, T) -> T) {
+    for (a, b) in acc.chunks_exact_mut(T::N).zip(src.chunks_exact(T::N)) {
+        f(T::load(a), T::load(b)).store(a);
     }
 }
 
-#[inline(always)]
-fn float_kernel<const N: usize, T: Copy + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+fn int_op<T: Int>(op: OpKind, acc: &mut [u8], src: &[u8]) {
+    let truth = |x: T| x != T::ZERO;
+    let of = |b: bool| if b { T::ONE } else { T::ZERO };
+    match op {
+        OpKind::Max => zip_with(acc, src, |a: T, b: T| a.max(b)),
+        OpKind::Min => zip_with(acc, src, |a: T, b: T| a.min(b)),
+        OpKind::Sum => zip_with(acc, src, |a: T, b: T| a.wadd(b)),
+        OpKind::Prod => zip_with(acc, src, |a: T, b: T| a.wmul(b)),
+        OpKind::Band => zip_with(acc, src, |a: T, b: T| a & b),
+        OpKind::Bor => zip_with(acc, src, |a: T, b: T| a | b),
+        OpKind::Bxor => zip_with(acc, src, |a: T, b: T| a ^ b),
+        OpKind::Land => zip_with(acc, src, |a: T, b: T| of(truth(a) && truth(b))),
+        OpKind::Lor => zip_with(acc, src, |a: T, b: T| of(truth(a) || truth(b))),
+        OpKind::Lxor => zip_with(acc, src, |a: T, b: T| of(truth(a) != truth(b))),
+    }
+}
+
+fn float_op<T: Elem + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     op: OpKind,
     acc: &mut [u8],
     src: &[u8],
-    from: fn([u8; N]) -> T,
-    to: fn(T) -> [u8; N],
 ) {
     // MAX/MIN keep the accumulated value unless the other is strictly greater/less (a NaN on
     // either side leaves whatever comparison says: no MPI defines more).
-    let f: fn(T, T) -> T = match op {
-        OpKind::Max => |a, b| if b > a { b } else { a },
-        OpKind::Min => |a, b| if b < a { b } else { a },
-        OpKind::Sum => |a, b| a + b,
-        OpKind::Prod => |a, b| a * b,
-        _ => return,
-    };
-    for (a, b) in acc.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
-        let r = f(from(a.try_into().unwrap_or([0; N])), from(b.try_into().unwrap_or([0; N])));
-        a.copy_from_slice(&to(r));
+    match op {
+        OpKind::Max => zip_with(acc, src, |a: T, b: T| if b > a { b } else { a }),
+        OpKind::Min => zip_with(acc, src, |a: T, b: T| if b < a { b } else { a }),
+        OpKind::Sum => zip_with(acc, src, |a: T, b: T| a + b),
+        OpKind::Prod => zip_with(acc, src, |a: T, b: T| a * b),
+        _ => {}
     }
 }
 

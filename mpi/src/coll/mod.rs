@@ -251,6 +251,11 @@ fn disjoint(a: *const c_void, alen: usize, b: *const c_void, blen: usize, ci: us
     Ok(())
 }
 
+/// `block × n` bytes, refusing sizes past the address space.
+fn times(block: usize, n: usize, ci: usize) -> Res<usize> {
+    block.checked_mul(n).ok_or_else(|| Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("buffer larger than memory")))
+}
+
 fn mismatch(ci: usize, expected: usize, got: usize) -> Fail {
     Fail::new(abi::ERR_TRUNCATE, Some(ci), Why::Mismatch { expected, got })
 }
@@ -371,6 +376,10 @@ pub unsafe fn bcast(
     let len = byte_len(count, dt, x.ci, buf.is_null())?;
     let root = check_root(root, x.c, x.ci)?;
     let elem = elem_size(dt, x.ci)?;
+    if len == 0 {
+        // Every member has nothing to move (the standard requires matching sizes).
+        return Ok(());
+    }
     // SAFETY: MPI's contract: `len` bytes at `buf`, read at the root and written elsewhere.
     let data = unsafe { out_bytes(buf, len) };
     let (c, tu, ci) = (x.c, x.tu, x.ci);
@@ -463,6 +472,9 @@ pub unsafe fn reduce(
     let len = byte_len(count, dt, ci, !in_place && sendbuf.is_null())?;
     let red = reduction(op, dt, ci)?;
     let (c, tu) = (x.c, x.tu);
+    if len == 0 {
+        return Ok(());
+    }
     if is_root {
         byte_len(count, dt, ci, recvbuf.is_null())?;
         if !in_place {
@@ -500,6 +512,9 @@ pub unsafe fn allreduce(
     let in_place = is_in_place(sendbuf);
     let len = byte_len(count, dt, ci, recvbuf.is_null() || (!in_place && sendbuf.is_null()))?;
     let red = reduction(op, dt, ci)?;
+    if len == 0 {
+        return Ok(());
+    }
     if !in_place {
         disjoint(sendbuf, len, recvbuf, len, ci)?;
         // SAFETY: MPI's contract; disjoint (checked).
@@ -545,13 +560,19 @@ pub unsafe fn gather(
     let t = whole(c);
     if !is_root {
         let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+        if len == 0 {
+            return Ok(());
+        }
         // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
         let mine = unsafe { in_bytes(sendbuf, len) };
         let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, len).1);
         return run_gather(&mut ops, alg, t, root, mine, &mut [], len).map_err(on(ci));
     }
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-    let total = block * n;
+    let total = times(block, n, ci)?;
+    if block == 0 {
+        return Ok(());
+    }
     let mine: Vec<u8> = if in_place {
         // SAFETY: MPI's contract: the root's block is in place in `recvbuf`.
         unsafe { in_bytes(recvbuf.cast_const().byte_add(root * block), block) }.to_vec()
@@ -612,14 +633,21 @@ pub unsafe fn scatter(
     let t = whole(c);
     if !is_root {
         let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+        if len == 0 {
+            return Ok(());
+        }
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
         let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, len).1);
         return run_scatter(&mut ops, alg, t, root, &[], mine, len).map_err(on(ci));
     }
     let block = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
+    let total = times(block, n, ci)?;
+    if block == 0 {
+        return Ok(());
+    }
     // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`.
-    let all = unsafe { in_bytes(sendbuf, block * n) };
+    let all = unsafe { in_bytes(sendbuf, total) };
     let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, block).1);
     if in_place {
         let mut scratch = vec![0u8; block];
@@ -629,7 +657,7 @@ pub unsafe fn scatter(
         if len != block {
             return Err(mismatch(ci, block, len));
         }
-        disjoint(sendbuf, block * n, recvbuf, len, ci)?;
+        disjoint(sendbuf, total, recvbuf, len, ci)?;
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`, disjoint from `sendbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
         run_scatter(&mut ops, alg, t, root, all, mine, block).map_err(on(ci))
@@ -670,17 +698,21 @@ pub unsafe fn allgather(
     let n = x.c.size as usize;
     let me = x.c.rank as usize;
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
+    let total = times(block, n, ci)?;
+    if block == 0 {
+        return Ok(());
+    }
     if !is_in_place(sendbuf) {
         let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
         if len != block {
             return Err(mismatch(ci, block, len));
         }
-        disjoint(sendbuf, len, recvbuf, block * n, ci)?;
+        disjoint(sendbuf, len, recvbuf, total, ci)?;
         // SAFETY: MPI's contract; disjoint (checked); block `me` is within the receive buffer.
         unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, (recvbuf as *mut u8).add(me * block), len) };
     }
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
-    let all = unsafe { out_bytes(recvbuf, block * n) };
+    let all = unsafe { out_bytes(recvbuf, total) };
     let (c, tu) = (x.c, x.tu);
     let mut ops = x.ops(tag::ALLGATHER);
     let p = flat_model(c, tu, &ops).p;
@@ -729,7 +761,10 @@ pub unsafe fn alltoall(
     let ci = x.ci;
     let n = x.c.size as usize;
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-    let total = block * n;
+    let total = times(block, n, ci)?;
+    if block == 0 {
+        return Ok(());
+    }
     let copy: Vec<u8>;
     let send: &[u8] = if is_in_place(sendbuf) {
         // SAFETY: MPI's contract: the data to send is in `recvbuf`, which the exchange

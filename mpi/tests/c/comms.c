@@ -129,15 +129,37 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_free(&dup));
     OK(MPI_Comm_free(&par));
 
-    /* Many dup/free rounds, each used by a collective. */
+    /* Many dup/free rounds, each used by a collective and point to point (past the first 64
+     * communicators, which the library serves from a fixed table). */
     for (int i = 0; i < 100; i++) {
         MPI_Comm c;
         OK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
         int one = 1, n = 0;
         OK(MPI_Allreduce(&one, &n, 1, MPI_INT, MPI_SUM, c));
         CHECK(n == size, "round %d: allreduce %d", i, n);
+        ring_on(c);
         OK(MPI_Comm_free(&c));
     }
+    /* Communicators past the table, point to point with every path: blocking, non-blocking,
+     * wildcards, PROC_NULL. */
+    MPI_Comm many[70];
+    for (int i = 0; i < 70; i++) OK(MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &many[i]));
+    for (int i = 0; i < 70; i += 23) {
+        ring_on(many[i]);
+        int r, n, v = rank, got = -1;
+        OK(MPI_Comm_rank(many[i], &r));
+        OK(MPI_Comm_size(many[i], &n));
+        CHECK(r == size - 1 - rank && n == size, "reversed split: %d of %d", r, n);
+        MPI_Request q[2];
+        MPI_Status s2[2];
+        OK(MPI_Irecv(&got, 1, MPI_INT, (r + n - 1) % n, 4, many[i], &q[0]));
+        OK(MPI_Isend(&v, 1, MPI_INT, (r + 1) % n, 4, many[i], &q[1]));
+        OK(MPI_Waitall(2, q, s2));
+        CHECK(s2[0].MPI_SOURCE == (r + n - 1) % n, "status source %d", s2[0].MPI_SOURCE);
+        CHECK(got == size - 1 - ((r + n - 1) % n), "got the world rank %d", got);
+        OK(MPI_Send(&v, 1, MPI_INT, MPI_PROC_NULL, 0, many[i]));
+    }
+    for (int i = 0; i < 70; i++) OK(MPI_Comm_free(&many[i]));
 
     /* MPI_COMM_SELF. */
     int sr, sn, v = 5 + rank, w = 0;
