@@ -517,6 +517,10 @@ impl Process {
             // Same group: nothing to record (line 20).
             return Ok(Reception::Deliver(Delivery::packed(pb.phase_tag())));
         }
+        // Other group, a run whose phase rises (an exchange across groups): the second fast path.
+        if let Some(delivery) = peer.received.try_extend_rising(pb) {
+            return Ok(Reception::Deliver(delivery));
+        }
         self.receive_checked(from, pb)
     }
 

@@ -18,12 +18,15 @@
 //! run per two messages (20 bytes a message, against 16 for a `(date, phase)` list). Expanding the runs gives back
 //! exactly the `(date, phase)` of every message accepted.
 //!
-//! # The fast path
+//! # The fast paths
 //! When the current run has a known step and a constant phase, the next message extends it if and only if it
 //! carries phase `key` and date `last + step`: two comparisons and one store ([`Rpp::try_extend`]). `key` is also
 //! the "anything unusual?" flag of the arrival path: it holds [`NO_FAST`], which no piggyback carries, whenever the
 //! owner wants every arrival from this sender checked ([`Rpp::set_permit`]: an acknowledgement due, a recovery
-//! round) or the run cannot be extended that way; [`Rpp::accept`] handles the rest.
+//! round) or the run cannot be extended that way. A run whose phase rises has its own key, `next` (the phase the
+//! next element carries), checked by [`Rpp::try_extend_rising`] after the same-group test, so that an exchange
+//! across groups (each delivery raises the receiver's phase past the sender's) stays inline too without costing
+//! the steady path anything. [`Rpp::accept`] handles the rest.
 
 use serde::{Deserialize, Serialize};
 
@@ -130,15 +133,18 @@ pub(crate) struct Rpp {
     last: Date,
     /// The current run's date step; 0 while it has not had two elements.
     step: Date,
+    /// The phase the next element of a rising run carries (`last_phase + pstep`, below `MAX_PHASE`), when the
+    /// fast path may extend it; [`NO_FAST`] otherwise (and whenever `key` is not).
+    next: Phase,
+    /// The current run's phase step.
+    pstep: Phase,
+    /// The phase of the message dated `last`.
+    last_phase: Phase,
     /// The current run's first date still recorded; above `last` when pruning emptied it (or before any message).
     /// With `step` 0, the run is `{first}` if `first == last`, else empty.
     first: Date,
     /// The phase at `first`.
     phase: Phase,
-    /// The phase of the message dated `last`.
-    last_phase: Phase,
-    /// The current run's phase step.
-    pstep: Phase,
     /// Older runs, ascending, all dated below `first`.
     closed: Vec<Run>,
     /// Whether the owner lets arrivals take the fast path.
@@ -151,10 +157,11 @@ impl Default for Rpp {
             key: NO_FAST,
             last: 0,
             step: 0,
+            next: NO_FAST,
+            pstep: 0,
+            last_phase: 0,
             first: 1,
             phase: 0,
-            last_phase: 0,
-            pstep: 0,
             closed: Vec::new(),
             permit: false,
         }
@@ -179,6 +186,23 @@ impl Rpp {
         if pb.phase_tag() == self.key && pb.date() == self.last + self.step {
             self.last = pb.date();
             return Some(Delivery::packed(self.key + 1));
+        }
+        None
+    }
+
+    /// The second fast path: records `pb` and returns its delivery if it extends the current run, whose phase
+    /// rises by `pstep` per element; else leaves everything as it was. A match means the date is `last + step`, the
+    /// phase and tag word is `next`, which is below `MAX_PHASE` (kept so below) and carries no tag.
+    #[inline(always)]
+    pub(crate) fn try_extend_rising(&mut self, pb: Piggyback) -> Option<Delivery> {
+        if pb.phase_tag() == self.next && pb.date() == self.last + self.step {
+            let phase = self.next;
+            self.last = pb.date();
+            self.last_phase = phase;
+            // No overflow: both terms are below 2⁴⁰.
+            let next = phase + self.pstep;
+            self.next = if next < MAX_PHASE { next } else { NO_FAST };
+            return Some(Delivery::packed(phase + 1));
         }
         None
     }
@@ -229,7 +253,10 @@ impl Rpp {
     }
 
     fn refresh_key(&mut self) {
-        self.key = if self.permit && self.step != 0 && self.pstep == 0 { self.last_phase } else { NO_FAST };
+        let extensible = self.permit && self.step != 0;
+        self.key = if extensible && self.pstep == 0 { self.last_phase } else { NO_FAST };
+        let next = self.last_phase + self.pstep;
+        self.next = if extensible && self.pstep != 0 && next < MAX_PHASE { next } else { NO_FAST };
     }
 
     /// The current run, if it has an element.
@@ -321,9 +348,9 @@ mod tests {
         Piggyback::new(date, phase, None).unwrap()
     }
 
-    /// Arrival as the process makes it: fast path first, checked path otherwise.
+    /// Arrival as the process makes it: fast paths first, checked path otherwise.
     fn arrive(r: &mut Rpp, date: Date, phase: Phase) -> (Reception, bool) {
-        match r.try_extend(pb(date, phase)) {
+        match r.try_extend(pb(date, phase)).or_else(|| r.try_extend_rising(pb(date, phase))) {
             Some(d) => (Reception::Deliver(d), true),
             None => (r.accept(pb(date, phase)).unwrap(), false),
         }
@@ -391,14 +418,37 @@ mod tests {
     }
 
     #[test]
-    fn rising_phases_make_one_run() {
+    fn rising_phases_make_one_run_on_the_second_fast_path() {
         // A ping-pong across groups: the sender's phase rises by two per message.
         let mut r = fast();
-        for k in 0..10 {
-            assert!(!arrive(&mut r, k + 1, 2 * k + 1).1, "phase steps take the checked path");
-        }
+        let fast_taken: Vec<bool> = (0..10).map(|k| arrive(&mut r, k + 1, 2 * k + 1).1).collect();
+        assert_eq!(fast_taken, [false, false, true, true, true, true, true, true, true, true]);
+        assert!(r.try_extend(pb(11, 21)).is_none(), "not the steady path's");
         assert_eq!(r.closed.len(), 0);
         assert_eq!(r.entries(), (0..10).map(|k| (k + 1, 2 * k + 1)).collect::<Vec<_>>());
+        // Refusals change nothing; permits apply to both paths.
+        assert!(r.try_extend_rising(pb(11, 22)).is_none(), "another phase step");
+        assert!(r.try_extend_rising(pb(12, 21)).is_none(), "another date step");
+        assert!(r.try_extend_rising(Piggyback::new(11, 21, Some(1)).unwrap()).is_none(), "a tag");
+        r.set_permit(false);
+        assert!(r.try_extend_rising(pb(11, 21)).is_none(), "not permitted");
+        r.set_permit(true);
+        assert_eq!(r.try_extend_rising(pb(11, 21)), Some(Delivery::new(22, 0)));
+        assert_eq!(r.max_date(), 11);
+    }
+
+    #[test]
+    fn a_rising_run_stops_before_the_phase_overflows() {
+        let mut r = fast();
+        for (d, p) in [(1, MAX_PHASE - 7), (2, MAX_PHASE - 5), (3, MAX_PHASE - 3)] {
+            arrive(&mut r, d, p);
+        }
+        // MAX_PHASE - 1 is the last acceptable phase; the one after it is not the fast path's to refuse.
+        assert!(arrive(&mut r, 4, MAX_PHASE - 1).1);
+        assert_eq!(r.next, NO_FAST);
+        assert!(r.try_extend_rising(pb(5, MAX_PHASE)).is_none());
+        assert!(matches!(r.accept(pb(5, MAX_PHASE)), Err(Error::PhaseOverflow { .. })));
+        assert_eq!(r.max_date(), 4);
     }
 
     #[test]
