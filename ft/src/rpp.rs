@@ -20,13 +20,13 @@
 //!
 //! # The fast paths
 //! When the current run has a known step and a constant phase, the next message extends it if and only if it
-//! carries phase `key` and date `last + step`: two comparisons and one store ([`Rpp::try_extend`]). `key` is also
-//! the "anything unusual?" flag of the arrival path: it holds [`NO_FAST`], which no piggyback carries, whenever the
-//! owner wants every arrival from this sender checked ([`Rpp::set_permit`]: an acknowledgement due, a recovery
+//! carries phase `key` and date `last + step`: two comparisons and one store (`Rpp::try_extend`). `key` is also
+//! the "anything unusual?" flag of the arrival path: it holds `NO_FAST`, which no piggyback carries, whenever the
+//! owner wants every arrival from this sender checked (`Rpp::set_permit`: an acknowledgement due, a recovery
 //! round) or the run cannot be extended that way. A run whose phase rises has its own key, `next` (the phase the
-//! next element carries), checked by [`Rpp::try_extend_rising`] after the same-group test, so that an exchange
+//! next element carries), checked by `Rpp::try_extend_rising` after the same-group test, so that an exchange
 //! across groups (each delivery raises the receiver's phase past the sender's) stays inline too without costing
-//! the steady path anything. [`Rpp::accept`] handles the rest.
+//! the steady path anything. `Rpp::accept` handles the rest.
 
 use serde::{Deserialize, Serialize};
 
