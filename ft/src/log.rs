@@ -176,8 +176,8 @@ const MIN_ARENA: usize = 4096;
 
 /// `dst.copy_from_slice(src)` for slices of equal length, without a call to `memcpy` up to 16 bytes: at these sizes
 /// the call and glibc's size dispatch cost several times the copy. Two overlapping moves of the widest size that
-/// fits cover every length (the idea of `nemesis_shm::cell::copy_bytes`, written here on slices: no `unsafe`, and
-/// `ft` stays free of shared-memory code).
+/// fits cover every length from 4 to 16, three byte moves 1 to 3 (the idea of `nemesis_shm::cell::copy_bytes`,
+/// written here on slices: no `unsafe`, and `ft` stays free of shared-memory code).
 #[inline(always)]
 fn copy_payload(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
