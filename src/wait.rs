@@ -44,7 +44,12 @@ impl Waiter {
     #[inline]
     pub fn idle(&mut self, doorbell: &AtomicU32, recheck: impl FnOnce() -> bool) {
         self.empty = self.empty.saturating_add(1);
-        if self.mode == WaitMode::Poll || self.empty < SPIN_POLLS {
+        if self.mode == WaitMode::Poll {
+            // Poll mode owns its core: re-poll at once. A `pause` here would add its own latency
+            // (tens of cycles or more, depending on the CPU) to every message's detection.
+            return;
+        }
+        if self.empty < SPIN_POLLS {
             core::hint::spin_loop();
             return;
         }

@@ -484,3 +484,32 @@ fn hydra_starts_an_unmodified_nemesis_program() {
         shm_entries().into_iter().filter(|e| !before.contains(e) && e.starts_with("nemesis")).collect();
     assert!(leaked.is_empty(), "left in /dev/shm: {leaked:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The examples of the README, as built by `cargo test`.
+
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("examples").join(name)
+}
+
+#[test]
+fn readme_examples_run_under_nemesis_run() {
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_nemesis-run")).args(["-n", "3", "--"]).arg(example("hello")).output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for r in 1..3 {
+        assert!(out.contains(&format!("rank {r} says {}", r * 10)), "{out}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_nemesis-run"))
+        .args(["-n", "4", "--"])
+        .arg(example("ring"))
+        .arg("3")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("lap 2: the token came back with 12 bytes"), "{out}");
+    assert!(out.contains("rank 0 heard from all 4 ranks: true"), "{out}");
+}

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod callgrind;
 mod instructions;
 mod pin;
+mod pingpong;
 mod shm;
 mod stats;
 
@@ -19,6 +20,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The main job: two ranks through the Endpoint — latency and bandwidth by message size, the
+    /// 8-byte message rate (fastbox and queue paths), next to the cache-line limit.
+    Pingpong {
+        #[command(flatten)]
+        opts: pingpong::Opts,
+    },
     /// 8-byte one-way latency through a fastbox and through the cell queue, next to the
     /// cache-line ping-pong limit between the same two cores.
     ShmPingpong {
@@ -53,6 +60,17 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         fds: Vec<RawFd>,
     },
+    #[command(name = "__pingpong-rank", hide = true)]
+    PingpongRank {
+        #[arg(long)]
+        rounds: usize,
+        #[arg(long)]
+        line_fd: RawFd,
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        #[arg(long)]
+        quick: bool,
+    },
     #[command(name = "__instructions-worker", hide = true)]
     InstructionsWorker {
         #[arg(long)]
@@ -63,6 +81,8 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     match cli.command {
+        Cmd::Pingpong { opts } => pingpong::run(&opts),
+        Cmd::PingpongRank { rounds, line_fd, sizes, quick } => pingpong::rank(rounds, line_fd, &sizes, quick),
         Cmd::ShmPingpong { plan } => shm::pingpong(&plan),
         Cmd::FastboxCompare { plan } => shm::fastbox_compare(&plan),
         Cmd::ShmCells { plan } => shm::cells(&plan),

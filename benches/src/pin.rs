@@ -15,9 +15,11 @@ pub fn pin(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Number of CPUs this process may run on.
+/// Number of CPUs online (not only those this process may run on: it may be pinned already).
 pub fn cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    // SAFETY: sysconf with a constant name.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { 1 }
 }
 
 /// The two CPUs a two-process benchmark uses: `0` and `1`, or `0` twice on a one-CPU machine.

@@ -5,14 +5,21 @@
 //! callgrind's output, subtracts an empty loop of the same length, divides by the number of messages and prints:
 //!
 //! ```text
-//! ft-intra-group <n>         on_send + on_receive, sender and receiver in the same group
-//! ft-inter-group <n>         on_send + SenderLog::append of an 8-byte payload + on_receive, different groups
-//! ft-inter-group-hooks <n>   the same loop without the append: the hooks alone
-//! ft-log-copy <n>            the difference: the "one copy into the log"
+//! ft-intra-group <n>                on_send + on_receive + on_deliver, sender and receiver in the same group
+//! ft-inter-group <n>                on_send + SenderLog::append of an 8-byte payload + on_receive + on_deliver,
+//!                                   different groups, the sender's phase steady (a stream)
+//! ft-inter-group-hooks <n>          the same loop without the append: the hooks alone
+//! ft-log-copy <n>                   the difference: the "one copy into the log" of 8 bytes
+//! ft-inter-group-1k <n>             ft-inter-group with a 1 KiB payload
+//! ft-log-copy-1k <n>                its difference with ft-inter-group-hooks: the copy of 1 KiB
+//! ft-inter-group-exchange-hooks <n> the hooks of a ping-pong across groups, no log: every delivery raises the
+//!                                   phase, so no message extends its RPP run on the fast path
 //! ```
 //!
-//! Each case sends `MESSAGES` messages after a warm-up that grows every buffer to its steady-state capacity and then
-//! empties it as a checkpoint and an acknowledgement would, so the measured loop allocates nothing.
+//! Each case sends its messages after a warm-up with the same payload that grows every buffer to its steady-state
+//! capacity and then empties it as a checkpoint and an acknowledgement would, so the measured loop allocates
+//! nothing. The payload slice goes through `black_box` once, before the loop: its address and length are opaque
+//! to the compiler, as a transport's would be, without a per-message cost that is the bench's own.
 
 use std::hint::black_box;
 use std::process::Command;
@@ -23,7 +30,11 @@ use nemesis_ft::{
 };
 
 const MESSAGES: u64 = 100_000;
-const PAYLOAD: [u8; 8] = *b"8 bytes!";
+/// Payload sizes measured: 8 bytes and 1 KiB.
+const SMALL: usize = 8;
+const LARGE: usize = 1024;
+/// The 1 KiB cases send fewer messages: the warm-up's log holds them all before the acknowledgement.
+const LARGE_MESSAGES: u64 = 20_000;
 /// Ranks 0 and 1 share group 0, rank 2 is alone in group 1.
 const SENDER: u32 = 0;
 const SAME_GROUP: u32 = 1;
@@ -36,7 +47,7 @@ struct Setup {
     log: SenderLog,
 }
 
-fn setup() -> Setup {
+fn setup(payload: &[u8], n: u64) -> Setup {
     let topo = Arc::new(Topology::new(vec![0, 0, 1]).expect("topology"));
     let p = |r| Process::new(topo.clone(), r, ProcessConfig::default()).expect("process");
     let mut s = Setup {
@@ -46,7 +57,7 @@ fn setup() -> Setup {
         log: SenderLog::new(3, LogConfig { memory_limit: usize::MAX, spill_dir: None }),
     };
     // Warm-up: grow the receiver's RPP and the log to capacity, then empty both the way the protocol does.
-    warm_up(&mut s).expect("warm-up");
+    warm_up(&mut s, payload, n).expect("warm-up");
     s.sender.checkpoint().expect("checkpoint");
     s.sender.checkpoint_durable(&s.log).expect("durable");
     while let Some(action) = s.sender.poll_action() {
@@ -93,6 +104,7 @@ fn inter_loop<const LOG: bool>(
     sender: &mut Process,
     receiver: &mut Process,
     log: &mut SenderLog,
+    payload: &[u8],
     n: u64,
 ) -> Result<u64, Error> {
     let mut delivered = 0;
@@ -101,7 +113,7 @@ fn inter_loop<const LOG: bool>(
             break;
         };
         if LOG {
-            log.append(OTHER_GROUP, piggyback, black_box(&PAYLOAD))?;
+            log.append(OTHER_GROUP, piggyback, payload)?;
         }
         if let Reception::Deliver(d) = receiver.on_receive(SENDER, piggyback)? {
             receiver.on_deliver(d);
@@ -121,9 +133,10 @@ fn measure_inter_logged(
     sender: &mut Process,
     receiver: &mut Process,
     log: &mut SenderLog,
+    payload: &[u8],
     n: u64,
 ) -> Result<u64, Error> {
-    inter_loop::<true>(sender, receiver, log, n)
+    inter_loop::<true>(sender, receiver, log, payload, n)
 }
 
 #[inline(never)]
@@ -131,42 +144,78 @@ fn measure_inter_hooks(
     sender: &mut Process,
     receiver: &mut Process,
     log: &mut SenderLog,
+    payload: &[u8],
     n: u64,
 ) -> Result<u64, Error> {
-    inter_loop::<false>(sender, receiver, log, n)
+    inter_loop::<false>(sender, receiver, log, payload, n)
+}
+
+/// A ping-pong between ranks of two groups, `n` messages in all (each way in turn), hooks only: each delivery
+/// raises the receiver's phase past the sender's, so the phases of a sender's messages rise by two each time.
+#[inline(never)]
+fn measure_inter_exchange(a: &mut Process, b: &mut Process, n: u64) -> Result<u64, Error> {
+    let mut delivered = 0;
+    for _ in 0..n / 2 {
+        delivered += exchange_one(a, b, SENDER, OTHER_GROUP)?;
+        delivered += exchange_one(b, a, OTHER_GROUP, SENDER)?;
+    }
+    Ok(delivered)
+}
+
+/// One inter-group message, hooks only.
+#[inline(always)]
+fn exchange_one(sender: &mut Process, receiver: &mut Process, from: u32, to: u32) -> Result<u64, Error> {
+    let Outbound::Transmit { piggyback, log: true } = sender.on_send(to)? else {
+        return Ok(0);
+    };
+    if let Reception::Deliver(d) = receiver.on_receive(from, piggyback)? {
+        receiver.on_deliver(d);
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 #[inline(never)]
-fn warm_up(s: &mut Setup) -> Result<(), Error> {
-    inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, MESSAGES)?;
-    intra_loop(&mut s.sender, &mut s.same, MESSAGES)?;
+fn warm_up(s: &mut Setup, payload: &[u8], n: u64) -> Result<(), Error> {
+    inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, payload, n)?;
+    intra_loop(&mut s.sender, &mut s.same, n)?;
     Ok(())
 }
 
 /// Runs one case natively (under callgrind when the parent started us).
-fn child(case: &str) {
-    let mut s = setup();
+fn child(case: &str, len: usize) {
+    let buffer = vec![0x5au8; len];
+    let n = messages(len);
+    // Opaque to the compiler from here on, as a transport's payload would be; no per-message cost.
+    let payload: &[u8] = black_box(&buffer[..]);
+    let mut s = setup(payload, n);
     let done = match case {
-        "baseline" => Ok(measure_baseline(&mut s.sender, &mut s.same, MESSAGES)),
-        "intra" => measure_intra(&mut s.sender, &mut s.same, MESSAGES),
-        "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
-        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, MESSAGES),
+        "baseline" => Ok(measure_baseline(&mut s.sender, &mut s.same, n)),
+        "intra" => measure_intra(&mut s.sender, &mut s.same, n),
+        "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, payload, n),
+        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, payload, n),
+        "inter-exchange" => measure_inter_exchange(&mut s.sender, &mut s.other, n),
         other => panic!("unknown case {other}"),
     };
-    assert_eq!(done.expect("hooks"), MESSAGES, "every message of case {case} was delivered");
+    assert_eq!(done.expect("hooks"), n, "every message of case {case} was delivered");
 }
 
-/// Instructions callgrind counted inside `function` while running `case`.
-fn count(case: &str, function: &str) -> Result<u64, String> {
+/// Messages per case for a payload of `len` bytes.
+fn messages(len: usize) -> u64 {
+    if len > SMALL { LARGE_MESSAGES } else { MESSAGES }
+}
+
+/// Instructions callgrind counted inside `function` while running `case` with a payload of `len` bytes.
+fn count(case: &str, function: &str, len: usize) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = std::env::temp_dir().join(format!("nemesis-ft-hooks-{}-{case}.callgrind", std::process::id()));
+    let out = std::env::temp_dir().join(format!("nemesis-ft-hooks-{}-{case}-{len}.callgrind", std::process::id()));
     let status = Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(format!("--toggle-collect=*{function}*"))
         .arg("--quiet")
         .arg(&exe)
-        .args(["--child", case])
+        .args(["--child", case, &len.to_string()])
         .status()
         .map_err(|e| format!("cannot run valgrind: {e}"))?;
     if !status.success() {
@@ -184,7 +233,8 @@ fn count(case: &str, function: &str) -> Result<u64, String> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(args.get(i + 1).map(String::as_str).unwrap_or(""));
+        let len = args.get(i + 2).and_then(|l| l.parse().ok()).unwrap_or(SMALL);
+        child(args.get(i + 1).map(String::as_str).unwrap_or(""), len);
         return;
     }
     if Command::new("valgrind").arg("--version").output().is_err() {
@@ -192,15 +242,23 @@ fn main() {
         return;
     }
     let run = || -> Result<(), String> {
-        let baseline = count("baseline", "measure_baseline")? as f64;
-        let per = |total: u64| (total as f64 - baseline) / MESSAGES as f64;
-        let intra = per(count("intra", "measure_intra")?);
-        let inter = per(count("inter-logged", "measure_inter_logged")?);
-        let hooks = per(count("inter-hooks", "measure_inter_hooks")?);
+        // The empty loop's cost per message (the same for every payload size).
+        let baseline = count("baseline", "measure_baseline", SMALL)? as f64 / MESSAGES as f64;
+        let per = |case: &str, function: &str, len: usize| -> Result<f64, String> {
+            Ok(count(case, function, len)? as f64 / messages(len) as f64 - baseline)
+        };
+        let intra = per("intra", "measure_intra", SMALL)?;
+        let inter = per("inter-logged", "measure_inter_logged", SMALL)?;
+        let hooks = per("inter-hooks", "measure_inter_hooks", SMALL)?;
+        let inter_1k = per("inter-logged", "measure_inter_logged", LARGE)?;
+        let exchange = per("inter-exchange", "measure_inter_exchange", SMALL)?;
         println!("ft-intra-group {intra:.1}");
         println!("ft-inter-group {inter:.1}");
         println!("ft-inter-group-hooks {hooks:.1}");
         println!("ft-log-copy {:.1}", inter - hooks);
+        println!("ft-inter-group-1k {inter_1k:.1}");
+        println!("ft-log-copy-1k {:.1}", inter_1k - hooks);
+        println!("ft-inter-group-exchange-hooks {exchange:.1}");
         Ok(())
     };
     if let Err(e) = run() {

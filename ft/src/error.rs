@@ -54,6 +54,10 @@ pub enum Error {
     #[error("invalid {field}: {value}")]
     InvalidField { field: &'static str, value: u64 },
 
+    /// A saved process state does not hold together (a checkpoint read back from storage).
+    #[error("invalid checkpoint: {0}")]
+    InvalidCheckpoint(&'static str),
+
     /// A control message arrived where the protocol does not allow it (wrong sender, wrong state, duplicate).
     #[error("unexpected {message} from {from}: {reason}")]
     UnexpectedMessage { message: &'static str, from: String, reason: &'static str },

@@ -30,6 +30,7 @@ pub mod matrix;
 pub mod partition;
 pub mod piggyback;
 pub mod process;
+pub mod rpp;
 pub mod topology;
 
 mod bisection;
@@ -54,7 +55,6 @@ pub use coordinator::{Coordinator, Outgoing};
 pub use error::{Error, Result};
 pub use log::{LogConfig, LogIndex, LogSnapshot, LoggedMessage, SenderLog};
 pub use piggyback::{MAX_DATE, MAX_PHASE, PIGGYBACK_LEN, Piggyback};
-pub use process::{
-    Action, DateRule, Delivery, Outbound, Process, ProcessConfig, ProcessState, ReceivedFrom, Reception,
-};
+pub use process::{Action, DateRule, Delivery, Outbound, Process, ProcessConfig, ProcessState, Reception};
+pub use rpp::{ReceivedFrom, Run};
 pub use topology::Topology;

@@ -35,19 +35,27 @@ pub const MAX_PHASE: Phase = (1 << 40) - 1;
 /// [`Piggyback::decode`] rejects anything else).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Piggyback {
-    /// The date in bits 0..48, the release tag in bits 56..64 (two words keep the type in registers).
-    date_tag: u64,
-    phase: Phase,
+    date: Date,
+    /// The phase in bits 0..40, the release tag in bits 56..64 (two words keep the type in registers). The arrival
+    /// fast path compares this word whole, so a released message never matches an expectation without a tag, and
+    /// a same-group delivery is this word as it is ([`Delivery`](crate::Delivery) packs the same way).
+    phase_tag: u64,
 }
 
 impl std::fmt::Debug for Piggyback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Piggyback")
             .field("date", &self.date())
-            .field("phase", &self.phase)
+            .field("phase", &self.phase())
             .field("tag", &self.tag())
             .finish()
     }
+}
+
+/// `phase` (at most `MAX_PHASE`) in bits 0..40 and `tag` in bits 56..64.
+#[inline]
+pub(crate) const fn pack_phase(phase: Phase, tag: u8) -> u64 {
+    phase | ((tag as u64) << 56)
 }
 
 /// The 1..=255 tag of recovery round `round` (rounds count from 1). Rounds 255 apart share a tag; a message would
@@ -73,25 +81,31 @@ impl Piggyback {
     /// Built by the engine, which keeps both values in range.
     #[inline]
     pub(crate) const fn from_parts(date: Date, phase: Phase, tag: u8) -> Self {
-        Piggyback { date_tag: date | ((tag as u64) << 56), phase }
+        Piggyback { date, phase_tag: pack_phase(phase, tag) }
     }
 
     /// The sender's date at the send (its count of sends so far, this one included).
     #[inline]
     pub const fn date(&self) -> Date {
-        self.date_tag & MAX_DATE
+        self.date
+    }
+
+    /// The phase with the release tag in bits 56..64: equal to the phase exactly when the tag is 0.
+    #[inline]
+    pub(crate) const fn phase_tag(&self) -> u64 {
+        self.phase_tag
     }
 
     /// The sender's phase at the send.
     #[inline]
     pub const fn phase(&self) -> Phase {
-        self.phase
+        self.phase_tag & MAX_PHASE
     }
 
     /// The release tag: 0 outside recovery, else the tag of the round that released the message.
     #[inline]
     pub const fn tag(&self) -> u8 {
-        (self.date_tag >> 56) as u8
+        (self.phase_tag >> 56) as u8
     }
 
     /// Whether the message was released by recovery round `round`.
@@ -104,14 +118,14 @@ impl Piggyback {
     /// The same message re-marked as released by `round` (used when a logged message is replayed).
     #[inline]
     pub(crate) fn with_round(self, round: Round) -> Self {
-        Piggyback::from_parts(self.date(), self.phase, round_tag(round))
+        Piggyback::from_parts(self.date, self.phase(), round_tag(round))
     }
 
     /// The 12 header bytes.
     #[inline]
     pub fn encode(&self) -> [u8; PIGGYBACK_LEN] {
-        let lo = self.date() | (self.phase << 48);
-        let hi = ((self.phase >> 16) as u32) | ((self.tag() as u32) << 24);
+        let lo = self.date | (self.phase() << 48);
+        let hi = ((self.phase() >> 16) as u32) | ((self.tag() as u32) << 24);
         let mut out = [0u8; PIGGYBACK_LEN];
         out[..8].copy_from_slice(&lo.to_le_bytes());
         out[8..].copy_from_slice(&hi.to_le_bytes());

@@ -22,9 +22,14 @@
 //!   has the phase change when the message is delivered to the application (Fig 6.3 line 22, T:1975: "Délivrer msg à
 //!   l'application").
 //!
-//! The hooks allocate nothing in steady state (the arrival path pushes onto a vector whose capacity is kept across
-//! checkpoints) and carry no tracing. Every condition that needs more (a recovery round, an acknowledgement due, an
-//! overflow) is folded into one comparison that sends the call to a `#[cold]` checked path.
+//! The hooks allocate nothing in steady state and carry no tracing. Each has one fast path behind one "anything
+//! unusual?" comparison, and every condition that needs more fails it: on send, the date against a limit that
+//! recovery lowers to 0 (and that catches the date overflow); on arrival, the sender's RPP key ([`crate::rpp`]),
+//! which matches only the next message of a steady run from a sender of another group with no acknowledgement due
+//! and no recovery — anything else (a same-group sender, a run that starts or changes phase, a duplicate, an
+//! overflow) goes on to the checked code; on delivery, the phase against a guard that recovery and the thesis
+//! date rule lower to 0. The RPP records an arrival by extending an arithmetic run (one store) or, when the run
+//! breaks, by pushing the finished run onto a vector whose capacity is kept across pruning.
 //!
 //! # Dates count sends only \[R+\]
 //! Fig 6.3 increments the date on receptions too (T:1928; hydee.md's \[R\] says every reception counts). We count
@@ -83,7 +88,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::control::{Control, Endpoint, Horizon};
 use crate::log::LogIndex;
-use crate::piggyback::{MAX_DATE, MAX_PHASE, Piggyback, round_tag};
+use crate::piggyback::{MAX_DATE, MAX_PHASE, Piggyback, pack_phase, round_tag};
+use crate::rpp::{ReceivedFrom, Rpp};
 use crate::topology::Topology;
 use crate::{CoordinatorId, Date, Error, GroupId, Phase, Rank, Result, Round};
 
@@ -133,26 +139,33 @@ pub enum Reception {
 /// [`Process::on_deliver`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Delivery {
-    /// At most `MAX_PHASE`.
-    phase: Phase,
-    /// The piggyback's release tag.
-    tag: u8,
+    /// The phase (at most `MAX_PHASE`) in bits 0..40, the piggyback's release tag in bits 56..64: one word, so that
+    /// a same-group delivery is the piggyback's word as it is, and [`Process::on_deliver`] compares it whole (a
+    /// tag makes it large and sends it to the checked branch).
+    phase_tag: u64,
 }
 
 impl Delivery {
     #[inline]
-    const fn new(phase: Phase, tag: u8) -> Delivery {
-        Delivery { phase, tag }
+    pub(crate) const fn new(phase: Phase, tag: u8) -> Delivery {
+        Delivery { phase_tag: pack_phase(phase, tag) }
+    }
+
+    /// From a phase and tag already packed as [`pack_phase`] does.
+    #[inline]
+    pub(crate) const fn packed(phase_tag: u64) -> Delivery {
+        Delivery { phase_tag }
     }
 
     /// The phase the process moves to, at least, when the application receives the message.
     #[inline]
     pub const fn phase(&self) -> Phase {
-        self.phase
+        self.phase_tag & MAX_PHASE
     }
 
     fn released_in(&self, round: Round) -> bool {
-        self.tag != 0 && self.tag == round_tag(round)
+        let tag = (self.phase_tag >> 56) as u8;
+        tag != 0 && tag == round_tag(round)
     }
 }
 
@@ -168,33 +181,6 @@ pub enum Action {
     DiscardLog { to: Rank, before: Date },
     /// Sends answered with [`Outbound::Hold`] may be tried again.
     ResumeSends,
-}
-
-/// `RPP[j]` of Fig 6.3 line 4: what this process received from one sender of another group.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReceivedFrom {
-    /// Date of the last message accepted from that sender (`RPP[j].Maxdate`); 0 if none.
-    pub max_date: Date,
-    /// `(date, phase)` of each accepted message not yet covered by the sender's group checkpoint, dates strictly
-    /// ascending, all at most `max_date` (`RPP[j][date]`).
-    pub entries: Vec<(Date, Phase)>,
-}
-
-impl ReceivedFrom {
-    /// Records an arrival from this sender of another group (Fig 6.3 lines 13–15).
-    #[inline(always)]
-    fn accept(&mut self, pb: Piggyback) -> Result<Reception> {
-        if pb.date() <= self.max_date {
-            return Ok(Reception::Duplicate);
-        }
-        // The delivery brings the sender's phase plus one, which must stay encodable.
-        if pb.phase() >= MAX_PHASE {
-            return Err(Error::PhaseOverflow { phase: MAX_PHASE + 1 });
-        }
-        self.max_date = pb.date();
-        self.entries.push((pb.date(), pb.phase()));
-        Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
-    }
 }
 
 /// The fault-tolerance part of a process checkpoint (Fig 6.3 line 25, less the application image and the log).
@@ -224,18 +210,23 @@ enum AckState {
     Due,
 }
 
-/// Everything this process keeps about one other rank.
+/// Everything this process keeps about one other rank. The hooks read `inter` and the head of `received` only:
+/// `#[repr(C)]` puts them in the first 56 bytes and the alignment starts every peer on a cache line, so the fast
+/// paths touch one line per peer (the whole is 192 bytes; the rest is for checkpoints and recovery).
+#[repr(C, align(64))]
 #[derive(Clone, Debug)]
 struct Peer {
     /// The rank's group (fixed).
     group: GroupId,
+    /// 1 if `group` is not this process's group, else 0 (fixed). A word rather than a `bool`: LLVM branches on
+    /// `cmpl $0` directly, where a loaded `bool` made it materialise the send hook's flag first (three instructions
+    /// more per send, measured with the hooks bench); and it saves comparing `group` with this process's.
+    inter: u32,
+    /// `RPP[j]`; blank for ranks of this process's group. Its fast path is permitted exactly when `inter`, `ack`
+    /// is `Idle` and the process is not in recovery (see [`Process::refresh_permits`]).
+    received: Rpp,
     /// Only ever non-`Idle` for ranks of other groups.
     ack: AckState,
-    /// Whether receptions from this rank must take the checked path: `ack != Idle` or the process's
-    /// `slow_inter` (one flag, so the fast path tests one byte).
-    checked: bool,
-    /// Empty for ranks of this process's group.
-    received: ReceivedFrom,
     /// `received.max_date` when the checkpoint being made durable was captured.
     captured_max: Date,
     /// `received.max_date` in this process's last durable checkpoint: that rank's log entries up to it are held
@@ -357,6 +348,9 @@ pub struct Process {
     fast_send_limit: Date,
     /// At least 1; at least every phase delivered from the group, above every phase delivered from other groups.
     phase: Phase,
+    /// Deliveries of a phase above it leave the fast path: `phase`, or 0 while `slow_deliver` (one comparison then
+    /// covers both "the phase rises" and "every delivery must be checked").
+    deliver_guard: Phase,
     /// Whether inter-group arrivals must take the checked path whatever the peer's state (recovery).
     slow_inter: bool,
     /// Whether deliveries must take the checked path (recovery: taint; thesis dates: deliveries count).
@@ -417,9 +411,9 @@ impl Process {
             .iter()
             .map(|&g| Peer {
                 group: g,
+                inter: (g != group) as u32,
+                received: Rpp::default(),
                 ack: if g == group { AckState::Idle } else { ack },
-                checked: false,
-                received: ReceivedFrom::default(),
                 captured_max: 0,
                 checkpointed_max: 0,
                 ack_floor: 0,
@@ -432,12 +426,13 @@ impl Process {
                 return Err(Error::InvalidTopology("checkpointed RPP names a rank of the process's own group"));
             }
             peer.checkpointed_max = r.max_date;
-            peer.received = r;
+            peer.received = Rpp::restore(&r)?;
         }
         let mut p = Process {
             date: state.date,
             fast_send_limit: MAX_DATE,
             phase: state.phase,
+            deliver_guard: state.phase,
             slow_inter: false,
             slow_deliver: false,
             peers,
@@ -465,14 +460,22 @@ impl Process {
         self.fast_send_limit = if recovering { 0 } else { MAX_DATE };
         self.slow_inter = recovering;
         self.slow_deliver = recovering || thesis_dates;
-        self.refresh_checked();
+        self.deliver_guard = if self.slow_deliver { 0 } else { self.phase };
+        self.refresh_permits();
     }
 
-    /// Recomputes every peer's `checked` flag.
-    fn refresh_checked(&mut self) {
-        let all = self.slow_inter;
+    /// Whether arrivals from a peer may take the RPP fast path: inter-group, no acknowledgement to handle, no
+    /// recovery.
+    fn fast_arrivals(slow_inter: bool, peer: &Peer) -> bool {
+        peer.inter != 0 && !slow_inter && peer.ack == AckState::Idle
+    }
+
+    /// Recomputes every peer's fast-path permit.
+    fn refresh_permits(&mut self) {
+        let slow_inter = self.slow_inter;
         for peer in &mut self.peers {
-            peer.checked = all || peer.ack != AckState::Idle;
+            let permit = Process::fast_arrivals(slow_inter, peer);
+            peer.received.set_permit(permit);
         }
     }
 
@@ -494,10 +497,7 @@ impl Process {
             return self.send_checked(to);
         }
         self.date += 1;
-        Ok(Outbound::Transmit {
-            piggyback: Piggyback::from_parts(self.date, self.phase, 0),
-            log: peer.group != self.group,
-        })
+        Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
     }
 
     /// Arrival hook: call when an application message from `from` reaches this process, in the order of the
@@ -508,15 +508,20 @@ impl Process {
         let Some(peer) = self.peers.get_mut(from as usize) else {
             return Err(self.unknown(from));
         };
-        if peer.group == self.group {
+        // Other group, the next message of a steady run (lines 13–15): the RPP's fast path, which also stands for
+        // "nothing unusual" (it is off for same-group peers, acknowledgements due and recovery).
+        if let Some(delivery) = peer.received.try_extend(pb) {
+            return Ok(Reception::Deliver(delivery));
+        }
+        if peer.inter == 0 {
             // Same group: nothing to record (line 20).
-            return Ok(Reception::Deliver(Delivery::new(pb.phase(), pb.tag())));
+            return Ok(Reception::Deliver(Delivery::packed(pb.phase_tag())));
         }
-        if peer.checked {
-            return self.receive_checked(from, pb);
+        // Other group, a run whose phase rises (an exchange across groups): the second fast path.
+        if let Some(delivery) = peer.received.try_extend_rising(pb) {
+            return Ok(Reception::Deliver(delivery));
         }
-        // Other group (lines 13–15).
-        peer.received.accept(pb)
+        self.receive_checked(from, pb)
     }
 
     /// Delivery hook: call when the application receives a message accepted by [`Process::on_receive`], in the
@@ -525,11 +530,17 @@ impl Process {
     /// phases whatever the timing of arrivals.
     #[inline]
     pub fn on_deliver(&mut self, delivery: Delivery) {
-        if self.slow_deliver {
-            return self.deliver_checked(delivery);
-        }
-        if delivery.phase() > self.phase {
-            self.phase = delivery.phase();
+        // One comparison for the common case: the phase does not rise, no tag, nothing to check.
+        if delivery.phase_tag > self.deliver_guard {
+            if self.slow_deliver {
+                return self.deliver_checked(delivery);
+            }
+            // A tag outside recovery (a released message arriving after the round ended) is only a phase here.
+            let phase = delivery.phase();
+            if phase > self.phase {
+                self.phase = phase;
+                self.deliver_guard = phase;
+            }
         }
     }
 
@@ -581,7 +592,9 @@ impl Process {
         Ok(Outbound::Transmit { piggyback, log: true })
     }
 
-    #[cold]
+    /// Inter-group arrivals off the fast path: the first messages of a run, phases that change, acknowledgements,
+    /// recovery. Not `#[cold]`: a sender whose phase rises with every message (an exchange across groups) comes
+    /// here every time.
     #[inline(never)]
     fn receive_checked(&mut self, from: Rank, pb: Piggyback) -> Result<Reception> {
         if let Some(rec) = self.recovery.as_deref()
@@ -605,7 +618,8 @@ impl Process {
                 self.actions.push_back(Action::Control { to: Endpoint::Process(from), msg });
             }
         }
-        peer.checked = slow_inter || peer.ack != AckState::Idle;
+        let permit = Process::fast_arrivals(slow_inter, peer);
+        peer.received.set_permit(permit);
         Ok(reception)
     }
 
@@ -646,9 +660,9 @@ impl Process {
         self.checkpoint = CheckpointStage::Captured { date: self.date };
         for peer in self.peers.iter_mut().filter(|p| p.group != self.group) {
             peer.ack = AckState::Armed { was_due: peer.ack == AckState::Due };
-            peer.captured_max = peer.received.max_date;
+            peer.captured_max = peer.received.max_date();
         }
-        self.refresh_checked();
+        self.refresh_permits();
         Ok(self.state())
     }
 
@@ -680,7 +694,7 @@ impl Process {
             }
         }
         self.last_checkpoint_date = date;
-        self.refresh_checked();
+        self.refresh_permits();
         Ok(())
     }
 
@@ -703,7 +717,7 @@ impl Process {
                 other => other,
             };
         }
-        self.refresh_checked();
+        self.refresh_permits();
         Ok(())
     }
 
@@ -713,8 +727,8 @@ impl Process {
             .peers
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.received.max_date > 0 || !p.received.entries.is_empty())
-            .map(|(j, p)| (j as Rank, p.received.clone()))
+            .filter(|(_, p)| !p.received.is_blank())
+            .map(|(j, p)| (j as Rank, p.received.to_checkpoint()))
             .collect();
         ProcessState {
             rank: self.rank,
@@ -762,7 +776,7 @@ impl Process {
             if restarting.contains(&peer.group) {
                 rec.awaiting_restarted.insert(j);
             }
-            let msg = Control::Restarted { round, date: p.date, last_received: peer.received.max_date };
+            let msg = Control::Restarted { round, date: p.date, last_received: peer.received.max_date() };
             p.actions.push_back(Action::Control { to: Endpoint::Process(j), msg });
         }
         rec.registered = p.phase;
@@ -786,9 +800,7 @@ impl Process {
             }
             Control::Checkpointed { date } => {
                 let j = self.outside_peer(from, "Checkpointed")?;
-                let entries = &mut self.peers[j as usize].received.entries;
-                let covered = entries.partition_point(|e| e.0 <= date);
-                entries.drain(..covered);
+                self.peers[j as usize].received.prune_through(date);
                 Ok(())
             }
             Control::FailureNotice { round, restarting } => {
@@ -911,12 +923,12 @@ impl Process {
         }
         // LastDate to k, with the orphans k will regenerate ([R]: rpp[k], not rpp[j]).
         let rpp = &self.peers[k as usize].received;
-        let first_orphan = rpp.entries.partition_point(|e| e.0 <= date);
-        let orphans: Vec<(Date, Phase)> = rpp.entries[first_orphan..].to_vec();
+        let mut orphans = Vec::new();
+        rpp.expand_after(date, &mut orphans);
         for &(_, phase) in &orphans {
             *rec.orphan_counts.entry(phase).or_default() += 1;
         }
-        let msg = Control::LastDate { round: rec.round, last_date: rpp.max_date, orphans };
+        let msg = Control::LastDate { round: rec.round, last_date: rpp.max_date(), orphans };
         self.actions.push_back(Action::Control { to: Endpoint::Process(k), msg });
         // k's restored log may hold entries an earlier Ack had dropped: acknowledge again what this process's
         // durable checkpoint holds, or they would wait for its next checkpoint.
@@ -1125,11 +1137,12 @@ impl Process {
 
     /// Date of the last message delivered from `from` (0 if none, for unknown ranks and for the process's group).
     pub fn last_received(&self, from: Rank) -> Date {
-        self.peers.get(from as usize).map_or(0, |p| p.received.max_date)
+        self.peers.get(from as usize).map_or(0, |p| p.received.max_date())
     }
 
-    /// RPP entries recorded for sender `from` (empty for unknown ranks and for the process's own group).
-    pub fn received_from(&self, from: Rank) -> &[(Date, Phase)] {
-        self.peers.get(from as usize).map_or(&[], |p| p.received.entries.as_slice())
+    /// RPP entries recorded for sender `from`, `(date, phase)` ascending (empty for unknown ranks and for the
+    /// process's own group). Expanded from the runs the process keeps: for inspection, not for a message path.
+    pub fn received_from(&self, from: Rank) -> Vec<(Date, Phase)> {
+        self.peers.get(from as usize).map_or_else(Vec::new, |p| p.received.entries())
     }
 }

@@ -498,6 +498,14 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         Ok(Some(self.arena.cell(first, "drained cell")?))
     }
 
+    /// Consumer only: true if a cell is visible to `peek` (cheap: the shadow, then `head`).
+    #[inline(always)]
+    pub fn has_visible(&self) -> bool {
+        // ORDERING: Relaxed for the consumer-private shadow; Relaxed for `head` too: a hint, `peek`
+        // reloads it with Acquire before use.
+        self.shared.shadow.load(Relaxed) != NULL || self.shared.head.load(Relaxed) != NULL
+    }
+
     /// The tail value now, without the sealed bit: every cell swapped in so far has a tail value
     /// of at most this generation.
     pub fn tail_now(&self) -> u64 {

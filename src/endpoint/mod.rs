@@ -55,6 +55,8 @@ const KIND_SYNC_ACK: u8 = 2;
 const POLL_BUDGET: usize = 32;
 /// Marks a rank that has no local rank (on another node).
 const NOT_LOCAL: u16 = u16::MAX;
+/// A bypass wait whose source is not one local rank (`ANY_SOURCE`, or continuing a message).
+const NOT_LOCAL_SOURCE: u16 = u16::MAX - 1;
 
 /// What a completed receive (or probe) found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -481,10 +483,8 @@ impl Endpoint {
                 Found::Nothing => {}
             }
         }
-        let req = inner.post(want, rb)?;
-        // Give the new receive a chance at what already arrived.
-        inner.progress(None)?;
-        Ok(req)
+        // Messages already in the node are taken by the next progress (any wait or test).
+        inner.post(want, rb)
     }
 
     /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
@@ -756,32 +756,14 @@ impl Inner {
             return Err(Error::PeerDied { rank: want.source as u32 });
         }
         let src_local = if want.source >= 0 { self.route[want.source as usize] } else { NOT_LOCAL };
-        // Fast path: the message is the next one in the source's fastbox.
+        // The common case: the message is, or soon will be, the next one in the source's fastbox.
         if src_local != NOT_LOCAL
-            && let Some(inc) = self.port.poll(std::slice::from_ref(&src_local))?
+            && let Some(inc) = self.port.poll_fastbox(src_local)?
+            && let Some(r) = self.take_if_matched(inc, want, buf)?
         {
-            if inc.offset() == 0
-                && inc.is_last()
-                && inc.kind() == KIND_EAGER
-                && want.matches(self.global[usize::from(inc.src)], inc.tag(), inc.context())
-            {
-                let status = Status { source: self.global[usize::from(inc.src)], tag: inc.tag(), len: inc.len() };
-                copy_into(buf, &inc);
-                self.port.release(inc)?;
-                return finish(status, buf.cap);
-            }
-            let mut by = Bypass { want, buf, status: None, done: None };
-            self.deliver(inc, Some(&mut by))?;
-            if let Some(r) = by.done {
-                return r;
-            }
-            return self.bypass_loop(by, src_local);
+            return r;
         }
-        self.bypass_loop(Bypass { want, buf, status: None, done: None }, src_local)
-    }
-
-    fn bypass_loop(&mut self, by: Bypass, src_local: u16) -> Result<Status> {
-        let r = self.bypass_steps(by, src_local);
+        let r = self.bypass_steps(Bypass { want, buf, status: None, done: None }, src_local);
         // A message still arriving for this receive (it ended with an error) is dropped whole.
         for a in self.active.iter_mut() {
             if matches!(a, Active::Bypass) {
@@ -791,15 +773,73 @@ impl Inner {
         r
     }
 
+    /// Completes the blocking receive `(want, buf)` with `inc` if it is a whole eager message that
+    /// matches; otherwise routes `inc` the general way (`None`).
+    #[inline(always)]
+    fn take_if_matched(&mut self, inc: Incoming, want: Want, buf: RecvBuf) -> Result<Option<Result<Status>>> {
+        let source = self.global[usize::from(inc.src)];
+        if inc.offset() == 0
+            && inc.is_last()
+            && inc.kind() == KIND_EAGER
+            && want.matches(source, inc.tag(), inc.context())
+        {
+            let status = Status { source, tag: inc.tag(), len: inc.len() };
+            copy_into(buf, &inc);
+            self.port.release(inc)?;
+            return Ok(Some(finish(status, buf.cap)));
+        }
+        let mut by = Bypass { want, buf, status: None, done: None };
+        self.deliver(inc, Some(&mut by))?;
+        match by.done {
+            Some(r) => Ok(Some(r)),
+            // Not taken: if it began a message for this receive, the general loop continues it.
+            None if by.status.is_some() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
+            None => Ok(None),
+        }
+    }
+
+    /// Fastbox checks of the awaited source between two full polls while waiting.
+    const TIGHT_SPINS: u32 = 64;
+
     fn bypass_steps(&mut self, mut by: Bypass, src_local: u16) -> Result<Status> {
         let expected = [src_local];
-        let exp: &[u16] = if src_local == NOT_LOCAL { &[] } else { &expected };
+        let exp: &[u16] = if src_local == NOT_LOCAL || src_local == NOT_LOCAL_SOURCE { &[] } else { &expected };
         let mut waiter = Waiter::new(self.cfg.wait);
         loop {
             if let Some(r) = by.done.take() {
                 return r;
             }
             let mut got = false;
+            // Tight: only the awaited source's fastbox (the whole poll is much longer).
+            if !exp.is_empty() && by.status.is_none() {
+                for _ in 0..Self::TIGHT_SPINS {
+                    if let Some(inc) = self.port.poll_fastbox(src_local)? {
+                        got = true;
+                        let source = self.global[usize::from(inc.src)];
+                        if inc.offset() == 0
+                            && inc.is_last()
+                            && inc.kind() == KIND_EAGER
+                            && by.want.matches(source, inc.tag(), inc.context())
+                        {
+                            let status = Status { source, tag: inc.tag(), len: inc.len() };
+                            copy_into(by.buf, &inc);
+                            self.port.release(inc)?;
+                            return finish(status, by.buf.cap);
+                        }
+                        self.deliver(inc, Some(&mut by))?;
+                        break;
+                    }
+                    if self.port.has_queued() {
+                        break;
+                    }
+                    for _ in 0..16 {
+                        core::hint::spin_loop();
+                    }
+                }
+                if let Some(r) = by.done.take() {
+                    return r;
+                }
+            }
             for _ in 0..POLL_BUDGET {
                 match self.port.poll(exp)? {
                     Some(inc) => {

@@ -197,6 +197,63 @@ fn rpp_pruning() {
     assert!(controls(&mut sender).is_empty());
 }
 
+/// The RPP, kept as runs, answers recovery what a plain `(date, phase)` list would: a steady stream (the fast
+/// path), a checkpoint of the receiver in between (the acknowledgement takes the checked path, then the fast path
+/// resumes), an exchange whose phases rise, pruning inside a run, a checkpoint round trip, and the orphans of a
+/// restart whose date falls inside a run, counted per phase.
+#[test]
+fn rpp_runs_answer_recovery_exactly() {
+    // Group 0 = {0} survives; group 1 = {1, 2} fails. Rank 1 sends to 0 every other send (to 2 in between).
+    let t = topo(vec![0, 1, 1]);
+    let l = log(&t);
+    let mut s = process(&t, 0);
+    let mut k = process(&t, 1);
+    let mut model: Vec<(u64, u64)> = Vec::new();
+    let step = |k: &mut Process, s: &mut Process, model: &mut Vec<(u64, u64)>| {
+        send(k, 2);
+        let piggyback = send(k, 0);
+        model.push((piggyback.date(), piggyback.phase()));
+        receive(s, 1, piggyback);
+    };
+    for _ in 0..6 {
+        step(&mut k, &mut s, &mut model);
+    }
+    s.checkpoint().unwrap();
+    s.checkpoint_durable(&l).unwrap();
+    assert!(controls(&mut s).is_empty());
+    for _ in 0..3 {
+        step(&mut k, &mut s, &mut model);
+    }
+    assert_eq!(controls(&mut s), vec![(Endpoint::Process(1), Control::Ack { date: 14 })], "once, for date 14");
+    // An exchange: each delivery raises the other's phase, so rank 1's phases rise by two per message.
+    for _ in 0..5 {
+        let piggyback = send(&mut s, 1);
+        receive(&mut k, 0, piggyback);
+        step(&mut k, &mut s, &mut model);
+    }
+    assert_eq!(model.last().map(|e| e.1), Some(11), "phases rose: {model:?}");
+    assert_eq!(s.received_from(1), model);
+    // Rank 1's group checkpointed at date 15, inside the steady run.
+    s.on_control(Endpoint::Process(1), Control::Checkpointed { date: 15 }, &l).unwrap();
+    model.retain(|e| e.0 > 15);
+    assert_eq!(s.received_from(1), model);
+    assert_eq!(s.last_received(1), 28);
+    let json = serde_json::to_string(&s.state()).unwrap();
+    let back = Process::restart(t.clone(), serde_json::from_str(&json).unwrap(), 1, &[0]).unwrap();
+    assert_eq!(back.received_from(1), model);
+    // Group 1 restarts from a checkpoint dated 21, inside the rising run.
+    s.on_control(Endpoint::Coordinator(0), Control::FailureNotice { round: 1, restarting: vec![1] }, &l).unwrap();
+    s.on_control(Endpoint::Process(1), Control::Restarted { round: 1, date: 21, last_received: 0 }, &l).unwrap();
+    s.on_control(Endpoint::Process(2), Control::Restarted { round: 1, date: 21, last_received: 0 }, &l).unwrap();
+    let orphans: Vec<(u64, u64)> = model.iter().copied().filter(|e| e.0 > 21).collect();
+    assert_eq!(orphans.len(), 4);
+    let sent = controls(&mut s);
+    let last_date = Control::LastDate { round: 1, last_date: 28, orphans: orphans.clone() };
+    assert!(sent.contains(&(Endpoint::Process(1), last_date)), "{sent:?}");
+    let counts: Vec<(u64, u64)> = orphans.iter().map(|e| (e.1, 1)).collect();
+    assert!(sent.contains(&(Endpoint::Coordinator(0), Control::OrphanCounts { round: 1, counts })), "{sent:?}");
+}
+
 /// A survivor of a failure of group 1 = {1, 2}: ranks 1 and 2 sent it different things.
 fn survivor_with_history() -> (Arc<Topology>, Process, SenderLog) {
     let t = topo(vec![0, 1, 1, 2]);
