@@ -3,7 +3,11 @@
 # program, ../shared/bench/mpi_pingpong.c ("lat 8"), built with each mpicc, both ranks pinned to
 # cores, rounds interleaved (the order alternates every round), medians of per-round ratios.
 #
-#   mpi/bench/compare-latency.sh [ROUNDS]          (default 11)
+#   mpi/bench/compare-latency.sh [--rt] [ROUNDS]          (default 11 rounds)
+#
+# --rt runs every job (nemesis's and the others' alike) under `chrt -f 10` (SCHED_FIFO, needs root):
+# on a shared machine, other jobs then cannot preempt the pinned ranks, which otherwise dominates the
+# spread.
 #
 # Needs the release build (cargo build --release -p nemesis-mpi -p nemesis) and Debian's
 # openmpi-bin + libopenmpi-dev (mpicc.openmpi, mpiexec.openmpi); mpich (mpicc.mpich,
@@ -12,6 +16,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(dirname "$here")
+rt=()
+if [ "${1:-}" = "--rt" ]; then
+    rt=(chrt -f 10)
+    shift
+fi
 rounds=${1:-11}
 src=${MPI_PINGPONG_C:-$root/../shared/bench/mpi_pingpong.c}
 work=$(mktemp -d)
@@ -28,10 +37,10 @@ fi
 # One-way latency in microseconds of 8-byte messages, from one run.
 lat() {
     case "$1" in
-        nemesis) "$root/target/release/nemesis-run" -n 2 --bind core -- "$work/pp_nemesis" lat 8 ;;
+        nemesis) "${rt[@]}" "$root/target/release/nemesis-run" -n 2 --bind core -- "$work/pp_nemesis" lat 8 ;;
         openmpi) OMPI_MCA_btl_vader_single_copy_mechanism=none \
-            mpiexec.openmpi --allow-run-as-root -n 2 --bind-to core "$work/pp_openmpi" lat 8 2>/dev/null ;;
-        mpich) mpiexec.hydra -n 2 -bind-to core "$work/pp_mpich" lat 8 ;;
+            "${rt[@]}" mpiexec.openmpi --allow-run-as-root -n 2 --bind-to core "$work/pp_openmpi" lat 8 2>/dev/null ;;
+        mpich) "${rt[@]}" mpiexec.hydra -n 2 -bind-to core "$work/pp_mpich" lat 8 ;;
     esac | awk '$1 == "lat" && $2 == 8 { print $3 }'
 }
 

@@ -8,7 +8,7 @@
 //! - [`abi`]: the C types and constants, one for one with `mpi.h`;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
 //! - [`state`]: the process's MPI state, error handlers, the panic guard;
-//! - [`env`]: init and finalize, thread levels, clocks, error strings;
+//! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
 //! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
 //! - [`p2p`]: point-to-point (the fast paths) and completion;
 //! - [`request`]: the request table;

@@ -1,11 +1,13 @@
 //! Point-to-point: send, receive, their non-blocking forms, completion and probes.
 //!
 //! The blocking send and receive are the paths the Table 2.1 measurement counts
-//! (`shared/bench/mpi_instructions.c`): after validation they go straight to the Endpoint's
-//! inline fast paths (`Endpoint::send`, `Endpoint::recv`). Validation is O(1) and allocation-free:
-//! the communicator is an index into a table, the datatype's size one load from a static table,
-//! `MPI_COMM_WORLD` needs no rank translation, and every rarely taken branch (`MPI_PROC_NULL`,
-//! wildcards, errors) sits behind one unsigned comparison.
+//! (`shared/bench/mpi_instructions.c`): one combined test on the fast-path table
+//! (`State::fast`: size, context and rank maps of the first communicators at a fixed offset), the
+//! datatype's size (one load from a static table) and the count admits the common call, which
+//! goes straight to `Endpoint::send` / `Endpoint::recv`; ranks are translated with one load, no
+//! branch. Everything rarely taken (`MPI_PROC_NULL`, errors, communicators past the table, MPI
+//! not running) goes to a validating path ([`send_checked`], [`recv_checked`]). No allocation,
+//! hashing or locking.
 //!
 //! Ranks in statuses are communicator ranks; `MPI_ERROR` is set only by the calls that return
 //! several statuses (`MPI_Waitall`, `MPI_Testall`), as MPI-3.1 §3.2.5 says.
