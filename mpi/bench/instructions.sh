@@ -19,10 +19,13 @@ trap 'rm -rf "$work"' EXIT
 "$here/bin/mpicc" -O2 -o "$work/mpi_instructions" "$src"
 cd "$work"
 # Rank 1 runs at a raised priority when allowed (root): on a shared machine it must answer within
-# rank 0's 200 µs sleep, or rank 0's polling for the reply is counted in MPI_Recv.
+# rank 0's 200 µs sleep, or rank 0's polling for the reply is counted in MPI_Recv. (Not SCHED_FIFO:
+# the kernel throttles a spinning real-time task for 50 ms every second, and rank 0 then waits.)
+rank1='./mpi_instructions'
+if nice -n -10 true 2>/dev/null; then rank1="nice -n -10 $rank1"; fi
 "$root/target/release/nemesis-run" -n 2 --wait "$wait" -- sh -c \
-    'if [ "$PMI_RANK" = 0 ]; then exec valgrind --tool=callgrind --callgrind-out-file=cg.out ./mpi_instructions;
-     else exec nice -n -10 ./mpi_instructions 2>/dev/null || exec ./mpi_instructions; fi' \
+    "if [ \"\$PMI_RANK\" = 0 ]; then exec valgrind --tool=callgrind --callgrind-out-file=cg.out ./mpi_instructions;
+     else exec $rank1; fi" \
     >/dev/null 2>&1
 callgrind_annotate --inclusive=yes cg.out >annotated
 grep -E ':P?MPI_(Send|Recv) ' annotated | grep libmpi.so | tee lines
@@ -36,3 +39,8 @@ awk '/:P?MPI_Send /{gsub(",","",$1); s=$1} /:P?MPI_Recv /{gsub(",","",$1); r=$1}
        if (es && er) printf "of which the Endpoint (Endpoint::send + Endpoint::recv): %.1f + %.1f = %.1f; the C layer: %.1f + %.1f = %.1f\n",
          es/10000, er/10000, (es+er)/10000, (s-es)/10000, (r-er)/10000, (s+r-es-er)/10000
      }' lines
+# Receives that found no message and entered the Endpoint's wait loop: their polling is counted too
+# (the method assumes the reply is always there); on a quiet machine there are none or a few.
+waits=$(callgrind_annotate --tree=calling cg.out 2>/dev/null | grep -E '>.*Inner::bypass_steps \(' | head -1 |
+    sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+echo "receives that waited for their message: ${waits:-0} of 10000 (a clean run has none or a few)"

@@ -52,9 +52,11 @@ pub struct Params {
 }
 
 impl Params {
-    /// Between ranks of a node: measured on this machine (2 cores, 2026; `mpi/README.md`,
-    /// "Collective model parameters", gives the runs).
-    pub const SHM: Params = Params { l: 190.0, g0: 130.0, g_byte: 0.13, gamma_byte: 0.45, copy_byte: 0.08 };
+    /// Between ranks of a node: measured on the project's machine with `mpi/bench/plogp.c`
+    /// (2 cores of a shared Xeon VM, 2026-11-21; the median of three runs, which gave L 105–126 ns,
+    /// g0 46–57 ns, G 0.145–0.152 ns/B, gamma 0.060–0.069 ns/B, copy 0.020–0.024 ns/B; the table
+    /// is in `mpi/README.md`, "Collective model parameters").
+    pub const SHM: Params = Params { l: 110.0, g0: 47.0, g_byte: 0.145, gamma_byte: 0.060, copy_byte: 0.020 };
     /// Between nodes: placeholders (TCP on a 10 Gb/s network: 25 µs latency, 5 µs per message,
     /// 1.25 GB/s) until a network module can be measured.
     pub const NET: Params = Params { l: 25_000.0, g0: 5_000.0, g_byte: 0.8, gamma_byte: 0.45, copy_byte: 0.08 };
