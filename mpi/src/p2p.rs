@@ -305,8 +305,14 @@ pub unsafe fn recv(
     if let Some(&f) = st.fast.get(i)
         && let Some(size) = datatype::size_of_handle(dt)
         && count >= 0
-        && f.size > 0
-        && ((source as u32) < f.size || source == ANY_SOURCE)
+        && let Some(from) = if (source as u32) < f.size {
+            // SAFETY: `world` has `size` entries and `source < size`.
+            Some(unsafe { *f.world.add(source as usize) as c_int })
+        } else if source == ANY_SOURCE && f.size != 0 {
+            Some(ANY_SOURCE)
+        } else {
+            None
+        }
         && !(buf.is_null() && count != 0)
     {
         let len = count as usize * size;
@@ -316,12 +322,6 @@ pub unsafe fn recv(
             // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null); they may be
             // uninitialized in C's sense, the Endpoint only writes them.
             unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
-        };
-        let from = if source == ANY_SOURCE {
-            source
-        } else {
-            // SAFETY: `world` has `size` entries and `source < size` (checked above).
-            unsafe { *f.world.add(source as usize) as c_int }
         };
         // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
