@@ -25,6 +25,10 @@ pub const DRAIN_DONE: u32 = u32::MAX;
 /// Exit status recorded for a rank that finalized normally.
 pub const STATUS_CLEAN: u32 = 0;
 
+/// Exit status recorded by a rank that abandoned the segment without finalizing (its endpoint was
+/// dropped while the thread panicked). Not a wait status: those fit in 16 bits.
+pub const STATUS_ABANDONED: u32 = u32::MAX;
+
 /// One rank's liveness record: one cache line, written rarely.
 #[repr(C, align(64))]
 #[derive(Debug)]
@@ -33,7 +37,7 @@ pub struct RankState {
     /// set GONE by whoever learns it ended (its launcher after `waitpid`, a peer through its pidfd,
     /// or the rank itself at finalize), never reset.
     pub(crate) state: AtomicU32,
-    /// How it ended, valid once GONE: [`STATUS_CLEAN`], or the raw wait status.
+    /// How it ended, valid once GONE: [`STATUS_CLEAN`], [`STATUS_ABANDONED`] or the raw wait status.
     pub(crate) status: AtomicU32,
     /// Its process id, valid once ALIVE.
     pub(crate) pid: AtomicU32,
@@ -138,6 +142,12 @@ pub unsafe trait Node: Sync {
     unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32;
     /// Learns of deaths the node cannot see by itself (pidfds of peers); called on slow paths.
     fn refresh_liveness(&self) {}
+
+    /// Start of copy ring `index` hosted by local rank `host` (`Params::lmt_ring_bytes` bytes,
+    /// page-aligned), or `None` if out of range or if this node has no rings (heap nodes).
+    fn lmt_ring_base(&self, _host: u16, _index: u32) -> Option<*mut u8> {
+        None
+    }
 
     /// Checks a local rank number.
     #[inline(always)]

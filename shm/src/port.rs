@@ -1042,7 +1042,14 @@ mod tests {
     }
 
     fn small() -> Params {
-        Params { cell_size: 256, cells_per_rank: 8, fastbox_slots: 4, fastbox_slot_size: 128, fastboxes_per_rank: 2 }
+        Params {
+            cell_size: 256,
+            cells_per_rank: 8,
+            fastbox_slots: 4,
+            fastbox_slot_size: 128,
+            fastboxes_per_rank: 2,
+            ..Params::DEFAULT
+        }
     }
 
     fn payload(seq: u32, len: usize) -> Vec<u8> {

@@ -7,8 +7,11 @@
 //!   order sent (non-overtaking).
 //! - **Eager protocol**: a message up to the eager limit goes through the pair's fastbox or in
 //!   cells (several for a long one); when cells run out the send waits in a pending list that
-//!   progress resumes. Longer messages need rendezvous, which comes with the LMT: until then they
-//!   are refused with [`Error::TooLarge`].
+//!   progress resumes.
+//! - **Rendezvous** (`nemesis-lmt`): a longer message sends only an RTS, matched like an eager
+//!   message; once a receive takes it, the data moves through a copy ring of the receiver's (both
+//!   sides copying, pipelined) or by a single CMA read of the sender's buffer, driven by progress.
+//!   A send by rendezvous completes when the receiver has the data (so it is also synchronous).
 //! - **Receive**: a receive first searches the unexpected list; if nothing matches and no
 //!   earlier posted receive could take the same message, progress runs with this receive as the
 //!   match target ("bypass" of the posted list, NEMESIS L811–815 of
@@ -26,6 +29,7 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
+use nemesis_lmt::{Control, Lmt, Outcome, RingRef, Rings, Rts};
 use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, Segment, Sent};
 
 pub use request::Request;
@@ -51,6 +55,10 @@ const KIND_EAGER: u8 = 0;
 const KIND_EAGER_SYNC: u8 = 1;
 /// The acknowledgement of a synchronous send's match (`aux`: the token, no payload).
 const KIND_SYNC_ACK: u8 = 2;
+/// Request to send a large message (payload: an encoded [`Rts`]); matched like eager data.
+const KIND_RTS: u8 = 3;
+/// Other rendezvous messages (payload: an encoded CTS, DONE or COOKIE); tag and context unused.
+const KIND_LMT: u8 = 4;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 /// Marks a rank that has no local rank (on another node).
@@ -106,6 +114,16 @@ struct Unexpected {
     sync: Option<u32>,
     /// A receive was matched to it while it was still arriving: it completes on the last fragment.
     claimed: Option<Request>,
+    /// A large message's request to send (`data` is empty): a receive that takes it starts the
+    /// transfer.
+    rts: Option<Rts>,
+}
+
+impl Unexpected {
+    /// The message's length.
+    fn len(&self) -> usize {
+        self.rts.map_or(self.data.len(), |r| r.len as usize)
+    }
 }
 
 /// Where the fragments of the message being received from a source go.
@@ -128,6 +146,20 @@ struct Bypass {
     buf: RecvBuf,
     status: Option<Status>,
     done: Option<Result<Status>>,
+    /// It matched a large message: the rendezvous request to wait for.
+    lmt: Option<Request>,
+}
+
+impl Bypass {
+    fn new(want: Want, buf: RecvBuf) -> Bypass {
+        Bypass { want, buf, status: None, done: None, lmt: None }
+    }
+
+    /// True while no message is matched to it.
+    #[inline(always)]
+    fn open(&self) -> bool {
+        self.status.is_none() && self.done.is_none() && self.lmt.is_none()
+    }
 }
 
 /// What the Endpoint knows of a peer's end.
@@ -145,10 +177,34 @@ enum Peer {
 #[derive(Debug)]
 struct Pending {
     req: Request,
-    /// Sent by the Endpoint itself (an acknowledgement): nobody waits for it.
+    /// Sent by the Endpoint itself (an acknowledgement, a rendezvous message): nobody waits for it.
     internal: bool,
     /// A synchronous send: once handed over, it waits for the acknowledgement of this token.
     sync: Option<u32>,
+    /// The payload of an internal message, owned here (`Op::Send`'s buffer is then unused).
+    own: Option<Box<[u8]>>,
+}
+
+/// The node's copy rings, as `nemesis-lmt` sees them.
+struct SegRings {
+    seg: &'static Segment,
+    per: u16,
+    slots: u32,
+    slot_size: usize,
+}
+
+impl Rings for SegRings {
+    fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>> {
+        let base = self.seg.lmt_ring_base(host, u32::from(index))?;
+        // SAFETY: `lmt_ring_base` bounds-checked `host` and `index` and returned the page-aligned
+        // start of that ring's `lmt_ring_bytes` inside the mapped segment, which lives as long as
+        // `self.seg`; ring memory is used only through the ring protocol.
+        Some(unsafe { RingRef::in_segment(base, self.slots, self.slot_size) })
+    }
+
+    fn rings_per_rank(&self) -> u16 {
+        self.per
+    }
 }
 
 /// What the unexpected list had for a receive.
@@ -178,6 +234,8 @@ struct Inner {
     /// Local rank → global rank.
     global: Box<[u32]>,
     cfg: Config,
+    /// Messages up to this length go eagerly (`eager_max`, within what the cells carry).
+    eager: usize,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -193,6 +251,10 @@ struct Inner {
     /// Synchronous sends waiting for their acknowledgement: `(token, request, local dest)`.
     sync_waiting: Vec<(u32, Request, u16, Status)>,
     next_token: u32,
+    /// Large messages in flight.
+    lmt: Lmt,
+    rings: SegRings,
+    pid: u32,
     node: String,
     finalized: bool,
 }
@@ -249,6 +311,26 @@ impl Endpoint {
         let port = Port::new(seg, local_rank, PortConfig::default())?;
         let bell = &seg.state_of(local_rank)?.doorbell;
         let n = local_ranks.len();
+        let p = *seg.params();
+        let rings =
+            SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
+        let lmt_cfg =
+            nemesis_lmt::Config { policy: cfg.lmt, cma_min: cfg.cma_min as u64, ..nemesis_lmt::Config::default() };
+        let mut lmt = Lmt::new(local_rank, rings.per, lmt_cfg);
+        if cfg.lmt != nemesis_lmt::Policy::Ring {
+            // Peers read large messages straight from our buffers where the kernel allows it.
+            nemesis_lmt::cma::allow_readers();
+            let probe = nemesis_lmt::cma::probe_startup();
+            if let Err(why) = &probe
+                && local_rank == 0
+            {
+                tracing::warn!(
+                    "single-copy reads (CMA) are not allowed here ({why}): large messages go through shared-copy rings"
+                );
+            }
+            lmt.set_cma(probe.is_ok());
+        }
+        let eager = cfg.eager_max.min(port.max_message());
         let inner = Inner {
             port,
             segment,
@@ -261,6 +343,7 @@ impl Endpoint {
             route: route.into(),
             global: local_ranks.into(),
             cfg,
+            eager,
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -272,6 +355,9 @@ impl Endpoint {
             spare: Vec::new(),
             sync_waiting: Vec::new(),
             next_token: 0,
+            lmt,
+            rings,
+            pid: std::process::id(),
             node,
             finalized: false,
         };
@@ -301,6 +387,11 @@ impl Endpoint {
         &self.inner.segment
     }
 
+    /// How the large messages received so far moved (shared-copy ring or single copy).
+    pub fn lmt_stats(&self) -> nemesis_lmt::Stats {
+        self.inner.lmt.stats()
+    }
+
     /// Stops (or resumes) sending through fastboxes (every message then goes in cells); for
     /// benchmarks and diagnosis.
     pub fn set_fastboxes(&mut self, on: bool) {
@@ -309,15 +400,20 @@ impl Endpoint {
 
     /// The largest message sent without rendezvous.
     pub fn eager_limit(&self) -> usize {
-        self.inner.cfg.eager_max.min(self.inner.port.max_message())
+        self.inner.eager
     }
 
-    /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused (the message
-    /// is in a fastbox or in cells).
+    /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused: a message
+    /// up to the eager limit is in a fastbox or in cells; a longer one was received (rendezvous).
     #[inline]
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
         let local = inner.check_send(buf.len(), dest, tag)?;
+        if buf.len() > inner.eager {
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            let req = unsafe { inner.lmt_send(buf.as_ptr(), buf.len(), local, dest, tag, context) }?;
+            return inner.wait(req).map(drop);
+        }
         let hdr = inner.header(dest, tag, context);
         match inner.port.send(local, &hdr, buf) {
             Ok(Sent::Done) => {
@@ -326,7 +422,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None });
+                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -356,6 +452,11 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
+        if len > inner.eager {
+            // A rendezvous send completes once the receiver has the data: synchronous already.
+            // SAFETY: the caller's contract.
+            return unsafe { inner.lmt_send(ptr, len, local, dest, tag, context) };
+        }
         let token = inner.next_token;
         inner.next_token = inner.next_token.wrapping_add(1);
         let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
@@ -370,7 +471,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: Some(token) });
+                inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
                 Ok(req)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -442,6 +543,10 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
+        if len > inner.eager {
+            // SAFETY: the caller's contract.
+            return unsafe { inner.lmt_send(ptr, len, local, dest, tag, context) };
+        }
         let hdr = inner.header(dest, tag, context);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
@@ -453,7 +558,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None });
+                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 Ok(req)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -585,9 +690,17 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        if !self.inner.finalized
-            && let Err(e) = self.inner.finalize()
-        {
+        if self.inner.finalized {
+            return;
+        }
+        if std::thread::panicking() {
+            // No barrier with ranks that may be waiting on us: leave the segment as a failed rank
+            // (peers complete what waits on us with `PeerDied`).
+            self.inner.finalized = true;
+            let _ = self.inner.segment.mark_gone(self.inner.local_rank, nemesis_shm::node::STATUS_ABANDONED);
+            return;
+        }
+        if let Err(e) = self.inner.finalize() {
             tracing::warn!(error = %e, "finalize on drop failed");
         }
     }
@@ -697,8 +810,8 @@ impl Inner {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
-        if len > self.cfg.eager_max {
-            return Err(Error::TooLarge { len, limit: self.cfg.eager_max });
+        if len > isize::MAX as usize {
+            return Err(Error::TooLarge { len, limit: isize::MAX as usize });
         }
         let local = self.route[dest as usize];
         if local == NOT_LOCAL {
@@ -759,7 +872,7 @@ impl Inner {
         {
             return r;
         }
-        let r = self.bypass_steps(Bypass { want, buf, status: None, done: None }, src_local);
+        let r = self.bypass_steps(Bypass::new(want, buf), src_local);
         // A message still arriving for this receive (it ended with an error) is dropped whole.
         for a in self.active.iter_mut() {
             if matches!(a, Active::Bypass) {
@@ -784,12 +897,13 @@ impl Inner {
             self.port.release(inc)?;
             return Ok(Some(finish(status, buf.cap)));
         }
-        let mut by = Bypass { want, buf, status: None, done: None };
+        let mut by = Bypass::new(want, buf);
         self.deliver(inc, Some(&mut by))?;
         match by.done {
             Some(r) => Ok(Some(r)),
-            // Not taken: if it began a message for this receive, the general loop continues it.
-            None if by.status.is_some() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
+            // Not taken: if it began a message (or a rendezvous) for this receive, the general
+            // loop continues it.
+            None if !by.open() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
             None => Ok(None),
         }
     }
@@ -804,6 +918,9 @@ impl Inner {
         loop {
             if let Some(r) = by.done.take() {
                 return r;
+            }
+            if let Some(req) = by.lmt.take() {
+                return self.wait(req);
             }
             let mut got = false;
             // Tight: only the awaited source's fastbox (the whole poll is much longer).
@@ -841,7 +958,7 @@ impl Inner {
                     Some(inc) => {
                         got = true;
                         self.deliver(inc, Some(&mut by))?;
-                        if by.done.is_some() {
+                        if by.done.is_some() || by.lmt.is_some() {
                             break;
                         }
                     }
@@ -849,10 +966,11 @@ impl Inner {
                 }
             }
             got |= self.resume_pending()?;
+            got |= self.lmt_step()?;
             if self.port.has_events() {
                 self.handle_events(Some(&mut by))?;
             }
-            if by.done.is_some() {
+            if by.done.is_some() || by.lmt.is_some() {
                 continue;
             }
             if got {
@@ -895,6 +1013,14 @@ impl Inner {
         else {
             return Found::Nothing;
         };
+        if let Some(rts) = self.unexpected[i].1.rts {
+            let (_, u) = self.unexpected.remove(i);
+            let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
+            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
+            self.start_lmt_recv(self.route[u.source as usize], req, &rts, buf);
+            self.recycle(u.data);
+            return Found::Claimed(req);
+        }
         let u = &mut self.unexpected[i].1;
         let (source, sync) = (u.source, u.sync.take());
         if let Some(token) = sync
@@ -935,7 +1061,7 @@ impl Inner {
         self.unexpected
             .iter()
             .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
-            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.data.len() })
+            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len() })
     }
 
     /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
@@ -955,9 +1081,12 @@ impl Inner {
                 }
                 return Ok(());
             }
+            if kind == KIND_RTS || kind == KIND_LMT {
+                return self.deliver_lmt(inc, by);
+            }
             let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
             if let Some(b) = by.as_deref_mut()
-                && b.status.is_none()
+                && b.open()
                 && b.want.matches(source, tag, context)
             {
                 if let Some(token) = sync {
@@ -995,7 +1124,7 @@ impl Inner {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
                 let got = inc.frag_len();
-                let u = Unexpected { source, tag, context, data, got, sync, claimed: None };
+                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None };
                 self.unexpected.push((id, u));
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
@@ -1068,20 +1197,168 @@ impl Inner {
     fn send_ack(&mut self, local: u16, token: u32) -> Result<()> {
         let dest = self.global[usize::from(local)];
         let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
-        match self.port.send(local, &hdr, &[]) {
+        match self.send_internal(local, &hdr, &[]) {
+            // The sender died: nobody waits for the acknowledgement.
+            Err(Error::PeerDied { .. }) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Sends a message of the Endpoint's own (nobody waits for it): if cells are short it waits
+    /// in the pending list with a copy of its payload.
+    fn send_internal(&mut self, local: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
+        match self.port.send(local, hdr, payload) {
             Ok(Sent::Done) => {
                 self.ring(local);
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: 0, dest });
-                self.pending.push_back(Pending { req, internal: true, sync: None });
+                let dest = hdr.dst;
+                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest });
+                let own = Some(payload.into());
+                self.pending.push_back(Pending { req, internal: true, sync: None, own });
                 Ok(())
             }
-            // The sender died: nobody waits for the acknowledgement.
-            Err(nemesis_shm::Error::PeerDead { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.send_error(e, hdr.dst)),
         }
+    }
+
+    /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
+    /// with the eager messages to `dest`); the data moves once a receive matched it.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    unsafe fn lmt_send(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let status = Status { source: self.rank, tag, len };
+        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
+        // SAFETY: the caller's contract: the buffer stays valid until the request completes, which
+        // is when `nemesis-lmt` reports the transfer's outcome.
+        let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+        let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let n = Control::Rts(rts).encode(&mut bytes);
+        if let Err(e) = self.send_internal(local, &hdr, &bytes[..n]) {
+            self.lmt.abandon(req.token());
+            self.reqs.complete(req, Ok(status));
+            let _ = self.reqs.take(req);
+            return Err(e);
+        }
+        Ok(req)
+    }
+
+    /// Receiver: a receive (`req`, into `buf`) took the RTS of local rank `src`.
+    fn start_lmt_recv(&mut self, src: u16, req: Request, rts: &Rts, buf: RecvBuf) {
+        if self.peers[usize::from(src)] != Peer::Alive {
+            // The sender ended: its buffer is gone (its send cannot have completed unmatched).
+            let rank = self.global[usize::from(src)];
+            self.reqs.complete(req, Err(Error::PeerDied { rank }));
+            return;
+        }
+        // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the request
+        // completes (the receive's contract); it completes when the transfer's outcome is taken.
+        unsafe { self.lmt.pre_recv(src, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
+    }
+
+    /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
+    /// (handed to `nemesis-lmt`).
+    #[inline(never)]
+    fn deliver_lmt(&mut self, inc: Incoming, by: Option<&mut Bypass>) -> Result<()> {
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let (src, kind, tag, context, len) = (inc.src, inc.kind(), inc.tag(), inc.context(), inc.len());
+        let whole = inc.is_last() && len <= bytes.len();
+        let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
+        self.port.release(inc)?;
+        if !whole {
+            let what = "rendezvous message length";
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what, value: len as u64 }));
+        }
+        let msg = Control::decode(&bytes[..n])?;
+        if kind == KIND_LMT {
+            if let Err(e) = self.lmt.handle(src, msg, &self.rings) {
+                // The transfer it named failed with `e` (its request reports it).
+                tracing::warn!(error = %e, peer = self.global[usize::from(src)], "bad rendezvous message");
+            }
+            return Ok(());
+        }
+        let Control::Rts(rts) = msg else {
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
+        };
+        let source = self.global[usize::from(src)];
+        let status = Status { source, tag, len: rts.len as usize };
+        if let Some(b) = by
+            && b.open()
+            && b.want.matches(source, tag, context)
+        {
+            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
+            b.lmt = Some(req);
+            self.start_lmt_recv(src, req, &rts, b.buf);
+        } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
+            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+            if p.want.source >= 0 {
+                self.rebuild_expected();
+            }
+            if let Some(op) = self.reqs.op_mut(p.req)
+                && let Op::Recv { buf, .. } = *op
+            {
+                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
+                self.start_lmt_recv(src, p.req, &rts, buf);
+            }
+        } else {
+            let id = self.next_unexpected;
+            self.next_unexpected += 1;
+            let data = Vec::new();
+            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            self.unexpected.push((id, u));
+        }
+        Ok(())
+    }
+
+    /// Drives the large messages in flight, if any. True if anything happened.
+    #[inline(always)]
+    fn lmt_step(&mut self) -> Result<bool> {
+        if !self.lmt.busy() && !self.lmt.has_output() {
+            return Ok(false);
+        }
+        self.lmt_step_slow()
+    }
+
+    #[inline(never)]
+    fn lmt_step_slow(&mut self) -> Result<bool> {
+        let moved = self.lmt.progress(&self.rings);
+        let any = moved || self.lmt.has_output();
+        let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
+        for (peer, msg) in out {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
+            match self.send_internal(peer, &hdr, &bytes[..n]) {
+                // Its transfers fail when its death is handled.
+                Ok(()) | Err(Error::PeerDied { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
+        for (token, outcome) in done {
+            let req = Request::from_token(token);
+            let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
+            let result = match outcome {
+                Outcome::Moved { .. } if recv => finish(status, cap),
+                Outcome::Moved { .. } => Ok(status),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(e) => Err(Error::Lmt(e)),
+            };
+            self.reqs.complete(req, result);
+        }
+        Ok(any)
     }
 
     /// Resumes pending sends in order. True if one completed.
@@ -1092,15 +1369,18 @@ impl Inner {
         let mut done = false;
         let mut i = 0;
         while i < self.pending.len() {
-            let Pending { req, internal, sync } = self.pending[i];
+            let Pending { req, internal, sync, ref own } = self.pending[i];
             let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
                 self.pending.remove(i);
                 continue;
             };
             let (buf, len, dest) = (*buf, *len, *dest);
-            // SAFETY: the send's buffer stays valid until its request completes (callers'
-            // contract); `len` bytes were given.
-            let data = unsafe { raw_slice(buf, len) };
+            let data = match own {
+                Some(own) => &own[..],
+                // SAFETY: the send's buffer stays valid until its request completes (callers'
+                // contract); `len` bytes were given.
+                None => unsafe { raw_slice(buf, len) },
+            };
             let tag = ps.header().tag;
             let local = ps.dst();
             match self.port.resume(ps, data) {
@@ -1141,6 +1421,7 @@ impl Inner {
     /// True if anything happened.
     fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
+        got |= self.lmt_step()?;
         let mut by = by;
         for _ in 0..POLL_BUDGET {
             let Some(inc) = self.port.poll(&self.expected)? else { break };
@@ -1190,7 +1471,7 @@ impl Inner {
         let mut recheck_error = None;
         waiter.idle(bell, || match self.port.poll(&[]) {
             Ok(Some(inc)) => {
-                if let Err(e) = self.deliver(inc, None) {
+                if let Err(e) = self.deliver(inc, by) {
                     recheck_error = Some(e);
                 }
                 true
@@ -1237,6 +1518,8 @@ impl Inner {
                 PeerEvent::Silent { rank } => {
                     self.peers[usize::from(rank)] = Peer::Silent;
                     let dead = self.global[usize::from(rank)];
+                    // Large messages with it fail (their requests complete at the next step).
+                    self.lmt.peer_gone(rank, &self.rings);
                     let mut i = 0;
                     while i < self.posted.len() {
                         if self.posted[i].want.source == dead as i32 {
@@ -1276,8 +1559,13 @@ impl Inner {
         self.finalized = true;
         // Complete outstanding sends (a send to a dead peer completes with an error).
         let mut waiter = Waiter::new(self.cfg.wait);
-        while !self.pending.is_empty() {
+        let mut warned = false;
+        while !self.pending.is_empty() || self.lmt.busy() || self.lmt.has_output() {
             self.idle_step(&mut waiter, None)?;
+            if waiter.is_long() && self.lmt.busy() && !warned {
+                tracing::warn!("finalize waits for large messages still in flight (sends not yet received?)");
+                warned = true;
+            }
         }
         if let Some(pmi) = self.pmi.as_mut() {
             pmi.barrier()?;
