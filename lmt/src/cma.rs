@@ -22,6 +22,38 @@ pub fn read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
+/// Most iovecs one `process_vm_readv` takes (`IOV_MAX`).
+pub const IOV_MAX: usize = 1024;
+
+/// Reads the `remote` ranges of process `pid` into the `local` ones, in order, in one system
+/// call; returns the bytes read (fewer if the kernel stopped at a fault, at an iovec boundary).
+/// At most [`IOV_MAX`] iovecs on each side.
+///
+/// # Safety
+/// Every `local` iovec must describe memory of this process valid for writes of its length and
+/// not otherwise accessed during the call.
+pub unsafe fn read_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
+    if local.is_empty() {
+        return Ok(0);
+    }
+    if local.len() > IOV_MAX || remote.len() > IOV_MAX {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: the `local` iovecs describe writable memory of ours (the caller's contract; the
+    // kernel writes at most their lengths); `remote` ranges are checked by the kernel.
+    let n = unsafe {
+        libc::process_vm_readv(
+            pid as libc::pid_t,
+            local.as_ptr(),
+            local.len() as libc::c_ulong,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
 /// Under Yama's restricted ptrace (`/proc/sys/kernel/yama/ptrace_scope` = 1), lets every process
 /// of this user read this process's memory, as peers' CMA reads need. Does nothing otherwise.
 pub fn allow_readers() {

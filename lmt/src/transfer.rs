@@ -157,6 +157,11 @@ pub struct Lmt {
     out: Vec<(u16, Control)>,
     done: Vec<(Token, Outcome)>,
     stats: Stats,
+    /// Scratch of `progress_cma` (kept to avoid allocating every pass).
+    scratch_order: Vec<(u32, usize)>,
+    scratch_ends: Vec<(usize, Option<Error>)>,
+    iov_local: Vec<libc::iovec>,
+    iov_remote: Vec<libc::iovec>,
 }
 
 // SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
@@ -177,6 +182,10 @@ impl Lmt {
             out: Vec::new(),
             done: Vec::new(),
             stats: Stats::default(),
+            scratch_order: Vec::new(),
+            scratch_ends: Vec::new(),
+            iov_local: Vec::new(),
+            iov_remote: Vec::new(),
         }
     }
 
@@ -381,6 +390,7 @@ impl Lmt {
                 Step::Removed => moved = true,
             }
         }
+        moved |= self.progress_cma(rings);
         let mut i = 0;
         while i < self.recvs.len() {
             match self.progress_recv(i, rings) {
@@ -433,41 +443,127 @@ impl Lmt {
                 self.start_recv(i, rings);
                 Step::Same(matches!(self.recvs[i].state, RecvState::Ring { .. }))
             }
-            RecvState::Cma { pid, addr, offset } => self.pull(i, pid, addr, offset, rings),
+            // Served by `progress_cma`, several transfers per system call.
+            RecvState::Cma { .. } => Step::Same(false),
             RecvState::Ring { ring, offset, chunk } => self.drain(i, ring, offset, chunk, rings),
         }
     }
 
-    /// A single-copy read of the next piece; on refusal, falls back to a ring (COOKIE).
-    fn pull<R: Rings + ?Sized>(&mut self, i: usize, pid: u32, addr: u64, offset: u64, rings: &R) -> Step {
-        let x = &mut self.recvs[i];
-        let n = (self.cfg.cma_chunk as u64).min(x.bytes - offset) as usize;
-        // SAFETY: the receive buffer holds `cap >= bytes` bytes (pre_recv's contract) and
-        // `offset + n <= bytes`.
-        let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
-        match cma::read(pid, addr + offset, dst) {
-            Ok(0) => self.fail_recv(i, Error::Cma("read nothing".into()), rings),
-            Ok(got) => {
+    /// The single-copy reads of one pass: the transfers reading from one process are served by one
+    /// `process_vm_readv` with an iovec per transfer (at most `cma_chunk` bytes and
+    /// [`cma::IOV_MAX`] transfers per call), so a window of messages costs one system call, not
+    /// one each. On refusal every transfer of the call falls back to a ring (COOKIE).
+    fn progress_cma<R: Rings + ?Sized>(&mut self, rings: &R) -> bool {
+        let mut order = std::mem::take(&mut self.scratch_order);
+        order.clear();
+        for (i, x) in self.recvs.iter().enumerate() {
+            if let RecvState::Cma { pid, .. } = x.state {
+                order.push((pid, i));
+            }
+        }
+        if order.is_empty() {
+            self.scratch_order = order;
+            return false;
+        }
+        order.sort_unstable();
+        let mut ends = std::mem::take(&mut self.scratch_ends);
+        ends.clear();
+        let mut moved = false;
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            moved |= self.pull_group(group, &mut ends, rings);
+        }
+        // Finished and failed transfers leave the list, highest index first (`swap_remove` only
+        // moves entries from above).
+        ends.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        for (i, err) in ends.drain(..) {
+            match err {
+                None => drop(self.post_recv(i, rings)),
+                Some(e) => drop(self.fail_recv(i, e, rings)),
+            }
+        }
+        self.scratch_order = order;
+        self.scratch_ends = ends;
+        moved
+    }
+
+    /// One `process_vm_readv` for the transfers of `group` (all reading from one process).
+    /// Transfers that end are added to `ends` (with their error, if any).
+    fn pull_group<R: Rings + ?Sized>(
+        &mut self,
+        group: &[(u32, usize)],
+        ends: &mut Vec<(usize, Option<Error>)>,
+        rings: &R,
+    ) -> bool {
+        let pid = group[0].0;
+        self.iov_local.clear();
+        self.iov_remote.clear();
+        let mut budget = self.cfg.cma_chunk as u64;
+        for &(_, i) in group {
+            if budget == 0 || self.iov_local.len() == cma::IOV_MAX {
+                break;
+            }
+            let x = &self.recvs[i];
+            let RecvState::Cma { addr, offset, .. } = x.state else { continue };
+            let n = (x.bytes - offset).min(budget);
+            budget -= n;
+            // SAFETY: `offset + n <= bytes <= cap`: inside the receive buffer (pre_recv's contract).
+            let dst = unsafe { x.dst.add(offset as usize) };
+            self.iov_local.push(libc::iovec { iov_base: dst.cast(), iov_len: n as usize });
+            self.iov_remote.push(libc::iovec { iov_base: addr.wrapping_add(offset) as usize as *mut _, iov_len: n as usize });
+        }
+        let members = &group[..self.iov_local.len()];
+        // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
+        // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
+        // outcome is taken (pre_recv's contract).
+        let read = unsafe { cma::read_vectored(pid, &self.iov_local, &self.iov_remote) };
+        match read {
+            Ok(0) => {
+                ends.push((members[0].1, Some(Error::Cma("read nothing".into()))));
+                false
+            }
+            Ok(mut got) => {
                 self.cma = Cma::Usable;
-                let offset = offset + got as u64;
-                let x = &mut self.recvs[i];
-                if offset == x.bytes {
-                    return self.post_recv(i, rings);
+                for (k, &(_, i)) in members.iter().enumerate() {
+                    let want = self.iov_local[k].iov_len;
+                    let took = got.min(want);
+                    got -= took;
+                    let x = &mut self.recvs[i];
+                    if let RecvState::Cma { offset, .. } = &mut x.state {
+                        *offset += took as u64;
+                        if *offset == x.bytes {
+                            ends.push((i, None));
+                        }
+                    }
+                    if took < want {
+                        // The kernel stopped here (a fault): the next pass starts with it.
+                        break;
+                    }
                 }
-                x.state = RecvState::Cma { pid, addr, offset };
-                Step::Same(true)
+                true
             }
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES)) => {
                 if self.cma != Cma::Refused {
                     tracing::warn!(error = %e, "single-copy reads (CMA) are not allowed here: large messages go through shared-copy rings");
                 }
                 self.cma = Cma::Refused;
-                self.recvs[i].state = RecvState::WaitRing { offset };
-                self.start_recv(i, rings);
-                Step::Same(true)
+                for &(_, i) in members {
+                    if let RecvState::Cma { offset, .. } = self.recvs[i].state {
+                        self.recvs[i].state = RecvState::WaitRing { offset };
+                        self.start_recv(i, rings);
+                    }
+                }
+                true
             }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => self.fail_recv(i, Error::PeerDied, rings),
-            Err(e) => self.fail_recv(i, Error::Cma(cma_error(&e)), rings),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                ends.extend(members.iter().map(|&(_, i)| (i, Some(Error::PeerDied))));
+                true
+            }
+            // A bad address (EFAULT) or another error: the first transfer of the call is the one
+            // the kernel could not read (a partial read would have returned a count).
+            Err(e) => {
+                ends.push((members[0].1, Some(Error::Cma(cma_error(&e)))));
+                true
+            }
         }
     }
 
