@@ -226,7 +226,14 @@ fn ratio(a: &[f64], b: &[f64]) -> String {
     }
 }
 
-fn report(systems: &[System], sizes: &[usize], res: &[Vec<Vec<f64>>], memcpy: &[Vec<f64>], rounds: usize, cpus: (usize, usize)) {
+fn report(
+    systems: &[System],
+    sizes: &[usize],
+    res: &[Vec<Vec<f64>>],
+    memcpy: &[Vec<f64>],
+    rounds: usize,
+    cpus: (usize, usize),
+) {
     println!(
         "nemesis-bench bw: window of {WINDOW}, 2 ranks pinned to CPUs {} and {}, {rounds} rounds, MB/s medians [min..max]",
         cpus.0, cpus.1

@@ -509,7 +509,8 @@ impl Lmt {
             // SAFETY: `offset + n <= bytes <= cap`: inside the receive buffer (pre_recv's contract).
             let dst = unsafe { x.dst.add(offset as usize) };
             self.iov_local.push(libc::iovec { iov_base: dst.cast(), iov_len: n as usize });
-            self.iov_remote.push(libc::iovec { iov_base: addr.wrapping_add(offset) as usize as *mut _, iov_len: n as usize });
+            self.iov_remote
+                .push(libc::iovec { iov_base: addr.wrapping_add(offset) as usize as *mut _, iov_len: n as usize });
         }
         let members = &group[..self.iov_local.len()];
         // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset

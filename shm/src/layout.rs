@@ -4,7 +4,7 @@
 //! ```text
 //! 0            segment header (one page)
 //! ranks        RankState × R                      (64 B each)
-//! queues       QueueShared × 2R  (recv, free)     (128 B each)
+//! queues       QueueShared × 3R  (recv, free, netmod free)  (128 B each)
 //! fastbox map  u32 × R × R       (receiver-major: box index + 1 of each sender, 0 none)
 //! fastboxes    R × K boxes of [owner line | ack line | slots × slot size]
 //! copy rings   R × L rings of [epoch line | a line per slot (page-rounded) | slots × slot size]
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
 
 /// Version of the layout below; bumped whenever any shared structure changes.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Most local ranks a segment supports (queue ids and the fastbox map are sized for it).
 pub const MAX_LOCAL_RANKS: u16 = 1024;
@@ -234,7 +234,7 @@ impl Layout {
         let r = u64::from(ranks);
         let ranks_off = HEADER_AREA;
         let queues_off = ranks_off + r * RANK_STATE_BYTES;
-        let fbox_map_off = queues_off + 2 * r * QUEUE_BYTES;
+        let fbox_map_off = queues_off + 3 * r * QUEUE_BYTES;
         let fbox_off = (fbox_map_off + 4 * r * r).next_multiple_of(64);
         let fbox_bytes = FASTBOX_HEAD_BYTES + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
         let lmt_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);

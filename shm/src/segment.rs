@@ -401,7 +401,7 @@ unsafe impl Node for Segment {
     #[inline(always)]
     unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
         let off = self.layout.queues_off as usize + index * crate::layout::QUEUE_BYTES as usize;
-        // SAFETY: `index < 2 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
+        // SAFETY: `index < 3 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
         unsafe { &*(self.map.as_ptr().add(off) as *const QueueShared) }
     }
     #[inline(always)]
