@@ -12,12 +12,16 @@
 #[cfg(not(loom))]
 pub mod cma;
 pub mod error;
+#[cfg(not(loom))]
+pub mod net;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod transfer;
 pub mod wire;
 
 pub use error::{Error, Result};
+#[cfg(not(loom))]
+pub use net::{LmtBackend, NetDone, NetLmt};
 pub use ring::{HeapRing, RingRef};
 #[cfg(not(loom))]
 pub use transfer::{Config, Lmt, Outcome, Policy, Rings, Stats, Token};

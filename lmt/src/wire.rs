@@ -26,6 +26,8 @@ pub enum Backend {
     Ring,
     /// A single copy by the receiver, `process_vm_readv` from the sender's buffer.
     Cma,
+    /// A network module moves the data (the peer is on another node).
+    Net,
 }
 
 impl Backend {
@@ -33,6 +35,7 @@ impl Backend {
         match self {
             Backend::Ring => 1,
             Backend::Cma => 2,
+            Backend::Net => 3,
         }
     }
 
@@ -40,6 +43,7 @@ impl Backend {
         match c {
             1 => Ok(Backend::Ring),
             2 => Ok(Backend::Cma),
+            3 => Ok(Backend::Net),
             other => Err(Error::Wire { what: "backend", value: u64::from(other) }),
         }
     }

@@ -53,6 +53,8 @@ pub mod cell;
 pub mod error;
 pub mod fastbox;
 pub mod layout;
+#[cfg(not(loom))]
+pub mod netmod;
 pub mod node;
 #[cfg(not(loom))]
 pub mod os;

@@ -897,6 +897,11 @@ impl<'n, N: Node> Port<'n, N> {
         self.cell_body - hdr.payload_offset()
     }
 
+    /// Gives back a netmod cell taken but not delivered.
+    pub fn netmod_recycle(&mut self, cell: NetCell<'n>) -> Result<()> {
+        self.node.netmod_free_queue(self.me).enqueue(cell.cell, self.me, self.me)
+    }
+
     /// Enqueues a filled netmod cell on our receive queue as fragment `frag` of the message
     /// `hdr` (`src`: the remote sender's global rank; `len`: the whole message's length). The
     /// netmod fills [`NetCell::after_header`] first: for fragment `k`, payload bytes
