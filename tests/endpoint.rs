@@ -25,6 +25,7 @@ fn rank_main() {
         "peer-killed" => peer_killed(),
         "idle-block" => idle_block(),
         "ssend" => ssend(),
+        "stopped" => stopped(),
         other => panic!("unknown role {other}"),
     });
     std::process::exit(if result.is_ok() { 0 } else { 1 });
@@ -245,6 +246,23 @@ fn traffic_8_ranks_oversubscribed() {
     run_traffic(8, "yield", 100);
 }
 
+/// 2 × 2 ranks over two nodes: local pairs through the segment, the others through TCP;
+/// `ANY_SOURCE` receives mix local and remote senders.
+#[test]
+fn traffic_over_two_nodes() {
+    for (n, k, wait) in [(4, 2, "poll"), (5, 3, "yield")] {
+        let seed = std::process::id() as u64 ^ u64::from(n) << 24;
+        let o = job(
+            n,
+            &["--nodes", &k.to_string(), "--wait", wait],
+            "traffic",
+            &[("NEMESIS_TEST_SEED", seed.to_string()), ("NEMESIS_TEST_COUNT", (200 * stress()).to_string())],
+        );
+        assert!(o.status.success(), "seed {seed}: {}", show(&o));
+        assert_eq!(results(&o).len(), n as usize, "{}", show(&o));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors between processes.
 
@@ -370,6 +388,46 @@ fn peer_death_is_found_through_pidfds_without_marks() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A remote peer that stops answering (SIGSTOP: its connection stays open) is found by heartbeats.
+
+/// Heartbeat settings of the test: 100 ms period, 1 s timeout (bound 1.1 s).
+const HB: [(&str, &str); 2] = [("NEMESIS_TCP_HEARTBEAT_MS", "100"), ("NEMESIS_TCP_TIMEOUT_MS", "1000")];
+
+fn stopped() {
+    let mut ep = Endpoint::init().unwrap();
+    if ep.rank() == 1 {
+        // Synchronous: it is in rank 0's hands before we stop.
+        ep.ssend(&std::process::id().to_le_bytes(), 0, 1, WORLD).unwrap();
+        // SAFETY: stopping ourselves; rank 0 kills us.
+        unsafe { libc::raise(libc::SIGSTOP) };
+        unreachable!("rank 0 kills the stopped rank");
+    }
+    let mut pid = [0u8; 4];
+    ep.recv(&mut pid, 1, 1, WORLD).unwrap();
+    let t0 = Instant::now();
+    let e = ep.recv(&mut [0u8; 8], 1, 2, WORLD).unwrap_err();
+    let waited = t0.elapsed();
+    assert!(matches!(e, Error::PeerDied { rank: 1 }), "{e}");
+    // SAFETY: killing the stopped rank (same user, our job).
+    unsafe { libc::kill(i32::from_le_bytes(pid), libc::SIGKILL) };
+    println!("RESULT detected after {:.3} s", waited.as_secs_f64());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound() {
+    let env: Vec<(&str, String)> = HB.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+    let o = job(2, &["--keep-going", "--nodes", "2"], "stopped", &env);
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
+    let line = results(&o).pop().unwrap_or_else(|| panic!("{}", show(&o)));
+    let secs: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    // Not before the timeout (heartbeats kept coming until the stop, a moment after the pid was
+    // sent); within a generous multiple of the bound (this machine is shared).
+    assert!(secs > 0.9, "declared dead after {secs} s, before the 1 s timeout");
+    assert!(secs < 10.0 * 1.1, "declared dead after {secs} s, bound 1.1 s");
+}
+
+// ---------------------------------------------------------------------------------------------
 // A rank blocked in `block` mode uses next to no CPU.
 
 fn cpu_seconds() -> f64 {
@@ -438,6 +496,34 @@ fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> 
         cmd.env(k, v);
     }
     cmd.output().unwrap()
+}
+
+/// Under Hydra with two node identities (`NEMESIS_NODE` per MPMD section): traffic between them
+/// goes through TCP.
+#[test]
+fn hydra_with_two_node_identities() {
+    let Some(h) = hydra() else { return };
+    let mut args = Vec::new();
+    for (i, node) in ["alpha", "beta"].iter().enumerate() {
+        if i > 0 {
+            args.push(":".to_owned());
+        }
+        args.extend(["-n", "2", "-env", "NEMESIS_NODE", node].map(str::to_owned));
+        args.extend(["-env", "NEMESIS_TEST_ROLE", "traffic", "-env", "NEMESIS_TEST_SEED", "91"].map(str::to_owned));
+        args.extend(["-env", "NEMESIS_TEST_COUNT", "100"].map(str::to_owned));
+        args.push(std::env::current_exe().unwrap().display().to_string());
+        args.extend(["--exact", "rank_main", "--nocapture"].map(str::to_owned));
+    }
+    let o = common::run_with_timeout(
+        {
+            let mut c = Command::new(h);
+            c.args(&args);
+            c
+        },
+        Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 4, "{}", show(&o));
 }
 
 #[test]

@@ -167,6 +167,8 @@ fn cases() {
     let st = ep.lmt_stats();
     assert_eq!((st.failed, st.fallback), (0, 0), "{st:?}");
     match policy().as_str() {
+        // Between two nodes the netmod moves the data; only the transfers to oneself are local.
+        _ if !ep.is_local(peer) => assert_eq!(st.ring + st.cma, u64::from(stress().min(3)), "{st:?}"),
         "shm" => assert!(st.ring > 0 && st.cma == 0, "{st:?}"),
         // CMA is allowed here (same user, no Yama restriction): every transfer reads directly.
         "cma" => assert!(st.cma > 0 && st.ring == 0, "{st:?}"),
@@ -214,6 +216,14 @@ fn auto_mixes_both_backends() {
 
 /// One ring of two 4 KiB slots per rank: every transfer wraps around the ring many times and
 /// most wait for the ring.
+/// The same cases between two nodes: every transfer goes through the TCP netmod.
+#[test]
+fn over_tcp_between_two_nodes() {
+    let o = job(2, &["--nodes", "2"], "cases", &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
 #[test]
 fn tiny_rings_and_a_small_eager_limit() {
     run_cases(&[
@@ -290,9 +300,11 @@ fn receiver_dies() {
 
 #[test]
 fn a_peer_killed_mid_transfer_fails_it_with_peer_died() {
-    for lmt in ["shm", "cma"] {
+    for lmt in ["shm", "cma", "tcp"] {
         for role in ["sender-dies", "receiver-dies"] {
-            let o = lmt_job(2, role, &[("NEMESIS_LMT", lmt)]);
+            let env: Vec<(&str, String)> = vec![("NEMESIS_LMT", lmt.replace("tcp", "auto"))];
+            let nodes = if lmt == "tcp" { "2" } else { "1" };
+            let o = job(2, &["--keep-going", "--nodes", nodes], role, &env);
             assert_eq!(o.status.code(), Some(128 + 9), "{lmt} {role}: {}", show(&o));
             assert_eq!(results(&o), ["RESULT survivor ok"], "{lmt} {role}: {}", show(&o));
         }

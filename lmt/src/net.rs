@@ -208,47 +208,72 @@ impl NetLmt {
 mod tests {
     use super::*;
 
-    /// A backend that copies at once (both sides in this process).
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// What the two sides' backends share: the receive buffer the receiver readied, and the
+    /// receiver's finished transfers.
     #[derive(Default)]
-    struct Loopback {
+    struct Wire {
         recv: Option<(u32, *mut u8, u64)>,
+        recv_done: Vec<NetDone>,
+    }
+
+    /// A backend that copies at once (both sides in this process); each side has its own.
+    struct Loopback {
+        wire: Rc<RefCell<Wire>>,
         done: Vec<NetDone>,
+        receiver: bool,
     }
 
     impl LmtBackend for Loopback {
         unsafe fn start_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> Result<()> {
-            let (rid, dst, want) = self.recv.take().expect("receiver ready before CTS");
+            let mut w = self.wire.borrow_mut();
+            let (rid, dst, want) = w.recv.take().expect("receiver ready before CTS");
             assert_eq!((rid, want), (id, bytes));
             // SAFETY: both buffers are live for the test's transfer and hold `bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(addr, dst, bytes as usize) };
             let outcome = Outcome::Moved { bytes };
             self.done.push(NetDone { peer, id, send: true, outcome: outcome.clone() });
-            self.done.push(NetDone { peer: 0, id, send: false, outcome });
+            w.recv_done.push(NetDone { peer: 0, id, send: false, outcome });
             Ok(())
         }
         unsafe fn start_recv(&mut self, _peer: u32, id: u32, dst: *mut u8, bytes: u64) -> Result<()> {
-            self.recv = Some((id, dst, bytes));
+            self.wire.borrow_mut().recv = Some((id, dst, bytes));
             Ok(())
         }
         fn take_lmt_done(&mut self) -> Vec<NetDone> {
-            std::mem::take(&mut self.done)
+            if self.receiver {
+                std::mem::take(&mut self.wire.borrow_mut().recv_done)
+            } else {
+                std::mem::take(&mut self.done)
+            }
         }
+    }
+
+    fn backends() -> (Loopback, Loopback) {
+        let wire = Rc::new(RefCell::new(Wire::default()));
+        (
+            Loopback { wire: wire.clone(), done: Vec::new(), receiver: false },
+            Loopback { wire, done: Vec::new(), receiver: true },
+        )
     }
 
     #[test]
     fn rts_cts_and_the_backend_move_the_bytes_the_receiver_takes() {
-        let (mut s, mut r, mut b) = (NetLmt::new(), NetLmt::new(), Loopback::default());
+        let (mut s, mut r) = (NetLmt::new(), NetLmt::new());
+        let (mut bs, mut br) = backends();
         let msg: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
         let mut dst = vec![0u8; 3000];
         // SAFETY: both buffers outlive the transfer, driven to the end here.
         let rts = unsafe { s.pre_send(1, 7, msg.as_ptr(), 5000) };
         // SAFETY: as above.
-        unsafe { r.pre_recv(0, 8, &rts, dst.as_mut_ptr(), 3000, &mut b) };
+        unsafe { r.pre_recv(0, 8, &rts, dst.as_mut_ptr(), 3000, &mut br) };
         let out: Vec<_> = r.take_out().collect();
         assert_eq!(out.len(), 1);
-        s.handle(1, out[0].1, &mut b).unwrap();
-        s.progress(&mut b);
-        r.progress(&mut b);
+        s.handle(1, out[0].1, &mut bs).unwrap();
+        s.progress(&mut bs);
+        r.progress(&mut br);
         assert_eq!(s.take_done().collect::<Vec<_>>(), [(7, Outcome::Moved { bytes: 3000 })]);
         assert_eq!(r.take_done().collect::<Vec<_>>(), [(8, Outcome::Moved { bytes: 3000 })]);
         assert_eq!(dst, msg[..3000]);
@@ -257,7 +282,8 @@ mod tests {
 
     #[test]
     fn bad_cts_and_dead_peers_fail_transfers() {
-        let (mut s, mut b) = (NetLmt::new(), Loopback::default());
+        let mut s = NetLmt::new();
+        let (mut b, _) = backends();
         let msg = [0u8; 10];
         // SAFETY: `msg` outlives the transfers.
         let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 10) };

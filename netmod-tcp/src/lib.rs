@@ -302,6 +302,12 @@ pub struct TcpNetmod<'n> {
     events: Vec<libc::epoll_event>,
 }
 
+impl std::fmt::Debug for TcpNetmod<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpNetmod").field("me", &self.me).field("size", &self.size).field("card", &self.card).finish()
+    }
+}
+
 // SAFETY: the raw pointers are large-message buffers of transfers in flight, valid until the
 // transfer is reported (the LmtBackend contracts); the netmod is driven by one thread at a time.
 unsafe impl Send for TcpNetmod<'_> {}
@@ -852,7 +858,7 @@ impl<'n> TcpNetmod<'n> {
         }
         self.next_check = now + self.cfg.heartbeat / 2;
         for (rank, quiet) in self.hb.silent(self.cfg.timeout) {
-            if matches!(self.peers[rank as usize].link, Link::Up | Link::Connecting { .. } | Link::Waiting { .. }) {
+            if !matches!(self.peers[rank as usize].link, Link::Bye | Link::Dead) {
                 self.died(rank, &format!("no heartbeat for {quiet:?}"));
             }
         }
@@ -967,6 +973,8 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         let parsed =
             parse_card(card).ok_or_else(|| Error::Net(format!("bad business card {card:?} for rank {rank}")))?;
         self.peers[i].card = Some(parsed);
+        // Watched from now on, connected or not: a receive may wait on a peer we never talked to.
+        self.hb.watch(rank, parsed.1);
         Ok(())
     }
 

@@ -29,8 +29,10 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
-use nemesis_lmt::{Control, Lmt, Outcome, RingRef, Rings, Rts};
-use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, Segment, Sent};
+use nemesis_lmt::{Control, Lmt, NetLmt, Outcome, RingRef, Rings, Rts};
+use nemesis_netmod_tcp::TcpNetmod;
+use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
+use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, REMOTE, Segment, Sent};
 
 pub use request::Request;
 use request::{Op, RecvBuf, Requests};
@@ -218,7 +220,9 @@ enum Found {
 
 /// The shared state behind an [`Endpoint`].
 struct Inner {
-    // Field order is drop order: `port` borrows `segment`, so it goes first.
+    // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
+    /// The network module, when the job spans nodes.
+    net: Option<TcpNetmod<'static>>,
     port: Port<'static, Segment>,
     /// The segment, at a stable address (boxed) for the `'static` borrows of `port` and `seg`.
     segment: Box<Segment>,
@@ -241,18 +245,21 @@ struct Inner {
     /// Unexpected messages by id, and their arrival order.
     unexpected: Vec<(u64, Unexpected)>,
     next_unexpected: u64,
+    /// Per global rank: where the fragments of the message being received from it go.
     active: Box<[Active]>,
     pending: VecDeque<Pending>,
     /// Local sources of posted receives that name one: their fastboxes are polled first.
     expected: Vec<u16>,
+    /// Per global rank.
     peers: Box<[Peer]>,
     /// Buffers of consumed unexpected messages, for reuse.
     spare: Vec<Vec<u8>>,
-    /// Synchronous sends waiting for their acknowledgement: `(token, request, local dest)`.
-    sync_waiting: Vec<(u32, Request, u16, Status)>,
+    /// Synchronous sends waiting for their acknowledgement: `(token, request, dest, status)`.
+    sync_waiting: Vec<(u32, Request, u32, Status)>,
     next_token: u32,
-    /// Large messages in flight.
+    /// Large messages in flight with local peers, and with remote ones.
     lmt: Lmt,
+    netlmt: NetLmt,
     rings: SegRings,
     pid: u32,
     node: String,
@@ -298,7 +305,7 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node } = boot;
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
@@ -308,9 +315,12 @@ impl Endpoint {
         // `port` before it; `seg` and `port` never leave `Inner`, so the `'static` borrows never
         // outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
-        let port = Port::new(seg, local_rank, PortConfig::default())?;
+        let mut port = Port::new(seg, local_rank, PortConfig::default())?;
+        if net.is_some() {
+            // Half of our cells take network arrivals, half our sends to local peers.
+            port.netmod_reserve(seg.params().cells_per_rank as usize / 2)?;
+        }
         let bell = &seg.state_of(local_rank)?.doorbell;
-        let n = local_ranks.len();
         let p = *seg.params();
         let rings =
             SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
@@ -332,6 +342,7 @@ impl Endpoint {
         }
         let eager = cfg.eager_max.min(port.max_message());
         let inner = Inner {
+            net,
             port,
             segment,
             seg,
@@ -348,14 +359,15 @@ impl Endpoint {
             posted: VecDeque::new(),
             unexpected: Vec::new(),
             next_unexpected: 0,
-            active: vec![Active::None; n].into(),
+            active: vec![Active::None; size as usize].into(),
             pending: VecDeque::new(),
             expected: Vec::new(),
-            peers: vec![Peer::Alive; n].into(),
+            peers: vec![Peer::Alive; size as usize].into(),
             spare: Vec::new(),
             sync_waiting: Vec::new(),
             next_token: 0,
             lmt,
+            netlmt: NetLmt::new(),
             rings,
             pid: std::process::id(),
             node,
@@ -409,9 +421,9 @@ impl Endpoint {
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
         let local = inner.check_send(buf.len(), dest, tag)?;
-        if buf.len() > inner.eager {
+        if buf.len() > inner.eager || local == NOT_LOCAL {
             // SAFETY: `buf` outlives the request, which we wait for before returning.
-            let req = unsafe { inner.lmt_send(buf.as_ptr(), buf.len(), local, dest, tag, context) }?;
+            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
             return inner.wait(req).map(drop);
         }
         let hdr = inner.header(dest, tag, context);
@@ -452,10 +464,9 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
-        if len > inner.eager {
-            // A rendezvous send completes once the receiver has the data: synchronous already.
+        if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.lmt_send(ptr, len, local, dest, tag, context) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
         }
         let token = inner.next_token;
         inner.next_token = inner.next_token.wrapping_add(1);
@@ -466,7 +477,7 @@ impl Endpoint {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 let req = inner.reqs.insert(Op::Sync);
-                inner.sync_waiting.push((token, req, local, Status { source: inner.rank, tag, len }));
+                inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
                 Ok(req)
             }
             Ok(Sent::Pending(ps)) => {
@@ -543,9 +554,9 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
-        if len > inner.eager {
+        if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.lmt_send(ptr, len, local, dest, tag, context) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
         }
         let hdr = inner.header(dest, tag, context);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
@@ -814,8 +825,8 @@ impl Inner {
             return Err(Error::TooLarge { len, limit: isize::MAX as usize });
         }
         let local = self.route[dest as usize];
-        if local == NOT_LOCAL {
-            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module is built yet")));
+        if local == NOT_LOCAL && self.net.is_none() {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
         }
         Ok(local)
     }
@@ -853,9 +864,66 @@ impl Inner {
 
     #[inline(always)]
     fn peer(&self, rank: u32) -> Peer {
-        match self.route.get(rank as usize) {
-            Some(&l) if l != NOT_LOCAL => self.peers[usize::from(l)],
-            _ => Peer::Alive,
+        self.peers.get(rank as usize).copied().unwrap_or(Peer::Alive)
+    }
+
+    /// The sender's global rank of a fragment.
+    #[inline(always)]
+    fn source_of(&self, inc: &Incoming) -> u32 {
+        if inc.src == REMOTE { inc.header().src } else { self.global[usize::from(inc.src)] }
+    }
+
+    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
+    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn send_slow(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+    ) -> Result<Request> {
+        if len > self.eager {
+            // A rendezvous send completes once the receiver has the data: synchronous already.
+            // SAFETY: the caller's contract.
+            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+        }
+        let status = Status { source: self.rank, tag, len };
+        let token = self.next_token;
+        let mut hdr = self.header(dest, tag, context);
+        if sync {
+            self.next_token = self.next_token.wrapping_add(1);
+            hdr.kind = KIND_EAGER_SYNC;
+            hdr.aux = token;
+        }
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        if sync {
+            let req = self.reqs.insert(Op::Sync);
+            self.sync_waiting.push((token, req, dest, status));
+            Ok(req)
+        } else {
+            Ok(self.reqs.insert_done(Ok(status)))
+        }
+    }
+
+    /// Sends through the netmod (the message is written or copied on return).
+    fn net_send(&mut self, dest: u32, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        let Some(net) = self.net.as_mut() else {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
+        };
+        match net.send(dest, hdr, data) {
+            Ok(()) => Ok(()),
+            Err(nemesis_shm::Error::NetPeerDead { rank }) => Err(Error::PeerDied { rank }),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -967,6 +1035,9 @@ impl Inner {
             }
             got |= self.resume_pending()?;
             got |= self.lmt_step()?;
+            if let Some(net) = self.net.as_mut() {
+                got |= net.poll(&mut self.port)?;
+            }
             if self.port.has_events() {
                 self.handle_events(Some(&mut by))?;
             }
@@ -1017,14 +1088,14 @@ impl Inner {
             let (_, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
             let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
-            self.start_lmt_recv(self.route[u.source as usize], req, &rts, buf);
+            self.start_lmt_recv(u.source, req, &rts, buf);
             self.recycle(u.data);
             return Found::Claimed(req);
         }
         let u = &mut self.unexpected[i].1;
         let (source, sync) = (u.source, u.sync.take());
         if let Some(token) = sync
-            && let Err(e) = self.send_ack(self.route[source as usize], token)
+            && let Err(e) = self.send_ack(source, token)
         {
             return Found::Done(Err(e));
         }
@@ -1066,23 +1137,31 @@ impl Inner {
 
     /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
     fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
-        let src = usize::from(inc.src);
+        let source = self.source_of(&inc);
+        if source >= self.size {
+            self.port.release(inc)?;
+            return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "sender rank", value: u64::from(source) }));
+        }
+        let src = source as usize;
         if inc.offset() == 0 {
-            let source = self.global[src];
             let (tag, context) = (inc.tag(), inc.context());
             let status = Status { source, tag, len: inc.len() };
             let kind = inc.kind();
             if kind == KIND_SYNC_ACK {
                 let token = inc.aux();
                 self.port.release(inc)?;
-                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && usize::from(w.2) == src) {
+                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
                     let (_, req, _, st) = self.sync_waiting.swap_remove(i);
                     self.reqs.complete(req, Ok(st));
                 }
                 return Ok(());
             }
             if kind == KIND_RTS || kind == KIND_LMT {
-                return self.deliver_lmt(inc, by);
+                return self.deliver_lmt(inc, source, by);
+            }
+            if kind == KIND_PEER_GONE && inc.src == REMOTE {
+                self.port.release(inc)?;
+                return self.peer_silent(source, by);
             }
             let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
             if let Some(b) = by.as_deref_mut()
@@ -1090,7 +1169,7 @@ impl Inner {
                 && b.want.matches(source, tag, context)
             {
                 if let Some(token) = sync {
-                    self.send_ack(inc.src, token)?;
+                    self.send_ack(source, token)?;
                 }
                 copy_into(b.buf, &inc);
                 if inc.is_last() {
@@ -1105,7 +1184,7 @@ impl Inner {
                     self.rebuild_expected();
                 }
                 if let Some(token) = sync {
-                    self.send_ack(inc.src, token)?;
+                    self.send_ack(source, token)?;
                 }
                 if let Some(Op::Recv { buf, status: st }) = self.reqs.op_mut(p.req) {
                     let buf = *buf;
@@ -1193,11 +1272,13 @@ impl Inner {
         }
     }
 
-    /// Acknowledges a synchronous send's match to local rank `local`.
-    fn send_ack(&mut self, local: u16, token: u32) -> Result<()> {
-        let dest = self.global[usize::from(local)];
+    /// Acknowledges a synchronous send's match to rank `dest`.
+    fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
         let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
-        match self.send_internal(local, &hdr, &[]) {
+        let local = self.route[dest as usize];
+        let sent =
+            if local == NOT_LOCAL { self.net_send(dest, &hdr, &[]) } else { self.send_internal(local, &hdr, &[]) };
+        match sent {
             // The sender died: nobody waits for the acknowledgement.
             Err(Error::PeerDied { .. }) => Ok(()),
             r => r,
@@ -1240,14 +1321,23 @@ impl Inner {
     ) -> Result<Request> {
         let status = Status { source: self.rank, tag, len };
         let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
-        // SAFETY: the caller's contract: the buffer stays valid until the request completes, which
-        // is when `nemesis-lmt` reports the transfer's outcome.
-        let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
         let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
-        let n = Control::Rts(rts).encode(&mut bytes);
-        if let Err(e) = self.send_internal(local, &hdr, &bytes[..n]) {
+        let sent = if local == NOT_LOCAL {
+            // SAFETY: the caller's contract: the buffer stays valid until the request completes,
+            // which is when `nemesis-lmt` reports the transfer's outcome.
+            let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.net_send(dest, &hdr, &bytes[..n])
+        } else {
+            // SAFETY: as above.
+            let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.send_internal(local, &hdr, &bytes[..n])
+        };
+        if let Err(e) = sent {
             self.lmt.abandon(req.token());
+            self.netlmt.abandon(req.token());
             self.reqs.complete(req, Ok(status));
             let _ = self.reqs.take(req);
             return Err(e);
@@ -1255,25 +1345,32 @@ impl Inner {
         Ok(req)
     }
 
-    /// Receiver: a receive (`req`, into `buf`) took the RTS of local rank `src`.
-    fn start_lmt_recv(&mut self, src: u16, req: Request, rts: &Rts, buf: RecvBuf) {
-        if self.peers[usize::from(src)] != Peer::Alive {
+    /// Receiver: a receive (`req`, into `buf`) took the RTS of rank `source`.
+    fn start_lmt_recv(&mut self, source: u32, req: Request, rts: &Rts, buf: RecvBuf) {
+        if self.peer(source) != Peer::Alive {
             // The sender ended: its buffer is gone (its send cannot have completed unmatched).
-            let rank = self.global[usize::from(src)];
-            self.reqs.complete(req, Err(Error::PeerDied { rank }));
+            self.reqs.complete(req, Err(Error::PeerDied { rank: source }));
             return;
         }
-        // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the request
-        // completes (the receive's contract); it completes when the transfer's outcome is taken.
-        unsafe { self.lmt.pre_recv(src, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
+        let local = self.route[source as usize];
+        if local != NOT_LOCAL {
+            // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the
+            // request completes (the receive's contract); it completes when the transfer's outcome
+            // is taken.
+            unsafe { self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
+        } else if let Some(net) = self.net.as_mut() {
+            // SAFETY: as above.
+            unsafe { self.netlmt.pre_recv(source, req.token(), rts, buf.ptr, buf.cap, net) };
+        }
     }
 
     /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
     /// (handed to `nemesis-lmt`).
     #[inline(never)]
-    fn deliver_lmt(&mut self, inc: Incoming, by: Option<&mut Bypass>) -> Result<()> {
+    fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
-        let (src, kind, tag, context, len) = (inc.src, inc.kind(), inc.tag(), inc.context(), inc.len());
+        let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
+        let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
         let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
         self.port.release(inc)?;
@@ -1283,16 +1380,20 @@ impl Inner {
         }
         let msg = Control::decode(&bytes[..n])?;
         if kind == KIND_LMT {
-            if let Err(e) = self.lmt.handle(src, msg, &self.rings) {
+            let handled = match (src, self.net.as_mut()) {
+                (NOT_LOCAL, Some(net)) => self.netlmt.handle(source, msg, net),
+                (NOT_LOCAL, None) => Ok(()),
+                _ => self.lmt.handle(src, msg, &self.rings),
+            };
+            if let Err(e) = handled {
                 // The transfer it named failed with `e` (its request reports it).
-                tracing::warn!(error = %e, peer = self.global[usize::from(src)], "bad rendezvous message");
+                tracing::warn!(error = %e, peer = source, "bad rendezvous message");
             }
             return Ok(());
         }
         let Control::Rts(rts) = msg else {
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
         };
-        let source = self.global[usize::from(src)];
         let status = Status { source, tag, len: rts.len as usize };
         if let Some(b) = by
             && b.open()
@@ -1300,7 +1401,7 @@ impl Inner {
         {
             let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
             b.lmt = Some(req);
-            self.start_lmt_recv(src, req, &rts, b.buf);
+            self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
             let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
             if p.want.source >= 0 {
@@ -1310,7 +1411,7 @@ impl Inner {
                 && let Op::Recv { buf, .. } = *op
             {
                 *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
-                self.start_lmt_recv(src, p.req, &rts, buf);
+                self.start_lmt_recv(source, p.req, &rts, buf);
             }
         } else {
             let id = self.next_unexpected;
@@ -1325,7 +1426,7 @@ impl Inner {
     /// Drives the large messages in flight, if any. True if anything happened.
     #[inline(always)]
     fn lmt_step(&mut self) -> Result<bool> {
-        if !self.lmt.busy() && !self.lmt.has_output() {
+        if !self.lmt.busy() && !self.lmt.has_output() && !self.netlmt.busy() && !self.netlmt.has_output() {
             return Ok(false);
         }
         self.lmt_step_slow()
@@ -1346,7 +1447,22 @@ impl Inner {
                 Err(e) => return Err(e),
             }
         }
-        let done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
+        let mut any = any;
+        if let Some(net) = self.net.as_mut() {
+            any |= self.netlmt.progress(net) || self.netlmt.has_output();
+        }
+        let out: Vec<(u32, Control)> = self.netlmt.take_out().collect();
+        for (peer, msg) in out {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(peer, 0, 0) };
+            match self.net_send(peer, &hdr, &bytes[..n]) {
+                Ok(()) | Err(Error::PeerDied { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
+        done.extend(self.netlmt.take_done());
         for (token, outcome) in done {
             let req = Request::from_token(token);
             let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
@@ -1392,7 +1508,7 @@ impl Inner {
                             if let Some(op) = self.reqs.op_mut(req) {
                                 *op = Op::Sync;
                             }
-                            self.sync_waiting.push((token, req, local, status));
+                            self.sync_waiting.push((token, req, dest, status));
                         }
                         None => self.reqs.complete(req, Ok(status)),
                     }
@@ -1422,6 +1538,9 @@ impl Inner {
     fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
         got |= self.lmt_step()?;
+        if let Some(net) = self.net.as_mut() {
+            got |= net.poll(&mut self.port)?;
+        }
         let mut by = by;
         for _ in 0..POLL_BUDGET {
             let Some(inc) = self.port.poll(&self.expected)? else { break };
@@ -1485,69 +1604,92 @@ impl Inner {
         recheck_error.map_or(Ok(()), Err)
     }
 
-    /// Reacts to what the port learnt about peers.
+    /// Reacts to what the port learnt about local peers.
     fn handle_events(&mut self, mut by: Option<&mut Bypass>) -> Result<()> {
         for ev in self.port.take_events() {
             match ev {
                 PeerEvent::Gone { rank } => {
-                    if self.peers[usize::from(rank)] == Peer::Alive {
-                        self.peers[usize::from(rank)] = Peer::Gone;
+                    let g = self.global[usize::from(rank)];
+                    if self.peers[g as usize] == Peer::Alive {
+                        self.peers[g as usize] = Peer::Gone;
                     }
-                    tracing::warn!(rank = self.global[usize::from(rank)], "peer ended");
+                    tracing::warn!(rank = g, "peer ended");
                 }
                 PeerEvent::PartialDropped { rank, .. } => {
                     let dead = self.global[usize::from(rank)];
-                    match std::mem::take(&mut self.active[usize::from(rank)]) {
-                        Active::Bypass => {
-                            if let Some(b) = by.as_deref_mut() {
-                                b.done = Some(Err(Error::PeerDied { rank: dead }));
-                            }
-                        }
-                        Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
-                        Active::Unexpected(id) => {
-                            if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
-                                let (_, u) = self.unexpected.remove(i);
-                                if let Some(r) = u.claimed {
-                                    self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
-                                }
-                            }
-                        }
-                        Active::None | Active::Discard => {}
-                    }
+                    self.drop_partial(dead, by.as_deref_mut());
                 }
                 PeerEvent::Silent { rank } => {
-                    self.peers[usize::from(rank)] = Peer::Silent;
-                    let dead = self.global[usize::from(rank)];
                     // Large messages with it fail (their requests complete at the next step).
                     self.lmt.peer_gone(rank, &self.rings);
-                    let mut i = 0;
-                    while i < self.posted.len() {
-                        if self.posted[i].want.source == dead as i32 {
-                            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
-                            self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    self.rebuild_expected();
-                    // Synchronous sends to it will never be acknowledged.
-                    let mut i = 0;
-                    while i < self.sync_waiting.len() {
-                        if self.sync_waiting[i].2 == rank {
-                            let (_, req, _, _) = self.sync_waiting.swap_remove(i);
-                            self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    if let Some(b) = by.as_deref_mut()
-                        && b.want.source == dead as i32
-                        && b.done.is_none()
-                    {
-                        b.done = Some(Err(Error::PeerDied { rank: dead }));
+                    let dead = self.global[usize::from(rank)];
+                    self.peer_silent(dead, by.as_deref_mut())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The message being received from dead rank `dead` will never complete: its receive fails.
+    fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) {
+        match std::mem::take(&mut self.active[dead as usize]) {
+            Active::Bypass => {
+                if let Some(b) = by {
+                    b.done = Some(Err(Error::PeerDied { rank: dead }));
+                }
+            }
+            Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
+            Active::Unexpected(id) => {
+                if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                    let (_, u) = self.unexpected.remove(i);
+                    if let Some(r) = u.claimed {
+                        self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
                     }
                 }
             }
+            Active::None | Active::Discard => {}
+        }
+    }
+
+    /// Nothing more can arrive from rank `dead` (a local peer whose queue traffic was drained, or
+    /// a remote one whose netmod notice came through the queue after its last arrival): what
+    /// waits on it fails with `PeerDied`.
+    fn peer_silent(&mut self, dead: u32, mut by: Option<&mut Bypass>) -> Result<()> {
+        if self.peers[dead as usize] == Peer::Silent {
+            return Ok(());
+        }
+        self.peers[dead as usize] = Peer::Silent;
+        self.drop_partial(dead, by.as_deref_mut());
+        if self.route[dead as usize] == NOT_LOCAL {
+            self.netlmt.peer_gone(dead);
+            tracing::warn!(rank = dead, "remote peer is gone");
+        }
+        let mut i = 0;
+        while i < self.posted.len() {
+            if self.posted[i].want.source == dead as i32 {
+                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        self.rebuild_expected();
+        // Synchronous sends to it will never be acknowledged.
+        let mut i = 0;
+        while i < self.sync_waiting.len() {
+            if self.sync_waiting[i].2 == dead {
+                let (_, req, _, _) = self.sync_waiting.swap_remove(i);
+                self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(b) = by
+            && b.want.source == dead as i32
+            && b.done.is_none()
+            && b.lmt.is_none()
+        {
+            b.done = Some(Err(Error::PeerDied { rank: dead }));
         }
         Ok(())
     }
@@ -1560,7 +1702,13 @@ impl Inner {
         // Complete outstanding sends (a send to a dead peer completes with an error).
         let mut waiter = Waiter::new(self.cfg.wait);
         let mut warned = false;
-        while !self.pending.is_empty() || self.lmt.busy() || self.lmt.has_output() {
+        while !self.pending.is_empty()
+            || self.lmt.busy()
+            || self.lmt.has_output()
+            || self.netlmt.busy()
+            || self.netlmt.has_output()
+            || self.net.as_ref().is_some_and(|n| n.busy())
+        {
             self.idle_step(&mut waiter, None)?;
             if waiter.is_long() && self.lmt.busy() && !warned {
                 tracing::warn!("finalize waits for large messages still in flight (sends not yet received?)");
@@ -1569,6 +1717,9 @@ impl Inner {
         }
         if let Some(pmi) = self.pmi.as_mut() {
             pmi.barrier()?;
+        }
+        if let Some(net) = self.net.as_mut() {
+            net.finalize()?;
         }
         self.segment.mark_gone(self.local_rank, nemesis_shm::node::STATUS_CLEAN)?;
         if let Some(pmi) = self.pmi.take() {
