@@ -387,6 +387,105 @@ fn peer_death_is_found_through_pidfds_without_marks() {
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
 }
 
+/// Two network namespaces joined by a veth pair, removed on drop.
+struct Netns {
+    names: [String; 2],
+    addrs: [String; 2],
+}
+
+impl Netns {
+    /// Creates them, or says why it cannot.
+    fn new() -> Result<Netns, String> {
+        let id = std::process::id() % 100_000;
+        let names = [format!("nemt{id}a"), format!("nemt{id}b")];
+        let octet = 1 + id % 250;
+        let addrs = [format!("10.201.{octet}.1"), format!("10.201.{octet}.2")];
+        let (va, vb) = (format!("nmv{id}a"), format!("nmv{id}b"));
+        let ns = Netns { names: names.clone(), addrs: addrs.clone() };
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), names[0].clone()],
+            vec!["netns".into(), "add".into(), names[1].clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                va.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                vb.clone(),
+            ],
+            vec!["link".into(), "set".into(), va.clone(), "netns".into(), names[0].clone()],
+            vec!["link".into(), "set".into(), vb.clone(), "netns".into(), names[1].clone()],
+            vec![
+                "-n".into(),
+                names[0].clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", addrs[0]),
+                "dev".into(),
+                va.clone(),
+            ],
+            vec![
+                "-n".into(),
+                names[1].clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", addrs[1]),
+                "dev".into(),
+                vb.clone(),
+            ],
+            vec!["-n".into(), names[0].clone(), "link".into(), "set".into(), va, "up".into()],
+            vec!["-n".into(), names[1].clone(), "link".into(), "set".into(), vb, "up".into()],
+            vec!["-n".into(), names[0].clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
+            vec!["-n".into(), names[1].clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
+        ];
+        for args in steps {
+            let o = Command::new("ip").args(&args).output().map_err(|e| format!("ip: {e}"))?;
+            if !o.status.success() {
+                return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim()));
+            }
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// Two nodes in two network namespaces joined by a veth pair, as two machines: each rank runs
+/// in its namespace (`ip netns exec`) with its own address. Skipped with a message where network
+/// namespaces cannot be made (not root); under CI it must run unless `NEMESIS_NO_NETNS=1`.
+#[test]
+fn two_nodes_in_two_network_namespaces() {
+    let ns = match Netns::new() {
+        Ok(ns) => ns,
+        Err(why) => {
+            let excused = std::env::var("NEMESIS_NO_NETNS").is_ok_and(|v| v == "1");
+            assert!(!in_ci() || excused, "network namespaces are needed under CI: {why}");
+            eprintln!("skipped: cannot make network namespaces here ({why})");
+            return;
+        }
+    };
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let script = format!(
+        "if [ \"$PMI_RANK\" = 0 ]; then n={} a={}; else n={} a={}; fi; \
+         exec ip netns exec \"$n\" env NEMESIS_TCP_ADDR=\"$a\" {exe} --exact rank_main --nocapture --test-threads=1",
+        ns.names[0], ns.addrs[0], ns.names[1], ns.addrs[1]
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
+    cmd.args(["-n", "2", "--nodes", "2", "--", "sh", "-c", &script]);
+    cmd.env("NEMESIS_TEST_ROLE", "traffic").env("NEMESIS_TEST_SEED", "7").env("NEMESIS_TEST_COUNT", "150");
+    let o = common::run_with_timeout(cmd, Duration::from_secs(300));
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
 // ---------------------------------------------------------------------------------------------
 // A remote peer that stops answering (SIGSTOP: its connection stays open) is found by heartbeats.
 
