@@ -300,6 +300,10 @@ pub struct TcpNetmod<'n> {
     done: Vec<NetDone>,
     next_check: Instant,
     events: Vec<libc::epoll_event>,
+    /// Ranks with a socket (up or being set up), rebuilt when `relist` is set.
+    live: Vec<u32>,
+    relist: bool,
+    polls: u32,
 }
 
 impl std::fmt::Debug for TcpNetmod<'_> {
@@ -355,6 +359,9 @@ impl<'n> TcpNetmod<'n> {
             done: Vec::new(),
             next_check: Instant::now(),
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            live: Vec::new(),
+            relist: false,
+            polls: 0,
         };
         nm.ctl(libc::EPOLL_CTL_ADD, nm.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
         Ok(nm)
@@ -401,6 +408,7 @@ impl<'n> TcpNetmod<'n> {
         let p = &mut self.peers[rank as usize];
         p.sock = Some(stream);
         p.link = Link::Connecting { since: Instant::now(), hello: false };
+        self.relist = true;
         if let Some((_, udp)) = p.card {
             self.hb.watch(rank, udp);
         }
@@ -413,6 +421,7 @@ impl<'n> TcpNetmod<'n> {
     fn died(&mut self, rank: u32, why: &str) -> Error {
         let p = &mut self.peers[rank as usize];
         if p.link != Link::Dead {
+            self.relist = true;
             tracing::warn!(rank, why, "remote peer is gone");
             p.link = Link::Dead;
             p.sock = None;
@@ -516,6 +525,7 @@ impl<'n> TcpNetmod<'n> {
         let p = &mut self.peers[rank as usize];
         p.sock = Some(sock);
         p.link = Link::Up;
+        self.relist = true;
         p.buf = vec![0u8; RX_BUF].into_boxed_slice();
         p.start = 0;
         p.end = 0;
@@ -620,6 +630,7 @@ impl<'n> TcpNetmod<'n> {
                     let p = &mut self.peers[rank as usize];
                     if p.link == Link::Bye {
                         p.sock = None;
+                        self.relist = true;
                     } else {
                         self.died(rank, "connection closed without BYE");
                     }
@@ -660,6 +671,7 @@ impl<'n> TcpNetmod<'n> {
                             } else {
                                 p.link = Link::Waiting { since: Instant::now() };
                                 p.sock = None;
+                                self.relist = true;
                                 return Ok(Flow::Blocked);
                             }
                         }
@@ -955,6 +967,34 @@ fn settle(link: Link, from: u32, me: u32) -> bool {
     }
 }
 
+/// Connections read directly on every pass (above, epoll tells which to read).
+const DIRECT_MAX: usize = 8;
+/// With direct reads, epoll (new connections, connections being set up) runs every this many
+/// passes.
+const EPOLL_EVERY: u32 = 16;
+
+impl<'n> TcpNetmod<'n> {
+    /// The end of a pass: connections blocked on cells, queued sends, silence, deaths.
+    fn after_reads(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
+        let mut moved = false;
+        for k in 0..self.live.len() {
+            let rank = self.live[k];
+            let p = &self.peers[rank as usize];
+            if p.link == Link::Up && (p.start < p.end || matches!(p.rx, Rx::Msg { cell: None, .. })) {
+                moved |= self.pump(rank, inbox)?;
+            }
+            if !self.peers[rank as usize].out.is_empty() {
+                moved |= self.flush(rank);
+            }
+        }
+        self.check_silence();
+        if !self.deaths.is_empty() || !self.spare.is_empty() {
+            moved |= self.announce_deaths(inbox)?;
+        }
+        Ok(moved)
+    }
+}
+
 /// What parsing stopped on.
 enum Flow {
     /// It needs more bytes from the socket.
@@ -998,6 +1038,31 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
 
     fn poll(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
         let mut moved = false;
+        if self.relist {
+            self.relist = false;
+            let peers = &self.peers;
+            self.live.clear();
+            self.live.extend((0..self.size).filter(|&r| peers[r as usize].sock.is_some()));
+        }
+        // With few connections, reading each directly costs one system call where epoll and a
+        // read cost two (the latency of small messages); epoll still runs every few passes for new
+        // connections, and always with many.
+        let direct = self.live.len() <= DIRECT_MAX;
+        if direct {
+            for k in 0..self.live.len() {
+                let rank = self.live[k];
+                if self.peers[rank as usize].link == Link::Up {
+                    moved |= self.pump(rank, inbox)?;
+                }
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        let setting_up = !self.pending.iter().all(Option::is_none)
+            || self.live.iter().any(|&r| self.peers[r as usize].link != Link::Up);
+        if direct && !setting_up && !self.polls.is_multiple_of(EPOLL_EVERY) {
+            moved |= self.after_reads(inbox)?;
+            return Ok(moved);
+        }
         let cap = self.events.len() as i32;
         // SAFETY: `events` holds `cap` entries for the kernel to fill.
         let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), self.events.as_mut_ptr(), cap, 0) };
@@ -1019,23 +1084,15 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
                 if let Link::Connecting { hello: false, .. } = self.peers[rank as usize].link {
                     self.connected(rank)?;
                 }
-                moved |= self.pump(rank, inbox)?;
+                if !direct || self.peers[rank as usize].link != Link::Up {
+                    moved |= self.pump(rank, inbox)?;
+                }
             }
         }
-        // Connections blocked on cells, and queued sends.
-        for rank in 0..self.size {
-            let p = &self.peers[rank as usize];
-            if p.link == Link::Up && (p.start < p.end || matches!(p.rx, Rx::Msg { cell: None, .. })) {
-                moved |= self.pump(rank, inbox)?;
-            }
-            if !self.peers[rank as usize].out.is_empty() {
-                moved |= self.flush(rank);
-            }
+        if self.relist {
+            return Ok(true);
         }
-        self.check_silence();
-        if !self.deaths.is_empty() || !self.spare.is_empty() {
-            moved |= self.announce_deaths(inbox)?;
-        }
+        moved |= self.after_reads(inbox)?;
         Ok(moved)
     }
 
