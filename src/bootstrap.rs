@@ -14,12 +14,18 @@
 //!    last rank to register already did; the node leader does it again in case a rank died
 //!    before registering).
 //!
+//! When some ranks are on other nodes, each rank also starts the TCP netmod and puts its business
+//! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
+//! the ranks on other nodes (connections are made on first use).
+//!
 //! Without a process manager (no `PMI_FD`) the process is a singleton of size 1 with a private
 //! memfd segment.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
+use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
+use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
 use crate::error::{Error, Result};
@@ -43,6 +49,23 @@ pub struct Boot {
     pub segment: Segment,
     /// The PMI connection (`None` for a singleton).
     pub pmi: Option<PmiClient>,
+    /// The network module, if ranks are on other nodes.
+    pub net: Option<TcpNetmod<'static>>,
+}
+
+/// The KVS key of rank `rank`'s netmod business card.
+pub fn card_key(rank: u32) -> String {
+    format!("nemesis-card-{rank}")
+}
+
+/// A key naming the job, from its KVS name (FNV-1a): netmods refuse connections of other jobs.
+fn job_key(kvsname: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in kvsname.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 /// Set by the SIGUSR1 handler: a peer failed (Hydra's notice).
@@ -123,7 +146,19 @@ pub fn bootstrap() -> Result<Boot> {
         tracing::debug!(%node, %name, ranks = local_size, "created the node segment");
         created = Some(seg);
     }
+    let mut net = None;
+    if local_ranks.len() < size as usize {
+        let n = TcpNetmod::new(rank, size, job_key(pmi.kvsname()), TcpConfig::from_env()?)?;
+        pmi.put(&card_key(rank), &n.card())?;
+        net = Some(n);
+    }
     pmi.barrier()?;
+    if let Some(n) = net.as_mut() {
+        for r in (0..size).filter(|r| !local_ranks.contains(r)) {
+            let card = pmi.get(&card_key(r))?.ok_or_else(|| Error::Bootstrap(format!("rank {r} published no card")))?;
+            n.connect(r, &card)?;
+        }
+    }
     let segment = match created {
         Some(seg) => seg,
         None => {
@@ -144,7 +179,7 @@ pub fn bootstrap() -> Result<Boot> {
         segment.unlink()?;
     }
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
-    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pmi) })
+    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pmi), net })
 }
 
 /// Attaches to a published segment handle: `fd:<n>` (inherited) or `shm:<name>`.
@@ -165,7 +200,16 @@ fn attach(handle: &str) -> Result<Segment> {
 fn singleton() -> Result<Boot> {
     let segment = Segment::create(1, Params::from_env()?, Backing::Memfd)?;
     segment.register(0)?;
-    Ok(Boot { rank: 0, size: 1, node: local_node_id()?, local_ranks: vec![0], local_rank: 0, segment, pmi: None })
+    Ok(Boot {
+        rank: 0,
+        size: 1,
+        node: local_node_id()?,
+        local_ranks: vec![0],
+        local_rank: 0,
+        segment,
+        pmi: None,
+        net: None,
+    })
 }
 
 #[cfg(test)]

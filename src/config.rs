@@ -38,22 +38,34 @@ impl WaitMode {
     }
 }
 
-/// Largest message sent eagerly (fastbox or cells) by default.
+/// Largest message sent eagerly (fastbox or cells) by default; longer ones go by rendezvous.
 pub const DEFAULT_EAGER_MAX: usize = 64 * 1024;
+
+/// Under `NEMESIS_LMT=auto`, messages from this length use a single CMA copy where allowed.
+pub const DEFAULT_CMA_MIN: usize = usize::MAX;
 
 /// The Endpoint's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     /// `NEMESIS_WAIT`.
     pub wait: WaitMode,
-    /// `NEMESIS_EAGER_MAX`: messages up to this length go eagerly; longer ones need the
-    /// rendezvous protocol (not built yet: they are refused with `Error::TooLarge`).
+    /// `NEMESIS_EAGER_MAX`: messages up to this length go eagerly; longer ones by rendezvous.
     pub eager_max: usize,
+    /// `NEMESIS_LMT`: `auto` (by size), `shm` (always the shared-copy ring) or `cma` (always a
+    /// single copy where allowed).
+    pub lmt: nemesis_lmt::Policy,
+    /// `NEMESIS_CMA_MIN`: under `auto`, the length from which CMA is used.
+    pub cma_min: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { wait: WaitMode::default(), eager_max: DEFAULT_EAGER_MAX }
+        Config {
+            wait: WaitMode::default(),
+            eager_max: DEFAULT_EAGER_MAX,
+            lmt: nemesis_lmt::Policy::Auto,
+            cma_min: DEFAULT_CMA_MIN,
+        }
     }
 }
 
@@ -68,7 +80,23 @@ impl Config {
             c.eager_max =
                 parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_EAGER_MAX={v} is not a size")))?;
         }
+        if let Ok(v) = std::env::var("NEMESIS_LMT") {
+            c.lmt = parse_lmt(&v)?;
+        }
+        if let Ok(v) = std::env::var("NEMESIS_CMA_MIN") {
+            c.cma_min = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MIN={v} is not a size")))?;
+        }
         Ok(c)
+    }
+}
+
+/// Parses `NEMESIS_LMT`: `auto`, `shm` (or `ring`), `cma`.
+pub fn parse_lmt(s: &str) -> Result<nemesis_lmt::Policy> {
+    match s.trim() {
+        "auto" => Ok(nemesis_lmt::Policy::Auto),
+        "shm" | "ring" => Ok(nemesis_lmt::Policy::Ring),
+        "cma" => Ok(nemesis_lmt::Policy::Cma),
+        other => Err(Error::Config(format!("NEMESIS_LMT={other}: expected auto, shm or cma"))),
     }
 }
 
@@ -109,6 +137,9 @@ mod tests {
         assert_eq!(parse_bytes("2M"), Some(2 << 20));
         assert_eq!(parse_bytes("123"), Some(123));
         assert_eq!(parse_bytes("k"), None);
+        assert_eq!(parse_lmt("shm").unwrap(), nemesis_lmt::Policy::Ring);
+        assert_eq!(parse_lmt("cma").unwrap(), nemesis_lmt::Policy::Cma);
+        assert!(matches!(parse_lmt("knem"), Err(Error::Config(_))));
         assert_eq!(parse_bytes(""), None);
     }
 }

@@ -37,8 +37,9 @@ pub enum Error {
         /// Its rank.
         rank: u32,
     },
-    /// A message longer than the eager limit, before large messages (rendezvous) exist.
-    #[error("message of {len} bytes exceeds the eager limit of {limit} bytes (no rendezvous protocol yet)")]
+    /// A message longer than any buffer can be (`isize::MAX` bytes): a length passed to a raw
+    /// send that cannot be right.
+    #[error("message of {len} bytes exceeds the largest possible message ({limit} bytes)")]
     TooLarge {
         /// Its length.
         len: usize,
@@ -65,6 +66,10 @@ pub enum Error {
     /// The shared-memory core failed.
     #[error(transparent)]
     Shm(#[from] nemesis_shm::Error),
+    /// A large-message transfer failed (a malformed rendezvous message, a corrupt ring, a refused
+    /// single-copy read that could not fall back).
+    #[error(transparent)]
+    Lmt(#[from] nemesis_lmt::Error),
     /// The launcher could not start a rank's program (not found: a shell's exit code 127;
     /// found but not executable: 126).
     #[error("cannot start {program} (rank {rank}): {source}")]

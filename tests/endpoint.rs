@@ -1,5 +1,5 @@
 //! The Endpoint across real processes started by `nemesis-run`: random all-to-all traffic with
-//! random sizes up to the eager limit, random tags and contexts, `ANY_SOURCE`/`ANY_TAG` receives
+//! random sizes up to five times the eager limit (rendezvous above it), random tags and contexts, `ANY_SOURCE`/`ANY_TAG` receives
 //! mixed with specific ones, payload checks and per-(source, context) order, with 2, 4 and 8 ranks
 //! (8 is oversubscribed on 2 cores) and every wait mode; errors between processes; a peer killed
 //! while others wait on it; the CPU use of a rank blocked in `block` mode.
@@ -7,40 +7,13 @@
 //! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
 //! and a role in `NEMESIS_TEST_ROLE`. `NEMESIS_STRESS=1` multiplies the traffic.
 
+mod common;
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::{Rng, in_ci, job, results, show, stress};
 use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, Request, WORLD};
-
-fn stress() -> u32 {
-    if std::env::var("NEMESIS_STRESS").is_ok_and(|v| v != "0") { 20 } else { 1 }
-}
-
-/// Runs `nemesis-run <args> -- <this test binary> rank_main` with `role`.
-fn job(n: u32, launcher_args: &[&str], role: &str, env: &[(&str, String)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
-    cmd.arg("-n").arg(n.to_string()).args(launcher_args).arg("--");
-    cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
-    cmd.env("NEMESIS_TEST_ROLE", role);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Lines `RESULT ...` the ranks printed.
-fn results(o: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.find("RESULT").map(|i| l[i..].to_owned())).collect()
-}
 
 /// Entry point of the ranks; a no-op when the test harness runs it directly.
 #[test]
@@ -52,6 +25,7 @@ fn rank_main() {
         "peer-killed" => peer_killed(),
         "idle-block" => idle_block(),
         "ssend" => ssend(),
+        "stopped" => stopped(),
         other => panic!("unknown role {other}"),
     });
     std::process::exit(if result.is_ok() { 0 } else { 1 });
@@ -59,24 +33,6 @@ fn rank_main() {
 
 // ---------------------------------------------------------------------------------------------
 // Random all-to-all traffic.
-
-/// A small deterministic generator (xorshift64*), the same on every rank.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One planned message.
 #[derive(Clone, Copy, Debug)]
@@ -104,11 +60,13 @@ fn plan(seed: u64, src: u32, size: u32, count: u32, eager: usize) -> Vec<Msg> {
                 _ => 2,
             };
             let tag = r.below(4) as i32;
-            let len = match (ctx, r.below(10)) {
+            let len = match (ctx, r.below(20)) {
                 (2, _) => 0,
-                (_, 0..=5) => HDR + r.below(200) as usize,
-                (_, 6..=8) => HDR + r.below(20_000) as usize,
-                _ => HDR + r.below((eager - HDR) as u64 + 1) as usize,
+                (_, 0..=11) => HDR + r.below(200) as usize,
+                (_, 12..=17) => HDR + r.below(20_000) as usize,
+                (_, 18) => HDR + r.below((eager - HDR) as u64 + 1) as usize,
+                // Rendezvous.
+                _ => eager + 1 + r.below(4 * eager as u64) as usize,
             };
             Msg { dst, ctx, tag, len }
         })
@@ -123,10 +81,9 @@ fn content(src: u32, m: &Msg, idx: u32, tag_idx: u32) -> Vec<u8> {
         v.extend_from_slice(&w.to_le_bytes());
     }
     let mut r = Rng::new(u64::from(src) << 40 ^ u64::from(m.ctx) << 32 ^ u64::from(idx) << 8 ^ m.len as u64);
-    while v.len() < m.len {
-        v.push(r.next() as u8);
-    }
-    v.truncate(m.len);
+    let head = v.len().min(m.len);
+    v.resize(m.len, 0);
+    r.fill(&mut v[head..]);
     v
 }
 
@@ -167,22 +124,17 @@ fn traffic() {
     let total0: u32 = incoming.iter().map(|c| c[0]).sum();
     let mut next0 = vec![0u32; n];
     let mut next1 = vec![[0u32; 4]; n];
-    let mut got0 = 0u32;
-    let on_ctx0 = |buf: &[u8], st: &nemesis::Status, next0: &mut Vec<u32>| {
-        let (src, idx, _) = check(buf, st, 0);
+    let on_ctx0 = |src: u32, idx: u32, next0: &mut Vec<u32>| {
         assert_eq!(idx, next0[src as usize], "non-overtaking from {src} in context 0");
         next0[src as usize] += 1;
     };
-    // A window of ANY_SOURCE/ANY_TAG receives in context 0, open while sending.
-    let window = 4.min(total0 as usize);
-    let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; eager]).collect();
+    // What this rank sends, made up front: rendezvous sends are non-blocking (a blocking one
+    // would wait for a receive that the peer posts only after its own sends).
     let mut counters = vec![[0u32; 3]; n];
     let mut tag_counters = vec![[0u32; 4]; n];
-    // The window's receives match context-0 messages in posting order while this rank sends;
-    // their checks run after the scope, when the buffers are ours again.
-    ep.scope(|s| {
-        let reqs: Vec<Request> = bufs.iter_mut().map(|b| s.irecv(b, ANY_SOURCE, ANY_TAG, 0).unwrap()).collect();
-        for m in &plans[me as usize] {
+    let outgoing: Vec<Vec<u8>> = plans[me as usize]
+        .iter()
+        .map(|m| {
             let c = &mut counters[m.dst as usize][m.ctx as usize];
             let t = &mut tag_counters[m.dst as usize][m.tag as usize];
             let data = if m.ctx == 2 { Vec::new() } else { content(me, m, *c, if m.ctx == 1 { *t } else { 0 }) };
@@ -190,53 +142,80 @@ fn traffic() {
             if m.ctx == 1 {
                 *t += 1;
             }
-            s.send(&data, m.dst, m.tag, m.ctx).unwrap();
+            data
+        })
+        .collect();
+    let max = 5 * eager + 1;
+    // A window of ANY_SOURCE/ANY_TAG receives in context 0, open while sending.
+    let window = 4.min(total0 as usize);
+    let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; max]).collect();
+    let mut buf = vec![0u8; max];
+    // (source, index) of the context-0 messages received after the window, in order.
+    let mut rest0 = Vec::new();
+    ep.scope(|s| {
+        let reqs: Vec<Request> = bufs.iter_mut().map(|b| s.irecv(b, ANY_SOURCE, ANY_TAG, 0).unwrap()).collect();
+        let mut large = Vec::new();
+        for (m, data) in plans[me as usize].iter().zip(&outgoing) {
+            if data.len() > eager {
+                large.push(s.isend(data, m.dst, m.tag, m.ctx).unwrap());
+            } else {
+                s.send(data, m.dst, m.tag, m.ctx).unwrap();
+            }
         }
+        // Context-0 messages taken so far, per source.
+        let mut taken0 = vec![0u32; n];
         for r in s.wait_all(&reqs) {
+            taken0[r.unwrap().source as usize] += 1;
+        }
+        // The rest: alternately ANY_SOURCE and the source with the most left, ANY_TAG, context 0.
+        let mut turn = 0;
+        while taken0.iter().sum::<u32>() < total0 {
+            let src = if turn % 2 == 0 {
+                ANY_SOURCE
+            } else {
+                (0..n).max_by_key(|&s| incoming[s][0] - taken0[s]).map(|s| s as i32).unwrap()
+            };
+            turn += 1;
+            let st = s.recv(&mut buf, src, ANY_TAG, 0).unwrap();
+            let (src, idx, _) = check(&buf, &st, 0);
+            taken0[src as usize] += 1;
+            rest0.push((src, idx));
+        }
+        // Context 1: by (source, tag), in an order that differs from the sending order.
+        for tag in (0..4).rev() {
+            for src in 0..n {
+                while next1[src][tag] < incoming_tag[src][tag] {
+                    let st = s.recv(&mut buf, src as i32, tag as i32, 1).unwrap();
+                    let (from, _, tag_idx) = check(&buf, &st, 1);
+                    assert_eq!((from, tag_idx), (src as u32, next1[src][tag]), "order by (source, tag)");
+                    next1[src][tag] += 1;
+                }
+            }
+        }
+        // Context 2: zero-byte messages.
+        for (src, inc) in incoming.iter().enumerate() {
+            for _ in 0..inc[2] {
+                let st = s.recv(&mut [], src as i32, ANY_TAG, 2).unwrap();
+                assert_eq!((st.source, st.len), (src as u32, 0));
+            }
+        }
+        for r in s.wait_all(&large) {
             r.unwrap();
         }
     });
-    // The window's messages, in the order they matched: their indices tell the order per source,
-    // but the window completed in matching order, which is posting order here.
+    // Order in context 0: the window matched first (posting order), then the rest.
     for b in &bufs {
         let st = nemesis::Status { source: word(b, 0), tag: word(b, 2) as i32, len: word(b, 5) as usize };
-        on_ctx0(b, &st, &mut next0);
-        got0 += 1;
+        let (src, idx, _) = check(b, &st, 0);
+        on_ctx0(src, idx, &mut next0);
     }
-    // The rest: alternately ANY_SOURCE and the source with the most left, ANY_TAG, context 0.
-    let mut buf = vec![0u8; eager];
-    let mut turn = 0;
-    while got0 < total0 {
-        let src = if turn % 2 == 0 {
-            ANY_SOURCE
-        } else {
-            (0..n).max_by_key(|&s| incoming[s][0] - next0[s]).map(|s| s as i32).unwrap()
-        };
-        turn += 1;
-        let st = ep.recv(&mut buf, src, ANY_TAG, 0).unwrap();
-        on_ctx0(&buf, &st, &mut next0);
-        got0 += 1;
-    }
-    // Context 1: by (source, tag), in an order that differs from the sending order.
-    for tag in (0..4).rev() {
-        for s in 0..n {
-            while next1[s][tag] < incoming_tag[s][tag] {
-                let st = ep.recv(&mut buf, s as i32, tag as i32, 1).unwrap();
-                let (src, _, tag_idx) = check(&buf, &st, 1);
-                assert_eq!((src, tag_idx), (s as u32, next1[s][tag]), "order by (source, tag)");
-                next1[s][tag] += 1;
-            }
-        }
-    }
-    // Context 2: zero-byte messages.
-    for (s, inc) in incoming.iter().enumerate() {
-        for _ in 0..inc[2] {
-            let st = ep.recv(&mut [], s as i32, ANY_TAG, 2).unwrap();
-            assert_eq!((st.source, st.len), (s as u32, 0));
-        }
+    for &(src, idx) in &rest0 {
+        on_ctx0(src, idx, &mut next0);
     }
     assert_eq!(ep.iprobe(ANY_SOURCE, ANY_TAG, 0).unwrap(), None, "nothing left over");
-    println!("RESULT rank {me} received {} messages", total0 + incoming.iter().map(|c| c[1] + c[2]).sum::<u32>());
+    let large = plans.iter().flatten().filter(|m| m.dst == me && m.len > eager).count();
+    let total = total0 + incoming.iter().map(|c| c[1] + c[2]).sum::<u32>();
+    println!("RESULT rank {me} received {total} messages ({large} by rendezvous)");
     ep.finalize().unwrap();
 }
 
@@ -267,6 +246,23 @@ fn traffic_8_ranks_oversubscribed() {
     run_traffic(8, "yield", 100);
 }
 
+/// 2 × 2 ranks over two nodes: local pairs through the segment, the others through TCP;
+/// `ANY_SOURCE` receives mix local and remote senders.
+#[test]
+fn traffic_over_two_nodes() {
+    for (n, k, wait) in [(4, 2, "poll"), (5, 3, "yield")] {
+        let seed = std::process::id() as u64 ^ u64::from(n) << 24;
+        let o = job(
+            n,
+            &["--nodes", &k.to_string(), "--wait", wait],
+            "traffic",
+            &[("NEMESIS_TEST_SEED", seed.to_string()), ("NEMESIS_TEST_COUNT", (200 * stress()).to_string())],
+        );
+        assert!(o.status.success(), "seed {seed}: {}", show(&o));
+        assert_eq!(results(&o).len(), n as usize, "{}", show(&o));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors between processes.
 
@@ -277,8 +273,6 @@ fn errors() {
     let other = 1 - me;
     assert!(matches!(ep.send(&[1], size, 0, WORLD), Err(Error::InvalidRank { .. })));
     assert!(matches!(ep.send(&[1], other, -1, WORLD), Err(Error::InvalidTag(-1))));
-    let big = vec![0u8; ep.eager_limit() + 1];
-    assert!(matches!(ep.send(&big, other, 0, WORLD), Err(Error::TooLarge { .. })));
     if me == 0 {
         ep.send(&[7u8; 500], 1, 1, WORLD).unwrap();
         ep.send(&[8u8; 20], 1, 2, WORLD).unwrap();
@@ -393,6 +387,145 @@ fn peer_death_is_found_through_pidfds_without_marks() {
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
 }
 
+/// Two network namespaces joined by a veth pair, removed on drop.
+struct Netns {
+    names: [String; 2],
+    addrs: [String; 2],
+}
+
+impl Netns {
+    /// Creates them, or says why it cannot.
+    fn new() -> Result<Netns, String> {
+        let id = std::process::id() % 100_000;
+        let names = [format!("nemt{id}a"), format!("nemt{id}b")];
+        let octet = 1 + id % 250;
+        let addrs = [format!("10.201.{octet}.1"), format!("10.201.{octet}.2")];
+        let (va, vb) = (format!("nmv{id}a"), format!("nmv{id}b"));
+        let ns = Netns { names: names.clone(), addrs: addrs.clone() };
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), names[0].clone()],
+            vec!["netns".into(), "add".into(), names[1].clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                va.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                vb.clone(),
+            ],
+            vec!["link".into(), "set".into(), va.clone(), "netns".into(), names[0].clone()],
+            vec!["link".into(), "set".into(), vb.clone(), "netns".into(), names[1].clone()],
+            vec![
+                "-n".into(),
+                names[0].clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", addrs[0]),
+                "dev".into(),
+                va.clone(),
+            ],
+            vec![
+                "-n".into(),
+                names[1].clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", addrs[1]),
+                "dev".into(),
+                vb.clone(),
+            ],
+            vec!["-n".into(), names[0].clone(), "link".into(), "set".into(), va, "up".into()],
+            vec!["-n".into(), names[1].clone(), "link".into(), "set".into(), vb, "up".into()],
+            vec!["-n".into(), names[0].clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
+            vec!["-n".into(), names[1].clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
+        ];
+        for args in steps {
+            let o = Command::new("ip").args(&args).output().map_err(|e| format!("ip: {e}"))?;
+            if !o.status.success() {
+                return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim()));
+            }
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// Two nodes in two network namespaces joined by a veth pair, as two machines: each rank runs
+/// in its namespace (`ip netns exec`) with its own address. Skipped with a message where network
+/// namespaces cannot be made (not root); under CI it must run unless `NEMESIS_NO_NETNS=1`.
+#[test]
+fn two_nodes_in_two_network_namespaces() {
+    let ns = match Netns::new() {
+        Ok(ns) => ns,
+        Err(why) => {
+            let excused = std::env::var("NEMESIS_NO_NETNS").is_ok_and(|v| v == "1");
+            assert!(!in_ci() || excused, "network namespaces are needed under CI: {why}");
+            eprintln!("skipped: cannot make network namespaces here ({why})");
+            return;
+        }
+    };
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let script = format!(
+        "if [ \"$PMI_RANK\" = 0 ]; then n={} a={}; else n={} a={}; fi; \
+         exec ip netns exec \"$n\" env NEMESIS_TCP_ADDR=\"$a\" {exe} --exact rank_main --nocapture --test-threads=1",
+        ns.names[0], ns.addrs[0], ns.names[1], ns.addrs[1]
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
+    cmd.args(["-n", "2", "--nodes", "2", "--", "sh", "-c", &script]);
+    cmd.env("NEMESIS_TEST_ROLE", "traffic").env("NEMESIS_TEST_SEED", "7").env("NEMESIS_TEST_COUNT", "150");
+    let o = common::run_with_timeout(cmd, Duration::from_secs(300));
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A remote peer that stops answering (SIGSTOP: its connection stays open) is found by heartbeats.
+
+/// Heartbeat settings of the test: 100 ms period, 1 s timeout (bound 1.1 s).
+const HB: [(&str, &str); 2] = [("NEMESIS_TCP_HEARTBEAT_MS", "100"), ("NEMESIS_TCP_TIMEOUT_MS", "1000")];
+
+fn stopped() {
+    let mut ep = Endpoint::init().unwrap();
+    if ep.rank() == 1 {
+        // Synchronous: it is in rank 0's hands before we stop.
+        ep.ssend(&std::process::id().to_le_bytes(), 0, 1, WORLD).unwrap();
+        // SAFETY: stopping ourselves; rank 0 kills us.
+        unsafe { libc::raise(libc::SIGSTOP) };
+        unreachable!("rank 0 kills the stopped rank");
+    }
+    let mut pid = [0u8; 4];
+    ep.recv(&mut pid, 1, 1, WORLD).unwrap();
+    let t0 = Instant::now();
+    let e = ep.recv(&mut [0u8; 8], 1, 2, WORLD).unwrap_err();
+    let waited = t0.elapsed();
+    assert!(matches!(e, Error::PeerDied { rank: 1 }), "{e}");
+    // SAFETY: killing the stopped rank (same user, our job).
+    unsafe { libc::kill(i32::from_le_bytes(pid), libc::SIGKILL) };
+    println!("RESULT detected after {:.3} s", waited.as_secs_f64());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound() {
+    let env: Vec<(&str, String)> = HB.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+    let o = job(2, &["--keep-going", "--nodes", "2"], "stopped", &env);
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
+    let line = results(&o).pop().unwrap_or_else(|| panic!("{}", show(&o)));
+    let secs: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    // Not before the timeout (heartbeats kept coming until the stop, a moment after the pid was
+    // sent); within a generous multiple of the bound (this machine is shared).
+    assert!(secs > 0.9, "declared dead after {secs} s, before the 1 s timeout");
+    assert!(secs < 10.0 * 1.1, "declared dead after {secs} s, bound 1.1 s");
+}
+
 // ---------------------------------------------------------------------------------------------
 // A rank blocked in `block` mode uses next to no CPU.
 
@@ -435,10 +568,6 @@ fn idle_rank_in_block_mode_uses_little_cpu() {
 // ---------------------------------------------------------------------------------------------
 // Under MPICH's Hydra (`mpiexec.hydra` from Debian's `mpich`): the same programs, unmodified.
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 /// `mpiexec.hydra`, or `None` (then the test skips, except under CI where it fails).
 fn hydra() -> Option<&'static str> {
     let found = Command::new("mpiexec.hydra").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -466,6 +595,34 @@ fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> 
         cmd.env(k, v);
     }
     cmd.output().unwrap()
+}
+
+/// Under Hydra with two node identities (`NEMESIS_NODE` per MPMD section): traffic between them
+/// goes through TCP.
+#[test]
+fn hydra_with_two_node_identities() {
+    let Some(h) = hydra() else { return };
+    let mut args = Vec::new();
+    for (i, node) in ["alpha", "beta"].iter().enumerate() {
+        if i > 0 {
+            args.push(":".to_owned());
+        }
+        args.extend(["-n", "2", "-env", "NEMESIS_NODE", node].map(str::to_owned));
+        args.extend(["-env", "NEMESIS_TEST_ROLE", "traffic", "-env", "NEMESIS_TEST_SEED", "91"].map(str::to_owned));
+        args.extend(["-env", "NEMESIS_TEST_COUNT", "100"].map(str::to_owned));
+        args.push(std::env::current_exe().unwrap().display().to_string());
+        args.extend(["--exact", "rank_main", "--nocapture"].map(str::to_owned));
+    }
+    let o = common::run_with_timeout(
+        {
+            let mut c = Command::new(h);
+            c.args(&args);
+            c
+        },
+        Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(results(&o).len(), 4, "{}", show(&o));
 }
 
 #[test]

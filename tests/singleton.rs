@@ -156,8 +156,31 @@ fn argument_errors() {
     assert!(matches!(e.recv(&mut [0], 2, 0, WORLD), Err(Error::InvalidRank { rank: 2, .. })));
     assert!(matches!(e.recv(&mut [0], -7, 0, WORLD), Err(Error::InvalidRank { rank: -7, .. })));
     assert!(matches!(e.recv(&mut [0], 0, -2, WORLD), Err(Error::InvalidTag(-2))));
-    let big = vec![0u8; e.eager_limit() + 1];
-    assert!(matches!(e.send(&big, 0, 0, WORLD), Err(Error::TooLarge { .. })));
+}
+
+#[test]
+fn large_messages_to_oneself_by_rendezvous() {
+    // Above the eager limit: a blocking send to oneself would wait for its own receive (as in
+    // MPI), so the send is non-blocking; the receive is posted after, then before, the RTS.
+    let mut e = ep();
+    let len = 3 * e.eager_limit() + 5;
+    let msg = pattern(9, len);
+    let mut buf = vec![0u8; len];
+    e.scope(|s| {
+        let r = s.isend(&msg, 0, 1, WORLD).unwrap();
+        assert_eq!(s.recv(&mut buf, 0, 1, WORLD).unwrap().len, len);
+        s.wait(r).unwrap();
+    });
+    assert!(buf == msg);
+    buf.fill(0);
+    e.scope(|s| {
+        let rr = s.irecv(&mut buf, 0, 2, WORLD).unwrap();
+        let sr = s.isend(&msg, 0, 2, WORLD).unwrap();
+        for r in s.wait_all(&[sr, rr]) {
+            assert_eq!(r.unwrap().len, len);
+        }
+    });
+    assert!(buf == msg);
 }
 
 #[test]

@@ -29,6 +29,7 @@ fn segment(iters: usize) -> Segment {
         fastbox_slots: 8,
         fastbox_slot_size: 256,
         fastboxes_per_rank: 1,
+        ..Params::DEFAULT
     };
     Segment::create(2, p, Backing::Memfd).expect("segment")
 }

@@ -4,6 +4,7 @@ use std::os::fd::RawFd;
 
 use clap::{Parser, Subcommand};
 
+mod bw;
 mod callgrind;
 mod instructions;
 mod pin;
@@ -25,6 +26,12 @@ enum Cmd {
     Pingpong {
         #[command(flatten)]
         opts: pingpong::Opts,
+    },
+    /// Streaming bandwidth as `mpi_pingpong.c bw` (windows of 64), per configuration, next to
+    /// one core's memcpy and optionally Open MPI and the C ABI running `mpi_pingpong`.
+    Bw {
+        #[command(flatten)]
+        opts: bw::Opts,
     },
     /// 8-byte one-way latency through a fastbox and through the cell queue, next to the
     /// cache-line ping-pong limit between the same two cores.
@@ -71,6 +78,15 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
+    #[command(name = "__bw-rank", hide = true)]
+    BwRank {
+        #[arg(long)]
+        out: String,
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        #[arg(long)]
+        quick: bool,
+    },
     #[command(name = "__instructions-worker", hide = true)]
     InstructionsWorker {
         #[arg(long)]
@@ -82,6 +98,8 @@ fn main() {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Pingpong { opts } => pingpong::run(&opts),
+        Cmd::Bw { opts } => bw::run(&opts),
+        Cmd::BwRank { out, sizes, quick } => bw::rank(&out, &sizes, quick),
         Cmd::PingpongRank { rounds, line_fd, sizes, quick } => pingpong::rank(rounds, line_fd, &sizes, quick),
         Cmd::ShmPingpong { plan } => shm::pingpong(&plan),
         Cmd::FastboxCompare { plan } => shm::fastbox_compare(&plan),

@@ -15,6 +15,7 @@ fn params(fastboxes: u32, cells: u32) -> Params {
         fastbox_slots: 1,
         fastbox_slot_size: 64,
         fastboxes_per_rank: fastboxes,
+        ..Params::DEFAULT
     }
 }
 

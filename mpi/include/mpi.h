@@ -114,7 +114,7 @@ typedef struct MPI_Status {
 #define MPI_STATUSES_IGNORE ((MPI_Status *)1)
 
 /* Error classes (MPI-3.1 Table 8.1). Every function returns MPI_SUCCESS or an error code; the
- * codes returned are these classes, except MPIX_ERR_EAGER_LIMIT (class MPI_ERR_OTHER). */
+ * codes returned are these classes. */
 #define MPI_SUCCESS 0
 #define MPI_ERR_BUFFER 1
 #define MPI_ERR_COUNT 2
@@ -175,10 +175,7 @@ typedef struct MPI_Status {
 #define MPI_ERR_RMA_FLAVOR 57
 /* Extension class: an operation's peer died (the MPI-4 fault-tolerance proposal's name). */
 #define MPIX_ERR_PROC_FAILED 58
-/* Extension code, class MPI_ERR_OTHER: a message above the eager limit (large messages need the
- * rendezvous protocol, which is not built yet). */
-#define MPIX_ERR_EAGER_LIMIT 64
-#define MPI_ERR_LASTCODE 64
+#define MPI_ERR_LASTCODE 58
 
 /* Environment. */
 int MPI_Init(int *argc, char ***argv);

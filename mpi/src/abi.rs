@@ -124,8 +124,8 @@ pub const IN_PLACE: usize = usize::MAX;
 /// `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE`.
 pub const STATUS_IGNORE: usize = 1;
 
-// Error classes (MPI-3.1 §8.4, Table 8.1), each its own code; one extension class and one
-// extension code. `MPI_ERR_LASTCODE` is the largest code.
+// Error classes (MPI-3.1 §8.4, Table 8.1), each its own code, and one extension class.
+// `MPI_ERR_LASTCODE` is the largest code.
 pub const SUCCESS: c_int = 0;
 pub const ERR_BUFFER: c_int = 1;
 pub const ERR_COUNT: c_int = 2;
@@ -186,10 +186,7 @@ pub const ERR_RMA_SHARED: c_int = 56;
 pub const ERR_RMA_FLAVOR: c_int = 57;
 /// Extension class (the MPI-4 fault-tolerance proposal's name): the peer of an operation died.
 pub const ERRX_PROC_FAILED: c_int = 58;
-/// Extension code of class `MPI_ERR_OTHER`: a message above the eager limit, before the
-/// large-message (rendezvous) protocol exists.
-pub const ERRX_EAGER_LIMIT: c_int = 64;
-pub const ERR_LASTCODE: c_int = 64;
+pub const ERR_LASTCODE: c_int = 58;
 
 #[cfg(test)]
 mod tests {
@@ -265,7 +262,6 @@ mod tests {
             ("MPI_ERR_TRUNCATE", ERR_TRUNCATE.into()),
             ("MPI_ERR_RMA_FLAVOR", ERR_RMA_FLAVOR.into()),
             ("MPIX_ERR_PROC_FAILED", ERRX_PROC_FAILED.into()),
-            ("MPIX_ERR_EAGER_LIMIT", ERRX_EAGER_LIMIT.into()),
             ("MPI_ERR_LASTCODE", ERR_LASTCODE.into()),
         ];
         for (name, v) in want {

@@ -2,8 +2,7 @@
 //! (`MPI_Error_class`), the mapping of Endpoint errors onto them, and [`Fail`], what a failed call
 //! carries to the error handler.
 //!
-//! Every code this library returns is a class except [`abi::ERRX_EAGER_LIMIT`], a code of class
-//! `MPI_ERR_OTHER` that says why more clearly. A dead peer is the extension class
+//! Every code this library returns is a class. A dead peer is the extension class
 //! `MPIX_ERR_PROC_FAILED` (the name MPI's fault-tolerance proposal uses), so that a program can
 //! tell it from every other failure.
 
@@ -77,33 +76,19 @@ const CLASSES: [(&str, &str); 59] = [
 
 /// The class of error code `code`, if it is one this library defines.
 pub fn class_of(code: c_int) -> Option<c_int> {
-    match code {
-        abi::ERRX_EAGER_LIMIT => Some(abi::ERR_OTHER),
-        c if (0..CLASSES.len() as c_int).contains(&c) => Some(c),
-        _ => None,
-    }
+    (0..CLASSES.len() as c_int).contains(&code).then_some(code)
 }
 
 /// The name of code `code` (`MPI_ERR_RANK`...).
 pub fn name_of(code: c_int) -> &'static str {
-    match code {
-        abi::ERRX_EAGER_LIMIT => "MPIX_ERR_EAGER_LIMIT",
-        c => CLASSES.get(c as u32 as usize).map_or("(unknown error code)", |e| e.0),
-    }
+    CLASSES.get(code as u32 as usize).map_or("(unknown error code)", |e| e.0)
 }
 
 /// The text `MPI_Error_string` gives for `code`.
 pub fn string_of(code: c_int) -> String {
-    match code {
-        abi::ERRX_EAGER_LIMIT => format!(
-            "MPIX_ERR_EAGER_LIMIT: message larger than the eager limit ({} bytes by default, NEMESIS_EAGER_MAX); \
-             large messages need the rendezvous protocol, which is not built yet",
-            nemesis::config::DEFAULT_EAGER_MAX
-        ),
-        c => match CLASSES.get(c as u32 as usize) {
-            Some((name, text)) => format!("{name}: {text}"),
-            None => format!("unknown error code {c}"),
-        },
+    match CLASSES.get(code as u32 as usize) {
+        Some((name, text)) => format!("{name}: {text}"),
+        None => format!("unknown error code {code}"),
     }
 }
 
@@ -115,7 +100,8 @@ pub fn code_of(e: &nemesis::Error) -> c_int {
         E::InvalidTag(_) => abi::ERR_TAG,
         E::Truncated { .. } => abi::ERR_TRUNCATE,
         E::PeerDied { .. } => abi::ERRX_PROC_FAILED,
-        E::TooLarge { .. } => abi::ERRX_EAGER_LIMIT,
+        // Longer than any buffer can be: not reachable through `count × datatype size`.
+        E::TooLarge { .. } => abi::ERR_COUNT,
         E::InvalidRequest => abi::ERR_REQUEST,
         _ => abi::ERR_OTHER,
     }
@@ -226,15 +212,13 @@ mod tests {
         assert_eq!(name_of(abi::ERR_TRUNCATE), "MPI_ERR_TRUNCATE");
         assert_eq!(name_of(abi::ERR_RMA_FLAVOR), "MPI_ERR_RMA_FLAVOR");
         assert_eq!(name_of(abi::ERRX_PROC_FAILED), "MPIX_ERR_PROC_FAILED");
-        assert_eq!(class_of(abi::ERRX_EAGER_LIMIT), Some(abi::ERR_OTHER));
         assert_eq!(class_of(abi::ERR_RANK), Some(abi::ERR_RANK));
         assert_eq!(class_of(abi::ERR_LASTCODE + 1), None);
         assert_eq!(class_of(-1), None);
-        assert!(string_of(abi::ERRX_EAGER_LIMIT).contains("eager limit"));
         assert!(string_of(abi::ERR_COMM).contains("invalid communicator"));
         let e = nemesis::Error::Truncated { len: 9, capacity: 8, sender: 1, tag: 2 };
         assert_eq!(code_of(&e), abi::ERR_TRUNCATE);
         assert_eq!(code_of(&nemesis::Error::PeerDied { rank: 3 }), abi::ERRX_PROC_FAILED);
-        assert_eq!(code_of(&nemesis::Error::TooLarge { len: 1, limit: 0 }), abi::ERRX_EAGER_LIMIT);
+        assert_eq!(code_of(&nemesis::Error::TooLarge { len: 1, limit: 0 }), abi::ERR_COUNT);
     }
 }

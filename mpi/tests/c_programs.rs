@@ -6,11 +6,12 @@
 //!
 //! | test | program(s) | ranks |
 //! |---|---|---|
-//! | `pingpong` | `pingpong.c`: 0 B – 64 KiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
+//! | `pingpong` | `pingpong.c`: 0 B – 1 MiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
-//! | `collectives_on_two_levels` | the same over pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
+//! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
+//! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
@@ -212,8 +213,16 @@ fn collectives_every_algorithm() {
 
 #[test]
 fn collectives_on_two_levels() {
-    run_ok("collectives", &[5], &[], &[("NEMESIS_COLL_NODES", "2")]);
+    // Real nodes: separate segments, TCP between them (`nemesis-run --nodes`).
+    run_ok("collectives", &[5], &["--nodes", "2"], &[]);
+    // Pretend nodes over one segment, with other algorithms at the node level.
     run_ok("collectives", &[7], &[], &[("NEMESIS_COLL_NODES", "3"), ("NEMESIS_COLL_ALG", "barrier=fan,bcast=chain")]);
+}
+
+#[test]
+fn across_nodes() {
+    run_ok("comms", &[4], &["--nodes", "2"], &[]);
+    run_ok("pingpong", &[2], &["--nodes", "2"], &[]);
 }
 
 #[test]
@@ -262,9 +271,10 @@ fn pmpi_tool_preloaded() {
     let o = run_with_limit(c, Duration::from_secs(60));
     assert_all_ok(&o, "pingpong", 2);
     let text = String::from_utf8_lossy(&o.stdout);
-    // pingpong.c's own calls: rank 0 sends 18 + 3 and receives 33 + 1, rank 1 sends 33 + 1 and
-    // receives 33 + 3 (its Ssend, Sendrecv and PMPI-internal traffic are not MPI_Send calls).
-    for want in ["tool: rank 0: 21 MPI_Send, 34 MPI_Recv", "tool: rank 1: 34 MPI_Send, 36 MPI_Recv"] {
+    // pingpong.c's own calls (3 rounds of 14 sizes): rank 0 sends 21 + 3 and receives 42 + 1, rank 1
+    // sends 42 + 1 and receives 42 + 3 (its MPI_Ssend and MPI_Sendrecv calls are not MPI_Send
+    // calls).
+    for want in ["tool: rank 0: 24 MPI_Send, 43 MPI_Recv", "tool: rank 1: 43 MPI_Send, 45 MPI_Recv"] {
         assert!(text.lines().any(|l| l.trim() == want), "missing `{want}`: {}", show(&o));
     }
 }

@@ -35,6 +35,11 @@ pub mod flags {
     /// A 12-byte fault-tolerance piggyback `(date, phase)` follows the header; the payload starts
     /// [`super::FT_ROOM`] bytes later. Bit 0: readers multiply by it to find the payload.
     pub const FT_PIGGYBACK: u8 = 1 << 0;
+    /// A network arrival, put in a cell of the receiver's own pool by its netmod: `src` is the
+    /// global rank of a remote sender, and the fragments of one remote sender come in the order
+    /// enqueued (its connection's order), outside the per-pair sequence numbers of local peers.
+    /// Honoured only in the receiver's own cells.
+    pub const NETMOD: u8 = 1 << 1;
 }
 
 /// The link words of a cell, first in the cell. Written by whoever enqueues the cell, read by the

@@ -84,6 +84,16 @@ pub enum Error {
         rank: u16,
     },
     /// A message larger than the path it was given to can carry.
+    /// A network module failed: a bad business card, a connection that cannot be made, a
+    /// malformed frame from a peer, a socket error other than the peer's end.
+    #[error("netmod: {0}")]
+    Net(String),
+    /// A remote peer (global rank) is dead or has left: nothing can be sent to it.
+    #[error("rank {rank} is dead or has left")]
+    NetPeerDead {
+        /// Its global rank.
+        rank: u32,
+    },
     #[error("message of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge {
         /// Length of the message.

@@ -4,9 +4,10 @@
 //! ```text
 //! 0            segment header (one page)
 //! ranks        RankState × R                      (64 B each)
-//! queues       QueueShared × 2R  (recv, free)     (128 B each)
+//! queues       QueueShared × 3R  (recv, free, netmod free)  (128 B each)
 //! fastbox map  u32 × R × R       (receiver-major: box index + 1 of each sender, 0 none)
 //! fastboxes    R × K boxes of [owner line | ack line | slots × slot size]
+//! copy rings   R × L rings of [epoch line | a line per slot (page-rounded) | slots × slot size]
 //! cells        R × C cells of cell_size bytes, page-aligned
 //! ```
 
@@ -15,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
 
 /// Version of the layout below; bumped whenever any shared structure changes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Most local ranks a segment supports (queue ids and the fastbox map are sized for it).
 pub const MAX_LOCAL_RANKS: u16 = 1024;
@@ -54,6 +55,13 @@ pub struct Params {
     /// Fastboxes each receiver hosts (senders claim them on demand); 0 disables fastboxes.
     /// `NEMESIS_FASTBOXES_PER_RANK`.
     pub fastboxes_per_rank: u32,
+    /// Copy rings each rank hosts for large messages sent to it (rendezvous, `nemesis-lmt`).
+    /// `NEMESIS_LMT_RINGS_PER_RANK`.
+    pub lmt_rings_per_rank: u32,
+    /// Slots per copy ring. `NEMESIS_LMT_SLOTS`.
+    pub lmt_slots: u32,
+    /// Bytes per copy-ring slot (the chunk size), a multiple of 4096. `NEMESIS_LMT_SLOT_SIZE`.
+    pub lmt_slot_size: u32,
 }
 
 impl Default for Params {
@@ -70,6 +78,9 @@ impl Params {
         fastbox_slots: 16,
         fastbox_slot_size: 256,
         fastboxes_per_rank: 16,
+        lmt_rings_per_rank: 2,
+        lmt_slots: 8,
+        lmt_slot_size: 32 * 1024,
     };
 
     /// The defaults, with any `NEMESIS_*` override from the environment.
@@ -81,6 +92,9 @@ impl Params {
             ("NEMESIS_FASTBOX_SLOTS", &mut p.fastbox_slots),
             ("NEMESIS_FASTBOX_SLOT_SIZE", &mut p.fastbox_slot_size),
             ("NEMESIS_FASTBOXES_PER_RANK", &mut p.fastboxes_per_rank),
+            ("NEMESIS_LMT_RINGS_PER_RANK", &mut p.lmt_rings_per_rank),
+            ("NEMESIS_LMT_SLOTS", &mut p.lmt_slots),
+            ("NEMESIS_LMT_SLOT_SIZE", &mut p.lmt_slot_size),
         ] {
             if let Ok(v) = std::env::var(var) {
                 *field = parse_size(&v).ok_or_else(|| Error::InvalidParams(format!("{var}={v} is not a number")))?;
@@ -129,23 +143,51 @@ impl Params {
         if self.fastboxes_per_rank > u32::from(MAX_LOCAL_RANKS) {
             return bad(format!("{} fastboxes per rank (at most {MAX_LOCAL_RANKS})", self.fastboxes_per_rank));
         }
+        if !(1..=64).contains(&self.lmt_rings_per_rank) {
+            return bad(format!("{} copy rings per rank (1..=64)", self.lmt_rings_per_rank));
+        }
+        if !(1..=64).contains(&self.lmt_slots) {
+            return bad(format!("{} copy-ring slots (1..=64)", self.lmt_slots));
+        }
+        if !self.lmt_slot_size.is_multiple_of(4096) || !(4096..=4 << 20).contains(&self.lmt_slot_size) {
+            return bad(format!("copy-ring slot size {} (a multiple of 4096, at most 4 MiB)", self.lmt_slot_size));
+        }
         Ok(())
     }
 
     /// The parameters as words, in a fixed order: header storage and hashing.
-    pub(crate) fn to_words(self) -> [u32; 5] {
-        [self.cell_size, self.cells_per_rank, self.fastbox_slots, self.fastbox_slot_size, self.fastboxes_per_rank]
+    pub(crate) fn to_words(self) -> [u32; 8] {
+        [
+            self.cell_size,
+            self.cells_per_rank,
+            self.fastbox_slots,
+            self.fastbox_slot_size,
+            self.fastboxes_per_rank,
+            self.lmt_rings_per_rank,
+            self.lmt_slots,
+            self.lmt_slot_size,
+        ]
     }
 
     #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn from_words(w: [u32; 5]) -> Params {
+    pub(crate) fn from_words(w: [u32; 8]) -> Params {
         Params {
             cell_size: w[0],
             cells_per_rank: w[1],
             fastbox_slots: w[2],
             fastbox_slot_size: w[3],
             fastboxes_per_rank: w[4],
+            lmt_rings_per_rank: w[5],
+            lmt_slots: w[6],
+            lmt_slot_size: w[7],
         }
+    }
+
+    /// Bytes of one copy ring: its control lines (epoch, then one per slot) rounded to a page,
+    /// then its slots.
+    pub fn lmt_ring_bytes(&self) -> u64 {
+        (64 * (1 + u64::from(self.lmt_slots))).next_multiple_of(4096)
+            + u64::from(self.lmt_slots) * u64::from(self.lmt_slot_size)
     }
 }
 
@@ -177,6 +219,8 @@ pub struct Layout {
     pub fbox_off: u64,
     /// Bytes of one fastbox.
     pub fbox_bytes: u64,
+    /// Start of the copy rings (page-aligned; each ring's size is a multiple of a page).
+    pub lmt_off: u64,
     /// Start of the cells.
     pub cells_off: u64,
     /// Total bytes.
@@ -190,13 +234,25 @@ impl Layout {
         let r = u64::from(ranks);
         let ranks_off = HEADER_AREA;
         let queues_off = ranks_off + r * RANK_STATE_BYTES;
-        let fbox_map_off = queues_off + 2 * r * QUEUE_BYTES;
+        let fbox_map_off = queues_off + 3 * r * QUEUE_BYTES;
         let fbox_off = (fbox_map_off + 4 * r * r).next_multiple_of(64);
         let fbox_bytes = FASTBOX_HEAD_BYTES + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
-        let cells_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);
+        let lmt_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);
+        let cells_off = lmt_off + r * u64::from(params.lmt_rings_per_rank) * params.lmt_ring_bytes();
         let total =
             (cells_off + r * u64::from(params.cells_per_rank) * u64::from(params.cell_size)).next_multiple_of(4096);
-        Ok(Layout { ranks, params, ranks_off, queues_off, fbox_map_off, fbox_off, fbox_bytes, cells_off, total })
+        Ok(Layout {
+            ranks,
+            params,
+            ranks_off,
+            queues_off,
+            fbox_map_off,
+            fbox_off,
+            fbox_bytes,
+            lmt_off,
+            cells_off,
+            total,
+        })
     }
 
     /// FNV-1a over the layout version, the rank count and the parameters.
@@ -219,7 +275,12 @@ impl Layout {
 
     /// Bytes of fastbox memory (boxes and map) per local rank.
     pub fn fastbox_bytes_per_rank(&self) -> u64 {
-        (self.cells_off - self.fbox_map_off) / u64::from(self.ranks)
+        (self.lmt_off - self.fbox_map_off) / u64::from(self.ranks)
+    }
+
+    /// Bytes of copy rings per local rank.
+    pub fn lmt_bytes_per_rank(&self) -> u64 {
+        (self.cells_off - self.lmt_off) / u64::from(self.ranks)
     }
 }
 
@@ -249,6 +310,9 @@ mod tests {
             Params { fastbox_slots: 1, ..Params::DEFAULT },
             Params { fastbox_slot_size: 512, ..Params::DEFAULT },
             Params { fastboxes_per_rank: 4, ..Params::DEFAULT },
+            Params { lmt_rings_per_rank: 3, ..Params::DEFAULT },
+            Params { lmt_slots: 4, ..Params::DEFAULT },
+            Params { lmt_slot_size: 8192, ..Params::DEFAULT },
         ];
         for p in variants {
             assert_ne!(base, Layout::new(8, p).unwrap().hash(), "{p:?}");
@@ -266,6 +330,8 @@ mod tests {
             (8, Params { fastbox_slots: 3, ..Params::DEFAULT }),
             (8, Params { fastbox_slot_size: 100, ..Params::DEFAULT }),
             (8, Params { fastbox_slot_size: 0, ..Params::DEFAULT }),
+            (8, Params { lmt_rings_per_rank: 0, ..Params::DEFAULT }),
+            (8, Params { lmt_slot_size: 5000, ..Params::DEFAULT }),
         ] {
             assert!(matches!(Layout::new(ranks, p), Err(Error::InvalidParams(_))), "{ranks} {p:?}");
         }

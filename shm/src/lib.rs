@@ -53,6 +53,8 @@ pub mod cell;
 pub mod error;
 pub mod fastbox;
 pub mod layout;
+#[cfg(not(loom))]
+pub mod netmod;
 pub mod node;
 #[cfg(not(loom))]
 pub mod os;
@@ -68,7 +70,7 @@ pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
 pub use layout::{Layout, Params};
 pub use node::{HeapNode, Node, RankState};
-pub use port::{Incoming, PeerEvent, PendingSend, Port, PortConfig, Sent};
+pub use port::{Incoming, NetCell, PeerEvent, PendingSend, Port, PortConfig, REMOTE, Sent};
 pub use queue::{Liveness, Queue, QueueShared};
 #[cfg(not(loom))]
 pub use segment::{Backing, Segment};

@@ -25,6 +25,10 @@ pub const DRAIN_DONE: u32 = u32::MAX;
 /// Exit status recorded for a rank that finalized normally.
 pub const STATUS_CLEAN: u32 = 0;
 
+/// Exit status recorded by a rank that abandoned the segment without finalizing (its endpoint was
+/// dropped while the thread panicked). Not a wait status: those fit in 16 bits.
+pub const STATUS_ABANDONED: u32 = u32::MAX;
+
 /// One rank's liveness record: one cache line, written rarely.
 #[repr(C, align(64))]
 #[derive(Debug)]
@@ -33,7 +37,7 @@ pub struct RankState {
     /// set GONE by whoever learns it ended (its launcher after `waitpid`, a peer through its pidfd,
     /// or the rank itself at finalize), never reset.
     pub(crate) state: AtomicU32,
-    /// How it ended, valid once GONE: [`STATUS_CLEAN`], or the raw wait status.
+    /// How it ended, valid once GONE: [`STATUS_CLEAN`], [`STATUS_ABANDONED`] or the raw wait status.
     pub(crate) status: AtomicU32,
     /// Its process id, valid once ALIVE.
     pub(crate) pid: AtomicU32,
@@ -98,6 +102,13 @@ pub const fn free_queue_id(r: u16) -> u16 {
     2 + 2 * r
 }
 
+/// Queue id of rank `r`'s netmod free queue: cells of its pool set aside for network arrivals
+/// (see [`crate::port::Port::netmod_reserve`]).
+#[inline(always)]
+pub const fn netmod_queue_id(r: u16) -> u16 {
+    1 + 2 * crate::layout::MAX_LOCAL_RANKS + r
+}
+
 /// Shared state of the local ranks of one node.
 ///
 /// # Safety
@@ -114,10 +125,11 @@ pub unsafe trait Node: Sync {
     fn params(&self) -> &Params;
     /// The cells.
     fn arena(&self) -> &Self::Arena;
-    /// Queue number `index` (`2r`: receive queue of rank r, `2r + 1`: its free queue).
+    /// Queue number `index` (`2r`: receive queue of rank r, `2r + 1`: its free queue,
+    /// `2 * ranks() + r`: its netmod free queue).
     ///
     /// # Safety
-    /// `index < 2 * ranks()`.
+    /// `index < 3 * ranks()`.
     unsafe fn queue_shared(&self, index: usize) -> &QueueShared;
     /// Rank `r`'s record.
     ///
@@ -138,6 +150,12 @@ pub unsafe trait Node: Sync {
     unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32;
     /// Learns of deaths the node cannot see by itself (pidfds of peers); called on slow paths.
     fn refresh_liveness(&self) {}
+
+    /// Start of copy ring `index` hosted by local rank `host` (`Params::lmt_ring_bytes` bytes,
+    /// page-aligned), or `None` if out of range or if this node has no rings (heap nodes).
+    fn lmt_ring_base(&self, _host: u16, _index: u32) -> Option<*mut u8> {
+        None
+    }
 
     /// Checks a local rank number.
     #[inline(always)]
@@ -166,6 +184,16 @@ pub unsafe trait Node: Sync {
         debug_assert!(r < self.ranks());
         // SAFETY: callers pass a checked rank, so `2r + 1 < 2 * ranks()`.
         Queue::new(unsafe { self.queue_shared(2 * r as usize + 1) }, self.arena(), free_queue_id(r))
+    }
+
+    /// Rank `r`'s netmod free queue (`r` must be valid): the cells its network modules fill with
+    /// arrivals; only rank `r` produces and consumes it.
+    #[inline(always)]
+    fn netmod_free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
+        debug_assert!(r < self.ranks());
+        // SAFETY: callers pass a checked rank, so `2 * ranks + r < 3 * ranks()`.
+        let shared = unsafe { self.queue_shared(2 * self.ranks() as usize + r as usize) };
+        Queue::new(shared, self.arena(), netmod_queue_id(r))
     }
 
     /// Handles of rank `r`'s cells.
@@ -241,7 +269,7 @@ impl HeapNode {
             ranks,
             params,
             arena: HeapArena::new(cells, params.cell_size as usize - LINK_BYTES),
-            queues: (0..2 * r).map(|_| QueueShared::new()).collect(),
+            queues: (0..3 * r).map(|_| QueueShared::new()).collect(),
             states: (0..r).map(|_| RankState::new(STATE_ALIVE)).collect(),
             epoch: AtomicU64::new(0),
             boxes: (0..r * params.fastboxes_per_rank as usize)
@@ -279,7 +307,7 @@ unsafe impl Node for HeapNode {
         &self.arena
     }
     unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
-        // SAFETY: the caller guarantees `index < 2 * ranks`, the slice's length.
+        // SAFETY: the caller guarantees `index < 3 * ranks`, the slice's length.
         unsafe { self.queues.get_unchecked(index) }
     }
     unsafe fn rank_state(&self, r: u16) -> &RankState {

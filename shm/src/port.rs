@@ -42,6 +42,28 @@ use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
 use crate::queue::Liveness;
 use crate::sync::Ordering::*;
 
+/// [`Incoming::src`] of a network arrival: the sender is remote, its global rank is the header's
+/// `src`.
+pub const REMOTE: u16 = u16::MAX;
+
+/// A cell of our pool set aside for network arrivals, taken from our netmod free queue to be
+/// filled by a netmod and delivered with [`Port::netmod_deliver`].
+#[derive(Debug)]
+pub struct NetCell<'n> {
+    cell: CellRef<'n>,
+    body: usize,
+}
+
+impl NetCell<'_> {
+    /// The bytes after the header: the fault-tolerance room if the message has a piggyback
+    /// ([`flags::FT_PIGGYBACK`]), then the fragment's payload.
+    pub fn after_header(&mut self) -> &mut [u8] {
+        // SAFETY: the cell is ours alone until delivered (taken from our netmod free queue); its
+        // body holds `body` bytes, the first `HEADER_BYTES` for the header.
+        unsafe { core::slice::from_raw_parts_mut(self.cell.body().add(HEADER_BYTES), self.body - HEADER_BYTES) }
+    }
+}
+
 /// Tunables of a port that do not change the segment layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortConfig {
@@ -111,7 +133,8 @@ pub struct Incoming {
     frag_len: u32,
     /// The cell holding the fragment, or [`NULL`] for a fastbox slot.
     cell: CellHandle,
-    /// Local rank of the sender (from the fastbox or the cell's pool, never from the header).
+    /// Local rank of the sender (from the fastbox or the cell's pool, never from the header), or
+    /// [`REMOTE`] for a network arrival (whose header's `src` is the sender's global rank).
     pub src: u16,
     last: bool,
 }
@@ -716,6 +739,9 @@ impl<'n, N: Node> Port<'n, N> {
         self.node.arena().note_read(c.handle());
         // SAFETY: `peek` validated `c`; its body starts with a header.
         let hdr = unsafe { ptr::read_unaligned(c.body() as *const MsgHeader) };
+        if hdr.flags & flags::NETMOD != 0 {
+            return self.netmod_fragment(c, src, hdr);
+        }
         let r = &mut self.rx[src as usize];
         if hdr.seq == r.expected && hdr.frag == r.next_frag {
             let inc = self.cell_fragment(c, src, hdr)?;
@@ -803,17 +829,90 @@ impl<'n, N: Node> Port<'n, N> {
             }
             return Ok(());
         }
-        self.return_cell(inc.cell)
+        self.return_cell(inc.cell, inc.src)
     }
 
     /// Returns a polled cell to its owner's free queue.
     #[inline(never)]
-    fn return_cell(&mut self, c: CellHandle) -> Result<()> {
+    fn return_cell(&mut self, c: CellHandle, src: u16) -> Result<()> {
         let owner = self.node.owner_of(c);
         // SAFETY: `c` was validated when polled (an `Incoming` is only made by `poll`).
         let cell = unsafe { self.node.arena().cell_unchecked(c) };
+        if src == REMOTE {
+            // A network arrival, in one of our cells set aside for the netmods.
+            return self.node.netmod_free_queue(self.me).enqueue(cell, self.me, self.me);
+        }
         // A gone owner's free queue is never consumed again: returning there is harmless.
         self.node.free_queue(owner).enqueue(cell, self.me, owner)
+    }
+
+    /// A network arrival in our receive queue: checked to be one of our own cells (only we
+    /// enqueue those: our netmods), then delivered in queue order.
+    #[cold]
+    fn netmod_fragment(&mut self, c: CellRef<'n>, owner: u16, hdr: MsgHeader) -> Result<Option<Incoming>> {
+        if owner != self.me {
+            return Err(Error::corrupt("netmod flag in a peer's cell", c.handle()));
+        }
+        let inc = self.cell_fragment(c, REMOTE, hdr)?;
+        self.node.recv_queue(self.me).pop(c, self.node)?;
+        if !self.markers.is_empty() {
+            self.note_dequeued(c);
+        }
+        Ok(Some(inc))
+    }
+
+    /// Sets aside up to `n` cells of our pool for network arrivals (moving them from our free
+    /// queue to our netmod free queue); returns how many were moved. Netmods fill them in
+    /// [`netmod_cell`](Self::netmod_cell) and they come back there once the arrival is released,
+    /// so local sends and network arrivals never starve each other.
+    pub fn netmod_reserve(&mut self, n: usize) -> Result<usize> {
+        let nq = self.node.netmod_free_queue(self.me);
+        let mut moved = 0;
+        while moved < n {
+            let Some(c) = self.take_cell()? else { break };
+            nq.enqueue(c, self.me, self.me)?;
+            moved += 1;
+        }
+        Ok(moved)
+    }
+
+    /// A cell for a network arrival, or `None` if all are in use (the netmod then leaves data in
+    /// its socket: flow control).
+    pub fn netmod_cell(&mut self) -> Result<Option<NetCell<'n>>> {
+        let nq = self.node.netmod_free_queue(self.me);
+        let Some(c) = nq.peek()? else { return Ok(None) };
+        if !self.node.pool(self.me).contains(&c.handle()) {
+            return Err(Error::corrupt("foreign cell in netmod free queue", c.handle()));
+        }
+        nq.pop(c, self.node)?;
+        // ORDERING: Relaxed; custody is read by others only after we are gone.
+        c.link().custody.store(custody(0, self.me), Relaxed);
+        self.node.arena().note_write(c.handle());
+        Ok(Some(NetCell { cell: c, body: self.cell_body }))
+    }
+
+    /// Bytes of payload a netmod cell carries for a message with header `hdr` (its piggyback
+    /// flag decides).
+    pub fn netmod_cell_payload(&self, hdr: &MsgHeader) -> usize {
+        self.cell_body - hdr.payload_offset()
+    }
+
+    /// Gives back a netmod cell taken but not delivered.
+    pub fn netmod_recycle(&mut self, cell: NetCell<'n>) -> Result<()> {
+        self.node.netmod_free_queue(self.me).enqueue(cell.cell, self.me, self.me)
+    }
+
+    /// Enqueues a filled netmod cell on our receive queue as fragment `frag` of the message
+    /// `hdr` (`src`: the remote sender's global rank; `len`: the whole message's length). The
+    /// netmod fills [`NetCell::after_header`] first: for fragment `k`, payload bytes
+    /// `k * cap ..` with `cap = netmod_cell_payload(hdr)`.
+    pub fn netmod_deliver(&mut self, cell: NetCell<'n>, hdr: &MsgHeader, frag: u16) -> Result<()> {
+        let mut h = *hdr;
+        h.flags |= flags::NETMOD;
+        h.frag = frag;
+        // SAFETY: the cell is ours alone until enqueued; its body starts with room for a header.
+        unsafe { ptr::write_unaligned(cell.cell.body() as *mut MsgHeader, h) };
+        self.node.recv_queue(self.me).enqueue(cell.cell, self.me, self.me)
     }
 
     /// Events about peers since the last call.
@@ -1042,7 +1141,14 @@ mod tests {
     }
 
     fn small() -> Params {
-        Params { cell_size: 256, cells_per_rank: 8, fastbox_slots: 4, fastbox_slot_size: 128, fastboxes_per_rank: 2 }
+        Params {
+            cell_size: 256,
+            cells_per_rank: 8,
+            fastbox_slots: 4,
+            fastbox_slot_size: 128,
+            fastboxes_per_rank: 2,
+            ..Params::DEFAULT
+        }
     }
 
     fn payload(seq: u32, len: usize) -> Vec<u8> {
@@ -1069,6 +1175,55 @@ mod tests {
             };
             assert_eq!((inc.src, inc.header().seq), (src, hdr.seq), "fragments of one message are consecutive");
         }
+    }
+
+    /// A netmod's arrivals: cells set aside from rank 0's pool, filled and delivered as a
+    /// three-fragment message from remote rank 77 between local messages; they come out with
+    /// `src == REMOTE`, in queue order, and return to the netmod free queue when released.
+    #[test]
+    fn netmod_arrivals_come_through_the_receive_queue() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, PortConfig { fastbox_after: 1000, ..cfg() }).unwrap();
+        assert_eq!(a.netmod_reserve(3).unwrap(), 3);
+        let hdr = MsgHeader { src: 77, dst: 0, tag: 5, context: 1, len: 600, ..MsgHeader::default() };
+        let cap = a.netmod_cell_payload(&hdr);
+        let msg = payload(9, 600);
+        assert!(matches!(b.send(0, &MsgHeader { tag: 1, ..MsgHeader::default() }, &[1; 10]).unwrap(), Sent::Done));
+        for (k, chunk) in msg.chunks(cap).enumerate() {
+            let mut c = a.netmod_cell().unwrap().expect("a reserved cell");
+            c.after_header()[..chunk.len()].copy_from_slice(chunk);
+            a.netmod_deliver(c, &hdr, k as u16).unwrap();
+        }
+        assert!(a.netmod_cell().unwrap().is_none(), "all three in use");
+        assert!(matches!(b.send(0, &MsgHeader { tag: 2, ..MsgHeader::default() }, &[2; 10]).unwrap(), Sent::Done));
+        let (src, h, _, _) = recv_msg(&mut a, &[]).unwrap();
+        assert_eq!((src, h.tag), (1, 1));
+        let (src, h, got, _) = recv_msg(&mut a, &[]).unwrap();
+        assert_eq!((src, h.src, h.tag, h.context, h.len), (REMOTE, 77, 5, 1, 600));
+        assert_eq!(got, msg);
+        let (src, h, _, _) = recv_msg(&mut a, &[]).unwrap();
+        assert_eq!((src, h.tag), (1, 2));
+        for _ in 0..3 {
+            let c = a.netmod_cell().unwrap().expect("released back to the netmod free queue");
+            a.netmod_deliver(c, &hdr, 0).unwrap();
+        }
+        // A peer cannot pass its own cell off as a network arrival.
+        let forged = MsgHeader { flags: flags::NETMOD, ..MsgHeader::default() };
+        assert!(matches!(b.send(0, &forged, &[0; 100]).unwrap(), Sent::Done));
+        let mut errors = 0;
+        for _ in 0..10 {
+            match a.poll(&[]) {
+                Ok(Some(i)) => a.release(i).unwrap(),
+                Ok(None) => {}
+                Err(e) => {
+                    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+                    errors += 1;
+                    break;
+                }
+            }
+        }
+        assert_eq!(errors, 1);
     }
 
     #[test]

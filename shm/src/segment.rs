@@ -48,8 +48,7 @@ struct Header {
     /// Total bytes.
     total: u64,
     /// [`Params`] as words.
-    params: [u32; 5],
-    _pad0: [u32; 3],
+    params: [u32; 8],
     /// Bumped whenever a rank becomes GONE (own cache line: read on slow paths by everyone).
     death_epoch: AtomicU64,
     _pad1: [u64; 7],
@@ -402,7 +401,7 @@ unsafe impl Node for Segment {
     #[inline(always)]
     unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
         let off = self.layout.queues_off as usize + index * crate::layout::QUEUE_BYTES as usize;
-        // SAFETY: `index < 2 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
+        // SAFETY: `index < 3 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
         unsafe { &*(self.map.as_ptr().add(off) as *const QueueShared) }
     }
     #[inline(always)]
@@ -446,6 +445,17 @@ unsafe impl Node for Segment {
     }
     fn refresh_liveness(&self) {
         self.sweep_pids();
+    }
+    #[inline]
+    fn lmt_ring_base(&self, host: u16, index: u32) -> Option<*mut u8> {
+        let p = &self.layout.params;
+        if host >= self.layout.ranks || index >= p.lmt_rings_per_rank {
+            return None;
+        }
+        let i = u64::from(host) * u64::from(p.lmt_rings_per_rank) + u64::from(index);
+        let off = self.layout.lmt_off + i * p.lmt_ring_bytes();
+        // In bounds: the ring area holds `ranks * lmt_rings_per_rank` rings (checked above).
+        Some(self.map.as_mut_ptr().wrapping_add(off as usize))
     }
 }
 

@@ -19,7 +19,14 @@ use nemesis_shm::{Backing, Error, MsgHeader, Node, Params, PeerEvent, Port, Port
 /// Small cells and boxes, so that a test run mixes every path: fastbox, one cell, several cells,
 /// pending sends, senders without a fastbox (more senders than boxes).
 fn params() -> Params {
-    Params { cell_size: 1024, cells_per_rank: 16, fastbox_slots: 4, fastbox_slot_size: 256, fastboxes_per_rank: 4 }
+    Params {
+        cell_size: 1024,
+        cells_per_rank: 16,
+        fastbox_slots: 4,
+        fastbox_slot_size: 256,
+        fastboxes_per_rank: 4,
+        ..Params::DEFAULT
+    }
 }
 
 fn port_cfg() -> PortConfig {

@@ -34,6 +34,10 @@ struct Cli {
     /// Let the other ranks run on when one fails (by default the job is ended).
     #[arg(long)]
     keep_going: bool,
+    /// Split the ranks into K nodes (blocks of consecutive ranks, each with its own segment):
+    /// traffic between them goes through TCP, as between machines.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    nodes: u32,
     /// The program to run, and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         })
         .tag_output(cli.tag_output)
         .keep_going(cli.keep_going)
+        .nodes(cli.nodes)
         .handle_signals(true);
     if let Some(w) = cli.wait {
         job = job.wait(match w {

@@ -7,8 +7,11 @@
 //!   order sent (non-overtaking).
 //! - **Eager protocol**: a message up to the eager limit goes through the pair's fastbox or in
 //!   cells (several for a long one); when cells run out the send waits in a pending list that
-//!   progress resumes. Longer messages need rendezvous, which comes with the LMT: until then they
-//!   are refused with [`Error::TooLarge`].
+//!   progress resumes.
+//! - **Rendezvous** (`nemesis-lmt`): a longer message sends only an RTS, matched like an eager
+//!   message; once a receive takes it, the data moves through a copy ring of the receiver's (both
+//!   sides copying, pipelined) or by a single CMA read of the sender's buffer, driven by progress.
+//!   A send by rendezvous completes when the receiver has the data (so it is also synchronous).
 //! - **Receive**: a receive first searches the unexpected list; if nothing matches and no
 //!   earlier posted receive could take the same message, progress runs with this receive as the
 //!   match target ("bypass" of the posted list, NEMESIS L811–815 of
@@ -26,7 +29,10 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
-use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, Segment, Sent};
+use nemesis_lmt::{Control, Lmt, NetLmt, Outcome, RingRef, Rings, Rts};
+use nemesis_netmod_tcp::TcpNetmod;
+use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
+use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, REMOTE, Segment, Sent};
 
 pub use request::Request;
 use request::{Op, RecvBuf, Requests};
@@ -51,6 +57,10 @@ const KIND_EAGER: u8 = 0;
 const KIND_EAGER_SYNC: u8 = 1;
 /// The acknowledgement of a synchronous send's match (`aux`: the token, no payload).
 const KIND_SYNC_ACK: u8 = 2;
+/// Request to send a large message (payload: an encoded [`Rts`]); matched like eager data.
+const KIND_RTS: u8 = 3;
+/// Other rendezvous messages (payload: an encoded CTS, DONE or COOKIE); tag and context unused.
+const KIND_LMT: u8 = 4;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 /// Marks a rank that has no local rank (on another node).
@@ -106,6 +116,16 @@ struct Unexpected {
     sync: Option<u32>,
     /// A receive was matched to it while it was still arriving: it completes on the last fragment.
     claimed: Option<Request>,
+    /// A large message's request to send (`data` is empty): a receive that takes it starts the
+    /// transfer.
+    rts: Option<Rts>,
+}
+
+impl Unexpected {
+    /// The message's length.
+    fn len(&self) -> usize {
+        self.rts.map_or(self.data.len(), |r| r.len as usize)
+    }
 }
 
 /// Where the fragments of the message being received from a source go.
@@ -128,6 +148,20 @@ struct Bypass {
     buf: RecvBuf,
     status: Option<Status>,
     done: Option<Result<Status>>,
+    /// It matched a large message: the rendezvous request to wait for.
+    lmt: Option<Request>,
+}
+
+impl Bypass {
+    fn new(want: Want, buf: RecvBuf) -> Bypass {
+        Bypass { want, buf, status: None, done: None, lmt: None }
+    }
+
+    /// True while no message is matched to it.
+    #[inline(always)]
+    fn open(&self) -> bool {
+        self.status.is_none() && self.done.is_none() && self.lmt.is_none()
+    }
 }
 
 /// What the Endpoint knows of a peer's end.
@@ -145,10 +179,34 @@ enum Peer {
 #[derive(Debug)]
 struct Pending {
     req: Request,
-    /// Sent by the Endpoint itself (an acknowledgement): nobody waits for it.
+    /// Sent by the Endpoint itself (an acknowledgement, a rendezvous message): nobody waits for it.
     internal: bool,
     /// A synchronous send: once handed over, it waits for the acknowledgement of this token.
     sync: Option<u32>,
+    /// The payload of an internal message, owned here (`Op::Send`'s buffer is then unused).
+    own: Option<Box<[u8]>>,
+}
+
+/// The node's copy rings, as `nemesis-lmt` sees them.
+struct SegRings {
+    seg: &'static Segment,
+    per: u16,
+    slots: u32,
+    slot_size: usize,
+}
+
+impl Rings for SegRings {
+    fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>> {
+        let base = self.seg.lmt_ring_base(host, u32::from(index))?;
+        // SAFETY: `lmt_ring_base` bounds-checked `host` and `index` and returned the page-aligned
+        // start of that ring's `lmt_ring_bytes` inside the mapped segment, which lives as long as
+        // `self.seg`; ring memory is used only through the ring protocol.
+        Some(unsafe { RingRef::in_segment(base, self.slots, self.slot_size) })
+    }
+
+    fn rings_per_rank(&self) -> u16 {
+        self.per
+    }
 }
 
 /// What the unexpected list had for a receive.
@@ -162,7 +220,9 @@ enum Found {
 
 /// The shared state behind an [`Endpoint`].
 struct Inner {
-    // Field order is drop order: `port` borrows `segment`, so it goes first.
+    // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
+    /// The network module, when the job spans nodes.
+    net: Option<TcpNetmod<'static>>,
     port: Port<'static, Segment>,
     /// The segment, at a stable address (boxed) for the `'static` borrows of `port` and `seg`.
     segment: Box<Segment>,
@@ -178,21 +238,30 @@ struct Inner {
     /// Local rank → global rank.
     global: Box<[u32]>,
     cfg: Config,
+    /// Messages up to this length go eagerly (`eager_max`, within what the cells carry).
+    eager: usize,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
     unexpected: Vec<(u64, Unexpected)>,
     next_unexpected: u64,
+    /// Per global rank: where the fragments of the message being received from it go.
     active: Box<[Active]>,
     pending: VecDeque<Pending>,
     /// Local sources of posted receives that name one: their fastboxes are polled first.
     expected: Vec<u16>,
+    /// Per global rank.
     peers: Box<[Peer]>,
     /// Buffers of consumed unexpected messages, for reuse.
     spare: Vec<Vec<u8>>,
-    /// Synchronous sends waiting for their acknowledgement: `(token, request, local dest)`.
-    sync_waiting: Vec<(u32, Request, u16, Status)>,
+    /// Synchronous sends waiting for their acknowledgement: `(token, request, dest, status)`.
+    sync_waiting: Vec<(u32, Request, u32, Status)>,
     next_token: u32,
+    /// Large messages in flight with local peers, and with remote ones.
+    lmt: Lmt,
+    netlmt: NetLmt,
+    rings: SegRings,
+    pid: u32,
     node: String,
     finalized: bool,
 }
@@ -236,7 +305,7 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node } = boot;
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
@@ -246,10 +315,34 @@ impl Endpoint {
         // `port` before it; `seg` and `port` never leave `Inner`, so the `'static` borrows never
         // outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
-        let port = Port::new(seg, local_rank, PortConfig::default())?;
+        let mut port = Port::new(seg, local_rank, PortConfig::default())?;
+        if net.is_some() {
+            // Half of our cells take network arrivals, half our sends to local peers.
+            port.netmod_reserve(seg.params().cells_per_rank as usize / 2)?;
+        }
         let bell = &seg.state_of(local_rank)?.doorbell;
-        let n = local_ranks.len();
+        let p = *seg.params();
+        let rings =
+            SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
+        let lmt_cfg =
+            nemesis_lmt::Config { policy: cfg.lmt, cma_min: cfg.cma_min as u64, ..nemesis_lmt::Config::default() };
+        let mut lmt = Lmt::new(local_rank, rings.per, lmt_cfg);
+        if cfg.lmt != nemesis_lmt::Policy::Ring {
+            // Peers read large messages straight from our buffers where the kernel allows it.
+            nemesis_lmt::cma::allow_readers();
+            let probe = nemesis_lmt::cma::probe_startup();
+            if let Err(why) = &probe
+                && local_rank == 0
+            {
+                tracing::warn!(
+                    "single-copy reads (CMA) are not allowed here ({why}): large messages go through shared-copy rings"
+                );
+            }
+            lmt.set_cma(probe.is_ok());
+        }
+        let eager = cfg.eager_max.min(port.max_message());
         let inner = Inner {
+            net,
             port,
             segment,
             seg,
@@ -261,17 +354,22 @@ impl Endpoint {
             route: route.into(),
             global: local_ranks.into(),
             cfg,
+            eager,
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
             next_unexpected: 0,
-            active: vec![Active::None; n].into(),
+            active: vec![Active::None; size as usize].into(),
             pending: VecDeque::new(),
             expected: Vec::new(),
-            peers: vec![Peer::Alive; n].into(),
+            peers: vec![Peer::Alive; size as usize].into(),
             spare: Vec::new(),
             sync_waiting: Vec::new(),
             next_token: 0,
+            lmt,
+            netlmt: NetLmt::new(),
+            rings,
+            pid: std::process::id(),
             node,
             finalized: false,
         };
@@ -301,6 +399,11 @@ impl Endpoint {
         &self.inner.segment
     }
 
+    /// How the large messages received so far moved (shared-copy ring or single copy).
+    pub fn lmt_stats(&self) -> nemesis_lmt::Stats {
+        self.inner.lmt.stats()
+    }
+
     /// Stops (or resumes) sending through fastboxes (every message then goes in cells); for
     /// benchmarks and diagnosis.
     pub fn set_fastboxes(&mut self, on: bool) {
@@ -309,15 +412,20 @@ impl Endpoint {
 
     /// The largest message sent without rendezvous.
     pub fn eager_limit(&self) -> usize {
-        self.inner.cfg.eager_max.min(self.inner.port.max_message())
+        self.inner.eager
     }
 
-    /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused (the message
-    /// is in a fastbox or in cells).
+    /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused: a message
+    /// up to the eager limit is in a fastbox or in cells; a longer one was received (rendezvous).
     #[inline]
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
         let local = inner.check_send(buf.len(), dest, tag)?;
+        if buf.len() > inner.eager || local == NOT_LOCAL {
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
+            return inner.wait(req).map(drop);
+        }
         let hdr = inner.header(dest, tag, context);
         match inner.port.send(local, &hdr, buf) {
             Ok(Sent::Done) => {
@@ -326,7 +434,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None });
+                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -356,6 +464,10 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
+        if len > inner.eager || local == NOT_LOCAL {
+            // SAFETY: the caller's contract.
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
+        }
         let token = inner.next_token;
         inner.next_token = inner.next_token.wrapping_add(1);
         let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
@@ -365,12 +477,12 @@ impl Endpoint {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 let req = inner.reqs.insert(Op::Sync);
-                inner.sync_waiting.push((token, req, local, Status { source: inner.rank, tag, len }));
+                inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
                 Ok(req)
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: Some(token) });
+                inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
                 Ok(req)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -442,6 +554,10 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let local = inner.check_send(len, dest, tag)?;
+        if len > inner.eager || local == NOT_LOCAL {
+            // SAFETY: the caller's contract.
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
+        }
         let hdr = inner.header(dest, tag, context);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
@@ -453,7 +569,7 @@ impl Endpoint {
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None });
+                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 Ok(req)
             }
             Err(e) => Err(inner.send_error(e, dest)),
@@ -585,9 +701,17 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        if !self.inner.finalized
-            && let Err(e) = self.inner.finalize()
-        {
+        if self.inner.finalized {
+            return;
+        }
+        if std::thread::panicking() {
+            // No barrier with ranks that may be waiting on us: leave the segment as a failed rank
+            // (peers complete what waits on us with `PeerDied`).
+            self.inner.finalized = true;
+            let _ = self.inner.segment.mark_gone(self.inner.local_rank, nemesis_shm::node::STATUS_ABANDONED);
+            return;
+        }
+        if let Err(e) = self.inner.finalize() {
             tracing::warn!(error = %e, "finalize on drop failed");
         }
     }
@@ -701,12 +825,12 @@ impl Inner {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
-        if len > self.cfg.eager_max {
-            return Err(Error::TooLarge { len, limit: self.cfg.eager_max });
+        if len > isize::MAX as usize {
+            return Err(Error::TooLarge { len, limit: isize::MAX as usize });
         }
         let local = self.route[dest as usize];
-        if local == NOT_LOCAL {
-            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module is built yet")));
+        if local == NOT_LOCAL && self.net.is_none() {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
         }
         Ok(local)
     }
@@ -744,9 +868,66 @@ impl Inner {
 
     #[inline(always)]
     fn peer(&self, rank: u32) -> Peer {
-        match self.route.get(rank as usize) {
-            Some(&l) if l != NOT_LOCAL => self.peers[usize::from(l)],
-            _ => Peer::Alive,
+        self.peers.get(rank as usize).copied().unwrap_or(Peer::Alive)
+    }
+
+    /// The sender's global rank of a fragment.
+    #[inline(always)]
+    fn source_of(&self, inc: &Incoming) -> u32 {
+        if inc.src == REMOTE { inc.header().src } else { self.global[usize::from(inc.src)] }
+    }
+
+    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
+    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn send_slow(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+    ) -> Result<Request> {
+        if len > self.eager {
+            // A rendezvous send completes once the receiver has the data: synchronous already.
+            // SAFETY: the caller's contract.
+            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+        }
+        let status = Status { source: self.rank, tag, len };
+        let token = self.next_token;
+        let mut hdr = self.header(dest, tag, context);
+        if sync {
+            self.next_token = self.next_token.wrapping_add(1);
+            hdr.kind = KIND_EAGER_SYNC;
+            hdr.aux = token;
+        }
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        if sync {
+            let req = self.reqs.insert(Op::Sync);
+            self.sync_waiting.push((token, req, dest, status));
+            Ok(req)
+        } else {
+            Ok(self.reqs.insert_done(Ok(status)))
+        }
+    }
+
+    /// Sends through the netmod (the message is written or copied on return).
+    fn net_send(&mut self, dest: u32, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        let Some(net) = self.net.as_mut() else {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
+        };
+        match net.send(dest, hdr, data) {
+            Ok(()) => Ok(()),
+            Err(nemesis_shm::Error::NetPeerDead { rank }) => Err(Error::PeerDied { rank }),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -763,7 +944,7 @@ impl Inner {
         {
             return r;
         }
-        let r = self.bypass_steps(Bypass { want, buf, status: None, done: None }, src_local);
+        let r = self.bypass_steps(Bypass::new(want, buf), src_local);
         // A message still arriving for this receive (it ended with an error) is dropped whole.
         for a in self.active.iter_mut() {
             if matches!(a, Active::Bypass) {
@@ -788,12 +969,13 @@ impl Inner {
             self.port.release(inc)?;
             return Ok(Some(finish(status, buf.cap)));
         }
-        let mut by = Bypass { want, buf, status: None, done: None };
+        let mut by = Bypass::new(want, buf);
         self.deliver(inc, Some(&mut by))?;
         match by.done {
             Some(r) => Ok(Some(r)),
-            // Not taken: if it began a message for this receive, the general loop continues it.
-            None if by.status.is_some() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
+            // Not taken: if it began a message (or a rendezvous) for this receive, the general
+            // loop continues it.
+            None if !by.open() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
             None => Ok(None),
         }
     }
@@ -815,6 +997,9 @@ impl Inner {
         loop {
             if let Some(r) = by.done.take() {
                 return r;
+            }
+            if let Some(req) = by.lmt.take() {
+                return self.wait(req);
             }
             let mut got = false;
             // Tight: only the awaited source's fastbox (the whole poll is much longer).
@@ -852,7 +1037,7 @@ impl Inner {
                     Some(inc) => {
                         got = true;
                         self.deliver(inc, Some(&mut by))?;
-                        if by.done.is_some() {
+                        if by.done.is_some() || by.lmt.is_some() {
                             break;
                         }
                     }
@@ -860,10 +1045,14 @@ impl Inner {
                 }
             }
             got |= self.resume_pending()?;
+            got |= self.lmt_step()?;
+            if let Some(net) = self.net.as_mut() {
+                got |= net.poll(&mut self.port)?;
+            }
             if self.port.has_events() {
                 self.handle_events(Some(&mut by))?;
             }
-            if by.done.is_some() {
+            if by.done.is_some() || by.lmt.is_some() {
                 continue;
             }
             if got {
@@ -906,10 +1095,18 @@ impl Inner {
         else {
             return Found::Nothing;
         };
+        if let Some(rts) = self.unexpected[i].1.rts {
+            let (_, u) = self.unexpected.remove(i);
+            let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
+            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
+            self.start_lmt_recv(u.source, req, &rts, buf);
+            self.recycle(u.data);
+            return Found::Claimed(req);
+        }
         let u = &mut self.unexpected[i].1;
         let (source, sync) = (u.source, u.sync.take());
         if let Some(token) = sync
-            && let Err(e) = self.send_ack(self.route[source as usize], token)
+            && let Err(e) = self.send_ack(source, token)
         {
             return Found::Done(Err(e));
         }
@@ -946,33 +1143,44 @@ impl Inner {
         self.unexpected
             .iter()
             .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
-            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.data.len() })
+            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len() })
     }
 
     /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
     fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
-        let src = usize::from(inc.src);
+        let source = self.source_of(&inc);
+        if source >= self.size {
+            self.port.release(inc)?;
+            return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "sender rank", value: u64::from(source) }));
+        }
+        let src = source as usize;
         if inc.offset() == 0 {
-            let source = self.global[src];
             let (tag, context) = (inc.tag(), inc.context());
             let status = Status { source, tag, len: inc.len() };
             let kind = inc.kind();
             if kind == KIND_SYNC_ACK {
                 let token = inc.aux();
                 self.port.release(inc)?;
-                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && usize::from(w.2) == src) {
+                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
                     let (_, req, _, st) = self.sync_waiting.swap_remove(i);
                     self.reqs.complete(req, Ok(st));
                 }
                 return Ok(());
             }
+            if kind == KIND_RTS || kind == KIND_LMT {
+                return self.deliver_lmt(inc, source, by);
+            }
+            if kind == KIND_PEER_GONE && inc.src == REMOTE {
+                self.port.release(inc)?;
+                return self.peer_silent(source, by);
+            }
             let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
             if let Some(b) = by.as_deref_mut()
-                && b.status.is_none()
+                && b.open()
                 && b.want.matches(source, tag, context)
             {
                 if let Some(token) = sync {
-                    self.send_ack(inc.src, token)?;
+                    self.send_ack(source, token)?;
                 }
                 copy_into(b.buf, &inc);
                 if inc.is_last() {
@@ -987,7 +1195,7 @@ impl Inner {
                     self.rebuild_expected();
                 }
                 if let Some(token) = sync {
-                    self.send_ack(inc.src, token)?;
+                    self.send_ack(source, token)?;
                 }
                 if let Some(Op::Recv { buf, status: st }) = self.reqs.op_mut(p.req) {
                     let buf = *buf;
@@ -1006,7 +1214,7 @@ impl Inner {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
                 let got = inc.frag_len();
-                let u = Unexpected { source, tag, context, data, got, sync, claimed: None };
+                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None };
                 self.unexpected.push((id, u));
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
@@ -1075,24 +1283,209 @@ impl Inner {
         }
     }
 
-    /// Acknowledges a synchronous send's match to local rank `local`.
-    fn send_ack(&mut self, local: u16, token: u32) -> Result<()> {
-        let dest = self.global[usize::from(local)];
+    /// Acknowledges a synchronous send's match to rank `dest`.
+    fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
         let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
-        match self.port.send(local, &hdr, &[]) {
+        let local = self.route[dest as usize];
+        let sent =
+            if local == NOT_LOCAL { self.net_send(dest, &hdr, &[]) } else { self.send_internal(local, &hdr, &[]) };
+        match sent {
+            // The sender died: nobody waits for the acknowledgement.
+            Err(Error::PeerDied { .. }) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Sends a message of the Endpoint's own (nobody waits for it): if cells are short it waits
+    /// in the pending list with a copy of its payload.
+    fn send_internal(&mut self, local: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
+        match self.port.send(local, hdr, payload) {
             Ok(Sent::Done) => {
                 self.ring(local);
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: 0, dest });
-                self.pending.push_back(Pending { req, internal: true, sync: None });
+                let dest = hdr.dst;
+                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest });
+                let own = Some(payload.into());
+                self.pending.push_back(Pending { req, internal: true, sync: None, own });
                 Ok(())
             }
-            // The sender died: nobody waits for the acknowledgement.
-            Err(nemesis_shm::Error::PeerDead { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.send_error(e, hdr.dst)),
         }
+    }
+
+    /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
+    /// with the eager messages to `dest`); the data moves once a receive matched it.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    unsafe fn lmt_send(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let status = Status { source: self.rank, tag, len };
+        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
+        let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let sent = if local == NOT_LOCAL {
+            // SAFETY: the caller's contract: the buffer stays valid until the request completes,
+            // which is when `nemesis-lmt` reports the transfer's outcome.
+            let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.net_send(dest, &hdr, &bytes[..n])
+        } else {
+            // SAFETY: as above.
+            let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.send_internal(local, &hdr, &bytes[..n])
+        };
+        if let Err(e) = sent {
+            self.lmt.abandon(req.token());
+            self.netlmt.abandon(req.token());
+            self.reqs.complete(req, Ok(status));
+            let _ = self.reqs.take(req);
+            return Err(e);
+        }
+        Ok(req)
+    }
+
+    /// Receiver: a receive (`req`, into `buf`) took the RTS of rank `source`.
+    fn start_lmt_recv(&mut self, source: u32, req: Request, rts: &Rts, buf: RecvBuf) {
+        if self.peer(source) != Peer::Alive {
+            // The sender ended: its buffer is gone (its send cannot have completed unmatched).
+            self.reqs.complete(req, Err(Error::PeerDied { rank: source }));
+            return;
+        }
+        let local = self.route[source as usize];
+        if local != NOT_LOCAL {
+            // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the
+            // request completes (the receive's contract); it completes when the transfer's outcome
+            // is taken.
+            unsafe { self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
+        } else if let Some(net) = self.net.as_mut() {
+            // SAFETY: as above.
+            unsafe { self.netlmt.pre_recv(source, req.token(), rts, buf.ptr, buf.cap, net) };
+        }
+    }
+
+    /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
+    /// (handed to `nemesis-lmt`).
+    #[inline(never)]
+    fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
+        let src = self.route[source as usize];
+        let whole = inc.is_last() && len <= bytes.len();
+        let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
+        self.port.release(inc)?;
+        if !whole {
+            let what = "rendezvous message length";
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what, value: len as u64 }));
+        }
+        let msg = Control::decode(&bytes[..n])?;
+        if kind == KIND_LMT {
+            let handled = match (src, self.net.as_mut()) {
+                (NOT_LOCAL, Some(net)) => self.netlmt.handle(source, msg, net),
+                (NOT_LOCAL, None) => Ok(()),
+                _ => self.lmt.handle(src, msg, &self.rings),
+            };
+            if let Err(e) = handled {
+                // The transfer it named failed with `e` (its request reports it).
+                tracing::warn!(error = %e, peer = source, "bad rendezvous message");
+            }
+            return Ok(());
+        }
+        let Control::Rts(rts) = msg else {
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
+        };
+        let status = Status { source, tag, len: rts.len as usize };
+        if let Some(b) = by
+            && b.open()
+            && b.want.matches(source, tag, context)
+        {
+            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
+            b.lmt = Some(req);
+            self.start_lmt_recv(source, req, &rts, b.buf);
+        } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
+            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+            if p.want.source >= 0 {
+                self.rebuild_expected();
+            }
+            if let Some(op) = self.reqs.op_mut(p.req)
+                && let Op::Recv { buf, .. } = *op
+            {
+                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
+                self.start_lmt_recv(source, p.req, &rts, buf);
+            }
+        } else {
+            let id = self.next_unexpected;
+            self.next_unexpected += 1;
+            let data = Vec::new();
+            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            self.unexpected.push((id, u));
+        }
+        Ok(())
+    }
+
+    /// Drives the large messages in flight, if any. True if anything happened.
+    #[inline(always)]
+    fn lmt_step(&mut self) -> Result<bool> {
+        if !self.lmt.busy() && !self.lmt.has_output() && !self.netlmt.busy() && !self.netlmt.has_output() {
+            return Ok(false);
+        }
+        self.lmt_step_slow()
+    }
+
+    #[inline(never)]
+    fn lmt_step_slow(&mut self) -> Result<bool> {
+        let moved = self.lmt.progress(&self.rings);
+        let any = moved || self.lmt.has_output();
+        let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
+        for (peer, msg) in out {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
+            match self.send_internal(peer, &hdr, &bytes[..n]) {
+                // Its transfers fail when its death is handled.
+                Ok(()) | Err(Error::PeerDied { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut any = any;
+        if let Some(net) = self.net.as_mut() {
+            any |= self.netlmt.progress(net) || self.netlmt.has_output();
+        }
+        let out: Vec<(u32, Control)> = self.netlmt.take_out().collect();
+        for (peer, msg) in out {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(peer, 0, 0) };
+            match self.net_send(peer, &hdr, &bytes[..n]) {
+                Ok(()) | Err(Error::PeerDied { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
+        done.extend(self.netlmt.take_done());
+        for (token, outcome) in done {
+            let req = Request::from_token(token);
+            let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
+            let result = match outcome {
+                Outcome::Moved { .. } if recv => finish(status, cap),
+                Outcome::Moved { .. } => Ok(status),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(e) => Err(Error::Lmt(e)),
+            };
+            self.reqs.complete(req, result);
+        }
+        Ok(any)
     }
 
     /// Resumes pending sends in order. True if one completed.
@@ -1103,15 +1496,18 @@ impl Inner {
         let mut done = false;
         let mut i = 0;
         while i < self.pending.len() {
-            let Pending { req, internal, sync } = self.pending[i];
+            let Pending { req, internal, sync, ref own } = self.pending[i];
             let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
                 self.pending.remove(i);
                 continue;
             };
             let (buf, len, dest) = (*buf, *len, *dest);
-            // SAFETY: the send's buffer stays valid until its request completes (callers'
-            // contract); `len` bytes were given.
-            let data = unsafe { raw_slice(buf, len) };
+            let data = match own {
+                Some(own) => &own[..],
+                // SAFETY: the send's buffer stays valid until its request completes (callers'
+                // contract); `len` bytes were given.
+                None => unsafe { raw_slice(buf, len) },
+            };
             let tag = ps.header().tag;
             let local = ps.dst();
             match self.port.resume(ps, data) {
@@ -1123,7 +1519,7 @@ impl Inner {
                             if let Some(op) = self.reqs.op_mut(req) {
                                 *op = Op::Sync;
                             }
-                            self.sync_waiting.push((token, req, local, status));
+                            self.sync_waiting.push((token, req, dest, status));
                         }
                         None => self.reqs.complete(req, Ok(status)),
                     }
@@ -1152,6 +1548,10 @@ impl Inner {
     /// True if anything happened.
     fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
+        got |= self.lmt_step()?;
+        if let Some(net) = self.net.as_mut() {
+            got |= net.poll(&mut self.port)?;
+        }
         let mut by = by;
         for _ in 0..POLL_BUDGET {
             let Some(inc) = self.port.poll(&self.expected)? else { break };
@@ -1201,7 +1601,7 @@ impl Inner {
         let mut recheck_error = None;
         waiter.idle(bell, || match self.port.poll(&[]) {
             Ok(Some(inc)) => {
-                if let Err(e) = self.deliver(inc, None) {
+                if let Err(e) = self.deliver(inc, by) {
                     recheck_error = Some(e);
                 }
                 true
@@ -1215,67 +1615,92 @@ impl Inner {
         recheck_error.map_or(Ok(()), Err)
     }
 
-    /// Reacts to what the port learnt about peers.
+    /// Reacts to what the port learnt about local peers.
     fn handle_events(&mut self, mut by: Option<&mut Bypass>) -> Result<()> {
         for ev in self.port.take_events() {
             match ev {
                 PeerEvent::Gone { rank } => {
-                    if self.peers[usize::from(rank)] == Peer::Alive {
-                        self.peers[usize::from(rank)] = Peer::Gone;
+                    let g = self.global[usize::from(rank)];
+                    if self.peers[g as usize] == Peer::Alive {
+                        self.peers[g as usize] = Peer::Gone;
                     }
-                    tracing::warn!(rank = self.global[usize::from(rank)], "peer ended");
+                    tracing::warn!(rank = g, "peer ended");
                 }
                 PeerEvent::PartialDropped { rank, .. } => {
                     let dead = self.global[usize::from(rank)];
-                    match std::mem::take(&mut self.active[usize::from(rank)]) {
-                        Active::Bypass => {
-                            if let Some(b) = by.as_deref_mut() {
-                                b.done = Some(Err(Error::PeerDied { rank: dead }));
-                            }
-                        }
-                        Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
-                        Active::Unexpected(id) => {
-                            if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
-                                let (_, u) = self.unexpected.remove(i);
-                                if let Some(r) = u.claimed {
-                                    self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
-                                }
-                            }
-                        }
-                        Active::None | Active::Discard => {}
-                    }
+                    self.drop_partial(dead, by.as_deref_mut());
                 }
                 PeerEvent::Silent { rank } => {
-                    self.peers[usize::from(rank)] = Peer::Silent;
+                    // Large messages with it fail (their requests complete at the next step).
+                    self.lmt.peer_gone(rank, &self.rings);
                     let dead = self.global[usize::from(rank)];
-                    let mut i = 0;
-                    while i < self.posted.len() {
-                        if self.posted[i].want.source == dead as i32 {
-                            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
-                            self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    self.rebuild_expected();
-                    // Synchronous sends to it will never be acknowledged.
-                    let mut i = 0;
-                    while i < self.sync_waiting.len() {
-                        if self.sync_waiting[i].2 == rank {
-                            let (_, req, _, _) = self.sync_waiting.swap_remove(i);
-                            self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    if let Some(b) = by.as_deref_mut()
-                        && b.want.source == dead as i32
-                        && b.done.is_none()
-                    {
-                        b.done = Some(Err(Error::PeerDied { rank: dead }));
+                    self.peer_silent(dead, by.as_deref_mut())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The message being received from dead rank `dead` will never complete: its receive fails.
+    fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) {
+        match std::mem::take(&mut self.active[dead as usize]) {
+            Active::Bypass => {
+                if let Some(b) = by {
+                    b.done = Some(Err(Error::PeerDied { rank: dead }));
+                }
+            }
+            Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
+            Active::Unexpected(id) => {
+                if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                    let (_, u) = self.unexpected.remove(i);
+                    if let Some(r) = u.claimed {
+                        self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
                     }
                 }
             }
+            Active::None | Active::Discard => {}
+        }
+    }
+
+    /// Nothing more can arrive from rank `dead` (a local peer whose queue traffic was drained, or
+    /// a remote one whose netmod notice came through the queue after its last arrival): what
+    /// waits on it fails with `PeerDied`.
+    fn peer_silent(&mut self, dead: u32, mut by: Option<&mut Bypass>) -> Result<()> {
+        if self.peers[dead as usize] == Peer::Silent {
+            return Ok(());
+        }
+        self.peers[dead as usize] = Peer::Silent;
+        self.drop_partial(dead, by.as_deref_mut());
+        if self.route[dead as usize] == NOT_LOCAL {
+            self.netlmt.peer_gone(dead);
+            tracing::warn!(rank = dead, "remote peer is gone");
+        }
+        let mut i = 0;
+        while i < self.posted.len() {
+            if self.posted[i].want.source == dead as i32 {
+                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        self.rebuild_expected();
+        // Synchronous sends to it will never be acknowledged.
+        let mut i = 0;
+        while i < self.sync_waiting.len() {
+            if self.sync_waiting[i].2 == dead {
+                let (_, req, _, _) = self.sync_waiting.swap_remove(i);
+                self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(b) = by
+            && b.want.source == dead as i32
+            && b.done.is_none()
+            && b.lmt.is_none()
+        {
+            b.done = Some(Err(Error::PeerDied { rank: dead }));
         }
         Ok(())
     }
@@ -1287,11 +1712,25 @@ impl Inner {
         self.finalized = true;
         // Complete outstanding sends (a send to a dead peer completes with an error).
         let mut waiter = Waiter::new(self.cfg.wait);
-        while !self.pending.is_empty() {
+        let mut warned = false;
+        while !self.pending.is_empty()
+            || self.lmt.busy()
+            || self.lmt.has_output()
+            || self.netlmt.busy()
+            || self.netlmt.has_output()
+            || self.net.as_ref().is_some_and(|n| n.busy())
+        {
             self.idle_step(&mut waiter, None)?;
+            if waiter.is_long() && self.lmt.busy() && !warned {
+                tracing::warn!("finalize waits for large messages still in flight (sends not yet received?)");
+                warned = true;
+            }
         }
         if let Some(pmi) = self.pmi.as_mut() {
             pmi.barrier()?;
+        }
+        if let Some(net) = self.net.as_mut() {
+            net.finalize()?;
         }
         self.segment.mark_gone(self.local_rank, nemesis_shm::node::STATUS_CLEAN)?;
         if let Some(pmi) = self.pmi.take() {

@@ -31,6 +31,9 @@ pub(crate) enum Op {
     Recv { buf: RecvBuf, status: Option<Status> },
     /// A synchronous send handed over, waiting for the receiver's acknowledgement.
     Sync,
+    /// A large message in rendezvous (either side): `status` is what completion reports, `cap`
+    /// the receive buffer's length (a send: the message's length), `peer` the other side's rank.
+    Lmt { status: Status, cap: usize, peer: u32, recv: bool },
 }
 
 #[derive(Debug)]
@@ -53,6 +56,18 @@ pub(crate) struct Requests {
     slots: Vec<Slot>,
     /// Head of the free list (`u32::MAX`: none).
     free: Option<u32>,
+}
+
+impl Request {
+    /// The request as a transfer token for `nemesis-lmt`.
+    pub(crate) fn token(self) -> u64 {
+        u64::from(self.index) << 32 | u64::from(self.generation)
+    }
+
+    /// The request a token names.
+    pub(crate) fn from_token(t: u64) -> Request {
+        Request { index: (t >> 32) as u32, generation: t as u32 }
+    }
 }
 
 impl Requests {

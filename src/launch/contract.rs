@@ -85,10 +85,18 @@ pub fn hostname() -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
-/// Hydra's `PMI_process_mapping` for ranks laid out in blocks over `nodes` nodes of
-/// `per_node` ranks each: `(vector,(0,nodes,per_node))`.
-pub fn process_mapping(nodes: u32, per_node: u32) -> String {
-    format!("(vector,(0,{nodes},{per_node}))")
+/// Hydra's `PMI_process_mapping` for ranks laid out in blocks over nodes of the given sizes
+/// (node `i` holds the next `sizes[i]` ranks): runs of equal sizes become one
+/// `(first node, nodes, ranks per node)` block, e.g. `(vector,(0,2,3),(2,1,2))` for 3, 3, 2.
+pub fn process_mapping(sizes: &[u32]) -> String {
+    let mut out = String::from("(vector");
+    let mut i = 0;
+    while i < sizes.len() {
+        let j = i + sizes[i..].iter().take_while(|&&s| s == sizes[i]).count();
+        out += &format!(",({i},{},{})", j - i, sizes[i]);
+        i = j;
+    }
+    out + ")"
 }
 
 #[cfg(test)]
@@ -110,6 +118,8 @@ mod tests {
         // FNV-1a of the empty string is the offset basis: the key format is stable.
         assert_eq!(segment_key(""), "nemesis-seg-cbf29ce484222325");
         assert_eq!(node_key(3), "nemesis-node-3");
-        assert_eq!(process_mapping(1, 4), "(vector,(0,1,4))");
+        assert_eq!(process_mapping(&[4]), "(vector,(0,1,4))");
+        assert_eq!(process_mapping(&[3, 3, 2]), "(vector,(0,2,3),(2,1,2))");
+        assert_eq!(process_mapping(&[1, 2, 2]), "(vector,(0,1,1),(1,2,2))");
     }
 }

@@ -88,6 +88,7 @@ pub struct Job {
     handle_signals: bool,
     kill_grace: Duration,
     node: Option<String>,
+    nodes: u32,
 }
 
 /// Default time between SIGTERM and SIGKILL when a job is torn down.
@@ -112,6 +113,7 @@ impl Job {
             handle_signals: false,
             kill_grace: DEFAULT_KILL_GRACE,
             node: None,
+            nodes: 1,
         }
     }
 
@@ -175,6 +177,14 @@ impl Job {
         self
     }
 
+    /// Splits the ranks into `k` nodes (`--nodes K`): blocks of consecutive ranks, node `i` named
+    /// `<node id>.<i>`, each with its own segment, so that traffic between them goes through a
+    /// network module as between machines. 1 by default.
+    pub fn nodes(mut self, k: u32) -> Job {
+        self.nodes = k;
+        self
+    }
+
     /// Starts the ranks and supervises them until every one has ended.
     ///
     /// The ranks are forked from the calling thread, which stays in this call until all are
@@ -198,7 +208,7 @@ impl Job {
         if node.is_empty() {
             return Err(Error::Config("the node id is empty".into()));
         }
-        let nodes = plan_nodes(self.ranks, &node)?;
+        let nodes = plan_nodes(self.ranks, &node, self.nodes)?;
         let params = Params::from_env()?;
         let mut segments = Vec::with_capacity(nodes.len());
         for n in &nodes {
@@ -224,10 +234,22 @@ pub(crate) struct NodePlan {
     pub ranks: Vec<u32>,
 }
 
-/// Splits `n` ranks over node ids. One node today; `--nodes K` (a later issue) splits them in
-/// blocks over K ids, each with its own segment, and nothing else changes.
-fn plan_nodes(n: u32, node: &str) -> Result<Vec<NodePlan>> {
-    Ok(vec![NodePlan { id: node.to_owned(), ranks: (0..n).collect() }])
+/// Splits `n` ranks over `k` node ids in blocks whose sizes differ by at most one (node `i` gets
+/// ranks `i·n/k .. (i+1)·n/k`); with one node, its id is `node` itself, else `node.i`.
+fn plan_nodes(n: u32, node: &str, k: u32) -> Result<Vec<NodePlan>> {
+    if k == 0 || k > n {
+        return Err(Error::Config(format!("{k} nodes for {n} ranks: every node needs a rank (1 <= K <= N)")));
+    }
+    if k == 1 {
+        return Ok(vec![NodePlan { id: node.to_owned(), ranks: (0..n).collect() }]);
+    }
+    let (n64, k64) = (u64::from(n), u64::from(k));
+    Ok((0..k64)
+        .map(|i| NodePlan {
+            id: contract::sanitize_node_id(&format!("{node}.{i}")),
+            ranks: ((i * n64 / k64) as u32..((i + 1) * n64 / k64) as u32).collect(),
+        })
+        .collect())
 }
 
 /// How one rank ended.
@@ -337,5 +359,23 @@ impl Outcome {
     /// True if every rank exited with code 0 and nothing ended the job early.
     pub fn success(&self) -> bool {
         self.exit_code() == 0 && self.ending == Ending::Completed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_split_into_blocks_over_nodes() {
+        let one = plan_nodes(4, "h", 1).unwrap();
+        assert_eq!((one.len(), one[0].id.as_str(), one[0].ranks.clone()), (1, "h", vec![0, 1, 2, 3]));
+        let three = plan_nodes(8, "h", 3).unwrap();
+        let ids: Vec<&str> = three.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["h.0", "h.1", "h.2"]);
+        let ranks: Vec<Vec<u32>> = three.iter().map(|n| n.ranks.clone()).collect();
+        assert_eq!(ranks, [vec![0, 1], vec![2, 3, 4], vec![5, 6, 7]]);
+        assert!(matches!(plan_nodes(2, "h", 3), Err(Error::Config(_))));
+        assert!(matches!(plan_nodes(2, "h", 0), Err(Error::Config(_))));
     }
 }

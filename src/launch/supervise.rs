@@ -99,8 +99,8 @@ fn send_some(sock: &UnixStream, buf: &[u8]) -> io::Result<usize> {
 pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Result<Outcome> {
     let size = job.ranks;
     let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
-    let per_node = nodes.first().map_or(0, |n| n.ranks.len() as u32);
-    server.preput("PMI_process_mapping", &process_mapping(nodes.len() as u32, per_node));
+    let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
+    server.preput("PMI_process_mapping", &process_mapping(&sizes));
     for (n, seg) in nodes.iter().zip(&segments) {
         server.preput(&segment_key(&n.id), &format!("{HANDLE_FD}{}", seg.fd()));
     }
@@ -132,7 +132,8 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
                 node: n.id.clone(),
                 local_rank: local,
                 local_size,
-                cpu: cpus.as_ref().map(|c| c[usize::from(local) % c.len()]),
+                // All nodes of a job are on this machine: place by global rank.
+                cpu: cpus.as_ref().map(|c| c[rank as usize % c.len()]),
             };
             let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd()) {
                 Ok(s) => s,

@@ -1,11 +1,12 @@
 //! The collective algorithms, over a [`Team`] (a list of job ranks and this process's place in
 //! it) and [`Ops`] (the Endpoint in the collectives' context).
 //!
-//! Every transfer is cut into pieces of at most the eager limit, so an algorithm works for any
-//! count (before the rendezvous protocol exists, and without ever needing it: an eager send
-//! completes once its data is in the node's cells, so no send order can deadlock). Receives that
-//! data will arrive into are posted before the matching sends where the pattern allows, so the
-//! data lands in place instead of being copied out of an unexpected message.
+//! Every transfer is cut into pieces of at most the eager limit, so every piece goes eagerly: an
+//! eager send completes once its data is in the node's cells, whatever the receiver does, so no
+//! order of sends can deadlock and no piece waits for a rendezvous handshake. (Moving large
+//! pieces by rendezvous instead, for the single-copy path, is a possible refinement.) Receives
+//! that data will arrive into are posted before the matching sends where the pattern allows, so
+//! the data lands in place instead of being copied out of an unexpected message.
 //!
 //! Combining order: every reduction combines the lower rank's data on the left
 //! (`acc = lower ⊕ higher`), so ranks that combine the same two partial results get the same bits

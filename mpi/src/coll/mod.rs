@@ -13,10 +13,10 @@
 //! does (`shared/reference/p2pmpi-lapie.md`, "Hierarchy"): inside each node with the `shm`
 //! parameters, and among one leader per node with the `net` ones (the root's node is led by the
 //! root). Gather, scatter, allgather and alltoall run over the whole communicator with the
-//! parameters of its slowest level. With one node — every job today, as there is no network
-//! module yet — everything runs at the `shm` level. `NEMESIS_COLL_NODES=K` pretends the job's
-//! ranks form `K` nodes of consecutive ranks, so the two-level paths can be run (and are tested)
-//! on one machine.
+//! parameters of its slowest level. A job on one node runs everything at the `shm` level. The
+//! nodes are the Endpoint's (separate machines, or `nemesis-run --nodes K` on one machine, TCP
+//! between them); `NEMESIS_COLL_NODES=K` instead pretends the job's ranks form `K` nodes of
+//! consecutive ranks over one segment, so the two-level code can also run without a network.
 //!
 //! **Memory.** Collectives allocate scratch buffers (partial results, rotations); the
 //! point-to-point fast path does not.

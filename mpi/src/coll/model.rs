@@ -32,8 +32,8 @@
 //!   `2(L + (P−1)g(0))`.
 //!
 //! Two parameter sets: `shm` (between ranks of a node, measured on this machine) and `net`
-//! (between node leaders; no network module exists yet, so these are placeholders of TCP's order
-//! of magnitude). Both are overridable (`NEMESIS_COLL_SHM`, `NEMESIS_COLL_NET`), and every choice
+//! (between node leaders: placeholders of TCP on a real network's order of magnitude; this
+//! machine has none, and TCP over its loopback measured too noisily to fit). Both are overridable (`NEMESIS_COLL_SHM`, `NEMESIS_COLL_NET`), and every choice
 //! can be forced (`NEMESIS_COLL_ALG`): see `mpi/README.md`.
 
 /// pLogP parameters of one level (node or network), in nanoseconds.
@@ -58,7 +58,9 @@ impl Params {
     /// is in `mpi/README.md`, "Collective model parameters").
     pub const SHM: Params = Params { l: 110.0, g0: 47.0, g_byte: 0.145, gamma_byte: 0.060, copy_byte: 0.020 };
     /// Between nodes: placeholders (TCP on a 10 Gb/s network: 25 µs latency, 5 µs per message,
-    /// 1.25 GB/s) until a network module can be measured.
+    /// 1.25 GB/s) until the TCP network module is measured on a real network (`plogp.c` over
+    /// `nemesis-run --nodes 2` on this machine's loopback gave L ≈ 5 µs and g(0) ≈ 3.6 µs, but
+    /// g(m) too noisy to fit).
     pub const NET: Params = Params { l: 25_000.0, g0: 5_000.0, g_byte: 0.8, gamma_byte: 0.45, copy_byte: 0.08 };
 
     /// Parses `L=190,g0=130,G=0.13,gamma=0.45,copy=0.08` (any subset) over `self`.

@@ -1,5 +1,5 @@
-/* Ping-pong between ranks 0 and 1 (any others idle): messages of 0 bytes to the eager limit's
- * order, checked byte for byte in both directions; MPI_Ssend; MPI_Sendrecv; probes and
+/* Ping-pong between ranks 0 and 1 (any others idle): messages of 0 bytes to 1 MiB (past the eager
+ * limit: rendezvous), checked byte for byte in both directions; MPI_Ssend; MPI_Sendrecv; probes and
  * MPI_Get_count; the status of every receive. Prints "OK pingpong <rank>". */
 #include "check.h"
 
@@ -12,9 +12,10 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
     CHECK(size >= 2, "needs 2 ranks, has %d", size);
-    static const int sizes[] = {0, 1, 8, 100, 216, 217, 1000, 4096, 16384, 40000, 65536};
+    static const int sizes[] = {0, 1, 8, 100, 216, 217, 1000, 4096, 16384, 40000, 65536, 65537, 300000, 1 << 20};
     enum { NSIZES = sizeof(sizes) / sizeof(sizes[0]) };
-    unsigned char *buf = xmalloc(65536);
+    enum { MAX = 1 << 20 };
+    unsigned char *buf = xmalloc(MAX);
     int peer = 1 - rank;
     if (rank < 2) {
         for (int round = 0; round < 3; round++) {
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
                     CHECK(count == n, "probe count %d, expected %d", count, n);
                     OK(MPI_Iprobe(peer, s, MPI_COMM_WORLD, &flag, &st));
                     CHECK(flag == 1, "iprobe after probe");
-                    OK(MPI_Recv(buf, 65536, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
+                    OK(MPI_Recv(buf, MAX, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
                     CHECK(st.MPI_SOURCE == peer && st.MPI_TAG == s, "recv: source %d tag %d", st.MPI_SOURCE, st.MPI_TAG);
                     OK(MPI_Get_count(&st, MPI_BYTE, &count));
                     CHECK(count == n, "recv count %d, expected %d", count, n);

@@ -1,0 +1,299 @@
+//! Rendezvous with remote peers, through a network module's [`LmtBackend`] (the TCP netmod
+//! streams the data; an RDMA netmod would get or put it). Sans I/O like [`crate::Lmt`]: control
+//! messages come out of [`NetLmt::take_out`], finished transfers out of [`NetLmt::take_done`].
+//!
+//! The exchange: the sender's RTS (matched like an eager message); once a receive takes it, the
+//! receiver readies the backend for the data ([`LmtBackend::start_recv`]) and answers CTS with
+//! the byte count it takes (fewer than the message when its buffer is shorter); on CTS the sender
+//! has the backend move that many bytes ([`LmtBackend::start_send`]). Each side's transfer ends
+//! when its backend reports it: the sender's once its bytes are handed to the network (the buffer
+//! is free), the receiver's once they are all in its buffer. No DONE is needed.
+
+use crate::error::{Error, Result};
+use crate::transfer::{Outcome, Token};
+use crate::wire::{Backend, Control, Rts};
+
+/// A network's way of moving the data of large messages.
+pub trait LmtBackend {
+    /// Sender, on CTS: moves `bytes` bytes at `addr` as transfer `id` to global rank `peer`.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unchanged until the backend reports the transfer.
+    unsafe fn start_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> Result<()>;
+    /// Receiver, before its CTS: the `bytes` bytes of transfer `id` from `peer` go to `dst`.
+    ///
+    /// # Safety
+    /// `dst` stays valid for writes of `bytes` bytes, and is not accessed otherwise, until the
+    /// backend reports the transfer.
+    unsafe fn start_recv(&mut self, peer: u32, id: u32, dst: *mut u8, bytes: u64) -> Result<()>;
+    /// Transfers the backend finished (or failed) since the last call.
+    fn take_lmt_done(&mut self) -> Vec<NetDone>;
+}
+
+/// A transfer a backend finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetDone {
+    /// The other side's global rank.
+    pub peer: u32,
+    /// The sender's transfer id.
+    pub id: u32,
+    /// This side sent (else received).
+    pub send: bool,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+#[derive(Debug)]
+struct Send {
+    peer: u32,
+    id: u32,
+    token: Token,
+    addr: *const u8,
+    len: u64,
+    /// CTS received: the backend moves the data.
+    started: bool,
+}
+
+#[derive(Debug)]
+struct Recv {
+    peer: u32,
+    id: u32,
+    token: Token,
+}
+
+/// The rendezvous transfers of one process with remote peers.
+#[derive(Debug, Default)]
+pub struct NetLmt {
+    next_id: u32,
+    sends: Vec<Send>,
+    recvs: Vec<Recv>,
+    out: Vec<(u32, Control)>,
+    done: Vec<(Token, Outcome)>,
+}
+
+// SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
+// outcome is taken (the caller's contract); nothing is tied to a thread.
+unsafe impl std::marker::Send for NetLmt {}
+
+impl NetLmt {
+    /// No transfers yet.
+    pub fn new() -> NetLmt {
+        NetLmt::default()
+    }
+
+    /// True while transfers are in flight.
+    pub fn busy(&self) -> bool {
+        !self.sends.is_empty() || !self.recvs.is_empty()
+    }
+
+    /// True if there is something to take.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty() || !self.done.is_empty()
+    }
+
+    /// Control messages to send: `(global rank, message)`.
+    pub fn take_out(&mut self) -> std::vec::Drain<'_, (u32, Control)> {
+        self.out.drain(..)
+    }
+
+    /// Transfers finished on this side since the last call.
+    pub fn take_done(&mut self) -> std::vec::Drain<'_, (Token, Outcome)> {
+        self.done.drain(..)
+    }
+
+    /// Sender: a message of `len` bytes at `addr` for remote rank `peer`; returns the RTS to send.
+    ///
+    /// # Safety
+    /// The `len` bytes at `addr` must stay valid and unchanged until this transfer's outcome is
+    /// taken.
+    pub unsafe fn pre_send(&mut self, peer: u32, token: Token, addr: *const u8, len: u64) -> Rts {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.sends.push(Send { peer, id, token, addr, len, started: false });
+        Rts { id, len, addr: 0, pid: 0, backend: Backend::Net }
+    }
+
+    /// Sender: forgets a transfer whose RTS could not be sent (no outcome is reported).
+    pub fn abandon(&mut self, token: Token) {
+        self.sends.retain(|s| s.token != token);
+    }
+
+    /// Receiver: a receive of `cap` bytes at `dst` took `rts` from remote rank `peer`.
+    ///
+    /// # Safety
+    /// The `cap` bytes at `dst` must stay valid for writes, and not be accessed otherwise, until
+    /// this transfer's outcome is taken.
+    pub unsafe fn pre_recv<B: LmtBackend + ?Sized>(
+        &mut self,
+        peer: u32,
+        token: Token,
+        rts: &Rts,
+        dst: *mut u8,
+        cap: usize,
+        backend: &mut B,
+    ) {
+        let bytes = rts.len.min(cap as u64);
+        self.out.push((peer, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes }));
+        if bytes == 0 {
+            self.done.push((token, Outcome::Moved { bytes: 0 }));
+            return;
+        }
+        // SAFETY: the caller's contract on `dst`, for `bytes <= cap`.
+        match unsafe { backend.start_recv(peer, rts.id, dst, bytes) } {
+            Ok(()) => self.recvs.push(Recv { peer, id: rts.id, token }),
+            Err(e) => self.done.push((token, Outcome::Failed(e))),
+        }
+    }
+
+    /// A rendezvous message other than RTS from remote rank `peer`. Messages about transfers no
+    /// longer in flight are ignored; malformed ones are errors.
+    pub fn handle<B: LmtBackend + ?Sized>(&mut self, peer: u32, msg: Control, backend: &mut B) -> Result<()> {
+        let Control::Cts { id, bytes, .. } = msg else {
+            return Err(Error::Wire { what: "rendezvous message from a remote peer", value: u64::from(msg.id()) });
+        };
+        let Some(i) = self.sends.iter().position(|s| s.id == id && s.peer == peer && !s.started) else {
+            return Ok(());
+        };
+        let s = &mut self.sends[i];
+        if bytes > s.len {
+            let s = self.sends.swap_remove(i);
+            let e = Error::Corrupt { what: "CTS byte count", value: bytes };
+            self.done.push((s.token, Outcome::Failed(e.clone())));
+            return Err(e);
+        }
+        if bytes == 0 {
+            let s = self.sends.swap_remove(i);
+            self.done.push((s.token, Outcome::Moved { bytes: 0 }));
+            return Ok(());
+        }
+        s.started = true;
+        // SAFETY: `pre_send`'s contract: the buffer stays valid until the outcome is taken.
+        if let Err(e) = unsafe { backend.start_send(peer, id, s.addr, bytes) } {
+            let s = self.sends.swap_remove(i);
+            self.done.push((s.token, Outcome::Failed(e)));
+        }
+        Ok(())
+    }
+
+    /// Collects what the backend finished. True if anything did.
+    pub fn progress<B: LmtBackend + ?Sized>(&mut self, backend: &mut B) -> bool {
+        let finished = backend.take_lmt_done();
+        let any = !finished.is_empty();
+        for d in finished {
+            let token = if d.send {
+                let Some(i) = self.sends.iter().position(|s| s.id == d.id && s.peer == d.peer) else { continue };
+                self.sends.swap_remove(i).token
+            } else {
+                let Some(i) = self.recvs.iter().position(|r| r.id == d.id && r.peer == d.peer) else { continue };
+                self.recvs.swap_remove(i).token
+            };
+            self.done.push((token, d.outcome));
+        }
+        any
+    }
+
+    /// Remote rank `peer` died: its transfers fail with [`Error::PeerDied`] (the backend has
+    /// dropped its side of them).
+    pub fn peer_gone(&mut self, peer: u32) {
+        for s in self.sends.extract_if(.., |s| s.peer == peer) {
+            self.done.push((s.token, Outcome::Failed(Error::PeerDied)));
+        }
+        for r in self.recvs.extract_if(.., |r| r.peer == peer) {
+            self.done.push((r.token, Outcome::Failed(Error::PeerDied)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// What the two sides' backends share: the receive buffer the receiver readied, and the
+    /// receiver's finished transfers.
+    #[derive(Default)]
+    struct Wire {
+        recv: Option<(u32, *mut u8, u64)>,
+        recv_done: Vec<NetDone>,
+    }
+
+    /// A backend that copies at once (both sides in this process); each side has its own.
+    struct Loopback {
+        wire: Rc<RefCell<Wire>>,
+        done: Vec<NetDone>,
+        receiver: bool,
+    }
+
+    impl LmtBackend for Loopback {
+        unsafe fn start_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> Result<()> {
+            let mut w = self.wire.borrow_mut();
+            let (rid, dst, want) = w.recv.take().expect("receiver ready before CTS");
+            assert_eq!((rid, want), (id, bytes));
+            // SAFETY: both buffers are live for the test's transfer and hold `bytes` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(addr, dst, bytes as usize) };
+            let outcome = Outcome::Moved { bytes };
+            self.done.push(NetDone { peer, id, send: true, outcome: outcome.clone() });
+            w.recv_done.push(NetDone { peer: 0, id, send: false, outcome });
+            Ok(())
+        }
+        unsafe fn start_recv(&mut self, _peer: u32, id: u32, dst: *mut u8, bytes: u64) -> Result<()> {
+            self.wire.borrow_mut().recv = Some((id, dst, bytes));
+            Ok(())
+        }
+        fn take_lmt_done(&mut self) -> Vec<NetDone> {
+            if self.receiver {
+                std::mem::take(&mut self.wire.borrow_mut().recv_done)
+            } else {
+                std::mem::take(&mut self.done)
+            }
+        }
+    }
+
+    fn backends() -> (Loopback, Loopback) {
+        let wire = Rc::new(RefCell::new(Wire::default()));
+        (
+            Loopback { wire: wire.clone(), done: Vec::new(), receiver: false },
+            Loopback { wire, done: Vec::new(), receiver: true },
+        )
+    }
+
+    #[test]
+    fn rts_cts_and_the_backend_move_the_bytes_the_receiver_takes() {
+        let (mut s, mut r) = (NetLmt::new(), NetLmt::new());
+        let (mut bs, mut br) = backends();
+        let msg: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let mut dst = vec![0u8; 3000];
+        // SAFETY: both buffers outlive the transfer, driven to the end here.
+        let rts = unsafe { s.pre_send(1, 7, msg.as_ptr(), 5000) };
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 8, &rts, dst.as_mut_ptr(), 3000, &mut br) };
+        let out: Vec<_> = r.take_out().collect();
+        assert_eq!(out.len(), 1);
+        s.handle(1, out[0].1, &mut bs).unwrap();
+        s.progress(&mut bs);
+        r.progress(&mut br);
+        assert_eq!(s.take_done().collect::<Vec<_>>(), [(7, Outcome::Moved { bytes: 3000 })]);
+        assert_eq!(r.take_done().collect::<Vec<_>>(), [(8, Outcome::Moved { bytes: 3000 })]);
+        assert_eq!(dst, msg[..3000]);
+        assert!(!s.busy() && !r.busy());
+    }
+
+    #[test]
+    fn bad_cts_and_dead_peers_fail_transfers() {
+        let mut s = NetLmt::new();
+        let (mut b, _) = backends();
+        let msg = [0u8; 10];
+        // SAFETY: `msg` outlives the transfers.
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 10) };
+        assert!(s.handle(1, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 11 }, &mut b).is_err());
+        assert!(s.handle(1, Control::Done { id: 0, bytes: 1 }, &mut b).is_err());
+        // SAFETY: as above.
+        unsafe { s.pre_send(2, 2, msg.as_ptr(), 10) };
+        s.peer_gone(2);
+        let done: Vec<_> = s.take_done().collect();
+        assert_eq!(done.len(), 2);
+        assert_eq!(done[1], (2, Outcome::Failed(Error::PeerDied)));
+    }
+}

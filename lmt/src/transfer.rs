@@ -1,0 +1,837 @@
+//! The rendezvous for large messages, as a state machine the progress engine drives (sans I/O:
+//! it never sends anything itself; control messages to send come out of [`Lmt::take_out`], and
+//! finished transfers out of [`Lmt::take_done`]). It implements the NEMESIS LMT interface
+//! (`shared/reference/nemesis.md`, "Large Message Transfer"), named after it:
+//!
+//! - [`Lmt::pre_send`]: the sender's side before RTS; returns the RTS, whose fields are the send
+//!   cookie (transfer id, length, and the buffer's address and pid for a single-copy read);
+//! - [`Lmt::pre_recv`]: the receiver, once a receive matched the RTS, chooses how the data moves
+//!   and whether a CTS is needed (a ring needs one; a CMA read does not: the receiver pulls);
+//! - `start_recv` / `start_send` (inside): the receiver starts reading or assigns a ring and sends
+//!   CTS; the sender starts copying into the ring on CTS;
+//! - `post_recv` / `post_send` (inside): the receiver frees its ring, or sends DONE after a
+//!   single-copy read; the sender's buffer is free once its last chunk is in the ring, or on DONE;
+//! - `handle_cookie` (inside [`Lmt::handle`]): a mid-transfer COOKIE moves the rest of a transfer
+//!   to a ring from an offset, after a single-copy read was refused.
+//!
+//! Rings belong to the receiver: each rank hosts a small pool in the segment and assigns a ring
+//! to one transfer at a time, from its private bookkeeping, bumping the ring's epoch; transfers
+//! into a rank beyond its pool wait for a ring. Both sides move at most `chunks_per_pass` chunks
+//! per progress pass, so other traffic keeps flowing during a large transfer.
+
+use std::io;
+
+use crate::cma;
+use crate::error::{Error, Result};
+use crate::ring::RingRef;
+use crate::wire::{Backend, Control, Rts};
+
+/// The caller's handle on a transfer (the Endpoint passes its request).
+pub type Token = u64;
+
+/// The rings of the node: ring `index` hosted by local rank `host`.
+pub trait Rings {
+    /// The ring, or `None` if `host` or `index` is out of range.
+    fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>>;
+    /// Rings each rank hosts.
+    fn rings_per_rank(&self) -> u16;
+}
+
+/// Which backend moves the data (`NEMESIS_LMT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// By size: CMA from [`Config::cma_min`] bytes when it is allowed, rings below.
+    #[default]
+    Auto,
+    /// Always the shared-copy ring.
+    Ring,
+    /// Always a single CMA copy (falling back to rings where it is forbidden).
+    Cma,
+}
+
+/// Tunables (the Endpoint reads them from the environment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Backend choice.
+    pub policy: Policy,
+    /// Under [`Policy::Auto`], messages from this length use CMA.
+    pub cma_min: u64,
+    /// Ring chunks each side moves per progress pass.
+    pub chunks_per_pass: u32,
+    /// Bytes a CMA read moves per progress pass.
+    pub cma_chunk: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { policy: Policy::Auto, cma_min: u64::MAX, chunks_per_pass: 8, cma_chunk: 1 << 20 }
+    }
+}
+
+/// Counts of finished transfers on the receiving side, by how their data moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Received through a ring only.
+    pub ring: u64,
+    /// Received by single-copy reads only.
+    pub cma: u64,
+    /// Started with single-copy reads, finished through a ring (a read was refused).
+    pub fallback: u64,
+    /// Failed.
+    pub failed: u64,
+}
+
+/// How a transfer ended, for this side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `bytes` moved: the whole message, or the receive buffer's length if shorter (truncation).
+    Moved {
+        /// Bytes moved.
+        bytes: u64,
+    },
+    /// The transfer failed.
+    Failed(Error),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum SendState {
+    /// RTS sent; waiting for CTS, COOKIE or DONE.
+    AwaitReply,
+    /// Copying into the receiver's ring.
+    Ring { ring: u16, epoch: u32, offset: u64, chunk: u64, bytes: u64 },
+}
+
+#[derive(Debug)]
+struct SendX {
+    id: u32,
+    peer: u16,
+    token: Token,
+    addr: *const u8,
+    len: u64,
+    state: SendState,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RecvState {
+    /// Reading the sender's buffer directly.
+    Cma { pid: u32, addr: u64, offset: u64 },
+    /// Waiting for a free ring of our pool, to move the rest from `offset`.
+    WaitRing { offset: u64 },
+    /// Copying out of our ring.
+    Ring { ring: u16, offset: u64, chunk: u64 },
+}
+
+#[derive(Debug)]
+struct RecvX {
+    /// The sender's transfer id.
+    id: u32,
+    peer: u16,
+    token: Token,
+    dst: *mut u8,
+    /// Bytes to move: the message's length, or the buffer's if shorter.
+    bytes: u64,
+    state: RecvState,
+    /// It began with single-copy reads.
+    began_cma: bool,
+}
+
+/// Whether single-copy reads work here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cma {
+    Unknown,
+    Usable,
+    Refused,
+}
+
+/// The transfers of one process.
+#[derive(Debug)]
+pub struct Lmt {
+    me: u16,
+    cfg: Config,
+    cma: Cma,
+    sends: Vec<SendX>,
+    recvs: Vec<RecvX>,
+    /// Our pool: which of our rings a transfer holds.
+    ring_busy: Vec<bool>,
+    next_id: u32,
+    out: Vec<(u16, Control)>,
+    done: Vec<(Token, Outcome)>,
+    stats: Stats,
+    /// Scratch of `progress_cma` (kept to avoid allocating every pass).
+    scratch_order: Vec<(u32, usize)>,
+    scratch_ends: Vec<(usize, Option<Error>)>,
+    iov_local: Vec<libc::iovec>,
+    iov_remote: Vec<libc::iovec>,
+}
+
+// SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
+// outcome is taken (the caller's contract); nothing is tied to a thread.
+unsafe impl Send for Lmt {}
+
+impl Lmt {
+    /// The transfers of local rank `me`, which hosts `rings` rings.
+    pub fn new(me: u16, rings: u16, cfg: Config) -> Lmt {
+        Lmt {
+            me,
+            cfg,
+            cma: Cma::Unknown,
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            ring_busy: vec![false; usize::from(rings)],
+            next_id: 0,
+            out: Vec::new(),
+            done: Vec::new(),
+            stats: Stats::default(),
+            scratch_order: Vec::new(),
+            scratch_ends: Vec::new(),
+            iov_local: Vec::new(),
+            iov_remote: Vec::new(),
+        }
+    }
+
+    /// Records what a start-up probe found: whether single-copy reads from local peers work.
+    pub fn set_cma(&mut self, usable: bool) {
+        self.cma = if usable { Cma::Usable } else { Cma::Refused };
+    }
+
+    /// True if single-copy reads are known to work.
+    pub fn cma_usable(&self) -> bool {
+        self.cma == Cma::Usable
+    }
+
+    /// How the transfers received so far moved.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// True while transfers are in flight.
+    pub fn busy(&self) -> bool {
+        !self.sends.is_empty() || !self.recvs.is_empty()
+    }
+
+    /// Control messages to send: `(local rank, message)`.
+    pub fn take_out(&mut self) -> std::vec::Drain<'_, (u16, Control)> {
+        self.out.drain(..)
+    }
+
+    /// Transfers finished on this side since the last call.
+    pub fn take_done(&mut self) -> std::vec::Drain<'_, (Token, Outcome)> {
+        self.done.drain(..)
+    }
+
+    /// True if there is something to take.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty() || !self.done.is_empty()
+    }
+
+    fn backend_for(&self, len: u64) -> Backend {
+        let cma_ok = self.cma != Cma::Refused;
+        match self.cfg.policy {
+            Policy::Cma if cma_ok => Backend::Cma,
+            Policy::Auto if cma_ok && len >= self.cfg.cma_min => Backend::Cma,
+            _ => Backend::Ring,
+        }
+    }
+
+    /// Sender: a message of `len` bytes at `addr` for local rank `peer`. Returns the RTS to send
+    /// (through the eager path, matched like a message).
+    ///
+    /// # Safety
+    /// The `len` bytes at `addr` must stay valid and unchanged until this transfer's outcome is
+    /// taken.
+    pub unsafe fn pre_send(&mut self, peer: u16, token: Token, addr: *const u8, len: u64, pid: u32) -> Rts {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let backend = self.backend_for(len);
+        self.sends.push(SendX { id, peer, token, addr, len, state: SendState::AwaitReply });
+        Rts { id, len, addr: addr as u64, pid, backend }
+    }
+
+    /// Sender: forgets a transfer whose RTS could not be sent (no outcome is reported).
+    pub fn abandon(&mut self, token: Token) {
+        self.sends.retain(|s| s.token != token);
+    }
+
+    /// Receiver: a receive of `cap` bytes at `dst` matched `rts` from local rank `peer`. Chooses
+    /// the backend and starts; the outcome comes out of [`take_done`](Self::take_done).
+    ///
+    /// # Safety
+    /// The `cap` bytes at `dst` must stay valid for writes, and not be accessed otherwise, until
+    /// this transfer's outcome is taken.
+    pub unsafe fn pre_recv<R: Rings + ?Sized>(
+        &mut self,
+        peer: u16,
+        token: Token,
+        rts: &Rts,
+        dst: *mut u8,
+        cap: usize,
+        rings: &R,
+    ) {
+        let bytes = rts.len.min(cap as u64);
+        if bytes == 0 {
+            self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
+            self.done.push((token, Outcome::Moved { bytes: 0 }));
+            return;
+        }
+        let pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        let state = if pull {
+            RecvState::Cma { pid: rts.pid, addr: rts.addr, offset: 0 }
+        } else {
+            RecvState::WaitRing { offset: 0 }
+        };
+        self.recvs.push(RecvX { id: rts.id, peer, token, dst, bytes, state, began_cma: pull });
+        let i = self.recvs.len() - 1;
+        self.start_recv(i, rings);
+    }
+
+    /// Receiver: starts (or resumes) moving transfer `i`: assigns a ring and sends CTS or COOKIE.
+    fn start_recv<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) {
+        let RecvState::WaitRing { offset } = self.recvs[i].state else { return };
+        let Some(ring) = self.ring_busy.iter().position(|b| !b) else { return };
+        let Some(r) = rings.ring(self.me, ring as u16) else { return };
+        self.ring_busy[ring] = true;
+        let epoch = r.assign();
+        let x = &mut self.recvs[i];
+        let ring = ring as u16;
+        let msg = if offset == 0 {
+            Control::Cts { id: x.id, ring, epoch, bytes: x.bytes }
+        } else {
+            Control::Cookie { id: x.id, offset, ring, epoch, bytes: x.bytes }
+        };
+        x.state = RecvState::Ring { ring, offset, chunk: 0 };
+        self.out.push((x.peer, msg));
+    }
+
+    /// A rendezvous message (other than RTS, which the Endpoint matches) from local rank `peer`.
+    /// Messages about transfers no longer in flight (their peer was declared dead) are ignored;
+    /// malformed ones are errors.
+    pub fn handle<R: Rings + ?Sized>(&mut self, peer: u16, msg: Control, rings: &R) -> Result<()> {
+        let Some(i) = self.sends.iter().position(|s| s.id == msg.id() && s.peer == peer) else {
+            return match msg {
+                Control::Rts(_) => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
+                _ => Ok(()),
+            };
+        };
+        match msg {
+            Control::Cts { ring, epoch, bytes, .. } => self.start_send(i, ring, epoch, 0, bytes, rings),
+            Control::Cookie { offset, ring, epoch, bytes, .. } => {
+                self.handle_cookie(i, offset, ring, epoch, bytes, rings)
+            }
+            Control::Done { bytes, .. } => self.post_send(i, bytes),
+            Control::Rts(_) => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
+        }
+    }
+
+    /// Sender, on CTS: checks the ring and starts copying into it.
+    fn start_send<R: Rings + ?Sized>(
+        &mut self,
+        i: usize,
+        ring: u16,
+        epoch: u32,
+        offset: u64,
+        bytes: u64,
+        rings: &R,
+    ) -> Result<()> {
+        let x = &self.sends[i];
+        if !matches!(x.state, SendState::AwaitReply) || bytes > x.len || offset > bytes {
+            return self.fail_send(i, Error::Corrupt { what: "CTS byte count", value: bytes });
+        }
+        match rings.ring(x.peer, ring) {
+            Some(r) if r.epoch() == epoch => {}
+            _ => return self.fail_send(i, Error::Corrupt { what: "CTS ring", value: u64::from(ring) }),
+        }
+        if offset == bytes {
+            return self.post_send(i, bytes);
+        }
+        self.sends[i].state = SendState::Ring { ring, epoch, offset, chunk: 0, bytes };
+        Ok(())
+    }
+
+    /// Sender, on COOKIE: the receiver moves the rest from `offset` through a ring.
+    fn handle_cookie<R: Rings + ?Sized>(
+        &mut self,
+        i: usize,
+        offset: u64,
+        ring: u16,
+        epoch: u32,
+        bytes: u64,
+        rings: &R,
+    ) -> Result<()> {
+        self.start_send(i, ring, epoch, offset, bytes, rings)
+    }
+
+    /// Sender: the transfer is over (`bytes` moved); the buffer is free.
+    fn post_send(&mut self, i: usize, bytes: u64) -> Result<()> {
+        let x = self.sends.swap_remove(i);
+        if bytes > x.len {
+            self.done.push((x.token, Outcome::Failed(Error::Corrupt { what: "DONE byte count", value: bytes })));
+        } else {
+            self.done.push((x.token, Outcome::Moved { bytes }));
+        }
+        Ok(())
+    }
+
+    fn fail_send(&mut self, i: usize, e: Error) -> Result<()> {
+        let x = self.sends.swap_remove(i);
+        self.done.push((x.token, Outcome::Failed(e.clone())));
+        Err(e)
+    }
+
+    /// Moves data of every transfer in flight (a bounded amount each). True if anything moved.
+    pub fn progress<R: Rings + ?Sized>(&mut self, rings: &R) -> bool {
+        let mut moved = false;
+        let mut i = 0;
+        while i < self.sends.len() {
+            match self.progress_send(i, rings) {
+                Step::Same(m) => {
+                    moved |= m;
+                    i += 1;
+                }
+                Step::Removed => moved = true,
+            }
+        }
+        moved |= self.progress_cma(rings);
+        let mut i = 0;
+        while i < self.recvs.len() {
+            match self.progress_recv(i, rings) {
+                Step::Same(m) => {
+                    moved |= m;
+                    i += 1;
+                }
+                Step::Removed => moved = true,
+            }
+        }
+        moved
+    }
+
+    fn progress_send<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
+        let x = &mut self.sends[i];
+        let SendState::Ring { ring, epoch, mut offset, mut chunk, bytes } = x.state else { return Step::Same(false) };
+        let Some(r) = rings.ring(x.peer, ring) else {
+            let _ = self.fail_send(i, Error::Corrupt { what: "ring index", value: u64::from(ring) });
+            return Step::Removed;
+        };
+        let _ = epoch;
+        let slot = r.slot_size() as u64;
+        let mut moved = false;
+        for _ in 0..self.cfg.chunks_per_pass {
+            if offset == bytes {
+                break;
+            }
+            let n = slot.min(bytes - offset) as usize;
+            // SAFETY: the sender's buffer holds `len >= bytes` bytes (pre_send's contract) and
+            // `offset + n <= bytes`.
+            let data = unsafe { std::slice::from_raw_parts(x.addr.add(offset as usize), n) };
+            if !r.try_put(chunk, data) {
+                break;
+            }
+            offset += n as u64;
+            chunk += 1;
+            moved = true;
+        }
+        x.state = SendState::Ring { ring, epoch, offset, chunk, bytes };
+        if offset == bytes {
+            let _ = self.post_send(i, bytes);
+            return Step::Removed;
+        }
+        Step::Same(moved)
+    }
+
+    fn progress_recv<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
+        match self.recvs[i].state {
+            RecvState::WaitRing { .. } => {
+                self.start_recv(i, rings);
+                Step::Same(matches!(self.recvs[i].state, RecvState::Ring { .. }))
+            }
+            // Served by `progress_cma`, several transfers per system call.
+            RecvState::Cma { .. } => Step::Same(false),
+            RecvState::Ring { ring, offset, chunk } => self.drain(i, ring, offset, chunk, rings),
+        }
+    }
+
+    /// The single-copy reads of one pass: the transfers reading from one process are served by one
+    /// `process_vm_readv` with an iovec per transfer (at most `cma_chunk` bytes and
+    /// [`cma::IOV_MAX`] transfers per call), so a window of messages costs one system call, not
+    /// one each. On refusal every transfer of the call falls back to a ring (COOKIE).
+    fn progress_cma<R: Rings + ?Sized>(&mut self, rings: &R) -> bool {
+        let mut order = std::mem::take(&mut self.scratch_order);
+        order.clear();
+        for (i, x) in self.recvs.iter().enumerate() {
+            if let RecvState::Cma { pid, .. } = x.state {
+                order.push((pid, i));
+            }
+        }
+        if order.is_empty() {
+            self.scratch_order = order;
+            return false;
+        }
+        order.sort_unstable();
+        let mut ends = std::mem::take(&mut self.scratch_ends);
+        ends.clear();
+        let mut moved = false;
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            moved |= self.pull_group(group, &mut ends, rings);
+        }
+        // Finished and failed transfers leave the list, highest index first (`swap_remove` only
+        // moves entries from above).
+        ends.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+        for (i, err) in ends.drain(..) {
+            match err {
+                None => drop(self.post_recv(i, rings)),
+                Some(e) => drop(self.fail_recv(i, e, rings)),
+            }
+        }
+        self.scratch_order = order;
+        self.scratch_ends = ends;
+        moved
+    }
+
+    /// One `process_vm_readv` for the transfers of `group` (all reading from one process).
+    /// Transfers that end are added to `ends` (with their error, if any).
+    fn pull_group<R: Rings + ?Sized>(
+        &mut self,
+        group: &[(u32, usize)],
+        ends: &mut Vec<(usize, Option<Error>)>,
+        rings: &R,
+    ) -> bool {
+        let pid = group[0].0;
+        self.iov_local.clear();
+        self.iov_remote.clear();
+        let mut budget = self.cfg.cma_chunk as u64;
+        for &(_, i) in group {
+            if budget == 0 || self.iov_local.len() == cma::IOV_MAX {
+                break;
+            }
+            let x = &self.recvs[i];
+            let RecvState::Cma { addr, offset, .. } = x.state else { continue };
+            let n = (x.bytes - offset).min(budget);
+            budget -= n;
+            // SAFETY: `offset + n <= bytes <= cap`: inside the receive buffer (pre_recv's contract).
+            let dst = unsafe { x.dst.add(offset as usize) };
+            self.iov_local.push(libc::iovec { iov_base: dst.cast(), iov_len: n as usize });
+            self.iov_remote
+                .push(libc::iovec { iov_base: addr.wrapping_add(offset) as usize as *mut _, iov_len: n as usize });
+        }
+        let members = &group[..self.iov_local.len()];
+        // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
+        // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
+        // outcome is taken (pre_recv's contract).
+        let read = unsafe { cma::read_vectored(pid, &self.iov_local, &self.iov_remote) };
+        match read {
+            Ok(0) => {
+                ends.push((members[0].1, Some(Error::Cma("read nothing".into()))));
+                false
+            }
+            Ok(mut got) => {
+                self.cma = Cma::Usable;
+                for (k, &(_, i)) in members.iter().enumerate() {
+                    let want = self.iov_local[k].iov_len;
+                    let took = got.min(want);
+                    got -= took;
+                    let x = &mut self.recvs[i];
+                    if let RecvState::Cma { offset, .. } = &mut x.state {
+                        *offset += took as u64;
+                        if *offset == x.bytes {
+                            ends.push((i, None));
+                        }
+                    }
+                    if took < want {
+                        // The kernel stopped here (a fault): the next pass starts with it.
+                        break;
+                    }
+                }
+                true
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES)) => {
+                if self.cma != Cma::Refused {
+                    tracing::warn!(error = %e, "single-copy reads (CMA) are not allowed here: large messages go through shared-copy rings");
+                }
+                self.cma = Cma::Refused;
+                for &(_, i) in members {
+                    if let RecvState::Cma { offset, .. } = self.recvs[i].state {
+                        self.recvs[i].state = RecvState::WaitRing { offset };
+                        self.start_recv(i, rings);
+                    }
+                }
+                true
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                ends.extend(members.iter().map(|&(_, i)| (i, Some(Error::PeerDied))));
+                true
+            }
+            // A bad address (EFAULT) or another error: the first transfer of the call is the one
+            // the kernel could not read (a partial read would have returned a count).
+            Err(e) => {
+                ends.push((members[0].1, Some(Error::Cma(cma_error(&e)))));
+                true
+            }
+        }
+    }
+
+    /// Copies the next chunks out of our ring.
+    fn drain<R: Rings + ?Sized>(&mut self, i: usize, ring: u16, mut offset: u64, mut chunk: u64, rings: &R) -> Step {
+        let Some(r) = rings.ring(self.me, ring) else {
+            return self.fail_recv(i, Error::Corrupt { what: "ring index", value: u64::from(ring) }, rings);
+        };
+        let slot = r.slot_size() as u64;
+        let mut moved = false;
+        for _ in 0..self.cfg.chunks_per_pass {
+            let x = &self.recvs[i];
+            if offset == x.bytes {
+                break;
+            }
+            let n = slot.min(x.bytes - offset) as usize;
+            // SAFETY: the receive buffer holds `cap >= bytes` bytes and `offset + n <= bytes`.
+            let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
+            match r.try_take(chunk, dst) {
+                Ok(true) => {
+                    offset += n as u64;
+                    chunk += 1;
+                    moved = true;
+                }
+                Ok(false) => break,
+                Err(e) => return self.fail_recv(i, e, rings),
+            }
+        }
+        self.recvs[i].state = RecvState::Ring { ring, offset, chunk };
+        if offset == self.recvs[i].bytes {
+            return self.post_recv(i, rings);
+        }
+        Step::Same(moved)
+    }
+
+    /// Receiver: the transfer is over: frees the ring, or sends DONE after a single-copy read.
+    fn post_recv<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
+        let x = self.recvs.swap_remove(i);
+        match x.state {
+            RecvState::Ring { ring, .. } => {
+                self.free_ring(ring, rings, false);
+                if x.began_cma { self.stats.fallback += 1 } else { self.stats.ring += 1 }
+            }
+            _ => {
+                self.out.push((x.peer, Control::Done { id: x.id, bytes: x.bytes }));
+                self.stats.cma += 1;
+            }
+        }
+        self.done.push((x.token, Outcome::Moved { bytes: x.bytes }));
+        self.serve_waiting(rings);
+        Step::Removed
+    }
+
+    fn fail_recv<R: Rings + ?Sized>(&mut self, i: usize, e: Error, rings: &R) -> Step {
+        let x = self.recvs.swap_remove(i);
+        if let RecvState::Ring { ring, .. } = x.state {
+            self.free_ring(ring, rings, true);
+        }
+        self.stats.failed += 1;
+        self.done.push((x.token, Outcome::Failed(e)));
+        self.serve_waiting(rings);
+        Step::Removed
+    }
+
+    fn free_ring<R: Rings + ?Sized>(&mut self, ring: u16, rings: &R, reset: bool) {
+        if reset && let Some(r) = rings.ring(self.me, ring) {
+            r.reset();
+        }
+        if let Some(b) = self.ring_busy.get_mut(usize::from(ring)) {
+            *b = false;
+        }
+    }
+
+    /// Gives freed rings to transfers waiting for one.
+    fn serve_waiting<R: Rings + ?Sized>(&mut self, rings: &R) {
+        for i in 0..self.recvs.len() {
+            if matches!(self.recvs[i].state, RecvState::WaitRing { .. }) {
+                self.start_recv(i, rings);
+            }
+        }
+    }
+
+    /// Local rank `peer` died: every transfer with it fails with [`Error::PeerDied`]; rings it
+    /// was writing into are emptied and freed.
+    pub fn peer_gone<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) {
+        let mut i = 0;
+        while i < self.sends.len() {
+            if self.sends[i].peer == peer {
+                let _ = self.fail_send(i, Error::PeerDied);
+            } else {
+                i += 1;
+            }
+        }
+        let mut i = 0;
+        while i < self.recvs.len() {
+            if self.recvs[i].peer != peer {
+                i += 1;
+                continue;
+            }
+            // A sender's part ends once its last chunk is in the ring: it may have exited before
+            // we drained the ring. Take what it left; fail only if something is missing.
+            loop {
+                match self.recvs[i].state {
+                    RecvState::Ring { ring, offset, chunk } => match self.drain(i, ring, offset, chunk, rings) {
+                        Step::Same(true) => continue,
+                        Step::Same(false) => {
+                            let _ = self.fail_recv(i, Error::PeerDied, rings);
+                        }
+                        Step::Removed => {}
+                    },
+                    _ => {
+                        let _ = self.fail_recv(i, Error::PeerDied, rings);
+                    }
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// What one progress step did to the transfer list.
+enum Step {
+    /// The transfer stays; whether anything moved.
+    Same(bool),
+    /// The transfer finished (the list shrank at this index).
+    Removed,
+}
+
+fn cma_error(e: &io::Error) -> String {
+    e.to_string()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::ring::HeapRing;
+
+    /// Two ranks' rings on the heap.
+    struct TwoRanks {
+        rings: Vec<HeapRing>,
+        per: u16,
+    }
+
+    impl Rings for TwoRanks {
+        fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>> {
+            if host >= 2 || index >= self.per {
+                return None;
+            }
+            Some(self.rings[usize::from(host * self.per + index)].get())
+        }
+        fn rings_per_rank(&self) -> u16 {
+            self.per
+        }
+    }
+
+    fn node(per: u16) -> TwoRanks {
+        TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per }
+    }
+
+    /// Runs a transfer of `msg` from a sender (rank 0) to a receiver (rank 1) of capacity `cap`,
+    /// passing the control messages by hand.
+    fn transfer(msg: &[u8], cap: usize, policy: Policy, per: u16) -> (Outcome, Outcome, Vec<u8>) {
+        let n = node(per);
+        let cfg = Config { policy, cma_min: 0, chunks_per_pass: 2, cma_chunk: 700 };
+        let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
+        let mut dst = vec![0u8; cap];
+        // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
+        let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, &n) };
+        let (mut so, mut ro) = (None, None);
+        for _ in 0..10_000 {
+            for (to, m) in r.take_out().collect::<Vec<_>>() {
+                assert_eq!(to, 0);
+                s.handle(1, m, &n).unwrap();
+            }
+            s.progress(&n);
+            r.progress(&n);
+            so = so.or(s.take_done().next().map(|d| d.1));
+            ro = ro.or(r.take_done().next().map(|d| d.1));
+            if so.is_some() && ro.is_some() && !s.busy() && !r.busy() {
+                break;
+            }
+        }
+        (so.expect("sender finished"), ro.expect("receiver finished"), dst)
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 + 7) as u8).collect()
+    }
+
+    #[test]
+    fn ring_transfers_of_odd_sizes() {
+        for len in [1, 999, 1000, 1001, 3999, 4000, 4001, 12_345] {
+            let msg = data(len);
+            let (so, ro, dst) = transfer(&msg, len, Policy::Ring, 1);
+            assert_eq!(so, Outcome::Moved { bytes: len as u64 }, "len {len}");
+            assert_eq!(ro, Outcome::Moved { bytes: len as u64 });
+            assert!(dst == msg, "len {len}");
+        }
+    }
+
+    #[test]
+    fn truncation_moves_the_buffer_length_on_both_sides() {
+        let msg = data(5000);
+        let (so, ro, dst) = transfer(&msg, 1234, Policy::Ring, 1);
+        assert_eq!((so, ro), (Outcome::Moved { bytes: 1234 }, Outcome::Moved { bytes: 1234 }));
+        assert_eq!(dst, msg[..1234]);
+        let (so, ro, _) = transfer(&msg, 0, Policy::Ring, 1);
+        assert_eq!((so, ro), (Outcome::Moved { bytes: 0 }, Outcome::Moved { bytes: 0 }));
+    }
+
+    #[test]
+    fn cma_reads_our_own_buffer_or_falls_back_to_a_ring() {
+        // Same process on both sides: process_vm_readv on ourselves.
+        let msg = data(10_000);
+        let (so, ro, dst) = transfer(&msg, msg.len(), Policy::Cma, 1);
+        assert_eq!((so, ro), (Outcome::Moved { bytes: 10_000 }, Outcome::Moved { bytes: 10_000 }));
+        assert!(dst == msg);
+    }
+
+    #[test]
+    fn transfers_wait_for_a_ring_and_peers_death_fails_them() {
+        let n = node(1);
+        let cfg = Config { policy: Policy::Ring, ..Config::default() };
+        let (mut s, mut r) = (Lmt::new(0, 1, cfg), Lmt::new(1, 1, cfg));
+        let a = data(3000);
+        let mut d1 = vec![0u8; 3000];
+        let mut d2 = vec![0u8; 3000];
+        // SAFETY: the buffers outlive the transfers.
+        let (r1, r2) = unsafe { (s.pre_send(1, 1, a.as_ptr(), 3000, 1), s.pre_send(1, 2, a.as_ptr(), 3000, 1)) };
+        // SAFETY: as above.
+        unsafe {
+            r.pre_recv(0, 11, &r1, d1.as_mut_ptr(), 3000, &n);
+            r.pre_recv(0, 12, &r2, d2.as_mut_ptr(), 3000, &n);
+        }
+        let out: Vec<_> = r.take_out().collect();
+        assert_eq!(out.len(), 1, "one ring: the second transfer waits");
+        // The sender dies before moving anything: both receives fail, the ring is free again.
+        r.peer_gone(0, &n);
+        let done: Vec<_> = r.take_done().collect();
+        assert_eq!(done.len(), 2);
+        assert!(done.iter().all(|d| d.1 == Outcome::Failed(Error::PeerDied)));
+        assert!(!r.busy());
+        // The sender's side: its peer (the receiver) dies while it waits for CTS.
+        s.peer_gone(1, &n);
+        assert_eq!(s.take_done().count(), 2);
+    }
+
+    #[test]
+    fn bad_control_messages_are_errors_not_panics() {
+        let n = node(1);
+        let mut s = Lmt::new(0, 1, Config::default());
+        let msg = data(100);
+        // SAFETY: `msg` outlives the transfer.
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 100, 1) };
+        // A CTS naming a ring that does not exist, or a wrong epoch, or too many bytes.
+        assert!(s.handle(1, Control::Cts { id: rts.id, ring: 7, epoch: 0, bytes: 100 }, &n).is_err());
+        // SAFETY: as above.
+        let rts = unsafe { s.pre_send(1, 2, msg.as_ptr(), 100, 1) };
+        assert!(s.handle(1, Control::Cts { id: rts.id, ring: 0, epoch: 5, bytes: 100 }, &n).is_err());
+        // SAFETY: as above.
+        let rts = unsafe { s.pre_send(1, 3, msg.as_ptr(), 100, 1) };
+        assert!(s.handle(1, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 101 }, &n).is_err());
+        // Unknown transfers are ignored (a late message after a failure).
+        assert!(s.handle(1, Control::Done { id: 999, bytes: 1 }, &n).is_ok());
+        assert!(s.handle(1, Control::Rts(rts), &n).is_err());
+        assert_eq!(s.take_done().filter(|d| matches!(d.1, Outcome::Failed(_))).count(), 3);
+    }
+}

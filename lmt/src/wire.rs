@@ -1,0 +1,242 @@
+//! The rendezvous messages (RTS, CTS, DONE, COOKIE) and their versioned wire encoding. They
+//! travel as payloads of eager messages; decoding bytes from another process is checked, never
+//! trusted.
+//!
+//! Layout (little-endian): `[version u8][type u8][backend u8][pad u8][id u32]` then per type:
+//! - RTS: `len u64, addr u64, pid u32` (the message's length; the sender's buffer and process,
+//!   for a single-copy read);
+//! - CTS: `bytes u64, epoch u32, ring u16` (ring of the receiver's pool, and how many bytes it
+//!   takes: fewer than `len` when the receive buffer is shorter);
+//! - DONE: `bytes u64` (the receiver read that many bytes itself: the sender's buffer is free);
+//! - COOKIE: `offset u64, bytes u64, epoch u32, ring u16` (mid-transfer: continue from `offset`
+//!   through this ring, e.g. after a single-copy read was refused).
+
+use crate::error::{Error, Result};
+
+/// Version of the encoding below.
+pub const VERSION: u8 = 1;
+
+/// Largest encoded message.
+pub const MAX_ENCODED: usize = 40;
+
+/// How the data of a transfer moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// Through a ring of the receiver's pool, both sides copying.
+    Ring,
+    /// A single copy by the receiver, `process_vm_readv` from the sender's buffer.
+    Cma,
+    /// A network module moves the data (the peer is on another node).
+    Net,
+}
+
+impl Backend {
+    fn code(self) -> u8 {
+        match self {
+            Backend::Ring => 1,
+            Backend::Cma => 2,
+            Backend::Net => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> Result<Backend> {
+        match c {
+            1 => Ok(Backend::Ring),
+            2 => Ok(Backend::Cma),
+            3 => Ok(Backend::Net),
+            other => Err(Error::Wire { what: "backend", value: u64::from(other) }),
+        }
+    }
+}
+
+/// Request to send, from the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rts {
+    /// The sender's transfer id.
+    pub id: u32,
+    /// The message's length.
+    pub len: u64,
+    /// The sender's buffer, for a single-copy read.
+    pub addr: u64,
+    /// The sender's process id.
+    pub pid: u32,
+    /// The backend the sender proposes.
+    pub backend: Backend,
+}
+
+/// A rendezvous message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Request to send (sender → receiver).
+    Rts(Rts),
+    /// Clear to send through a ring (receiver → sender).
+    Cts {
+        /// The sender's transfer id.
+        id: u32,
+        /// Ring index in the receiver's pool.
+        ring: u16,
+        /// The ring's epoch for this transfer.
+        epoch: u32,
+        /// Bytes the receiver takes.
+        bytes: u64,
+    },
+    /// The receiver read the data itself (receiver → sender).
+    Done {
+        /// The sender's transfer id.
+        id: u32,
+        /// Bytes read.
+        bytes: u64,
+    },
+    /// Continue through a ring from an offset (receiver → sender).
+    Cookie {
+        /// The sender's transfer id.
+        id: u32,
+        /// Bytes already moved.
+        offset: u64,
+        /// Ring index in the receiver's pool.
+        ring: u16,
+        /// The ring's epoch for this transfer.
+        epoch: u32,
+        /// Bytes the receiver takes in all.
+        bytes: u64,
+    },
+}
+
+const RTS: u8 = 1;
+const CTS: u8 = 2;
+const DONE: u8 = 3;
+const COOKIE: u8 = 4;
+
+impl Control {
+    /// The sender's transfer id the message is about.
+    pub fn id(&self) -> u32 {
+        match *self {
+            Control::Rts(r) => r.id,
+            Control::Cts { id, .. } | Control::Done { id, .. } | Control::Cookie { id, .. } => id,
+        }
+    }
+
+    /// Encodes into `out`; returns the length used.
+    pub fn encode(&self, out: &mut [u8; MAX_ENCODED]) -> usize {
+        out.fill(0);
+        out[0] = VERSION;
+        let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
+        match *self {
+            Control::Rts(r) => {
+                put(1, &[RTS, r.backend.code()]);
+                put(4, &r.id.to_le_bytes());
+                put(8, &r.len.to_le_bytes());
+                put(16, &r.addr.to_le_bytes());
+                put(24, &r.pid.to_le_bytes());
+                28
+            }
+            Control::Cts { id, ring, epoch, bytes } => {
+                put(1, &[CTS]);
+                put(4, &id.to_le_bytes());
+                put(8, &bytes.to_le_bytes());
+                put(16, &epoch.to_le_bytes());
+                put(20, &ring.to_le_bytes());
+                22
+            }
+            Control::Done { id, bytes } => {
+                put(1, &[DONE]);
+                put(4, &id.to_le_bytes());
+                put(8, &bytes.to_le_bytes());
+                16
+            }
+            Control::Cookie { id, offset, ring, epoch, bytes } => {
+                put(1, &[COOKIE]);
+                put(4, &id.to_le_bytes());
+                put(8, &offset.to_le_bytes());
+                put(16, &bytes.to_le_bytes());
+                put(24, &epoch.to_le_bytes());
+                put(28, &ring.to_le_bytes());
+                30
+            }
+        }
+    }
+
+    /// Decodes bytes received from a peer.
+    pub fn decode(b: &[u8]) -> Result<Control> {
+        let need = |n: usize| {
+            if b.len() < n { Err(Error::Wire { what: "message length", value: b.len() as u64 }) } else { Ok(()) }
+        };
+        need(8)?;
+        if b[0] != VERSION {
+            return Err(Error::Wire { what: "version", value: u64::from(b[0]) });
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let id = u32_at(4);
+        match b[1] {
+            RTS => {
+                need(28)?;
+                Ok(Control::Rts(Rts {
+                    id,
+                    len: u64_at(8),
+                    addr: u64_at(16),
+                    pid: u32_at(24),
+                    backend: Backend::from_code(b[2])?,
+                }))
+            }
+            CTS => {
+                need(22)?;
+                Ok(Control::Cts { id, bytes: u64_at(8), epoch: u32_at(16), ring: u16_at(20) })
+            }
+            DONE => {
+                need(16)?;
+                Ok(Control::Done { id, bytes: u64_at(8) })
+            }
+            COOKIE => {
+                need(30)?;
+                Ok(Control::Cookie { id, offset: u64_at(8), bytes: u64_at(16), epoch: u32_at(24), ring: u16_at(28) })
+            }
+            other => Err(Error::Wire { what: "message type", value: u64::from(other) }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_round_trips() {
+        let msgs = [
+            Control::Rts(Rts { id: 7, len: 1 << 33, addr: 0xdead_beef_0000, pid: 4242, backend: Backend::Cma }),
+            Control::Rts(Rts { id: 0, len: 1, addr: 0, pid: 1, backend: Backend::Ring }),
+            Control::Cts { id: u32::MAX, ring: 3, epoch: 99, bytes: 12345 },
+            Control::Done { id: 5, bytes: 64 << 20 },
+            Control::Cookie { id: 9, offset: 4096, ring: 1, epoch: 2, bytes: 1 << 20 },
+        ];
+        for m in msgs {
+            let mut buf = [0u8; MAX_ENCODED];
+            let n = m.encode(&mut buf);
+            assert_eq!(Control::decode(&buf[..n]).unwrap(), m);
+            assert_eq!(m.id(), Control::decode(&buf[..n]).unwrap().id());
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_typed_errors() {
+        let mut buf = [0u8; MAX_ENCODED];
+        let n = Control::Done { id: 1, bytes: 2 }.encode(&mut buf);
+        assert!(matches!(Control::decode(&buf[..n - 1]), Err(Error::Wire { what: "message length", .. })));
+        assert!(matches!(Control::decode(&[]), Err(Error::Wire { .. })));
+        let mut bad = buf;
+        bad[0] = 9;
+        assert!(matches!(Control::decode(&bad[..n]), Err(Error::Wire { what: "version", .. })));
+        bad = buf;
+        bad[1] = 77;
+        assert!(matches!(Control::decode(&bad[..n]), Err(Error::Wire { what: "message type", .. })));
+        let n = Control::Rts(Rts { id: 1, len: 2, addr: 3, pid: 4, backend: Backend::Ring }).encode(&mut buf);
+        buf[2] = 9;
+        assert!(matches!(Control::decode(&buf[..n]), Err(Error::Wire { what: "backend", .. })));
+        // Arbitrary bytes never panic.
+        for seed in 0..2000u32 {
+            let junk: Vec<u8> = (0..(seed % 41)).map(|i| (seed.wrapping_mul(2654435761) >> (i % 24)) as u8).collect();
+            let _ = Control::decode(&junk);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The TCP netmod's frames. Every frame starts with an 8-byte prefix
+//! `[type u8][version u8][0 u16][body length u32]` (little-endian), then its body:
+//! - HELLO: `[rank u32][job size u32][job key u64]`, from the connecting side;
+//! - ACCEPT, REJECT: empty; the accepting side's answer (REJECT settles simultaneous connects);
+//! - MSG: the 32-byte message header as in a cell (native byte order: both ends run this build),
+//!   the 16-byte fault-tolerance room if the header's piggyback flag is set, then the payload;
+//! - DATA: `[transfer id u32][0 u32][offset u64]` then bytes of a large message, streamed from the
+//!   sender's buffer into the receiver's;
+//! - BYE: empty; the sender finalizes and sends nothing more.
+//!
+//! A peer's bytes are never trusted: lengths are checked against what the frame type allows
+//! before anything is read or allocated.
+
+use nemesis_shm::MsgHeader;
+use nemesis_shm::cell::HEADER_BYTES;
+
+/// Version of this framing.
+pub const VERSION: u8 = 1;
+/// Bytes of the prefix.
+pub const PREFIX: usize = 8;
+/// Bytes of a HELLO body.
+pub const HELLO: usize = 16;
+/// Bytes of a DATA sub-header.
+pub const DATA_HEAD: usize = 16;
+/// Largest DATA frame: a large message goes in frames of this size, so that messages queued
+/// behind it are not held for the whole transfer.
+pub const DATA_FRAME: usize = 1 << 20;
+
+/// Frame types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Hello = 1,
+    Accept = 2,
+    Reject = 3,
+    Msg = 4,
+    Data = 5,
+    Bye = 6,
+}
+
+impl Kind {
+    fn from_code(c: u8) -> Option<Kind> {
+        Some(match c {
+            1 => Kind::Hello,
+            2 => Kind::Accept,
+            3 => Kind::Reject,
+            4 => Kind::Msg,
+            5 => Kind::Data,
+            6 => Kind::Bye,
+            _ => return None,
+        })
+    }
+}
+
+/// A prefix.
+pub fn prefix(kind: Kind, body: usize) -> [u8; PREFIX] {
+    let mut p = [0u8; PREFIX];
+    p[0] = kind as u8;
+    p[1] = VERSION;
+    p[4..8].copy_from_slice(&(body as u32).to_le_bytes());
+    p
+}
+
+/// Decodes a prefix: the frame type and its body length, or what is wrong with it.
+pub fn parse_prefix(p: &[u8; PREFIX]) -> Result<(Kind, usize), String> {
+    let kind = Kind::from_code(p[0]).ok_or_else(|| format!("unknown frame type {}", p[0]))?;
+    if p[1] != VERSION {
+        return Err(format!("frame version {} (this build speaks {VERSION})", p[1]));
+    }
+    let len = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as usize;
+    let ok = match kind {
+        Kind::Hello => len == HELLO,
+        Kind::Accept | Kind::Reject | Kind::Bye => len == 0,
+        Kind::Msg => len >= HEADER_BYTES,
+        Kind::Data => len > DATA_HEAD && len <= DATA_HEAD + DATA_FRAME,
+    };
+    if !ok {
+        return Err(format!("{kind:?} frame of {len} bytes"));
+    }
+    Ok((kind, len))
+}
+
+/// A HELLO body.
+pub fn hello(rank: u32, size: u32, job: u64) -> [u8; HELLO] {
+    let mut b = [0u8; HELLO];
+    b[0..4].copy_from_slice(&rank.to_le_bytes());
+    b[4..8].copy_from_slice(&size.to_le_bytes());
+    b[8..16].copy_from_slice(&job.to_le_bytes());
+    b
+}
+
+/// Decodes a HELLO body: `(rank, size, job)`.
+pub fn parse_hello(b: &[u8]) -> (u32, u32, u64) {
+    let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let job = u64::from(w(8)) | u64::from(w(12)) << 32;
+    (w(0), w(4), job)
+}
+
+/// A DATA prefix and sub-header for `bytes` bytes of transfer `id` at `offset`.
+pub fn data_head(id: u32, offset: u64, bytes: usize) -> [u8; PREFIX + DATA_HEAD] {
+    let mut h = [0u8; PREFIX + DATA_HEAD];
+    h[..PREFIX].copy_from_slice(&prefix(Kind::Data, DATA_HEAD + bytes));
+    h[PREFIX..PREFIX + 4].copy_from_slice(&id.to_le_bytes());
+    h[PREFIX + 8..PREFIX + 16].copy_from_slice(&offset.to_le_bytes());
+    h
+}
+
+/// Decodes a DATA sub-header: `(id, offset)`.
+pub fn parse_data_head(b: &[u8]) -> (u32, u64) {
+    let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let mut o = [0u8; 8];
+    o.copy_from_slice(&b[8..16]);
+    (id, u64::from_le_bytes(o))
+}
+
+/// The bytes of a message header.
+pub fn header_bytes(h: &MsgHeader) -> [u8; HEADER_BYTES] {
+    let mut b = [0u8; HEADER_BYTES];
+    // SAFETY: `MsgHeader` is a `repr(C)` struct of integers, `HEADER_BYTES` long.
+    unsafe { std::ptr::write_unaligned(b.as_mut_ptr() as *mut MsgHeader, *h) };
+    b
+}
+
+/// A message header from its bytes (any bit pattern is a header; its fields are checked by the
+/// caller).
+pub fn parse_header(b: &[u8]) -> MsgHeader {
+    assert!(b.len() >= HEADER_BYTES);
+    // SAFETY: `b` holds at least `HEADER_BYTES` bytes; every bit pattern is a valid `MsgHeader`.
+    unsafe { std::ptr::read_unaligned(b.as_ptr() as *const MsgHeader) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_bad_prefixes_are_refused() {
+        for (k, len) in [(Kind::Hello, HELLO), (Kind::Accept, 0), (Kind::Msg, 40), (Kind::Data, 17), (Kind::Bye, 0)] {
+            assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
+        }
+        assert!(parse_prefix(&prefix(Kind::Hello, 3)).is_err());
+        assert!(parse_prefix(&prefix(Kind::Msg, 31)).is_err());
+        assert!(parse_prefix(&prefix(Kind::Data, DATA_HEAD)).is_err());
+        assert!(parse_prefix(&prefix(Kind::Data, DATA_HEAD + DATA_FRAME + 1)).is_err());
+        let mut p = prefix(Kind::Bye, 0);
+        p[1] = 9;
+        assert!(parse_prefix(&p).is_err());
+        p[0] = 0;
+        assert!(parse_prefix(&p).is_err());
+        assert_eq!(parse_hello(&hello(3, 8, 0x1234_5678_9abc_def0)), (3, 8, 0x1234_5678_9abc_def0));
+        let d = data_head(7, 1 << 40, 100);
+        assert_eq!(parse_prefix(d[..PREFIX].try_into().unwrap()).unwrap(), (Kind::Data, DATA_HEAD + 100));
+        assert_eq!(parse_data_head(&d[PREFIX..]), (7, 1 << 40));
+        let h = MsgHeader { src: 1, dst: 2, tag: 3, context: 4, len: 5, kind: 6, aux: 7, ..MsgHeader::default() };
+        assert_eq!(parse_header(&header_bytes(&h)), h);
+    }
+}

@@ -1,0 +1,1202 @@
+//! # nemesis-netmod-tcp: the TCP network module
+//!
+//! Implements [`nemesis_shm::netmod::Netmod`] (messages, through the receive queue) and
+//! [`nemesis_lmt::LmtBackend`] (the data of large messages, streamed) over TCP:
+//! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then a
+//!   HELLO naming the rank and the job). Simultaneous connects are settled by rank: the accepting
+//!   side refuses (REJECT) a connection from a higher rank while its own attempt to that rank is
+//!   under way, and accepts one from a lower rank, dropping its own attempt. Data flows only after
+//!   ACCEPT, so nothing is ever written on a connection that loses; messages wait per peer, not
+//!   per socket. `TCP_NODELAY` on every socket.
+//! - **framing** ([`frame`]): the cell header, so arrivals are cells already; a direct write when
+//!   nothing is queued for the peer, else queued (copied) behind, keeping the order.
+//! - **arrivals** are copied from the socket's buffer into cells of the process's netmod pool and
+//!   enqueued on its receive queue; with no free cell the socket is left alone (flow control).
+//! - **large messages**: after the rendezvous, DATA frames are written from the sender's buffer and
+//!   read into the receiver's buffer, without staging.
+//! - **failures**: a reset, or an end of stream without BYE, or heartbeats ([`heartbeat`]) missing
+//!   for the timeout, make the peer dead: a [`KIND_PEER_GONE`] notice follows its last arrival
+//!   in the receive queue; its transfers fail.
+//!
+//! Configuration (`NEMESIS_TCP_*`, see [`TcpConfig::from_env`]): the address or interface to use,
+//! a port range, the heartbeat period and timeout.
+
+pub mod frame;
+pub mod heartbeat;
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use nemesis_lmt::{LmtBackend, NetDone, Outcome};
+use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
+use nemesis_shm::{Error, MsgHeader, NetCell, Result};
+
+use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX};
+use heartbeat::Heartbeat;
+
+/// Settings of the TCP netmod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The address to listen on and advertise (`NEMESIS_TCP_ADDR`, or the first address of the
+    /// interface named by `NEMESIS_TCP_IF`); by default the first non-loopback IPv4 address of an
+    /// interface that is up, else 127.0.0.1.
+    pub addr: Option<IpAddr>,
+    /// Ports to listen on (`NEMESIS_TCP_PORTS=lo-hi`); by default any the kernel gives.
+    pub ports: Option<(u16, u16)>,
+    /// Heartbeat period (`NEMESIS_TCP_HEARTBEAT_MS`, default 500).
+    pub heartbeat: Duration,
+    /// A peer not heard for this long is dead (`NEMESIS_TCP_TIMEOUT_MS`, default 10 periods);
+    /// also the longest a connection may take to be set up.
+    pub timeout: Duration,
+    /// Largest message frame accepted from a peer (eager messages; larger ones go by rendezvous).
+    pub max_message: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            addr: None,
+            ports: None,
+            heartbeat: Duration::from_millis(500),
+            timeout: Duration::from_millis(5000),
+            max_message: 16 << 20,
+        }
+    }
+}
+
+fn config_error(var: &str, v: &str, want: &str) -> Error {
+    Error::Net(format!("{var}={v}: expected {want}"))
+}
+
+impl TcpConfig {
+    /// The defaults with the `NEMESIS_TCP_*` overrides.
+    pub fn from_env() -> Result<TcpConfig> {
+        let mut c = TcpConfig::default();
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        if let Some(v) = var("NEMESIS_TCP_ADDR") {
+            c.addr = Some(v.trim().parse().map_err(|_| config_error("NEMESIS_TCP_ADDR", &v, "an IP address"))?);
+        } else if let Some(v) = var("NEMESIS_TCP_IF") {
+            c.addr = Some(
+                interface_addr(v.trim())
+                    .ok_or_else(|| config_error("NEMESIS_TCP_IF", &v, "an interface with an address"))?,
+            );
+        }
+        if let Some(v) = var("NEMESIS_TCP_PORTS") {
+            let bad = || config_error("NEMESIS_TCP_PORTS", &v, "lo-hi, e.g. 40000-40100");
+            let (lo, hi) = v.trim().split_once('-').ok_or_else(bad)?;
+            let (lo, hi): (u16, u16) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+            if lo == 0 || lo > hi {
+                return Err(bad());
+            }
+            c.ports = Some((lo, hi));
+        }
+        let ms = |k: &str, v: &str| -> Result<Duration> {
+            let n: u64 = v.trim().parse().map_err(|_| config_error(k, v, "milliseconds"))?;
+            if n == 0 {
+                return Err(config_error(k, v, "a positive number of milliseconds"));
+            }
+            Ok(Duration::from_millis(n))
+        };
+        if let Some(v) = var("NEMESIS_TCP_HEARTBEAT_MS") {
+            c.heartbeat = ms("NEMESIS_TCP_HEARTBEAT_MS", &v)?;
+            c.timeout = c.heartbeat * 10;
+        }
+        if let Some(v) = var("NEMESIS_TCP_TIMEOUT_MS") {
+            c.timeout = ms("NEMESIS_TCP_TIMEOUT_MS", &v)?;
+        }
+        if c.timeout < c.heartbeat * 2 {
+            return Err(Error::Net(format!(
+                "the heartbeat timeout ({:?}) must be at least two periods ({:?})",
+                c.timeout, c.heartbeat
+            )));
+        }
+        Ok(c)
+    }
+
+    /// The detection bound: a stopped peer is declared dead within this long of its last
+    /// heartbeat (plus the time until the watcher's next progress pass).
+    pub fn detection_bound(&self) -> Duration {
+        self.timeout + self.heartbeat
+    }
+}
+
+/// The addresses of the interfaces that are up: `(name, address, loopback)`.
+fn interfaces() -> Vec<(String, IpAddr, bool)> {
+    let mut out = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `ifap` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return out;
+    }
+    let mut p = ifap;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, valid until freeifaddrs.
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
+        if ifa.ifa_addr.is_null() || !up {
+            continue;
+        }
+        // SAFETY: `ifa_name` is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+        let lo = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
+        // SAFETY: `ifa_addr` is non-null and points to a sockaddr of the family it names.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if family == libc::AF_INET {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            out.push((name, IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))), lo));
+        } else if family == libc::AF_INET6 {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+            out.push((name, IpAddr::V6(sin6.sin6_addr.s6_addr.into()), lo));
+        }
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(ifap) };
+    out
+}
+
+/// The first address of interface `name` (IPv4 first).
+pub fn interface_addr(name: &str) -> Option<IpAddr> {
+    let all: Vec<_> = interfaces().into_iter().filter(|i| i.0 == name).collect();
+    all.iter().find(|i| i.1.is_ipv4()).or(all.first()).map(|i| i.1)
+}
+
+/// The default address: the first non-loopback IPv4 address of an interface that is up.
+pub fn default_addr() -> IpAddr {
+    interfaces().into_iter().find(|i| !i.2 && i.1.is_ipv4()).map(|i| i.1).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+/// A peer's card: `tcp:<ip>:<port>:<heartbeat port>`.
+fn parse_card(card: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let rest = card.strip_prefix("tcp:")?;
+    let mut it = rest.rsplitn(3, ':');
+    let udp: u16 = it.next()?.parse().ok()?;
+    let port: u16 = it.next()?.parse().ok()?;
+    let ip: IpAddr = it.next()?.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    Some((SocketAddr::new(ip, port), SocketAddr::new(ip, udp)))
+}
+
+/// The state of the connection with one peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Nothing yet.
+    Idle,
+    /// Our connect is under way (`hello`: HELLO written; waiting for ACCEPT or REJECT).
+    Connecting {
+        since: Instant,
+        hello: bool,
+    },
+    /// Our attempt was refused in favour of the peer's own, which we wait for.
+    Waiting {
+        since: Instant,
+    },
+    Up,
+    /// The peer said BYE: it sends nothing more, and takes nothing more.
+    Bye,
+    Dead,
+}
+
+/// What is queued for a peer.
+enum Out {
+    /// A frame, or what is left of it.
+    Bytes { buf: Vec<u8>, at: usize },
+    /// A DATA frame of a large message, written from the sender's buffer.
+    Data { head: [u8; PREFIX + DATA_HEAD], ptr: *const u8, len: usize, at: usize, id: u32, end: Option<u64> },
+}
+
+/// Where the bytes read from a peer go.
+enum Rx<'n> {
+    /// Between frames.
+    Frame,
+    /// The payload of a message, fragment by fragment into cells.
+    Msg {
+        hdr: MsgHeader,
+        room: usize,
+        ft: [u8; FT_ROOM],
+        left: usize,
+        frag: u16,
+        cap: usize,
+        cell: Option<NetCell<'n>>,
+        filled: usize,
+    },
+    /// The bytes of a DATA frame: `left` more go to `dst` (expected transfer `k` of the peer).
+    Data { k: usize, left: usize },
+}
+
+/// A large message's data expected from a peer.
+struct DataRecv {
+    id: u32,
+    dst: *mut u8,
+    bytes: u64,
+    got: u64,
+}
+
+struct Peer<'n> {
+    card: Option<(SocketAddr, SocketAddr)>,
+    link: Link,
+    sock: Option<TcpStream>,
+    /// Bytes read and not yet used: `buf[start..end]`.
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    rx: Rx<'n>,
+    out: VecDeque<Out>,
+    recvs: Vec<DataRecv>,
+}
+
+impl Peer<'_> {
+    fn new() -> Self {
+        Peer {
+            card: None,
+            link: Link::Idle,
+            sock: None,
+            buf: Box::new([]),
+            start: 0,
+            end: 0,
+            rx: Rx::Frame,
+            out: VecDeque::new(),
+            recvs: Vec::new(),
+        }
+    }
+}
+
+/// An accepted connection before its HELLO.
+struct Pending {
+    sock: TcpStream,
+    buf: [u8; PREFIX + frame::HELLO],
+    got: usize,
+    since: Instant,
+}
+
+/// Size of each connection's receive buffer.
+const RX_BUF: usize = 64 << 10;
+/// epoll token of the listener; accepted connections before HELLO are `PENDING + index`; peers
+/// are their rank.
+const LISTENER: u64 = u64::MAX;
+const PENDING: u64 = 1 << 40;
+
+/// The TCP netmod of one process.
+pub struct TcpNetmod<'n> {
+    me: u32,
+    size: u32,
+    job: u64,
+    cfg: TcpConfig,
+    listener: TcpListener,
+    card: String,
+    epoll: OwnedFd,
+    peers: Vec<Peer<'n>>,
+    pending: Vec<Option<Pending>>,
+    hb: Heartbeat,
+    /// Deaths whose notice waits for a free cell.
+    deaths: Vec<u32>,
+    /// Cells taken for arrivals that did not complete (their peer died), for reuse.
+    spare: Vec<NetCell<'n>>,
+    done: Vec<NetDone>,
+    next_check: Instant,
+    events: Vec<libc::epoll_event>,
+    /// Ranks with a socket (up or being set up), rebuilt when `relist` is set.
+    live: Vec<u32>,
+    relist: bool,
+    polls: u32,
+}
+
+impl std::fmt::Debug for TcpNetmod<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpNetmod").field("me", &self.me).field("size", &self.size).field("card", &self.card).finish()
+    }
+}
+
+// SAFETY: the raw pointers are large-message buffers of transfers in flight, valid until the
+// transfer is reported (the LmtBackend contracts); the netmod is driven by one thread at a time.
+unsafe impl Send for TcpNetmod<'_> {}
+
+fn io_err(what: &str, e: io::Error) -> Error {
+    Error::Net(format!("{what}: {e}"))
+}
+
+impl<'n> TcpNetmod<'n> {
+    /// `init`: listens and starts heartbeats, for global rank `me` of a job of `size` ranks whose
+    /// key is `job` (peers of another job are refused). The card is [`Netmod::card`].
+    pub fn new(me: u32, size: u32, job: u64, cfg: TcpConfig) -> Result<TcpNetmod<'n>> {
+        let ip = cfg.addr.unwrap_or_else(default_addr);
+        let listener = match cfg.ports {
+            None => TcpListener::bind((ip, 0)).map_err(|e| io_err(&format!("listen on {ip}"), e))?,
+            Some((lo, hi)) => (lo..=hi)
+                .find_map(|p| TcpListener::bind((ip, p)).ok())
+                .ok_or_else(|| Error::Net(format!("no free port in {lo}-{hi} on {ip}")))?,
+        };
+        listener.set_nonblocking(true).map_err(|e| io_err("listener", e))?;
+        let port = listener.local_addr().map_err(|e| io_err("listener", e))?.port();
+        // SAFETY: epoll_create1 returns a new descriptor (or -1).
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io_err("epoll_create1", io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a descriptor we own from here on.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let hb = Heartbeat::start(ip, me, job, cfg.heartbeat).map_err(|e| io_err("heartbeat socket", e))?;
+        let host = if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() };
+        let card = format!("tcp:{host}:{port}:{}", hb.port());
+        let nm = TcpNetmod {
+            me,
+            size,
+            job,
+            cfg,
+            listener,
+            card,
+            epoll,
+            peers: (0..size).map(|_| Peer::new()).collect(),
+            pending: Vec::new(),
+            hb,
+            deaths: Vec::new(),
+            spare: Vec::new(),
+            done: Vec::new(),
+            next_check: Instant::now(),
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            live: Vec::new(),
+            relist: false,
+            polls: 0,
+        };
+        nm.ctl(libc::EPOLL_CTL_ADD, nm.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+        Ok(nm)
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: both descriptors are open; `ev` is a valid event for the call.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) } < 0 {
+            return Err(io_err("epoll_ctl", io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn peer_index(&self, rank: u32) -> Result<usize> {
+        if rank >= self.size || rank == self.me {
+            return Err(Error::Net(format!("rank {rank} is not a remote peer (job of {} ranks)", self.size)));
+        }
+        Ok(rank as usize)
+    }
+
+    /// Starts connecting to `rank` (its card is known).
+    fn start_connect(&mut self, rank: u32) -> Result<()> {
+        let p = &self.peers[rank as usize];
+        let Some((addr, _)) = p.card else {
+            return Err(Error::Net(format!("no business card for rank {rank}")));
+        };
+        let sock = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)
+            .map_err(|e| io_err("socket", e))?;
+        sock.set_nonblocking(true).map_err(|e| io_err("socket", e))?;
+        sock.set_tcp_nodelay(true).map_err(|e| io_err("TCP_NODELAY", e))?;
+        match sock.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(self.died(rank, &format!("connect to {addr}: {e}"))),
+        }
+        let stream: TcpStream = sock.into();
+        self.ctl(libc::EPOLL_CTL_ADD, stream.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLOUT) as u32, u64::from(rank))?;
+        let p = &mut self.peers[rank as usize];
+        p.sock = Some(stream);
+        p.link = Link::Connecting { since: Instant::now(), hello: false };
+        self.relist = true;
+        if let Some((_, udp)) = p.card {
+            self.hb.watch(rank, udp);
+        }
+        Ok(())
+    }
+
+    /// Marks `rank` dead (`why` is logged): drops its connection and queue, fails its transfers,
+    /// and schedules the notice through the receive queue. Returns the error for a caller that
+    /// was sending to it.
+    fn died(&mut self, rank: u32, why: &str) -> Error {
+        let p = &mut self.peers[rank as usize];
+        if p.link != Link::Dead {
+            self.relist = true;
+            tracing::warn!(rank, why, "remote peer is gone");
+            p.link = Link::Dead;
+            p.sock = None;
+            p.buf = Box::new([]);
+            p.start = 0;
+            p.end = 0;
+            if let Rx::Msg { cell: Some(c), .. } = std::mem::replace(&mut p.rx, Rx::Frame) {
+                self.spare.push(c);
+            }
+            for o in p.out.drain(..) {
+                if let Out::Data { id, end: Some(_), .. } = o {
+                    let outcome = Outcome::Failed(nemesis_lmt::Error::PeerDied);
+                    self.done.push(NetDone { peer: rank, id, send: true, outcome });
+                }
+            }
+            for r in p.recvs.drain(..) {
+                let outcome = Outcome::Failed(nemesis_lmt::Error::PeerDied);
+                self.done.push(NetDone { peer: rank, id: r.id, send: false, outcome });
+            }
+            self.hb.unwatch(rank);
+            self.deaths.push(rank);
+        }
+        Error::NetPeerDead { rank }
+    }
+
+    /// Accepts waiting connections.
+    fn accept(&mut self) -> Result<bool> {
+        let mut any = false;
+        loop {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    any = true;
+                    s.set_nonblocking(true).map_err(|e| io_err("accept", e))?;
+                    s.set_nodelay(true).map_err(|e| io_err("TCP_NODELAY", e))?;
+                    let i = match self.pending.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.pending.push(None);
+                            self.pending.len() - 1
+                        }
+                    };
+                    self.ctl(libc::EPOLL_CTL_ADD, s.as_raw_fd(), libc::EPOLLIN as u32, PENDING + i as u64)?;
+                    let buf = [0u8; PREFIX + frame::HELLO];
+                    self.pending[i] = Some(Pending { sock: s, buf, got: 0, since: Instant::now() });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Out of descriptors or a connection reset before accept: try again later.
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept");
+                    return Ok(any);
+                }
+            }
+        }
+    }
+
+    /// Reads the HELLO of accepted connection `i` and accepts or refuses it.
+    fn read_hello(&mut self, i: usize) -> Result<()> {
+        let Some(pc) = self.pending[i].as_mut() else { return Ok(()) };
+        let n = match pc.sock.read(&mut pc.buf[pc.got..]) {
+            Ok(0) => {
+                self.pending[i] = None;
+                return Ok(());
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(_) => {
+                self.pending[i] = None;
+                return Ok(());
+            }
+        };
+        pc.got += n;
+        if pc.got < pc.buf.len() {
+            return Ok(());
+        }
+        let Some(pc) = self.pending[i].take() else { return Ok(()) };
+        let prefix: [u8; PREFIX] = pc.buf[..PREFIX].try_into().unwrap_or([0; PREFIX]);
+        let (rank, size, job) = frame::parse_hello(&pc.buf[PREFIX..]);
+        let valid = matches!(frame::parse_prefix(&prefix), Ok((Kind::Hello, _)))
+            && job == self.job
+            && size == self.size
+            && rank < self.size
+            && rank != self.me;
+        if !valid {
+            tracing::warn!(rank, job, "refused a connection that is not from this job");
+            return Ok(());
+        }
+        let accept = settle(self.peers[rank as usize].link, rank, self.me);
+        let mut sock = pc.sock;
+        if !accept {
+            let _ = sock.write_all(&frame::prefix(Kind::Reject, 0));
+            return Ok(());
+        }
+        if sock.write_all(&frame::prefix(Kind::Accept, 0)).is_err() {
+            return Ok(());
+        }
+        // Our own attempt, if any, is dropped (closing it removes it from epoll).
+        let p = &mut self.peers[rank as usize];
+        p.sock = None;
+        self.ctl(libc::EPOLL_CTL_MOD, sock.as_raw_fd(), libc::EPOLLIN as u32, u64::from(rank))?;
+        let p = &mut self.peers[rank as usize];
+        p.sock = Some(sock);
+        p.link = Link::Up;
+        self.relist = true;
+        p.buf = vec![0u8; RX_BUF].into_boxed_slice();
+        p.start = 0;
+        p.end = 0;
+        p.rx = Rx::Frame;
+        if let Some((_, udp)) = p.card {
+            self.hb.watch(rank, udp);
+        }
+        Ok(())
+    }
+
+    /// Our connect to `rank` finished: sends HELLO.
+    fn connected(&mut self, rank: u32) -> Result<()> {
+        let p = &mut self.peers[rank as usize];
+        let Some(sock) = p.sock.as_mut() else { return Ok(()) };
+        match sock.take_error() {
+            Ok(None) => {}
+            Ok(Some(e)) | Err(e) => {
+                let why = format!("connect: {e}");
+                self.died(rank, &why);
+                return Ok(());
+            }
+        }
+        if sock.peer_addr().is_err() {
+            return Ok(()); // still connecting
+        }
+        let mut hello = [0u8; PREFIX + frame::HELLO];
+        hello[..PREFIX].copy_from_slice(&frame::prefix(Kind::Hello, frame::HELLO));
+        hello[PREFIX..].copy_from_slice(&frame::hello(self.me, self.size, self.job));
+        if let Err(e) = sock.write_all(&hello) {
+            let why = format!("HELLO: {e}");
+            self.died(rank, &why);
+            return Ok(());
+        }
+        let fd = sock.as_raw_fd();
+        p.buf = vec![0u8; RX_BUF].into_boxed_slice();
+        p.start = 0;
+        p.end = 0;
+        p.rx = Rx::Frame;
+        if let Link::Connecting { since, .. } = p.link {
+            p.link = Link::Connecting { since, hello: true };
+        }
+        self.ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, u64::from(rank))
+    }
+
+    /// Reads from `rank`'s connection and moves what arrived on. True if anything did.
+    fn pump(&mut self, rank: u32, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
+        let mut moved = false;
+        loop {
+            match self.parse(rank, inbox) {
+                Ok(Flow::More) => {}
+                Ok(Flow::Blocked) => return Ok(moved),
+                Err(why) => {
+                    self.died(rank, &why);
+                    return Ok(true);
+                }
+            }
+            let p = &mut self.peers[rank as usize];
+            if p.buf.is_empty() {
+                // Not connected yet (or no longer).
+                return Ok(moved);
+            }
+            let Some(sock) = p.sock.as_mut() else { return Ok(moved) };
+            // Large-message bytes go straight to the receiver's buffer once the staging buffer is
+            // used up.
+            let r = match p.rx {
+                Rx::Data { k, left } if p.start == p.end => {
+                    let d = &p.recvs[k];
+                    // SAFETY: `d.dst` holds `d.bytes` bytes (start_recv's contract) and
+                    // `got + left <= bytes` (checked when the frame began).
+                    let dst = unsafe { std::slice::from_raw_parts_mut(d.dst.add(d.got as usize), left) };
+                    match sock.read(dst) {
+                        Ok(n) if n > 0 => {
+                            let d = &mut p.recvs[k];
+                            d.got += n as u64;
+                            p.rx = Rx::Data { k, left: left - n };
+                            moved = true;
+                            continue;
+                        }
+                        other => other,
+                    }
+                }
+                _ => {
+                    if p.start > 0 {
+                        p.buf.copy_within(p.start..p.end, 0);
+                        p.end -= p.start;
+                        p.start = 0;
+                    }
+                    let end = p.end;
+                    match sock.read(&mut p.buf[end..]) {
+                        Ok(n) if n > 0 => {
+                            p.end += n;
+                            moved = true;
+                            continue;
+                        }
+                        other => other,
+                    }
+                }
+            };
+            match r {
+                Ok(_) => {
+                    // End of stream.
+                    let p = &mut self.peers[rank as usize];
+                    if p.link == Link::Bye {
+                        p.sock = None;
+                        self.relist = true;
+                    } else {
+                        self.died(rank, "connection closed without BYE");
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(moved),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.died(rank, &format!("read: {e}"));
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Uses the bytes buffered from `rank`. `Err` is a protocol violation (the peer is broken).
+    fn parse(&mut self, rank: u32, inbox: &mut dyn Inbox<'n>) -> std::result::Result<Flow, String> {
+        loop {
+            let me = self.me;
+            let max = self.cfg.max_message;
+            let p = &mut self.peers[rank as usize];
+            let avail = p.end - p.start;
+            match &mut p.rx {
+                Rx::Frame => {
+                    if avail < PREFIX {
+                        return Ok(Flow::More);
+                    }
+                    let pre: [u8; PREFIX] = p.buf[p.start..p.start + PREFIX].try_into().map_err(|_| "prefix")?;
+                    let (kind, len) = frame::parse_prefix(&pre)?;
+                    match kind {
+                        Kind::Accept | Kind::Reject => {
+                            let Link::Connecting { hello: true, .. } = p.link else {
+                                return Err(format!("{kind:?} outside a connection attempt"));
+                            };
+                            p.start += PREFIX;
+                            if kind == Kind::Accept {
+                                p.link = Link::Up;
+                            } else {
+                                p.link = Link::Waiting { since: Instant::now() };
+                                p.sock = None;
+                                self.relist = true;
+                                return Ok(Flow::Blocked);
+                            }
+                        }
+                        Kind::Bye => {
+                            if p.link != Link::Up {
+                                return Err("BYE outside a connection".into());
+                            }
+                            p.start += PREFIX;
+                            p.link = Link::Bye;
+                            self.hb.unwatch(rank);
+                        }
+                        Kind::Hello => return Err("HELLO on an open connection".into()),
+                        Kind::Msg => {
+                            if p.link != Link::Up {
+                                return Err("message before ACCEPT".into());
+                            }
+                            if avail < PREFIX + HEADER_BYTES {
+                                return Ok(Flow::More);
+                            }
+                            let at = p.start + PREFIX;
+                            let hdr = frame::parse_header(&p.buf[at..at + HEADER_BYTES]);
+                            let room = if hdr.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+                            if len < HEADER_BYTES + room {
+                                return Err(format!("message frame of {len} bytes"));
+                            }
+                            let payload = len - HEADER_BYTES - room;
+                            if hdr.src != rank || hdr.dst != me || hdr.len as usize != payload || payload > max {
+                                return Err(format!(
+                                    "message header (src {}, dst {}, len {}) in a frame of {payload} payload bytes from rank {rank}",
+                                    hdr.src, hdr.dst, hdr.len
+                                ));
+                            }
+                            if hdr.kind == KIND_PEER_GONE {
+                                return Err("reserved message kind".into());
+                            }
+                            if avail < PREFIX + HEADER_BYTES + room {
+                                return Ok(Flow::More);
+                            }
+                            let mut ft = [0u8; FT_ROOM];
+                            ft[..room].copy_from_slice(&p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room]);
+                            p.start = at + HEADER_BYTES + room;
+                            let mut h = hdr;
+                            h.flags &= flags::FT_PIGGYBACK;
+                            let cap = inbox.cell_payload(&h);
+                            p.rx = Rx::Msg { hdr: h, room, ft, left: payload, frag: 0, cap, cell: None, filled: 0 };
+                        }
+                        Kind::Data => {
+                            if p.link != Link::Up {
+                                return Err("data before ACCEPT".into());
+                            }
+                            if avail < PREFIX + DATA_HEAD {
+                                return Ok(Flow::More);
+                            }
+                            let at = p.start + PREFIX;
+                            let (id, offset) = frame::parse_data_head(&p.buf[at..at + DATA_HEAD]);
+                            let n = len - DATA_HEAD;
+                            let Some(k) = p.recvs.iter().position(|d| d.id == id) else {
+                                return Err(format!("data for transfer {id}, which is not expected"));
+                            };
+                            let d = &p.recvs[k];
+                            if offset != d.got || d.got + n as u64 > d.bytes {
+                                return Err(format!(
+                                    "data of transfer {id} at {offset} (+{n}), expected {} of {}",
+                                    d.got, d.bytes
+                                ));
+                            }
+                            p.start = at + DATA_HEAD;
+                            p.rx = Rx::Data { k, left: n };
+                        }
+                    }
+                }
+                Rx::Msg { hdr, room, ft, left, frag, cap, cell, filled } => {
+                    // This fragment's length (an empty message still takes one cell).
+                    let want = (*left + *filled).min(*cap);
+                    if cell.is_none() {
+                        let c = match self.spare.pop() {
+                            Some(c) => c,
+                            None => match inbox.cell() {
+                                Ok(Some(c)) => c,
+                                Ok(None) => return Ok(Flow::Blocked),
+                                Err(e) => return Err(format!("netmod cells: {e}")),
+                            },
+                        };
+                        *cell = Some(c);
+                        *filled = 0;
+                    }
+                    let Some(c) = cell.as_mut() else { return Ok(Flow::Blocked) };
+                    let body = c.after_header();
+                    if body.len() < *room + want {
+                        return Err("cell smaller than its payload".into());
+                    }
+                    body[..*room].copy_from_slice(&ft[..*room]);
+                    let n = (want - *filled).min(avail);
+                    body[*room + *filled..*room + *filled + n].copy_from_slice(&p.buf[p.start..p.start + n]);
+                    p.start += n;
+                    *filled += n;
+                    *left -= n;
+                    if *filled < want {
+                        return Ok(Flow::More);
+                    }
+                    let (h, f) = (*hdr, *frag);
+                    let Some(c) = cell.take() else { return Ok(Flow::Blocked) };
+                    if let Err(e) = inbox.deliver(c, &h, f) {
+                        return Err(format!("delivery: {e}"));
+                    }
+                    *frag = frag.checked_add(1).ok_or("too many fragments")?;
+                    *filled = 0;
+                    if *left == 0 {
+                        p.rx = Rx::Frame;
+                    }
+                }
+                Rx::Data { k, left } => {
+                    let (k, left) = (*k, *left);
+                    if left > 0 {
+                        if avail == 0 {
+                            return Ok(Flow::More);
+                        }
+                        let n = left.min(avail);
+                        let d = &mut p.recvs[k];
+                        // SAFETY: `d.dst` holds `d.bytes` bytes and `got + n <= bytes` (checked
+                        // when the frame began).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(p.buf.as_ptr().add(p.start), d.dst.add(d.got as usize), n)
+                        };
+                        d.got += n as u64;
+                        p.start += n;
+                        p.rx = Rx::Data { k, left: left - n };
+                        continue;
+                    }
+                    p.rx = Rx::Frame;
+                    if p.recvs[k].got == p.recvs[k].bytes {
+                        let d = p.recvs.swap_remove(k);
+                        let outcome = Outcome::Moved { bytes: d.bytes };
+                        self.done.push(NetDone { peer: rank, id: d.id, send: false, outcome });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what is queued for `rank`. True if anything was written.
+    fn flush(&mut self, rank: u32) -> bool {
+        let mut moved = false;
+        loop {
+            let p = &mut self.peers[rank as usize];
+            if p.link != Link::Up {
+                return moved;
+            }
+            let Some(sock) = p.sock.as_mut() else { return moved };
+            let Some(front) = p.out.front_mut() else { return moved };
+            let r = match front {
+                Out::Bytes { buf, at } => sock.write(&buf[*at..]).map(|n| {
+                    *at += n;
+                    *at == buf.len()
+                }),
+                Out::Data { head, ptr, len, at, .. } => {
+                    let h = head.len();
+                    // SAFETY: the sender's buffer holds `len` bytes here until the transfer is
+                    // reported (start_send's contract).
+                    let data = unsafe { std::slice::from_raw_parts(*ptr, *len) };
+                    let r = if *at < h {
+                        sock.write_vectored(&[IoSlice::new(&head[*at..]), IoSlice::new(data)])
+                    } else {
+                        sock.write(&data[*at - h..])
+                    };
+                    r.map(|n| {
+                        *at += n;
+                        *at == h + *len
+                    })
+                }
+            };
+            match r {
+                Ok(true) => {
+                    moved = true;
+                    if let Some(Out::Data { id, end: Some(total), .. }) = p.out.pop_front() {
+                        let outcome = Outcome::Moved { bytes: total };
+                        self.done.push(NetDone { peer: rank, id, send: true, outcome });
+                    }
+                }
+                Ok(false) => moved = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return moved,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.died(rank, &format!("write: {e}"));
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Declares dead the peers that stopped answering or never finished connecting.
+    fn check_silence(&mut self) {
+        let now = Instant::now();
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + self.cfg.heartbeat / 2;
+        for (rank, quiet) in self.hb.silent(self.cfg.timeout) {
+            if !matches!(self.peers[rank as usize].link, Link::Bye | Link::Dead) {
+                self.died(rank, &format!("no heartbeat for {quiet:?}"));
+            }
+        }
+        for rank in 0..self.size {
+            if let Link::Connecting { since, .. } | Link::Waiting { since } = self.peers[rank as usize].link
+                && now.duration_since(since) > self.cfg.timeout
+            {
+                self.died(rank, "connection not set up in time");
+            }
+        }
+        let limit = self.cfg.timeout;
+        for slot in &mut self.pending {
+            if slot.as_ref().is_some_and(|p| now.duration_since(p.since) > limit) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// Puts the notices of deaths into the receive queue, as cells allow.
+    fn announce_deaths(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
+        let mut any = false;
+        while let Some(&rank) = self.deaths.first() {
+            let cell = match self.spare.pop() {
+                Some(c) => c,
+                None => match inbox.cell()? {
+                    Some(c) => c,
+                    None => break,
+                },
+            };
+            let hdr = MsgHeader { src: rank, dst: self.me, kind: KIND_PEER_GONE, ..MsgHeader::default() };
+            inbox.deliver(cell, &hdr, 0)?;
+            self.deaths.remove(0);
+            any = true;
+        }
+        // Cells of arrivals that never completed go back.
+        while let Some(c) = self.spare.pop() {
+            inbox.recycle(c)?;
+        }
+        Ok(any)
+    }
+
+    /// Queues a whole frame (`head` then `body`) for `rank`, or writes it at once if nothing is
+    /// queued.
+    fn send_frame(&mut self, rank: u32, head: &[u8], body: &[u8]) -> Result<()> {
+        let p = &mut self.peers[rank as usize];
+        let parts = [head, body];
+        let total = head.len() + body.len();
+        let mut written = 0;
+        if p.link == Link::Up
+            && p.out.is_empty()
+            && let Some(sock) = p.sock.as_mut()
+        {
+            match sock.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
+                Ok(n) => written = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.died(rank, &format!("write: {e}"))),
+            }
+        }
+        if written < total {
+            let mut buf = Vec::with_capacity(total - written);
+            let mut skip = written;
+            for b in parts {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                buf.extend_from_slice(&b[skip..]);
+                skip = 0;
+            }
+            self.peers[rank as usize].out.push_back(Out::Bytes { buf, at: 0 });
+        }
+        Ok(())
+    }
+
+    /// Makes sure a connection to `rank` exists or is under way; errors if it is dead or gone.
+    fn ensure_link(&mut self, rank: u32) -> Result<()> {
+        match self.peers[rank as usize].link {
+            Link::Idle => self.start_connect(rank),
+            Link::Dead | Link::Bye => Err(Error::NetPeerDead { rank }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether to accept a connection from rank `from` whose HELLO arrived while our link with it is
+/// `link`. When both sides connect at once, the connection the lower rank made wins: the higher
+/// rank accepts it (and drops its own attempt), the lower rank refuses the other. Each side decides
+/// alone, and both decide for the same connection.
+fn settle(link: Link, from: u32, me: u32) -> bool {
+    match link {
+        Link::Idle | Link::Waiting { .. } => true,
+        Link::Connecting { .. } => from < me,
+        Link::Up | Link::Bye | Link::Dead => false,
+    }
+}
+
+/// Connections read directly on every pass (above, epoll tells which to read).
+const DIRECT_MAX: usize = 8;
+/// With direct reads, epoll (new connections, connections being set up) runs every this many
+/// passes.
+const EPOLL_EVERY: u32 = 16;
+
+impl<'n> TcpNetmod<'n> {
+    /// The end of a pass: connections blocked on cells, queued sends, silence, deaths.
+    fn after_reads(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
+        let mut moved = false;
+        for k in 0..self.live.len() {
+            let rank = self.live[k];
+            let p = &self.peers[rank as usize];
+            if p.link == Link::Up && (p.start < p.end || matches!(p.rx, Rx::Msg { cell: None, .. })) {
+                moved |= self.pump(rank, inbox)?;
+            }
+            if !self.peers[rank as usize].out.is_empty() {
+                moved |= self.flush(rank);
+            }
+        }
+        self.check_silence();
+        if !self.deaths.is_empty() || !self.spare.is_empty() {
+            moved |= self.announce_deaths(inbox)?;
+        }
+        Ok(moved)
+    }
+}
+
+/// What parsing stopped on.
+enum Flow {
+    /// It needs more bytes from the socket.
+    More,
+    /// It cannot go on now (no free cell, or the connection changed).
+    Blocked,
+}
+
+impl<'n> Netmod<'n> for TcpNetmod<'n> {
+    fn card(&self) -> String {
+        self.card.clone()
+    }
+
+    fn connect(&mut self, rank: u32, card: &str) -> Result<()> {
+        let i = self.peer_index(rank)?;
+        let parsed =
+            parse_card(card).ok_or_else(|| Error::Net(format!("bad business card {card:?} for rank {rank}")))?;
+        self.peers[i].card = Some(parsed);
+        // Watched from now on, connected or not: a receive may wait on a peer we never talked to.
+        self.hb.watch(rank, parsed.1);
+        Ok(())
+    }
+
+    fn send(&mut self, dst: u32, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
+        self.peer_index(dst)?;
+        if payload.len() > self.cfg.max_message {
+            return Err(Error::TooLarge { len: payload.len(), max: self.cfg.max_message });
+        }
+        self.ensure_link(dst)?;
+        let mut h = *hdr;
+        h.len = payload.len() as u32;
+        h.src = self.me;
+        h.dst = dst;
+        h.flags &= flags::FT_PIGGYBACK;
+        let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+        let mut head = [0u8; PREFIX + HEADER_BYTES + FT_ROOM];
+        head[..PREFIX].copy_from_slice(&frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()));
+        head[PREFIX..PREFIX + HEADER_BYTES].copy_from_slice(&frame::header_bytes(&h));
+        self.send_frame(dst, &head[..PREFIX + HEADER_BYTES + room], payload)
+    }
+
+    fn poll(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
+        let mut moved = false;
+        if self.relist {
+            self.relist = false;
+            let peers = &self.peers;
+            self.live.clear();
+            self.live.extend((0..self.size).filter(|&r| peers[r as usize].sock.is_some()));
+        }
+        // With few connections, reading each directly costs one system call where epoll and a
+        // read cost two (the latency of small messages); epoll still runs every few passes for new
+        // connections, and always with many.
+        let direct = self.live.len() <= DIRECT_MAX;
+        if direct {
+            for k in 0..self.live.len() {
+                let rank = self.live[k];
+                if self.peers[rank as usize].link == Link::Up {
+                    moved |= self.pump(rank, inbox)?;
+                }
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        let setting_up = !self.pending.iter().all(Option::is_none)
+            || self.live.iter().any(|&r| self.peers[r as usize].link != Link::Up);
+        if direct && !setting_up && !self.polls.is_multiple_of(EPOLL_EVERY) {
+            moved |= self.after_reads(inbox)?;
+            return Ok(moved);
+        }
+        let cap = self.events.len() as i32;
+        // SAFETY: `events` holds `cap` entries for the kernel to fill.
+        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), self.events.as_mut_ptr(), cap, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(io_err("epoll_wait", e));
+            }
+        }
+        for k in 0..n.max(0) as usize {
+            let token = self.events[k].u64;
+            if token == LISTENER {
+                moved |= self.accept()?;
+            } else if token >= PENDING {
+                self.read_hello((token - PENDING) as usize)?;
+                moved = true;
+            } else if token < u64::from(self.size) {
+                let rank = token as u32;
+                if let Link::Connecting { hello: false, .. } = self.peers[rank as usize].link {
+                    self.connected(rank)?;
+                }
+                if !direct || self.peers[rank as usize].link != Link::Up {
+                    moved |= self.pump(rank, inbox)?;
+                }
+            }
+        }
+        if self.relist {
+            return Ok(true);
+        }
+        moved |= self.after_reads(inbox)?;
+        Ok(moved)
+    }
+
+    fn busy(&self) -> bool {
+        self.peers.iter().any(|p| !p.out.is_empty() && !matches!(p.link, Link::Dead | Link::Bye))
+    }
+
+    fn finalize(&mut self) -> Result<()> {
+        let deadline = Instant::now() + self.cfg.timeout;
+        for rank in 0..self.size {
+            if self.peers[rank as usize].link == Link::Up {
+                let _ = self.send_frame(rank, &frame::prefix(Kind::Bye, 0), &[]);
+            }
+        }
+        while self.busy() && Instant::now() < deadline {
+            for rank in 0..self.size {
+                if !self.peers[rank as usize].out.is_empty() {
+                    self.flush(rank);
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        for p in &mut self.peers {
+            if let Some(s) = p.sock.take() {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            if p.link == Link::Up {
+                p.link = Link::Bye;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LmtBackend for TcpNetmod<'_> {
+    unsafe fn start_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> nemesis_lmt::Result<()> {
+        self.peer_index(peer).map_err(|e| nemesis_lmt::Error::Cma(e.to_string()))?;
+        if self.ensure_link(peer).is_err() {
+            return Err(nemesis_lmt::Error::PeerDied);
+        }
+        let mut offset = 0u64;
+        while offset < bytes {
+            let n = (bytes - offset).min(DATA_FRAME as u64) as usize;
+            let end = (offset + n as u64 == bytes).then_some(bytes);
+            let head = frame::data_head(id, offset, n);
+            // SAFETY: `offset + n <= bytes`: inside the sender's buffer (the caller's contract).
+            let ptr = unsafe { addr.add(offset as usize) };
+            self.peers[peer as usize].out.push_back(Out::Data { head, ptr, len: n, at: 0, id, end });
+            offset += n as u64;
+        }
+        self.flush(peer);
+        Ok(())
+    }
+
+    unsafe fn start_recv(&mut self, peer: u32, id: u32, dst: *mut u8, bytes: u64) -> nemesis_lmt::Result<()> {
+        self.peer_index(peer).map_err(|e| nemesis_lmt::Error::Cma(e.to_string()))?;
+        let p = &mut self.peers[peer as usize];
+        if matches!(p.link, Link::Dead | Link::Bye) {
+            return Err(nemesis_lmt::Error::PeerDied);
+        }
+        if p.recvs.iter().any(|d| d.id == id) {
+            return Err(nemesis_lmt::Error::Corrupt { what: "transfer id already expected", value: u64::from(id) });
+        }
+        p.recvs.push(DataRecv { id, dst, bytes, got: 0 });
+        Ok(())
+    }
+
+    fn take_lmt_done(&mut self) -> Vec<NetDone> {
+        std::mem::take(&mut self.done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simultaneous_connects_settle_on_the_lower_ranks_connection() {
+        let now = Instant::now();
+        for hello in [false, true] {
+            let c = Link::Connecting { since: now, hello };
+            // Ranks 2 and 5 connect to each other at once: 5 accepts 2's, 2 refuses 5's.
+            assert!(settle(c, 2, 5));
+            assert!(!settle(c, 5, 2));
+        }
+        assert!(settle(Link::Idle, 7, 1) && settle(Link::Idle, 1, 7));
+        assert!(settle(Link::Waiting { since: now }, 9, 1), "refused earlier: the peer's own comes");
+        for l in [Link::Up, Link::Bye, Link::Dead] {
+            assert!(!settle(l, 0, 1) && !settle(l, 1, 0), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn cards_parse_and_config_is_checked() {
+        let (t, u) = parse_card("tcp:10.1.2.3:4000:4001").unwrap();
+        assert_eq!((t.to_string(), u.port()), ("10.1.2.3:4000".into(), 4001));
+        let (t, _) = parse_card("tcp:[::1]:5:6").unwrap();
+        assert_eq!(t.to_string(), "[::1]:5");
+        for bad in ["udp:1.2.3.4:1:2", "tcp:1.2.3.4:1", "tcp:x:1:2", "tcp:1.2.3.4:99999:1"] {
+            assert!(parse_card(bad).is_none(), "{bad}");
+        }
+        let c = TcpConfig::default();
+        assert_eq!(c.detection_bound(), Duration::from_millis(5500));
+        assert!(!default_addr().is_unspecified());
+        assert_eq!(interface_addr("lo"), Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    }
+}
