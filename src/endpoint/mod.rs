@@ -224,11 +224,12 @@ struct Inner {
     /// The network module, when the job spans nodes.
     net: Option<TcpNetmod<'static>>,
     port: Port<'static, Segment>,
-    /// The segment, at a stable address (boxed) for the `'static` borrows of `port` and `seg`.
+    /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
     segment: Box<Segment>,
-    seg: &'static Segment,
     /// This rank's doorbell in the segment.
     bell: &'static AtomicU32,
+    /// Every local rank's doorbell, by local rank.
+    bells: Box<[&'static AtomicU32]>,
     pmi: Option<PmiClient>,
     rank: u32,
     size: u32,
@@ -312,8 +313,8 @@ impl Endpoint {
         }
         let segment = Box::new(segment);
         // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
-        // `port` before it; `seg` and `port` never leave `Inner`, so the `'static` borrows never
-        // outlive the segment.
+        // `net` and `port` before it; they, the rings and the doorbells borrowed from `seg` never
+        // leave `Inner`, so the `'static` borrows never outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
         let mut port = Port::new(seg, local_rank, PortConfig::default())?;
         if net.is_some() {
@@ -321,6 +322,8 @@ impl Endpoint {
             port.netmod_reserve(seg.params().cells_per_rank as usize / 2)?;
         }
         let bell = &seg.state_of(local_rank)?.doorbell;
+        let bells =
+            (0..local_ranks.len() as u16).map(|l| seg.state_of(l).map(|st| &st.doorbell)).collect::<Result<_, _>>()?;
         let p = *seg.params();
         let rings =
             SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
@@ -345,8 +348,8 @@ impl Endpoint {
             net,
             port,
             segment,
-            seg,
             bell,
+            bells,
             pmi,
             rank,
             size,
@@ -420,7 +423,7 @@ impl Endpoint {
     #[inline]
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
-        let local = inner.check_send(buf.len(), dest, tag)?;
+        let local = inner.check_send(dest, tag)?;
         if buf.len() > inner.eager || local == NOT_LOCAL {
             // SAFETY: `buf` outlives the request, which we wait for before returning.
             let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
@@ -463,7 +466,8 @@ impl Endpoint {
         context: u32,
     ) -> Result<Request> {
         let inner = &mut *self.inner;
-        let local = inner.check_send(len, dest, tag)?;
+        Inner::check_len(len)?;
+        let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
@@ -553,7 +557,8 @@ impl Endpoint {
         context: u32,
     ) -> Result<Request> {
         let inner = &mut *self.inner;
-        let local = inner.check_send(len, dest, tag)?;
+        Inner::check_len(len)?;
+        let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
@@ -818,21 +823,25 @@ fn finish(status: Status, cap: usize) -> Result<Status> {
 
 impl Inner {
     #[inline(always)]
-    fn check_send(&self, len: usize, dest: u32, tag: i32) -> Result<u16> {
-        if dest >= self.size {
+    fn check_send(&self, dest: u32, tag: i32) -> Result<u16> {
+        // `route` has an entry per rank: one test checks the rank and finds its local rank
+        // (NOT_LOCAL for a remote one, which the slow path takes).
+        let Some(&local) = self.route.get(dest as usize) else {
             return Err(Error::InvalidRank { rank: i64::from(dest), size: self.size });
-        }
+        };
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
+        Ok(local)
+    }
+
+    /// A length given with a raw pointer: no buffer is longer than `isize::MAX` bytes.
+    #[inline(always)]
+    fn check_len(len: usize) -> Result<()> {
         if len > isize::MAX as usize {
             return Err(Error::TooLarge { len, limit: isize::MAX as usize });
         }
-        let local = self.route[dest as usize];
-        if local == NOT_LOCAL && self.net.is_none() {
-            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
-        }
-        Ok(local)
+        Ok(())
     }
 
     #[inline(always)]
@@ -854,8 +863,8 @@ impl Inner {
     /// Wakes `local` if it sleeps on its doorbell.
     #[inline(always)]
     fn ring(&self, local: u16) {
-        if let Ok(st) = self.seg.state_of(local) {
-            wait::ring(&st.doorbell);
+        if let Some(bell) = self.bells.get(usize::from(local)) {
+            wait::ring(bell);
         }
     }
 
@@ -932,19 +941,60 @@ impl Inner {
     }
 
     /// A blocking receive that bypasses the posted list: polls with itself as the match target.
+    /// The common case inline: the awaited source's next message waits in its fastbox and matches.
+    #[inline(always)]
     fn recv_bypass(&mut self, want: Want, buf: RecvBuf) -> Result<Status> {
-        if want.source >= 0 && self.peer(want.source as u32) == Peer::Silent {
-            return Err(Error::PeerDied { rank: want.source as u32 });
-        }
-        let src_local = if want.source >= 0 { self.route[want.source as usize] } else { NOT_LOCAL };
-        // The common case: the message is, or soon will be, the next one in the source's fastbox.
+        let src_local = if want.source >= 0 {
+            self.route.get(want.source as usize).copied().unwrap_or(NOT_LOCAL)
+        } else {
+            NOT_LOCAL
+        };
         if src_local != NOT_LOCAL
             && let Some(inc) = self.port.poll_fastbox(src_local)?
-            && let Some(r) = self.take_if_matched(inc, want, buf)?
         {
-            return r;
+            // A fastbox message is whole; its sender is `want.source`.
+            if inc.kind() == KIND_EAGER
+                && inc.context() == want.context
+                && (want.tag == ANY_TAG || want.tag == inc.tag())
+            {
+                let status = Status { source: want.source as u32, tag: inc.tag(), len: inc.len() };
+                copy_into(buf, &inc);
+                self.port.release(inc)?;
+                return finish(status, buf.cap);
+            }
+            return self.recv_routed(inc, want, buf, src_local);
         }
-        let r = self.bypass_steps(Bypass::new(want, buf), src_local);
+        self.recv_wait(want, buf, src_local)
+    }
+
+    /// A blocking receive whose awaited source's next message is not a plain match: routed the
+    /// general way, then waited for.
+    #[inline(never)]
+    fn recv_routed(&mut self, inc: Incoming, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+        let mut by = Bypass::new(want, buf);
+        self.deliver(inc, Some(&mut by))?;
+        match by.done {
+            Some(r) => r,
+            // Not taken: if it began a message (or a rendezvous) for this receive, the general
+            // loop continues it.
+            None if !by.open() => self.recv_finish(by, NOT_LOCAL_SOURCE),
+            None => self.recv_finish(Bypass::new(want, buf), src_local),
+        }
+    }
+
+    /// A blocking receive with nothing to take yet.
+    #[inline(never)]
+    fn recv_wait(&mut self, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+        self.recv_finish(Bypass::new(want, buf), src_local)
+    }
+
+    /// Waits for the blocking receive `by` to complete.
+    fn recv_finish(&mut self, by: Bypass, src_local: u16) -> Result<Status> {
+        let source = by.want.source;
+        if by.open() && source >= 0 && self.peer(source as u32) == Peer::Silent {
+            return Err(Error::PeerDied { rank: source as u32 });
+        }
+        let r = self.bypass_steps(by, src_local);
         // A message still arriving for this receive (it ended with an error) is dropped whole.
         for a in self.active.iter_mut() {
             if matches!(a, Active::Bypass) {
@@ -952,32 +1002,6 @@ impl Inner {
             }
         }
         r
-    }
-
-    /// Completes the blocking receive `(want, buf)` with `inc` if it is a whole eager message that
-    /// matches; otherwise routes `inc` the general way (`None`).
-    #[inline(always)]
-    fn take_if_matched(&mut self, inc: Incoming, want: Want, buf: RecvBuf) -> Result<Option<Result<Status>>> {
-        let source = self.global[usize::from(inc.src)];
-        if inc.offset() == 0
-            && inc.is_last()
-            && inc.kind() == KIND_EAGER
-            && want.matches(source, inc.tag(), inc.context())
-        {
-            let status = Status { source, tag: inc.tag(), len: inc.len() };
-            copy_into(buf, &inc);
-            self.port.release(inc)?;
-            return Ok(Some(finish(status, buf.cap)));
-        }
-        let mut by = Bypass::new(want, buf);
-        self.deliver(inc, Some(&mut by))?;
-        match by.done {
-            Some(r) => Ok(Some(r)),
-            // Not taken: if it began a message (or a rendezvous) for this receive, the general
-            // loop continues it.
-            None if !by.open() => Ok(Some(self.bypass_steps(by, NOT_LOCAL_SOURCE))),
-            None => Ok(None),
-        }
     }
 
     /// Fastbox checks of the awaited source between two full polls while waiting.
