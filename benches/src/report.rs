@@ -115,7 +115,11 @@ pub fn text(o: &Outcome, command: &str) -> String {
     );
     let width = o.systems.iter().map(|s| s.name.len()).chain(o.skipped.iter().map(|s| s.name.len())).max().unwrap_or(0);
     if o.scale != 1.0 {
-        let _ = writeln!(out, "  (test mode: this crate's rank programs ran {} of their iterations)", o.scale);
+        let _ = writeln!(
+            out,
+            "  (nemesis-shm, unix-socket, pipe and iceoryx2 ran {} of mpi_pingpong's iterations; the MPI programs all)",
+            o.scale
+        );
     }
     for s in &o.systems {
         let _ = writeln!(out, "  {:<width$}  {}", s.name, s.detail);

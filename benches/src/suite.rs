@@ -26,8 +26,9 @@ pub struct SuiteOpts {
     /// Exactly these sizes instead (systems running mpi_pingpong.c only report its powers of two).
     #[arg(long, value_delimiter = ',', value_parser = crate::sizes::parse_size)]
     pub sizes: Vec<usize>,
-    /// Three rounds, nine sizes up to 1M (0 or 1, 8, 64, 512, 4K, 32K, 64K, 128K, 1M): a minute
-    /// or two.
+    /// Three rounds, nine sizes up to 1M (0 or 1, 8, 64, 512, 4K, 32K, 64K, 128K, 1M), a tenth
+    /// of the iterations in this crate's rank programs (the MPI programs run all theirs): a
+    /// minute or two.
     #[arg(long)]
     pub quick: bool,
     /// Write CSV files and SVG plots into this folder (created if needed).
@@ -37,13 +38,16 @@ pub struct SuiteOpts {
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
     /// For tests: run this fraction of the iterations in the rank programs of this crate (the
-    /// MPI programs always run theirs), making the figures incomparable.
-    #[arg(long, hide = true, default_value_t = 1.0)]
-    pub iters_scale: f64,
+    /// MPI programs always run theirs) [default: 1, 0.1 with --quick].
+    #[arg(long, hide = true)]
+    pub iters_scale: Option<f64>,
 }
 
 /// The sizes of `--quick` above 1 byte: every factor of 8, and both sides of the eager limit.
 pub const QUICK: [usize; 8] = [8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 128 << 10, 1 << 20];
+
+/// The fraction of `mpi_pingpong`'s iterations this crate's rank programs run with `--quick`.
+pub const QUICK_SCALE: f64 = 0.1;
 
 /// Largest message size accepted (buffers of this size are allocated by every rank).
 const MAX_SIZE: usize = 1 << 30;
@@ -68,7 +72,8 @@ impl Plan {
         if rounds == 0 {
             return Err(Error::Usage("--rounds must be at least 1".into()));
         }
-        if !(o.iters_scale > 0.0 && o.iters_scale <= 1.0) {
+        let scale = o.iters_scale.unwrap_or(if o.quick { QUICK_SCALE } else { 1.0 });
+        if !(scale > 0.0 && scale <= 1.0) {
             return Err(Error::Usage("--iters-scale must be in (0, 1]".into()));
         }
         if o.timeout == 0 {
@@ -86,7 +91,7 @@ impl Plan {
             return Err(Error::Usage(format!("messages go up to {} bytes (1G), not {largest}", MAX_SIZE)));
         }
         let timeout = Duration::from_secs(o.timeout);
-        Ok(Plan { workloads, rounds, sizes, max, quick: o.quick, timeout, scale: o.iters_scale })
+        Ok(Plan { workloads, rounds, sizes, max, quick: o.quick, timeout, scale })
     }
 
     /// The sizes of `w`: those asked for, else `mpi_pingpong`'s doubling up to the largest
@@ -190,7 +195,19 @@ pub fn run(ctx: &Context, systems: Vec<System>, skipped: Vec<Skipped>, plan: &Pl
         bar.set_message(format!("round {}/{}: {} {}", round + 1, plan.rounds, sys.name, s.workload.key()));
         if failed[u] < GIVE_UP {
             match sys.run(ctx, s.workload, &s.sizes, plan) {
-                Ok(v) => v.into_iter().enumerate().for_each(|(j, x)| s.values[m][j][round] = x),
+                Ok(run) => {
+                    run.values.into_iter().enumerate().for_each(|(j, x)| s.values[m][j][round] = x);
+                    if let Some(p) = run.problem {
+                        let line = format!(
+                            "round {}: {} {} (figures before the failure kept): {p}",
+                            round + 1,
+                            sys.name,
+                            s.workload.key()
+                        );
+                        say(&bar, format!("nemesis-bench: {line}"));
+                        failures.push(line);
+                    }
+                }
                 Err(e) => {
                     failed[u] += 1;
                     let line = format!("round {}: {} {}: {e}", round + 1, sys.name, s.workload.key());
@@ -242,7 +259,7 @@ mod tests {
             quick: false,
             out: None,
             timeout: 600,
-            iters_scale: 1.0,
+            iters_scale: None,
         }
     }
 
@@ -251,7 +268,7 @@ mod tests {
         let p = Plan::new(&opts(), vec![Workload::Latency]).unwrap();
         assert_eq!((p.rounds, p.sizes_of(Workload::Latency).len(), p.sizes_of(Workload::Bandwidth).len()), (5, 24, 23));
         let q = Plan::new(&SuiteOpts { quick: true, ..opts() }, Vec::new()).unwrap();
-        assert_eq!(q.rounds, 3);
+        assert_eq!((q.rounds, q.scale), (3, QUICK_SCALE));
         assert_eq!(q.sizes_of(Workload::Latency), [&[0][..], &QUICK[..]].concat());
         assert_eq!(q.sizes_of(Workload::Bandwidth), [&[1][..], &QUICK[..]].concat());
         let q =
@@ -263,7 +280,7 @@ mod tests {
             SuiteOpts { rounds: Some(0), ..opts() },
             SuiteOpts { timeout: 0, ..opts() },
             SuiteOpts { max_size: Some(2 << 30), ..opts() },
-            SuiteOpts { iters_scale: 0.0, ..opts() },
+            SuiteOpts { iters_scale: Some(0.0), ..opts() },
         ] {
             assert!(matches!(Plan::new(&bad, Vec::new()), Err(Error::Usage(_))));
         }

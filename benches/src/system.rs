@@ -78,6 +78,15 @@ pub struct System {
     how: How,
 }
 
+/// What one run of a system gave.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// A figure per size asked for, NaN where none was reported.
+    pub values: Vec<f64>,
+    /// Why the run ended badly after reporting some figures.
+    pub problem: Option<String>,
+}
+
 /// A system that cannot run here, and why.
 #[derive(Clone, Debug)]
 pub struct Skipped {
@@ -128,8 +137,8 @@ impl System {
     }
 
     /// Runs `w` for `sizes` once: the figure for each size (NaN for a size the system did not
-    /// report, e.g. a size `mpi_pingpong` does not run).
-    pub fn run(&self, ctx: &Context, w: Workload, sizes: &[usize], plan: &Plan) -> Result<Vec<f64>> {
+    /// report, e.g. a size `mpi_pingpong` does not run). An error if it reported nothing.
+    pub fn run(&self, ctx: &Context, w: Workload, sizes: &[usize], plan: &Plan) -> Result<Run> {
         let list = sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         let scale = plan.scale.to_string();
         let link_args = |name: &str| -> Vec<OsString> {
@@ -178,19 +187,21 @@ impl System {
             }
         };
         let done = proc::run_all(cmds, plan.timeout).map_err(|e| Error::Run(format!("{}: {e}", self.name)))?;
-        if let Some(bad) = done.iter().find(|c| !c.status.success()) {
-            return Err(Error::Run(format!("{} failed ({}):\n    {}", self.name, bad.status, bad.stderr_tail())));
-        }
+        // The figures printed before a failure are kept (e.g. a transport without large
+        // messages fails at the first size it cannot send).
         let figures = parse_figures(&done[0].stdout, w.key());
-        if figures.is_empty() {
-            return Err(Error::Run(format!(
-                "{}: no `{}` lines in its output:\n    {}",
-                self.name,
-                w.key(),
-                tail(&done[0])
-            )));
+        let values: Vec<f64> = sizes.iter().map(|s| figures.get(s).copied().unwrap_or(f64::NAN)).collect();
+        let problem = match done.iter().find(|c| !c.status.success()) {
+            Some(bad) => Some(format!("{} failed ({}):\n    {}", self.name, bad.status, bad.stderr_tail())),
+            None if figures.is_empty() => {
+                Some(format!("{}: no `{}` lines in its output:\n    {}", self.name, w.key(), tail(&done[0])))
+            }
+            None => None,
+        };
+        match problem {
+            Some(p) if figures.is_empty() => Err(Error::Run(p)),
+            problem => Ok(Run { values, problem }),
         }
-        Ok(sizes.iter().map(|s| figures.get(s).copied().unwrap_or(f64::NAN)).collect())
     }
 }
 
