@@ -57,6 +57,10 @@ impl IceoryxLink {
     /// to `max` bytes, and waits for the other side.
     pub fn open(rank: u32, service: &str, max: usize) -> Result<IceoryxLink> {
         set_log_level(LogLevel::Error);
+        if rank == 0 {
+            // Resources of benchmark processes killed earlier (a deadline, Ctrl-C) go now.
+            let _ = Node::<Svc>::cleanup_dead_nodes(Config::global_config());
+        }
         let node = NodeBuilder::new().create::<Svc>().map_err(|e| fail("create the node", e))?;
         let name: ServiceName = service.try_into().map_err(|e| fail("service name", e))?;
         let svc = node

@@ -102,7 +102,7 @@ pub fn run(o: &Opts) -> Result<()> {
     if pairs.iter().any(|&p| p == 0 || p > 512) {
         return Err(Error::Usage("--pairs: each count from 1 to 512".into()));
     }
-    let plan = suite::Plan::new(&o.suite, Vec::new())?;
+    let plan = suite::Plan::new(&o.suite, vec![crate::workload::Workload::Bandwidth])?;
     let sizes = plan.sizes_of(crate::workload::Workload::Bandwidth);
     let allowed = crate::pin::allowed();
     let cpus = allowed.len();

@@ -1,12 +1,16 @@
 //! Running the measured programs: finding tools in `PATH`, and running one or more child
 //! processes together with their output captured and a deadline (a hung peer must not hang the
 //! suite: past the deadline, or a little after one process failed, the others' process groups
-//! are killed).
+//! are killed). Each child leads its own process group (its launcher's ranks and daemons join
+//! it), so that a whole job can be ended at once; since the terminal's Ctrl-C then reaches only
+//! this process, SIGINT and SIGTERM here kill the running groups before this process ends.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Once;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -46,10 +50,52 @@ impl Captured {
     }
 }
 
+/// Process groups running now (0: a free slot), for the signal handler.
+static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    for g in &GROUPS {
+        // ORDERING: SeqCst pairs with the registration before the group could run long.
+        let pgid = g.load(Ordering::SeqCst);
+        if pgid > 0 {
+            // SAFETY: kill(2) is async-signal-safe; a group id registered while its leader is
+            // not yet reaped.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    // SAFETY: signal(2) and raise(3) are async-signal-safe: end as the signal would have.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+fn install_handlers() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: `on_signal` only calls async-signal-safe functions and reads atomics.
+            unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+        }
+    });
+}
+
+/// Registers `pgid` for the signal handler; the slot to clear, if one was free.
+fn register(pgid: i32) -> Option<usize> {
+    GROUPS.iter().position(|g| g.compare_exchange(0, pgid, Ordering::SeqCst, Ordering::SeqCst).is_ok())
+}
+
+fn unregister(slot: Option<usize>) {
+    if let Some(i) = slot {
+        GROUPS[i].store(0, Ordering::SeqCst);
+    }
+}
+
 struct Running {
     child: Child,
     out: JoinHandle<String>,
     err: JoinHandle<String>,
+    slot: Option<usize>,
 }
 
 fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
@@ -65,6 +111,7 @@ fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
 /// others [`GRACE`] to end before they are killed. Returns every process's status and output, or
 /// an error naming the command that could not start or the deadline that passed.
 pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Result<Vec<Captured>> {
+    install_handlers();
     let mut running: Vec<Running> = Vec::with_capacity(cmds.len());
     for mut cmd in cmds {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
@@ -80,9 +127,12 @@ pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Result<Vec<Captured>> {
             kill_all(&mut running);
             return Err(Error::Run(format!("{program}: no output pipes")));
         };
-        running.push(Running { child, out: drain(out), err: drain(err) });
+        let slot = register(child.id() as i32);
+        running.push(Running { child, out: drain(out), err: drain(err), slot });
     }
-    let mut deadline = Instant::now() + timeout;
+    // A deadline past what the clock can hold is no deadline.
+    let mut deadline =
+        Instant::now().checked_add(timeout).unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 30));
     let mut statuses: Vec<Option<ExitStatus>> = vec![None; running.len()];
     let mut timed_out = false;
     while statuses.iter().any(Option::is_none) {
@@ -113,6 +163,7 @@ pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Result<Vec<Captured>> {
     }
     let mut done = Vec::with_capacity(running.len());
     for (r, s) in running.into_iter().zip(statuses) {
+        unregister(r.slot);
         let stdout = r.out.join().unwrap_or_default();
         let stderr = r.err.join().unwrap_or_default();
         let status = s.ok_or_else(|| Error::Run("a process could not be waited for".into()))?;
@@ -136,6 +187,7 @@ fn kill_all(running: &mut [Running]) {
     for r in running {
         kill_group(&r.child);
         let _ = r.child.wait();
+        unregister(r.slot);
     }
 }
 

@@ -117,7 +117,7 @@ pub fn text(o: &Outcome, command: &str) -> String {
     if o.scale != 1.0 {
         let _ = writeln!(
             out,
-            "  (nemesis-shm, unix-socket, pipe and iceoryx2 ran {} of mpi_pingpong's iterations; the MPI programs all)",
+            "  (nemesis-bench's own rank programs ran {} of mpi_pingpong's iterations; the MPI programs ran all)",
             o.scale
         );
     }

@@ -91,7 +91,17 @@ impl Plan {
             return Err(Error::Usage(format!("messages go up to {} bytes (1G), not {largest}", MAX_SIZE)));
         }
         let timeout = Duration::from_secs(o.timeout);
-        Ok(Plan { workloads, rounds, sizes, max, quick: o.quick, timeout, scale })
+        let plan = Plan { workloads, rounds, sizes, max, quick: o.quick, timeout, scale };
+        plan.check_sizes(&plan.workloads)?;
+        Ok(plan)
+    }
+
+    /// An error if `workloads` would run no size (e.g. `--max-size 0` for a bandwidth).
+    pub fn check_sizes(&self, workloads: &[Workload]) -> Result<()> {
+        match workloads.iter().find(|&&w| self.sizes_of(w).is_empty()) {
+            Some(w) => Err(Error::Usage(format!("no message size to run for {} (see --max-size, --sizes)", w.key()))),
+            None => Ok(()),
+        }
     }
 
     /// The sizes of `w`: those asked for, else `mpi_pingpong`'s doubling up to the largest
@@ -276,6 +286,10 @@ mod tests {
         assert_eq!((q.rounds, q.sizes_of(Workload::Bandwidth)), (1, vec![1, 8, 64]));
         let l = Plan::new(&SuiteOpts { sizes: vec![9, 0, 9], ..opts() }, Vec::new()).unwrap();
         assert_eq!((l.sizes_of(Workload::Latency), l.sizes_of(Workload::Bandwidth)), (vec![0, 9], vec![9]));
+        assert!(matches!(
+            Plan::new(&SuiteOpts { max_size: Some(0), ..opts() }, vec![Workload::Bandwidth]),
+            Err(Error::Usage(_))
+        ));
         for bad in [
             SuiteOpts { rounds: Some(0), ..opts() },
             SuiteOpts { timeout: 0, ..opts() },
