@@ -188,14 +188,20 @@ pub fn run(o: &Opts) -> Result<()> {
     let mut line = Vec::with_capacity(rounds);
     let mut memcpy = vec![Vec::with_capacity(rounds); sizes.len()];
     let mut cross = vec![Vec::with_capacity(rounds); sizes.len()];
-    for _ in 0..rounds {
+    let bar = crate::suite::progress((rounds * (1 + sizes.len())) as u64);
+    for r in 0..rounds {
+        bar.set_message(format!("round {}/{rounds}: cache line", r + 1));
         line.push(cacheline_ns(a, b, line_iters)?);
+        bar.inc(1);
         for (j, &s) in sizes.iter().enumerate() {
+            bar.set_message(format!("round {}/{rounds}: copies of {}", r + 1, human(s)));
             memcpy[j].push(on_cpu(a, || memcpy_mbps(s, 2e9 * scale, 5)).map_err(|e| Error::io("pin", e))?);
             let cross_rounds = (2e9 * scale / s as f64) as u64 + 5;
             cross[j].push(crosscore_mbps(a, b, s, cross_rounds)?);
+            bar.inc(1);
         }
     }
+    bar.finish_and_clear();
     let cell = |v: &[f64], k: f64, d: usize| match Summary::of(v) {
         Some(s) => format!("{:.d$} [{:.d$} .. {:.d$}]", s.median / k, s.min / k, s.max / k),
         None => "-".into(),

@@ -115,10 +115,11 @@ pub fn run(o: &Opts) -> Result<()> {
     let mut mbps = vec![vec![vec![f64::NAN; plan.rounds]; sizes.len()]; pairs.len()];
     let mut rate = mbps.clone();
     let mut failures = Vec::new();
+    let bar = suite::progress((pairs.len() * plan.rounds) as u64);
     for (round, k) in crate::stats::interleave(pairs.len(), plan.rounds) {
         let ranks = 2 * pairs[k];
         let wait = if ranks as usize <= cpus { Wait::Poll } else { Wait::Yield };
-        eprintln!("nemesis-bench mr: round {}/{}: {} pair(s)", round + 1, plan.rounds, pairs[k]);
+        bar.set_message(format!("round {}/{}: {} pair(s)", round + 1, plan.rounds, pairs[k]));
         match crate::launch::capture(&ctx, ranks, wait, &args, plan.timeout) {
             Ok(text) => {
                 for line in text.lines() {
@@ -133,11 +134,13 @@ pub fn run(o: &Opts) -> Result<()> {
                 }
             }
             Err(e) => {
-                eprintln!("nemesis-bench mr: {} pair(s): {e}", pairs[k]);
+                suite::say(&bar, format!("nemesis-bench mr: {} pair(s): {e}", pairs[k]));
                 failures.push(format!("round {}: {} pair(s): {e}", round + 1, pairs[k]));
             }
         }
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     let mut head = vec!["bytes".to_owned()];
     for &p in &pairs {
         head.push(format!("{p}p MB/s"));

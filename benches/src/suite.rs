@@ -162,6 +162,21 @@ impl Outcome {
     }
 }
 
+/// A progress bar of `total` steps on stderr (drawn only on a terminal).
+pub fn progress(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Prints `line` on stderr above the progress bar (or plainly, when the bar is not drawn).
+pub fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() { eprintln!("{line}") } else { bar.println(line) }
+}
+
 /// A run is given up after this many failures.
 const GIVE_UP: usize = 2;
 
@@ -181,14 +196,7 @@ pub fn run(ctx: &Context, systems: Vec<System>, skipped: Vec<Skipped>, plan: &Pl
     // One unit per (series, member).
     let units: Vec<(usize, usize)> =
         series.iter().enumerate().flat_map(|(i, s)| (0..s.members.len()).map(move |m| (i, m))).collect();
-    let bar = ProgressBar::new((plan.rounds * (units.len() + 1)) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:32}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let say = |bar: &ProgressBar, line: String| {
-        if bar.is_hidden() { eprintln!("{line}") } else { bar.println(line) }
-    };
+    let bar = progress((plan.rounds * (units.len() + 1)) as u64);
     let mut failures = Vec::new();
     let mut failed = vec![0usize; units.len()];
     let mut current_round = usize::MAX;

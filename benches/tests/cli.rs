@@ -174,6 +174,10 @@ fn compare_writes_tables_csv_and_plots_for_every_system() {
         for must in ["openmpi", "mpich", "iceoryx2"] {
             assert!(measured.contains(&must), "{must} must be measured when CI=true: {sys:?}");
         }
+        // With the C ABI in the repository, `cargo test --workspace` has built libmpi.so.
+        if Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpicc").exists() {
+            assert!(measured.contains(&"nemesis-c-abi"), "the C ABI must be measured when CI=true: {sys:?}");
+        }
     }
     // Tables: a row per size, a column per measured system.
     let lat = rows_per_size(&out, "one-way latency, us", &[0, 8]);
