@@ -4,13 +4,31 @@ use std::os::fd::RawFd;
 
 use clap::{Parser, Subcommand};
 
-mod bw;
+mod baseline;
 mod callgrind;
+mod compare;
+mod error;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx;
 mod instructions;
+mod launch;
+mod link;
+mod mr;
 mod pin;
 mod pingpong;
+mod plogp;
+mod plot;
+mod proc;
+mod report;
 mod shm;
+mod sizes;
 mod stats;
+mod suite;
+mod system;
+mod workload;
+
+use error::{Error, Result};
+use workload::Workload;
 
 #[derive(Parser)]
 #[command(name = "nemesis-bench", about = "Benchmarks of the nemesis transport", version)]
@@ -27,11 +45,52 @@ enum Cmd {
         #[command(flatten)]
         opts: pingpong::Opts,
     },
-    /// Streaming bandwidth as `mpi_pingpong.c bw` (windows of 64), per configuration, next to
-    /// one core's memcpy and optionally Open MPI and the C ABI running `mpi_pingpong`.
+    /// One-way latency by size (mpi_pingpong.c's loop) through the Endpoint and its variants,
+    /// next to the cache-line limit (and other systems with --with).
+    Latency {
+        #[command(flatten)]
+        opts: compare::EndpointOpts,
+    },
+    /// Streaming bandwidth by size (OSU's window of 64, as mpi_pingpong.c) through the Endpoint
+    /// and its variants, next to one core's memcpy (and other systems with --with).
     Bw {
         #[command(flatten)]
-        opts: bw::Opts,
+        opts: compare::EndpointOpts,
+    },
+    /// Bidirectional streaming bandwidth by size (OSU's osu_bibw) through the Endpoint and its
+    /// variants, next to one core's memcpy.
+    Bibw {
+        #[command(flatten)]
+        opts: compare::EndpointOpts,
+    },
+    /// Aggregate message rate and bandwidth with several pairs of ranks at once (OSU's
+    /// osu_mbw_mr).
+    Mr {
+        #[command(flatten)]
+        opts: mr::Opts,
+    },
+    /// The pLogP parameters of the Endpoint (L, o_s(m), o_r(m), g(m); Kielmann's procedure).
+    Plogp {
+        #[command(flatten)]
+        opts: plogp::Opts,
+    },
+    /// The ceilings: cache-line latency between the two cores, one core's memcpy bandwidth, and
+    /// copying data the other core has just written.
+    Baseline {
+        #[command(flatten)]
+        opts: baseline::Opts,
+    },
+    /// Latency and bandwidth of nemesis next to the alternatives (Unix sockets, pipes, iceoryx2,
+    /// Open MPI, MPICH), interleaved, with ratios; tables, CSV and plots.
+    Compare {
+        #[command(flatten)]
+        opts: compare::CompareOpts,
+    },
+    /// Instructions per enqueue, dequeue and fastbox send + receive, under callgrind.
+    Instructions {
+        /// Operations per measured region.
+        #[arg(long, default_value_t = 10_000)]
+        iters: usize,
     },
     /// 8-byte one-way latency through a fastbox and through the cell queue, next to the
     /// cache-line ping-pong limit between the same two cores.
@@ -51,12 +110,6 @@ enum Cmd {
     },
     /// Segment bytes per local rank at 8, 64 and 256 ranks.
     SegmentSize,
-    /// Instructions per enqueue, dequeue and fastbox send + receive, under callgrind.
-    Instructions {
-        /// Operations per measured region.
-        #[arg(long, default_value_t = 10_000)]
-        iters: usize,
-    },
     #[command(name = "__peer", hide = true)]
     Peer {
         kind: shm::PeerKind,
@@ -78,14 +131,31 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
-    #[command(name = "__bw-rank", hide = true)]
-    BwRank {
-        #[arg(long)]
-        out: String,
-        #[arg(long, value_delimiter = ',')]
+    #[command(name = "__link", hide = true)]
+    Link {
+        #[command(flatten)]
+        args: link::RankArgs,
+    },
+    #[command(name = "__launch", hide = true)]
+    Launch {
+        #[command(flatten)]
+        opts: launch::Opts,
+    },
+    #[command(name = "__mr", hide = true)]
+    MrRank {
+        #[arg(long, value_delimiter = ',', required = true)]
         sizes: Vec<usize>,
         #[arg(long)]
         quick: bool,
+    },
+    #[command(name = "__plogp", hide = true)]
+    PlogpRank {
+        #[arg(long, value_delimiter = ',', required = true)]
+        sizes: Vec<usize>,
+        #[arg(long)]
+        samples: usize,
+        #[arg(long)]
+        epsilon: f64,
     },
     #[command(name = "__instructions-worker", hide = true)]
     InstructionsWorker {
@@ -94,28 +164,44 @@ enum Cmd {
     },
 }
 
-fn main() {
-    let cli = Cli::parse();
-    match cli.command {
+fn run(cmd: Cmd) -> Result<i32> {
+    match cmd {
         Cmd::Pingpong { opts } => pingpong::run(&opts),
-        Cmd::Bw { opts } => bw::run(&opts),
-        Cmd::BwRank { out, sizes, quick } => bw::rank(&out, &sizes, quick),
-        Cmd::PingpongRank { rounds, line_fd, sizes, quick } => pingpong::rank(rounds, line_fd, &sizes, quick),
+        Cmd::Latency { opts } => compare::endpoint(Workload::Latency, &opts)?,
+        Cmd::Bw { opts } => compare::endpoint(Workload::Bandwidth, &opts)?,
+        Cmd::Bibw { opts } => compare::endpoint(Workload::BiBandwidth, &opts)?,
+        Cmd::Mr { opts } => mr::run(&opts)?,
+        Cmd::Plogp { opts } => plogp::run(&opts)?,
+        Cmd::Baseline { opts } => baseline::run(&opts)?,
+        Cmd::Compare { opts } => compare::compare(&opts)?,
+        Cmd::Instructions { iters } => {
+            if iters < 10_000 {
+                return Err(Error::Usage("instructions: at least 10000 operations per region".into()));
+            }
+            instructions::run(iters).map_err(|e| Error::io("instructions", e))?
+        }
         Cmd::ShmPingpong { plan } => shm::pingpong(&plan),
         Cmd::FastboxCompare { plan } => shm::fastbox_compare(&plan),
         Cmd::ShmCells { plan } => shm::cells(&plan),
         Cmd::SegmentSize => shm::segment_size(),
-        Cmd::Instructions { iters } => {
-            if iters < 10_000 {
-                eprintln!("nemesis-bench instructions: at least 10000 operations per region");
-                std::process::exit(2);
-            }
-            if let Err(e) = instructions::run(iters) {
-                eprintln!("nemesis-bench instructions: {e}");
-                std::process::exit(1);
-            }
-        }
         Cmd::Peer { kind, plan, cpu, fds } => shm::peer(kind, &plan, cpu, &fds),
+        Cmd::PingpongRank { rounds, line_fd, sizes, quick } => pingpong::rank(rounds, line_fd, &sizes, quick),
+        Cmd::Link { args } => link::rank_main(&args)?,
+        Cmd::Launch { opts } => return launch::run(&opts),
+        Cmd::MrRank { sizes, quick } => mr::rank(&sizes, quick)?,
+        Cmd::PlogpRank { sizes, samples, epsilon } => plogp::rank(&sizes, samples, epsilon)?,
         Cmd::InstructionsWorker { iters } => instructions::worker(iters),
+    }
+    Ok(0)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("nemesis-bench: {e}");
+            std::process::exit(e.exit_code());
+        }
     }
 }

@@ -1,9 +1,12 @@
-//! Pinning the calling process to one CPU, so that ping-pongs measure the same two cores every
-//! time.
+//! Pinning to CPUs, so that two-process measurements use the same two cores every time.
 
 /// Pins the calling thread (and the process, if single-threaded) to `cpu`.
 pub fn pin(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: `set` is a plain bit set initialised by CPU_ZERO; sched_setaffinity reads it.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
+    }
+    // SAFETY: `set` is a plain bit set initialised by CPU_ZERO, `cpu` is within it (checked
+    // above); sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
@@ -15,14 +18,55 @@ pub fn pin(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Number of CPUs online (not only those this process may run on: it may be pinned already).
-pub fn cpus() -> usize {
-    // SAFETY: sysconf with a constant name.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 { n as usize } else { 1 }
+/// The CPUs the calling thread may run on, in increasing order (those a launcher started from
+/// here binds its ranks to).
+pub fn allowed() -> Vec<usize> {
+    // SAFETY: `set` is a plain bit set that sched_getaffinity fills; CPU_ISSET reads it within
+    // its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
 }
 
-/// The two CPUs a two-process benchmark uses: `0` and `1`, or `0` twice on a one-CPU machine.
+/// The two CPUs a two-process benchmark uses: the first two this process may use (where
+/// `nemesis::launch` with `Bind::Core`, `mpiexec --bind-to core` and the rank programs put ranks
+/// 0 and 1), or the same one twice if only one is allowed.
 pub fn pair() -> (usize, usize) {
-    if cpus() >= 2 { (0, 1) } else { (0, 0) }
+    match allowed()[..] {
+        [] => (0, 0),
+        [a] => (a, a),
+        [a, b, ..] => (a, b),
+    }
+}
+
+/// Runs `f` on a new thread pinned to `cpu` and returns its result (the calling thread keeps
+/// its own placement, so that processes started from it later are not confined to `cpu`).
+pub fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(cpu)?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the measuring thread panicked")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_is_allowed_and_pinning_stays_on_the_thread() {
+        let (a, b) = pair();
+        let before = allowed();
+        assert!(before.contains(&a) && before.contains(&b));
+        assert_eq!(on_cpu(a, allowed).unwrap(), vec![a]);
+        assert_eq!(allowed(), before);
+        assert!(pin(usize::MAX).is_err());
+    }
 }

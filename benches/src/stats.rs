@@ -36,6 +36,43 @@ pub fn ratio_of_rounds(a: &[f64], b: &[f64]) -> Option<Summary> {
     Summary::of(&r)
 }
 
+/// Summary of the finite values of `xs` (failed runs are NaN), or `None` if there are none.
+pub fn finite(xs: &[f64]) -> Option<Summary> {
+    let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    Summary::of(&v)
+}
+
+/// Per-round ratios `a[r] / b[r]` over the rounds where both have a finite figure and `b[r]` is
+/// not 0, summarised; `None` if no round has both.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<Summary> {
+    let (x, y): (Vec<f64>, Vec<f64>) =
+        a.iter().zip(b).filter(|(x, y)| x.is_finite() && y.is_finite() && **y != 0.0).map(|(x, y)| (*x, *y)).unzip();
+    ratio_of_rounds(&x, &y)
+}
+
+/// The index of the best of `medians` (`None` entries and non-finite ones do not compete): the
+/// highest if `higher_is_better`, else the lowest.
+pub fn best(medians: &[Option<f64>], higher_is_better: bool) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, m) in medians.iter().enumerate() {
+        let Some(v) = m.filter(|v| v.is_finite()) else { continue };
+        let better = match best {
+            None => true,
+            Some((_, b)) => {
+                if higher_is_better {
+                    v > b
+                } else {
+                    v < b
+                }
+            }
+        };
+        if better {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
 /// The order in which `systems` run in each of `rounds` rounds: interleaved (A B C A B C ...),
 /// and rotated by one each round so no system always runs first after a pause.
 pub fn interleave(systems: usize, rounds: usize) -> Vec<(usize, usize)> {
@@ -64,6 +101,25 @@ mod tests {
         assert!((s.median - 2.0).abs() < 1e-12 && (s.min - 2.0).abs() < 1e-12 && (s.max - 2.0).abs() < 1e-12);
         assert_eq!(ratio_of_rounds(&a, &b[..2]), None);
         assert_eq!(ratio_of_rounds(&a, &[1.0, 0.0, 1.0]), None);
+    }
+
+    #[test]
+    fn failed_rounds_are_left_out() {
+        let s = finite(&[f64::NAN, 3.0, 1.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(finite(&[f64::NAN]), None);
+        // Round 1 failed for `a`, round 2 has a zero baseline: only round 0 and 3 count.
+        let r = paired_ratio(&[2.0, f64::NAN, 5.0, 9.0], &[1.0, 1.0, 0.0, 3.0]).unwrap();
+        assert_eq!((r.min, r.max), (2.0, 3.0));
+        assert_eq!(paired_ratio(&[f64::NAN], &[1.0]), None);
+    }
+
+    #[test]
+    fn best_by_direction() {
+        let m = [Some(3.0), None, Some(1.0), Some(f64::NAN), Some(2.0)];
+        assert_eq!(best(&m, true), Some(0));
+        assert_eq!(best(&m, false), Some(2));
+        assert_eq!(best(&[None, Some(f64::NAN)], true), None);
     }
 
     #[test]

@@ -1,0 +1,344 @@
+//! Every `nemesis-bench` command in a reduced mode, through the built binary: it succeeds and
+//! its output is well formed (tables with a row per size, CSV columns, SVG plots). Figures are
+//! never judged: the machine is shared. A test that needs a missing tool (valgrind, Open MPI,
+//! MPICH) skips on a developer's machine and fails under `CI=true`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// Benchmarks pin their processes to the same two CPUs: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SYSTEMS: [&str; 8] =
+    ["nemesis-shm", "nemesis-c-abi", "nemesis-tcp", "unix-socket", "pipe", "iceoryx2", "openmpi", "mpich"];
+
+const SERIES_COLUMNS: [&str; 17] = [
+    "system",
+    "family",
+    "workload",
+    "bytes",
+    "unit",
+    "rounds",
+    "median",
+    "min",
+    "max",
+    "baseline",
+    "ratio_to_baseline",
+    "ratio_to_baseline_min",
+    "ratio_to_baseline_max",
+    "best_peer",
+    "ratio_to_best_peer",
+    "ratio_to_best_peer_min",
+    "ratio_to_best_peer_max",
+];
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn have(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// True if every tool is installed; otherwise skips (false) or, under CI, fails.
+fn need(tools: &[&str]) -> bool {
+    for t in tools {
+        if !have(t) {
+            assert!(!ci(), "{t} is required when CI=true");
+            eprintln!("skipped: {t} not installed");
+            return false;
+        }
+    }
+    true
+}
+
+fn bench(args: &[&str]) -> Output {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_nemesis-bench")).args(args).output().expect("run nemesis-bench");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("panicked"), "nemesis-bench {args:?} panicked:\n{text}");
+    out
+}
+
+/// Runs a command that must succeed; its stdout.
+fn ok(args: &[&str]) -> String {
+    let out = bench(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "nemesis-bench {args:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nemesis-bench-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The rows of the table under the line starting with `title`: the header's cells and, per
+/// row, its cells (split on runs of two spaces or more).
+fn table(text: &str, title: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(title)).skip(1);
+    let split = |l: &str| -> Vec<String> {
+        l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect()
+    };
+    let head = split(lines.next().unwrap_or_else(|| panic!("no table `{title}` in:\n{text}")));
+    let rows = lines.take_while(|l| l.starts_with("  ")).map(split).collect();
+    (head, rows)
+}
+
+/// Sizes as the tables print them.
+fn human(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{}M", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{}K", n >> 10),
+        n if n > 1 << 10 && n % (1 << 10) <= 8 => format!("{}K+{}", n >> 10, n % (1 << 10)),
+        n => n.to_string(),
+    }
+}
+
+/// Checks a table has exactly one row per size, in order, and as many cells as its header.
+fn rows_per_size(text: &str, title: &str, sizes: &[usize]) -> Vec<String> {
+    let (head, rows) = table(text, title);
+    assert_eq!(head[0], "bytes", "{text}");
+    let got: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
+    let want: Vec<String> = sizes.iter().map(|&s| human(s)).collect();
+    assert_eq!(got, want, "rows of `{title}`:\n{text}");
+    for r in &rows {
+        assert_eq!(r.len(), head.len(), "row {r:?} of `{title}`:\n{text}");
+    }
+    head
+}
+
+/// A CSV file's header and rows (no field here holds a comma except the systems' details).
+fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = text.lines().map(|l| {
+        let mut fields = Vec::new();
+        let (mut cur, mut quoted) = (String::new(), false);
+        let mut chars = l.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    cur.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => fields.push(std::mem::take(&mut cur)),
+                _ => cur.push(c),
+            }
+        }
+        fields.push(cur);
+        fields
+    });
+    let head = rows.next().unwrap_or_default();
+    (head, rows.collect())
+}
+
+fn svg_ok(path: &Path, names: &[&str]) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "{} is not an SVG", path.display());
+    for n in names {
+        assert!(text.contains(n), "{} has no line for {n}", path.display());
+    }
+}
+
+#[test]
+fn compare_writes_tables_csv_and_plots_for_every_system() {
+    let dir = tempdir("compare");
+    let d = dir.to_str().unwrap();
+    let out = ok(&["compare", "--quick", "--max-size", "8", "--rounds", "2", "--iters-scale", "0.02", "--out", d]);
+    // Every system is listed: measured with how, or skipped with why.
+    for s in SYSTEMS {
+        assert!(out.lines().any(|l| l.trim_start().starts_with(s)), "{s} not listed:\n{out}");
+    }
+    let (head, sys) = csv(&dir.join("compare-systems.csv"));
+    assert_eq!(head, ["system", "family", "status", "detail"]);
+    assert_eq!(sys.iter().map(|r| r[0].as_str()).collect::<BTreeSet<_>>(), SYSTEMS.into_iter().collect());
+    let measured: Vec<&str> = sys.iter().filter(|r| r[2] == "measured").map(|r| r[0].as_str()).collect();
+    for r in &sys {
+        assert!(r[2] == "measured" || r[2] == "skipped", "{r:?}");
+        assert!(!r[3].is_empty(), "{r:?} says nothing");
+    }
+    for must in ["nemesis-shm", "nemesis-tcp", "unix-socket", "pipe"] {
+        assert!(measured.contains(&must), "{must} not measured: {sys:?}");
+    }
+    if ci() {
+        for must in ["openmpi", "mpich", "iceoryx2"] {
+            assert!(measured.contains(&must), "{must} must be measured when CI=true: {sys:?}");
+        }
+        // With the C ABI in the repository, `cargo test --workspace` has built libmpi.so.
+        if Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpicc").exists() {
+            assert!(measured.contains(&"nemesis-c-abi"), "the C ABI must be measured when CI=true: {sys:?}");
+        }
+    }
+    // Tables: a row per size, a column per measured system.
+    let lat = rows_per_size(&out, "one-way latency, us", &[0, 8]);
+    let bw = rows_per_size(&out, "bandwidth, MB/s", &[1, 8]);
+    for m in &measured {
+        assert!(lat.iter().any(|h| h == m) && bw.iter().any(|h| h == m), "{m} has no column:\n{out}");
+    }
+    rows_per_size(&out, "ratio to the cache-line latency", &[0, 8]);
+    rows_per_size(&out, "ratio to one core's memcpy", &[1, 8]);
+    // CSV: a row per system and size.
+    for (file, sizes) in [("compare-latency.csv", [0, 8]), ("compare-bw.csv", [1, 8])] {
+        let (head, rows) = csv(&dir.join(file));
+        assert_eq!(head, SERIES_COLUMNS, "{file}");
+        assert_eq!(rows.len(), measured.len() * sizes.len(), "{file}: {rows:?}");
+        for r in &rows {
+            assert_eq!(r.len(), SERIES_COLUMNS.len(), "{file}: {r:?}");
+            assert!(measured.contains(&r[0].as_str()), "{file}: {r:?}");
+            assert!(sizes.contains(&r[3].parse::<usize>().unwrap()), "{file}: {r:?}");
+            assert_eq!(r[5], "2", "{file}: a figure per round expected: {r:?}");
+            for f in [6, 7, 8, 10] {
+                assert!(r[f].parse::<f64>().is_ok_and(|x| x >= 0.0), "{file}: column {f} of {r:?}");
+            }
+            let peer = &r[13];
+            assert!(peer.is_empty() || (measured.contains(&peer.as_str()) && peer != &r[0]), "{r:?}");
+        }
+    }
+    let (head, base) = csv(&dir.join("compare-baseline.csv"));
+    assert_eq!(head, ["baseline", "workload", "bytes", "unit", "rounds", "median", "min", "max"]);
+    assert_eq!(base.len(), 4);
+    svg_ok(&dir.join("compare-latency.svg"), &measured);
+    svg_ok(&dir.join("compare-bw.svg"), &measured);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn latency_with_variants_and_a_peer() {
+    let dir = tempdir("latency");
+    let d = dir.to_str().unwrap();
+    let out = ok(&[
+        "latency",
+        "--max-size",
+        "8",
+        "--rounds",
+        "1",
+        "--iters-scale",
+        "0.02",
+        "--variant",
+        "small:NEMESIS_EAGER_MAX=4",
+        "--variant",
+        "default",
+        "--with",
+        "pipe",
+        "--out",
+        d,
+    ]);
+    let head = rows_per_size(&out, "one-way latency, us", &[0, 1, 2, 4, 8]);
+    assert_eq!(head, ["bytes", "cache-line", "small", "default", "pipe"]);
+    let peers = rows_per_size(&out, "ratio to the best peer", &[0, 1, 2, 4, 8]);
+    assert_eq!(peers.len(), 4);
+    let (_, rows) = csv(&dir.join("latency-latency.csv"));
+    assert_eq!(rows.len(), 15);
+    svg_ok(&dir.join("latency-latency.svg"), &["small", "default", "pipe"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bandwidths_eager_and_rendezvous() {
+    let out = ok(&["bw", "--sizes", "1K,65537", "--rounds", "1", "--iters-scale", "0.05"]);
+    rows_per_size(&out, "bandwidth, MB/s", &[1024, 65537]);
+    let out = ok(&["bibw", "--sizes", "8,65537", "--rounds", "1", "--iters-scale", "0.05", "--with", "pipe"]);
+    let head = rows_per_size(&out, "bidirectional bandwidth, MB/s", &[8, 65537]);
+    assert_eq!(head, ["bytes", "memcpy", "nemesis-shm"]);
+    assert!(out.contains("pipe") && out.contains("skipped: no bibw workload"), "{out}");
+}
+
+#[test]
+fn message_rate_with_two_pair_counts() {
+    let dir = tempdir("mr");
+    let d = dir.to_str().unwrap();
+    let out = ok(&["mr", "--pairs", "1,2", "--sizes", "8,4096", "--quick", "--rounds", "1", "--out", d]);
+    let (head, rows) = table(&out, "  2 pair(s)");
+    assert_eq!(head, ["bytes", "1p MB/s", "1p M msg/s", "2p MB/s", "2p M msg/s"], "{out}");
+    assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["8", "4K"], "{out}");
+    let (head, rows) = csv(&dir.join("mr.csv"));
+    assert_eq!(head[..4], ["pairs", "ranks", "bytes", "rounds"]);
+    assert_eq!(rows.len(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn plogp_prints_the_parameter_table() {
+    let out = ok(&["plogp", "--sizes", "0,8,65537", "--samples", "5"]);
+    let latency = out.lines().find_map(|l| l.strip_prefix("# Latency = ")).unwrap_or_else(|| panic!("no L:\n{out}"));
+    assert!(latency.trim().parse::<f64>().is_ok(), "{out}");
+    assert!(out.contains("# eager limit 65536 bytes"), "{out}");
+    let mut lines = out.lines().skip_while(|l| *l != "# bytes os os_min os_cnfint or or_min or_cnfint g").skip(1);
+    let mut sizes = Vec::new();
+    for l in lines.by_ref().take_while(|l| !l.starts_with('#')) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w.len(), 8, "{l}");
+        sizes.push(w[0].parse::<usize>().unwrap());
+        assert!(w[1..].iter().all(|x| x.parse::<f64>().is_ok()), "{l}");
+    }
+    // The sizes asked for, and the points around the eager limit within them.
+    assert_eq!(sizes, [0, 8, 65535, 65536, 65537], "{out}");
+}
+
+#[test]
+fn baseline_prints_the_three_ceilings() {
+    let out = ok(&["baseline", "--quick", "--sizes", "4K,64K", "--rounds", "1"]);
+    assert!(out.contains("cache-line one-way latency between CPU"), "{out}");
+    let (head, rows) = table(&out, "cache-line one-way latency");
+    assert_eq!(head[0], "bytes", "{out}");
+    assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["4K", "64K"], "{out}");
+}
+
+#[test]
+fn pingpong_main_job() {
+    let out = ok(&["pingpong", "--quick", "--sizes", "8,1024"]);
+    assert!(out.contains("cache-line limit"), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("8 ")), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("1024 ")), "{out}");
+}
+
+#[test]
+fn instruction_counts_under_callgrind() {
+    if !need(&["valgrind"]) {
+        return;
+    }
+    let out = ok(&["instructions", "--iters", "10000"]);
+    for region in ["enqueue", "dequeue", "fastbox-send+recv", "port-fastbox-send+recv", "port-queue-send+recv"] {
+        let line = out.lines().find(|l| l.split_whitespace().next() == Some(region));
+        let n = line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok());
+        assert!(n.is_some(), "no count for {region}:\n{out}");
+    }
+}
+
+#[test]
+fn mpi_peers_run_when_installed() {
+    if !need(&["mpicc.openmpi", "mpiexec.openmpi", "mpicc.mpich", "mpiexec.hydra"]) {
+        return;
+    }
+    let out = ok(&["latency", "--max-size", "1", "--rounds", "1", "--iters-scale", "0.02", "--with", "openmpi,mpich"]);
+    let head = rows_per_size(&out, "one-way latency, us", &[0, 1]);
+    assert_eq!(head, ["bytes", "cache-line", "nemesis-shm", "openmpi", "mpich"], "{out}");
+}
+
+#[test]
+fn bad_command_lines_are_errors_not_panics() {
+    for (args, says) in [
+        (&["compare", "--systems", "nemesis-udp"][..], "unknown system `nemesis-udp`"),
+        (&["latency", "--rounds", "0"], "--rounds must be at least 1"),
+        (&["bw", "--sizes", "12Q"], "expected a byte count"),
+        (&["bw", "--max-size", "2G"], "messages go up to"),
+        (&["latency", "--variant", "a:novalue"], "expected name:VAR=value"),
+        (&["plogp", "--epsilon", "2"], "--epsilon"),
+        (&["mr", "--pairs", "0"], "--pairs"),
+        (&["instructions", "--iters", "10"], "at least 10000"),
+    ] {
+        let out = bench(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?} should say `{says}`: {err}");
+    }
+}
