@@ -38,11 +38,32 @@ impl WaitMode {
     }
 }
 
-/// Largest message sent eagerly (fastbox or cells) by default; longer ones go by rendezvous.
-pub const DEFAULT_EAGER_MAX: usize = 64 * 1024;
+/// Largest message sent eagerly (fastbox or cells) by default when the rendezvous can use a
+/// single CMA copy; longer ones go by rendezvous. Chosen by measurement (README, "Large
+/// messages"): `nemesis-bench bw` streams 12 KiB faster eagerly (12.3 GB/s against 11.6 by CMA)
+/// and 16 KiB faster by CMA (13.5 against 12.8).
+pub const DEFAULT_EAGER_MAX: usize = 12 * 1024;
 
-/// Under `NEMESIS_LMT=auto`, messages from this length use a single CMA copy where allowed.
-pub const DEFAULT_CMA_MIN: usize = usize::MAX;
+/// Largest message sent eagerly by default when rendezvous can only use the shared-copy rings
+/// (`NEMESIS_LMT=shm`, or CMA refused here): eager streams 128 KiB at 12.9 GB/s, the rings 12.0;
+/// from 256 KiB the rings win (13.8 against 13.1).
+pub const DEFAULT_EAGER_MAX_RING: usize = 128 * 1024;
+
+/// Under `NEMESIS_LMT=auto`, rendezvous messages from this length use a single CMA copy where
+/// allowed (0: every rendezvous message up to [`DEFAULT_CMA_MAX`]).
+pub const DEFAULT_CMA_MIN: usize = 0;
+
+/// Under `NEMESIS_LMT=auto`, messages from this length go through the rings again (none by
+/// default). Without the split below, two copies pipelined on two cores beat one kernel copy from
+/// 2 MiB (12.7 GB/s against 11.2); split single copies beat both at every size from 32 KiB (22.1
+/// GB/s at 4 MiB against 12.1 for the rings).
+pub const DEFAULT_CMA_MAX: usize = usize::MAX;
+
+/// Single-copy transfers from this length are split between the two processes: the receiver
+/// reads the first half while the sender writes the second into the receiver's buffer, so both
+/// cores copy. Measured (`nemesis-bench bw`): 32 KiB 19.2 GB/s split against 16.2 whole, 256 KiB
+/// 36.4 against 22.3; 16 KiB loses (12.2 against 14.5: two more control messages per transfer).
+pub const DEFAULT_SPLIT_MIN: usize = 32 * 1024;
 
 /// The Endpoint's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,21 +71,29 @@ pub struct Config {
     /// `NEMESIS_WAIT`.
     pub wait: WaitMode,
     /// `NEMESIS_EAGER_MAX`: messages up to this length go eagerly; longer ones by rendezvous.
-    pub eager_max: usize,
+    /// `None`: by what the rendezvous can use here ([`DEFAULT_EAGER_MAX`] with CMA,
+    /// [`DEFAULT_EAGER_MAX_RING`] without).
+    pub eager_max: Option<usize>,
     /// `NEMESIS_LMT`: `auto` (by size), `shm` (always the shared-copy ring) or `cma` (always a
     /// single copy where allowed).
     pub lmt: nemesis_lmt::Policy,
     /// `NEMESIS_CMA_MIN`: under `auto`, the length from which CMA is used.
     pub cma_min: usize,
+    /// `NEMESIS_CMA_MAX`: under `auto`, the length from which the rings are used again.
+    pub cma_max: usize,
+    /// `NEMESIS_CMA_SPLIT_MIN`: single-copy transfers from this length are copied by both sides.
+    pub split_min: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             wait: WaitMode::default(),
-            eager_max: DEFAULT_EAGER_MAX,
+            eager_max: None,
             lmt: nemesis_lmt::Policy::Auto,
             cma_min: DEFAULT_CMA_MIN,
+            cma_max: DEFAULT_CMA_MAX,
+            split_min: DEFAULT_SPLIT_MIN,
         }
     }
 }
@@ -78,13 +107,20 @@ impl Config {
         }
         if let Ok(v) = std::env::var("NEMESIS_EAGER_MAX") {
             c.eager_max =
-                parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_EAGER_MAX={v} is not a size")))?;
+                Some(parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_EAGER_MAX={v} is not a size")))?);
         }
         if let Ok(v) = std::env::var("NEMESIS_LMT") {
             c.lmt = parse_lmt(&v)?;
         }
         if let Ok(v) = std::env::var("NEMESIS_CMA_MIN") {
             c.cma_min = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MIN={v} is not a size")))?;
+        }
+        if let Ok(v) = std::env::var("NEMESIS_CMA_SPLIT_MIN") {
+            c.split_min = parse_bytes(&v)
+                .ok_or_else(|| Error::Config(format!("NEMESIS_CMA_SPLIT_MIN={v} is not a size")))?;
+        }
+        if let Ok(v) = std::env::var("NEMESIS_CMA_MAX") {
+            c.cma_max = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MAX={v} is not a size")))?;
         }
         Ok(c)
     }

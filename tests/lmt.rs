@@ -171,7 +171,12 @@ fn cases() {
         _ if !ep.is_local(peer) => assert_eq!(st.ring + st.cma, u64::from(stress().min(3)), "{st:?}"),
         "shm" => assert!(st.ring > 0 && st.cma == 0, "{st:?}"),
         // CMA is allowed here (same user, no Yama restriction): every transfer reads directly.
-        "cma" => assert!(st.cma > 0 && st.ring == 0, "{st:?}"),
+        "cma" => {
+            assert!(st.cma > 0 && st.ring == 0, "{st:?}");
+            // Split with the sender from 32 KiB unless NEMESIS_CMA_SPLIT_MIN says otherwise.
+            let unsplit = std::env::var("NEMESIS_CMA_SPLIT_MIN").is_ok();
+            assert!(if unsplit { st.split == 0 } else { st.split > 0 }, "{st:?}");
+        }
         _ => assert!(st.cma > 0 && st.ring > 0, "{st:?}"),
     }
     println!("RESULT rank {me} lmt cases ok ({}: {st:?})", policy());
@@ -209,9 +214,16 @@ fn single_copy_cma() {
     run_cases(&[("NEMESIS_LMT", "cma")]);
 }
 
+/// Single copies never split: the receiver reads everything.
+#[test]
+fn single_copy_cma_unsplit() {
+    run_cases(&[("NEMESIS_LMT", "cma"), ("NEMESIS_CMA_SPLIT_MIN", "1g")]);
+}
+
+/// Rings below 1 MiB and from 8 MiB, split single copies between.
 #[test]
 fn auto_mixes_both_backends() {
-    run_cases(&[("NEMESIS_LMT", "auto"), ("NEMESIS_CMA_MIN", "1m")]);
+    run_cases(&[("NEMESIS_LMT", "auto"), ("NEMESIS_CMA_MIN", "1m"), ("NEMESIS_CMA_MAX", "8m")]);
 }
 
 /// One ring of two 4 KiB slots per rank: every transfer wraps around the ring many times and

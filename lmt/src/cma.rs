@@ -54,6 +54,33 @@ pub unsafe fn read_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iov
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
+/// Writes the `local` ranges of this process to the `remote` ones of process `pid`, in order,
+/// in one system call (`process_vm_writev`); returns the bytes written (fewer if the kernel
+/// stopped at a fault, at an iovec boundary). At most [`IOV_MAX`] iovecs on each side. The
+/// target must have asked for it: a receiver names the range of its own receive buffer a sender
+/// is to fill (HELP). Our `local` ranges are only read, by the kernel, which checks them.
+pub fn write_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
+    if local.is_empty() {
+        return Ok(0);
+    }
+    if local.len() > IOV_MAX || remote.len() > IOV_MAX {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: the kernel only reads the `local` ranges (it checks them: an unmapped one is EFAULT,
+    // not undefined behaviour) and checks the `remote` ones against the target and our permission.
+    let n = unsafe {
+        libc::process_vm_writev(
+            pid as libc::pid_t,
+            local.as_ptr(),
+            local.len() as libc::c_ulong,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
 /// Under Yama's restricted ptrace (`/proc/sys/kernel/yama/ptrace_scope` = 1), lets every process
 /// of this user read this process's memory, as peers' CMA reads need. Does nothing otherwise.
 pub fn allow_readers() {

@@ -40,7 +40,8 @@ pub trait Rings {
 /// Which backend moves the data (`NEMESIS_LMT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Policy {
-    /// By size: CMA from [`Config::cma_min`] bytes when it is allowed, rings below.
+    /// By size: CMA from [`Config::cma_min`] up to [`Config::cma_max`] bytes when it is allowed,
+    /// rings outside.
     #[default]
     Auto,
     /// Always the shared-copy ring.
@@ -56,15 +57,27 @@ pub struct Config {
     pub policy: Policy,
     /// Under [`Policy::Auto`], messages from this length use CMA.
     pub cma_min: u64,
+    /// Under [`Policy::Auto`], messages from this length use the rings again.
+    pub cma_max: u64,
     /// Ring chunks each side moves per progress pass.
     pub chunks_per_pass: u32,
     /// Bytes a CMA read moves per progress pass.
     pub cma_chunk: usize,
+    /// Single-copy transfers from this length are split: the receiver reads the first half while
+    /// the sender, asked by HELP, writes the second (`u64::MAX`: never).
+    pub split_min: u64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { policy: Policy::Auto, cma_min: u64::MAX, chunks_per_pass: 8, cma_chunk: 1 << 20 }
+        Config {
+            policy: Policy::Auto,
+            cma_min: 0,
+            cma_max: u64::MAX,
+            chunks_per_pass: 8,
+            cma_chunk: 1 << 20,
+            split_min: 32 << 10,
+        }
     }
 }
 
@@ -79,6 +92,8 @@ pub struct Stats {
     pub fallback: u64,
     /// Failed.
     pub failed: u64,
+    /// Single-copy transfers split with the sender (HELP sent), counted when they start.
+    pub split: u64,
 }
 
 /// How a transfer ended, for this side.
@@ -99,6 +114,9 @@ enum SendState {
     AwaitReply,
     /// Copying into the receiver's ring.
     Ring { ring: u16, epoch: u32, offset: u64, chunk: u64, bytes: u64 },
+    /// Writing `offset..end` of our buffer to `dst` (the start of that range) in process `pid`
+    /// (HELP); `at` is the next byte; then HELPED, and DONE is awaited.
+    Help { pid: u32, dst: u64, offset: u64, at: u64, end: u64 },
 }
 
 #[derive(Debug)]
@@ -113,8 +131,9 @@ struct SendX {
 
 #[derive(Clone, Copy, Debug)]
 enum RecvState {
-    /// Reading the sender's buffer directly.
-    Cma { pid: u32, addr: u64, offset: u64 },
+    /// Reading `offset..end` of the sender's buffer directly (`end` is `bytes`, or where the
+    /// sender's part starts after a HELP).
+    Cma { pid: u32, addr: u64, offset: u64, end: u64 },
     /// Waiting for a free ring of our pool, to move the rest from `offset`.
     WaitRing { offset: u64 },
     /// Copying out of our ring.
@@ -133,6 +152,22 @@ struct RecvX {
     state: RecvState,
     /// It began with single-copy reads.
     began_cma: bool,
+    /// The sender's part of a split single-copy transfer.
+    help: Help,
+    /// Our reads were refused while the sender was writing its part: once it is done (HELPED),
+    /// the rest goes through a ring from this offset.
+    resume: Option<u64>,
+}
+
+/// The part of a split single-copy transfer the sender writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Help {
+    /// None (not split, or the sender's part is written).
+    No,
+    /// Bytes `from..to` asked of the sender by HELP, HELPED not yet received.
+    Waiting { from: u64, to: u64 },
+    /// The sender wrote less than asked: we read `from..to` after our own part.
+    Tail { from: u64, to: u64 },
 }
 
 /// Whether single-copy reads work here.
@@ -147,6 +182,8 @@ enum Cma {
 #[derive(Debug)]
 pub struct Lmt {
     me: u16,
+    /// Our process id (HELP names it).
+    pid: u32,
     cfg: Config,
     cma: Cma,
     sends: Vec<SendX>,
@@ -173,6 +210,7 @@ impl Lmt {
     pub fn new(me: u16, rings: u16, cfg: Config) -> Lmt {
         Lmt {
             me,
+            pid: std::process::id(),
             cfg,
             cma: Cma::Unknown,
             sends: Vec::new(),
@@ -192,6 +230,12 @@ impl Lmt {
     /// Records what a start-up probe found: whether single-copy reads from local peers work.
     pub fn set_cma(&mut self, usable: bool) {
         self.cma = if usable { Cma::Usable } else { Cma::Refused };
+    }
+
+    /// True if the policy lets some transfers use single-copy reads and they are not known to be
+    /// refused.
+    pub fn cma_allowed(&self) -> bool {
+        self.cfg.policy != Policy::Ring && self.cma != Cma::Refused
     }
 
     /// True if single-copy reads are known to work.
@@ -228,7 +272,7 @@ impl Lmt {
         let cma_ok = self.cma != Cma::Refused;
         match self.cfg.policy {
             Policy::Cma if cma_ok => Backend::Cma,
-            Policy::Auto if cma_ok && len >= self.cfg.cma_min => Backend::Cma,
+            Policy::Auto if cma_ok && len >= self.cfg.cma_min && len < self.cfg.cma_max => Backend::Cma,
             _ => Backend::Ring,
         }
     }
@@ -274,12 +318,27 @@ impl Lmt {
             return;
         }
         let pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        let mut help = Help::No;
         let state = if pull {
-            RecvState::Cma { pid: rts.pid, addr: rts.addr, offset: 0 }
+            let mut end = bytes;
+            if bytes >= self.cfg.split_min {
+                // Both cores copy: we read the first half, the sender writes the second (from a
+                // page boundary of the message).
+                let from = (bytes / 2) & !4095;
+                if from > 0 {
+                    end = from;
+                    help = Help::Waiting { from, to: bytes };
+                    let dst = (dst as u64).wrapping_add(from);
+                    let msg = Control::Help { id: rts.id, offset: from, bytes: bytes - from, dst, pid: self.pid };
+                    self.out.push((peer, msg));
+                    self.stats.split += 1;
+                }
+            }
+            RecvState::Cma { pid: rts.pid, addr: rts.addr, offset: 0, end }
         } else {
             RecvState::WaitRing { offset: 0 }
         };
-        self.recvs.push(RecvX { id: rts.id, peer, token, dst, bytes, state, began_cma: pull });
+        self.recvs.push(RecvX { id: rts.id, peer, token, dst, bytes, state, began_cma: pull, help, resume: None });
         let i = self.recvs.len() - 1;
         self.start_recv(i, rings);
     }
@@ -306,6 +365,12 @@ impl Lmt {
     /// Messages about transfers no longer in flight (their peer was declared dead) are ignored;
     /// malformed ones are errors.
     pub fn handle<R: Rings + ?Sized>(&mut self, peer: u16, msg: Control, rings: &R) -> Result<()> {
+        if let Control::Helped { id, bytes } = msg {
+            return match self.recvs.iter().position(|r| r.id == id && r.peer == peer) {
+                Some(i) => self.helped(i, bytes, rings),
+                None => Ok(()),
+            };
+        }
         let Some(i) = self.sends.iter().position(|s| s.id == msg.id() && s.peer == peer) else {
             return match msg {
                 Control::Rts(_) => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
@@ -318,7 +383,63 @@ impl Lmt {
                 self.handle_cookie(i, offset, ring, epoch, bytes, rings)
             }
             Control::Done { bytes, .. } => self.post_send(i, bytes),
-            Control::Rts(_) => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
+            Control::Help { offset, bytes, dst, pid, .. } => self.start_help(i, offset, bytes, dst, pid),
+            Control::Rts(_) | Control::Helped { .. } => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
+        }
+    }
+
+    /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer.
+    fn start_help(&mut self, i: usize, offset: u64, bytes: u64, dst: u64, pid: u32) -> Result<()> {
+        let x = &self.sends[i];
+        let end = offset.checked_add(bytes).filter(|&e| e <= x.len);
+        let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply)) else {
+            return self.fail_send(i, Error::Corrupt { what: "HELP range", value: offset });
+        };
+        self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
+        Ok(())
+    }
+
+    /// Receiver, on HELPED: the sender wrote `bytes` of its part; we read what it did not.
+    fn helped<R: Rings + ?Sized>(&mut self, i: usize, bytes: u64, rings: &R) -> Result<()> {
+        let x = &mut self.recvs[i];
+        let Help::Waiting { from, to } = x.help else {
+            self.fail_recv(i, Error::Corrupt { what: "HELPED without HELP", value: bytes }, rings);
+            return Err(Error::Corrupt { what: "HELPED without HELP", value: bytes });
+        };
+        if bytes > to - from {
+            self.fail_recv(i, Error::Corrupt { what: "HELPED byte count", value: bytes }, rings);
+            return Err(Error::Corrupt { what: "HELPED byte count", value: bytes });
+        }
+        x.help = if bytes == to - from { Help::No } else { Help::Tail { from: from + bytes, to } };
+        if let RecvState::Cma { offset, end, .. } = x.state
+            && offset == end
+        {
+            self.own_part_read(i, rings);
+        }
+        Ok(())
+    }
+
+    /// Receiver: our part of a single-copy transfer is read: the transfer is over, or goes on
+    /// with what the sender left (a tail), or waits for HELPED.
+    fn own_part_read<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
+        let x = &mut self.recvs[i];
+        if let Some(offset) = x.resume
+            && !matches!(x.help, Help::Waiting { .. })
+        {
+            // Whatever the sender wrote is moved again through the ring (same bytes): simpler
+            // than a second hole, and only after a refusal.
+            (x.resume, x.help, x.state) = (None, Help::No, RecvState::WaitRing { offset });
+            self.start_recv(i, rings);
+            return Step::Same(true);
+        }
+        match (x.help, &mut x.state) {
+            (Help::No, _) => self.post_recv(i, rings),
+            (Help::Tail { from, to }, RecvState::Cma { offset, end, .. }) => {
+                (*offset, *end) = (from, to);
+                x.help = Help::No;
+                Step::Same(true)
+            }
+            _ => Step::Same(false),
         }
     }
 
@@ -390,6 +511,7 @@ impl Lmt {
                 Step::Removed => moved = true,
             }
         }
+        moved |= self.progress_helps();
         moved |= self.progress_cma(rings);
         let mut i = 0;
         while i < self.recvs.len() {
@@ -437,6 +559,88 @@ impl Lmt {
         Step::Same(moved)
     }
 
+    /// Sender: writes the next bytes of the HELP ranges into the receivers' buffers: one
+    /// `process_vm_writev` per receiving process and pass, an iovec per transfer (at most
+    /// `cma_chunk` bytes and [`cma::IOV_MAX`] transfers per call); sends HELPED for each range
+    /// written, or at the first refusal or fault (the receiver reads the rest itself).
+    fn progress_helps(&mut self) -> bool {
+        let mut order = std::mem::take(&mut self.scratch_order);
+        order.clear();
+        for (i, x) in self.sends.iter().enumerate() {
+            if let SendState::Help { pid, .. } = x.state {
+                order.push((pid, i));
+            }
+        }
+        order.sort_unstable();
+        let mut moved = false;
+        let mut dead = Vec::new();
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            moved = true;
+            if self.push_group(group) {
+                dead.extend(group.iter().map(|&(_, i)| i));
+            }
+        }
+        self.scratch_order = order;
+        // Highest index first: `swap_remove` only moves entries from above.
+        dead.sort_unstable_by(|a, b| b.cmp(a));
+        for i in dead {
+            if matches!(self.sends[i].state, SendState::Help { .. }) {
+                let _ = self.fail_send(i, Error::PeerDied);
+            }
+        }
+        moved
+    }
+
+    /// One `process_vm_writev` for the HELP ranges of `group` (all in one process). True if that
+    /// process is gone.
+    fn push_group(&mut self, group: &[(u32, usize)]) -> bool {
+        let pid = group[0].0;
+        self.iov_local.clear();
+        self.iov_remote.clear();
+        let mut budget = self.cfg.cma_chunk as u64;
+        for &(_, i) in group {
+            if budget == 0 || self.iov_local.len() == cma::IOV_MAX {
+                break;
+            }
+            let x = &self.sends[i];
+            let SendState::Help { dst, offset, at, end, .. } = x.state else { continue };
+            let n = (end - at).min(budget);
+            budget -= n;
+            // `at + n <= end <= len` (checked by `start_help`): inside the sender's buffer.
+            let src = x.addr.wrapping_add(at as usize);
+            self.iov_local.push(libc::iovec { iov_base: src as *mut _, iov_len: n as usize });
+            self.iov_remote
+                .push(libc::iovec { iov_base: dst.wrapping_add(at - offset) as usize as *mut _, iov_len: n as usize });
+        }
+        let members = &group[..self.iov_local.len()];
+        let wrote = cma::write_vectored(pid, &self.iov_local, &self.iov_remote);
+        let mut got = match wrote {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return true,
+            // Refused or faulted: the first range stops here, the others go on next pass (a
+            // refusal stops them all in turn).
+            Err(_) => 0,
+        };
+        for (k, &(_, i)) in members.iter().enumerate() {
+            let want = self.iov_local[k].iov_len;
+            let took = got.min(want);
+            got -= took;
+            let x = &mut self.sends[i];
+            let SendState::Help { offset, at, end, .. } = &mut x.state else { continue };
+            *at += took as u64;
+            let stopped = took < want;
+            if *at == *end || stopped {
+                let bytes = *at - *offset;
+                x.state = SendState::AwaitReply;
+                self.out.push((x.peer, Control::Helped { id: x.id, bytes }));
+            }
+            if stopped {
+                break;
+            }
+        }
+        false
+    }
+
     fn progress_recv<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
         match self.recvs[i].state {
             RecvState::WaitRing { .. } => {
@@ -457,7 +661,9 @@ impl Lmt {
         let mut order = std::mem::take(&mut self.scratch_order);
         order.clear();
         for (i, x) in self.recvs.iter().enumerate() {
-            if let RecvState::Cma { pid, .. } = x.state {
+            if let RecvState::Cma { pid, offset, end, .. } = x.state
+                && offset < end
+            {
                 order.push((pid, i));
             }
         }
@@ -477,7 +683,7 @@ impl Lmt {
         ends.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         for (i, err) in ends.drain(..) {
             match err {
-                None => drop(self.post_recv(i, rings)),
+                None => drop(self.own_part_read(i, rings)),
                 Some(e) => drop(self.fail_recv(i, e, rings)),
             }
         }
@@ -503,8 +709,8 @@ impl Lmt {
                 break;
             }
             let x = &self.recvs[i];
-            let RecvState::Cma { addr, offset, .. } = x.state else { continue };
-            let n = (x.bytes - offset).min(budget);
+            let RecvState::Cma { addr, offset, end, .. } = x.state else { continue };
+            let n = (end - offset).min(budget);
             budget -= n;
             // SAFETY: `offset + n <= bytes <= cap`: inside the receive buffer (pre_recv's contract).
             let dst = unsafe { x.dst.add(offset as usize) };
@@ -529,9 +735,9 @@ impl Lmt {
                     let took = got.min(want);
                     got -= took;
                     let x = &mut self.recvs[i];
-                    if let RecvState::Cma { offset, .. } = &mut x.state {
+                    if let RecvState::Cma { offset, end, .. } = &mut x.state {
                         *offset += took as u64;
-                        if *offset == x.bytes {
+                        if *offset == *end {
                             ends.push((i, None));
                         }
                     }
@@ -548,9 +754,16 @@ impl Lmt {
                 }
                 self.cma = Cma::Refused;
                 for &(_, i) in members {
-                    if let RecvState::Cma { offset, .. } = self.recvs[i].state {
-                        self.recvs[i].state = RecvState::WaitRing { offset };
-                        self.start_recv(i, rings);
+                    let x = &mut self.recvs[i];
+                    if let RecvState::Cma { pid, addr, offset, .. } = x.state {
+                        if matches!(x.help, Help::Waiting { .. }) {
+                            // The sender may be writing into the buffer: wait for HELPED.
+                            x.resume = Some(offset);
+                            x.state = RecvState::Cma { pid, addr, offset, end: offset };
+                        } else {
+                            x.state = RecvState::WaitRing { offset };
+                            self.start_recv(i, rings);
+                        }
                     }
                 }
                 true
@@ -727,8 +940,20 @@ mod tests {
     /// Runs a transfer of `msg` from a sender (rank 0) to a receiver (rank 1) of capacity `cap`,
     /// passing the control messages by hand.
     fn transfer(msg: &[u8], cap: usize, policy: Policy, per: u16) -> (Outcome, Outcome, Vec<u8>) {
+        let cfg =
+            Config { policy, cma_min: 0, cma_max: u64::MAX, chunks_per_pass: 2, cma_chunk: 700, split_min: u64::MAX };
+        transfer_with(msg, cap, cfg, per, |m| m)
+    }
+
+    /// As [`transfer`], with `cfg`, and `tamper` applied to every message to the sender.
+    fn transfer_with(
+        msg: &[u8],
+        cap: usize,
+        cfg: Config,
+        per: u16,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<u8>) {
         let n = node(per);
-        let cfg = Config { policy, cma_min: 0, chunks_per_pass: 2, cma_chunk: 700 };
         let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
         let mut dst = vec![0u8; cap];
         // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
@@ -739,7 +964,11 @@ mod tests {
         for _ in 0..10_000 {
             for (to, m) in r.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 0);
-                s.handle(1, m, &n).unwrap();
+                s.handle(1, tamper(m), &n).unwrap();
+            }
+            for (to, m) in s.take_out().collect::<Vec<_>>() {
+                assert_eq!(to, 1);
+                r.handle(0, m, &n).unwrap();
             }
             s.progress(&n);
             r.progress(&n);
@@ -784,6 +1013,84 @@ mod tests {
         let (so, ro, dst) = transfer(&msg, msg.len(), Policy::Cma, 1);
         assert_eq!((so, ro), (Outcome::Moved { bytes: 10_000 }, Outcome::Moved { bytes: 10_000 }));
         assert!(dst == msg);
+    }
+
+    fn split(cma_chunk: usize) -> Config {
+        Config { policy: Policy::Cma, cma_min: 0, cma_max: u64::MAX, chunks_per_pass: 2, cma_chunk, split_min: 0 }
+    }
+
+    #[test]
+    fn split_single_copies_move_every_byte_once_on_each_side() {
+        for (len, cap) in [(8191, 8191), (8192, 8192), (12_289, 12_289), (100_000, 100_000), (100_000, 54_321)] {
+            for chunk in [700, 1 << 20] {
+                let msg = data(len);
+                let (so, ro, dst) = transfer_with(&msg, cap, split(chunk), 1, |m| m);
+                let bytes = len.min(cap) as u64;
+                assert_eq!((so, ro), (Outcome::Moved { bytes }, Outcome::Moved { bytes }), "len {len} cap {cap}");
+                assert!(dst[..] == msg[..cap], "len {len} cap {cap} chunk {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sender_that_cannot_write_leaves_its_part_to_the_receiver() {
+        // The HELP names an unmapped address: the sender's write faults at once, it answers
+        // HELPED with 0 bytes, and the receiver reads the second half itself.
+        let msg = data(64 * 1024 + 3);
+        let bad = |m| match m {
+            Control::Help { id, offset, bytes, pid, .. } => Control::Help { id, offset, bytes, dst: 64, pid },
+            m => m,
+        };
+        let (so, ro, dst) = transfer_with(&msg, msg.len(), split(1 << 20), 1, bad);
+        let bytes = msg.len() as u64;
+        assert_eq!((so, ro), (Outcome::Moved { bytes }, Outcome::Moved { bytes }));
+        assert!(dst == msg);
+    }
+
+    #[test]
+    fn bad_help_messages_fail_the_transfer() {
+        let n = node(1);
+        let (mut s, mut r) = (Lmt::new(0, 1, split(1 << 20)), Lmt::new(1, 1, split(1 << 20)));
+        let msg = data(100);
+        let pid = std::process::id();
+        // SAFETY: `msg` outlives the transfers.
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 100, pid) };
+        // A range past the message.
+        assert!(s.handle(1, Control::Help { id: rts.id, offset: 50, bytes: 51, dst: 0, pid }, &n).is_err());
+        // SAFETY: as above.
+        let rts = unsafe { s.pre_send(1, 2, msg.as_ptr(), 100, pid) };
+        let wrap = Control::Help { id: rts.id, offset: u64::MAX, bytes: 2, dst: 0, pid };
+        assert!(s.handle(1, wrap, &n).is_err());
+        assert_eq!(s.take_done().filter(|d| matches!(d.1, Outcome::Failed(_))).count(), 2);
+        // The receiver: HELPED for a transfer that asked nothing, or for more than asked.
+        let big = data(20_000);
+        let mut d1 = vec![0u8; 20_000];
+        // SAFETY: `big` and `d1` outlive the transfer.
+        let rts = unsafe { s.pre_send(1, 3, big.as_ptr(), 20_000, pid) };
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 30, &rts, d1.as_mut_ptr(), 20_000, &n) };
+        let help: Vec<_> = r.take_out().collect();
+        assert!(matches!(help[..], [(0, Control::Help { offset: 8192, bytes: 11_808, .. })]), "{help:?}");
+        assert!(r.handle(0, Control::Helped { id: rts.id, bytes: 11_809 }, &n).is_err());
+        assert!(matches!(r.take_done().next(), Some((30, Outcome::Failed(Error::Corrupt { .. })))));
+        // Unknown transfers are ignored.
+        assert!(r.handle(0, Control::Helped { id: 999, bytes: 1 }, &n).is_ok());
+    }
+
+    #[test]
+    fn a_dead_helper_fails_the_receive() {
+        let n = node(1);
+        let mut r = Lmt::new(1, 1, split(1 << 20));
+        let big = data(20_000);
+        let mut d = vec![0u8; 20_000];
+        let rts = Rts { id: 4, len: 20_000, addr: big.as_ptr() as u64, pid: std::process::id(), backend: Backend::Cma };
+        // SAFETY: `big` and `d` outlive the transfer.
+        unsafe { r.pre_recv(0, 40, &rts, d.as_mut_ptr(), 20_000, &n) };
+        while r.progress(&n) {}
+        assert!(r.take_done().next().is_none(), "our half is read; the sender's is awaited");
+        r.peer_gone(0, &n);
+        assert_eq!(r.take_done().next(), Some((40, Outcome::Failed(Error::PeerDied))));
+        assert!(d[..8192] == big[..8192]);
     }
 
     #[test]

@@ -9,7 +9,12 @@
 //!   takes: fewer than `len` when the receive buffer is shorter);
 //! - DONE: `bytes u64` (the receiver read that many bytes itself: the sender's buffer is free);
 //! - COOKIE: `offset u64, bytes u64, epoch u32, ring u16` (mid-transfer: continue from `offset`
-//!   through this ring, e.g. after a single-copy read was refused).
+//!   through this ring, e.g. after a single-copy read was refused);
+//! - HELP: `offset u64, bytes u64, dst u64, pid u32` (receiver → sender of a single-copy transfer:
+//!   write bytes `offset..offset + bytes` of your buffer to `dst` in process `pid`, while the
+//!   receiver reads the part before `offset`: both cores copy);
+//! - HELPED: `bytes u64` (sender → receiver: that many bytes of the HELP range are written, from
+//!   its start; fewer than asked when the sender could not write, and the receiver reads the rest).
 
 use crate::error::{Error, Result};
 
@@ -100,19 +105,45 @@ pub enum Control {
         /// Bytes the receiver takes in all.
         bytes: u64,
     },
+    /// Write part of the message into the receiver's buffer (receiver → sender).
+    Help {
+        /// The sender's transfer id.
+        id: u32,
+        /// Where the part starts in the message.
+        offset: u64,
+        /// The part's length.
+        bytes: u64,
+        /// Where the part goes in the receiver's process.
+        dst: u64,
+        /// The receiver's process id.
+        pid: u32,
+    },
+    /// The sender wrote `bytes` of the HELP range, from its start (sender → receiver).
+    Helped {
+        /// The sender's transfer id.
+        id: u32,
+        /// Bytes written.
+        bytes: u64,
+    },
 }
 
 const RTS: u8 = 1;
 const CTS: u8 = 2;
 const DONE: u8 = 3;
 const COOKIE: u8 = 4;
+const HELP: u8 = 5;
+const HELPED: u8 = 6;
 
 impl Control {
     /// The sender's transfer id the message is about.
     pub fn id(&self) -> u32 {
         match *self {
             Control::Rts(r) => r.id,
-            Control::Cts { id, .. } | Control::Done { id, .. } | Control::Cookie { id, .. } => id,
+            Control::Cts { id, .. }
+            | Control::Done { id, .. }
+            | Control::Cookie { id, .. }
+            | Control::Help { id, .. }
+            | Control::Helped { id, .. } => id,
         }
     }
 
@@ -153,6 +184,21 @@ impl Control {
                 put(28, &ring.to_le_bytes());
                 30
             }
+            Control::Help { id, offset, bytes, dst, pid } => {
+                put(1, &[HELP]);
+                put(4, &id.to_le_bytes());
+                put(8, &offset.to_le_bytes());
+                put(16, &bytes.to_le_bytes());
+                put(24, &dst.to_le_bytes());
+                put(32, &pid.to_le_bytes());
+                36
+            }
+            Control::Helped { id, bytes } => {
+                put(1, &[HELPED]);
+                put(4, &id.to_le_bytes());
+                put(8, &bytes.to_le_bytes());
+                16
+            }
         }
     }
 
@@ -192,6 +238,14 @@ impl Control {
                 need(30)?;
                 Ok(Control::Cookie { id, offset: u64_at(8), bytes: u64_at(16), epoch: u32_at(24), ring: u16_at(28) })
             }
+            HELP => {
+                need(36)?;
+                Ok(Control::Help { id, offset: u64_at(8), bytes: u64_at(16), dst: u64_at(24), pid: u32_at(32) })
+            }
+            HELPED => {
+                need(16)?;
+                Ok(Control::Helped { id, bytes: u64_at(8) })
+            }
             other => Err(Error::Wire { what: "message type", value: u64::from(other) }),
         }
     }
@@ -209,6 +263,8 @@ mod tests {
             Control::Cts { id: u32::MAX, ring: 3, epoch: 99, bytes: 12345 },
             Control::Done { id: 5, bytes: 64 << 20 },
             Control::Cookie { id: 9, offset: 4096, ring: 1, epoch: 2, bytes: 1 << 20 },
+            Control::Help { id: 11, offset: 1 << 15, bytes: (1 << 15) + 3, dst: 0x7fff_0000_1000, pid: 77 },
+            Control::Helped { id: 12, bytes: 4096 },
         ];
         for m in msgs {
             let mut buf = [0u8; MAX_ENCODED];

@@ -328,7 +328,13 @@ impl Endpoint {
         let rings =
             SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
         let lmt_cfg =
-            nemesis_lmt::Config { policy: cfg.lmt, cma_min: cfg.cma_min as u64, ..nemesis_lmt::Config::default() };
+            nemesis_lmt::Config {
+                policy: cfg.lmt,
+                cma_min: cfg.cma_min as u64,
+                cma_max: cfg.cma_max as u64,
+                split_min: cfg.split_min as u64,
+                ..nemesis_lmt::Config::default()
+            };
         let mut lmt = Lmt::new(local_rank, rings.per, lmt_cfg);
         if cfg.lmt != nemesis_lmt::Policy::Ring {
             // Peers read large messages straight from our buffers where the kernel allows it.
@@ -343,7 +349,12 @@ impl Endpoint {
             }
             lmt.set_cma(probe.is_ok());
         }
-        let eager = cfg.eager_max.min(port.max_message());
+        let eager_max = cfg.eager_max.unwrap_or(if lmt.cma_allowed() {
+            crate::config::DEFAULT_EAGER_MAX
+        } else {
+            crate::config::DEFAULT_EAGER_MAX_RING
+        });
+        let eager = eager_max.min(port.max_message());
         let inner = Inner {
             net,
             port,
@@ -376,7 +387,7 @@ impl Endpoint {
             node,
             finalized: false,
         };
-        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = cfg.eager_max, "endpoint ready");
+        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, "endpoint ready");
         Ok(Endpoint { inner: Box::new(inner) })
     }
 
