@@ -116,8 +116,8 @@ impl Config {
             c.cma_min = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MIN={v} is not a size")))?;
         }
         if let Ok(v) = std::env::var("NEMESIS_CMA_SPLIT_MIN") {
-            c.split_min = parse_bytes(&v)
-                .ok_or_else(|| Error::Config(format!("NEMESIS_CMA_SPLIT_MIN={v} is not a size")))?;
+            c.split_min =
+                parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_SPLIT_MIN={v} is not a size")))?;
         }
         if let Ok(v) = std::env::var("NEMESIS_CMA_MAX") {
             c.cma_max = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MAX={v} is not a size")))?;

@@ -327,14 +327,13 @@ impl Endpoint {
         let p = *seg.params();
         let rings =
             SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
-        let lmt_cfg =
-            nemesis_lmt::Config {
-                policy: cfg.lmt,
-                cma_min: cfg.cma_min as u64,
-                cma_max: cfg.cma_max as u64,
-                split_min: cfg.split_min as u64,
-                ..nemesis_lmt::Config::default()
-            };
+        let lmt_cfg = nemesis_lmt::Config {
+            policy: cfg.lmt,
+            cma_min: cfg.cma_min as u64,
+            cma_max: cfg.cma_max as u64,
+            split_min: cfg.split_min as u64,
+            ..nemesis_lmt::Config::default()
+        };
         let mut lmt = Lmt::new(local_rank, rings.per, lmt_cfg);
         if cfg.lmt != nemesis_lmt::Policy::Ring {
             // Peers read large messages straight from our buffers where the kernel allows it.
