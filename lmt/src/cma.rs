@@ -33,25 +33,9 @@ pub const IOV_MAX: usize = 1024;
 /// Every `local` iovec must describe memory of this process valid for writes of its length and
 /// not otherwise accessed during the call.
 pub unsafe fn read_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
-    if local.is_empty() {
-        return Ok(0);
-    }
-    if local.len() > IOV_MAX || remote.len() > IOV_MAX {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: the `local` iovecs describe writable memory of ours (the caller's contract; the
-    // kernel writes at most their lengths); `remote` ranges are checked by the kernel.
-    let n = unsafe {
-        libc::process_vm_readv(
-            pid as libc::pid_t,
-            local.as_ptr(),
-            local.len() as libc::c_ulong,
-            remote.as_ptr(),
-            remote.len() as libc::c_ulong,
-            0,
-        )
-    };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    // SAFETY: the kernel writes into the `local` iovecs, which describe writable memory of ours
+    // not otherwise accessed (the caller's contract), at most their lengths.
+    unsafe { vectored(libc::process_vm_readv, pid, local, remote) }
 }
 
 /// Writes the `local` ranges of this process to the `remote` ones of process `pid`, in order,
@@ -60,16 +44,37 @@ pub unsafe fn read_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iov
 /// target must have asked for it: a receiver names the range of its own receive buffer a sender
 /// is to fill (HELP). Our `local` ranges are only read, by the kernel, which checks them.
 pub fn write_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
+    // SAFETY: the kernel only reads the `local` ranges (it checks them: an unmapped one is EFAULT,
+    // not undefined behaviour).
+    unsafe { vectored(libc::process_vm_writev, pid, local, remote) }
+}
+
+type VmCall = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> libc::ssize_t;
+
+/// One `process_vm_readv` or `process_vm_writev` over the iovecs (at most [`IOV_MAX`] a side).
+///
+/// # Safety
+/// What `call` does to the `local` iovecs must be sound: for a read, they describe memory of ours
+/// valid for writes and not otherwise accessed during the call.
+unsafe fn vectored(call: VmCall, pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
     if local.is_empty() {
         return Ok(0);
     }
     if local.len() > IOV_MAX || remote.len() > IOV_MAX {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // SAFETY: the kernel only reads the `local` ranges (it checks them: an unmapped one is EFAULT,
-    // not undefined behaviour) and checks the `remote` ones against the target and our permission.
+    // SAFETY: the iovec arrays are valid for their lengths; what the kernel does with the local
+    // ranges is the caller's contract, and it checks the remote ones against the target's address
+    // space and our permission.
     let n = unsafe {
-        libc::process_vm_writev(
+        call(
             pid as libc::pid_t,
             local.as_ptr(),
             local.len() as libc::c_ulong,
