@@ -299,8 +299,14 @@ impl Endpoint {
     /// Starts this process's endpoint: bootstrap through PMI-1 (or as a singleton), attach the
     /// node segment, read the `NEMESIS_*` configuration.
     pub fn init() -> Result<Endpoint> {
+        Self::init_with(Config::from_env()?)
+    }
+
+    /// As [`init`](Self::init), with the configuration given rather than read from `NEMESIS_*`
+    /// (for a runtime that takes its settings elsewhere). Every rank of a job should pass the
+    /// same one.
+    pub fn init_with(cfg: Config) -> Result<Endpoint> {
         crate::config::init_logging();
-        let cfg = Config::from_env()?;
         let boot = bootstrap::bootstrap()?;
         Self::from_boot(boot, cfg)
     }
