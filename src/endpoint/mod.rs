@@ -241,6 +241,9 @@ struct Inner {
     cfg: Config,
     /// Messages up to this length go eagerly (`eager_max`, within what the cells carry).
     eager: usize,
+    /// Blocking sends to a local peer up to this length go eagerly (`eager_blocking_max`; at
+    /// least `eager`).
+    eager_blocking: usize,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -360,6 +363,8 @@ impl Endpoint {
             crate::config::DEFAULT_EAGER_MAX_RING
         });
         let eager = eager_max.min(port.max_message());
+        let eager_blocking = cfg.eager_blocking_max.unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
+        let eager_blocking = eager_blocking.min(port.max_message()).max(eager);
         let inner = Inner {
             net,
             port,
@@ -374,6 +379,7 @@ impl Endpoint {
             global: local_ranks.into(),
             cfg,
             eager,
+            eager_blocking,
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -429,18 +435,28 @@ impl Endpoint {
         self.inner.port.set_fastboxes(on);
     }
 
-    /// The largest message sent without rendezvous.
+    /// The largest message sent without rendezvous by every kind of send.
     pub fn eager_limit(&self) -> usize {
         self.inner.eager
     }
 
+    /// The largest message a blocking [`send`](Self::send) to a rank of this node sends without
+    /// rendezvous (at least [`eager_limit`](Self::eager_limit)).
+    pub fn eager_blocking_limit(&self) -> usize {
+        self.inner.eager_blocking
+    }
+
     /// Sends `buf` to `dest` with `tag` in `context`; returns once `buf` may be reused: a message
     /// up to the eager limit is in a fastbox or in cells; a longer one was received (rendezvous).
+    /// To a rank of this node the blocking limit applies ([`eager_blocking_limit`](
+    /// Self::eager_blocking_limit)): the caller waits anyway, and cells copied in by one core
+    /// while the other copies out beat one single copy of a message alone (README, "Large
+    /// messages").
     #[inline]
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
         let local = inner.check_send(dest, tag)?;
-        if buf.len() > inner.eager || local == NOT_LOCAL {
+        if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
             // SAFETY: `buf` outlives the request, which we wait for before returning.
             let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
             return inner.wait(req).map(drop);
