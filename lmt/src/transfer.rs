@@ -157,6 +157,10 @@ struct RecvX {
     /// Our reads were refused while the sender was writing its part: once it is done (HELPED),
     /// the rest goes through a ring from this offset.
     resume: Option<u64>,
+    /// The transfer failed while the sender was writing its part: it ends with this error once
+    /// the sender is done (HELPED) or dead, never while the sender may still write into the
+    /// buffer.
+    error: Option<Error>,
 }
 
 /// The part of a split single-copy transfer the sender writes.
@@ -338,7 +342,18 @@ impl Lmt {
         } else {
             RecvState::WaitRing { offset: 0 }
         };
-        self.recvs.push(RecvX { id: rts.id, peer, token, dst, bytes, state, began_cma: pull, help, resume: None });
+        self.recvs.push(RecvX {
+            id: rts.id,
+            peer,
+            token,
+            dst,
+            bytes,
+            state,
+            began_cma: pull,
+            help,
+            resume: None,
+            error: None,
+        });
         let i = self.recvs.len() - 1;
         self.start_recv(i, rings);
     }
@@ -407,6 +422,8 @@ impl Lmt {
             return Err(Error::Corrupt { what: "HELPED without HELP", value: bytes });
         };
         if bytes > to - from {
+            // The sender says it is done: nothing writes into the buffer any more.
+            x.help = Help::No;
             self.fail_recv(i, Error::Corrupt { what: "HELPED byte count", value: bytes }, rings);
             return Err(Error::Corrupt { what: "HELPED byte count", value: bytes });
         }
@@ -423,6 +440,12 @@ impl Lmt {
     /// with what the sender left (a tail), or waits for HELPED.
     fn own_part_read<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
         let x = &mut self.recvs[i];
+        if matches!(x.help, Help::Waiting { .. }) {
+            return Step::Same(false);
+        }
+        if let Some(e) = x.error.take() {
+            return self.fail_recv(i, e, rings);
+        }
         if let Some(offset) = x.resume
             && !matches!(x.help, Help::Waiting { .. })
         {
@@ -832,6 +855,16 @@ impl Lmt {
     }
 
     fn fail_recv<R: Rings + ?Sized>(&mut self, i: usize, e: Error, rings: &R) -> Step {
+        let x = &mut self.recvs[i];
+        if matches!(x.help, Help::Waiting { .. }) && e != Error::PeerDied {
+            // The sender may be writing its part into the buffer: end only after its HELPED (or
+            // its death), so that the buffer is the caller's again only when nobody writes.
+            if let RecvState::Cma { pid, addr, offset, .. } = x.state {
+                x.state = RecvState::Cma { pid, addr, offset, end: offset };
+            }
+            x.error = Some(e);
+            return Step::Same(true);
+        }
         let x = self.recvs.swap_remove(i);
         if let RecvState::Ring { ring, .. } = x.state {
             self.free_ring(ring, rings, true);
@@ -1091,6 +1124,24 @@ mod tests {
         r.peer_gone(0, &n);
         assert_eq!(r.take_done().next(), Some((40, Outcome::Failed(Error::PeerDied))));
         assert!(d[..8192] == big[..8192]);
+    }
+
+    #[test]
+    fn a_failed_read_ends_only_once_the_sender_stopped_writing() {
+        let n = node(1);
+        let mut r = Lmt::new(1, 1, split(1 << 20));
+        let mut d = vec![0u8; 20_000];
+        // The sender's buffer address is unmapped: our half faults at once.
+        let rts = Rts { id: 5, len: 20_000, addr: 64, pid: std::process::id(), backend: Backend::Cma };
+        // SAFETY: `d` outlives the transfer.
+        unsafe { r.pre_recv(0, 50, &rts, d.as_mut_ptr(), 20_000, &n) };
+        for _ in 0..10 {
+            r.progress(&n);
+        }
+        assert!(r.take_done().next().is_none(), "the sender may still be writing its half");
+        assert!(r.handle(0, Control::Helped { id: 5, bytes: 11_808 }, &n).is_ok());
+        assert!(matches!(r.take_done().next(), Some((50, Outcome::Failed(Error::Cma(_))))));
+        assert!(!r.busy());
     }
 
     #[test]
