@@ -254,6 +254,9 @@ struct Inner {
     pending: VecDeque<Pending>,
     /// Local sources of posted receives that name one: their fastboxes are polled first.
     expected: Vec<u16>,
+    /// Per local rank: posted receives naming it (`expected` lists those above 0). Kept
+    /// incrementally: a window of posted receives costs O(1) each, not a rebuild per post.
+    expected_count: Box<[u32]>,
     /// Per global rank.
     peers: Box<[Peer]>,
     /// Buffers of consumed unexpected messages, for reuse.
@@ -316,6 +319,7 @@ impl Endpoint {
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
         let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
+        let nlocal = local_ranks.len();
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
@@ -387,6 +391,7 @@ impl Endpoint {
             active: vec![Active::None; size as usize].into(),
             pending: VecDeque::new(),
             expected: Vec::new(),
+            expected_count: vec![0; nlocal].into(),
             peers: vec![Peer::Alive; size as usize].into(),
             spare: Vec::new(),
             sync_waiting: Vec::new(),
@@ -1126,19 +1131,39 @@ impl Inner {
         }
         let req = self.reqs.insert(Op::Recv { buf, status: None });
         self.posted.push_back(Posted { req, want });
-        self.rebuild_expected();
+        self.expect(want.source, true);
         Ok(req)
     }
 
+    /// A posted receive naming `source` was added (`add`) or removed: keeps `expected`.
+    fn expect(&mut self, source: i32, add: bool) {
+        if source < 0 {
+            return;
+        }
+        let l = self.route.get(source as usize).copied().unwrap_or(NOT_LOCAL);
+        let Some(c) = self.expected_count.get_mut(usize::from(l)) else { return };
+        if add {
+            *c += 1;
+            if *c == 1 {
+                self.expected.push(l);
+            }
+        } else if *c > 0 {
+            *c -= 1;
+            if *c == 0
+                && let Some(k) = self.expected.iter().position(|&e| e == l)
+            {
+                self.expected.swap_remove(k);
+            }
+        }
+    }
+
+    /// Recomputes `expected` from the posted receives (after several left at once).
     fn rebuild_expected(&mut self) {
         self.expected.clear();
-        for p in &self.posted {
-            if p.want.source >= 0 {
-                let l = self.route[p.want.source as usize];
-                if l != NOT_LOCAL && !self.expected.contains(&l) {
-                    self.expected.push(l);
-                }
-            }
+        self.expected_count.fill(0);
+        for k in 0..self.posted.len() {
+            let source = self.posted[k].want.source;
+            self.expect(source, true);
         }
     }
 
@@ -1247,9 +1272,7 @@ impl Inner {
                 }
             } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
                 let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
-                if p.want.source >= 0 {
-                    self.rebuild_expected();
-                }
+                self.expect(p.want.source, false);
                 if let Some(token) = sync {
                     self.send_ack(source, token)?;
                 }
@@ -1471,9 +1494,7 @@ impl Inner {
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
             let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
-            if p.want.source >= 0 {
-                self.rebuild_expected();
-            }
+            self.expect(p.want.source, false);
             if let Some(op) = self.reqs.op_mut(p.req)
                 && let Op::Recv { buf, .. } = *op
             {
