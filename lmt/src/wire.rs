@@ -15,6 +15,9 @@
 //!   receiver reads the part before `offset`: both cores copy);
 //! - HELPED: `bytes u64` (sender → receiver: that many bytes of the HELP range are written, from
 //!   its start; fewer than asked when the sender could not write, and the receiver reads the rest).
+//!
+//! Messages other than RTS to one peer may travel several to a payload, back to back
+//! ([`Control::decode_all`]); each type's encoding has a fixed length ([`Control::encoded_len`]).
 
 use crate::error::{Error, Result};
 
@@ -202,6 +205,32 @@ impl Control {
         }
     }
 
+    /// Decodes the messages of a payload holding one or more encoded back to back (a batch of
+    /// control messages to one peer), calling `each` on every one in order. An error stops at the
+    /// first malformed message (those before it were passed on).
+    pub fn decode_all(mut b: &[u8], mut each: impl FnMut(Control)) -> Result<()> {
+        loop {
+            let msg = Control::decode(b)?;
+            each(msg);
+            let used = msg.encoded_len();
+            if used >= b.len() {
+                return Ok(());
+            }
+            b = &b[used..];
+        }
+    }
+
+    /// The length of this message's encoding.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Control::Rts(_) => 28,
+            Control::Cts { .. } => 22,
+            Control::Done { .. } | Control::Helped { .. } => 16,
+            Control::Cookie { .. } => 30,
+            Control::Help { .. } => 36,
+        }
+    }
+
     /// Decodes bytes received from a peer.
     pub fn decode(b: &[u8]) -> Result<Control> {
         let need = |n: usize| {
@@ -272,6 +301,32 @@ mod tests {
             assert_eq!(Control::decode(&buf[..n]).unwrap(), m);
             assert_eq!(m.id(), Control::decode(&buf[..n]).unwrap().id());
         }
+    }
+
+    #[test]
+    fn batches_decode_in_order_and_stop_at_junk() {
+        let msgs = [
+            Control::Done { id: 1, bytes: 10 },
+            Control::Help { id: 2, offset: 4096, bytes: 5000, dst: 0x1000, pid: 9 },
+            Control::Cts { id: 3, ring: 1, epoch: 4, bytes: 77 },
+            Control::Helped { id: 4, bytes: 12 },
+            Control::Cookie { id: 5, offset: 1, ring: 0, epoch: 1, bytes: 2 },
+        ];
+        let mut batch = Vec::new();
+        for m in msgs {
+            let mut buf = [0u8; MAX_ENCODED];
+            let n = m.encode(&mut buf);
+            assert_eq!(n, m.encoded_len());
+            batch.extend_from_slice(&buf[..n]);
+        }
+        let mut got = Vec::new();
+        Control::decode_all(&batch, |m| got.push(m)).unwrap();
+        assert_eq!(got, msgs);
+        // A truncated last message: the ones before it come out, then the error.
+        got.clear();
+        assert!(Control::decode_all(&batch[..batch.len() - 3], |m| got.push(m)).is_err());
+        assert_eq!(got, msgs[..4]);
+        assert!(Control::decode_all(&[], |_| {}).is_err());
     }
 
     #[test]

@@ -59,10 +59,14 @@ const KIND_EAGER_SYNC: u8 = 1;
 const KIND_SYNC_ACK: u8 = 2;
 /// Request to send a large message (payload: an encoded [`Rts`]); matched like eager data.
 const KIND_RTS: u8 = 3;
-/// Other rendezvous messages (payload: an encoded CTS, DONE or COOKIE); tag and context unused.
+/// Other rendezvous messages (payload: one or more encoded CTS, DONE, COOKIE, HELP, HELPED back to
+/// back, all for one peer); tag and context unused.
 const KIND_LMT: u8 = 4;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
+/// Largest payload of a KIND_LMT message: control messages to one peer are sent back to back in
+/// one message, up to what a fastbox slot carries (and at most this).
+const LMT_BATCH_MAX: usize = 256;
 /// Marks a rank that has no local rank (on another node).
 const NOT_LOCAL: u16 = u16::MAX;
 /// A bypass wait whose source is not one local rank (`ANY_SOURCE`, or continuing a message).
@@ -1458,7 +1462,7 @@ impl Inner {
     /// (handed to `nemesis-lmt`).
     #[inline(never)]
     fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
-        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let mut bytes = [0u8; LMT_BATCH_MAX];
         let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
         let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
@@ -1468,19 +1472,24 @@ impl Inner {
             let what = "rendezvous message length";
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what, value: len as u64 }));
         }
-        let msg = Control::decode(&bytes[..n])?;
         if kind == KIND_LMT {
-            let handled = match (src, self.net.as_mut()) {
-                (NOT_LOCAL, Some(net)) => self.netlmt.handle(source, msg, net),
-                (NOT_LOCAL, None) => Ok(()),
-                _ => self.lmt.handle(src, msg, &self.rings),
-            };
-            if let Err(e) = handled {
-                // The transfer it named failed with `e` (its request reports it).
-                tracing::warn!(error = %e, peer = source, "bad rendezvous message");
-            }
-            return Ok(());
+            // One or more control messages back to back.
+            let (lmt, netlmt, rings, net) = (&mut self.lmt, &mut self.netlmt, &self.rings, self.net.as_mut());
+            let mut net = net;
+            let decoded = Control::decode_all(&bytes[..n], |msg| {
+                let handled = match (src, net.as_deref_mut()) {
+                    (NOT_LOCAL, Some(net)) => netlmt.handle(source, msg, net),
+                    (NOT_LOCAL, None) => Ok(()),
+                    _ => lmt.handle(src, msg, rings),
+                };
+                if let Err(e) = handled {
+                    // The transfer it named failed with `e` (its request reports it).
+                    tracing::warn!(error = %e, peer = source, "bad rendezvous message");
+                }
+            });
+            return decoded.map_err(Error::Lmt);
         }
+        let msg = Control::decode(&bytes[..n])?;
         let Control::Rts(rts) = msg else {
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
         };
@@ -1520,19 +1529,35 @@ impl Inner {
         self.lmt_step_slow()
     }
 
+    /// Sends encoded control messages to local rank `peer` as one KIND_LMT message.
+    fn send_lmt_batch(&mut self, peer: u16, bytes: &[u8]) -> Result<()> {
+        let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
+        match self.send_internal(peer, &hdr, bytes) {
+            // Its transfers fail when its death is handled.
+            Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     #[inline(never)]
     fn lmt_step_slow(&mut self) -> Result<bool> {
         let moved = self.lmt.progress(&self.rings);
         let any = moved || self.lmt.has_output();
         let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
-        for (peer, msg) in out {
+        // Consecutive messages to one peer travel together (a window of transfers finishing in one
+        // pass costs one message, not one each): a DONE, HELP or HELPED is 16 to 36 bytes.
+        let limit = self.port.fastbox_payload().clamp(nemesis_lmt::wire::MAX_ENCODED, LMT_BATCH_MAX);
+        let mut batch = [0u8; LMT_BATCH_MAX];
+        let mut used = 0;
+        for (k, &(peer, msg)) in out.iter().enumerate() {
             let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
             let n = msg.encode(&mut bytes);
-            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
-            match self.send_internal(peer, &hdr, &bytes[..n]) {
-                // Its transfers fail when its death is handled.
-                Ok(()) | Err(Error::PeerDied { .. }) => {}
-                Err(e) => return Err(e),
+            batch[used..used + n].copy_from_slice(&bytes[..n]);
+            used += n;
+            let next_fits = out.get(k + 1).is_some_and(|&(p, m)| p == peer && used + m.encoded_len() <= limit);
+            if !next_fits {
+                self.send_lmt_batch(peer, &batch[..used])?;
+                used = 0;
             }
         }
         let mut any = any;
