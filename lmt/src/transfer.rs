@@ -618,23 +618,14 @@ impl Lmt {
     /// process is gone.
     fn push_group(&mut self, group: &[(u32, usize)]) -> bool {
         let pid = group[0].0;
-        self.iov_local.clear();
-        self.iov_remote.clear();
-        let mut budget = self.cfg.cma_chunk as u64;
-        for &(_, i) in group {
-            if budget == 0 || self.iov_local.len() == cma::IOV_MAX {
-                break;
+        // Each range is `at..end` of the sender's buffer (`end <= len`, checked by `start_help`).
+        let ranges = group.iter().map(|&(_, i)| match self.sends[i].state {
+            SendState::Help { dst, offset, at, end, .. } => {
+                (self.sends[i].addr as usize + at as usize, dst.wrapping_add(at - offset), end - at)
             }
-            let x = &self.sends[i];
-            let SendState::Help { dst, offset, at, end, .. } = x.state else { continue };
-            let n = (end - at).min(budget);
-            budget -= n;
-            // `at + n <= end <= len` (checked by `start_help`): inside the sender's buffer.
-            let src = x.addr.wrapping_add(at as usize);
-            self.iov_local.push(libc::iovec { iov_base: src as *mut _, iov_len: n as usize });
-            self.iov_remote
-                .push(libc::iovec { iov_base: dst.wrapping_add(at - offset) as usize as *mut _, iov_len: n as usize });
-        }
+            _ => (0, 0, 0),
+        });
+        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
         let members = &group[..self.iov_local.len()];
         let wrote = cma::write_vectored(pid, &self.iov_local, &self.iov_remote);
         let mut got = match wrote {
@@ -724,23 +715,14 @@ impl Lmt {
         rings: &R,
     ) -> bool {
         let pid = group[0].0;
-        self.iov_local.clear();
-        self.iov_remote.clear();
-        let mut budget = self.cfg.cma_chunk as u64;
-        for &(_, i) in group {
-            if budget == 0 || self.iov_local.len() == cma::IOV_MAX {
-                break;
+        // Each range is `offset..end` of the receive buffer (`end <= bytes <= cap`).
+        let ranges = group.iter().map(|&(_, i)| match self.recvs[i].state {
+            RecvState::Cma { addr, offset, end, .. } => {
+                (self.recvs[i].dst as usize + offset as usize, addr.wrapping_add(offset), end - offset)
             }
-            let x = &self.recvs[i];
-            let RecvState::Cma { addr, offset, end, .. } = x.state else { continue };
-            let n = (end - offset).min(budget);
-            budget -= n;
-            // SAFETY: `offset + n <= bytes <= cap`: inside the receive buffer (pre_recv's contract).
-            let dst = unsafe { x.dst.add(offset as usize) };
-            self.iov_local.push(libc::iovec { iov_base: dst.cast(), iov_len: n as usize });
-            self.iov_remote
-                .push(libc::iovec { iov_base: addr.wrapping_add(offset) as usize as *mut _, iov_len: n as usize });
-        }
+            _ => (0, 0, 0),
+        });
+        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
         let members = &group[..self.iov_local.len()];
         // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
@@ -928,6 +910,28 @@ impl Lmt {
                 break;
             }
         }
+    }
+}
+
+/// Fills `local` and `remote` with the iovecs of one CMA call, a pair per `(local address,
+/// remote address, bytes left)` in order: at most `budget` bytes and [`cma::IOV_MAX`] pairs (the
+/// i-th pair belongs to the i-th range; fewer pairs than ranges when a limit is reached).
+fn gather(
+    local: &mut Vec<libc::iovec>,
+    remote: &mut Vec<libc::iovec>,
+    mut budget: u64,
+    ranges: impl Iterator<Item = (usize, u64, u64)>,
+) {
+    local.clear();
+    remote.clear();
+    for (l, r, left) in ranges {
+        if budget == 0 || local.len() == cma::IOV_MAX {
+            break;
+        }
+        let n = left.min(budget);
+        budget -= n;
+        local.push(libc::iovec { iov_base: l as *mut libc::c_void, iov_len: n as usize });
+        remote.push(libc::iovec { iov_base: r as usize as *mut libc::c_void, iov_len: n as usize });
     }
 }
 
