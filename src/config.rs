@@ -117,30 +117,27 @@ impl Config {
         if let Ok(v) = std::env::var("NEMESIS_WAIT") {
             c.wait = WaitMode::parse(&v)?;
         }
-        if let Ok(v) = std::env::var("NEMESIS_EAGER_MAX") {
-            c.eager_max =
-                Some(parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_EAGER_MAX={v} is not a size")))?);
+        if let Some(n) = size_var("NEMESIS_EAGER_MAX")? {
+            c.eager_max = Some(n);
         }
-        if let Ok(v) = std::env::var("NEMESIS_EAGER_BLOCKING_MAX") {
-            c.eager_blocking_max = Some(
-                parse_bytes(&v)
-                    .ok_or_else(|| Error::Config(format!("NEMESIS_EAGER_BLOCKING_MAX={v} is not a size")))?,
-            );
+        if let Some(n) = size_var("NEMESIS_EAGER_BLOCKING_MAX")? {
+            c.eager_blocking_max = Some(n);
         }
         if let Ok(v) = std::env::var("NEMESIS_LMT") {
             c.lmt = parse_lmt(&v)?;
         }
-        if let Ok(v) = std::env::var("NEMESIS_CMA_MIN") {
-            c.cma_min = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MIN={v} is not a size")))?;
-        }
-        if let Ok(v) = std::env::var("NEMESIS_CMA_SPLIT_MIN") {
-            c.split_min =
-                parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_SPLIT_MIN={v} is not a size")))?;
-        }
-        if let Ok(v) = std::env::var("NEMESIS_CMA_MAX") {
-            c.cma_max = parse_bytes(&v).ok_or_else(|| Error::Config(format!("NEMESIS_CMA_MAX={v} is not a size")))?;
-        }
+        c.cma_min = size_var("NEMESIS_CMA_MIN")?.unwrap_or(c.cma_min);
+        c.cma_max = size_var("NEMESIS_CMA_MAX")?.unwrap_or(c.cma_max);
+        c.split_min = size_var("NEMESIS_CMA_SPLIT_MIN")?.unwrap_or(c.split_min);
         Ok(c)
+    }
+}
+
+/// The size in environment variable `name`, if set (`64k`, `1MiB`, ...); an error if it is not one.
+fn size_var(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => parse_bytes(&v).map(Some).ok_or_else(|| Error::Config(format!("{name}={v} is not a size"))),
+        Err(_) => Ok(None),
     }
 }
 

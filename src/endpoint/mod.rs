@@ -1474,8 +1474,7 @@ impl Inner {
         }
         if kind == KIND_LMT {
             // One or more control messages back to back.
-            let (lmt, netlmt, rings, net) = (&mut self.lmt, &mut self.netlmt, &self.rings, self.net.as_mut());
-            let mut net = net;
+            let (lmt, netlmt, rings, mut net) = (&mut self.lmt, &mut self.netlmt, &self.rings, self.net.as_mut());
             let decoded = Control::decode_all(&bytes[..n], |msg| {
                 let handled = match (src, net.as_deref_mut()) {
                     (NOT_LOCAL, Some(net)) => netlmt.handle(source, msg, net),
