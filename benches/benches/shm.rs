@@ -34,7 +34,7 @@ fn fastbox(c: &mut Criterion) {
     let mut out = [0u8; 8];
     c.bench_function("fastbox send+recv 8 B", |b| {
         b.iter(|| {
-            assert!(fb.try_send(&mut s, &mut a, &hdr, 0, black_box(&[1u8; 8])));
+            assert!(fb.try_send(&mut s, &mut a, &hdr, None, 0, black_box(&[1u8; 8])));
             let m = fb.peek(r).unwrap().unwrap();
             // SAFETY: `m.payload` points to the 8 published payload bytes.
             unsafe { nemesis_shm::cell::copy_bytes(m.payload, out.as_mut_ptr(), m.len as usize) };
@@ -53,7 +53,7 @@ fn port(c: &mut Criterion) {
         let mut out = [0u8; 8];
         c.bench_function(name, |bch| {
             bch.iter(|| {
-                assert!(matches!(a.send(1, &MsgHeader::default(), black_box(&[1u8; 8])).unwrap(), Sent::Done));
+                assert!(matches!(a.send(1, &MsgHeader::default(), None, black_box(&[1u8; 8])).unwrap(), Sent::Done));
                 let inc = b.poll(&[0]).unwrap().unwrap();
                 inc.copy_to(&mut out);
                 b.release(inc).unwrap();

@@ -58,7 +58,7 @@ pub fn worker(iters: usize) {
     let payload = [7u8; 8];
     let mut out = [0u8; 8];
     region("fastbox-send+recv", iters, |_| {
-        assert!(fb.try_send(&mut snext, &mut sacked, &hdr, 0, &payload));
+        assert!(fb.try_send(&mut snext, &mut sacked, &hdr, None, 0, &payload));
         let m = fb.peek(rnext).expect("peek").expect("a message");
         // SAFETY: `m.payload` points to the published payload of `m.len` (8) bytes.
         unsafe { nemesis_shm::cell::copy_bytes(m.payload, out.as_mut_ptr(), m.len as usize) };
@@ -83,7 +83,7 @@ pub fn worker(iters: usize) {
 /// An 8-byte message from `a` (rank 0) to `b` (rank 1) through the port API.
 #[inline(always)]
 fn round_trip(a: &mut Port<'_, Segment>, b: &mut Port<'_, Segment>, hdr: &MsgHeader, payload: &[u8], out: &mut [u8]) {
-    match a.send(1, hdr, payload).expect("send") {
+    match a.send(1, hdr, None, payload).expect("send") {
         Sent::Done => {}
         Sent::Pending(_) => panic!("an 8-byte message never waits here"),
     }

@@ -94,7 +94,7 @@ fn cacheline(line: &Line, ping_side: bool, base: u64, n: usize) {
 
 fn send(port: &mut Port<'_, Segment>, dst: u16, payload: &[u8]) {
     let hdr = MsgHeader::default();
-    if let Sent::Pending(mut ps) = port.send(dst, &hdr, payload).expect("send") {
+    if let Sent::Pending(mut ps) = port.send(dst, &hdr, None, payload).expect("send") {
         while !port.resume(&mut ps, payload).expect("resume") {}
     }
 }

@@ -27,7 +27,7 @@ fn cfg() -> PortConfig {
 fn send_all(port: &mut Port<'_, HeapNode>, dst: u16, n: i32) {
     for tag in 0..n {
         let hdr = MsgHeader { tag, ..MsgHeader::default() };
-        if let Sent::Pending(mut ps) = port.send(dst, &hdr, &[tag as u8]).unwrap() {
+        if let Sent::Pending(mut ps) = port.send(dst, &hdr, None, &[tag as u8]).unwrap() {
             while !port.resume(&mut ps, &[tag as u8]).unwrap() {
                 thread::yield_now();
             }
@@ -128,7 +128,7 @@ fn fastbox_ring_slot_reuse() {
                 let (mut next, mut acked) = (0, 0);
                 for tag in 0..6 {
                     let hdr = MsgHeader { tag, len: 1, ..MsgHeader::default() };
-                    while !fb.get().try_send(&mut next, &mut acked, &hdr, 0, &[tag as u8]) {
+                    while !fb.get().try_send(&mut next, &mut acked, &hdr, None, 0, &[tag as u8]) {
                         thread::yield_now();
                     }
                 }

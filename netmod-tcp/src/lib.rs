@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use nemesis_lmt::{LmtBackend, NetDone, Outcome};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
-use nemesis_shm::{Error, MsgHeader, NetCell, Result};
+use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
 
 use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX};
 use heartbeat::Heartbeat;
@@ -1018,7 +1018,7 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         Ok(())
     }
 
-    fn send(&mut self, dst: u32, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
+    fn send(&mut self, dst: u32, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<()> {
         self.peer_index(dst)?;
         if payload.len() > self.cfg.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.cfg.max_message });
@@ -1028,11 +1028,16 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         h.len = payload.len() as u32;
         h.src = self.me;
         h.dst = dst;
-        h.flags &= flags::FT_PIGGYBACK;
-        let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+        // Only the piggyback flag travels, and only with a piggyback.
+        h.flags = if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
+        let room = if ft.is_some() { FT_ROOM } else { 0 };
         let mut head = [0u8; PREFIX + HEADER_BYTES + FT_ROOM];
         head[..PREFIX].copy_from_slice(&frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()));
         head[PREFIX..PREFIX + HEADER_BYTES].copy_from_slice(&frame::header_bytes(&h));
+        if let Some(pb) = ft {
+            let at = PREFIX + HEADER_BYTES;
+            head[at..at + pb.len()].copy_from_slice(pb);
+        }
         self.send_frame(dst, &head[..PREFIX + HEADER_BYTES + room], payload)
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nemesis_lmt::{Control, NetLmt, Outcome};
 use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
-use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig, REMOTE};
+use nemesis_shm::{HeapNode, MsgHeader, Params, PiggybackBytes, Port, PortConfig, REMOTE};
 
 fn node() -> HeapNode {
     HeapNode::new(1, Params { cells_per_rank: 64, ..Params::DEFAULT }).unwrap()
@@ -25,8 +25,8 @@ fn pattern(seed: u32, len: usize) -> Vec<u8> {
 struct Rank<'n> {
     port: Port<'n, HeapNode>,
     net: TcpNetmod<'n>,
-    /// Messages being reassembled: (header, bytes, received).
-    partial: Vec<(MsgHeader, Vec<u8>, usize)>,
+    /// Messages being reassembled: (header, bytes, received, piggyback).
+    partial: Vec<(MsgHeader, Vec<u8>, usize, Option<PiggybackBytes>)>,
 }
 
 impl<'n> Rank<'n> {
@@ -38,6 +38,11 @@ impl<'n> Rank<'n> {
 
     /// One pass: the netmod, then the receive queue. Returns whole messages (header, payload).
     fn step(&mut self) -> Vec<(MsgHeader, Vec<u8>)> {
+        self.step_ft().into_iter().map(|(h, b, _)| (h, b)).collect()
+    }
+
+    /// [`Rank::step`] with each message's fault-tolerance piggyback (the same on every fragment).
+    fn step_ft(&mut self) -> Vec<(MsgHeader, Vec<u8>, Option<PiggybackBytes>)> {
         self.net.poll(&mut self.port).unwrap();
         let mut out = Vec::new();
         while let Some(inc) = self.port.poll(&[]).unwrap() {
@@ -47,19 +52,20 @@ impl<'n> Rank<'n> {
                 Some(i) if inc.offset() > 0 => i,
                 _ => {
                     assert_eq!(inc.offset(), 0, "a fragment without its first");
-                    self.partial.push((h, vec![0u8; h.len as usize], 0));
+                    self.partial.push((h, vec![0u8; h.len as usize], 0, inc.piggyback()));
                     self.partial.len() - 1
                 }
             };
             let p = &mut self.partial[i];
+            assert_eq!(inc.piggyback(), p.3, "every fragment carries the message's piggyback");
             let n = inc.copy_to(&mut p.1[inc.offset()..]);
             p.2 += n;
             let last = inc.is_last();
             self.port.release(inc).unwrap();
             if last {
-                let (h, b, got) = self.partial.remove(i);
+                let (h, b, got, pb) = self.partial.remove(i);
                 assert_eq!(got, b.len());
-                out.push((h, b));
+                out.push((h, b, pb));
             }
         }
         out
@@ -88,31 +94,35 @@ fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 fn messages_both_ways_with_simultaneous_connects() {
     let (na, nb) = (node(), node());
     let (mut r0, mut r1) = pair(&na, &nb);
-    let sizes = [0usize, 1, 100, 16_000, 16_384, 70_000, 200_001];
+    let sizes = [0usize, 1, 100, 16_000, 16_384, 70_000, 200_001, 5, 16_370];
+    // Odd messages carry a fault-tolerance piggyback.
+    let ft = |k: usize| (k % 2 == 1).then(|| std::array::from_fn::<u8, 12, _>(|i| (k * 16 + i + 1) as u8));
     // Both send before either polls: both connect at once; one connection survives.
     for (k, &len) in sizes.iter().enumerate() {
         let h = MsgHeader { tag: k as i32, context: 3, kind: 1, aux: 9, ..MsgHeader::default() };
-        r0.net.send(1, &h, &pattern(k as u32, len)).unwrap();
-        r1.net.send(0, &h, &pattern(100 + k as u32, len)).unwrap();
+        r0.net.send(1, &h, ft(k).as_ref(), &pattern(k as u32, len)).unwrap();
+        r1.net.send(0, &h, ft(k).as_ref(), &pattern(100 + k as u32, len)).unwrap();
     }
     let (mut got0, mut got1) = (Vec::new(), Vec::new());
     until("all messages", || {
-        got0.extend(r0.step());
-        got1.extend(r1.step());
+        got0.extend(r0.step_ft());
+        got1.extend(r1.step_ft());
         (got0.len() == sizes.len() && got1.len() == sizes.len()).then_some(())
     });
     for (k, &len) in sizes.iter().enumerate() {
-        let (h, b) = &got1[k];
+        let (h, b, pb) = &got1[k];
         assert_eq!((h.src, h.dst, h.tag, h.context, h.kind, h.aux), (0, 1, k as i32, 3, 1, 9), "in order");
         assert!(*b == pattern(k as u32, len), "payload {k}");
-        let (h, b) = &got0[k];
+        assert_eq!(*pb, ft(k), "piggyback of message {k}");
+        let (h, b, pb) = &got0[k];
         assert_eq!((h.src, h.tag), (1, k as i32));
         assert!(*b == pattern(100 + k as u32, len));
+        assert_eq!(*pb, ft(k));
     }
     // More traffic than the 32 netmod cells hold, never released in between on one side: the
     // sender's data waits in the socket and the queue, nothing is lost.
     for k in 0..100u32 {
-        r0.net.send(1, &MsgHeader { tag: k as i32, ..MsgHeader::default() }, &pattern(k, 20_000)).unwrap();
+        r0.net.send(1, &MsgHeader { tag: k as i32, ..MsgHeader::default() }, None, &pattern(k, 20_000)).unwrap();
     }
     let mut n = 0;
     until("100 messages through 32 cells", || {
@@ -163,7 +173,7 @@ fn large_messages_stream_after_the_rendezvous() {
 fn a_vanished_peer_is_announced_after_its_last_message() {
     let (na, nb) = (node(), node());
     let (mut r0, mut r1) = pair(&na, &nb);
-    r1.net.send(0, &MsgHeader { tag: 5, ..MsgHeader::default() }, b"last words").unwrap();
+    r1.net.send(0, &MsgHeader { tag: 5, ..MsgHeader::default() }, None, b"last words").unwrap();
     until("the connection", || {
         r0.step();
         r1.step();
@@ -180,6 +190,6 @@ fn a_vanished_peer_is_announced_after_its_last_message() {
     });
     assert_eq!(seen[0], (0, 1, b"last words".to_vec()), "the message first, then the notice");
     assert_eq!((seen[1].0, seen[1].1), (KIND_PEER_GONE, 1));
-    let e = r0.net.send(1, &MsgHeader::default(), b"x").unwrap_err();
+    let e = r0.net.send(1, &MsgHeader::default(), None, b"x").unwrap_err();
     assert!(matches!(e, nemesis_shm::Error::NetPeerDead { rank: 1 }), "{e}");
 }

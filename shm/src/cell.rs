@@ -30,6 +30,11 @@ pub const FT_ROOM: usize = 16;
 /// Bytes of the fault-tolerance piggyback proper.
 pub const FT_PIGGYBACK_BYTES: usize = 12;
 
+/// The fault-tolerance piggyback as it travels: 12 opaque bytes (the layer above encodes and
+/// decodes them; `nemesis-ft`'s `(date, phase)`). A message carries one exactly when its header has
+/// [`flags::FT_PIGGYBACK`]; it sits in the [`FT_ROOM`] after the header, the rest of the room zero.
+pub type PiggybackBytes = [u8; FT_PIGGYBACK_BYTES];
+
 /// Message header flags.
 pub mod flags {
     /// A 12-byte fault-tolerance piggyback `(date, phase)` follows the header; the payload starts

@@ -26,7 +26,7 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, copy_bytes, flags};
+use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, copy_bytes, flags};
 use crate::error::{Error, Result};
 use crate::sync::{AtomicU32, Ordering::*};
 
@@ -154,14 +154,27 @@ impl<'a> FastboxRef<'a> {
         unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
     }
 
-    /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0)
-    /// and `payload` as message `*next` of the box if its slot is free, then advances `*next`.
-    /// `acked` caches the receiver's ack count (starts at 0 with `*next`). Returns false (and
-    /// writes nothing) if the receiver has not consumed that slot's previous message yet. The
-    /// caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES + capacity()`.
+    /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
+    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]) and `payload` as
+    /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
+    /// receiver's ack count (starts at 0 with `*next`). Returns false (and writes nothing) if the
+    /// receiver has not consumed that slot's previous message yet. The caller checked that
+    /// `hdr.flags` has the piggyback flag only if `ft` is given, and that the room (if any) and
+    /// the payload fit: `payload.len() + room <= capacity()`.
     #[inline(always)]
-    pub fn try_send(&self, next: &mut u32, acked: &mut u32, hdr: &MsgHeader, seq: u32, payload: &[u8]) -> bool {
-        debug_assert!(hdr.payload_offset() + payload.len() <= self.body_size);
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_send(
+        &self,
+        next: &mut u32,
+        acked: &mut u32,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        seq: u32,
+        payload: &[u8],
+    ) -> bool {
+        let offset = HEADER_BYTES + if ft.is_some() { FT_ROOM } else { 0 };
+        debug_assert!(offset + payload.len() <= self.body_size);
+        debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
         if next.wrapping_sub(*acked) > self.mask {
             // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
             // the messages it acknowledges, so we never overwrite a slot it still reads.
@@ -173,14 +186,19 @@ impl<'a> FastboxRef<'a> {
         let body = self.body(*next);
         self.note(*next, true);
         // SAFETY: the receiver consumed this slot's previous message (ack above) and reads it again
-        // only after our stamp; the body has room for the header and payload (caller's check).
+        // only after our stamp; the body has room for the header, the piggyback room if any, and
+        // the payload (caller's check).
         unsafe {
             let h = body as *mut MsgHeader;
             ptr::write_unaligned(h, *hdr);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).len), payload.len() as u32);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).seq), seq);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
-            copy_bytes(payload.as_ptr(), body.add(hdr.payload_offset()), payload.len());
+            if let Some(pb) = ft {
+                ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), hdr.flags | flags::FT_PIGGYBACK);
+                ptr::write_unaligned(body.add(HEADER_BYTES) as *mut PiggybackBytes, *pb);
+            }
+            copy_bytes(payload.as_ptr(), body.add(offset), payload.len());
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
         self.stamp(*next).store(next.wrapping_add(1), Release);

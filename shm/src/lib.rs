@@ -22,7 +22,7 @@
 //! let mut a = Port::new(&node, 0, PortConfig::default()).unwrap();
 //! let mut b = Port::new(&node, 1, PortConfig::default()).unwrap();
 //! let hdr = MsgHeader { tag: 7, ..MsgHeader::default() };
-//! assert!(matches!(a.send(1, &hdr, b"hello").unwrap(), Sent::Done));
+//! assert!(matches!(a.send(1, &hdr, None, b"hello").unwrap(), Sent::Done));
 //! let inc = b.poll(&[0]).unwrap().expect("a message");
 //! let mut buf = [0u8; 5];
 //! inc.copy_to(&mut buf);
@@ -65,7 +65,7 @@ pub mod segment;
 pub mod sync;
 
 pub use arena::{Arena, HeapArena};
-pub use cell::{CellHandle, MsgHeader, NULL};
+pub use cell::{CellHandle, MsgHeader, NULL, PiggybackBytes};
 pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
 pub use layout::{Layout, Params};

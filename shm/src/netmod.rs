@@ -11,7 +11,7 @@
 //! queued sends; there is no `recv`); [`finalize`](Netmod::finalize). A remote peer's death
 //! comes through the receive queue too ([`KIND_PEER_GONE`]), after its last arrivals.
 
-use crate::cell::MsgHeader;
+use crate::cell::{MsgHeader, PiggybackBytes};
 use crate::error::Result;
 use crate::node::Node;
 use crate::port::{NetCell, Port};
@@ -59,10 +59,13 @@ pub trait Netmod<'n> {
     fn card(&self) -> String;
     /// Records the card of global rank `rank`; the connection is made on first use.
     fn connect(&mut self, rank: u32, card: &str) -> Result<()>;
-    /// Sends a message (the header's `len` is `payload.len()`) to global rank `dst`: written to
-    /// the network at once when nothing is queued for `dst`, else queued (copied) behind what is,
-    /// so messages to one peer keep their order. The payload may be reused on return.
-    fn send(&mut self, dst: u32, hdr: &MsgHeader, payload: &[u8]) -> Result<()>;
+    /// Sends a message (the header's `len` is `payload.len()`) to global rank `dst`, with the
+    /// fault-tolerance piggyback `ft` if given (the receiver's cell then has
+    /// [`flags::FT_PIGGYBACK`](crate::cell::flags::FT_PIGGYBACK) and the 12 bytes in its room, as
+    /// a local message would): written to the network at once when nothing is queued for `dst`,
+    /// else queued (copied) behind what is, so messages to one peer keep their order. The payload
+    /// may be reused on return.
+    fn send(&mut self, dst: u32, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<()>;
     /// Moves arrivals into `inbox` and pushes queued sends. True if anything happened.
     fn poll(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool>;
     /// True while sends are queued.

@@ -34,7 +34,8 @@ use core::ptr;
 use crate::arena::{Arena, CellRef};
 
 use crate::cell::{
-    CellHandle, HEADER_BYTES, MsgHeader, NULL, copy_bytes, custody, custody_queue, flags, tail_gen, tail_handle,
+    CellHandle, FT_ROOM, HEADER_BYTES, MsgHeader, NULL, PiggybackBytes, copy_bytes, custody, custody_queue, flags,
+    tail_gen, tail_handle,
 };
 use crate::error::{Error, Result};
 use crate::fastbox::FastboxRef;
@@ -98,6 +99,8 @@ pub enum Sent {
 pub struct PendingSend {
     dst: u16,
     hdr: MsgHeader,
+    /// The piggyback, if `hdr` has [`flags::FT_PIGGYBACK`] (zeros otherwise).
+    ft: PiggybackBytes,
     /// Payload bytes already enqueued.
     offset: usize,
 }
@@ -114,6 +117,11 @@ impl PendingSend {
     /// Bytes handed over so far.
     pub fn offset(&self) -> usize {
         self.offset
+    }
+
+    /// The piggyback the message carries, if any.
+    pub fn piggyback(&self) -> Option<&PiggybackBytes> {
+        (self.hdr.flags & flags::FT_PIGGYBACK != 0).then_some(&self.ft)
     }
 }
 
@@ -184,6 +192,34 @@ impl Incoming {
     pub fn aux(&self) -> u32 {
         // SAFETY: as in `header`.
         unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).aux)) }
+    }
+
+    /// The header's kind (low byte) and flags (high byte) in one word: one comparison tells a
+    /// plain message of a kind (no flag) from everything else.
+    #[inline(always)]
+    pub fn kind_flags(&self) -> u16 {
+        // SAFETY: as in `header`; `kind` and `flags` are adjacent bytes of the `repr(C)` header.
+        let (kind, fl) = unsafe {
+            (
+                ptr::read_unaligned(ptr::addr_of!((*self.hdr).kind)),
+                ptr::read_unaligned(ptr::addr_of!((*self.hdr).flags)),
+            )
+        };
+        u16::from(kind) | u16::from(fl) << 8
+    }
+
+    /// The fault-tolerance piggyback the message carries ([`flags::FT_PIGGYBACK`]), if any. Every
+    /// fragment of a message carries the same one.
+    #[inline(always)]
+    pub fn piggyback(&self) -> Option<PiggybackBytes> {
+        // SAFETY: as in `header`.
+        let fl = unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).flags)) };
+        if fl & flags::FT_PIGGYBACK == 0 {
+            return None;
+        }
+        // SAFETY: a flagged fragment was validated (when polled) to hold the room after its
+        // header inside its slot or cell: the payload starts `FT_ROOM` bytes after it.
+        Some(unsafe { ptr::read_unaligned((self.hdr as *const u8).add(HEADER_BYTES) as *const PiggybackBytes) })
     }
 
     /// Length of the whole message.
@@ -409,30 +445,34 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Sends `payload` to local rank `dst` with header `hdr` (its `seq`, `frag` and `len` are set
-    /// here).
+    /// here) and, for fault tolerance, the piggyback `ft`: the port then sets
+    /// [`flags::FT_PIGGYBACK`] and writes it into the room after the header of the fastbox slot or
+    /// of every cell. `hdr.flags` must not have that flag itself.
     ///
     /// The common case, a small message to a peer whose fastbox we hold and whose next slot is
-    /// free, is done inline; everything else in [`send_slow`](Self::send_slow).
+    /// free, is done inline (with or without a piggyback); everything else in
+    /// [`send_slow`](Self::send_slow).
     #[inline(always)]
-    pub fn send(&mut self, dst: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<Sent> {
+    pub fn send(&mut self, dst: u16, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<Sent> {
+        let room = if ft.is_some() { FT_ROOM } else { 0 };
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
         if let Some(t) = self.tx.get_mut(usize::from(dst))
             && let Some(fb) = t.fb
             && t.head == t.seq
-            && payload.len() < self.fbox_lim
+            && payload.len() + room < self.fbox_lim
             && hdr.flags & flags::FT_PIGGYBACK == 0
-            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, t.seq, payload)
+            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, ft, t.seq, payload)
         {
             t.seq = t.seq.wrapping_add(1);
             t.head = t.seq;
             return Ok(Sent::Done);
         }
-        self.send_slow(dst, hdr, payload)
+        self.send_slow(dst, hdr, ft, payload)
     }
 
     /// Everything [`send`](Self::send) does not do inline: checks, the fastbox claim, cells.
     #[inline(never)]
-    fn send_slow(&mut self, dst: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<Sent> {
+    fn send_slow(&mut self, dst: u16, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<Sent> {
         self.node.check_rank(dst)?;
         if payload.len() > self.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.max_message });
@@ -445,14 +485,15 @@ impl<'n, N: Node> Port<'n, N> {
         h.seq = t.seq;
         h.frag = 0;
         h.len = payload.len() as u32;
+        h.flags = (h.flags & !flags::FT_PIGGYBACK) | if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
         t.seq = t.seq.wrapping_add(1);
         t.sent = t.sent.wrapping_add(1);
-        let mut ps = PendingSend { dst, hdr: h, offset: 0 };
+        let mut ps = PendingSend { dst, hdr: h, ft: ft.copied().unwrap_or_default(), offset: 0 };
         if t.head != h.seq {
             // An earlier message to `dst` is still pending: this one waits behind it.
             return Ok(Sent::Pending(ps));
         }
-        if h.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim && self.try_fastbox(dst, &h, payload) {
+        if h.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim && self.try_fastbox(dst, &h, ft, payload) {
             self.tx[dst as usize].head = h.seq.wrapping_add(1);
             return Ok(Sent::Done);
         }
@@ -475,9 +516,10 @@ impl<'n, N: Node> Port<'n, N> {
         if t.head != ps.hdr.seq {
             return Ok(false);
         }
+        let ft = ps.piggyback().copied();
         if ps.offset == 0
             && ps.hdr.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim
-            && self.try_fastbox(ps.dst, &ps.hdr.clone(), payload)
+            && self.try_fastbox(ps.dst, &ps.hdr.clone(), ft.as_ref(), payload)
         {
             self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);
             return Ok(true);
@@ -491,9 +533,10 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Writes the message into our fastbox at `dst`, claiming one first if we have sent enough to
-    /// `dst`. False if there is no box or its next slot is full.
+    /// `dst`. False if there is no box or its next slot is full. `h` has the piggyback flag
+    /// exactly when `ft` is given.
     #[inline(always)]
-    fn try_fastbox(&mut self, dst: u16, h: &MsgHeader, payload: &[u8]) -> bool {
+    fn try_fastbox(&mut self, dst: u16, h: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> bool {
         let t = &mut self.tx[dst as usize];
         if t.fb.is_none() {
             // First attempt once `fastbox_after` messages went to `dst`, then every 1024 messages.
@@ -507,7 +550,11 @@ impl<'n, N: Node> Port<'n, N> {
         }
         let t = &mut self.tx[dst as usize];
         match t.fb {
-            Some(fb) => fb.try_send(&mut t.fnext, &mut t.facked, h, h.seq, payload),
+            Some(fb) => {
+                let mut plain = *h;
+                plain.flags &= !flags::FT_PIGGYBACK;
+                fb.try_send(&mut t.fnext, &mut t.facked, &plain, ft, h.seq, payload)
+            }
             None => false,
         }
     }
@@ -561,11 +608,18 @@ impl<'n, N: Node> Port<'n, N> {
             let mut h = ps.hdr;
             h.frag = (ps.offset / cap) as u16;
             self.node.arena().note_write(c.handle());
-            // SAFETY: `c` is ours (taken from our free queue) and its body holds a header plus
-            // `cap` payload bytes.
+            // SAFETY: `c` is ours (taken from our free queue) and its body holds a header, the
+            // piggyback room if the header is flagged (`cap` is counted after it), and `cap`
+            // payload bytes.
             unsafe {
                 let body = c.body();
                 ptr::write_unaligned(body as *mut MsgHeader, h);
+                if h.flags & flags::FT_PIGGYBACK != 0 {
+                    // The room: the piggyback, then zeros up to the payload.
+                    let room = body.add(HEADER_BYTES);
+                    ptr::write_bytes(room, 0, FT_ROOM);
+                    ptr::write_unaligned(room as *mut PiggybackBytes, ps.ft);
+                }
                 copy_bytes(payload.as_ptr().add(ps.offset), body.add(h.payload_offset()), n);
             }
             if let Err(e) = q.enqueue(c, self.me, ps.dst) {
@@ -1189,14 +1243,20 @@ mod tests {
         let hdr = MsgHeader { src: 77, dst: 0, tag: 5, context: 1, len: 600, ..MsgHeader::default() };
         let cap = a.netmod_cell_payload(&hdr);
         let msg = payload(9, 600);
-        assert!(matches!(b.send(0, &MsgHeader { tag: 1, ..MsgHeader::default() }, &[1; 10]).unwrap(), Sent::Done));
+        assert!(matches!(
+            b.send(0, &MsgHeader { tag: 1, ..MsgHeader::default() }, None, &[1; 10]).unwrap(),
+            Sent::Done
+        ));
         for (k, chunk) in msg.chunks(cap).enumerate() {
             let mut c = a.netmod_cell().unwrap().expect("a reserved cell");
             c.after_header()[..chunk.len()].copy_from_slice(chunk);
             a.netmod_deliver(c, &hdr, k as u16).unwrap();
         }
         assert!(a.netmod_cell().unwrap().is_none(), "all three in use");
-        assert!(matches!(b.send(0, &MsgHeader { tag: 2, ..MsgHeader::default() }, &[2; 10]).unwrap(), Sent::Done));
+        assert!(matches!(
+            b.send(0, &MsgHeader { tag: 2, ..MsgHeader::default() }, None, &[2; 10]).unwrap(),
+            Sent::Done
+        ));
         let (src, h, _, _) = recv_msg(&mut a, &[]).unwrap();
         assert_eq!((src, h.tag), (1, 1));
         let (src, h, got, _) = recv_msg(&mut a, &[]).unwrap();
@@ -1210,7 +1270,7 @@ mod tests {
         }
         // A peer cannot pass its own cell off as a network arrival.
         let forged = MsgHeader { flags: flags::NETMOD, ..MsgHeader::default() };
-        assert!(matches!(b.send(0, &forged, &[0; 100]).unwrap(), Sent::Done));
+        assert!(matches!(b.send(0, &forged, None, &[0; 100]).unwrap(), Sent::Done));
         let mut errors = 0;
         for _ in 0..10 {
             match a.poll(&[]) {
@@ -1226,6 +1286,102 @@ mod tests {
         assert_eq!(errors, 1);
     }
 
+    /// The piggyback of message `i`.
+    fn pb(i: u32) -> PiggybackBytes {
+        let mut b = [0u8; 12];
+        for (k, x) in b.iter_mut().enumerate() {
+            *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1);
+        }
+        b
+    }
+
+    /// Fault-tolerance piggybacks on every path: cells before the fastbox claim, the fastbox (the
+    /// inline send path once claimed), single and multi-cell messages, sends that wait for cells,
+    /// mixed with messages without one; each arrives with its own piggyback (on every fragment) and
+    /// an intact payload.
+    #[test]
+    fn piggybacks_travel_on_every_path() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        // Fastbox slots carry 128 - 32 = 96 bytes, 80 with a piggyback; cells 256 - 32 - 16 = 208.
+        let sizes = [0usize, 8, 79, 80, 95, 150, 208, 209, 600, 1500];
+        let mut via = [0usize; 2];
+        let mut pending: Vec<(PendingSend, Vec<u8>)> = Vec::new();
+        let mut next = 0u32;
+        for i in 0..60u32 {
+            let p = payload(i, sizes[i as usize % sizes.len()]);
+            let with = i % 3 != 2;
+            let ft = pb(i);
+            let hdr = MsgHeader { tag: i as i32, ..MsgHeader::default() };
+            match a.send(1, &hdr, with.then_some(&ft), &p).unwrap() {
+                Sent::Done => {}
+                Sent::Pending(ps) => {
+                    assert_eq!(ps.piggyback().is_some(), with);
+                    pending.push((ps, p));
+                }
+            }
+            // Receive everything sent so far, resuming what waits for cells.
+            loop {
+                pending.retain_mut(|(ps, p)| !a.resume(ps, p).unwrap());
+                let Some(first) = b.poll(&[0]).unwrap() else {
+                    if pending.is_empty() {
+                        break;
+                    }
+                    continue;
+                };
+                let tag = first.tag() as u32;
+                assert_eq!(tag, next, "order");
+                let want = payload(tag, sizes[tag as usize % sizes.len()]);
+                let carried = tag % 3 != 2;
+                let mut got = vec![0u8; first.len()];
+                let mut inc = first;
+                via[usize::from(inc.via_fastbox())] += 1;
+                loop {
+                    assert_eq!(inc.piggyback(), carried.then(|| pb(tag)), "message {tag}, offset {}", inc.offset());
+                    inc.copy_to(&mut got[inc.offset()..]);
+                    let last = inc.is_last();
+                    b.release(inc).unwrap();
+                    if last {
+                        break;
+                    }
+                    inc = loop {
+                        pending.retain_mut(|(ps, p)| !a.resume(ps, p).unwrap());
+                        if let Some(i) = b.poll(&[0]).unwrap() {
+                            break i;
+                        }
+                    };
+                }
+                assert_eq!(got, want, "payload of message {tag}");
+                next += 1;
+            }
+        }
+        assert_eq!(next, 60);
+        assert!(via[0] > 0 && via[1] > 0, "both paths were taken: {via:?}");
+        assert_eq!(a.free_cells().unwrap(), 8, "every cell came back");
+    }
+
+    /// A flagged fastbox message whose length leaves no room for the piggyback inside the slot is
+    /// refused.
+    #[test]
+    fn piggyback_room_is_bounds_checked() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for i in 0..5 {
+            let _ = a.send(1, &MsgHeader::default(), Some(&pb(i)), &[i as u8]).unwrap();
+        }
+        for _ in 0..4 {
+            recv_msg(&mut b, &[0]).unwrap();
+        }
+        // SAFETY: box 0 of rank 1 exists.
+        let fb = unsafe { node.fastbox(1, 0) };
+        // 90 bytes fit a slot (96) without the room, not with it (80).
+        // SAFETY: we write the header's `len` field of slot 1, inside the box.
+        unsafe { (fb.bodies.add(fb.body_stride + 16) as *mut u32).write_unaligned(90) };
+        assert!(matches!(b.poll(&[0]), Err(Error::Corrupt { .. })));
+    }
+
     #[test]
     fn order_is_kept_across_fastbox_and_queue() {
         let node = HeapNode::new(2, small()).unwrap();
@@ -1239,7 +1395,7 @@ mod tests {
         for i in 0..40u32 {
             let p = payload(i, [0, 8, 50, 88, 120, 300][i as usize % 6]);
             let hdr = MsgHeader { tag: i as i32, context: 3, ..MsgHeader::default() };
-            match a.send(1, &hdr, &p).unwrap() {
+            match a.send(1, &hdr, None, &p).unwrap() {
                 Sent::Done => {}
                 Sent::Pending(ps) => pending.push((ps, p.clone())),
             }
@@ -1275,11 +1431,12 @@ mod tests {
         let mut a = Port::new(&node, 0, cfg()).unwrap();
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         let big = payload(1, 3000); // 15 cells of 208 bytes; the pool has 8
-        let Sent::Pending(mut ps) = a.send(1, &MsgHeader::default(), &big).unwrap() else {
+        let Sent::Pending(mut ps) = a.send(1, &MsgHeader::default(), None, &big).unwrap() else {
             panic!("8 cells cannot carry 3000 bytes")
         };
         let small_msg = payload(2, 10);
-        let Sent::Pending(mut ps2) = a.send(1, &MsgHeader { tag: 1, ..MsgHeader::default() }, &small_msg).unwrap()
+        let Sent::Pending(mut ps2) =
+            a.send(1, &MsgHeader { tag: 1, ..MsgHeader::default() }, None, &small_msg).unwrap()
         else {
             panic!("a later message waits behind a pending one")
         };
@@ -1316,13 +1473,13 @@ mod tests {
         let mut a = Port::new(&node, 0, cfg()).unwrap();
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         for _ in 0..10 {
-            assert!(matches!(a.send(1, &MsgHeader::default(), &[]).unwrap(), Sent::Done));
+            assert!(matches!(a.send(1, &MsgHeader::default(), None, &[]).unwrap(), Sent::Done));
             let (_, h, got, _) = recv_msg(&mut b, &[0]).unwrap();
             assert_eq!((h.len, got.len()), (0, 0));
         }
-        assert!(matches!(a.send(2, &MsgHeader::default(), &[]), Err(Error::BadRank { rank: 2, .. })));
+        assert!(matches!(a.send(2, &MsgHeader::default(), None, &[]), Err(Error::BadRank { rank: 2, .. })));
         let huge = vec![0u8; a.max_message() + 1];
-        assert!(matches!(a.send(1, &MsgHeader::default(), &huge), Err(Error::TooLarge { .. })));
+        assert!(matches!(a.send(1, &MsgHeader::default(), None, &huge), Err(Error::TooLarge { .. })));
         assert!(matches!(b.poll(&[5]), Err(Error::BadRank { .. })));
     }
 
@@ -1333,8 +1490,9 @@ mod tests {
         let mut c = Port::new(&node, 2, cfg()).unwrap();
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         for i in 0..12u32 {
-            let _ = a.send(1, &MsgHeader { tag: i as i32, ..MsgHeader::default() }, &payload(i, 8)).unwrap();
-            let _ = c.send(1, &MsgHeader { tag: 100 + i as i32, ..MsgHeader::default() }, &payload(i, 8)).unwrap();
+            let _ = a.send(1, &MsgHeader { tag: i as i32, ..MsgHeader::default() }, None, &payload(i, 8)).unwrap();
+            let _ =
+                c.send(1, &MsgHeader { tag: 100 + i as i32, ..MsgHeader::default() }, None, &payload(i, 8)).unwrap();
         }
         let mut from = [0u32; 3];
         let mut fb = 0;
@@ -1358,8 +1516,8 @@ mod tests {
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         let mut c = Port::new(&node, 2, cfg()).unwrap();
         for i in 0..5 {
-            assert!(matches!(a.send(1, &MsgHeader::default(), &payload(i, 100)).unwrap(), Sent::Done));
-            assert!(matches!(c.send(1, &MsgHeader::default(), &payload(i, 100)).unwrap(), Sent::Done));
+            assert!(matches!(a.send(1, &MsgHeader::default(), None, &payload(i, 100)).unwrap(), Sent::Done));
+            assert!(matches!(c.send(1, &MsgHeader::default(), None, &payload(i, 100)).unwrap(), Sent::Done));
         }
         let held = b.poll(&[]).unwrap().unwrap(); // b takes a cell out, never returns it...
         assert!(!held.via_fastbox());
@@ -1370,9 +1528,9 @@ mod tests {
         assert!(a.take_events().contains(&PeerEvent::Gone { rank: 1 }));
         assert_eq!(a.free_cells().unwrap(), 8, "a got back the cells in b's queue and the one b held");
         assert_eq!(c.free_cells().unwrap(), 8);
-        assert!(matches!(a.send(1, &MsgHeader::default(), &[1]), Err(Error::PeerDead { rank: 1 })));
+        assert!(matches!(a.send(1, &MsgHeader::default(), None, &[1]), Err(Error::PeerDead { rank: 1 })));
         // a can still talk to c.
-        assert!(matches!(a.send(2, &MsgHeader::default(), &[1]).unwrap(), Sent::Done));
+        assert!(matches!(a.send(2, &MsgHeader::default(), None, &[1]).unwrap(), Sent::Done));
         assert!(recv_msg(&mut c, &[0]).is_some());
     }
 
@@ -1381,7 +1539,7 @@ mod tests {
         let node = HeapNode::new(2, Params { fastboxes_per_rank: 0, ..small() }).unwrap();
         let mut a = Port::new(&node, 0, cfg()).unwrap();
         let mut b = Port::new(&node, 1, cfg()).unwrap();
-        assert!(matches!(a.send(1, &MsgHeader::default(), &[7]).unwrap(), Sent::Done));
+        assert!(matches!(a.send(1, &MsgHeader::default(), None, &[7]).unwrap(), Sent::Done));
         let inc = b.poll(&[0]).unwrap().unwrap();
         let cell = inc.cell;
         assert_ne!(cell, NULL, "a cell");
@@ -1401,13 +1559,13 @@ mod tests {
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         // Enough messages to claim a fastbox; leave two of them unread.
         for i in 0..8 {
-            let _ = a.send(1, &MsgHeader { tag: i, ..MsgHeader::default() }, &[i as u8]).unwrap();
+            let _ = a.send(1, &MsgHeader { tag: i, ..MsgHeader::default() }, None, &[i as u8]).unwrap();
             if i < 6 {
                 recv_msg(&mut b, &[0]).unwrap();
             }
         }
         let big = payload(0, 2000);
-        let Sent::Pending(_ps) = a.send(1, &MsgHeader { tag: 99, ..MsgHeader::default() }, &big).unwrap() else {
+        let Sent::Pending(_ps) = a.send(1, &MsgHeader { tag: 99, ..MsgHeader::default() }, None, &big).unwrap() else {
             panic!("4 cells cannot carry 2000 bytes")
         };
         node.mark_gone(0, 9).unwrap(); // a dies with the message half sent
@@ -1444,7 +1602,7 @@ mod tests {
         let mut a = Port::new(&node, 0, cfg()).unwrap();
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         for i in 0..5 {
-            let _ = a.send(1, &MsgHeader::default(), &[i]).unwrap();
+            let _ = a.send(1, &MsgHeader::default(), None, &[i]).unwrap();
         }
         for _ in 0..4 {
             recv_msg(&mut b, &[0]).unwrap();

@@ -172,7 +172,7 @@ fn produce(port: &mut Port<'_, Segment>, stats: &Stats, messages: u32) -> Result
     for i in 0..messages {
         let payload = message(p, i, size(p, i));
         let hdr = MsgHeader { tag: i as i32, context: u32::from(p), ..MsgHeader::default() };
-        if let Sent::Pending(mut ps) = port.send(0, &hdr, &payload).map_err(|e| e.to_string())? {
+        if let Sent::Pending(mut ps) = port.send(0, &hdr, None, &payload).map_err(|e| e.to_string())? {
             while !port.resume(&mut ps, &payload).map_err(|e| e.to_string())? {
                 port.poll(&[]).map_err(|e| e.to_string())?;
                 backoff.snooze();
@@ -190,7 +190,7 @@ fn produce_until_death(seg: &Segment, port: &mut Port<'_, Segment>) -> Result<()
     let dead = 'send: loop {
         let payload = message(p, i, size(p, i));
         let hdr = MsgHeader { tag: i as i32, ..MsgHeader::default() };
-        let mut pending = match port.send(0, &hdr, &payload) {
+        let mut pending = match port.send(0, &hdr, None, &payload) {
             Ok(Sent::Done) => None,
             Ok(Sent::Pending(ps)) => Some(ps),
             Err(Error::PeerDead { .. }) => break 'send true,
@@ -511,7 +511,7 @@ fn corruption_is_detected() {
     let seg = setup();
     let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
     for i in 0..3 {
-        assert!(matches!(a.send(1, &MsgHeader::default(), &[i]).unwrap(), Sent::Done));
+        assert!(matches!(a.send(1, &MsgHeader::default(), None, &[i]).unwrap(), Sent::Done));
     }
     corrupt(&seg, &[(cell_off(&seg, 1), 0x0FFF_FFFF)]);
     // The first message is delivered; the link behind it is checked before it is followed.
@@ -522,7 +522,7 @@ fn corruption_is_detected() {
     // The free queue's tail (garbage handle): the return path fails cleanly.
     let seg = setup();
     let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
-    assert!(matches!(a.send(1, &MsgHeader::default(), &[1]).unwrap(), Sent::Done));
+    assert!(matches!(a.send(1, &MsgHeader::default(), None, &[1]).unwrap(), Sent::Done));
     let inc = b.poll(&[0]).unwrap().unwrap();
     corrupt(&seg, &[(queue_off(&seg, 1) + 8, 1 << 32 | 0x7FFF_FFF0)]);
     assert!(is_corrupt(b.release(inc)), "free-queue tail");
@@ -536,7 +536,7 @@ fn corruption_is_detected() {
     // A cell's header length (a fragment index past the message).
     let seg = setup();
     let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
-    assert!(matches!(a.send(1, &MsgHeader::default(), &[1, 2, 3]).unwrap(), Sent::Done));
+    assert!(matches!(a.send(1, &MsgHeader::default(), None, &[1, 2, 3]).unwrap(), Sent::Done));
     // frag (u16 at header offset 24) = 50 while len (at 16) = 3.
     corrupt(&seg, &[(cell_off(&seg, 1) + 16 + 24, 50)]);
     assert!(is_corrupt(b.poll(&[0]).map(|_| ())), "fragment index");
@@ -552,12 +552,12 @@ fn corruption_is_detected() {
     let seg = setup();
     let (mut a, mut b) = (Port::new(&seg, 0, port_cfg()).unwrap(), Port::new(&seg, 1, port_cfg()).unwrap());
     for i in 0..7 {
-        assert!(matches!(a.send(1, &MsgHeader::default(), &[i]).unwrap(), Sent::Done));
+        assert!(matches!(a.send(1, &MsgHeader::default(), None, &[i]).unwrap(), Sent::Done));
         let inc = b.poll(&[0]).unwrap().unwrap();
         b.release(inc).unwrap();
     }
     // The eighth message claims a box (`fastbox_after`) and goes into its slot 0.
-    assert!(matches!(a.send(1, &MsgHeader::default(), &[9]).unwrap(), Sent::Done));
+    assert!(matches!(a.send(1, &MsgHeader::default(), None, &[9]).unwrap(), Sent::Done));
     let slot0 = box0 + 128; // after the owner and ack lines
     corrupt(&seg, &[(slot0 + 8 + 16, 1 << 20)]);
     assert!(is_corrupt(b.poll(&[0]).map(|_| ())), "fastbox length");

@@ -113,7 +113,7 @@ impl Inner {
         let Some(net) = self.net.as_mut() else {
             return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
         };
-        match net.send(dest, hdr, data) {
+        match net.send(dest, hdr, None, data) {
             Ok(()) => Ok(()),
             Err(nemesis_shm::Error::NetPeerDead { rank }) => Err(Error::PeerDied { rank }),
             Err(e) => Err(e.into()),
@@ -123,7 +123,7 @@ impl Inner {
     /// Sends a message of the Endpoint's own (nobody waits for it): if cells are short it waits
     /// in the pending list with a copy of its payload.
     pub(super) fn send_internal(&mut self, local: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
-        match self.port.send(local, hdr, payload) {
+        match self.port.send(local, hdr, None, payload) {
             Ok(Sent::Done) => {
                 self.ring(local);
                 Ok(())

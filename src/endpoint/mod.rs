@@ -353,7 +353,7 @@ impl Endpoint {
             return inner.wait(req).map(drop);
         }
         let hdr = inner.header(dest, tag, context);
-        match inner.port.send(local, &hdr, buf) {
+        match inner.port.send(local, &hdr, None, buf) {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 Ok(())
@@ -400,7 +400,7 @@ impl Endpoint {
         let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        match inner.port.send(local, &hdr, data) {
+        match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 let req = inner.reqs.insert(Op::Sync);
@@ -490,7 +490,7 @@ impl Endpoint {
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
         let status = Status { source: inner.rank, tag, len };
-        match inner.port.send(local, &hdr, data) {
+        match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 Ok(inner.reqs.insert_done(Ok(status)))
