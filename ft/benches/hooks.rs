@@ -54,7 +54,7 @@ fn setup(payload: &[u8], n: u64) -> Setup {
         sender: p(SENDER),
         same: p(SAME_GROUP),
         other: p(OTHER_GROUP),
-        log: SenderLog::new(3, LogConfig { memory_limit: usize::MAX, spill_dir: None }),
+        log: SenderLog::new(3, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None }),
     };
     // Warm-up: grow the receiver's RPP and the log to capacity, then empty both the way the protocol does.
     warm_up(&mut s, payload, n).expect("warm-up");

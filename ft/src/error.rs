@@ -93,6 +93,12 @@ pub enum Error {
     #[error("no logged message for rank {to} at date {date}")]
     LogEntryMissing { to: Rank, date: Date },
 
+    /// The sender log holds as much as its bounds allow: its memory bound and its spill file's.
+    #[error(
+        "sender log exhausted: {memory_limit} bytes in memory and {spill_limit} bytes in the spill file are in use (raise the bounds, or checkpoint more often so that acknowledgements free the log)"
+    )]
+    LogExhausted { memory_limit: usize, spill_limit: u64 },
+
     /// The spill file failed.
     #[error("sender-log spill file: {0}")]
     Io(#[from] std::io::Error),
@@ -112,6 +118,22 @@ pub enum Error {
     /// A cell of the communication matrix is not a non-negative finite number.
     #[error("communication matrix row {row} column {col}: {text:?} is not a non-negative number of bytes")]
     MatrixValue { row: usize, col: usize, text: String },
+
+    /// A line of a groups file is not `<rank> <group>`.
+    #[error("groups file line {line}: {text:?} is not `<rank> <group>` ({reason})")]
+    GroupsLine { line: usize, text: String, reason: &'static str },
+
+    /// A groups file names a rank the job does not have.
+    #[error("groups file line {line}: rank {rank} is not in the job (it has {ranks} ranks, 0 to {last})", last = ranks.saturating_sub(1))]
+    GroupsUnknownRank { line: usize, rank: u64, ranks: usize },
+
+    /// A groups file gives a rank twice.
+    #[error("groups file line {line}: rank {rank} was already given a group on line {first}")]
+    GroupsDuplicateRank { line: usize, rank: Rank, first: usize },
+
+    /// A groups file leaves a rank out.
+    #[error("groups file gives no group to rank {rank} (every rank of the job needs one line)")]
+    GroupsMissingRank { rank: Rank },
 
     /// The graph partitioner failed.
     #[error("graph partitioner failed: {0}")]

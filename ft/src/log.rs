@@ -44,13 +44,16 @@ pub struct LogConfig {
     pub memory_limit: usize,
     /// Directory of the spill file; `None` keeps everything in memory whatever its size.
     pub spill_dir: Option<PathBuf>,
+    /// Payload bytes the spill file may hold; `None`: as many as the file system takes. An append
+    /// that needs more is [`Error::LogExhausted`].
+    pub spill_limit: Option<u64>,
 }
 
 impl Default for LogConfig {
     /// 256 MiB in memory, then the system's temporary directory. The bound is a placeholder until the transport's
     /// measurements choose one; Open MPI's sender-based logger maps a 256 MiB window by default.
     fn default() -> Self {
-        LogConfig { memory_limit: 256 << 20, spill_dir: Some(std::env::temp_dir()) }
+        LogConfig { memory_limit: 256 << 20, spill_dir: Some(std::env::temp_dir()), spill_limit: None }
     }
 }
 
@@ -144,20 +147,24 @@ impl Channel {
         }
     }
 
-    /// [`Channel::try_push`] after [`Channel::make_room`], which leaves the payload's length after `fill` (the
+    /// [`Channel::try_push`] after [`Channel::make_room`], which leaves the entry's length after `fill` (the
     /// slice index states that contract; nothing a caller passes can break it).
-    fn push_after_room(&mut self, pb: Piggyback, payload: &[u8]) {
-        let fill = self.fill + payload.len();
-        self.bytes[self.fill..fill].copy_from_slice(payload);
+    fn push_after_room(&mut self, pb: Piggyback, head: &[u8], payload: &[u8]) {
+        let mid = self.fill + head.len();
+        let fill = mid + payload.len();
+        self.bytes[self.fill..mid].copy_from_slice(head);
+        self.bytes[mid..fill].copy_from_slice(payload);
         self.fill = fill;
         self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64 });
         self.last_date = pb.date();
     }
 
-    /// Copies `payload` to `bytes[fill..]` if it fits and indexes it; false (and nothing changed) if it does not.
+    /// Copies `head` then `payload` to `bytes[fill..]` if they fit and indexes them as one entry; false (and
+    /// nothing changed) if they do not.
     #[inline(always)]
-    fn try_push(&mut self, pb: Piggyback, payload: &[u8]) -> bool {
-        let fill = self.fill + payload.len();
+    fn try_push(&mut self, pb: Piggyback, head: &[u8], payload: &[u8]) -> bool {
+        let mid = self.fill + head.len();
+        let fill = mid + payload.len();
         let Some(dst) = self.bytes.get_mut(self.fill..fill) else {
             return false;
         };
@@ -166,7 +173,12 @@ impl Channel {
         self.fill = fill;
         self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64 });
         self.last_date = pb.date();
-        copy_payload(dst, payload);
+        let (h, p) = dst.split_at_mut(head.len());
+        // An empty head (every call of `append`) is known at compile time: no code.
+        if !head.is_empty() {
+            copy_payload(h, head);
+        }
+        copy_payload(p, payload);
         true
     }
 }
@@ -240,7 +252,7 @@ impl Spill {
 ///
 /// ```
 /// use nemesis_ft::{LogConfig, Piggyback, SenderLog};
-/// let mut log = SenderLog::new(4, LogConfig { memory_limit: 1 << 20, spill_dir: None });
+/// let mut log = SenderLog::new(4, LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None });
 /// log.append(2, Piggyback::new(5, 1, None)?, b"halo")?;
 /// let mut payload = Vec::new();
 /// assert_eq!(log.read(2, 5, &mut payload)?.phase(), 1);
@@ -294,23 +306,30 @@ impl SenderLog {
     /// (measured: 25 instructions of saves, restores and result passing).
     #[inline(always)]
     pub fn append(&mut self, to: Rank, pb: Piggyback, payload: &[u8]) -> Result<()> {
-        // No overflow: both terms count bytes of live allocations.
-        let memory = self.memory + payload.len();
+        self.append_parts(to, pb, &[], payload)
+    }
+
+    /// [`SenderLog::append`] of the bytes of `head` followed by those of `payload`, as one entry (a transport
+    /// puts the envelope a replay needs in front of the message: [`SenderLog::read`] gives both back).
+    #[inline(always)]
+    pub fn append_parts(&mut self, to: Rank, pb: Piggyback, head: &[u8], payload: &[u8]) -> Result<()> {
+        // No overflow: the terms count bytes of live allocations.
+        let memory = self.memory + head.len() + payload.len();
         if memory <= self.config.memory_limit
             && let Some(ch) = self.channels.get_mut(to as usize)
             && pb.date() > ch.last_date
-            && ch.try_push(pb, payload)
+            && ch.try_push(pb, head, payload)
         {
             self.memory = memory;
             return Ok(());
         }
-        self.append_checked(to, pb, payload)
+        self.append_checked(to, pb, head, payload)
     }
 
-    /// [`SenderLog::append`] off its fast path: the errors, a full arena, the spill.
+    /// [`SenderLog::append_parts`] off its fast path: the errors, a full arena, the spill.
     #[cold]
     #[inline(never)]
-    fn append_checked(&mut self, to: Rank, pb: Piggyback, payload: &[u8]) -> Result<()> {
+    fn append_checked(&mut self, to: Rank, pb: Piggyback, head: &[u8], payload: &[u8]) -> Result<()> {
         let ranks = self.channels.len();
         let Some(ch) = self.channels.get_mut(to as usize) else {
             return Err(Error::UnknownRank { rank: to, ranks });
@@ -319,12 +338,13 @@ impl SenderLog {
         if date <= ch.last_date {
             return Err(Error::LogOutOfOrder { to, date, last: ch.last_date });
         }
-        if !ch.try_push(pb, payload) {
-            ch.make_room(payload.len());
-            // make_room leaves at least the payload's length after `fill`.
-            ch.push_after_room(pb, payload);
+        let len = head.len() + payload.len();
+        if !ch.try_push(pb, head, payload) {
+            ch.make_room(len);
+            // make_room leaves at least the entry's length after `fill`.
+            ch.push_after_room(pb, head, payload);
         }
-        self.memory += payload.len();
+        self.memory += len;
         if self.memory > self.config.memory_limit {
             return self.spill_oldest();
         }
@@ -360,6 +380,11 @@ impl SenderLog {
             }
             if last == first {
                 break;
+            }
+            if let Some(max) = self.config.spill_limit
+                && spill.live + moved > max
+            {
+                return Err(Error::LogExhausted { memory_limit: self.config.memory_limit, spill_limit: max });
             }
             let run = &ch.bytes[ch.byte_head..ch.byte_head + moved as usize];
             spill.file.write_all_at(run, spill.end)?;
@@ -558,7 +583,7 @@ mod tests {
 
     #[test]
     fn ack_drops_strictly_older_entries() {
-        let mut log = SenderLog::new(3, LogConfig { memory_limit: 1 << 20, spill_dir: None });
+        let mut log = SenderLog::new(3, LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None });
         for d in [2, 4, 6, 8] {
             log.append(1, pb(d, 1), &payload(d)).unwrap();
         }
@@ -577,7 +602,7 @@ mod tests {
 
     #[test]
     fn out_of_order_and_unknown_ranks_are_errors() {
-        let mut log = SenderLog::new(2, LogConfig { memory_limit: 1 << 20, spill_dir: None });
+        let mut log = SenderLog::new(2, LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None });
         log.append(0, pb(5, 1), b"x").unwrap();
         assert!(matches!(log.append(0, pb(5, 1), b"y"), Err(Error::LogOutOfOrder { .. })));
         assert!(matches!(log.append(2, pb(9, 1), b"y"), Err(Error::UnknownRank { .. })));
@@ -587,7 +612,7 @@ mod tests {
     #[test]
     fn spills_beyond_the_bound_and_reads_back() {
         let dir = std::env::temp_dir();
-        let mut log = SenderLog::new(4, LogConfig { memory_limit: 200, spill_dir: Some(dir) });
+        let mut log = SenderLog::new(4, LogConfig { memory_limit: 200, spill_dir: Some(dir), spill_limit: None });
         for d in 1..=60 {
             log.append((d % 3) as Rank, pb(d, d / 10 + 1), &payload(d)).unwrap();
             assert!(log.memory_bytes() <= 200);
@@ -608,7 +633,8 @@ mod tests {
 
     #[test]
     fn snapshot_round_trips_through_serde() {
-        let mut log = SenderLog::new(3, LogConfig { memory_limit: 50, spill_dir: Some(std::env::temp_dir()) });
+        let mut log =
+            SenderLog::new(3, LogConfig { memory_limit: 50, spill_dir: Some(std::env::temp_dir()), spill_limit: None });
         for d in 1..=20 {
             log.append((d % 2) as Rank, pb(d, 1 + d / 7), &payload(d)).unwrap();
         }
@@ -616,7 +642,9 @@ mod tests {
         let snap = log.snapshot().unwrap();
         let json = serde_json::to_string(&snap).unwrap();
         let back: LogSnapshot = serde_json::from_str(&json).unwrap();
-        let restored = SenderLog::restore(3, LogConfig { memory_limit: 1 << 20, spill_dir: None }, &back).unwrap();
+        let restored =
+            SenderLog::restore(3, LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None }, &back)
+                .unwrap();
         for to in 0..3 {
             assert_eq!(restored.entries(to), log.entries(to));
             assert_eq!(restored.last_logged(to), log.last_logged(to));
@@ -642,7 +670,7 @@ mod tests {
 
     #[test]
     fn the_arena_is_reused_after_an_ack_without_growing() {
-        let mut log = SenderLog::new(2, LogConfig { memory_limit: usize::MAX, spill_dir: None });
+        let mut log = SenderLog::new(2, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None });
         for d in 1..=1000 {
             log.append(1, pb(d, 1), &payload(d)).unwrap();
         }
@@ -662,7 +690,7 @@ mod tests {
 
     #[test]
     fn live_bytes_move_to_the_front_when_the_arena_runs_out() {
-        let mut log = SenderLog::new(1, LogConfig { memory_limit: usize::MAX, spill_dir: None });
+        let mut log = SenderLog::new(1, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None });
         let big = |d: Date| vec![d as u8; 1000];
         // Four 1000-byte payloads fill the 4096-byte arena; dropping the first three leaves a dead prefix.
         for d in 1..=4 {
@@ -689,8 +717,49 @@ mod tests {
     }
 
     #[test]
+    fn an_exhausted_spill_is_an_error_and_loses_nothing_logged_before() {
+        let dir = Some(std::env::temp_dir());
+        let mut log = SenderLog::new(2, LogConfig { memory_limit: 100, spill_dir: dir, spill_limit: Some(150) });
+        let mut d = 0;
+        let err = loop {
+            d += 1;
+            if let Err(e) = log.append(1, pb(d, 1), &[d as u8; 40]) {
+                break e;
+            }
+            assert!(d < 100, "the bounds were never reached");
+        };
+        assert!(matches!(err, Error::LogExhausted { memory_limit: 100, spill_limit: 150 }), "{err}");
+        assert!(log.spilled_bytes() <= 150);
+        let mut out = Vec::new();
+        for k in 1..=d {
+            log.read(1, k, &mut out).unwrap();
+            assert_eq!(out, [k as u8; 40], "entry {k}");
+        }
+        // An acknowledgement makes room again.
+        log.discard_before(1, d + 1);
+        log.append(1, pb(d + 1, 1), &[0; 40]).unwrap();
+    }
+
+    #[test]
+    fn two_part_entries_read_back_whole() {
+        let mut log =
+            SenderLog::new(1, LogConfig { memory_limit: 64, spill_dir: Some(std::env::temp_dir()), spill_limit: None });
+        for d in 1..=20u64 {
+            log.append_parts(0, pb(d, 1), &d.to_le_bytes(), &payload(d)).unwrap();
+        }
+        assert!(log.spilled_bytes() > 0);
+        let mut out = Vec::new();
+        for d in 1..=20u64 {
+            log.read(0, d, &mut out).unwrap();
+            assert_eq!(out[..8], d.to_le_bytes());
+            assert_eq!(out[8..], payload(d)[..]);
+        }
+    }
+
+    #[test]
     fn empty_payloads_are_logged() {
-        let mut log = SenderLog::new(1, LogConfig { memory_limit: 0, spill_dir: Some(std::env::temp_dir()) });
+        let mut log =
+            SenderLog::new(1, LogConfig { memory_limit: 0, spill_dir: Some(std::env::temp_dir()), spill_limit: None });
         log.append(0, pb(1, 1), b"").unwrap();
         log.append(0, pb(2, 1), b"ab").unwrap();
         log.append(0, pb(3, 1), b"").unwrap();
@@ -709,7 +778,7 @@ mod tests {
             ops in proptest::collection::vec((0u32..2, 0u8..4, 0usize..3000), 1..80),
             limit in prop_oneof![Just(usize::MAX), 0usize..20_000],
         ) {
-            let mut log = SenderLog::new(2, LogConfig { memory_limit: limit, spill_dir: Some(std::env::temp_dir()) });
+            let mut log = SenderLog::new(2, LogConfig { memory_limit: limit, spill_dir: Some(std::env::temp_dir()), spill_limit: None });
             let mut model: Vec<Vec<(Date, Vec<u8>)>> = vec![Vec::new(); 2];
             let mut date: Date = 0;
             for (to, op, len) in ops {
@@ -739,7 +808,7 @@ mod tests {
         /// The store agrees with a plain model under random appends, drops and spill bounds.
         #[test]
         fn matches_a_model(ops in proptest::collection::vec((0u32..3, any::<bool>(), 0u64..6), 1..120), limit in 0usize..300) {
-            let mut log = SenderLog::new(3, LogConfig { memory_limit: limit, spill_dir: Some(std::env::temp_dir()) });
+            let mut log = SenderLog::new(3, LogConfig { memory_limit: limit, spill_dir: Some(std::env::temp_dir()), spill_limit: None });
             let mut model: Vec<Vec<(Date, Vec<u8>)>> = vec![Vec::new(); 3];
             let mut date = 0;
             for (to, append, back) in ops {

@@ -195,19 +195,57 @@ pub fn group(matrix: &CommMatrix, model: CostModel, bisector: Bisector) -> Resul
         }
     }
     let chosen = best.map_or_else(|| parts.into_iter().map(|p| p.0).collect(), |b| b.1);
-    let mut group_of = vec![0 as GroupId; p];
-    let mut ordered: Vec<Vec<Rank>> = chosen;
-    for part in &mut ordered {
+    Ok(numbered(matrix, chosen, model))
+}
+
+/// Groups the ranks of `matrix` into exactly `k` groups by the bisection of Fig 4.3 without its cost test: the
+/// largest part is bisected (on `(M + Mᵀ)/2`, as in [`group`]) until there are `k` parts. For a job that asks for
+/// a number of groups rather than the cheapest grouping (`nemesis-run --ft-groups K --ft-matrix FILE`).
+///
+/// ```
+/// use nemesis_ft::matrix::CommMatrix;
+/// use nemesis_ft::partition::{group_k, Bisector};
+/// // Four pairs that only talk inside themselves, grouped two pairs a group.
+/// let m = CommMatrix::from_fn(8, |u, v| if u / 2 == v / 2 && u != v { 100.0 } else { 0.0 })?;
+/// let g = group_k(&m, 4, Bisector::Native)?;
+/// assert_eq!(g.group_of, vec![0, 0, 1, 1, 2, 2, 3, 3]);
+/// # Ok::<(), nemesis_ft::Error>(())
+/// ```
+pub fn group_k(matrix: &CommMatrix, k: usize, bisector: Bisector) -> Result<Grouping> {
+    let p = matrix.ranks();
+    if k == 0 || k > p {
+        return Err(Error::Partitioner(format!("{k} groups of {p} ranks: every group needs a rank (1 <= K <= P)")));
+    }
+    let mut parts: Vec<Vec<Rank>> = vec![(0..p as Rank).collect()];
+    while parts.len() < k {
+        // The largest part, the lowest first rank on ties (deterministic); it has at least two ranks since k <= p.
+        let Some(i) =
+            (0..parts.len()).max_by(|&a, &b| parts[a].len().cmp(&parts[b].len()).then(parts[b][0].cmp(&parts[a][0])))
+        else {
+            break;
+        };
+        let (a, b) = bisect(matrix, &parts[i], bisector)?;
+        parts.swap_remove(i);
+        parts.push(a);
+        parts.push(b);
+    }
+    Ok(numbered(matrix, parts, CostModel::default()))
+}
+
+/// The grouping that `parts` make, groups numbered by their lowest rank.
+fn numbered(matrix: &CommMatrix, mut parts: Vec<Vec<Rank>>, model: CostModel) -> Grouping {
+    let mut group_of = vec![0 as GroupId; matrix.ranks()];
+    for part in &mut parts {
         part.sort_unstable();
     }
-    ordered.sort_unstable_by_key(|part| part[0]);
-    for (g, part) in ordered.iter().enumerate() {
+    parts.sort_unstable_by_key(|part| part[0]);
+    for (g, part) in parts.iter().enumerate() {
         for &r in part {
             group_of[r as usize] = g as GroupId;
         }
     }
     let evaluation = evaluate(matrix, &group_of, model);
-    Ok(Grouping { groups: ordered.len(), group_of, evaluation })
+    Grouping { groups: parts.len(), group_of, evaluation }
 }
 
 #[cfg(test)]
@@ -246,6 +284,29 @@ mod tests {
         assert!((e.logged_share - 0.3).abs() < 1e-12);
         assert!((e.restart_share - 5.0 / 9.0).abs() < 1e-12);
         assert!((e.cost - (ALPHA * 0.3 + BETA * 5.0 / 9.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_fixed_number_of_groups() {
+        // A ring: neighbours talk.
+        let m =
+            CommMatrix::from_fn(12, |u, v| if (u + 1) % 12 == v || (v + 1) % 12 == u { 10.0 } else { 0.0 }).unwrap();
+        for k in 1..=12 {
+            let g = group_k(&m, k, Bisector::Native).unwrap();
+            assert_eq!(g.groups, k);
+            assert_eq!(g.group_of[0], 0);
+        }
+        // Recursive bisection: halves, then one half halved; each group an arc of the ring (three cuts).
+        let g = group_k(&m, 3, Bisector::Native).unwrap();
+        let mut sizes = [0; 3];
+        for &x in &g.group_of {
+            sizes[x as usize] += 1;
+        }
+        sizes.sort_unstable();
+        assert_eq!(sizes, [3, 3, 6]);
+        assert!((g.evaluation.logged_share - 0.25).abs() < 1e-12, "{:?}", g.evaluation);
+        assert!(group_k(&m, 0, Bisector::Native).is_err());
+        assert!(group_k(&m, 13, Bisector::Native).is_err());
     }
 
     #[test]

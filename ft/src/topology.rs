@@ -119,6 +119,78 @@ impl Topology {
     }
 }
 
+/// Reads a groups file: one line `<rank> <group>` per rank of a job of `ranks` ranks, what `nemesis-ft groups`
+/// prints (blank lines and lines starting with `#` are skipped). Group labels are any non-negative integers; the
+/// result numbers groups densely by their lowest rank (rank 0 is in group 0), as [`Topology::new`] wants them. A
+/// bad line, an unknown, repeated or missing rank is a typed error naming the line or the rank.
+///
+/// ```
+/// let groups = nemesis_ft::topology::parse_groups("0 7\n1 7\n2 3\n# comment\n3 3\n", 4)?;
+/// assert_eq!(groups, vec![0, 0, 1, 1]);
+/// assert!(nemesis_ft::topology::parse_groups("0 0\n1 0\n", 3).is_err()); // rank 2 missing
+/// # Ok::<(), nemesis_ft::Error>(())
+/// ```
+pub fn parse_groups(text: &str, ranks: usize) -> Result<Vec<GroupId>> {
+    // (label, line) per rank.
+    let mut given: Vec<Option<(u64, usize)>> = vec![None; ranks];
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let bad = |reason| Error::GroupsLine { line, text: raw.to_owned(), reason };
+        let mut words = t.split_whitespace();
+        let (Some(r), Some(g)) = (words.next(), words.next()) else {
+            return Err(bad("two numbers expected"));
+        };
+        if words.next().is_some() {
+            return Err(bad("more than two fields"));
+        }
+        let rank: u64 = r.parse().map_err(|_| bad("the rank is not a non-negative integer"))?;
+        let label: u64 = g.parse().map_err(|_| bad("the group is not a non-negative integer"))?;
+        let slot = usize::try_from(rank).ok().and_then(|r| given.get_mut(r)).ok_or(Error::GroupsUnknownRank {
+            line,
+            rank,
+            ranks,
+        })?;
+        if let Some((_, first)) = *slot {
+            return Err(Error::GroupsDuplicateRank { line, rank: rank as Rank, first });
+        }
+        *slot = Some((label, line));
+    }
+    let mut dense: std::collections::HashMap<u64, GroupId> = std::collections::HashMap::new();
+    let mut group_of = Vec::with_capacity(ranks);
+    for (rank, g) in given.iter().enumerate() {
+        let Some((label, _)) = *g else {
+            return Err(Error::GroupsMissingRank { rank: rank as Rank });
+        };
+        // Ranks ascend, so a label's first rank is its lowest: ids follow lowest ranks.
+        let next = dense.len() as GroupId;
+        group_of.push(*dense.entry(label).or_insert(next));
+    }
+    Ok(group_of)
+}
+
+/// `k` groups of consecutive ranks whose sizes differ by at most one (group `i` holds ranks
+/// `i·n/k .. (i+1)·n/k`), for a job that names a number of groups and no communication matrix.
+///
+/// ```
+/// assert_eq!(nemesis_ft::topology::blocks(8, 3)?, vec![0, 0, 1, 1, 1, 2, 2, 2]);
+/// # Ok::<(), nemesis_ft::Error>(())
+/// ```
+pub fn blocks(ranks: usize, k: usize) -> Result<Vec<GroupId>> {
+    if k == 0 || k > ranks {
+        return Err(Error::InvalidTopology("the number of groups must be between 1 and the number of ranks"));
+    }
+    let (n, k) = (ranks as u64, k as u64);
+    let mut out = Vec::with_capacity(ranks);
+    for g in 0..k {
+        out.extend(std::iter::repeat_n(g as GroupId, ((g + 1) * n / k - g * n / k) as usize));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +201,30 @@ mod tests {
         assert!(matches!(Topology::with_coordinators(vec![0, 0], vec![1, 1]), Err(Error::InvalidTopology(_))));
         assert!(matches!(Topology::with_coordinators(vec![0, 0], vec![0]), Err(Error::InvalidTopology(_))));
         assert!(matches!(Topology::new(vec![]), Err(Error::InvalidTopology(_))));
+    }
+
+    #[test]
+    fn groups_files_are_checked() {
+        assert_eq!(parse_groups("1 5\n0 5\n  2 0 \n\n", 3).unwrap(), vec![0, 0, 1]);
+        let e = |text: &str| parse_groups(text, 3).unwrap_err();
+        assert!(matches!(e("0 0\n1 0\n"), Error::GroupsMissingRank { rank: 2 }));
+        assert!(matches!(e("0 0\n1 0\n3 1\n"), Error::GroupsUnknownRank { line: 3, rank: 3, ranks: 3 }));
+        assert!(matches!(e("0 0\n1 0\n0 1\n"), Error::GroupsDuplicateRank { line: 3, rank: 0, first: 1 }));
+        assert!(matches!(e("0 0\n1\n"), Error::GroupsLine { line: 2, .. }));
+        assert!(matches!(e("0 0\n1 x\n"), Error::GroupsLine { line: 2, .. }));
+        assert!(matches!(e("0 0 0\n"), Error::GroupsLine { line: 1, .. }));
+        assert!(matches!(e("-1 0\n"), Error::GroupsLine { line: 1, .. }));
+        let msg = e("0 0\n1 0\n7 1\n").to_string();
+        assert!(msg.contains("line 3") && msg.contains("rank 7"), "{msg}");
+    }
+
+    #[test]
+    fn consecutive_blocks() {
+        assert_eq!(blocks(8, 3).unwrap(), vec![0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(blocks(4, 4).unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(blocks(5, 1).unwrap(), vec![0; 5]);
+        assert!(blocks(3, 4).is_err());
+        assert!(blocks(3, 0).is_err());
     }
 
     #[test]

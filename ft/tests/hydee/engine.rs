@@ -17,7 +17,7 @@ fn process(t: &Arc<Topology>, rank: Rank) -> Process {
 }
 
 fn log(t: &Arc<Topology>) -> SenderLog {
-    SenderLog::new(t.ranks(), LogConfig { memory_limit: 1 << 20, spill_dir: None })
+    SenderLog::new(t.ranks(), LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None })
 }
 
 fn actions(p: &mut Process) -> Vec<Action> {

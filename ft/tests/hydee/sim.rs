@@ -444,7 +444,8 @@ impl Sim {
         let topo = Arc::new(
             Topology::with_coordinators(cfg.groups.clone(), cfg.coordinators.clone()).map_err(err("topology"))?,
         );
-        let log_config = LogConfig { memory_limit: cfg.log_memory, spill_dir: Some(std::env::temp_dir()) };
+        let log_config =
+            LogConfig { memory_limit: cfg.log_memory, spill_dir: Some(std::env::temp_dir()), spill_limit: None };
         let mut procs = Vec::with_capacity(n);
         for r in 0..n as Rank {
             let engine =
@@ -965,7 +966,8 @@ impl Sim {
                 q.truncate(keep);
             }
         }
-        let log_config = LogConfig { memory_limit: self.cfg.log_memory, spill_dir: Some(std::env::temp_dir()) };
+        let log_config =
+            LogConfig { memory_limit: self.cfg.log_memory, spill_dir: Some(std::env::temp_dir()), spill_limit: None };
         for &g in &groups {
             let ckpt = self.durable.get(&g).cloned().ok_or("no durable checkpoint")?;
             for (&r, saved) in &ckpt.members {
