@@ -70,6 +70,29 @@ pub enum Error {
     /// single-copy read that could not fall back).
     #[error(transparent)]
     Lmt(#[from] nemesis_lmt::Error),
+    /// The fault-tolerance engine (HydEE) refused an event or failed: a malformed piggyback or
+    /// control message, a date or phase overflow, an exhausted sender log, a checkpoint during
+    /// recovery.
+    #[error("fault tolerance: {0}")]
+    Ft(#[from] nemesis_ft::Error),
+    /// A checkpoint could not be taken or written (the previous durable one stays in force).
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+    /// A checkpoint was asked for while operations of the application are outstanding: every
+    /// request must be complete and waited for (or tested) first.
+    #[error("checkpoint refused: {requests} operations are outstanding (complete them first: a checkpoint needs none)")]
+    CheckpointOutstanding {
+        /// Requests not yet completed and waited for, posted receives included.
+        requests: usize,
+    },
+    /// A checkpoint file is torn or corrupt: it is never loaded.
+    #[error("checkpoint file {path} refused: {why}")]
+    CheckpointCorrupt {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The launcher could not start a rank's program (not found: a shell's exit code 127;
     /// found but not executable: 126).
     #[error("cannot start {program} (rank {rank}): {source}")]

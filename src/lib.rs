@@ -8,10 +8,13 @@ pub mod bootstrap;
 pub mod config;
 pub mod endpoint;
 pub mod error;
+pub mod ft;
 pub mod launch;
+pub mod matrix;
 pub mod pmi;
 mod wait;
 
 pub use config::{Config, WaitMode};
-pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Request, Scope, Status, WORLD};
+pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Request, Scope, Status, Traffic, WORLD};
 pub use error::{Error, Result};
+pub use ft::FtStats;

@@ -1,6 +1,8 @@
 //! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
-//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
-//! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
+//! [--nodes K] [--ft FILE | --ft-groups K [--ft-matrix FILE] | --ft-matrix FILE]
+//! [--comm-matrix FILE] [--] program [args...]`: starts N ranks of a nemesis program on this
+//! machine, serves their PMI-1 conversation and supervises them (the library behind it is
+//! `nemesis::launch`).
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -10,11 +12,12 @@
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, IsTerminal};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use nemesis::Error;
-use nemesis::launch::{Bind, Job, Wait};
+use nemesis::launch::{Bind, FtGroups, Job, Wait};
 
 #[derive(Debug, Parser)]
 #[command(name = "nemesis-run", version, about = "Start the ranks of a nemesis job on this machine")]
@@ -38,6 +41,23 @@ struct Cli {
     /// traffic between them goes through TCP, as between machines.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     nodes: u32,
+    /// Fault tolerance (HydEE) with the groups of FILE: one line `<rank> <group>` per rank, as
+    /// `nemesis-ft groups` prints them.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ft_groups", "ft_matrix"])]
+    ft: Option<PathBuf>,
+    /// Fault tolerance in K groups: by bisection of the communication matrix of --ft-matrix, or K
+    /// blocks of consecutive ranks without one.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    ft_groups: Option<u32>,
+    /// Fault tolerance in groups computed from this communication matrix (P x P CSV of bytes
+    /// sent, as --comm-matrix writes it) by the bisection of HydEE's grouping; into --ft-groups K
+    /// groups if given, else as many as the cost function chooses.
+    #[arg(long, value_name = "FILE")]
+    ft_matrix: Option<PathBuf>,
+    /// Write the job's communication matrix (bytes each rank sent to each rank) to FILE at the
+    /// end, in the CSV that `nemesis-ft groups --matrix` reads.
+    #[arg(long, value_name = "FILE")]
+    comm_matrix: Option<PathBuf>,
     /// The program to run, and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -77,6 +97,18 @@ fn main() -> ExitCode {
         .keep_going(cli.keep_going)
         .nodes(cli.nodes)
         .handle_signals(true);
+    let ft = match (cli.ft, cli.ft_groups, cli.ft_matrix) {
+        (Some(file), _, _) => Some(FtGroups::File(file)),
+        (None, groups, Some(file)) => Some(FtGroups::Matrix { file, groups }),
+        (None, Some(k), None) => Some(FtGroups::Blocks(k)),
+        (None, None, None) => None,
+    };
+    if let Some(g) = ft {
+        job = job.ft(g);
+    }
+    if let Some(file) = cli.comm_matrix {
+        job = job.comm_matrix(file);
+    }
     if let Some(w) = cli.wait {
         job = job.wait(match w {
             WaitArg::Poll => Wait::Poll,

@@ -3,7 +3,7 @@
 //! send waiting for cells ([`Pending`]; progress resumes it).
 
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{MsgHeader, Sent};
+use nemesis_shm::{MsgHeader, PiggybackBytes, Sent};
 
 use super::request::{Op, Request};
 use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status, raw_slice};
@@ -59,6 +59,42 @@ impl Inner {
         }
     }
 
+    /// Counts an application message to `dest` in the communication matrix.
+    #[inline(always)]
+    pub(super) fn count(&mut self, dest: u32, len: usize) {
+        if let Some(t) = self.traffic.get_mut(dest as usize) {
+            t.messages += 1;
+            t.bytes += len as u64;
+        }
+    }
+
+    /// A blocking send that leaves the inline path: to a remote peer, above the blocking eager
+    /// limit, or any send with fault tolerance on.
+    #[inline(never)]
+    pub(super) fn send_blocking_slow(
+        &mut self,
+        buf: &[u8],
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<()> {
+        let limit = if local == NOT_LOCAL { self.eager } else { self.eager_blocking };
+        let req = if self.ft.is_some() {
+            let s =
+                super::ft::FtSend { ptr: buf.as_ptr(), len: buf.len(), local, dest, tag, context, sync: false, limit };
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            match unsafe { self.send_ft(s) }? {
+                Some(req) => req,
+                None => return Ok(()),
+            }
+        } else {
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?
+        };
+        self.wait(req).map(drop)
+    }
+
     pub(super) fn send_error(&mut self, e: nemesis_shm::Error, dest: u32) -> Error {
         match e {
             nemesis_shm::Error::PeerDead { .. } => Error::PeerDied { rank: dest },
@@ -66,8 +102,9 @@ impl Inner {
         }
     }
 
-    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
-    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    /// Sends that leave the inline path: rendezvous (above the eager limit), every send to a
+    /// remote peer (through the netmod; `sync`: acknowledged when matched), and every send with
+    /// fault tolerance on.
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -83,10 +120,16 @@ impl Inner {
         context: u32,
         sync: bool,
     ) -> Result<Request> {
+        if self.ft.is_some() {
+            let s = super::ft::FtSend { ptr, len, local, dest, tag, context, sync, limit: self.eager };
+            // SAFETY: the caller's contract.
+            let req = unsafe { self.send_ft(s) }?;
+            return Ok(req.unwrap_or_else(|| self.reqs.insert_done(Ok(Status { source: self.rank, tag, len }))));
+        }
         if len > self.eager {
             // A rendezvous send completes once the receiver has the data: synchronous already.
             // SAFETY: the caller's contract.
-            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context, None, None) };
         }
         let status = Status { source: self.rank, tag, len };
         let token = self.next_token;
@@ -98,7 +141,8 @@ impl Inner {
         }
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        self.net_send(dest, &hdr, data)?;
+        self.net_send(dest, &hdr, None, data)?;
+        self.count(dest, len);
         if sync {
             let req = self.reqs.insert(Op::Sync);
             self.sync_waiting.push((token, req, dest, status));
@@ -108,22 +152,36 @@ impl Inner {
         }
     }
 
-    /// Sends through the netmod (the message is written or copied on return).
-    pub(super) fn net_send(&mut self, dest: u32, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+    /// Sends through the netmod (the message is written or copied on return), with the
+    /// fault-tolerance piggyback `ft` if given.
+    pub(super) fn net_send(
+        &mut self,
+        dest: u32,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        data: &[u8],
+    ) -> Result<()> {
         let Some(net) = self.net.as_mut() else {
             return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
         };
-        match net.send(dest, hdr, None, data) {
+        match net.send(dest, hdr, ft, data) {
             Ok(()) => Ok(()),
             Err(nemesis_shm::Error::NetPeerDead { rank }) => Err(Error::PeerDied { rank }),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Sends a message of the Endpoint's own (nobody waits for it): if cells are short it waits
-    /// in the pending list with a copy of its payload.
-    pub(super) fn send_internal(&mut self, local: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
-        match self.port.send(local, hdr, None, payload) {
+    /// Sends a message of the Endpoint's own (nobody waits for it), with the fault-tolerance
+    /// piggyback `ft` if given (an RTS): if cells are short it waits in the pending list with a
+    /// copy of its payload.
+    pub(super) fn send_internal(
+        &mut self,
+        local: u16,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        payload: &[u8],
+    ) -> Result<()> {
+        match self.port.send(local, hdr, ft, payload) {
             Ok(Sent::Done) => {
                 self.ring(local);
                 Ok(())
@@ -143,8 +201,11 @@ impl Inner {
     pub(super) fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
         let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
         let local = self.route[dest as usize];
-        let sent =
-            if local == NOT_LOCAL { self.net_send(dest, &hdr, &[]) } else { self.send_internal(local, &hdr, &[]) };
+        let sent = if local == NOT_LOCAL {
+            self.net_send(dest, &hdr, None, &[])
+        } else {
+            self.send_internal(local, &hdr, None, &[])
+        };
         match sent {
             // The sender died: nobody waits for the acknowledgement.
             Err(Error::PeerDied { .. }) => Ok(()),

@@ -1,6 +1,7 @@
 //! Matching: a receive's selection ([`Want`]), posted receives, the unexpected list (take, find,
 //! consume) and the local sources whose fastboxes are polled first.
 
+use nemesis_ft::Delivery;
 use nemesis_lmt::Rts;
 use nemesis_shm::Incoming;
 
@@ -49,6 +50,9 @@ pub(super) struct Unexpected {
     /// A large message's request to send (`data` is empty): a receive that takes it starts the
     /// transfer.
     pub(super) rts: Option<Rts>,
+    /// With fault tolerance: what receiving it does to the engine (`on_deliver` when a receive
+    /// takes it; a probe does not).
+    pub(super) delivery: Option<Delivery>,
 }
 
 impl Unexpected {
@@ -154,6 +158,8 @@ impl Inner {
         else {
             return Found::Nothing;
         };
+        let delivery = self.unexpected[i].1.delivery.take();
+        self.ft_deliver(delivery);
         if let Some(rts) = self.unexpected[i].1.rts {
             let (_, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };

@@ -28,7 +28,9 @@
 //! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
 //! `request.rs` (the request table); this file holds the public API, `Inner` and init/finalize.
 
+mod checkpoint;
 mod eager;
+mod ft;
 mod matching;
 mod progress;
 mod rendezvous;
@@ -76,6 +78,12 @@ const KIND_RTS: u8 = 3;
 /// Other rendezvous messages (payload: one or more encoded CTS, DONE, COOKIE, HELP, HELPED back to
 /// back, all for one peer); tag and context unused.
 const KIND_LMT: u8 = 4;
+/// A fault-tolerance control message of the engine (payload: an encoded
+/// [`nemesis_ft::Control`]); tag and context unused. No piggyback, no date.
+const KIND_FT_CONTROL: u8 = 5;
+/// A checkpoint marker between the members of a group (`aux`: the generation; `tag`: 0 when the
+/// sender entered the checkpoint, 1 when its file is durable, 2 when it could not be written).
+const KIND_FT_MARK: u8 = 6;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 
@@ -104,6 +112,15 @@ enum Peer {
     Silent,
 }
 
+/// Application messages and bytes sent to one rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Messages (a rendezvous message counts once).
+    pub messages: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+}
+
 /// The shared state behind an [`Endpoint`].
 struct Inner {
     // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
@@ -130,6 +147,16 @@ struct Inner {
     /// Blocking sends to a local peer up to this length go eagerly (`eager_blocking_max`; at
     /// least `eager`).
     eager_blocking: usize,
+    /// Non-blocking sends to a local peer shorter than this take the inline path: `eager + 1`, or
+    /// 0 with fault tolerance on (every send then takes the slow path, which starts with the
+    /// engine's hook): one comparison serves both, FT off pays nothing for it.
+    inline_below: usize,
+    /// The same for blocking sends: `eager_blocking + 1`, or 0 with fault tolerance.
+    inline_blocking_below: usize,
+    /// Fault tolerance (HydEE), when on.
+    ft: Option<Box<crate::ft::Ft>>,
+    /// Per global rank: application messages and bytes sent to it (the communication matrix).
+    traffic: Box<[Traffic]>,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -199,11 +226,12 @@ impl Endpoint {
     /// same one.
     pub fn init_with(cfg: Config) -> Result<Endpoint> {
         crate::config::init_logging();
+        let ft = crate::ft::FtConfig::from_env()?;
         let boot = bootstrap::bootstrap()?;
-        Self::from_boot(boot, cfg)
+        Self::from_boot(boot, cfg, ft)
     }
 
-    fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
+    fn from_boot(boot: Boot, cfg: Config, ft_cfg: Option<crate::ft::FtConfig>) -> Result<Endpoint> {
         let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
         let nlocal = local_ranks.len();
         let mut route = vec![NOT_LOCAL; size as usize];
@@ -255,7 +283,19 @@ impl Endpoint {
         let eager = eager_max.min(port.max_message());
         let eager_blocking = cfg.eager_blocking_max.unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
         let eager_blocking = eager_blocking.min(port.max_message()).max(eager);
-        let inner = Inner {
+        let job_id = match pmi.as_ref() {
+            Some(p) => p.kvsname().to_owned(),
+            None => format!("singleton-{}", std::process::id()),
+        };
+        let (ft, saved) = match ft_cfg {
+            Some(c) => {
+                let (ft, saved) = crate::ft::Ft::new(c, rank, size, &job_id)?;
+                (Some(Box::new(ft)), saved)
+            }
+            None => (None, Vec::new()),
+        };
+        let ft_off = ft.is_none();
+        let mut inner = Inner {
             net,
             port,
             segment,
@@ -270,6 +310,10 @@ impl Endpoint {
             cfg,
             eager,
             eager_blocking,
+            inline_below: if ft_off { eager + 1 } else { 0 },
+            inline_blocking_below: if ft_off { eager_blocking + 1 } else { 0 },
+            ft,
+            traffic: vec![Traffic::default(); size as usize].into(),
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -289,7 +333,8 @@ impl Endpoint {
             node,
             finalized: false,
         };
-        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, "endpoint ready");
+        inner.restore_unexpected(saved);
+        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, ft = !ft_off, "endpoint ready");
         Ok(Endpoint { inner: Box::new(inner) })
     }
 
@@ -313,6 +358,12 @@ impl Endpoint {
     /// The node segment (for tools and tests).
     pub fn segment(&self) -> &Segment {
         &self.inner.segment
+    }
+
+    /// Application messages and bytes this rank has sent to each rank, indexed by rank (the
+    /// communication matrix's row; every send counts, a rendezvous message once).
+    pub fn traffic(&self) -> &[Traffic] {
+        &self.inner.traffic
     }
 
     /// How the large messages received so far moved (shared-copy ring or single copy).
@@ -347,18 +398,18 @@ impl Endpoint {
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;
         let local = inner.check_send(dest, tag)?;
-        if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
-            // SAFETY: `buf` outlives the request, which we wait for before returning.
-            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
-            return inner.wait(req).map(drop);
+        if buf.len() >= inner.inline_blocking_below || local == NOT_LOCAL {
+            return inner.send_blocking_slow(buf, local, dest, tag, context);
         }
         let hdr = inner.header(dest, tag, context);
         match inner.port.send(local, &hdr, None, buf) {
             Ok(Sent::Done) => {
                 inner.ring(local);
+                inner.count(dest, buf.len());
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
+                inner.count(dest, buf.len());
                 let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
@@ -391,7 +442,7 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
-        if len > inner.eager || local == NOT_LOCAL {
+        if len >= inner.inline_below || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
         }
@@ -403,11 +454,13 @@ impl Endpoint {
         match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
+                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Sync);
                 inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
                 Ok(req)
             }
             Ok(Sent::Pending(ps)) => {
+                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
                 Ok(req)
@@ -482,7 +535,7 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
-        if len > inner.eager || local == NOT_LOCAL {
+        if len >= inner.inline_below || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
         }
@@ -493,9 +546,11 @@ impl Endpoint {
         match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
+                inner.count(dest, len);
                 Ok(inner.reqs.insert_done(Ok(status)))
             }
             Ok(Sent::Pending(ps)) => {
+                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 Ok(req)
@@ -736,6 +791,7 @@ impl Inner {
         let mut waiter = Waiter::new(self.cfg.wait);
         let mut warned = false;
         while !self.pending.is_empty()
+            || self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty() || !ft.replays.is_empty())
             || self.lmt.busy()
             || self.lmt.has_output()
             || self.netlmt.busy()
@@ -748,8 +804,21 @@ impl Inner {
                 warned = true;
             }
         }
+        let matrix = std::env::var_os(crate::matrix::ENV_COMM_MATRIX).filter(|v| !v.is_empty());
+        if let Some(file) = &matrix {
+            crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic)?;
+        }
         if let Some(pmi) = self.pmi.as_mut() {
             pmi.barrier()?;
+        }
+        // Every rank is past its last checkpoint: the files are not needed any more.
+        if let Some(ft) = self.ft.as_deref() {
+            ft.finish(self.rank);
+        }
+        if let Some(file) = &matrix
+            && self.rank == 0
+        {
+            crate::matrix::assemble(std::path::Path::new(file), self.size)?;
         }
         if let Some(net) = self.net.as_mut() {
             net.finalize()?;

@@ -1,6 +1,7 @@
 //! Progress: a poll pass, the routing of each arrival ([`Inner::deliver`]), resuming pending sends,
 //! and peer events (a dead peer's partial message and what waits on it).
 
+use nemesis_shm::cell::flags;
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
 use nemesis_shm::{Incoming, PeerEvent, REMOTE};
 
@@ -9,7 +10,8 @@ use super::matching::{Unexpected, copy_into, finish};
 use super::request::{Op, Request};
 use super::waiting::Bypass;
 use super::{
-    Inner, KIND_EAGER_SYNC, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL, POLL_BUDGET, Peer, Status, raw_slice,
+    Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL,
+    POLL_BUDGET, Peer, Status, raw_slice,
 };
 
 use crate::error::{Error, Result};
@@ -25,6 +27,8 @@ pub(super) enum Active {
     Discard,
     Req(Request),
     Unexpected(u64),
+    /// A fault-tolerance control message longer than one cell (reassembled in the FT state).
+    FtControl,
 }
 
 impl Inner {
@@ -66,28 +70,48 @@ impl Inner {
         if inc.offset() == 0 {
             let (tag, context) = (inc.tag(), inc.context());
             let status = Status { source, tag, len: inc.len() };
-            let kind = inc.kind();
-            if kind == KIND_SYNC_ACK {
-                let token = inc.aux();
-                self.port.release(inc)?;
-                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
-                    let (_, req, _, st) = self.sync_waiting.swap_remove(i);
-                    self.reqs.complete(req, Ok(st));
+            // Plain eager data (no flag) is told from everything else by one comparison.
+            let mut sync = None;
+            let mut delivery = None;
+            let kind_flags = inc.kind_flags();
+            if kind_flags != u16::from(KIND_EAGER) {
+                let kind = kind_flags as u8;
+                if kind_flags & (u16::from(flags::FT_PIGGYBACK) << 8) != 0 {
+                    // The engine's arrival hook, in channel order; stale and duplicate messages go.
+                    match self.ft_arrival(&inc, source) {
+                        Ok(Some(d)) => delivery = Some(d),
+                        Ok(None) => return self.drop_arrival(inc, source, by),
+                        Err(e) => {
+                            self.port.release(inc)?;
+                            return Err(e);
+                        }
+                    }
                 }
-                return Ok(());
+                match kind {
+                    KIND_SYNC_ACK => {
+                        let token = inc.aux();
+                        self.port.release(inc)?;
+                        if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
+                            let (_, req, _, st) = self.sync_waiting.swap_remove(i);
+                            self.reqs.complete(req, Ok(st));
+                        }
+                        return Ok(());
+                    }
+                    KIND_RTS | KIND_LMT => return self.deliver_lmt(inc, source, by, delivery),
+                    KIND_PEER_GONE if inc.src == REMOTE => {
+                        self.port.release(inc)?;
+                        return self.peer_silent(source, by);
+                    }
+                    KIND_FT_CONTROL | KIND_FT_MARK => return self.deliver_ft(inc, source),
+                    KIND_EAGER_SYNC => sync = Some(inc.aux()),
+                    _ => {}
+                }
             }
-            if kind == KIND_RTS || kind == KIND_LMT {
-                return self.deliver_lmt(inc, source, by);
-            }
-            if kind == KIND_PEER_GONE && inc.src == REMOTE {
-                self.port.release(inc)?;
-                return self.peer_silent(source, by);
-            }
-            let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
             if let Some(b) = by.as_deref_mut()
                 && b.open()
                 && b.want.matches(source, tag, context)
             {
+                self.ft_deliver(delivery);
                 if let Some(token) = sync {
                     self.send_ack(source, token)?;
                 }
@@ -101,6 +125,7 @@ impl Inner {
             } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
                 let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
                 self.expect(p.want.source, false);
+                self.ft_deliver(delivery);
                 if let Some(token) = sync {
                     self.send_ack(source, token)?;
                 }
@@ -121,7 +146,7 @@ impl Inner {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
                 let got = inc.frag_len();
-                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None };
+                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None, delivery };
                 self.unexpected.push((id, u));
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
@@ -157,6 +182,7 @@ impl Inner {
                         }
                     }
                 }
+                Active::FtControl => return self.ft_control_fragment(inc, source),
                 Active::Unexpected(id) => {
                     if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
                         let u = &mut self.unexpected[i].1;
@@ -279,6 +305,11 @@ impl Inner {
                     if let Some(r) = u.claimed {
                         self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
                     }
+                }
+            }
+            Active::FtControl => {
+                if let Some(ft) = self.ft.as_deref_mut() {
+                    ft.partial_control.retain(|(s, _)| *s != dead);
                 }
             }
             Active::None | Active::Discard => {}

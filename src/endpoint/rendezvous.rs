@@ -1,8 +1,9 @@
 //! Rendezvous (`nemesis-lmt`): the RTS of a large send, starting a receive's transfer, rendezvous
 //! arrivals, and the steps that drive transfers and batch their control messages.
 
+use nemesis_ft::Delivery;
 use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
-use nemesis_shm::{Incoming, MsgHeader, Node, Segment};
+use nemesis_shm::{Incoming, MsgHeader, Node, PiggybackBytes, Segment};
 
 use super::matching::{Unexpected, finish};
 use super::request::{Op, RecvBuf, Request};
@@ -38,12 +39,15 @@ impl Rings for SegRings {
 }
 
 impl Inner {
-    /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
-    /// with the eager messages to `dest`); the data moves once a receive matched it.
+    /// Starts a rendezvous send to rank `dest` (local rank `local`, or [`NOT_LOCAL`]): its RTS
+    /// goes like an eager message (ordered with the eager messages to `dest`, with the
+    /// fault-tolerance piggyback `ft` if given); the data moves once a receive matched it. `req`:
+    /// an existing request of the send to take over (a send the engine held), else a new one.
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn lmt_send(
         &mut self,
         ptr: *const u8,
@@ -52,9 +56,12 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
+        ft: Option<&PiggybackBytes>,
+        req: Option<Request>,
     ) -> Result<Request> {
         let status = Status { source: self.rank, tag, len };
-        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
+        let fresh = req.is_none();
+        let req = self.set_op(req, Op::Lmt { status, cap: len, peer: dest, recv: false });
         let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
@@ -62,20 +69,24 @@ impl Inner {
             // which is when `nemesis-lmt` reports the transfer's outcome.
             let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
             let n = Control::Rts(rts).encode(&mut bytes);
-            self.net_send(dest, &hdr, &bytes[..n])
+            self.net_send(dest, &hdr, ft, &bytes[..n])
         } else {
             // SAFETY: as above.
             let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
             let n = Control::Rts(rts).encode(&mut bytes);
-            self.send_internal(local, &hdr, &bytes[..n])
+            self.send_internal(local, &hdr, ft, &bytes[..n])
         };
         if let Err(e) = sent {
             self.lmt.abandon(req.token());
             self.netlmt.abandon(req.token());
-            self.reqs.complete(req, Ok(status));
-            let _ = self.reqs.take(req);
+            if fresh {
+                // Nobody has the handle: the error is the call's.
+                self.reqs.complete(req, Ok(status));
+                let _ = self.reqs.take(req);
+            }
             return Err(e);
         }
+        self.count(dest, len);
         Ok(req)
     }
 
@@ -98,10 +109,16 @@ impl Inner {
         }
     }
 
-    /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
-    /// (handed to `nemesis-lmt`).
+    /// An RTS (matched here like an eager message's first fragment; `delivery`: what receiving it
+    /// does to the fault-tolerance engine) or another rendezvous message (handed to `nemesis-lmt`).
     #[inline(never)]
-    pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver_lmt(
+        &mut self,
+        inc: Incoming,
+        source: u32,
+        by: Option<&mut Bypass>,
+        delivery: Option<Delivery>,
+    ) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
         let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
         let src = self.route[source as usize];
@@ -137,12 +154,14 @@ impl Inner {
             && b.open()
             && b.want.matches(source, tag, context)
         {
+            self.ft_deliver(delivery);
             let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
             b.lmt = Some(req);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
             let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
             self.expect(p.want.source, false);
+            self.ft_deliver(delivery);
             if let Some(op) = self.reqs.op_mut(p.req)
                 && let Op::Recv { buf, .. } = *op
             {
@@ -153,7 +172,8 @@ impl Inner {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
             let data = Vec::new();
-            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            let u =
+                Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts), delivery };
             self.unexpected.push((id, u));
         }
         Ok(())
@@ -169,9 +189,9 @@ impl Inner {
     }
 
     /// Sends encoded control messages to local rank `peer` as one KIND_LMT message.
-    fn send_lmt_batch(&mut self, peer: u16, bytes: &[u8]) -> Result<()> {
+    pub(super) fn send_lmt_batch(&mut self, peer: u16, bytes: &[u8]) -> Result<()> {
         let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
-        match self.send_internal(peer, &hdr, bytes) {
+        match self.send_internal(peer, &hdr, None, bytes) {
             // Its transfers fail when its death is handled.
             Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
             Err(e) => Err(e),
@@ -208,7 +228,7 @@ impl Inner {
             let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
             let n = msg.encode(&mut bytes);
             let hdr = MsgHeader { kind: KIND_LMT, ..self.header(peer, 0, 0) };
-            match self.net_send(peer, &hdr, &bytes[..n]) {
+            match self.net_send(peer, &hdr, None, &bytes[..n]) {
                 Ok(()) | Err(Error::PeerDied { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -226,6 +246,7 @@ impl Inner {
             };
             self.reqs.complete(req, result);
         }
+        self.ft_reap_replays();
         Ok(any)
     }
 }

@@ -34,6 +34,9 @@ pub(crate) enum Op {
     /// A large message in rendezvous (either side): `status` is what completion reports, `cap`
     /// the receive buffer's length (a send: the message's length), `peer` the other side's rank.
     Lmt { status: Status, cap: usize, peer: u32, recv: bool },
+    /// A send the fault-tolerance engine holds back (recovery): tried again, in order, when it
+    /// resumes sends.
+    Held(crate::endpoint::ft::FtSend),
 }
 
 #[derive(Debug)]
@@ -79,6 +82,23 @@ impl Requests {
     /// A new request already complete with `result`.
     pub fn insert_done(&mut self, result: Result<Status>) -> Request {
         self.insert_state(State::Done(result))
+    }
+
+    /// An existing request `req` given the new operation `op`, or a new request in state `op`.
+    pub fn set_or_insert(&mut self, req: Option<Request>, op: Op) -> Request {
+        if let Some(r) = req
+            && let Some(slot) = self.slot_mut(r)
+        {
+            slot.state = State::Active(op);
+            return r;
+        }
+        self.insert(op)
+    }
+
+    /// Requests in flight, or complete and not yet taken (a scan: for checkpoints, not for a
+    /// message path).
+    pub fn live(&self) -> usize {
+        self.slots.iter().filter(|s| !matches!(s.state, State::Free { .. })).count()
     }
 
     fn insert_state(&mut self, state: State) -> Request {

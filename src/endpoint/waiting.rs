@@ -9,6 +9,9 @@ use super::progress::Active;
 use super::request::{RecvBuf, Request};
 use super::{ANY_TAG, Inner, KIND_EAGER, NOT_LOCAL, POLL_BUDGET, Peer, Status};
 
+/// [`Incoming::kind_flags`] of eager data with a fault-tolerance piggyback.
+const KIND_EAGER_FT: u16 = KIND_EAGER as u16 | (nemesis_shm::cell::flags::FT_PIGGYBACK as u16) << 8;
+
 use crate::bootstrap;
 use crate::error::{Error, Result};
 use crate::wait::Waiter;
@@ -102,8 +105,9 @@ impl Inner {
         if src_local != NOT_LOCAL
             && let Some(inc) = self.port.poll_fastbox(src_local)?
         {
-            // A fastbox message is whole; its sender is `want.source`.
-            if inc.kind() == KIND_EAGER
+            // A fastbox message is whole; its sender is `want.source`. Plain eager data only (no
+            // flag: a message with a fault-tolerance piggyback takes `recv_routed`).
+            if inc.kind_flags() == u16::from(KIND_EAGER)
                 && inc.context() == want.context
                 && (want.tag == ANY_TAG || want.tag == inc.tag())
             {
@@ -121,6 +125,16 @@ impl Inner {
     /// general way, then waited for.
     #[inline(never)]
     fn recv_routed(&mut self, inc: Incoming, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+        if inc.kind_flags() == KIND_EAGER_FT
+            && inc.context() == want.context
+            && (want.tag == ANY_TAG || want.tag == inc.tag())
+        {
+            // The inline bypass with fault tolerance: the engine's arrival and delivery hooks.
+            if let Some(r) = self.recv_ft_fastbox(inc, want, buf)? {
+                return r;
+            }
+            return self.recv_finish(Bypass::new(want, buf), src_local);
+        }
         let mut by = Bypass::new(want, buf);
         self.deliver(inc, Some(&mut by))?;
         match by.done {
@@ -184,7 +198,7 @@ impl Inner {
                         let source = self.global[usize::from(inc.src)];
                         if inc.offset() == 0
                             && inc.is_last()
-                            && inc.kind() == KIND_EAGER
+                            && inc.kind_flags() == u16::from(KIND_EAGER)
                             && by.want.matches(source, inc.tag(), inc.context())
                         {
                             let status = Status { source, tag: inc.tag(), len: inc.len() };

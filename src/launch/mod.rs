@@ -45,6 +45,7 @@
 //! ```
 
 pub mod contract;
+mod ft;
 mod output;
 pub mod server;
 mod signals;
@@ -59,6 +60,8 @@ use std::time::Duration;
 use nemesis_shm::{Backing, Params, Segment};
 
 use crate::error::{Error, Result};
+
+pub use ft::FtGroups;
 
 /// How ranks are placed on CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -89,6 +92,8 @@ pub struct Job {
     kill_grace: Duration,
     node: Option<String>,
     nodes: u32,
+    ft: Option<FtGroups>,
+    comm_matrix: Option<std::path::PathBuf>,
 }
 
 /// Default time between SIGTERM and SIGKILL when a job is torn down.
@@ -114,6 +119,8 @@ impl Job {
             kill_grace: DEFAULT_KILL_GRACE,
             node: None,
             nodes: 1,
+            ft: None,
+            comm_matrix: None,
         }
     }
 
@@ -185,6 +192,23 @@ impl Job {
         self
     }
 
+    /// Runs the job with fault tolerance (HydEE) in groups from `groups` (`--ft FILE`,
+    /// `--ft-groups K`, `--ft-matrix FILE`): checked before any rank starts (a bad file is
+    /// [`Error::Config`]), then given to the ranks as `NEMESIS_FT_GROUPS`; checkpoints go to
+    /// `NEMESIS_FT_DIR` if set, else to a directory made for the job and removed after it.
+    pub fn ft(mut self, groups: FtGroups) -> Job {
+        self.ft = Some(groups);
+        self
+    }
+
+    /// Writes the job's communication matrix (bytes each rank sent to each rank; the CSV that
+    /// `nemesis-ft groups --matrix` reads) to `file` at the end (`--comm-matrix FILE`): sets
+    /// `NEMESIS_COMM_MATRIX` in every rank; rank 0 writes it when the ranks finalize.
+    pub fn comm_matrix(mut self, file: impl Into<std::path::PathBuf>) -> Job {
+        self.comm_matrix = Some(file.into());
+        self
+    }
+
     /// Starts the ranks and supervises them until every one has ended.
     ///
     /// The ranks are forked from the calling thread, which stays in this call until all are
@@ -194,7 +218,7 @@ impl Job {
     /// Errors before any rank runs: a bad configuration ([`Error::Config`]), the segment
     /// ([`Error::Shm`]), a program that cannot be started ([`Error::Spawn`]; ranks already
     /// started are killed and reaped first). Once the ranks run, every ending is an [`Outcome`].
-    pub fn run(self) -> Result<Outcome> {
+    pub fn run(mut self) -> Result<Outcome> {
         if self.ranks == 0 {
             return Err(Error::Config("a job needs at least one rank (-n 1 or more)".into()));
         }
@@ -209,6 +233,27 @@ impl Job {
             return Err(Error::Config("the node id is empty".into()));
         }
         let nodes = plan_nodes(self.ranks, &node, self.nodes)?;
+        if let Some(file) = &self.comm_matrix {
+            let file = std::path::absolute(file).map_err(|e| Error::Config(format!("--comm-matrix: {e}")))?;
+            self.env.push((crate::matrix::ENV_COMM_MATRIX.into(), file.into()));
+        }
+        let ft = match &self.ft {
+            Some(g) => Some(ft::setup(g, self.ranks, &self.env)?),
+            None => None,
+        };
+        if let Some(f) = &ft {
+            self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
+        }
+        let outcome = self.start(nodes);
+        if let Some(f) = ft {
+            f.finish();
+        }
+        outcome
+    }
+
+    /// Creates the segments and runs the ranks of `nodes`.
+    fn start(self, nodes: Vec<NodePlan>) -> Result<Outcome> {
+        let node = nodes.first().map(|n| n.id.clone()).unwrap_or_default();
         let params = Params::from_env()?;
         let mut segments = Vec::with_capacity(nodes.len());
         for n in &nodes {

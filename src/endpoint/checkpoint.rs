@@ -1,0 +1,245 @@
+//! Application checkpoints with fault tolerance on ([`Endpoint::checkpoint`]): coordinated inside
+//! the caller's group (HydEE's group checkpoint, Fig 6.3 lines 23–26 of
+//! `guermouche-2011-thesis-send-determinism-hydee.txt`), written one file per rank and generation
+//! (`crate::ft::checkpoint`).
+//!
+//! Every member of the group calls it at the same point of its program, with no operation
+//! outstanding. Then:
+//! 1. each member sends every other member a marker (stage 0) behind everything it sent before,
+//!    on the same FIFO, and waits for theirs: the group's channels are flushed, every message a
+//!    member sent before its checkpoint has arrived (messages that arrived and were not received
+//!    are part of the state and saved with it);
+//! 2. messages still arriving in several fragments complete, and large messages announced by an
+//!    RTS (from other groups) are pulled in: the state holds whole messages only;
+//! 3. the state is captured: the application's bytes, the engine's `checkpoint()`, the log's
+//!    `snapshot()` and the unreceived messages, and written (temporary file, fsync, rename);
+//! 4. each member tells the others (stage 1) that its file is durable, or that it failed, and
+//!    waits for theirs; the group's new generation is durable once all are: only then is the
+//!    previous generation removed and the engine told (`checkpoint_durable`: the acknowledgements
+//!    that free the other groups' logs go out). If any member failed, all abandon the new
+//!    generation and the previous one stays in force.
+//!
+//! A member cannot start its next checkpoint before every member's stage-1 marker of this one has
+//! arrived, so a message it sends after its checkpoint reaches the others after theirs.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::progress::Active;
+use super::request::{Op, RecvBuf, Request};
+use super::{Endpoint, Inner, Peer, Status};
+
+use crate::error::{Error, Result};
+use crate::ft::FtStats;
+use crate::ft::checkpoint::{self, FtImage, SavedMessage};
+use crate::wait::Waiter;
+
+impl Endpoint {
+    /// Takes a checkpoint of this rank's `state` (the bytes the application needs to resume),
+    /// coordinated with the other members of its fault-tolerance group, which call it at the same
+    /// point of their programs. Returns once the whole group's new checkpoint is durable.
+    ///
+    /// No operation may be outstanding (every request completed and waited for or tested, no
+    /// receive posted): [`Error::CheckpointOutstanding`] otherwise, with or without fault
+    /// tolerance. Without fault tolerance there is nothing more to do and nothing is written. If a
+    /// member cannot write its file, every member returns an error and the previous checkpoint
+    /// stays in force.
+    pub fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
+        self.inner.checkpoint(state)
+    }
+
+    /// The application state of the checkpoint this process was restarted from (its group's last
+    /// durable one), or `None` for a process that was not restarted.
+    pub fn restored_state(&self) -> Option<Vec<u8>> {
+        self.inner.ft.as_deref().and_then(|ft| ft.restored.clone())
+    }
+
+    /// Whether fault tolerance is on.
+    pub fn ft_enabled(&self) -> bool {
+        self.inner.ft.is_some()
+    }
+
+    /// This rank's fault-tolerance group, if fault tolerance is on.
+    pub fn ft_group(&self) -> Option<u32> {
+        self.inner.ft.as_deref().map(|ft| ft.group)
+    }
+
+    /// What fault tolerance did so far, if it is on.
+    pub fn ft_stats(&self) -> Option<FtStats> {
+        self.inner.ft.as_deref().map(|ft| ft.stats)
+    }
+
+    /// `(date, phase)` of the messages to `dest` in the sender log, oldest first (empty without
+    /// fault tolerance).
+    pub fn ft_logged(&self, dest: u32) -> Vec<(u64, u64)> {
+        self.inner.ft.as_deref().map_or_else(Vec::new, |ft| ft.log.entries(dest))
+    }
+
+    /// Bytes the sender log holds in memory and in its spill file.
+    pub fn ft_log_bytes(&self) -> (usize, u64) {
+        self.inner.ft.as_deref().map_or((0, 0), |ft| (ft.log.memory_bytes(), ft.log.spilled_bytes()))
+    }
+
+    /// `(date, phase)` of the messages received from `source` that the engine recorded (those of
+    /// other groups since their sender's last checkpoint; empty without fault tolerance).
+    pub fn ft_received_from(&self, source: u32) -> Vec<(u64, u64)> {
+        self.inner.ft.as_deref().map_or_else(Vec::new, |ft| ft.process.received_from(source))
+    }
+
+    /// The engine's date (sends so far) and phase, if fault tolerance is on.
+    pub fn ft_clock(&self) -> Option<(u64, u64)> {
+        self.inner.ft.as_deref().map(|ft| (ft.process.date(), ft.process.phase()))
+    }
+
+    /// The directory of checkpoint files, if fault tolerance is on.
+    pub fn ft_dir(&self) -> Option<&Path> {
+        self.inner.ft.as_deref().map(|ft| ft.dir.as_path())
+    }
+}
+
+impl Inner {
+    /// Operations of the application not yet complete and taken (the Endpoint's own are not).
+    fn outstanding(&self) -> usize {
+        let internal =
+            self.pending.iter().filter(|p| p.internal).count() + self.ft.as_deref().map_or(0, |ft| ft.replays.len());
+        self.reqs.live().saturating_sub(internal)
+    }
+
+    pub(super) fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
+        let outstanding = self.outstanding();
+        if outstanding > 0 {
+            return Err(Error::CheckpointOutstanding { requests: outstanding });
+        }
+        let Some(ft) = self.ft.as_deref() else { return Ok(()) };
+        let t0 = Instant::now();
+        let generation = ft.generation + 1;
+        let partners = ft.partners.clone();
+        // 1. The group's channels are flushed.
+        for &p in &partners {
+            self.send_ft_mark(p, generation, 0)?;
+        }
+        self.wait_marks(&partners, generation, 0)?;
+        // 2. Whole messages only.
+        self.settle_unexpected()?;
+        // 3. Capture and write.
+        let unexpected: Vec<SavedMessage> = self
+            .unexpected
+            .iter()
+            .map(|(_, u)| SavedMessage {
+                source: u.source,
+                tag: u.tag,
+                context: u.context,
+                data: u.data.clone(),
+                sync: u.sync,
+                delivery: u.delivery,
+            })
+            .collect();
+        let (rank, size) = (self.rank, self.size);
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let process = ft.process.checkpoint()?;
+        let written = ft.log.snapshot().map_err(Error::from).and_then(|log| {
+            let image = FtImage { process, log, unexpected };
+            let w0 = Instant::now();
+            let r = checkpoint::write(&ft.dir, ft.job, rank, ft.group, generation, size, state, &image);
+            ft.stats.checkpoint_write_time = w0.elapsed();
+            r
+        });
+        // 4. Durable for the whole group, or abandoned by all.
+        let stage = if written.is_ok() { 1 } else { 2 };
+        for &p in &partners {
+            self.send_ft_mark(p, generation, stage)?;
+        }
+        self.wait_marks(&partners, generation, 1)?;
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let failed = partners.iter().copied().find(|&p| ft.failed[p as usize] >= generation);
+        let (path, bytes) = match (written, failed) {
+            (Ok(w), None) => w,
+            (written, failed) => {
+                ft.process.checkpoint_abandoned()?;
+                if let Ok((path, _)) = &written {
+                    let _ = std::fs::remove_file(path);
+                }
+                self.ft_drain()?;
+                return Err(match (written, failed) {
+                    (Err(e), _) => e,
+                    (_, Some(p)) => Error::Checkpoint(format!(
+                        "rank {p} of the group could not write its file: generation {generation} abandoned"
+                    )),
+                    _ => Error::Checkpoint("abandoned".into()),
+                });
+            }
+        };
+        checkpoint::remove_older(&ft.dir, ft.job, rank, generation)?;
+        ft.process.checkpoint_durable(&ft.log)?;
+        ft.generation = generation;
+        ft.stats.checkpoints += 1;
+        ft.stats.generation = generation;
+        ft.stats.checkpoint_bytes = bytes;
+        ft.stats.checkpoint_time = t0.elapsed();
+        tracing::debug!(rank, generation, bytes, path = %path.display(), time = ?ft.stats.checkpoint_time, "checkpoint durable");
+        self.ft_drain()
+    }
+
+    /// Waits until every partner's marker `stage` of `generation` has arrived (stage 1 also counts
+    /// a failure marker).
+    fn wait_marks(&mut self, partners: &[u32], generation: u64, stage: usize) -> Result<()> {
+        let mut waiter = Waiter::new(self.cfg.wait);
+        loop {
+            let Some(ft) = self.ft.as_deref() else { return Ok(()) };
+            let Some(&missing) = partners.iter().find(|&&p| ft.marks[p as usize][stage] < generation) else {
+                return Ok(());
+            };
+            if self.peer(missing) != Peer::Alive {
+                return Err(Error::PeerDied { rank: missing });
+            }
+            self.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// Progress until no message is arriving in fragments and every unexpected RTS has been pulled
+    /// into memory (in its place in the unexpected list: matching order is kept).
+    fn settle_unexpected(&mut self) -> Result<()> {
+        let mut pulls: Vec<(u64, Request, Vec<u8>)> = Vec::new();
+        let mut failure = None;
+        let mut waiter = Waiter::new(self.cfg.wait);
+        loop {
+            for k in 0..self.unexpected.len() {
+                let (id, u) = &mut self.unexpected[k];
+                let (Some(rts), None) = (u.rts, u.claimed) else { continue };
+                let mut buf = vec![0u8; rts.len as usize];
+                let status = Status { source: u.source, tag: u.tag, len: buf.len() };
+                let req = self.reqs.insert(Op::Lmt { status, cap: buf.len(), peer: u.source, recv: true });
+                u.claimed = Some(req);
+                let (id, source) = (*id, u.source);
+                let rb = RecvBuf { ptr: buf.as_mut_ptr(), cap: buf.len() };
+                // The buffer's heap memory stays where it is when the Vec moves into `pulls`.
+                self.start_lmt_recv(source, req, &rts, rb);
+                pulls.push((id, req, buf));
+            }
+            let mut k = 0;
+            while k < pulls.len() {
+                let Some(result) = self.reqs.take(pulls[k].1)? else {
+                    k += 1;
+                    continue;
+                };
+                let (id, _, data) = pulls.swap_remove(k);
+                if let Err(e) = result {
+                    // Its buffer may go: the transfer is over. The others are waited for first.
+                    failure.get_or_insert(e);
+                    continue;
+                }
+                if let Some((_, u)) = self.unexpected.iter_mut().find(|(i, _)| *i == id) {
+                    u.got = data.len();
+                    u.data = data;
+                    u.rts = None;
+                    u.claimed = None;
+                }
+            }
+            let arriving = self.active.iter().any(|a| matches!(a, Active::Unexpected(_)));
+            if pulls.is_empty() && (!arriving || failure.is_some()) {
+                return failure.map_or(Ok(()), Err);
+            }
+            self.idle_step(&mut waiter, None)?;
+        }
+    }
+}

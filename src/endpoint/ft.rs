@@ -1,0 +1,481 @@
+//! Fault tolerance (HydEE, `crate::ft`) on the Endpoint's paths: the send hook with the sender log
+//! and the piggyback, the arrival hook (stale and duplicate messages dropped, a dropped RTS or
+//! synchronous send answered so that its sender completes), the delivery hook, the engine's
+//! control messages on the per-pair FIFO, and the actions the engine asks for (control messages,
+//! replays from the log, log garbage collection, held sends resumed).
+//!
+//! Every function here runs only with fault tolerance on: the inline paths reach them through
+//! comparisons they make anyway (`inline_below`, the header's kind and flags in one word).
+
+use nemesis_ft::{Action, Control as FtControl, Delivery, Endpoint as FtEndpoint, Outbound, Piggyback, Reception};
+use nemesis_lmt::Control;
+use nemesis_shm::{Incoming, MsgHeader, Sent};
+
+use super::eager::Pending;
+use super::matching::{Unexpected, Want, copy_into, finish};
+use super::progress::Active;
+use super::request::{Op, RecvBuf, Request};
+use super::waiting::Bypass;
+use super::{Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, NOT_LOCAL, Status, raw_slice};
+
+use crate::error::{Error, Result};
+use crate::ft::checkpoint::SavedMessage;
+use crate::ft::{ENVELOPE, envelope, parse_envelope};
+
+/// A send as the application asked for it, kept while the engine holds it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FtSend {
+    pub(crate) ptr: *const u8,
+    pub(crate) len: usize,
+    pub(crate) local: u16,
+    pub(crate) dest: u32,
+    pub(crate) tag: i32,
+    pub(crate) context: u32,
+    pub(crate) sync: bool,
+    /// Longer messages go by rendezvous (the eager limit of this kind of send).
+    pub(crate) limit: usize,
+}
+
+/// What one try of a send gave.
+enum Attempt {
+    /// The engine holds it back.
+    Held,
+    /// Sent, logged or dropped: the request if one is needed (`None`: complete).
+    Sent(Option<Request>),
+}
+
+impl Inner {
+    /// An existing request given a new operation, or a new request.
+    pub(super) fn set_op(&mut self, req: Option<Request>, op: Op) -> Request {
+        self.reqs.set_or_insert(req, op)
+    }
+
+    /// A send with fault tolerance on, after the argument checks: `None` when complete on return.
+    /// Sends the engine holds back (recovery) wait in order, and later ones behind them.
+    ///
+    /// # Safety
+    /// The `len` bytes at `s.ptr` must stay valid and unchanged until the request completes.
+    pub(super) unsafe fn send_ft(&mut self, s: FtSend) -> Result<Option<Request>> {
+        let held = self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty());
+        if !held {
+            // SAFETY: the caller's contract.
+            match unsafe { self.ft_attempt(s, None) }? {
+                Attempt::Sent(req) => return Ok(req),
+                Attempt::Held => {}
+            }
+        }
+        let req = self.reqs.insert(Op::Held(s));
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.held.push_back(req);
+        }
+        Ok(Some(req))
+    }
+
+    /// The engine's send hook, then the send it allows. `req`: the request of a held send.
+    ///
+    /// # Safety
+    /// As for [`send_ft`](Self::send_ft).
+    unsafe fn ft_attempt(&mut self, s: FtSend, req: Option<Request>) -> Result<Attempt> {
+        let Some(ft) = self.ft.as_deref_mut() else {
+            return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
+        };
+        let status = Status { source: self.rank, tag: s.tag, len: s.len };
+        // SAFETY: the caller's contract.
+        let data = unsafe { raw_slice(s.ptr, s.len) };
+        let (piggyback, log) = match ft.process.on_send(s.dest)? {
+            Outbound::Transmit { piggyback, log } => (piggyback, log),
+            Outbound::LogOnly { piggyback } => {
+                // A regenerated orphan: the destination has it; the log keeps it for a later rollback.
+                self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+                return Ok(Attempt::Sent(self.complete_send(req, status)));
+            }
+            Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
+            Outbound::Hold => return Ok(Attempt::Held),
+        };
+        let pb = piggyback.encode();
+        if s.len > s.limit {
+            // SAFETY: the caller's contract.
+            let req = unsafe { self.lmt_send(s.ptr, s.len, s.local, s.dest, s.tag, s.context, Some(&pb), req) }?;
+            if log {
+                // Copied into the log while the receiver moves the data: done before the send can
+                // complete, and the buffer is the caller's again once it has.
+                self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+            }
+            return Ok(Attempt::Sent(Some(req)));
+        }
+        if log {
+            self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+        }
+        let mut hdr = self.header(s.dest, s.tag, s.context);
+        let token = self.next_token;
+        if s.sync {
+            self.next_token = self.next_token.wrapping_add(1);
+            hdr.kind = KIND_EAGER_SYNC;
+            hdr.aux = token;
+        }
+        if s.local == NOT_LOCAL {
+            self.net_send(s.dest, &hdr, Some(&pb), data)?;
+        } else {
+            match self.port.send(s.local, &hdr, Some(&pb), data) {
+                Ok(Sent::Done) => self.ring(s.local),
+                Ok(Sent::Pending(ps)) => {
+                    self.count(s.dest, s.len);
+                    let req = self.set_op(req, Op::Send { ps, buf: s.ptr, len: s.len, dest: s.dest });
+                    let sync = s.sync.then_some(token);
+                    self.pending.push_back(Pending { req, internal: false, sync, own: None });
+                    return Ok(Attempt::Sent(Some(req)));
+                }
+                Err(e) => return Err(self.send_error(e, s.dest)),
+            }
+        }
+        self.count(s.dest, s.len);
+        if s.sync {
+            let req = self.set_op(req, Op::Sync);
+            self.sync_waiting.push((token, req, s.dest, status));
+            return Ok(Attempt::Sent(Some(req)));
+        }
+        Ok(Attempt::Sent(self.complete_send(req, status)))
+    }
+
+    /// A send complete at once: its request (if it has one) completes.
+    fn complete_send(&mut self, req: Option<Request>, status: Status) -> Option<Request> {
+        let r = req?;
+        self.reqs.complete(r, Ok(status));
+        Some(r)
+    }
+
+    /// Appends an inter-group message to the sender log, behind its envelope.
+    fn ft_log(&mut self, dest: u32, pb: Piggyback, tag: i32, context: u32, data: &[u8]) -> Result<()> {
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        ft.log.append_parts(dest, pb, &envelope(tag, context), data)?;
+        ft.stats.logged += 1;
+        ft.stats.logged_bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// The engine's delivery hook: the application receives a message whose arrival gave `d`.
+    #[inline(always)]
+    pub(super) fn ft_deliver(&mut self, d: Option<Delivery>) {
+        if let Some(d) = d
+            && let Some(ft) = self.ft.as_deref_mut()
+        {
+            ft.process.on_deliver(d);
+        }
+    }
+
+    /// The engine's arrival hook for the first fragment of a message with a piggyback from
+    /// `source`: `Some` to keep it (what delivering it will do), `None` to drop it. The fragment
+    /// is not released.
+    pub(super) fn ft_arrival(&mut self, inc: &Incoming, source: u32) -> Result<Option<Delivery>> {
+        let Some(ft) = self.ft.as_deref_mut() else {
+            return Err(Error::Config(format!(
+                "rank {source} sent a message with a fault-tolerance piggyback and fault tolerance is off here \
+                 (every rank needs the same NEMESIS_FT_GROUPS)"
+            )));
+        };
+        let bytes = inc.piggyback().ok_or(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }))?;
+        let pb = Piggyback::decode(&bytes)?;
+        let reception = ft.process.on_receive(source, pb)?;
+        let actions = ft.process.has_actions();
+        let kept = match reception {
+            Reception::Deliver(d) => Some(d),
+            Reception::Stale | Reception::Duplicate => {
+                ft.stats.dropped += 1;
+                tracing::debug!(source, date = pb.date(), ?reception, "HydEE: arrival dropped");
+                None
+            }
+        };
+        if actions {
+            self.ft_drain()?;
+        }
+        Ok(kept)
+    }
+
+    /// Drops a message the engine refused on arrival (its sender replays it from its log if it is
+    /// needed); a synchronous send or an RTS is answered so that its sender completes.
+    pub(super) fn drop_arrival(&mut self, inc: Incoming, source: u32, _by: Option<&mut Bypass>) -> Result<()> {
+        let (kind, aux, last) = (inc.kind(), inc.aux(), inc.is_last());
+        let mut rts = None;
+        if kind == KIND_RTS && last {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = inc.copy_to(&mut bytes);
+            if let Ok(Control::Rts(r)) = Control::decode(&bytes[..n]) {
+                rts = Some(r);
+            }
+        }
+        self.port.release(inc)?;
+        if !last {
+            self.active[source as usize] = Active::Discard;
+        }
+        if kind == KIND_EAGER_SYNC {
+            self.send_ack(source, aux)?;
+        }
+        if let Some(rts) = rts {
+            // Nothing will be read: the transfer ends with no bytes moved.
+            let local = self.route[source as usize];
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            if local == NOT_LOCAL {
+                let n = Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 0 }.encode(&mut bytes);
+                let hdr = MsgHeader { kind: KIND_LMT, ..self.header(source, 0, 0) };
+                match self.net_send(source, &hdr, None, &bytes[..n]) {
+                    Ok(()) | Err(Error::PeerDied { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            } else {
+                let n = Control::Done { id: rts.id, bytes: 0 }.encode(&mut bytes);
+                self.send_lmt_batch(local, &bytes[..n])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A message of the fault-tolerance kinds: a control message of the engine, or a checkpoint
+    /// marker.
+    pub(super) fn deliver_ft(&mut self, inc: Incoming, source: u32) -> Result<()> {
+        if inc.kind() == KIND_FT_MARK {
+            let (generation, stage) = (u64::from(inc.aux()), inc.tag());
+            self.port.release(inc)?;
+            let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+            let (m, f) = (&mut ft.marks[source as usize], &mut ft.failed[source as usize]);
+            match stage {
+                0 => m[0] = m[0].max(generation),
+                1 => m[1] = m[1].max(generation),
+                _ => {
+                    m[1] = m[1].max(generation);
+                    *f = (*f).max(generation);
+                }
+            }
+            return Ok(());
+        }
+        let len = inc.len();
+        let mut bytes = vec![0u8; len];
+        inc.copy_to(&mut bytes);
+        let last = inc.is_last();
+        self.port.release(inc)?;
+        if !last {
+            if let Some(ft) = self.ft.as_deref_mut() {
+                ft.partial_control.push((source, bytes));
+            }
+            self.active[source as usize] = Active::FtControl;
+            return Ok(());
+        }
+        self.ft_control(source, &bytes)
+    }
+
+    /// A further fragment of a control message from `source`.
+    pub(super) fn ft_control_fragment(&mut self, inc: Incoming, source: u32) -> Result<()> {
+        let (off, last) = (inc.offset(), inc.is_last());
+        let i = self.ft.as_deref().and_then(|ft| ft.partial_control.iter().position(|(s, _)| *s == source));
+        if let (Some(i), Some(ft)) = (i, self.ft.as_deref_mut()) {
+            let buf = &mut ft.partial_control[i].1;
+            let off = off.min(buf.len());
+            inc.copy_to(&mut buf[off..]);
+        }
+        self.port.release(inc)?;
+        if !last {
+            return Ok(());
+        }
+        self.active[source as usize] = Active::None;
+        let Some(bytes) = i.and_then(|i| self.ft.as_deref_mut().map(|ft| ft.partial_control.swap_remove(i).1)) else {
+            return Ok(());
+        };
+        self.ft_control(source, &bytes)
+    }
+
+    /// A control message of the engine from process `source`.
+    fn ft_control(&mut self, source: u32, bytes: &[u8]) -> Result<()> {
+        let msg = FtControl::decode(bytes)?;
+        let Some(ft) = self.ft.as_deref_mut() else {
+            return Err(Error::Config(format!(
+                "rank {source} sent a fault-tolerance control message and fault tolerance is off here"
+            )));
+        };
+        ft.stats.control_received += 1;
+        tracing::debug!(source, msg = msg.name(), "HydEE: control message");
+        ft.process.on_control(FtEndpoint::Process(source), msg, &ft.log)?;
+        self.ft_drain()
+    }
+
+    /// Applies the engine's actions until none is left (`poll_action`): control messages go out on
+    /// the FIFO of their destination, replays are read back from the log, acknowledged log entries
+    /// are dropped, held sends are tried again.
+    pub(super) fn ft_drain(&mut self) -> Result<()> {
+        loop {
+            let Some(action) = self.ft.as_deref_mut().and_then(|ft| ft.process.poll_action()) else {
+                return Ok(());
+            };
+            match action {
+                Action::Control { to: FtEndpoint::Process(j), msg } => self.send_ft_control(j, &msg)?,
+                Action::Control { to: FtEndpoint::Coordinator(c), msg } => {
+                    tracing::debug!(coordinator = c, msg = msg.name(), "HydEE: message for a recovery coordinator");
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.to_coordinator.push((c, msg));
+                    }
+                }
+                Action::Replay { to, piggyback } => self.replay(to, piggyback)?,
+                Action::DiscardLog { to, before } => {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.log.discard_before(to, before);
+                    }
+                }
+                Action::ResumeSends => self.resume_held()?,
+            }
+        }
+    }
+
+    /// Sends a control message of the engine to process `to`, on the FIFO of its messages.
+    fn send_ft_control(&mut self, to: u32, msg: &FtControl) -> Result<()> {
+        let bytes = msg.encode();
+        let hdr = MsgHeader { kind: KIND_FT_CONTROL, ..self.header(to, 0, 0) };
+        let local =
+            self.route.get(to as usize).copied().ok_or(Error::InvalidRank { rank: i64::from(to), size: self.size })?;
+        let sent = if local == NOT_LOCAL {
+            self.net_send(to, &hdr, None, &bytes)
+        } else {
+            self.send_internal(local, &hdr, None, &bytes)
+        };
+        match sent {
+            // Recovery deals with a dead peer.
+            Ok(()) | Err(Error::PeerDied { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.stats.control_sent += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends checkpoint marker `stage` of generation `generation` to process `to`.
+    pub(super) fn send_ft_mark(&mut self, to: u32, generation: u64, stage: i32) -> Result<()> {
+        let aux = u32::try_from(generation)
+            .map_err(|_| Error::Checkpoint(format!("generation {generation} does not fit the marker")))?;
+        let hdr = MsgHeader { kind: KIND_FT_MARK, aux, ..self.header(to, stage, 0) };
+        let local = self.route[to as usize];
+        if local == NOT_LOCAL { self.net_send(to, &hdr, None, &[]) } else { self.send_internal(local, &hdr, None, &[]) }
+    }
+
+    /// Tries the held sends again, in order, until the engine holds one back again.
+    fn resume_held(&mut self) -> Result<()> {
+        loop {
+            let Some(req) = self.ft.as_deref().and_then(|ft| ft.held.front().copied()) else {
+                return Ok(());
+            };
+            let s = match self.reqs.op_mut(req) {
+                Some(Op::Held(s)) => *s,
+                // Not held any more (cannot happen: only this function takes held sends).
+                _ => {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.held.pop_front();
+                    }
+                    continue;
+                }
+            };
+            // SAFETY: a held send's buffer stays valid until its request completes (the contract
+            // of the call that started it).
+            let attempt = unsafe { self.ft_attempt(s, Some(req)) };
+            if matches!(attempt, Ok(Attempt::Held)) {
+                return Ok(());
+            }
+            if let Some(ft) = self.ft.as_deref_mut() {
+                ft.held.pop_front();
+            }
+            if let Err(e) = attempt {
+                self.reqs.complete(req, Err(e));
+            }
+        }
+    }
+
+    /// Transmits again the message logged for `to` at `pb.date()`, with piggyback `pb`.
+    fn replay(&mut self, to: u32, pb: Piggyback) -> Result<()> {
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let mut buf = Vec::new();
+        ft.log.read(to, pb.date(), &mut buf)?;
+        let (tag, context) =
+            parse_envelope(&buf).ok_or(Error::Checkpoint("a logged message without its envelope".into()))?;
+        let bytes = pb.encode();
+        let local = self.route[to as usize];
+        let len = buf.len() - ENVELOPE;
+        tracing::debug!(to, date = pb.date(), len, "HydEE: replay");
+        if len > self.eager {
+            let payload = buf.split_off(ENVELOPE);
+            // SAFETY: `payload` is kept with the request until it completes (`ft_reap_replays`); a
+            // `Vec`'s heap buffer does not move with it.
+            let req = unsafe { self.lmt_send(payload.as_ptr(), len, local, to, tag, context, Some(&bytes), None) }?;
+            if let Some(ft) = self.ft.as_deref_mut() {
+                ft.replays.push((req, payload));
+            }
+            return Ok(());
+        }
+        let hdr = self.header(to, tag, context);
+        let sent = if local == NOT_LOCAL {
+            self.net_send(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
+        } else {
+            self.send_internal(local, &hdr, Some(&bytes), &buf[ENVELOPE..])
+        };
+        match sent {
+            Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Frees the buffers of replays sent by rendezvous once their transfer is over.
+    pub(super) fn ft_reap_replays(&mut self) {
+        let (Some(ft), reqs) = (self.ft.as_deref_mut(), &mut self.reqs) else { return };
+        ft.replays.retain(|&(req, _)| match reqs.take(req) {
+            Ok(None) => true,
+            Ok(Some(Err(e))) => {
+                tracing::warn!(error = %e, "HydEE: a replay failed");
+                false
+            }
+            _ => false,
+        });
+    }
+
+    /// The inline bypass with fault tolerance: a fastbox message with a piggyback that matches the
+    /// blocking receive `want`. `None` if the engine dropped it (the receive waits on).
+    pub(super) fn recv_ft_fastbox(
+        &mut self,
+        inc: Incoming,
+        want: Want,
+        buf: RecvBuf,
+    ) -> Result<Option<Result<Status>>> {
+        let source = want.source as u32;
+        let delivery = match self.ft_arrival(&inc, source) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                self.drop_arrival(inc, source, None)?;
+                return Ok(None);
+            }
+            Err(e) => {
+                self.port.release(inc)?;
+                return Err(e);
+            }
+        };
+        self.ft_deliver(Some(delivery));
+        let status = Status { source, tag: inc.tag(), len: inc.len() };
+        copy_into(buf, &inc);
+        self.port.release(inc)?;
+        Ok(Some(finish(status, buf.cap)))
+    }
+
+    /// Puts back the messages a restored checkpoint holds (they had arrived, unreceived).
+    pub(super) fn restore_unexpected(&mut self, saved: Vec<SavedMessage>) {
+        for m in saved {
+            let id = self.next_unexpected;
+            self.next_unexpected += 1;
+            let got = m.data.len();
+            let u = Unexpected {
+                source: m.source,
+                tag: m.tag,
+                context: m.context,
+                data: m.data,
+                got,
+                sync: m.sync,
+                claimed: None,
+                rts: None,
+                delivery: m.delivery,
+            };
+            self.unexpected.push((id, u));
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Fault tolerance in the transport: the HydEE engine of `nemesis-ft` (`shared/reference/hydee.md`)
+//! driven by the Endpoint for the failure-free path.
+//!
+//! - **Topology**: FT is on when [`ENV_FT_GROUPS`] names a groups file (`<rank> <group>` lines, what
+//!   `nemesis-ft groups` prints; `nemesis-run --ft FILE` or `--ft-groups K` set it, and under
+//!   another process manager the variable is set by hand). A wrong file is an error at start.
+//! - **Piggyback**: every application message carries the engine's 12-byte `(date, phase)` in
+//!   the header's FT room, on every path (the Endpoint's `eager.rs`, `rendezvous.rs`); the
+//!   Endpoint's own traffic (acknowledgements of synchronous sends, rendezvous control, these
+//!   control messages) carries none and consumes no date.
+//! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
+//!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
+//!   the message (`progress.rs`, `matching.rs`, `waiting.rs`).
+//! - **Sender log**: inter-group messages are appended before their send can complete, with an
+//!   envelope (tag, context) that a replay needs; memory bound [`ENV_FT_LOG_MAX`], then a spill file
+//!   in the FT directory up to [`ENV_FT_SPILL_MAX`].
+//! - **Control plane**: the engine's control messages travel as a message kind of their own on the
+//!   same per-pair FIFO as application messages; its actions are drained after every event that
+//!   can produce them (the Endpoint's `ft.rs`).
+//! - **Checkpoints** ([`checkpoint`]): group-coordinated, one file per rank and generation.
+//!
+//! The recovery coordinator and the restart of failed groups belong to the launcher (the next
+//! step); a process restarted with [`ENV_FT_RESTART`] already restores its group's last durable
+//! checkpoint and enters the engine's restarting role.
+
+pub mod checkpoint;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nemesis_ft::{
+    Control, CoordinatorId, GroupId, LogConfig, Process, ProcessConfig, Rank, Round, SenderLog, Topology,
+};
+
+use crate::config::parse_bytes;
+use crate::endpoint::Request;
+use crate::error::{Error, Result};
+
+/// The groups file; FT is on when it is set.
+pub const ENV_FT_GROUPS: &str = "NEMESIS_FT_GROUPS";
+/// Directory of checkpoint files and of the sender log's spill file.
+pub const ENV_FT_DIR: &str = "NEMESIS_FT_DIR";
+/// Bytes the sender log keeps in memory before it spills.
+pub const ENV_FT_LOG_MAX: &str = "NEMESIS_FT_LOG_MAX";
+/// Bytes the sender log's spill file may hold.
+pub const ENV_FT_SPILL_MAX: &str = "NEMESIS_FT_SPILL_MAX";
+/// The job's id in checkpoint file names (default: the process manager's KVS name).
+pub const ENV_FT_JOB: &str = "NEMESIS_FT_JOB";
+/// `<round>:<group>[,<group>...]`: this process restarts in recovery round `round`, in which the
+/// groups listed restart (set by a launcher that restarts failed groups).
+pub const ENV_FT_RESTART: &str = "NEMESIS_FT_RESTART";
+
+/// Default memory bound of the sender log (`NEMESIS_FT_LOG_MAX`): 256 MiB, the window Open MPI's
+/// sender-based logger maps by default (`nemesis-ft`'s placeholder); the logged share of a grouped
+/// application is 13–20 % of its traffic (Table 6.1, T:2269–2277), and acknowledgements free it at
+/// every checkpoint of the receiving group.
+pub const DEFAULT_LOG_MAX: usize = 256 << 20;
+
+/// A restart in a recovery round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    pub round: Round,
+    pub groups: Vec<GroupId>,
+}
+
+/// Fault-tolerance settings of a rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FtConfig {
+    /// The groups file.
+    pub groups: PathBuf,
+    /// Checkpoint directory; `None`: `$TMPDIR/nemesis-ft-<job>`, created and removed by the ranks.
+    pub dir: Option<PathBuf>,
+    /// Memory bound of the sender log.
+    pub log_max: usize,
+    /// Bound of the spill file (`None`: what the file system takes).
+    pub spill_max: Option<u64>,
+    /// Job id for file names (`None`: the process manager's).
+    pub job: Option<String>,
+    /// Set when this process is restarted by recovery.
+    pub restart: Option<Restart>,
+}
+
+impl FtConfig {
+    /// The settings in the environment; `None` when [`ENV_FT_GROUPS`] is not set (FT off).
+    pub fn from_env() -> Result<Option<FtConfig>> {
+        let Some(groups) = std::env::var_os(ENV_FT_GROUPS).filter(|v| !v.is_empty()) else {
+            return Ok(None);
+        };
+        let size = |name: &str| -> Result<Option<usize>> {
+            match std::env::var(name) {
+                Ok(v) => parse_bytes(&v).map(Some).ok_or_else(|| Error::Config(format!("{name}={v} is not a size"))),
+                Err(_) => Ok(None),
+            }
+        };
+        let restart = match std::env::var(ENV_FT_RESTART) {
+            Ok(v) => Some(parse_restart(&v)?),
+            Err(_) => None,
+        };
+        Ok(Some(FtConfig {
+            groups: PathBuf::from(groups),
+            dir: std::env::var_os(ENV_FT_DIR).filter(|v| !v.is_empty()).map(PathBuf::from),
+            log_max: size(ENV_FT_LOG_MAX)?.unwrap_or(DEFAULT_LOG_MAX),
+            spill_max: size(ENV_FT_SPILL_MAX)?.map(|n| n as u64),
+            job: std::env::var(ENV_FT_JOB).ok().filter(|v| !v.is_empty()),
+            restart,
+        }))
+    }
+}
+
+/// Parses [`ENV_FT_RESTART`].
+fn parse_restart(v: &str) -> Result<Restart> {
+    let bad = || Error::Config(format!("{ENV_FT_RESTART}={v}: expected <round>:<group>[,<group>...]"));
+    let (round, groups) = v.split_once(':').ok_or_else(bad)?;
+    let round: Round = round.trim().parse().map_err(|_| bad())?;
+    let groups = groups.split(',').map(|g| g.trim().parse::<GroupId>().map_err(|_| bad())).collect::<Result<_>>()?;
+    Ok(Restart { round, groups })
+}
+
+/// Reads the groups file `path` for a job of `ranks` ranks: an error names the file and the line.
+pub fn read_groups(path: &Path, ranks: usize) -> Result<Vec<GroupId>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::Config(format!("groups file {}: {e}", path.display())))?;
+    nemesis_ft::topology::parse_groups(&text, ranks).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+}
+
+/// What fault tolerance did so far (for tests, tools and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FtStats {
+    /// Messages appended to the sender log (inter-group sends), and their payload bytes.
+    pub logged: u64,
+    pub logged_bytes: u64,
+    /// Arrivals dropped as stale or duplicate.
+    pub dropped: u64,
+    /// Control messages sent and received.
+    pub control_sent: u64,
+    pub control_received: u64,
+    /// Checkpoints made durable, the last one's generation, file size and time (from the call to
+    /// its return, the coordination included).
+    pub checkpoints: u64,
+    pub generation: u64,
+    pub checkpoint_bytes: u64,
+    pub checkpoint_time: Duration,
+    /// Of `checkpoint_time`, the writing of the file (temporary file, fsync, rename).
+    pub checkpoint_write_time: Duration,
+}
+
+/// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
+pub(crate) const ENVELOPE: usize = 8;
+
+/// The envelope of a logged message.
+#[inline(always)]
+pub(crate) fn envelope(tag: i32, context: u32) -> [u8; ENVELOPE] {
+    let mut e = [0u8; ENVELOPE];
+    e[..4].copy_from_slice(&tag.to_le_bytes());
+    e[4..].copy_from_slice(&context.to_le_bytes());
+    e
+}
+
+/// Tag and context of a logged message's envelope.
+pub(crate) fn parse_envelope(b: &[u8]) -> Option<(i32, u32)> {
+    let t = b.get(..4)?;
+    let c = b.get(4..8)?;
+    Some((i32::from_le_bytes([t[0], t[1], t[2], t[3]]), u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+}
+
+/// The fault-tolerance state of an Endpoint.
+pub(crate) struct Ft {
+    pub(crate) process: Process,
+    pub(crate) log: SenderLog,
+    pub(crate) group: GroupId,
+    /// The other members of this rank's group, ascending.
+    pub(crate) partners: Vec<Rank>,
+    pub(crate) dir: PathBuf,
+    /// The directory was made by this job's ranks (no launcher made it): rank 0 removes it at the end.
+    pub(crate) own_dir: bool,
+    pub(crate) job: u64,
+    /// Last generation made durable by the group (0: none).
+    pub(crate) generation: u64,
+    /// Per rank: the highest generation of each checkpoint marker received from it (stage 0: it
+    /// entered the checkpoint, everything it sent before is here; stage 1: its file is durable).
+    pub(crate) marks: Vec<[u64; 2]>,
+    /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
+    pub(crate) failed: Vec<u64>,
+    /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
+    /// behind them.
+    pub(crate) held: VecDeque<Request>,
+    /// Control messages being reassembled, per sender.
+    pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
+    /// Buffers of replays that go by rendezvous, until their request completes.
+    pub(crate) replays: Vec<(Request, Vec<u8>)>,
+    /// Messages for recovery coordinators: the launcher runs them (next step), nothing carries
+    /// these yet; they are kept, in order, for it.
+    pub(crate) to_coordinator: Vec<(CoordinatorId, Control)>,
+    /// The application state of the checkpoint this process restarted from.
+    pub(crate) restored: Option<Vec<u8>>,
+    pub(crate) stats: FtStats,
+}
+
+impl Ft {
+    /// The FT state of rank `rank` of `size` with settings `cfg`; `job_id` names the job when the
+    /// settings do not. A restarting process also returns the messages its checkpoint holds.
+    pub(crate) fn new(
+        cfg: FtConfig,
+        rank: u32,
+        size: u32,
+        job_id: &str,
+    ) -> Result<(Ft, Vec<checkpoint::SavedMessage>)> {
+        let group_of = read_groups(&cfg.groups, size as usize)?;
+        let topology = Arc::new(Topology::new(group_of).map_err(|e| Error::Config(format!("groups: {e}")))?);
+        let group = topology.group_of(rank)?;
+        let partners: Vec<Rank> = topology.members(group)?.iter().copied().filter(|&r| r != rank).collect();
+        let job_id = cfg.job.clone().unwrap_or_else(|| job_id.to_owned());
+        let job = checkpoint::job_key(&job_id);
+        let (dir, own_dir) = match cfg.dir.clone() {
+            Some(d) => (d, false),
+            None => (std::env::temp_dir().join(format!("nemesis-ft-{job:016x}")), true),
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::Config(format!("{ENV_FT_DIR}={}: cannot create it: {e}", dir.display())))?;
+        let log_cfg = LogConfig { memory_limit: cfg.log_max, spill_dir: Some(dir.clone()), spill_limit: cfg.spill_max };
+        let mut ft = Ft {
+            process: Process::new(topology.clone(), rank, ProcessConfig::default())?,
+            log: SenderLog::new(size as usize, log_cfg.clone()),
+            group,
+            partners,
+            dir,
+            own_dir,
+            job,
+            generation: 0,
+            marks: vec![[0; 2]; size as usize],
+            failed: vec![0; size as usize],
+            held: VecDeque::new(),
+            partial_control: Vec::new(),
+            replays: Vec::new(),
+            to_coordinator: Vec::new(),
+            restored: None,
+            stats: FtStats::default(),
+        };
+        let mut saved = Vec::new();
+        if let Some(r) = cfg.restart {
+            let members = topology.members(group)?;
+            let c = checkpoint::latest_durable(&ft.dir, job, rank, members)?.ok_or_else(|| {
+                Error::Checkpoint(format!(
+                    "rank {rank} restarts but {} holds no durable checkpoint of its group {group}",
+                    ft.dir.display()
+                ))
+            })?;
+            tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+            ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
+            ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
+            ft.generation = c.generation;
+            ft.stats.generation = c.generation;
+            ft.restored = Some(c.app);
+            saved = c.image.unexpected;
+        }
+        Ok((ft, saved))
+    }
+}
+
+impl Ft {
+    /// At the end of a job (every rank past the closing barrier): removes this rank's checkpoint
+    /// files, and rank 0 the directory if the ranks made it (best effort: a warning otherwise).
+    pub(crate) fn finish(&self, rank: Rank) {
+        if let Err(e) = checkpoint::remove_older(&self.dir, self.job, rank, u64::MAX) {
+            tracing::warn!(error = %e, "removing checkpoint files at the end of the job");
+        }
+        if self.own_dir && rank == 0 {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_settings_parse() {
+        assert_eq!(parse_restart("3:1,4").unwrap(), Restart { round: 3, groups: vec![1, 4] });
+        assert!(parse_restart("3").is_err());
+        assert!(parse_restart("x:1").is_err());
+        assert!(parse_restart("1:a").is_err());
+        assert_eq!(parse_envelope(&envelope(-5, 9)), Some((-5, 9)));
+        assert_eq!(parse_envelope(&[1, 2]), None);
+    }
+}

@@ -1,0 +1,84 @@
+//! The communication matrix of a real run: every Endpoint counts the application messages and
+//! bytes it sends to each rank (always, at the cost of two additions per send); with
+//! [`ENV_COMM_MATRIX`] set (`nemesis-run --comm-matrix FILE`), each rank writes its row at
+//! `finalize` and rank 0, after the closing barrier, assembles the P × P CSV that
+//! `nemesis-ft groups --matrix` reads (row `u`, column `v`: bytes `u` sent to `v`; no header).
+//!
+//! Rows go through files next to the matrix (`FILE.rows/<rank>`), so the matrix needs nothing of
+//! the process manager and ranks on several machines need a shared file system only.
+
+use std::path::{Path, PathBuf};
+
+use crate::endpoint::Traffic;
+use crate::error::{Error, Result};
+
+/// Where the matrix goes.
+pub const ENV_COMM_MATRIX: &str = "NEMESIS_COMM_MATRIX";
+
+fn rows_dir(file: &Path) -> PathBuf {
+    let mut d = file.as_os_str().to_owned();
+    d.push(".rows");
+    PathBuf::from(d)
+}
+
+fn fail(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::Config(format!("communication matrix: {what} {}: {e}", path.display()))
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(|e| fail("writing", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| fail("renaming into place", path, e))
+}
+
+/// Writes rank `rank`'s row (bytes sent to each rank).
+pub fn write_row(file: &Path, rank: u32, traffic: &[Traffic]) -> Result<()> {
+    let dir = rows_dir(file);
+    std::fs::create_dir_all(&dir).map_err(|e| fail("creating", &dir, e))?;
+    let row: Vec<String> = traffic.iter().map(|t| t.bytes.to_string()).collect();
+    write_whole(&dir.join(rank.to_string()), &(row.join(",") + "\n"))
+}
+
+/// Assembles the rows of ranks `0..size` into `file` and removes them. A rank that wrote no row
+/// (it died) gets a row of zeros and a warning.
+pub fn assemble(file: &Path, size: u32) -> Result<()> {
+    let dir = rows_dir(file);
+    let mut csv = String::new();
+    for r in 0..size {
+        let p = dir.join(r.to_string());
+        match std::fs::read_to_string(&p) {
+            Ok(row) if row.trim().split(',').count() == size as usize => csv.push_str(row.trim()),
+            other => {
+                tracing::warn!(rank = r, ok = other.is_ok(), "communication matrix: no row from this rank; zeros");
+                csv.push_str(&vec!["0"; size as usize].join(","));
+            }
+        }
+        csv.push('\n');
+    }
+    write_whole(file, &csv)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_make_a_matrix_the_partitioner_reads() {
+        let file = std::env::temp_dir().join(format!("nemesis-matrix-test-{}.csv", std::process::id()));
+        let t = |b: &[u64]| b.iter().map(|&bytes| Traffic { messages: 1, bytes }).collect::<Vec<_>>();
+        write_row(&file, 0, &t(&[0, 10, 0])).unwrap();
+        write_row(&file, 2, &t(&[5, 0, 0])).unwrap();
+        assemble(&file, 3).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text, "0,10,0\n0,0,0\n5,0,0\n");
+        let m = nemesis_ft::matrix::CommMatrix::from_csv(&text).unwrap();
+        assert_eq!(m.get(0, 1), 10.0);
+        assert!(!rows_dir(&file).exists());
+        std::fs::remove_file(&file).unwrap();
+    }
+}
