@@ -34,8 +34,8 @@ use core::ptr;
 use crate::arena::{Arena, CellRef};
 
 use crate::cell::{
-    CellHandle, FT_ROOM, HEADER_BYTES, MsgHeader, NULL, PiggybackBytes, copy_bytes, custody, custody_queue, flags,
-    tail_gen, tail_handle,
+    CellHandle, FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, NULL, PiggybackBytes, copy_bytes, custody,
+    custody_queue, flags, tail_gen, tail_handle,
 };
 use crate::error::{Error, Result};
 use crate::fastbox::FastboxRef;
@@ -99,6 +99,8 @@ pub enum Sent {
 pub struct PendingSend {
     dst: u16,
     hdr: MsgHeader,
+    /// The message's number among those to `dst` (`hdr.seq` is its low 32 bits).
+    seq: u64,
     /// The piggyback, if `hdr` has [`flags::FT_PIGGYBACK`] (zeros otherwise).
     ft: PiggybackBytes,
     /// Payload bytes already enqueued.
@@ -194,18 +196,13 @@ impl Incoming {
         unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).aux)) }
     }
 
-    /// The header's kind (low byte) and flags (high byte) in one word: one comparison tells a
-    /// plain message of a kind (no flag) from everything else.
+    /// The header's kind (low byte) and flags (high byte) in one word, one load: one comparison
+    /// tells a plain message of a kind (no flag) from everything else.
     #[inline(always)]
     pub fn kind_flags(&self) -> u16 {
-        // SAFETY: as in `header`; `kind` and `flags` are adjacent bytes of the `repr(C)` header.
-        let (kind, fl) = unsafe {
-            (
-                ptr::read_unaligned(ptr::addr_of!((*self.hdr).kind)),
-                ptr::read_unaligned(ptr::addr_of!((*self.hdr).flags)),
-            )
-        };
-        u16::from(kind) | u16::from(fl) << 8
+        // SAFETY: as in `header`; `kind` and `flags` are adjacent bytes of the `repr(C)` header
+        // (kind first, checked in `cell.rs`), read as one little-endian word.
+        u16::from_le(unsafe { ptr::read_unaligned(ptr::addr_of!((*self.hdr).kind) as *const u16) })
     }
 
     /// The fault-tolerance piggyback the message carries ([`flags::FT_PIGGYBACK`]), if any. Every
@@ -301,10 +298,16 @@ pub enum PeerEvent {
 /// Sender state toward one peer (private to this process).
 #[derive(Clone, Copy, Default)]
 struct Tx<'n> {
-    /// Sequence number of the next message to this peer.
-    seq: u32,
-    /// Sequence number of the oldest message not fully handed over; equals `seq` when idle.
-    head: u32,
+    /// Number of the next message to this peer: the messages sent to it so far. Its low 32 bits
+    /// are the header's sequence number.
+    seq: u64,
+    /// Messages accepted but not fully handed over (waiting for cells): the oldest of them is
+    /// number `seq - queued`. 0 when idle: one comparison on the inline path, and sending there
+    /// bumps `seq` alone.
+    queued: u64,
+    /// Payload bytes of the messages sent to this peer so far (with `seq`, the traffic counters of
+    /// a communication matrix: one addition on the send path).
+    bytes: u64,
     /// Messages sent to this peer, for the fastbox claim.
     sent: u32,
     /// Our fastbox at this peer, once claimed.
@@ -458,21 +461,32 @@ impl<'n, N: Node> Port<'n, N> {
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
         if let Some(t) = self.tx.get_mut(usize::from(dst))
             && let Some(fb) = t.fb
-            && t.head == t.seq
+            && t.queued == 0
             && payload.len() + room < self.fbox_lim
             && hdr.flags & flags::FT_PIGGYBACK == 0
-            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, ft, t.seq, payload)
+            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, ft, t.seq as u32, payload)
         {
             t.seq = t.seq.wrapping_add(1);
-            t.head = t.seq;
+            t.bytes += payload.len() as u64;
             return Ok(Sent::Done);
         }
-        self.send_slow(dst, hdr, ft, payload)
+        match ft {
+            None => self.send_slow::<false>(dst, hdr, &[0; FT_PIGGYBACK_BYTES], payload),
+            Some(pb) => self.send_slow::<true>(dst, hdr, pb, payload),
+        }
     }
 
-    /// Everything [`send`](Self::send) does not do inline: checks, the fastbox claim, cells.
+    /// Everything [`send`](Self::send) does not do inline: checks, the fastbox claim, cells. `FT`:
+    /// with the piggyback `ft` (one instance each way, so that a port without fault tolerance runs
+    /// no code of it).
     #[inline(never)]
-    fn send_slow(&mut self, dst: u16, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<Sent> {
+    fn send_slow<const FT: bool>(
+        &mut self,
+        dst: u16,
+        hdr: &MsgHeader,
+        ft: &PiggybackBytes,
+        payload: &[u8],
+    ) -> Result<Sent> {
         self.node.check_rank(dst)?;
         if payload.len() > self.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.max_message });
@@ -482,26 +496,35 @@ impl<'n, N: Node> Port<'n, N> {
             return Err(Error::PeerDead { rank: dst });
         }
         let mut h = *hdr;
-        h.seq = t.seq;
+        let seq = t.seq;
+        h.seq = seq as u32;
         h.frag = 0;
         h.len = payload.len() as u32;
-        h.flags = (h.flags & !flags::FT_PIGGYBACK) | if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
+        if FT {
+            h.flags |= flags::FT_PIGGYBACK;
+        } else {
+            h.flags &= !flags::FT_PIGGYBACK;
+        }
         t.seq = t.seq.wrapping_add(1);
         t.sent = t.sent.wrapping_add(1);
-        let mut ps = PendingSend { dst, hdr: h, ft: ft.copied().unwrap_or_default(), offset: 0 };
-        if t.head != h.seq {
+        t.bytes += payload.len() as u64;
+        let pending = |offset| Ok(Sent::Pending(PendingSend { dst, hdr: h, seq, ft: *ft, offset }));
+        if t.queued != 0 {
             // An earlier message to `dst` is still pending: this one waits behind it.
-            return Ok(Sent::Pending(ps));
+            t.queued += 1;
+            return pending(0);
         }
-        if h.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim && self.try_fastbox(dst, &h, ft, payload) {
-            self.tx[dst as usize].head = h.seq.wrapping_add(1);
+        if h.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim
+            && self.try_fastbox(dst, &h, FT.then_some(ft), payload)
+        {
             return Ok(Sent::Done);
         }
-        if self.push_cells(&mut ps, payload)? {
-            self.tx[dst as usize].head = h.seq.wrapping_add(1);
+        let mut offset = 0;
+        if self.push_cells::<FT>(dst, &h, ft, &mut offset, payload)? {
             Ok(Sent::Done)
         } else {
-            Ok(Sent::Pending(ps))
+            self.tx[dst as usize].queued += 1;
+            pending(offset)
         }
     }
 
@@ -513,7 +536,8 @@ impl<'n, N: Node> Port<'n, N> {
         if t.gone {
             return Err(Error::PeerDead { rank: ps.dst });
         }
-        if t.head != ps.hdr.seq {
+        if t.seq.wrapping_sub(t.queued) != ps.seq {
+            // Not the oldest message waiting for `dst`.
             return Ok(false);
         }
         let ft = ps.piggyback().copied();
@@ -521,15 +545,19 @@ impl<'n, N: Node> Port<'n, N> {
             && ps.hdr.payload_offset() + payload.len() < HEADER_BYTES + self.fbox_lim
             && self.try_fastbox(ps.dst, &ps.hdr.clone(), ft.as_ref(), payload)
         {
-            self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);
+            self.tx[ps.dst as usize].queued -= 1;
             return Ok(true);
         }
-        if self.push_cells(ps, payload)? {
-            self.tx[ps.dst as usize].head = ps.hdr.seq.wrapping_add(1);
-            Ok(true)
+        let (dst, hdr, pb) = (ps.dst, ps.hdr, ps.ft);
+        let done = if ft.is_some() {
+            self.push_cells::<true>(dst, &hdr, &pb, &mut ps.offset, payload)?
         } else {
-            Ok(false)
+            self.push_cells::<false>(dst, &hdr, &pb, &mut ps.offset, payload)?
+        };
+        if done {
+            self.tx[ps.dst as usize].queued -= 1;
         }
+        Ok(done)
     }
 
     /// Writes the message into our fastbox at `dst`, claiming one first if we have sent enough to
@@ -596,33 +624,41 @@ impl<'n, N: Node> Port<'n, N> {
         Ok(Some(c))
     }
 
-    /// Enqueues the rest of `ps` in cells; false if cells ran out first.
-    fn push_cells(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
-        let cap = self.cell_body - ps.hdr.payload_offset();
-        let q = self.node.recv_queue(ps.dst);
+    /// Enqueues the rest of message `h` to `dst` from `*offset` in cells (with the piggyback `ft`
+    /// if `FT`, which `h` is flagged for); false if cells ran out first.
+    fn push_cells<const FT: bool>(
+        &mut self,
+        dst: u16,
+        h: &MsgHeader,
+        ft: &PiggybackBytes,
+        offset: &mut usize,
+        payload: &[u8],
+    ) -> Result<bool> {
+        let room = if FT { FT_ROOM } else { 0 };
+        let cap = self.cell_body - HEADER_BYTES - room;
+        let q = self.node.recv_queue(dst);
         loop {
             let Some(c) = self.take_cell()? else {
                 return Ok(false);
             };
-            let n = cap.min(payload.len() - ps.offset);
-            let mut h = ps.hdr;
-            h.frag = (ps.offset / cap) as u16;
+            let n = cap.min(payload.len() - *offset);
+            let mut h = *h;
+            h.frag = (*offset / cap) as u16;
             self.node.arena().note_write(c.handle());
             // SAFETY: `c` is ours (taken from our free queue) and its body holds a header, the
-            // piggyback room if the header is flagged (`cap` is counted after it), and `cap`
-            // payload bytes.
+            // piggyback room if `FT` (`cap` is counted after it), and `cap` payload bytes.
             unsafe {
                 let body = c.body();
                 ptr::write_unaligned(body as *mut MsgHeader, h);
-                if h.flags & flags::FT_PIGGYBACK != 0 {
+                if FT {
                     // The room: the piggyback, then zeros up to the payload.
-                    let room = body.add(HEADER_BYTES);
-                    ptr::write_bytes(room, 0, FT_ROOM);
-                    ptr::write_unaligned(room as *mut PiggybackBytes, ps.ft);
+                    let r = body.add(HEADER_BYTES);
+                    ptr::write_bytes(r, 0, FT_ROOM);
+                    ptr::write_unaligned(r as *mut PiggybackBytes, *ft);
                 }
-                copy_bytes(payload.as_ptr().add(ps.offset), body.add(h.payload_offset()), n);
+                copy_bytes(payload.as_ptr().add(*offset), body.add(HEADER_BYTES + room), n);
             }
-            if let Err(e) = q.enqueue(c, self.me, ps.dst) {
+            if let Err(e) = q.enqueue(c, self.me, dst) {
                 self.node.free_queue(self.me).enqueue(c, self.me, self.me)?;
                 if let Error::PeerDead { rank } = e {
                     self.tx[rank as usize].gone = true;
@@ -630,8 +666,8 @@ impl<'n, N: Node> Port<'n, N> {
                 }
                 return Err(e);
             }
-            ps.offset += n;
-            if ps.offset >= payload.len() {
+            *offset += n;
+            if *offset >= payload.len() {
                 return Ok(true);
             }
         }
@@ -967,6 +1003,12 @@ impl<'n, N: Node> Port<'n, N> {
         // SAFETY: the cell is ours alone until enqueued; its body starts with room for a header.
         unsafe { ptr::write_unaligned(cell.cell.body() as *mut MsgHeader, h) };
         self.node.recv_queue(self.me).enqueue(cell.cell, self.me, self.me)
+    }
+
+    /// Messages and payload bytes handed to this port for local rank `dst` so far (every message,
+    /// whoever in the layer above sent it); `(0, 0)` for an unknown rank.
+    pub fn sent_to(&self, dst: u16) -> (u64, u64) {
+        self.tx.get(usize::from(dst)).map_or((0, 0), |t| (t.seq, t.bytes))
     }
 
     /// Events about peers since the last call.

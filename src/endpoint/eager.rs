@@ -59,13 +59,29 @@ impl Inner {
         }
     }
 
-    /// Counts an application message to `dest` in the communication matrix.
-    #[inline(always)]
+    /// Counts an application message to `dest` that does not go through the port as it is (the
+    /// communication matrix).
     pub(super) fn count(&mut self, dest: u32, len: usize) {
-        if let Some(t) = self.traffic.get_mut(dest as usize) {
+        if let Some(t) = self.other.get_mut(dest as usize) {
             t.messages += 1;
             t.bytes += len as u64;
         }
+    }
+
+    /// Application messages and bytes sent to each rank.
+    pub(super) fn traffic(&self) -> Vec<super::Traffic> {
+        (0..self.size as usize)
+            .map(|d| {
+                let (mut messages, mut bytes) = (self.other[d].messages, self.other[d].bytes);
+                let local = self.route[d];
+                if local != NOT_LOCAL {
+                    let (m, b) = self.port.sent_to(local);
+                    messages += m - self.own[d].messages;
+                    bytes += b - self.own[d].bytes;
+                }
+                super::Traffic { messages, bytes }
+            })
+            .collect()
     }
 
     /// A blocking send that leaves the inline path: to a remote peer, above the blocking eager
@@ -181,6 +197,10 @@ impl Inner {
         ft: Option<&PiggybackBytes>,
         payload: &[u8],
     ) -> Result<()> {
+        if let Some(t) = self.own.get_mut(hdr.dst as usize) {
+            t.messages += 1;
+            t.bytes += payload.len() as u64;
+        }
         match self.port.send(local, hdr, ft, payload) {
             Ok(Sent::Done) => {
                 self.ring(local);

@@ -115,11 +115,11 @@ impl Inner {
         }
         if s.local == NOT_LOCAL {
             self.net_send(s.dest, &hdr, Some(&pb), data)?;
+            self.count(s.dest, s.len);
         } else {
             match self.port.send(s.local, &hdr, Some(&pb), data) {
                 Ok(Sent::Done) => self.ring(s.local),
                 Ok(Sent::Pending(ps)) => {
-                    self.count(s.dest, s.len);
                     let req = self.set_op(req, Op::Send { ps, buf: s.ptr, len: s.len, dest: s.dest });
                     let sync = s.sync.then_some(token);
                     self.pending.push_back(Pending { req, internal: false, sync, own: None });
@@ -128,7 +128,6 @@ impl Inner {
                 Err(e) => return Err(self.send_error(e, s.dest)),
             }
         }
-        self.count(s.dest, s.len);
         if s.sync {
             let req = self.set_op(req, Op::Sync);
             self.sync_waiting.push((token, req, s.dest, status));

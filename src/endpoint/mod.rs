@@ -155,8 +155,13 @@ struct Inner {
     inline_blocking_below: usize,
     /// Fault tolerance (HydEE), when on.
     ft: Option<Box<crate::ft::Ft>>,
-    /// Per global rank: application messages and bytes sent to it (the communication matrix).
-    traffic: Box<[Traffic]>,
+    /// Per global rank: the Endpoint's own messages handed to the port (acknowledgements,
+    /// rendezvous and fault-tolerance control): the port counts every message it carries, these
+    /// are taken off to leave the application's (the communication matrix, [`Endpoint::traffic`]).
+    own: Box<[Traffic]>,
+    /// Per global rank: application messages that do not go through the port as they are (to
+    /// remote ranks, and rendezvous messages, whose RTS is one of the Endpoint's own).
+    other: Box<[Traffic]>,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -313,7 +318,8 @@ impl Endpoint {
             inline_below: if ft_off { eager + 1 } else { 0 },
             inline_blocking_below: if ft_off { eager_blocking + 1 } else { 0 },
             ft,
-            traffic: vec![Traffic::default(); size as usize].into(),
+            own: vec![Traffic::default(); size as usize].into(),
+            other: vec![Traffic::default(); size as usize].into(),
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -361,9 +367,10 @@ impl Endpoint {
     }
 
     /// Application messages and bytes this rank has sent to each rank, indexed by rank (the
-    /// communication matrix's row; every send counts, a rendezvous message once).
-    pub fn traffic(&self) -> &[Traffic] {
-        &self.inner.traffic
+    /// communication matrix's row; every send counts, a rendezvous message once). The counting
+    /// costs the send path one addition (the port's byte counter; its message numbers count).
+    pub fn traffic(&self) -> Vec<Traffic> {
+        self.inner.traffic()
     }
 
     /// How the large messages received so far moved (shared-copy ring or single copy).
@@ -405,11 +412,9 @@ impl Endpoint {
         match inner.port.send(local, &hdr, None, buf) {
             Ok(Sent::Done) => {
                 inner.ring(local);
-                inner.count(dest, buf.len());
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
-                inner.count(dest, buf.len());
                 let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
@@ -454,13 +459,11 @@ impl Endpoint {
         match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
-                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Sync);
                 inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
                 Ok(req)
             }
             Ok(Sent::Pending(ps)) => {
-                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
                 Ok(req)
@@ -546,11 +549,9 @@ impl Endpoint {
         match inner.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
-                inner.count(dest, len);
                 Ok(inner.reqs.insert_done(Ok(status)))
             }
             Ok(Sent::Pending(ps)) => {
-                inner.count(dest, len);
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 Ok(req)
@@ -806,7 +807,7 @@ impl Inner {
         }
         let matrix = std::env::var_os(crate::matrix::ENV_COMM_MATRIX).filter(|v| !v.is_empty());
         if let Some(file) = &matrix {
-            crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic)?;
+            crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic())?;
         }
         if let Some(pmi) = self.pmi.as_mut() {
             pmi.barrier()?;
