@@ -74,7 +74,7 @@ pub enum Error {
     /// control message, a date or phase overflow, an exhausted sender log, a checkpoint during
     /// recovery.
     #[error("fault tolerance: {0}")]
-    Ft(#[from] nemesis_ft::Error),
+    Ft(Box<nemesis_ft::Error>),
     /// A checkpoint could not be taken or written (the previous durable one stays in force).
     #[error("checkpoint: {0}")]
     Checkpoint(String),
@@ -86,13 +86,8 @@ pub enum Error {
         requests: usize,
     },
     /// A checkpoint file is torn or corrupt: it is never loaded.
-    #[error("checkpoint file {path} refused: {why}")]
-    CheckpointCorrupt {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What is wrong with it.
-        why: String,
-    },
+    #[error("checkpoint file {} refused: {}", .0.0.display(), .0.1)]
+    CheckpointCorrupt(Box<(std::path::PathBuf, String)>),
     /// The launcher could not start a rank's program (not found: a shell's exit code 127;
     /// found but not executable: 126).
     #[error("cannot start {program} (rank {rank}): {source}")]
@@ -119,6 +114,16 @@ impl Error {
         Error::Io { op, source }
     }
 }
+
+impl From<nemesis_ft::Error> for Error {
+    fn from(e: nemesis_ft::Error) -> Self {
+        Error::Ft(Box::new(e))
+    }
+}
+
+// The rare errors are boxed: a `Result` of the Endpoint's calls stays as small as before fault
+// tolerance, and its `Ok` as cheap to return (one store) on the message paths.
+const _: () = assert!(std::mem::size_of::<Error>() <= 48);
 
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -173,7 +173,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// header says) or corrupt (checksum) is [`Error::CheckpointCorrupt`].
 pub fn load(path: &Path) -> Result<Checkpoint> {
     let bytes = std::fs::read(path).map_err(|e| Error::Checkpoint(format!("reading {}: {e}", path.display())))?;
-    decode(&bytes).map_err(|why| Error::CheckpointCorrupt { path: path.to_owned(), why })
+    decode(&bytes).map_err(|why| Error::CheckpointCorrupt(Box::new((path.to_owned(), why))))
 }
 
 fn decode(b: &[u8]) -> std::result::Result<Checkpoint, String> {
