@@ -300,6 +300,19 @@ int PMPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 int PMPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm);
 
+/* ---- MPIX: nemesis extensions (mpi/src/ft.rs) ------------------------------------------------
+ * Application checkpoints with fault tolerance (HydEE). MPIX_Checkpoint: a checkpoint of len bytes at
+ * buf, coordinated with the caller's fault-tolerance group (every member calls it; no request may be
+ * outstanding: MPI_ERR_PENDING; the file cannot be written: MPI_ERR_IO). MPIX_Checkpoint_restore:
+ * after a restart, the state of the checkpoint restarted from, malloc'ed (free it), *restored = 1;
+ * else *buf = NULL, *len = 0, *restored = 0. */
+#define NEMESIS_MPIX_CHECKPOINT 1
+int MPIX_Checkpoint(const void *buf, size_t len);
+int MPIX_Checkpoint_restore(void **buf, size_t *len, int *restored);
+int PMPIX_Checkpoint(const void *buf, size_t len);
+int PMPIX_Checkpoint_restore(void **buf, size_t *len, int *restored);
+/* ---- end of MPIX ------------------------------------------------------------------------------- */
+
 #ifdef __cplusplus
 }
 #endif

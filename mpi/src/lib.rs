@@ -7,6 +7,7 @@
 //! Modules:
 //! - [`abi`]: the C types and constants, one for one with `mpi.h`;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
+//! - [`ft`]: the `MPIX_Checkpoint` extension (application checkpoints with fault tolerance);
 //! - [`state`]: the process's MPI state, error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
 //! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
@@ -25,6 +26,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod exports;
+pub mod ft;
 pub mod op;
 pub mod p2p;
 pub mod request;
