@@ -8,6 +8,7 @@ mod baseline;
 mod callgrind;
 mod compare;
 mod error;
+mod ft;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod instructions;
@@ -86,6 +87,13 @@ enum Cmd {
         #[command(flatten)]
         opts: compare::CompareOpts,
     },
+    /// What fault tolerance (HydEE) costs on the failure-free path, FT on against off: 8-byte
+    /// latency inside a group and across groups, ft_stencil without checkpoints, and the
+    /// checkpoint time. Last line: `ft overhead: intra <r> inter <r> app <r>`.
+    FtOverhead {
+        #[command(flatten)]
+        opts: ft::Opts,
+    },
     /// Instructions per enqueue, dequeue and fastbox send + receive, under callgrind.
     Instructions {
         /// Operations per measured region.
@@ -157,6 +165,8 @@ enum Cmd {
         #[arg(long)]
         epsilon: f64,
     },
+    #[command(name = "__stencil", hide = true)]
+    Stencil { cells: usize, iterations: u64, interval: u64 },
     #[command(name = "__instructions-worker", hide = true)]
     InstructionsWorker {
         #[arg(long)]
@@ -174,6 +184,8 @@ fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Plogp { opts } => plogp::run(&opts)?,
         Cmd::Baseline { opts } => baseline::run(&opts)?,
         Cmd::Compare { opts } => compare::compare(&opts)?,
+        Cmd::FtOverhead { opts } => ft::run(&opts)?,
+        Cmd::Stencil { cells, iterations, interval } => ft::stencil_rank(cells, iterations, interval)?,
         Cmd::Instructions { iters } => {
             if iters < 10_000 {
                 return Err(Error::Usage("instructions: at least 10000 operations per region".into()));
