@@ -49,10 +49,12 @@ pub enum Error {
     /// A request handle that is not (or no longer) valid.
     #[error("invalid or completed request")]
     InvalidRequest,
-    /// The PMI conversation with the process manager failed.
-    #[error("PMI {op}: {msg}")]
+    /// The conversation with the process manager failed (PMI-1, PMI-2 or PMIx).
+    #[error("{pm}: {op}: {msg}")]
     Pmi {
-        /// The PMI operation.
+        /// The interface and the process manager serving it, e.g. `PMI-2 (Slurm)`.
+        pm: String,
+        /// The operation.
         op: &'static str,
         /// What went wrong.
         msg: String,
@@ -94,6 +96,10 @@ pub enum Error {
 impl Error {
     pub(crate) fn io(op: &'static str, source: io::Error) -> Self {
         Error::Io { op, source }
+    }
+
+    pub(crate) fn pmi(pm: &str, op: &'static str, msg: String) -> Self {
+        Error::Pmi { pm: pm.to_owned(), op, msg }
     }
 }
 

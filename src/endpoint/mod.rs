@@ -40,7 +40,7 @@ use request::{Op, RecvBuf, Requests};
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pmi::PmiClient;
+use crate::pmi::ProcessManager;
 use crate::wait::{self, Waiter};
 
 /// Receive from any source.
@@ -234,7 +234,7 @@ struct Inner {
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
     bells: Box<[&'static AtomicU32]>,
-    pmi: Option<PmiClient>,
+    pmi: Option<ProcessManager>,
     rank: u32,
     size: u32,
     local_rank: u16,
