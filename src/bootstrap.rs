@@ -1,14 +1,25 @@
 //! Start-up: who am I, who shares my node, and the node's segment (`shared/ARCHITECTURE.md`,
 //! "Bootstrap" and "The shared segment").
 //!
-//! Under a PMI-1 process manager (our `nemesis-run`, MPICH's Hydra):
-//! 1. every rank puts its node id (`NEMESIS_NODE`, else the host name) under
-//!    `nemesis-node-<rank>`; barrier; each reads all of them: the ranks of its node, in rank
-//!    order, are its local ranks;
-//! 2. the lowest rank of a node looks up `segment_key(node)` (the launcher contract,
-//!    `crate::launch::contract`): `nemesis-run` put `fd:<n>` there
-//!    (a memfd every rank inherited as descriptor `n`); if nothing is there (Hydra), it creates a
-//!    named segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
+//! **Which process manager.** [`choose`] reads the environment: `NEMESIS_PMI` (`1`, `2`, `pmix`,
+//! `singleton`) when set; else PMIx when `PMIX_NAMESPACE` is set (`srun --mpi=pmix`, Open MPI's
+//! `mpiexec`; needs the `pmix` feature); else PMI-2 over `PMI_FD` when asked (`PMI_VERSION=2`, or
+//! Slurm's `SLURM_MPI_TYPE=pmi2`); else PMI-1 over `PMI_FD` (Hydra, `nemesis-run`); else a
+//! singleton, unless the environment shows a job of several processes (`PMI_SIZE`,
+//! `SLURM_STEP_NUM_TASKS`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`, `MPI_LOCALNRANKS` above 1),
+//! which is an error naming what was found and what is missing: never four singletons that each
+//! believe they are the job. The choice is logged at `NEMESIS_LOG=info`. The sequence below is
+//! the same over every interface ([`ProcessManager`]).
+//!
+//! 1. **Placement.** If `NEMESIS_NODE` is not set and the process manager says where the ranks
+//!    are (PMI-1/PMI-2: `PMI_process_mapping`; PMIx: `PMIX_LOCAL_PEERS`), the ranks of this node
+//!    are taken from it, and the node is named `<host>.<index>`. Otherwise every rank puts its
+//!    node id (`NEMESIS_NODE`, else the host name) under `nemesis-node-<rank>`; barrier; each
+//!    reads all of them: the ranks of its node, in rank order, are its local ranks.
+//! 2. The lowest rank of a node creates the segment: under `nemesis-run`, it first looks up
+//!    `segment_key(node)` (the launcher contract, `crate::launch::contract`), where the launcher
+//!    put `fd:<n>` (a memfd every rank inherited as descriptor `n`); otherwise it creates a named
+//!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
 //!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
 //!    last rank to register already did; the node leader does it again in case a rank died
@@ -18,8 +29,7 @@
 //! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
 //! the ranks on other nodes (connections are made on first use).
 //!
-//! Without a process manager (no `PMI_FD`) the process is a singleton of size 1 with a private
-//! memfd segment.
+//! A singleton has a private memfd segment.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -364,6 +374,65 @@ fn singleton() -> Result<Boot> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn choice(vars: &[(&str, &str)]) -> Result<Choice> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        choose(&|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    fn err(vars: &[(&str, &str)]) -> String {
+        choice(vars).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_interface_follows_the_environment() {
+        assert!(matches!(choice(&[]).unwrap(), Choice::Singleton(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("PMI_SIZE", "4")]).unwrap(), Choice::Pmi1(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("PMI_VERSION", "2")]).unwrap(), Choice::Pmi2(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("NEMESIS_PMI", "2")]).unwrap(), Choice::Pmi2(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("SLURM_MPI_TYPE", "pmi2")]).unwrap(), Choice::Pmi2(_)));
+        // Asked for explicitly, NEMESIS_PMI wins.
+        let c = choice(&[("PMI_FD", "5"), ("SLURM_MPI_TYPE", "pmi2"), ("NEMESIS_PMI", "1")]).unwrap();
+        assert_eq!(c, Choice::Pmi1("NEMESIS_PMI=1".into()));
+        assert!(matches!(
+            choice(&[("PMI_FD", "5"), ("PMI_VERSION", "1"), ("SLURM_MPI_TYPE", "pmi2")]).unwrap(),
+            Choice::Pmi1(_)
+        ));
+        assert!(matches!(
+            choice(&[("SLURM_NTASKS", "4"), ("NEMESIS_PMI", "singleton")]).unwrap(),
+            Choice::Singleton(_)
+        ));
+        assert!(matches!(choice(&[("NEMESIS_PMI", "7")]), Err(Error::Config(_))));
+        assert!(err(&[("NEMESIS_PMI", "2")]).contains("PMI_FD is not set"));
+        assert!(err(&[("NEMESIS_PMI", "pmix")]).contains("PMIX_NAMESPACE is not set"));
+        // nemesis-run's ranks ignore a PMIx namespace inherited from the launcher's own job.
+        let c = choice(&[("PMI_FD", "5"), ("PMIX_NAMESPACE", "ns"), ("NEMESIS_LAUNCHER", "nemesis-run")]).unwrap();
+        assert!(matches!(c, Choice::Pmi1(_)), "{c:?}");
+        if cfg!(feature = "pmix") {
+            assert!(matches!(choice(&[("PMIX_NAMESPACE", "ns"), ("PMIX_RANK", "0")]).unwrap(), Choice::Pmix(_)));
+        } else {
+            let e = err(&[("PMIX_NAMESPACE", "slurm.pmix.3.0"), ("PMIX_RANK", "0")]);
+            assert!(e.contains("PMIX_NAMESPACE=slurm.pmix.3.0") && e.contains("without the `pmix` feature"), "{e}");
+            // A PMI descriptor as well: that one is used.
+            assert!(matches!(choice(&[("PMIX_NAMESPACE", "ns"), ("PMI_FD", "5")]).unwrap(), Choice::Pmi1(_)));
+        }
+    }
+
+    #[test]
+    fn a_job_of_several_without_a_process_manager_is_an_error() {
+        let e = err(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_NTASKS", "4")]);
+        assert!(e.contains("one of 4 (SLURM_STEP_NUM_TASKS=4)") && e.contains("srun --mpi=pmi2"), "{e}");
+        assert!(err(&[("SLURM_NTASKS", "2")]).contains("SLURM_NTASKS=2"));
+        assert!(err(&[("OMPI_COMM_WORLD_SIZE", "3")]).contains("no PMIx server"));
+        assert!(err(&[("PMI_SIZE", "2")]).contains("neither PMI_FD nor PMIX_NAMESPACE"));
+        assert!(err(&[("PMI_PORT", "host:4000"), ("PMI_SIZE", "2")]).contains("-pmi-port"));
+        // A step of one task inside a larger allocation is a singleton.
+        assert!(matches!(
+            choice(&[("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_NTASKS", "8")]).unwrap(),
+            Choice::Singleton(_)
+        ));
+        assert!(matches!(choice(&[("OMPI_COMM_WORLD_SIZE", "1")]).unwrap(), Choice::Singleton(_)));
+    }
 
     #[test]
     fn bad_handles_are_errors() {

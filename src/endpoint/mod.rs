@@ -1827,8 +1827,15 @@ impl Inner {
                 warned = true;
             }
         }
+        // A process manager other than ours waits in its barrier for every rank, dead ones too:
+        // with a peer known dead, the survivors leave without it.
+        let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();
         if let Some(pmi) = self.pmi.as_mut() {
-            pmi.barrier()?;
+            if dead == 0 || pmi.barrier_survives_departures() {
+                pmi.barrier()?;
+            } else {
+                tracing::warn!(dead, pm = %pmi.name(), "finalize without the process manager's barrier: ranks died");
+            }
         }
         if let Some(net) = self.net.as_mut() {
             net.finalize()?;

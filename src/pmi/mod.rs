@@ -241,6 +241,12 @@ impl ProcessManager {
         }
     }
 
+    /// True if a barrier completes over the ranks still taking part when others died (our
+    /// `nemesis-run`); other process managers wait for every rank.
+    pub fn barrier_survives_departures(&self) -> bool {
+        launcher() == "nemesis-run"
+    }
+
     /// Where the process manager says the ranks are, if it says (PMI-1 and PMI-2:
     /// `PMI_process_mapping`; PMIx: the local peers).
     pub fn placement(&mut self) -> Result<Option<Placement>> {

@@ -14,7 +14,7 @@
 //! | `cmd=job-getid;` | `cmd=job-getid-response;jobid=<id>;rc=0;` |
 //! | `cmd=info-getjobattr;key=PMI_process_mapping;` | `cmd=info-getjobattr-response;found=TRUE;value=(vector,...);rc=0;` |
 //! | `cmd=kvs-put;key=<k>;value=<v>;` | `cmd=kvs-put-response;rc=0;` |
-//! | `cmd=kvs-fence;` | `cmd=kvs-fence-response;rc=0;` once every rank entered it |
+//! | `cmd=kvs-fence;` | `cmd=kvs-fence-response;rc=0;` (see [`Pmi2Client::barrier`]) |
 //! | `cmd=kvs-get;jobid=<id>;key=<k>;` | `cmd=kvs-get-response;found=TRUE;value=<v>;rc=0;` (or `found=FALSE`) |
 //! | `cmd=finalize;` | `cmd=finalize-response;rc=0;` |
 //! | `cmd=abort;isworld=TRUE;exitcode=<n>;message=<m>;` | none: the job ends |
@@ -34,6 +34,10 @@ use crate::error::{Error, Result};
 pub const KEY_MAX: usize = 64;
 /// See [`KEY_MAX`].
 pub const VALUE_MAX: usize = 1024;
+/// The key nobody puts, got after each fence to wait for every process (see
+/// [`Pmi2Client::barrier`]).
+pub const BARRIER_KEY: &str = "nemesis-no-such-key";
+
 /// Longest reply accepted (MPICH's `PMII_MAX_COMMAND_LEN`).
 pub const MESSAGE_MAX: usize = 64 * 1024;
 
@@ -277,9 +281,14 @@ impl Pmi2Client {
     }
 
     /// Waits until every process of the job has entered the fence; puts before it are visible to
-    /// every process after it.
+    /// every process after it. A fence alone is not a barrier everywhere: Hydra answers it at once
+    /// and holds back instead any `kvs-get` of a missing key until every process has fenced, so a
+    /// get of a key nobody puts follows (MPICH's PMI-2 barrier does the same); Slurm's and
+    /// `nemesis-run`'s fences wait, and the get then answers at once.
     pub fn barrier(&mut self) -> Result<()> {
-        self.exchange("kvs-fence", "cmd=kvs-fence;", "kvs-fence-response").map(drop)
+        self.exchange("kvs-fence", "cmd=kvs-fence;", "kvs-fence-response")?;
+        let body = format!("cmd=kvs-get;jobid={};key={BARRIER_KEY};", self.job_id);
+        self.exchange("kvs-fence", &body, "kvs-get-response").map(drop)
     }
 
     /// Ends the session cleanly.
@@ -356,6 +365,7 @@ mod tests {
         script.extend([
             ("cmd=kvs-put;key=nemesis-node-1;value=host a;", frame("cmd=kvs-put-response;rc=0;")),
             ("cmd=kvs-fence;", frame("cmd=kvs-fence-response;rc=0;")),
+            ("cmd=kvs-get;jobid=kvs_7_0;key=nemesis-no-such-key;", frame("cmd=kvs-get-response;found=FALSE;rc=0;")),
             ("cmd=kvs-get;jobid=kvs_7_0;key=k;", frame("cmd=kvs-get-response;found=TRUE;value=v=1;rc=0;")),
             ("cmd=kvs-get;jobid=kvs_7_0;key=gone;", frame("cmd=kvs-get-response;found=FALSE;rc=0;")),
             (
