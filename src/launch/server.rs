@@ -181,6 +181,11 @@ impl<'a> Query<'a> {
     }
 }
 
+/// The exit code of an `abort` (1 if absent or not a number, as Hydra).
+fn exit_code(v: Option<&str>) -> i32 {
+    v.map_or(1, |v| v.trim().parse().unwrap_or(1))
+}
+
 /// Removes MPICH's backslash escapes (`a\ b` is `a b`).
 fn unescape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
@@ -353,25 +358,14 @@ impl PmiServer {
                 Self::reply(out, rank, line);
             }
             "barrier_in" => {
-                if me.in_barrier {
-                    return Self::reply(out, rank, "cmd=barrier_out rc=-1 msg=already_in_barrier".into());
+                if !self.enter_barrier(rank, out) {
+                    Self::reply(out, rank, "cmd=barrier_out rc=-1 msg=already_in_barrier".into());
                 }
-                self.ranks[rank as usize].in_barrier = true;
-                self.release_barrier(out);
             }
-            "finalize" => {
-                self.ranks[rank as usize].stage = Stage::Finalized;
-                Self::reply(out, rank, "cmd=finalize_ack".into());
-                // A barrier may have been waiting for this rank only.
-                self.release_barrier(out);
-            }
+            "finalize" => self.finalize_rank(rank, out),
             "abort" => {
-                let code = match q.get("exitcode") {
-                    None => 1,
-                    Some(v) => v.parse::<i32>().unwrap_or(1),
-                };
                 let message = unescape(q.get("message").or_else(|| q.get("msg")).unwrap_or(""));
-                out.push(Action::Abort { rank, code, message });
+                out.push(Action::Abort { rank, code: exit_code(q.get("exitcode")), message });
             }
             other => {
                 tracing::warn!(rank, cmd = other, "unknown PMI command");
@@ -471,21 +465,14 @@ impl PmiServer {
                 Self::reply2(out, rank, line);
             }
             "kvs-fence" => {
-                if me.in_barrier {
-                    return err(out, "already in the fence");
+                if !self.enter_barrier(rank, out) {
+                    err(out, "already in the fence");
                 }
-                self.ranks[rank as usize].in_barrier = true;
-                self.release_barrier(out);
             }
-            "finalize" => {
-                self.ranks[rank as usize].stage = Stage::Finalized;
-                Self::reply2(out, rank, "cmd=finalize-response;rc=0;".into());
-                self.release_barrier(out);
-            }
+            "finalize" => self.finalize_rank(rank, out),
             "abort" => {
-                let code = m.get("exitcode").map_or(1, |v| v.trim().parse::<i32>().unwrap_or(1));
                 let message = m.get("message").or_else(|| m.get("msg")).unwrap_or("").to_owned();
-                out.push(Action::Abort { rank, code, message });
+                out.push(Action::Abort { rank, code: exit_code(m.get("exitcode")), message });
             }
             other => {
                 tracing::warn!(rank, cmd = other, "unknown PMI-2 command");
@@ -526,6 +513,30 @@ impl PmiServer {
             Some(v) => format!("cmd=get_result rc=0 msg=success value={v}"),
             None => format!("cmd=get_result rc=-1 msg=key_{}_not_found value=unknown", token(key)),
         }
+    }
+
+    /// `rank` enters the barrier (PMI-1 `barrier_in`, PMI-2 `kvs-fence`); false if it is in it
+    /// already.
+    fn enter_barrier(&mut self, rank: u32, out: &mut Vec<Action>) -> bool {
+        let st = &mut self.ranks[rank as usize];
+        if st.in_barrier {
+            return false;
+        }
+        st.in_barrier = true;
+        self.release_barrier(out);
+        true
+    }
+
+    /// `rank` finalizes: acknowledged in its wire format, out of every later barrier (one may
+    /// have been waiting for it only).
+    fn finalize_rank(&mut self, rank: u32, out: &mut Vec<Action>) {
+        let st = &mut self.ranks[rank as usize];
+        st.stage = Stage::Finalized;
+        match st.wire {
+            Wire::V1 => Self::reply(out, rank, "cmd=finalize_ack".into()),
+            Wire::V2 => Self::reply2(out, rank, "cmd=finalize-response;rc=0;".into()),
+        }
+        self.release_barrier(out);
     }
 
     /// Releases the barrier if every rank taking part entered it.

@@ -93,6 +93,41 @@ pub(crate) fn send_all(pm: &str, op: &'static str, fd: &impl std::os::fd::AsRawF
     Ok(())
 }
 
+/// What a connected client knows: whom it speaks to, and its place in the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The interface and the process manager, e.g. `PMI-2 (Slurm)`.
+    pm: String,
+    rank: u32,
+    size: u32,
+}
+
+impl Session {
+    pub(crate) fn new(pm: String, rank: u32, size: u32) -> Session {
+        Session { pm, rank, size }
+    }
+
+    /// The interface and the process manager, e.g. `PMI-2 (Slurm)`: errors carry it.
+    pub fn server(&self) -> &str {
+        &self.pm
+    }
+
+    /// This process's rank in the job.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of processes in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// An error of operation `op` naming the process manager.
+    pub(crate) fn err(&self, op: &'static str, msg: String) -> Error {
+        Error::pmi(&self.pm, op, msg)
+    }
+}
+
 /// Where the process manager placed the ranks: this rank's node and the ranks it shares it with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -162,34 +197,29 @@ pub enum ProcessManager {
 }
 
 impl ProcessManager {
+    /// Whom the client speaks to and its place in the job.
+    pub fn session(&self) -> &Session {
+        match self {
+            ProcessManager::Pmi1(c) => c.session(),
+            ProcessManager::Pmi2(c) => c.session(),
+            #[cfg(feature = "pmix")]
+            ProcessManager::Pmix(c) => c.session(),
+        }
+    }
+
     /// The interface and the process manager, e.g. `PMI-2 (Slurm)`.
     pub fn name(&self) -> &str {
-        match self {
-            ProcessManager::Pmi1(c) => c.server(),
-            ProcessManager::Pmi2(c) => c.server(),
-            #[cfg(feature = "pmix")]
-            ProcessManager::Pmix(c) => c.server(),
-        }
+        self.session().server()
     }
 
     /// This process's rank.
     pub fn rank(&self) -> u32 {
-        match self {
-            ProcessManager::Pmi1(c) => c.rank(),
-            ProcessManager::Pmi2(c) => c.rank(),
-            #[cfg(feature = "pmix")]
-            ProcessManager::Pmix(c) => c.rank(),
-        }
+        self.session().rank()
     }
 
     /// Number of ranks in the job.
     pub fn size(&self) -> u32 {
-        match self {
-            ProcessManager::Pmi1(c) => c.size(),
-            ProcessManager::Pmi2(c) => c.size(),
-            #[cfg(feature = "pmix")]
-            ProcessManager::Pmix(c) => c.size(),
-        }
+        self.session().size()
     }
 
     /// A name of the job, the same on every rank (KVS name, job id, namespace).

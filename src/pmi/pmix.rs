@@ -11,7 +11,7 @@
 
 use std::ffi::{CStr, CString, c_char};
 
-use super::{Placement, check_token, pm_label};
+use super::{Placement, Session, check_token, pm_label};
 use crate::error::{Error, Result};
 
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, unsafe_op_in_unsafe_fn)]
@@ -34,8 +34,8 @@ fn key(k: &[u8]) -> &CStr {
 pub struct PmixClient {
     me: sys::pmix_proc_t,
     nspace: String,
-    size: u32,
-    pm: String,
+    /// Whom we speak to, our rank and the job size.
+    s: Session,
     finalized: bool,
 }
 
@@ -128,33 +128,19 @@ impl PmixClient {
         }
         // SAFETY: PMIx_Init filled `nspace` with a NUL-terminated name.
         let nspace = unsafe { CStr::from_ptr(me.nspace.as_ptr()) }.to_string_lossy().into_owned();
-        let mut c = PmixClient { me, nspace, size: 0, pm, finalized: false };
+        let mut c = PmixClient { me, nspace, s: Session::new(pm, me.rank, 0), finalized: false };
         let size = c.job_u64(sys::PMIX_JOB_SIZE, "PMIX_JOB_SIZE")?;
-        c.size =
-            u32::try_from(size).ok().filter(|&s| s > 0).ok_or_else(|| c.err("PMIx_Get", format!("job size {size}")))?;
-        if c.me.rank >= c.size {
-            return Err(c.err("PMIx_Init", format!("rank {} in a job of {}", c.me.rank, c.size)));
-        }
+        let size = u32::try_from(size)
+            .ok()
+            .filter(|&s| s > me.rank)
+            .ok_or_else(|| c.s.err("PMIx_Get", format!("rank {} in a job of {size}", me.rank)))?;
+        c.s = Session::new(c.s.server().to_owned(), me.rank, size);
         Ok(c)
     }
 
-    fn err(&self, op: &'static str, msg: String) -> Error {
-        Error::pmi(&self.pm, op, msg)
-    }
-
-    /// Who this client speaks to, e.g. `PMIx (Slurm)`.
-    pub fn server(&self) -> &str {
-        &self.pm
-    }
-
-    /// This process's rank in its namespace.
-    pub fn rank(&self) -> u32 {
-        self.me.rank
-    }
-
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.size
+    /// Whom it speaks to and its place in the job.
+    pub fn session(&self) -> &Session {
+        &self.s
     }
 
     /// The job's namespace.
@@ -181,7 +167,7 @@ impl PmixClient {
         }
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t || out.is_null() {
             let who = if rank == RANK_WILDCARD { "the job".to_owned() } else { format!("rank {rank}") };
-            return Err(self.err("PMIx_Get", format!("{} of {who}: {}", name.to_string_lossy(), status_string(rc))));
+            return Err(self.s.err("PMIx_Get", format!("{} of {who}: {}", name.to_string_lossy(), status_string(rc))));
         }
         Ok(Some(v))
     }
@@ -190,21 +176,21 @@ impl PmixClient {
         let v = self.get_value(RANK_WILDCARD, key(name), &[])?;
         v.as_ref()
             .and_then(Value::as_u64)
-            .ok_or_else(|| self.err("PMIx_Get", format!("the server gave no {what} (or not as a number)")))
+            .ok_or_else(|| self.s.err("PMIx_Get", format!("the server gave no {what} (or not as a number)")))
     }
 
     /// Publishes `key = value` to every process of the job (after the next barrier).
     pub fn put(&mut self, k: &str, value: &str) -> Result<()> {
-        check_token(&self.pm, "PMIx_Put", "key", k, sys::PMIX_MAX_KEYLEN as usize, "")?;
-        let ck = CString::new(k).map_err(|_| self.err("PMIx_Put", format!("key {k:?} holds a NUL")))?;
-        let cv = CString::new(value).map_err(|_| self.err("PMIx_Put", format!("value {value:?} holds a NUL")))?;
+        check_token(self.s.server(), "PMIx_Put", "key", k, sys::PMIX_MAX_KEYLEN as usize, "")?;
+        let ck = CString::new(k).map_err(|_| self.s.err("PMIx_Put", format!("key {k:?} holds a NUL")))?;
+        let cv = CString::new(value).map_err(|_| self.s.err("PMIx_Put", format!("value {value:?} holds a NUL")))?;
         let mut v = sys::pmix_value_t { type_: sys::PMIX_STRING as sys::pmix_data_type_t, ..Default::default() };
         v.data.string = cv.as_ptr().cast_mut();
         // SAFETY: key and value are valid for the call; PMIx_Put copies the value (it does not
         // keep our pointer).
         let rc = unsafe { sys::PMIx_Put(sys::PMIX_GLOBAL as sys::pmix_scope_t, ck.as_ptr(), &mut v) };
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t {
-            return Err(self.err("PMIx_Put", format!("{k}: {}", status_string(rc))));
+            return Err(self.s.err("PMIx_Put", format!("{k}: {}", status_string(rc))));
         }
         Ok(())
     }
@@ -213,14 +199,14 @@ impl PmixClient {
     /// local store only (`PMIX_OPTIONAL`): after a barrier every rank's keys are there, and a key
     /// nobody put is then an answer, not a wait.
     pub fn get(&mut self, owner: u32, k: &str) -> Result<Option<String>> {
-        let ck = CString::new(k).map_err(|_| self.err("PMIx_Get", format!("key {k:?} holds a NUL")))?;
+        let ck = CString::new(k).map_err(|_| self.s.err("PMIx_Get", format!("key {k:?} holds a NUL")))?;
         let v = self.get_value(owner, &ck, &[flag_info(sys::PMIX_OPTIONAL)])?;
         match v {
             None => Ok(None),
             Some(v) => v
                 .as_string()
                 .map(Some)
-                .ok_or_else(|| self.err("PMIx_Get", format!("{k} of rank {owner} is not a string"))),
+                .ok_or_else(|| self.s.err("PMIx_Get", format!("{k} of rank {owner} is not a string"))),
         }
     }
 
@@ -229,14 +215,14 @@ impl PmixClient {
         // SAFETY: no arguments.
         let rc = unsafe { sys::PMIx_Commit() };
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t {
-            return Err(self.err("PMIx_Commit", status_string(rc)));
+            return Err(self.s.err("PMIx_Commit", status_string(rc)));
         }
         let all = [self.proc_of(RANK_WILDCARD)];
         let info = [flag_info(sys::PMIX_COLLECT_DATA)];
         // SAFETY: one proc (the whole namespace) and one info, valid for the call.
         let rc = unsafe { sys::PMIx_Fence(all.as_ptr(), 1, info.as_ptr(), 1) };
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t {
-            return Err(self.err("PMIx_Fence", status_string(rc)));
+            return Err(self.s.err("PMIx_Fence", status_string(rc)));
         }
         Ok(())
     }
@@ -248,21 +234,24 @@ impl PmixClient {
         let Some(peers) = self.get_value(RANK_WILDCARD, key(sys::PMIX_LOCAL_PEERS), &[])? else {
             return Ok(None);
         };
-        let peers = peers.as_string().ok_or_else(|| self.err("PMIx_Get", "PMIX_LOCAL_PEERS is not a string".into()))?;
+        let peers =
+            peers.as_string().ok_or_else(|| self.s.err("PMIx_Get", "PMIX_LOCAL_PEERS is not a string".into()))?;
         let mut local: Vec<u32> = peers
             .split(',')
-            .map(|r| r.trim().parse::<u32>().ok().filter(|&r| r < self.size))
+            .map(|r| r.trim().parse::<u32>().ok().filter(|&r| r < self.s.size()))
             .collect::<Option<_>>()
-            .ok_or_else(|| self.err("PMIx_Get", format!("malformed PMIX_LOCAL_PEERS {peers:?}")))?;
+            .ok_or_else(|| self.s.err("PMIx_Get", format!("malformed PMIX_LOCAL_PEERS {peers:?}")))?;
         local.sort_unstable();
         local.dedup();
         let me = self.me.rank;
         let Some(index) = local.iter().position(|&r| r == me) else {
-            return Err(self.err("PMIx_Get", format!("PMIX_LOCAL_PEERS {peers:?} does not hold this rank ({me})")));
+            return Err(self.s.err("PMIx_Get", format!("PMIX_LOCAL_PEERS {peers:?} does not hold this rank ({me})")));
         };
         let local_size = self.job_u64(sys::PMIX_LOCAL_SIZE, "PMIX_LOCAL_SIZE").ok();
         if local_size.is_some_and(|n| n != local.len() as u64) {
-            return Err(self.err("PMIx_Get", format!("PMIX_LOCAL_SIZE {local_size:?} but PMIX_LOCAL_PEERS {peers:?}")));
+            return Err(self
+                .s
+                .err("PMIx_Get", format!("PMIX_LOCAL_SIZE {local_size:?} but PMIX_LOCAL_PEERS {peers:?}")));
         }
         // The local rank is our position among the node's ranks when both are in rank order,
         // which is how the segment numbers them; a server may number them otherwise (that is
@@ -289,7 +278,7 @@ impl PmixClient {
         // SAFETY: a NUL-terminated message; no procs (the whole job).
         let rc = unsafe { sys::PMIx_Abort(code, msg.as_ptr(), std::ptr::null_mut(), 0) };
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t {
-            return Err(self.err("PMIx_Abort", status_string(rc)));
+            return Err(self.s.err("PMIx_Abort", status_string(rc)));
         }
         Ok(())
     }
@@ -300,7 +289,7 @@ impl PmixClient {
         // SAFETY: no info.
         let rc = unsafe { sys::PMIx_Finalize(std::ptr::null(), 0) };
         if rc != sys::PMIX_SUCCESS as sys::pmix_status_t {
-            return Err(self.err("PMIx_Finalize", status_string(rc)));
+            return Err(self.s.err("PMIx_Finalize", status_string(rc)));
         }
         Ok(())
     }

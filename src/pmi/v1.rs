@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, RawFd};
 
-use super::{check_token, env_num, pm_label, send_all};
+use super::{Session, check_token, env_num, pm_label, send_all};
 use crate::error::{Error, Result};
 
 /// A connection to a PMI-1 server.
@@ -20,10 +20,8 @@ use crate::error::{Error, Result};
 pub struct PmiClient {
     reader: BufReader<File>,
     writer: File,
-    /// Who we speak to, for errors ("PMI-1 (Hydra)").
-    pm: String,
-    rank: u32,
-    size: u32,
+    /// Whom we speak to, our rank and the job size.
+    s: Session,
     appnum: i32,
     kvsname: String,
     /// Longest key and value the server accepts (from `get_maxes`).
@@ -95,9 +93,7 @@ impl PmiClient {
         let mut c = PmiClient {
             reader: BufReader::new(file),
             writer,
-            pm,
-            rank,
-            size,
+            s: Session::new(pm, rank, size),
             appnum: 0,
             kvsname: String::new(),
             key_max: 64,
@@ -105,7 +101,7 @@ impl PmiClient {
         };
         let r = c.exchange("init", "cmd=init pmi_version=1 pmi_subversion=1", "response_to_init")?;
         if r.rc() != 0 {
-            return Err(c.err("init", format!("the server refused PMI 1.1 (rc={})", r.rc())));
+            return Err(c.s.err("init", format!("the server refused PMI 1.1 (rc={})", r.rc())));
         }
         let r = c.exchange("get_maxes", "cmd=get_maxes", "maxes")?;
         let num = |k| r.get(k).and_then(|v| v.parse::<usize>().ok());
@@ -115,27 +111,13 @@ impl PmiClient {
         c.appnum = r.get("appnum").and_then(|v| v.parse().ok()).unwrap_or(0);
         let r = c.exchange("get_my_kvsname", "cmd=get_my_kvsname", "my_kvsname")?;
         c.kvsname =
-            r.get("kvsname").ok_or_else(|| c.err("get_my_kvsname", "no kvsname in the reply".into()))?.to_owned();
+            r.get("kvsname").ok_or_else(|| c.s.err("get_my_kvsname", "no kvsname in the reply".into()))?.to_owned();
         Ok(c)
     }
 
-    fn err(&self, op: &'static str, msg: String) -> Error {
-        Error::pmi(&self.pm, op, msg)
-    }
-
-    /// Who this client speaks to, e.g. `PMI-1 (Hydra)`.
-    pub fn server(&self) -> &str {
-        &self.pm
-    }
-
-    /// This process's rank in the job.
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.size
+    /// Whom it speaks to and its place in the job.
+    pub fn session(&self) -> &Session {
+        &self.s
     }
 
     /// The application number (MPMD jobs).
@@ -157,17 +139,17 @@ impl PmiClient {
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        send_all(&self.pm, op, &self.writer, &buf)
+        send_all(&self.s.pm, op, &self.writer, &buf)
     }
 
     fn read_reply(&mut self, op: &'static str) -> Result<Reply> {
         let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| self.err(op, format!("read: {e}")))?;
+        let n = self.reader.read_line(&mut line).map_err(|e| self.s.err(op, format!("read: {e}")))?;
         if n == 0 {
-            return Err(self.err(op, "the process manager closed the connection".into()));
+            return Err(self.s.err(op, "the process manager closed the connection".into()));
         }
         if !line.ends_with('\n') {
-            return Err(self.err(op, format!("the connection closed in the middle of a reply ({line:?})")));
+            return Err(self.s.err(op, format!("the connection closed in the middle of a reply ({line:?})")));
         }
         Ok(Reply::parse(&line))
     }
@@ -176,26 +158,26 @@ impl PmiClient {
         self.send_line(op, line)?;
         let r = self.read_reply(op)?;
         if r.cmd() != want {
-            return Err(self.err(op, format!("malformed reply: expected cmd={want}, got {:?}", r.line())));
+            return Err(self.s.err(op, format!("malformed reply: expected cmd={want}, got {:?}", r.line())));
         }
         Ok(r)
     }
 
     /// Stores `key = value` in the job's key-value space (visible to others after a barrier).
     pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
-        check_token(&self.pm, "put", "key", key, self.key_max, " =")?;
-        check_token(&self.pm, "put", "value", value, self.val_max, " =")?;
+        check_token(&self.s.pm, "put", "key", key, self.key_max, " =")?;
+        check_token(&self.s.pm, "put", "value", value, self.val_max, " =")?;
         let line = format!("cmd=put kvsname={} key={key} value={value}", self.kvsname);
         let r = self.exchange("put", &line, "put_result")?;
         if r.rc() != 0 {
-            return Err(self.err("put", format!("refused: {}", r.get("msg").unwrap_or("no reason given"))));
+            return Err(self.s.err("put", format!("refused: {}", r.get("msg").unwrap_or("no reason given"))));
         }
         Ok(())
     }
 
     /// The value of `key`, or `None` if nobody put it.
     pub fn get(&mut self, key: &str) -> Result<Option<String>> {
-        check_token(&self.pm, "get", "key", key, self.key_max, " =")?;
+        check_token(&self.s.pm, "get", "key", key, self.key_max, " =")?;
         let line = format!("cmd=get kvsname={} key={key}", self.kvsname);
         let r = self.exchange("get", &line, "get_result")?;
         if r.rc() != 0 {
@@ -268,7 +250,7 @@ mod tests {
         ]);
         let server = serve(b, script);
         let mut c = PmiClient::connect(File::from(std::os::fd::OwnedFd::from(a)), 0, 2).unwrap();
-        assert_eq!((c.rank(), c.size(), c.kvsname(), c.maxes()), (0, 2, "kvs_42_0", (64, 1024)));
+        assert_eq!((c.session().rank(), c.session().size(), c.kvsname(), c.maxes()), (0, 2, "kvs_42_0", (64, 1024)));
         c.put("node-0", "host").unwrap();
         c.barrier().unwrap();
         assert_eq!(c.get("node-1").unwrap().as_deref(), Some("other"));

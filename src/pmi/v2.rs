@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::os::fd::{FromRawFd, RawFd};
 
-use super::{check_token, env_num, pm_label, send_all};
+use super::{Session, check_token, env_num, pm_label, send_all};
 use crate::error::{Error, Result};
 
 /// Longest key and value sent (`PMI2_MAX_KEYLEN`, `PMI2_MAX_VALLEN` of MPICH's and Slurm's
@@ -107,10 +107,8 @@ pub fn frame(body: &str) -> String {
 pub struct Pmi2Client {
     reader: BufReader<File>,
     writer: File,
-    /// Who we speak to, for errors ("PMI-2 (Slurm)").
-    pm: String,
-    rank: u32,
-    size: u32,
+    /// Whom we speak to, our rank and the job size.
+    s: Session,
     appnum: i32,
     job_id: String,
 }
@@ -145,22 +143,27 @@ impl Pmi2Client {
 
     fn connect_to(file: File, id: Option<u32>, job: Option<&str>, pm: String) -> Result<Pmi2Client> {
         let writer = file.try_clone().map_err(|e| Error::io("dup PMI descriptor", e))?;
-        let mut c =
-            Pmi2Client { reader: BufReader::new(file), writer, pm, rank: 0, size: 0, appnum: 0, job_id: String::new() };
+        let mut c = Pmi2Client {
+            reader: BufReader::new(file),
+            writer,
+            s: Session::new(pm, 0, 0),
+            appnum: 0,
+            job_id: String::new(),
+        };
         // The opening exchange is in PMI-1's line format.
         c.write("init", b"cmd=init pmi_version=2 pmi_subversion=0\n")?;
         let mut line = String::new();
-        let n = c.reader.read_line(&mut line).map_err(|e| c.err("init", format!("read: {e}")))?;
+        let n = c.reader.read_line(&mut line).map_err(|e| c.s.err("init", format!("read: {e}")))?;
         if n == 0 || !line.ends_with('\n') {
-            return Err(c.err("init", "the process manager closed the connection".into()));
+            return Err(c.s.err("init", "the process manager closed the connection".into()));
         }
         let words: Vec<(&str, &str)> = line.split_ascii_whitespace().filter_map(|w| w.split_once('=')).collect();
         let attr = |k: &str| words.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
         if attr("cmd") != Some("response_to_init") {
-            return Err(c.err("init", format!("malformed reply {:?}", line.trim_end())));
+            return Err(c.s.err("init", format!("malformed reply {:?}", line.trim_end())));
         }
         if attr("rc").is_some_and(|rc| rc != "0") || attr("pmi_version") != Some("2") {
-            return Err(c.err("init", format!("the server does not speak PMI-2: it answered {:?}", line.trim_end())));
+            return Err(c.s.err("init", format!("the server does not speak PMI-2: it answered {:?}", line.trim_end())));
         }
         let mut query = "cmd=fullinit;".to_owned();
         if let Some(job) = job {
@@ -173,37 +176,23 @@ impl Pmi2Client {
         let r = c.exchange("fullinit", &query, "fullinit-response")?;
         let num = |k: &str| r.get(k).and_then(|v| v.trim().parse::<i64>().ok());
         let (Some(rank), Some(size)) = (num("rank"), num("size")) else {
-            return Err(c.err("fullinit", format!("no rank or size in the reply {:?}", r.text())));
+            return Err(c.s.err("fullinit", format!("no rank or size in the reply {:?}", r.text())));
         };
         if size < 1 || rank < 0 || rank >= size || size > i64::from(u32::MAX) {
-            return Err(c.err("fullinit", format!("rank {rank} of {size} in the reply {:?}", r.text())));
+            return Err(c.s.err("fullinit", format!("rank {rank} of {size} in the reply {:?}", r.text())));
         }
-        (c.rank, c.size, c.appnum) = (rank as u32, size as u32, num("appnum").unwrap_or(0) as i32);
+        (c.s.rank, c.s.size, c.appnum) = (rank as u32, size as u32, num("appnum").unwrap_or(0) as i32);
         let r = c.exchange("job-getid", "cmd=job-getid;", "job-getid-response")?;
         c.job_id = match r.get("jobid") {
             Some(j) if !j.is_empty() => j.to_owned(),
-            _ => return Err(c.err("job-getid", format!("no jobid in the reply {:?}", r.text()))),
+            _ => return Err(c.s.err("job-getid", format!("no jobid in the reply {:?}", r.text()))),
         };
         Ok(c)
     }
 
-    fn err(&self, op: &'static str, msg: String) -> Error {
-        Error::pmi(&self.pm, op, msg)
-    }
-
-    /// Who this client speaks to, e.g. `PMI-2 (Slurm)`.
-    pub fn server(&self) -> &str {
-        &self.pm
-    }
-
-    /// This process's rank in the job.
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.size
+    /// Whom it speaks to and its place in the job.
+    pub fn session(&self) -> &Session {
+        &self.s
     }
 
     /// The application number (MPMD jobs).
@@ -217,7 +206,7 @@ impl Pmi2Client {
     }
 
     fn write(&mut self, op: &'static str, bytes: &[u8]) -> Result<()> {
-        send_all(&self.pm, op, &self.writer, bytes)
+        send_all(&self.s.pm, op, &self.writer, bytes)
     }
 
     fn read(&mut self, op: &'static str) -> Result<Message> {
@@ -229,18 +218,18 @@ impl Pmi2Client {
             }
         };
         let mut len = [0u8; 6];
-        self.reader.read_exact(&mut len).map_err(|e| closed(&self.pm, e))?;
+        self.reader.read_exact(&mut len).map_err(|e| closed(&self.s.pm, e))?;
         let n = std::str::from_utf8(&len)
             .ok()
             .and_then(|s| s.trim().parse::<usize>().ok())
             .filter(|&n| n <= MESSAGE_MAX)
             .ok_or_else(|| {
-                self.err(op, format!("malformed reply: length field {:?}", String::from_utf8_lossy(&len)))
+                self.s.err(op, format!("malformed reply: length field {:?}", String::from_utf8_lossy(&len)))
             })?;
         let mut body = vec![0u8; n];
-        self.reader.read_exact(&mut body).map_err(|e| closed(&self.pm, e))?;
+        self.reader.read_exact(&mut body).map_err(|e| closed(&self.s.pm, e))?;
         let body = String::from_utf8_lossy(&body);
-        Message::parse(&body).ok_or_else(|| self.err(op, format!("malformed reply {body:?}")))
+        Message::parse(&body).ok_or_else(|| self.s.err(op, format!("malformed reply {body:?}")))
     }
 
     /// Sends `body` and reads the reply, which must be `want` with `rc=0`.
@@ -248,25 +237,25 @@ impl Pmi2Client {
         self.write(op, frame(body).as_bytes())?;
         let r = self.read(op)?;
         if r.cmd() != want {
-            return Err(self.err(op, format!("malformed reply: expected cmd={want}, got {:?}", r.text())));
+            return Err(self.s.err(op, format!("malformed reply: expected cmd={want}, got {:?}", r.text())));
         }
         if r.rc() != 0 {
             let why = r.get("errmsg").or_else(|| r.get("msg")).unwrap_or("no reason given");
-            return Err(self.err(op, format!("refused (rc={}): {why}", r.rc())));
+            return Err(self.s.err(op, format!("refused (rc={}): {why}", r.rc())));
         }
         Ok(r)
     }
 
     /// Stores `key = value` in the job's key-value space (visible to others after a fence).
     pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
-        check_token(&self.pm, "kvs-put", "key", key, KEY_MAX, ";=")?;
-        check_token(&self.pm, "kvs-put", "value", value, VALUE_MAX, ";")?;
+        check_token(&self.s.pm, "kvs-put", "key", key, KEY_MAX, ";=")?;
+        check_token(&self.s.pm, "kvs-put", "value", value, VALUE_MAX, ";")?;
         self.exchange("kvs-put", &format!("cmd=kvs-put;key={key};value={value};"), "kvs-put-response").map(drop)
     }
 
     /// The value of `key`, or `None` if nobody put it.
     pub fn get(&mut self, key: &str) -> Result<Option<String>> {
-        check_token(&self.pm, "kvs-get", "key", key, KEY_MAX, ";=")?;
+        check_token(&self.s.pm, "kvs-get", "key", key, KEY_MAX, ";=")?;
         let body = format!("cmd=kvs-get;jobid={};key={key};", self.job_id);
         let r = self.exchange("kvs-get", &body, "kvs-get-response")?;
         Ok(if r.flag("found") { r.get("value").map(str::to_owned) } else { None })
@@ -274,7 +263,7 @@ impl Pmi2Client {
 
     /// The job attribute `key` (e.g. `PMI_process_mapping`), or `None` if the server has none.
     pub fn job_attr(&mut self, key: &str) -> Result<Option<String>> {
-        check_token(&self.pm, "info-getjobattr", "key", key, KEY_MAX, ";=")?;
+        check_token(&self.s.pm, "info-getjobattr", "key", key, KEY_MAX, ";=")?;
         let body = format!("cmd=info-getjobattr;key={key};");
         let r = self.exchange("info-getjobattr", &body, "info-getjobattr-response")?;
         Ok(if r.flag("found") { r.get("value").map(str::to_owned) } else { None })
@@ -377,7 +366,7 @@ mod tests {
         ]);
         let server = serve(s, INIT_OK, script);
         let mut c = Pmi2Client::connect(f, Some(1), Some("7.0")).unwrap();
-        assert_eq!((c.rank(), c.size(), c.appnum(), c.job_id()), (1, 4, 0, "kvs_7_0"));
+        assert_eq!((c.session().rank(), c.session().size(), c.appnum(), c.job_id()), (1, 4, 0, "kvs_7_0"));
         c.put("nemesis-node-1", "host a").unwrap();
         c.barrier().unwrap();
         assert_eq!(c.get("k").unwrap().as_deref(), Some("v=1"));
