@@ -85,6 +85,17 @@ fn slurm() -> (bool, bool) {
     })
 }
 
+/// The ends of the logs of the Slurm daemons `.ci/slurm-up` started, for a failure message.
+fn slurm_logs() -> String {
+    let mut out = String::new();
+    for f in ["/run/nemesis-slurm/slurmctld.log", "/run/nemesis-slurm/slurmd.log"] {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| format!("({e})"));
+        let lines: Vec<&str> = text.lines().collect();
+        out += &format!("\n--- {f}\n{}", lines[lines.len().saturating_sub(40)..].join("\n"));
+    }
+    out
+}
+
 impl Launcher {
     /// Whether it can run here; `false` skips (with a message), except under CI where a missing
     /// launcher fails the test.
@@ -109,7 +120,8 @@ impl Launcher {
             }
         };
         if !ok {
-            assert!(!in_ci(), "{self:?} needs {what}, missing under CI=true");
+            let logs = if matches!(self, SrunPmi2 | SrunPmi1 | SrunPmix) { slurm_logs() } else { String::new() };
+            assert!(!in_ci(), "{self:?} needs {what}, missing under CI=true{logs}");
             eprintln!("skipped {self:?}: needs {what}");
         }
         ok
