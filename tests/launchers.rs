@@ -283,14 +283,18 @@ fn traffic(l: Launcher) {
     }
 }
 
-/// One node: every rank shares the segment (the placement came from the process manager, or
-/// from the host name).
+/// One node: every rank shares the segment, placed there by the process manager.
 fn ring(l: Launcher) {
     let Some(o) = run(l, 4, "ring", false, &[]) else { return };
     if ran(l, &o) {
         let r = results(&o);
         assert_eq!(r.len(), 4, "{}", show(&o));
         assert!(r.iter().all(|l| l.ends_with("with 4 local")), "{r:?}");
+        // The placement came from the process manager (`<host>.<node index>`), except under
+        // nemesis-run, which names the node itself (NEMESIS_NODE).
+        if !matches!(l, RunPmi1 | RunPmi2) {
+            assert!(r.iter().all(|l| l.contains(".0 with")), "{l:?} did not place the ranks: {r:?}");
+        }
     }
 }
 
