@@ -50,13 +50,11 @@ pub enum Error {
     #[error("invalid or completed request")]
     InvalidRequest,
     /// The conversation with the process manager failed (PMI-1, PMI-2 or PMIx).
-    #[error("{pm}: {op}: {msg}")]
+    #[error("{msg}")]
     Pmi {
-        /// The interface and the process manager serving it, e.g. `PMI-2 (Slurm)`.
-        pm: String,
         /// The operation.
         op: &'static str,
-        /// What went wrong.
+        /// What went wrong, naming the interface, the process manager and the operation.
         msg: String,
     },
     /// Start-up failed for a reason other than PMI or the segment.
@@ -98,8 +96,12 @@ impl Error {
         Error::Io { op, source }
     }
 
+    /// A failure of `op` in the conversation with `pm` (the interface and the process manager
+    /// serving it, e.g. `PMI-2 (Slurm)`), which the message names first: `PMI-2 (Slurm):
+    /// kvs-fence: the process manager closed the connection`. (One string rather than a field of
+    /// its own: the error enum stays as small as the send path needs it.)
     pub(crate) fn pmi(pm: &str, op: &'static str, msg: String) -> Self {
-        Error::Pmi { pm: pm.to_owned(), op, msg }
+        Error::Pmi { op, msg: format!("{pm}: {op}: {msg}") }
     }
 }
 
