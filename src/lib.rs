@@ -10,6 +10,7 @@ pub mod endpoint;
 pub mod error;
 pub mod launch;
 pub mod pmi;
+pub mod topology;
 mod wait;
 
 pub use config::{Config, WaitMode};

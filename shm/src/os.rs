@@ -87,6 +87,82 @@ pub fn reserve(fd: &impl AsFd, len: u64) -> Result<()> {
     }
 }
 
+/// `mbind`'s `MPOL_PREFERRED`: allocate on the given node, elsewhere if it is full.
+const MPOL_PREFERRED: libc::c_int = 1;
+/// `get_mempolicy`'s flag: the policy of the range holding `addr`.
+const MPOL_F_ADDR: libc::c_ulong = 1 << 1;
+/// NUMA nodes a node mask here can name.
+const MAX_NODES: usize = 1024;
+
+/// Sets the memory policy of `len` bytes at `addr` (page-aligned, inside a shared mapping) to
+/// "preferably on NUMA node `node`" (`mbind(MPOL_PREFERRED)`). On a shared mapping of a memfd or
+/// shm object the policy belongs to the object's pages, whoever faults or reserves them later
+/// (Linux's shared policy of tmpfs): so it is set before the memory is reserved.
+pub fn prefer_node(addr: *mut u8, len: usize, node: u32) -> io::Result<()> {
+    if node as usize >= MAX_NODES {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("NUMA node {node} beyond {MAX_NODES}")));
+    }
+    let mut mask = [0u64; MAX_NODES / 64];
+    mask[node as usize / 64] |= 1 << (node % 64);
+    // SAFETY: mbind reads `mask` (MAX_NODES bits) and changes only the policy of the caller's
+    // mapping at `addr..addr + len`, never its contents.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_mbind, addr, len, MPOL_PREFERRED, mask.as_ptr(), MAX_NODES as libc::c_ulong, 0u32)
+    };
+    if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// The node the memory policy of the page at `addr` prefers, if its policy is `MPOL_PREFERRED`
+/// (`get_mempolicy(MPOL_F_ADDR)`).
+pub fn preferred_node(addr: *const u8) -> io::Result<Option<u32>> {
+    let mut mode: libc::c_int = 0;
+    let mut mask = [0u64; MAX_NODES / 64];
+    // SAFETY: get_mempolicy writes `mode` and at most MAX_NODES bits into `mask`; it only reads
+    // the policy of the mapping at `addr`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut libc::c_int,
+            mask.as_mut_ptr(),
+            MAX_NODES as libc::c_ulong,
+            addr,
+            MPOL_F_ADDR,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if mode != MPOL_PREFERRED {
+        return Ok(None);
+    }
+    Ok((0..MAX_NODES).find(|&n| mask[n / 64] & (1 << (n % 64)) != 0).map(|n| n as u32))
+}
+
+/// The NUMA node holding the page at `addr` (`move_pages` in query mode), once it is allocated.
+pub fn node_of_page(addr: *const u8) -> io::Result<u32> {
+    let pages = [addr as *mut libc::c_void];
+    let mut status = [0 as libc::c_int];
+    // SAFETY: move_pages with a null node list only queries: it writes one status for one page.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            1 as libc::c_ulong,
+            pages.as_ptr(),
+            std::ptr::null::<libc::c_int>(),
+            status.as_mut_ptr(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if status[0] < 0 {
+        return Err(io::Error::from_raw_os_error(-status[0]));
+    }
+    Ok(status[0] as u32)
+}
+
 /// Size of the file behind `fd`.
 pub fn file_size(fd: &impl AsFd) -> Result<u64> {
     let file = File::from(fd.as_fd().try_clone_to_owned().map_err(|e| Error::io("dup", e))?);

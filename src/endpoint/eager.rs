@@ -66,8 +66,103 @@ impl Inner {
         }
     }
 
-    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
-    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    /// An eager send to local rank `local` (in a fastbox or cells; if cells are short, it waits in
+    /// the pending list): the inline path of `isend_raw` (`SYNC` false) and `issend_raw` (`SYNC`
+    /// true, acknowledged once matched), and of a message above the node's smallest eager limit
+    /// that is within its pair's.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(always)]
+    pub(super) unsafe fn send_eager<const SYNC: bool>(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let mut hdr = self.header(dest, tag, context);
+        let token = self.next_token;
+        if SYNC {
+            self.next_token = self.next_token.wrapping_add(1);
+            hdr.kind = KIND_EAGER_SYNC;
+            hdr.aux = token;
+        }
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        let status = Status { source: self.rank, tag, len };
+        match self.port.send(local, &hdr, data) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                if SYNC {
+                    let req = self.reqs.insert(Op::Sync);
+                    self.sync_waiting.push((token, req, dest, status));
+                    Ok(req)
+                } else {
+                    Ok(self.reqs.insert_done(Ok(status)))
+                }
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                let sync = if SYNC { Some(token) } else { None };
+                self.pending.push_back(Pending { req, internal: false, sync, own: None });
+                Ok(req)
+            }
+            Err(e) => Err(self.send_error(e, dest)),
+        }
+    }
+
+    /// A blocking eager send to local rank `local`: the inline path of `send`.
+    #[inline(always)]
+    pub(super) fn send_blocking_eager(
+        &mut self,
+        buf: &[u8],
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<()> {
+        let hdr = self.header(dest, tag, context);
+        match self.port.send(local, &hdr, buf) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                Ok(())
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
+                self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
+                self.wait(req).map(drop)
+            }
+            Err(e) => Err(self.send_error(e, dest)),
+        }
+    }
+
+    /// A blocking send that leaves the inline path: above the node's smallest blocking eager
+    /// limit (eager still if within its pair's, else rendezvous), or to a remote peer.
+    #[inline(never)]
+    pub(super) fn send_blocking_slow(
+        &mut self,
+        buf: &[u8],
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<()> {
+        if let Some(p) = self.pairs.get(usize::from(local))
+            && buf.len() <= p.eager_blocking
+        {
+            return self.send_blocking_eager(buf, local, dest, tag, context);
+        }
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
+        self.wait(req).map(drop)
+    }
+
+    /// Sends that leave the inline path: above the node's smallest eager limit (eager still if
+    /// within the pair's, else rendezvous), and every send to a remote peer (through the netmod,
+    /// or rendezvous above its limit; `sync`: acknowledged when matched).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -83,8 +178,16 @@ impl Inner {
         context: u32,
         sync: bool,
     ) -> Result<Request> {
-        if len > self.eager {
-            // A rendezvous send completes once the receiver has the data: synchronous already.
+        if let Some(p) = self.pairs.get(usize::from(local)) {
+            // SAFETY (both): the caller's contract.
+            return match (len <= p.eager, sync) {
+                (true, true) => unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context) },
+                (true, false) => unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context) },
+                // A rendezvous send completes once the receiver has the data: synchronous already.
+                (false, _) => unsafe { self.lmt_send(ptr, len, local, dest, tag, context) },
+            };
+        }
+        if len > self.eager_net {
             // SAFETY: the caller's contract.
             return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
         }

@@ -42,19 +42,20 @@ use std::sync::atomic::AtomicU32;
 use nemesis_lmt::{Lmt, NetLmt};
 use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{MsgHeader, Node, Port, PortConfig, Segment, Sent};
+use nemesis_shm::{Node, Port, PortConfig, Segment};
 
 use eager::Pending;
 use matching::{Found, Posted, Unexpected};
 use progress::Active;
 use rendezvous::SegRings;
 pub use request::Request;
-use request::{Op, RecvBuf, Requests};
+use request::{RecvBuf, Requests};
 
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pmi::ProcessManager;
+use crate::topology::{Distance, Locality, PairThresholds};
 use crate::wait::Waiter;
 
 /// Receive from any source.
@@ -93,6 +94,14 @@ pub struct Status {
     pub len: usize,
 }
 
+/// A local peer's distance and eager limits (`crate::topology::distance`).
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    distance: Distance,
+    eager: usize,
+    eager_blocking: usize,
+}
+
 /// What the Endpoint knows of a peer's end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Peer {
@@ -125,11 +134,16 @@ struct Inner {
     /// Local rank → global rank.
     global: Box<[u32]>,
     cfg: Config,
-    /// Messages up to this length go eagerly (`eager_max`, within what the cells carry).
+    /// Messages to a local peer up to this length go eagerly: the smallest of the pairs' eager
+    /// limits (within what the cells carry); a longer one looks at its pair's ([`Self::pairs`]).
     eager: usize,
-    /// Blocking sends to a local peer up to this length go eagerly (`eager_blocking_max`; at
-    /// least `eager`).
+    /// Blocking sends to a local peer up to this length go eagerly: the smallest of the pairs'
+    /// (at least `eager`); a longer one looks at its pair's.
     eager_blocking: usize,
+    /// Messages to a remote peer up to this length go eagerly (through the netmod).
+    eager_net: usize,
+    /// Per local rank: its distance from us and the eager limits chosen for it.
+    pairs: Box<[Pair]>,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -247,14 +261,36 @@ impl Endpoint {
             }
             lmt.set_cma(probe.is_ok());
         }
-        let eager_max = cfg.eager_max.unwrap_or(if lmt.cma_allowed() {
-            crate::config::DEFAULT_EAGER_MAX
-        } else {
-            crate::config::DEFAULT_EAGER_MAX_RING
-        });
-        let eager = eager_max.min(port.max_message());
-        let eager_blocking = cfg.eager_blocking_max.unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
-        let eager_blocking = eager_blocking.min(port.max_message()).max(eager);
+        let default_eager =
+            if lmt.cma_allowed() { crate::config::DEFAULT_EAGER_MAX } else { crate::config::DEFAULT_EAGER_MAX_RING };
+        let max = port.max_message();
+        let eager_net = cfg.eager_max.unwrap_or(default_eager).min(max);
+        // Each local peer's distance, from the localities the launcher gave, and its thresholds.
+        let localities = Locality::from_env(nlocal);
+        let mut pairs = Vec::with_capacity(nlocal);
+        for l in 0..nlocal {
+            let distance =
+                localities.as_ref().map_or(Distance::Unknown, |v| v[usize::from(local_rank)].distance(&v[l]));
+            let row: &PairThresholds = cfg.pairs.row(distance);
+            let eager = row.eager_max.or(cfg.eager_max).unwrap_or(default_eager).min(max);
+            let blocking =
+                row.eager_blocking_max.or(cfg.eager_blocking_max).unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
+            pairs.push(Pair { distance, eager, eager_blocking: blocking.min(max).max(eager) });
+            lmt.set_peer(
+                l as u16,
+                nemesis_lmt::PeerConfig {
+                    cma_min: row.cma_min.unwrap_or(cfg.cma_min) as u64,
+                    cma_max: row.cma_max.unwrap_or(cfg.cma_max) as u64,
+                    split_min: row.split_min.unwrap_or(cfg.split_min) as u64,
+                    ring_chunk: row.ring_chunk.unwrap_or(0) as u64,
+                },
+            );
+        }
+        // The inline paths compare with the smallest limit of the node's pairs: one comparison,
+        // as with a single limit; only a message above it looks at its pair's.
+        let others = || pairs.iter().enumerate().filter(|&(l, _)| l != usize::from(local_rank)).map(|(_, p)| p);
+        let eager = others().map(|p| p.eager).min().unwrap_or(eager_net);
+        let eager_blocking = others().map(|p| p.eager_blocking).min().unwrap_or(eager_net).max(eager);
         let inner = Inner {
             net,
             port,
@@ -270,6 +306,8 @@ impl Endpoint {
             cfg,
             eager,
             eager_blocking,
+            eager_net,
+            pairs: pairs.into(),
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -326,9 +364,29 @@ impl Endpoint {
         self.inner.port.set_fastboxes(on);
     }
 
-    /// The largest message sent without rendezvous by every kind of send.
+    /// The largest message sent without rendezvous by every kind of send to any rank of this
+    /// node (the smallest of the pairs' limits; see [`eager_limit_to`](Self::eager_limit_to)).
     pub fn eager_limit(&self) -> usize {
         self.inner.eager
+    }
+
+    /// The largest message sent without rendezvous by every kind of send to `rank`: its pair's
+    /// limit for a rank of this node (chosen by [`distance`](Self::distance)), the netmod's
+    /// for another; `None` for a rank outside the job.
+    pub fn eager_limit_to(&self, rank: u32) -> Option<usize> {
+        let inner = &*self.inner;
+        match *inner.route.get(rank as usize)? {
+            NOT_LOCAL => Some(inner.eager_net),
+            l => inner.pairs.get(usize::from(l)).map(|p| p.eager),
+        }
+    }
+
+    /// The distance between this rank and `rank` of this node (`crate::topology::Distance`):
+    /// [`Distance::Unknown`] when ranks are not bound or no locality was given; `None` for a rank
+    /// of another node or outside the job.
+    pub fn distance(&self, rank: u32) -> Option<Distance> {
+        let l = *self.inner.route.get(rank as usize)?;
+        self.inner.pairs.get(usize::from(l)).map(|p| p.distance)
     }
 
     /// The largest message a blocking [`send`](Self::send) to a rank of this node sends without
@@ -348,23 +406,9 @@ impl Endpoint {
         let inner = &mut *self.inner;
         let local = inner.check_send(dest, tag)?;
         if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
-            // SAFETY: `buf` outlives the request, which we wait for before returning.
-            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
-            return inner.wait(req).map(drop);
+            return inner.send_blocking_slow(buf, local, dest, tag, context);
         }
-        let hdr = inner.header(dest, tag, context);
-        match inner.port.send(local, &hdr, buf) {
-            Ok(Sent::Done) => {
-                inner.ring(local);
-                Ok(())
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                inner.wait(req).map(drop)
-            }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+        inner.send_blocking_eager(buf, local, dest, tag, context)
     }
 
     /// Sends `buf` synchronously: returns once a matching receive has taken the message (MPI's
@@ -395,25 +439,8 @@ impl Endpoint {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
         }
-        let token = inner.next_token;
-        inner.next_token = inner.next_token.wrapping_add(1);
-        let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        match inner.port.send(local, &hdr, data) {
-            Ok(Sent::Done) => {
-                inner.ring(local);
-                let req = inner.reqs.insert(Op::Sync);
-                inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
-                Ok(req)
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
-                Ok(req)
-            }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.send_eager::<true>(ptr, len, local, dest, tag, context) }
     }
 
     /// Asks the process manager to end the whole job with `code` (MPI_Abort), printing `msg`;
@@ -486,22 +513,8 @@ impl Endpoint {
             // SAFETY: the caller's contract.
             return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
         }
-        let hdr = inner.header(dest, tag, context);
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        let status = Status { source: inner.rank, tag, len };
-        match inner.port.send(local, &hdr, data) {
-            Ok(Sent::Done) => {
-                inner.ring(local);
-                Ok(inner.reqs.insert_done(Ok(status)))
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                Ok(req)
-            }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context) }
     }
 
     /// Starts receiving into the `cap` bytes at `ptr`.
