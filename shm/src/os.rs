@@ -98,7 +98,11 @@ const MAX_NODES: usize = 1024;
 /// "preferably on NUMA node `node`" (`mbind(MPOL_PREFERRED)`). On a shared mapping of a memfd or
 /// shm object the policy belongs to the object's pages, whoever faults or reserves them later
 /// (Linux's shared policy of tmpfs): so it is set before the memory is reserved.
-pub fn prefer_node(addr: *mut u8, len: usize, node: u32) -> io::Result<()> {
+///
+/// # Safety
+/// `addr..addr + len` must be a mapping the caller owns: the policy of whatever is mapped there
+/// changes (never its contents).
+pub unsafe fn prefer_node(addr: *mut u8, len: usize, node: u32) -> io::Result<()> {
     if node as usize >= MAX_NODES {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("NUMA node {node} beyond {MAX_NODES}")));
     }
@@ -114,7 +118,11 @@ pub fn prefer_node(addr: *mut u8, len: usize, node: u32) -> io::Result<()> {
 
 /// The node the memory policy of the page at `addr` prefers, if its policy is `MPOL_PREFERRED`
 /// (`get_mempolicy(MPOL_F_ADDR)`).
-pub fn preferred_node(addr: *const u8) -> io::Result<Option<u32>> {
+///
+/// # Safety
+/// `addr` must lie in a mapping of this process (the kernel only reads its policy; an unmapped
+/// address is an `EFAULT` error).
+pub unsafe fn preferred_node(addr: *const u8) -> io::Result<Option<u32>> {
     let mut mode: libc::c_int = 0;
     let mut mask = [0u64; MAX_NODES / 64];
     // SAFETY: get_mempolicy writes `mode` and at most MAX_NODES bits into `mask`; it only reads

@@ -172,7 +172,8 @@ impl Segment {
         }
         let (start, _) = self.layout.owned_ranges(rank)[2];
         let addr = self.map.as_ptr().wrapping_add(start as usize);
-        os::preferred_node(addr).map_err(|e| Error::io("get_mempolicy", e))
+        // SAFETY: `addr` is the first byte of the rank's cells, inside our mapping.
+        unsafe { os::preferred_node(addr) }.map_err(|e| Error::io("get_mempolicy", e))
     }
 
     fn build(
@@ -226,7 +227,8 @@ impl Segment {
                     continue;
                 }
                 let addr = self.map.as_mut_ptr().wrapping_add(first as usize);
-                if let Err(e) = os::prefer_node(addr, (last - first) as usize, node) {
+                // SAFETY: `first..last` lies inside our mapping of the segment (`last <= total`).
+                if let Err(e) = unsafe { os::prefer_node(addr, (last - first) as usize, node) } {
                     refused.get_or_insert(e);
                 }
             }

@@ -1,6 +1,8 @@
-//! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
-//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
-//! PMI-1 or PMI-2 conversation and supervises them (the library behind it is `nemesis::launch`).
+//! `nemesis-run -n N [--bind core|hwthread|l2|l3|numa|package|none] [--map-by
+//! core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
+//! poll|yield|block] [--tag-output] [--keep-going] [--] program [args...]`: starts N ranks of a
+//! nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and supervises them
+//! (the library behind it is `nemesis::launch`; the policies are `nemesis::topology::plan`'s).
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use nemesis::Error;
-use nemesis::launch::{Bind, Job, Wait};
+use nemesis::launch::{Bind, Job, MapBy, Wait};
 
 #[derive(Debug, Parser)]
 #[command(name = "nemesis-run", version, about = "Start the ranks of a nemesis job on this machine")]
@@ -22,9 +24,23 @@ struct Cli {
     /// Number of ranks.
     #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     ranks: u32,
-    /// Pin rank i to the (i mod n)-th allowed CPU (core), or leave placement to the kernel (none).
-    #[arg(long, value_enum, default_value_t = BindArg::None)]
-    bind: BindArg,
+    /// Bind each rank to the object of this level holding its PU (core: its core; without the
+    /// hwloc feature, rank i on the (i mod n)-th allowed CPU), or leave placement to the kernel
+    /// (none). Levels other than core and none need the hwloc feature.
+    #[arg(long, value_name = "LEVEL", default_value = "none", value_parser = parse_bind)]
+    bind: Bind,
+    /// Distribute ranks over cores (compact by default), L3 caches, NUMA nodes or packages
+    /// (spread, round robin, by default); physical cores before SMT siblings. Needs the hwloc
+    /// feature unless it is `core`.
+    #[arg(long, value_name = "LEVEL[:spread|compact]", value_parser = parse_map)]
+    map_by: Option<MapBy>,
+    /// Print one line per rank (its CPU set and the topology objects it covers) before starting.
+    #[arg(long)]
+    report_bindings: bool,
+    /// Print the topology and the placement of every rank, and start nothing (HWLOC_SYNTHETIC or
+    /// HWLOC_XMLFILE plan for another machine).
+    #[arg(long)]
+    dry_run: bool,
     /// How ranks wait for messages (sets NEMESIS_WAIT in every rank).
     #[arg(long, value_enum)]
     wait: Option<WaitArg>,
@@ -43,10 +59,12 @@ struct Cli {
     command: Vec<OsString>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum BindArg {
-    None,
-    Core,
+fn parse_bind(s: &str) -> Result<Bind, String> {
+    Bind::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_map(s: &str) -> Result<MapBy, String> {
+    MapBy::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -69,14 +87,27 @@ fn main() -> ExitCode {
     let (program, args) = cli.command.split_first().expect("clap requires the program");
     let mut job = Job::new(program, args)
         .ranks(cli.ranks)
-        .bind(match cli.bind {
-            BindArg::None => Bind::None,
-            BindArg::Core => Bind::Core,
-        })
+        .bind(cli.bind)
+        .report_bindings(cli.report_bindings)
         .tag_output(cli.tag_output)
         .keep_going(cli.keep_going)
         .nodes(cli.nodes)
         .handle_signals(true);
+    if let Some(m) = cli.map_by {
+        job = job.map_by(m);
+    }
+    if cli.dry_run {
+        return match job.dry_run() {
+            Ok(lines) => {
+                lines.iter().for_each(|l| println!("{l}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("nemesis-run: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if let Some(w) = cli.wait {
         job = job.wait(match w {
             WaitArg::Poll => Wait::Poll,

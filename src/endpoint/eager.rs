@@ -179,12 +179,18 @@ impl Inner {
         sync: bool,
     ) -> Result<Request> {
         if let Some(p) = self.pairs.get(usize::from(local)) {
-            // SAFETY (both): the caller's contract.
-            return match (len <= p.eager, sync) {
-                (true, true) => unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context) },
-                (true, false) => unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context) },
+            if len > p.eager {
                 // A rendezvous send completes once the receiver has the data: synchronous already.
-                (false, _) => unsafe { self.lmt_send(ptr, len, local, dest, tag, context) },
+                // SAFETY: the caller's contract.
+                return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+            }
+            // Above the node's smallest eager limit, within this pair's.
+            return if sync {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context) }
+            } else {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context) }
             };
         }
         if len > self.eager_net {

@@ -8,7 +8,7 @@
 //! 2. `fcntl` to clear close-on-exec on the two descriptors the rank inherits (its end of the PMI
 //!    socket pair and the node's segment) — in the child only, so that no other rank, and no
 //!    process a multi-threaded host starts meanwhile, inherits them;
-//! 3. `sched_setaffinity` to one CPU with `--bind core`.
+//! 3. `sched_setaffinity` to the CPUs of the rank's slot in the plan (`--bind`).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]
 //! forks from its calling thread and does not return before every rank was reaped.
@@ -25,6 +25,7 @@ use super::contract::{
     LAUNCHER_NAME,
 };
 use crate::error::{Error, Result};
+use crate::topology::distance::ENV_LOCALITY;
 
 /// Where one rank sits in the job.
 #[derive(Debug, Clone)]
@@ -34,8 +35,10 @@ pub(crate) struct Placement {
     pub node: String,
     pub local_rank: u16,
     pub local_size: u16,
-    /// The CPU to pin to (`--bind core`).
-    pub cpu: Option<usize>,
+    /// The CPUs to bind to (empty: not bound).
+    pub cpus: Vec<u32>,
+    /// `NEMESIS_LOCALITY` for the rank (every local rank's locality), when there is a plan.
+    pub locality: Option<String>,
 }
 
 /// A started rank.
@@ -49,24 +52,6 @@ pub(crate) struct Started {
     pub pmi: UnixStream,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
-}
-
-/// The CPUs this process may run on, in increasing order (`sched_getaffinity`).
-pub(crate) fn allowed_cpus() -> Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(Error::io("sched_getaffinity", io::Error::last_os_error()));
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c < CPU_SETSIZE`, so the bit lies inside `set`.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect();
-    if cpus.is_empty() {
-        return Err(Error::Config("no CPU is allowed to this process".into()));
-    }
-    Ok(cpus)
 }
 
 /// Clears close-on-exec on `fd` (async-signal-safe: two `fcntl` calls).
@@ -124,6 +109,9 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     if let Some(w) = job.wait {
         cmd.env(ENV_WAIT, w.name());
     }
+    if let Some(l) = &place.locality {
+        cmd.env(ENV_LOCALITY, l);
+    }
     // As mpiexec: the terminal's input goes to rank 0 only.
     if place.rank != 0 {
         cmd.stdin(Stdio::null());
@@ -132,18 +120,20 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
 
-    let cpuset = match place.cpu {
-        None => None,
-        Some(cpu) => {
-            // SAFETY: a zeroed cpu_set_t is a valid empty set.
-            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let cpuset = if place.cpus.is_empty() {
+        None
+    } else {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &cpu in &place.cpus {
+            let cpu = cpu as usize;
             if cpu >= libc::CPU_SETSIZE as usize {
                 return Err(Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")));
             }
             // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set`.
             unsafe { libc::CPU_SET(cpu, &mut set) };
-            Some(set)
         }
+        Some(set)
     };
     let launcher = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe

@@ -31,6 +31,7 @@ use super::signals::SignalPipe;
 use super::spawn::{self, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
 use crate::error::{Error, Result};
+use crate::topology::Plan;
 
 /// One rank's PMI connection.
 struct Conn {
@@ -96,7 +97,7 @@ fn send_some(sock: &UnixStream, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// Starts the ranks of `job` over `nodes` (one segment each) and supervises them to the end.
-pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Result<Outcome> {
+pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: Option<Plan>) -> Result<Outcome> {
     let size = job.ranks;
     let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
     let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
@@ -105,10 +106,6 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
         server.preput(&segment_key(&n.id), &format!("{HANDLE_FD}{}", seg.fd()));
     }
     let signals = if job.handle_signals { Some(SignalPipe::install()?) } else { None };
-    let cpus = match job.bind {
-        super::Bind::None => None,
-        super::Bind::Core => Some(spawn::allowed_cpus()?),
-    };
 
     let mut sup = Supervisor {
         job,
@@ -124,6 +121,12 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
     let mut pipes = Vec::new();
     for (ni, n) in nodes.iter().enumerate() {
         let local_size = n.ranks.len() as u16;
+        // Every rank of the node learns every local rank's locality: pair distances.
+        let locality = plan.as_ref().map(|p| {
+            let all: Vec<String> =
+                n.ranks.iter().map(|&r| p.machine.locality_of(&p.slots[r as usize].cpus).encode()).collect();
+            all.join(";")
+        });
         for (local, &rank) in n.ranks.iter().enumerate() {
             let local = local as u16;
             let place = Placement {
@@ -132,8 +135,9 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
                 node: n.id.clone(),
                 local_rank: local,
                 local_size,
-                // All nodes of a job are on this machine: place by global rank.
-                cpu: cpus.as_ref().map(|c| c[rank as usize % c.len()]),
+                // All nodes of a job are on this machine: the plan places by global rank.
+                cpus: plan.as_ref().map(|p| p.slots[rank as usize].cpus.clone()).unwrap_or_default(),
+                locality: locality.clone(),
             };
             let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd()) {
                 Ok(s) => s,
@@ -143,7 +147,7 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
                 }
             };
             let Started { child, pid, pidfd, pmi, stdout, stderr } = started;
-            tracing::debug!(rank, pid, cpu = ?place.cpu, "rank started");
+            tracing::debug!(rank, pid, cpus = ?place.cpus, "rank started");
             if let Some(o) = stdout {
                 pipes.push((rank, Stream::Stdout, OwnedFd::from(o)));
             }

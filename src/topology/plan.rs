@@ -250,22 +250,18 @@ impl Plan {
         if s.cpus.is_empty() { None } else { self.machine.numa_node_of(&s.cpus) }
     }
 
-    /// The line `--report-bindings` and `--dry-run` print for `rank`: its CPU set and the
-    /// objects it covers, e.g. `rank 3 cpus 6-7 covers Core L#3`, or `rank 0 not bound (cpus 0-1
-    /// covers Machine L#0)`.
+    /// What `--report-bindings` and `--dry-run` print for `rank` after `rank N: `: its CPU set
+    /// and the objects it covers, e.g. `cpus 6-7 covers L2 L#3 + Core L#3, memory on NUMA node
+    /// P#0`, or `not bound: cpus 0-1 covers Machine L#0` (`allowed`: the CPUs an unbound rank
+    /// may use; empty: the whole machine).
     pub fn describe(&self, rank: usize, allowed: &[u32]) -> String {
-        let Some(s) = self.slots.get(rank) else { return format!("rank {rank} not planned") };
+        let Some(s) = self.slots.get(rank) else { return "not planned".into() };
         if s.cpus.is_empty() {
             let cpus: Vec<u32> =
                 if allowed.is_empty() { self.machine.pus.iter().map(|p| p.os).collect() } else { allowed.to_vec() };
-            return format!(
-                "rank {rank} not bound (cpus {} covers {})",
-                cpu_list(&cpus),
-                self.machine.cover(&cpus).join(", ")
-            );
+            return format!("not bound: cpus {} covers {}", cpu_list(&cpus), self.machine.cover(&cpus).join(", "));
         }
-        let mut line =
-            format!("rank {rank} cpus {} covers {}", cpu_list(&s.cpus), self.machine.cover(&s.cpus).join(", "));
+        let mut line = format!("cpus {} covers {}", cpu_list(&s.cpus), self.machine.cover(&s.cpus).join(", "));
         if let Some(node) = self.numa_node(rank) {
             line += &format!(", memory on NUMA node P#{node}");
         }
