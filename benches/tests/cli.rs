@@ -369,3 +369,34 @@ fn bad_command_lines_are_errors_not_panics() {
         assert!(err.contains(says), "{args:?} should say `{says}`: {err}");
     }
 }
+
+#[test]
+fn topo_prints_the_topology_distances_and_thresholds() {
+    let out = ok(&["topo"]);
+    assert!(out.starts_with("topology: "), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("thresholds in force"))
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    let names: Vec<&str> = rows.iter().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["core", "l2", "l3", "numa", "package", "machine", "unknown"], "{out}");
+    // A table row set through the environment is in force for its distance only.
+    let out = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
+        .arg("topo")
+        .env("NEMESIS_TOPO_TABLE", "package:eager=8K,split=64K")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row =
+        |d: &str| text.lines().find(|l| l.trim_start().starts_with(&format!("{d} "))).unwrap_or_default().to_owned();
+    assert!(row("package").contains("8192") && row("package").contains("table: eager=8192,split=65536"), "{text}");
+    assert!(row("l3").contains("node-wide"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
+        .arg("topo")
+        .env("NEMESIS_TOPO_TABLE", "socket:eager=1")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("socket"));
+}

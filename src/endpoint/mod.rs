@@ -461,6 +461,14 @@ impl Endpoint {
         &self.inner.global
     }
 
+    /// The lowest rank of this node: the same number on every rank of the node and a different
+    /// one on every other node. It names the node for `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`
+    /// (its colour) and for the collectives' two levels (intra-node, then between the nodes'
+    /// leaders), so that both group ranks exactly as the segment does.
+    pub fn node_leader(&self) -> u32 {
+        self.inner.global.first().copied().unwrap_or(self.inner.rank)
+    }
+
     /// True if `rank` shares this node's segment.
     pub fn is_local(&self, rank: u32) -> bool {
         self.inner.route.get(rank as usize).is_some_and(|&l| l != NOT_LOCAL)
