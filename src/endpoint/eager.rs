@@ -83,26 +83,13 @@ impl Inner {
         tag: i32,
         context: u32,
     ) -> Result<Request> {
-        let mut hdr = self.header(dest, tag, context);
-        let token = self.next_token;
-        if SYNC {
-            self.next_token = self.next_token.wrapping_add(1);
-            hdr.kind = KIND_EAGER_SYNC;
-            hdr.aux = token;
-        }
+        let (hdr, token) = self.eager_header(dest, tag, context, SYNC);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        let status = Status { source: self.rank, tag, len };
         match self.port.send(local, &hdr, data) {
             Ok(Sent::Done) => {
                 self.ring(local);
-                if SYNC {
-                    let req = self.reqs.insert(Op::Sync);
-                    self.sync_waiting.push((token, req, dest, status));
-                    Ok(req)
-                } else {
-                    Ok(self.reqs.insert_done(Ok(status)))
-                }
+                Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
             }
             Ok(Sent::Pending(ps)) => {
                 let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
@@ -197,23 +184,36 @@ impl Inner {
             // SAFETY: the caller's contract.
             return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
         }
-        let status = Status { source: self.rank, tag, len };
-        let token = self.next_token;
+        let (hdr, token) = self.eager_header(dest, tag, context, sync);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        Ok(self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len }))
+    }
+
+    /// The header of eager data, and the token a synchronous send (`sync`) is acknowledged with.
+    #[inline(always)]
+    fn eager_header(&mut self, dest: u32, tag: i32, context: u32, sync: bool) -> (MsgHeader, u32) {
         let mut hdr = self.header(dest, tag, context);
+        let token = self.next_token;
         if sync {
             self.next_token = self.next_token.wrapping_add(1);
             hdr.kind = KIND_EAGER_SYNC;
             hdr.aux = token;
         }
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        self.net_send(dest, &hdr, data)?;
+        (hdr, token)
+    }
+
+    /// The request of eager data handed over: complete, or (`sync`) waiting for the
+    /// acknowledgement of `token`.
+    #[inline(always)]
+    fn eager_sent(&mut self, sync: bool, token: u32, dest: u32, status: Status) -> Request {
         if sync {
             let req = self.reqs.insert(Op::Sync);
             self.sync_waiting.push((token, req, dest, status));
-            Ok(req)
+            req
         } else {
-            Ok(self.reqs.insert_done(Ok(status)))
+            self.reqs.insert_done(Ok(status))
         }
     }
 
