@@ -369,3 +369,37 @@ fn bad_command_lines_are_errors_not_panics() {
         assert!(err.contains(says), "{args:?} should say `{says}`: {err}");
     }
 }
+
+/// How much faster, at most, one core's memcpy of a larger size may read than that of a smaller
+/// one from 4K to 1M. A larger copy works in the same or a slower cache level, so bandwidth does
+/// not rise with size there but for noise; medians of `--quick`'s three rounds, each the best of
+/// three timed runs, stay well within a factor of two of each other on a loaded 2-core machine
+/// (measured: 26–93 GB/s, falling with size). A mis-measured baseline reads 2–3 GB/s at 4–128K
+/// against 25–47 at 1M: ten times and more.
+const MEMCPY_RISE: f64 = 2.0;
+
+#[test]
+fn compare_quick_memcpy_baseline_does_not_rise_with_size() {
+    let dir = tempdir("baseline");
+    let d = dir.to_str().unwrap();
+    ok(&["compare", "--quick", "--systems", "pipe", "--iters-scale", "0.02", "--out", d]);
+    let (head, rows) = csv(&dir.join("compare-baseline.csv"));
+    assert_eq!(head[..3], ["baseline", "workload", "bytes"]);
+    let memcpy: Vec<(usize, f64)> = rows
+        .iter()
+        .filter(|r| r[0] == "memcpy")
+        .map(|r| (r[2].parse().unwrap(), r[5].parse().unwrap()))
+        .filter(|&(bytes, _)| (4 << 10..=1 << 20).contains(&bytes))
+        .collect();
+    let sizes: Vec<usize> = memcpy.iter().map(|m| m.0).collect();
+    assert_eq!(sizes, [4 << 10, 32 << 10, 64 << 10, 128 << 10, 1 << 20], "{rows:?}");
+    for (i, &(small, at_small)) in memcpy.iter().enumerate() {
+        for &(large, at_large) in &memcpy[i + 1..] {
+            assert!(
+                at_large <= MEMCPY_RISE * at_small,
+                "memcpy of {large} bytes at {at_large:.0} MB/s, of {small} at {at_small:.0} MB/s: {memcpy:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
