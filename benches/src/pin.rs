@@ -32,6 +32,11 @@ pub fn allowed() -> Vec<usize> {
     }
 }
 
+/// A set of CPUs as a header prints it: `3`, or `0,1` if there are several.
+pub fn describe(cpus: &[usize]) -> String {
+    cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// The two CPUs a two-process benchmark uses: the first two this process may use (where
 /// `nemesis::launch` with `Bind::Core`, `mpiexec --bind-to core` and the rank programs put ranks
 /// 0 and 1), or the same one twice if only one is allowed.
@@ -68,5 +73,7 @@ mod tests {
         assert_eq!(on_cpu(a, allowed).unwrap(), vec![a]);
         assert_eq!(allowed(), before);
         assert!(pin(usize::MAX).is_err());
+        assert_eq!(describe(&[3]), "3");
+        assert_eq!(describe(&[0, 1]), "0,1");
     }
 }

@@ -175,6 +175,7 @@ fn compare_writes_tables_csv_and_plots_for_every_system() {
     let dir = tempdir("compare");
     let d = dir.to_str().unwrap();
     let out = ok(&["compare", "--quick", "--max-size", "8", "--rounds", "2", "--iters-scale", "0.02", "--out", d]);
+    two_cpus_named(&out, "2 processes per system pinned to CPUs ");
     // Every system is listed: measured with how, or skipped with why.
     for s in SYSTEMS {
         assert!(out.lines().any(|l| l.trim_start().starts_with(s)), "{s} not listed:\n{out}");
@@ -290,6 +291,7 @@ fn message_rate_with_two_pair_counts() {
 #[test]
 fn plogp_prints_the_parameter_table() {
     let out = ok(&["plogp", "--sizes", "0,8,65537", "--samples", "5"]);
+    two_cpus_named(&out, "2 ranks pinned to CPUs ");
     let latency = out.lines().find_map(|l| l.strip_prefix("# Latency = ")).unwrap_or_else(|| panic!("no L:\n{out}"));
     assert!(latency.trim().parse::<f64>().is_ok(), "{out}");
     let eager: usize = out
@@ -320,9 +322,27 @@ fn baseline_prints_the_three_ceilings() {
     assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["4K", "64K"], "{out}");
 }
 
+/// The two CPUs a header names after "pinned to CPUs " (or "CPUs "): "A and B".
+fn header_cpus<'a>(out: &'a str, before: &str) -> (&'a str, &'a str) {
+    let rest = out.split_once(before).unwrap_or_else(|| panic!("no `{before}` in:\n{out}")).1;
+    let (a, rest) = rest.split_once(" and ").unwrap_or_else(|| panic!("no two CPUs in:\n{out}"));
+    let b = rest.split([',', ';', ' ']).next().unwrap_or_default();
+    (a, b)
+}
+
+/// On a machine where this process may use two CPUs or more, a header names two different ones.
+fn two_cpus_named(out: &str, before: &str) {
+    let (a, b) = header_cpus(out, before);
+    assert!(a.parse::<usize>().is_ok() && b.parse::<usize>().is_ok(), "`{a}` and `{b}`:\n{out}");
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        assert_ne!(a, b, "the two processes are said to share a CPU:\n{out}");
+    }
+}
+
 #[test]
 fn pingpong_main_job() {
     let out = ok(&["pingpong", "--quick", "--sizes", "8,1024"]);
+    two_cpus_named(&out, "2 ranks pinned to CPUs ");
     assert!(out.contains("cache-line limit"), "{out}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("8 ")), "{out}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("1024 ")), "{out}");
