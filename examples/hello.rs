@@ -8,6 +8,7 @@
 use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, WORLD};
 
 fn main() -> Result<(), nemesis::Error> {
+    nemesis::log::init(); // nemesis's warnings on stderr (more with NEMESIS_LOG=debug); optional
     let mut ep = Endpoint::init()?; // PMI-1 bootstrap, or a singleton
     let (rank, size) = (ep.rank(), ep.size());
     if rank == 0 {
