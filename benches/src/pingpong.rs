@@ -38,7 +38,7 @@ const DEFAULT_SIZES: [usize; 9] = [0, 8, 64, 256, 1024, 4096, 16384, 32768, 6553
 pub fn run(opts: &Opts) {
     let page = nemesis_shm::os::memfd("pingpong-line").expect("memfd");
     nemesis_shm::os::reserve(&page, 4096).expect("a page");
-    nemesis_shm::os::inheritable(page.as_raw_fd()).expect("inheritable");
+    nemesis_shm::os::inheritable(&page).expect("inheritable");
     let rounds = if opts.quick { 3 } else { opts.rounds.max(1) };
     let sizes: Vec<String> = if opts.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { opts.sizes.clone() }
         .iter()
