@@ -23,6 +23,7 @@
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
+//! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
 //!
 //! The library and the launcher are built first (`cargo build -p nemesis-mpi -p nemesis` in the
 //! same profile and target directory): cargo does not build a `cdylib` for integration tests.
@@ -342,4 +343,13 @@ fn hydra() {
     c.args(["-n", "3"]).arg(&prog);
     let o = run_with_limit(c, Duration::from_secs(60));
     assert_all_ok(&o, "ring", 3);
+}
+
+#[test]
+fn nemesis_log_from_a_c_program() {
+    let o = job(2, &compile("ring", false), &[], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
+    assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
 }
