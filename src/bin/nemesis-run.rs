@@ -77,7 +77,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
         // `--opt=value`, `-nVALUE`, or the value in the next argument.
         let (name, inline) = match a.split_once('=') {
             Some((n, v)) if a.starts_with("--") => (n, Some(v.to_owned())),
-            _ if a.starts_with("-n") && a.len() > 2 && !a.starts_with("--") => ("-n", Some(a[2..].to_owned())),
+            _ if a.starts_with("-n") && a.len() > 2 && !a.starts_with("--") => {
+                ("-n", Some(a[2..].trim_start_matches('=').to_owned()))
+            }
             _ => (a, None),
         };
         let mut value = |what: &str| -> Result<String, String> {
@@ -207,6 +209,7 @@ mod tests {
         assert_eq!((c.ranks, c.nodes, c.keep_going, c.tag_output), (3, 2, true, false));
         assert_eq!(c.command, ["hostname", "--tag-output"].map(OsString::from));
         assert_eq!(run(&["--np=2", "true"]).ranks, 2);
+        assert_eq!(run(&["-n=5", "true"]).ranks, 5);
         assert_eq!(args(&["--help"]), Ok(Parsed::Help));
         assert_eq!(args(&["-n", "2", "-V"]), Ok(Parsed::Version));
     }
