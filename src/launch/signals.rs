@@ -67,8 +67,8 @@ impl SignalPipe {
     }
 
     /// The descriptor to poll for readability.
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.read.as_raw_fd()
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
     }
 
     /// The signals received since the last call, oldest first.
