@@ -1,6 +1,6 @@
 //! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
 //! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
-//! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
+//! PMI-1 or PMI-2 conversation and supervises them (the library behind it is `nemesis::launch`).
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;

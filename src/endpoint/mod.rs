@@ -54,7 +54,7 @@ use request::{Op, RecvBuf, Requests};
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pmi::PmiClient;
+use crate::pmi::ProcessManager;
 use crate::wait::Waiter;
 
 /// Receive from any source.
@@ -116,7 +116,7 @@ struct Inner {
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
     bells: Box<[&'static AtomicU32]>,
-    pmi: Option<PmiClient>,
+    pmi: Option<ProcessManager>,
     rank: u32,
     size: u32,
     local_rank: u16,
@@ -748,8 +748,15 @@ impl Inner {
                 warned = true;
             }
         }
+        // A process manager other than ours waits in its barrier for every rank, dead ones too:
+        // with a peer known dead, the survivors leave without it.
+        let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();
         if let Some(pmi) = self.pmi.as_mut() {
-            pmi.barrier()?;
+            if dead == 0 || pmi.barrier_survives_departures() {
+                pmi.barrier()?;
+            } else {
+                tracing::warn!(dead, pm = %pmi.name(), "finalize without the process manager's barrier: ranks died");
+            }
         }
         if let Some(net) = self.net.as_mut() {
             net.finalize()?;

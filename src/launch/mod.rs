@@ -1,4 +1,4 @@
-//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 conversation and
+//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2 conversation and
 //! watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and "Liveness and
 //! failures"). The `nemesis-run` binary is a command line over [`Job`]; a benchmark that starts
 //! its own ranks uses [`Job`] directly.
@@ -6,7 +6,7 @@
 //! Modules:
 //! - [`contract`]: the environment variables and KVS keys every rank finds (shared with the
 //!   rank-side bootstrap);
-//! - [`server`]: the PMI-1 "simple" server, a sans-I/O state machine;
+//! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
 //! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
 //!   (death signal, inherited descriptors, CPU binding);
 //! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM),

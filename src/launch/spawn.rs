@@ -94,10 +94,17 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
 
     let mut cmd = Command::new(&job.program);
     cmd.args(&job.args);
-    // Stale PMI variables (a launcher started under another process manager) must not mislead
-    // the rank's client.
-    for v in ["PMI_PORT", "PMI_ID", "PMI_SPAWNED", "PMI_SUBVERSION"] {
+    // Stale process manager variables (a launcher started under Slurm, Hydra or Open MPI) must
+    // not mislead the rank's bootstrap: it must speak to us, not to a PMIx server of the
+    // launcher's own job.
+    for v in ["PMI_PORT", "PMI_ID", "PMI_SPAWNED", "PMI_SUBVERSION", "PMI_JOBID", "SLURM_MPI_TYPE"] {
         cmd.env_remove(v);
+    }
+    for (k, _) in std::env::vars_os() {
+        let k8 = k.to_string_lossy();
+        if k8.starts_with("PMIX_") || k8.starts_with("OMPI_COMM_WORLD_") {
+            cmd.env_remove(&k);
+        }
     }
     for (k, v) in &job.env {
         cmd.env(k, v);

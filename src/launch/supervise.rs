@@ -33,7 +33,7 @@ use nix::unistd::Pid;
 
 use super::contract::{HANDLE_FD, process_mapping, segment_key};
 use super::output::{Forwarder, Stream};
-use super::server::{Action, LINE_MAX, PmiServer};
+use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
 use super::spawn::{self, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
@@ -318,23 +318,9 @@ impl Supervisor {
                 }
             }
         }
-        let mut lines = Vec::new();
-        let mut start = 0;
-        while let Some(nl) = conn.input[start..].iter().position(|&b| b == b'\n') {
-            lines.push(String::from_utf8_lossy(&conn.input[start..start + nl]).into_owned());
-            start += nl + 1;
-        }
-        conn.input.drain(..start);
-        let too_long = conn.input.len() > LINE_MAX;
-        for line in lines {
-            self.server.on_line(rank, &line, &mut self.actions);
-        }
-        if too_long {
-            tracing::warn!(rank, "PMI line longer than {LINE_MAX} bytes: closing the connection");
-            self.actions.push(Action::Reply { rank, line: "cmd=error rc=-1 msg=line_too_long\n".into() });
-        }
+        let framing_ok = self.server.on_bytes(rank, &mut conn.input, &mut self.actions);
         self.apply_actions();
-        if closed || too_long {
+        if closed || !framing_ok {
             self.close_conn(i);
         }
     }
