@@ -181,15 +181,6 @@ pub fn parse_bytes(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
-/// Installs a `tracing` subscriber filtered by `NEMESIS_LOG` (e.g. `NEMESIS_LOG=debug`), once;
-/// without the variable only warnings and errors are shown. Does nothing if the application
-/// installed its own.
-pub fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("NEMESIS_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod launch;
+pub mod log;
 pub mod pmi;
 pub mod topology;
 mod wait;

@@ -201,6 +201,8 @@ fn run(cmd: Cmd) -> Result<i32> {
 }
 
 fn main() {
+    // Our log output (NEMESIS_LOG) for this process and the rank programs it runs as.
+    nemesis::log::init();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => std::process::exit(code),

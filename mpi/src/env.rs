@@ -26,6 +26,9 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
+    // A C program has no other way to see nemesis's warnings (NEMESIS_LOG); a process that set
+    // its own subscriber keeps it.
+    nemesis::log::init();
     let mut ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
     let world_ranks: Vec<u32> = (0..size).collect();

@@ -23,6 +23,7 @@
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
+//! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
@@ -432,4 +433,13 @@ fn ring_under_openmpi() {
     if needs(answers("mpiexec.openmpi", &["--version"], 20), "mpiexec.openmpi (apt-get install openmpi-bin)") {
         ring_under(&["mpiexec.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", "4"], &[], true);
     }
+}
+
+#[test]
+fn nemesis_log_from_a_c_program() {
+    let o = job(2, &compile("ring", false), &[], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
+    assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
 }

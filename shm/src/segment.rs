@@ -348,7 +348,7 @@ impl Segment {
 
     /// Makes the descriptor survive `exec` and returns it, for a launcher starting ranks.
     pub fn inheritable_fd(&self) -> Result<RawFd> {
-        os::inheritable(self.fd.as_raw_fd())?;
+        os::inheritable(&self.fd)?;
         Ok(self.fd.as_raw_fd())
     }
 

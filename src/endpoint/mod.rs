@@ -203,7 +203,8 @@ unsafe impl Send for Endpoint {}
 
 impl Endpoint {
     /// Starts this process's endpoint: bootstrap through PMI-1 (or as a singleton), attach the
-    /// node segment, read the `NEMESIS_*` configuration.
+    /// node segment, read the `NEMESIS_*` configuration. It installs no `tracing` subscriber:
+    /// that is the program's choice ([`crate::log::init`] is ours).
     pub fn init() -> Result<Endpoint> {
         Self::init_with(Config::from_env()?)
     }
@@ -212,7 +213,6 @@ impl Endpoint {
     /// (for a runtime that takes its settings elsewhere). Every rank of a job should pass the
     /// same one.
     pub fn init_with(cfg: Config) -> Result<Endpoint> {
-        crate::config::init_logging();
         let boot = bootstrap::bootstrap()?;
         Self::from_boot(boot, cfg)
     }

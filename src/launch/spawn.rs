@@ -12,9 +12,12 @@
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]
 //! forks from its calling thread and does not return before every rank was reaped.
+//!
+//! Through `nix` (its wrappers allocate nothing, and its errors turn into `io::Error` without
+//! allocating either), but for `pidfd_open`, which nix 0.31 lacks: a raw `libc::syscall`.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
@@ -26,6 +29,10 @@ use super::contract::{
 };
 use crate::error::{Error, Result};
 use crate::topology::distance::ENV_LOCALITY;
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sched::{CpuSet, sched_setaffinity};
+use nix::sys::signal::Signal;
+use nix::unistd::{Pid, getppid};
 
 /// Where one rank sits in the job.
 #[derive(Debug, Clone)]
@@ -55,13 +62,9 @@ pub(crate) struct Started {
 }
 
 /// Clears close-on-exec on `fd` (async-signal-safe: two `fcntl` calls).
-fn clear_cloexec(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor number, no memory passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn clear_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = FdFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFD)?);
+    fcntl(fd, FcntlArg::F_SETFD(flags - FdFlag::FD_CLOEXEC))?;
     Ok(())
 }
 
@@ -123,44 +126,33 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     let cpuset = if place.cpus.is_empty() {
         None
     } else {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let mut set = CpuSet::new();
         for &cpu in &place.cpus {
-            let cpu = cpu as usize;
-            if cpu >= libc::CPU_SETSIZE as usize {
-                return Err(Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")));
-            }
-            // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set`.
-            unsafe { libc::CPU_SET(cpu, &mut set) };
+            set.set(cpu as usize).map_err(|_| Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")))?;
         }
         Some(set)
     };
-    let launcher = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
+    let launcher = Pid::this();
+    let in_child = move || -> io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+        // The launcher may have died before the death signal was armed: then it never fires.
+        if getppid() != launcher {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // SAFETY: both descriptors are open in the child (inherited across fork; only exec
+        // would close them) until exec.
+        let (pmi, seg) = unsafe { (BorrowedFd::borrow_raw(pmi_fd), BorrowedFd::borrow_raw(seg_fd)) };
+        clear_cloexec(pmi)?;
+        clear_cloexec(seg)?;
+        if let Some(set) = &cpuset {
+            sched_setaffinity(Pid::from_raw(0), set)?;
+        }
+        Ok(())
+    };
+    // SAFETY: `in_child` runs in the forked child before exec and only makes async-signal-safe
     // system calls (prctl, getppid, fcntl, sched_setaffinity) on values captured by copy before
     // the fork; it allocates nothing (errors are raw OS errors) and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            // SAFETY: prctl with integer arguments.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The launcher may have died before the death signal was armed: then it never fires.
-            // SAFETY: getppid cannot fail.
-            if libc::getppid() != launcher {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            clear_cloexec(pmi_fd)?;
-            clear_cloexec(seg_fd)?;
-            if let Some(set) = &cpuset {
-                // SAFETY: `set` is a valid cpu_set_t of the size passed.
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    unsafe { cmd.pre_exec(in_child) };
     let mut child = cmd.spawn().map_err(|source| Error::Spawn {
         program: job.program.to_string_lossy().into_owned(),
         rank: place.rank,

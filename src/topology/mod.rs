@@ -348,17 +348,9 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
 
 /// The CPUs this process may run on, in increasing order (`sched_getaffinity`).
 pub fn allowed_cpus() -> Result<Vec<u32>> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(Error::io("sched_getaffinity", std::io::Error::last_os_error()));
-    }
-    let cpus: Vec<u32> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c < CPU_SETSIZE`, so the bit lies inside `set`.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .map(|c| c as u32)
-        .collect();
+    use nix::sched::{CpuSet, sched_getaffinity};
+    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(|e| Error::io("sched_getaffinity", e.into()))?;
+    let cpus: Vec<u32> = (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).map(|c| c as u32).collect();
     if cpus.is_empty() {
         return Err(Error::Config("no CPU is allowed to this process".into()));
     }
