@@ -22,6 +22,10 @@
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
 //! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
+//!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
+//!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
+//!   the node's pairs, as with one limit; only a message above it looks at its pair's (`eager.rs`).
 //!
 //! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
