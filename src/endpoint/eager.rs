@@ -11,6 +11,17 @@ use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status
 use crate::error::{Error, Result};
 use crate::wait;
 
+/// What kind of send leaves the inline path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `isend_raw`: eager up to the pair's eager limit.
+    Standard,
+    /// `issend_raw`, `ssend`: as `Standard`, acknowledged once matched.
+    Sync,
+    /// `send`: eager up to the pair's blocking limit (the caller waits for the request).
+    Blocking,
+}
+
 /// A send waiting for cells.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -101,55 +112,9 @@ impl Inner {
         }
     }
 
-    /// A blocking eager send to local rank `local`: the inline path of `send`.
-    #[inline(always)]
-    pub(super) fn send_blocking_eager(
-        &mut self,
-        buf: &[u8],
-        local: u16,
-        dest: u32,
-        tag: i32,
-        context: u32,
-    ) -> Result<()> {
-        let hdr = self.header(dest, tag, context);
-        match self.port.send(local, &hdr, buf) {
-            Ok(Sent::Done) => {
-                self.ring(local);
-                Ok(())
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
-                self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                self.wait(req).map(drop)
-            }
-            Err(e) => Err(self.send_error(e, dest)),
-        }
-    }
-
-    /// A blocking send that leaves the inline path: above the node's smallest blocking eager
-    /// limit (eager still if within its pair's, else rendezvous), or to a remote peer.
-    #[inline(never)]
-    pub(super) fn send_blocking_slow(
-        &mut self,
-        buf: &[u8],
-        local: u16,
-        dest: u32,
-        tag: i32,
-        context: u32,
-    ) -> Result<()> {
-        if let Some(p) = self.pairs.get(usize::from(local))
-            && buf.len() <= p.eager_blocking
-        {
-            return self.send_blocking_eager(buf, local, dest, tag, context);
-        }
-        // SAFETY: `buf` outlives the request, which we wait for before returning.
-        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
-        self.wait(req).map(drop)
-    }
-
-    /// Sends that leave the inline path: above the node's smallest eager limit (eager still if
-    /// within the pair's, else rendezvous), and every send to a remote peer (through the netmod,
-    /// or rendezvous above its limit; `sync`: acknowledged when matched).
+    /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
+    /// still if within the pair's, else rendezvous), and every send to a remote peer (through the
+    /// netmod, or rendezvous above its limit; `Mode::Sync`: acknowledged when matched).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -163,10 +128,11 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
-        sync: bool,
+        mode: Mode,
     ) -> Result<Request> {
+        let sync = mode == Mode::Sync;
         if let Some(p) = self.pairs.get(usize::from(local)) {
-            if len > p.eager {
+            if len > if mode == Mode::Blocking { p.eager_blocking } else { p.eager } {
                 // A rendezvous send completes once the receiver has the data: synchronous already.
                 // SAFETY: the caller's contract.
                 return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };

@@ -46,14 +46,14 @@ use std::sync::atomic::AtomicU32;
 use nemesis_lmt::{Lmt, NetLmt};
 use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{Node, Port, PortConfig, Segment};
+use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
-use eager::Pending;
+use eager::{Mode, Pending};
 use matching::{Found, Posted, Unexpected};
 use progress::Active;
 use rendezvous::SegRings;
 pub use request::Request;
-use request::{RecvBuf, Requests};
+use request::{Op, RecvBuf, Requests};
 
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
@@ -410,9 +410,23 @@ impl Endpoint {
         let inner = &mut *self.inner;
         let local = inner.check_send(dest, tag)?;
         if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
-            return inner.send_blocking_slow(buf, local, dest, tag, context);
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking) }?;
+            return inner.wait(req).map(drop);
         }
-        inner.send_blocking_eager(buf, local, dest, tag, context)
+        let hdr = inner.header(dest, tag, context);
+        match inner.port.send(local, &hdr, buf) {
+            Ok(Sent::Done) => {
+                inner.ring(local);
+                Ok(())
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
+                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
+                inner.wait(req).map(drop)
+            }
+            Err(e) => Err(inner.send_error(e, dest)),
+        }
     }
 
     /// Sends `buf` synchronously: returns once a matching receive has taken the message (MPI's
@@ -441,7 +455,7 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Sync) };
         }
         // SAFETY: the caller's contract.
         unsafe { inner.send_eager::<true>(ptr, len, local, dest, tag, context) }
@@ -523,7 +537,7 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard) };
         }
         // SAFETY: the caller's contract.
         unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context) }
