@@ -409,8 +409,11 @@ fn topo_prints_the_topology_distances_and_thresholds() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let row =
-        |d: &str| text.lines().find(|l| l.trim_start().starts_with(&format!("{d} "))).unwrap_or_default().to_owned();
+    // A row of the thresholds table (the list of CPU pairs above it starts with names too).
+    let row = |d: &str| {
+        let table = text.lines().skip_while(|l| !l.starts_with("thresholds in force"));
+        table.into_iter().find(|l| l.trim_start().starts_with(&format!("{d} "))).unwrap_or_default().to_owned()
+    };
     assert!(row("package").contains("8192") && row("package").contains("table: eager=8192,split=65536"), "{text}");
     assert!(row("l3").contains("node-wide"), "{text}");
     let bad = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
