@@ -23,6 +23,8 @@
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
+//! | `checkpoints` | `checkpoint.c`: `MPIX_Checkpoint`, `MPIX_Checkpoint_restore`, their `PMPIX_` twins, with and without fault tolerance | 4 |
+//! | `ft_stencil_checksums` | `examples/ft_stencil.c` and the Rust `examples/ft_stencil.rs`: the same checksum with fault tolerance off and on (one node, two nodes) | 4 |
 //! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
@@ -31,8 +33,9 @@
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
 //!
-//! The library and the launcher are built first (`cargo build -p nemesis-mpi -p nemesis` in the
-//! same profile and target directory): cargo does not build a `cdylib` for integration tests.
+//! The library, the launcher and the Rust example `ft_stencil` are built first (`cargo build -p
+//! nemesis-mpi -p nemesis` in the same profile and target directory): cargo does not build a
+//! `cdylib` for integration tests.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -72,6 +75,8 @@ fn setup() -> &'static Setup {
             "--lib",
             "--bin",
             "nemesis-run",
+            "--example",
+            "ft_stencil",
         ]);
         build.arg("--target-dir").arg(&target_dir);
         if cfg!(feature = "pmix") {
@@ -80,8 +85,8 @@ fn setup() -> &'static Setup {
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
-        let st = build.status().expect("cargo build of libmpi.so and nemesis-run");
-        assert!(st.success(), "cargo build of libmpi.so and nemesis-run failed");
+        let st = build.status().expect("cargo build of libmpi.so, nemesis-run and ft_stencil");
+        assert!(st.success(), "cargo build of libmpi.so, nemesis-run and ft_stencil failed");
         let out = profile_dir.join("mpi-tests");
         std::fs::create_dir_all(&out).unwrap();
         Setup { launcher: profile_dir.join("nemesis-run"), profile_dir, out, mpi }
@@ -99,14 +104,20 @@ fn mpicc() -> Command {
 /// Compiles `tests/c/<name>.c` (once per test binary) into an executable, or with `shared` into
 /// `lib<name>.so`.
 fn compile(name: &str, shared: bool) -> PathBuf {
+    compile_from("tests/c", name, shared)
+}
+
+/// Compiles `<dir>/<name>.c` of `mpi/` (once per test binary), as [`compile`] does.
+fn compile_from(dir: &str, name: &str, shared: bool) -> PathBuf {
     static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let done = DONE.get_or_init(Default::default);
     let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = done.get(name) {
+    let key = format!("{dir}/{name}");
+    if let Some(p) = done.get(&key) {
         return p.clone();
     }
     let s = setup();
-    let src = s.mpi.join("tests/c").join(format!("{name}.c"));
+    let src = s.mpi.join(dir).join(format!("{name}.c"));
     let out = if shared { s.out.join(format!("lib{name}.so")) } else { s.out.join(name) };
     let mut c = mpicc();
     c.args(["-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread", "-o"]).arg(&out).arg(&src);
@@ -115,7 +126,7 @@ fn compile(name: &str, shared: bool) -> PathBuf {
     }
     let o = c.output().unwrap();
     assert!(o.status.success(), "mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    done.insert(name.to_string(), out.clone());
+    done.insert(key, out.clone());
     out
 }
 
@@ -333,6 +344,46 @@ fn mpicc_wrapper() {
     let o = mpicc().env("NEMESIS_MPI_LIBDIR", "/nonexistent").args(["-o", "x", "x.c"]).output().unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("libmpi.so not found"), "{}", show(&o));
+}
+
+#[test]
+fn checkpoints() {
+    run_ok("checkpoint", &[4], &[], &[]);
+    run_ok("checkpoint", &[4], &["--ft-groups", "2"], &[]);
+}
+
+/// The `checksum <hex>` line of an ft_stencil run on 4 ranks, and the checkpoints rank 0 reports
+/// on standard error (`...; <n> checkpoints, ...`).
+fn stencil(prog: &Path, launcher_args: &[&str], args: &[&str]) -> (String, u64) {
+    let mut c = Command::new(&setup().launcher);
+    c.args(["-n", "4"]).args(launcher_args).arg("--").arg(prog).args(args);
+    let o = run_with_limit(c, Duration::from_secs(120));
+    assert!(o.status.success(), "{} {launcher_args:?}: {}", prog.display(), show(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let sum =
+        out.lines().find_map(|l| l.strip_prefix("checksum ")).unwrap_or_else(|| panic!("no checksum: {}", show(&o)));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let n = err
+        .lines()
+        .find_map(|l| l.strip_prefix("ft_stencil: ")?.split("; ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint count: {}", show(&o)));
+    (sum.to_owned(), n)
+}
+
+#[test]
+fn ft_stencil_checksums() {
+    let c = compile_from("examples", "ft_stencil", false);
+    let rust = setup().profile_dir.join("examples/ft_stencil");
+    // 3000 cells per rank, 400 iterations, a checkpoint every 50: at 50, 100, ..., 350.
+    let args = ["3000", "400", "50"];
+    let (reference, _) = stencil(&rust, &[], &args);
+    for prog in [&c, &rust] {
+        for launcher in [&[][..], &["--ft-groups", "2"], &["--ft-groups", "4", "--nodes", "2"]] {
+            let (sum, checkpoints) = stencil(prog, launcher, &args);
+            assert_eq!(sum, reference, "{} {launcher:?}", prog.display());
+            assert_eq!(checkpoints, 7, "{} {launcher:?}", prog.display());
+        }
+    }
 }
 
 fn ci() -> bool {
