@@ -362,6 +362,29 @@ fn instruction_counts_under_callgrind() {
 }
 
 #[test]
+fn ft_overhead_quick_ends_with_the_ratio_line() {
+    // Smaller than --quick's computation: a debug build of the rank program.
+    let out = ok(&["ft-overhead", "--quick", "--ranks", "4", "--cells", "512", "--iterations", "200"]);
+    let last = out.lines().last().unwrap_or_default();
+    let f: Vec<&str> = last.split_whitespace().collect();
+    assert_eq!(f.len(), 8, "last line `{last}`:\n{out}");
+    assert_eq!([f[0], f[1], f[2], f[4], f[6]], ["ft", "overhead:", "intra", "inter", "app"], "{last}");
+    for r in [f[3], f[5], f[7]] {
+        let v: f64 = r.parse().unwrap_or_else(|_| panic!("`{r}` is not a ratio: {last}"));
+        assert!(v.is_finite() && v > 0.0, "{last}");
+        assert_eq!(r.split('.').nth(1).map(str::len), Some(3), "three decimals: {last}");
+    }
+    // The spread of every ratio, and the checkpoint time.
+    for title in ["intra-group / off, per round:", "inter-group / off, per round:", "on / off per round:"] {
+        assert!(out.lines().any(|l| l.contains(title) && l.contains('–')), "no `{title}` with its range:\n{out}");
+    }
+    let ckpt =
+        out.lines().find(|l| l.starts_with("checkpoint: ")).unwrap_or_else(|| panic!("no checkpoint line:\n{out}"));
+    assert!(ckpt.contains(" ms each"), "{ckpt}");
+    assert!(!ckpt.starts_with("checkpoint: 0 checkpoints"), "the checkpoint run took none: {ckpt}");
+}
+
+#[test]
 fn mpi_peers_run_when_installed() {
     if !need(&["mpicc.openmpi", "mpiexec.openmpi", "mpicc.mpich", "mpiexec.hydra"]) {
         return;
@@ -382,6 +405,7 @@ fn bad_command_lines_are_errors_not_panics() {
         (&["plogp", "--epsilon", "2"], "--epsilon"),
         (&["mr", "--pairs", "0"], "--pairs"),
         (&["instructions", "--iters", "10"], "at least 10000"),
+        (&["ft-overhead", "--ranks", "1"], "two ranks"),
     ] {
         let out = bench(args);
         let err = String::from_utf8_lossy(&out.stderr);
