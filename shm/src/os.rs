@@ -128,6 +128,13 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
+/// The identity of this process's pid namespace: the inode of `/proc/self/ns/pid` (0 if `/proc`
+/// cannot tell). Two processes see each other's pids alike only if these are equal.
+pub fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
 /// A pidfd: a handle on a process that cannot be confused with a later process of the same pid.
 #[derive(Debug)]
 pub struct PidFd(OwnedFd);

@@ -337,11 +337,12 @@ pub struct Port<'n, N: Node> {
     epoch: u64,
     gone: Box<[Gone]>,
     events: Vec<PeerEvent>,
-    /// Dead senders whose cells may still be in our queue: `(src, seq of the message being
-    /// received from it, tail value of our queue when the death was seen)`. Everything it
-    /// enqueued was swapped in before that value; once our consumer has passed it, a message left
-    /// partial is dropped and the sender can become silent.
-    markers: Vec<(u16, u32, u64)>,
+    /// Dead senders whose cells may still be in our queue: `(src, tail value of our queue when
+    /// the death was seen)`. Everything it enqueued was swapped in before that value; once our
+    /// consumer has passed it, the message being received from it (whatever its number: the
+    /// receiver may have lagged several messages behind when the death was seen) is partial and
+    /// dropped, and the sender can become silent.
+    markers: Vec<(u16, u64)>,
 }
 
 impl<'n, N: Node> Port<'n, N> {
@@ -809,6 +810,11 @@ impl<'n, N: Node> Port<'n, N> {
             let c = unsafe { self.node.arena().cell_unchecked(s.cell) };
             let inc = self.cell_fragment(c, s.src, s.hdr)?;
             self.advance(s.src, &inc);
+            if self.gone[usize::from(s.src)].queue_passed {
+                // The queue passed the sender's last cell when this one was stashed: the rest
+                // of its message will never come.
+                self.drop_partial(s.src);
+            }
             return Ok(Some(inc));
         }
         match self.poll_fastbox_of(s.src)? {
@@ -947,8 +953,7 @@ impl<'n, N: Node> Port<'n, N> {
                 self.tx[r as usize].gone = true;
                 self.tx[r as usize].fb = None;
                 self.events.push(PeerEvent::Gone { rank: r });
-                let tail = q.tail_now();
-                self.markers.push((r, self.rx[r as usize].expected, tail));
+                self.markers.push((r, q.tail_now()));
             }
             q.repair_unlinked_head(self.node)?;
             self.node.free_queue(self.me).repair_unlinked_head(self.node)?;
@@ -1071,8 +1076,15 @@ impl<'n, N: Node> Port<'n, N> {
             }
             self.adopt_box(fb, b, owner, src);
             let r = self.rx[usize::from(src)];
-            if matches!(fb.peek(r.fnext), Ok(Some(m)) if m.seq == r.expected) {
-                continue; // still a message to deliver
+            // A message published in the next slot is delivered once its number comes up: the
+            // sender wrote it only after every earlier message was enqueued whole, so those are in
+            // our queue (or stashed) and will be delivered or dropped first. Kept until then, even
+            // while it is not the expected one yet (k+1 in the box, k still in the queue). Only a
+            // box whose sender is silent (everything deliverable was delivered) is freed with a
+            // message in it: an out-of-order one a faulty sender left.
+            let published = matches!(fb.peek(r.fnext), Ok(Some(_)));
+            if published && !self.gone[usize::from(src)].silent {
+                continue;
             }
             fb.clear();
             // SAFETY: ranks checked.
@@ -1113,19 +1125,26 @@ impl<'n, N: Node> Port<'n, N> {
     fn drop_markers(&mut self, passed: impl Fn(u64) -> bool) {
         let mut i = 0;
         while i < self.markers.len() {
-            let (src, seq, m) = self.markers[i];
+            let (src, m) = self.markers[i];
             if passed(m) {
                 self.markers.swap_remove(i);
                 self.gone[src as usize].queue_passed = true;
-                let r = &mut self.rx[src as usize];
-                if r.next_frag != 0 && r.expected == seq {
-                    r.next_frag = 0;
-                    r.expected = r.expected.wrapping_add(1);
-                    self.events.push(PeerEvent::PartialDropped { rank: src, seq });
-                }
+                self.drop_partial(src);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Gone sender `src`'s queue traffic was all polled: a message still in progress from it is
+    /// partial and never completes.
+    fn drop_partial(&mut self, src: u16) {
+        let r = &mut self.rx[src as usize];
+        if r.next_frag != 0 {
+            let seq = r.expected;
+            r.next_frag = 0;
+            r.expected = r.expected.wrapping_add(1);
+            self.events.push(PeerEvent::PartialDropped { rank: src, seq });
         }
     }
 }
@@ -1436,6 +1455,41 @@ mod tests {
             (0..2).all(|bx| unsafe { node.fastbox(1, bx) }.owner().load(Relaxed) == 0),
             "box freed"
         );
+    }
+
+    /// The dead sender's partial message begins with the last cell it enqueued, which the
+    /// receiver dequeues ahead of a fastbox message and stashes: once that cell is delivered, the
+    /// message is reported dropped (the queue had passed the sender's last cell already).
+    #[test]
+    fn partial_message_in_a_stashed_cell_is_dropped() {
+        let node = HeapNode::new(2, Params { cells_per_rank: 2, ..small() }).unwrap();
+        let mut a = Port::new(&node, 0, PortConfig { fastbox_after: 2, ..cfg() }).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        // Message 0 in a cell, which b keeps; message 1 in the fastbox; message 2 needs three
+        // cells and gets the last one.
+        assert!(matches!(a.send(1, &MsgHeader { tag: 0, ..MsgHeader::default() }, &[0]).unwrap(), Sent::Done));
+        let held = b.poll(&[0]).unwrap().unwrap();
+        assert!(matches!(a.send(1, &MsgHeader { tag: 1, ..MsgHeader::default() }, &[1]).unwrap(), Sent::Done));
+        let big = payload(2, 3 * a.cell_payload());
+        let Sent::Pending(_ps) = a.send(1, &MsgHeader { tag: 2, ..MsgHeader::default() }, &big).unwrap() else {
+            panic!("one cell cannot carry three cells' worth")
+        };
+        node.mark_gone(0, 9).unwrap();
+        b.release(held).unwrap();
+        b.check_peers().unwrap(); // the death is seen before the queue is polled: b lags
+        let mut got = Vec::new();
+        let mut events = b.take_events();
+        for _ in 0..10 {
+            if let Some(inc) = b.poll(&[]).unwrap() {
+                got.push((inc.tag(), inc.offset(), inc.via_fastbox()));
+                b.release(inc).unwrap();
+            }
+            b.check_peers().unwrap();
+            events.extend(b.take_events());
+        }
+        assert_eq!(got, vec![(1, 0, true), (2, 0, false)]);
+        assert!(events.contains(&PeerEvent::PartialDropped { rank: 0, seq: 2 }), "{events:?}");
+        assert!(events.contains(&PeerEvent::Silent { rank: 0 }), "{events:?}");
     }
 
     #[test]
