@@ -11,8 +11,9 @@
 //!    named segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
 //!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
-//!    last rank to register already did; the node leader does it again in case a rank died
-//!    before registering).
+//!    last rank to register already did; every rank does it again in case a rank died before
+//!    registering). A rank whose start-up fails after it created or attached the segment unlinks
+//!    the name too (`Segment`'s `Drop`).
 //!
 //! When some ranks are on other nodes, each rank also starts the TCP netmod and puts its business
 //! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
@@ -108,9 +109,13 @@ fn install_failure_notice() {
 
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
+    crate::hygiene::check_pmi_fd()?;
     let Some(mut pmi) = PmiClient::from_env()? else {
         return singleton();
     };
+    // Before any thread of ours starts (the netmod's): programs this rank starts inherit neither
+    // the channel nor its variables.
+    crate::hygiene::seal_pmi_channel()?;
     install_failure_notice();
     let (rank, size) = (pmi.rank(), pmi.size());
     let node = local_node_id()?;
@@ -175,9 +180,9 @@ pub fn bootstrap() -> Result<Boot> {
     }
     segment.register(local_rank)?;
     pmi.barrier()?;
-    if local_rank == 0 {
-        segment.unlink()?;
-    }
+    // Every rank attached: the name goes now, whoever registered last (a rank that died before
+    // registering would have left it).
+    segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
     Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pmi), net })
 }

@@ -12,11 +12,12 @@ fn last_os_error(op: &'static str) -> Error {
     Error::io(op, io::Error::last_os_error())
 }
 
-/// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children).
+/// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children), that
+/// can be sealed ([`seal_size`]).
 pub fn memfd(name: &str) -> Result<OwnedFd> {
     let cname = CString::new(name).map_err(|_| Error::InvalidParams("memfd name contains NUL".into()))?;
     // SAFETY: `cname` is a valid C string; the returned descriptor is owned by us.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(last_os_error("memfd_create"));
     }
@@ -91,6 +92,45 @@ pub fn reserve(fd: &impl AsFd, len: u64) -> Result<()> {
 pub fn file_size(fd: &impl AsFd) -> Result<u64> {
     let file = File::from(fd.as_fd().try_clone_to_owned().map_err(|e| Error::io("dup", e))?);
     Ok(file.metadata().map_err(|e| Error::io("fstat", e))?.len())
+}
+
+/// The seals of a sized segment: its size can never change again (one `ftruncate` by a faulty
+/// process would otherwise give every rank SIGBUS), and no other seal can be added (a write
+/// seal would make later mappings fail).
+const SIZE_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// Seals the size of the memory file `fd` (see [`SIZE_SEALS`]).
+pub fn seal_size(fd: &impl AsFd) -> Result<()> {
+    // SAFETY: fcntl on a descriptor we hold; no memory is passed.
+    if unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_ADD_SEALS, SIZE_SEALS) } != 0 {
+        return Err(last_os_error("fcntl(F_ADD_SEALS)"));
+    }
+    Ok(())
+}
+
+/// True if the memory file `fd` carries the size seals of [`seal_size`].
+pub fn size_sealed(fd: &impl AsFd) -> Result<bool> {
+    // SAFETY: fcntl on a descriptor we hold; no memory is passed.
+    let seals = unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 {
+        return Err(last_os_error("fcntl(F_GET_SEALS)"));
+    }
+    Ok(seals & SIZE_SEALS == SIZE_SEALS)
+}
+
+/// Sets close-on-exec on `fd`: a program the process starts (`system()`, `exec`) does not
+/// inherit it.
+pub fn set_cloexec(fd: RawFd) -> Result<()> {
+    // SAFETY: fcntl on a descriptor the caller holds; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(last_os_error("fcntl(F_GETFD)"));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(last_os_error("fcntl(F_SETFD)"));
+    }
+    Ok(())
 }
 
 /// Clears close-on-exec so that children started with `exec` inherit `fd`.

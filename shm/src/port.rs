@@ -29,6 +29,7 @@
 //! returning it). Owner `o` checks its own pool for both, between its own operations, and puts
 //! those cells back into its free queue. Cells a live rank holds carry other custodies.
 
+use core::marker::PhantomData;
 use core::ptr;
 
 use crate::arena::{Arena, CellRef};
@@ -37,7 +38,7 @@ use crate::cell::{
     CellHandle, HEADER_BYTES, MsgHeader, NULL, copy_bytes, custody, custody_queue, flags, tail_gen, tail_handle,
 };
 use crate::error::{Error, Result};
-use crate::fastbox::FastboxRef;
+use crate::fastbox::{FastboxRef, Published};
 use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
 use crate::queue::Liveness;
 use crate::sync::Ordering::*;
@@ -117,10 +118,56 @@ impl PendingSend {
     }
 }
 
-/// A received fragment: a whole message from a fastbox, or one cell of a message. Small and
-/// `Copy`: it points at the header and payload where they lie (slot or cell) until released.
-#[derive(Clone, Copy, Debug)]
-pub struct Incoming {
+/// A received fragment: a whole message from a fastbox, or one cell of a message. It points at the
+/// header and payload where they lie (slot or cell), in the node's memory (lifetime `'n`), until it
+/// is released.
+///
+/// Neither `Copy` nor `Clone`: [`Port::release`] consumes it, so a slot or cell is released once,
+/// and nothing reads it after the sender may have reused it. It remembers the port that polled
+/// it; another port refuses it ([`Error::ForeignFragment`]), so it cannot be released on another
+/// node's port (whose cells it does not name) or another rank's.
+///
+/// ```
+/// use nemesis_shm::{Error, HeapNode, MsgHeader, Params, Port, PortConfig};
+///
+/// let (n1, n2) = (HeapNode::new(2, Params::DEFAULT).unwrap(), HeapNode::new(2, Params::DEFAULT).unwrap());
+/// let mut a = Port::new(&n1, 0, PortConfig::default()).unwrap();
+/// let mut b = Port::new(&n1, 1, PortConfig::default()).unwrap();
+/// let mut other = Port::new(&n2, 1, PortConfig::default()).unwrap();
+/// let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+/// let inc = b.poll(&[0]).unwrap().unwrap();
+/// assert!(matches!(other.release(inc), Err(Error::ForeignFragment)));
+/// ```
+///
+/// Released twice, it does not compile:
+///
+/// ```compile_fail
+/// # use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+/// # let node = HeapNode::new(2, Params::DEFAULT).unwrap();
+/// # let mut a = Port::new(&node, 0, PortConfig::default()).unwrap();
+/// # let mut b = Port::new(&node, 1, PortConfig::default()).unwrap();
+/// # let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+/// let inc = b.poll(&[0]).unwrap().unwrap();
+/// b.release(inc).unwrap();
+/// b.release(inc).unwrap(); // use of a moved value
+/// ```
+///
+/// Nor does keeping it past its node:
+///
+/// ```compile_fail
+/// # use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+/// let inc = {
+///     let node = HeapNode::new(2, Params::DEFAULT).unwrap();
+///     let mut a = Port::new(&node, 0, PortConfig::default()).unwrap();
+///     let mut b = Port::new(&node, 1, PortConfig::default()).unwrap();
+///     let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+///     b.poll(&[0]).unwrap().unwrap()
+/// }; // `node` dropped here while borrowed
+/// let _ = inc.tag();
+/// ```
+#[derive(Debug)]
+#[must_use = "a fragment holds its slot or cell until released"]
+pub struct Incoming<'n> {
     /// The header in the slot or cell. Only fields that need no validation are read through it;
     /// the lengths below were checked when the fragment was polled.
     hdr: *const MsgHeader,
@@ -137,16 +184,21 @@ pub struct Incoming {
     /// [`REMOTE`] for a network arrival (whose header's `src` is the sender's global rank).
     pub src: u16,
     last: bool,
+    /// Id of the port that polled it.
+    port: u64,
+    /// The slot or cell lies in the node's memory, borrowed for `'n`.
+    _node: PhantomData<&'n ()>,
 }
 
 // SAFETY: the pointers refer to shared memory that stays ours until `release`; nothing is tied to
 // a thread.
-unsafe impl Send for Incoming {}
+unsafe impl Send for Incoming<'_> {}
 
-impl Incoming {
+impl<'n> Incoming<'n> {
     #[inline(always)]
-    fn from_fastbox(src: u16, hdr: *const MsgHeader, len: u32, payload: *const u8) -> Incoming {
-        Incoming { hdr, payload, len, offset: 0, frag_len: len, cell: NULL, src, last: true }
+    fn from_fastbox(src: u16, m: &Published, port: u64) -> Incoming<'n> {
+        let (hdr, len, payload) = (m.hdr, m.len, m.payload);
+        Incoming { hdr, payload, len, offset: 0, frag_len: len, cell: NULL, src, last: true, port, _node: PhantomData }
     }
 
     /// A copy of the message header (`len` is the whole message's).
@@ -337,6 +389,8 @@ pub struct Port<'n, N: Node> {
     epoch: u64,
     gone: Box<[Gone]>,
     events: Vec<PeerEvent>,
+    /// Unique among the ports this process ever opened; recorded in every [`Incoming`].
+    id: u64,
     /// Dead senders whose cells may still be in our queue: `(src, tail value of our queue when
     /// the death was seen)`. Everything it enqueued was swapped in before that value; once our
     /// consumer has passed it, the message being received from it (whatever its number: the
@@ -345,14 +399,51 @@ pub struct Port<'n, N: Node> {
     markers: Vec<(u16, u64)>,
 }
 
+/// The ports open in this process, by `(node address, local rank)`, and the next port id.
+struct OpenPorts {
+    open: Vec<(usize, u16)>,
+    next_id: u64,
+}
+
+static OPEN_PORTS: std::sync::Mutex<OpenPorts> = std::sync::Mutex::new(OpenPorts { open: Vec::new(), next_id: 1 });
+
+/// Identifies a node while it is borrowed (its address).
+fn node_key<N: Node>(node: &N) -> usize {
+    node as *const N as usize
+}
+
+/// Records a port for `(node, rank)` and returns a fresh port id, or refuses a second one.
+fn open_port(node: usize, rank: u16) -> Result<u64> {
+    let mut o = OPEN_PORTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if o.open.contains(&(node, rank)) {
+        return Err(Error::PortOpen { rank });
+    }
+    o.open.push((node, rank));
+    o.next_id += 1;
+    Ok(o.next_id)
+}
+
+impl<N: Node> Drop for Port<'_, N> {
+    fn drop(&mut self) {
+        let mut o = OPEN_PORTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (node_key(self.node), self.me);
+        o.open.retain(|&k| k != key);
+    }
+}
+
 impl<'n, N: Node> Port<'n, N> {
     /// A port for local rank `me`. The rank's liveness record is the caller's business (the
     /// segment's `attach` sets it).
+    ///
+    /// A rank has one consumer: while this port lives, another port for the same rank of the same
+    /// node in this process is refused ([`Error::PortOpen`]); two would both take the rank's
+    /// messages and release each other's slots.
     pub fn new(node: &'n N, me: u16, cfg: PortConfig) -> Result<Self> {
         node.check_rank(me)?;
         if !cfg.scan_every.is_power_of_two() || !cfg.check_every.is_power_of_two() {
             return Err(Error::InvalidParams("scan_every and check_every must be powers of two".into()));
         }
+        let id = open_port(node_key(node), me)?;
         let n = node.ranks() as usize;
         let p = node.params();
         let cell_body = node.arena().body_size();
@@ -372,6 +463,7 @@ impl<'n, N: Node> Port<'n, N> {
             epoch: node.death_epoch_word().load(Acquire),
             gone: vec![Gone::default(); n].into(),
             events: Vec::new(),
+            id,
             markers: Vec::new(),
         })
     }
@@ -590,7 +682,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// The common case, the next message of an expected source waiting in its fastbox, is done
     /// inline; everything else in [`poll_slow`](Self::poll_slow).
     #[inline(always)]
-    pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming>> {
+    pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming<'n>>> {
         if self.stash.is_none() {
             for &src in expected {
                 if let Some(r) = self.rx.get_mut(usize::from(src))
@@ -600,7 +692,7 @@ impl<'n, N: Node> Port<'n, N> {
                     && m.seq == r.expected
                 {
                     r.expected = r.expected.wrapping_add(1);
-                    return Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)));
+                    return Ok(Some(Incoming::from_fastbox(src, &m, self.id)));
                 }
             }
         }
@@ -610,7 +702,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// Only the inline part of [`poll`](Self::poll) for one source: its next message if it waits
     /// in its fastbox, in order. For tight waits on one source, between full polls.
     #[inline(always)]
-    pub fn poll_fastbox(&mut self, src: u16) -> Result<Option<Incoming>> {
+    pub fn poll_fastbox(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         if self.stash.is_none()
             && let Some(r) = self.rx.get_mut(usize::from(src))
             && let Some(fb) = r.fb
@@ -619,7 +711,7 @@ impl<'n, N: Node> Port<'n, N> {
             && m.seq == r.expected
         {
             r.expected = r.expected.wrapping_add(1);
-            return Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)));
+            return Ok(Some(Incoming::from_fastbox(src, &m, self.id)));
         }
         Ok(None)
     }
@@ -634,7 +726,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// Everything [`poll`](Self::poll) does not do inline: the stash, fastbox discovery, the
     /// queue, and every few polls all hosted fastboxes and liveness.
     #[inline(never)]
-    fn poll_slow(&mut self, expected: &[u16]) -> Result<Option<Incoming>> {
+    fn poll_slow(&mut self, expected: &[u16]) -> Result<Option<Incoming<'n>>> {
         self.polls = self.polls.wrapping_add(1);
         if self.stash.is_some() {
             return self.poll_stash();
@@ -664,7 +756,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Polls every fastbox now, whatever the schedule (the layer above calls this when it waits
     /// on `ANY_SOURCE` for long).
-    pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming>> {
+    pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming<'n>>> {
         for b in 0..self.box_owner.len() as u32 {
             // SAFETY: `me` is valid and `b < fastboxes_per_rank`.
             let fb = unsafe { self.node.fastbox(self.me, b) };
@@ -696,7 +788,7 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Polls the fastbox `src` owns among ours, discovering it through the map if needed.
-    fn poll_fastbox_of(&mut self, src: u16) -> Result<Option<Incoming>> {
+    fn poll_fastbox_of(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         if self.rx[usize::from(src)].fb.is_none() {
             // SAFETY: both ranks checked.
             // ORDERING: Acquire; pairs with the claimant's Release store.
@@ -720,7 +812,7 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// The message in `src`'s box, if it is the next expected from `src`.
-    fn take_from_box(&mut self, src: u16) -> Result<Option<Incoming>> {
+    fn take_from_box(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         let r = &mut self.rx[usize::from(src)];
         let Some(fb) = r.fb else { return Ok(None) };
         let Some(m) = fb.peek(r.fnext)? else { return Ok(None) };
@@ -728,12 +820,12 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(None);
         }
         r.expected = r.expected.wrapping_add(1);
-        Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)))
+        Ok(Some(Incoming::from_fastbox(src, &m, self.id)))
     }
 
     /// The first cell of our queue, if it is in order (or stashed behind fastbox messages).
     #[inline(always)]
-    fn poll_queue(&mut self) -> Result<Option<Incoming>> {
+    fn poll_queue(&mut self) -> Result<Option<Incoming<'n>>> {
         let q = self.node.recv_queue(self.me);
         let Some(c) = q.peek()? else { return Ok(None) };
         let src = self.node.owner_of(c.handle());
@@ -754,8 +846,9 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(Some(inc));
         }
         if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
-            // Fastbox messages from `src` precede this cell: deliver them first.
-            self.cell_fragment(c, src, hdr)?;
+            // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
+            // checked now; the stash makes it again when it is its turn.
+            let _checked = self.cell_fragment(c, src, hdr)?;
             q.pop(c, self.node)?;
             if !self.markers.is_empty() {
                 self.note_dequeued(c);
@@ -768,10 +861,15 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Builds the fragment for cell `c`, validating its length fields.
     #[inline(always)]
-    fn cell_fragment(&self, c: CellRef<'n>, src: u16, hdr: MsgHeader) -> Result<Incoming> {
+    fn cell_fragment(&self, c: CellRef<'n>, src: u16, hdr: MsgHeader) -> Result<Incoming<'n>> {
         let cap = self.cell_body - hdr.payload_offset();
         let offset = usize::from(hdr.frag) * cap;
         let len = hdr.len as usize;
+        if len > self.max_message {
+            // No sender makes a message the cell path cannot carry: the layer above must not
+            // size a buffer by this length.
+            return Err(Error::corrupt("cell message length", hdr.len));
+        }
         if offset > len || (offset == len && len != 0) {
             return Err(Error::corrupt("cell fragment index", hdr.frag));
         }
@@ -786,11 +884,13 @@ impl<'n, N: Node> Port<'n, N> {
             cell: c.handle(),
             src,
             last: offset + frag_len == len,
+            port: self.id,
+            _node: PhantomData,
         })
     }
 
     #[inline(always)]
-    fn advance(&mut self, src: u16, inc: &Incoming) {
+    fn advance(&mut self, src: u16, inc: &Incoming<'n>) {
         let r = &mut self.rx[src as usize];
         if inc.last {
             r.expected = r.expected.wrapping_add(1);
@@ -802,7 +902,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Delivers fastbox messages that precede the stashed cell, then the cell.
     #[cold]
-    fn poll_stash(&mut self) -> Result<Option<Incoming>> {
+    fn poll_stash(&mut self) -> Result<Option<Incoming<'n>>> {
         let Some(s) = self.stash else { return Ok(None) };
         if self.rx[s.src as usize].expected == s.hdr.seq {
             self.stash = None;
@@ -825,9 +925,13 @@ impl<'n, N: Node> Port<'n, N> {
         }
     }
 
-    /// Frees the fastbox slot or returns the cell of a fragment that was copied out.
+    /// Frees the fastbox slot or returns the cell of a fragment that was copied out. A fragment
+    /// another port polled is refused with [`Error::ForeignFragment`].
     #[inline(always)]
-    pub fn release(&mut self, inc: Incoming) -> Result<()> {
+    pub fn release(&mut self, inc: Incoming<'n>) -> Result<()> {
+        if inc.port != self.id {
+            return Err(Error::ForeignFragment);
+        }
         if inc.cell == NULL {
             let r = &mut self.rx[usize::from(inc.src)];
             if let Some(fb) = r.fb {
@@ -855,7 +959,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// A network arrival in our receive queue: checked to be one of our own cells (only we
     /// enqueue those: our netmods), then delivered in queue order.
     #[cold]
-    fn netmod_fragment(&mut self, c: CellRef<'n>, owner: u16, hdr: MsgHeader) -> Result<Option<Incoming>> {
+    fn netmod_fragment(&mut self, c: CellRef<'n>, owner: u16, hdr: MsgHeader) -> Result<Option<Incoming<'n>>> {
         if owner != self.me {
             return Err(Error::corrupt("netmod flag in a peer's cell", c.handle()));
         }
@@ -1490,6 +1594,40 @@ mod tests {
         assert_eq!(got, vec![(1, 0, true), (2, 0, false)]);
         assert!(events.contains(&PeerEvent::PartialDropped { rank: 0, seq: 2 }), "{events:?}");
         assert!(events.contains(&PeerEvent::Silent { rank: 0 }), "{events:?}");
+    }
+
+    #[test]
+    fn one_port_per_rank_and_fragments_stay_with_their_port() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(Port::new(&node, 1, cfg()), Err(Error::PortOpen { rank: 1 })));
+        drop(b);
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for i in 0..2u8 {
+            let _ = a.send(1, &MsgHeader::default(), &[i; 100]).unwrap();
+        }
+        let first = b.poll(&[0]).unwrap().unwrap();
+        // Another rank's port of the same node refuses it: its fastbox counters are not ours.
+        assert!(matches!(a.release(first), Err(Error::ForeignFragment)));
+        // A later port of the same rank refuses the fragments of an earlier one.
+        let second = b.poll(&[0]).unwrap().unwrap();
+        drop(b);
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(b.release(second), Err(Error::ForeignFragment)));
+    }
+
+    #[test]
+    fn cell_lengths_beyond_the_largest_message_are_corrupt() {
+        let node = HeapNode::new(2, Params { fastboxes_per_rank: 0, ..small() }).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(a.send(1, &MsgHeader::default(), &[1; 10]).unwrap(), Sent::Done));
+        // The sender rewrites the header's length after enqueuing (a faulty peer).
+        let c = node.recv_queue(1).peek().unwrap().unwrap();
+        // SAFETY: `c` is a cell of the heap node; `len` is at offset 16 of the header.
+        unsafe { (c.body().add(16) as *mut u32).write_unaligned(u32::MAX) };
+        assert!(matches!(b.poll(&[0]), Err(Error::Corrupt { what: "cell message length", .. })));
     }
 
     #[test]

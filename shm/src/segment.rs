@@ -154,6 +154,10 @@ impl Segment {
 
     fn build(fd: OwnedFd, layout: Layout, name: Option<String>) -> Result<Segment> {
         os::reserve(&fd, layout.total)?;
+        if name.is_none() {
+            // A memfd: its size is fixed for good (a named object cannot be sealed).
+            os::seal_size(&fd)?;
+        }
         let seg = Self::map(fd, layout, name)?;
         // SAFETY: the mapping is fresh, zero-filled and private to us until the magic is set; the
         // header fields other than atomics are written once, here.
@@ -201,8 +205,13 @@ impl Segment {
     }
 
     /// Attaches to the segment behind `fd` (a descriptor inherited from the launcher), checking
-    /// its header.
+    /// its header and that its size is sealed ([`Error::NotSealed`] otherwise). The descriptor
+    /// becomes close-on-exec: programs this process starts do not inherit it.
     pub fn attach_fd(fd: OwnedFd) -> Result<Segment> {
+        os::set_cloexec(fd.as_raw_fd())?;
+        if !os::size_sealed(&fd)? {
+            return Err(Error::NotSealed);
+        }
         Self::attach(fd, None)
     }
 
@@ -476,6 +485,14 @@ unsafe impl Node for Segment {
         let off = self.layout.lmt_off + i * p.lmt_ring_bytes();
         // In bounds: the ring area holds `ranks * lmt_rings_per_rank` rings (checked above).
         Some(self.map.as_mut_ptr().wrapping_add(off as usize))
+    }
+}
+
+impl Drop for Segment {
+    /// A named segment's name goes with any holder (it is idempotent): a rank whose start-up
+    /// fails, or that ends before the last rank registered, leaves nothing in `/dev/shm`.
+    fn drop(&mut self) {
+        let _ = self.unlink();
     }
 }
 

@@ -234,3 +234,49 @@ fn rank_in_another_pid_namespace_is_not_marked_dead() {
     assert!(alive, "the child ended early");
     assert!(!seg.is_gone(1), "a live rank of another pid namespace was marked dead");
 }
+
+/// A memfd segment's size is sealed: nobody holding its descriptor can shrink it (SIGBUS for
+/// every rank) or grow it, or add another seal; a descriptor without the seals is refused.
+#[test]
+fn memfd_segment_size_is_sealed() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let seg = Segment::create(2, Params::DEFAULT, Backing::Memfd).unwrap();
+    let len = seg.len() as libc::off_t;
+    for size in [0, len / 2, len + 4096] {
+        // SAFETY: ftruncate on a descriptor the segment holds; refused by the seals.
+        let rc = unsafe { libc::ftruncate(seg.fd(), size) };
+        assert_eq!(rc, -1, "resized to {size}");
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EPERM));
+    }
+    // SAFETY: fcntl on a descriptor the segment holds.
+    let rc = unsafe { libc::fcntl(seg.fd(), libc::F_ADD_SEALS, libc::F_SEAL_FUTURE_WRITE) };
+    assert_eq!(rc, -1, "no seal can be added");
+    // Another attacher of the same memory file sees a sealed file.
+    // SAFETY: a fresh duplicate we own.
+    let dup = unsafe { OwnedFd::from_raw_fd(libc::dup(seg.fd())) };
+    let other = Segment::attach_fd(dup).unwrap();
+    assert_eq!(other.len(), seg.len());
+    // An unsealed memory file, even laid out like a segment, is refused.
+    let raw = nemesis_shm::os::memfd("unsealed").unwrap();
+    nemesis_shm::os::reserve(&raw, seg.len() as u64).unwrap();
+    assert!(raw.as_raw_fd() >= 0);
+    assert!(matches!(Segment::attach_fd(raw), Err(Error::NotSealed)));
+}
+
+/// A named segment's name goes with whichever holder drops it first (a rank whose start-up
+/// failed, or any rank at its end): nothing stays in `/dev/shm`.
+#[test]
+fn named_segment_name_goes_with_its_holders() {
+    let seg = Segment::create(3, Params::DEFAULT, Backing::Named).unwrap();
+    let path = format!("/dev/shm{}", seg.name().unwrap());
+    let other = Segment::attach_named(seg.name().unwrap()).unwrap();
+    assert!(std::path::Path::new(&path).exists());
+    drop(other);
+    assert!(!std::path::Path::new(&path).exists(), "an attacher's drop unlinked it");
+    assert!(!seg.is_gone(0), "the creator's mapping stays valid");
+    drop(seg);
+    let seg = Segment::create(3, Params::DEFAULT, Backing::Named).unwrap();
+    let path = format!("/dev/shm{}", seg.name().unwrap());
+    drop(seg);
+    assert!(!std::path::Path::new(&path).exists(), "the creator's drop unlinked it");
+}

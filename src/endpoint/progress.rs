@@ -56,7 +56,7 @@ impl Inner {
     }
 
     /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
-    pub(super) fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver(&mut self, inc: Incoming<'static>, mut by: Option<&mut Bypass>) -> Result<()> {
         let source = self.source_of(&inc);
         if source >= self.size {
             self.port.release(inc)?;

@@ -101,7 +101,7 @@ impl Inner {
     /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
     /// (handed to `nemesis-lmt`).
     #[inline(never)]
-    pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver_lmt(&mut self, inc: Incoming<'static>, source: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
         let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
         let src = self.route[source as usize];
