@@ -391,6 +391,8 @@ pub struct Port<'n, N: Node> {
     events: Vec<PeerEvent>,
     /// Unique among the ports this process ever opened; recorded in every [`Incoming`].
     id: u64,
+    /// Fastbox acknowledgements are withheld ([`withhold_acks`](Self::withhold_acks)).
+    acks_withheld: bool,
     /// Dead senders whose cells may still be in our queue: `(src, tail value of our queue when
     /// the death was seen)`. Everything it enqueued was swapped in before that value; once our
     /// consumer has passed it, the message being received from it (whatever its number: the
@@ -464,6 +466,7 @@ impl<'n, N: Node> Port<'n, N> {
             gone: vec![Gone::default(); n].into(),
             events: Vec::new(),
             id,
+            acks_withheld: false,
             markers: Vec::new(),
         })
     }
@@ -777,10 +780,13 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Records that box `b` belongs to `src`, starting to read it from its first message if it
     /// is new to us.
-    fn adopt_box(&mut self, fb: FastboxRef<'n>, b: u32, owner: u32, src: u16) {
+    fn adopt_box(&mut self, mut fb: FastboxRef<'n>, b: u32, owner: u32, src: u16) {
         let r = &mut self.rx[usize::from(src)];
         if self.box_owner[b as usize] != owner || r.fb.is_none() || r.fb_index != b {
             self.box_owner[b as usize] = owner;
+            if self.acks_withheld {
+                fb.withhold_acks(true, 0);
+            }
             r.fb = Some(fb);
             r.fb_index = b;
             r.fnext = 0;
@@ -1023,6 +1029,24 @@ impl<'n, N: Node> Port<'n, N> {
         // SAFETY: the cell is ours alone until enqueued; its body starts with room for a header.
         unsafe { ptr::write_unaligned(cell.cell.body() as *mut MsgHeader, h) };
         self.node.recv_queue(self.me).enqueue(cell.cell, self.me, self.me)
+    }
+
+    /// Stops (`true`) or resumes acknowledging fastbox messages, for flow control by the layer
+    /// above (its unexpected messages take too much memory): a sender then writes only the
+    /// slots it already knew free, and sends the rest in cells, which the layer above may keep
+    /// unreleased until their receive comes (the sender then runs out of cells and waits).
+    /// Messages are still polled and delivered in order.
+    pub fn withhold_acks(&mut self, on: bool) {
+        if self.acks_withheld == on {
+            return;
+        }
+        self.acks_withheld = on;
+        for r in self.rx.iter_mut() {
+            let next = r.fnext;
+            if let Some(fb) = r.fb.as_mut() {
+                fb.withhold_acks(on, next);
+            }
+        }
     }
 
     /// Events about peers since the last call.
@@ -1615,6 +1639,27 @@ mod tests {
         drop(b);
         let mut b = Port::new(&node, 1, cfg()).unwrap();
         assert!(matches!(b.release(second), Err(Error::ForeignFragment)));
+    }
+
+    /// With acknowledgements withheld, a sender writes only the slots it knew free, then sends in
+    /// cells; messages still arrive in order; resumed, the fastbox carries again.
+    #[test]
+    fn withheld_acks_send_the_rest_in_cells() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, PortConfig { fastbox_after: 1, ..cfg() }).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        b.withhold_acks(true);
+        let mut via_fastbox = 0;
+        for i in 0..12i32 {
+            let _ = a.send(1, &MsgHeader { tag: i, ..MsgHeader::default() }, &[i as u8]).unwrap();
+            let (_, h, got, fb) = recv_msg(&mut b, &[0]).unwrap();
+            assert_eq!((h.tag, got[0]), (i, i as u8));
+            via_fastbox += usize::from(fb);
+        }
+        assert_eq!(via_fastbox, 4, "the four slots known free, then cells");
+        b.withhold_acks(false);
+        let _ = a.send(1, &MsgHeader { tag: 12, ..MsgHeader::default() }, &[12]).unwrap();
+        assert!(recv_msg(&mut b, &[0]).unwrap().3, "acknowledged again: the fastbox carries");
     }
 
     #[test]

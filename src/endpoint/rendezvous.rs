@@ -152,8 +152,8 @@ impl Inner {
         } else {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let data = Vec::new();
-            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            let mut u = Unexpected::new(source, tag, context, rts.len as usize);
+            u.rts = Some(rts);
             self.unexpected.push((id, u));
         }
         Ok(())
