@@ -16,9 +16,13 @@
 //!   through the death epoch; a queue whose producer died between swap and link is repaired; the
 //!   receive queue of a dead rank is sealed and drained by one live rank, which returns each cell
 //!   to its owner; each owner then takes back its own cells that the dead rank had taken out
-//!   ("Reclaim" below); a dead sender's fastbox is freed once empty; a message a dead sender left
-//!   half-sent is reported dropped ([`PeerEvent::PartialDropped`]) once nothing more of it can
-//!   arrive, so the layer above never delivers part of it.
+//!   ("Reclaim" below); a dead sender's fastbox is freed once it holds nothing more to deliver
+//!   (a message published in it waits for its number, even behind cells still in the queue); a
+//!   message a dead sender left half-sent is reported dropped ([`PeerEvent::PartialDropped`]) once
+//!   the queue has passed everything the sender enqueued, whichever message the receiver was at,
+//!   so the layer above never delivers part of it.
+//! - **Flow control** ([`Port::withhold_acks`]): the layer above may stop acknowledging fastbox
+//!   messages and keep cells unreleased; a sender then runs out of both and waits.
 //!
 //! # Reclaim
 //!
@@ -664,7 +668,11 @@ impl<'n, N: Node> Port<'n, N> {
                 ptr::write_unaligned(body as *mut MsgHeader, h);
                 copy_bytes(payload.as_ptr().add(ps.offset), body.add(h.payload_offset()), n);
             }
-            if let Err(e) = q.enqueue(c, self.me, ps.dst) {
+            let enqueued = q.swap_in(c, self.me, ps.dst).and_then(|s| {
+                crate::failpoint!("send-after-swap");
+                s.link()
+            });
+            if let Err(e) = enqueued {
                 self.node.free_queue(self.me).enqueue(c, self.me, self.me)?;
                 if let Error::PeerDead { rank } = e {
                     self.tx[rank as usize].gone = true;
@@ -676,6 +684,7 @@ impl<'n, N: Node> Port<'n, N> {
             if ps.offset >= payload.len() {
                 return Ok(true);
             }
+            crate::failpoint!("send-mid-message");
         }
     }
 
@@ -844,6 +853,7 @@ impl<'n, N: Node> Port<'n, N> {
         let r = &mut self.rx[src as usize];
         if hdr.seq == r.expected && hdr.frag == r.next_frag {
             let inc = self.cell_fragment(c, src, hdr)?;
+            crate::failpoint!("dequeue-before-pop");
             q.pop(c, self.node)?;
             self.advance(src, &inc);
             if !self.markers.is_empty() {
@@ -1158,6 +1168,7 @@ impl<'n, N: Node> Port<'n, N> {
         let q = self.node.recv_queue(r);
         q.seal();
         while let Some(c) = q.drain_next(self.node)? {
+            crate::failpoint!("drain-mid");
             let owner = self.node.owner_of(c.handle());
             if !self.node.is_gone(owner) {
                 self.node.free_queue(owner).enqueue(c, self.me, owner)?;

@@ -197,6 +197,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         // a reader that sees this queue in `custody` sees an `enq_prev` read from this queue.
         link.enq_prev.store(t, Relaxed);
         link.custody.store(custody(self.id, me), Relaxed);
+        crate::failpoint!("enqueue-before-swap");
         loop {
             if tail_handle(t) & SEALED_BIT != 0 {
                 // ORDERING: Relaxed; only this rank reads its own cell's custody while it holds it.
@@ -249,6 +250,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         // before the next producer's `head = cell` by our Release CAS in `pop_last`. Shadow is set
         // first: a drainer seeing `head == shadow` knows we died in between.
         self.shared.shadow.store(h, Relaxed);
+        crate::failpoint!("dequeue-mid-peek");
         self.shared.head.store(NULL, Relaxed);
         Ok(Some(cell))
     }

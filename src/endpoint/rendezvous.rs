@@ -181,6 +181,9 @@ impl Inner {
     #[inline(never)]
     fn lmt_step_slow(&mut self) -> Result<bool> {
         let moved = self.lmt.progress(&self.rings);
+        if moved && self.lmt.busy() {
+            nemesis_shm::failpoint!("rendezvous-mid");
+        }
         let any = moved || self.lmt.has_output();
         let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
         // Consecutive messages to one peer travel together (a window of transfers finishing in one
