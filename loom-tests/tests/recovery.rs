@@ -9,8 +9,8 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use nemesis_loom_tests::{Deaths, Executions, OneQueue, builder};
-use nemesis_shm::{HeapNode, Liveness, MsgHeader, Node, Params, PeerEvent, Port, PortConfig, Sent};
+use nemesis_loom_tests::{Deaths, Executions, OneQueue, builder, params};
+use nemesis_shm::{HeapNode, Liveness, MsgHeader, Node, PeerEvent, Port, PortConfig, Sent};
 
 /// A producer enqueues (swap, then `head`) and dies right after its link, while an unrelated
 /// death bumps the epoch, so the consumer may look for an unlinked head at any moment: the cell
@@ -55,17 +55,6 @@ fn producer_links_then_dies() {
         assert!(!q.queue().repair_unlinked_head(&*live).unwrap());
     });
     EX.report();
-}
-
-fn params(fastboxes: u32, cells: u32) -> Params {
-    Params {
-        cell_size: 256,
-        cells_per_rank: cells,
-        fastbox_slots: 1,
-        fastbox_slot_size: 64,
-        fastboxes_per_rank: fastboxes,
-        ..Params::DEFAULT
-    }
 }
 
 /// Liveness checks only when the model calls `check_peers`.

@@ -949,7 +949,9 @@ impl<'n, N: Node> Port<'n, N> {
             return Err(Error::ForeignFragment);
         }
         if inc.cell == NULL {
-            let r = &mut self.rx[usize::from(inc.src)];
+            // SAFETY: this port made `inc` (checked above) from a fastbox of local rank `src`,
+            // a valid rank: `src < rx.len()`.
+            let r = unsafe { self.rx.get_unchecked_mut(usize::from(inc.src)) };
             if let Some(fb) = r.fb {
                 fb.release(&mut r.fnext);
             }
@@ -962,7 +964,7 @@ impl<'n, N: Node> Port<'n, N> {
     #[inline(never)]
     fn return_cell(&mut self, c: CellHandle, src: u16) -> Result<()> {
         let owner = self.node.owner_of(c);
-        // SAFETY: `c` was validated when polled (an `Incoming` is only made by `poll`).
+        // SAFETY: `c` was validated when this port polled it (`release` checked the port).
         let cell = unsafe { self.node.arena().cell_unchecked(c) };
         if src == REMOTE {
             // A network arrival, in one of our cells set aside for the netmods.
