@@ -9,6 +9,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod ft;
+mod hygiene;
 pub mod launch;
 pub mod log;
 pub mod matrix;

@@ -228,7 +228,9 @@ impl Inner {
                     failure.get_or_insert(e);
                     continue;
                 }
-                if let Some((_, u)) = self.unexpected.iter_mut().find(|(i, _)| *i == id) {
+                if let Some(k) = self.unexpected.iter().position(|(i, _)| *i == id) {
+                    self.count_unexpected(data.len());
+                    let u = &mut self.unexpected[k].1;
                     u.got = data.len();
                     u.data = data;
                     u.rts = None;

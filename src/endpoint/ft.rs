@@ -192,7 +192,7 @@ impl Inner {
 
     /// Drops a message the engine refused on arrival (its sender replays it from its log if it is
     /// needed); a synchronous send or an RTS is answered so that its sender completes.
-    pub(super) fn drop_arrival(&mut self, inc: Incoming, source: u32, _by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn drop_arrival(&mut self, inc: Incoming<'static>, source: u32, _by: Option<&mut Bypass>) -> Result<()> {
         let (kind, aux, last) = (inc.kind(), inc.aux(), inc.is_last());
         let mut rts = None;
         if kind == KIND_RTS && last {
@@ -230,7 +230,7 @@ impl Inner {
 
     /// A message of the fault-tolerance kinds: a control message of the engine, or a checkpoint
     /// marker.
-    pub(super) fn deliver_ft(&mut self, inc: Incoming, source: u32) -> Result<()> {
+    pub(super) fn deliver_ft(&mut self, inc: Incoming<'static>, source: u32) -> Result<()> {
         if inc.kind() == KIND_FT_MARK {
             let (generation, stage) = (u64::from(inc.aux()), inc.tag());
             self.port.release(inc)?;
@@ -262,7 +262,7 @@ impl Inner {
     }
 
     /// A further fragment of a control message from `source`.
-    pub(super) fn ft_control_fragment(&mut self, inc: Incoming, source: u32) -> Result<()> {
+    pub(super) fn ft_control_fragment(&mut self, inc: Incoming<'static>, source: u32) -> Result<()> {
         let (off, last) = (inc.offset(), inc.is_last());
         let i = self.ft.as_deref().and_then(|ft| ft.partial_control.iter().position(|(s, _)| *s == source));
         if let (Some(i), Some(ft)) = (i, self.ft.as_deref_mut()) {
@@ -434,7 +434,7 @@ impl Inner {
     /// blocking receive `want`. `None` if the engine dropped it (the receive waits on).
     pub(super) fn recv_ft_fastbox(
         &mut self,
-        inc: Incoming,
+        inc: Incoming<'static>,
         want: Want,
         buf: RecvBuf,
     ) -> Result<Option<Result<Status>>> {
@@ -462,18 +462,12 @@ impl Inner {
         for m in saved {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let got = m.data.len();
-            let u = Unexpected {
-                source: m.source,
-                tag: m.tag,
-                context: m.context,
-                data: m.data,
-                got,
-                sync: m.sync,
-                claimed: None,
-                rts: None,
-                delivery: m.delivery,
-            };
+            let mut u = Unexpected::new(m.source, m.tag, m.context, m.data.len());
+            u.got = m.data.len();
+            u.sync = m.sync;
+            u.delivery = m.delivery;
+            self.count_unexpected(m.data.len());
+            u.data = m.data;
             self.unexpected.push((id, u));
         }
     }

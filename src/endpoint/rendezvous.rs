@@ -114,7 +114,7 @@ impl Inner {
     #[inline(never)]
     pub(super) fn deliver_lmt(
         &mut self,
-        inc: Incoming,
+        inc: Incoming<'static>,
         source: u32,
         by: Option<&mut Bypass>,
         delivery: Option<Delivery>,
@@ -171,9 +171,9 @@ impl Inner {
         } else {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let data = Vec::new();
-            let u =
-                Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts), delivery };
+            let mut u = Unexpected::new(source, tag, context, rts.len as usize);
+            u.rts = Some(rts);
+            u.delivery = delivery;
             self.unexpected.push((id, u));
         }
         Ok(())
@@ -201,6 +201,9 @@ impl Inner {
     #[inline(never)]
     fn lmt_step_slow(&mut self) -> Result<bool> {
         let moved = self.lmt.progress(&self.rings);
+        if moved && self.lmt.busy() {
+            nemesis_shm::failpoint!("rendezvous-mid");
+        }
         let any = moved || self.lmt.has_output();
         let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
         // Consecutive messages to one peer travel together (a window of transfers finishing in one
@@ -241,7 +244,10 @@ impl Inner {
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),
-                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
+                    self.saw_death(peer);
+                    Err(Error::PeerDied { rank: peer })
+                }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };
             self.reqs.complete(req, result);

@@ -124,7 +124,7 @@ impl Inner {
     /// A blocking receive whose awaited source's next message is not a plain match: routed the
     /// general way, then waited for.
     #[inline(never)]
-    fn recv_routed(&mut self, inc: Incoming, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+    fn recv_routed(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
         if inc.kind_flags() == KIND_EAGER_FT
             && inc.context() == want.context
             && (want.tag == ANY_TAG || want.tag == inc.tag())
