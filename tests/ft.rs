@@ -3,8 +3,8 @@
 //! rendezvous, TCP) checked against the engine's records; arrival and delivery hooks (posted,
 //! unexpected, probe); the sender log holds exactly the inter-group messages; acknowledgements free
 //! it; checkpoint files (written, replaced, a damaged one refused); checkpoints with outstanding
-//! requests refused; groups-file errors; an exhausted log; the communication matrix of known
-//! patterns.
+//! requests refused; unexpected messages held in their cells by back-pressure saved whole; groups-file
+//! errors; an exhausted log; the communication matrix of known patterns.
 //!
 //! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
 //! and a role in `NEMESIS_TEST_ROLE`.
@@ -26,6 +26,7 @@ fn rank_main() {
         "acks" => acks(),
         "files" => files(),
         "outstanding" => outstanding(),
+        "held" => held(),
         "exhausted" => exhausted(),
         "init-error" => init_error(),
         "matrix" => matrix(),
@@ -437,6 +438,57 @@ fn checkpoints_with_outstanding_requests_are_refused() {
     ok(&job(2, &["--ft", &g], "outstanding", &[]), 2);
     // Without fault tolerance the same rule holds (and nothing is written).
     ok(&job(2, &[], "outstanding", &[]), 2);
+}
+
+/// Messages of `held()`: 100 of 2000 bytes, more than rank 0's 64 cells.
+const HELD: u32 = 100;
+
+/// Groups {0, 1}, `NEMESIS_UNEXPECTED_MAX` 4 KiB. Rank 0 sends `HELD` messages that rank 1 receives
+/// only after a checkpoint: past the bound rank 1 holds them in rank 0's cells, and rank 0 runs out
+/// of cells in the middle of its sends. The checkpoint copies them out (rank 0 can go on and reach
+/// the checkpoint) and its file holds every one of them, whole.
+fn held() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    let msg = |i: u32| -> Vec<u8> { (0..2000u32).map(|k| (k ^ i) as u8).collect() };
+    if me == 0 {
+        for i in 0..HELD {
+            ep.send(&msg(i), 1, i as i32, WORLD).unwrap();
+        }
+    }
+    ep.checkpoint(format!("rank {me}").as_bytes()).unwrap();
+    if me == 1 {
+        let dir = ep.ft_dir().unwrap().to_owned();
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().ends_with("-1-1.nft"))
+            .expect("rank 1's checkpoint file");
+        let c = nemesis::ft::checkpoint::load(&file).unwrap();
+        assert_eq!(c.image.unexpected.len(), HELD as usize, "every message arrived before the checkpoint is in it");
+        for (i, m) in c.image.unexpected.iter().enumerate() {
+            assert_eq!((m.source, m.tag), (0, i as i32));
+            assert_eq!(m.data, msg(i as u32), "message {i} saved whole");
+        }
+        let mut buf = vec![0u8; 2000];
+        for i in 0..HELD {
+            ep.recv(&mut buf, 0, i as i32, WORLD).unwrap();
+            assert_eq!(buf, msg(i), "message {i}");
+        }
+    }
+    println!("RESULT ok {me}");
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn unexpected_messages_held_by_back_pressure_are_checkpointed_whole() {
+    let dir = scratch("held");
+    let g = groups_file(&dir, "0 0\n1 0\n");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
+    cmd.args(["-n", "2", "--ft", &g, "--"]).arg(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.env("NEMESIS_TEST_ROLE", "held").env("NEMESIS_UNEXPECTED_MAX", "4k");
+    ok(&run_with_timeout(cmd, std::time::Duration::from_secs(120)), 2);
 }
 
 fn exhausted() {

@@ -25,6 +25,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::matching::copy_into;
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::{Endpoint, Inner, Peer, Status};
@@ -110,6 +111,45 @@ impl Inner {
         if outstanding > 0 {
             return Err(Error::CheckpointOutstanding { requests: outstanding });
         }
+        if self.ft.is_none() {
+            return Ok(());
+        }
+        // Unexpected messages are copied out whatever their bound (`NEMESIS_UNEXPECTED_MAX`) while
+        // the group checkpoints: the state holds their bytes, and a sender whose cells they held
+        // must be able to send its marker.
+        let bound = std::mem::replace(&mut self.cfg.unexpected_max, usize::MAX);
+        let r = self.unhold_unexpected().and_then(|()| self.group_checkpoint(state));
+        self.cfg.unexpected_max = bound;
+        self.count_unexpected(0);
+        r
+    }
+
+    /// Copies the unexpected messages held in their cells out of the segment, and releases them.
+    fn unhold_unexpected(&mut self) -> Result<()> {
+        for k in 0..self.unexpected.len() {
+            let u = &mut self.unexpected[k].1;
+            if u.held.is_empty() {
+                continue;
+            }
+            let held = std::mem::take(&mut u.held);
+            let mut data = vec![0u8; u.len];
+            let buf = RecvBuf { ptr: data.as_mut_ptr(), cap: data.len() };
+            let mut res: Result<()> = Ok(());
+            for inc in held {
+                copy_into(buf, &inc);
+                if let Err(e) = self.port.release(inc) {
+                    res = Err(e.into());
+                }
+            }
+            self.count_unexpected(data.len());
+            self.unexpected[k].1.data = data;
+            res?;
+        }
+        Ok(())
+    }
+
+    /// The group checkpoint proper (module documentation), fault tolerance on.
+    fn group_checkpoint(&mut self, state: &[u8]) -> Result<()> {
         let Some(ft) = self.ft.as_deref() else { return Ok(()) };
         let t0 = Instant::now();
         let generation = ft.generation + 1;
