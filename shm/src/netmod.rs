@@ -10,6 +10,12 @@
 //! connects lazily, on first use; [`send`](Netmod::send); [`poll`](Netmod::poll) (arrivals and
 //! queued sends; there is no `recv`); [`finalize`](Netmod::finalize). A remote peer's death
 //! comes through the receive queue too ([`KIND_PEER_GONE`]), after its last arrivals.
+//!
+//! What every netmod needs besides: [`heartbeat`] (the failure detector) and [`addr`] (this
+//! machine's IP addresses).
+
+pub mod addr;
+pub mod heartbeat;
 
 use crate::cell::MsgHeader;
 use crate::error::Result;
