@@ -72,8 +72,8 @@ impl Default for TcpConfig {
 impl TcpConfig {
     /// The defaults with the `NEMESIS_TCP_*` overrides.
     pub fn from_env() -> Result<TcpConfig> {
-        let mut c = TcpConfig::default();
-        c.addr = nemesis_shm::netmod::addr::addr_from_env("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF")?;
+        let addr = nemesis_shm::netmod::addr::addr_from_env("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF")?;
+        let mut c = TcpConfig { addr, ..TcpConfig::default() };
         if let Some(v) = std::env::var("NEMESIS_TCP_PORTS").ok().filter(|v| !v.trim().is_empty()) {
             let bad = || Error::Net(format!("NEMESIS_TCP_PORTS={v}: expected lo-hi, e.g. 40000-40100"));
             let (lo, hi) = v.trim().split_once('-').ok_or_else(bad)?;
