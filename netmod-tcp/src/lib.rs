@@ -1071,7 +1071,14 @@ impl LmtBackend for TcpNetmod<'_> {
         Ok(())
     }
 
-    unsafe fn start_recv(&mut self, peer: u32, id: u32, dst: *mut u8, bytes: u64) -> nemesis_lmt::Result<()> {
+    unsafe fn start_recv(
+        &mut self,
+        peer: u32,
+        id: u32,
+        dst: *mut u8,
+        bytes: u64,
+        _remote: Option<nemesis_lmt::RemoteBuf>,
+    ) -> nemesis_lmt::Result<nemesis_lmt::RecvPlan> {
         self.peer_index(peer).map_err(|e| nemesis_lmt::Error::Cma(e.to_string()))?;
         let p = &mut self.peers[peer as usize];
         if matches!(p.link, Link::Dead | Link::Bye) {
@@ -1081,7 +1088,7 @@ impl LmtBackend for TcpNetmod<'_> {
             return Err(nemesis_lmt::Error::Corrupt { what: "transfer id already expected", value: u64::from(id) });
         }
         p.recvs.push(DataRecv { id, dst, bytes, got: 0 });
-        Ok(())
+        Ok(nemesis_lmt::RecvPlan::Stream)
     }
 
     fn take_lmt_done(&mut self) -> Vec<NetDone> {

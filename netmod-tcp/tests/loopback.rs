@@ -136,7 +136,7 @@ fn large_messages_stream_after_the_rendezvous() {
     let msg = pattern(7, (5 << 20) + 3);
     let mut dst = vec![0u8; msg.len() - 1000];
     // SAFETY: both buffers outlive the transfer, driven to the end below.
-    let rts = unsafe { s.pre_send(1, 11, msg.as_ptr(), msg.len() as u64) };
+    let rts = unsafe { s.pre_send(1, 11, msg.as_ptr(), msg.len() as u64, &mut r0.net) };
     // The RTS would travel as a message; here it is handed over directly.
     // SAFETY: as above.
     unsafe { r.pre_recv(0, 22, &rts, dst.as_mut_ptr(), dst.len(), &mut r1.net) };
