@@ -50,7 +50,9 @@ fn libfabric() {
         .derive_default(true)
         .layout_tests(false)
         .generate()
-        .unwrap_or_else(|e| panic!("bindgen on the libfabric headers (libfabric-dev and libclang-dev installed?): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("bindgen on the libfabric headers (libfabric-dev and libclang-dev installed?): {e}")
+        });
     bindings.write_to_file(out.join("bindings.rs")).expect("writing the bindings");
 }
 

@@ -240,7 +240,10 @@ impl NetLmt {
         if bytes > s.len || (read && !s.offered) {
             let s = self.sends.swap_remove(i);
             backend.abandon_send(peer, id);
-            let e = Error::Corrupt { what: if read { "DONE for a streamed transfer" } else { "CTS byte count" }, value: bytes };
+            let e = Error::Corrupt {
+                what: if read { "DONE for a streamed transfer" } else { "CTS byte count" },
+                value: bytes,
+            };
             self.done.push((s.token, Outcome::Failed(e.clone())));
             return Err(e);
         }

@@ -1128,7 +1128,14 @@ mod tests {
         let mut r = Lmt::new(1, 1, split(1 << 20));
         let big = data(20_000);
         let mut d = vec![0u8; 20_000];
-        let rts = Rts { id: 4, len: 20_000, addr: big.as_ptr() as u64, pid: std::process::id(), key: 0, backend: Backend::Cma };
+        let rts = Rts {
+            id: 4,
+            len: 20_000,
+            addr: big.as_ptr() as u64,
+            pid: std::process::id(),
+            key: 0,
+            backend: Backend::Cma,
+        };
         // SAFETY: `big` and `d` outlive the transfer.
         unsafe { r.pre_recv(0, 40, &rts, d.as_mut_ptr(), 20_000, &n) };
         while r.progress(&n) {}

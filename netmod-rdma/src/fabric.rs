@@ -339,11 +339,19 @@ impl Objects {
 
     /// Registers `len` bytes at `addr` with `access`, honouring the `mr_mode` in force (provider
     /// keys or ours, endpoint binding). Returns the registration and its key.
-    pub(crate) fn register(&self, addr: *const u8, len: usize, access: u64, key: u64) -> Result<(Fid<fid_mr>, u64), Error> {
+    pub(crate) fn register(
+        &self,
+        addr: *const u8,
+        len: usize,
+        access: u64,
+        key: u64,
+    ) -> Result<(Fid<fid_mr>, u64), Error> {
         let prov = &self.caps.prov;
         let mut mr: *mut fid_mr = ptr::null_mut();
         // SAFETY: the caller's memory range; the provider records it (and pins it if it must).
-        let rc = unsafe { nm_mr_reg(self.domain.0, addr as *const c_void, len, access, 0, key, 0, &mut mr, ptr::null_mut()) };
+        let rc = unsafe {
+            nm_mr_reg(self.domain.0, addr as *const c_void, len, access, 0, key, 0, &mut mr, ptr::null_mut())
+        };
         check(prov, "fi_mr_reg", i64::from(rc))?;
         let mr = Fid(mr);
         if self.caps.mr_mode & FI_MR_ENDPOINT != 0 {

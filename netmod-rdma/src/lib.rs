@@ -164,7 +164,8 @@ pub fn parse_card(card: &str) -> Option<(String, std::net::SocketAddr, Vec<u8>)>
     if it.next().is_some() || hex.is_empty() || hex.len() % 2 != 0 || prov.is_empty() {
         return None;
     }
-    let name = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect::<Option<_>>()?;
+    let name =
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect::<Option<_>>()?;
     Some((prov, std::net::SocketAddr::new(ip, port), name))
 }
 
@@ -196,7 +197,15 @@ mod tests {
         assert_eq!(parse_card(&c), Some(("tcp;ofi_rxm".into(), hb, vec![0, 1, 0xab, 0xff])));
         let v6: std::net::SocketAddr = "[::1]:9".parse().unwrap();
         assert_eq!(parse_card(&card("shm", v6, &[7])).unwrap().1, v6);
-        for bad in ["tcp:1.2.3.4:1:2", "ofi/shm/1.2.3.4/1/abc", "ofi/shm/x/1/ab", "ofi//1.2.3.4/1/ab", "ofi/shm/1.2.3.4/1/zz", "ofi/shm/1.2.3.4/1/ab/c", "ofi/shm/1.2.3.4/1/"] {
+        for bad in [
+            "tcp:1.2.3.4:1:2",
+            "ofi/shm/1.2.3.4/1/abc",
+            "ofi/shm/x/1/ab",
+            "ofi//1.2.3.4/1/ab",
+            "ofi/shm/1.2.3.4/1/zz",
+            "ofi/shm/1.2.3.4/1/ab/c",
+            "ofi/shm/1.2.3.4/1/",
+        ] {
             assert!(parse_card(bad).is_none(), "{bad}");
         }
     }

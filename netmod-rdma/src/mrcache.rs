@@ -109,8 +109,13 @@ impl<H> MrCache<H> {
             if idle <= self.capacity {
                 return;
             }
-            let Some(i) =
-                self.entries.iter().enumerate().filter(|(_, e)| e.refs == 0).min_by_key(|(_, e)| e.used).map(|(i, _)| i)
+            let Some(i) = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.refs == 0)
+                .min_by_key(|(_, e)| e.used)
+                .map(|(i, _)| i)
             else {
                 return;
             };

@@ -40,13 +40,27 @@ enum Op {
     /// Receive buffer posted.
     Rx,
     /// Send buffer in flight to `peer`.
-    Tx { peer: u32 },
+    Tx {
+        peer: u32,
+    },
     /// `fi_read` of `bytes` bytes for the receive of transfer `id` from `peer`.
-    Read { peer: u32, id: u32, bytes: u64 },
+    Read {
+        peer: u32,
+        id: u32,
+        bytes: u64,
+    },
     /// Data of transfer `id` to `peer`.
-    DataTx { peer: u32, id: u32, bytes: u64 },
+    DataTx {
+        peer: u32,
+        id: u32,
+        bytes: u64,
+    },
     /// Data of transfer `id` from `peer`.
-    DataRx { peer: u32, id: u32, bytes: u64 },
+    DataRx {
+        peer: u32,
+        id: u32,
+        bytes: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -627,7 +641,11 @@ impl<'n> OfiNetmod<'n> {
         // SAFETY: `e` receives one error entry.
         let n = unsafe { nm_cq_readerr(self.fi.cq.0, &mut e, 0) };
         if n != 1 {
-            return if n == -(FI_EAGAIN as isize) { Ok(()) } else { Err(fi_error(self.prov(), "fi_cq_readerr", n as i64)) };
+            return if n == -(FI_EAGAIN as isize) {
+                Ok(())
+            } else {
+                Err(fi_error(self.prov(), "fi_cq_readerr", n as i64))
+            };
         }
         let mut text = [0 as std::ffi::c_char; 256];
         // SAFETY: the entry just read and a buffer of its length; the result is NUL-terminated.
@@ -918,11 +936,7 @@ impl<'n> OfiNetmod<'n> {
 
     /// A registration for `len` bytes at `addr` (`exposed`: readable by peers).
     fn acquire(&mut self, addr: *const u8, len: u64, exposed: bool) -> Result<Reg> {
-        let access = if exposed {
-            FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ
-        } else {
-            FI_SEND | FI_RECV | FI_READ
-        };
+        let access = if exposed { FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ } else { FI_SEND | FI_RECV | FI_READ };
         let prov_key = self.fi.caps.mr_mode & FI_MR_PROV_KEY != 0;
         let fi = &self.fi;
         let mut requested = 0;
@@ -1204,7 +1218,16 @@ impl LmtBackend for OfiNetmod<'_> {
             }
             Some(k) => k,
             None => {
-                self.sends.push(SendX { peer, id, addr, len: bytes, reg: None, stream: None, inflight: 0, failed: false });
+                self.sends.push(SendX {
+                    peer,
+                    id,
+                    addr,
+                    len: bytes,
+                    reg: None,
+                    stream: None,
+                    inflight: 0,
+                    failed: false,
+                });
                 self.sends.len() - 1
             }
         };
