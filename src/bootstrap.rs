@@ -14,8 +14,8 @@
 //!    last rank to register already did; the node leader does it again in case a rank died
 //!    before registering).
 //!
-//! When some ranks are on other nodes, each rank also starts the TCP netmod and puts its business
-//! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
+//! When some ranks are on other nodes, each rank also starts the netmod (`NEMESIS_NETMOD`: TCP,
+//! or libfabric with the `rdma` feature) and puts its business card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
 //! the ranks on other nodes (connections are made on first use).
 //!
 //! Without a process manager (no `PMI_FD`) the process is a singleton of size 1 with a private
@@ -24,12 +24,12 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
 use crate::error::{Error, Result};
 use crate::launch::contract::{HANDLE_FD, HANDLE_SHM, local_node_id, node_key, segment_key};
+use crate::net::{Net, NetKind};
 use crate::pmi::PmiClient;
 
 /// What start-up found out.
@@ -50,7 +50,7 @@ pub struct Boot {
     /// The PMI connection (`None` for a singleton).
     pub pmi: Option<PmiClient>,
     /// The network module, if ranks are on other nodes.
-    pub net: Option<TcpNetmod<'static>>,
+    pub net: Option<Net<'static>>,
 }
 
 /// The KVS key of rank `rank`'s netmod business card.
@@ -148,7 +148,7 @@ pub fn bootstrap() -> Result<Boot> {
     }
     let mut net = None;
     if local_ranks.len() < size as usize {
-        let n = TcpNetmod::new(rank, size, job_key(pmi.kvsname()), TcpConfig::from_env()?)?;
+        let n = Net::start(NetKind::from_env()?, rank, size, job_key(pmi.kvsname()))?;
         pmi.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }

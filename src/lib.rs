@@ -9,6 +9,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod launch;
+pub mod net;
 pub mod pmi;
 mod wait;
 

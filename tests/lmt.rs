@@ -228,12 +228,17 @@ fn auto_mixes_both_backends() {
 
 /// One ring of two 4 KiB slots per rank: every transfer wraps around the ring many times and
 /// most wait for the ring.
-/// The same cases between two nodes: every transfer goes through the TCP netmod.
+/// The same cases between two nodes: every transfer goes through the netmod (TCP; ofi reading
+/// the sender's buffer, and ofi streaming it two-sided).
 #[test]
-fn over_tcp_between_two_nodes() {
-    let o = job(2, &["--nodes", "2"], "cases", &[]);
-    assert!(o.status.success(), "{}", show(&o));
-    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+fn over_each_netmod_between_two_nodes() {
+    let mut nets = common::netmods(true);
+    nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));
+    for (label, env) in nets {
+        let o = job(2, &["--nodes", "2"], "cases", &env);
+        assert!(o.status.success(), "{label}: {}", show(&o));
+        assert_eq!(results(&o).len(), 2, "{label}: {}", show(&o));
+    }
 }
 
 #[test]
@@ -312,13 +317,20 @@ fn receiver_dies() {
 
 #[test]
 fn a_peer_killed_mid_transfer_fails_it_with_peer_died() {
-    for lmt in ["shm", "cma", "tcp"] {
+    let mut cases: Vec<(String, &str, Vec<(&str, String)>)> =
+        ["shm", "cma"].iter().map(|&l| (l.to_owned(), "1", vec![("NEMESIS_LMT", l.to_owned())])).collect();
+    let mut nets = common::netmods(true);
+    nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));
+    for (label, mut env) in nets {
+        // Heartbeats fast enough for a death that no operation in flight reveals.
+        env.extend([("NEMESIS_OFI_HEARTBEAT_MS", "100".to_owned()), ("NEMESIS_TCP_HEARTBEAT_MS", "100".to_owned())]);
+        cases.push((label, "2", env));
+    }
+    for (label, nodes, env) in cases {
         for role in ["sender-dies", "receiver-dies"] {
-            let env: Vec<(&str, String)> = vec![("NEMESIS_LMT", lmt.replace("tcp", "auto"))];
-            let nodes = if lmt == "tcp" { "2" } else { "1" };
             let o = job(2, &["--keep-going", "--nodes", nodes], role, &env);
-            assert_eq!(o.status.code(), Some(128 + 9), "{lmt} {role}: {}", show(&o));
-            assert_eq!(results(&o), ["RESULT survivor ok"], "{lmt} {role}: {}", show(&o));
+            assert_eq!(o.status.code(), Some(128 + 9), "{label} {role}: {}", show(&o));
+            assert_eq!(results(&o), ["RESULT survivor ok"], "{label} {role}: {}", show(&o));
         }
     }
 }

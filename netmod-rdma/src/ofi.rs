@@ -134,8 +134,9 @@ struct SendX {
     /// Streaming: bytes to send, sent (posted), and completed.
     stream: Option<(u64, u64, u64)>,
     inflight: u32,
-    /// The peer died: report once nothing is in flight.
-    failed: bool,
+    /// When the peer was found dead: the transfer is reported once nothing is in flight (or
+    /// after a timeout: see [`OfiNetmod::reap`]).
+    failed: Option<Instant>,
 }
 
 /// A large message this process receives.
@@ -151,7 +152,8 @@ struct RecvX {
     posted: u64,
     got: u64,
     inflight: u32,
-    failed: bool,
+    /// As for [`SendX::failed`].
+    failed: Option<Instant>,
 }
 
 /// Counters, for tests and statistics.
@@ -420,11 +422,12 @@ impl<'n> OfiNetmod<'n> {
             for i in used {
                 let _ = self.post_rx(i);
             }
+            let now = Some(Instant::now());
             for s in self.sends.iter_mut().filter(|s| s.peer == rank) {
-                s.failed = true;
+                s.failed = now;
             }
             for r in self.recvs.iter_mut().filter(|r| r.peer == rank) {
-                r.failed = true;
+                r.failed = now;
             }
             // Posted data receives from it are cancelled (their completions say so).
             for slot in self.nrx + self.ntx..self.ops.len() {
@@ -443,12 +446,19 @@ impl<'n> OfiNetmod<'n> {
         peer_dead(rank)
     }
 
-    /// Reports the transfers of dead peers that have nothing in flight.
+    /// Reports the transfers of dead peers that have nothing in flight, or whose operations the
+    /// provider has not ended within the heartbeat timeout of the death (a provider that needs
+    /// the dead peer's progress to end them — `shm`'s copies through the peer — never would).
+    /// Such an operation's late completion is ignored; its buffer is the caller's again, so a
+    /// provider that still wrote into it then would write into memory the caller may reuse: the
+    /// price of not hanging on a dead peer.
     fn reap(&mut self) {
         let failed = || Outcome::Failed(nemesis_lmt::Error::PeerDied);
+        let limit = self.cfg.timing.timeout;
+        let due = |f: Option<Instant>, inflight: u32| f.is_some_and(|t| inflight == 0 || t.elapsed() > limit);
         let mut k = 0;
         while k < self.sends.len() {
-            if self.sends[k].failed && self.sends[k].inflight == 0 {
+            if due(self.sends[k].failed, self.sends[k].inflight) {
                 let s = self.sends.swap_remove(k);
                 if let Some(r) = s.reg {
                     self.mrs.release(r.id);
@@ -460,7 +470,7 @@ impl<'n> OfiNetmod<'n> {
         }
         let mut k = 0;
         while k < self.recvs.len() {
-            if self.recvs[k].failed && self.recvs[k].inflight == 0 {
+            if due(self.recvs[k].failed, self.recvs[k].inflight) {
                 let r = self.recvs.swap_remove(k);
                 if let Some(g) = r.reg {
                     self.mrs.release(g.id);
@@ -596,7 +606,7 @@ impl<'n> OfiNetmod<'n> {
                     let r = &mut self.recvs[k];
                     r.inflight -= 1;
                     r.got += bytes;
-                    if r.got == r.bytes && !r.failed {
+                    if r.got == r.bytes && r.failed.is_none() {
                         let r = self.recvs.swap_remove(k);
                         if let Some(g) = r.reg {
                             self.mrs.release(g.id);
@@ -616,7 +626,7 @@ impl<'n> OfiNetmod<'n> {
                     s.inflight -= 1;
                     if let Some((total, posted, acked)) = s.stream.as_mut() {
                         *acked += bytes;
-                        if *acked == *total && *posted == *total && !s.failed {
+                        if *acked == *total && *posted == *total && s.failed.is_none() {
                             let total = *total;
                             let s = self.sends.swap_remove(k);
                             if let Some(r) = s.reg {
@@ -856,7 +866,7 @@ impl<'n> OfiNetmod<'n> {
         for k in 0..self.recvs.len() {
             loop {
                 let r = &self.recvs[k];
-                if r.failed || r.posted >= r.bytes || self.free_lmt.is_empty() {
+                if r.failed.is_some() || r.posted >= r.bytes || self.free_lmt.is_empty() {
                     break;
                 }
                 let (peer, id, off, remote, reg) = (r.peer, r.id, r.posted, r.remote, r.reg);
@@ -900,7 +910,7 @@ impl<'n> OfiNetmod<'n> {
             loop {
                 let s = &self.sends[k];
                 let Some((total, posted, _)) = s.stream else { break };
-                if s.failed || posted >= total || self.free_lmt.is_empty() {
+                if s.failed.is_some() || posted >= total || self.free_lmt.is_empty() {
                     break;
                 }
                 let (peer, id, reg) = (s.peer, s.id, s.reg);
@@ -958,6 +968,9 @@ impl<'n> OfiNetmod<'n> {
             return;
         }
         self.next_check = now + self.cfg.timing.period / 2;
+        if self.sends.iter().any(|s| s.failed.is_some()) || self.recvs.iter().any(|r| r.failed.is_some()) {
+            self.reap();
+        }
         for (rank, quiet) in self.hb.silent(self.cfg.timing.timeout) {
             if self.peers.get(rank as usize).is_some_and(|p| p.link == Link::Up) {
                 self.died(rank, &format!("no heartbeat for {quiet:?}"));
@@ -1177,7 +1190,7 @@ impl LmtBackend for OfiNetmod<'_> {
         bytes: u64,
     ) -> nemesis_lmt::Result<Option<RemoteBuf>> {
         self.peer_index(peer).map_err(|e| nemesis_lmt::Error::Cma(e.to_string()))?;
-        let mut s = SendX { peer, id, addr, len: bytes, reg: None, stream: None, inflight: 0, failed: false };
+        let mut s = SendX { peer, id, addr, len: bytes, reg: None, stream: None, inflight: 0, failed: None };
         let mut offer = None;
         if self.read_ok {
             match self.acquire(addr, bytes, true) {
@@ -1226,7 +1239,7 @@ impl LmtBackend for OfiNetmod<'_> {
                     reg: None,
                     stream: None,
                     inflight: 0,
-                    failed: false,
+                    failed: None,
                 });
                 self.sends.len() - 1
             }
@@ -1261,7 +1274,7 @@ impl LmtBackend for OfiNetmod<'_> {
         } else {
             None
         };
-        self.recvs.push(RecvX { peer, id, dst, bytes, remote, reg, posted: 0, got: 0, inflight: 0, failed: false });
+        self.recvs.push(RecvX { peer, id, dst, bytes, remote, reg, posted: 0, got: 0, inflight: 0, failed: None });
         // Data receives are posted before the CTS leaves, so the data finds them.
         self.pump_lmt();
         Ok(if remote.is_some() { RecvPlan::Read } else { RecvPlan::Stream })

@@ -1,5 +1,5 @@
 //! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
-//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
+//! [--nodes K] [--netmod tcp|ofi] [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
 //! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
@@ -35,9 +35,13 @@ struct Cli {
     #[arg(long)]
     keep_going: bool,
     /// Split the ranks into K nodes (blocks of consecutive ranks, each with its own segment):
-    /// traffic between them goes through TCP, as between machines.
+    /// traffic between them goes through the netmod, as between machines.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     nodes: u32,
+    /// The netmod between nodes (sets NEMESIS_NETMOD in every rank): tcp, or ofi (libfabric; the
+    /// provider is NEMESIS_OFI_PROVIDER's).
+    #[arg(long, value_enum)]
+    netmod: Option<NetmodArg>,
     /// The program to run, and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -47,6 +51,12 @@ struct Cli {
 enum BindArg {
     None,
     Core,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum NetmodArg {
+    Tcp,
+    Ofi,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -83,6 +93,15 @@ fn main() -> ExitCode {
             WaitArg::Yield => Wait::Yield,
             WaitArg::Block => Wait::Block,
         });
+    }
+    if let Some(n) = cli.netmod {
+        job = job.env(
+            "NEMESIS_NETMOD",
+            match n {
+                NetmodArg::Tcp => "tcp",
+                NetmodArg::Ofi => "ofi",
+            },
+        );
     }
     match job.run() {
         Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),

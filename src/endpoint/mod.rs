@@ -29,8 +29,8 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
+use crate::net::Net;
 use nemesis_lmt::{Control, Lmt, NetLmt, Outcome, RingRef, Rings, Rts};
-use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
 use nemesis_shm::{Incoming, MsgHeader, Node, PeerEvent, Port, PortConfig, REMOTE, Segment, Sent};
 
@@ -226,7 +226,7 @@ enum Found {
 struct Inner {
     // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
     /// The network module, when the job spans nodes.
-    net: Option<TcpNetmod<'static>>,
+    net: Option<Net<'static>>,
     port: Port<'static, Segment>,
     /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
     segment: Box<Segment>,
