@@ -284,8 +284,15 @@ fn sender_dies() {
         std::thread::sleep(Duration::from_micros(100));
     }
     ep.send(&[1], 0, 2, WORLD).unwrap();
-    let e = ep.wait(r).unwrap_err();
-    assert!(matches!(e, Error::PeerDied { rank: 0 }), "{e}");
+    // Where the provider moves the data without the sender (ofi reading the sender's buffer; the
+    // `shm` provider copies even two-sided messages with one kernel copy by the receiver), the
+    // transfer may finish before the sender is gone: then the data is whole. Otherwise the
+    // receive fails.
+    match ep.wait(r) {
+        Err(Error::PeerDied { rank: 0 }) => {}
+        Ok(st) if ofi() => assert!(st.len == DYING && buf.iter().all(|&b| b == 7), "a whole read"),
+        other => panic!("{other:?}"),
+    }
     let msg = data(9, 5 << 20);
     let r = unsafe_isend(&mut ep, &msg, 1, 3);
     let mut back = vec![0u8; msg.len()];
@@ -294,6 +301,11 @@ fn sender_dies() {
     assert_same(&back, &msg, "after the failure");
     println!("RESULT survivor ok");
     ep.finalize().unwrap();
+}
+
+/// The ofi netmod carries the job.
+fn ofi() -> bool {
+    std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v == "ofi")
 }
 
 /// Rank 1 starts receiving 256 MiB and dies; rank 0's send fails with `PeerDied`.
@@ -309,8 +321,12 @@ fn receiver_dies() {
         die();
     }
     let msg = vec![7u8; DYING];
-    let e = ep.send(&msg, 1, 1, WORLD).unwrap_err();
-    assert!(matches!(e, Error::PeerDied { rank: 1 }), "{e}");
+    // As in `sender_dies`: a provider may have moved everything before the receiver died.
+    match ep.send(&msg, 1, 1, WORLD) {
+        Err(Error::PeerDied { rank: 1 }) => {}
+        Ok(()) if ofi() => {}
+        other => panic!("{other:?}"),
+    }
     println!("RESULT survivor ok");
     ep.finalize().unwrap();
 }
