@@ -47,6 +47,9 @@ impl NetKind {
 }
 
 /// A running netmod.
+// One per process, inside the Endpoint's boxed state: the variants' sizes do not matter, and no
+// variant pays an indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Net<'n> {
     Tcp(TcpNetmod<'n>),

@@ -333,7 +333,9 @@ fn receiver_dies() {
 
 #[test]
 fn a_peer_killed_mid_transfer_fails_it_with_peer_died() {
-    let mut cases: Vec<(String, &str, Vec<(&str, String)>)> =
+    // (label, nodes, environment)
+    type Case = (String, &'static str, Vec<(&'static str, String)>);
+    let mut cases: Vec<Case> =
         ["shm", "cma"].iter().map(|&l| (l.to_owned(), "1", vec![("NEMESIS_LMT", l.to_owned())])).collect();
     let mut nets = common::netmods(true);
     nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));

@@ -33,11 +33,11 @@ const SONAME: &str = "libfabric.so.1";
 
 fn lib() -> Result<&'static Lib, Error> {
     static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
-    LIB.get_or_init(open_lib).as_ref().map_err(|e| Error::Net(e.clone()))
+    LIB.get_or_init(|| open_lib(SONAME)).as_ref().map_err(|e| Error::Net(e.clone()))
 }
 
-fn open_lib() -> Result<Lib, String> {
-    let name = CString::new(SONAME).map_err(|e| e.to_string())?;
+fn open_lib(soname: &str) -> Result<Lib, String> {
+    let name = CString::new(soname).map_err(|e| e.to_string())?;
     // SAFETY: dlopen with a NUL-terminated name; the handle is kept for the process's life.
     let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if h.is_null() {
@@ -49,13 +49,13 @@ fn open_lib() -> Result<Lib, String> {
             // SAFETY: non-null, NUL-terminated, valid until the next dl call.
             unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
         };
-        return Err(format!("the ofi netmod needs libfabric ({SONAME}; Debian: libfabric1): {why}"));
+        return Err(format!("the ofi netmod needs libfabric ({soname}; Debian: libfabric1): {why}"));
     }
     let sym = |s: &str| -> Result<*mut c_void, String> {
         let c = CString::new(s).map_err(|e| e.to_string())?;
         // SAFETY: `h` is a live handle; `c` is NUL-terminated.
         let p = unsafe { libc::dlsym(h, c.as_ptr()) };
-        if p.is_null() { Err(format!("{SONAME} has no symbol {s}")) } else { Ok(p) }
+        if p.is_null() { Err(format!("{soname} has no symbol {s}")) } else { Ok(p) }
     };
     // SAFETY: each symbol is the libfabric function of that name, whose C signature the type
     // spells (fabric.h of the same ABI version, 1.x).
@@ -374,4 +374,17 @@ impl Objects {
 pub(crate) fn desc(mr: &Fid<fid_mr>) -> *mut c_void {
     // SAFETY: an open registration.
     unsafe { nm_mr_desc(mr.0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_named() {
+        let e = open_lib("libfabric-not-here.so.9").err().expect("no such library");
+        assert!(e.contains("libfabric-not-here.so.9") && e.contains("libfabric1"), "{e}");
+        assert!(open_lib(SONAME).is_ok(), "the system's libfabric opens");
+        assert!(strerror(-(FI_EAGAIN as i64)).contains("temporarily unavailable"));
+    }
 }
