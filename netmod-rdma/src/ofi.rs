@@ -220,6 +220,9 @@ pub struct OfiNetmod<'n> {
     repost: Vec<usize>,
     /// Peers with fragments waiting, in order of arrival (each listed once).
     ready: VecDeque<u32>,
+    /// Fragments queued for peers (sum of the peers' `out`), so a pass with none looks at no
+    /// peer.
+    queued: usize,
     peers: Vec<Peer<'n>>,
     sends: Vec<SendX>,
     recvs: Vec<RecvX>,
@@ -310,6 +313,7 @@ impl<'n> OfiNetmod<'n> {
             free_lmt: (nrx + ntx..nops).rev().collect(),
             repost: Vec::new(),
             ready: VecDeque::new(),
+            queued: 0,
             peers: (0..size).map(|_| Peer::new()).collect(),
             sends: Vec::new(),
             recvs: Vec::new(),
@@ -413,6 +417,7 @@ impl<'n> OfiNetmod<'n> {
         if p.link != Link::Dead {
             tracing::warn!(rank, why, provider = %self.fi.caps.prov, "remote peer is gone");
             p.link = Link::Dead;
+            self.queued -= p.out.len();
             p.out.clear();
             let mut used: Vec<usize> = p.inq.drain(..).map(|(i, _, _)| i).collect();
             used.extend(std::mem::take(&mut p.parked).into_values().map(|(i, _)| i));
@@ -490,6 +495,7 @@ impl<'n> OfiNetmod<'n> {
     fn send_frag(&mut self, rank: u32, bytes: &[u8]) -> Result<()> {
         if !self.peers[rank as usize].out.is_empty() || !self.try_send(rank, bytes)? {
             self.peers[rank as usize].out.push_back(Queued { bytes: bytes.to_vec() });
+            self.queued += 1;
         }
         Ok(())
     }
@@ -541,10 +547,12 @@ impl<'n> OfiNetmod<'n> {
         let mut moved = false;
         for rank in 0..self.size {
             while let Some(q) = self.peers[rank as usize].out.pop_front() {
+                self.queued -= 1;
                 match self.try_send(rank, &q.bytes) {
                     Ok(true) => moved = true,
                     Ok(false) => {
                         self.peers[rank as usize].out.push_front(q);
+                        self.queued += 1;
                         break;
                     }
                     Err(_) => break,
@@ -1132,7 +1140,7 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
         if !self.ready.is_empty() {
             moved |= self.drain(inbox)?;
         }
-        if self.peers.iter().any(|p| !p.out.is_empty()) {
+        if self.queued > 0 {
             moved |= self.flush();
         }
         if !self.sends.is_empty() || !self.recvs.is_empty() {
@@ -1146,7 +1154,8 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
     }
 
     fn busy(&self) -> bool {
-        self.free_tx.len() < self.ntx || self.peers.iter().any(|p| !p.out.is_empty() && p.link == Link::Up)
+        // Queues of dead peers are emptied: what is queued goes to live ones.
+        self.free_tx.len() < self.ntx || self.queued > 0
     }
 
     fn finalize(&mut self) -> Result<()> {
