@@ -292,8 +292,8 @@ fn fi_pingpong(program: &Path, prov: &str, sizes: &[usize], plan: &Plan, cpus: (
         server.args(["-B", &port.to_string()]);
         // The client retries until the server listens (it refuses the first connection otherwise).
         let mut client = Command::new("sh");
-        let line = format!("for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.2; \"$0\" \"$@\" && exit 0; done; exit 1");
-        client.args(["-c", &line]).arg(program);
+        let line = "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.2; \"$0\" \"$@\" && exit 0; done; exit 1";
+        client.args(["-c", line]).arg(program);
         common(&mut client, cpus.1);
         client.args(["-P", &port.to_string(), "127.0.0.1"]);
         let done =
