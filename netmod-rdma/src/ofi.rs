@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nemesis_lmt::{LmtBackend, NetDone, Outcome, RecvPlan, RemoteBuf};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity};
-use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
+use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, Result};
 
 use crate::fabric::{self, Fid, Info, Objects, check, fi_error};
@@ -71,20 +71,11 @@ enum Link {
     Dead,
 }
 
-/// The message being put into cells for one peer (its fragments come in order).
+/// The message being put into cells for one peer (its fragments come in order), and the next
+/// wire fragment it expects.
 struct Assembly<'n> {
-    hdr: MsgHeader,
-    room: usize,
-    ft: [u8; FT_ROOM],
-    /// Message bytes not yet received.
-    left: usize,
-    /// Next wire fragment expected.
+    arrival: Arrival<'n>,
     wire_frag: u16,
-    /// Cell fragment being filled, and the payload one cell takes.
-    frag: u16,
-    cap: usize,
-    cell: Option<NetCell<'n>>,
-    filled: usize,
 }
 
 /// A fragment queued for a peer: the provider had no room, or earlier ones wait.
@@ -421,7 +412,7 @@ impl<'n> OfiNetmod<'n> {
             p.out.clear();
             let mut used: Vec<usize> = p.inq.drain(..).map(|(i, _, _)| i).collect();
             used.extend(std::mem::take(&mut p.parked).into_values().map(|(i, _)| i));
-            if let Some(Assembly { cell: Some(c), .. }) = p.asm.take() {
+            if let Some(c) = p.asm.take().and_then(|a| a.arrival.into_cell()) {
                 self.spare.push(c);
             }
             for i in used {
@@ -815,30 +806,15 @@ impl<'n> OfiNetmod<'n> {
                                 h.len, h.frag
                             ));
                         }
-                        let mut hh = h;
-                        hh.flags &= flags::FT_PIGGYBACK;
-                        hh.seq = 0;
-                        hh.frag = 0;
-                        let mut ft = [0u8; FT_ROOM];
-                        ft[..room].copy_from_slice(&data[HEADER_BYTES..HEADER_BYTES + room]);
-                        let cap = inbox.cell_payload(&hh);
-                        p.asm = Some(Assembly {
-                            hdr: hh,
-                            room,
-                            ft,
-                            left: h.len as usize,
-                            wire_frag: 1,
-                            frag: 0,
-                            cap,
-                            cell: None,
-                            filled: 0,
-                        });
+                        let arrival = Arrival::new(&h, &data[HEADER_BYTES..HEADER_BYTES + room], inbox);
+                        p.asm = Some(Assembly { arrival, wire_frag: 1 });
                     }
                     Some(a) => {
-                        if h.frag != a.wire_frag || h.len != a.hdr.len || chunk > a.left || chunk == 0 {
+                        let left = a.arrival.left();
+                        if h.frag != a.wire_frag || h.len != a.arrival.header().len || chunk > left || chunk == 0 {
                             return Err(format!(
-                                "fragment {} ({chunk} bytes) where fragment {} of {} more bytes was due",
-                                h.frag, a.wire_frag, a.left
+                                "fragment {} ({chunk} bytes) where fragment {} of {left} more bytes was due",
+                                h.frag, a.wire_frag
                             ));
                         }
                         a.wire_frag = a.wire_frag.wrapping_add(1);
@@ -848,9 +824,11 @@ impl<'n> OfiNetmod<'n> {
                 p.inq[0].2 = off;
             }
             let Some(a) = p.asm.as_mut() else { return Err("data outside a message".into()) };
-            let used = feed(a, &data[off..], &mut self.spare, inbox)?;
-            let blocked = used < len - off || (a.left == 0 && a.frag == 0);
-            if a.left == 0 && a.frag > 0 {
+            let used = a.arrival.feed(&data[off..], &mut self.spare, inbox)?;
+            let whole = a.arrival.is_whole();
+            // Out of cells: bytes left over, or an empty message without its cell.
+            let blocked = used < len - off || (!whole && a.arrival.left() == 0);
+            if whole {
                 p.asm = None;
             }
             off += used;
@@ -986,80 +964,10 @@ impl<'n> OfiNetmod<'n> {
         }
     }
 
-    /// Puts the notices of deaths into the receive queue, as cells allow.
+    /// Puts the notices of deaths into the receive queue, as cells allow; cells of arrivals that
+    /// never completed go back.
     fn announce_deaths(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
-        let mut any = false;
-        while let Some(&rank) = self.deaths.first() {
-            let cell = match self.spare.pop() {
-                Some(c) => c,
-                None => match inbox.cell()? {
-                    Some(c) => c,
-                    None => break,
-                },
-            };
-            let hdr = MsgHeader { src: rank, dst: self.me, kind: KIND_PEER_GONE, ..MsgHeader::default() };
-            inbox.deliver(cell, &hdr, 0)?;
-            self.deaths.remove(0);
-            any = true;
-        }
-        while let Some(c) = self.spare.pop() {
-            inbox.recycle(c)?;
-        }
-        Ok(any)
-    }
-}
-
-/// Feeds `data`, the next bytes of the message `a`, into cells (a cell is delivered when full or
-/// when the message ends; an empty message still takes one). Returns the bytes used: fewer than
-/// given when no cell is free.
-fn feed<'n>(
-    a: &mut Assembly<'n>,
-    data: &[u8],
-    spare: &mut Vec<NetCell<'n>>,
-    inbox: &mut dyn Inbox<'n>,
-) -> std::result::Result<usize, String> {
-    let mut used = 0;
-    loop {
-        // This cell's length: what is left of the message, up to a cell.
-        let want = (a.left + a.filled).min(a.cap);
-        if want == 0 && a.frag > 0 {
-            // The message is whole.
-            return Ok(used);
-        }
-        if a.cell.is_none() {
-            let c = match spare.pop() {
-                Some(c) => c,
-                None => match inbox.cell() {
-                    Ok(Some(c)) => c,
-                    Ok(None) => return Ok(used),
-                    Err(e) => return Err(format!("netmod cells: {e}")),
-                },
-            };
-            a.cell = Some(c);
-            a.filled = 0;
-        }
-        let Some(c) = a.cell.as_mut() else { return Ok(used) };
-        let body = c.after_header();
-        if body.len() < a.room + want {
-            return Err("cell smaller than its payload".into());
-        }
-        body[..a.room].copy_from_slice(&a.ft[..a.room]);
-        let n = (want - a.filled).min(data.len() - used);
-        body[a.room + a.filled..a.room + a.filled + n].copy_from_slice(&data[used..used + n]);
-        used += n;
-        a.filled += n;
-        a.left -= n;
-        if a.filled < want {
-            // The rest of this cell comes in the next fragment.
-            return Ok(used);
-        }
-        let Some(c) = a.cell.take() else { return Ok(used) };
-        inbox.deliver(c, &a.hdr, a.frag).map_err(|e| format!("delivery: {e}"))?;
-        a.frag = a.frag.checked_add(1).ok_or("too many fragments")?;
-        a.filled = 0;
-        if a.left == 0 {
-            return Ok(used);
-        }
+        announce_deaths(self.me, &mut self.deaths, &mut self.spare, inbox)
     }
 }
 

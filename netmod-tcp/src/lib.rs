@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use nemesis_lmt::{LmtBackend, NetDone, Outcome};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
-use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
+use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, Result};
 
 use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX};
@@ -137,17 +137,8 @@ enum Out {
 enum Rx<'n> {
     /// Between frames.
     Frame,
-    /// The payload of a message, fragment by fragment into cells.
-    Msg {
-        hdr: MsgHeader,
-        room: usize,
-        ft: [u8; FT_ROOM],
-        left: usize,
-        frag: u16,
-        cap: usize,
-        cell: Option<NetCell<'n>>,
-        filled: usize,
-    },
+    /// The payload of a message, into cells.
+    Msg(Arrival<'n>),
     /// The bytes of a DATA frame: `left` more go to `dst` (expected transfer `k` of the peer).
     Data { k: usize, left: usize },
 }
@@ -352,7 +343,9 @@ impl<'n> TcpNetmod<'n> {
             p.buf = Box::new([]);
             p.start = 0;
             p.end = 0;
-            if let Rx::Msg { cell: Some(c), .. } = std::mem::replace(&mut p.rx, Rx::Frame) {
+            if let Rx::Msg(a) = std::mem::replace(&mut p.rx, Rx::Frame)
+                && let Some(c) = a.into_cell()
+            {
                 self.spare.push(c);
             }
             for o in p.out.drain(..) {
@@ -634,13 +627,9 @@ impl<'n> TcpNetmod<'n> {
                             if avail < PREFIX + HEADER_BYTES + room {
                                 return Ok(Flow::More);
                             }
-                            let mut ft = [0u8; FT_ROOM];
-                            ft[..room].copy_from_slice(&p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room]);
+                            let ft = &p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room];
+                            p.rx = Rx::Msg(Arrival::new(&hdr, ft, inbox));
                             p.start = at + HEADER_BYTES + room;
-                            let mut h = hdr;
-                            h.flags &= flags::FT_PIGGYBACK;
-                            let cap = inbox.cell_payload(&h);
-                            p.rx = Rx::Msg { hdr: h, room, ft, left: payload, frag: 0, cap, cell: None, filled: 0 };
                         }
                         Kind::Data => {
                             if p.link != Link::Up {
@@ -667,44 +656,16 @@ impl<'n> TcpNetmod<'n> {
                         }
                     }
                 }
-                Rx::Msg { hdr, room, ft, left, frag, cap, cell, filled } => {
-                    // This fragment's length (an empty message still takes one cell).
-                    let want = (*left + *filled).min(*cap);
-                    if cell.is_none() {
-                        let c = match self.spare.pop() {
-                            Some(c) => c,
-                            None => match inbox.cell() {
-                                Ok(Some(c)) => c,
-                                Ok(None) => return Ok(Flow::Blocked),
-                                Err(e) => return Err(format!("netmod cells: {e}")),
-                            },
-                        };
-                        *cell = Some(c);
-                        *filled = 0;
-                    }
-                    let Some(c) = cell.as_mut() else { return Ok(Flow::Blocked) };
-                    let body = c.after_header();
-                    if body.len() < *room + want {
-                        return Err("cell smaller than its payload".into());
-                    }
-                    body[..*room].copy_from_slice(&ft[..*room]);
-                    let n = (want - *filled).min(avail);
-                    body[*room + *filled..*room + *filled + n].copy_from_slice(&p.buf[p.start..p.start + n]);
-                    p.start += n;
-                    *filled += n;
-                    *left -= n;
-                    if *filled < want {
-                        return Ok(Flow::More);
-                    }
-                    let (h, f) = (*hdr, *frag);
-                    let Some(c) = cell.take() else { return Ok(Flow::Blocked) };
-                    if let Err(e) = inbox.deliver(c, &h, f) {
-                        return Err(format!("delivery: {e}"));
-                    }
-                    *frag = frag.checked_add(1).ok_or("too many fragments")?;
-                    *filled = 0;
-                    if *left == 0 {
+                Rx::Msg(a) => {
+                    let used = a.feed(&p.buf[p.start..p.end], &mut self.spare, inbox)?;
+                    p.start += used;
+                    if a.is_whole() {
                         p.rx = Rx::Frame;
+                    } else if used < avail {
+                        // No free cell.
+                        return Ok(Flow::Blocked);
+                    } else {
+                        return Ok(Flow::More);
                     }
                 }
                 Rx::Data { k, left } => {
@@ -813,27 +774,10 @@ impl<'n> TcpNetmod<'n> {
         }
     }
 
-    /// Puts the notices of deaths into the receive queue, as cells allow.
+    /// Puts the notices of deaths into the receive queue, as cells allow; cells of arrivals that
+    /// never completed go back.
     fn announce_deaths(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
-        let mut any = false;
-        while let Some(&rank) = self.deaths.first() {
-            let cell = match self.spare.pop() {
-                Some(c) => c,
-                None => match inbox.cell()? {
-                    Some(c) => c,
-                    None => break,
-                },
-            };
-            let hdr = MsgHeader { src: rank, dst: self.me, kind: KIND_PEER_GONE, ..MsgHeader::default() };
-            inbox.deliver(cell, &hdr, 0)?;
-            self.deaths.remove(0);
-            any = true;
-        }
-        // Cells of arrivals that never completed go back.
-        while let Some(c) = self.spare.pop() {
-            inbox.recycle(c)?;
-        }
-        Ok(any)
+        announce_deaths(self.me, &mut self.deaths, &mut self.spare, inbox)
     }
 
     /// Queues a whole frame (`head` then `body`) for `rank`, or writes it at once if nothing is
@@ -904,7 +848,7 @@ impl<'n> TcpNetmod<'n> {
         for k in 0..self.live.len() {
             let rank = self.live[k];
             let p = &self.peers[rank as usize];
-            if p.link == Link::Up && (p.start < p.end || matches!(p.rx, Rx::Msg { cell: None, .. })) {
+            if p.link == Link::Up && (p.start < p.end || matches!(&p.rx, Rx::Msg(a) if !a.has_cell())) {
                 moved |= self.pump(rank, inbox)?;
             }
             if !self.peers[rank as usize].out.is_empty() {
