@@ -174,6 +174,7 @@ impl System {
 
     /// The nemesis Endpoint with its two ranks on two node identities, through the libfabric
     /// netmod over provider `prov`.
+    #[cfg(feature = "rdma")]
     pub fn endpoint_ofi(name: &str, prov: &str) -> System {
         let detail = format!(
             "Endpoint, nemesis::launch --nodes 2 --bind core, NEMESIS_WAIT=poll, ofi netmod, provider {prov} on lo"
