@@ -11,9 +11,9 @@ use crate::workload::Workload;
 pub struct CompareOpts {
     #[command(flatten)]
     pub suite: suite::SuiteOpts,
-    /// The systems to run, comma-separated [default: all of nemesis-shm, nemesis-c-abi,
-    /// nemesis-tcp, nemesis-ofi, unix-socket, pipe, iceoryx2, openmpi, mpich, fi-pingpong,
-    /// openmpi-ofi].
+    /// The systems to run, comma-separated [default: nemesis-shm, nemesis-c-abi, nemesis-tcp,
+    /// nemesis-ofi, unix-socket, pipe, iceoryx2, openmpi, mpich; also known: fi-pingpong,
+    /// openmpi-ofi, the provider's anchors].
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     /// The libfabric provider of nemesis-ofi, fi-pingpong and openmpi-ofi (e.g. `tcp;ofi_rxm`,
@@ -61,7 +61,7 @@ pub fn compare(o: &CompareOpts) -> Result<()> {
         ctx.ofi_provider = p.clone();
     }
     let names: Vec<String> =
-        if o.systems.is_empty() { system::NAMES.iter().map(|s| s.to_string()).collect() } else { o.systems.clone() };
+        if o.systems.is_empty() { system::DEFAULT.iter().map(|s| s.to_string()).collect() } else { o.systems.clone() };
     let plan = Plan::new(&o.suite, vec![Workload::Latency, Workload::Bandwidth])?;
     let (found, skipped) = system::discover(&ctx, &names)?;
     finish(&ctx, found, skipped, &plan, &o.suite, "compare")

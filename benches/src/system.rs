@@ -46,6 +46,21 @@ pub const NAMES: [&str; 11] = [
     "openmpi-ofi",
 ];
 
+/// The systems `compare` runs without `--systems`: all but the provider anchors `fi-pingpong`
+/// (latency only) and `openmpi-ofi`, which are asked for by name with the provider
+/// (`--systems nemesis-ofi,fi-pingpong,openmpi-ofi --ofi-provider PROV`).
+pub const DEFAULT: [&str; 9] = [
+    "nemesis-shm",
+    "nemesis-c-abi",
+    "nemesis-tcp",
+    "nemesis-ofi",
+    "unix-socket",
+    "pipe",
+    "iceoryx2",
+    "openmpi",
+    "mpich",
+];
+
 /// Environment of every ofi system: IP providers on the loopback interface.
 const OFI_ENV: [(&str, &str); 2] = [("FI_TCP_IFACE", "lo"), ("FI_UDP_IFACE", "lo")];
 
