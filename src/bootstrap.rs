@@ -22,8 +22,9 @@
 //!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
 //!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
-//!    last rank to register already did; the node leader does it again in case a rank died
-//!    before registering).
+//!    last rank to register already did; every rank does it again in case a rank died before
+//!    registering). A rank whose start-up fails after it created or attached the segment unlinks
+//!    the name too (`Segment`'s `Drop`).
 //!
 //! When some ranks are on other nodes, each rank also starts the netmod (`NEMESIS_NETMOD`: TCP,
 //! or libfabric with the `rdma` feature) and puts its business card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
@@ -251,12 +252,18 @@ fn connect(choice: &Choice) -> Result<Option<ProcessManager>> {
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
     let choice = choose(&|v| std::env::var(v).ok())?;
+    if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
+        crate::hygiene::check_pmi_fd()?;
+    }
     let Some(mut pm) = connect(&choice)? else {
         if let Choice::Singleton(why) = &choice {
             tracing::info!(why = %why, "bootstrap: singleton");
         }
         return singleton();
     };
+    // Before any thread of ours starts (the netmod's): programs this rank starts inherit neither
+    // the channel nor its variables.
+    crate::hygiene::seal_pmi_channel()?;
     let (rank, size) = (pm.rank(), pm.size());
     if rank == 0 {
         tracing::info!(interface = %pm.name(), size, why = ?choice, "bootstrap");
@@ -334,9 +341,9 @@ pub fn bootstrap() -> Result<Boot> {
     }
     segment.register(local_rank)?;
     pm.barrier()?;
-    if local_rank == 0 {
-        segment.unlink()?;
-    }
+    // Every rank attached: the name goes now, whoever registered last (a rank that died before
+    // registering would have left it).
+    segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
     Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net })
 }

@@ -8,6 +8,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod endpoint;
 pub mod error;
+mod hygiene;
 pub mod launch;
 pub mod log;
 pub mod net;

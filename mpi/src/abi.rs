@@ -107,11 +107,16 @@ pub const BXOR: Op = OP_BASE + 9;
 /// Number of predefined operations.
 pub const OP_COUNT: usize = 10;
 
-// Requests: REQUEST_BASE + slot index.
+// Requests: REQUEST_BASE | generation << REQUEST_INDEX_BITS | slot index, in the 26 bits below
+// the handle kind.
 pub const REQUEST_NULL: Request = 0x2c00_0000;
 pub const REQUEST_BASE: Request = 0x6c00_0000;
-/// Slots the request table may grow to (the handle space between the base and the next kind).
-pub const REQUEST_MAX: usize = 1 << 24;
+/// Bits of a request handle that name its slot.
+pub const REQUEST_INDEX_BITS: u32 = 18;
+/// Bits of a request handle that carry its slot's generation.
+pub const REQUEST_GENERATION_BITS: u32 = 8;
+/// Slots the request table may grow to.
+pub const REQUEST_MAX: usize = 1 << REQUEST_INDEX_BITS;
 
 // Error handlers.
 pub const ERRHANDLER_NULL: Errhandler = 0x1400_0000;

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
 
 /// Version of the layout below; bumped whenever any shared structure changes.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// Most local ranks a segment supports (queue ids and the fastbox map are sized for it).
 pub const MAX_LOCAL_RANKS: u16 = 1024;

@@ -11,7 +11,8 @@
 //! - [`fastbox`]: per-pair rings of slots;
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
 //! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery;
-//! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment.
+//! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment;
+//! - [`failpoint`]: named crash points for tests (cargo feature `failpoints`).
 //!
 //! # Example
 //!
@@ -51,6 +52,7 @@
 pub mod arena;
 pub mod cell;
 pub mod error;
+pub mod failpoint;
 pub mod fastbox;
 pub mod layout;
 #[cfg(not(loom))]

@@ -39,7 +39,8 @@ pub struct RankState {
     pub(crate) state: AtomicU32,
     /// How it ended, valid once GONE: [`STATUS_CLEAN`], [`STATUS_ABANDONED`] or the raw wait status.
     pub(crate) status: AtomicU32,
-    /// Its process id, valid once ALIVE.
+    /// Its process id in its own pid namespace, published (Release) after `start_time` and
+    /// `pidns` once it registered; 0 before.
     pub(crate) pid: AtomicU32,
     /// Drain of its receive queue after it is gone: 0 not started, `claimant + 1` while a rank
     /// drains it, [`DRAIN_DONE`] when done.
@@ -52,7 +53,10 @@ pub struct RankState {
     /// Shared between processes: never used with `FUTEX_PRIVATE_FLAG`.
     pub doorbell: AtomicU32,
     _pad0: u32,
-    _pad: [u64; 4],
+    /// Identity of its pid namespace (the inode of `/proc/self/ns/pid`; 0 if unknown): `pid`
+    /// means that process only to a watcher in the same namespace.
+    pub(crate) pidns: AtomicU64,
+    _pad: [u64; 3],
 }
 
 /// [`RankState::doorbell`] while its rank sleeps, or is about to.
@@ -62,11 +66,18 @@ pub const DOORBELL_ARMED: u32 = 1;
 const _: () = assert!(core::mem::size_of::<RankState>() == 64);
 
 impl RankState {
-    /// The process id the rank published when it registered (0 before).
+    /// The process id the rank published when it registered (0 before), in its pid namespace
+    /// ([`pid_namespace`](Self::pid_namespace)).
     pub fn pid(&self) -> u32 {
         // ORDERING: Acquire; pairs with the Release publication in `Segment::register`.
-        self.state.load(Acquire);
-        self.pid.load(Relaxed)
+        self.pid.load(Acquire)
+    }
+
+    /// The identity of the pid namespace [`pid`](Self::pid) belongs to (0 if unknown); valid
+    /// once `pid` is not 0.
+    pub fn pid_namespace(&self) -> u64 {
+        // ORDERING: Relaxed; read after `pid` (Acquire), which was published after it.
+        self.pidns.load(Relaxed)
     }
 
     /// True once the rank ended.
@@ -85,7 +96,8 @@ impl RankState {
             start_time: AtomicU64::new(0),
             doorbell: AtomicU32::new(0),
             _pad0: 0,
-            _pad: [0; 4],
+            pidns: AtomicU64::new(0),
+            _pad: [0; 3],
         }
     }
 }

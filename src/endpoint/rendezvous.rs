@@ -109,7 +109,7 @@ impl Inner {
     /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
     /// (handed to `nemesis-lmt`).
     #[inline(never)]
-    pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver_lmt(&mut self, inc: Incoming<'static>, source: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
         let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
         let src = self.route[source as usize];
@@ -160,8 +160,8 @@ impl Inner {
         } else {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let data = Vec::new();
-            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            let mut u = Unexpected::new(source, tag, context, rts.len as usize);
+            u.rts = Some(rts);
             self.unexpected.push((id, u));
         }
         Ok(())
@@ -189,6 +189,9 @@ impl Inner {
     #[inline(never)]
     fn lmt_step_slow(&mut self) -> Result<bool> {
         let moved = self.lmt.progress(&self.rings);
+        if moved && self.lmt.busy() {
+            nemesis_shm::failpoint!("rendezvous-mid");
+        }
         let any = moved || self.lmt.has_output();
         let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
         // Consecutive messages to one peer travel together (a window of transfers finishing in one
@@ -229,7 +232,10 @@ impl Inner {
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),
-                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
+                    self.saw_death(peer);
+                    Err(Error::PeerDied { rank: peer })
+                }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };
             self.reqs.complete(req, result);
