@@ -13,6 +13,7 @@ mod hygiene;
 pub mod launch;
 pub mod log;
 pub mod matrix;
+pub mod net;
 pub mod pmi;
 pub mod topology;
 mod wait;

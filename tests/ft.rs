@@ -258,11 +258,16 @@ fn piggyback_on_every_path_in_one_node() {
 }
 
 #[test]
-fn piggyback_on_every_path_over_tcp() {
+fn piggyback_on_every_path_over_each_netmod() {
     let dir = scratch("paths-tcp");
     let g = groups_file(&dir, "0 0\n1 0\n2 1\n3 1\n");
-    // Ranks 0 and 1 on one node, 2 and 3 on the other: the inter-group traffic goes through TCP.
-    ok(&job(4, &["--ft", &g, "--nodes", "2"], "paths", &[]), 4);
+    // Ranks 0 and 1 on one node, 2 and 3 on the other: the inter-group traffic goes through the
+    // netmod (TCP; with the `rdma` feature also the ofi netmod over each software provider).
+    for (label, net) in common::netmods(true) {
+        let o = job(4, &["--ft", &g, "--nodes", "2"], "paths", &net);
+        assert!(o.status.success(), "{label}: {}", show(&o));
+        ok(&o, 4);
+    }
 }
 
 #[test]
