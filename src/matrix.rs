@@ -1,5 +1,6 @@
 //! The communication matrix of a real run: every Endpoint counts the application messages and
-//! bytes it sends to each rank (always, at the cost of two additions per send); with
+//! bytes it sends to each rank (always: the port's per-peer message numbers and byte counter, one
+//! addition per send, less the Endpoint's own messages; [`crate::Endpoint::traffic`]); with
 //! [`ENV_COMM_MATRIX`] set (`nemesis-run --comm-matrix FILE`), each rank writes its row at
 //! `finalize` and rank 0, after the closing barrier, assembles the P × P CSV that
 //! `nemesis-ft groups --matrix` reads (row `u`, column `v`: bytes `u` sent to `v`; no header).

@@ -295,19 +295,33 @@ impl Inner {
         }
     }
 
-    /// Acknowledges a synchronous send's match to rank `dest`.
-    pub(super) fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
-        let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
-        let local = self.route[dest as usize];
+    /// Sends a message of the Endpoint's own to rank `dest` (through the port or the netmod), with
+    /// the fault-tolerance piggyback `ft` if given (a replay). A dead `dest` is no error: nobody
+    /// waits for the message there.
+    pub(super) fn send_own(
+        &mut self,
+        dest: u32,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        payload: &[u8],
+    ) -> Result<()> {
+        let Some(&local) = self.route.get(dest as usize) else {
+            return Err(Error::InvalidRank { rank: i64::from(dest), size: self.size });
+        };
         let sent = if local == NOT_LOCAL {
-            self.net_send(dest, &hdr, None, &[])
+            self.net_send(dest, hdr, ft, payload)
         } else {
-            self.send_internal(local, &hdr, None, &[])
+            self.send_internal(local, hdr, ft, payload)
         };
         match sent {
-            // The sender died: nobody waits for the acknowledgement.
             Err(Error::PeerDied { .. }) => Ok(()),
             r => r,
         }
+    }
+
+    /// Acknowledges a synchronous send's match to rank `dest`.
+    pub(super) fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
+        let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
+        self.send_own(dest, &hdr, None, &[])
     }
 }

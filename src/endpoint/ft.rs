@@ -11,7 +11,7 @@ use nemesis_ft::{Action, Control as FtControl, Delivery, Endpoint as FtEndpoint,
 use nemesis_lmt::Control;
 use nemesis_shm::{Incoming, MsgHeader, Sent};
 
-use super::eager::Pending;
+use super::eager::{Mode, Pending};
 use super::matching::{Unexpected, Want, copy_into, finish};
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
@@ -326,18 +326,8 @@ impl Inner {
     fn send_ft_control(&mut self, to: u32, msg: &FtControl) -> Result<()> {
         let bytes = msg.encode();
         let hdr = MsgHeader { kind: KIND_FT_CONTROL, ..self.header(to, 0, 0) };
-        let local =
-            self.route.get(to as usize).copied().ok_or(Error::InvalidRank { rank: i64::from(to), size: self.size })?;
-        let sent = if local == NOT_LOCAL {
-            self.net_send(to, &hdr, None, &bytes)
-        } else {
-            self.send_internal(local, &hdr, None, &bytes)
-        };
-        match sent {
-            // Recovery deals with a dead peer.
-            Ok(()) | Err(Error::PeerDied { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        // Recovery deals with a dead peer.
+        self.send_own(to, &hdr, None, &bytes)?;
         if let Some(ft) = self.ft.as_deref_mut() {
             ft.stats.control_sent += 1;
         }
@@ -349,8 +339,8 @@ impl Inner {
         let aux = u32::try_from(generation)
             .map_err(|_| Error::Checkpoint(format!("generation {generation} does not fit the marker")))?;
         let hdr = MsgHeader { kind: KIND_FT_MARK, aux, ..self.header(to, stage, 0) };
-        let local = self.route[to as usize];
-        if local == NOT_LOCAL { self.net_send(to, &hdr, None, &[]) } else { self.send_internal(local, &hdr, None, &[]) }
+        // A dead member is found by the wait for its marker.
+        self.send_own(to, &hdr, None, &[])
     }
 
     /// Tries the held sends again, in order, until the engine holds one back again.
@@ -395,7 +385,7 @@ impl Inner {
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         tracing::debug!(to, date = pb.date(), len, "HydEE: replay");
-        if len > self.eager {
+        if len > self.eager_limit_of(local, Mode::Standard) {
             let payload = buf.split_off(ENVELOPE);
             // SAFETY: `payload` is kept with the request until it completes (`ft_reap_replays`); a
             // `Vec`'s heap buffer does not move with it.
@@ -406,15 +396,7 @@ impl Inner {
             return Ok(());
         }
         let hdr = self.header(to, tag, context);
-        let sent = if local == NOT_LOCAL {
-            self.net_send(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
-        } else {
-            self.send_internal(local, &hdr, Some(&bytes), &buf[ENVELOPE..])
-        };
-        match sent {
-            Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.send_own(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
     }
 
     /// Frees the buffers of replays sent by rendezvous once their transfer is over.
