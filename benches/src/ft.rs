@@ -40,7 +40,7 @@ pub struct Opts {
     /// Cells per rank of the computation.
     #[arg(long, default_value_t = stencil::CELLS)]
     pub cells: usize,
-    /// Iterations of the computation [default: 5000, 1000 with --quick].
+    /// Iterations of the computation [default: 1000, 200 with --quick].
     #[arg(long)]
     pub iterations: Option<u64>,
     /// Iterations between checkpoints for the checkpoint time [default: a tenth of the iterations].
@@ -133,7 +133,7 @@ pub fn run(o: &Opts) -> Result<()> {
     if rounds == 0 || o.ranks < 2 {
         return Err(Error::Usage("ft-overhead needs a round and two ranks".into()));
     }
-    let iterations = o.iterations.unwrap_or(if o.quick { 1000 } else { 5000 });
+    let iterations = o.iterations.unwrap_or(if o.quick { 200 } else { 1000 });
     let interval = o.interval.unwrap_or((iterations / 10).max(1));
     let dir = std::env::temp_dir().join(format!("nemesis-bench-ft-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("create the benchmark's directory", e))?;

@@ -8,7 +8,7 @@
  *   mpi/bin/mpicc -O2 -o ft_stencil mpi/examples/ft_stencil.c
  *   target/release/nemesis-run -n 8 --ft-groups 4 -- ./ft_stencil [cells [iterations [interval]]]
  *
- * Defaults as the Rust example: 32768 cells per rank, 20000 iterations, a checkpoint every 1000
+ * Defaults as the Rust example: 32768 cells per rank, 2000 iterations, a checkpoint every 100
  * (interval 0: none). Rank 0 prints the timings on standard error. */
 #include <mpi.h>
 #include <stdint.h>
@@ -39,8 +39,8 @@ static void check(int rc, const char *what) {
 
 int main(int argc, char **argv) {
     size_t cells = argc > 1 ? strtoul(argv[1], NULL, 10) : 32768;
-    uint64_t iterations = argc > 2 ? strtoull(argv[2], NULL, 10) : 20000;
-    uint64_t interval = argc > 3 ? strtoull(argv[3], NULL, 10) : 1000;
+    uint64_t iterations = argc > 2 ? strtoull(argv[2], NULL, 10) : 2000;
+    uint64_t interval = argc > 3 ? strtoull(argv[3], NULL, 10) : 100;
     if (cells == 0) cells = 1;
     MPI_Init(&argc, &argv);
     int rank, size;
