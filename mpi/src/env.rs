@@ -62,7 +62,7 @@ pub fn finalize(st: &mut State) -> Res<()> {
     st.phase = Phase::After;
     st.refresh_all_fast();
     st.comms.clear();
-    st.reqs = crate::request::Requests::new();
+    st.reqs = crate::request::table();
     ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))
 }
 

@@ -5,7 +5,9 @@
 //! unmodified MPI programs and benchmarks build and run on nemesis (`mpi/README.md`).
 //!
 //! Modules:
-//! - [`abi`]: the C types and constants, one for one with `mpi.h`;
+//! - [`abi`]: the C types and constants, one for one with `mpi.h` (MPICH's values);
+//! - [`symbols`]: the data symbols and callbacks programs built against MPICH's `mpi.h` reference;
+//! - [`handle`]: the tables behind handles;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
 //! - [`state`]: the process's MPI state, error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
@@ -25,7 +27,9 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod exports;
+pub mod handle;
 pub mod op;
 pub mod p2p;
 pub mod request;
 pub mod state;
+pub mod symbols;

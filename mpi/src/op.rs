@@ -10,8 +10,8 @@
 //! aligned for the element type): elements are read and written with native-endian byte
 //! conversions, which the compiler turns into plain (unaligned) loads and stores.
 
-use crate::abi::{OP_BASE, OP_COUNT, Op};
-use crate::datatype::Kind;
+use crate::abi::{OP_BUILTIN, Op};
+use crate::datatype::{Builtin, Class, Kind};
 
 /// A predefined operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,9 @@ pub enum OpKind {
     Bxor,
 }
 
-const OPS: [OpKind; OP_COUNT] = [
+/// The predefined operations in handle order (`MPI_MAX` is `OP_BUILTIN + 1`, MPICH's order);
+/// `MPI_MINLOC`, `MPI_MAXLOC`, `MPI_REPLACE` and `MPI_NO_OP` follow and are not implemented.
+const OPS: [OpKind; 10] = [
     OpKind::Max,
     OpKind::Min,
     OpKind::Sum,
@@ -44,7 +46,7 @@ const OPS: [OpKind; OP_COUNT] = [
 impl OpKind {
     /// The operation named by handle `op`.
     pub fn lookup(op: Op) -> Option<OpKind> {
-        OPS.get(op.wrapping_sub(OP_BASE) as u32 as usize).copied()
+        OPS.get((op as u32).wrapping_sub(OP_BUILTIN + 1) as usize).copied()
     }
 
     /// The C name, for messages.
@@ -63,15 +65,28 @@ impl OpKind {
         }
     }
 
-    /// True if the standard defines this operation on elements of `kind`.
-    pub fn applies_to(self, kind: Kind) -> bool {
-        let int = !matches!(kind, Kind::Char | Kind::Byte | Kind::F32 | Kind::F64);
-        let float = matches!(kind, Kind::F32 | Kind::F64);
-        match self {
-            OpKind::Max | OpKind::Min | OpKind::Sum | OpKind::Prod => int || float,
-            OpKind::Land | OpKind::Lor | OpKind::Lxor => int,
-            OpKind::Band | OpKind::Bor | OpKind::Bxor => int || kind == Kind::Byte,
-        }
+    /// True if the standard defines this operation on `t` (MPI-3.1 §5.9.2) and this library has
+    /// its kernel (integers, `float`, `double`, booleans; not yet `long double`, half precision or
+    /// complex numbers).
+    pub fn applies_to(self, t: &Builtin) -> bool {
+        let class = t.class;
+        let defined = match self {
+            OpKind::Max | OpKind::Min => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Float | Class::MultiLanguage)
+            }
+            OpKind::Sum | OpKind::Prod => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Float | Class::Complex | Class::MultiLanguage)
+            }
+            OpKind::Land | OpKind::Lor | OpKind::Lxor => matches!(class, Class::CInt | Class::Logical),
+            OpKind::Band | OpKind::Bor | OpKind::Bxor => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Byte | Class::MultiLanguage)
+            }
+        };
+        let kernel = !matches!(
+            t.kind,
+            Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound | Kind::Char
+        );
+        defined && kernel
     }
 }
 
@@ -92,7 +107,8 @@ pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
         Kind::U64 => int_op::<u64>(op, acc, src),
         Kind::F32 => float_op::<f32>(op, acc, src),
         Kind::F64 => float_op::<f64>(op, acc, src),
-        Kind::Char => {}
+        // No kernel (`OpKind::applies_to` refuses them).
+        Kind::Char | Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound => {}
     }
 }
 
@@ -239,14 +255,23 @@ mod tests {
 
     #[test]
     fn the_standard_decides_which_operation_applies() {
-        assert!(OpKind::Sum.applies_to(Kind::F64));
-        assert!(!OpKind::Band.applies_to(Kind::F32));
-        assert!(!OpKind::Land.applies_to(Kind::F64));
-        assert!(OpKind::Bor.applies_to(Kind::Byte));
-        assert!(!OpKind::Sum.applies_to(Kind::Byte));
-        assert!(!OpKind::Max.applies_to(Kind::Char));
+        let t = |h| crate::datatype::lookup(h).unwrap();
+        assert!(OpKind::Sum.applies_to(t(abi::DOUBLE)));
+        assert!(!OpKind::Band.applies_to(t(abi::FLOAT)));
+        assert!(!OpKind::Land.applies_to(t(abi::DOUBLE)));
+        assert!(OpKind::Bor.applies_to(t(abi::BYTE)));
+        assert!(!OpKind::Sum.applies_to(t(abi::BYTE)));
+        assert!(!OpKind::Max.applies_to(t(abi::CHAR)));
+        assert!(OpKind::Land.applies_to(t(abi::C_BOOL)));
+        assert!(!OpKind::Band.applies_to(t(abi::C_BOOL)));
+        assert!(!OpKind::Land.applies_to(t(abi::INTEGER)), "Fortran integers are not logical");
+        assert!(!OpKind::Land.applies_to(t(abi::AINT)));
+        assert!(OpKind::Sum.applies_to(t(abi::COUNT)));
+        assert_eq!(OpKind::lookup(abi::MAX), Some(OpKind::Max));
         assert_eq!(OpKind::lookup(abi::BOR), Some(OpKind::Bor));
+        assert_eq!(OpKind::lookup(abi::BXOR), Some(OpKind::Bxor));
         assert_eq!(OpKind::lookup(abi::OP_NULL), None);
-        assert_eq!(OpKind::lookup(abi::BXOR + 1), None);
+        assert_eq!(OpKind::lookup(abi::MINLOC), None);
+        assert_eq!(OpKind::lookup(0x5800_0000), None);
     }
 }

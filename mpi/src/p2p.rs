@@ -120,10 +120,10 @@ pub unsafe fn put_status(status: *mut Status, source: c_int, tag: c_int, count: 
     if wants(status) {
         // SAFETY: the caller's contract; not null nor the ignore sentinel.
         unsafe {
+            (*status).count_lo = count as c_int;
+            (*status).count_hi_and_cancelled = ((count as u64 >> 32) << 1) as c_int;
             (*status).source = source;
             (*status).tag = tag;
-            (*status).cancelled = 0;
-            (*status).count = count;
         }
     }
 }
@@ -211,7 +211,7 @@ pub unsafe fn recv_checked(
     let len = byte_len(count, dt, ci, buf.is_null())?;
     let from = if source as u32 >= c.size {
         match source {
-            ANY_SOURCE => ANY_SOURCE,
+            ANY_SOURCE => nemesis::ANY_SOURCE,
             PROC_NULL => {
                 // SAFETY: MPI's contract on `status`.
                 unsafe { put_status(status, PROC_NULL, abi::ANY_TAG, 0) };
@@ -309,7 +309,7 @@ pub unsafe fn recv(
             // SAFETY: `world` has `size` entries and `source < size`.
             Some(unsafe { *f.world.add(source as usize) as c_int })
         } else if source == ANY_SOURCE && f.size != 0 {
-            Some(ANY_SOURCE)
+            Some(nemesis::ANY_SOURCE)
         } else {
             None
         }
@@ -426,7 +426,7 @@ pub unsafe fn irecv(
     let len = byte_len(count, dt, ci, buf.is_null())?;
     let from = if source as u32 >= c.size {
         match source {
-            ANY_SOURCE => Some(ANY_SOURCE),
+            ANY_SOURCE => Some(nemesis::ANY_SOURCE),
             PROC_NULL => None,
             _ => return Err(bad_rank(ci, source, c.size)),
         }
@@ -486,7 +486,7 @@ pub unsafe fn sendrecv(
 /// that completes becomes `Done` in place. True if the slot is `Done`.
 fn progress_slot(st: &mut State, i: usize, block: bool) -> Res<bool> {
     let State { phase, ep, comms, reqs, .. } = st;
-    let slot = reqs.get_mut(i).ok_or_else(|| bad_request(-1))?;
+    let slot = reqs.at_mut(i).ok_or_else(|| bad_request(-1))?;
     let Slot::Pending { ep: r, comm } = *slot else { return Ok(true) };
     let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
     let res = if block {
@@ -508,7 +508,7 @@ fn finish(st: &mut State, i: usize, block: bool) -> Res<Option<(u32, Completion)
     if !progress_slot(st, i, block)? {
         return Ok(None);
     }
-    match st.reqs.remove(i) {
+    match st.reqs.remove_at(i) {
         Some(Slot::Done { comm, done }) => Ok(Some((comm, done))),
         _ => Err(bad_request(-1)),
     }
@@ -726,7 +726,7 @@ pub unsafe fn waitany(
             continue;
         }
         let i = st.reqs.index(h).ok_or_else(|| bad_request(h))?;
-        match st.reqs.get_mut(i) {
+        match st.reqs.at_mut(i) {
             Some(Slot::Pending { ep, .. }) => pending.push((k, i, *ep)),
             _ => {
                 ready = Some((k, i));
@@ -749,7 +749,7 @@ pub unsafe fn waitany(
             let ep = st.ep.as_mut().ok_or_else(|| not_running(st.phase))?;
             let (j, res) = ep.wait_any(&eps).map_err(|e| Fail::endpoint(0, e))?;
             let (k, i, _) = pending[j];
-            if let Some(slot) = st.reqs.get_mut(i)
+            if let Some(slot) = st.reqs.at_mut(i)
                 && let Slot::Pending { comm, .. } = *slot
             {
                 *slot = Slot::Done { comm, done: completion(st.comms.get(comm as usize), res) };
@@ -757,7 +757,7 @@ pub unsafe fn waitany(
             (k, i)
         }
     };
-    let Some(Slot::Done { comm, done }) = st.reqs.remove(i) else { return Err(bad_request(hs[k])) };
+    let Some(Slot::Done { comm, done }) = st.reqs.remove_at(i) else { return Err(bad_request(hs[k])) };
     hs[k] = REQUEST_NULL;
     // SAFETY: MPI's contract.
     unsafe {
@@ -791,7 +791,7 @@ pub unsafe fn probe(
     }
     let from = if source as u32 >= c.size {
         match source {
-            ANY_SOURCE => ANY_SOURCE,
+            ANY_SOURCE => nemesis::ANY_SOURCE,
             PROC_NULL => {
                 // SAFETY: MPI's contract.
                 unsafe {
@@ -834,7 +834,7 @@ pub unsafe fn get_count(status: *const Status, dt: Datatype, count: *mut c_int) 
     }
     let size = datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, None, Why::Type(dt)))?;
     // SAFETY: checked; MPI's contract.
-    let bytes = unsafe { (*status).count };
+    let bytes = unsafe { (*status).count() };
     let n = if bytes >= 0 && (bytes as usize).is_multiple_of(size) {
         c_int::try_from(bytes as usize / size).ok()
     } else {

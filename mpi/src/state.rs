@@ -97,7 +97,7 @@ impl State {
             phase: Phase::Before,
             ep: None,
             comms: Vec::new(),
-            reqs: Requests::new(),
+            reqs: crate::request::table(),
             provided: abi::THREAD_SINGLE,
             main_thread: None,
             next_ctx: 0,

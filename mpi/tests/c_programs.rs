@@ -27,158 +27,12 @@
 //! The library and the launcher are built first (`cargo build -p nemesis-mpi -p nemesis` in the
 //! same profile and target directory): cargo does not build a `cdylib` for integration tests.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+mod common;
 
-/// Where things are.
-struct Setup {
-    /// `target/<profile>`: `libmpi.so` and `nemesis-run`.
-    profile_dir: PathBuf,
-    /// Compiled test programs.
-    out: PathBuf,
-    launcher: PathBuf,
-    /// `mpi/`.
-    mpi: PathBuf,
-}
+use std::process::Command;
+use std::time::Duration;
 
-fn setup() -> &'static Setup {
-    static SETUP: OnceLock<Setup> = OnceLock::new();
-    SETUP.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/<test binary>
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap().to_path_buf();
-        let mpi = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.current_dir(&mpi).args([
-            "build",
-            "-q",
-            "-p",
-            "nemesis-mpi",
-            "-p",
-            "nemesis",
-            "--lib",
-            "--bin",
-            "nemesis-run",
-        ]);
-        build.arg("--target-dir").arg(&target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let st = build.status().expect("cargo build of libmpi.so and nemesis-run");
-        assert!(st.success(), "cargo build of libmpi.so and nemesis-run failed");
-        let out = profile_dir.join("mpi-tests");
-        std::fs::create_dir_all(&out).unwrap();
-        Setup { launcher: profile_dir.join("nemesis-run"), profile_dir, out, mpi }
-    })
-}
-
-/// `mpi/bin/mpicc` using this build's library.
-fn mpicc() -> Command {
-    let s = setup();
-    let mut c = Command::new(s.mpi.join("bin/mpicc"));
-    c.env("NEMESIS_MPI_LIBDIR", &s.profile_dir);
-    c
-}
-
-/// Compiles `tests/c/<name>.c` (once per test binary) into an executable, or with `shared` into
-/// `lib<name>.so`.
-fn compile(name: &str, shared: bool) -> PathBuf {
-    static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let done = DONE.get_or_init(Default::default);
-    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = done.get(name) {
-        return p.clone();
-    }
-    let s = setup();
-    let src = s.mpi.join("tests/c").join(format!("{name}.c"));
-    let out = if shared { s.out.join(format!("lib{name}.so")) } else { s.out.join(name) };
-    let mut c = mpicc();
-    c.args(["-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread", "-o"]).arg(&out).arg(&src);
-    if shared {
-        c.args(["-shared", "-fPIC"]);
-    }
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    done.insert(name.to_string(), out.clone());
-    out
-}
-
-/// Runs `cmd`, killing it after `limit`; returns its output.
-fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + limit;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            timed_out = true;
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let o = Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() };
-    assert!(!timed_out, "timed out after {limit:?}: {cmd:?}\n{}", show(&o));
-    o
-}
-
-/// Runs `prog` on `n` ranks under `nemesis-run` with extra launcher arguments and environment.
-fn job(n: u32, prog: &Path, launcher_args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(&setup().launcher);
-    c.arg("-n").arg(n.to_string()).args(launcher_args).arg("--").arg(prog);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    run_with_limit(c, Duration::from_secs(120))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Asserts the job succeeded and every rank `0..n` printed `OK <name> <rank>` once.
-fn assert_all_ok(o: &Output, name: &str, n: u32) {
-    assert!(o.status.success(), "{name} on {n} ranks failed: {}", show(o));
-    let text = String::from_utf8_lossy(&o.stdout);
-    for r in 0..n {
-        let line = format!("OK {name} {r}");
-        let k = text.lines().filter(|l| l.trim() == line).count();
-        assert_eq!(k, 1, "{name} on {n} ranks: `{line}` printed {k} times: {}", show(o));
-    }
-}
-
-fn run_ok(name: &str, ranks: &[u32], launcher_args: &[&str], env: &[(&str, &str)]) {
-    let prog = compile(name, false);
-    for &n in ranks {
-        let o = job(n, &prog, launcher_args, env);
-        assert_all_ok(&o, name, n);
-    }
-}
+use common::*;
 
 #[test]
 fn pingpong() {
@@ -323,10 +177,6 @@ fn mpicc_wrapper() {
     let o = mpicc().env("NEMESIS_MPI_LIBDIR", "/nonexistent").args(["-o", "x", "x.c"]).output().unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("libmpi.so not found"), "{}", show(&o));
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 #[test]

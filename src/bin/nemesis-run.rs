@@ -1,6 +1,12 @@
 //! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
-//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
-//! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
+//! [--nodes K] [--mpich-abi] [--] program [args...]`: starts N ranks of a nemesis program on this
+//! machine, serves their PMI-1 conversation and supervises them (the library behind it is
+//! `nemesis::launch`).
+//!
+//! `--mpich-abi` runs a program built against MPICH (Debian's `mpicc.mpich`, which links
+//! `libmpich.so.12`) on nemesis's C ABI: it puts the directory holding nemesis's `libmpich.so.12`
+//! (`NEMESIS_MPI_LIBDIR`, or this launcher's own directory, where cargo builds both) first in the
+//! ranks' `LD_LIBRARY_PATH`.
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -38,6 +44,10 @@ struct Cli {
     /// traffic between them goes through TCP, as between machines.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     nodes: u32,
+    /// Run a program built against MPICH's libmpich.so.12 on nemesis's C ABI (puts nemesis's
+    /// libmpich.so.12 first in LD_LIBRARY_PATH).
+    #[arg(long)]
+    mpich_abi: bool,
     /// The program to run, and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -77,6 +87,15 @@ fn main() -> ExitCode {
         .keep_going(cli.keep_going)
         .nodes(cli.nodes)
         .handle_signals(true);
+    if cli.mpich_abi {
+        match mpich_library_path() {
+            Ok(path) => job = job.env("LD_LIBRARY_PATH", path),
+            Err(e) => {
+                eprintln!("nemesis-run: --mpich-abi: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     if let Some(w) = cli.wait {
         job = job.wait(match w {
             WaitArg::Poll => Wait::Poll,
@@ -95,4 +114,31 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// `LD_LIBRARY_PATH` for `--mpich-abi`: the directory of nemesis's `libmpich.so.12` first:
+/// `NEMESIS_MPI_LIBDIR`, else this launcher's directory (cargo's `target/<profile>`), else `../lib`
+/// beside it (an installed copy, `mpi/bin/mpi-install`).
+fn mpich_library_path() -> Result<OsString, String> {
+    let candidates: Vec<std::path::PathBuf> = match std::env::var_os("NEMESIS_MPI_LIBDIR") {
+        Some(d) => vec![d.into()],
+        None => {
+            let exe = std::env::current_exe().map_err(|e| format!("cannot find this launcher's directory: {e}"))?;
+            let dir = exe.parent().ok_or("cannot find this launcher's directory")?;
+            vec![dir.to_path_buf(), dir.join("../lib")]
+        }
+    };
+    let Some(dir) = candidates.iter().find(|d| d.join("libmpich.so.12").exists()) else {
+        return Err(format!(
+            "libmpich.so.12 not found in {}: build nemesis's C ABI (cargo build --release -p nemesis-mpi) or set \
+             NEMESIS_MPI_LIBDIR to the directory holding it",
+            candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(" or ")
+        ));
+    };
+    let mut path = dir.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    Ok(path)
 }

@@ -228,7 +228,7 @@ fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
 fn reduction(op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
     let t = datatype::lookup(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))?;
     match OpKind::lookup(op) {
-        Some(o) if o.applies_to(t.kind) => Ok(Reduction { op: o, kind: t.kind, elem: t.size }),
+        Some(o) if o.applies_to(t) => Ok(Reduction { op: o, kind: t.kind, elem: t.size() }),
         _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
     }
 }
