@@ -18,14 +18,15 @@
 //! the two-level collectives (`crate::coll`).
 
 use std::ffi::c_int;
+use std::sync::Arc;
 
 use crate::abi::{self, COMM_BASE, Errhandler};
-use crate::coll::{self, algo::Reduction};
+use crate::coll::{self, Tuning, algo::Reduction};
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
 use crate::op::OpKind;
 use crate::p2p::comm_at;
-use crate::state::{State, not_running};
+use crate::state::{Access, State, not_running};
 
 /// The members of a communicator grouped by node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,8 +66,10 @@ impl Nodes {
     }
 }
 
-/// One communicator.
-#[derive(Debug)]
+/// One communicator. The table holds it in an `Arc`: a collective keeps its own reference while it
+/// waits (the big lock released under `MPI_THREAD_MULTIPLE`), and a change (error handler, free)
+/// copies it if one is out (`Arc::make_mut`), then refreshes the fast-path entry.
+#[derive(Clone, Debug)]
 pub struct Comm {
     /// False once freed (the slot may be reused by a later communicator).
     pub live: bool,
@@ -146,7 +149,8 @@ fn null_out(ci: Option<usize>) -> Fail {
 ///
 /// # Safety
 /// `out` null or writable.
-pub unsafe fn rank_or_size(st: &mut State, comm: abi::Comm, out: *mut c_int, size: bool) -> Res<()> {
+pub unsafe fn rank_or_size(acc: &mut Access, comm: abi::Comm, out: *mut c_int, size: bool) -> Res<()> {
+    let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
@@ -159,45 +163,61 @@ pub unsafe fn rank_or_size(st: &mut State, comm: abi::Comm, out: *mut c_int, siz
     Ok(())
 }
 
-/// Agrees on the context of a new communicator made from `ci`: the largest next free context
-/// of all its members, past which every member then moves (module doc).
-fn agree_context(st: &mut State, ci: usize) -> Res<u32> {
-    let State { phase, ep, comms, next_ctx, tuning, .. } = st;
-    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
-    let c = &comms[ci];
-    let mut v = next_ctx.to_ne_bytes();
+/// The live communicator of handle `comm` (shared: it outlives a pause of the lock), its index
+/// and the tuning in force; MPI must be running.
+fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    Ok((ci, c.clone(), st.tuning))
+}
+
+/// Moves this process's next free context past `ctx`, the one a new communicator agreed on.
+fn take_context(st: &mut State, ci: usize, ctx: u32) -> Res<()> {
+    st.next_ctx =
+        ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
+    Ok(())
+}
+
+/// Agrees on the context of a new communicator made from `c` (index `ci`): the largest next free
+/// context of all its members, past which every member then moves (module doc).
+fn agree_context(acc: &mut Access, ci: usize, c: &Comm, tu: &Tuning) -> Res<u32> {
+    let mut v = acc.st().next_ctx.to_ne_bytes();
     let red = Reduction { op: OpKind::Max, kind: Kind::U32, elem: 4 };
-    coll::allreduce_bytes(ep, c, tuning, &mut v, red)?;
+    coll::allreduce_bytes(acc, c, tu, &mut v, red)?;
     let ctx = u32::from_ne_bytes(v);
-    *next_ctx = ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
+    take_context(acc.st(), ci, ctx)?;
     Ok(ctx)
 }
 
 fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
-    st.comms.push(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    st.comms.push(Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job)));
     st.refresh_fast(st.comms.len() - 1);
     handle_of(st.comms.len() - 1)
+}
+
+/// Gives a failure of a communicator-creating collective its communicator.
+fn on(ci: usize) -> impl Fn(Fail) -> Fail {
+    move |mut f| {
+        f.comm.get_or_insert(ci);
+        f
+    }
 }
 
 /// `MPI_Comm_dup`.
 ///
 /// # Safety
 /// `newcomm` null or writable.
-pub unsafe fn dup(st: &mut State, comm: abi::Comm, newcomm: *mut abi::Comm) -> Res<()> {
-    if st.ep.is_none() {
-        return Err(not_running(st.phase));
-    }
-    let (ci, _) = comm_at(&st.comms, comm)?;
+pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
-    let ctx = agree_context(st, ci).map_err(|mut f| {
-        f.comm.get_or_insert(ci);
-        f
-    })?;
-    let (world, errh) = (st.comms[ci].world.to_vec(), st.comms[ci].errh);
-    let h = push(st, world, ctx, errh);
+    let ctx = agree_context(acc, ci, &c, &tu).map_err(on(ci))?;
+    let h = push(acc.st(), c.world.to_vec(), ctx, c.errh);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
@@ -208,31 +228,28 @@ pub unsafe fn dup(st: &mut State, comm: abi::Comm, newcomm: *mut abi::Comm) -> R
 ///
 /// # Safety
 /// `newcomm` null or writable.
-pub unsafe fn split(st: &mut State, comm: abi::Comm, color: c_int, key: c_int, newcomm: *mut abi::Comm) -> Res<()> {
-    let State { phase, ep, comms, next_ctx, tuning, .. } = st;
-    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
-    let (ci, c) = comm_at(comms, comm)?;
+pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
     if color < 0 && color != abi::UNDEFINED {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("color must be non-negative or MPI_UNDEFINED")));
     }
+    let next_ctx = acc.st().next_ctx;
     let mut mine = [0u8; 12];
     mine[..4].copy_from_slice(&color.to_ne_bytes());
     mine[4..8].copy_from_slice(&key.to_ne_bytes());
     mine[8..].copy_from_slice(&next_ctx.to_ne_bytes());
-    let all = coll::allgather_bytes(ep, c, tuning, &mine).map_err(|mut f| {
-        f.comm.get_or_insert(ci);
-        f
-    })?;
+    let all = coll::allgather_bytes(acc, &c, &tu, &mine).map_err(on(ci))?;
     let field = |r: usize, k: usize| {
         let b = &all[r * 12 + k * 4..r * 12 + k * 4 + 4];
         [b[0], b[1], b[2], b[3]]
     };
     let n = c.size as usize;
-    let ctx = (0..n).map(|r| u32::from_ne_bytes(field(r, 2))).max().unwrap_or(*next_ctx);
-    *next_ctx = ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
+    let ctx = (0..n).map(|r| u32::from_ne_bytes(field(r, 2))).max().unwrap_or(next_ctx);
+    let st = acc.st();
+    take_context(st, ci, ctx)?;
     let h = if color == abi::UNDEFINED {
         abi::COMM_NULL
     } else {
@@ -242,8 +259,7 @@ pub unsafe fn split(st: &mut State, comm: abi::Comm, color: c_int, key: c_int, n
             .collect();
         members.sort_unstable();
         let world = members.iter().map(|&(_, r)| c.world[r]).collect();
-        let errh = c.errh;
-        push(st, world, ctx, errh)
+        push(st, world, ctx, c.errh)
     };
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
@@ -255,7 +271,8 @@ pub unsafe fn split(st: &mut State, comm: abi::Comm, color: c_int, key: c_int, n
 ///
 /// # Safety
 /// `comm` null or valid for reads and writes.
-pub unsafe fn free(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
+pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
+    let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
@@ -268,7 +285,7 @@ pub unsafe fn free(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
     if ci < 2 {
         return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
     }
-    st.comms[ci].live = false;
+    Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
     // SAFETY: as above.
     unsafe { *comm = abi::COMM_NULL };
@@ -276,7 +293,8 @@ pub unsafe fn free(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
 }
 
 /// `MPI_Comm_set_errhandler`.
-pub fn set_errhandler(st: &mut State, comm: abi::Comm, errh: Errhandler) -> Res<()> {
+pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Res<()> {
+    let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
@@ -284,7 +302,8 @@ pub fn set_errhandler(st: &mut State, comm: abi::Comm, errh: Errhandler) -> Res<
     if errh != abi::ERRORS_ARE_FATAL && errh != abi::ERRORS_RETURN {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
     }
-    st.comms[ci].errh = errh;
+    Arc::make_mut(&mut st.comms[ci]).errh = errh;
+    st.refresh_fast(ci);
     Ok(())
 }
 
@@ -292,7 +311,8 @@ pub fn set_errhandler(st: &mut State, comm: abi::Comm, errh: Errhandler) -> Res<
 ///
 /// # Safety
 /// `out` null or writable.
-pub unsafe fn get_errhandler(st: &mut State, comm: abi::Comm, out: *mut Errhandler) -> Res<()> {
+pub unsafe fn get_errhandler(acc: &mut Access, comm: abi::Comm, out: *mut Errhandler) -> Res<()> {
+    let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }

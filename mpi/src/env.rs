@@ -2,6 +2,7 @@
 //! error strings and classes, error handlers, datatype sizes.
 
 use std::ffi::{c_char, c_int};
+use std::sync::Arc;
 
 use nemesis::Endpoint;
 
@@ -9,7 +10,7 @@ use crate::abi;
 use crate::coll::{self, Tuning};
 use crate::comm::{Comm, Nodes};
 use crate::error::{Fail, Res, Why, class_of, string_of};
-use crate::state::{Phase, State, not_running};
+use crate::state::{Access, Phase, State, not_running};
 
 /// The library's version string.
 const LIBRARY_VERSION: &str =
@@ -18,7 +19,8 @@ const LIBRARY_VERSION: &str =
 /// `MPI_Init` and `MPI_Init_thread`: starts the Endpoint, builds `MPI_COMM_WORLD` (contexts 0
 /// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the
 /// lesser of the level required and `MPI_THREAD_SERIALIZED` (module `state`).
-pub fn init(st: &mut State, required: c_int) -> Res<()> {
+pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
+    let st = acc.st();
     match st.phase {
         Phase::Before => {}
         Phase::Running => return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("MPI_Init called twice"))),
@@ -26,30 +28,33 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
-    let mut ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
+    let ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
     let world_ranks: Vec<u32> = (0..size).collect();
     let one_node = vec![0u32; size as usize];
     let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+    let leader = ep.local_ranks().first().copied().unwrap_or(rank);
+    let all_local = ep.local_ranks().len() == size as usize;
+    st.ep = Some(ep);
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
-        None if ep.local_ranks().len() == size as usize => one_node,
+        None if all_local => one_node,
         None => {
             // Each rank names its node by its lowest rank; everyone learns everyone's.
-            let leader = ep.local_ranks().first().copied().unwrap_or(rank);
-            let all = coll::allgather_bytes(&mut ep, &world, &tuning, &leader.to_ne_bytes())?;
+            let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
+            let all = all.inspect_err(|_| acc.st().ep = None)?;
             all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
         }
     };
     world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
     let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
-    st.comms = vec![world, me];
+    let st = acc.st();
+    st.comms = vec![Arc::new(world), Arc::new(me)];
     st.node_of_job = node_of_job;
     st.next_ctx = nemesis::WORLD + 4;
     st.tuning = tuning;
     st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_SERIALIZED);
     st.main_thread = Some(std::thread::current().id());
-    st.ep = Some(ep);
     st.phase = Phase::Running;
     st.refresh_all_fast();
     Ok(())
@@ -57,17 +62,21 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
 
 /// `MPI_Finalize`: completes outstanding sends and synchronises with the other ranks (the
 /// Endpoint's finalize), then nothing but the query functions may be called.
-pub fn finalize(st: &mut State) -> Res<()> {
+pub fn finalize(acc: &mut Access) -> Res<()> {
+    let st = acc.st();
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
     st.phase = Phase::After;
     st.refresh_all_fast();
     st.comms.clear();
     st.reqs = crate::request::table();
+    st.freed.clear();
+    st.bsend = crate::p2p::bsend::Bsend::new();
     ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))
 }
 
 /// `MPI_Abort`: ends the whole job with `code`.
-pub fn abort(st: &mut State, comm: abi::Comm, code: c_int) -> ! {
+pub fn abort(acc: &mut Access, comm: abi::Comm, code: c_int) -> ! {
+    let st = acc.st();
     let msg = format!("MPI_Abort(comm {comm:#x}, errorcode {code}) called");
     match st.ep.as_mut() {
         Some(ep) => ep.abort(code, &msg),

@@ -9,10 +9,10 @@
 //! - [`symbols`]: the data symbols and callbacks programs built against MPICH's `mpi.h` reference;
 //! - [`handle`]: the tables behind handles;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
-//! - [`state`]: the process's MPI state, error handlers, the panic guard;
+//! - [`state`]: the process's MPI state, its access (the big lock), error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
 //! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
-//! - [`p2p`]: point-to-point (the fast paths) and completion;
+//! - [`p2p`]: point-to-point (the fast paths), send modes, persistent requests, completion;
 //! - [`request`]: the request table;
 //! - [`coll`]: collectives, their pLogP models and algorithms;
 //! - [`datatype`], [`op`]: predefined datatypes and reduction operations;

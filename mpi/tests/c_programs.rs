@@ -7,6 +7,7 @@
 //! | test | program(s) | ranks |
 //! |---|---|---|
 //! | `pingpong` | `pingpong.c`: 0 B – 1 MiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
+//! | `p2p_modes` | `p2p_modes.c`: Ssend/Bsend/Rsend and non-blocking forms, attached buffer, Sendrecv_replace, persistent requests, Request_free, get_status, Waitsome/Testsome/Testany, PROC_NULL everywhere | 2, 3 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
@@ -37,6 +38,11 @@ use common::*;
 #[test]
 fn pingpong() {
     run_ok("pingpong", &[2, 3], &[], &[]);
+}
+
+#[test]
+fn p2p_modes() {
+    run_ok("p2p_modes", &[2, 3], &[], &[]);
 }
 
 #[test]

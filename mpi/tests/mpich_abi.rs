@@ -214,3 +214,37 @@ fn installed_copy_works() {
         assert_all_ok(&run_with_limit(c, Duration::from_secs(60)), "abi", 2);
     }
 }
+
+/// The functions `mpi.h` declares, by name.
+fn declared_functions() -> Vec<String> {
+    let text = std::fs::read_to_string(setup().mpi.join("include/mpi.h")).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("int ").or_else(|| l.strip_prefix("double ")))
+        .filter_map(|l| l.split('(').next())
+        .filter(|n| n.starts_with("MPI_") || n.starts_with("PMPI_") || n.starts_with("MPIR_"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_declared_function_is_exported_with_its_pmpi_twin() {
+    let lib = setup().profile_dir.join("libmpi.so");
+    let o = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("nm (binutils)");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let exported: std::collections::HashSet<&str> = text.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
+    let declared = declared_functions();
+    assert!(declared.len() > 100, "parsed only {} declarations", declared.len());
+    for name in &declared {
+        assert!(exported.contains(name.as_str()), "{name} is declared in mpi.h but not exported");
+        if let Some(base) = name.strip_prefix("MPI_") {
+            assert!(declared.contains(&format!("PMPI_{base}")), "{name} has no PMPI_ declaration");
+        }
+    }
+    // And nothing is exported that the header does not declare.
+    for name in exported.iter().filter(|n| n.starts_with("MPI_") || n.starts_with("PMPI_")) {
+        let is_data = ["MPI_F_STATUS", "MPI_F08_STATUS", "MPI_UNWEIGHTED", "MPI_WEIGHTS_EMPTY", "MPI_T_PVAR"]
+            .iter()
+            .any(|p| name.starts_with(p));
+        assert!(is_data || declared.iter().any(|d| d == name), "{name} is exported but not declared");
+    }
+}

@@ -15,13 +15,14 @@
 
 use std::collections::VecDeque;
 
-use nemesis::{Endpoint, Request};
+use nemesis::Request;
 
 use super::model::pow2_floor;
 use crate::abi;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
 use crate::op::{OpKind, reduce};
+use crate::state::Access;
 
 /// Ranks taking part in one collective step.
 #[derive(Clone, Copy, Debug)]
@@ -79,11 +80,12 @@ impl Reduction {
     }
 }
 
-/// The Endpoint in one collective's context and tag. Receives posted through it are waited for
-/// before it is dropped, whatever happens, so a buffer is never written after its collective
-/// returned.
+/// The Endpoint in one collective's context and tag, reached through the call's [`Access`] (so
+/// that waiting lets other threads in under `MPI_THREAD_MULTIPLE`). Receives posted through it
+/// are waited for before it is dropped, whatever happens, so a buffer is never written after its
+/// collective returned.
 pub struct Ops<'e> {
-    ep: &'e mut Endpoint,
+    acc: &'e mut Access,
     ctx: u32,
     tag: i32,
     /// Largest piece (the eager limit).
@@ -95,7 +97,7 @@ pub struct Ops<'e> {
 impl Drop for Ops<'_> {
     fn drop(&mut self) {
         while let Some(r) = self.posted.pop_front() {
-            let _ = self.ep.wait(r);
+            let _ = self.acc.ep_wait(r);
         }
     }
 }
@@ -116,9 +118,10 @@ fn mismatch(expected: usize, got: usize) -> Fail {
 }
 
 impl<'e> Ops<'e> {
-    pub fn new(ep: &'e mut Endpoint, ctx: u32, tag: i32) -> Ops<'e> {
-        let chunk = ep.eager_limit().max(1);
-        Ops { ep, ctx, tag, chunk, posted: VecDeque::new() }
+    /// Collective operations on MPI's running Endpoint.
+    pub fn new(acc: &'e mut Access, ctx: u32, tag: i32) -> Res<Ops<'e>> {
+        let chunk = acc.ep()?.eager_limit().max(1);
+        Ok(Ops { acc, ctx, tag, chunk, posted: VecDeque::new() })
     }
 
     /// The largest piece.
@@ -135,7 +138,7 @@ impl<'e> Ops<'e> {
     /// Sends `data` to job rank `to`.
     pub fn send(&mut self, to: u32, data: &[u8]) -> Res<()> {
         for r in self.pieces(data.len()) {
-            self.ep.send(&data[r], to, self.tag, self.ctx).map_err(ep_fail)?;
+            self.acc.ep_send(&data[r], to, self.tag, self.ctx, false)?.map_err(ep_fail)?;
         }
         Ok(())
     }
@@ -144,7 +147,7 @@ impl<'e> Ops<'e> {
     pub fn recv(&mut self, from: u32, buf: &mut [u8]) -> Res<()> {
         for r in self.pieces(buf.len()) {
             let want = r.len();
-            let st = self.ep.recv(&mut buf[r], from as i32, self.tag, self.ctx).map_err(ep_fail)?;
+            let st = self.acc.ep_recv(&mut buf[r], from as i32, self.tag, self.ctx)?.map_err(ep_fail)?;
             if st.len != want {
                 return Err(mismatch(want, st.len));
             }
@@ -164,8 +167,8 @@ impl<'e> Ops<'e> {
             let n = r.len();
             // SAFETY: within the caller's `len` bytes, which stay valid until waited for; `self`
             // waits for every posted piece before it drops.
-            let req =
-                unsafe { self.ep.irecv_raw(ptr.add(r.start), n, from as i32, self.tag, self.ctx) }.map_err(ep_fail)?;
+            let req = unsafe { self.acc.ep()?.irecv_raw(ptr.add(r.start), n, from as i32, self.tag, self.ctx) }
+                .map_err(ep_fail)?;
             self.posted.push_back(req);
             out.push(Piece { req, len: n });
         }
@@ -179,10 +182,11 @@ impl<'e> Ops<'e> {
             if let Some(i) = self.posted.iter().position(|&r| r == p.req) {
                 self.posted.remove(i);
             }
-            let r = match self.ep.wait(p.req) {
-                Ok(st) if st.len == p.len => Ok(()),
-                Ok(st) => Err(mismatch(p.len, st.len)),
-                Err(e) => Err(ep_fail(e)),
+            let r = match self.acc.ep_wait(p.req) {
+                Ok(Ok(st)) if st.len == p.len => Ok(()),
+                Ok(Ok(st)) => Err(mismatch(p.len, st.len)),
+                Ok(Err(e)) => Err(ep_fail(e)),
+                Err(f) => Err(f),
             };
             if res.is_ok() {
                 res = r;
@@ -203,7 +207,7 @@ impl<'e> Ops<'e> {
             fn drop(&mut self) {
                 while self.ops.posted.len() > self.mark {
                     if let Some(r) = self.ops.posted.pop_back() {
-                        let _ = self.ops.ep.wait(r);
+                        let _ = self.ops.acc.ep_wait(r);
                     }
                 }
             }
