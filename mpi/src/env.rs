@@ -69,6 +69,8 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
     st.refresh_all_fast();
     st.comms.clear();
     st.reqs = crate::request::table();
+    st.types.clear();
+    st.type_names.clear();
     st.freed.clear();
     st.bsend = crate::p2p::bsend::Bsend::new();
     ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))
@@ -91,7 +93,7 @@ pub fn abort(acc: &mut Access, comm: abi::Comm, code: c_int) -> ! {
 ///
 /// # Safety
 /// `buf` writable for `cap` bytes; `len` writable or null.
-unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> Res<()> {
+pub(crate) unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> Res<()> {
     if buf.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null string buffer")));
     }
@@ -252,14 +254,4 @@ pub unsafe fn errhandler_free(errh: *mut abi::Errhandler) -> Res<()> {
     // SAFETY: as above.
     unsafe { *errh = abi::ERRHANDLER_NULL };
     Ok(())
-}
-
-/// `MPI_Type_size`.
-///
-/// # Safety
-/// `size` writable.
-pub unsafe fn type_size(dt: abi::Datatype, size: *mut c_int) -> Res<()> {
-    let s = crate::datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, None, Why::Type(dt)))?;
-    // SAFETY: the caller's contract.
-    unsafe { put(size, s as c_int) }
 }

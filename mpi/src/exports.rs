@@ -17,7 +17,8 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::abi::{Comm, Datatype, Errhandler, Op, Request, Status};
+use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Op, Request, Status};
+use crate::datatype::calls::{self as dt, Displs};
 use crate::p2p::{bsend, complete, start};
 use crate::request::Mode;
 use crate::state::call;
@@ -79,8 +80,40 @@ mpi! {
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Comm, newcomm: *mut Comm) => |acc| comm::dup(acc, comm, newcomm);
     fn MPI_Comm_split / PMPI_Comm_split(comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm) => |acc| comm::split(acc, comm, color, key, newcomm);
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Comm) => |acc| comm::free(acc, comm);
-    fn MPI_Type_size / PMPI_Type_size(datatype: Datatype, size: *mut c_int) => |_acc| env::type_size(datatype, size);
-    fn MPI_Get_count / PMPI_Get_count(status: *const Status, datatype: Datatype, count: *mut c_int) => |_acc| p2p::get_count(status, datatype, count);
+
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::contiguous(acc, count, oldtype, newtype);
+    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::vector(acc, count, blocklength, stride as Aint, false, oldtype, newtype);
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::vector(acc, count, blocklength, stride, true, oldtype, newtype);
+    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed(acc, count, array_of_blocklengths, Displs::Elements(array_of_displacements), oldtype, newtype);
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed(acc, count, array_of_blocklengths, Displs::Bytes(array_of_displacements), oldtype, newtype);
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed_block(acc, count, blocklength, Displs::Elements(array_of_displacements), oldtype, newtype);
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed_block(acc, count, blocklength, Displs::Bytes(array_of_displacements), oldtype, newtype);
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const Aint, array_of_types: *const Datatype, newtype: *mut Datatype) => |acc| dt::create_struct(acc, count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int, array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::subarray(acc, ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: Datatype, lb: Aint, extent: Aint, newtype: *mut Datatype) => |acc| dt::resized(acc, oldtype, lb, extent, newtype);
+    fn MPI_Type_dup / PMPI_Type_dup(oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::dup(acc, oldtype, newtype);
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut Datatype) => |acc| dt::commit(acc, datatype);
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut Datatype) => |acc| dt::free(acc, datatype);
+    fn MPI_Type_size / PMPI_Type_size(datatype: Datatype, size: *mut c_int) => |acc| dt::size(acc, datatype, size.cast(), false);
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: Datatype, size: *mut Count) => |acc| dt::size(acc, datatype, size.cast(), true);
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Datatype, lb: *mut Aint, extent: *mut Aint) => |acc| dt::extent(acc, datatype, lb, extent, false);
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: Datatype, lb: *mut Count, extent: *mut Count) => |acc| dt::extent(acc, datatype, lb.cast(), extent.cast(), false);
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Datatype, true_lb: *mut Aint, true_extent: *mut Aint) => |acc| dt::extent(acc, datatype, true_lb, true_extent, true);
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: Datatype, true_lb: *mut Count, true_extent: *mut Count) => |acc| dt::extent(acc, datatype, true_lb.cast(), true_extent.cast(), true);
+    fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Datatype, type_name: *mut c_char, resultlen: *mut c_int) => |acc| dt::get_name(acc, datatype, type_name, resultlen);
+    fn MPI_Type_set_name / PMPI_Type_set_name(datatype: Datatype, type_name: *const c_char) => |acc| dt::set_name(acc, datatype, type_name);
+    fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) => |acc| dt::get_envelope(acc, datatype, num_integers, num_addresses, num_datatypes, combiner);
+    fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut Aint, array_of_datatypes: *mut Datatype) => |acc| dt::get_contents(acc, datatype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
+    fn MPI_Get_count / PMPI_Get_count(status: *const Status, datatype: Datatype, count: *mut c_int) => |acc| dt::get_count(acc, status, datatype, count);
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const Status, datatype: Datatype, count: *mut c_int) => |acc| dt::get_elements(acc, status, datatype, count.cast(), false);
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const Status, datatype: Datatype, count: *mut Count) => |acc| dt::get_elements(acc, status, datatype, count.cast(), true);
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut Status, datatype: Datatype, count: c_int) => |acc| dt::set_elements(acc, status, datatype, count as Count);
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut Status, datatype: Datatype, count: Count) => |acc| dt::set_elements(acc, status, datatype, count);
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut Status, flag: c_int) => |_acc| dt::set_cancelled(status, flag);
+    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Comm) => |acc| dt::pack_call(acc, inbuf, incount, datatype, outbuf, outsize, position, comm);
+    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Datatype, comm: Comm) => |acc| dt::unpack_call(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
+    fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
 
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send(acc, buf, count, datatype, dest, tag, comm, false);
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send(acc, buf, count, datatype, dest, tag, comm, true);
@@ -149,4 +182,28 @@ pub extern "C" fn MPI_Wtick() -> f64 {
 #[unsafe(no_mangle)]
 pub extern "C" fn PMPI_Wtick() -> f64 {
     env::wtick()
+}
+
+/// `MPI_Aint_add` (MPI-3.1): `base + disp` as an address.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Aint_add(base: Aint, disp: Aint) -> Aint {
+    base.wrapping_add(disp)
+}
+
+/// `PMPI_Aint_add`: the profiling-interface twin of `MPI_Aint_add`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Aint_add(base: Aint, disp: Aint) -> Aint {
+    base.wrapping_add(disp)
+}
+
+/// `MPI_Aint_diff` (MPI-3.1): the distance between two addresses.
+#[unsafe(no_mangle)]
+pub extern "C" fn MPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
+    addr1.wrapping_sub(addr2)
+}
+
+/// `PMPI_Aint_diff`: the profiling-interface twin of `MPI_Aint_diff`.
+#[unsafe(no_mangle)]
+pub extern "C" fn PMPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
+    addr1.wrapping_sub(addr2)
 }

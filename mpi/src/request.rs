@@ -7,9 +7,11 @@
 //! persistent request between its completion and the next `MPI_Start`. A request the user freed
 //! (`MPI_Request_free`) while active stays until it completes, then goes without a report.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
+use std::sync::Arc;
 
 use crate::abi;
+use crate::datatype::{Layout, TypeDesc};
 use crate::error::Why;
 use crate::handle::Table;
 
@@ -79,19 +81,42 @@ pub enum Mode {
     Ready,
 }
 
-/// What a persistent request starts each time (`MPI_Send_init`... `MPI_Recv_init`): the
-/// arguments of its call.
-#[derive(Clone, Copy, Debug)]
+/// What a persistent request starts each time (`MPI_Send_init`... `MPI_Recv_init`): its
+/// arguments, resolved when it was made (so freeing the datatype or the communicator afterwards
+/// changes nothing, as MPI wants).
+#[derive(Clone, Debug)]
 pub struct Persistent {
     /// `Some(mode)` for a send, `None` for a receive.
     pub send: Option<Mode>,
-    pub buf: *mut c_void,
-    pub count: c_int,
-    pub datatype: abi::Datatype,
-    /// Destination or source (communicator rank, `MPI_PROC_NULL`, `MPI_ANY_SOURCE`).
-    pub peer: c_int,
+    pub data: Layout,
+    /// Job rank to send to, or the Endpoint's source to receive from; `None`: `MPI_PROC_NULL`.
+    pub peer: Option<i32>,
     pub tag: c_int,
-    pub comm: abi::Comm,
+    /// The communicator's point-to-point context.
+    pub ctx: u32,
+}
+
+/// Bytes an operation moves through instead of the user's buffer, for typed (non-contiguous)
+/// data.
+#[derive(Debug)]
+pub enum Staged {
+    /// The packed copy a send goes from.
+    Send(Vec<u8>),
+    /// Where a receive lands, unpacked into the `count` elements of `desc` at `base` when it
+    /// completes.
+    Recv { tmp: Vec<u8>, base: *mut u8, count: usize, desc: Arc<TypeDesc> },
+}
+
+impl Staged {
+    /// Unpacks a completed receive's first `bytes` bytes into the user's buffer.
+    pub fn land(&self, bytes: usize) {
+        if let Staged::Recv { tmp, base, count, desc } = self {
+            let n = bytes.min(tmp.len());
+            // SAFETY: the receive's contract: the user's buffer holds `count` elements of `desc`
+            // at `base`, untouched by the program until the request completes, which is now.
+            unsafe { crate::datatype::pack::unpack(desc, *base, *count, &tmp[..n]) };
+        }
+    }
 }
 
 /// One request.
@@ -106,12 +131,14 @@ pub struct Req {
     pub freed: bool,
     /// Set for persistent requests.
     pub persistent: Option<Box<Persistent>>,
+    /// The staging buffer of typed data, while the operation is in flight.
+    pub staged: Option<Box<Staged>>,
 }
 
 impl Req {
     /// A request in `state`.
     pub fn new(comm: usize, state: State, recv: bool) -> Req {
-        Req { comm: comm as u32, state, recv, freed: false, persistent: None }
+        Req { comm: comm as u32, state, recv, freed: false, persistent: None, staged: None }
     }
 }
 

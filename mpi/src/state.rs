@@ -9,6 +9,7 @@
 //! boundary ([`call`]) and becomes `MPI_ERR_INTERN` through the error handler.
 
 use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +19,7 @@ use nemesis::Endpoint;
 use crate::abi::{self, ERRORS_ARE_FATAL, ERRORS_RETURN};
 use crate::coll::Tuning;
 use crate::comm::Comm;
+use crate::datatype::Types;
 use crate::error::{Fail, Res, Why, name_of};
 use crate::p2p::bsend::Bsend;
 use crate::request::Requests;
@@ -82,6 +84,10 @@ pub struct State {
     /// `MPI_COMM_SELF`.
     pub comms: Vec<Arc<Comm>>,
     pub reqs: Requests,
+    /// The derived datatypes.
+    pub types: Types,
+    /// Names given to predefined datatypes (`MPI_Type_set_name`).
+    pub type_names: BTreeMap<abi::Datatype, String>,
     /// Slots of requests freed by `MPI_Request_free` while active: freed when they complete.
     pub freed: Vec<usize>,
     /// The buffered mode's attached buffer.
@@ -106,6 +112,8 @@ impl State {
             ep: None,
             comms: Vec::new(),
             reqs: crate::request::table(),
+            types: crate::datatype::table(),
+            type_names: BTreeMap::new(),
             freed: Vec::new(),
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,

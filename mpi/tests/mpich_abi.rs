@@ -34,7 +34,9 @@ fn mpich_binaries_run_unchanged() {
     if !have_mpich_cc("mpich_binaries_run_unchanged") {
         return;
     }
-    for (name, ranks) in [("abi", &[2, 3][..]), ("pingpong", &[2]), ("collectives", &[3, 4])] {
+    for (name, ranks) in
+        [("abi", &[2, 3][..]), ("pingpong", &[2]), ("datatypes", &[2]), ("p2p_modes", &[2]), ("collectives", &[3, 4])]
+    {
         let prog = compile_with(name, Cc::Mpich);
         for &n in ranks {
             let o = job(n, &prog, &["--mpich-abi"], &[]);
@@ -219,7 +221,9 @@ fn installed_copy_works() {
 fn declared_functions() -> Vec<String> {
     let text = std::fs::read_to_string(setup().mpi.join("include/mpi.h")).unwrap();
     text.lines()
-        .filter_map(|l| l.strip_prefix("int ").or_else(|| l.strip_prefix("double ")))
+        .filter_map(|l| {
+            l.strip_prefix("int ").or_else(|| l.strip_prefix("double ")).or_else(|| l.strip_prefix("MPI_Aint "))
+        })
         .filter_map(|l| l.split('(').next())
         .filter(|n| n.starts_with("MPI_") || n.starts_with("PMPI_") || n.starts_with("MPIR_"))
         .map(str::to_string)

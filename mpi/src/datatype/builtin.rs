@@ -196,11 +196,17 @@ static HANDLE: [u32; 256] = {
     t
 };
 
+/// The index in [`BUILTIN`] of handle `dt`, if it is a predefined basic type.
+#[inline]
+pub fn index_of(dt: Datatype) -> Option<usize> {
+    let i = usize::from(SLOT[(dt as u32 & 0xff) as usize]);
+    BUILTIN.get(i).filter(|b| b.handle == dt).map(|_| i)
+}
+
 /// The predefined basic type of handle `dt`, if it is one.
 #[inline]
 pub fn lookup(dt: Datatype) -> Option<&'static Builtin> {
-    let i = SLOT[(dt as u32 & 0xff) as usize];
-    BUILTIN.get(usize::from(i)).filter(|b| b.handle == dt)
+    index_of(dt).map(|i| &BUILTIN[i])
 }
 
 /// Bytes per element of `dt`, if it is a predefined basic type: one load and one comparison.

@@ -1,8 +1,8 @@
 //! The buffered mode (MPI-3.1 §3.6): `MPI_Buffer_attach`, `MPI_Buffer_detach`, and the space a
 //! buffered send takes in the attached buffer until the Endpoint has sent from it.
 //!
-//! `MPI_Bsend` copies the message into the attached buffer and starts an ordinary send from the
-//! copy, so it returns at once whatever the receiver does. A message takes its length rounded up
+//! `MPI_Bsend` copies (packs) the message into the attached buffer and starts an ordinary send
+//! from the copy, so it returns at once whatever the receiver does. A message takes its length rounded up
 //! to 8 bytes (the bookkeeping lives outside the user's buffer, well within the
 //! `MPI_BSEND_OVERHEAD` of 96 bytes a program reserves per message); space is found first-fit
 //! and comes back when the send from it has completed, which each buffered send and the detach
@@ -62,16 +62,25 @@ fn no_space(ci: usize, why: &'static str) -> Fail {
     Fail::new(abi::ERR_BUFFER, Some(ci), Why::Arg(why))
 }
 
-/// `MPI_Bsend`'s work: copies `data` into the attached buffer and starts its send to job rank
-/// `to` in context `ctx` (communicator index `ci`, for errors).
-pub fn send(st: &mut State, data: &[u8], to: u32, tag: c_int, ctx: u32, ci: usize) -> Res<()> {
+/// `MPI_Bsend`'s work: has `fill` write the message's `len` bytes into space of the attached
+/// buffer and starts its send to job rank `to` in context `ctx` (communicator index `ci`, for
+/// errors).
+pub fn send(
+    st: &mut State,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+    to: u32,
+    tag: c_int,
+    ctx: u32,
+    ci: usize,
+) -> Res<()> {
     reclaim(st);
     let State { phase, ep, bsend, .. } = st;
     let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
     let Some(a) = bsend.attached.as_mut() else {
         return Err(no_space(ci, "buffered send without an attached buffer (MPI_Buffer_attach)"));
     };
-    let need = footprint(data.len());
+    let need = footprint(len);
     // First fit between the messages held (sorted by offset), then after the last.
     let mut off = 0;
     let mut at = a.held.len();
@@ -88,11 +97,11 @@ pub fn send(st: &mut State, data: &[u8], to: u32, tag: c_int, ctx: u32, ci: usiz
     // SAFETY: `off + need <= size`: inside the attached buffer, which the program gave us until
     // it detaches it (MPI's contract), and not overlapping any held message.
     let dst = unsafe { a.base.add(off) };
-    // SAFETY: as above; `data` is the caller's buffer, distinct from the attached one.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+    // SAFETY: as above: `len` bytes of the attached buffer that nothing else uses.
+    fill(unsafe { crate::p2p::out_bytes(dst.cast(), len) });
     // SAFETY: the copy stays untouched until the send completes: its space is held until then.
-    let req = unsafe { ep.isend_raw(dst, data.len(), to, tag, ctx) }.map_err(|e| Fail::endpoint(ci, e))?;
-    a.held.insert(at, Held { off, len: data.len(), req });
+    let req = unsafe { ep.isend_raw(dst, len, to, tag, ctx) }.map_err(|e| Fail::endpoint(ci, e))?;
+    a.held.insert(at, Held { off, len, req });
     Ok(())
 }
 

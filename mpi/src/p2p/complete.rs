@@ -25,13 +25,26 @@ fn failure(comm: u32, done: Completion) -> Fail {
     Fail { code: done.code, comm: Some(comm as usize), why: done.why.unwrap_or(Why::Arg("request failed")) }
 }
 
+/// Records the Endpoint's result `res` for request slot `i`: the completion, and typed data
+/// unpacked from its staging buffer into the user's.
+fn finish(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) {
+    let ci = st.reqs.at(i).map_or(0, |r| r.comm as usize);
+    let done = completion_in(st, ci, res);
+    if let Some(req) = st.reqs.at_mut(i) {
+        if let Some(staged) = req.staged.take() {
+            staged.land(done.count.max(0) as usize);
+        }
+        req.state = ReqState::Done(done);
+    }
+}
+
 /// Takes the result of request slot `i`'s Endpoint request if it completed, without waiting:
 /// true if the request is complete (`Done`) or inactive.
 pub fn poll(st: &mut State, i: usize) -> Res<bool> {
-    let (r, ci) = match st.reqs.at(i) {
+    let r = match st.reqs.at(i) {
         None => return Err(bad_request(-1)),
         Some(req) => match req.state {
-            ReqState::Pending(r) => (r, req.comm as usize),
+            ReqState::Pending(r) => r,
             _ => return Ok(true),
         },
     };
@@ -41,10 +54,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
         Ok(Some(s)) => Ok(s),
         Err(e) => Err(e),
     };
-    let done = completion_in(st, ci, res);
-    if let Some(req) = st.reqs.at_mut(i) {
-        req.state = ReqState::Done(done);
-    }
+    finish(st, i, res);
     Ok(true)
 }
 
@@ -54,12 +64,7 @@ pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
     let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
     let ReqState::Pending(r) = req.state else { return Ok(()) };
     let res = acc.ep_wait(r)?;
-    let st = acc.st();
-    let ci = st.reqs.at(i).map_or(0, |q| q.comm as usize);
-    let done = completion_in(st, ci, res);
-    if let Some(req) = st.reqs.at_mut(i) {
-        req.state = ReqState::Done(done);
-    }
+    finish(acc.st(), i, res);
     Ok(())
 }
 
@@ -439,13 +444,7 @@ fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
     }
     let eps: Vec<nemesis::Request> = pending.iter().map(|p| p.1).collect();
     let (j, res) = acc.ep()?.wait_any(&eps).map_err(|e| Fail::endpoint(0, e))?;
-    let st = acc.st();
-    let i = pending[j].0;
-    let ci = st.reqs.at(i).map_or(0, |r| r.comm as usize);
-    let done = completion_in(st, ci, res);
-    if let Some(r) = st.reqs.at_mut(i) {
-        r.state = ReqState::Done(done);
-    }
+    finish(acc.st(), pending[j].0, res);
     Ok(())
 }
 

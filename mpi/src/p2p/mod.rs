@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::abi::{self, ANY_SOURCE, Datatype, PROC_NULL, STATUS_IGNORE, Status};
 use crate::comm::{Comm, index_of};
-use crate::datatype;
+use crate::datatype::{self, Layout};
 use crate::error::{Fail, Res, Why, code_of};
 use crate::request::{Completion, Mode};
 use crate::state::{Access, State, not_running};
@@ -206,7 +206,7 @@ pub fn completion_in(st: &State, ci: usize, r: nemesis::Result<nemesis::Status>)
 // Blocking send and receive.
 
 /// `MPI_Send` in any mode with every argument checked: the path of everything the fast path
-/// ([`send`]) does not take.
+/// ([`send`]) does not take. Typed (non-contiguous) data is packed first.
 ///
 /// # Safety
 /// MPI's contract: `buf` holds `count` elements of `dt`.
@@ -223,23 +223,30 @@ pub unsafe fn send_checked(
     mode: Mode,
 ) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
-        return Err(not_running(st.phase));
-    }
-    let (ci, c) = comm_at(&st.comms, comm)?;
-    let len = byte_len(count, dt, ci, buf.is_null())?;
-    let Some(to) = dest_of(c, ci, dest)? else { return Ok(()) };
-    let ctx = c.ctx;
-    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let data = unsafe { in_bytes(buf, len) };
+    let t = start::target(st, buf, count, dt, dest, tag, comm, true)?;
+    let Some(to) = t.peer else { return Ok(()) };
     if mode == Mode::Buffered {
-        return bsend::send(acc.st(), data, to, tag, ctx, ci);
+        // SAFETY: MPI's contract on the data; the send is finished (or waits for its space to be
+        // reclaimed) without the user's buffer.
+        let (state, _) = unsafe { start::start_send(st, mode, &t.data, Some(to), tag, t.ctx, t.ci) }?;
+        debug_assert!(matches!(state, crate::request::State::Done(_)));
+        return Ok(());
     }
-    acc.ep_send(data, to, tag, ctx, mode == Mode::Synchronous)?.map_err(|e| Fail::endpoint(ci, e))
+    let packed;
+    let data: &[u8] = match &t.data {
+        // SAFETY: MPI's contract: `len` readable bytes.
+        Layout::Contig { ptr, len } => unsafe { in_bytes(ptr.cast(), *len) },
+        Layout::Typed { .. } => {
+            // SAFETY: MPI's contract on the data.
+            packed = unsafe { t.data.packed() };
+            &packed
+        }
+    };
+    acc.ep_send(data, to as u32, tag, t.ctx, mode == Mode::Synchronous)?.map_err(|e| Fail::endpoint(t.ci, e))
 }
 
 /// `MPI_Recv` with every argument checked: the path of everything the fast path ([`recv`]) does
-/// not take.
+/// not take. Typed (non-contiguous) data lands in a staging buffer and is unpacked.
 ///
 /// # Safety
 /// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
@@ -257,30 +264,36 @@ pub unsafe fn recv_checked(
     status: *mut Status,
 ) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
-        return Err(not_running(st.phase));
-    }
-    let (ci, c) = comm_at(&st.comms, comm)?;
-    let len = byte_len(count, dt, ci, buf.is_null())?;
-    let Some(from) = source_of(c, ci, source)? else {
+    let t = start::target(st, buf, count, dt, source, tag, comm, false)?;
+    let Some(from) = t.peer else {
         // SAFETY: MPI's contract on `status`.
         unsafe { put_status(status, PROC_NULL, abi::ANY_TAG, 0) };
         return Ok(());
     };
-    let ctx = c.ctx;
-    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
-    let data = unsafe { out_bytes(buf, len) };
-    let r = acc.ep_recv(data, from, tag, ctx)?;
-    let st = acc.st();
-    match r {
-        Ok(s) => {
-            let src = st.comms.get(ci).map_or(-1, |c| c.rank_of_world(s.source));
-            // SAFETY: MPI's contract on `status`.
-            unsafe { put_status(status, src, s.tag, s.len as i64) };
-            Ok(())
+    let (r, staged) = match &t.data {
+        Layout::Contig { ptr, len } => {
+            // SAFETY: MPI's contract: `len` writable bytes at `ptr`.
+            let data = unsafe { out_bytes(ptr.cast(), *len) };
+            (acc.ep_recv(data, from, tag, t.ctx)?, None)
         }
-        Err(e) => Err(recv_failed(&st.comms, ci, e, status)),
+        Layout::Typed { .. } => {
+            let mut tmp = vec![0u8; t.data.len()];
+            (acc.ep_recv(&mut tmp, from, tag, t.ctx)?, Some(tmp))
+        }
+    };
+    let st = acc.st();
+    let done = completion_in(st, t.ci, r);
+    if let (Some(tmp), Layout::Typed { base, count, desc }) = (staged, &t.data) {
+        // SAFETY: MPI's contract on the buffer; what arrived (the whole message, or a truncated
+        // one's first `count` bytes) is unpacked.
+        unsafe { crate::datatype::pack::unpack(desc, *base, *count, &tmp[..(done.count as usize).min(tmp.len())]) };
     }
+    // SAFETY: MPI's contract on `status`.
+    unsafe { put_status(status, done.source, done.tag, done.count) };
+    if done.code != abi::SUCCESS {
+        return Err(Fail { code: done.code, comm: Some(t.ci), why: done.why.unwrap_or(Why::Arg("receive failed")) });
+    }
+    Ok(())
 }
 
 /// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path. One combined test admits the common call — a
@@ -427,7 +440,7 @@ pub unsafe fn sendrecv(
     r.and(w)
 }
 
-/// `MPI_Sendrecv_replace`: the outgoing data is copied aside and sent from the copy while the
+/// `MPI_Sendrecv_replace`: the outgoing data is packed aside and sent from the copy while the
 /// incoming message lands in the buffer.
 ///
 /// # Safety
@@ -446,16 +459,28 @@ pub unsafe fn sendrecv_replace(
     status: *mut Status,
 ) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
-        return Err(not_running(st.phase));
-    }
-    let (ci, _) = comm_at(&st.comms, comm)?;
-    let len = byte_len(count, dt, ci, buf.is_null())?;
-    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let copy = unsafe { in_bytes(buf, len) }.to_vec();
+    let t = start::target(st, buf, count, dt, dest, sendtag, comm, true)?;
+    // SAFETY: MPI's contract: the buffer holds the data.
+    let copy = unsafe { t.data.packed() };
+    let len = c_int::try_from(copy.len())
+        .map_err(|_| Fail::new(abi::ERR_COUNT, Some(t.ci), Why::Arg("message longer than INT_MAX bytes")))?;
     // SAFETY: `copy` lives until the send completes below.
     unsafe {
-        sendrecv(acc, copy.as_ptr().cast(), count, dt, dest, sendtag, buf, count, dt, source, recvtag, comm, status)
+        sendrecv(
+            acc,
+            copy.as_ptr().cast(),
+            len,
+            abi::BYTE,
+            dest,
+            sendtag,
+            buf,
+            count,
+            dt,
+            source,
+            recvtag,
+            comm,
+            status,
+        )
     }
 }
 
@@ -510,29 +535,6 @@ pub unsafe fn probe(
             put_status(status, src, s.tag, s.len as i64);
         }
     }
-    Ok(())
-}
-
-/// `MPI_Get_count`: whole elements of `dt` in the message, or `MPI_UNDEFINED`.
-///
-/// # Safety
-/// `status` readable, `count` writable.
-pub unsafe fn get_count(status: *const Status, dt: Datatype, count: *mut c_int) -> Res<()> {
-    if !wants(status) || count.is_null() {
-        return Err(null_arg(None, "null status or count pointer"));
-    }
-    let size = datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, None, Why::Type(dt)))?;
-    // SAFETY: checked; MPI's contract.
-    let bytes = unsafe { (*status).count() };
-    let n = if size == 0 {
-        (bytes == 0).then_some(0)
-    } else if bytes >= 0 && (bytes as usize).is_multiple_of(size) {
-        c_int::try_from(bytes as usize / size).ok()
-    } else {
-        None
-    };
-    // SAFETY: checked non-null.
-    unsafe { *count = n.unwrap_or(abi::UNDEFINED) };
     Ok(())
 }
 
