@@ -41,7 +41,7 @@ awk '/:P?MPI_Send /{gsub(",","",$1); s=$1} /:P?MPI_Recv /{gsub(",","",$1); r=$1}
      }' lines
 # Receives that found no message and entered the Endpoint's wait (`Inner::recv_wait`): their polling is counted too
 # (the method assumes the reply is always there); on a quiet machine there are none or a few.
-wait_line=$(callgrind_annotate --tree=calling cg.out 2>/dev/null | grep -E '>.*Inner::recv_wait \(' | head -1 || true)
+wait_line=$(callgrind_annotate --tree=calling cg.out 2>/dev/null | grep -E '>.*Inner>?::recv_wait \(' | head -1 || true)
 waits=$(echo "$wait_line" | sed -nE 's/.*\(([0-9,]+)x\).*/\1/p' | tr -d ,)
 wait_cost=$(echo "$wait_line" | awk '{gsub(",","",$1); print $1 + 0}')
 echo "receives that waited for their message: ${waits:-0} of 10000 (a clean run has none or a few)"

@@ -1,0 +1,154 @@
+//! Eager sends: argument checks, the message header, doorbells, the slow send path (netmod,
+//! or rendezvous above the eager limit), the Endpoint's own messages (acks) and the record of a
+//! send waiting for cells ([`Pending`]; progress resumes it).
+
+use nemesis_shm::netmod::Netmod;
+use nemesis_shm::{MsgHeader, Sent};
+
+use super::request::{Op, Request};
+use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status, raw_slice};
+
+use crate::error::{Error, Result};
+use crate::wait;
+
+/// A send waiting for cells.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) req: Request,
+    /// Sent by the Endpoint itself (an acknowledgement, a rendezvous message): nobody waits for it.
+    pub(super) internal: bool,
+    /// A synchronous send: once handed over, it waits for the acknowledgement of this token.
+    pub(super) sync: Option<u32>,
+    /// The payload of an internal message, owned here (`Op::Send`'s buffer is then unused).
+    pub(super) own: Option<Box<[u8]>>,
+}
+
+impl Inner {
+    #[inline(always)]
+    pub(super) fn check_send(&self, dest: u32, tag: i32) -> Result<u16> {
+        // `route` has an entry per rank: one test checks the rank and finds its local rank
+        // (NOT_LOCAL for a remote one, which the slow path takes).
+        let Some(&local) = self.route.get(dest as usize) else {
+            return Err(Error::InvalidRank { rank: i64::from(dest), size: self.size });
+        };
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        Ok(local)
+    }
+
+    /// A length given with a raw pointer: no buffer is longer than `isize::MAX` bytes.
+    #[inline(always)]
+    pub(super) fn check_len(len: usize) -> Result<()> {
+        if len > isize::MAX as usize {
+            return Err(Error::TooLarge { len, limit: isize::MAX as usize });
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    pub(super) fn header(&self, dest: u32, tag: i32, context: u32) -> MsgHeader {
+        MsgHeader { src: self.rank, dst: dest, tag, context, kind: KIND_EAGER, ..MsgHeader::default() }
+    }
+
+    /// Wakes `local` if it sleeps on its doorbell.
+    #[inline(always)]
+    pub(super) fn ring(&self, local: u16) {
+        if let Some(bell) = self.bells.get(usize::from(local)) {
+            wait::ring(bell);
+        }
+    }
+
+    pub(super) fn send_error(&mut self, e: nemesis_shm::Error, dest: u32) -> Error {
+        match e {
+            nemesis_shm::Error::PeerDead { .. } => Error::PeerDied { rank: dest },
+            other => Error::Shm(other),
+        }
+    }
+
+    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
+    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn send_slow(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+    ) -> Result<Request> {
+        if len > self.eager {
+            // A rendezvous send completes once the receiver has the data: synchronous already.
+            // SAFETY: the caller's contract.
+            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+        }
+        let status = Status { source: self.rank, tag, len };
+        let token = self.next_token;
+        let mut hdr = self.header(dest, tag, context);
+        if sync {
+            self.next_token = self.next_token.wrapping_add(1);
+            hdr.kind = KIND_EAGER_SYNC;
+            hdr.aux = token;
+        }
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        if sync {
+            let req = self.reqs.insert(Op::Sync);
+            self.sync_waiting.push((token, req, dest, status));
+            Ok(req)
+        } else {
+            Ok(self.reqs.insert_done(Ok(status)))
+        }
+    }
+
+    /// Sends through the netmod (the message is written or copied on return).
+    pub(super) fn net_send(&mut self, dest: u32, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        let Some(net) = self.net.as_mut() else {
+            return Err(Error::Bootstrap(format!("rank {dest} is on another node and no network module runs")));
+        };
+        match net.send(dest, hdr, data) {
+            Ok(()) => Ok(()),
+            Err(nemesis_shm::Error::NetPeerDead { rank }) => Err(Error::PeerDied { rank }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Sends a message of the Endpoint's own (nobody waits for it): if cells are short it waits
+    /// in the pending list with a copy of its payload.
+    pub(super) fn send_internal(&mut self, local: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<()> {
+        match self.port.send(local, hdr, payload) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                Ok(())
+            }
+            Ok(Sent::Pending(ps)) => {
+                let dest = hdr.dst;
+                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest });
+                let own = Some(payload.into());
+                self.pending.push_back(Pending { req, internal: true, sync: None, own });
+                Ok(())
+            }
+            Err(e) => Err(self.send_error(e, hdr.dst)),
+        }
+    }
+
+    /// Acknowledges a synchronous send's match to rank `dest`.
+    pub(super) fn send_ack(&mut self, dest: u32, token: u32) -> Result<()> {
+        let hdr = MsgHeader { kind: KIND_SYNC_ACK, aux: token, ..self.header(dest, 0, 0) };
+        let local = self.route[dest as usize];
+        let sent =
+            if local == NOT_LOCAL { self.net_send(dest, &hdr, &[]) } else { self.send_internal(local, &hdr, &[]) };
+        match sent {
+            // The sender died: nobody waits for the acknowledgement.
+            Err(Error::PeerDied { .. }) => Ok(()),
+            r => r,
+        }
+    }
+}

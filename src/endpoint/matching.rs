@@ -1,0 +1,215 @@
+//! Matching: a receive's selection ([`Want`]), posted receives, the unexpected list (take, find,
+//! consume) and the local sources whose fastboxes are polled first.
+
+use nemesis_lmt::Rts;
+use nemesis_shm::Incoming;
+
+use super::request::{Op, RecvBuf, Request};
+use super::{ANY_SOURCE, ANY_TAG, Inner, NOT_LOCAL, Peer, Status};
+
+use crate::error::{Error, Result};
+
+/// A receive's selection.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Want {
+    pub(super) source: i32,
+    pub(super) tag: i32,
+    pub(super) context: u32,
+}
+
+impl Want {
+    #[inline(always)]
+    pub(super) fn matches(&self, source: u32, tag: i32, context: u32) -> bool {
+        context == self.context
+            && (self.source == ANY_SOURCE || self.source as u32 == source)
+            && (self.tag == ANY_TAG || self.tag == tag)
+    }
+}
+
+/// A posted receive.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Posted {
+    pub(super) req: Request,
+    pub(super) want: Want,
+}
+
+/// A message that arrived before its receive.
+#[derive(Debug)]
+pub(super) struct Unexpected {
+    pub(super) source: u32,
+    pub(super) tag: i32,
+    pub(super) context: u32,
+    pub(super) data: Vec<u8>,
+    /// Bytes received so far.
+    pub(super) got: usize,
+    /// A synchronous send's token: acknowledged when a receive takes the message.
+    pub(super) sync: Option<u32>,
+    /// A receive was matched to it while it was still arriving: it completes on the last fragment.
+    pub(super) claimed: Option<Request>,
+    /// A large message's request to send (`data` is empty): a receive that takes it starts the
+    /// transfer.
+    pub(super) rts: Option<Rts>,
+}
+
+impl Unexpected {
+    /// The message's length.
+    fn len(&self) -> usize {
+        self.rts.map_or(self.data.len(), |r| r.len as usize)
+    }
+}
+
+/// What the unexpected list had for a receive.
+pub(super) enum Found {
+    /// A complete message: the receive's result.
+    Done(Result<Status>),
+    /// A message still arriving, now claimed by this request.
+    Claimed(Request),
+    Nothing,
+}
+
+/// Copies a fragment at `offset` into a receive buffer, truncating at its capacity.
+#[inline(always)]
+pub(super) fn copy_into(buf: RecvBuf, inc: &Incoming) {
+    let off = inc.offset();
+    if off < buf.cap {
+        let n = inc.frag_len().min(buf.cap - off);
+        // SAFETY: `buf.ptr` is valid for `buf.cap` bytes (the receive's contract) and
+        // `off + n <= cap`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.ptr.add(off), n) };
+        inc.copy_to(dst);
+    }
+}
+
+/// The result of a receive whose message of `len` bytes went into a buffer of `cap`.
+#[inline(always)]
+pub(super) fn finish(status: Status, cap: usize) -> Result<Status> {
+    if status.len > cap {
+        Err(Error::Truncated { len: status.len, capacity: cap, sender: status.source, tag: status.tag })
+    } else {
+        Ok(status)
+    }
+}
+
+impl Inner {
+    #[inline(always)]
+    pub(super) fn check_recv(&self, source: i32, tag: i32, context: u32) -> Result<Want> {
+        if source != ANY_SOURCE && (source < 0 || source as u32 >= self.size) {
+            return Err(Error::InvalidRank { rank: i64::from(source), size: self.size });
+        }
+        if tag != ANY_TAG && tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        Ok(Want { source, tag, context })
+    }
+
+    /// Posts a receive (after the unexpected list was searched).
+    pub(super) fn post(&mut self, want: Want, buf: RecvBuf) -> Result<Request> {
+        if want.source >= 0 && self.peer(want.source as u32) == Peer::Silent {
+            return Ok(self.reqs.insert_done(Err(Error::PeerDied { rank: want.source as u32 })));
+        }
+        let req = self.reqs.insert(Op::Recv { buf, status: None });
+        self.posted.push_back(Posted { req, want });
+        self.expect(want.source, true);
+        Ok(req)
+    }
+
+    /// A posted receive naming `source` was added (`add`) or removed: keeps `expected`.
+    pub(super) fn expect(&mut self, source: i32, add: bool) {
+        if source < 0 {
+            return;
+        }
+        let l = self.route.get(source as usize).copied().unwrap_or(NOT_LOCAL);
+        let Some(c) = self.expected_count.get_mut(usize::from(l)) else { return };
+        if add {
+            *c += 1;
+            if *c == 1 {
+                self.expected.push(l);
+            }
+        } else if *c > 0 {
+            *c -= 1;
+            if *c == 0
+                && let Some(k) = self.expected.iter().position(|&e| e == l)
+            {
+                self.expected.swap_remove(k);
+            }
+        }
+    }
+
+    /// Recomputes `expected` from the posted receives (after several left at once).
+    pub(super) fn rebuild_expected(&mut self) {
+        self.expected.clear();
+        self.expected_count.fill(0);
+        for k in 0..self.posted.len() {
+            let source = self.posted[k].want.source;
+            self.expect(source, true);
+        }
+    }
+
+    /// Matches a receive against the unexpected list: the first matching message completes it,
+    /// or, if that message is still arriving, the receive claims it and completes with its last
+    /// fragment.
+    pub(super) fn take_unexpected(&mut self, want: Want, buf: RecvBuf) -> Found {
+        let Some(i) =
+            self.unexpected.iter().position(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+        else {
+            return Found::Nothing;
+        };
+        if let Some(rts) = self.unexpected[i].1.rts {
+            let (_, u) = self.unexpected.remove(i);
+            let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
+            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
+            self.start_lmt_recv(u.source, req, &rts, buf);
+            self.recycle(u.data);
+            return Found::Claimed(req);
+        }
+        let u = &mut self.unexpected[i].1;
+        let (source, sync) = (u.source, u.sync.take());
+        if let Some(token) = sync
+            && let Err(e) = self.send_ack(source, token)
+        {
+            return Found::Done(Err(e));
+        }
+        let u = &self.unexpected[i].1;
+        if u.got < u.data.len() {
+            let req = self.reqs.insert(Op::Recv { buf, status: None });
+            self.unexpected[i].1.claimed = Some(req);
+            return Found::Claimed(req);
+        }
+        let (_, u) = self.unexpected.remove(i);
+        Found::Done(self.consume_unexpected(u, buf))
+    }
+
+    fn consume_unexpected(&mut self, u: Unexpected, buf: RecvBuf) -> Result<Status> {
+        let n = u.data.len().min(buf.cap);
+        if n > 0 {
+            // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
+            // our own buffer.
+            unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
+        }
+        let status = Status { source: u.source, tag: u.tag, len: u.data.len() };
+        self.recycle(u.data);
+        finish(status, buf.cap)
+    }
+
+    fn recycle(&mut self, mut data: Vec<u8>) {
+        if self.spare.len() < 64 && data.capacity() <= 1 << 20 {
+            data.clear();
+            self.spare.push(data);
+        }
+    }
+
+    pub(super) fn find_unexpected(&self, want: Want) -> Option<Status> {
+        self.unexpected
+            .iter()
+            .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len() })
+    }
+
+    pub(super) fn complete_claimed(&mut self, r: Request, u: Unexpected) {
+        if let Some(Op::Recv { buf, .. }) = self.reqs.op_mut(r) {
+            let buf = *buf;
+            let res = self.consume_unexpected(u, buf);
+            self.reqs.complete(r, res);
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Progress: a poll pass, the routing of each arrival ([`Inner::deliver`]), resuming pending sends,
+//! and peer events (a dead peer's partial message and what waits on it).
+
+use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
+use nemesis_shm::{Incoming, PeerEvent, REMOTE};
+
+use super::eager::Pending;
+use super::matching::{Unexpected, copy_into, finish};
+use super::request::{Op, Request};
+use super::waiting::Bypass;
+use super::{
+    Inner, KIND_EAGER_SYNC, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL, POLL_BUDGET, Peer, Status, raw_slice,
+};
+
+use crate::error::{Error, Result};
+
+/// Where the fragments of the message being received from a source go.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) enum Active {
+    #[default]
+    None,
+    /// The blocking receive in progress (its buffer is on the caller's side).
+    Bypass,
+    /// A message whose receive ended early (an error): its remaining fragments are dropped.
+    Discard,
+    Req(Request),
+    Unexpected(u64),
+}
+
+impl Inner {
+    /// One progress pass for waits other than the bypass: pending sends, the node, peer events.
+    /// True if anything happened.
+    pub(super) fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
+        let mut got = self.resume_pending()?;
+        got |= self.lmt_step()?;
+        if let Some(net) = self.net.as_mut() {
+            got |= net.poll(&mut self.port)?;
+        }
+        let mut by = by;
+        for _ in 0..POLL_BUDGET {
+            let Some(inc) = self.port.poll(&self.expected)? else { break };
+            got = true;
+            self.deliver(inc, by.as_deref_mut())?;
+        }
+        if self.port.has_events() {
+            self.handle_events(by)?;
+            got = true;
+        }
+        Ok(got)
+    }
+
+    /// The sender's global rank of a fragment.
+    #[inline(always)]
+    fn source_of(&self, inc: &Incoming) -> u32 {
+        if inc.src == REMOTE { inc.header().src } else { self.global[usize::from(inc.src)] }
+    }
+
+    /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
+    pub(super) fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
+        let source = self.source_of(&inc);
+        if source >= self.size {
+            self.port.release(inc)?;
+            return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "sender rank", value: u64::from(source) }));
+        }
+        let src = source as usize;
+        if inc.offset() == 0 {
+            let (tag, context) = (inc.tag(), inc.context());
+            let status = Status { source, tag, len: inc.len() };
+            let kind = inc.kind();
+            if kind == KIND_SYNC_ACK {
+                let token = inc.aux();
+                self.port.release(inc)?;
+                if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
+                    let (_, req, _, st) = self.sync_waiting.swap_remove(i);
+                    self.reqs.complete(req, Ok(st));
+                }
+                return Ok(());
+            }
+            if kind == KIND_RTS || kind == KIND_LMT {
+                return self.deliver_lmt(inc, source, by);
+            }
+            if kind == KIND_PEER_GONE && inc.src == REMOTE {
+                self.port.release(inc)?;
+                return self.peer_silent(source, by);
+            }
+            let sync = (kind == KIND_EAGER_SYNC).then(|| inc.aux());
+            if let Some(b) = by.as_deref_mut()
+                && b.open()
+                && b.want.matches(source, tag, context)
+            {
+                if let Some(token) = sync {
+                    self.send_ack(source, token)?;
+                }
+                copy_into(b.buf, &inc);
+                if inc.is_last() {
+                    b.done = Some(finish(status, b.buf.cap));
+                } else {
+                    b.status = Some(status);
+                    self.active[src] = Active::Bypass;
+                }
+            } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
+                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                self.expect(p.want.source, false);
+                if let Some(token) = sync {
+                    self.send_ack(source, token)?;
+                }
+                if let Some(Op::Recv { buf, status: st }) = self.reqs.op_mut(p.req) {
+                    let buf = *buf;
+                    copy_into(buf, &inc);
+                    if inc.is_last() {
+                        self.reqs.complete(p.req, finish(status, buf.cap));
+                    } else {
+                        *st = Some(status);
+                        self.active[src] = Active::Req(p.req);
+                    }
+                }
+            } else {
+                let mut data = self.spare.pop().unwrap_or_default();
+                data.resize(inc.len(), 0);
+                inc.copy_to(&mut data);
+                let id = self.next_unexpected;
+                self.next_unexpected += 1;
+                let got = inc.frag_len();
+                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None };
+                self.unexpected.push((id, u));
+                if !inc.is_last() {
+                    self.active[src] = Active::Unexpected(id);
+                }
+            }
+        } else {
+            match self.active[src] {
+                Active::Bypass => match &mut by {
+                    Some(b) => {
+                        copy_into(b.buf, &inc);
+                        if inc.is_last() {
+                            let st = b.status.take().ok_or(Error::InvalidRequest)?;
+                            b.done = Some(finish(st, b.buf.cap));
+                            self.active[src] = Active::None;
+                        }
+                    }
+                    // Not possible: `bypass_loop` turns its state into `Discard` when it leaves.
+                    None => self.active[src] = if inc.is_last() { Active::None } else { Active::Discard },
+                },
+                Active::Discard => {
+                    if inc.is_last() {
+                        self.active[src] = Active::None;
+                    }
+                }
+                Active::Req(r) => {
+                    if let Some(Op::Recv { buf, status }) = self.reqs.op_mut(r) {
+                        let buf = *buf;
+                        copy_into(buf, &inc);
+                        if inc.is_last() {
+                            let st = status.take().ok_or(Error::InvalidRequest)?;
+                            self.reqs.complete(r, finish(st, buf.cap));
+                            self.active[src] = Active::None;
+                        }
+                    }
+                }
+                Active::Unexpected(id) => {
+                    if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                        let u = &mut self.unexpected[i].1;
+                        let off = inc.offset().min(u.data.len());
+                        let n = inc.copy_to(&mut u.data[off..]);
+                        u.got += n;
+                        if inc.is_last() {
+                            self.active[src] = Active::None;
+                            if let Some(r) = u.claimed {
+                                let (_, u) = self.unexpected.remove(i);
+                                self.complete_claimed(r, u);
+                            }
+                        }
+                    }
+                }
+                Active::None => {
+                    self.port.release(inc)?;
+                    return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "fragment without a first", value: 0 }));
+                }
+            }
+        }
+        self.port.release(inc)?;
+        Ok(())
+    }
+
+    /// Resumes pending sends in order. True if one completed.
+    pub(super) fn resume_pending(&mut self) -> Result<bool> {
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let mut done = false;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let Pending { req, internal, sync, ref own } = self.pending[i];
+            let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
+                self.pending.remove(i);
+                continue;
+            };
+            let (buf, len, dest) = (*buf, *len, *dest);
+            let data = match own {
+                Some(own) => &own[..],
+                // SAFETY: the send's buffer stays valid until its request completes (callers'
+                // contract); `len` bytes were given.
+                None => unsafe { raw_slice(buf, len) },
+            };
+            let tag = ps.header().tag;
+            let local = ps.dst();
+            match self.port.resume(ps, data) {
+                Ok(true) => {
+                    self.ring(local);
+                    let status = Status { source: self.rank, tag, len };
+                    match sync {
+                        Some(token) => {
+                            if let Some(op) = self.reqs.op_mut(req) {
+                                *op = Op::Sync;
+                            }
+                            self.sync_waiting.push((token, req, dest, status));
+                        }
+                        None => self.reqs.complete(req, Ok(status)),
+                    }
+                    if internal {
+                        let _ = self.reqs.take(req);
+                    }
+                    self.pending.remove(i);
+                    done = true;
+                }
+                Ok(false) => i += 1,
+                Err(e) => {
+                    let e = self.send_error(e, dest);
+                    self.reqs.complete(req, Err(e));
+                    if internal {
+                        let _ = self.reqs.take(req);
+                    }
+                    self.pending.remove(i);
+                    done = true;
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Reacts to what the port learnt about local peers.
+    pub(super) fn handle_events(&mut self, mut by: Option<&mut Bypass>) -> Result<()> {
+        for ev in self.port.take_events() {
+            match ev {
+                PeerEvent::Gone { rank } => {
+                    let g = self.global[usize::from(rank)];
+                    if self.peers[g as usize] == Peer::Alive {
+                        self.peers[g as usize] = Peer::Gone;
+                    }
+                    tracing::warn!(rank = g, "peer ended");
+                }
+                PeerEvent::PartialDropped { rank, .. } => {
+                    let dead = self.global[usize::from(rank)];
+                    self.drop_partial(dead, by.as_deref_mut());
+                }
+                PeerEvent::Silent { rank } => {
+                    // Large messages with it fail (their requests complete at the next step).
+                    self.lmt.peer_gone(rank, &self.rings);
+                    let dead = self.global[usize::from(rank)];
+                    self.peer_silent(dead, by.as_deref_mut())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The message being received from dead rank `dead` will never complete: its receive fails.
+    fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) {
+        match std::mem::take(&mut self.active[dead as usize]) {
+            Active::Bypass => {
+                if let Some(b) = by {
+                    b.done = Some(Err(Error::PeerDied { rank: dead }));
+                }
+            }
+            Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
+            Active::Unexpected(id) => {
+                if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                    let (_, u) = self.unexpected.remove(i);
+                    if let Some(r) = u.claimed {
+                        self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
+                    }
+                }
+            }
+            Active::None | Active::Discard => {}
+        }
+    }
+
+    /// Nothing more can arrive from rank `dead` (a local peer whose queue traffic was drained, or
+    /// a remote one whose netmod notice came through the queue after its last arrival): what
+    /// waits on it fails with `PeerDied`.
+    fn peer_silent(&mut self, dead: u32, mut by: Option<&mut Bypass>) -> Result<()> {
+        if self.peers[dead as usize] == Peer::Silent {
+            return Ok(());
+        }
+        self.peers[dead as usize] = Peer::Silent;
+        self.drop_partial(dead, by.as_deref_mut());
+        if self.route[dead as usize] == NOT_LOCAL {
+            self.netlmt.peer_gone(dead);
+            tracing::warn!(rank = dead, "remote peer is gone");
+        }
+        let mut i = 0;
+        while i < self.posted.len() {
+            if self.posted[i].want.source == dead as i32 {
+                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        self.rebuild_expected();
+        // Synchronous sends to it will never be acknowledged.
+        let mut i = 0;
+        while i < self.sync_waiting.len() {
+            if self.sync_waiting[i].2 == dead {
+                let (_, req, _, _) = self.sync_waiting.swap_remove(i);
+                self.reqs.complete(req, Err(Error::PeerDied { rank: dead }));
+            } else {
+                i += 1;
+            }
+        }
+        if let Some(b) = by
+            && b.want.source == dead as i32
+            && b.done.is_none()
+            && b.lmt.is_none()
+        {
+            b.done = Some(Err(Error::PeerDied { rank: dead }));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,231 @@
+//! Rendezvous (`nemesis-lmt`): the RTS of a large send, starting a receive's transfer, rendezvous
+//! arrivals, and the steps that drive transfers and batch their control messages.
+
+use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
+use nemesis_shm::{Incoming, MsgHeader, Node, Segment};
+
+use super::matching::{Unexpected, finish};
+use super::request::{Op, RecvBuf, Request};
+use super::waiting::Bypass;
+use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
+
+use crate::error::{Error, Result};
+
+/// Largest payload of a KIND_LMT message: control messages to one peer are sent back to back in
+/// one message, up to what a fastbox slot carries (and at most this).
+const LMT_BATCH_MAX: usize = 256;
+
+/// The node's copy rings, as `nemesis-lmt` sees them.
+pub(super) struct SegRings {
+    pub(super) seg: &'static Segment,
+    pub(super) per: u16,
+    pub(super) slots: u32,
+    pub(super) slot_size: usize,
+}
+
+impl Rings for SegRings {
+    fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>> {
+        let base = self.seg.lmt_ring_base(host, u32::from(index))?;
+        // SAFETY: `lmt_ring_base` bounds-checked `host` and `index` and returned the page-aligned
+        // start of that ring's `lmt_ring_bytes` inside the mapped segment, which lives as long as
+        // `self.seg`; ring memory is used only through the ring protocol.
+        Some(unsafe { RingRef::in_segment(base, self.slots, self.slot_size) })
+    }
+
+    fn rings_per_rank(&self) -> u16 {
+        self.per
+    }
+}
+
+impl Inner {
+    /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
+    /// with the eager messages to `dest`); the data moves once a receive matched it.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(never)]
+    pub(super) unsafe fn lmt_send(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let status = Status { source: self.rank, tag, len };
+        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
+        let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let sent = if local == NOT_LOCAL {
+            // SAFETY: the caller's contract: the buffer stays valid until the request completes,
+            // which is when `nemesis-lmt` reports the transfer's outcome.
+            let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.net_send(dest, &hdr, &bytes[..n])
+        } else {
+            // SAFETY: as above.
+            let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+            let n = Control::Rts(rts).encode(&mut bytes);
+            self.send_internal(local, &hdr, &bytes[..n])
+        };
+        if let Err(e) = sent {
+            self.lmt.abandon(req.token());
+            self.netlmt.abandon(req.token());
+            self.reqs.complete(req, Ok(status));
+            let _ = self.reqs.take(req);
+            return Err(e);
+        }
+        Ok(req)
+    }
+
+    /// Receiver: a receive (`req`, into `buf`) took the RTS of rank `source`.
+    pub(super) fn start_lmt_recv(&mut self, source: u32, req: Request, rts: &Rts, buf: RecvBuf) {
+        if self.peer(source) != Peer::Alive {
+            // The sender ended: its buffer is gone (its send cannot have completed unmatched).
+            self.reqs.complete(req, Err(Error::PeerDied { rank: source }));
+            return;
+        }
+        let local = self.route[source as usize];
+        if local != NOT_LOCAL {
+            // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the
+            // request completes (the receive's contract); it completes when the transfer's outcome
+            // is taken.
+            unsafe { self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
+        } else if let Some(net) = self.net.as_mut() {
+            // SAFETY: as above.
+            unsafe { self.netlmt.pre_recv(source, req.token(), rts, buf.ptr, buf.cap, net) };
+        }
+    }
+
+    /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
+    /// (handed to `nemesis-lmt`).
+    #[inline(never)]
+    pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+        let mut bytes = [0u8; LMT_BATCH_MAX];
+        let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
+        let src = self.route[source as usize];
+        let whole = inc.is_last() && len <= bytes.len();
+        let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
+        self.port.release(inc)?;
+        if !whole {
+            let what = "rendezvous message length";
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what, value: len as u64 }));
+        }
+        if kind == KIND_LMT {
+            // One or more control messages back to back.
+            let (lmt, netlmt, rings, mut net) = (&mut self.lmt, &mut self.netlmt, &self.rings, self.net.as_mut());
+            let decoded = Control::decode_all(&bytes[..n], |msg| {
+                let handled = match (src, net.as_deref_mut()) {
+                    (NOT_LOCAL, Some(net)) => netlmt.handle(source, msg, net),
+                    (NOT_LOCAL, None) => Ok(()),
+                    _ => lmt.handle(src, msg, rings),
+                };
+                if let Err(e) = handled {
+                    // The transfer it named failed with `e` (its request reports it).
+                    tracing::warn!(error = %e, peer = source, "bad rendezvous message");
+                }
+            });
+            return decoded.map_err(Error::Lmt);
+        }
+        let msg = Control::decode(&bytes[..n])?;
+        let Control::Rts(rts) = msg else {
+            return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
+        };
+        let status = Status { source, tag, len: rts.len as usize };
+        if let Some(b) = by
+            && b.open()
+            && b.want.matches(source, tag, context)
+        {
+            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
+            b.lmt = Some(req);
+            self.start_lmt_recv(source, req, &rts, b.buf);
+        } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
+            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+            self.expect(p.want.source, false);
+            if let Some(op) = self.reqs.op_mut(p.req)
+                && let Op::Recv { buf, .. } = *op
+            {
+                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
+                self.start_lmt_recv(source, p.req, &rts, buf);
+            }
+        } else {
+            let id = self.next_unexpected;
+            self.next_unexpected += 1;
+            let data = Vec::new();
+            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            self.unexpected.push((id, u));
+        }
+        Ok(())
+    }
+
+    /// Drives the large messages in flight, if any. True if anything happened.
+    #[inline(always)]
+    pub(super) fn lmt_step(&mut self) -> Result<bool> {
+        if !self.lmt.busy() && !self.lmt.has_output() && !self.netlmt.busy() && !self.netlmt.has_output() {
+            return Ok(false);
+        }
+        self.lmt_step_slow()
+    }
+
+    /// Sends encoded control messages to local rank `peer` as one KIND_LMT message.
+    fn send_lmt_batch(&mut self, peer: u16, bytes: &[u8]) -> Result<()> {
+        let hdr = MsgHeader { kind: KIND_LMT, ..self.header(self.global[usize::from(peer)], 0, 0) };
+        match self.send_internal(peer, &hdr, bytes) {
+            // Its transfers fail when its death is handled.
+            Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[inline(never)]
+    fn lmt_step_slow(&mut self) -> Result<bool> {
+        let moved = self.lmt.progress(&self.rings);
+        let any = moved || self.lmt.has_output();
+        let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
+        // Consecutive messages to one peer travel together (a window of transfers finishing in one
+        // pass costs one message, not one each): a DONE, HELP or HELPED is 16 to 36 bytes.
+        let limit = self.port.fastbox_payload().clamp(nemesis_lmt::wire::MAX_ENCODED, LMT_BATCH_MAX);
+        let mut batch = [0u8; LMT_BATCH_MAX];
+        let mut used = 0;
+        for (k, &(peer, msg)) in out.iter().enumerate() {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            batch[used..used + n].copy_from_slice(&bytes[..n]);
+            used += n;
+            let next_fits = out.get(k + 1).is_some_and(|&(p, m)| p == peer && used + m.encoded_len() <= limit);
+            if !next_fits {
+                self.send_lmt_batch(peer, &batch[..used])?;
+                used = 0;
+            }
+        }
+        let mut any = any;
+        if let Some(net) = self.net.as_mut() {
+            any |= self.netlmt.progress(net) || self.netlmt.has_output();
+        }
+        let out: Vec<(u32, Control)> = self.netlmt.take_out().collect();
+        for (peer, msg) in out {
+            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+            let n = msg.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(peer, 0, 0) };
+            match self.net_send(peer, &hdr, &bytes[..n]) {
+                Ok(()) | Err(Error::PeerDied { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
+        done.extend(self.netlmt.take_done());
+        for (token, outcome) in done {
+            let req = Request::from_token(token);
+            let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
+            let result = match outcome {
+                Outcome::Moved { .. } if recv => finish(status, cap),
+                Outcome::Moved { .. } => Ok(status),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(e) => Err(Error::Lmt(e)),
+            };
+            self.reqs.complete(req, result);
+        }
+        Ok(any)
+    }
+}
