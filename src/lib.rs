@@ -13,5 +13,5 @@ pub mod pmi;
 mod wait;
 
 pub use config::{Config, WaitMode};
-pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Request, Scope, Status, WORLD};
+pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Message, Request, Scope, SendId, Status, WORLD};
 pub use error::{Error, Result};

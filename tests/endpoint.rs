@@ -25,6 +25,7 @@ fn rank_main() {
         "peer-killed" => peer_killed(),
         "idle-block" => idle_block(),
         "ssend" => ssend(),
+        "cancel" => cancel(),
         "stopped" => stopped(),
         other => panic!("unknown role {other}"),
     });
@@ -329,6 +330,101 @@ fn synchronous_sends_between_processes() {
     let o = job(2, &[], "ssend", &[]);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation and matched probes.
+
+fn cancel() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    let big = vec![7u8; 4 * ep.eager_limit() + 5];
+    let small = [5u8; 100];
+    if me == 0 {
+        // Four messages; rank 1 matches only the last before we cancel them all.
+        // SAFETY: the buffers outlive the requests, waited for below.
+        let sends = unsafe {
+            [
+                ep.isend_raw(small.as_ptr(), small.len(), 1, 10, WORLD).unwrap(),
+                ep.isend_raw(big.as_ptr(), big.len(), 1, 11, WORLD).unwrap(),
+                ep.issend_raw(small.as_ptr(), small.len(), 1, 12, WORLD).unwrap(),
+                ep.isend_raw(small.as_ptr(), small.len(), 1, 13, WORLD).unwrap(),
+            ]
+        };
+        let ids: Vec<_> = sends.iter().map(|&r| ep.send_id(r).expect("a send id")).collect();
+        let mut b = [0u8; 1];
+        ep.recv(&mut b, 1, 1, WORLD).unwrap(); // "rank 1 has received tag 13"
+        let answers: Vec<Request> = ids.iter().map(|&id| ep.cancel_send(id).unwrap()).collect();
+        for (k, &a) in answers.iter().enumerate() {
+            let got = ep.wait(a);
+            if k < 3 {
+                assert!(matches!(got, Err(Error::Cancelled)), "message {k} not cancelled: {got:?}");
+            } else {
+                assert!(got.is_ok(), "a matched message was cancelled: {got:?}");
+            }
+        }
+        // The sends in flight end cancelled; the eager ones completed already.
+        assert!(ep.wait(sends[0]).is_ok());
+        assert!(matches!(ep.wait(sends[1]), Err(Error::Cancelled)));
+        assert!(matches!(ep.wait(sends[2]), Err(Error::Cancelled)));
+        assert!(ep.wait(sends[3]).is_ok());
+        ep.send(&[1], 1, 2, WORLD).unwrap(); // "check"
+        // Matched probes: tags 20 (small), 21 (large), 22 and 23 (large).
+        ep.send(&small, 1, 20, WORLD).unwrap();
+        ep.send(&big, 1, 21, WORLD).unwrap();
+        ep.send(&small[..50], 1, 22, WORLD).unwrap();
+        ep.send(&big[..big.len() - 1], 1, 23, WORLD).unwrap();
+    } else if me == 1 {
+        // A posted receive is withdrawn; one that matched is not.
+        let mut b = [0u8; 200];
+        // SAFETY: `b` outlives the request (completed by the cancellation).
+        let r = unsafe { ep.irecv_raw(b.as_mut_ptr(), b.len(), 0, 50, WORLD) }.unwrap();
+        assert!(ep.cancel_recv(r).unwrap());
+        assert!(matches!(ep.wait(r), Err(Error::Cancelled)));
+        assert_eq!(ep.recv(&mut b, 0, 13, WORLD).unwrap().len, 100);
+        ep.send(&[1], 0, 1, WORLD).unwrap();
+        // Answering the cancellations needs progress: the wait for "check" gives it.
+        let mut one = [0u8; 1];
+        ep.recv(&mut one, 0, 2, WORLD).unwrap();
+        for tag in [10, 11, 12] {
+            assert_eq!(ep.iprobe(0, tag, WORLD).unwrap(), None, "tag {tag} was not dropped");
+        }
+        let (m20, st) = ep.mprobe(ANY_SOURCE, 20, WORLD).unwrap();
+        assert_eq!((st.source, st.tag, st.len), (0, 20, 100));
+        // An ANY_TAG receive no longer sees the reserved message: it gets the next one.
+        let mut large = vec![0u8; big.len()];
+        let st = ep.recv(&mut large, ANY_SOURCE, ANY_TAG, WORLD).unwrap();
+        assert_eq!((st.tag, st.len), (21, big.len()));
+        assert!(large.iter().all(|&x| x == 7));
+        assert_eq!(ep.mrecv(m20, &mut b).unwrap().len, 100);
+        assert!(b[..100].iter().all(|&x| x == 5));
+        let found = loop {
+            if let Some(f) = ep.improbe(0, 22, WORLD).unwrap() {
+                break f;
+            }
+        };
+        assert_eq!(found.1.len, 50);
+        assert_eq!(ep.iprobe(0, 22, WORLD).unwrap(), None, "a reserved message is not probed again");
+        assert_eq!(ep.mrecv(found.0, &mut b).unwrap().len, 50);
+        let (m23, st) = ep.mprobe(0, ANY_TAG, WORLD).unwrap();
+        assert_eq!((st.tag, st.len), (23, big.len() - 1));
+        large.fill(0);
+        // SAFETY: `large` outlives the request.
+        let r = unsafe { ep.imrecv_raw(m23, large.as_mut_ptr(), large.len()) }.unwrap();
+        assert_eq!(ep.wait(r).unwrap().len, big.len() - 1);
+        assert!(large[..big.len() - 1].iter().all(|&x| x == 7));
+    }
+    println!("RESULT cancel ok on {me}");
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn cancellation_and_matched_probes_between_processes() {
+    for nodes in [&[][..], &["--nodes", "2"]] {
+        let o = job(2, nodes, "cancel", &[]);
+        assert!(o.status.success(), "{nodes:?}: {}", show(&o));
+        assert_eq!(results(&o).len(), 2, "{}", show(&o));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
     st.comms.clear();
     st.reqs = crate::request::table();
     st.types.clear();
+    crate::p2p::mprobe::clear(st);
     st.type_names.clear();
     st.freed.clear();
     st.bsend = crate::p2p::bsend::Bsend::new();

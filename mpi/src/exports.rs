@@ -17,9 +17,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Op, Request, Status};
+use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Message, Op, Request, Status};
 use crate::datatype::calls::{self as dt, Displs};
-use crate::p2p::{bsend, complete, start};
+use crate::p2p::{bsend, complete, mprobe, start};
 use crate::request::Mode;
 use crate::state::call;
 use crate::{coll, comm, env, p2p};
@@ -146,6 +146,11 @@ mpi! {
     fn MPI_Testsome / PMPI_Testsome(incount: c_int, array_of_requests: *mut Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut Status) => |acc| complete::some(acc, incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false);
     fn MPI_Request_get_status / PMPI_Request_get_status(request: Request, flag: *mut c_int, status: *mut Status) => |acc| complete::get_status(acc, request, flag, status);
     fn MPI_Request_free / PMPI_Request_free(request: *mut Request) => |acc| complete::free(acc, request);
+    fn MPI_Cancel / PMPI_Cancel(request: *mut Request) => |acc| complete::cancel(acc, request);
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Comm, message: *mut Message, status: *mut Status) => |acc| mprobe::mprobe(acc, source, tag, comm, std::ptr::null_mut(), message, status);
+    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Comm, flag: *mut c_int, message: *mut Message, status: *mut Status) => |acc| mprobe::improbe(acc, source, tag, comm, flag, message, status);
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Datatype, message: *mut Message, status: *mut Status) => |acc| mprobe::mrecv(acc, buf, count, datatype, message, status, std::ptr::null_mut());
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Datatype, message: *mut Message, request: *mut Request) => |acc| mprobe::mrecv(acc, buf, count, datatype, message, std::ptr::null_mut(), request);
     fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const Status, flag: *mut c_int) => |_acc| p2p::test_cancelled(status, flag);
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::probe(acc, source, tag, comm, std::ptr::null_mut(), status, true);
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Comm, flag: *mut c_int, status: *mut Status) => |acc| p2p::probe(acc, source, tag, comm, flag, status, false);

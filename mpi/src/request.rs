@@ -133,12 +133,16 @@ pub struct Req {
     pub persistent: Option<Box<Persistent>>,
     /// The staging buffer of typed data, while the operation is in flight.
     pub staged: Option<Box<Staged>>,
+    /// A non-blocking send's message, for `MPI_Cancel`.
+    pub sent: Option<nemesis::SendId>,
+    /// `MPI_Cancel` of a send: the receiver's answer (`Err(Cancelled)` or `Ok`: matched).
+    pub cancel: Option<nemesis::Request>,
 }
 
 impl Req {
     /// A request in `state`.
     pub fn new(comm: usize, state: State, recv: bool) -> Req {
-        Req { comm: comm as u32, state, recv, freed: false, persistent: None, staged: None }
+        Req { comm: comm as u32, state, recv, freed: false, persistent: None, staged: None, sent: None, cancel: None }
     }
 }
 

@@ -22,6 +22,7 @@ use crate::comm::Comm;
 use crate::datatype::Types;
 use crate::error::{Fail, Res, Why, name_of};
 use crate::p2p::bsend::Bsend;
+use crate::p2p::mprobe::Messages;
 use crate::request::Requests;
 
 /// Where the process is in MPI's life.
@@ -86,6 +87,8 @@ pub struct State {
     pub reqs: Requests,
     /// The derived datatypes.
     pub types: Types,
+    /// Messages reserved by matched probes.
+    pub messages: Messages,
     /// Names given to predefined datatypes (`MPI_Type_set_name`).
     pub type_names: BTreeMap<abi::Datatype, String>,
     /// Slots of requests freed by `MPI_Request_free` while active: freed when they complete.
@@ -113,6 +116,7 @@ impl State {
             comms: Vec::new(),
             reqs: crate::request::table(),
             types: crate::datatype::table(),
+            messages: crate::p2p::mprobe::table(),
             type_names: BTreeMap::new(),
             freed: Vec::new(),
             bsend: Bsend::new(),

@@ -34,9 +34,14 @@ fn mpich_binaries_run_unchanged() {
     if !have_mpich_cc("mpich_binaries_run_unchanged") {
         return;
     }
-    for (name, ranks) in
-        [("abi", &[2, 3][..]), ("pingpong", &[2]), ("datatypes", &[2]), ("p2p_modes", &[2]), ("collectives", &[3, 4])]
-    {
+    for (name, ranks) in [
+        ("abi", &[2, 3][..]),
+        ("pingpong", &[2]),
+        ("datatypes", &[2]),
+        ("p2p_modes", &[2]),
+        ("cancel_mprobe", &[2]),
+        ("collectives", &[3, 4]),
+    ] {
         let prog = compile_with(name, Cc::Mpich);
         for &n in ranks {
             let o = job(n, &prog, &["--mpich-abi"], &[]);

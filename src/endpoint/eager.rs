@@ -46,6 +46,12 @@ impl Inner {
         Ok(())
     }
 
+    /// A fresh message token (never 0, which marks a message nobody will cancel).
+    pub(super) fn token(&mut self) -> u32 {
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        self.next_token
+    }
+
     #[inline(always)]
     pub(super) fn header(&self, dest: u32, tag: i32, context: u32) -> MsgHeader {
         MsgHeader { src: self.rank, dst: dest, tag, context, kind: KIND_EAGER, ..MsgHeader::default() }
@@ -67,7 +73,8 @@ impl Inner {
     }
 
     /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
-    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    /// remote peer (through the netmod; `sync`: acknowledged when matched). `token` marks the
+    /// message for cancellation (0: a blocking send, never cancelled; a synchronous one gets one).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -82,30 +89,32 @@ impl Inner {
         tag: i32,
         context: u32,
         sync: bool,
+        token: u32,
     ) -> Result<Request> {
         if len > self.eager {
             // A rendezvous send completes once the receiver has the data: synchronous already.
             // SAFETY: the caller's contract.
-            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context, token) };
         }
         let status = Status { source: self.rank, tag, len };
-        let token = self.next_token;
+        let token = if sync && token == 0 { self.token() } else { token };
         let mut hdr = self.header(dest, tag, context);
+        hdr.aux = token;
         if sync {
-            self.next_token = self.next_token.wrapping_add(1);
             hdr.kind = KIND_EAGER_SYNC;
-            hdr.aux = token;
         }
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
         self.net_send(dest, &hdr, data)?;
-        if sync {
+        let req = if sync {
             let req = self.reqs.insert(Op::Sync);
             self.sync_waiting.push((token, req, dest, status));
-            Ok(req)
+            req
         } else {
-            Ok(self.reqs.insert_done(Ok(status)))
-        }
+            self.reqs.insert_done(Ok(status))
+        };
+        self.reqs.set_sent(req, dest, token);
+        Ok(req)
     }
 
     /// Sends through the netmod (the message is written or copied on return).

@@ -49,9 +49,24 @@ pub(super) struct Unexpected {
     /// A large message's request to send (`data` is empty): a receive that takes it starts the
     /// transfer.
     pub(super) rts: Option<Rts>,
+    /// The sender's token for it (0: none): what a cancellation names.
+    pub(super) token: u32,
+    /// A matched probe took it ([`Message`](super::Message)): only that message's receive may.
+    pub(super) reserved: bool,
 }
 
 impl Unexpected {
+    /// A message of `source` whose first `got` bytes (of `data`'s length) arrived.
+    pub(super) fn new(source: u32, tag: i32, context: u32, token: u32, data: Vec<u8>, got: usize) -> Unexpected {
+        Unexpected { source, tag, context, data, got, sync: None, claimed: None, rts: None, token, reserved: false }
+    }
+
+    /// True if a receive may still match it.
+    #[inline(always)]
+    pub(super) fn open(&self) -> bool {
+        self.claimed.is_none() && !self.reserved
+    }
+
     /// The message's length.
     fn len(&self) -> usize {
         self.rts.map_or(self.data.len(), |r| r.len as usize)
@@ -149,11 +164,16 @@ impl Inner {
     /// or, if that message is still arriving, the receive claims it and completes with its last
     /// fragment.
     pub(super) fn take_unexpected(&mut self, want: Want, buf: RecvBuf) -> Found {
-        let Some(i) =
-            self.unexpected.iter().position(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+        let Some(i) = self.unexpected.iter().position(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
         else {
             return Found::Nothing;
         };
+        self.take_unexpected_at(i, buf)
+    }
+
+    /// Takes unexpected message `i` for a receive into `buf` (see [`take_unexpected`](
+    /// Self::take_unexpected)).
+    pub(super) fn take_unexpected_at(&mut self, i: usize, buf: RecvBuf) -> Found {
         if let Some(rts) = self.unexpected[i].1.rts {
             let (_, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
@@ -191,17 +211,34 @@ impl Inner {
         finish(status, buf.cap)
     }
 
-    fn recycle(&mut self, mut data: Vec<u8>) {
+    pub(super) fn recycle(&mut self, mut data: Vec<u8>) {
         if self.spare.len() < 64 && data.capacity() <= 1 << 20 {
             data.clear();
             self.spare.push(data);
         }
     }
 
+    /// Reserves the first open unexpected message matching `want` for a matched probe: its id
+    /// and status. No receive matches it afterwards but the one naming it ([`take_reserved`](
+    /// Self::take_reserved)).
+    pub(super) fn reserve_unexpected(&mut self, want: Want) -> Option<(u64, Status)> {
+        let (id, u) = self.unexpected.iter_mut().find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))?;
+        u.reserved = true;
+        Some((*id, Status { source: u.source, tag: u.tag, len: u.len() }))
+    }
+
+    /// Takes reserved message `id` for a receive into `buf`; `Found::Nothing` if it is gone (its
+    /// sender died while it was arriving).
+    pub(super) fn take_reserved(&mut self, id: u64, buf: RecvBuf) -> Found {
+        let Some(i) = self.unexpected.iter().position(|(k, u)| *k == id && u.reserved) else { return Found::Nothing };
+        self.unexpected[i].1.reserved = false;
+        self.take_unexpected_at(i, buf)
+    }
+
     pub(super) fn find_unexpected(&self, want: Want) -> Option<Status> {
         self.unexpected
             .iter()
-            .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+            .find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
             .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len() })
     }
 

@@ -23,11 +23,19 @@
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
 //! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
 //!
+//! - **Cancellation** (`cancel.rs`): a posted receive not yet matched is withdrawn; a send is
+//!   withdrawn by its receiver if no receive has taken its message yet (a request to the
+//!   receiver, answered in order after the message itself).
+//! - **Matched probes**: a probe can reserve the message it found ([`Message`]), which no other
+//!   receive then matches and a later receive of that message takes.
+//!
 //! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
 //! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
-//! `request.rs` (the request table); this file holds the public API, `Inner` and init/finalize.
+//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends); this file holds the
+//! public API, `Inner` and init/finalize.
 
+mod cancel;
 mod eager;
 mod matching;
 mod progress;
@@ -76,6 +84,12 @@ const KIND_RTS: u8 = 3;
 /// Other rendezvous messages (payload: one or more encoded CTS, DONE, COOKIE, HELP, HELPED back to
 /// back, all for one peer); tag and context unused.
 const KIND_LMT: u8 = 4;
+/// Asks the receiver to drop a message it has not matched (`aux`: the message's token; no
+/// payload): the cancellation of a send.
+const KIND_CANCEL: u8 = 5;
+/// The receiver's answer to a [`KIND_CANCEL`] (`aux`: the token; `tag`: 1 if the message was
+/// dropped, 0 if a receive had matched it).
+const KIND_CANCEL_ACK: u8 = 6;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 
@@ -91,6 +105,23 @@ pub struct Status {
     pub tag: i32,
     /// The message's length in bytes (the real one, also when truncated).
     pub len: usize,
+}
+
+/// The message a non-blocking send sent, for [`Endpoint::cancel_send`] (from
+/// [`Endpoint::send_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendId {
+    dest: u32,
+    token: u32,
+    req: Request,
+}
+
+/// A message a matched probe reserved ([`Endpoint::improbe`], [`Endpoint::mprobe`]): no receive
+/// matches it but [`Endpoint::imrecv_raw`] or [`Endpoint::mrecv`] naming it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    id: u64,
+    source: u32,
 }
 
 /// What the Endpoint knows of a peer's end.
@@ -149,7 +180,10 @@ struct Inner {
     spare: Vec<Vec<u8>>,
     /// Synchronous sends waiting for their acknowledgement: `(token, request, dest, status)`.
     sync_waiting: Vec<(u32, Request, u32, Status)>,
+    /// The last token given to a message (sync acknowledgements, cancellation); 0 is never one.
     next_token: u32,
+    /// Cancellations of sends waiting for the receiver's answer.
+    cancels: Vec<cancel::Cancelling>,
     /// Large messages in flight with local peers, and with remote ones.
     lmt: Lmt,
     netlmt: NetLmt,
@@ -282,6 +316,7 @@ impl Endpoint {
             spare: Vec::new(),
             sync_waiting: Vec::new(),
             next_token: 0,
+            cancels: Vec::new(),
             lmt,
             netlmt: NetLmt::new(),
             rings,
@@ -349,7 +384,7 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
             // SAFETY: `buf` outlives the request, which we wait for before returning.
-            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
+            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false, 0) }?;
             return inner.wait(req).map(drop);
         }
         let hdr = inner.header(dest, tag, context);
@@ -391,29 +426,30 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
+        let token = inner.token();
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true, token) };
         }
-        let token = inner.next_token;
-        inner.next_token = inner.next_token.wrapping_add(1);
         let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        match inner.port.send(local, &hdr, data) {
+        let req = match inner.port.send(local, &hdr, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
                 let req = inner.reqs.insert(Op::Sync);
                 inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
-                Ok(req)
+                req
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
-                Ok(req)
+                req
             }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+            Err(e) => return Err(inner.send_error(e, dest)),
+        };
+        inner.reqs.set_sent(req, dest, token);
+        Ok(req)
     }
 
     /// Asks the process manager to end the whole job with `code` (MPI_Abort), printing `msg`;
@@ -482,26 +518,29 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
+        let token = inner.token();
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false, token) };
         }
-        let hdr = inner.header(dest, tag, context);
+        let hdr = MsgHeader { aux: token, ..inner.header(dest, tag, context) };
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
         let status = Status { source: inner.rank, tag, len };
-        match inner.port.send(local, &hdr, data) {
+        let req = match inner.port.send(local, &hdr, data) {
             Ok(Sent::Done) => {
                 inner.ring(local);
-                Ok(inner.reqs.insert_done(Ok(status)))
+                inner.reqs.insert_done(Ok(status))
             }
             Ok(Sent::Pending(ps)) => {
                 let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                Ok(req)
+                req
             }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+            Err(e) => return Err(inner.send_error(e, dest)),
+        };
+        inner.reqs.set_sent(req, dest, token);
+        Ok(req)
     }
 
     /// Starts receiving into the `cap` bytes at `ptr`.
@@ -608,6 +647,76 @@ impl Endpoint {
             }
             inner.idle_step(&mut waiter, None)?;
         }
+    }
+
+    /// Reserves a message matching `(source, tag, context)` if one has arrived (MPI's
+    /// `MPI_Improbe`): no other receive will match it; receive it with [`imrecv_raw`](
+    /// Self::imrecv_raw) or [`mrecv`](Self::mrecv).
+    pub fn improbe(&mut self, source: i32, tag: i32, context: u32) -> Result<Option<(Message, Status)>> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        inner.progress(None)?;
+        Ok(inner.reserve_unexpected(want).map(|(id, st)| (Message { id, source: st.source }, st)))
+    }
+
+    /// Waits until a message matching `(source, tag, context)` has arrived and reserves it
+    /// (MPI's `MPI_Mprobe`).
+    pub fn mprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<(Message, Status)> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        let mut waiter = Waiter::new(inner.cfg.wait);
+        loop {
+            if let Some((id, st)) = inner.reserve_unexpected(want) {
+                return Ok((Message { id, source: st.source }, st));
+            }
+            if want.source >= 0 && inner.peer(want.source as u32) == Peer::Silent {
+                return Err(Error::PeerDied { rank: want.source as u32 });
+            }
+            inner.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// Starts receiving reserved message `msg` into the `cap` bytes at `ptr` (MPI's `MPI_Imrecv`).
+    ///
+    /// # Safety
+    /// As for [`irecv_raw`](Self::irecv_raw).
+    pub unsafe fn imrecv_raw(&mut self, msg: Message, ptr: *mut u8, cap: usize) -> Result<Request> {
+        let inner = &mut *self.inner;
+        match inner.take_reserved(msg.id, RecvBuf { ptr, cap }) {
+            Found::Done(r) => Ok(inner.reqs.insert_done(r)),
+            Found::Claimed(req) => Ok(req),
+            // Dropped while arriving: its sender died.
+            Found::Nothing => Err(Error::PeerDied { rank: msg.source }),
+        }
+    }
+
+    /// Receives reserved message `msg` into `buf` (MPI's `MPI_Mrecv`).
+    pub fn mrecv(&mut self, msg: Message, buf: &mut [u8]) -> Result<Status> {
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        let req = unsafe { self.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) }?;
+        self.inner.wait(req)
+    }
+
+    /// The message non-blocking send `req` ([`isend_raw`](Self::isend_raw),
+    /// [`issend_raw`](Self::issend_raw)) sent, for [`cancel_send`](Self::cancel_send); `None` once
+    /// the request was taken.
+    pub fn send_id(&self, req: Request) -> Option<SendId> {
+        self.inner.reqs.sent(req).map(|(dest, token)| SendId { dest, token, req })
+    }
+
+    /// Withdraws receive `req` if it has not matched a message yet (MPI's `MPI_Cancel` of a
+    /// receive): true if it did, and the request then completes with [`Error::Cancelled`].
+    pub fn cancel_recv(&mut self, req: Request) -> Result<bool> {
+        self.inner.cancel_recv(req)
+    }
+
+    /// Asks the receiver of message `id` to drop it if no receive has matched it yet (MPI's
+    /// `MPI_Cancel` of a send). Returns a request that completes with [`Error::Cancelled`] if it
+    /// was dropped (the send's request, if still in flight, then completes the same way), or
+    /// with `Ok` if a receive had matched it (the send goes on). The answer needs the receiver's
+    /// progress.
+    pub fn cancel_send(&mut self, id: SendId) -> Result<Request> {
+        self.inner.cancel_send(id)
     }
 
     /// One pass of progress (polls the node, resumes pending sends). Non-blocking operations

@@ -9,7 +9,8 @@ use super::matching::{Unexpected, copy_into, finish};
 use super::request::{Op, Request};
 use super::waiting::Bypass;
 use super::{
-    Inner, KIND_EAGER_SYNC, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL, POLL_BUDGET, Peer, Status, raw_slice,
+    Inner, KIND_CANCEL, KIND_CANCEL_ACK, KIND_EAGER_SYNC, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL, POLL_BUDGET,
+    Peer, Status, raw_slice,
 };
 
 use crate::error::{Error, Result};
@@ -79,6 +80,16 @@ impl Inner {
             if kind == KIND_RTS || kind == KIND_LMT {
                 return self.deliver_lmt(inc, source, by);
             }
+            if kind == KIND_CANCEL || kind == KIND_CANCEL_ACK {
+                let (token, result) = (inc.aux(), tag);
+                self.port.release(inc)?;
+                return if kind == KIND_CANCEL {
+                    self.cancel_requested(source, token)
+                } else {
+                    self.cancel_answered(source, token, result == 1);
+                    Ok(())
+                };
+            }
             if kind == KIND_PEER_GONE && inc.src == REMOTE {
                 self.port.release(inc)?;
                 return self.peer_silent(source, by);
@@ -121,7 +132,7 @@ impl Inner {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
                 let got = inc.frag_len();
-                let u = Unexpected { source, tag, context, data, got, sync, claimed: None, rts: None };
+                let u = Unexpected { sync, ..Unexpected::new(source, tag, context, inc.aux(), data, got) };
                 self.unexpected.push((id, u));
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
@@ -294,6 +305,7 @@ impl Inner {
         }
         self.peers[dead as usize] = Peer::Silent;
         self.drop_partial(dead, by.as_deref_mut());
+        self.cancels_to_dead(dead);
         if self.route[dead as usize] == NOT_LOCAL {
             self.netlmt.peer_gone(dead);
             tracing::warn!(rank = dead, "remote peer is gone");

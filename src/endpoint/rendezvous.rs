@@ -39,11 +39,13 @@ impl Rings for SegRings {
 
 impl Inner {
     /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
-    /// with the eager messages to `dest`); the data moves once a receive matched it.
+    /// with the eager messages to `dest`); the data moves once a receive matched it. `token` marks
+    /// the RTS for cancellation (0: none).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn lmt_send(
         &mut self,
         ptr: *const u8,
@@ -52,10 +54,12 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
+        token: u32,
     ) -> Result<Request> {
         let status = Status { source: self.rank, tag, len };
         let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
-        let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
+        self.reqs.set_sent(req, dest, token);
+        let hdr = MsgHeader { kind: KIND_RTS, aux: token, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
             // SAFETY: the caller's contract: the buffer stays valid until the request completes,
@@ -103,7 +107,7 @@ impl Inner {
     #[inline(never)]
     pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
-        let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
+        let (kind, tag, context, len, token) = (inc.kind(), inc.tag(), inc.context(), inc.len(), inc.aux());
         let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
         let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
@@ -153,7 +157,7 @@ impl Inner {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
             let data = Vec::new();
-            let u = Unexpected { source, tag, context, data, got: 0, sync: None, claimed: None, rts: Some(rts) };
+            let u = Unexpected { rts: Some(rts), ..Unexpected::new(source, tag, context, token, data, 0) };
             self.unexpected.push((id, u));
         }
         Ok(())

@@ -48,6 +48,8 @@ struct Slot {
     /// Bumped every time the slot is freed: handles of earlier requests go stale.
     generation: u32,
     state: State,
+    /// A cancellable send's message: `(destination, token)` (token 0: none).
+    sent: (u32, u32),
 }
 
 /// The table.
@@ -90,11 +92,12 @@ impl Requests {
                     _ => None,
                 };
                 slot.state = state;
+                slot.sent = (0, 0);
                 Request { index: i, generation: slot.generation }
             }
             None => {
                 let i = self.slots.len() as u32;
-                self.slots.push(Slot { generation: 0, state });
+                self.slots.push(Slot { generation: 0, state, sent: (0, 0) });
                 Request { index: i, generation: 0 }
             }
         }
@@ -110,6 +113,18 @@ impl Requests {
         self.slots
             .get_mut(r.index as usize)
             .filter(|s| s.generation == r.generation && !matches!(s.state, State::Free { .. }))
+    }
+
+    /// Records the message a cancellable send request sent: `(destination, token)`.
+    pub fn set_sent(&mut self, r: Request, dest: u32, token: u32) {
+        if let Some(s) = self.slot_mut(r) {
+            s.sent = (dest, token);
+        }
+    }
+
+    /// The message a live send request sent, if it was recorded: `(destination, token)`.
+    pub fn sent(&self, r: Request) -> Option<(u32, u32)> {
+        self.slot(r).map(|s| s.sent).filter(|s| s.1 != 0)
     }
 
     /// True if `r` names a live request.

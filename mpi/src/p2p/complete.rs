@@ -38,15 +38,56 @@ fn finish(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) {
     }
 }
 
+/// The receiver dropped the message of send slot `i` (`MPI_Cancel`): the request completes as
+/// cancelled; its Endpoint request, completed the same way (or already done), is freed.
+fn cancelled(st: &mut State, i: usize) {
+    let State { ep, reqs, .. } = st;
+    let Some(req) = reqs.at_mut(i) else { return };
+    if let (ReqState::Pending(r), Some(ep)) = (&req.state, ep.as_mut()) {
+        let _ = ep.test(*r);
+    }
+    req.staged = None;
+    req.cancel = None;
+    req.state = ReqState::Done(Completion::cancelled());
+}
+
+/// Settles a pending cancellation of send slot `i` with the receiver's answer `res`: true if the
+/// send was cancelled.
+fn settle(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) -> bool {
+    if matches!(res, Err(nemesis::Error::Cancelled)) {
+        cancelled(st, i);
+        return true;
+    }
+    // A receive had matched it (or the receiver is gone): the send takes its normal course.
+    if let Some(req) = st.reqs.at_mut(i) {
+        req.cancel = None;
+    }
+    false
+}
+
 /// Takes the result of request slot `i`'s Endpoint request if it completed, without waiting:
 /// true if the request is complete (`Done`) or inactive.
 pub fn poll(st: &mut State, i: usize) -> Res<bool> {
-    let r = match st.reqs.at(i) {
-        None => return Err(bad_request(-1)),
-        Some(req) => match req.state {
-            ReqState::Pending(r) => r,
-            _ => return Ok(true),
-        },
+    let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
+    if let Some(a) = req.cancel {
+        let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
+        match ep.test(a) {
+            Ok(None) => return Ok(false),
+            Ok(Some(s)) => {
+                if settle(st, i, Ok(s)) {
+                    return Ok(true);
+                }
+            }
+            Err(e) => {
+                if settle(st, i, Err(e)) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    let r = match st.reqs.at(i).map(|q| &q.state) {
+        Some(ReqState::Pending(r)) => *r,
+        _ => return Ok(true),
     };
     let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
     let res = match ep.test(r) {
@@ -62,7 +103,15 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
 pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
     let st = acc.st();
     let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
-    let ReqState::Pending(r) = req.state else { return Ok(()) };
+    if let Some(a) = req.cancel {
+        let res = acc.ep_wait(a)?;
+        if settle(acc.st(), i, res) {
+            return Ok(());
+        }
+    }
+    let st = acc.st();
+    let Some(ReqState::Pending(r)) = st.reqs.at(i).map(|q| &q.state) else { return Ok(()) };
+    let r = *r;
     let res = acc.ep_wait(r)?;
     finish(acc.st(), i, res);
     Ok(())
@@ -246,6 +295,43 @@ pub unsafe fn get_status(acc: &mut Access, h: abi::Request, flag: *mut c_int, st
     Ok(())
 }
 
+/// `MPI_Cancel`: a receive not yet matched is withdrawn at once; a send asks its receiver to drop
+/// the message if no receive has matched it (the answer comes with the receiver's progress, and
+/// the request's completion waits for it). Either way the request still completes through
+/// `MPI_Wait`/`MPI_Test`, and `MPI_Test_cancelled` tells which happened.
+///
+/// # Safety
+/// `request` readable.
+pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> {
+    check_running(acc)?;
+    if request.is_null() {
+        return Err(null_arg(None, "null request pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *request };
+    let st = acc.st();
+    let i = slot(st, h)?;
+    let State { ep, reqs, .. } = st;
+    let (Some(ep), Some(req)) = (ep.as_mut(), reqs.at_mut(i)) else { return Err(bad_request(h)) };
+    match (&req.state, req.recv) {
+        (ReqState::Inactive, _) => {
+            Err(Fail::new(abi::ERR_REQUEST, Some(req.comm as usize), Why::Arg("MPI_Cancel on an inactive request")))
+        }
+        (ReqState::Pending(r), true) => {
+            ep.cancel_recv(*r).map_err(|e| Fail::endpoint(req.comm as usize, e))?;
+            Ok(())
+        }
+        (_, false) => {
+            if let (Some(id), None) = (req.sent, req.cancel) {
+                req.cancel = Some(ep.cancel_send(id).map_err(|e| Fail::endpoint(req.comm as usize, e))?);
+            }
+            Ok(())
+        }
+        // A receive already complete: nothing to cancel.
+        (ReqState::Done(_), true) => Ok(()),
+    }
+}
+
 /// `MPI_Request_free`: an inactive or complete request goes at once; an active one when it
 /// completes, unreported.
 ///
@@ -418,6 +504,17 @@ fn complete_ones(st: &mut State, hs: &[abi::Request], first_only: bool) -> Res<(
 
 /// Blocks until at least one of the active requests among `hs` is complete.
 fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
+    let st = acc.st();
+    let cancelling = hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some()));
+    if cancelling && !acc.threaded() {
+        // Answers of the receivers are among what completes them: poll the whole progress.
+        loop {
+            if !complete_ones(acc.st(), hs, true)?.0.is_empty() {
+                return Ok(());
+            }
+            acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
+        }
+    }
     if acc.threaded() {
         let mut spins = 0;
         loop {

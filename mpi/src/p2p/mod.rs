@@ -1,6 +1,6 @@
 //! Point-to-point: blocking send and receive (the fast paths), probes and counts here; starting
-//! non-blocking and persistent operations in [`start`], completing them in [`complete`], the
-//! buffered mode's attached buffer in [`bsend`].
+//! non-blocking and persistent operations in [`start`], completing and cancelling them in
+//! [`complete`], the buffered mode's attached buffer in [`bsend`], matched probes in [`mprobe`].
 //!
 //! The blocking send and receive are the paths the Table 2.1 measurement counts
 //! (`shared/bench/mpi_instructions.c`): one combined test on the fast-path table
@@ -18,6 +18,7 @@
 
 pub mod bsend;
 pub mod complete;
+pub mod mprobe;
 pub mod start;
 
 use std::ffi::{c_int, c_void};
@@ -186,6 +187,7 @@ pub fn completion(c: Option<&Comm>, r: nemesis::Result<nemesis::Status>) -> Comp
     let rank = |w: u32| c.map_or(-1, |c| c.rank_of_world(w));
     match r {
         Ok(s) => Completion::ok(rank(s.source), s.tag, s.len as i64),
+        Err(nemesis::Error::Cancelled) => Completion::cancelled(),
         Err(e) => {
             let (source, tag, count) = match e {
                 nemesis::Error::Truncated { capacity, sender, tag, .. } => (rank(sender), tag, capacity as i64),

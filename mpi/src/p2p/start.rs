@@ -102,6 +102,14 @@ pub unsafe fn start_send(
     Ok((State::Pending(r.map_err(|e| Fail::endpoint(ci, e))?), staged))
 }
 
+/// The message a started send sent (for `MPI_Cancel`), read while its request is still fresh.
+pub fn sent_of(st: &St, state: &State) -> Option<nemesis::SendId> {
+    match (state, st.ep.as_ref()) {
+        (State::Pending(r), Some(ep)) => ep.send_id(*r),
+        _ => None,
+    }
+}
+
 /// Packs `data` into `dst` (of its length).
 ///
 /// # Safety
@@ -181,8 +189,9 @@ pub unsafe fn isend(
     let t = target(st, buf, count, dt, dest, tag, comm, true)?;
     // SAFETY: the caller's contract.
     let (state, staged) = unsafe { start_send(st, mode, &t.data, t.peer, tag, t.ctx, t.ci) }?;
+    let sent = sent_of(st, &state);
     // SAFETY: checked non-null.
-    unsafe { hand_out(st, Req { staged, ..Req::new(t.ci, state, false) }, request) }
+    unsafe { hand_out(st, Req { staged, sent, ..Req::new(t.ci, state, false) }, request) }
 }
 
 /// `MPI_Irecv`.
@@ -273,9 +282,12 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
             None => start_recv(st, &p.data, p.peer, p.tag, p.ctx, ci),
         }
     }?;
+    let sent = sent_of(st, &state);
     if let Some(r) = st.reqs.get_mut(h) {
         r.state = state;
         r.staged = staged;
+        r.sent = sent;
+        r.cancel = None;
     }
     Ok(())
 }
