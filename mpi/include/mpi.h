@@ -330,8 +330,9 @@ typedef MPI_Win_errhandler_function MPI_Win_errhandler_fn;
 #define MPI_MODE_NOPRECEDE 8192
 #define MPI_MODE_NOSUCCEED 16384
 
-/* Thread levels. MPI_Init_thread grants at most MPI_THREAD_SERIALIZED: any thread may call MPI,
- * one at a time (the application orders the calls). MPI_THREAD_MULTIPLE is not provided. */
+/* Thread levels. MPI_Init_thread grants the level required. Under MPI_THREAD_MULTIPLE every call is
+ * safe from any thread at any time: calls hold one lock on the library's state and release it while
+ * they wait, so a thread blocked in a receive does not stop another thread's send. */
 #define MPI_THREAD_SINGLE 0
 #define MPI_THREAD_FUNNELED 1
 #define MPI_THREAD_SERIALIZED 2

@@ -17,8 +17,8 @@ const LIBRARY_VERSION: &str =
     concat!("nemesis-mpi ", env!("CARGO_PKG_VERSION"), ": MPI-3.1 subset over the nemesis Endpoint");
 
 /// `MPI_Init` and `MPI_Init_thread`: starts the Endpoint, builds `MPI_COMM_WORLD` (contexts 0
-/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the
-/// lesser of the level required and `MPI_THREAD_SERIALIZED` (module `state`).
+/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the level
+/// required; from `MPI_THREAD_MULTIPLE` on, every call takes the big lock (module `state`).
 pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     let st = acc.st();
     match st.phase {
@@ -51,12 +51,15 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     let st = acc.st();
     st.comms = vec![Arc::new(world), Arc::new(me)];
     st.node_of_job = node_of_job;
-    st.next_ctx = nemesis::WORLD + 4;
+    st.contexts = crate::comm::context::Contexts::new();
     st.tuning = tuning;
-    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_SERIALIZED);
+    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE);
     st.main_thread = Some(std::thread::current().id());
     st.phase = Phase::Running;
     st.refresh_all_fast();
+    if st.provided == abi::THREAD_MULTIPLE {
+        acc.become_threaded();
+    }
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Message, Op, Request, 
 use crate::datatype::calls::{self as dt, Displs};
 use crate::p2p::{bsend, complete, mprobe, start};
 use crate::request::Mode;
-use crate::state::call;
+use crate::state::{call, call_fast, slow_call};
 use crate::{coll, comm, env, p2p};
 
 /// Defines `MPI_X` and `PMPI_X` with the same parameters and body.
@@ -53,6 +53,68 @@ macro_rules! mpi {
             call(stringify!($name), |$st| unsafe { $body })
         }
     )*};
+}
+
+/// Defines `MPI_X` and `PMPI_X` for a function with a fast path (`state::call_fast`): `fast` on
+/// the state, unlocked, for the common call; `slow` with an `Access` for the rest, in a function
+/// of its own that takes the arguments by value (so the fast path's code stores nothing for it).
+macro_rules! mpi_fast {
+    ($( fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) => fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr ; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` (MPI-3.1).")]
+        ///
+        /// # Safety
+        /// The caller keeps MPI's contract for the arguments: pointers valid for what the
+        /// standard says the function reads or writes (buffers for their count and datatype).
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn slow($($a: $t),*) -> c_int {
+                // SAFETY: the arguments come from the C caller under MPI's contract, which is
+                // the contract of the implementation function.
+                slow_call(stringify!($name), |$acc| unsafe { $slow })
+            }
+            call_fast(
+                stringify!($name),
+                // SAFETY: as above.
+                move |$st| unsafe { $fast },
+                // SAFETY: as above.
+                move || unsafe { slow($($a),*) },
+            )
+        }
+
+        #[doc = concat!("`", stringify!($pname), "`: the profiling-interface twin of `", stringify!($name), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As for `", stringify!($name), "`.")]
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $pname($($a: $t),*) -> c_int {
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn slow($($a: $t),*) -> c_int {
+                // SAFETY: as for the `MPI_` twin.
+                slow_call(stringify!($name), |$acc| unsafe { $slow })
+            }
+            // The same body as the `MPI_` twin's, not a call to it: a tool's `MPI_` wrapper reaches
+            // the library through this one.
+            call_fast(
+                stringify!($name),
+                // SAFETY: as for the `MPI_` twin.
+                move |$st| unsafe { $fast },
+                // SAFETY: as for the `MPI_` twin.
+                move || unsafe { slow($($a),*) },
+            )
+        }
+    )*};
+}
+
+mpi_fast! {
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Standard);
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, true), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Synchronous);
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Ready);
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => fast |st| p2p::recv_fast(st, buf, count, datatype, source, tag, comm, status), slow |acc| p2p::recv_checked(acc, buf, count, datatype, source, tag, comm, status);
 }
 
 mpi! {
@@ -115,11 +177,7 @@ mpi! {
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
 
-    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send(acc, buf, count, datatype, dest, tag, comm, false);
-    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send(acc, buf, count, datatype, dest, tag, comm, true);
-    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send(acc, buf, count, datatype, dest, tag, comm, false);
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Buffered);
-    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::recv(acc, buf, count, datatype, source, tag, comm, status);
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Standard, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Synchronous, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Buffered, buf, count, datatype, dest, tag, comm, request);

@@ -8,6 +8,7 @@
 //! - [`abi`]: the C types and constants, one for one with `mpi.h` (MPICH's values);
 //! - [`symbols`]: the data symbols and callbacks programs built against MPICH's `mpi.h` reference;
 //! - [`handle`]: the tables behind handles;
+//! - [`lock`]: the big lock of `MPI_THREAD_MULTIPLE`;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
 //! - [`state`]: the process's MPI state, its access (the big lock), error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
@@ -28,6 +29,7 @@ pub mod env;
 pub mod error;
 pub mod exports;
 pub mod handle;
+pub mod lock;
 pub mod op;
 pub mod p2p;
 pub mod request;

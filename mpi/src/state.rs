@@ -11,16 +11,18 @@
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use nemesis::Endpoint;
 
 use crate::abi::{self, ERRORS_ARE_FATAL, ERRORS_RETURN};
 use crate::coll::Tuning;
 use crate::comm::Comm;
+use crate::comm::context::Contexts;
 use crate::datatype::Types;
 use crate::error::{Fail, Res, Why, name_of};
+use crate::lock::RawLock;
 use crate::p2p::bsend::Bsend;
 use crate::p2p::mprobe::Messages;
 use crate::request::Requests;
@@ -99,8 +101,8 @@ pub struct State {
     pub provided: c_int,
     /// The thread that called `MPI_Init` (for `MPI_Is_thread_main`).
     pub main_thread: Option<std::thread::ThreadId>,
-    /// The next context this process may give a new communicator (see `crate::comm`).
-    pub next_ctx: u32,
+    /// The contexts new communicators may take (`crate::comm::context`).
+    pub contexts: Contexts,
     /// Node id of every job rank (equal ids share a node).
     pub node_of_job: Vec<u32>,
     /// The collectives' model parameters and overrides.
@@ -122,7 +124,7 @@ impl State {
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,
             main_thread: None,
-            next_ctx: 0,
+            contexts: Contexts::new(),
             node_of_job: Vec::new(),
             tuning: Tuning::DEFAULT,
         }
@@ -188,7 +190,7 @@ static STATE: Global = Global(UnsafeCell::new(State::new()));
 
 /// The big lock: held by every call while `THREADED` (a first, coarse step: the progress engine
 /// and every table behind it; finer locks can replace it later).
-static LOCK: Mutex<()> = Mutex::new(());
+static LOCK: RawLock = RawLock::new();
 
 /// `MPI_THREAD_MULTIPLE` was granted: calls take `LOCK`. Set once by `MPI_Init_thread` before the
 /// application can start threads that call MPI (thread creation orders the store before their
@@ -206,7 +208,8 @@ static THREADED: AtomicBool = AtomicBool::new(false);
 /// [`Access::ep_wait`], [`Access::ep_probe`]): the Endpoint's own blocking calls (and the
 /// receive's bypass of the posted list) when unthreaded, a start and a test loop otherwise.
 pub struct Access {
-    guard: Option<MutexGuard<'static, ()>>,
+    /// This call holds the big lock.
+    locked: bool,
 }
 
 impl Access {
@@ -214,14 +217,11 @@ impl Access {
     #[inline(always)]
     pub fn enter() -> Access {
         // ORDERING: Relaxed: see `THREADED`.
-        if THREADED.load(Ordering::Relaxed) { Access::locked() } else { Access { guard: None } }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn locked() -> Access {
-        // A panic while holding it poisons nothing of ours: `call` turned it into an error.
-        Access { guard: Some(LOCK.lock().unwrap_or_else(|e| e.into_inner())) }
+        let locked = THREADED.load(Ordering::Relaxed);
+        if locked {
+            LOCK.lock();
+        }
+        Access { locked }
     }
 
     /// The state, for as long as this borrow lasts.
@@ -236,7 +236,7 @@ impl Access {
     /// True if calls lock (`MPI_THREAD_MULTIPLE`).
     #[inline(always)]
     pub fn threaded(&self) -> bool {
-        self.guard.is_some()
+        self.locked
     }
 
     /// Grants `MPI_THREAD_MULTIPLE` from now on (by `MPI_Init_thread`, before the application's
@@ -244,16 +244,19 @@ impl Access {
     pub fn become_threaded(&mut self) {
         // ORDERING: Relaxed: see `THREADED`.
         THREADED.store(true, Ordering::Relaxed);
-        if self.guard.is_none() {
-            self.guard = Some(LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+        if !self.locked {
+            LOCK.lock();
+            self.locked = true;
         }
     }
 
     /// Lets other threads in for a moment (threaded waits only): releases the lock, spins or
     /// yields according to how long the wait has lasted (`spins`), and takes the lock again.
     pub fn pause(&mut self, spins: &mut u32) {
-        let Some(g) = self.guard.take() else { return };
-        drop(g);
+        if !self.locked {
+            return;
+        }
+        LOCK.unlock();
         *spins = spins.saturating_add(1);
         if *spins < 64 {
             for _ in 0..32 {
@@ -262,7 +265,7 @@ impl Access {
         } else {
             std::thread::yield_now();
         }
-        self.guard = Some(LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+        LOCK.lock();
     }
 
     /// The Endpoint (MPI running).
@@ -341,18 +344,73 @@ impl Access {
     }
 }
 
+impl Drop for Access {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.locked {
+            LOCK.unlock();
+        }
+    }
+}
+
 /// Runs `f`, the body of MPI function `call`, with the state's [`Access`]; its failure goes to
 /// the error handler. A panic inside it (a bug: nothing a caller or a peer does should cause one)
-/// becomes `MPI_ERR_INTERN` through the error handler instead of crossing the C boundary.
+/// becomes `MPI_ERR_INTERN` through the error handler instead of crossing the C boundary (the
+/// `Access` is dropped while unwinding: the lock is released).
 #[inline(always)]
 pub fn call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut acc = Access::enter();
-        match f(&mut acc) {
-            Ok(()) => abi::SUCCESS,
-            Err(e) => acc.st().fail(call, e),
+    guard(call, || body(call, f))
+}
+
+/// [`call`] for the functions with a fast path (`MPI_Send`, `MPI_Recv`...): below
+/// `MPI_THREAD_MULTIPLE`, `fast` runs first on the state itself and settles the common call
+/// (`Some`); anything else, and every call under `MPI_THREAD_MULTIPLE`, goes to `slow`, a
+/// function of its own (`exports::mpi_fast!` makes one taking the arguments by value, which
+/// [`slow_call`] runs with an [`Access`]), so that the fast path's code carries nothing of the
+/// lock nor of the validating path.
+#[inline(always)]
+pub fn call_fast(
+    call: &'static str,
+    fast: impl FnOnce(&mut State) -> Option<Res<()>>,
+    slow: impl FnOnce() -> c_int,
+) -> c_int {
+    guard(call, || {
+        // ORDERING: Relaxed: see `THREADED`.
+        if !THREADED.load(Ordering::Relaxed) {
+            // SAFETY: not threaded: the application calls MPI from one thread at a time (the
+            // levels' contract, see `Global`), and this is the call's only reference.
+            let st = unsafe { &mut *STATE.0.get() };
+            if let Some(r) = fast(st) {
+                return match r {
+                    Ok(()) => abi::SUCCESS,
+                    Err(e) => st.fail(call, e),
+                };
+            }
         }
-    })) {
+        slow()
+    })
+}
+
+/// The slow path of a function with a fast path: `f` with an [`Access`] (inside the caller's
+/// panic guard).
+#[inline(always)]
+pub fn slow_call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
+    body(call, f)
+}
+
+#[inline(always)]
+fn body(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
+    let mut acc = Access::enter();
+    match f(&mut acc) {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => acc.st().fail(call, e),
+    }
+}
+
+/// Runs `f`, turning a panic into `MPI_ERR_INTERN` through the error handler.
+#[inline(always)]
+fn guard(call: &'static str, f: impl FnOnce() -> c_int) -> c_int {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(code) => code,
         Err(p) => panicked(call, p),
     }

@@ -298,18 +298,18 @@ pub unsafe fn recv_checked(
     Ok(())
 }
 
-/// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path. One combined test admits the common call — a
-/// communicator among the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype,
-/// a count ≥ 0, a destination in the communicator, a buffer, calls not locked — and goes straight
-/// to `Endpoint::send`; anything else (`MPI_PROC_NULL`, errors, MPI not running,
-/// `MPI_THREAD_MULTIPLE`) takes [`send_checked`].
+/// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path, run on the state itself when calls are not
+/// locked (`state::call_fast`). One combined test admits the common call — a communicator among
+/// the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype, a count ≥ 0, a
+/// destination in the communicator, a buffer — and goes straight to `Endpoint::send`; anything
+/// else (`MPI_PROC_NULL`, errors, MPI not running) returns `None` for [`send_checked`].
 ///
 /// # Safety
 /// MPI's contract: `buf` holds `count` elements of `dt`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn send(
-    acc: &mut Access,
+pub unsafe fn send_fast(
+    st: &mut State,
     buf: *const c_void,
     count: c_int,
     dt: Datatype,
@@ -317,40 +317,93 @@ pub unsafe fn send(
     tag: c_int,
     comm: abi::Comm,
     sync: bool,
-) -> Res<()> {
+) -> Option<Res<()>> {
     let i = index_of(comm);
-    if !acc.threaded() {
-        let st = acc.st();
-        if let Some(&f) = st.fast.get(i)
-            && let Some(size) = datatype::size_of_handle(dt)
-            && count >= 0
-            && (dest as u32) < f.size
-            && !(buf.is_null() && count != 0)
-        {
-            let len = count as usize * size;
-            // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null unless `len` is 0).
-            let data = unsafe { in_bytes(buf, len) };
-            // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
-            let to = unsafe { *f.world.add(dest as usize) };
-            // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the
-            // table's invariant, `State::fast`).
-            let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-            let r = if sync { ep.ssend(data, to, tag, f.ctx) } else { ep.send(data, to, tag, f.ctx) };
-            return r.map_err(|e| Fail::endpoint(i, e));
-        }
+    let f = *st.fast.get(i)?;
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 || dest as u32 >= f.size {
+        return None;
     }
-    let mode = if sync { Mode::Synchronous } else { Mode::Standard };
-    // SAFETY: as for this function.
-    unsafe { send_checked(acc, buf, count, dt, dest, tag, comm, mode) }
+    let len = count as usize * size;
+    let data: &[u8] = if buf.is_null() {
+        if len != 0 {
+            return None;
+        }
+        &[]
+    } else {
+        // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null).
+        unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
+    };
+    // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
+    let to = unsafe { *f.world.add(dest as usize) };
+    // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
+    // invariant, `State::fast`).
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    let r = if sync { ep.ssend(data, to, tag, f.ctx) } else { ep.send(data, to, tag, f.ctx) };
+    Some(r.map_err(|e| Fail::endpoint(i, e)))
 }
 
-/// `MPI_Recv`: the fast path, as for [`send`]; a specific source or `MPI_ANY_SOURCE`. A failed
-/// receive (truncation...) fills the status on the validating path's terms.
+/// `MPI_Recv`: the fast path, as for [`send_fast`]; a specific source or `MPI_ANY_SOURCE`. A
+/// failed receive (truncation...) fills the status on the validating path's terms.
 ///
 /// # Safety
 /// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
 /// `MPI_STATUS_IGNORE` or writable.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn recv_fast(
+    st: &mut State,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    status: *mut Status,
+) -> Option<Res<()>> {
+    let i = index_of(comm);
+    let f = *st.fast.get(i)?;
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 {
+        return None;
+    }
+    let from = if (source as u32) < f.size {
+        // SAFETY: `world` has `size` entries and `source < size`.
+        unsafe { *f.world.add(source as usize) as c_int }
+    } else if source == ANY_SOURCE && f.size != 0 {
+        nemesis::ANY_SOURCE
+    } else {
+        return None;
+    };
+    let len = count as usize * size;
+    let data: &mut [u8] = if buf.is_null() {
+        if len != 0 {
+            return None;
+        }
+        &mut []
+    } else {
+        // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null); they may be
+        // uninitialized in C's sense, the Endpoint only writes them.
+        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
+    };
+    // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    Some(match ep.recv(data, from, tag, f.ctx) {
+        Ok(s) => {
+            // SAFETY: `from_world` has an entry per job rank; `s.source` is one.
+            let src = unsafe { *f.from_world.add(s.source as usize) };
+            // SAFETY: MPI's contract on `status`.
+            unsafe { put_status(status, src, s.tag, s.len as i64) };
+            Ok(())
+        }
+        Err(e) => Err(recv_failed(&st.comms, i, e, status)),
+    })
+}
+
+/// `MPI_Recv` in any thread mode: [`recv_fast`] where it applies, else [`recv_checked`].
+///
+/// # Safety
+/// As for [`recv_fast`].
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn recv(
     acc: &mut Access,
@@ -362,39 +415,11 @@ pub unsafe fn recv(
     comm: abi::Comm,
     status: *mut Status,
 ) -> Res<()> {
-    let i = index_of(comm);
-    if !acc.threaded() {
-        let st = acc.st();
-        if let Some(&f) = st.fast.get(i)
-            && let Some(size) = datatype::size_of_handle(dt)
-            && count >= 0
-            && let Some(from) = if (source as u32) < f.size {
-                // SAFETY: `world` has `size` entries and `source < size`.
-                Some(unsafe { *f.world.add(source as usize) as c_int })
-            } else if source == ANY_SOURCE && f.size != 0 {
-                Some(nemesis::ANY_SOURCE)
-            } else {
-                None
-            }
-            && !(buf.is_null() && count != 0)
-        {
-            let len = count as usize * size;
-            // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null unless `len` is 0);
-            // they may be uninitialized in C's sense, the Endpoint only writes them.
-            let data = unsafe { out_bytes(buf, len) };
-            // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
-            let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-            return match ep.recv(data, from, tag, f.ctx) {
-                Ok(s) => {
-                    // SAFETY: `from_world` has an entry per job rank; `s.source` is one.
-                    let src = unsafe { *f.from_world.add(s.source as usize) };
-                    // SAFETY: MPI's contract on `status`.
-                    unsafe { put_status(status, src, s.tag, s.len as i64) };
-                    Ok(())
-                }
-                Err(e) => Err(recv_failed(&st.comms, i, e, status)),
-            };
-        }
+    if !acc.threaded()
+        // SAFETY: as for this function.
+        && let Some(r) = unsafe { recv_fast(acc.st(), buf, count, dt, source, tag, comm, status) }
+    {
+        return r;
     }
     // SAFETY: as for this function.
     unsafe { recv_checked(acc, buf, count, dt, source, tag, comm, status) }

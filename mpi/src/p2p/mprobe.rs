@@ -24,7 +24,7 @@ pub const MESSAGE_BASE: u32 = 0xc000_0000 | abi::handle::REQUEST;
 pub struct Reserved {
     msg: nemesis::Message,
     /// Index of the communicator it was probed in.
-    ci: usize,
+    pub ci: usize,
 }
 
 /// The table behind `MPI_Message` handles.

@@ -4,11 +4,10 @@
 //! **Contexts.** Communicator `c` owns two Endpoint contexts: `ctx` for point-to-point and
 //! `ctx + 1` for collectives, so a collective's messages never match a user's receive, even
 //! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` ones. `MPI_COMM_WORLD` has contexts 0 and 1 (0 is the Endpoint's
-//! `WORLD`), `MPI_COMM_SELF` 2 and 3. A new communicator (dup, split) takes the largest "next
-//! free context" of all the parent's members (an allreduce-max done by the creating call) and
-//! every member then moves its own next free context past it: so ranks that share the new
-//! communicator agree on its context, and no rank ever holds two live communicators with the same
-//! context (contexts are never reused; 2^31 creations are available).
+//! `WORLD`), `MPI_COMM_SELF` 2 and 3. A new communicator (dup, split) takes the lowest pair free in
+//! every member of its parent, agreed by an allreduce of the members' free masks ([`context`]:
+//! safe when several threads create communicators at once); a freed communicator's pair is free
+//! again once no request of this process refers to it.
 //!
 //! **Ranks.** `world[r]` is the job rank of communicator rank `r`; `from_world` the inverse (-1
 //! for job ranks outside the communicator). Both exist for every communicator, `MPI_COMM_WORLD`
@@ -20,11 +19,11 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 
+pub mod context;
+
 use crate::abi::{self, COMM_BASE, Errhandler};
-use crate::coll::{self, Tuning, algo::Reduction};
-use crate::datatype::Kind;
+use crate::coll::{self, Tuning};
 use crate::error::{Fail, Res, Why};
-use crate::op::OpKind;
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
 
@@ -174,24 +173,6 @@ fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> 
     Ok((ci, c.clone(), st.tuning))
 }
 
-/// Moves this process's next free context past `ctx`, the one a new communicator agreed on.
-fn take_context(st: &mut State, ci: usize, ctx: u32) -> Res<()> {
-    st.next_ctx =
-        ctx.checked_add(2).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("out of contexts")))?;
-    Ok(())
-}
-
-/// Agrees on the context of a new communicator made from `c` (index `ci`): the largest next free
-/// context of all its members, past which every member then moves (module doc).
-fn agree_context(acc: &mut Access, ci: usize, c: &Comm, tu: &Tuning) -> Res<u32> {
-    let mut v = acc.st().next_ctx.to_ne_bytes();
-    let red = Reduction { op: OpKind::Max, kind: Kind::U32, elem: 4 };
-    coll::allreduce_bytes(acc, c, tu, &mut v, red)?;
-    let ctx = u32::from_ne_bytes(v);
-    take_context(acc.st(), ci, ctx)?;
-    Ok(ctx)
-}
-
 fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
     st.comms.push(Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job)));
@@ -216,15 +197,16 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
-    let ctx = agree_context(acc, ci, &c, &tu).map_err(on(ci))?;
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
     let h = push(acc.st(), c.world.to_vec(), ctx, c.errh);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
 }
 
-/// `MPI_Comm_split`: one allgather of `(color, key, next free context)` gives every member the
-/// new groups (ordered by key, then parent rank) and the agreed context.
+/// `MPI_Comm_split`: every member agrees on one context for all the new communicators (their
+/// groups are disjoint), then one allgather of `(color, key)` gives every member its group
+/// (ordered by key, then parent rank).
 ///
 /// # Safety
 /// `newcomm` null or writable.
@@ -236,27 +218,23 @@ pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int,
     if color < 0 && color != abi::UNDEFINED {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("color must be non-negative or MPI_UNDEFINED")));
     }
-    let next_ctx = acc.st().next_ctx;
-    let mut mine = [0u8; 12];
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let mut mine = [0u8; 8];
     mine[..4].copy_from_slice(&color.to_ne_bytes());
-    mine[4..8].copy_from_slice(&key.to_ne_bytes());
-    mine[8..].copy_from_slice(&next_ctx.to_ne_bytes());
+    mine[4..].copy_from_slice(&key.to_ne_bytes());
     let all = coll::allgather_bytes(acc, &c, &tu, &mine).map_err(on(ci))?;
     let field = |r: usize, k: usize| {
-        let b = &all[r * 12 + k * 4..r * 12 + k * 4 + 4];
-        [b[0], b[1], b[2], b[3]]
+        let b = &all[r * 8 + k * 4..r * 8 + k * 4 + 4];
+        c_int::from_ne_bytes([b[0], b[1], b[2], b[3]])
     };
     let n = c.size as usize;
-    let ctx = (0..n).map(|r| u32::from_ne_bytes(field(r, 2))).max().unwrap_or(next_ctx);
     let st = acc.st();
-    take_context(st, ci, ctx)?;
     let h = if color == abi::UNDEFINED {
+        st.contexts.release(ctx);
         abi::COMM_NULL
     } else {
-        let mut members: Vec<(c_int, usize)> = (0..n)
-            .filter(|&r| c_int::from_ne_bytes(field(r, 0)) == color)
-            .map(|r| (c_int::from_ne_bytes(field(r, 1)), r))
-            .collect();
+        let mut members: Vec<(c_int, usize)> =
+            (0..n).filter(|&r| field(r, 0) == color).map(|r| (field(r, 1), r)).collect();
         members.sort_unstable();
         let world = members.iter().map(|&(_, r)| c.world[r]).collect();
         push(st, world, ctx, c.errh)
@@ -287,6 +265,12 @@ pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
     }
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
+    // Its contexts are free again unless an operation of ours still names it.
+    let in_use = st.reqs.iter().any(|(_, r)| r.comm as usize == ci) || st.messages.iter().any(|(_, m)| m.ci == ci);
+    if !in_use {
+        let ctx = st.comms[ci].ctx;
+        st.contexts.release(ctx);
+    }
     // SAFETY: as above.
     unsafe { *comm = abi::COMM_NULL };
     Ok(())
