@@ -26,8 +26,9 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, copy_bytes, flags};
+use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, flags};
 use crate::error::{Error, Result};
+use crate::pieces::Payload;
 use crate::sync::{AtomicU32, Ordering::*};
 
 /// Bytes of a slot before its header: the stamp and padding.
@@ -161,6 +162,19 @@ impl<'a> FastboxRef<'a> {
     /// caller checked `hdr.payload_offset() + payload.len() <= HEADER_BYTES + capacity()`.
     #[inline(always)]
     pub fn try_send(&self, next: &mut u32, acked: &mut u32, hdr: &MsgHeader, seq: u32, payload: &[u8]) -> bool {
+        self.try_send_from(next, acked, hdr, seq, payload)
+    }
+
+    /// As [`try_send`](Self::try_send) for any [`Payload`] (a message in pieces).
+    #[inline(always)]
+    pub fn try_send_from<P: Payload + ?Sized>(
+        &self,
+        next: &mut u32,
+        acked: &mut u32,
+        hdr: &MsgHeader,
+        seq: u32,
+        payload: &P,
+    ) -> bool {
         debug_assert!(hdr.payload_offset() + payload.len() <= self.body_size);
         if next.wrapping_sub(*acked) > self.mask {
             // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
@@ -180,7 +194,7 @@ impl<'a> FastboxRef<'a> {
             ptr::write_unaligned(ptr::addr_of_mut!((*h).len), payload.len() as u32);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).seq), seq);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
-            copy_bytes(payload.as_ptr(), body.add(hdr.payload_offset()), payload.len());
+            payload.copy_out(0, body.add(hdr.payload_offset()), payload.len());
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
         self.stamp(*next).store(next.wrapping_add(1), Release);

@@ -10,7 +10,8 @@
 //! - [`queue`]: the NEMESIS MPSC queue with shadow head, and its failure repairs;
 //! - [`fastbox`]: per-pair rings of slots;
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
-//! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery;
+//! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery; [`pieces`]:
+//!   payloads gathered from (and fragments scattered into) non-contiguous buffers;
 //! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment.
 //!
 //! # Example
@@ -58,6 +59,7 @@ pub mod netmod;
 pub mod node;
 #[cfg(not(loom))]
 pub mod os;
+pub mod pieces;
 pub mod port;
 pub mod queue;
 #[cfg(not(loom))]
@@ -70,6 +72,7 @@ pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
 pub use layout::{Layout, Params};
 pub use node::{HeapNode, Node, RankState};
+pub use pieces::{Payload, PieceList, Pieces};
 pub use port::{Incoming, NetCell, PeerEvent, PendingSend, Port, PortConfig, REMOTE, Sent};
 pub use queue::{Liveness, Queue, QueueShared};
 #[cfg(not(loom))]

@@ -39,6 +39,7 @@ use crate::cell::{
 use crate::error::{Error, Result};
 use crate::fastbox::FastboxRef;
 use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
+use crate::pieces::{Payload, Pieces};
 use crate::queue::Liveness;
 use crate::sync::Ordering::*;
 
@@ -415,13 +416,25 @@ impl<'n, N: Node> Port<'n, N> {
     /// free, is done inline; everything else in [`send_slow`](Self::send_slow).
     #[inline(always)]
     pub fn send(&mut self, dst: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<Sent> {
+        self.send_from(dst, hdr, payload)
+    }
+
+    /// As [`send`](Self::send) for a payload in pieces, gathered as it is copied into the slot or
+    /// the cells.
+    #[inline]
+    pub fn send_pieces(&mut self, dst: u16, hdr: &MsgHeader, payload: &dyn Pieces) -> Result<Sent> {
+        self.send_from(dst, hdr, payload)
+    }
+
+    #[inline(always)]
+    fn send_from<P: Payload + ?Sized>(&mut self, dst: u16, hdr: &MsgHeader, payload: &P) -> Result<Sent> {
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
         if let Some(t) = self.tx.get_mut(usize::from(dst))
             && let Some(fb) = t.fb
             && t.head == t.seq
             && payload.len() < self.fbox_lim
             && hdr.flags & flags::FT_PIGGYBACK == 0
-            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, t.seq, payload)
+            && fb.try_send_from(&mut t.fnext, &mut t.facked, hdr, t.seq, payload)
         {
             t.seq = t.seq.wrapping_add(1);
             t.head = t.seq;
@@ -432,7 +445,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Everything [`send`](Self::send) does not do inline: checks, the fastbox claim, cells.
     #[inline(never)]
-    fn send_slow(&mut self, dst: u16, hdr: &MsgHeader, payload: &[u8]) -> Result<Sent> {
+    fn send_slow<P: Payload + ?Sized>(&mut self, dst: u16, hdr: &MsgHeader, payload: &P) -> Result<Sent> {
         self.node.check_rank(dst)?;
         if payload.len() > self.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.max_message });
@@ -468,6 +481,15 @@ impl<'n, N: Node> Port<'n, N> {
     /// handed over. Pending sends to one peer must be resumed in the order they were returned;
     /// a later one makes no progress before the earlier ones completed.
     pub fn resume(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
+        self.resume_from(ps, payload)
+    }
+
+    /// As [`resume`](Self::resume) for a send of [`send_pieces`](Self::send_pieces).
+    pub fn resume_pieces(&mut self, ps: &mut PendingSend, payload: &dyn Pieces) -> Result<bool> {
+        self.resume_from(ps, payload)
+    }
+
+    fn resume_from<P: Payload + ?Sized>(&mut self, ps: &mut PendingSend, payload: &P) -> Result<bool> {
         let t = &self.tx[ps.dst as usize];
         if t.gone {
             return Err(Error::PeerDead { rank: ps.dst });
@@ -493,7 +515,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// Writes the message into our fastbox at `dst`, claiming one first if we have sent enough to
     /// `dst`. False if there is no box or its next slot is full.
     #[inline(always)]
-    fn try_fastbox(&mut self, dst: u16, h: &MsgHeader, payload: &[u8]) -> bool {
+    fn try_fastbox<P: Payload + ?Sized>(&mut self, dst: u16, h: &MsgHeader, payload: &P) -> bool {
         let t = &mut self.tx[dst as usize];
         if t.fb.is_none() {
             // First attempt once `fastbox_after` messages went to `dst`, then every 1024 messages.
@@ -507,7 +529,7 @@ impl<'n, N: Node> Port<'n, N> {
         }
         let t = &mut self.tx[dst as usize];
         match t.fb {
-            Some(fb) => fb.try_send(&mut t.fnext, &mut t.facked, h, h.seq, payload),
+            Some(fb) => fb.try_send_from(&mut t.fnext, &mut t.facked, h, h.seq, payload),
             None => false,
         }
     }
@@ -550,7 +572,7 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Enqueues the rest of `ps` in cells; false if cells ran out first.
-    fn push_cells(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
+    fn push_cells<P: Payload + ?Sized>(&mut self, ps: &mut PendingSend, payload: &P) -> Result<bool> {
         let cap = self.cell_body - ps.hdr.payload_offset();
         let q = self.node.recv_queue(ps.dst);
         loop {
@@ -566,7 +588,7 @@ impl<'n, N: Node> Port<'n, N> {
             unsafe {
                 let body = c.body();
                 ptr::write_unaligned(body as *mut MsgHeader, h);
-                copy_bytes(payload.as_ptr().add(ps.offset), body.add(h.payload_offset()), n);
+                payload.copy_out(ps.offset, body.add(h.payload_offset()), n);
             }
             if let Err(e) = q.enqueue(c, self.me, ps.dst) {
                 self.node.free_queue(self.me).enqueue(c, self.me, self.me)?;
