@@ -20,6 +20,9 @@
 //! per progress pass, so other traffic keeps flowing during a large transfer.
 
 use std::io;
+use std::ptr::NonNull;
+
+use nemesis_shm::Pieces;
 
 use crate::cma;
 use crate::error::{Error, Result};
@@ -125,6 +128,8 @@ struct SendX {
     peer: u16,
     token: Token,
     addr: *const u8,
+    /// The message is in pieces (`addr` unused): it goes through a ring, gathered as copied.
+    pieces: Option<NonNull<dyn Pieces>>,
     len: u64,
     state: SendState,
 }
@@ -147,6 +152,8 @@ struct RecvX {
     peer: u16,
     token: Token,
     dst: *mut u8,
+    /// The receive buffer is in pieces (`dst` unused): data is scattered as it is copied.
+    pieces: Option<NonNull<dyn Pieces>>,
     /// Bytes to move: the message's length, or the buffer's if shorter.
     bytes: u64,
     state: RecvState,
@@ -203,6 +210,8 @@ pub struct Lmt {
     scratch_ends: Vec<(usize, Option<Error>)>,
     iov_local: Vec<libc::iovec>,
     iov_remote: Vec<libc::iovec>,
+    /// Bytes of each range in the iovecs (`gather`).
+    iov_took: Vec<u64>,
 }
 
 // SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
@@ -228,6 +237,7 @@ impl Lmt {
             scratch_ends: Vec::new(),
             iov_local: Vec::new(),
             iov_remote: Vec::new(),
+            iov_took: Vec::new(),
         }
     }
 
@@ -288,10 +298,37 @@ impl Lmt {
     /// The `len` bytes at `addr` must stay valid and unchanged until this transfer's outcome is
     /// taken.
     pub unsafe fn pre_send(&mut self, peer: u16, token: Token, addr: *const u8, len: u64, pid: u32) -> Rts {
+        let backend = self.backend_for(len);
+        self.add_send(peer, token, addr, None, len, pid, backend)
+    }
+
+    /// Sender: as [`pre_send`](Self::pre_send) for a message in `pieces`. It goes through the
+    /// receiver's ring (a single copy would need the pieces' addresses on the receiver's side),
+    /// each chunk gathered straight from the pieces.
+    ///
+    /// # Safety
+    /// `pieces` must stay valid, its memory readable and unchanged, until this transfer's outcome
+    /// is taken.
+    pub unsafe fn pre_send_pieces(&mut self, peer: u16, token: Token, pieces: NonNull<dyn Pieces>, pid: u32) -> Rts {
+        // SAFETY: the caller's contract.
+        let len = unsafe { pieces.as_ref() }.len() as u64;
+        self.add_send(peer, token, std::ptr::null(), Some(pieces), len, pid, Backend::Ring)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_send(
+        &mut self,
+        peer: u16,
+        token: Token,
+        addr: *const u8,
+        pieces: Option<NonNull<dyn Pieces>>,
+        len: u64,
+        pid: u32,
+        backend: Backend,
+    ) -> Rts {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let backend = self.backend_for(len);
-        self.sends.push(SendX { id, peer, token, addr, len, state: SendState::AwaitReply });
+        self.sends.push(SendX { id, peer, token, addr, pieces, len, state: SendState::AwaitReply });
         Rts { id, len, addr: addr as u64, pid, backend }
     }
 
@@ -315,17 +352,58 @@ impl Lmt {
         cap: usize,
         rings: &R,
     ) {
+        self.add_recv(peer, token, rts, dst, None, cap, rings);
+    }
+
+    /// Receiver: as [`pre_recv`](Self::pre_recv) into `pieces` (their length is the capacity).
+    /// A single copy reads into the pieces (one iovec each) when they are long enough on
+    /// average ([`CMA_MIN_PIECE`]) and is never split with the sender; otherwise the data comes
+    /// through a ring, scattered as it is copied out.
+    ///
+    /// # Safety
+    /// `pieces` must stay valid, its memory writable and not accessed otherwise, until this
+    /// transfer's outcome is taken.
+    pub unsafe fn pre_recv_pieces<R: Rings + ?Sized>(
+        &mut self,
+        peer: u16,
+        token: Token,
+        rts: &Rts,
+        pieces: NonNull<dyn Pieces>,
+        rings: &R,
+    ) {
+        // SAFETY: the caller's contract.
+        let cap = unsafe { pieces.as_ref() }.len();
+        self.add_recv(peer, token, rts, std::ptr::null_mut(), Some(pieces), cap, rings);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_recv<R: Rings + ?Sized>(
+        &mut self,
+        peer: u16,
+        token: Token,
+        rts: &Rts,
+        dst: *mut u8,
+        pieces: Option<NonNull<dyn Pieces>>,
+        cap: usize,
+        rings: &R,
+    ) {
         let bytes = rts.len.min(cap as u64);
         if bytes == 0 {
             self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
             self.done.push((token, Outcome::Moved { bytes: 0 }));
             return;
         }
-        let pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        let long_pieces = pieces.is_none_or(|p| {
+            // SAFETY: `pieces` is valid until the outcome is taken (the caller's contract).
+            unsafe { p.as_ref() }.count() as u64 * CMA_MIN_PIECE <= bytes
+        });
+        let pull =
+            rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring && long_pieces;
         let mut help = Help::No;
         let state = if pull {
             let mut end = bytes;
-            if bytes >= self.cfg.split_min {
+            // The sender writes its part into one contiguous range: not into pieces.
+            if bytes >= self.cfg.split_min && pieces.is_none() {
                 // Both cores copy: we read the first half, the sender writes the second (from a
                 // page boundary of the message).
                 let from = (bytes * receiver_share(bytes) / 16) & !4095;
@@ -347,6 +425,7 @@ impl Lmt {
             peer,
             token,
             dst,
+            pieces,
             bytes,
             state,
             began_cma: pull,
@@ -407,7 +486,7 @@ impl Lmt {
     fn start_help(&mut self, i: usize, offset: u64, bytes: u64, dst: u64, pid: u32) -> Result<()> {
         let x = &self.sends[i];
         let end = offset.checked_add(bytes).filter(|&e| e <= x.len);
-        let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply)) else {
+        let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply) && x.pieces.is_none()) else {
             return self.fail_send(i, Error::Corrupt { what: "HELP range", value: offset });
         };
         self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
@@ -564,10 +643,18 @@ impl Lmt {
                 break;
             }
             let n = slot.min(bytes - offset) as usize;
-            // SAFETY: the sender's buffer holds `len >= bytes` bytes (pre_send's contract) and
-            // `offset + n <= bytes`.
-            let data = unsafe { std::slice::from_raw_parts(x.addr.add(offset as usize), n) };
-            if !r.try_put(chunk, data) {
+            let put = match x.pieces {
+                // SAFETY: the pieces are valid and readable until the outcome is taken
+                // (`pre_send_pieces`'s contract); `gather` writes the `n` bytes `fill` must.
+                Some(p) => unsafe { r.try_put_with(chunk, n, |dst| p.as_ref().gather(offset as usize, dst, n)) },
+                None => {
+                    // SAFETY: the sender's buffer holds `len >= bytes` bytes (pre_send's contract)
+                    // and `offset + n <= bytes`.
+                    let data = unsafe { std::slice::from_raw_parts(x.addr.add(offset as usize), n) };
+                    r.try_put(chunk, data)
+                }
+            };
+            if !put {
                 break;
             }
             offset += n as u64;
@@ -621,12 +708,14 @@ impl Lmt {
         // Each range is `at..end` of the sender's buffer (`end <= len`, checked by `start_help`).
         let ranges = group.iter().map(|&(_, i)| match self.sends[i].state {
             SendState::Help { dst, offset, at, end, .. } => {
-                (self.sends[i].addr as usize + at as usize, dst.wrapping_add(at - offset), end - at)
+                (Local::Addr(self.sends[i].addr as usize + at as usize), dst.wrapping_add(at - offset), end - at)
             }
-            _ => (0, 0, 0),
+            _ => (Local::Addr(0), 0, 0),
         });
-        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
-        let members = &group[..self.iov_local.len()];
+        let (budget, took) = (self.cfg.cma_chunk as u64, &mut self.iov_took);
+        // SAFETY: every range is of a contiguous buffer (a send in pieces gets no HELP).
+        unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
+        let members = &group[..self.iov_took.len()];
         let wrote = cma::write_vectored(pid, &self.iov_local, &self.iov_remote);
         let mut got = match wrote {
             Ok(n) => n,
@@ -636,7 +725,7 @@ impl Lmt {
             Err(_) => 0,
         };
         for (k, &(_, i)) in members.iter().enumerate() {
-            let want = self.iov_local[k].iov_len;
+            let want = self.iov_took[k] as usize;
             let took = got.min(want);
             got -= took;
             let x = &mut self.sends[i];
@@ -718,12 +807,19 @@ impl Lmt {
         // Each range is `offset..end` of the receive buffer (`end <= bytes <= cap`).
         let ranges = group.iter().map(|&(_, i)| match self.recvs[i].state {
             RecvState::Cma { addr, offset, end, .. } => {
-                (self.recvs[i].dst as usize + offset as usize, addr.wrapping_add(offset), end - offset)
+                let x = &self.recvs[i];
+                let l = match x.pieces {
+                    Some(p) => Local::Pieces(p, offset),
+                    None => Local::Addr(x.dst as usize + offset as usize),
+                };
+                (l, addr.wrapping_add(offset), end - offset)
             }
-            _ => (0, 0, 0),
+            _ => (Local::Addr(0), 0, 0),
         });
-        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
-        let members = &group[..self.iov_local.len()];
+        let (budget, took) = (self.cfg.cma_chunk as u64, &mut self.iov_took);
+        // SAFETY: the pieces of a receive are valid until its outcome is taken (its contract).
+        unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
+        let members = &group[..self.iov_took.len()];
         // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
         // outcome is taken (pre_recv's contract).
@@ -736,7 +832,7 @@ impl Lmt {
             Ok(mut got) => {
                 self.cma = Cma::Usable;
                 for (k, &(_, i)) in members.iter().enumerate() {
-                    let want = self.iov_local[k].iov_len;
+                    let want = self.iov_took[k] as usize;
                     let took = got.min(want);
                     got -= took;
                     let x = &mut self.recvs[i];
@@ -799,9 +895,17 @@ impl Lmt {
                 break;
             }
             let n = slot.min(x.bytes - offset) as usize;
-            // SAFETY: the receive buffer holds `cap >= bytes` bytes and `offset + n <= bytes`.
-            let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
-            match r.try_take(chunk, dst) {
+            let took = match x.pieces {
+                // SAFETY: the pieces are valid and writable until the outcome is taken
+                // (`pre_recv_pieces`'s contract); `scatter` reads the `n` bytes of the chunk.
+                Some(p) => unsafe { r.try_take_with(chunk, n, |src| p.as_ref().scatter(offset as usize, src, n)) },
+                None => {
+                    // SAFETY: the receive buffer holds `cap >= bytes` bytes and `offset + n <= bytes`.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
+                    r.try_take(chunk, dst)
+                }
+            };
+            match took {
                 Ok(true) => {
                     offset += n as u64;
                     chunk += 1;
@@ -913,25 +1017,61 @@ impl Lmt {
     }
 }
 
-/// Fills `local` and `remote` with the iovecs of one CMA call, a pair per `(local address,
-/// remote address, bytes left)` in order: at most `budget` bytes and [`cma::IOV_MAX`] pairs (the
-/// i-th pair belongs to the i-th range; fewer pairs than ranges when a limit is reached).
-fn gather(
+/// Our side of a single-copy range: an address, or a packed offset of pieces.
+#[derive(Clone, Copy)]
+enum Local {
+    Addr(usize),
+    Pieces(NonNull<dyn Pieces>, u64),
+}
+
+/// Fills `local` and `remote` with the iovecs of one CMA call for `(our side, remote address,
+/// bytes left)` ranges in order: at most `budget` bytes and [`cma::IOV_MAX`] iovecs on either
+/// side, and `took` with the bytes of each range included (the i-th entry for the i-th range;
+/// fewer entries than ranges when a limit is reached, and a range in pieces may be cut short at
+/// the iovec limit). A range is one remote iovec and one local iovec per piece.
+///
+/// # Safety
+/// Every `Local::Pieces` is valid (its transfer's contract).
+unsafe fn gather(
     local: &mut Vec<libc::iovec>,
     remote: &mut Vec<libc::iovec>,
+    took: &mut Vec<u64>,
     mut budget: u64,
-    ranges: impl Iterator<Item = (usize, u64, u64)>,
+    ranges: impl Iterator<Item = (Local, u64, u64)>,
 ) {
     local.clear();
     remote.clear();
+    took.clear();
     for (l, r, left) in ranges {
         if budget == 0 || local.len() == cma::IOV_MAX {
             break;
         }
-        let n = left.min(budget);
+        let want = left.min(budget);
+        let n = match l {
+            Local::Addr(a) => {
+                local.push(libc::iovec { iov_base: a as *mut libc::c_void, iov_len: want as usize });
+                want
+            }
+            Local::Pieces(p, offset) => {
+                let mut n = 0;
+                // SAFETY: valid (the caller's contract).
+                unsafe { p.as_ref() }.visit(offset as usize, want as usize, &mut |a, k| {
+                    if local.len() == cma::IOV_MAX {
+                        return false;
+                    }
+                    local.push(libc::iovec { iov_base: a.cast(), iov_len: k });
+                    n += k as u64;
+                    true
+                });
+                n
+            }
+        };
+        if n == 0 {
+            break;
+        }
         budget -= n;
-        local.push(libc::iovec { iov_base: l as *mut libc::c_void, iov_len: n as usize });
         remote.push(libc::iovec { iov_base: r as usize as *mut libc::c_void, iov_len: n as usize });
+        took.push(n);
     }
 }
 
@@ -942,6 +1082,10 @@ fn gather(
 fn receiver_share(bytes: u64) -> u64 {
     if (64 << 10..=128 << 10).contains(&bytes) { 10 } else { 8 }
 }
+
+/// Smallest average piece, in bytes, of a receive in pieces that a single copy reads into (one
+/// iovec per piece, at most [`cma::IOV_MAX`] per call); shorter pieces come through a ring.
+pub const CMA_MIN_PIECE: u64 = 256;
 
 /// What one progress step did to the transfer list.
 enum Step {
@@ -1005,25 +1149,97 @@ mod tests {
         let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
         // SAFETY: as above.
         unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, &n) };
+        let (so, ro) = drive(&mut s, &mut r, &n, tamper);
+        (so, ro, dst)
+    }
+
+    /// Passes the control messages between sender `s` (rank 0) and receiver `r` (rank 1) and
+    /// drives both until each reported its outcome.
+    fn drive(s: &mut Lmt, r: &mut Lmt, n: &TwoRanks, tamper: impl Fn(Control) -> Control) -> (Outcome, Outcome) {
         let (mut so, mut ro) = (None, None);
         for _ in 0..10_000 {
             for (to, m) in r.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 0);
-                s.handle(1, tamper(m), &n).unwrap();
+                s.handle(1, tamper(m), n).unwrap();
             }
             for (to, m) in s.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 1);
-                r.handle(0, m, &n).unwrap();
+                r.handle(0, m, n).unwrap();
             }
-            s.progress(&n);
-            r.progress(&n);
+            s.progress(n);
+            r.progress(n);
             so = so.or(s.take_done().next().map(|d| d.1));
             ro = ro.or(r.take_done().next().map(|d| d.1));
             if so.is_some() && ro.is_some() && !s.busy() && !r.busy() {
                 break;
             }
         }
-        (so.expect("sender finished"), ro.expect("receiver finished"), dst)
+        (so.expect("sender finished"), ro.expect("receiver finished"))
+    }
+
+    /// Every `stride` bytes of `buf`, `len` of them (`len <= stride`), as pieces.
+    fn strided(buf: &mut [u8], len: usize, stride: usize) -> NonNull<dyn Pieces> {
+        let base = buf.as_mut_ptr();
+        let list = (0..buf.len() / stride).map(|k| (base.wrapping_add(k * stride), len)).collect();
+        // SAFETY: disjoint ranges of `buf`, which the tests keep alive while the list is used.
+        let list: Box<dyn Pieces> = Box::new(unsafe { nemesis_shm::PieceList::new(list) });
+        NonNull::from(Box::leak(list))
+    }
+
+    #[test]
+    fn messages_in_pieces_move_through_rings_and_single_copies() {
+        let cfg = |policy| Config {
+            policy,
+            cma_min: 0,
+            cma_max: u64::MAX,
+            chunks_per_pass: 2,
+            cma_chunk: 700,
+            split_min: 1000,
+        };
+        let can_cma = cma::probe_startup().is_ok();
+        // (piece length, stride): short pieces (a ring), long ones (a single copy if allowed).
+        for (plen, stride) in [(3usize, 5usize), (300, 301)] {
+            let pieces = 40;
+            let total = plen * pieces;
+            let src_mem: Vec<u8> = (0..stride * pieces).map(|i| (i * 7 + 1) as u8).collect();
+            let want: Vec<u8> = (0..total).map(|i| src_mem[i / plen * stride + i % plen]).collect();
+            for policy in [Policy::Ring, Policy::Cma] {
+                let n = node(2);
+                // A sender in pieces, a contiguous receiver.
+                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let mut src = src_mem.clone();
+                let sp = strided(&mut src, plen, stride);
+                let mut dst = vec![0u8; total];
+                // SAFETY: `src`, `dst` and the leaked list outlive the transfer.
+                let rts = unsafe { s.pre_send_pieces(1, 10, sp, 1) };
+                assert_eq!((rts.len, rts.backend), (total as u64, Backend::Ring));
+                // SAFETY: as above.
+                unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), total, &n) };
+                let (so, ro) = drive(&mut s, &mut r, &n, |m| m);
+                assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
+                assert_eq!(dst, want, "gathered, {plen}-byte pieces, {policy:?}");
+                assert_eq!(r.stats().ring, 1);
+
+                // A contiguous sender, a receiver in pieces (one byte short: truncation).
+                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let msg: Vec<u8> = want.iter().map(|b| b ^ 0x5a).chain([9]).collect();
+                let mut out = vec![0xeeu8; stride * pieces];
+                let rp = strided(&mut out, plen, stride);
+                r.set_cma(can_cma);
+                // SAFETY: `msg`, `out` and the leaked list outlive the transfer.
+                let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
+                // SAFETY: as above.
+                unsafe { r.pre_recv_pieces(0, 20, &rts, rp, &n) };
+                let (so, ro) = drive(&mut s, &mut r, &n, |m| m);
+                assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
+                for (i, &b) in out.iter().enumerate() {
+                    let w = if i % stride < plen { msg[i / stride * plen + i % stride] } else { 0xee };
+                    assert_eq!(b, w, "byte {i}, {plen}-byte pieces, {policy:?}");
+                }
+                let single = policy == Policy::Cma && can_cma && plen >= CMA_MIN_PIECE as usize;
+                assert_eq!((r.stats().cma, r.stats().split), (u64::from(single), 0), "{plen}-byte pieces, {policy:?}");
+            }
+        }
     }
 
     fn data(len: usize) -> Vec<u8> {
