@@ -15,3 +15,4 @@ mod wait;
 pub use config::{Config, WaitMode};
 pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Message, Request, Scope, SendId, Status, WORLD};
 pub use error::{Error, Result};
+pub use nemesis_shm::{PieceList, Pieces};

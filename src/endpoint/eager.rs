@@ -94,7 +94,7 @@ impl Inner {
         if len > self.eager {
             // A rendezvous send completes once the receiver has the data: synchronous already.
             // SAFETY: the caller's contract.
-            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context, token) };
+            return unsafe { self.lmt_send(ptr, len, None, local, dest, tag, context, token) };
         }
         let status = Status { source: self.rank, tag, len };
         let token = if sync && token == 0 { self.token() } else { token };
@@ -139,7 +139,8 @@ impl Inner {
             }
             Ok(Sent::Pending(ps)) => {
                 let dest = hdr.dst;
-                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest });
+                let req =
+                    self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest, pieces: None });
                 let own = Some(payload.into());
                 self.pending.push_back(Pending { req, internal: true, sync: None, own });
                 Ok(())

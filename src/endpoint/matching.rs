@@ -5,7 +5,7 @@ use nemesis_lmt::Rts;
 use nemesis_shm::Incoming;
 
 use super::request::{Op, RecvBuf, Request};
-use super::{ANY_SOURCE, ANY_TAG, Inner, NOT_LOCAL, Peer, Status};
+use super::{ANY_SOURCE, ANY_TAG, Inner, Message, NOT_LOCAL, Peer, Status};
 
 use crate::error::{Error, Result};
 
@@ -88,6 +88,12 @@ pub(super) fn copy_into(buf: RecvBuf, inc: &Incoming) {
     let off = inc.offset();
     if off < buf.cap {
         let n = inc.frag_len().min(buf.cap - off);
+        if let Some(p) = buf.pieces {
+            // SAFETY: the pieces are valid and writable (the receive's contract); the fragment's
+            // `frag_len >= n` payload bytes are readable until it is released.
+            unsafe { p.as_ref().scatter(off, inc.payload_ptr(), n) };
+            return;
+        }
         // SAFETY: `buf.ptr` is valid for `buf.cap` bytes (the receive's contract) and
         // `off + n <= cap`.
         let dst = unsafe { std::slice::from_raw_parts_mut(buf.ptr.add(off), n) };
@@ -115,6 +121,29 @@ impl Inner {
             return Err(Error::InvalidTag(tag));
         }
         Ok(Want { source, tag, context })
+    }
+
+    /// Starts a receive into `buf`: from the unexpected list, or posted.
+    pub(super) fn irecv(&mut self, want: Want, buf: RecvBuf) -> Result<Request> {
+        if !self.unexpected.is_empty() {
+            match self.take_unexpected(want, buf) {
+                Found::Done(r) => return Ok(self.reqs.insert_done(r)),
+                Found::Claimed(req) => return Ok(req),
+                Found::Nothing => {}
+            }
+        }
+        // Messages already in the node are taken by the next progress (any wait or test).
+        self.post(want, buf)
+    }
+
+    /// Starts the receive of reserved message `msg` into `buf`.
+    pub(super) fn imrecv(&mut self, msg: Message, buf: RecvBuf) -> Result<Request> {
+        match self.take_reserved(msg.id, buf) {
+            Found::Done(r) => Ok(self.reqs.insert_done(r)),
+            Found::Claimed(req) => Ok(req),
+            // Dropped while arriving: its sender died.
+            Found::Nothing => Err(Error::PeerDied { rank: msg.source }),
+        }
     }
 
     /// Posts a receive (after the unexpected list was searched).
@@ -177,7 +206,7 @@ impl Inner {
         if let Some(rts) = self.unexpected[i].1.rts {
             let (_, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
-            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
+            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
             self.start_lmt_recv(u.source, req, &rts, buf);
             self.recycle(u.data);
             return Found::Claimed(req);
@@ -201,7 +230,11 @@ impl Inner {
 
     fn consume_unexpected(&mut self, u: Unexpected, buf: RecvBuf) -> Result<Status> {
         let n = u.data.len().min(buf.cap);
-        if n > 0 {
+        if let Some(p) = buf.pieces {
+            // SAFETY: the pieces are valid and writable (the receive's contract); `n` bytes of
+            // our own buffer are read.
+            unsafe { p.as_ref().scatter(0, u.data.as_ptr(), n) };
+        } else if n > 0 {
             // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
             // our own buffer.
             unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };

@@ -32,12 +32,14 @@
 //! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
 //! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
-//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends); this file holds the
+//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends), `pieces.rs`
+//! (buffers in pieces: non-contiguous data moved without a packed copy); this file holds the
 //! public API, `Inner` and init/finalize.
 
 mod cancel;
 mod eager;
 mod matching;
+mod pieces;
 mod progress;
 mod rendezvous;
 mod request;
@@ -394,7 +396,7 @@ impl Endpoint {
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
+                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
             }
@@ -442,7 +444,7 @@ impl Endpoint {
                 req
             }
             Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest, pieces: None });
                 inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
                 req
             }
@@ -486,7 +488,7 @@ impl Endpoint {
     pub fn recv(&mut self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let rb = RecvBuf { ptr: buf.as_mut_ptr(), cap: buf.len() };
+        let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
                 Found::Done(r) => return r,
@@ -533,7 +535,7 @@ impl Endpoint {
                 inner.reqs.insert_done(Ok(status))
             }
             Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest, pieces: None });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 req
             }
@@ -558,16 +560,7 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let rb = RecvBuf { ptr, cap };
-        if !inner.unexpected.is_empty() {
-            match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return Ok(inner.reqs.insert_done(r)),
-                Found::Claimed(req) => return Ok(req),
-                Found::Nothing => {}
-            }
-        }
-        // Messages already in the node are taken by the next progress (any wait or test).
-        inner.post(want, rb)
+        inner.irecv(want, RecvBuf::bytes(ptr, cap))
     }
 
     /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
@@ -681,13 +674,7 @@ impl Endpoint {
     /// # Safety
     /// As for [`irecv_raw`](Self::irecv_raw).
     pub unsafe fn imrecv_raw(&mut self, msg: Message, ptr: *mut u8, cap: usize) -> Result<Request> {
-        let inner = &mut *self.inner;
-        match inner.take_reserved(msg.id, RecvBuf { ptr, cap }) {
-            Found::Done(r) => Ok(inner.reqs.insert_done(r)),
-            Found::Claimed(req) => Ok(req),
-            // Dropped while arriving: its sender died.
-            Found::Nothing => Err(Error::PeerDied { rank: msg.source }),
-        }
+        self.inner.imrecv(msg, RecvBuf::bytes(ptr, cap))
     }
 
     /// Receives reserved message `msg` into `buf` (MPI's `MPI_Mrecv`).

@@ -202,20 +202,23 @@ impl Inner {
         let mut i = 0;
         while i < self.pending.len() {
             let Pending { req, internal, sync, ref own } = self.pending[i];
-            let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
+            let Some(Op::Send { ps, buf, len, dest, pieces }) = self.reqs.op_mut(req) else {
                 self.pending.remove(i);
                 continue;
             };
             let (buf, len, dest) = (*buf, *len, *dest);
-            let data = match own {
-                Some(own) => &own[..],
-                // SAFETY: the send's buffer stays valid until its request completes (callers'
-                // contract); `len` bytes were given.
-                None => unsafe { raw_slice(buf, len) },
-            };
             let tag = ps.header().tag;
             let local = ps.dst();
-            match self.port.resume(ps, data) {
+            let resumed = match (own, *pieces) {
+                (Some(own), _) => self.port.resume(ps, &own[..]),
+                // SAFETY: the send's pieces stay valid until its request completes (callers'
+                // contract).
+                (None, Some(p)) => self.port.resume_pieces(ps, unsafe { p.as_ref() }),
+                // SAFETY: the send's buffer stays valid until its request completes (callers'
+                // contract); `len` bytes were given.
+                (None, None) => self.port.resume(ps, unsafe { raw_slice(buf, len) }),
+            };
+            match resumed {
                 Ok(true) => {
                     self.ring(local);
                     let status = Status { source: self.rank, tag, len };

@@ -1,11 +1,13 @@
 //! Rendezvous (`nemesis-lmt`): the RTS of a large send, starting a receive's transfer, rendezvous
 //! arrivals, and the steps that drive transfers and batch their control messages.
 
+use std::ptr::NonNull;
+
 use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
-use nemesis_shm::{Incoming, MsgHeader, Node, Segment};
+use nemesis_shm::{Incoming, MsgHeader, Node, Pieces, Segment};
 
 use super::matching::{Unexpected, finish};
-use super::request::{Op, RecvBuf, Request};
+use super::request::{Op, RecvBuf, Request, Stage};
 use super::waiting::Bypass;
 use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
 
@@ -40,16 +42,19 @@ impl Rings for SegRings {
 impl Inner {
     /// Starts a rendezvous send to local rank `local`: its RTS goes like an eager message (ordered
     /// with the eager messages to `dest`); the data moves once a receive matched it. `token` marks
-    /// the RTS for cancellation (0: none).
+    /// the RTS for cancellation (0: none). A message in `pieces` (then `ptr` is unused) goes
+    /// through the receiver's ring to a local peer, and from a copy of ours to a remote one.
     ///
     /// # Safety
-    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    /// The `len` bytes at `ptr` (or the pieces, of length `len`) must stay valid and unchanged
+    /// until the request completes.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn lmt_send(
         &mut self,
         ptr: *const u8,
         len: usize,
+        pieces: Option<NonNull<dyn Pieces>>,
         local: u16,
         dest: u32,
         tag: i32,
@@ -57,7 +62,20 @@ impl Inner {
         token: u32,
     ) -> Result<Request> {
         let status = Status { source: self.rank, tag, len };
-        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false });
+        let mut ptr = ptr;
+        let stage = match pieces {
+            Some(p) if local == NOT_LOCAL => {
+                let mut bytes = vec![0u8; len].into_boxed_slice();
+                // SAFETY: the pieces are valid and readable (the caller's contract); `bytes` holds
+                // their `len` bytes.
+                unsafe { p.as_ref().gather(0, bytes.as_mut_ptr(), len) };
+                // The boxed bytes do not move when the box does: valid until the request ends.
+                ptr = bytes.as_ptr();
+                Some(Box::new(Stage { bytes, into: None }))
+            }
+            _ => None,
+        };
+        let req = self.reqs.insert(Op::Lmt { status, cap: len, peer: dest, recv: false, stage });
         self.reqs.set_sent(req, dest, token);
         let hdr = MsgHeader { kind: KIND_RTS, aux: token, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
@@ -68,8 +86,12 @@ impl Inner {
             let n = Control::Rts(rts).encode(&mut bytes);
             self.net_send(dest, &hdr, &bytes[..n])
         } else {
-            // SAFETY: as above.
-            let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+            let rts = match pieces {
+                // SAFETY: as above.
+                Some(p) => unsafe { self.lmt.pre_send_pieces(local, req.token(), p, self.pid) },
+                // SAFETY: as above.
+                None => unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) },
+            };
             let n = Control::Rts(rts).encode(&mut bytes);
             self.send_internal(local, &hdr, &bytes[..n])
         };
@@ -92,13 +114,29 @@ impl Inner {
         }
         let local = self.route[source as usize];
         if local != NOT_LOCAL {
-            // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the
-            // request completes (the receive's contract); it completes when the transfer's outcome
-            // is taken.
-            unsafe { self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
-        } else if let Some(net) = self.net.as_mut() {
-            // SAFETY: as above.
-            unsafe { self.netlmt.pre_recv(source, req.token(), rts, buf.ptr, buf.cap, net) };
+            // SAFETY: `buf` is valid for `cap` bytes of writes (or its pieces are), untouched
+            // otherwise, until the request completes (the receive's contract); it completes when
+            // the transfer's outcome is taken.
+            unsafe {
+                match buf.pieces {
+                    Some(p) => self.lmt.pre_recv_pieces(local, req.token(), rts, p, &self.rings),
+                    None => self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings),
+                }
+            }
+        } else if self.net.is_some() {
+            let mut ptr = buf.ptr;
+            if let Some(p) = buf.pieces {
+                // The network rendezvous fills contiguous bytes: ours, scattered on completion.
+                let mut bytes = vec![0u8; buf.cap].into_boxed_slice();
+                ptr = bytes.as_mut_ptr();
+                if let Some(Op::Lmt { stage, .. }) = self.reqs.op_mut(req) {
+                    *stage = Some(Box::new(Stage { bytes, into: Some(p) }));
+                }
+            }
+            if let Some(net) = self.net.as_mut() {
+                // SAFETY: as above (a staging buffer is owned by the request until it completes).
+                unsafe { self.netlmt.pre_recv(source, req.token(), rts, ptr, buf.cap, net) };
+            }
         }
     }
 
@@ -141,7 +179,7 @@ impl Inner {
             && b.open()
             && b.want.matches(source, tag, context)
         {
-            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
+            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true, stage: None });
             b.lmt = Some(req);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
@@ -150,7 +188,7 @@ impl Inner {
             if let Some(op) = self.reqs.op_mut(p.req)
                 && let Op::Recv { buf, .. } = *op
             {
-                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
+                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true, stage: None };
                 self.start_lmt_recv(source, p.req, &rts, buf);
             }
         } else {
@@ -221,7 +259,16 @@ impl Inner {
         done.extend(self.netlmt.take_done());
         for (token, outcome) in done {
             let req = Request::from_token(token);
-            let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
+            let Some(Op::Lmt { status, cap, peer, recv, stage }) = self.reqs.op_mut(req) else { continue };
+            let (status, cap, peer, recv) = (*status, *cap, *peer, *recv);
+            if let (Outcome::Moved { .. }, Some(st)) = (&outcome, stage.as_deref())
+                && let Some(p) = st.into
+            {
+                let n = status.len.min(cap).min(st.bytes.len());
+                // SAFETY: the receive's pieces are valid and writable until it completes (now);
+                // `n` bytes of our staging buffer are read.
+                unsafe { p.as_ref().scatter(0, st.bytes.as_ptr(), n) };
+            }
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),
