@@ -7,13 +7,12 @@
 //! persistent request between its completion and the next `MPI_Start`. A request the user freed
 //! (`MPI_Request_free`) while active stays until it completes, then goes without a report.
 
-use std::ffi::c_int;
-use std::sync::Arc;
-
 use crate::abi;
-use crate::datatype::{Layout, TypeDesc};
+use crate::datatype::Layout;
+use crate::datatype::pack::TypedBuf;
 use crate::error::Why;
 use crate::handle::Table;
+use std::ffi::c_int;
 
 /// A completed operation as MPI reports it.
 #[derive(Debug)]
@@ -96,29 +95,6 @@ pub struct Persistent {
     pub ctx: u32,
 }
 
-/// Bytes an operation moves through instead of the user's buffer, for typed (non-contiguous)
-/// data.
-#[derive(Debug)]
-pub enum Staged {
-    /// The packed copy a send goes from.
-    Send(Vec<u8>),
-    /// Where a receive lands, unpacked into the `count` elements of `desc` at `base` when it
-    /// completes.
-    Recv { tmp: Vec<u8>, base: *mut u8, count: usize, desc: Arc<TypeDesc> },
-}
-
-impl Staged {
-    /// Unpacks a completed receive's first `bytes` bytes into the user's buffer.
-    pub fn land(&self, bytes: usize) {
-        if let Staged::Recv { tmp, base, count, desc } = self {
-            let n = bytes.min(tmp.len());
-            // SAFETY: the receive's contract: the user's buffer holds `count` elements of `desc`
-            // at `base`, untouched by the program until the request completes, which is now.
-            unsafe { crate::datatype::pack::unpack(desc, *base, *count, &tmp[..n]) };
-        }
-    }
-}
-
 /// One request.
 #[derive(Debug)]
 pub struct Req {
@@ -131,8 +107,9 @@ pub struct Req {
     pub freed: bool,
     /// Set for persistent requests.
     pub persistent: Option<Box<Persistent>>,
-    /// The staging buffer of typed data, while the operation is in flight.
-    pub staged: Option<Box<Staged>>,
+    /// Typed (non-contiguous) data, as the pieces the Endpoint copies to and from, while the
+    /// operation is in flight.
+    pub typed: Option<Box<TypedBuf>>,
     /// A non-blocking send's message, for `MPI_Cancel`.
     pub sent: Option<nemesis::SendId>,
     /// `MPI_Cancel` of a send: the receiver's answer (`Err(Cancelled)` or `Ok`: matched).
@@ -142,7 +119,7 @@ pub struct Req {
 impl Req {
     /// A request in `state`.
     pub fn new(comm: usize, state: State, recv: bool) -> Req {
-        Req { comm: comm as u32, state, recv, freed: false, persistent: None, staged: None, sent: None, cancel: None }
+        Req { comm: comm as u32, state, recv, freed: false, persistent: None, typed: None, sent: None, cancel: None }
     }
 }
 

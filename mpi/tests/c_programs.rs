@@ -10,7 +10,7 @@
 //! | `p2p_modes` | `p2p_modes.c`: Ssend/Bsend/Rsend and non-blocking forms, attached buffer, Sendrecv_replace, persistent requests, Request_free, get_status, Waitsome/Testsome/Testany, PROC_NULL everywhere | 2, 3 |
 //! | `cancel_and_matched_probes` | `cancel_mprobe.c`: MPI_Cancel of receives and of eager, rendezvous, synchronous, persistent sends (not matched: withdrawn; matched: not); Mprobe/Improbe/Mrecv/Imrecv, typed and large; MESSAGE_NO_PROC | 2, 3, 2 over 2 nodes |
 //! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |
-//! | `datatypes` | `datatypes.c`: every constructor, bounds, envelopes/contents, names; non-contiguous data byte by byte in every transfer mode, Pack/Unpack, partial messages, pairs, MPI_BOTTOM | 2, 3 |
+//! | `datatypes` | `datatypes.c`: every constructor, bounds, envelopes/contents, names; non-contiguous data byte by byte in every transfer mode, Pack/Unpack, partial messages, pairs, MPI_BOTTOM | 2, 3; 2 with rings only; 2 over 2 nodes |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
@@ -63,6 +63,9 @@ fn thread_multiple() {
 #[test]
 fn datatypes() {
     run_ok("datatypes", &[2, 3], &[], &[]);
+    // Large messages in pieces through the copy rings only, and between nodes (staged for TCP).
+    run_ok("datatypes", &[2], &[], &[("NEMESIS_LMT", "ring")]);
+    run_ok("datatypes", &[2], &["--nodes", "2"], &[]);
 }
 
 #[test]

@@ -1,10 +1,16 @@
 //! Moving typed data: packing `count` elements of a type from a user buffer into contiguous bytes
-//! and unpacking them back, whole or from any offset of the packed stream ([`Cursor`]), and the
-//! list of a buffer's contiguous pieces for transports that gather and scatter themselves.
+//! and unpacking them back, whole or from any offset of the packed stream ([`Cursor`]), and a
+//! typed buffer as [`Pieces`] ([`TypedBuf`]) that the Endpoint gathers sends from and scatters
+//! receives into itself, with no packed copy.
 //!
 //! The packed form of `count` elements is their data bytes in typemap order, nothing else (no
 //! header, no conversion: every rank of a job has the same representation), so `MPI_Pack_size`
 //! is `count × size` and a packed message and a typed one are the same bytes on the wire.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use nemesis::Pieces;
 
 use super::desc::{Run, TypeDesc};
 
@@ -85,13 +91,10 @@ pub unsafe fn unpack(t: &TypeDesc, base: *mut u8, count: usize, data: &[u8]) {
     });
 }
 
-/// A position in the packed stream of `count` elements of a type: which element, run, block,
-/// and how far into the block. Moving data from or to any offset of the stream (fragments
-/// arriving one at a time) resumes from it without walking from the start.
-#[derive(Clone, Debug)]
-pub struct Cursor<'a> {
-    t: &'a TypeDesc,
-    count: usize,
+/// Where a [`Cursor`] is: the packed offset, and which element, run, block, and how far into
+/// the block that is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Position {
     /// Packed offset.
     pos: usize,
     elem: usize,
@@ -100,62 +103,85 @@ pub struct Cursor<'a> {
     within: usize,
 }
 
+/// A position in the packed stream of `count` elements of a type. Moving data from or to any
+/// offset of the stream (fragments arriving one at a time) resumes from it without walking from
+/// the start.
+#[derive(Clone, Debug)]
+pub struct Cursor<'a> {
+    t: &'a TypeDesc,
+    count: usize,
+    p: Position,
+}
+
 impl<'a> Cursor<'a> {
     /// A cursor at packed offset `offset` (at most the stream's length) of `count` elements of
     /// `t`.
     pub fn at(t: &'a TypeDesc, count: usize, offset: usize) -> Cursor<'a> {
-        let mut c = Cursor { t, count, pos: 0, elem: 0, run: 0, block: 0, within: 0 };
+        let mut c = Cursor { t, count, p: Position::default() };
         c.seek(offset);
         c
+    }
+
+    /// A cursor at `p`, a [`position`](Self::position) of a cursor on the same stream.
+    pub fn resume(t: &'a TypeDesc, count: usize, p: Position) -> Cursor<'a> {
+        Cursor { t, count, p }
+    }
+
+    /// Where the cursor is.
+    pub fn position(&self) -> Position {
+        self.p
     }
 
     /// Moves to packed offset `offset`: whole elements by division, whole runs by their sizes,
     /// whole blocks by division.
     pub fn seek(&mut self, offset: usize) {
         let size = self.t.size;
-        self.pos = offset.min(size * self.count);
+        let p = &mut self.p;
+        p.pos = offset.min(size * self.count);
         if size == 0 {
             return;
         }
-        self.elem = self.pos / size;
-        let mut rem = self.pos % size;
-        self.run = 0;
-        while let Some(r) = self.t.runs.get(self.run)
+        p.elem = p.pos / size;
+        let mut rem = p.pos % size;
+        p.run = 0;
+        while let Some(r) = self.t.runs.get(p.run)
             && rem >= r.bytes()
         {
             rem -= r.bytes();
-            self.run += 1;
+            p.run += 1;
         }
-        let len = self.t.runs.get(self.run).map_or(1, |r| r.len);
-        self.block = rem / len;
-        self.within = rem % len;
+        let len = self.t.runs.get(p.run).map_or(1, |r| r.len);
+        p.block = rem / len;
+        p.within = rem % len;
     }
 
     /// The packed offset.
     pub fn offset(&self) -> usize {
-        self.pos
+        self.p.pos
     }
 
     /// The next contiguous piece, at most `max` bytes: its offset from the buffer's address and
     /// length; `None` at the end. Advances past it.
+    #[inline]
     pub fn next_piece(&mut self, max: usize) -> Option<(isize, usize)> {
-        if self.elem >= self.count || max == 0 {
+        let p = &mut self.p;
+        if p.elem >= self.count || max == 0 {
             return None;
         }
-        let r: &Run = self.t.runs.get(self.run)?;
-        let off = self.elem as isize * self.t.extent() + r.off + self.block as isize * r.stride + self.within as isize;
-        let n = (r.len - self.within).min(max);
-        self.pos += n;
-        self.within += n;
-        if self.within == r.len {
-            self.within = 0;
-            self.block += 1;
-            if self.block == r.count {
-                self.block = 0;
-                self.run += 1;
-                if self.run == self.t.runs.len() {
-                    self.run = 0;
-                    self.elem += 1;
+        let r: &Run = self.t.runs.get(p.run)?;
+        let off = p.elem as isize * self.t.extent() + r.off + p.block as isize * r.stride + p.within as isize;
+        let n = (r.len - p.within).min(max);
+        p.pos += n;
+        p.within += n;
+        if p.within == r.len {
+            p.within = 0;
+            p.block += 1;
+            if p.block == r.count {
+                p.block = 0;
+                p.run += 1;
+                if p.run == self.t.runs.len() {
+                    p.run = 0;
+                    p.elem += 1;
                 }
             }
         }
@@ -190,6 +216,79 @@ impl<'a> Cursor<'a> {
             done += n;
         }
         done
+    }
+}
+
+/// `count` elements of a type at `base`, as pieces the Endpoint copies to and from itself. It
+/// keeps where the last copy ended: the next one (the next fragment or ring chunk) resumes there
+/// without seeking.
+#[derive(Debug)]
+pub struct TypedBuf {
+    base: *mut u8,
+    count: usize,
+    desc: Arc<TypeDesc>,
+    at: Cell<Position>,
+}
+
+impl TypedBuf {
+    /// `count` elements of `desc` at `base` (their memory is the caller's concern until the
+    /// Endpoint is given the buffer: see the safety contracts of its calls).
+    pub fn new(base: *mut u8, count: usize, desc: Arc<TypeDesc>) -> TypedBuf {
+        TypedBuf { base, count, desc, at: Cell::new(Position::default()) }
+    }
+
+    /// A cursor at packed offset `offset`: the saved one if it is there.
+    fn cursor(&self, offset: usize) -> Cursor<'_> {
+        let p = self.at.get();
+        if p.pos == offset {
+            Cursor::resume(&self.desc, self.count, p)
+        } else {
+            Cursor::at(&self.desc, self.count, offset)
+        }
+    }
+}
+
+// SAFETY: every copy and visit goes through a cursor, which walks only the blocks of the `count`
+// elements (those of the user's buffer, valid by the contract of the Endpoint call that was
+// given it) between the offsets asked, in typemap order; `visit` walks the same blocks.
+unsafe impl Pieces for TypedBuf {
+    fn len(&self) -> usize {
+        self.count * self.desc.size
+    }
+
+    fn count(&self) -> usize {
+        self.count * self.desc.runs.iter().map(|r| r.count).sum::<usize>()
+    }
+
+    unsafe fn gather(&self, offset: usize, dst: *mut u8, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut c = self.cursor(offset);
+        // SAFETY: the caller's contract: `dst` writable for `n` bytes, the blocks readable.
+        unsafe { c.pack_into(self.base, std::slice::from_raw_parts_mut(dst, n)) };
+        self.at.set(c.position());
+    }
+
+    unsafe fn scatter(&self, offset: usize, src: *const u8, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut c = self.cursor(offset);
+        // SAFETY: the caller's contract: `src` readable for `n` bytes, the blocks writable.
+        unsafe { c.unpack_from(self.base, std::slice::from_raw_parts(src, n)) };
+        self.at.set(c.position());
+    }
+
+    fn visit(&self, offset: usize, n: usize, f: &mut dyn FnMut(*mut u8, usize) -> bool) {
+        let mut c = self.cursor(offset);
+        let mut left = n;
+        while let Some((off, k)) = c.next_piece(left) {
+            if !f(self.base.wrapping_offset(off), k) {
+                return;
+            }
+            left -= k;
+        }
     }
 }
 
@@ -296,6 +395,47 @@ mod tests {
             unsafe { unpack(&t, direct.as_mut_ptr().add(base_off), count, &whole) };
             assert_eq!(dst, direct, "unpacking in fragments of {frag}");
         }
+    }
+
+    #[test]
+    fn typed_buffers_gather_scatter_and_visit_like_pack() {
+        let t = Arc::new(tricky());
+        let count = 3;
+        let span = (t.true_ub - t.true_lb) as usize + (count - 1) * t.extent() as usize;
+        let base_off = (-t.true_lb) as usize;
+        let total = t.size * count;
+        let mut src: Vec<u8> = (0..span).map(|i| (i * 5 + 2) as u8).collect();
+        let mut whole = vec![0u8; total];
+        // SAFETY: blocks within `src`.
+        unsafe { pack(&t, src.as_ptr().add(base_off), count, &mut whole) };
+        let tb = TypedBuf::new(src.as_mut_ptr().wrapping_add(base_off), count, t.clone());
+        assert_eq!((Pieces::len(&tb), tb.count()), (total, 3 * (1 + 2 * 3 + 1)));
+        let mut dst = vec![0xeeu8; span];
+        let out = TypedBuf::new(dst.as_mut_ptr().wrapping_add(base_off), count, t.clone());
+        // In order (the saved cursor) and out of order (a seek), in fragments of 5.
+        let offsets: Vec<usize> = (0..total).step_by(5).chain((0..total).step_by(5).rev()).collect();
+        for off in offsets {
+            let n = 5.min(total - off);
+            let mut got = [0u8; 5];
+            // SAFETY: `got` holds 5 bytes; the blocks are within `src` and `dst`.
+            unsafe {
+                tb.gather(off, got.as_mut_ptr(), n);
+                out.scatter(off, whole[off..].as_ptr(), n);
+            }
+            assert_eq!(got[..n], whole[off..off + n], "offset {off}");
+        }
+        let mut direct = vec![0xeeu8; span];
+        // SAFETY: blocks within `direct`.
+        unsafe { unpack(&t, direct.as_mut_ptr().add(base_off), count, &whole) };
+        assert_eq!(dst, direct);
+        // The pieces a visit names hold the packed bytes in order.
+        let mut seen = Vec::new();
+        tb.visit(7, total - 9, &mut |p, k| {
+            // SAFETY: a piece of `src`.
+            seen.extend_from_slice(unsafe { std::slice::from_raw_parts(p, k) });
+            true
+        });
+        assert_eq!(seen, whole[7..total - 2]);
     }
 
     #[test]

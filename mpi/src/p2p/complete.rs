@@ -25,15 +25,13 @@ fn failure(comm: u32, done: Completion) -> Fail {
     Fail { code: done.code, comm: Some(comm as usize), why: done.why.unwrap_or(Why::Arg("request failed")) }
 }
 
-/// Records the Endpoint's result `res` for request slot `i`: the completion, and typed data
-/// unpacked from its staging buffer into the user's.
+/// Records the Endpoint's result `res` for request slot `i` (the Endpoint no longer uses its
+/// typed data's pieces).
 fn finish(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) {
     let ci = st.reqs.at(i).map_or(0, |r| r.comm as usize);
     let done = completion_in(st, ci, res);
     if let Some(req) = st.reqs.at_mut(i) {
-        if let Some(staged) = req.staged.take() {
-            staged.land(done.count.max(0) as usize);
-        }
+        req.typed = None;
         req.state = ReqState::Done(done);
     }
 }
@@ -46,7 +44,7 @@ fn cancelled(st: &mut State, i: usize) {
     if let (ReqState::Pending(r), Some(ep)) = (&req.state, ep.as_mut()) {
         let _ = ep.test(*r);
     }
-    req.staged = None;
+    req.typed = None;
     req.cancel = None;
     req.state = ReqState::Done(Completion::cancelled());
 }

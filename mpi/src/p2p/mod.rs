@@ -234,21 +234,31 @@ pub unsafe fn send_checked(
         debug_assert!(matches!(state, crate::request::State::Done(_)));
         return Ok(());
     }
-    let packed;
-    let data: &[u8] = match &t.data {
-        // SAFETY: MPI's contract: `len` readable bytes.
-        Layout::Contig { ptr, len } => unsafe { in_bytes(ptr.cast(), *len) },
-        Layout::Typed { .. } => {
-            // SAFETY: MPI's contract on the data.
-            packed = unsafe { t.data.packed() };
-            &packed
+    let sync = mode == Mode::Synchronous;
+    let sent = match &t.data {
+        Layout::Contig { ptr, len } => {
+            // SAFETY: MPI's contract: `len` readable bytes.
+            let data = unsafe { in_bytes(ptr.cast(), *len) };
+            acc.ep_send(data, to as u32, tag, t.ctx, sync)?
+        }
+        Layout::Typed { base, count, desc } => {
+            let (typed, p) = start::pieces_of(*base, *count, desc);
+            // SAFETY: the pieces live until the send completes (waited for here); their memory
+            // is the user's data (MPI's contract).
+            let r = unsafe { acc.ep()?.isend_pieces(p, to as u32, tag, t.ctx, sync) };
+            let res = match r {
+                Ok(r) => acc.ep_wait(r)?.map(drop),
+                Err(e) => Err(e),
+            };
+            drop(typed);
+            res
         }
     };
-    acc.ep_send(data, to as u32, tag, t.ctx, mode == Mode::Synchronous)?.map_err(|e| Fail::endpoint(t.ci, e))
+    sent.map_err(|e| Fail::endpoint(t.ci, e))
 }
 
 /// `MPI_Recv` with every argument checked: the path of everything the fast path ([`recv`]) does
-/// not take. Typed (non-contiguous) data lands in a staging buffer and is unpacked.
+/// not take. Typed (non-contiguous) data is scattered into the user's buffer as it arrives.
 ///
 /// # Safety
 /// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
@@ -272,24 +282,26 @@ pub unsafe fn recv_checked(
         unsafe { put_status(status, PROC_NULL, abi::ANY_TAG, 0) };
         return Ok(());
     };
-    let (r, staged) = match &t.data {
+    let r = match &t.data {
         Layout::Contig { ptr, len } => {
             // SAFETY: MPI's contract: `len` writable bytes at `ptr`.
             let data = unsafe { out_bytes(ptr.cast(), *len) };
-            (acc.ep_recv(data, from, tag, t.ctx)?, None)
+            acc.ep_recv(data, from, tag, t.ctx)?
         }
-        Layout::Typed { .. } => {
-            let mut tmp = vec![0u8; t.data.len()];
-            (acc.ep_recv(&mut tmp, from, tag, t.ctx)?, Some(tmp))
+        Layout::Typed { base, count, desc } => {
+            let (typed, p) = start::pieces_of(*base, *count, desc);
+            // SAFETY: the pieces live until the receive completes (waited for here); their
+            // memory is the user's buffer (MPI's contract).
+            let r = match unsafe { acc.ep()?.irecv_pieces(p, from, tag, t.ctx) } {
+                Ok(r) => acc.ep_wait(r)?,
+                Err(e) => Err(e),
+            };
+            drop(typed);
+            r
         }
     };
     let st = acc.st();
     let done = completion_in(st, t.ci, r);
-    if let (Some(tmp), Layout::Typed { base, count, desc }) = (staged, &t.data) {
-        // SAFETY: MPI's contract on the buffer; what arrived (the whole message, or a truncated
-        // one's first `count` bytes) is unpacked.
-        unsafe { crate::datatype::pack::unpack(desc, *base, *count, &tmp[..(done.count as usize).min(tmp.len())]) };
-    }
     // SAFETY: MPI's contract on `status`.
     unsafe { put_status(status, done.source, done.tag, done.count) };
     if done.code != abi::SUCCESS {

@@ -13,7 +13,7 @@ use crate::abi::{self, Datatype, Status};
 use crate::datatype::Layout;
 use crate::error::{Fail, Res, Why};
 use crate::handle::Table;
-use crate::request::{Completion, Req, Staged, State as ReqState};
+use crate::request::{Completion, Req, State as ReqState};
 use crate::state::{Access, State, not_running};
 
 /// Base of `MPI_Message` handles: MPICH's indirect request kind.
@@ -154,18 +154,20 @@ pub unsafe fn mrecv(
     // SAFETY: MPI's contract.
     unsafe { *message = abi::MESSAGE_NULL };
     let data = crate::datatype::layout(&st.types, buf.cast_const().cast(), count, dt, ci)?;
-    let (ptr, cap, staged) = match &data {
-        Layout::Contig { ptr, len } => (*ptr, *len, None),
+    let ep = acc.ep()?;
+    let (r, typed) = match &data {
+        // SAFETY: MPI's contract on the user's buffer.
+        Layout::Contig { ptr, len } => (unsafe { ep.imrecv_raw(msg, *ptr, *len) }, None),
         Layout::Typed { base, count, desc } => {
-            let mut tmp = vec![0u8; data.len()];
-            let p = tmp.as_mut_ptr();
-            (p, tmp.len(), Some(Box::new(Staged::Recv { tmp, base: *base, count: *count, desc: desc.clone() })))
+            let (typed, p) = super::start::pieces_of(*base, *count, desc);
+            // SAFETY: the pieces live until the receive completes (in the request, or here for
+            // a blocking receive); their memory is the user's buffer (MPI's contract).
+            (unsafe { ep.imrecv_pieces(msg, p) }, Some(typed))
         }
     };
-    // SAFETY: MPI's contract on the user's buffer, or the staging buffer the request keeps.
-    let r = unsafe { acc.ep()?.imrecv_raw(msg, ptr, cap) }.map_err(|e| Fail::endpoint(ci, e))?;
+    let r = r.map_err(|e| Fail::endpoint(ci, e))?;
     if !blocking {
-        let req = Req { staged, ..Req::new(ci, ReqState::Pending(r), true) };
+        let req = Req { typed, ..Req::new(ci, ReqState::Pending(r), true) };
         let h = acc.st().reqs.insert(req);
         let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many active requests")))?;
         // SAFETY: checked non-null.
@@ -175,9 +177,7 @@ pub unsafe fn mrecv(
     let res = acc.ep_wait(r)?;
     let st = acc.st();
     let done = completion_in(st, ci, res);
-    if let Some(s) = staged {
-        s.land(done.count.max(0) as usize);
-    }
+    drop(typed);
     // SAFETY: MPI's contract on `status`.
     unsafe { put_completion(status, &done) };
     if done.code != abi::SUCCESS {

@@ -3,17 +3,21 @@
 //! `MPI_Recv_init`) and `MPI_Start`/`MPI_Startall`, which run the same code with the arguments
 //! a persistent request resolved when it was made.
 //!
-//! Contiguous data goes to the Endpoint from the user's buffer; typed (non-contiguous) data is
-//! packed into a staging buffer the request keeps until it completes, and a receive of typed data
-//! lands in one that is unpacked on completion (`request::Staged`).
+//! Contiguous data goes to the Endpoint as the user's buffer; typed (non-contiguous) data as
+//! pieces ([`TypedBuf`]) the request keeps until it completes: the Endpoint gathers a send from
+//! them and scatters a receive into them, with no packed copy.
 
 use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+use nemesis::Pieces;
 
 use super::{bsend, comm_at, dest_of, null_arg, source_of};
 use crate::abi::{self, Datatype};
+use crate::datatype::pack::TypedBuf;
 use crate::datatype::{self, Layout};
 use crate::error::{Fail, Res, Why};
-use crate::request::{Completion, Mode, Persistent, Req, Staged, State};
+use crate::request::{Completion, Mode, Persistent, Req, State};
 use crate::state::{Access, State as St, not_running};
 
 #[cold]
@@ -61,7 +65,19 @@ pub fn target(
     Ok(Target { ci, data, peer, ctx: c.ctx })
 }
 
-/// Starts sending `data` to job rank `to` in `mode`: the request's state and staging.
+/// Typed data as pieces, boxed (at a stable address for the Endpoint), and the Endpoint's
+/// pointer to them.
+pub fn pieces_of(
+    base: *mut u8,
+    count: usize,
+    desc: &std::sync::Arc<datatype::TypeDesc>,
+) -> (Box<TypedBuf>, NonNull<dyn Pieces>) {
+    let typed = Box::new(TypedBuf::new(base, count, desc.clone()));
+    let p = NonNull::from(&*typed as &dyn Pieces);
+    (typed, p)
+}
+
+/// Starts sending `data` to job rank `to` in `mode`: the request's state and typed data.
 ///
 /// # Safety
 /// MPI's contract: the data stays valid and unchanged until the request completes.
@@ -73,7 +89,7 @@ pub unsafe fn start_send(
     tag: c_int,
     ctx: u32,
     ci: usize,
-) -> Res<(State, Option<Box<Staged>>)> {
+) -> Res<(State, Option<Box<TypedBuf>>)> {
     let Some(to) = to else { return Ok((State::Done(Completion::proc_null()), None)) };
     let to = to as u32;
     if mode == Mode::Buffered {
@@ -82,24 +98,22 @@ pub unsafe fn start_send(
         bsend::send(st, len, |dst| unsafe { fill(data, dst) }, to, tag, ctx, ci)?;
         return Ok((State::Done(Completion::empty()), None));
     }
-    let (ptr, len, staged) = match data {
-        Layout::Contig { ptr, len } => (ptr.cast_const(), *len, None),
-        Layout::Typed { .. } => {
-            // SAFETY: MPI's contract on the data.
-            let v = unsafe { data.packed() };
-            (v.as_ptr(), v.len(), Some(Box::new(Staged::Send(v))))
+    let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
+    let sync = mode == Mode::Synchronous;
+    let (r, typed) = match data {
+        // SAFETY: `len` readable bytes at `ptr` until completion (MPI's contract).
+        Layout::Contig { ptr, len } if sync => (unsafe { ep.issend_raw(*ptr, *len, to, tag, ctx) }, None),
+        // SAFETY: as above.
+        Layout::Contig { ptr, len } => (unsafe { ep.isend_raw(*ptr, *len, to, tag, ctx) }, None),
+        Layout::Typed { base, count, desc } => {
+            let (typed, p) = pieces_of(*base, *count, desc);
+            // SAFETY: the pieces live in the request until it completes (boxed: they do not move
+            // with it); their memory is the user's data, readable and unchanged until then (MPI's
+            // contract).
+            (unsafe { ep.isend_pieces(p, to, tag, ctx, sync) }, Some(typed))
         }
     };
-    let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
-    let r = if mode == Mode::Synchronous {
-        // SAFETY: `len` readable bytes at `ptr` (the user's, by MPI's contract, or the staging
-        // buffer the request keeps) until completion.
-        unsafe { ep.issend_raw(ptr, len, to, tag, ctx) }
-    } else {
-        // SAFETY: as above.
-        unsafe { ep.isend_raw(ptr, len, to, tag, ctx) }
-    };
-    Ok((State::Pending(r.map_err(|e| Fail::endpoint(ci, e))?), staged))
+    Ok((State::Pending(r.map_err(|e| Fail::endpoint(ci, e))?), typed))
 }
 
 /// The message a started send sent (for `MPI_Cancel`), read while its request is still fresh.
@@ -124,7 +138,7 @@ unsafe fn fill(data: &Layout, dst: &mut [u8]) {
 }
 
 /// Starts receiving into `data` from the Endpoint's source `from`: the request's state and
-/// staging.
+/// typed data.
 ///
 /// # Safety
 /// MPI's contract: the buffer stays valid for writes and untouched until the request completes.
@@ -135,21 +149,20 @@ pub unsafe fn start_recv(
     tag: c_int,
     ctx: u32,
     ci: usize,
-) -> Res<(State, Option<Box<Staged>>)> {
+) -> Res<(State, Option<Box<TypedBuf>>)> {
     let Some(from) = from else { return Ok((State::Done(Completion::proc_null()), None)) };
     let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
-    let (r, staged) = match data {
+    let (r, typed) = match data {
         // SAFETY: the caller's contract.
         Layout::Contig { ptr, len } => (unsafe { ep.irecv_raw(*ptr, *len, from, tag, ctx) }, None),
         Layout::Typed { base, count, desc } => {
-            let mut tmp = vec![0u8; count * desc.size];
-            // SAFETY: the staging buffer lives in the request until it completes (its heap
-            // allocation does not move with the `Vec`).
-            let r = unsafe { ep.irecv_raw(tmp.as_mut_ptr(), tmp.len(), from, tag, ctx) };
-            (r, Some(Box::new(Staged::Recv { tmp, base: *base, count: *count, desc: desc.clone() })))
+            let (typed, p) = pieces_of(*base, *count, desc);
+            // SAFETY: the pieces live in the request until it completes (boxed: they do not move
+            // with it); their memory is the user's buffer (the caller's contract).
+            (unsafe { ep.irecv_pieces(p, from, tag, ctx) }, Some(typed))
         }
     };
-    Ok((State::Pending(r.map_err(|e| Fail::endpoint(ci, e))?), staged))
+    Ok((State::Pending(r.map_err(|e| Fail::endpoint(ci, e))?), typed))
 }
 
 /// Stores `req` and writes its handle.
@@ -188,10 +201,10 @@ pub unsafe fn isend(
     super::complete::reap(st);
     let t = target(st, buf, count, dt, dest, tag, comm, true)?;
     // SAFETY: the caller's contract.
-    let (state, staged) = unsafe { start_send(st, mode, &t.data, t.peer, tag, t.ctx, t.ci) }?;
+    let (state, typed) = unsafe { start_send(st, mode, &t.data, t.peer, tag, t.ctx, t.ci) }?;
     let sent = sent_of(st, &state);
     // SAFETY: checked non-null.
-    unsafe { hand_out(st, Req { staged, sent, ..Req::new(t.ci, state, false) }, request) }
+    unsafe { hand_out(st, Req { typed, sent, ..Req::new(t.ci, state, false) }, request) }
 }
 
 /// `MPI_Irecv`.
@@ -217,9 +230,9 @@ pub unsafe fn irecv(
     super::complete::reap(st);
     let t = target(st, buf, count, dt, source, tag, comm, false)?;
     // SAFETY: the caller's contract.
-    let (state, staged) = unsafe { start_recv(st, &t.data, t.peer, tag, t.ctx, t.ci) }?;
+    let (state, typed) = unsafe { start_recv(st, &t.data, t.peer, tag, t.ctx, t.ci) }?;
     // SAFETY: checked non-null.
-    unsafe { hand_out(st, Req { staged, ..Req::new(t.ci, state, true) }, request) }
+    unsafe { hand_out(st, Req { typed, ..Req::new(t.ci, state, true) }, request) }
 }
 
 /// `MPI_Send_init`, `MPI_Ssend_init`, `MPI_Bsend_init`, `MPI_Rsend_init` (`send: Some(mode)`)
@@ -276,7 +289,7 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
     };
     // SAFETY: the arguments were given to the persistent call under MPI's contract, which holds
     // for each start.
-    let (state, staged) = unsafe {
+    let (state, typed) = unsafe {
         match p.send {
             Some(mode) => start_send(st, mode, &p.data, p.peer, p.tag, p.ctx, ci),
             None => start_recv(st, &p.data, p.peer, p.tag, p.ctx, ci),
@@ -285,7 +298,7 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
     let sent = sent_of(st, &state);
     if let Some(r) = st.reqs.get_mut(h) {
         r.state = state;
-        r.staged = staged;
+        r.typed = typed;
         r.sent = sent;
         r.cancel = None;
     }

@@ -421,7 +421,7 @@ int main(int argc, char **argv) {
     CHECK(nranks >= 2, "needs 2 ranks");
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
-    struct layout L[16];
+    struct layout L[20];
     int n = 0;
     /* contiguous(5, int): one block. */
     L[n] = (struct layout){"contiguous", 0, 1, {0}, {20}, 0, 20, 0, 20, 20, MPI_COMBINER_CONTIGUOUS};
@@ -485,8 +485,13 @@ int main(int argc, char **argv) {
     OK(MPI_Type_vector(2, 1, 2, s, &L[n++].type));
     OK(MPI_Type_free(&inner)); /* freeing the parts leaves the whole intact */
     OK(MPI_Type_free(&s));
+    /* vector(3, 256, 320) of int: blocks of 1 KiB (the Endpoint reads long pieces by single copy). */
+    L[n] = (struct layout){"vector 1K", 0, 3, {0, 1280, 2560}, {1024, 1024, 1024}, 0, 3584, 0, 3584, 3072,
+                           MPI_COMBINER_VECTOR};
+    OK(MPI_Type_vector(3, 256, 320, MPI_INT, &L[n++].type));
     /* dup of the vector above. */
     L[n] = L[1];
+    L[n].type = MPI_DATATYPE_NULL;
     L[n].name = "dup";
     L[n].combiner = MPI_COMBINER_DUP;
     OK(MPI_Type_dup(L[1].type, &L[n++].type));
