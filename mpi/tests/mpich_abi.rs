@@ -257,3 +257,54 @@ fn every_declared_function_is_exported_with_its_pmpi_twin() {
         assert!(is_data || declared.iter().any(|d| d == name), "{name} is exported but not declared");
     }
 }
+
+/// The functions `README.md` names in a part of its "What is implemented" section (`start`
+/// to `end`): `MPI_Xxx` in backquotes (a capital then a small letter: constants are all
+/// capitals), `MPI_X(_x)` standing for both `MPI_X` and `MPI_X_x`.
+fn readme_functions(start: &str, end: &str) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(setup().mpi.join("README.md")).unwrap();
+    let from = text.find(start).expect("README section start");
+    let to = from + text[from..].find(end).expect("README section end");
+    let mut names = std::collections::BTreeSet::new();
+    for quoted in text[from..to].split('`').skip(1).step_by(2) {
+        let Some(rest) = quoted.strip_prefix("MPI_") else { continue };
+        let mut chars = rest.chars();
+        if !(chars.next().is_some_and(|c| c.is_ascii_uppercase())
+            && chars.next().is_some_and(|c| c.is_ascii_lowercase()))
+        {
+            continue;
+        }
+        match quoted.strip_suffix("(_x)") {
+            Some(base) => {
+                names.insert(base.to_string());
+                names.insert(format!("{base}_x"));
+            }
+            None => {
+                names.insert(quoted.to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_readme_lists_exactly_the_exported_functions() {
+    let lib = setup().profile_dir.join("libmpi.so");
+    let o = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("nm (binutils)");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let exported: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|n| n.starts_with("MPI_") && n.as_bytes().get(5).is_some_and(u8::is_ascii_lowercase))
+        .map(str::to_string)
+        .collect();
+    let listed = readme_functions("## What is implemented", "\nNot implemented");
+    assert!(listed.len() > 100, "parsed only {} functions", listed.len());
+    let missing: Vec<_> = exported.difference(&listed).collect();
+    let absent: Vec<_> = listed.difference(&exported).collect();
+    assert!(missing.is_empty(), "exported but not listed in mpi/README.md: {missing:?}");
+    assert!(absent.is_empty(), "listed in mpi/README.md but not exported: {absent:?}");
+    let not = readme_functions("\nNot implemented", "\nChoices the standard");
+    let both: Vec<_> = not.intersection(&exported).collect();
+    assert!(both.is_empty(), "listed as not implemented in mpi/README.md but exported: {both:?}");
+}

@@ -188,19 +188,66 @@ impl<'a> Cursor<'a> {
         Some((off, n))
     }
 
+    /// Calls `f(offset from the buffer's address, length)` for the pieces of the next `max` bytes
+    /// of the stream (fewer at its end), advancing past them; returns how many bytes. Whole
+    /// blocks of a run go by a tight loop (`f` sees the run's block length, a constant the
+    /// compiler can specialise a copy for); a partial block goes by [`next_piece`](Self::next_piece).
+    #[inline(always)]
+    pub fn walk(&mut self, max: usize, mut f: impl FnMut(isize, usize)) -> usize {
+        let mut done = 0;
+        let ext = self.t.extent();
+        let runs = &*self.t.runs;
+        loop {
+            let p = &mut self.p;
+            if p.within == 0
+                && p.elem < self.count
+                && let Some(r) = runs.get(p.run)
+                && r.len > 0
+                && r.len <= max - done
+            {
+                let fit = ((max - done) / r.len).min(r.count - p.block);
+                let mut off = p.elem as isize * ext + r.off + p.block as isize * r.stride;
+                for _ in 0..fit {
+                    f(off, r.len);
+                    off += r.stride;
+                }
+                let n = fit * r.len;
+                done += n;
+                p.pos += n;
+                p.block += fit;
+                if p.block == r.count {
+                    p.block = 0;
+                    p.run += 1;
+                    if p.run == runs.len() {
+                        p.run = 0;
+                        p.elem += 1;
+                    }
+                }
+                continue;
+            }
+            match self.next_piece(max - done) {
+                Some((off, n)) => {
+                    f(off, n);
+                    done += n;
+                }
+                None => return done,
+            }
+        }
+    }
+
     /// Packs the next `dst.len()` bytes of the stream from the buffer at `base` into `dst`
     /// (fewer at the stream's end); returns how many.
     ///
     /// # Safety
     /// As for [`pack`].
     pub unsafe fn pack_into(&mut self, base: *const u8, dst: &mut [u8]) -> usize {
+        let out = dst.as_mut_ptr();
         let mut done = 0;
-        while let Some((off, n)) = self.next_piece(dst.len() - done) {
-            // SAFETY: the caller's contract; `done + n <= dst.len()`.
-            unsafe { copy_block(base.wrapping_offset(off), dst.as_mut_ptr().add(done), n) };
+        self.walk(dst.len(), |off, n| {
+            // SAFETY: the caller's contract; `walk` gives at most `dst.len()` bytes in all.
+            unsafe { copy_block(base.wrapping_offset(off), out.add(done), n) };
             done += n;
-        }
-        done
+        })
     }
 
     /// Unpacks `src`, the next bytes of the stream, into the buffer at `base` (ignoring what is
@@ -209,13 +256,13 @@ impl<'a> Cursor<'a> {
     /// # Safety
     /// As for [`unpack`].
     pub unsafe fn unpack_from(&mut self, base: *mut u8, src: &[u8]) -> usize {
+        let from = src.as_ptr();
         let mut done = 0;
-        while let Some((off, n)) = self.next_piece(src.len() - done) {
-            // SAFETY: the caller's contract; `done + n <= src.len()`.
-            unsafe { copy_block(src.as_ptr().add(done), base.wrapping_offset(off), n) };
+        self.walk(src.len(), |off, n| {
+            // SAFETY: the caller's contract; `walk` gives at most `src.len()` bytes in all.
+            unsafe { copy_block(from.add(done), base.wrapping_offset(off), n) };
             done += n;
-        }
-        done
+        })
     }
 }
 
