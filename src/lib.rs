@@ -2,14 +2,16 @@
 //!
 //! A message transport for parallel programs: the NEMESIS design of MPICH2 rebuilt
 //! (`shared/ARCHITECTURE.md`). This crate holds the [`Endpoint`] (MPI-style point-to-point with
-//! matching), the bootstrap over PMI-1, and the `nemesis-run` launcher.
+//! matching), the bootstrap over PMI-1, PMI-2 or PMIx, and the `nemesis-run` launcher.
 
 pub mod bootstrap;
 pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod launch;
+pub mod log;
 pub mod pmi;
+pub mod topology;
 mod wait;
 
 pub use config::{Config, WaitMode};

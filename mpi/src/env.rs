@@ -28,19 +28,24 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
+    // A C program has no other way to see nemesis's warnings (NEMESIS_LOG); a process that set
+    // its own subscriber keeps it.
+    nemesis::log::init();
     let ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
     let world_ranks: Vec<u32> = (0..size).collect();
     let one_node = vec![0u32; size as usize];
     let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
-    let leader = ep.local_ranks().first().copied().unwrap_or(rank);
+    // The node's name for the collectives' levels and Comm_split_type's shared colour.
+    let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
     st.ep = Some(ep);
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
         None if all_local => one_node,
         None => {
-            // Each rank names its node by its lowest rank; everyone learns everyone's.
+            // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
+            // shared colour); everyone learns everyone's.
             let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
             let all = all.inspect_err(|_| acc.st().ep = None)?;
             all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()

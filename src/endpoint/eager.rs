@@ -11,6 +11,17 @@ use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status
 use crate::error::{Error, Result};
 use crate::wait;
 
+/// What kind of send leaves the inline path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `isend_raw`: eager up to the pair's eager limit.
+    Standard,
+    /// `issend_raw`, `ssend`: as `Standard`, acknowledged once matched.
+    Sync,
+    /// `send`: eager up to the pair's blocking limit (the caller waits for the request).
+    Blocking,
+}
+
 /// A send waiting for cells.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -72,9 +83,51 @@ impl Inner {
         }
     }
 
-    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
-    /// remote peer (through the netmod; `sync`: acknowledged when matched). `token` marks the
-    /// message for cancellation (0: a blocking send, never cancelled; a synchronous one gets one).
+    /// An eager send to local rank `local` (in a fastbox or cells; if cells are short, it waits in
+    /// the pending list): the inline path of `isend_raw` (`SYNC` false) and `issend_raw` (`SYNC`
+    /// true, acknowledged once matched), and of a message above the node's smallest eager limit
+    /// that is within its pair's. `token` marks the message for cancellation (0: none; a
+    /// synchronous send gets one).
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn send_eager<const SYNC: bool>(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        token: u32,
+    ) -> Result<Request> {
+        let (hdr, token) = self.eager_header(dest, tag, context, SYNC, token);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        let req = match self.port.send(local, &hdr, data) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len })
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest, pieces: None });
+                let sync = if SYNC { Some(token) } else { None };
+                self.pending.push_back(Pending { req, internal: false, sync, own: None });
+                req
+            }
+            Err(e) => return Err(self.send_error(e, dest)),
+        };
+        self.reqs.set_sent(req, dest, token);
+        Ok(req)
+    }
+
+    /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
+    /// still if within the pair's, else rendezvous), and every send to a remote peer (through the
+    /// netmod, or rendezvous above its limit; `Mode::Sync`: acknowledged when matched). `token`
+    /// marks the message for cancellation (0: a blocking send, never cancelled; a synchronous one
+    /// gets one).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -88,33 +141,69 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
-        sync: bool,
+        mode: Mode,
         token: u32,
     ) -> Result<Request> {
-        if len > self.eager {
-            // A rendezvous send completes once the receiver has the data: synchronous already.
+        let sync = mode == Mode::Sync;
+        if let Some(p) = self.pairs.get(usize::from(local)) {
+            if len > if mode == Mode::Blocking { p.eager_blocking } else { p.eager } {
+                // A rendezvous send completes once the receiver has the data: synchronous already.
+                // SAFETY: the caller's contract.
+                return unsafe { self.lmt_send(ptr, len, None, local, dest, tag, context, token) };
+            }
+            // Above the node's smallest eager limit, within this pair's.
+            return if sync {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context, token) }
+            } else {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context, token) }
+            };
+        }
+        if len > self.eager_net {
             // SAFETY: the caller's contract.
             return unsafe { self.lmt_send(ptr, len, None, local, dest, tag, context, token) };
         }
-        let status = Status { source: self.rank, tag, len };
-        let token = if sync && token == 0 { self.token() } else { token };
+        let (hdr, token) = self.eager_header(dest, tag, context, sync, token);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        let req = self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len });
+        self.reqs.set_sent(req, dest, token);
+        Ok(req)
+    }
+
+    /// The header of eager data marked with `token` (a synchronous send (`sync`) without one
+    /// takes a new one, which it is acknowledged with), and the token.
+    #[inline(always)]
+    pub(super) fn eager_header(
+        &mut self,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+        token: u32,
+    ) -> (MsgHeader, u32) {
         let mut hdr = self.header(dest, tag, context);
+        let token = if sync && token == 0 { self.token() } else { token };
         hdr.aux = token;
         if sync {
             hdr.kind = KIND_EAGER_SYNC;
         }
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        self.net_send(dest, &hdr, data)?;
-        let req = if sync {
+        (hdr, token)
+    }
+
+    /// The request of eager data handed over: complete, or (`sync`) waiting for the
+    /// acknowledgement of `token`.
+    #[inline(always)]
+    pub(super) fn eager_sent(&mut self, sync: bool, token: u32, dest: u32, status: Status) -> Request {
+        if sync {
             let req = self.reqs.insert(Op::Sync);
             self.sync_waiting.push((token, req, dest, status));
             req
         } else {
             self.reqs.insert_done(Ok(status))
-        };
-        self.reqs.set_sent(req, dest, token);
-        Ok(req)
+        }
     }
 
     /// Sends through the netmod (the message is written or copied on return).

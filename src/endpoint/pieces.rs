@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 
 use nemesis_shm::{MsgHeader, Pieces, Sent};
 
-use super::eager::Pending;
+use super::eager::{Mode, Pending};
 use super::request::{Op, RecvBuf, Request};
 use super::{Endpoint, Inner, KIND_EAGER_SYNC, Message, NOT_LOCAL, Status};
 
@@ -36,7 +36,9 @@ impl Endpoint {
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
         let token = inner.token();
-        if len > inner.eager {
+        // The pair's eager limit (a remote peer's: the network's).
+        let limit = inner.pairs.get(usize::from(local)).map_or(inner.eager_net, |p| p.eager);
+        if len > limit {
             // SAFETY: the caller's contract.
             return unsafe { inner.lmt_send(std::ptr::null(), len, Some(pieces), local, dest, tag, context, token) };
         }
@@ -46,8 +48,9 @@ impl Endpoint {
             bytes.resize(len, 0);
             // SAFETY: `bytes` holds `len` bytes; the pieces are readable.
             unsafe { p.gather(0, bytes.as_mut_ptr(), len) };
+            let mode = if sync { Mode::Sync } else { Mode::Standard };
             // SAFETY: `bytes` is valid until the send returns, which is when the netmod copied it.
-            let req = unsafe { inner.send_slow(bytes.as_ptr(), len, local, dest, tag, context, sync, token) };
+            let req = unsafe { inner.send_slow(bytes.as_ptr(), len, local, dest, tag, context, mode, token) };
             inner.recycle(bytes);
             return req;
         }

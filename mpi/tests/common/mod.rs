@@ -44,6 +44,9 @@ pub fn setup() -> &'static Setup {
             "nemesis-run",
         ]);
         build.arg("--target-dir").arg(&target_dir);
+        if cfg!(feature = "pmix") {
+            build.args(["--features", "nemesis-mpi/pmix"]);
+        }
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
