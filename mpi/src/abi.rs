@@ -133,6 +133,8 @@ pub const ANY_SOURCE: c_int = -2;
 pub const ROOT: c_int = -3;
 pub const ANY_TAG: c_int = -1;
 pub const UNDEFINED: c_int = -32766;
+/// `MPI_Comm_split_type`'s node-wide split.
+pub const COMM_TYPE_SHARED: c_int = 1;
 
 pub const MAX_PROCESSOR_NAME: usize = 128;
 pub const MAX_LIBRARY_VERSION_STRING: usize = 8192;
@@ -459,6 +461,7 @@ mod tests {
             ("MPI_PROC_NULL", PROC_NULL.into()),
             ("MPI_ROOT", ROOT.into()),
             ("MPI_UNDEFINED", UNDEFINED.into()),
+            ("MPI_COMM_TYPE_SHARED", COMM_TYPE_SHARED.into()),
             ("MPI_MAX_PROCESSOR_NAME", MAX_PROCESSOR_NAME as i64),
             ("MPI_MAX_ERROR_STRING", MAX_ERROR_STRING as i64),
             ("MPI_MAX_LIBRARY_VERSION_STRING", MAX_LIBRARY_VERSION_STRING as i64),

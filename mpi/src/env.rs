@@ -54,7 +54,12 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
     let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
     let st = acc.st();
+    world.name = "MPI_COMM_WORLD".into();
+    let mut me = me;
+    me.name = "MPI_COMM_SELF".into();
     st.comms = vec![Arc::new(world), Arc::new(me)];
+    st.comms_retired.clear();
+    st.comm_slots.clear();
     st.node_of_job = node_of_job;
     st.contexts = crate::comm::context::Contexts::new();
     st.tuning = tuning;

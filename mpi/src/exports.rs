@@ -17,8 +17,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Message, Op, Request, Status};
+use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Group, Info, Message, Op, Request, Status};
 use crate::datatype::calls::{self as dt, Displs};
+use crate::group::{self, SetOp};
 use crate::p2p::{bsend, complete, mprobe, start};
 use crate::request::Mode;
 use crate::state::{call, call_fast, slow_call};
@@ -142,6 +143,25 @@ mpi! {
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Comm, newcomm: *mut Comm) => |acc| comm::dup(acc, comm, newcomm);
     fn MPI_Comm_split / PMPI_Comm_split(comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm) => |acc| comm::split(acc, comm, color, key, newcomm);
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Comm) => |acc| comm::free(acc, comm);
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Comm, split_type: c_int, key: c_int, info: Info, newcomm: *mut Comm) => |acc| comm::split_type(acc, comm, split_type, key, info, newcomm);
+    fn MPI_Comm_create / PMPI_Comm_create(comm: Comm, group: Group, newcomm: *mut Comm) => |acc| comm::create(acc, comm, group, newcomm);
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: Comm, group: Group, tag: c_int, newcomm: *mut Comm) => |acc| comm::create_group(acc, comm, group, tag, newcomm);
+    fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Comm, comm2: Comm, result: *mut c_int) => |acc| comm::compare(acc, comm1, comm2, result);
+    fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Comm, comm_name: *const c_char) => |acc| comm::set_name(acc, comm, comm_name);
+    fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
+    fn MPI_Comm_group / PMPI_Comm_group(comm: Comm, group: *mut Group) => |acc| group::comm_group(acc, comm, group);
+    fn MPI_Group_size / PMPI_Group_size(group: Group, size: *mut c_int) => |acc| group::size_or_rank(acc, group, size, false);
+    fn MPI_Group_rank / PMPI_Group_rank(group: Group, rank: *mut c_int) => |acc| group::size_or_rank(acc, group, rank, true);
+    fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(group1: Group, n: c_int, ranks1: *const c_int, group2: Group, ranks2: *mut c_int) => |acc| group::translate_ranks(acc, group1, n, ranks1, group2, ranks2);
+    fn MPI_Group_compare / PMPI_Group_compare(group1: Group, group2: Group, result: *mut c_int) => |acc| group::compare(acc, group1, group2, result);
+    fn MPI_Group_union / PMPI_Group_union(group1: Group, group2: Group, newgroup: *mut Group) => |acc| group::set_op(acc, group1, group2, SetOp::Union, newgroup);
+    fn MPI_Group_intersection / PMPI_Group_intersection(group1: Group, group2: Group, newgroup: *mut Group) => |acc| group::set_op(acc, group1, group2, SetOp::Intersection, newgroup);
+    fn MPI_Group_difference / PMPI_Group_difference(group1: Group, group2: Group, newgroup: *mut Group) => |acc| group::set_op(acc, group1, group2, SetOp::Difference, newgroup);
+    fn MPI_Group_incl / PMPI_Group_incl(group: Group, n: c_int, ranks: *const c_int, newgroup: *mut Group) => |acc| group::incl(acc, group, n, ranks, false, newgroup);
+    fn MPI_Group_excl / PMPI_Group_excl(group: Group, n: c_int, ranks: *const c_int, newgroup: *mut Group) => |acc| group::incl(acc, group, n, ranks, true, newgroup);
+    fn MPI_Group_range_incl / PMPI_Group_range_incl(group: Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut Group) => |acc| group::range_incl(acc, group, n, ranges, false, newgroup);
+    fn MPI_Group_range_excl / PMPI_Group_range_excl(group: Group, n: c_int, ranges: *const [c_int; 3], newgroup: *mut Group) => |acc| group::range_incl(acc, group, n, ranges, true, newgroup);
+    fn MPI_Group_free / PMPI_Group_free(group: *mut Group) => |acc| group::free(acc, group);
 
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::contiguous(acc, count, oldtype, newtype);
     fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::vector(acc, count, blocklength, stride as Aint, false, oldtype, newtype);

@@ -28,6 +28,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod exports;
+pub mod group;
 pub mod handle;
 pub mod lock;
 pub mod op;

@@ -63,8 +63,8 @@ impl Fast {
     const NONE: Fast = Fast { size: 0, ctx: 0, world: std::ptr::null(), from_world: std::ptr::null(), _pad: 0 };
 
     /// The entry of communicator `c` (the pointers are into its boxed rank maps, which never move
-    /// and live as long as the table's `Arc` of it: a change replaces that `Arc` and refreshes
-    /// the entry, and communicators are never removed from the table).
+    /// and live as long as the table's `Arc` of it: a change or a free replaces that `Arc` and
+    /// refreshes the entry at once).
     pub fn of(c: &Comm) -> Fast {
         if !c.live {
             return Fast::NONE;
@@ -86,6 +86,12 @@ pub struct State {
     /// The communicator table: handle = `COMM_BASE + index`; 0 is `MPI_COMM_WORLD`, 1
     /// `MPI_COMM_SELF`.
     pub comms: Vec<Arc<Comm>>,
+    /// Freed communicators that an operation of ours still names (`comm::reclaim`).
+    pub comms_retired: Vec<usize>,
+    /// Slots of `comms` free for new communicators.
+    pub comm_slots: Vec<usize>,
+    /// The groups.
+    pub groups: crate::group::Groups,
     pub reqs: Requests,
     /// The derived datatypes.
     pub types: Types,
@@ -116,6 +122,9 @@ impl State {
             phase: Phase::Before,
             ep: None,
             comms: Vec::new(),
+            comms_retired: Vec::new(),
+            comm_slots: Vec::new(),
+            groups: crate::group::table(),
             reqs: crate::request::table(),
             types: crate::datatype::table(),
             messages: crate::p2p::mprobe::table(),

@@ -11,6 +11,7 @@
 //! | `cancel_and_matched_probes` | `cancel_mprobe.c`: MPI_Cancel of receives and of eager, rendezvous, synchronous, persistent sends (not matched: withdrawn; matched: not); Mprobe/Improbe/Mrecv/Imrecv, typed and large; MESSAGE_NO_PROC | 2, 3, 2 over 2 nodes |
 //! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |
 //! | `datatypes` | `datatypes.c`: every constructor, bounds, envelopes/contents, names; non-contiguous data byte by byte in every transfer mode, Pack/Unpack, partial messages, pairs, MPI_BOTTOM | 2, 3; 2 with rings only; 2 over 2 nodes |
+//! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
@@ -74,6 +75,16 @@ fn datatypes() {
     // Large messages in pieces through the copy rings only, and between nodes (staged for TCP).
     run_ok("datatypes", &[2], &[], &[("NEMESIS_LMT", "ring")]);
     run_ok("datatypes", &[2], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn groups_and_communicators() {
+    // More dup/free rounds than a process has contexts (4096) on 2 ranks; a few on more (7
+    // spinning ranks on 2 cores make each round slow).
+    run_ok("groups", &[1, 2], &[], &[]);
+    run_ok("groups", &[3, 4, 7], &[], &[("GROUPS_ROUNDS", "100")]);
+    // Two nodes: MPI_COMM_TYPE_SHARED splits along them.
+    run_ok("groups", &[5], &["--nodes", "2"], &[("GROUPS_NODES", "2"), ("GROUPS_ROUNDS", "500")]);
 }
 
 #[test]

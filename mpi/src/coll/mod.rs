@@ -50,6 +50,8 @@ pub mod tag {
     pub const ALLTOALL: i32 = 8;
     /// Communicator creation (dup, split) and start-up exchanges.
     pub const COMM: i32 = 9;
+    /// `MPI_Comm_create_group` with the user's tag `t`: `COMM_GROUP + t` (`t` below 2^30).
+    pub const COMM_GROUP: i32 = 16;
 }
 
 /// Algorithms forced by `NEMESIS_COLL_ALG` (`None`: the model chooses).
@@ -814,9 +816,10 @@ pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> 
     Ok(all)
 }
 
-/// Allreduces `data` over communicator `c` in its collective context (communicator creation).
-pub fn allreduce_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, data: &mut [u8], red: Reduction) -> Res<()> {
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
+/// Allreduces `data` over communicator `c` in its collective context with tag `tag`
+/// (communicator creation).
+pub fn allreduce_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, data: &mut [u8], red: Reduction, tag: i32) -> Res<()> {
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag)?;
     allreduce_comm(&mut ops, c, data, red, tu)
 }
 

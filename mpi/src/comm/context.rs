@@ -91,6 +91,13 @@ impl Default for Contexts {
 
 /// Agrees with the members of `parent` (table index `ci`) on a new context.
 pub fn agree(acc: &mut Access, ci: usize, parent: &Comm, tu: &Tuning) -> Res<u32> {
+    agree_among(acc, ci, parent, tu, coll::tag::COMM)
+}
+
+/// As [`agree`] among the members of `over` only, whose collective context is its parent's and
+/// whose messages carry `tag` (`MPI_Comm_create_group`: the other members of the parent do not
+/// take part, and the tag keeps concurrent creations apart).
+pub fn agree_among(acc: &mut Access, ci: usize, parent: &Comm, tu: &Tuning, tag: i32) -> Res<u32> {
     let red = Reduction { op: OpKind::Band, kind: Kind::U64, elem: 8 };
     let mut spins = 0;
     loop {
@@ -99,7 +106,7 @@ pub fn agree(acc: &mut Access, ci: usize, parent: &Comm, tu: &Tuning) -> Res<u32
         words[0] = u64::from(own);
         words[1..].copy_from_slice(&mask);
         let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let r = coll::allreduce_bytes(acc, parent, tu, &mut bytes, red);
+        let r = coll::allreduce_bytes(acc, parent, tu, &mut bytes, red, tag);
         if let Err(e) = r {
             let c = &mut acc.st().contexts;
             c.waiting.retain(|&p| p != parent.ctx);

@@ -16,7 +16,7 @@
 //! **Nodes.** `nodes` groups the members by node (ranks that share a shared-memory segment), for
 //! the two-level collectives (`crate::coll`).
 
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
 pub mod context;
@@ -87,6 +87,8 @@ pub struct Comm {
     /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
     pub errh: Errhandler,
     pub nodes: Nodes,
+    /// `MPI_Comm_set_name`'s (empty: none).
+    pub name: String,
 }
 
 impl Comm {
@@ -104,7 +106,15 @@ impl Comm {
         let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
         let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
         let size = world.len() as u32;
-        Comm { live: true, identity, rank, size, ctx, world: world.into(), from_world: from_world.into(), errh, nodes }
+        let (world, from_world, name) = (world.into(), from_world.into(), String::new());
+        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name }
+    }
+
+    /// What stays of a freed communicator once nothing names it: no maps, no memory.
+    fn tombstone() -> Comm {
+        let (world, from_world) = (Box::default(), Box::default());
+        let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
+        Comm { live: false, identity: false, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name }
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
@@ -173,11 +183,45 @@ fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> 
     Ok((ci, c.clone(), st.tuning))
 }
 
+/// Stores a new communicator over job ranks `world` in the lowest free slot of the table (a
+/// reclaimed one, or a new one at the end) and returns its handle.
 fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
-    st.comms.push(Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job)));
-    st.refresh_fast(st.comms.len() - 1);
-    handle_of(st.comms.len() - 1)
+    let c = Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    reclaim(st);
+    let i = match st.comm_slots.iter().enumerate().min_by_key(|&(_, &i)| i) {
+        Some((k, _)) => {
+            let i = st.comm_slots.swap_remove(k);
+            st.comms[i] = c;
+            i
+        }
+        None => {
+            st.comms.push(c);
+            st.comms.len() - 1
+        }
+    };
+    st.refresh_fast(i);
+    handle_of(i)
+}
+
+/// Finishes freeing the communicators freed while an operation of ours still named them, once
+/// none does: their contexts are free again, their memory returned and their slots reusable.
+pub fn reclaim(st: &mut State) {
+    let mut k = 0;
+    while k < st.comms_retired.len() {
+        let ci = st.comms_retired[k];
+        let in_use = st.reqs.iter().any(|(_, r)| r.comm as usize == ci) || st.messages.iter().any(|(_, m)| m.ci == ci);
+        if in_use {
+            k += 1;
+            continue;
+        }
+        st.comms_retired.swap_remove(k);
+        let ctx = st.comms[ci].ctx;
+        st.contexts.release(ctx);
+        st.comms[ci] = Arc::new(Comm::tombstone());
+        st.refresh_fast(ci);
+        st.comm_slots.push(ci);
+    }
 }
 
 /// Gives a failure of a communicator-creating collective its communicator.
@@ -244,8 +288,170 @@ pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int,
     Ok(())
 }
 
-/// `MPI_Comm_free`: the communicator is retired (its slot is not reused, so requests still
-/// pending on it keep their rank maps) and the handle becomes `MPI_COMM_NULL`.
+/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` splits by node (the ranks sharing this rank's
+/// segment: the Endpoint's node leader is the colour), `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn split_type(
+    acc: &mut Access,
+    comm: abi::Comm,
+    split_type: c_int,
+    key: c_int,
+    _info: abi::Info,
+    newcomm: *mut abi::Comm,
+) -> Res<()> {
+    let color = match split_type {
+        abi::UNDEFINED => abi::UNDEFINED,
+        abi::COMM_TYPE_SHARED => acc.ep()?.node_leader() as c_int,
+        _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("split type other than MPI_COMM_TYPE_SHARED"))),
+    };
+    // SAFETY: the caller's contract.
+    unsafe { split(acc, comm, color, key, newcomm) }
+}
+
+/// `MPI_Comm_create`: collective over `comm`; the members of `group` (a subset of `comm`'s, or
+/// disjoint subsets on different members) get a communicator over it, the others
+/// `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn create(acc: &mut Access, comm: abi::Comm, group: abi::Group, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    let members = in_comm(acc.st(), &c, group).map_err(on(ci))?;
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let st = acc.st();
+    let me = st.ep.as_ref().map_or(0, |e| e.rank());
+    let h = if members.contains(&me) {
+        push(st, members.to_vec(), ctx, c.errh)
+    } else {
+        st.contexts.release(ctx);
+        abi::COMM_NULL
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// The members of `group`, which must all be members of `c`.
+fn in_comm(st: &State, c: &Comm, group: abi::Group) -> Res<Arc<[u32]>> {
+    let members = crate::group::members(st, group)?;
+    if members.iter().any(|&w| c.rank_of_world(w) < 0) {
+        return Err(Fail::new(abi::ERR_GROUP, None, Why::Arg("the group is not a subset of the communicator's")));
+    }
+    Ok(members)
+}
+
+/// `MPI_Comm_create_group`: collective over the members of `group` only (a subset of `comm`'s):
+/// they agree on a context among themselves, in the collective context of `comm` with a tag of
+/// their own (`tag`), so members of `comm` outside the group, or other creations with other
+/// tags, are not disturbed. A caller outside the group gets `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn create_group(
+    acc: &mut Access,
+    comm: abi::Comm,
+    group: abi::Group,
+    tag: c_int,
+    newcomm: *mut abi::Comm,
+) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    if !(0..1 << 30).contains(&tag) {
+        return Err(Fail::new(abi::ERR_TAG, Some(ci), Why::Tag(tag)));
+    }
+    let st = acc.st();
+    let members = in_comm(st, &c, group).map_err(on(ci))?;
+    let me = st.ep.as_ref().map_or(0, |e| e.rank());
+    if !members.contains(&me) {
+        // SAFETY: checked non-null; MPI's contract.
+        unsafe { *newcomm = abi::COMM_NULL };
+        return Ok(());
+    }
+    let size = st.ep.as_ref().map_or(1, |e| e.size());
+    // The group as a communicator whose collective context is `comm`'s.
+    let over = Comm::new(members.to_vec(), me, size, c.ctx, c.errh, &st.node_of_job);
+    let ctx = context::agree_among(acc, ci, &over, &tu, coll::tag::COMM_GROUP + tag).map_err(on(ci))?;
+    let h = push(acc.st(), members.to_vec(), ctx, c.errh);
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_compare`.
+///
+/// # Safety
+/// `result` null or writable.
+pub unsafe fn compare(acc: &mut Access, c1: abi::Comm, c2: abi::Comm, result: *mut c_int) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (i1, a) = comm_at(&st.comms, c1)?;
+    let (i2, b) = comm_at(&st.comms, c2)?;
+    if result.is_null() {
+        return Err(null_out(Some(i1)));
+    }
+    let v = if i1 == i2 {
+        abi::IDENT
+    } else {
+        match crate::group::compare_members(&a.world, &b.world) {
+            abi::IDENT => abi::CONGRUENT,
+            other => other,
+        }
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *result = v };
+    Ok(())
+}
+
+/// `MPI_Comm_set_name` (at most `MPI_MAX_OBJECT_NAME - 1` bytes are kept).
+///
+/// # Safety
+/// `name` a NUL-terminated string.
+pub unsafe fn set_name(acc: &mut Access, comm: abi::Comm, name: *const c_char) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if name.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("null name")));
+    }
+    // SAFETY: MPI's contract: a C string.
+    let mut s = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    while s.len() >= abi::MAX_OBJECT_NAME {
+        s.pop();
+    }
+    Arc::make_mut(&mut st.comms[ci]).name = s;
+    st.refresh_fast(ci);
+    Ok(())
+}
+
+/// `MPI_Comm_get_name`.
+///
+/// # Safety
+/// `name` writable for `MPI_MAX_OBJECT_NAME` bytes, `len` writable.
+pub unsafe fn get_name(acc: &mut Access, comm: abi::Comm, name: *mut c_char, len: *mut c_int) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (_, c) = comm_at(&st.comms, comm)?;
+    // SAFETY: the caller's contract.
+    unsafe { crate::env::put_str(&c.name, name, abi::MAX_OBJECT_NAME, len) }
+}
+
+/// `MPI_Comm_free`: the handle becomes `MPI_COMM_NULL`; the communicator is freed (its context
+/// free again, its maps dropped, its slot reusable) as soon as no operation of ours names it:
+/// now, or at the next communicator creation or free after those completed (MPI-3.1 §6.4.3:
+/// pending operations complete normally).
 ///
 /// # Safety
 /// `comm` null or valid for reads and writes.
@@ -265,12 +471,8 @@ pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
     }
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
-    // Its contexts are free again unless an operation of ours still names it.
-    let in_use = st.reqs.iter().any(|(_, r)| r.comm as usize == ci) || st.messages.iter().any(|(_, m)| m.ci == ci);
-    if !in_use {
-        let ctx = st.comms[ci].ctx;
-        st.contexts.release(ctx);
-    }
+    st.comms_retired.push(ci);
+    reclaim(st);
     // SAFETY: as above.
     unsafe { *comm = abi::COMM_NULL };
     Ok(())
