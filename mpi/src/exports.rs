@@ -143,6 +143,10 @@ mpi! {
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Comm, newcomm: *mut Comm) => |acc| comm::dup(acc, comm, newcomm);
     fn MPI_Comm_split / PMPI_Comm_split(comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm) => |acc| comm::split(acc, comm, color, key, newcomm);
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Comm) => |acc| comm::free(acc, comm);
+    fn MPI_Op_create / PMPI_Op_create(user_fn: Option<crate::op::UserFn>, commute: c_int, op: *mut Op) => |acc| crate::op::create(acc, user_fn, commute, op);
+    fn MPI_Op_free / PMPI_Op_free(op: *mut Op) => |acc| crate::op::free(acc, op);
+    fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) => |acc| crate::op::commutative(acc, op, commute);
+    fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op) => |acc| coll::reduce_local(acc, inbuf, inoutbuf, count, datatype, op);
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Comm, split_type: c_int, key: c_int, info: Info, newcomm: *mut Comm) => |acc| comm::split_type(acc, comm, split_type, key, info, newcomm);
     fn MPI_Comm_create / PMPI_Comm_create(comm: Comm, group: Group, newcomm: *mut Comm) => |acc| comm::create(acc, comm, group, newcomm);
     fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: Comm, group: Group, tag: c_int, newcomm: *mut Comm) => |acc| comm::create_group(acc, comm, group, tag, newcomm);

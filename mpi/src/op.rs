@@ -10,8 +10,120 @@
 //! aligned for the element type): elements are read and written with native-endian byte
 //! conversions, which the compiler turns into plain (unaligned) loads and stores.
 
-use crate::abi::{OP_BUILTIN, Op};
+use std::ffi::{c_int, c_void};
+
+use crate::abi::{self, Datatype, OP_BUILTIN, Op};
 use crate::datatype::{Builtin, Class, Kind};
+use crate::handle::Table;
+
+/// A user's reduction (`MPI_User_function`): `inoutvec[i] = invec[i] ⊕ inoutvec[i]` for `*len`
+/// elements of `*datatype`.
+pub type UserFn =
+    unsafe extern "C" fn(invec: *mut c_void, inoutvec: *mut c_void, len: *mut c_int, datatype: *mut Datatype);
+
+/// An operation made by `MPI_Op_create`.
+#[derive(Clone, Copy, Debug)]
+pub struct UserOp {
+    pub f: UserFn,
+    /// Whether the user declared it commutative.
+    pub commute: bool,
+}
+
+/// A user's operation applied to elements of one predefined type.
+#[derive(Clone, Copy, Debug)]
+pub struct UserCall {
+    pub f: UserFn,
+    pub commute: bool,
+    pub dt: Datatype,
+    /// Bytes per element of `dt`.
+    pub elem: usize,
+}
+
+impl UserCall {
+    /// `inout = inv ⊕ inout` (the user's function on the whole elements of `inout`).
+    pub fn apply(&self, inv: &[u8], inout: &mut [u8]) {
+        let n = inout.len().min(inv.len()) / self.elem.max(1);
+        if n == 0 {
+            return;
+        }
+        let mut len = n as c_int;
+        let mut dt = self.dt;
+        // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
+        // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
+        // functions); `len` and `dt` are ours.
+        unsafe { (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt) };
+    }
+}
+
+/// The table of user operations: handles `OP_DIRECT + index`.
+pub type UserOps = Table<UserOp>;
+
+/// Handles of user operations: MPICH's direct op handles.
+pub const OP_DIRECT: u32 = abi::handle::DIRECT | abi::handle::OP;
+
+pub const fn table() -> UserOps {
+    Table::new(OP_DIRECT)
+}
+
+/// `MPI_Op_create`.
+///
+/// # Safety
+/// `op` null or writable.
+pub unsafe fn create(
+    acc: &mut crate::state::Access,
+    f: Option<UserFn>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    let Some(f) = f else { return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null user function"))) };
+    if op.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    let h = acc.st().ops.insert(UserOp { f, commute: commute != 0 });
+    let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many operations")))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *op = h };
+    Ok(())
+}
+
+/// `MPI_Op_free` (predefined operations cannot be freed).
+///
+/// # Safety
+/// `op` null or valid for reads and writes.
+pub unsafe fn free(acc: &mut crate::state::Access, op: *mut Op) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    if op.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null operation pointer")));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *op };
+    if acc.st().ops.remove(h).is_none() {
+        return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation made by MPI_Op_create")));
+    }
+    // SAFETY: as above.
+    unsafe { *op = abi::OP_NULL };
+    Ok(())
+}
+
+/// `MPI_Op_commutative` (every predefined operation is).
+///
+/// # Safety
+/// `commute` null or writable.
+pub unsafe fn commutative(acc: &mut crate::state::Access, op: Op, commute: *mut c_int) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    let v = match acc.st().ops.get(op) {
+        Some(u) => u.commute,
+        None if OpKind::lookup(op).is_some() => true,
+        None => return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation"))),
+    };
+    if commute.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *commute = c_int::from(v) };
+    Ok(())
+}
 
 /// A predefined operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -92,6 +92,8 @@ pub struct State {
     pub comm_slots: Vec<usize>,
     /// The groups.
     pub groups: crate::group::Groups,
+    /// The user's reduction operations.
+    pub ops: crate::op::UserOps,
     pub reqs: Requests,
     /// The derived datatypes.
     pub types: Types,
@@ -125,6 +127,7 @@ impl State {
             comms_retired: Vec::new(),
             comm_slots: Vec::new(),
             groups: crate::group::table(),
+            ops: crate::op::table(),
             reqs: crate::request::table(),
             types: crate::datatype::table(),
             messages: crate::p2p::mprobe::table(),

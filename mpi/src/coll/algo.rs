@@ -21,7 +21,7 @@ use super::model::pow2_floor;
 use crate::abi;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
-use crate::op::{OpKind, reduce};
+use crate::op::{OpKind, UserCall, reduce};
 use crate::state::Access;
 
 /// Ranks taking part in one collective step.
@@ -60,18 +60,48 @@ pub struct Reduction {
     pub op: OpKind,
     pub kind: Kind,
     pub elem: usize,
+    /// A user's operation (`op` and `kind` are then unused).
+    pub user: Option<UserCall>,
 }
 
 impl Reduction {
-    /// `acc = acc ⊕ src`.
-    fn right(&self, acc: &mut [u8], src: &[u8]) {
-        reduce(self.op, self.kind, acc, src);
+    /// A predefined operation on elements of `kind`, `elem` bytes each.
+    pub fn builtin(op: OpKind, kind: Kind, elem: usize) -> Reduction {
+        Reduction { op, kind, elem, user: None }
     }
 
-    /// `acc = src ⊕ acc`, using `src` as scratch (it ends holding the result too).
+    /// False for a user's operation declared non-commutative: the ranks' data must then be
+    /// combined in rank order over the whole communicator (no per-node levels).
+    pub fn commutative(&self) -> bool {
+        self.user.is_none_or(|u| u.commute)
+    }
+
+    /// `acc = acc ⊕ src`.
+    fn right(&self, acc: &mut [u8], src: &[u8]) {
+        match self.user {
+            Some(u) => {
+                let mut tmp = src.to_vec();
+                u.apply(acc, &mut tmp);
+                acc.copy_from_slice(&tmp);
+            }
+            None => reduce(self.op, self.kind, acc, src),
+        }
+    }
+
+    /// `acc = src ⊕ acc`, using `src` as scratch (it may end holding the result too).
     fn left(&self, acc: &mut [u8], src: &mut [u8]) {
-        reduce(self.op, self.kind, src, acc);
-        acc.copy_from_slice(src);
+        match self.user {
+            Some(u) => u.apply(src, acc),
+            None => {
+                reduce(self.op, self.kind, src, acc);
+                acc.copy_from_slice(src);
+            }
+        }
+    }
+
+    /// `acc = src ⊕ acc` (`MPI_Reduce_local`), `src` used as scratch.
+    pub fn combine_lower(&self, acc: &mut [u8], src: &mut [u8]) {
+        self.left(acc, src);
     }
 
     /// Combines `other`, which came from a lower (`lower`) or higher team rank, into `acc`.

@@ -34,7 +34,7 @@ use crate::abi::{self, Datatype, IN_PLACE};
 use crate::comm::Comm;
 use crate::datatype;
 use crate::error::{Fail, Res, Why};
-use crate::op::OpKind;
+use crate::op::{OpKind, UserCall};
 use crate::p2p::{byte_len, comm_at, in_bytes, out_bytes};
 use crate::state::{Access, not_running};
 
@@ -217,10 +217,16 @@ fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
     datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))
 }
 
-fn reduction(op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
+/// The reduction `op` names on elements of `dt`: a predefined operation the standard defines on
+/// the type, or a user's (`MPI_Op_create`, on any predefined type).
+fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
     let t = datatype::lookup(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))?;
+    if let Some(u) = st.ops.get(op) {
+        let user = UserCall { f: u.f, commute: u.commute, dt, elem: t.size() };
+        return Ok(Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, t.kind, t.size()) });
+    }
     match OpKind::lookup(op) {
-        Some(o) if o.applies_to(t) => Ok(Reduction { op: o, kind: t.kind, elem: t.size() }),
+        Some(o) if o.applies_to(t) => Ok(Reduction::builtin(o, t.kind, t.size())),
         _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
     }
 }
@@ -386,7 +392,11 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
     if n <= 1 {
         return Ok(());
     }
-    let alg = tu.force.reduce.unwrap_or_else(|| model(p, ops).best_reduce(n, acc.len()).1);
+    let mut alg = tu.force.reduce.unwrap_or_else(|| model(p, ops).best_reduce(n, acc.len()).1);
+    if alg == Reduce::Rabenseifner && !red.commutative() {
+        // Recursive halving combines non-adjacent ranks: only for commutative operations.
+        alg = Reduce::Binomial;
+    }
     match alg {
         Reduce::Flat => algo::reduce_flat(ops, t, root, acc, red),
         Reduce::Binomial => algo::reduce_binomial(ops, t, root, acc, red),
@@ -395,6 +405,16 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
 }
 
 fn reduce_comm(ops: &mut Ops, c: &Comm, root: usize, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if !red.commutative() {
+        // A non-commutative operation combines in rank order: over the whole communicator, to
+        // rank 0 (the trees run on ranks relative to the root), then to the root.
+        reduce_team(ops, whole(c), 0, acc, red, tu.shm, tu)?;
+        return match c.rank as usize {
+            0 if root != 0 => ops.send(c.world[root], acc),
+            r if r == root && root != 0 => ops.recv(c.world[0], acc),
+            _ => Ok(()),
+        };
+    }
     if c.nodes.count() <= 1 {
         return reduce_team(ops, whole(c), root, acc, red, tu.shm, tu);
     }
@@ -414,7 +434,10 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
     if n <= 1 {
         return Ok(());
     }
-    let alg = tu.force.allreduce.unwrap_or_else(|| model(p, ops).best_allreduce(n, acc.len()).1);
+    let mut alg = tu.force.allreduce.unwrap_or_else(|| model(p, ops).best_allreduce(n, acc.len()).1);
+    if alg == Allreduce::Rabenseifner && !red.commutative() {
+        alg = Allreduce::RecursiveDoubling;
+    }
     match alg {
         Allreduce::RecursiveDoubling => algo::allreduce_recursive_doubling(ops, t, acc, red),
         Allreduce::Rabenseifner => algo::allreduce_rabenseifner(ops, t, acc, red),
@@ -426,7 +449,7 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
 }
 
 fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
-    if c.nodes.count() <= 1 {
+    if c.nodes.count() <= 1 || !red.commutative() {
         return allreduce_team(ops, whole(c), acc, red, tu.shm, tu);
     }
     let lv = Levels::of(c);
@@ -462,7 +485,7 @@ pub unsafe fn reduce(
         return Err(in_place_misused(ci));
     }
     let len = byte_len(count, dt, ci, !in_place && sendbuf.is_null())?;
-    let red = reduction(op, dt, ci)?;
+    let red = reduction(acc.st(), op, dt, ci)?;
     if len == 0 {
         return Ok(());
     }
@@ -502,7 +525,7 @@ pub unsafe fn allreduce(
     let (c, tu) = (&*c, &tu);
     let in_place = is_in_place(sendbuf);
     let len = byte_len(count, dt, ci, recvbuf.is_null() || (!in_place && sendbuf.is_null()))?;
-    let red = reduction(op, dt, ci)?;
+    let red = reduction(acc.st(), op, dt, ci)?;
     if len == 0 {
         return Ok(());
     }
@@ -514,6 +537,32 @@ pub unsafe fn allreduce(
     // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
     let data = unsafe { out_bytes(recvbuf, len) };
     allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, data, red, tu).map_err(on(ci))
+}
+
+/// `MPI_Reduce_local`: `inoutbuf = inbuf ⊕ inoutbuf`, element by element.
+///
+/// # Safety
+/// MPI's contract on the buffers.
+pub unsafe fn reduce_local(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+) -> Res<()> {
+    let len = byte_len(count, dt, 0, inbuf.is_null() || inoutbuf.is_null())?;
+    let red = reduction(acc.st(), op, dt, 0)?;
+    if len == 0 {
+        return Ok(());
+    }
+    disjoint(inbuf, len, inoutbuf, len, 0)?;
+    // SAFETY: MPI's contract: `len` bytes readable at `inbuf`, writable at `inoutbuf`; disjoint
+    // (checked).
+    let (src, dst) = unsafe { (in_bytes(inbuf, len), out_bytes(inoutbuf, len)) };
+    let mut tmp = src.to_vec();
+    red.combine_lower(dst, &mut tmp);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

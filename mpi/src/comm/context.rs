@@ -98,7 +98,7 @@ pub fn agree(acc: &mut Access, ci: usize, parent: &Comm, tu: &Tuning) -> Res<u32
 /// whose messages carry `tag` (`MPI_Comm_create_group`: the other members of the parent do not
 /// take part, and the tag keeps concurrent creations apart).
 pub fn agree_among(acc: &mut Access, ci: usize, parent: &Comm, tu: &Tuning, tag: i32) -> Res<u32> {
-    let red = Reduction { op: OpKind::Band, kind: Kind::U64, elem: 8 };
+    let red = Reduction::builtin(OpKind::Band, Kind::U64, 8);
     let mut spins = 0;
     loop {
         let (own, mask) = acc.st().contexts.contribute(parent.ctx);
