@@ -59,6 +59,7 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     me.name = "MPI_COMM_SELF".into();
     st.comms = vec![Arc::new(world), Arc::new(me)];
     st.comms_retired.clear();
+    st.attr_values = crate::attr::predefined_values(size);
     st.comm_slots.clear();
     st.node_of_job = node_of_job;
     st.contexts = crate::comm::context::Contexts::new();

@@ -227,6 +227,13 @@ impl Fail {
     pub fn endpoint(comm: usize, e: nemesis::Error) -> Fail {
         Fail { code: code_of(&e), comm: Some(comm), why: Why::Endpoint(e) }
     }
+
+    /// The failure, on communicator `ci` (its error handler decides) unless it names one already.
+    #[cold]
+    pub fn on(mut self, ci: usize) -> Fail {
+        self.comm.get_or_insert(ci);
+        self
+    }
 }
 
 /// Result of the library's internal functions.

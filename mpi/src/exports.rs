@@ -18,6 +18,7 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use crate::abi::{Aint, Comm, Count, Datatype, Errhandler, Group, Info, Message, Op, Request, Status};
+use crate::attr;
 use crate::datatype::calls::{self as dt, Displs};
 use crate::group::{self, SetOp};
 use crate::p2p::{bsend, complete, mprobe, start};
@@ -143,6 +144,23 @@ mpi! {
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Comm, newcomm: *mut Comm) => |acc| comm::dup(acc, comm, newcomm);
     fn MPI_Comm_split / PMPI_Comm_split(comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm) => |acc| comm::split(acc, comm, color, key, newcomm);
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Comm) => |acc| comm::free(acc, comm);
+    fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Option<attr::CopyFn>, comm_delete_attr_fn: Option<attr::DeleteFn>, comm_keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
+    fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => |acc| attr::free_keyval(acc, comm_keyval);
+    fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, comm_keyval, attribute_val);
+    fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, comm_keyval, attribute_val, flag);
+    fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => |acc| attr::delete_attr(acc, comm, comm_keyval);
+    fn MPI_Info_create / PMPI_Info_create(info: *mut Info) => |acc| attr::info_create(acc, info);
+    fn MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => |acc| attr::info_dup(acc, info, newinfo);
+    fn MPI_Info_free / PMPI_Info_free(info: *mut Info) => |acc| attr::info_free(acc, info);
+    fn MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => |acc| attr::info_set(acc, info, key, value);
+    fn MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => |acc| attr::info_delete(acc, info, key);
+    fn MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, std::ptr::null_mut(), valuelen, value, flag);
+    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, valuelen, 0, std::ptr::null_mut(), flag);
+    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => |acc| attr::info_keys(acc, info, nkeys, 0, std::ptr::null_mut());
+    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => |acc| attr::info_keys(acc, info, std::ptr::null_mut(), n, key);
+    fn MPI_Alloc_mem / PMPI_Alloc_mem(size: Aint, info: Info, baseptr: *mut c_void) => |_acc| attr::alloc_mem(size, info, baseptr);
+    fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) => |_acc| attr::free_mem(base);
+    fn MPI_Pcontrol / PMPI_Pcontrol(_level: c_int) => |_acc| Ok(());
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<crate::op::UserFn>, commute: c_int, op: *mut Op) => |acc| crate::op::create(acc, user_fn, commute, op);
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) => |acc| crate::op::free(acc, op);
     fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) => |acc| crate::op::commutative(acc, op, commute);

@@ -22,6 +22,7 @@
 //! [`Endpoint`]: nemesis::Endpoint
 
 pub mod abi;
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod datatype;

@@ -94,6 +94,13 @@ pub struct State {
     pub groups: crate::group::Groups,
     /// The user's reduction operations.
     pub ops: crate::op::UserOps,
+    /// Attribute keyvals.
+    pub keyvals: crate::attr::Keyvals,
+    /// Info objects.
+    pub infos: crate::attr::Infos,
+    /// The predefined attributes' values (`MPI_Comm_get_attr` hands out their addresses, which
+    /// stay valid: the state is static).
+    pub attr_values: [c_int; 7],
     pub reqs: Requests,
     /// The derived datatypes.
     pub types: Types,
@@ -128,6 +135,9 @@ impl State {
             comm_slots: Vec::new(),
             groups: crate::group::table(),
             ops: crate::op::table(),
+            keyvals: crate::attr::keyvals(),
+            infos: crate::attr::infos(),
+            attr_values: [0; 7],
             reqs: crate::request::table(),
             types: crate::datatype::table(),
             messages: crate::p2p::mprobe::table(),

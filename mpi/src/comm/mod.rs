@@ -89,6 +89,8 @@ pub struct Comm {
     pub nodes: Nodes,
     /// `MPI_Comm_set_name`'s (empty: none).
     pub name: String,
+    /// Attributes: keyval and value (an address), in the order they were set.
+    pub attrs: Vec<(c_int, usize)>,
 }
 
 impl Comm {
@@ -107,14 +109,15 @@ impl Comm {
         let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
         let size = world.len() as u32;
         let (world, from_world, name) = (world.into(), from_world.into(), String::new());
-        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name }
+        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs: Vec::new() }
     }
 
     /// What stays of a freed communicator once nothing names it: no maps, no memory.
     fn tombstone() -> Comm {
         let (world, from_world) = (Box::default(), Box::default());
         let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
-        Comm { live: false, identity: false, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name }
+        let attrs = Vec::new();
+        Comm { live: false, identity: false, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs }
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
@@ -242,7 +245,15 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
         return Err(null_out(Some(ci)));
     }
     let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
-    let h = push(acc.st(), c.world.to_vec(), ctx, c.errh);
+    let st = acc.st();
+    let h = push(st, c.world.to_vec(), ctx, c.errh);
+    // The attributes go through their copy callbacks (MPI-3.1 §6.7.2).
+    if let Err(e) = crate::attr::copy_all(st, ci, index_of(h)) {
+        let mut gone = h;
+        // SAFETY: a local handle.
+        let _ = unsafe { free_index(st, &mut gone) };
+        return Err(e);
+    }
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
@@ -463,12 +474,23 @@ pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
     if comm.is_null() {
         return Err(null_out(None));
     }
-    // SAFETY: checked non-null; MPI's contract.
+    // SAFETY: the caller's contract.
+    unsafe { free_index(st, comm) }
+}
+
+/// `MPI_Comm_free` of the handle at `comm`, which is not null.
+///
+/// # Safety
+/// `comm` valid for reads and writes.
+unsafe fn free_index(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
+    // SAFETY: the caller's contract.
     let h = unsafe { *comm };
     let (ci, _) = comm_at(&st.comms, h)?;
     if ci < 2 {
         return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
     }
+    // The attributes' delete callbacks run first (MPI-3.1 §6.7.2).
+    crate::attr::delete_all(st, ci)?;
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
     st.comms_retired.push(ci);
