@@ -39,6 +39,9 @@ pub const fn keyvals() -> Keyvals {
     Table::new(KEYVAL_DIRECT)
 }
 
+/// Where `MPI_LASTUSEDCODE`'s value is in [`State::attr_values`].
+pub const LASTUSEDCODE_INDEX: usize = 5;
+
 /// The predefined attribute keys, in the order of [`State::attr_values`].
 const PREDEFINED: [c_int; 7] =
     [abi::TAG_UB, abi::HOST, abi::IO, abi::WTIME_IS_GLOBAL, abi::UNIVERSE_SIZE, abi::LASTUSEDCODE, abi::APPNUM];

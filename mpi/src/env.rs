@@ -60,6 +60,9 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     st.comms = vec![Arc::new(world), Arc::new(me)];
     st.comms_retired.clear();
     st.attr_values = crate::attr::predefined_values(size);
+    if let Some(last) = st.user_codes.last() {
+        st.attr_values[crate::attr::LASTUSEDCODE_INDEX] = last.0;
+    }
     st.comm_slots.clear();
     st.node_of_job = node_of_job;
     st.contexts = crate::comm::context::Contexts::new();
@@ -234,7 +237,11 @@ pub fn wtick() -> f64 {
 ///
 /// # Safety
 /// `string` writable for `MPI_MAX_ERROR_STRING` bytes, `len` writable.
-pub unsafe fn error_string(code: c_int, string: *mut c_char, len: *mut c_int) -> Res<()> {
+pub unsafe fn error_string(st: &State, code: c_int, string: *mut c_char, len: *mut c_int) -> Res<()> {
+    if let Some((_, s)) = crate::errh::user_code(st, code) {
+        // SAFETY: the caller's contract.
+        return unsafe { put_str(&s, string, abi::MAX_ERROR_STRING, len) };
+    }
     if class_of(code).is_none() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))));
     }
@@ -246,27 +253,10 @@ pub unsafe fn error_string(code: c_int, string: *mut c_char, len: *mut c_int) ->
 ///
 /// # Safety
 /// `class` writable.
-pub unsafe fn error_class(code: c_int, class: *mut c_int) -> Res<()> {
+pub unsafe fn error_class(st: &State, code: c_int, class: *mut c_int) -> Res<()> {
     let c = class_of(code)
+        .or_else(|| crate::errh::user_code(st, code).map(|(c, _)| c))
         .ok_or_else(|| Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))))?;
     // SAFETY: the caller's contract.
     unsafe { put(class, c) }
-}
-
-/// `MPI_Errhandler_free`: the predefined handlers are not freed; the handle becomes null.
-///
-/// # Safety
-/// `errh` readable and writable.
-pub unsafe fn errhandler_free(errh: *mut abi::Errhandler) -> Res<()> {
-    if errh.is_null() {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null error handler pointer")));
-    }
-    // SAFETY: checked non-null; the caller's contract.
-    let h = unsafe { *errh };
-    if h != abi::ERRORS_ARE_FATAL && h != abi::ERRORS_RETURN {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h)));
-    }
-    // SAFETY: as above.
-    unsafe { *errh = abi::ERRHANDLER_NULL };
-    Ok(())
 }

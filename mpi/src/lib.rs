@@ -27,6 +27,7 @@ pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod env;
+pub mod errh;
 pub mod error;
 pub mod exports;
 pub mod group;

@@ -98,6 +98,10 @@ pub struct State {
     pub keyvals: crate::attr::Keyvals,
     /// Info objects.
     pub infos: crate::attr::Infos,
+    /// The program's error handlers.
+    pub errhs: crate::errh::Errhs,
+    /// The program's error classes and codes.
+    pub user_codes: crate::errh::UserCodes,
     /// The predefined attributes' values (`MPI_Comm_get_attr` hands out their addresses, which
     /// stay valid: the state is static).
     pub attr_values: [c_int; 7],
@@ -137,6 +141,8 @@ impl State {
             ops: crate::op::table(),
             keyvals: crate::attr::keyvals(),
             infos: crate::attr::infos(),
+            errhs: crate::errh::table(),
+            user_codes: Vec::new(),
             attr_values: [0; 7],
             reqs: crate::request::table(),
             types: crate::datatype::table(),
@@ -175,9 +181,13 @@ impl State {
     #[cold]
     #[inline(never)]
     pub fn fail(&mut self, call: &'static str, f: Fail) -> c_int {
-        let errh =
-            f.comm.and_then(|i| self.comms.get(i)).or_else(|| self.comms.first()).map_or(ERRORS_ARE_FATAL, |c| c.errh);
+        let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
+        let errh = self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh);
         if errh == ERRORS_RETURN && self.phase == Phase::Running {
+            return f.code;
+        }
+        // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
+        if self.phase == Phase::Running && crate::errh::call_user(self, errh, crate::comm::handle_of(ci), f.code) {
             return f.code;
         }
         self.fatal(call, f)

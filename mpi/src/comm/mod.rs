@@ -493,6 +493,8 @@ unsafe fn free_index(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
     crate::attr::delete_all(st, ci)?;
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
+    let errh = st.comms[ci].errh;
+    crate::errh::forget_if_unused(st, errh);
     st.comms_retired.push(ci);
     reclaim(st);
     // SAFETY: as above.
@@ -507,11 +509,12 @@ pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Re
         return Err(not_running(st.phase));
     }
     let (ci, _) = comm_at(&st.comms, comm)?;
-    if errh != abi::ERRORS_ARE_FATAL && errh != abi::ERRORS_RETURN {
+    if !crate::errh::valid(st, errh) {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
     }
-    Arc::make_mut(&mut st.comms[ci]).errh = errh;
+    let old = std::mem::replace(&mut Arc::make_mut(&mut st.comms[ci]).errh, errh);
     st.refresh_fast(ci);
+    crate::errh::forget_if_unused(st, old);
     Ok(())
 }
 
