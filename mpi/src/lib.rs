@@ -38,3 +38,4 @@ pub mod p2p;
 pub mod request;
 pub mod state;
 pub mod symbols;
+pub mod topo;

@@ -15,6 +15,7 @@
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
+//! | `topologies` | `topo.c`: Dims_create; a 2-D Cartesian grid (coords, ranks, periodic wrap, shifts with a halo exchange, Cart_sub rows and columns), a grid smaller than the job; a graph (neighbours, an exchange along the edges); Topo_test; dup keeps the topology | 1, 2, 3, 4, 6, 7 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
@@ -113,6 +114,11 @@ fn attributes_info_and_memory() {
 #[test]
 fn program_error_handlers() {
     run_ok("errhandlers", &[1, 2], &[], &[]);
+}
+
+#[test]
+fn topologies() {
+    run_ok("topo", &[1, 2, 3, 4, 6, 7], &[], &[]);
 }
 
 #[test]

@@ -91,6 +91,8 @@ pub struct Comm {
     pub name: String,
     /// Attributes: keyval and value (an address), in the order they were set.
     pub attrs: Vec<(c_int, usize)>,
+    /// A Cartesian or graph topology (`crate::topo`).
+    pub topo: Option<Arc<crate::topo::Topo>>,
 }
 
 impl Comm {
@@ -109,7 +111,8 @@ impl Comm {
         let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
         let size = world.len() as u32;
         let (world, from_world, name) = (world.into(), from_world.into(), String::new());
-        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs: Vec::new() }
+        let attrs = Vec::new();
+        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs, topo: None }
     }
 
     /// What stays of a freed communicator once nothing names it: no maps, no memory.
@@ -117,7 +120,8 @@ impl Comm {
         let (world, from_world) = (Box::default(), Box::default());
         let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
         let attrs = Vec::new();
-        Comm { live: false, identity: false, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs }
+        let (live, identity, topo) = (false, false, None);
+        Comm { live, identity, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs, topo }
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
@@ -247,6 +251,8 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
     let st = acc.st();
     let h = push(st, c.world.to_vec(), ctx, c.errh);
+    // A duplicate keeps the topology (MPI-3.1 §7.4).
+    Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
     // The attributes go through their copy callbacks (MPI-3.1 §6.7.2).
     if let Err(e) = crate::attr::copy_all(st, ci, index_of(h)) {
         let mut gone = h;
