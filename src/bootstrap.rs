@@ -22,11 +22,12 @@
 //!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
 //!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
-//!    last rank to register already did; the node leader does it again in case a rank died
-//!    before registering).
+//!    last rank to register already did; every rank does it again in case a rank died before
+//!    registering). A rank whose start-up fails after it created or attached the segment unlinks
+//!    the name too (`Segment`'s `Drop`).
 //!
-//! When some ranks are on other nodes, each rank also starts the TCP netmod and puts its business
-//! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
+//! When some ranks are on other nodes, each rank also starts the netmod (`NEMESIS_NETMOD`: TCP,
+//! or libfabric with the `rdma` feature) and puts its business card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
 //! the ranks on other nodes (connections are made on first use).
 //!
 //! A singleton has a private memfd segment.
@@ -34,7 +35,6 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
@@ -42,7 +42,11 @@ use crate::error::{Error, Result};
 use crate::launch::contract::{
     ENV_LAUNCHER, ENV_NODE, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id, node_key, segment_key,
 };
+use crate::net::{Net, NetKind};
 use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
+#[cfg(feature = "hwloc")]
+use crate::topology::Machine;
+use crate::topology::distance::{ENV_LOCALITY, Locality};
 
 /// What start-up found out.
 #[derive(Debug)]
@@ -62,7 +66,46 @@ pub struct Boot {
     /// The process manager connection (`None` for a singleton).
     pub pmi: Option<ProcessManager>,
     /// The network module, if ranks are on other nodes.
-    pub net: Option<TcpNetmod<'static>>,
+    pub net: Option<Net<'static>>,
+    /// Every local rank's locality, by local rank, as the ranks published them (with the `hwloc`
+    /// feature, when the launcher gave none in `NEMESIS_LOCALITY`): the pair distances under
+    /// any process manager.
+    pub localities: Option<Vec<Locality>>,
+}
+
+/// The KVS key of rank `rank`'s locality.
+fn locality_key(rank: u32) -> String {
+    format!("nemesis-loc-{rank}")
+}
+
+/// This process's locality, read from the machine's topology and its own CPU set, if it must
+/// publish it: with the `hwloc` feature (the affinity fallback numbers CPUs per process, so its
+/// localities cannot be compared between ranks), when the launcher gave no localities, and when
+/// the process is bound to some of the machine's CPUs (the process manager bound it: `srun
+/// --cpu-bind`, `mpiexec.hydra -bind-to`); an unbound rank floats, its distances are unknown.
+fn own_locality() -> Option<Locality> {
+    if std::env::var(ENV_LOCALITY).is_ok_and(|v| !v.trim().is_empty()) {
+        return None;
+    }
+    #[cfg(feature = "hwloc")]
+    {
+        let cpus = crate::topology::allowed_cpus().ok()?;
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+        if cpus.len() >= crate::topology::parse_cpu_list(online.trim())?.len() {
+            return None;
+        }
+        match Machine::load() {
+            Ok(machine) => Some(machine.locality_of(&cpus)),
+            Err(e) => {
+                tracing::debug!(error = %e, "no topology: pair distances unknown");
+                None
+            }
+        }
+    }
+    #[cfg(not(feature = "hwloc"))]
+    {
+        None
+    }
 }
 
 /// The KVS key of rank `rank`'s netmod business card.
@@ -251,12 +294,18 @@ fn connect(choice: &Choice) -> Result<Option<ProcessManager>> {
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
     let choice = choose(&|v| std::env::var(v).ok())?;
+    if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
+        crate::hygiene::check_pmi_fd()?;
+    }
     let Some(mut pm) = connect(&choice)? else {
         if let Choice::Singleton(why) = &choice {
             tracing::info!(why = %why, "bootstrap: singleton");
         }
         return singleton();
     };
+    // Before any thread of ours starts (the netmod's): programs this rank starts inherit neither
+    // the channel nor its variables.
+    crate::hygiene::seal_pmi_channel()?;
     let (rank, size) = (pm.rank(), pm.size());
     if rank == 0 {
         tracing::info!(interface = %pm.name(), size, why = ?choice, "bootstrap");
@@ -309,9 +358,13 @@ pub fn bootstrap() -> Result<Boot> {
         tracing::debug!(%node, %name, ranks = local_size, "created the node segment");
         created = Some(seg);
     }
+    let own = own_locality();
+    if let Some(l) = &own {
+        pm.put(&locality_key(rank), &l.encode())?;
+    }
     let mut net = None;
     if local_ranks.len() < size as usize {
-        let n = TcpNetmod::new(rank, size, job_key(pm.job_id()), TcpConfig::from_env()?)?;
+        let n = Net::start(NetKind::from_env()?, rank, size, job_key(pm.job_id()))?;
         pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }
@@ -332,13 +385,27 @@ pub fn bootstrap() -> Result<Boot> {
             segment.layout().ranks
         )));
     }
+    let localities = match own {
+        Some(_) => {
+            let mut all = Vec::with_capacity(local_ranks.len());
+            for &r in &local_ranks {
+                // A peer that published none (another build) leaves every distance unknown.
+                match pm.get(r, &locality_key(r))?.as_deref().and_then(Locality::decode) {
+                    Some(l) => all.push(l),
+                    None => break,
+                }
+            }
+            (all.len() == local_ranks.len()).then_some(all)
+        }
+        None => None,
+    };
     segment.register(local_rank)?;
     pm.barrier()?;
-    if local_rank == 0 {
-        segment.unlink()?;
-    }
+    // Every rank attached: the name goes now, whoever registered last (a rank that died before
+    // registering would have left it).
+    segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
-    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net })
+    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net, localities })
 }
 
 /// Attaches to a published segment handle: `fd:<n>` (inherited) or `shm:<name>`.
@@ -368,6 +435,7 @@ fn singleton() -> Result<Boot> {
         segment,
         pmi: None,
         net: None,
+        localities: None,
     })
 }
 

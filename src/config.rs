@@ -74,6 +74,13 @@ pub const DEFAULT_CMA_MAX: usize = usize::MAX;
 /// 36.4 against 22.3; 16 KiB loses (12.2 against 14.5: two more control messages per transfer).
 pub const DEFAULT_SPLIT_MIN: usize = 32 * 1024;
 
+/// Bytes of unexpected messages (arrived before their receive) an Endpoint copies out of the
+/// segment by default. Beyond it, a local sender's further unexpected messages stay in its cells
+/// until received, so the sender runs out of cells and waits (back-pressure, nothing lost), and
+/// fastbox slots are acknowledged no more until the application has received enough. A bound on
+/// memory, not a measured optimum: 64 MiB is 64 times the cell pool of a rank.
+pub const DEFAULT_UNEXPECTED_MAX: usize = 64 << 20;
+
 /// The Endpoint's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -98,6 +105,9 @@ pub struct Config {
     /// Thresholds by pair distance (`NEMESIS_TOPO_TABLE` over the measured table): a field set
     /// in a row beats the node-wide value above for pairs at that distance.
     pub pairs: PairTable,
+    /// `NEMESIS_UNEXPECTED_MAX`: bytes of unexpected messages copied out of the segment before
+    /// back-pressure ([`DEFAULT_UNEXPECTED_MAX`]).
+    pub unexpected_max: usize,
 }
 
 impl Default for Config {
@@ -111,6 +121,7 @@ impl Default for Config {
             cma_max: DEFAULT_CMA_MAX,
             split_min: DEFAULT_SPLIT_MIN,
             pairs: crate::topology::distance::MEASURED,
+            unexpected_max: DEFAULT_UNEXPECTED_MAX,
         }
     }
 }
@@ -147,6 +158,7 @@ impl Config {
         if let Ok(spec) = std::env::var("NEMESIS_TOPO_TABLE") {
             c.pairs.apply(&spec)?;
         }
+        c.unexpected_max = size_var("NEMESIS_UNEXPECTED_MAX")?.unwrap_or(c.unexpected_max);
         Ok(c)
     }
 }

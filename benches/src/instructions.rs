@@ -74,6 +74,8 @@ pub fn worker(iters: usize) {
     let mut b = Port::new(&seg, 1, cfg).expect("port");
     round_trip(&mut a, &mut b, &hdr, &payload, &mut out); // claims the fastbox
     region("port-fastbox-send+recv", iters, |_| round_trip(&mut a, &mut b, &hdr, &payload, &mut out));
+    // A rank has one port at a time.
+    drop((a, b));
     let cfg = PortConfig { fastbox_after: u32::MAX, ..PortConfig::default() };
     let mut a = Port::new(&seg, 0, cfg).expect("port");
     let mut b = Port::new(&seg, 1, cfg).expect("port");

@@ -9,13 +9,26 @@ pub use model::*;
 mod model {
     use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
     use nemesis_shm::arena::CellRef;
-    use nemesis_shm::{Arena, HeapArena, Liveness, Queue, QueueShared};
+    use nemesis_shm::{Arena, HeapArena, Liveness, Params, Queue, QueueShared};
 
     /// A model builder with a preemption bound of `bound` (2–3 keeps each model to seconds).
     pub fn builder(bound: usize) -> loom::model::Builder {
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(bound);
         b
+    }
+
+    /// Small cells (256 B) and one-slot fastboxes of 64 B: models stay small. `fastboxes` per
+    /// receiver (0: none), `cells` per rank.
+    pub fn params(fastboxes: u32, cells: u32) -> Params {
+        Params {
+            cell_size: 256,
+            cells_per_rank: cells,
+            fastbox_slots: 1,
+            fastbox_slot_size: 64,
+            fastboxes_per_rank: fastboxes,
+            ..Params::DEFAULT
+        }
     }
 
     /// Ranks that can be declared dead, as a launcher would after `waitpid`.

@@ -5,19 +5,8 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::*};
 use loom::thread;
-use nemesis_loom_tests::builder;
-use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig, Sent};
-
-fn params(fastboxes: u32, cells: u32) -> Params {
-    Params {
-        cell_size: 256,
-        cells_per_rank: cells,
-        fastbox_slots: 1,
-        fastbox_slot_size: 64,
-        fastboxes_per_rank: fastboxes,
-        ..Params::DEFAULT
-    }
-}
+use nemesis_loom_tests::{builder, params};
+use nemesis_shm::{HeapNode, MsgHeader, Port, PortConfig, Sent};
 
 fn cfg() -> PortConfig {
     PortConfig { fastbox_after: 1, scan_every: 1 << 20, check_every: 1 << 20 }

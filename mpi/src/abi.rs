@@ -279,12 +279,17 @@ pub const MAXLOC: Op = 0x5800_000c;
 pub const REPLACE: Op = 0x5800_000d;
 pub const NO_OP: Op = 0x5800_000e;
 
-// Requests and messages: REQUEST_DIRECT + slot index in the request table (a matched message of
-// MPI_Mprobe is a slot of that table too, as in MPICH).
+// Requests: REQUEST_DIRECT | generation << REQUEST_INDEX_BITS | slot index (the 26 bits below
+// the handle kind: the slot's generation makes a stale handle invalid). Matched messages of
+// MPI_Mprobe have handles of their own (`p2p::mprobe`).
 pub const REQUEST_NULL: Request = 0x2c00_0000;
 pub const REQUEST_DIRECT: u32 = handle::DIRECT | handle::REQUEST;
-/// Slots the request table may grow to (the index bits of the handle).
-pub const REQUEST_MAX: usize = 1 << handle::INDEX_BITS;
+/// Bits of a request handle that name its slot.
+pub const REQUEST_INDEX_BITS: u32 = 18;
+/// Bits of a request handle that carry its slot's generation.
+pub const REQUEST_GENERATION_BITS: u32 = 8;
+/// Slots the request table may grow to.
+pub const REQUEST_MAX: usize = 1 << REQUEST_INDEX_BITS;
 pub const MESSAGE_NULL: Message = 0x2c00_0000;
 pub const MESSAGE_NO_PROC: Message = 0x6c00_0000;
 

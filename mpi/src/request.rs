@@ -1,18 +1,26 @@
-//! The table behind `MPI_Request` handles (a [`Table`]): each request's state, the communicator
-//! its status speaks of, and what a persistent request starts again.
+//! The table behind `MPI_Request` handles: each request's state, the communicator its status
+//! speaks of, and what a persistent request starts again.
 //!
 //! A request is `Pending` while the Endpoint works on it, `Done` when its result is known but not
 //! yet handed to the user (an operation on `MPI_PROC_NULL`, a buffered send, a result that
 //! `MPI_Testall` took but must not report yet, a cancelled receive), and `Inactive` for a
 //! persistent request between its completion and the next `MPI_Start`. A request the user freed
 //! (`MPI_Request_free`) while active stays until it completes, then goes without a report.
+//!
+//! A handle carries its slot's generation, bumped every time the slot is freed, so a stale handle
+//! (a request already completed and freed, kept by mistake) is refused with `MPI_ERR_REQUEST`
+//! instead of naming the request that reuses its slot. `MPI_Request` is a C `int` whose top six
+//! bits give its kind, so the generation has 8 bits; freed slots are reused first in, first out
+//! and only once [`REUSE_AFTER`] of them wait, so a stale handle can alias a new request only
+//! after its slot went round the generations: at least 256 × 256 requests later.
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
 
 use crate::abi;
 use crate::datatype::Layout;
 use crate::datatype::pack::TypedBuf;
 use crate::error::Why;
-use crate::handle::Table;
-use std::ffi::c_int;
 
 /// A completed operation as MPI reports it.
 #[derive(Debug)]
@@ -123,12 +131,100 @@ impl Req {
     }
 }
 
-/// The request table: handles `REQUEST_DIRECT + index`.
-pub type Requests = Table<Req>;
+/// Freed slots are reused only once this many wait (until then the table grows): a slot's
+/// generations go round at most once every `REUSE_AFTER` frees.
+pub const REUSE_AFTER: usize = 256;
+
+const INDEX_MASK: u32 = (1 << abi::REQUEST_INDEX_BITS) - 1;
+const GENERATION_MASK: u32 = (1 << abi::REQUEST_GENERATION_BITS) - 1;
+const _: () = assert!(abi::REQUEST_INDEX_BITS + abi::REQUEST_GENERATION_BITS <= 26, "the kind bits stay free");
+
+/// The request table: handles `REQUEST_DIRECT | generation << REQUEST_INDEX_BITS | index`.
+#[derive(Debug, Default)]
+pub struct Requests {
+    slots: Vec<Option<Req>>,
+    /// Generation of each slot, bumped when it is freed (wraps in `REQUEST_GENERATION_BITS`).
+    generations: Vec<u8>,
+    /// Free slots, oldest first.
+    free: VecDeque<u32>,
+}
+
+impl Requests {
+    /// An empty table.
+    pub const fn new() -> Requests {
+        Requests { slots: Vec::new(), generations: Vec::new(), free: VecDeque::new() }
+    }
+
+    /// The handle of slot `i` in its current generation.
+    fn handle(&self, i: usize) -> c_int {
+        let g = u32::from(self.generations[i]) & GENERATION_MASK;
+        (abi::REQUEST_DIRECT | g << abi::REQUEST_INDEX_BITS | i as u32) as c_int
+    }
+
+    /// Stores `r`; `None` if the handle space is exhausted.
+    pub fn insert(&mut self, r: Req) -> Option<c_int> {
+        let reuse = self.free.len() >= REUSE_AFTER || (self.slots.len() >= abi::REQUEST_MAX && !self.free.is_empty());
+        let i = if reuse {
+            let i = self.free.pop_front()? as usize;
+            self.slots[i] = Some(r);
+            i
+        } else {
+            if self.slots.len() >= abi::REQUEST_MAX {
+                return None;
+            }
+            self.slots.push(Some(r));
+            self.generations.push(0);
+            self.slots.len() - 1
+        };
+        Some(self.handle(i))
+    }
+
+    /// The slot index of handle `h` if it names a live request of the current generation.
+    pub fn index(&self, h: c_int) -> Option<usize> {
+        let bits = (h as u32).wrapping_sub(abi::REQUEST_DIRECT);
+        if bits >> (abi::REQUEST_INDEX_BITS + abi::REQUEST_GENERATION_BITS) != 0 {
+            return None;
+        }
+        let i = (bits & INDEX_MASK) as usize;
+        let live = matches!(self.slots.get(i), Some(Some(_)));
+        (live && u32::from(self.generations[i]) & GENERATION_MASK == bits >> abi::REQUEST_INDEX_BITS).then_some(i)
+    }
+
+    pub fn get(&self, h: c_int) -> Option<&Req> {
+        self.at(self.index(h)?)
+    }
+
+    pub fn get_mut(&mut self, h: c_int) -> Option<&mut Req> {
+        let i = self.index(h)?;
+        self.at_mut(i)
+    }
+
+    pub fn at(&self, i: usize) -> Option<&Req> {
+        self.slots.get(i)?.as_ref()
+    }
+
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut Req> {
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Frees slot `i`, returning its request; its handles go stale.
+    pub fn remove_at(&mut self, i: usize) -> Option<Req> {
+        let r = self.slots.get_mut(i)?.take()?;
+        let g = &mut self.generations[i];
+        *g = g.wrapping_add(1);
+        self.free.push_back(i as u32);
+        Some(r)
+    }
+
+    /// The live requests and their handles.
+    pub fn iter(&self) -> impl Iterator<Item = (c_int, &Req)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|r| (self.handle(i), r)))
+    }
+}
 
 /// An empty request table.
 pub const fn table() -> Requests {
-    Table::new(abi::REQUEST_DIRECT)
+    Requests::new()
 }
 
 #[cfg(test)]
@@ -144,5 +240,26 @@ mod tests {
         assert_eq!((s.source, s.tag, s.count()), (abi::ANY_SOURCE, abi::ANY_TAG, 0));
         let s = Completion::proc_null().status();
         assert_eq!((s.source, s.tag), (abi::PROC_NULL, abi::ANY_TAG));
+    }
+
+    /// A stale handle never names the request that reuses its slot, for as long as the
+    /// generations last.
+    #[test]
+    fn stale_handles_are_refused_after_their_slot_is_reused() {
+        let mut t = Requests::new();
+        let stale = t.insert(Req::new(0, State::Inactive, false)).unwrap();
+        assert_eq!(stale as u32, abi::REQUEST_DIRECT);
+        t.remove_at(t.index(stale).unwrap());
+        assert!(t.get(stale).is_none(), "freed");
+        // The handle comes back only once its slot went round the 256 generations.
+        for n in 0..(REUSE_AFTER << abi::REQUEST_GENERATION_BITS) - 1 {
+            let h = t.insert(Req::new(0, State::Inactive, false)).unwrap();
+            assert_ne!(h, stale, "request {n} reused the stale handle");
+            assert_eq!(t.index(stale), None, "after request {n}");
+            t.remove_at(t.index(h).unwrap());
+        }
+        assert_eq!(t.index(abi::REQUEST_NULL), None);
+        assert_eq!(t.index(0), None);
+        assert_eq!(t.index(-1), None);
     }
 }

@@ -83,7 +83,6 @@ pub enum Error {
         /// The dead peer's local rank.
         rank: u16,
     },
-    /// A message larger than the path it was given to can carry.
     /// A network module failed: a bad business card, a connection that cannot be made, a
     /// malformed frame from a peer, a socket error other than the peer's end.
     #[error("netmod: {0}")]
@@ -94,12 +93,26 @@ pub enum Error {
         /// Its global rank.
         rank: u32,
     },
+    /// A message larger than the path it was given to can carry.
     #[error("message of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge {
         /// Length of the message.
         len: usize,
         /// Largest length accepted.
         max: usize,
+    },
+    /// A segment descriptor whose size is not sealed: another process could shrink it under
+    /// every rank (SIGBUS).
+    #[error("the segment's memory file is not sealed against resizing")]
+    NotSealed,
+    /// A fragment was released on a port other than the one that polled it (it stays unreleased).
+    #[error("a fragment was released on a port that did not poll it")]
+    ForeignFragment,
+    /// This process already has a port for that local rank: a rank has one consumer.
+    #[error("local rank {rank} already has a port in this process")]
+    PortOpen {
+        /// The local rank.
+        rank: u16,
     },
 }
 

@@ -66,8 +66,9 @@ pub struct FastboxRef<'a> {
     body_size: usize,
     /// Slot count minus one (the count is a power of two).
     mask: u32,
-    /// The receiver publishes its count every `ack_every` messages (half the ring, at least 1).
-    ack_every: u32,
+    /// The receiver publishes its count when it is a multiple of `ack_mask + 1`: every half ring
+    /// (at least every message); `u32::MAX` while acknowledgements are withheld.
+    ack_mask: u32,
     _memory: PhantomData<&'a AtomicU32>,
     /// Under loom, one loom cell per slot: loom checks that body accesses are ordered.
     #[cfg(loom)]
@@ -108,7 +109,7 @@ impl<'a> FastboxRef<'a> {
             body_stride,
             body_size,
             mask: slots - 1,
-            ack_every: (slots / 2).max(1),
+            ack_mask: (slots / 2).max(1) - 1,
             _memory: PhantomData,
             #[cfg(loom)]
             tracks: None,
@@ -232,15 +233,28 @@ impl<'a> FastboxRef<'a> {
         Ok(Some(Published { hdr, payload: unsafe { body.add(HEADER_BYTES + extra) as *const u8 }, seq, len }))
     }
 
-    /// Receiver: done with message `*next` (copied out); advances `*next` and, every `ack_every`
-    /// messages, tells the sender.
+    /// Receiver: done with message `*next` (copied out); advances `*next` and, every half ring,
+    /// tells the sender (unless acknowledgements are withheld).
     #[inline(always)]
     pub fn release(&self, next: &mut u32) {
         *next = next.wrapping_add(1);
-        if *next & (self.ack_every - 1) == 0 {
+        if *next & self.ack_mask == 0 {
             // ORDERING: Release; our reads of the acknowledged slots happen-before the sender's
             // next writes to them.
             self.ack.store(*next, Release);
+        }
+    }
+
+    /// Receiver: stops (`true`) or resumes acknowledging this view's messages. Withheld, the
+    /// sender may write only the slots it already knew free, then sends in cells: flow control.
+    /// Resuming acknowledges every message released so far (`next`).
+    pub fn withhold_acks(&mut self, on: bool, next: u32) {
+        if on {
+            self.ack_mask = u32::MAX;
+        } else {
+            self.ack_mask = (self.slots() / 2).max(1) - 1;
+            // ORDERING: Release, as in `release`.
+            self.ack.store(next, Release);
         }
     }
 

@@ -12,7 +12,8 @@
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
 //! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery; [`pieces`]:
 //!   payloads gathered from (and fragments scattered into) non-contiguous buffers;
-//! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment.
+//! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment;
+//! - [`failpoint`]: named crash points for tests (cargo feature `failpoints`).
 //!
 //! # Example
 //!
@@ -52,6 +53,7 @@
 pub mod arena;
 pub mod cell;
 pub mod error;
+pub mod failpoint;
 pub mod fastbox;
 pub mod layout;
 #[cfg(not(loom))]
@@ -70,7 +72,7 @@ pub use arena::{Arena, HeapArena};
 pub use cell::{CellHandle, MsgHeader, NULL};
 pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
-pub use layout::{Layout, Params};
+pub use layout::{Layout, Params, QueueKind};
 pub use node::{HeapNode, Node, RankState};
 pub use pieces::{Payload, PieceList, Pieces};
 pub use port::{Incoming, NetCell, PeerEvent, PendingSend, Port, PortConfig, REMOTE, Sent};

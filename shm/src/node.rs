@@ -8,7 +8,7 @@ use crate::arena::{Arena, HeapArena};
 use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, HeapFastbox, STAMP_BYTES};
-use crate::layout::Params;
+use crate::layout::{Params, QueueKind};
 use crate::queue::{Liveness, Queue, QueueShared};
 use crate::sync::{AtomicU32, AtomicU64, Ordering::*};
 
@@ -39,7 +39,8 @@ pub struct RankState {
     pub(crate) state: AtomicU32,
     /// How it ended, valid once GONE: [`STATUS_CLEAN`], [`STATUS_ABANDONED`] or the raw wait status.
     pub(crate) status: AtomicU32,
-    /// Its process id, valid once ALIVE.
+    /// Its process id in its own pid namespace, published (Release) after `start_time` and
+    /// `pidns` once it registered; 0 before.
     pub(crate) pid: AtomicU32,
     /// Drain of its receive queue after it is gone: 0 not started, `claimant + 1` while a rank
     /// drains it, [`DRAIN_DONE`] when done.
@@ -52,7 +53,10 @@ pub struct RankState {
     /// Shared between processes: never used with `FUTEX_PRIVATE_FLAG`.
     pub doorbell: AtomicU32,
     _pad0: u32,
-    _pad: [u64; 4],
+    /// Identity of its pid namespace (the inode of `/proc/self/ns/pid`; 0 if unknown): `pid`
+    /// means that process only to a watcher in the same namespace.
+    pub(crate) pidns: AtomicU64,
+    _pad: [u64; 3],
 }
 
 /// [`RankState::doorbell`] while its rank sleeps, or is about to.
@@ -62,11 +66,18 @@ pub const DOORBELL_ARMED: u32 = 1;
 const _: () = assert!(core::mem::size_of::<RankState>() == 64);
 
 impl RankState {
-    /// The process id the rank published when it registered (0 before).
+    /// The process id the rank published when it registered (0 before), in its pid namespace
+    /// ([`pid_namespace`](Self::pid_namespace)).
     pub fn pid(&self) -> u32 {
         // ORDERING: Acquire; pairs with the Release publication in `Segment::register`.
-        self.state.load(Acquire);
-        self.pid.load(Relaxed)
+        self.pid.load(Acquire)
+    }
+
+    /// The identity of the pid namespace [`pid`](Self::pid) belongs to (0 if unknown); valid
+    /// once `pid` is not 0.
+    pub fn pid_namespace(&self) -> u64 {
+        // ORDERING: Relaxed; read after `pid` (Acquire), which was published after it.
+        self.pidns.load(Relaxed)
     }
 
     /// True once the rank ended.
@@ -85,7 +96,8 @@ impl RankState {
             start_time: AtomicU64::new(0),
             doorbell: AtomicU32::new(0),
             _pad0: 0,
-            _pad: [0; 4],
+            pidns: AtomicU64::new(0),
+            _pad: [0; 3],
         }
     }
 }
@@ -125,12 +137,11 @@ pub unsafe trait Node: Sync {
     fn params(&self) -> &Params;
     /// The cells.
     fn arena(&self) -> &Self::Arena;
-    /// Queue number `index` (`2r`: receive queue of rank r, `2r + 1`: its free queue,
-    /// `2 * ranks() + r`: its netmod free queue).
+    /// Queue `kind` of rank `r`.
     ///
     /// # Safety
-    /// `index < 3 * ranks()`.
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared;
+    /// `r < ranks()`.
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared;
     /// Rank `r`'s record.
     ///
     /// # Safety
@@ -174,16 +185,16 @@ pub unsafe trait Node: Sync {
     #[inline(always)]
     fn recv_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2r < 2 * ranks()`.
-        Queue::new(unsafe { self.queue_shared(2 * r as usize) }, self.arena(), recv_queue_id(r))
+        // SAFETY: callers pass a checked rank.
+        Queue::new(unsafe { self.queue_shared(r, QueueKind::Recv) }, self.arena(), recv_queue_id(r))
     }
 
     /// Rank `r`'s free queue (`r` must be valid).
     #[inline(always)]
     fn free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2r + 1 < 2 * ranks()`.
-        Queue::new(unsafe { self.queue_shared(2 * r as usize + 1) }, self.arena(), free_queue_id(r))
+        // SAFETY: callers pass a checked rank.
+        Queue::new(unsafe { self.queue_shared(r, QueueKind::Free) }, self.arena(), free_queue_id(r))
     }
 
     /// Rank `r`'s netmod free queue (`r` must be valid): the cells its network modules fill with
@@ -191,8 +202,8 @@ pub unsafe trait Node: Sync {
     #[inline(always)]
     fn netmod_free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2 * ranks + r < 3 * ranks()`.
-        let shared = unsafe { self.queue_shared(2 * self.ranks() as usize + r as usize) };
+        // SAFETY: callers pass a checked rank.
+        let shared = unsafe { self.queue_shared(r, QueueKind::Netmod) };
         Queue::new(shared, self.arena(), netmod_queue_id(r))
     }
 
@@ -306,9 +317,10 @@ unsafe impl Node for HeapNode {
     fn arena(&self) -> &HeapArena {
         &self.arena
     }
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
-        // SAFETY: the caller guarantees `index < 3 * ranks`, the slice's length.
-        unsafe { self.queues.get_unchecked(index) }
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared {
+        // SAFETY: the caller guarantees `r < ranks`, so the index is below `3 * ranks`, the
+        // slice's length.
+        unsafe { self.queues.get_unchecked(3 * r as usize + kind as usize) }
     }
     unsafe fn rank_state(&self, r: u16) -> &RankState {
         // SAFETY: the caller guarantees `r < ranks`, the slice's length.

@@ -7,10 +7,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
-use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, SealFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::stat::Mode;
@@ -29,9 +29,11 @@ fn no_nul<'a>(name: &'a str, what: &str) -> Result<&'a str> {
     Ok(name)
 }
 
-/// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children).
+/// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children), that
+/// can be sealed ([`seal_size`]).
 pub fn memfd(name: &str) -> Result<OwnedFd> {
-    memfd_create(no_nul(name, "memfd")?, MFdFlags::MFD_CLOEXEC).map_err(|e| os_error("memfd_create", e))
+    memfd_create(no_nul(name, "memfd")?, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(|e| os_error("memfd_create", e))
 }
 
 /// A new POSIX shared-memory object with an unpredictable name, created exclusively with mode
@@ -166,6 +168,34 @@ pub fn file_size(fd: &impl AsFd) -> Result<u64> {
     Ok(file.metadata().map_err(|e| Error::io("fstat", e))?.len())
 }
 
+/// The seals of a sized segment: its size can never change again (one `ftruncate` by a faulty
+/// process would otherwise give every rank SIGBUS), and no other seal can be added (a write
+/// seal would make later mappings fail).
+const SIZE_SEALS: SealFlag = SealFlag::F_SEAL_SHRINK.union(SealFlag::F_SEAL_GROW).union(SealFlag::F_SEAL_SEAL);
+
+/// Seals the size of the memory file `fd` (see [`SIZE_SEALS`]).
+pub fn seal_size(fd: &impl AsFd) -> Result<()> {
+    fcntl(fd.as_fd(), FcntlArg::F_ADD_SEALS(SIZE_SEALS)).map_err(|e| os_error("fcntl(F_ADD_SEALS)", e))?;
+    Ok(())
+}
+
+/// True if the memory file `fd` carries the size seals of [`seal_size`].
+pub fn size_sealed(fd: &impl AsFd) -> Result<bool> {
+    let seals = fcntl(fd.as_fd(), FcntlArg::F_GET_SEALS).map_err(|e| os_error("fcntl(F_GET_SEALS)", e))?;
+    Ok(SealFlag::from_bits_retain(seals).contains(SIZE_SEALS))
+}
+
+/// Sets close-on-exec on `fd`: a program the process starts (`system()`, `exec`) does not
+/// inherit it.
+pub fn set_cloexec(fd: RawFd) -> Result<()> {
+    // SAFETY: the caller holds `fd` open for the duration of this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let flags = fcntl(fd, FcntlArg::F_GETFD).map_err(|e| os_error("fcntl(F_GETFD)", e))?;
+    let flags = FdFlag::from_bits_retain(flags) | FdFlag::FD_CLOEXEC;
+    fcntl(fd, FcntlArg::F_SETFD(flags)).map_err(|e| os_error("fcntl(F_SETFD)", e))?;
+    Ok(())
+}
+
 /// Clears close-on-exec so that children started with `exec` inherit `fd`.
 pub fn inheritable(fd: impl AsFd) -> Result<()> {
     let flags = fcntl(fd.as_fd(), FcntlArg::F_GETFD).map_err(|e| os_error("fcntl(F_GETFD)", e))?;
@@ -193,6 +223,13 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     // last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// The identity of this process's pid namespace: the inode of `/proc/self/ns/pid` (0 if `/proc`
+/// cannot tell). Two processes see each other's pids alike only if these are equal.
+pub fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
 }
 
 /// A pidfd: a handle on a process that cannot be confused with a later process of the same pid.

@@ -16,9 +16,13 @@
 //!   through the death epoch; a queue whose producer died between swap and link is repaired; the
 //!   receive queue of a dead rank is sealed and drained by one live rank, which returns each cell
 //!   to its owner; each owner then takes back its own cells that the dead rank had taken out
-//!   ("Reclaim" below); a dead sender's fastbox is freed once empty; a message a dead sender left
-//!   half-sent is reported dropped ([`PeerEvent::PartialDropped`]) once nothing more of it can
-//!   arrive, so the layer above never delivers part of it.
+//!   ("Reclaim" below); a dead sender's fastbox is freed once it holds nothing more to deliver
+//!   (a message published in it waits for its number, even behind cells still in the queue); a
+//!   message a dead sender left half-sent is reported dropped ([`PeerEvent::PartialDropped`]) once
+//!   the queue has passed everything the sender enqueued, whichever message the receiver was at,
+//!   so the layer above never delivers part of it.
+//! - **Flow control** ([`Port::withhold_acks`]): the layer above may stop acknowledging fastbox
+//!   messages and keep cells unreleased; a sender then runs out of both and waits.
 //!
 //! # Reclaim
 //!
@@ -29,6 +33,7 @@
 //! returning it). Owner `o` checks its own pool for both, between its own operations, and puts
 //! those cells back into its free queue. Cells a live rank holds carry other custodies.
 
+use core::marker::PhantomData;
 use core::ptr;
 
 use crate::arena::{Arena, CellRef};
@@ -37,7 +42,7 @@ use crate::cell::{
     CellHandle, HEADER_BYTES, MsgHeader, NULL, copy_bytes, custody, custody_queue, flags, tail_gen, tail_handle,
 };
 use crate::error::{Error, Result};
-use crate::fastbox::FastboxRef;
+use crate::fastbox::{FastboxRef, Published};
 use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
 use crate::pieces::{Payload, Pieces};
 use crate::queue::Liveness;
@@ -118,10 +123,56 @@ impl PendingSend {
     }
 }
 
-/// A received fragment: a whole message from a fastbox, or one cell of a message. Small and
-/// `Copy`: it points at the header and payload where they lie (slot or cell) until released.
-#[derive(Clone, Copy, Debug)]
-pub struct Incoming {
+/// A received fragment: a whole message from a fastbox, or one cell of a message. It points at the
+/// header and payload where they lie (slot or cell), in the node's memory (lifetime `'n`), until it
+/// is released.
+///
+/// Neither `Copy` nor `Clone`: [`Port::release`] consumes it, so a slot or cell is released once,
+/// and nothing reads it after the sender may have reused it. It remembers the port that polled
+/// it; another port refuses it ([`Error::ForeignFragment`]), so it cannot be released on another
+/// node's port (whose cells it does not name) or another rank's.
+///
+/// ```
+/// use nemesis_shm::{Error, HeapNode, MsgHeader, Params, Port, PortConfig};
+///
+/// let (n1, n2) = (HeapNode::new(2, Params::DEFAULT).unwrap(), HeapNode::new(2, Params::DEFAULT).unwrap());
+/// let mut a = Port::new(&n1, 0, PortConfig::default()).unwrap();
+/// let mut b = Port::new(&n1, 1, PortConfig::default()).unwrap();
+/// let mut other = Port::new(&n2, 1, PortConfig::default()).unwrap();
+/// let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+/// let inc = b.poll(&[0]).unwrap().unwrap();
+/// assert!(matches!(other.release(inc), Err(Error::ForeignFragment)));
+/// ```
+///
+/// Released twice, it does not compile:
+///
+/// ```compile_fail
+/// # use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+/// # let node = HeapNode::new(2, Params::DEFAULT).unwrap();
+/// # let mut a = Port::new(&node, 0, PortConfig::default()).unwrap();
+/// # let mut b = Port::new(&node, 1, PortConfig::default()).unwrap();
+/// # let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+/// let inc = b.poll(&[0]).unwrap().unwrap();
+/// b.release(inc).unwrap();
+/// b.release(inc).unwrap(); // use of a moved value
+/// ```
+///
+/// Nor does keeping it past its node:
+///
+/// ```compile_fail
+/// # use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+/// let inc = {
+///     let node = HeapNode::new(2, Params::DEFAULT).unwrap();
+///     let mut a = Port::new(&node, 0, PortConfig::default()).unwrap();
+///     let mut b = Port::new(&node, 1, PortConfig::default()).unwrap();
+///     let _ = a.send(1, &MsgHeader::default(), b"x").unwrap();
+///     b.poll(&[0]).unwrap().unwrap()
+/// }; // `node` dropped here while borrowed
+/// let _ = inc.tag();
+/// ```
+#[derive(Debug)]
+#[must_use = "a fragment holds its slot or cell until released"]
+pub struct Incoming<'n> {
     /// The header in the slot or cell. Only fields that need no validation are read through it;
     /// the lengths below were checked when the fragment was polled.
     hdr: *const MsgHeader,
@@ -138,16 +189,21 @@ pub struct Incoming {
     /// [`REMOTE`] for a network arrival (whose header's `src` is the sender's global rank).
     pub src: u16,
     last: bool,
+    /// Id of the port that polled it.
+    port: u64,
+    /// The slot or cell lies in the node's memory, borrowed for `'n`.
+    _node: PhantomData<&'n ()>,
 }
 
 // SAFETY: the pointers refer to shared memory that stays ours until `release`; nothing is tied to
 // a thread.
-unsafe impl Send for Incoming {}
+unsafe impl Send for Incoming<'_> {}
 
-impl Incoming {
+impl<'n> Incoming<'n> {
     #[inline(always)]
-    fn from_fastbox(src: u16, hdr: *const MsgHeader, len: u32, payload: *const u8) -> Incoming {
-        Incoming { hdr, payload, len, offset: 0, frag_len: len, cell: NULL, src, last: true }
+    fn from_fastbox(src: u16, m: &Published, port: u64) -> Incoming<'n> {
+        let (hdr, len, payload) = (m.hdr, m.len, m.payload);
+        Incoming { hdr, payload, len, offset: 0, frag_len: len, cell: NULL, src, last: true, port, _node: PhantomData }
     }
 
     /// A copy of the message header (`len` is the whole message's).
@@ -338,21 +394,63 @@ pub struct Port<'n, N: Node> {
     epoch: u64,
     gone: Box<[Gone]>,
     events: Vec<PeerEvent>,
-    /// Dead senders whose cells may still be in our queue: `(src, seq of the message being
-    /// received from it, tail value of our queue when the death was seen)`. Everything it
-    /// enqueued was swapped in before that value; once our consumer has passed it, a message left
-    /// partial is dropped and the sender can become silent.
-    markers: Vec<(u16, u32, u64)>,
+    /// Unique among the ports this process ever opened; recorded in every [`Incoming`].
+    id: u64,
+    /// Fastbox acknowledgements are withheld ([`withhold_acks`](Self::withhold_acks)).
+    acks_withheld: bool,
+    /// Dead senders whose cells may still be in our queue: `(src, tail value of our queue when
+    /// the death was seen)`. Everything it enqueued was swapped in before that value; once our
+    /// consumer has passed it, the message being received from it (whatever its number: the
+    /// receiver may have lagged several messages behind when the death was seen) is partial and
+    /// dropped, and the sender can become silent.
+    markers: Vec<(u16, u64)>,
+}
+
+/// The ports open in this process, by `(node address, local rank)`, and the next port id.
+struct OpenPorts {
+    open: Vec<(usize, u16)>,
+    next_id: u64,
+}
+
+static OPEN_PORTS: std::sync::Mutex<OpenPorts> = std::sync::Mutex::new(OpenPorts { open: Vec::new(), next_id: 1 });
+
+/// Identifies a node while it is borrowed (its address).
+fn node_key<N: Node>(node: &N) -> usize {
+    node as *const N as usize
+}
+
+/// Records a port for `(node, rank)` and returns a fresh port id, or refuses a second one.
+fn open_port(node: usize, rank: u16) -> Result<u64> {
+    let mut o = OPEN_PORTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if o.open.contains(&(node, rank)) {
+        return Err(Error::PortOpen { rank });
+    }
+    o.open.push((node, rank));
+    o.next_id += 1;
+    Ok(o.next_id)
+}
+
+impl<N: Node> Drop for Port<'_, N> {
+    fn drop(&mut self) {
+        let mut o = OPEN_PORTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (node_key(self.node), self.me);
+        o.open.retain(|&k| k != key);
+    }
 }
 
 impl<'n, N: Node> Port<'n, N> {
     /// A port for local rank `me`. The rank's liveness record is the caller's business (the
     /// segment's `attach` sets it).
+    ///
+    /// A rank has one consumer: while this port lives, another port for the same rank of the same
+    /// node in this process is refused ([`Error::PortOpen`]); two would both take the rank's
+    /// messages and release each other's slots.
     pub fn new(node: &'n N, me: u16, cfg: PortConfig) -> Result<Self> {
         node.check_rank(me)?;
         if !cfg.scan_every.is_power_of_two() || !cfg.check_every.is_power_of_two() {
             return Err(Error::InvalidParams("scan_every and check_every must be powers of two".into()));
         }
+        let id = open_port(node_key(node), me)?;
         let n = node.ranks() as usize;
         let p = node.params();
         let cell_body = node.arena().body_size();
@@ -372,6 +470,8 @@ impl<'n, N: Node> Port<'n, N> {
             epoch: node.death_epoch_word().load(Acquire),
             gone: vec![Gone::default(); n].into(),
             events: Vec::new(),
+            id,
+            acks_withheld: false,
             markers: Vec::new(),
         })
     }
@@ -590,7 +690,11 @@ impl<'n, N: Node> Port<'n, N> {
                 ptr::write_unaligned(body as *mut MsgHeader, h);
                 payload.copy_out(ps.offset, body.add(h.payload_offset()), n);
             }
-            if let Err(e) = q.enqueue(c, self.me, ps.dst) {
+            let enqueued = q.swap_in(c, self.me, ps.dst).and_then(|s| {
+                crate::failpoint!("send-after-swap");
+                s.link()
+            });
+            if let Err(e) = enqueued {
                 self.node.free_queue(self.me).enqueue(c, self.me, self.me)?;
                 if let Error::PeerDead { rank } = e {
                     self.tx[rank as usize].gone = true;
@@ -602,6 +706,7 @@ impl<'n, N: Node> Port<'n, N> {
             if ps.offset >= payload.len() {
                 return Ok(true);
             }
+            crate::failpoint!("send-mid-message");
         }
     }
 
@@ -611,7 +716,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// The common case, the next message of an expected source waiting in its fastbox, is done
     /// inline; everything else in [`poll_slow`](Self::poll_slow).
     #[inline(always)]
-    pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming>> {
+    pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming<'n>>> {
         if self.stash.is_none() {
             for &src in expected {
                 if let Some(r) = self.rx.get_mut(usize::from(src))
@@ -621,7 +726,7 @@ impl<'n, N: Node> Port<'n, N> {
                     && m.seq == r.expected
                 {
                     r.expected = r.expected.wrapping_add(1);
-                    return Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)));
+                    return Ok(Some(Incoming::from_fastbox(src, &m, self.id)));
                 }
             }
         }
@@ -631,7 +736,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// Only the inline part of [`poll`](Self::poll) for one source: its next message if it waits
     /// in its fastbox, in order. For tight waits on one source, between full polls.
     #[inline(always)]
-    pub fn poll_fastbox(&mut self, src: u16) -> Result<Option<Incoming>> {
+    pub fn poll_fastbox(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         if self.stash.is_none()
             && let Some(r) = self.rx.get_mut(usize::from(src))
             && let Some(fb) = r.fb
@@ -640,7 +745,7 @@ impl<'n, N: Node> Port<'n, N> {
             && m.seq == r.expected
         {
             r.expected = r.expected.wrapping_add(1);
-            return Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)));
+            return Ok(Some(Incoming::from_fastbox(src, &m, self.id)));
         }
         Ok(None)
     }
@@ -655,7 +760,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// Everything [`poll`](Self::poll) does not do inline: the stash, fastbox discovery, the
     /// queue, and every few polls all hosted fastboxes and liveness.
     #[inline(never)]
-    fn poll_slow(&mut self, expected: &[u16]) -> Result<Option<Incoming>> {
+    fn poll_slow(&mut self, expected: &[u16]) -> Result<Option<Incoming<'n>>> {
         self.polls = self.polls.wrapping_add(1);
         if self.stash.is_some() {
             return self.poll_stash();
@@ -685,7 +790,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Polls every fastbox now, whatever the schedule (the layer above calls this when it waits
     /// on `ANY_SOURCE` for long).
-    pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming>> {
+    pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming<'n>>> {
         for b in 0..self.box_owner.len() as u32 {
             // SAFETY: `me` is valid and `b < fastboxes_per_rank`.
             let fb = unsafe { self.node.fastbox(self.me, b) };
@@ -706,10 +811,13 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Records that box `b` belongs to `src`, starting to read it from its first message if it
     /// is new to us.
-    fn adopt_box(&mut self, fb: FastboxRef<'n>, b: u32, owner: u32, src: u16) {
+    fn adopt_box(&mut self, mut fb: FastboxRef<'n>, b: u32, owner: u32, src: u16) {
         let r = &mut self.rx[usize::from(src)];
         if self.box_owner[b as usize] != owner || r.fb.is_none() || r.fb_index != b {
             self.box_owner[b as usize] = owner;
+            if self.acks_withheld {
+                fb.withhold_acks(true, 0);
+            }
             r.fb = Some(fb);
             r.fb_index = b;
             r.fnext = 0;
@@ -717,7 +825,7 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Polls the fastbox `src` owns among ours, discovering it through the map if needed.
-    fn poll_fastbox_of(&mut self, src: u16) -> Result<Option<Incoming>> {
+    fn poll_fastbox_of(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         if self.rx[usize::from(src)].fb.is_none() {
             // SAFETY: both ranks checked.
             // ORDERING: Acquire; pairs with the claimant's Release store.
@@ -741,7 +849,7 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// The message in `src`'s box, if it is the next expected from `src`.
-    fn take_from_box(&mut self, src: u16) -> Result<Option<Incoming>> {
+    fn take_from_box(&mut self, src: u16) -> Result<Option<Incoming<'n>>> {
         let r = &mut self.rx[usize::from(src)];
         let Some(fb) = r.fb else { return Ok(None) };
         let Some(m) = fb.peek(r.fnext)? else { return Ok(None) };
@@ -749,12 +857,12 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(None);
         }
         r.expected = r.expected.wrapping_add(1);
-        Ok(Some(Incoming::from_fastbox(src, m.hdr, m.len, m.payload)))
+        Ok(Some(Incoming::from_fastbox(src, &m, self.id)))
     }
 
     /// The first cell of our queue, if it is in order (or stashed behind fastbox messages).
     #[inline(always)]
-    fn poll_queue(&mut self) -> Result<Option<Incoming>> {
+    fn poll_queue(&mut self) -> Result<Option<Incoming<'n>>> {
         let q = self.node.recv_queue(self.me);
         let Some(c) = q.peek()? else { return Ok(None) };
         let src = self.node.owner_of(c.handle());
@@ -767,6 +875,7 @@ impl<'n, N: Node> Port<'n, N> {
         let r = &mut self.rx[src as usize];
         if hdr.seq == r.expected && hdr.frag == r.next_frag {
             let inc = self.cell_fragment(c, src, hdr)?;
+            crate::failpoint!("dequeue-before-pop");
             q.pop(c, self.node)?;
             self.advance(src, &inc);
             if !self.markers.is_empty() {
@@ -775,8 +884,9 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(Some(inc));
         }
         if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
-            // Fastbox messages from `src` precede this cell: deliver them first.
-            self.cell_fragment(c, src, hdr)?;
+            // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
+            // checked now; the stash makes it again when it is its turn.
+            let _checked = self.cell_fragment(c, src, hdr)?;
             q.pop(c, self.node)?;
             if !self.markers.is_empty() {
                 self.note_dequeued(c);
@@ -789,10 +899,15 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Builds the fragment for cell `c`, validating its length fields.
     #[inline(always)]
-    fn cell_fragment(&self, c: CellRef<'n>, src: u16, hdr: MsgHeader) -> Result<Incoming> {
+    fn cell_fragment(&self, c: CellRef<'n>, src: u16, hdr: MsgHeader) -> Result<Incoming<'n>> {
         let cap = self.cell_body - hdr.payload_offset();
         let offset = usize::from(hdr.frag) * cap;
         let len = hdr.len as usize;
+        if len > self.max_message {
+            // No sender makes a message the cell path cannot carry: the layer above must not
+            // size a buffer by this length.
+            return Err(Error::corrupt("cell message length", hdr.len));
+        }
         if offset > len || (offset == len && len != 0) {
             return Err(Error::corrupt("cell fragment index", hdr.frag));
         }
@@ -807,11 +922,13 @@ impl<'n, N: Node> Port<'n, N> {
             cell: c.handle(),
             src,
             last: offset + frag_len == len,
+            port: self.id,
+            _node: PhantomData,
         })
     }
 
     #[inline(always)]
-    fn advance(&mut self, src: u16, inc: &Incoming) {
+    fn advance(&mut self, src: u16, inc: &Incoming<'n>) {
         let r = &mut self.rx[src as usize];
         if inc.last {
             r.expected = r.expected.wrapping_add(1);
@@ -823,7 +940,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Delivers fastbox messages that precede the stashed cell, then the cell.
     #[cold]
-    fn poll_stash(&mut self) -> Result<Option<Incoming>> {
+    fn poll_stash(&mut self) -> Result<Option<Incoming<'n>>> {
         let Some(s) = self.stash else { return Ok(None) };
         if self.rx[s.src as usize].expected == s.hdr.seq {
             self.stash = None;
@@ -831,6 +948,11 @@ impl<'n, N: Node> Port<'n, N> {
             let c = unsafe { self.node.arena().cell_unchecked(s.cell) };
             let inc = self.cell_fragment(c, s.src, s.hdr)?;
             self.advance(s.src, &inc);
+            if self.gone[usize::from(s.src)].queue_passed {
+                // The queue passed the sender's last cell when this one was stashed: the rest
+                // of its message will never come.
+                self.drop_partial(s.src);
+            }
             return Ok(Some(inc));
         }
         match self.poll_fastbox_of(s.src)? {
@@ -841,11 +963,17 @@ impl<'n, N: Node> Port<'n, N> {
         }
     }
 
-    /// Frees the fastbox slot or returns the cell of a fragment that was copied out.
+    /// Frees the fastbox slot or returns the cell of a fragment that was copied out. A fragment
+    /// another port polled is refused with [`Error::ForeignFragment`].
     #[inline(always)]
-    pub fn release(&mut self, inc: Incoming) -> Result<()> {
+    pub fn release(&mut self, inc: Incoming<'n>) -> Result<()> {
+        if inc.port != self.id {
+            return Err(Error::ForeignFragment);
+        }
         if inc.cell == NULL {
-            let r = &mut self.rx[usize::from(inc.src)];
+            // SAFETY: this port made `inc` (checked above) from a fastbox of local rank `src`,
+            // a valid rank: `src < rx.len()`.
+            let r = unsafe { self.rx.get_unchecked_mut(usize::from(inc.src)) };
             if let Some(fb) = r.fb {
                 fb.release(&mut r.fnext);
             }
@@ -858,7 +986,7 @@ impl<'n, N: Node> Port<'n, N> {
     #[inline(never)]
     fn return_cell(&mut self, c: CellHandle, src: u16) -> Result<()> {
         let owner = self.node.owner_of(c);
-        // SAFETY: `c` was validated when polled (an `Incoming` is only made by `poll`).
+        // SAFETY: `c` was validated when this port polled it (`release` checked the port).
         let cell = unsafe { self.node.arena().cell_unchecked(c) };
         if src == REMOTE {
             // A network arrival, in one of our cells set aside for the netmods.
@@ -871,7 +999,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// A network arrival in our receive queue: checked to be one of our own cells (only we
     /// enqueue those: our netmods), then delivered in queue order.
     #[cold]
-    fn netmod_fragment(&mut self, c: CellRef<'n>, owner: u16, hdr: MsgHeader) -> Result<Option<Incoming>> {
+    fn netmod_fragment(&mut self, c: CellRef<'n>, owner: u16, hdr: MsgHeader) -> Result<Option<Incoming<'n>>> {
         if owner != self.me {
             return Err(Error::corrupt("netmod flag in a peer's cell", c.handle()));
         }
@@ -937,6 +1065,24 @@ impl<'n, N: Node> Port<'n, N> {
         self.node.recv_queue(self.me).enqueue(cell.cell, self.me, self.me)
     }
 
+    /// Stops (`true`) or resumes acknowledging fastbox messages, for flow control by the layer
+    /// above (its unexpected messages take too much memory): a sender then writes only the
+    /// slots it already knew free, and sends the rest in cells, which the layer above may keep
+    /// unreleased until their receive comes (the sender then runs out of cells and waits).
+    /// Messages are still polled and delivered in order.
+    pub fn withhold_acks(&mut self, on: bool) {
+        if self.acks_withheld == on {
+            return;
+        }
+        self.acks_withheld = on;
+        for r in self.rx.iter_mut() {
+            let next = r.fnext;
+            if let Some(fb) = r.fb.as_mut() {
+                fb.withhold_acks(on, next);
+            }
+        }
+    }
+
     /// Events about peers since the last call.
     pub fn take_events(&mut self) -> Vec<PeerEvent> {
         core::mem::take(&mut self.events)
@@ -969,8 +1115,7 @@ impl<'n, N: Node> Port<'n, N> {
                 self.tx[r as usize].gone = true;
                 self.tx[r as usize].fb = None;
                 self.events.push(PeerEvent::Gone { rank: r });
-                let tail = q.tail_now();
-                self.markers.push((r, self.rx[r as usize].expected, tail));
+                self.markers.push((r, q.tail_now()));
             }
             q.repair_unlinked_head(self.node)?;
             self.node.free_queue(self.me).repair_unlinked_head(self.node)?;
@@ -1047,6 +1192,7 @@ impl<'n, N: Node> Port<'n, N> {
         let q = self.node.recv_queue(r);
         q.seal();
         while let Some(c) = q.drain_next(self.node)? {
+            crate::failpoint!("drain-mid");
             let owner = self.node.owner_of(c.handle());
             if !self.node.is_gone(owner) {
                 self.node.free_queue(owner).enqueue(c, self.me, owner)?;
@@ -1093,8 +1239,15 @@ impl<'n, N: Node> Port<'n, N> {
             }
             self.adopt_box(fb, b, owner, src);
             let r = self.rx[usize::from(src)];
-            if matches!(fb.peek(r.fnext), Ok(Some(m)) if m.seq == r.expected) {
-                continue; // still a message to deliver
+            // A message published in the next slot is delivered once its number comes up: the
+            // sender wrote it only after every earlier message was enqueued whole, so those are in
+            // our queue (or stashed) and will be delivered or dropped first. Kept until then, even
+            // while it is not the expected one yet (k+1 in the box, k still in the queue). Only a
+            // box whose sender is silent (everything deliverable was delivered) is freed with a
+            // message in it: an out-of-order one a faulty sender left.
+            let published = matches!(fb.peek(r.fnext), Ok(Some(_)));
+            if published && !self.gone[usize::from(src)].silent {
+                continue;
             }
             fb.clear();
             // SAFETY: ranks checked.
@@ -1135,19 +1288,26 @@ impl<'n, N: Node> Port<'n, N> {
     fn drop_markers(&mut self, passed: impl Fn(u64) -> bool) {
         let mut i = 0;
         while i < self.markers.len() {
-            let (src, seq, m) = self.markers[i];
+            let (src, m) = self.markers[i];
             if passed(m) {
                 self.markers.swap_remove(i);
                 self.gone[src as usize].queue_passed = true;
-                let r = &mut self.rx[src as usize];
-                if r.next_frag != 0 && r.expected == seq {
-                    r.next_frag = 0;
-                    r.expected = r.expected.wrapping_add(1);
-                    self.events.push(PeerEvent::PartialDropped { rank: src, seq });
-                }
+                self.drop_partial(src);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Gone sender `src`'s queue traffic was all polled: a message still in progress from it is
+    /// partial and never completes.
+    fn drop_partial(&mut self, src: u16) {
+        let r = &mut self.rx[src as usize];
+        if r.next_frag != 0 {
+            let seq = r.expected;
+            r.next_frag = 0;
+            r.expected = r.expected.wrapping_add(1);
+            self.events.push(PeerEvent::PartialDropped { rank: src, seq });
         }
     }
 }
@@ -1458,6 +1618,96 @@ mod tests {
             (0..2).all(|bx| unsafe { node.fastbox(1, bx) }.owner().load(Relaxed) == 0),
             "box freed"
         );
+    }
+
+    /// The dead sender's partial message begins with the last cell it enqueued, which the
+    /// receiver dequeues ahead of a fastbox message and stashes: once that cell is delivered, the
+    /// message is reported dropped (the queue had passed the sender's last cell already).
+    #[test]
+    fn partial_message_in_a_stashed_cell_is_dropped() {
+        let node = HeapNode::new(2, Params { cells_per_rank: 2, ..small() }).unwrap();
+        let mut a = Port::new(&node, 0, PortConfig { fastbox_after: 2, ..cfg() }).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        // Message 0 in a cell, which b keeps; message 1 in the fastbox; message 2 needs three
+        // cells and gets the last one.
+        assert!(matches!(a.send(1, &MsgHeader { tag: 0, ..MsgHeader::default() }, &[0]).unwrap(), Sent::Done));
+        let held = b.poll(&[0]).unwrap().unwrap();
+        assert!(matches!(a.send(1, &MsgHeader { tag: 1, ..MsgHeader::default() }, &[1]).unwrap(), Sent::Done));
+        let big = payload(2, 3 * a.cell_payload());
+        let Sent::Pending(_ps) = a.send(1, &MsgHeader { tag: 2, ..MsgHeader::default() }, &big).unwrap() else {
+            panic!("one cell cannot carry three cells' worth")
+        };
+        node.mark_gone(0, 9).unwrap();
+        b.release(held).unwrap();
+        b.check_peers().unwrap(); // the death is seen before the queue is polled: b lags
+        let mut got = Vec::new();
+        let mut events = b.take_events();
+        for _ in 0..10 {
+            if let Some(inc) = b.poll(&[]).unwrap() {
+                got.push((inc.tag(), inc.offset(), inc.via_fastbox()));
+                b.release(inc).unwrap();
+            }
+            b.check_peers().unwrap();
+            events.extend(b.take_events());
+        }
+        assert_eq!(got, vec![(1, 0, true), (2, 0, false)]);
+        assert!(events.contains(&PeerEvent::PartialDropped { rank: 0, seq: 2 }), "{events:?}");
+        assert!(events.contains(&PeerEvent::Silent { rank: 0 }), "{events:?}");
+    }
+
+    #[test]
+    fn one_port_per_rank_and_fragments_stay_with_their_port() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(Port::new(&node, 1, cfg()), Err(Error::PortOpen { rank: 1 })));
+        drop(b);
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        for i in 0..2u8 {
+            let _ = a.send(1, &MsgHeader::default(), &[i; 100]).unwrap();
+        }
+        let first = b.poll(&[0]).unwrap().unwrap();
+        // Another rank's port of the same node refuses it: its fastbox counters are not ours.
+        assert!(matches!(a.release(first), Err(Error::ForeignFragment)));
+        // A later port of the same rank refuses the fragments of an earlier one.
+        let second = b.poll(&[0]).unwrap().unwrap();
+        drop(b);
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(b.release(second), Err(Error::ForeignFragment)));
+    }
+
+    /// With acknowledgements withheld, a sender writes only the slots it knew free, then sends in
+    /// cells; messages still arrive in order; resumed, the fastbox carries again.
+    #[test]
+    fn withheld_acks_send_the_rest_in_cells() {
+        let node = HeapNode::new(2, small()).unwrap();
+        let mut a = Port::new(&node, 0, PortConfig { fastbox_after: 1, ..cfg() }).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        b.withhold_acks(true);
+        let mut via_fastbox = 0;
+        for i in 0..12i32 {
+            let _ = a.send(1, &MsgHeader { tag: i, ..MsgHeader::default() }, &[i as u8]).unwrap();
+            let (_, h, got, fb) = recv_msg(&mut b, &[0]).unwrap();
+            assert_eq!((h.tag, got[0]), (i, i as u8));
+            via_fastbox += usize::from(fb);
+        }
+        assert_eq!(via_fastbox, 4, "the four slots known free, then cells");
+        b.withhold_acks(false);
+        let _ = a.send(1, &MsgHeader { tag: 12, ..MsgHeader::default() }, &[12]).unwrap();
+        assert!(recv_msg(&mut b, &[0]).unwrap().3, "acknowledged again: the fastbox carries");
+    }
+
+    #[test]
+    fn cell_lengths_beyond_the_largest_message_are_corrupt() {
+        let node = HeapNode::new(2, Params { fastboxes_per_rank: 0, ..small() }).unwrap();
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(a.send(1, &MsgHeader::default(), &[1; 10]).unwrap(), Sent::Done));
+        // The sender rewrites the header's length after enqueuing (a faulty peer).
+        let c = node.recv_queue(1).peek().unwrap().unwrap();
+        // SAFETY: `c` is a cell of the heap node; `len` is at offset 16 of the header.
+        unsafe { (c.body().add(16) as *mut u32).write_unaligned(u32::MAX) };
+        assert!(matches!(b.poll(&[0]), Err(Error::Corrupt { what: "cell message length", .. })));
     }
 
     #[test]

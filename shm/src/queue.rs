@@ -197,6 +197,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         // a reader that sees this queue in `custody` sees an `enq_prev` read from this queue.
         link.enq_prev.store(t, Relaxed);
         link.custody.store(custody(self.id, me), Relaxed);
+        crate::failpoint!("enqueue-before-swap");
         loop {
             if tail_handle(t) & SEALED_BIT != 0 {
                 // ORDERING: Relaxed; only this rank reads its own cell's custody while it holds it.
@@ -249,6 +250,7 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         // before the next producer's `head = cell` by our Release CAS in `pop_last`. Shadow is set
         // first: a drainer seeing `head == shadow` knows we died in between.
         self.shared.shadow.store(h, Relaxed);
+        crate::failpoint!("dequeue-mid-peek");
         self.shared.head.store(NULL, Relaxed);
         Ok(Some(cell))
     }
@@ -381,8 +383,9 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     }
 
     /// Consumer only, slow path: if the queue looks empty but a producer died after swapping its
-    /// cell into the empty tail and before storing `head`, takes that cell into the shadow.
-    /// Returns true if it did. Call it when the death epoch changes.
+    /// cell into the empty tail and before storing `head`, stores `head` on its behalf (the next
+    /// [`peek`](Self::peek) takes the cell). Returns true if it did. Call it when the death epoch
+    /// changes.
     pub fn repair_unlinked_head<L: Liveness + ?Sized>(&self, live: &L) -> Result<bool> {
         // ORDERING: Relaxed for the consumer-private words; Acquire for `head` as in `peek`.
         if self.shared.shadow.load(Relaxed) != NULL || self.shared.head.load(Acquire) != NULL {
@@ -395,10 +398,13 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
         }
         match self.find_winner(empty)? {
             Some((w, enqueuer)) if live.is_dead(enqueuer) => {
-                // A live producer may have stored `head` meanwhile only if it is the winner, and
-                // the winner is dead.
-                // ORDERING: Relaxed; consumer-private.
-                self.shared.shadow.store(w, Relaxed);
+                // Only the winner stores `head` (no other producer replaced an empty tail), and it
+                // is dead: `head` is NULL, or `w` if the winner stored it after our look above and
+                // then died. Store it on its behalf, as `wait_link` does for a `next`, and let
+                // `peek` take it into the shadow, clearing `head`: taking `w` into the shadow here
+                // would leave a stored `head` behind, and `w` would be handed out twice.
+                // ORDERING: Release, as the producer would have stored it.
+                self.shared.head.store(w, Release);
                 Ok(true)
             }
             _ => Ok(false),

@@ -23,7 +23,7 @@ use crate::arena::Arena;
 use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, STAMP_BYTES};
-use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params};
+use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params, QueueKind};
 use crate::node::{Node, RankState, STATE_ALIVE, STATE_EMPTY};
 use crate::os::{self, PidFd};
 use crate::queue::QueueShared;
@@ -125,6 +125,8 @@ struct Watch {
     enabled: bool,
     pidfds: Vec<Option<PidFd>>,
     last: Option<Instant>,
+    /// This process's pid namespace, read at the first sweep.
+    pidns: Option<u64>,
 }
 
 /// Shortest interval between two pidfd sweeps.
@@ -185,6 +187,10 @@ impl Segment {
         let seg = Self::map(fd, layout, name)?;
         let refused = seg.place(nodes);
         os::reserve(&seg.fd, layout.total)?;
+        if seg.name.is_none() {
+            // A memfd: its size is fixed for good (a named object cannot be sealed).
+            os::seal_size(&seg.fd)?;
+        }
         // SAFETY: the mapping is fresh, zero-filled and private to us until the magic is set; the
         // header fields other than atomics are written once, here.
         unsafe {
@@ -253,8 +259,13 @@ impl Segment {
     }
 
     /// Attaches to the segment behind `fd` (a descriptor inherited from the launcher), checking
-    /// its header.
+    /// its header and that its size is sealed ([`Error::NotSealed`] otherwise). The descriptor
+    /// becomes close-on-exec: programs this process starts do not inherit it.
     pub fn attach_fd(fd: OwnedFd) -> Result<Segment> {
+        os::set_cloexec(fd.as_raw_fd())?;
+        if !os::size_sealed(&fd)? {
+            return Err(Error::NotSealed);
+        }
         Self::attach(fd, None)
     }
 
@@ -307,18 +318,27 @@ impl Segment {
         Ok(())
     }
 
-    /// Registers this process as local rank `rank`: publishes its pid (for pidfd watchers) and
-    /// marks it ALIVE. For a named segment, the last rank to register unlinks the name.
+    /// Registers this process as local rank `rank`: marks it ALIVE and publishes its pid (for
+    /// pidfd watchers), with its pid namespace and start time. For a named segment, the last rank
+    /// to register unlinks the name.
+    ///
+    /// The rank is claimed first: a second process registering the same rank fails before it
+    /// could overwrite the first one's pid (watchers would then watch the wrong process).
     pub fn register(&self, rank: u16) -> Result<()> {
         let st = self.state_of(rank)?;
-        let pid = std::process::id();
-        // ORDERING: Relaxed; published by the Release CAS below.
-        st.pid.store(pid, Relaxed);
-        st.start_time.store(os::process_start_time(pid).unwrap_or(0), Relaxed);
-        // ORDERING: AcqRel; Release publishes pid and start time to watchers that Acquire the state.
+        // ORDERING: AcqRel; the claim orders nothing by itself (the pid below is published on its
+        // own), Acquire so a failed claim reads the state it reports.
         if let Err(s) = st.state.compare_exchange(STATE_EMPTY, STATE_ALIVE, AcqRel, Acquire) {
             return Err(Error::corrupt("rank already registered, state", s));
         }
+        let pid = std::process::id();
+        // ORDERING: Relaxed; published by the Release store of the pid below.
+        st.pidns.store(os::pid_namespace(), Relaxed);
+        st.start_time.store(os::process_start_time(pid).unwrap_or(0), Relaxed);
+        // ORDERING: Release; a watcher that Acquires a non-zero pid sees the namespace and start
+        // time. A rank that dies before this store is never watched through a pidfd (its pid
+        // stays 0); its launcher's mark still tells.
+        st.pid.store(pid, Release);
         // ORDERING: AcqRel; the last registrant sees every other's registration.
         let attached = self.header().attached.fetch_add(1, AcqRel) + 1;
         if attached == u32::from(self.layout.ranks) {
@@ -398,15 +418,24 @@ impl Segment {
         let n = usize::from(self.layout.ranks);
         w.pidfds.resize_with(n, || None);
         let me = std::process::id();
+        let my_ns = *w.pidns.get_or_insert_with(os::pid_namespace);
         for r in 0..self.layout.ranks {
             // SAFETY: `r < ranks`.
             let st = unsafe { self.rank_state(r) };
-            // ORDERING: Acquire; pairs with `register`'s Release, so pid and start time are set.
+            // ORDERING: Acquire, as in `is_gone`.
             if st.state.load(Acquire) != STATE_ALIVE {
                 continue;
             }
-            let pid = st.pid.load(Relaxed);
+            // ORDERING: Acquire; pairs with `register`'s Release, so start time and namespace are
+            // set.
+            let pid = st.pid.load(Acquire);
             if pid == me || pid == 0 {
+                continue;
+            }
+            // A pid from another pid namespace names another process here (or none): that rank
+            // cannot be watched from this one (its launcher's marks still tell).
+            // ORDERING: Relaxed; published before the pid.
+            if st.pidns.load(Relaxed) != my_ns {
                 continue;
             }
             let slot = &mut w.pidfds[usize::from(r)];
@@ -453,9 +482,9 @@ unsafe impl Node for Segment {
         &self.arena
     }
     #[inline(always)]
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
-        let off = self.layout.queues_off as usize + index * crate::layout::QUEUE_BYTES as usize;
-        // SAFETY: `index < 3 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared {
+        let off = self.layout.queue_off(r, kind) as usize;
+        // SAFETY: `r < ranks`, so the queue lies inside rank r's queue page, 64-byte aligned.
         unsafe { &*(self.map.as_ptr().add(off) as *const QueueShared) }
     }
     #[inline(always)]
@@ -510,6 +539,14 @@ unsafe impl Node for Segment {
         let off = self.layout.lmt_off + i * p.lmt_ring_bytes();
         // In bounds: the ring area holds `ranks * lmt_rings_per_rank` rings (checked above).
         Some(self.map.as_mut_ptr().wrapping_add(off as usize))
+    }
+}
+
+impl Drop for Segment {
+    /// A named segment's name goes with any holder (it is idempotent): a rank whose start-up
+    /// fails, or that ends before the last rank registered, leaves nothing in `/dev/shm`.
+    fn drop(&mut self) {
+        let _ = self.unlink();
     }
 }
 

@@ -37,7 +37,10 @@ fn child() {
     let code = match role.as_str() {
         "full-dev-shm" => full_dev_shm(),
         "memory-limit" => memory_limit(),
-        _ => WRONG,
+        _ => match role.split(':').collect::<Vec<_>>()[..] {
+            ["register", name, rank, then] => register_as(name, rank.parse().unwrap_or(u16::MAX), then),
+            _ => WRONG,
+        },
     };
     std::process::exit(code);
 }
@@ -79,6 +82,24 @@ fn full_dev_shm() -> i32 {
             WRONG
         }
     }
+}
+
+/// Attaches to the named segment `name`, registers as `rank`, prints the outcome, then exits
+/// (`then == "exit"`) or waits to be killed (`"wait"`, at most 60 s).
+fn register_as(name: &str, rank: u16, then: &str) -> i32 {
+    let seg = match Segment::attach_named(name) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("attach: {e}");
+            return WRONG;
+        }
+    };
+    let registered = seg.register(rank);
+    println!("register: {registered:?}");
+    if then == "wait" {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+    if registered.is_ok() { OK } else { WRONG }
 }
 
 /// A file-size limit stands for a memory limit on the memfd path: the reservation fails at
@@ -180,4 +201,113 @@ fn owned_memory_is_placed_on_the_ranks_nodes() {
     }
     // The placed segment works as any other: every cell is in its owner's free queue.
     seg.register(0).unwrap();
+}
+
+/// A second process registering a rank already registered is refused, and the first one's pid
+/// stays published (watchers would otherwise watch the wrong process).
+#[test]
+fn second_registration_keeps_the_first_pid() {
+    let seg = Segment::create(2, Params::DEFAULT, Backing::Named).unwrap();
+    let name = seg.name().unwrap().to_owned();
+    seg.register(0).unwrap();
+    let (code, out) = run_child(&format!("register:{name}:0:exit"));
+    assert_eq!(code, WRONG, "{out}");
+    assert!(out.contains("already registered"), "{out}");
+    assert_eq!(seg.state_of(0).unwrap().pid(), std::process::id(), "the first registrant's pid");
+    seg.unlink().unwrap();
+}
+
+/// A rank registered from another pid namespace publishes a pid that names another process (or
+/// none) here: the pidfd watch must leave it alone rather than mark it dead while it runs. Needs
+/// the right to create a pid namespace (root); skipped without it unless `CI=true`.
+#[test]
+fn rank_in_another_pid_namespace_is_not_marked_dead() {
+    use nemesis_shm::Liveness;
+    use std::time::{Duration, Instant};
+    let seg = Segment::create(2, Params::DEFAULT, Backing::Named).unwrap();
+    let name = seg.name().unwrap().to_owned();
+    seg.register(0).unwrap();
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--mount-proc"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("NEMESIS_SEGMENT_TEST_ROLE", format!("register:{name}:1:wait"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seg.state_of(1).unwrap().pid() == 0 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let msg = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+            seg.unlink().unwrap();
+            if !in_ci() {
+                eprintln!("skipped (needs the right to create a pid namespace): {status}: {msg}");
+                return;
+            }
+            panic!("the child in a new pid namespace did not register ({status}): {msg}");
+        }
+        assert!(Instant::now() < deadline, "the child never registered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = seg.state_of(1).unwrap();
+    assert_ne!(st.pid_namespace(), nemesis_shm::os::pid_namespace(), "published from another namespace");
+    // Several pidfd sweeps (one per 10 ms at most).
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        seg.death_epoch();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(alive, "the child ended early");
+    assert!(!seg.is_gone(1), "a live rank of another pid namespace was marked dead");
+}
+
+/// A memfd segment's size is sealed: nobody holding its descriptor can shrink it (SIGBUS for
+/// every rank) or grow it, or add another seal; a descriptor without the seals is refused.
+#[test]
+fn memfd_segment_size_is_sealed() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let seg = Segment::create(2, Params::DEFAULT, Backing::Memfd).unwrap();
+    let len = seg.len() as libc::off_t;
+    for size in [0, len / 2, len + 4096] {
+        // SAFETY: ftruncate on a descriptor the segment holds; refused by the seals.
+        let rc = unsafe { libc::ftruncate(seg.fd(), size) };
+        assert_eq!(rc, -1, "resized to {size}");
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EPERM));
+    }
+    // SAFETY: fcntl on a descriptor the segment holds.
+    let rc = unsafe { libc::fcntl(seg.fd(), libc::F_ADD_SEALS, libc::F_SEAL_FUTURE_WRITE) };
+    assert_eq!(rc, -1, "no seal can be added");
+    // Another attacher of the same memory file sees a sealed file.
+    // SAFETY: a fresh duplicate we own.
+    let dup = unsafe { OwnedFd::from_raw_fd(libc::dup(seg.fd())) };
+    let other = Segment::attach_fd(dup).unwrap();
+    assert_eq!(other.len(), seg.len());
+    // An unsealed memory file, even laid out like a segment, is refused.
+    let raw = nemesis_shm::os::memfd("unsealed").unwrap();
+    nemesis_shm::os::reserve(&raw, seg.len() as u64).unwrap();
+    assert!(raw.as_raw_fd() >= 0);
+    assert!(matches!(Segment::attach_fd(raw), Err(Error::NotSealed)));
+}
+
+/// A named segment's name goes with whichever holder drops it first (a rank whose start-up
+/// failed, or any rank at its end): nothing stays in `/dev/shm`.
+#[test]
+fn named_segment_name_goes_with_its_holders() {
+    let seg = Segment::create(3, Params::DEFAULT, Backing::Named).unwrap();
+    let path = format!("/dev/shm{}", seg.name().unwrap());
+    let other = Segment::attach_named(seg.name().unwrap()).unwrap();
+    assert!(std::path::Path::new(&path).exists());
+    drop(other);
+    assert!(!std::path::Path::new(&path).exists(), "an attacher's drop unlinked it");
+    assert!(!seg.is_gone(0), "the creator's mapping stays valid");
+    drop(seg);
+    let seg = Segment::create(3, Params::DEFAULT, Backing::Named).unwrap();
+    let path = format!("/dev/shm{}", seg.name().unwrap());
+    drop(seg);
+    assert!(!std::path::Path::new(&path).exists(), "the creator's drop unlinked it");
 }

@@ -118,7 +118,9 @@ impl Inner {
         }
         if let Some(Op::Lmt { recv: false, .. }) = self.reqs.op_mut(c.send) {
             self.lmt.abandon(c.send.token());
-            self.netlmt.abandon(c.send.token());
+            if let Some(net) = self.net.as_mut() {
+                self.netlmt.abandon(c.send.token(), net);
+            }
         }
         if self.reqs.op_mut(c.send).is_some() {
             self.reqs.complete(c.send, Err(Error::Cancelled));

@@ -78,7 +78,10 @@ impl Inner {
 
     pub(super) fn send_error(&mut self, e: nemesis_shm::Error, dest: u32) -> Error {
         match e {
-            nemesis_shm::Error::PeerDead { .. } => Error::PeerDied { rank: dest },
+            nemesis_shm::Error::PeerDead { .. } => {
+                self.saw_death(dest);
+                Error::PeerDied { rank: dest }
+            }
             other => Error::Shm(other),
         }
     }

@@ -4,6 +4,7 @@
 use nemesis_lmt::Rts;
 use nemesis_shm::Incoming;
 
+use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::{ANY_SOURCE, ANY_TAG, Inner, Message, NOT_LOCAL, Peer, Status};
 
@@ -39,7 +40,13 @@ pub(super) struct Unexpected {
     pub(super) source: u32,
     pub(super) tag: i32,
     pub(super) context: u32,
+    /// The message's length.
+    pub(super) len: usize,
+    /// Its bytes, copied out of the segment (empty while `held` has them, and for an RTS).
     pub(super) data: Vec<u8>,
+    /// Its fragments still in their cells, unreleased (back-pressure on the sender, see
+    /// [`Inner::hold_unexpected`]): copied straight into the receive buffer when it is received.
+    pub(super) held: Vec<Incoming<'static>>,
     /// Bytes received so far.
     pub(super) got: usize,
     /// A synchronous send's token: acknowledged when a receive takes the message.
@@ -56,20 +63,29 @@ pub(super) struct Unexpected {
 }
 
 impl Unexpected {
-    /// A message of `source` whose first `got` bytes (of `data`'s length) arrived.
-    pub(super) fn new(source: u32, tag: i32, context: u32, token: u32, data: Vec<u8>, got: usize) -> Unexpected {
-        Unexpected { source, tag, context, data, got, sync: None, claimed: None, rts: None, token, reserved: false }
+    /// A message of `source` (`len` bytes in all) marked with the sender's `token`, before any
+    /// of it was copied into `data` or held in `held`.
+    pub(super) fn new(source: u32, tag: i32, context: u32, len: usize, token: u32) -> Unexpected {
+        Unexpected {
+            source,
+            tag,
+            context,
+            len,
+            data: Vec::new(),
+            held: Vec::new(),
+            got: 0,
+            sync: None,
+            claimed: None,
+            rts: None,
+            token,
+            reserved: false,
+        }
     }
 
     /// True if a receive may still match it.
     #[inline(always)]
     pub(super) fn open(&self) -> bool {
         self.claimed.is_none() && !self.reserved
-    }
-
-    /// The message's length.
-    fn len(&self) -> usize {
-        self.rts.map_or(self.data.len(), |r| r.len as usize)
     }
 }
 
@@ -208,7 +224,7 @@ impl Inner {
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
             let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
             self.start_lmt_recv(u.source, req, &rts, buf);
-            self.recycle(u.data);
+            self.forget_unexpected(u);
             return Found::Claimed(req);
         }
         let u = &mut self.unexpected[i].1;
@@ -219,7 +235,20 @@ impl Inner {
             return Found::Done(Err(e));
         }
         let u = &self.unexpected[i].1;
-        if u.got < u.data.len() {
+        if u.got < u.len && !u.held.is_empty() {
+            // Still arriving, its first fragments held: its sender may need those cells to send
+            // the rest. They go into the buffer now, the rest straight after them.
+            let (_, mut u) = self.unexpected.remove(i);
+            let status = Status { source: u.source, tag: u.tag, len: u.len };
+            let req = self.reqs.insert(Op::Recv { buf, status: Some(status) });
+            self.active[u.source as usize] = Active::Req(req);
+            if let Err(e) = self.release_held(&mut u, Some(buf)) {
+                self.reqs.complete(req, Err(e));
+            }
+            self.forget_unexpected(u);
+            return Found::Claimed(req);
+        }
+        if u.got < u.len {
             let req = self.reqs.insert(Op::Recv { buf, status: None });
             self.unexpected[i].1.claimed = Some(req);
             return Found::Claimed(req);
@@ -228,7 +257,7 @@ impl Inner {
         Found::Done(self.consume_unexpected(u, buf))
     }
 
-    fn consume_unexpected(&mut self, u: Unexpected, buf: RecvBuf) -> Result<Status> {
+    fn consume_unexpected(&mut self, mut u: Unexpected, buf: RecvBuf) -> Result<Status> {
         let n = u.data.len().min(buf.cap);
         if let Some(p) = buf.pieces {
             // SAFETY: the pieces are valid and writable (the receive's contract); `n` bytes of
@@ -239,9 +268,64 @@ impl Inner {
             // our own buffer.
             unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
         }
-        let status = Status { source: u.source, tag: u.tag, len: u.data.len() };
-        self.recycle(u.data);
+        let status = Status { source: u.source, tag: u.tag, len: u.len };
+        let released = self.release_held(&mut u, Some(buf));
+        self.forget_unexpected(u);
+        released?;
         finish(status, buf.cap)
+    }
+
+    /// Copies the held fragments of `u` into `buf` (if any) and releases them.
+    pub(super) fn release_held(&mut self, u: &mut Unexpected, buf: Option<RecvBuf>) -> Result<()> {
+        let mut res = Ok(());
+        for inc in u.held.drain(..) {
+            if let Some(buf) = buf {
+                copy_into(buf, &inc);
+            }
+            if let Err(e) = self.port.release(inc) {
+                res = Err(e.into());
+            }
+        }
+        res
+    }
+
+    /// `u` leaves the unexpected list: its copied bytes no longer count, its buffer is reused.
+    pub(super) fn forget_unexpected(&mut self, u: Unexpected) {
+        self.unexpected_bytes -= u.data.len();
+        self.recycle(u.data);
+        self.relieve();
+    }
+
+    /// Back-pressure ends once the unexpected messages copied out fit the bound again.
+    fn relieve(&mut self) {
+        if self.throttled && self.unexpected_bytes <= self.cfg.unexpected_max {
+            self.throttled = false;
+            self.port.withhold_acks(false);
+        }
+    }
+
+    /// A message from local rank `local` arrives with nobody to take it: true if its cells must
+    /// stay held rather than be copied out (the copies would pass `NEMESIS_UNEXPECTED_MAX`).
+    /// A fastbox message is always copied (the port needs its slot back in order); once past
+    /// the bound, fastbox acknowledgements are withheld, so the sender's next messages come in
+    /// cells, which are held: the sender runs out of cells and waits. Network arrivals are copied
+    /// (their cells are the netmod's, shared by every remote sender).
+    pub(super) fn hold_unexpected(&mut self, inc: &Incoming<'_>) -> bool {
+        let over = self.unexpected_bytes + inc.len() > self.cfg.unexpected_max;
+        if over && !self.throttled {
+            self.throttled = true;
+            self.port.withhold_acks(true);
+        }
+        over && !inc.via_fastbox() && inc.src != nemesis_shm::REMOTE
+    }
+
+    /// Counts `n` more bytes copied out for unexpected messages.
+    pub(super) fn count_unexpected(&mut self, n: usize) {
+        self.unexpected_bytes += n;
+        if self.unexpected_bytes > self.cfg.unexpected_max && !self.throttled {
+            self.throttled = true;
+            self.port.withhold_acks(true);
+        }
     }
 
     pub(super) fn recycle(&mut self, mut data: Vec<u8>) {
@@ -257,7 +341,7 @@ impl Inner {
     pub(super) fn reserve_unexpected(&mut self, want: Want) -> Option<(u64, Status)> {
         let (id, u) = self.unexpected.iter_mut().find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))?;
         u.reserved = true;
-        Some((*id, Status { source: u.source, tag: u.tag, len: u.len() }))
+        Some((*id, Status { source: u.source, tag: u.tag, len: u.len }))
     }
 
     /// Takes reserved message `id` for a receive into `buf`; `Found::Nothing` if it is gone (its
@@ -272,14 +356,17 @@ impl Inner {
         self.unexpected
             .iter()
             .find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
-            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len() })
+            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len })
     }
 
-    pub(super) fn complete_claimed(&mut self, r: Request, u: Unexpected) {
+    pub(super) fn complete_claimed(&mut self, r: Request, mut u: Unexpected) {
         if let Some(Op::Recv { buf, .. }) = self.reqs.op_mut(r) {
             let buf = *buf;
             let res = self.consume_unexpected(u, buf);
             self.reqs.complete(r, res);
+        } else {
+            let _ = self.release_held(&mut u, None);
+            self.forget_unexpected(u);
         }
     }
 }

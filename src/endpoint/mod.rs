@@ -16,7 +16,9 @@
 //!   earlier posted receive could take the same message, progress runs with this receive as the
 //!   match target ("bypass" of the posted list, NEMESIS L811–815 of
 //!   `shared/papers/mercier-2019-hdr-nemesis-topology.txt`); only if still unmatched is it posted.
-//!   An unexpected message is copied out of its cell at once (cells are scarce).
+//!   An unexpected message is copied out of its cell at once (cells are scarce), up to
+//!   `NEMESIS_UNEXPECTED_MAX` bytes in all; beyond, a local sender's unexpected messages stay in
+//!   its cells until received (back-pressure: the sender runs out of cells and waits).
 //! - **Truncation**: a message longer than the buffer fills the buffer and completes the receive
 //!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
@@ -54,7 +56,6 @@ use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
 use nemesis_lmt::{Lmt, NetLmt};
-use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
@@ -68,6 +69,7 @@ use request::{Op, RecvBuf, Requests};
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::net::Net;
 use crate::pmi::ProcessManager;
 use crate::topology::{Distance, Locality, PairThresholds};
 use crate::wait::Waiter;
@@ -154,7 +156,7 @@ enum Peer {
 struct Inner {
     // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
     /// The network module, when the job spans nodes.
-    net: Option<TcpNetmod<'static>>,
+    net: Option<Net<'static>>,
     port: Port<'static, Segment>,
     /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
     segment: Box<Segment>,
@@ -186,6 +188,11 @@ struct Inner {
     /// Unexpected messages by id, and their arrival order.
     unexpected: Vec<(u64, Unexpected)>,
     next_unexpected: u64,
+    /// Bytes of unexpected messages copied out of the segment (their `data`).
+    unexpected_bytes: usize,
+    /// Past `NEMESIS_UNEXPECTED_MAX`: fastbox acknowledgements are withheld and unexpected cell
+    /// messages of local senders held (`matching.rs`, `hold_unexpected`).
+    throttled: bool,
     /// Per global rank: where the fragments of the message being received from it go.
     active: Box<[Active]>,
     pending: VecDeque<Pending>,
@@ -258,7 +265,7 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net, localities: published } = boot;
         let nlocal = local_ranks.len();
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
@@ -305,8 +312,9 @@ impl Endpoint {
             if lmt.cma_allowed() { crate::config::DEFAULT_EAGER_MAX } else { crate::config::DEFAULT_EAGER_MAX_RING };
         let max = port.max_message();
         let eager_net = cfg.eager_max.unwrap_or(default_eager).min(max);
-        // Each local peer's distance, from the localities the launcher gave, and its thresholds.
-        let localities = Locality::from_env(nlocal);
+        // Each local peer's distance, from the localities the launcher gave (or, without, those
+        // the ranks published at start-up), and its thresholds.
+        let localities = Locality::from_env(nlocal).or(published);
         let mut pairs = Vec::with_capacity(nlocal);
         for l in 0..nlocal {
             let distance =
@@ -352,6 +360,8 @@ impl Endpoint {
             posted: VecDeque::new(),
             unexpected: Vec::new(),
             next_unexpected: 0,
+            unexpected_bytes: 0,
+            throttled: false,
             active: vec![Active::None; size as usize].into(),
             pending: VecDeque::new(),
             expected: Vec::new(),
@@ -392,6 +402,13 @@ impl Endpoint {
     /// The node segment (for tools and tests).
     pub fn segment(&self) -> &Segment {
         &self.inner.segment
+    }
+
+    /// Bytes of unexpected messages (arrived before their receive) copied out of the segment
+    /// and not received yet: at most `NEMESIS_UNEXPECTED_MAX`, plus the fastbox slots of each
+    /// local sender (README, "Failures").
+    pub fn unexpected_bytes(&self) -> usize {
+        self.inner.unexpected_bytes
     }
 
     /// How the large messages received so far moved (shared-copy ring or single copy).
@@ -861,6 +878,15 @@ impl Inner {
         self.peers.get(rank as usize).copied().unwrap_or(Peer::Alive)
     }
 
+    /// A send or transfer with `rank` failed because it died, before the port's event reached
+    /// us: the error and [`Endpoint::peer_gone`] agree from now on (the event, handled later,
+    /// changes nothing).
+    fn saw_death(&mut self, rank: u32) {
+        if let Some(p @ Peer::Alive) = self.peers.get_mut(rank as usize) {
+            *p = Peer::Gone;
+        }
+    }
+
     fn finalize(&mut self) -> Result<()> {
         if self.finalized {
             return Ok(());
@@ -881,6 +907,11 @@ impl Inner {
                 tracing::warn!("finalize waits for large messages still in flight (sends not yet received?)");
                 warned = true;
             }
+        }
+        // Unexpected messages never received give their cells back to their senders, which may
+        // wait for them to finish.
+        for (_, mut u) in std::mem::take(&mut self.unexpected) {
+            let _ = self.release_held(&mut u, None);
         }
         // A process manager other than ours waits in its barrier for every rank, dead ones too:
         // with a peer known dead, the survivors leave without it.

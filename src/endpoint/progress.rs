@@ -57,7 +57,7 @@ impl Inner {
     }
 
     /// Routes one fragment: to the bypass receive, a posted receive, or the unexpected list.
-    pub(super) fn deliver(&mut self, inc: Incoming, mut by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver(&mut self, inc: Incoming<'static>, mut by: Option<&mut Bypass>) -> Result<()> {
         let source = self.source_of(&inc);
         if source >= self.size {
             self.port.release(inc)?;
@@ -126,17 +126,25 @@ impl Inner {
                     }
                 }
             } else {
-                let mut data = self.spare.pop().unwrap_or_default();
-                data.resize(inc.len(), 0);
-                inc.copy_to(&mut data);
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
-                let got = inc.frag_len();
-                let u = Unexpected { sync, ..Unexpected::new(source, tag, context, inc.aux(), data, got) };
-                self.unexpected.push((id, u));
+                let mut u = Unexpected::new(source, tag, context, inc.len(), inc.aux());
+                u.got = inc.frag_len();
+                u.sync = sync;
                 if !inc.is_last() {
                     self.active[src] = Active::Unexpected(id);
                 }
+                if self.hold_unexpected(&inc) {
+                    u.held.push(inc);
+                    self.unexpected.push((id, u));
+                    return Ok(());
+                }
+                let mut data = self.spare.pop().unwrap_or_default();
+                data.resize(inc.len(), 0);
+                inc.copy_to(&mut data);
+                self.count_unexpected(data.len());
+                u.data = data;
+                self.unexpected.push((id, u));
             }
         } else {
             match self.active[src] {
@@ -170,17 +178,29 @@ impl Inner {
                 }
                 Active::Unexpected(id) => {
                     if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                        let last = inc.is_last();
                         let u = &mut self.unexpected[i].1;
-                        let off = inc.offset().min(u.data.len());
-                        let n = inc.copy_to(&mut u.data[off..]);
-                        u.got += n;
-                        if inc.is_last() {
+                        let copied = if u.held.is_empty() {
+                            let off = inc.offset().min(u.data.len());
+                            u.got += inc.copy_to(&mut u.data[off..]);
+                            Some(inc)
+                        } else {
+                            // Its first fragment is held: so are the others.
+                            u.got += inc.frag_len();
+                            u.held.push(inc);
+                            None
+                        };
+                        if last {
                             self.active[src] = Active::None;
                             if let Some(r) = u.claimed {
                                 let (_, u) = self.unexpected.remove(i);
                                 self.complete_claimed(r, u);
                             }
                         }
+                        if let Some(inc) = copied {
+                            self.port.release(inc)?;
+                        }
+                        return Ok(());
                     }
                 }
                 Active::None => {
@@ -289,10 +309,13 @@ impl Inner {
             Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
             Active::Unexpected(id) => {
                 if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
-                    let (_, u) = self.unexpected.remove(i);
+                    let (_, mut u) = self.unexpected.remove(i);
                     if let Some(r) = u.claimed {
                         self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
                     }
+                    // Its cells go back; the message is dropped whole.
+                    let _ = self.release_held(&mut u, None);
+                    self.forget_unexpected(u);
                 }
             }
             Active::None | Active::Discard => {}

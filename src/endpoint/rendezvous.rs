@@ -80,11 +80,17 @@ impl Inner {
         let hdr = MsgHeader { kind: KIND_RTS, aux: token, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
-            // SAFETY: the caller's contract: the buffer stays valid until the request completes,
-            // which is when `nemesis-lmt` reports the transfer's outcome.
-            let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
-            let n = Control::Rts(rts).encode(&mut bytes);
-            self.net_send(dest, &hdr, &bytes[..n])
+            match self.net.as_mut() {
+                Some(net) => {
+                    // SAFETY: the caller's contract: the buffer stays valid until the request
+                    // completes, which is when `nemesis-lmt` reports the transfer's outcome.
+                    let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64, net) };
+                    let n = Control::Rts(rts).encode(&mut bytes);
+                    self.net_send(dest, &hdr, &bytes[..n])
+                }
+                // The error of a job without a network module.
+                None => self.net_send(dest, &hdr, &[]),
+            }
         } else {
             let rts = match pieces {
                 // SAFETY: as above.
@@ -97,7 +103,9 @@ impl Inner {
         };
         if let Err(e) = sent {
             self.lmt.abandon(req.token());
-            self.netlmt.abandon(req.token());
+            if let Some(net) = self.net.as_mut() {
+                self.netlmt.abandon(req.token(), net);
+            }
             self.reqs.complete(req, Ok(status));
             let _ = self.reqs.take(req);
             return Err(e);
@@ -143,7 +151,7 @@ impl Inner {
     /// An RTS (matched here like an eager message's first fragment) or another rendezvous message
     /// (handed to `nemesis-lmt`).
     #[inline(never)]
-    pub(super) fn deliver_lmt(&mut self, inc: Incoming, source: u32, by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn deliver_lmt(&mut self, inc: Incoming<'static>, source: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
         let (kind, tag, context, len, token) = (inc.kind(), inc.tag(), inc.context(), inc.len(), inc.aux());
         let src = self.route[source as usize];
@@ -194,8 +202,8 @@ impl Inner {
         } else {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let data = Vec::new();
-            let u = Unexpected { rts: Some(rts), ..Unexpected::new(source, tag, context, token, data, 0) };
+            let mut u = Unexpected::new(source, tag, context, rts.len as usize, token);
+            u.rts = Some(rts);
             self.unexpected.push((id, u));
         }
         Ok(())
@@ -223,6 +231,9 @@ impl Inner {
     #[inline(never)]
     fn lmt_step_slow(&mut self) -> Result<bool> {
         let moved = self.lmt.progress(&self.rings);
+        if moved && self.lmt.busy() {
+            nemesis_shm::failpoint!("rendezvous-mid");
+        }
         let any = moved || self.lmt.has_output();
         let out: Vec<(u16, Control)> = self.lmt.take_out().collect();
         // Consecutive messages to one peer travel together (a window of transfers finishing in one
@@ -272,7 +283,10 @@ impl Inner {
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),
-                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
+                    self.saw_death(peer);
+                    Err(Error::PeerDied { rank: peer })
+                }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };
             self.reqs.complete(req, result);

@@ -120,7 +120,7 @@ impl Inner {
     /// A blocking receive whose awaited source's next message is not a plain match: routed the
     /// general way, then waited for.
     #[inline(never)]
-    fn recv_routed(&mut self, inc: Incoming, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+    fn recv_routed(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
         let mut by = Bypass::new(want, buf);
         self.deliver(inc, Some(&mut by))?;
         match by.done {

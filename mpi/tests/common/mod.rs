@@ -44,6 +44,9 @@ pub fn setup() -> &'static Setup {
             "nemesis-run",
         ]);
         build.arg("--target-dir").arg(&target_dir);
+        if cfg!(feature = "rdma") {
+            build.args(["--features", "nemesis/rdma"]);
+        }
         if cfg!(feature = "pmix") {
             build.args(["--features", "nemesis-mpi/pmix"]);
         }
