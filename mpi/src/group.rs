@@ -267,6 +267,24 @@ fn incl_excl(g: &[u32], list: &[c_int], exclude: bool) -> Res<Vec<u32>> {
     })
 }
 
+/// The `n` elements at `p` (an argument array of MPI's).
+///
+/// # Safety
+/// `p` readable for `n` elements if `n > 0`; the slice is used while the call runs.
+unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
+    if n < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null array")));
+    }
+    // SAFETY: the caller's contract: `n` elements.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
 /// `MPI_Group_incl` and `MPI_Group_excl` (`exclude`).
 ///
 /// # Safety
@@ -281,15 +299,8 @@ pub unsafe fn incl(
 ) -> Res<()> {
     let st = running(acc)?;
     let g = members(st, group)?;
-    if n < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
-    }
-    if n > 0 && ranks.is_null() {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null rank array")));
-    }
     // SAFETY: MPI's contract: `n` ranks.
-    let list = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(ranks, n as usize) } };
-    let v = incl_excl(&g, list, exclude)?;
+    let v = incl_excl(&g, unsafe { array(ranks, n) }?, exclude)?;
     // SAFETY: the caller's contract.
     unsafe { hand_out(st, v, out) }
 }
@@ -308,15 +319,8 @@ pub unsafe fn range_incl(
 ) -> Res<()> {
     let st = running(acc)?;
     let g = members(st, group)?;
-    if n < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
-    }
-    if n > 0 && ranges.is_null() {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null range array")));
-    }
     // SAFETY: MPI's contract: `n` triplets.
-    let list = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(ranges, n as usize) } };
-    let ranks = expand_ranges(list, g.len())?;
+    let ranks = expand_ranges(unsafe { array(ranges, n) }?, g.len())?;
     let v = incl_excl(&g, &ranks, exclude)?;
     // SAFETY: the caller's contract.
     unsafe { hand_out(st, v, out) }
