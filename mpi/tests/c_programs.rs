@@ -17,6 +17,7 @@
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
 //! | `errors_are_fatal_by_default` | `fatal.c`: the job ends naming the call and rank | 2 |
 //! | `a_dead_peer_is_proc_failed` | `peer_death.c` with `--keep-going` | 2 |
+//! | `a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe` | `broken_pipe.c` over 2 nodes: writes to a socket the dead peer closed (EPIPE), `MPIX_ERR_PROC_FAILED` and no SIGPIPE | 2 |
 //! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
 //! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
@@ -342,4 +343,13 @@ fn hydra() {
     c.args(["-n", "3"]).arg(&prog);
     let o = run_with_limit(c, Duration::from_secs(60));
     assert_all_ok(&o, "ring", 3);
+}
+
+#[test]
+fn a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe() {
+    let o = job(2, &compile("broken_pipe", false), &["--nodes", "2", "--keep-going"], &[("NEMESIS_LOG", "warn")]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.lines().any(|l| l.starts_with("OK broken_pipe 0 after ")), "{}", show(&o));
+    // The survivor learnt of the death from a write (not from reading the end of stream).
+    assert!(err.contains("write: Broken pipe"), "{}", show(&o));
 }

@@ -25,7 +25,7 @@ pub mod frame;
 pub mod heartbeat;
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -316,6 +316,26 @@ impl std::fmt::Debug for TcpNetmod<'_> {
 // transfer is reported (the LmtBackend contracts); the netmod is driven by one thread at a time.
 unsafe impl Send for TcpNetmod<'_> {}
 
+/// Writes `bufs` to `sock` with `sendmsg(MSG_NOSIGNAL)`: a write to a connection the peer reset
+/// is an `EPIPE` error, never a SIGPIPE (which kills a C program: only Rust's runtime ignores it;
+/// `write_vectored` is a plain `writev`). Every write of this netmod goes through here.
+pub fn send_nosignal(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    socket2::SockRef::from(sock).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
+}
+
+/// [`send_nosignal`] until all of `buf` is written (short frames of the handshake).
+fn send_all(sock: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match send_nosignal(sock, &[IoSlice::new(buf)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::Net(format!("{what}: {e}"))
 }
@@ -510,12 +530,12 @@ impl<'n> TcpNetmod<'n> {
             return Ok(());
         }
         let accept = settle(self.peers[rank as usize].link, rank, self.me);
-        let mut sock = pc.sock;
+        let sock = pc.sock;
         if !accept {
-            let _ = sock.write_all(&frame::prefix(Kind::Reject, 0));
+            let _ = send_all(&sock, &frame::prefix(Kind::Reject, 0));
             return Ok(());
         }
-        if sock.write_all(&frame::prefix(Kind::Accept, 0)).is_err() {
+        if send_all(&sock, &frame::prefix(Kind::Accept, 0)).is_err() {
             return Ok(());
         }
         // Our own attempt, if any, is dropped (closing it removes it from epoll).
@@ -554,7 +574,7 @@ impl<'n> TcpNetmod<'n> {
         let mut hello = [0u8; PREFIX + frame::HELLO];
         hello[..PREFIX].copy_from_slice(&frame::prefix(Kind::Hello, frame::HELLO));
         hello[PREFIX..].copy_from_slice(&frame::hello(self.me, self.size, self.job));
-        if let Err(e) = sock.write_all(&hello) {
+        if let Err(e) = send_all(sock, &hello) {
             let why = format!("HELLO: {e}");
             self.died(rank, &why);
             return Ok(());
@@ -823,7 +843,7 @@ impl<'n> TcpNetmod<'n> {
             let Some(sock) = p.sock.as_mut() else { return moved };
             let Some(front) = p.out.front_mut() else { return moved };
             let r = match front {
-                Out::Bytes { buf, at } => sock.write(&buf[*at..]).map(|n| {
+                Out::Bytes { buf, at } => send_nosignal(sock, &[IoSlice::new(&buf[*at..])]).map(|n| {
                     *at += n;
                     *at == buf.len()
                 }),
@@ -833,9 +853,9 @@ impl<'n> TcpNetmod<'n> {
                     // reported (start_send's contract).
                     let data = unsafe { std::slice::from_raw_parts(*ptr, *len) };
                     let r = if *at < h {
-                        sock.write_vectored(&[IoSlice::new(&head[*at..]), IoSlice::new(data)])
+                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(data)])
                     } else {
-                        sock.write(&data[*at - h..])
+                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..])])
                     };
                     r.map(|n| {
                         *at += n;
@@ -923,7 +943,7 @@ impl<'n> TcpNetmod<'n> {
             && p.out.is_empty()
             && let Some(sock) = p.sock.as_mut()
         {
-            match sock.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
+            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body)]) {
                 Ok(n) => written = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.died(rank, &format!("write: {e}"))),
