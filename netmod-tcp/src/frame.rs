@@ -95,6 +95,18 @@ pub fn parse_hello(b: &[u8]) -> (u32, u32, u64) {
     (w(0), w(4), job)
 }
 
+/// Checks the HELLO frame (prefix and body) of a connection to rank `me` of a job of `size`
+/// ranks whose key is `job`: the rank it claims, or `None` if it is not a HELLO of this job from
+/// another of its ranks.
+pub fn check_hello(b: &[u8; PREFIX + HELLO], me: u32, size: u32, job: u64) -> Option<u32> {
+    let mut prefix = [0u8; PREFIX];
+    prefix.copy_from_slice(&b[..PREFIX]);
+    let (rank, sz, key) = parse_hello(&b[PREFIX..]);
+    let valid =
+        matches!(parse_prefix(&prefix), Ok((Kind::Hello, _))) && key == job && sz == size && rank < size && rank != me;
+    valid.then_some(rank)
+}
+
 /// A DATA prefix and sub-header for `bytes` bytes of transfer `id` at `offset`.
 pub fn data_head(id: u32, offset: u64, bytes: usize) -> [u8; PREFIX + DATA_HEAD] {
     let mut h = [0u8; PREFIX + DATA_HEAD];

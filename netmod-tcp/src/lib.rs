@@ -22,6 +22,8 @@
 //! a port range, the heartbeat period and timeout.
 
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod heartbeat;
 
 use std::collections::VecDeque;
@@ -518,17 +520,10 @@ impl<'n> TcpNetmod<'n> {
             return Ok(());
         }
         let Some(pc) = self.pending[i].take() else { return Ok(()) };
-        let prefix: [u8; PREFIX] = pc.buf[..PREFIX].try_into().unwrap_or([0; PREFIX]);
-        let (rank, size, job) = frame::parse_hello(&pc.buf[PREFIX..]);
-        let valid = matches!(frame::parse_prefix(&prefix), Ok((Kind::Hello, _)))
-            && job == self.job
-            && size == self.size
-            && rank < self.size
-            && rank != self.me;
-        if !valid {
-            tracing::warn!(rank, job, "refused a connection that is not from this job");
+        let Some(rank) = frame::check_hello(&pc.buf, self.me, self.size, self.job) else {
+            tracing::warn!("refused a connection that is not from this job");
             return Ok(());
-        }
+        };
         let accept = settle(self.peers[rank as usize].link, rank, self.me);
         let sock = pc.sock;
         if !accept {
