@@ -8,7 +8,8 @@
 use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, WORLD};
 
 fn main() -> Result<(), nemesis::Error> {
-    let mut ep = Endpoint::init()?; // PMI-1 bootstrap, or a singleton
+    nemesis::log::init(); // nemesis's warnings on stderr (more with NEMESIS_LOG=debug); optional
+    let mut ep = Endpoint::init()?; // PMI-1, PMI-2 or PMIx bootstrap, or a singleton
     let (rank, size) = (ep.rank(), ep.size());
     if rank == 0 {
         let mut buf = [0u8; 4];

@@ -11,6 +11,7 @@ use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, WORLD};
 
 fn main() -> Result<(), nemesis::Error> {
     let laps: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+    nemesis::log::init();
     let mut ep = Endpoint::init()?;
     let (rank, size) = (ep.rank(), ep.size());
     let (next, prev) = ((rank + 1) % size, (rank + size - 1) % size);

@@ -1,14 +1,25 @@
 //! Start-up: who am I, who shares my node, and the node's segment (`shared/ARCHITECTURE.md`,
 //! "Bootstrap" and "The shared segment").
 //!
-//! Under a PMI-1 process manager (our `nemesis-run`, MPICH's Hydra):
-//! 1. every rank puts its node id (`NEMESIS_NODE`, else the host name) under
-//!    `nemesis-node-<rank>`; barrier; each reads all of them: the ranks of its node, in rank
-//!    order, are its local ranks;
-//! 2. the lowest rank of a node looks up `segment_key(node)` (the launcher contract,
-//!    `crate::launch::contract`): `nemesis-run` put `fd:<n>` there
-//!    (a memfd every rank inherited as descriptor `n`); if nothing is there (Hydra), it creates a
-//!    named segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
+//! **Which process manager.** [`choose`] reads the environment: `NEMESIS_PMI` (`1`, `2`, `pmix`,
+//! `singleton`) when set; else PMIx when `PMIX_NAMESPACE` is set (`srun --mpi=pmix`, Open MPI's
+//! `mpiexec`; needs the `pmix` feature); else PMI-2 over `PMI_FD` when asked (`PMI_VERSION=2`, or
+//! Slurm's `SLURM_MPI_TYPE=pmi2`); else PMI-1 over `PMI_FD` (Hydra, `nemesis-run`); else a
+//! singleton, unless the environment shows a job of several processes (`PMI_SIZE`,
+//! `SLURM_STEP_NUM_TASKS`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`, `MPI_LOCALNRANKS` above 1),
+//! which is an error naming what was found and what is missing: never four singletons that each
+//! believe they are the job. The choice is logged at `NEMESIS_LOG=info`. The sequence below is
+//! the same over every interface ([`ProcessManager`]).
+//!
+//! 1. **Placement.** If `NEMESIS_NODE` is not set and the process manager says where the ranks
+//!    are (PMI-1/PMI-2: `PMI_process_mapping`; PMIx: `PMIX_LOCAL_PEERS`), the ranks of this node
+//!    are taken from it, and the node is named `<host>.<index>`. Otherwise every rank puts its
+//!    node id (`NEMESIS_NODE`, else the host name) under `nemesis-node-<rank>`; barrier; each
+//!    reads all of them: the ranks of its node, in rank order, are its local ranks.
+//! 2. The lowest rank of a node creates the segment: under `nemesis-run`, it first looks up
+//!    `segment_key(node)` (the launcher contract, `crate::launch::contract`), where the launcher
+//!    put `fd:<n>` (a memfd every rank inherited as descriptor `n`); otherwise it creates a named
+//!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
 //!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
 //!    last rank to register already did; every rank does it again in case a rank died before
@@ -19,8 +30,7 @@
 //! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
 //! the ranks on other nodes (connections are made on first use).
 //!
-//! Without a process manager (no `PMI_FD`) the process is a singleton of size 1 with a private
-//! memfd segment.
+//! A singleton has a private memfd segment.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -30,8 +40,10 @@ use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
 use crate::error::{Error, Result};
-use crate::launch::contract::{HANDLE_FD, HANDLE_SHM, local_node_id, node_key, segment_key};
-use crate::pmi::PmiClient;
+use crate::launch::contract::{
+    ENV_LAUNCHER, ENV_NODE, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id, node_key, segment_key,
+};
+use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
 
 /// What start-up found out.
 #[derive(Debug)]
@@ -48,8 +60,8 @@ pub struct Boot {
     pub local_rank: u16,
     /// The node's segment, attached and registered.
     pub segment: Segment,
-    /// The PMI connection (`None` for a singleton).
-    pub pmi: Option<PmiClient>,
+    /// The process manager connection (`None` for a singleton).
+    pub pmi: Option<ProcessManager>,
     /// The network module, if ranks are on other nodes.
     pub net: Option<TcpNetmod<'static>>,
 }
@@ -107,44 +119,197 @@ fn install_failure_notice() {
     }
 }
 
+/// The process manager interface chosen, and why (logged at `NEMESIS_LOG=info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// No process manager: a job of one.
+    Singleton(String),
+    /// PMI-1 over `PMI_FD`.
+    Pmi1(String),
+    /// PMI-2 over `PMI_FD`.
+    Pmi2(String),
+    /// PMIx through `libpmix`.
+    Pmix(String),
+}
+
+/// Variables that show this process is one of several, in the order they are looked at: a job
+/// without a reachable process manager must fail rather than run as a lone singleton.
+const MULTI_PROCESS_HINTS: [&str; 5] =
+    ["PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"];
+
+/// Chooses the interface from the environment (`env` looks a variable up): `NEMESIS_PMI`
+/// (`auto`, `1`, `2`, `pmix`, `singleton`) if set, else PMIx when `PMIX_NAMESPACE` is set, PMI-2
+/// over `PMI_FD` when asked (`PMI_VERSION=2`, or Slurm's `SLURM_MPI_TYPE=pmi2`), PMI-1 over
+/// `PMI_FD`, else a singleton, unless the environment shows a job of several processes, which is
+/// an error naming what was found and what is missing.
+pub fn choose(env: &dyn Fn(&str) -> Option<String>) -> Result<Choice> {
+    let set = |v: &str| env(v).filter(|x| !x.trim().is_empty());
+    let wanted = set("NEMESIS_PMI").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_else(|| "auto".into());
+    let fd = set("PMI_FD");
+    let pmix = set("PMIX_NAMESPACE");
+    let under_nemesis_run = env(ENV_LAUNCHER).is_some_and(|v| v == LAUNCHER_NAME);
+    let no_pmix_feature = |ns: &str| {
+        Error::Bootstrap(format!(
+            "launched by a PMIx process manager (PMIX_NAMESPACE={ns}) but built without the `pmix` feature: \
+             rebuild nemesis with `--features pmix`, or launch with PMI-1/PMI-2 (srun --mpi=pmi2, mpiexec.hydra)"
+        ))
+    };
+    match wanted.as_str() {
+        "auto" => {}
+        "singleton" | "none" => return Ok(Choice::Singleton("NEMESIS_PMI=singleton".into())),
+        "1" | "pmi1" | "pmi-1" | "2" | "pmi2" | "pmi-2" => {
+            let two = wanted.contains('2');
+            if fd.is_none() {
+                return Err(Error::Bootstrap(format!(
+                    "NEMESIS_PMI={wanted} asks for PMI-{} but PMI_FD is not set: no PMI process manager started this process",
+                    if two { 2 } else { 1 }
+                )));
+            }
+            let why = format!("NEMESIS_PMI={wanted}");
+            return Ok(if two { Choice::Pmi2(why) } else { Choice::Pmi1(why) });
+        }
+        "pmix" => {
+            let Some(ns) = pmix else {
+                return Err(Error::Bootstrap(
+                    "NEMESIS_PMI=pmix but PMIX_NAMESPACE is not set: no PMIx server started this process".into(),
+                ));
+            };
+            if !cfg!(feature = "pmix") {
+                return Err(no_pmix_feature(&ns));
+            }
+            return Ok(Choice::Pmix(format!("NEMESIS_PMI=pmix, PMIX_NAMESPACE={ns}")));
+        }
+        other => {
+            return Err(Error::Config(format!("NEMESIS_PMI={other}: expected auto, 1, 2, pmix or singleton")));
+        }
+    }
+    if let Some(ns) = pmix.as_ref().filter(|_| !under_nemesis_run) {
+        if cfg!(feature = "pmix") {
+            return Ok(Choice::Pmix(format!("PMIX_NAMESPACE={ns}")));
+        }
+        if fd.is_none() {
+            return Err(no_pmix_feature(ns));
+        }
+        // A PMI descriptor as well: that one we can speak (and say what we passed over).
+        tracing::info!(namespace = %ns, "PMIX_NAMESPACE is set but this build has no PMIx client: using PMI_FD");
+    }
+    if fd.is_some() {
+        let version = set("PMI_VERSION").map(|v| v.trim().to_owned());
+        return Ok(match (version.as_deref(), set("SLURM_MPI_TYPE").as_deref().map(str::trim)) {
+            (Some("2"), _) => Choice::Pmi2(format!("PMI_FD, PMI_VERSION=2{}", subversion(&set))),
+            (Some("1"), _) => Choice::Pmi1(format!("PMI_FD, PMI_VERSION=1{}", subversion(&set))),
+            (_, Some("pmi2")) => Choice::Pmi2("PMI_FD, SLURM_MPI_TYPE=pmi2".into()),
+            _ => Choice::Pmi1("PMI_FD".into()),
+        });
+    }
+    if let Some(port) = set("PMI_PORT") {
+        return Err(Error::Bootstrap(format!(
+            "started with PMI_PORT={port} (Hydra's -pmi-port), which nemesis does not speak: launch without -pmi-port (PMI_FD)"
+        )));
+    }
+    for var in MULTI_PROCESS_HINTS {
+        // A batch step's SLURM_NTASKS speaks of the allocation; within a step, its own count.
+        if var == "SLURM_NTASKS" && set("SLURM_STEP_NUM_TASKS").is_some() {
+            continue;
+        }
+        let Some(v) = set(var) else { continue };
+        if v.trim().parse::<u64>().is_ok_and(|n| n > 1) {
+            let lacks = if var.starts_with("SLURM") {
+                "Slurm gave it no process manager interface (neither PMI_FD nor PMIX_NAMESPACE is set): \
+                 launch with srun --mpi=pmi2 or srun --mpi=pmix"
+            } else if var.starts_with("OMPI") {
+                "Open MPI's launcher gave it no PMIx server (PMIX_NAMESPACE is not set)"
+            } else {
+                "neither PMI_FD nor PMIX_NAMESPACE is set, so no process manager can be reached"
+            };
+            return Err(Error::Bootstrap(format!(
+                "this process is one of {} ({var}={}) but {lacks}; set NEMESIS_PMI=singleton to run it alone anyway",
+                v.trim(),
+                v.trim()
+            )));
+        }
+    }
+    Ok(Choice::Singleton("no process manager variables".into()))
+}
+
+fn subversion(set: &dyn Fn(&str) -> Option<String>) -> String {
+    set("PMI_SUBVERSION").map(|s| format!(", PMI_SUBVERSION={}", s.trim())).unwrap_or_default()
+}
+
+/// Connects to the process manager `choice` names (`None` for a singleton).
+fn connect(choice: &Choice) -> Result<Option<ProcessManager>> {
+    Ok(match choice {
+        Choice::Singleton(_) => None,
+        Choice::Pmi1(_) => PmiClient::from_env()?.map(ProcessManager::Pmi1),
+        Choice::Pmi2(_) => Pmi2Client::from_env()?.map(ProcessManager::Pmi2),
+        #[cfg(feature = "pmix")]
+        Choice::Pmix(_) => Some(ProcessManager::Pmix(crate::pmi::pmix::PmixClient::from_env()?)),
+        #[cfg(not(feature = "pmix"))]
+        Choice::Pmix(_) => return Err(Error::Bootstrap("PMIx chosen in a build without the `pmix` feature".into())),
+    })
+}
+
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
-    crate::hygiene::check_pmi_fd()?;
-    let Some(mut pmi) = PmiClient::from_env()? else {
+    let choice = choose(&|v| std::env::var(v).ok())?;
+    if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
+        crate::hygiene::check_pmi_fd()?;
+    }
+    let Some(mut pm) = connect(&choice)? else {
+        if let Choice::Singleton(why) = &choice {
+            tracing::info!(why = %why, "bootstrap: singleton");
+        }
         return singleton();
     };
     // Before any thread of ours starts (the netmod's): programs this rank starts inherit neither
     // the channel nor its variables.
     crate::hygiene::seal_pmi_channel()?;
-    install_failure_notice();
-    let (rank, size) = (pmi.rank(), pmi.size());
-    let node = local_node_id()?;
-    pmi.put(&node_key(rank), &node)?;
-    pmi.barrier()?;
-    let mut local_ranks = Vec::new();
-    for r in 0..size {
-        let n = if r == rank {
-            node.clone()
-        } else {
-            pmi.get(&node_key(r))?.ok_or_else(|| Error::Bootstrap(format!("rank {r} published no node id")))?
-        };
-        if n == node {
-            local_ranks.push(r);
-        }
+    let (rank, size) = (pm.rank(), pm.size());
+    if rank == 0 {
+        tracing::info!(interface = %pm.name(), size, why = ?choice, "bootstrap");
+    } else {
+        tracing::debug!(interface = %pm.name(), rank, size, "bootstrap");
     }
+    install_failure_notice();
+    let explicit_node = std::env::var(ENV_NODE).is_ok_and(|v| !v.trim().is_empty());
+    let placed = if explicit_node { None } else { pm.placement()? };
+    let (node, local_ranks) = match placed {
+        Some(p) => {
+            tracing::debug!(rank, node = %p.node, local = ?p.local_ranks, "placement from the process manager");
+            (p.node, p.local_ranks)
+        }
+        None => {
+            // Node ids through the key-value space: ranks with the same id share a node.
+            let node = local_node_id()?;
+            pm.put(&node_key(rank), &node)?;
+            pm.barrier()?;
+            let mut local_ranks = Vec::new();
+            for r in 0..size {
+                let n = if r == rank { node.clone() } else { pm.get_required(r, &node_key(r), "node id")? };
+                if n == node {
+                    local_ranks.push(r);
+                }
+            }
+            (node, local_ranks)
+        }
+    };
     let local_rank = local_ranks
         .iter()
         .position(|&r| r == rank)
-        .ok_or_else(|| Error::Bootstrap("this rank is missing from its own node".into()))?;
+        .ok_or_else(|| Error::Bootstrap(format!("{}: this rank is missing from its own node", pm.name())))?;
     let local_rank = u16::try_from(local_rank).map_err(|_| Error::Bootstrap("too many ranks on one node".into()))?;
     let local_size =
         u16::try_from(local_ranks.len()).map_err(|_| Error::Bootstrap("too many ranks on one node".into()))?;
+    let leader = local_ranks[0];
     let key = segment_key(&node);
+    let under_nemesis_run = std::env::var(ENV_LAUNCHER).is_ok_and(|v| v == LAUNCHER_NAME);
     let mut created = None;
-    if local_rank == 0 && pmi.get(&key)?.is_none() {
+    // Only `nemesis-run` pre-puts segments; asking another server for a key nobody put may wait
+    // for a fence (Hydra's PMI-2).
+    if local_rank == 0 && !(under_nemesis_run && pm.get(rank, &key)?.is_some()) {
         let seg = Segment::create(local_size, Params::from_env()?, Backing::Named)?;
         let name = seg.name().unwrap_or_default().to_owned();
-        if let Err(e) = pmi.put(&key, &format!("{HANDLE_SHM}{name}")) {
+        if let Err(e) = pm.put(&key, &format!("{HANDLE_SHM}{name}")) {
             let _ = seg.unlink();
             return Err(e);
         }
@@ -153,24 +318,20 @@ pub fn bootstrap() -> Result<Boot> {
     }
     let mut net = None;
     if local_ranks.len() < size as usize {
-        let n = TcpNetmod::new(rank, size, job_key(pmi.kvsname()), TcpConfig::from_env()?)?;
-        pmi.put(&card_key(rank), &n.card())?;
+        let n = TcpNetmod::new(rank, size, job_key(pm.job_id()), TcpConfig::from_env()?)?;
+        pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }
-    pmi.barrier()?;
+    pm.barrier()?;
     if let Some(n) = net.as_mut() {
         for r in (0..size).filter(|r| !local_ranks.contains(r)) {
-            let card = pmi.get(&card_key(r))?.ok_or_else(|| Error::Bootstrap(format!("rank {r} published no card")))?;
+            let card = pm.get_required(r, &card_key(r), "netmod business card")?;
             n.connect(r, &card)?;
         }
     }
     let segment = match created {
         Some(seg) => seg,
-        None => {
-            let handle =
-                pmi.get(&key)?.ok_or_else(|| Error::Bootstrap(format!("no segment published for node {node}")))?;
-            attach(&handle)?
-        }
+        None => attach(&pm.get_required(leader, &key, &format!("segment for node {node}"))?)?,
     };
     if segment.layout().ranks != local_size {
         return Err(Error::Bootstrap(format!(
@@ -179,12 +340,12 @@ pub fn bootstrap() -> Result<Boot> {
         )));
     }
     segment.register(local_rank)?;
-    pmi.barrier()?;
+    pm.barrier()?;
     // Every rank attached: the name goes now, whoever registered last (a rank that died before
     // registering would have left it).
     segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
-    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pmi), net })
+    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net })
 }
 
 /// Attaches to a published segment handle: `fd:<n>` (inherited) or `shm:<name>`.
@@ -220,6 +381,65 @@ fn singleton() -> Result<Boot> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn choice(vars: &[(&str, &str)]) -> Result<Choice> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        choose(&|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    fn err(vars: &[(&str, &str)]) -> String {
+        choice(vars).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_interface_follows_the_environment() {
+        assert!(matches!(choice(&[]).unwrap(), Choice::Singleton(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("PMI_SIZE", "4")]).unwrap(), Choice::Pmi1(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("PMI_VERSION", "2")]).unwrap(), Choice::Pmi2(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("NEMESIS_PMI", "2")]).unwrap(), Choice::Pmi2(_)));
+        assert!(matches!(choice(&[("PMI_FD", "5"), ("SLURM_MPI_TYPE", "pmi2")]).unwrap(), Choice::Pmi2(_)));
+        // Asked for explicitly, NEMESIS_PMI wins.
+        let c = choice(&[("PMI_FD", "5"), ("SLURM_MPI_TYPE", "pmi2"), ("NEMESIS_PMI", "1")]).unwrap();
+        assert_eq!(c, Choice::Pmi1("NEMESIS_PMI=1".into()));
+        assert!(matches!(
+            choice(&[("PMI_FD", "5"), ("PMI_VERSION", "1"), ("SLURM_MPI_TYPE", "pmi2")]).unwrap(),
+            Choice::Pmi1(_)
+        ));
+        assert!(matches!(
+            choice(&[("SLURM_NTASKS", "4"), ("NEMESIS_PMI", "singleton")]).unwrap(),
+            Choice::Singleton(_)
+        ));
+        assert!(matches!(choice(&[("NEMESIS_PMI", "7")]), Err(Error::Config(_))));
+        assert!(err(&[("NEMESIS_PMI", "2")]).contains("PMI_FD is not set"));
+        assert!(err(&[("NEMESIS_PMI", "pmix")]).contains("PMIX_NAMESPACE is not set"));
+        // nemesis-run's ranks ignore a PMIx namespace inherited from the launcher's own job.
+        let c = choice(&[("PMI_FD", "5"), ("PMIX_NAMESPACE", "ns"), ("NEMESIS_LAUNCHER", "nemesis-run")]).unwrap();
+        assert!(matches!(c, Choice::Pmi1(_)), "{c:?}");
+        if cfg!(feature = "pmix") {
+            assert!(matches!(choice(&[("PMIX_NAMESPACE", "ns"), ("PMIX_RANK", "0")]).unwrap(), Choice::Pmix(_)));
+        } else {
+            let e = err(&[("PMIX_NAMESPACE", "slurm.pmix.3.0"), ("PMIX_RANK", "0")]);
+            assert!(e.contains("PMIX_NAMESPACE=slurm.pmix.3.0") && e.contains("without the `pmix` feature"), "{e}");
+            // A PMI descriptor as well: that one is used.
+            assert!(matches!(choice(&[("PMIX_NAMESPACE", "ns"), ("PMI_FD", "5")]).unwrap(), Choice::Pmi1(_)));
+        }
+    }
+
+    #[test]
+    fn a_job_of_several_without_a_process_manager_is_an_error() {
+        let e = err(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_NTASKS", "4")]);
+        assert!(e.contains("one of 4 (SLURM_STEP_NUM_TASKS=4)") && e.contains("srun --mpi=pmi2"), "{e}");
+        assert!(err(&[("SLURM_NTASKS", "2")]).contains("SLURM_NTASKS=2"));
+        assert!(err(&[("OMPI_COMM_WORLD_SIZE", "3")]).contains("no PMIx server"));
+        assert!(err(&[("PMI_SIZE", "2")]).contains("neither PMI_FD nor PMIX_NAMESPACE"));
+        assert!(err(&[("PMI_PORT", "host:4000"), ("PMI_SIZE", "2")]).contains("-pmi-port"));
+        // A step of one task inside a larger allocation is a singleton.
+        assert!(matches!(
+            choice(&[("SLURM_STEP_NUM_TASKS", "1"), ("SLURM_NTASKS", "8")]).unwrap(),
+            Choice::Singleton(_)
+        ));
+        assert!(matches!(choice(&[("OMPI_COMM_WORLD_SIZE", "1")]).unwrap(), Choice::Singleton(_)));
+    }
 
     #[test]
     fn bad_handles_are_errors() {

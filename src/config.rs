@@ -2,6 +2,7 @@
 //! default and the measurement that chose it).
 
 use crate::error::{Error, Result};
+use crate::topology::PairTable;
 
 /// How a rank waits for something to happen (`NEMESIS_WAIT`, `nemesis-run --wait`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -101,6 +102,9 @@ pub struct Config {
     pub cma_max: usize,
     /// `NEMESIS_CMA_SPLIT_MIN`: single-copy transfers from this length are copied by both sides.
     pub split_min: usize,
+    /// Thresholds by pair distance (`NEMESIS_TOPO_TABLE` over the measured table): a field set
+    /// in a row beats the node-wide value above for pairs at that distance.
+    pub pairs: PairTable,
     /// `NEMESIS_UNEXPECTED_MAX`: bytes of unexpected messages copied out of the segment before
     /// back-pressure ([`DEFAULT_UNEXPECTED_MAX`]).
     pub unexpected_max: usize,
@@ -116,6 +120,7 @@ impl Default for Config {
             cma_min: DEFAULT_CMA_MIN,
             cma_max: DEFAULT_CMA_MAX,
             split_min: DEFAULT_SPLIT_MIN,
+            pairs: crate::topology::distance::MEASURED,
             unexpected_max: DEFAULT_UNEXPECTED_MAX,
         }
     }
@@ -128,18 +133,31 @@ impl Config {
         if let Ok(v) = std::env::var("NEMESIS_WAIT") {
             c.wait = WaitMode::parse(&v)?;
         }
+        // A node-wide variable the user sets beats the measured rows of the pair table.
         if let Some(n) = size_var("NEMESIS_EAGER_MAX")? {
             c.eager_max = Some(n);
+            c.pairs.clear("eager");
         }
         if let Some(n) = size_var("NEMESIS_EAGER_BLOCKING_MAX")? {
             c.eager_blocking_max = Some(n);
+            c.pairs.clear("eager_blocking");
         }
         if let Ok(v) = std::env::var("NEMESIS_LMT") {
             c.lmt = parse_lmt(&v)?;
         }
-        c.cma_min = size_var("NEMESIS_CMA_MIN")?.unwrap_or(c.cma_min);
-        c.cma_max = size_var("NEMESIS_CMA_MAX")?.unwrap_or(c.cma_max);
-        c.split_min = size_var("NEMESIS_CMA_SPLIT_MIN")?.unwrap_or(c.split_min);
+        for (var, field, value) in [
+            ("NEMESIS_CMA_MIN", "lmt_min", &mut c.cma_min),
+            ("NEMESIS_CMA_MAX", "lmt_max", &mut c.cma_max),
+            ("NEMESIS_CMA_SPLIT_MIN", "split", &mut c.split_min),
+        ] {
+            if let Some(n) = size_var(var)? {
+                *value = n;
+                c.pairs.clear(field);
+            }
+        }
+        if let Ok(spec) = std::env::var("NEMESIS_TOPO_TABLE") {
+            c.pairs.apply(&spec)?;
+        }
         c.unexpected_max = size_var("NEMESIS_UNEXPECTED_MAX")?.unwrap_or(c.unexpected_max);
         Ok(c)
     }
@@ -173,15 +191,6 @@ pub fn parse_bytes(s: &str) -> Option<usize> {
         _ => (t, 1),
     };
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
-}
-
-/// Installs a `tracing` subscriber filtered by `NEMESIS_LOG` (e.g. `NEMESIS_LOG=debug`), once;
-/// without the variable only warnings and errors are shown. Does nothing if the application
-/// installed its own.
-pub fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("NEMESIS_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 #[cfg(test)]

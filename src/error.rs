@@ -49,12 +49,12 @@ pub enum Error {
     /// A request handle that is not (or no longer) valid.
     #[error("invalid or completed request")]
     InvalidRequest,
-    /// The PMI conversation with the process manager failed.
-    #[error("PMI {op}: {msg}")]
+    /// The conversation with the process manager failed (PMI-1, PMI-2 or PMIx).
+    #[error("{msg}")]
     Pmi {
-        /// The PMI operation.
+        /// The operation.
         op: &'static str,
-        /// What went wrong.
+        /// What went wrong, naming the interface, the process manager and the operation.
         msg: String,
     },
     /// Start-up failed for a reason other than PMI or the segment.
@@ -94,6 +94,14 @@ pub enum Error {
 impl Error {
     pub(crate) fn io(op: &'static str, source: io::Error) -> Self {
         Error::Io { op, source }
+    }
+
+    /// A failure of `op` in the conversation with `pm` (the interface and the process manager
+    /// serving it, e.g. `PMI-2 (Slurm)`), which the message names first: `PMI-2 (Slurm):
+    /// kvs-fence: the process manager closed the connection`. (One string rather than a field of
+    /// its own: the error enum stays as small as the send path needs it.)
+    pub(crate) fn pmi(pm: &str, op: &'static str, msg: String) -> Self {
+        Error::Pmi { op, msg: format!("{pm}: {op}: {msg}") }
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - The PMI descriptor is made close-on-exec as soon as the client holds it (the segment's
 //!   descriptor is, by `Segment::attach_fd`): a child never inherits them.
-//! - The `PMI_*` variables are removed from the environment, so that a nemesis program started by a
+//! - The `PMI_*` variables (and `MPI_LOCALNRANKS`, `MPI_LOCALRANKID`) are removed from the environment, so that a nemesis program started by a
 //!   rank runs as a singleton instead of speaking PMI on a descriptor it does not have. Changing the
 //!   environment is sound only while no other thread reads it (`std::env::remove_var`); it is done
 //!   only when this process runs a single thread, which it checks (at `Endpoint::init`, before the
@@ -16,8 +16,9 @@ use std::os::fd::RawFd;
 use crate::error::{Error, Result};
 use crate::launch::contract::ENV_PMI_FD;
 
-/// Prefixes of the variables of the process manager's channel.
-const PREFIXES: &[&str] = &["PMI_"];
+/// Prefixes of the variables of the process manager's channel, and the launcher's description of
+/// this rank's node (`MPI_LOCALNRANKS` above 1 would make a nested program refuse to run alone).
+const PREFIXES: &[&str] = &["PMI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"];
 
 /// After the PMI client connected: the channel's descriptor becomes close-on-exec, and the `PMI_*`
 /// variables leave the environment if that is sound here.

@@ -2,7 +2,7 @@
 //!
 //! A message transport for parallel programs: the NEMESIS design of MPICH2 rebuilt
 //! (`shared/ARCHITECTURE.md`). This crate holds the [`Endpoint`] (MPI-style point-to-point with
-//! matching), the bootstrap over PMI-1, and the `nemesis-run` launcher.
+//! matching), the bootstrap over PMI-1, PMI-2 or PMIx, and the `nemesis-run` launcher.
 
 pub mod bootstrap;
 pub mod config;
@@ -10,7 +10,9 @@ pub mod endpoint;
 pub mod error;
 mod hygiene;
 pub mod launch;
+pub mod log;
 pub mod pmi;
+pub mod topology;
 mod wait;
 
 pub use config::{Config, WaitMode};

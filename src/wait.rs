@@ -11,6 +11,8 @@
 //! ([`BLOCK_TIMEOUT`]): in the rare lost-wakeup race a message waits at most that long, and the
 //! send fast path pays no fence. The timeout also bounds how long a sleeping rank takes to notice
 //! a peer's death.
+//!
+//! The futex calls use `libc::syscall`: `nix` has no futex.
 
 use std::time::Duration;
 

@@ -170,7 +170,7 @@ impl RankCtx {
             return Err(format!("NEMESIS_WAIT is not {want}"));
         }
         let pmi = self.pmi()?;
-        if (pmi.rank(), pmi.size()) != (rank, size) {
+        if (pmi.session().rank(), pmi.session().size()) != (rank, size) {
             return Err("the PMI client disagrees with the environment".into());
         }
         if pmi.maxes() != (64, 1024) {
@@ -192,7 +192,7 @@ impl RankCtx {
     /// Every rank puts a key, barrier, reads every other rank's; a missing key is `None`.
     fn exchange(&mut self) -> Result<(), String> {
         let pmi = self.pmi()?;
-        let (rank, size) = (pmi.rank(), pmi.size());
+        let (rank, size) = (pmi.session().rank(), pmi.session().size());
         pmi.put(&format!("nt-key-{rank}"), &format!("value-of-{rank}")).map_err(|e| e.to_string())?;
         pmi.barrier().map_err(|e| e.to_string())?;
         for r in 0..size {

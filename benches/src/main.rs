@@ -25,6 +25,7 @@ mod sizes;
 mod stats;
 mod suite;
 mod system;
+mod topo;
 mod workload;
 
 use error::{Error, Result};
@@ -39,6 +40,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The topology in force, the distance of every pair of CPUs, one CPU pair per distance to
+    /// measure it on, and the thresholds each distance gets.
+    Topo,
     /// The main job: two ranks through the Endpoint — latency and bandwidth by message size, the
     /// 8-byte message rate (fastbox and queue paths), next to the cache-line limit.
     Pingpong {
@@ -184,6 +188,7 @@ fn run(cmd: Cmd) -> Result<i32> {
         Cmd::FastboxCompare { plan } => shm::fastbox_compare(&plan),
         Cmd::ShmCells { plan } => shm::cells(&plan),
         Cmd::SegmentSize => shm::segment_size(),
+        Cmd::Topo => topo::run()?,
         Cmd::Peer { kind, plan, cpu, fds } => shm::peer(kind, &plan, cpu, &fds),
         Cmd::PingpongRank { rounds, line_fd, sizes, quick } => pingpong::rank(rounds, line_fd, &sizes, quick),
         Cmd::Link { args } => link::rank_main(&args)?,
@@ -196,6 +201,8 @@ fn run(cmd: Cmd) -> Result<i32> {
 }
 
 fn main() {
+    // Our log output (NEMESIS_LOG) for this process and the rank programs it runs as.
+    nemesis::log::init();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => std::process::exit(code),

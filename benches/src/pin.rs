@@ -1,35 +1,28 @@
-//! Pinning to CPUs, so that two-process measurements use the same two cores every time.
+//! Pinning to CPUs, so that two-process measurements use the same two cores every time
+//! (`sched_setaffinity`/`sched_getaffinity` through `nix`).
+
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::unistd::Pid;
 
 /// Pins the calling thread (and the process, if single-threaded) to `cpu`.
 pub fn pin(cpu: usize) -> std::io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
-    }
-    // SAFETY: `set` is a plain bit set initialised by CPU_ZERO, `cpu` is within it (checked
-    // above); sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no CPU {cpu}")))?;
+    Ok(sched_setaffinity(Pid::from_raw(0), &set)?)
 }
 
 /// The CPUs the calling thread may run on, in increasing order (those a launcher started from
 /// here binds its ranks to).
 pub fn allowed() -> Vec<usize> {
-    // SAFETY: `set` is a plain bit set that sched_getaffinity fills; CPU_ISSET reads it within
-    // its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    match sched_getaffinity(Pid::from_raw(0)) {
+        Ok(set) => (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect(),
+        Err(_) => vec![0],
     }
+}
+
+/// A set of CPUs as a header prints it: `3`, or `0,1` if there are several.
+pub fn describe(cpus: &[usize]) -> String {
+    cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// The two CPUs a two-process benchmark uses: the first two this process may use (where
@@ -68,5 +61,7 @@ mod tests {
         assert_eq!(on_cpu(a, allowed).unwrap(), vec![a]);
         assert_eq!(allowed(), before);
         assert!(pin(usize::MAX).is_err());
+        assert_eq!(describe(&[3]), "3");
+        assert_eq!(describe(&[0, 1]), "0,1");
     }
 }

@@ -38,7 +38,7 @@ const DEFAULT_SIZES: [usize; 9] = [0, 8, 64, 256, 1024, 4096, 16384, 32768, 6553
 pub fn run(opts: &Opts) {
     let page = nemesis_shm::os::memfd("pingpong-line").expect("memfd");
     nemesis_shm::os::reserve(&page, 4096).expect("a page");
-    nemesis_shm::os::inheritable(page.as_raw_fd()).expect("inheritable");
+    nemesis_shm::os::inheritable(&page).expect("inheritable");
     let rounds = if opts.quick { 3 } else { opts.rounds.max(1) };
     let sizes: Vec<String> = if opts.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { opts.sizes.clone() }
         .iter()
@@ -159,8 +159,16 @@ pub fn rank(rounds: usize, line_fd: RawFd, sizes: &[usize], quick: bool) {
         }
         ep.set_fastboxes(true);
     }
+    // Where each rank runs, as each sees its own affinity (the launcher pinned both): rank 1
+    // tells rank 0, which prints.
+    let here = crate::pin::describe(&crate::pin::allowed());
     if me == 0 {
-        report(&sizes, &limit, &lat, &bw, &rate, rounds);
+        let mut there = [0u8; 4096];
+        let st = ep.recv(&mut there, peer as i32, 5, WORLD).expect("the peer's CPUs");
+        let cpus = (here, String::from_utf8_lossy(&there[..st.len]).into_owned());
+        report(&sizes, &limit, &lat, &bw, &rate, rounds, &cpus);
+    } else {
+        ep.send(here.as_bytes(), peer, 5, WORLD).expect("send our CPUs");
     }
     ep.finalize().expect("finalize");
 }
@@ -213,9 +221,16 @@ fn cell(s: &Summary, digits: usize) -> String {
     format!("{:.d$} [{:.d$} .. {:.d$}]", s.median, s.min, s.max, d = digits)
 }
 
-fn report(sizes: &[usize], limit: &[f64], lat: &[Vec<f64>], bw: &[Vec<f64>], rate: &[Vec<f64>; 2], rounds: usize) {
+fn report(
+    sizes: &[usize],
+    limit: &[f64],
+    lat: &[Vec<f64>],
+    bw: &[Vec<f64>],
+    rate: &[Vec<f64>; 2],
+    rounds: usize,
+    (a, b): &(String, String),
+) {
     let s = |v: &[f64]| Summary::of(v).expect("samples");
-    let (a, b) = crate::pin::pair();
     println!("nemesis pingpong: 2 ranks pinned to CPUs {a} and {b}, {rounds} rounds, medians [min .. max]");
     println!("{:>8} {:>30} {:>34}", "bytes", "one-way latency, ns", "bandwidth, MB/s");
     for (k, &len) in sizes.iter().enumerate() {

@@ -4,6 +4,8 @@
 //! are killed). Each child leads its own process group (its launcher's ranks and daemons join
 //! it), so that a whole job can be ended at once; since the terminal's Ctrl-C then reaches only
 //! this process, SIGINT and SIGTERM here kill the running groups before this process ends.
+//!
+//! Signals through `nix` (`signal` stays `unsafe`: the handler must be async-signal-safe).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -13,6 +15,9 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigHandler, Signal, killpg, raise, signal};
+use nix::unistd::Pid;
 
 use crate::error::{Error, Result};
 
@@ -58,24 +63,25 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // ORDERING: SeqCst pairs with the registration before the group could run long.
         let pgid = g.load(Ordering::SeqCst);
         if pgid > 0 {
-            // SAFETY: kill(2) is async-signal-safe; a group id registered while its leader is
-            // not yet reaped.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            // kill(2) is async-signal-safe; a group id registered while its leader is not yet
+            // reaped.
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
     }
-    // SAFETY: signal(2) and raise(3) are async-signal-safe: end as the signal would have.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
+    // End as the signal would have: signal(2) and raise(3) are async-signal-safe.
+    if let Ok(sig) = Signal::try_from(sig) {
+        // SAFETY: restores the default disposition.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+        let _ = raise(sig);
     }
 }
 
 fn install_handlers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
             // SAFETY: `on_signal` only calls async-signal-safe functions and reads atomics.
-            unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+            let _ = unsafe { signal(sig, SigHandler::Handler(on_signal)) };
         }
     });
 }
@@ -175,12 +181,10 @@ pub fn run_all(cmds: Vec<Command>, timeout: Duration) -> Result<Vec<Captured>> {
     Ok(done)
 }
 
+/// Kills the process group `child` leads (`process_group(0)`); the child is not reaped yet, so
+/// its pid (= the group id) is not reused.
 fn kill_group(child: &Child) {
-    // SAFETY: kill(2) on the process group this child leads (`process_group(0)`); the child is
-    // not reaped yet, so its pid (= the group id) is not reused.
-    unsafe {
-        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-    }
+    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
 }
 
 fn kill_all(running: &mut [Running]) {

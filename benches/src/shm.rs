@@ -172,7 +172,7 @@ impl Shared {
 
     fn fds(&self) -> Vec<RawFd> {
         let mut v: Vec<RawFd> = self.segments.iter().map(|s| s.inheritable_fd().expect("fd")).collect();
-        nemesis_shm::os::inheritable(self.line.fd.as_raw_fd()).expect("fd");
+        nemesis_shm::os::inheritable(&self.line.fd).expect("fd");
         v.push(self.line.fd.as_raw_fd());
         v
     }

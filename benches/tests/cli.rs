@@ -175,6 +175,7 @@ fn compare_writes_tables_csv_and_plots_for_every_system() {
     let dir = tempdir("compare");
     let d = dir.to_str().unwrap();
     let out = ok(&["compare", "--quick", "--max-size", "8", "--rounds", "2", "--iters-scale", "0.02", "--out", d]);
+    two_cpus_named(&out, "2 processes per system pinned to CPUs ");
     // Every system is listed: measured with how, or skipped with why.
     for s in SYSTEMS {
         assert!(out.lines().any(|l| l.trim_start().starts_with(s)), "{s} not listed:\n{out}");
@@ -290,6 +291,7 @@ fn message_rate_with_two_pair_counts() {
 #[test]
 fn plogp_prints_the_parameter_table() {
     let out = ok(&["plogp", "--sizes", "0,8,65537", "--samples", "5"]);
+    two_cpus_named(&out, "2 ranks pinned to CPUs ");
     let latency = out.lines().find_map(|l| l.strip_prefix("# Latency = ")).unwrap_or_else(|| panic!("no L:\n{out}"));
     assert!(latency.trim().parse::<f64>().is_ok(), "{out}");
     let eager: usize = out
@@ -320,9 +322,27 @@ fn baseline_prints_the_three_ceilings() {
     assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["4K", "64K"], "{out}");
 }
 
+/// The two CPUs a header names after "pinned to CPUs " (or "CPUs "): "A and B".
+fn header_cpus<'a>(out: &'a str, before: &str) -> (&'a str, &'a str) {
+    let rest = out.split_once(before).unwrap_or_else(|| panic!("no `{before}` in:\n{out}")).1;
+    let (a, rest) = rest.split_once(" and ").unwrap_or_else(|| panic!("no two CPUs in:\n{out}"));
+    let b = rest.split([',', ';', ' ']).next().unwrap_or_default();
+    (a, b)
+}
+
+/// On a machine where this process may use two CPUs or more, a header names two different ones.
+fn two_cpus_named(out: &str, before: &str) {
+    let (a, b) = header_cpus(out, before);
+    assert!(a.parse::<usize>().is_ok() && b.parse::<usize>().is_ok(), "`{a}` and `{b}`:\n{out}");
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        assert_ne!(a, b, "the two processes are said to share a CPU:\n{out}");
+    }
+}
+
 #[test]
 fn pingpong_main_job() {
     let out = ok(&["pingpong", "--quick", "--sizes", "8,1024"]);
+    two_cpus_named(&out, "2 ranks pinned to CPUs ");
     assert!(out.contains("cache-line limit"), "{out}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("8 ")), "{out}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("1024 ")), "{out}");
@@ -368,4 +388,72 @@ fn bad_command_lines_are_errors_not_panics() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?} should say `{says}`: {err}");
     }
+}
+
+#[test]
+fn topo_prints_the_topology_distances_and_thresholds() {
+    let out = ok(&["topo"]);
+    assert!(out.starts_with("topology: "), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("thresholds in force"))
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    let names: Vec<&str> = rows.iter().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["core", "l2", "l3", "numa", "package", "machine", "unknown"], "{out}");
+    // A table row set through the environment is in force for its distance only.
+    let out = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
+        .arg("topo")
+        .env("NEMESIS_TOPO_TABLE", "package:eager=8K,split=64K")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // A row of the thresholds table (the list of CPU pairs above it starts with names too).
+    let row = |d: &str| {
+        let table = text.lines().skip_while(|l| !l.starts_with("thresholds in force"));
+        table.into_iter().find(|l| l.trim_start().starts_with(&format!("{d} "))).unwrap_or_default().to_owned()
+    };
+    assert!(row("package").contains("8192") && row("package").contains("table: eager=8192,split=65536"), "{text}");
+    assert!(row("l3").contains("node-wide"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
+        .arg("topo")
+        .env("NEMESIS_TOPO_TABLE", "socket:eager=1")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("socket"));
+}
+
+/// How much faster, at most, one core's memcpy of a larger size may read than that of a smaller
+/// one from 4K to 1M. A larger copy works in the same or a slower cache level, so bandwidth does
+/// not rise with size there but for noise; medians of `--quick`'s three rounds, each the best of
+/// three timed runs, stay well within a factor of two of each other on a loaded 2-core machine
+/// (measured: 26–93 GB/s, falling with size). A mis-measured baseline reads 2–3 GB/s at 4–128K
+/// against 25–47 at 1M: ten times and more.
+const MEMCPY_RISE: f64 = 2.0;
+
+#[test]
+fn compare_quick_memcpy_baseline_does_not_rise_with_size() {
+    let dir = tempdir("baseline");
+    let d = dir.to_str().unwrap();
+    ok(&["compare", "--quick", "--systems", "pipe", "--iters-scale", "0.02", "--out", d]);
+    let (head, rows) = csv(&dir.join("compare-baseline.csv"));
+    assert_eq!(head[..3], ["baseline", "workload", "bytes"]);
+    let memcpy: Vec<(usize, f64)> = rows
+        .iter()
+        .filter(|r| r[0] == "memcpy")
+        .map(|r| (r[2].parse().unwrap(), r[5].parse().unwrap()))
+        .filter(|&(bytes, _)| (4 << 10..=1 << 20).contains(&bytes))
+        .collect();
+    let sizes: Vec<usize> = memcpy.iter().map(|m| m.0).collect();
+    assert_eq!(sizes, [4 << 10, 32 << 10, 64 << 10, 128 << 10, 1 << 20], "{rows:?}");
+    for (i, &(small, at_small)) in memcpy.iter().enumerate() {
+        for &(large, at_large) in &memcpy[i + 1..] {
+            assert!(
+                at_large <= MEMCPY_RISE * at_small,
+                "memcpy of {large} bytes at {at_large:.0} MB/s, of {small} at {at_small:.0} MB/s: {memcpy:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

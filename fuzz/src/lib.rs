@@ -17,6 +17,9 @@
 //! | `tcp_hello` | the HELLO of a new TCP connection |
 //! | `ft_control` | HydEE control messages (`nemesis_ft::Control::decode`); a decoded one re-encodes to bytes that decode the same |
 //! | `ft_piggyback` | the 12-byte piggyback of a message |
+//! | `pmi_server` | what ranks send `nemesis-run`'s PMI server: PMI-1 lines and PMI-2 messages, several ranks interleaved |
+//! | `pmi1_client`, `pmi2_client` | what a process manager answers a PMI-1 / PMI-2 client, from start-up to finalize |
+//! | `pmi_mapping` | a `PMI_process_mapping` value |
 
 mod seeds;
 mod targets;
@@ -35,4 +38,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tcp_hello", tcp_hello),
     ("ft_control", ft_control),
     ("ft_piggyback", ft_piggyback),
+    ("pmi_server", pmi_server),
+    ("pmi1_client", pmi1_client),
+    ("pmi2_client", pmi2_client),
+    ("pmi_mapping", pmi_mapping),
 ];

@@ -16,6 +16,10 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "tcp_hello" => tcp_hello(),
         "ft_control" => ft_control(),
         "ft_piggyback" => ft_piggyback(),
+        "pmi_server" => pmi_server(),
+        "pmi1_client" => pmi1_client(),
+        "pmi2_client" => pmi2_client(),
+        "pmi_mapping" => pmi_mapping(),
         _ => Vec::new(),
     }
 }
@@ -115,5 +119,78 @@ fn ft_piggyback() -> Vec<Vec<u8>> {
         .into_iter()
         .filter_map(|(d, p, r)| Piggyback::new(d, p, r).ok())
         .map(|p| p.encode().to_vec())
+        .collect()
+}
+
+/// `[rank][length][bytes]` chunks of `pmi_server`.
+fn chunks(parts: &[(u8, &str)]) -> Vec<u8> {
+    parts.iter().flat_map(|(r, t)| [vec![*r, t.len() as u8], t.as_bytes().to_vec()].concat()).collect()
+}
+
+fn pmi_server() -> Vec<Vec<u8>> {
+    let v1 = |r: u8| {
+        vec![
+            (r, "cmd=init pmi_version=1 pmi_subversion=1\n"),
+            (r, "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\n"),
+            (r, "cmd=put kvsname=kvs_fuzz_0 key=k value=v\n"),
+            (r, "cmd=get kvsname=kvs_fuzz_0 key=PMI_process_mapping\n"),
+            (r, "cmd=barrier_in\n"),
+        ]
+    };
+    let v2 = |r: u8| {
+        vec![
+            (r, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+            (r, "    26cmd=fullinit;pmirank=1;"),
+            (r, "    30cmd=kvs-put;key=k2;value=v2;"),
+            (r, "    16cmd=kvs-fence;"),
+            (r, "    25cmd=kvs-get;key=k;srcid=-1;"),
+            (r, "    13cmd=finalize;"),
+        ]
+    };
+    vec![
+        chunks(&v1(0)),
+        chunks(&v2(1)),
+        chunks(&[v1(0), v2(1), v1(2), v1(3)].concat()),
+        chunks(&[(0, "cmd=abort exitcode=3 msg=bye\n")]),
+    ]
+}
+
+fn pmi1_client() -> Vec<Vec<u8>> {
+    vec![
+        concat!(
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+            "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0\n",
+            "cmd=appnum appnum=0 rc=0\n",
+            "cmd=my_kvsname kvsname=kvs_1_0 rc=0\n",
+            "cmd=put_result rc=0\n",
+            "cmd=get_result value=tcp:127.0.0.1:3:4 rc=0\n",
+            "cmd=barrier_out rc=0\n",
+            "cmd=finalize_ack rc=0\n",
+        )
+        .into(),
+    ]
+}
+
+fn pmi2_client() -> Vec<Vec<u8>> {
+    let frame = |b: &str| format!("{:6}{b}", b.len());
+    vec![
+        [
+            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_owned(),
+            frame("cmd=fullinit-response;rc=0;rank=0;size=4;appnum=0;spawner-jobid=job;"),
+            frame("cmd=job-getid-response;jobid=job;rc=0;"),
+            frame("cmd=kvs-put-response;rc=0;"),
+            frame("cmd=kvs-get-response;rc=0;found=TRUE;value=tcp:127.0.0.1:3:4;"),
+            frame("cmd=kvs-fence-response;rc=0;"),
+            frame("cmd=finalize-response;rc=0;"),
+        ]
+        .concat()
+        .into_bytes(),
+    ]
+}
+
+fn pmi_mapping() -> Vec<Vec<u8>> {
+    [(4u8, "(vector,(0,2,2))"), (6, "(vector,(0,2,1),(1,1,2))"), (3, "(vector,(0,1,3))")]
+        .iter()
+        .map(|(n, m)| [vec![*n], m.as_bytes().to_vec()].concat())
         .collect()
 }

@@ -236,3 +236,73 @@ pub fn ft_piggyback(data: &[u8]) {
         assert_eq!(nemesis_ft::Piggyback::decode(&p.encode()).ok(), Some(p));
     }
 }
+
+/// A PMI server of 4 ranks (`nemesis-run`'s) reading bytes from its ranks: `data` is cut into
+/// chunks, each `[rank][length][bytes]`, handed to [`PmiServer::on_bytes`] as they would arrive
+/// (PMI-1 lines, PMI-2 framed messages after a PMI-2 `init`); a rank whose connection must close
+/// is marked gone. Replies and aborts are actions, never a panic.
+///
+/// [`PmiServer::on_bytes`]: nemesis::launch::server::PmiServer::on_bytes
+pub fn pmi_server(data: &[u8]) {
+    use nemesis::launch::server::PmiServer;
+    let mut server = PmiServer::new(4, "kvs_fuzz_0");
+    server.preput("PMI_process_mapping", "(vector,(0,2,2))");
+    let mut inputs: [Vec<u8>; 4] = Default::default();
+    let mut out = Vec::new();
+    let mut inp = Input(data);
+    while !inp.is_empty() {
+        let rank = u32::from(inp.u8() % 4);
+        let n = usize::from(inp.u8());
+        let input = &mut inputs[rank as usize];
+        input.extend_from_slice(inp.take(n));
+        if !server.on_bytes(rank, input, &mut out) {
+            input.clear();
+            server.on_gone(rank, &mut out);
+        }
+        out.clear();
+    }
+}
+
+/// A connected pair: the client's end as a `File`, and the process manager's end holding
+/// `replies`, closed for writing after them.
+fn pmi_pair(replies: &[u8]) -> Option<(std::fs::File, std::os::unix::net::UnixStream)> {
+    use std::io::Write;
+    let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().ok()?;
+    theirs.write_all(replies).ok()?;
+    theirs.shutdown(std::net::Shutdown::Write).ok()?;
+    Some((std::fs::File::from(std::os::fd::OwnedFd::from(ours)), theirs))
+}
+
+/// A PMI-1 client reading `data` as everything its process manager answers: start-up, then put,
+/// get, barrier and finalize. Each answer is a reply or a typed error (`Error::Pmi`).
+pub fn pmi1_client(data: &[u8]) {
+    let Some((file, _server)) = pmi_pair(data) else { return };
+    if let Ok(mut c) = nemesis::pmi::PmiClient::connect(file, 0, 4) {
+        let _ = c.put("nemesis-card-0", "tcp:127.0.0.1:1:2");
+        let _ = c.get("nemesis-card-1");
+        let _ = c.barrier();
+        let _ = c.finalize();
+    }
+}
+
+/// A PMI-2 client reading `data` as everything its process manager answers (see
+/// [`pmi1_client`]).
+pub fn pmi2_client(data: &[u8]) {
+    let Some((file, _server)) = pmi_pair(data) else { return };
+    if let Ok(mut c) = nemesis::pmi::Pmi2Client::connect(file, Some(0), Some("job")) {
+        let _ = c.put("nemesis-card-0", "tcp:127.0.0.1:1:2");
+        let _ = c.get("nemesis-card-1");
+        let _ = c.barrier();
+        let _ = c.finalize();
+    }
+}
+
+/// A `PMI_process_mapping` value, as a process manager hands it to every rank.
+pub fn pmi_mapping(data: &[u8]) {
+    let Some((&size, text)) = data.split_first() else { return };
+    if let Ok(text) = std::str::from_utf8(text)
+        && let Some(nodes) = nemesis::pmi::node_of_ranks(text, u32::from(size))
+    {
+        assert_eq!(nodes.len(), usize::from(size));
+    }
+}

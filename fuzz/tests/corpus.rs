@@ -147,3 +147,23 @@ fn ft_control() {
 fn ft_piggyback() {
     run("ft_piggyback");
 }
+
+#[test]
+fn pmi_server() {
+    run("pmi_server");
+}
+
+#[test]
+fn pmi1_client() {
+    run("pmi1_client");
+}
+
+#[test]
+fn pmi2_client() {
+    run("pmi2_client");
+}
+
+#[test]
+fn pmi_mapping() {
+    run("pmi_mapping");
+}

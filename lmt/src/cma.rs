@@ -5,6 +5,12 @@
 //! the target must name the reader (`prctl(PR_SET_PTRACER, ...)`; [`allow_readers`] names the
 //! launcher, whose descendants are the job's ranks). Containers often forbid it altogether (EPERM): the rendezvous then
 //! falls back to the shared-copy ring and says so once.
+//!
+//! `libc`, not `nix`: the transfer builds raw `iovec` arrays over buffers it holds as pointers
+//! (a C caller's, or the peer's addresses) and hands them to the kernel as they are; nix's
+//! `process_vm_readv`/`writev` take `IoSliceMut`/`IoSlice` and `RemoteIoVec` slices, which would
+//! mean building slices from raw pointers (as unsafe) and copying the arrays on the fast path.
+//! nix has no `PR_SET_PTRACER` either.
 
 use std::io;
 

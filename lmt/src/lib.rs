@@ -24,5 +24,5 @@ pub use error::{Error, Result};
 pub use net::{LmtBackend, NetDone, NetLmt};
 pub use ring::{HeapRing, RingRef};
 #[cfg(not(loom))]
-pub use transfer::{Config, Lmt, Outcome, Policy, Rings, Stats, Token};
+pub use transfer::{Config, Lmt, Outcome, PeerConfig, Policy, Rings, Stats, Token};
 pub use wire::{Backend, Control, Rts};

@@ -87,6 +87,32 @@ impl Default for Config {
     }
 }
 
+/// Thresholds of one peer, chosen by its distance (`nemesis::topology`); both sides of a pair
+/// choose the same ones (the distance is symmetric and the table is the job's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// See [`Config::cma_min`].
+    pub cma_min: u64,
+    /// See [`Config::cma_max`].
+    pub cma_max: u64,
+    /// See [`Config::split_min`].
+    pub split_min: u64,
+    /// Bytes per ring chunk, at most the ring's slot size (0: the slot size). The sender fills
+    /// and the receiver expects chunks of this length.
+    pub ring_chunk: u64,
+}
+
+impl PeerConfig {
+    /// The node-wide values of `cfg`.
+    pub fn of(cfg: &Config) -> PeerConfig {
+        PeerConfig { cma_min: cfg.cma_min, cma_max: cfg.cma_max, split_min: cfg.split_min, ring_chunk: 0 }
+    }
+
+    fn chunk(&self, slot: u64) -> u64 {
+        if self.ring_chunk == 0 { slot } else { self.ring_chunk.min(slot) }
+    }
+}
+
 /// Counts of finished transfers on the receiving side, by how their data moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -195,6 +221,8 @@ pub struct Lmt {
     /// Our process id (HELP names it).
     pid: u32,
     cfg: Config,
+    /// Per local peer (those beyond use the node-wide values of `cfg`).
+    peers: Vec<PeerConfig>,
     cma: Cma,
     sends: Vec<SendX>,
     recvs: Vec<RecvX>,
@@ -222,6 +250,7 @@ impl Lmt {
             me,
             pid: std::process::id(),
             cfg,
+            peers: Vec::new(),
             cma: Cma::Unknown,
             sends: Vec::new(),
             recvs: Vec::new(),
@@ -278,11 +307,26 @@ impl Lmt {
         !self.out.is_empty() || !self.done.is_empty()
     }
 
-    fn backend_for(&self, len: u64) -> Backend {
+    /// Sets the thresholds of transfers with local rank `peer`.
+    pub fn set_peer(&mut self, peer: u16, cfg: PeerConfig) {
+        let i = usize::from(peer);
+        if self.peers.len() <= i {
+            self.peers.resize(i + 1, PeerConfig::of(&self.cfg));
+        }
+        self.peers[i] = cfg;
+    }
+
+    /// The thresholds of transfers with local rank `peer`.
+    pub fn peer(&self, peer: u16) -> PeerConfig {
+        self.peers.get(usize::from(peer)).copied().unwrap_or_else(|| PeerConfig::of(&self.cfg))
+    }
+
+    fn backend_for(&self, peer: u16, len: u64) -> Backend {
         let cma_ok = self.cma != Cma::Refused;
+        let p = self.peer(peer);
         match self.cfg.policy {
             Policy::Cma if cma_ok => Backend::Cma,
-            Policy::Auto if cma_ok && len >= self.cfg.cma_min && len < self.cfg.cma_max => Backend::Cma,
+            Policy::Auto if cma_ok && len >= p.cma_min && len < p.cma_max => Backend::Cma,
             _ => Backend::Ring,
         }
     }
@@ -296,7 +340,7 @@ impl Lmt {
     pub unsafe fn pre_send(&mut self, peer: u16, token: Token, addr: *const u8, len: u64, pid: u32) -> Rts {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let backend = self.backend_for(len);
+        let backend = self.backend_for(peer, len);
         self.sends.push(SendX { id, peer, token, addr, len, state: SendState::AwaitReply });
         Rts { id, len, addr: addr as u64, pid, backend }
     }
@@ -352,7 +396,7 @@ impl Lmt {
         let mut help = Help::No;
         let state = if pull {
             let mut end = bytes;
-            if bytes >= self.cfg.split_min {
+            if bytes >= self.peer(peer).split_min {
                 // Both cores copy: we read the first half, the sender writes the second (from a
                 // page boundary of the message).
                 let from = (bytes * receiver_share(bytes) / 16) & !4095;
@@ -612,7 +656,7 @@ impl Lmt {
             return Step::Removed;
         };
         let _ = epoch;
-        let slot = r.slot_size() as u64;
+        let slot = self.peers.get(usize::from(x.peer)).map_or(r.slot_size() as u64, |p| p.chunk(r.slot_size() as u64));
         let mut moved = false;
         for _ in 0..self.cfg.chunks_per_pass {
             if offset == bytes {
@@ -846,7 +890,7 @@ impl Lmt {
         let Some(r) = rings.ring(self.me, ring) else {
             return self.fail_recv(i, Error::Corrupt { what: "ring index", value: u64::from(ring) }, rings);
         };
-        let slot = r.slot_size() as u64;
+        let slot = self.peer(self.recvs[i].peer).chunk(r.slot_size() as u64);
         let mut moved = false;
         for _ in 0..self.cfg.chunks_per_pass {
             let x = &self.recvs[i];
@@ -1058,22 +1102,39 @@ mod tests {
         per: u16,
         tamper: impl Fn(Control) -> Control,
     ) -> (Outcome, Outcome, Vec<u8>) {
-        let (so, ro, dst, errors) = transfer_errors(msg, cap, cfg, &node(per), tamper);
+        transfer_pair(msg, cap, cfg, per, None, tamper)
+    }
+
+    /// As [`transfer_with`], both sides setting `pair` as the thresholds of the other.
+    fn transfer_pair(
+        msg: &[u8],
+        cap: usize,
+        cfg: Config,
+        per: u16,
+        pair: Option<PeerConfig>,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<u8>) {
+        let (so, ro, dst, errors) = transfer_errors(msg, cap, cfg, &node(per), pair, tamper);
         assert_eq!(errors, []);
         (so, ro, dst)
     }
 
-    /// As [`transfer_with`] on node `n`, with the errors the sender's `handle` returned.
+    /// As [`transfer_pair`] on node `n`, with the errors the sender's `handle` returned.
     fn transfer_errors(
         msg: &[u8],
         cap: usize,
         cfg: Config,
         n: &TwoRanks,
+        pair: Option<PeerConfig>,
         tamper: impl Fn(Control) -> Control,
     ) -> (Outcome, Outcome, Vec<u8>, Vec<Error>) {
         let per = n.per;
         let mut errors = Vec::new();
         let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
+        if let Some(p) = pair {
+            s.set_peer(1, p);
+            r.set_peer(0, p);
+        }
         let mut dst = vec![0u8; cap];
         // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
         let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
@@ -1104,6 +1165,41 @@ mod tests {
 
     fn data(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 31 + 7) as u8).collect()
+    }
+
+    #[test]
+    fn a_pair_chooses_its_backend_split_and_ring_chunk() {
+        let cfg = Config { policy: Policy::Auto, split_min: u64::MAX, ..Config::default() };
+        // Rings for this pair up to 5000 bytes, in chunks of 300 of the 1000-byte slots.
+        let pair = PeerConfig { cma_min: 5000, cma_max: u64::MAX, split_min: u64::MAX, ring_chunk: 300 };
+        let mut lmt = Lmt::new(0, 1, cfg);
+        lmt.set_cma(true);
+        lmt.set_peer(1, pair);
+        assert_eq!(lmt.backend_for(1, 4999), Backend::Ring);
+        assert_eq!(lmt.backend_for(1, 5000), Backend::Cma);
+        assert_eq!(lmt.backend_for(2, 10), Backend::Cma, "other peers keep the node-wide range");
+        for len in [1, 299, 300, 301, 4321] {
+            let msg = data(len);
+            let (so, ro, dst) = transfer_pair(&msg, len, cfg, 1, Some(pair), |m| m);
+            assert_eq!((&so, &ro), (&Outcome::Moved { bytes: len as u64 }, &Outcome::Moved { bytes: len as u64 }));
+            assert_eq!(dst, msg, "{len}");
+        }
+        // Chunks of different lengths on the two sides are a protocol error, never a wrong copy.
+        let msg = data(2000);
+        let n = node(1);
+        let (mut s, mut r) = (Lmt::new(0, 1, cfg), Lmt::new(1, 1, cfg));
+        s.set_peer(1, pair);
+        let mut dst = vec![0u8; 2000];
+        // SAFETY: `msg` and `dst` outlive the transfer, driven below until it fails.
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 2000, std::process::id()) };
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 2, &rts, dst.as_mut_ptr(), 2000, &n) };
+        for (_, m) in r.take_out().collect::<Vec<_>>() {
+            s.handle(1, m, &n).unwrap();
+        }
+        s.progress(&n);
+        r.progress(&n);
+        assert!(matches!(r.take_done().next(), Some((2, Outcome::Failed(Error::Corrupt { .. })))));
     }
 
     #[test]
@@ -1241,7 +1337,7 @@ mod tests {
         assert_eq!((so, ro), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }));
         assert!(dst == msg);
         let unknown = TwoRanks { pid: None, ..node(1) };
-        let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &unknown, |m| m);
+        let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &unknown, None, |m| m);
         assert_eq!((so, ro, errors), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }, vec![]));
         assert!(dst == msg);
     }
@@ -1272,7 +1368,7 @@ mod tests {
                 }),
             ),
         ] {
-            let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &node(1), tamper);
+            let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &node(1), None, tamper);
             assert!(matches!(errors[..], [Error::Forged { what: w, .. }] if w == what), "{errors:?}");
             assert_eq!((so, ro), (Outcome::Moved { bytes }, Outcome::Moved { bytes }), "{what}: nothing lost");
             assert!(dst == msg, "{what}");

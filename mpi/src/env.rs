@@ -26,6 +26,9 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
+    // A C program has no other way to see nemesis's warnings (NEMESIS_LOG); a process that set
+    // its own subscriber keeps it.
+    nemesis::log::init();
     let mut ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
     let world_ranks: Vec<u32> = (0..size).collect();
@@ -35,8 +38,9 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
         None if ep.local_ranks().len() == size as usize => one_node,
         None => {
-            // Each rank names its node by its lowest rank; everyone learns everyone's.
-            let leader = ep.local_ranks().first().copied().unwrap_or(rank);
+            // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
+            // shared colour); everyone learns everyone's.
+            let leader = ep.node_leader();
             let all = coll::allgather_bytes(&mut ep, &world, &tuning, &leader.to_ne_bytes())?;
             all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
         }

@@ -24,6 +24,13 @@
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
+//! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
+//! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
+//! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
+//! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
+//!
+//! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
+//! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
 //!
 //! The library and the launcher are built first (`cargo build -p nemesis-mpi -p nemesis` in the
 //! same profile and target directory): cargo does not build a `cdylib` for integration tests.
@@ -68,6 +75,9 @@ fn setup() -> &'static Setup {
             "nemesis-run",
         ]);
         build.arg("--target-dir").arg(&target_dir);
+        if cfg!(feature = "pmix") {
+            build.args(["--features", "nemesis-mpi/pmix"]);
+        }
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
@@ -352,4 +362,94 @@ fn a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe() {
     assert!(out.lines().any(|l| l.starts_with("OK broken_pipe 0 after ")), "{}", show(&o));
     // The survivor learnt of the death from a write (not from reading the end of stream).
     assert!(err.contains("write: Broken pipe"), "{}", show(&o));
+}
+
+/// True if `cmd args` exits 0 within `secs` seconds.
+fn answers(cmd: &str, args: &[&str], secs: u64) -> bool {
+    Command::new("timeout").arg(secs.to_string()).arg(cmd).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+/// Whether `what` can run here: skips (false) if not, but fails under `CI=true`.
+fn needs(ok: bool, what: &str) -> bool {
+    if !ok {
+        assert!(!ci(), "{what} is missing and CI=true");
+        eprintln!("SKIPPED: needs {what}");
+    }
+    ok
+}
+
+/// Whether a Slurm answers `srun` (`.ci/slurm-up`).
+fn slurm() -> bool {
+    static UP: OnceLock<bool> = OnceLock::new();
+    let up = *UP.get_or_init(|| answers("srun", &["-n1", "true"], 60));
+    needs(up, "a running Slurm (.ci/slurm-up, as root)")
+}
+
+/// Runs `ring.c` on 4 ranks with `launcher` (program and arguments before the program) and
+/// `env`; with `pmix`, a build without the feature must refuse instead.
+fn ring_under(launcher: &[&str], env: &[(&str, &str)], pmix: bool) {
+    let prog = compile("ring", false);
+    let mut c = Command::new(launcher[0]);
+    c.args(&launcher[1..]).arg(&prog);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = run_with_limit(c, Duration::from_secs(120));
+    if pmix && !cfg!(feature = "pmix") {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && text.contains("without the `pmix` feature"), "{}", show(&o));
+        return;
+    }
+    assert_all_ok(&o, "ring", 4);
+}
+
+#[test]
+fn ring_under_nemesis_run_pmi2() {
+    let s = setup();
+    let launcher = s.launcher.display().to_string();
+    ring_under(&[&launcher, "-n", "4", "--"], &[("NEMESIS_PMI", "2")], false);
+}
+
+#[test]
+fn ring_under_hydra_pmi2() {
+    if needs(answers("mpiexec.hydra", &["--version"], 20), "mpiexec.hydra (apt-get install mpich)") {
+        ring_under(&["mpiexec.hydra", "-n", "4"], &[("NEMESIS_PMI", "2")], false);
+    }
+}
+
+#[test]
+fn ring_under_srun_pmi2() {
+    if slurm() {
+        ring_under(&["srun", "-n", "4", "--overcommit", "--mpi=pmi2", "--quiet"], &[], false);
+    }
+}
+
+#[test]
+fn ring_under_srun_pmix() {
+    if !slurm() {
+        return;
+    }
+    let list = Command::new("srun").arg("--mpi=list").output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout).into_owned() + &String::from_utf8_lossy(&list.stderr);
+    if !list.lines().any(|l| l.trim().starts_with("pmix")) {
+        eprintln!("SKIPPED: this Slurm has no pmix plugin");
+        return;
+    }
+    ring_under(&["srun", "-n", "4", "--overcommit", "--mpi=pmix", "--quiet"], &[], true);
+}
+
+#[test]
+fn ring_under_openmpi() {
+    if needs(answers("mpiexec.openmpi", &["--version"], 20), "mpiexec.openmpi (apt-get install openmpi-bin)") {
+        ring_under(&["mpiexec.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", "4"], &[], true);
+    }
+}
+
+#[test]
+fn nemesis_log_from_a_c_program() {
+    let o = job(2, &compile("ring", false), &[], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
+    assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
 }

@@ -268,6 +268,24 @@ impl Layout {
         h
     }
 
+    /// The byte ranges `[start, end)` of the memory local rank `rank` owns: the fastboxes it hosts
+    /// (their slots are written by senders and polled by it), the copy rings it hosts (as
+    /// receiver), and its pool of cells (taken and filled by it as sender: NEMESIS keeps free
+    /// queues on the sender's side so that a sender fills local memory, Mercier's habilitation
+    /// L690–713). Its rank record and queue heads are a few lines in arrays shared by all ranks.
+    pub fn owned_ranges(&self, rank: u16) -> [(u64, u64); 3] {
+        let r = u64::from(rank);
+        let p = &self.params;
+        let boxes = u64::from(p.fastboxes_per_rank) * self.fbox_bytes;
+        let rings = u64::from(p.lmt_rings_per_rank) * p.lmt_ring_bytes();
+        let cells = u64::from(p.cells_per_rank) * u64::from(p.cell_size);
+        [
+            (self.fbox_off + r * boxes, self.fbox_off + (r + 1) * boxes),
+            (self.lmt_off + r * rings, self.lmt_off + (r + 1) * rings),
+            (self.cells_off + r * cells, self.cells_off + (r + 1) * cells),
+        ]
+    }
+
     /// Segment bytes per local rank (the memory budget figure).
     pub fn bytes_per_rank(&self) -> u64 {
         self.total / u64::from(self.ranks)

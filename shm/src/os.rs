@@ -1,28 +1,39 @@
 //! The few operating-system calls the segment needs, kept in one place: `memfd_create`,
 //! `shm_open`, backing-store reservation, pidfds.
+//!
+//! Through `nix` where it has the call (memfd, shm_open/unlink, posix_fallocate, fcntl, poll):
+//! no `unsafe` here for them. `libc` stays for what nix 0.31 lacks: `getrandom` and
+//! `pidfd_open` (a raw `syscall`).
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, SealFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::memfd::{MFdFlags, memfd_create};
+use nix::sys::stat::Mode;
 
 use crate::error::{Error, Result};
 
-fn last_os_error(op: &'static str) -> Error {
-    Error::io(op, io::Error::last_os_error())
+fn os_error(op: &'static str, e: Errno) -> Error {
+    Error::io(op, io::Error::from(e))
+}
+
+/// `name` as a C string may hold no NUL.
+fn no_nul<'a>(name: &'a str, what: &str) -> Result<&'a str> {
+    if name.contains('\0') {
+        return Err(Error::InvalidParams(format!("{what} name contains NUL")));
+    }
+    Ok(name)
 }
 
 /// An anonymous memory file, close-on-exec (see [`inheritable`] to pass it to children), that
 /// can be sealed ([`seal_size`]).
 pub fn memfd(name: &str) -> Result<OwnedFd> {
-    let cname = CString::new(name).map_err(|_| Error::InvalidParams("memfd name contains NUL".into()))?;
-    // SAFETY: `cname` is a valid C string; the returned descriptor is owned by us.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(last_os_error("memfd_create"));
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    memfd_create(no_nul(name, "memfd")?, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(|e| os_error("memfd_create", e))
 }
 
 /// A new POSIX shared-memory object with an unpredictable name, created exclusively with mode
@@ -30,62 +41,125 @@ pub fn memfd(name: &str) -> Result<OwnedFd> {
 pub fn shm_create_exclusive(prefix: &str) -> Result<(OwnedFd, String)> {
     for _ in 0..16 {
         let name = format!("/{prefix}-{:016x}{:016x}", random_u64()?, random_u64()?);
-        let cname = CString::new(name.clone()).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
-        // SAFETY: `cname` is a valid C string.
-        let fd = unsafe {
-            libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600)
-        };
-        if fd >= 0 {
-            // SAFETY: fresh descriptor.
-            return Ok((unsafe { OwnedFd::from_raw_fd(fd) }, name));
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EEXIST) {
-            return Err(Error::io("shm_open(O_CREAT|O_EXCL)", err));
+        let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_CLOEXEC;
+        match nix::sys::mman::shm_open(no_nul(&name, "shm")?, flags, Mode::S_IRUSR | Mode::S_IWUSR) {
+            Ok(fd) => return Ok((fd, name)),
+            Err(Errno::EEXIST) => continue,
+            Err(e) => return Err(os_error("shm_open(O_CREAT|O_EXCL)", e)),
         }
     }
-    Err(Error::io("shm_open: no unused name found", io::Error::from_raw_os_error(libc::EEXIST)))
+    Err(os_error("shm_open: no unused name found", Errno::EEXIST))
 }
 
 /// Opens an existing shared-memory object read-write.
 pub fn shm_open_existing(name: &str) -> Result<OwnedFd> {
-    let cname = CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
-    // SAFETY: `cname` is a valid C string.
-    let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(last_os_error("shm_open"));
-    }
-    // SAFETY: fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    nix::sys::mman::shm_open(no_nul(name, "shm")?, OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| os_error("shm_open", e))
 }
 
 /// Removes a shared-memory object's name. Missing names are not an error.
 pub fn shm_unlink(name: &str) -> Result<()> {
-    let cname = CString::new(name).map_err(|_| Error::InvalidParams("shm name contains NUL".into()))?;
-    // SAFETY: `cname` is a valid C string.
-    if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ENOENT) {
-            return Err(Error::io("shm_unlink", err));
-        }
+    match nix::sys::mman::shm_unlink(no_nul(name, "shm")?) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(os_error("shm_unlink", e)),
     }
-    Ok(())
 }
 
 /// Sizes `fd` to `len` bytes and reserves its backing store, so that touching any page later
 /// cannot fail with SIGBUS. A full tmpfs or a memory limit gives [`Error::NoSpace`].
 pub fn reserve(fd: &impl AsFd, len: u64) -> Result<()> {
-    let raw = fd.as_fd().as_raw_fd();
     let off_len = libc::off_t::try_from(len).map_err(|_| Error::InvalidParams(format!("segment of {len} bytes")))?;
-    // SAFETY: plain syscall on a descriptor we hold.
-    let rc = unsafe { libc::posix_fallocate(raw, 0, off_len) };
-    match rc {
-        0 => Ok(()),
-        libc::ENOSPC | libc::ENOMEM | libc::EFBIG | libc::EDQUOT => {
-            Err(Error::NoSpace { bytes: len, source: io::Error::from_raw_os_error(rc) })
+    match nix::fcntl::posix_fallocate(fd.as_fd(), 0, off_len) {
+        Ok(()) => Ok(()),
+        Err(e @ (Errno::ENOSPC | Errno::ENOMEM | Errno::EFBIG | Errno::EDQUOT)) => {
+            Err(Error::NoSpace { bytes: len, source: io::Error::from(e) })
         }
-        _ => Err(Error::io("posix_fallocate", io::Error::from_raw_os_error(rc))),
+        Err(e) => Err(os_error("posix_fallocate", e)),
     }
+}
+
+/// `mbind`'s `MPOL_PREFERRED`: allocate on the given node, elsewhere if it is full.
+const MPOL_PREFERRED: libc::c_int = 1;
+/// `get_mempolicy`'s flag: the policy of the range holding `addr`.
+const MPOL_F_ADDR: libc::c_ulong = 1 << 1;
+/// NUMA nodes a node mask here can name.
+const MAX_NODES: usize = 1024;
+
+/// Sets the memory policy of `len` bytes at `addr` (page-aligned, inside a shared mapping) to
+/// "preferably on NUMA node `node`" (`mbind(MPOL_PREFERRED)`). On a shared mapping of a memfd or
+/// shm object the policy belongs to the object's pages, whoever faults or reserves them later
+/// (Linux's shared policy of tmpfs): so it is set before the memory is reserved.
+///
+/// # Safety
+/// `addr..addr + len` must be a mapping the caller owns: the policy of whatever is mapped there
+/// changes (never its contents).
+pub unsafe fn prefer_node(addr: *mut u8, len: usize, node: u32) -> io::Result<()> {
+    if node as usize >= MAX_NODES {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("NUMA node {node} beyond {MAX_NODES}")));
+    }
+    let mut mask = [0u64; MAX_NODES / 64];
+    mask[node as usize / 64] |= 1 << (node % 64);
+    // SAFETY: mbind reads `mask` (MAX_NODES bits) and changes only the policy of the caller's
+    // mapping at `addr..addr + len`, never its contents.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_mbind, addr, len, MPOL_PREFERRED, mask.as_ptr(), MAX_NODES as libc::c_ulong, 0u32)
+    };
+    if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// The node the memory policy of the page at `addr` prefers, if its policy is `MPOL_PREFERRED`
+/// (`get_mempolicy(MPOL_F_ADDR)`).
+///
+/// # Safety
+/// `addr` must lie in a mapping of this process (the kernel only reads its policy; an unmapped
+/// address is an `EFAULT` error).
+pub unsafe fn preferred_node(addr: *const u8) -> io::Result<Option<u32>> {
+    let mut mode: libc::c_int = 0;
+    let mut mask = [0u64; MAX_NODES / 64];
+    // SAFETY: get_mempolicy writes `mode` and at most MAX_NODES bits into `mask`; it only reads
+    // the policy of the mapping at `addr`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut libc::c_int,
+            mask.as_mut_ptr(),
+            MAX_NODES as libc::c_ulong,
+            addr,
+            MPOL_F_ADDR,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if mode != MPOL_PREFERRED {
+        return Ok(None);
+    }
+    Ok((0..MAX_NODES).find(|&n| mask[n / 64] & (1 << (n % 64)) != 0).map(|n| n as u32))
+}
+
+/// The NUMA node holding the page at `addr` (`move_pages` in query mode), once it is allocated.
+pub fn node_of_page(addr: *const u8) -> io::Result<u32> {
+    let pages = [addr as *mut libc::c_void];
+    let mut status = [0 as libc::c_int];
+    // SAFETY: move_pages with a null node list only queries: it writes one status for one page.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            1 as libc::c_ulong,
+            pages.as_ptr(),
+            std::ptr::null::<libc::c_int>(),
+            status.as_mut_ptr(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if status[0] < 0 {
+        return Err(io::Error::from_raw_os_error(-status[0]));
+    }
+    Ok(status[0] as u32)
 }
 
 /// Size of the file behind `fd`.
@@ -97,63 +171,46 @@ pub fn file_size(fd: &impl AsFd) -> Result<u64> {
 /// The seals of a sized segment: its size can never change again (one `ftruncate` by a faulty
 /// process would otherwise give every rank SIGBUS), and no other seal can be added (a write
 /// seal would make later mappings fail).
-const SIZE_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+const SIZE_SEALS: SealFlag = SealFlag::F_SEAL_SHRINK.union(SealFlag::F_SEAL_GROW).union(SealFlag::F_SEAL_SEAL);
 
 /// Seals the size of the memory file `fd` (see [`SIZE_SEALS`]).
 pub fn seal_size(fd: &impl AsFd) -> Result<()> {
-    // SAFETY: fcntl on a descriptor we hold; no memory is passed.
-    if unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_ADD_SEALS, SIZE_SEALS) } != 0 {
-        return Err(last_os_error("fcntl(F_ADD_SEALS)"));
-    }
+    fcntl(fd.as_fd(), FcntlArg::F_ADD_SEALS(SIZE_SEALS)).map_err(|e| os_error("fcntl(F_ADD_SEALS)", e))?;
     Ok(())
 }
 
 /// True if the memory file `fd` carries the size seals of [`seal_size`].
 pub fn size_sealed(fd: &impl AsFd) -> Result<bool> {
-    // SAFETY: fcntl on a descriptor we hold; no memory is passed.
-    let seals = unsafe { libc::fcntl(fd.as_fd().as_raw_fd(), libc::F_GET_SEALS) };
-    if seals < 0 {
-        return Err(last_os_error("fcntl(F_GET_SEALS)"));
-    }
-    Ok(seals & SIZE_SEALS == SIZE_SEALS)
+    let seals = fcntl(fd.as_fd(), FcntlArg::F_GET_SEALS).map_err(|e| os_error("fcntl(F_GET_SEALS)", e))?;
+    Ok(SealFlag::from_bits_retain(seals).contains(SIZE_SEALS))
 }
 
 /// Sets close-on-exec on `fd`: a program the process starts (`system()`, `exec`) does not
 /// inherit it.
 pub fn set_cloexec(fd: RawFd) -> Result<()> {
-    // SAFETY: fcntl on a descriptor the caller holds; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 {
-        return Err(last_os_error("fcntl(F_GETFD)"));
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
-        return Err(last_os_error("fcntl(F_SETFD)"));
-    }
+    // SAFETY: the caller holds `fd` open for the duration of this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let flags = fcntl(fd, FcntlArg::F_GETFD).map_err(|e| os_error("fcntl(F_GETFD)", e))?;
+    let flags = FdFlag::from_bits_retain(flags) | FdFlag::FD_CLOEXEC;
+    fcntl(fd, FcntlArg::F_SETFD(flags)).map_err(|e| os_error("fcntl(F_SETFD)", e))?;
     Ok(())
 }
 
 /// Clears close-on-exec so that children started with `exec` inherit `fd`.
-pub fn inheritable(fd: RawFd) -> Result<()> {
-    // SAFETY: fcntl on a descriptor the caller holds; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 {
-        return Err(last_os_error("fcntl(F_GETFD)"));
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
-        return Err(last_os_error("fcntl(F_SETFD)"));
-    }
+pub fn inheritable(fd: impl AsFd) -> Result<()> {
+    let flags = fcntl(fd.as_fd(), FcntlArg::F_GETFD).map_err(|e| os_error("fcntl(F_GETFD)", e))?;
+    let flags = FdFlag::from_bits_retain(flags) - FdFlag::FD_CLOEXEC;
+    fcntl(fd.as_fd(), FcntlArg::F_SETFD(flags)).map_err(|e| os_error("fcntl(F_SETFD)", e))?;
     Ok(())
 }
 
-/// 64 random bits from the kernel.
+/// 64 random bits from the kernel (`libc`: nix has no `getrandom`).
 pub fn random_u64() -> Result<u64> {
     let mut b = [0u8; 8];
     // SAFETY: writes at most 8 bytes into `b`.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
     if n != 8 {
-        return Err(last_os_error("getrandom"));
+        return Err(Error::io("getrandom", io::Error::last_os_error()));
     }
     Ok(u64::from_ne_bytes(b))
 }
@@ -182,6 +239,7 @@ pub struct PidFd(OwnedFd);
 impl PidFd {
     /// Opens a pidfd on `pid`. `None` if the process no longer exists.
     pub fn open(pid: u32) -> Result<Option<PidFd>> {
+        // `libc`: nix 0.31 has no pidfd_open.
         // SAFETY: plain syscall with integer arguments.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         if fd < 0 {
@@ -197,9 +255,8 @@ impl PidFd {
 
     /// True once the process has exited (the pidfd polls readable).
     pub fn exited(&self) -> bool {
-        let mut p = libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd, zero timeout.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+        let mut p = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        let ready = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR;
+        poll(&mut p, PollTimeout::ZERO).is_ok_and(|n| n > 0) && p[0].revents().is_some_and(|r| r.intersects(ready))
     }
 }

@@ -12,6 +12,7 @@
 //! version, layout hash, ranks, parameters, size) is checked on attach; any mismatch is a typed
 //! error. The magic is written last, so a half-built segment never validates.
 
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -143,7 +144,7 @@ impl Segment {
                 (fd, Some(name))
             }
         };
-        let built = Self::build(fd, layout, name.clone());
+        let built = Self::build(fd, layout, name.clone(), &[]).map(|(seg, _)| seg);
         if built.is_err()
             && let Some(n) = &name
         {
@@ -152,13 +153,44 @@ impl Segment {
         built
     }
 
-    fn build(fd: OwnedFd, layout: Layout, name: Option<String>) -> Result<Segment> {
-        os::reserve(&fd, layout.total)?;
-        if name.is_none() {
-            // A memfd: its size is fixed for good (a named object cannot be sealed).
-            os::seal_size(&fd)?;
+    /// As [`create`](Self::create) (a memfd), with the memory each local rank owns
+    /// ([`Layout::owned_ranges`]) placed on a NUMA node: `nodes[r]` for rank `r` (`None`: where
+    /// the kernel puts it). The policy is set on the segment's pages before they are reserved, so
+    /// it holds whoever touches them first. A page shared by two ranks' ranges goes with the one
+    /// owning its first byte. Placement is an optimisation: if the kernel refuses it (`mbind` is
+    /// forbidden in some containers) the segment is made all the same and the first refusal is
+    /// returned beside it.
+    pub fn create_placed(ranks: u16, params: Params, nodes: &[Option<u32>]) -> Result<(Segment, Option<io::Error>)> {
+        let layout = Layout::new(ranks, params)?;
+        Self::build(os::memfd("nemesis-segment")?, layout, None, nodes)
+    }
+
+    /// The NUMA node the memory of local rank `rank` is placed on ([`create_placed`](
+    /// Self::create_placed)), read back from the kernel's policy of its first cell; `None` if
+    /// it was not placed.
+    pub fn placed_node(&self, rank: u16) -> Result<Option<u32>> {
+        if rank >= self.layout.ranks {
+            return Err(Error::BadRank { rank: u32::from(rank), ranks: self.layout.ranks });
         }
+        let (start, _) = self.layout.owned_ranges(rank)[2];
+        let addr = self.map.as_ptr().wrapping_add(start as usize);
+        // SAFETY: `addr` is the first byte of the rank's cells, inside our mapping.
+        unsafe { os::preferred_node(addr) }.map_err(|e| Error::io("get_mempolicy", e))
+    }
+
+    fn build(
+        fd: OwnedFd,
+        layout: Layout,
+        name: Option<String>,
+        nodes: &[Option<u32>],
+    ) -> Result<(Segment, Option<io::Error>)> {
         let seg = Self::map(fd, layout, name)?;
+        let refused = seg.place(nodes);
+        os::reserve(&seg.fd, layout.total)?;
+        if seg.name.is_none() {
+            // A memfd: its size is fixed for good (a named object cannot be sealed).
+            os::seal_size(&seg.fd)?;
+        }
         // SAFETY: the mapping is fresh, zero-filled and private to us until the magic is set; the
         // header fields other than atomics are written once, here.
         unsafe {
@@ -185,7 +217,29 @@ impl Segment {
         }
         // ORDERING: Release; an attacher that Acquires the magic sees the whole layout.
         seg.header().magic.store(MAGIC, Release);
-        Ok(seg)
+        Ok((seg, refused))
+    }
+
+    /// Sets the NUMA policy of each rank's owned pages (see [`create_placed`](Self::create_placed)).
+    fn place(&self, nodes: &[Option<u32>]) -> Option<io::Error> {
+        const PAGE: u64 = 4096;
+        let mut refused = None;
+        for (rank, node) in nodes.iter().enumerate().take(usize::from(self.layout.ranks)) {
+            let Some(node) = *node else { continue };
+            for (start, end) in self.layout.owned_ranges(rank as u16) {
+                // The pages whose first byte lies in [start, end).
+                let (first, last) = (start.next_multiple_of(PAGE), end.next_multiple_of(PAGE).min(self.layout.total));
+                if first >= last {
+                    continue;
+                }
+                let addr = self.map.as_mut_ptr().wrapping_add(first as usize);
+                // SAFETY: `first..last` lies inside our mapping of the segment (`last <= total`).
+                if let Err(e) = unsafe { os::prefer_node(addr, (last - first) as usize, node) } {
+                    refused.get_or_insert(e);
+                }
+            }
+        }
+        refused
     }
 
     fn map(fd: OwnedFd, layout: Layout, name: Option<String>) -> Result<Segment> {
@@ -314,7 +368,7 @@ impl Segment {
 
     /// Makes the descriptor survive `exec` and returns it, for a launcher starting ranks.
     pub fn inheritable_fd(&self) -> Result<RawFd> {
-        os::inheritable(self.fd.as_raw_fd())?;
+        os::inheritable(&self.fd)?;
         Ok(self.fd.as_raw_fd())
     }
 

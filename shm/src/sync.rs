@@ -30,6 +30,8 @@ pub fn yield_now() {
 }
 
 /// Exponential backoff for waits on another process: spin with `spin_loop` hints, then yield.
+/// The shape of `crossbeam_utils::Backoff`, but on this module's `spin_hint` and `yield_now`:
+/// crossbeam's spins with `core::hint::spin_loop` under loom too, which loom cannot schedule.
 ///
 /// ```
 /// use nemesis_shm::sync::Backoff;

@@ -326,7 +326,7 @@ impl Job {
     fn spawn(&mut self, rank: u16, role: Role, extra: &[(&str, &str)]) {
         let fd = self.seg.inheritable_fd().unwrap();
         let sfd = std::os::fd::AsRawFd::as_raw_fd(&self.stats.fd);
-        nemesis_shm::os::inheritable(sfd).unwrap();
+        nemesis_shm::os::inheritable(&self.stats.fd).unwrap();
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
             .env("NEMESIS_TEST_ROLE", role.encode())

@@ -1,6 +1,8 @@
-//! `nemesis-run -n N [--bind core|none] [--wait poll|yield|block] [--tag-output] [--keep-going]
-//! [--] program [args...]`: starts N ranks of a nemesis program on this machine, serves their
-//! PMI-1 conversation and supervises them (the library behind it is `nemesis::launch`).
+//! `nemesis-run -n N [--bind core|hwthread|l2|l3|numa|package|none] [--map-by
+//! core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
+//! poll|yield|block] [--tag-output] [--keep-going] [--] program [args...]`: starts N ranks of a
+//! nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and supervises them
+//! (the library behind it is `nemesis::launch`; the policies are `nemesis::topology::plan`'s).
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -9,80 +11,191 @@
 //! events; by default only warnings are shown.
 
 use std::ffi::OsString;
-use std::io::{ErrorKind, IsTerminal};
+use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
 use nemesis::Error;
-use nemesis::launch::{Bind, Job, Wait};
+use nemesis::launch::{Bind, Job, MapBy, Wait};
 
-#[derive(Debug, Parser)]
-#[command(name = "nemesis-run", version, about = "Start the ranks of a nemesis job on this machine")]
+const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--bind core|hwthread|l2|l3|numa|package|none] \
+                     [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] \
+                     [--wait poll|yield|block] [--tag-output] [--keep-going] [--] PROGRAM [ARGS]...";
+
+const ABOUT: &str = "Start the ranks of a nemesis job on this machine";
+
+const OPTIONS: &str = "Options:
+  -n, --np <N>          Number of ranks
+      --nodes <K>       Split the ranks into K nodes (blocks of consecutive ranks, each with its own
+                        segment): traffic between them goes through TCP, as between machines [default: 1]
+      --bind <BIND>     Bind each rank to the object of this level holding its PU: core, hwthread, l2,
+                        l3, numa, package; or leave placement to the kernel (none) [default: none].
+                        Without the hwloc feature, core pins rank i to the (i mod n)-th allowed CPU
+                        and the other levels are errors
+      --map-by <MAP>    Distribute ranks over cores (compact by default), l3, numa or package (spread,
+                        round robin, by default), `:spread` or `:compact`; physical cores before SMT
+                        siblings. Needs the hwloc feature unless it is core [default: core]
+      --report-bindings Print one line per rank (its CPU set and the topology objects it covers)
+      --dry-run         Print the topology and every rank's placement; start nothing
+                        (HWLOC_SYNTHETIC or HWLOC_XMLFILE plan for another machine)
+      --wait <WAIT>     How ranks wait for messages: poll, yield or block (sets NEMESIS_WAIT in every rank)
+      --tag-output      Prefix every line of the ranks' output with \"[rank] \"
+      --keep-going      Let the other ranks run on when one fails (by default the job is ended)
+  -h, --help            Print help
+  -V, --version         Print version
+
+Set NEMESIS_LOG (e.g. NEMESIS_LOG=debug) for the launcher's own events.";
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
 struct Cli {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     ranks: u32,
-    /// Pin rank i to the (i mod n)-th allowed CPU (core), or leave placement to the kernel (none).
-    #[arg(long, value_enum, default_value_t = BindArg::None)]
-    bind: BindArg,
-    /// How ranks wait for messages (sets NEMESIS_WAIT in every rank).
-    #[arg(long, value_enum)]
-    wait: Option<WaitArg>,
-    /// Prefix every line of the ranks' output with "[rank] ".
-    #[arg(long)]
+    bind: Bind,
+    map: Option<MapBy>,
+    report_bindings: bool,
+    dry_run: bool,
+    wait: Option<Wait>,
     tag_output: bool,
-    /// Let the other ranks run on when one fails (by default the job is ended).
-    #[arg(long)]
     keep_going: bool,
-    /// Split the ranks into K nodes (blocks of consecutive ranks, each with its own segment):
-    /// traffic between them goes through TCP, as between machines.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     nodes: u32,
-    /// The program to run, and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM [ARGS]")]
+    /// The program and its arguments (never empty).
     command: Vec<OsString>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum BindArg {
-    None,
-    Core,
+/// What parsing ends in besides a job to run.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    Run(Cli),
+    Help,
+    Version,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum WaitArg {
-    Poll,
-    Yield,
-    Block,
+/// Parses the arguments after the program name. Options come first; the first argument that is
+/// not one (or everything after `--`) is the program and its arguments.
+fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut args = args.into_iter();
+    let (mut ranks, mut bind, mut wait, mut nodes) = (None, Bind::None, None, 1);
+    let (mut tag_output, mut keep_going) = (false, false);
+    let (mut map, mut report_bindings, mut dry_run) = (None, false, false);
+    let mut command = Vec::new();
+    while let Some(arg) = args.next() {
+        let Some(a) = arg.to_str() else {
+            command.push(arg);
+            break;
+        };
+        if a == "--" {
+            break;
+        }
+        if !a.starts_with('-') || a == "-" {
+            command.push(arg);
+            break;
+        }
+        // `--opt=value`, `-nVALUE`, or the value in the next argument.
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if a.starts_with("--") => (n, Some(v.to_owned())),
+            _ if a.starts_with("-n") && a.len() > 2 && !a.starts_with("--") => {
+                ("-n", Some(a[2..].trim_start_matches('=').to_owned()))
+            }
+            _ => (a, None),
+        };
+        let mut value = |what: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => args
+                    .next()
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .ok_or_else(|| format!("a value is required for '{what}' but none was supplied")),
+            }
+        };
+        match name {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            "-n" | "--np" => ranks = Some(count(&value("--np <N>")?, "--np <N>")?),
+            "--nodes" => nodes = count(&value("--nodes <K>")?, "--nodes <K>")?,
+            "--bind" => {
+                let v = value("--bind <BIND>")?;
+                bind = Bind::parse(&v).map_err(|e| format!("invalid value '{v}' for '--bind <BIND>': {e}"))?;
+            }
+            "--map-by" => {
+                let v = value("--map-by <MAP>")?;
+                map = Some(MapBy::parse(&v).map_err(|e| format!("invalid value '{v}' for '--map-by <MAP>': {e}"))?);
+            }
+            "--wait" => {
+                let v = value("--wait <WAIT>")?;
+                let w = Wait::parse(&v);
+                wait =
+                    Some(w.map_err(|_| {
+                        format!("invalid value '{v}' for '--wait <WAIT>': expected poll, yield or block")
+                    })?);
+            }
+            "--tag-output" | "--keep-going" | "--report-bindings" | "--dry-run" if inline.is_some() => {
+                return Err(format!("'{name}' takes no value"));
+            }
+            "--tag-output" => tag_output = true,
+            "--keep-going" => keep_going = true,
+            "--report-bindings" => report_bindings = true,
+            "--dry-run" => dry_run = true,
+            _ => return Err(format!("unexpected argument '{a}'")),
+        }
+    }
+    command.extend(args);
+    let ranks = ranks.ok_or("the number of ranks is required: -n N")?;
+    if command.is_empty() {
+        return Err("the program to run is required: [--] PROGRAM [ARGS]...".into());
+    }
+    Ok(Parsed::Run(Cli { ranks, bind, map, report_bindings, dry_run, wait, tag_output, keep_going, nodes, command }))
+}
+
+/// A count of at least 1.
+fn count(v: &str, what: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("invalid value '{v}' for '{what}': expected a whole number of at least 1")),
+    }
 }
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NEMESIS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
-
-    let cli = Cli::parse();
-    let (program, args) = cli.command.split_first().expect("clap requires the program");
+    nemesis::log::init();
+    let cli = match parse(std::env::args_os().skip(1)) {
+        Ok(Parsed::Run(cli)) => cli,
+        Ok(Parsed::Help) => {
+            println!("{ABOUT}\n\n{USAGE}\n\n{OPTIONS}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            println!("nemesis-run {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("nemesis-run: error: {e}\n\n{USAGE}\n\nFor more information, try '--help'.");
+            return ExitCode::from(2);
+        }
+    };
+    let (program, args) = cli.command.split_first().expect("parse requires the program");
     let mut job = Job::new(program, args)
         .ranks(cli.ranks)
-        .bind(match cli.bind {
-            BindArg::None => Bind::None,
-            BindArg::Core => Bind::Core,
-        })
+        .bind(cli.bind)
+        .report_bindings(cli.report_bindings)
         .tag_output(cli.tag_output)
         .keep_going(cli.keep_going)
         .nodes(cli.nodes)
         .handle_signals(true);
+    if let Some(m) = cli.map {
+        job = job.map_by(m);
+    }
     if let Some(w) = cli.wait {
-        job = job.wait(match w {
-            WaitArg::Poll => Wait::Poll,
-            WaitArg::Yield => Wait::Yield,
-            WaitArg::Block => Wait::Block,
-        });
+        job = job.wait(w);
+    }
+    if cli.dry_run {
+        return match job.dry_run() {
+            Ok(lines) => {
+                lines.iter().for_each(|l| println!("{l}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("nemesis-run: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     match job.run() {
         Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),
@@ -93,6 +206,78 @@ fn main() -> ExitCode {
                 Error::Spawn { .. } => 126,
                 _ => 1,
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Result<Parsed, String> {
+        parse(a.iter().map(OsString::from))
+    }
+
+    fn run(a: &[&str]) -> Cli {
+        match args(a) {
+            Ok(Parsed::Run(c)) => c,
+            other => panic!("{a:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_then_the_program() {
+        let c = run(&["-n", "4", "--bind", "core", "--wait=block", "--tag-output", "--", "prog", "-n", "x"]);
+        assert_eq!(
+            c,
+            Cli {
+                ranks: 4,
+                bind: Bind::Core,
+                map: None,
+                report_bindings: false,
+                dry_run: false,
+                wait: Some(Wait::Block),
+                tag_output: true,
+                keep_going: false,
+                nodes: 1,
+                command: ["prog", "-n", "x"].map(OsString::from).to_vec(),
+            }
+        );
+        // The first argument that is not an option starts the command, `--` or not.
+        let c = run(&["-n3", "--nodes", "2", "--keep-going", "hostname", "--tag-output"]);
+        assert_eq!((c.ranks, c.nodes, c.keep_going, c.tag_output), (3, 2, true, false));
+        assert_eq!(c.command, ["hostname", "--tag-output"].map(OsString::from));
+        assert_eq!(run(&["--np=2", "true"]).ranks, 2);
+        assert_eq!(run(&["-n=5", "true"]).ranks, 5);
+        let c = run(&["-n", "2", "--bind=numa", "--map-by", "package:compact", "--report-bindings", "--dry-run", "p"]);
+        assert_eq!(
+            (c.bind, c.map, c.report_bindings, c.dry_run),
+            (Bind::Numa, Some(MapBy::parse("package:compact").unwrap()), true, true)
+        );
+        assert_eq!(args(&["--help"]), Ok(Parsed::Help));
+        assert_eq!(args(&["-n", "2", "-V"]), Ok(Parsed::Version));
+    }
+
+    #[test]
+    fn bad_command_lines_say_what_is_wrong() {
+        for (a, says) in [
+            (&["-n", "0", "--", "true"][..], "'0'"),
+            (&["-n", "two", "true"], "'two'"),
+            (&["-n", "2"], "PROGRAM"),
+            (&["-n", "2", "--"], "PROGRAM"),
+            (&["true"], "-n N"),
+            (&["--frobnicate", "-n", "2", "--", "true"], "'--frobnicate'"),
+            (&["-n"], "--np <N>"),
+            (&["-n", "2", "--bind", "socket", "true"], "'socket'"),
+            (&["-n", "2", "--wait", "spin", "true"], "'spin'"),
+            (&["-n", "2", "--map-by", "socket", "true"], "'socket'"),
+            (&["-n", "2", "--map-by", "numa:wide", "true"], "'numa:wide'"),
+            (&["-n", "2", "--dry-run=1", "true"], "no value"),
+            (&["-n", "2", "--nodes", "0", "true"], "--nodes"),
+            (&["-n", "2", "--tag-output=yes", "true"], "no value"),
+        ] {
+            let e = args(a).expect_err(&format!("{a:?} is not an error"));
+            assert!(e.contains(says), "{a:?}: `{e}` should say {says}");
         }
     }
 }

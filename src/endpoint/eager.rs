@@ -11,6 +11,17 @@ use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status
 use crate::error::{Error, Result};
 use crate::wait;
 
+/// What kind of send leaves the inline path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `isend_raw`: eager up to the pair's eager limit.
+    Standard,
+    /// `issend_raw`, `ssend`: as `Standard`, acknowledged once matched.
+    Sync,
+    /// `send`: eager up to the pair's blocking limit (the caller waits for the request).
+    Blocking,
+}
+
 /// A send waiting for cells.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -61,13 +72,52 @@ impl Inner {
 
     pub(super) fn send_error(&mut self, e: nemesis_shm::Error, dest: u32) -> Error {
         match e {
-            nemesis_shm::Error::PeerDead { .. } => Error::PeerDied { rank: dest },
+            nemesis_shm::Error::PeerDead { .. } => {
+                self.saw_death(dest);
+                Error::PeerDied { rank: dest }
+            }
             other => Error::Shm(other),
         }
     }
 
-    /// Sends that leave the inline path: rendezvous (above the eager limit), and every send to a
-    /// remote peer (through the netmod; `sync`: acknowledged when matched).
+    /// An eager send to local rank `local` (in a fastbox or cells; if cells are short, it waits in
+    /// the pending list): the inline path of `isend_raw` (`SYNC` false) and `issend_raw` (`SYNC`
+    /// true, acknowledged once matched), and of a message above the node's smallest eager limit
+    /// that is within its pair's.
+    ///
+    /// # Safety
+    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    #[inline(always)]
+    pub(super) unsafe fn send_eager<const SYNC: bool>(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request> {
+        let (hdr, token) = self.eager_header(dest, tag, context, SYNC);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        match self.port.send(local, &hdr, data) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
+            }
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                let sync = if SYNC { Some(token) } else { None };
+                self.pending.push_back(Pending { req, internal: false, sync, own: None });
+                Ok(req)
+            }
+            Err(e) => Err(self.send_error(e, dest)),
+        }
+    }
+
+    /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
+    /// still if within the pair's, else rendezvous), and every send to a remote peer (through the
+    /// netmod, or rendezvous above its limit; `Mode::Sync`: acknowledged when matched).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -81,30 +131,58 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
-        sync: bool,
+        mode: Mode,
     ) -> Result<Request> {
-        if len > self.eager {
-            // A rendezvous send completes once the receiver has the data: synchronous already.
+        let sync = mode == Mode::Sync;
+        if let Some(p) = self.pairs.get(usize::from(local)) {
+            if len > if mode == Mode::Blocking { p.eager_blocking } else { p.eager } {
+                // A rendezvous send completes once the receiver has the data: synchronous already.
+                // SAFETY: the caller's contract.
+                return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
+            }
+            // Above the node's smallest eager limit, within this pair's.
+            return if sync {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context) }
+            } else {
+                // SAFETY: the caller's contract.
+                unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context) }
+            };
+        }
+        if len > self.eager_net {
             // SAFETY: the caller's contract.
             return unsafe { self.lmt_send(ptr, len, local, dest, tag, context) };
         }
-        let status = Status { source: self.rank, tag, len };
-        let token = self.next_token;
+        let (hdr, token) = self.eager_header(dest, tag, context, sync);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        self.net_send(dest, &hdr, data)?;
+        Ok(self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len }))
+    }
+
+    /// The header of eager data, and the token a synchronous send (`sync`) is acknowledged with.
+    #[inline(always)]
+    fn eager_header(&mut self, dest: u32, tag: i32, context: u32, sync: bool) -> (MsgHeader, u32) {
         let mut hdr = self.header(dest, tag, context);
+        let token = self.next_token;
         if sync {
             self.next_token = self.next_token.wrapping_add(1);
             hdr.kind = KIND_EAGER_SYNC;
             hdr.aux = token;
         }
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        self.net_send(dest, &hdr, data)?;
+        (hdr, token)
+    }
+
+    /// The request of eager data handed over: complete, or (`sync`) waiting for the
+    /// acknowledgement of `token`.
+    #[inline(always)]
+    fn eager_sent(&mut self, sync: bool, token: u32, dest: u32, status: Status) -> Request {
         if sync {
             let req = self.reqs.insert(Op::Sync);
             self.sync_waiting.push((token, req, dest, status));
-            Ok(req)
+            req
         } else {
-            Ok(self.reqs.insert_done(Ok(status)))
+            self.reqs.insert_done(Ok(status))
         }
     }
 

@@ -24,6 +24,10 @@
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
 //! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
+//!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
+//!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
+//!   the node's pairs, as with one limit; only a message above it looks at its pair's (`eager.rs`).
 //!
 //! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
@@ -44,9 +48,9 @@ use std::sync::atomic::AtomicU32;
 use nemesis_lmt::{Lmt, NetLmt};
 use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{MsgHeader, Node, Port, PortConfig, Segment, Sent};
+use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
-use eager::Pending;
+use eager::{Mode, Pending};
 use matching::{Found, Posted, Unexpected};
 use progress::Active;
 use rendezvous::SegRings;
@@ -56,7 +60,8 @@ use request::{Op, RecvBuf, Requests};
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pmi::PmiClient;
+use crate::pmi::ProcessManager;
+use crate::topology::{Distance, Locality, PairThresholds};
 use crate::wait::Waiter;
 
 /// Receive from any source.
@@ -95,6 +100,14 @@ pub struct Status {
     pub len: usize,
 }
 
+/// A local peer's distance and eager limits (`crate::topology::distance`).
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    distance: Distance,
+    eager: usize,
+    eager_blocking: usize,
+}
+
 /// What the Endpoint knows of a peer's end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Peer {
@@ -118,7 +131,7 @@ struct Inner {
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
     bells: Box<[&'static AtomicU32]>,
-    pmi: Option<PmiClient>,
+    pmi: Option<ProcessManager>,
     rank: u32,
     size: u32,
     local_rank: u16,
@@ -127,11 +140,16 @@ struct Inner {
     /// Local rank → global rank.
     global: Box<[u32]>,
     cfg: Config,
-    /// Messages up to this length go eagerly (`eager_max`, within what the cells carry).
+    /// Messages to a local peer up to this length go eagerly: the smallest of the pairs' eager
+    /// limits (within what the cells carry); a longer one looks at its pair's ([`Self::pairs`]).
     eager: usize,
-    /// Blocking sends to a local peer up to this length go eagerly (`eager_blocking_max`; at
-    /// least `eager`).
+    /// Blocking sends to a local peer up to this length go eagerly: the smallest of the pairs'
+    /// (at least `eager`); a longer one looks at its pair's.
     eager_blocking: usize,
+    /// Messages to a remote peer up to this length go eagerly (through the netmod).
+    eager_net: usize,
+    /// Per local rank: its distance from us and the eager limits chosen for it.
+    pairs: Box<[Pair]>,
     reqs: Requests,
     posted: VecDeque<Posted>,
     /// Unexpected messages by id, and their arrival order.
@@ -196,7 +214,8 @@ unsafe impl Send for Endpoint {}
 
 impl Endpoint {
     /// Starts this process's endpoint: bootstrap through PMI-1 (or as a singleton), attach the
-    /// node segment, read the `NEMESIS_*` configuration.
+    /// node segment, read the `NEMESIS_*` configuration. It installs no `tracing` subscriber:
+    /// that is the program's choice ([`crate::log::init`] is ours).
     pub fn init() -> Result<Endpoint> {
         Self::init_with(Config::from_env()?)
     }
@@ -205,7 +224,6 @@ impl Endpoint {
     /// (for a runtime that takes its settings elsewhere). Every rank of a job should pass the
     /// same one.
     pub fn init_with(cfg: Config) -> Result<Endpoint> {
-        crate::config::init_logging();
         let boot = bootstrap::bootstrap()?;
         Self::from_boot(boot, cfg)
     }
@@ -260,14 +278,36 @@ impl Endpoint {
             }
             lmt.set_cma(probe.is_ok());
         }
-        let eager_max = cfg.eager_max.unwrap_or(if lmt.cma_allowed() {
-            crate::config::DEFAULT_EAGER_MAX
-        } else {
-            crate::config::DEFAULT_EAGER_MAX_RING
-        });
-        let eager = eager_max.min(port.max_message());
-        let eager_blocking = cfg.eager_blocking_max.unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
-        let eager_blocking = eager_blocking.min(port.max_message()).max(eager);
+        let default_eager =
+            if lmt.cma_allowed() { crate::config::DEFAULT_EAGER_MAX } else { crate::config::DEFAULT_EAGER_MAX_RING };
+        let max = port.max_message();
+        let eager_net = cfg.eager_max.unwrap_or(default_eager).min(max);
+        // Each local peer's distance, from the localities the launcher gave, and its thresholds.
+        let localities = Locality::from_env(nlocal);
+        let mut pairs = Vec::with_capacity(nlocal);
+        for l in 0..nlocal {
+            let distance =
+                localities.as_ref().map_or(Distance::Unknown, |v| v[usize::from(local_rank)].distance(&v[l]));
+            let row: &PairThresholds = cfg.pairs.row(distance);
+            let eager = row.eager_max.or(cfg.eager_max).unwrap_or(default_eager).min(max);
+            let blocking =
+                row.eager_blocking_max.or(cfg.eager_blocking_max).unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
+            pairs.push(Pair { distance, eager, eager_blocking: blocking.min(max).max(eager) });
+            lmt.set_peer(
+                l as u16,
+                nemesis_lmt::PeerConfig {
+                    cma_min: row.cma_min.unwrap_or(cfg.cma_min) as u64,
+                    cma_max: row.cma_max.unwrap_or(cfg.cma_max) as u64,
+                    split_min: row.split_min.unwrap_or(cfg.split_min) as u64,
+                    ring_chunk: row.ring_chunk.unwrap_or(0) as u64,
+                },
+            );
+        }
+        // The inline paths compare with the smallest limit of the node's pairs: one comparison,
+        // as with a single limit; only a message above it looks at its pair's.
+        let others = || pairs.iter().enumerate().filter(|&(l, _)| l != usize::from(local_rank)).map(|(_, p)| p);
+        let eager = others().map(|p| p.eager).min().unwrap_or(eager_net);
+        let eager_blocking = others().map(|p| p.eager_blocking).min().unwrap_or(eager_net).max(eager);
         let inner = Inner {
             net,
             port,
@@ -283,6 +323,8 @@ impl Endpoint {
             cfg,
             eager,
             eager_blocking,
+            eager_net,
+            pairs: pairs.into(),
             reqs: Requests::default(),
             posted: VecDeque::new(),
             unexpected: Vec::new(),
@@ -348,9 +390,29 @@ impl Endpoint {
         self.inner.port.set_fastboxes(on);
     }
 
-    /// The largest message sent without rendezvous by every kind of send.
+    /// The largest message sent without rendezvous by every kind of send to any rank of this
+    /// node (the smallest of the pairs' limits; see [`eager_limit_to`](Self::eager_limit_to)).
     pub fn eager_limit(&self) -> usize {
         self.inner.eager
+    }
+
+    /// The largest message sent without rendezvous by every kind of send to `rank`: its pair's
+    /// limit for a rank of this node (chosen by [`distance`](Self::distance)), the netmod's
+    /// for another; `None` for a rank outside the job.
+    pub fn eager_limit_to(&self, rank: u32) -> Option<usize> {
+        let inner = &*self.inner;
+        match *inner.route.get(rank as usize)? {
+            NOT_LOCAL => Some(inner.eager_net),
+            l => inner.pairs.get(usize::from(l)).map(|p| p.eager),
+        }
+    }
+
+    /// The distance between this rank and `rank` of this node (`crate::topology::Distance`):
+    /// [`Distance::Unknown`] when ranks are not bound or no locality was given; `None` for a rank
+    /// of another node or outside the job.
+    pub fn distance(&self, rank: u32) -> Option<Distance> {
+        let l = *self.inner.route.get(rank as usize)?;
+        self.inner.pairs.get(usize::from(l)).map(|p| p.distance)
     }
 
     /// The largest message a blocking [`send`](Self::send) to a rank of this node sends without
@@ -371,7 +433,7 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if buf.len() > inner.eager_blocking || local == NOT_LOCAL {
             // SAFETY: `buf` outlives the request, which we wait for before returning.
-            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, false) }?;
+            let req = unsafe { inner.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking) }?;
             return inner.wait(req).map(drop);
         }
         let hdr = inner.header(dest, tag, context);
@@ -415,27 +477,10 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, true) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Sync) };
         }
-        let token = inner.next_token;
-        inner.next_token = inner.next_token.wrapping_add(1);
-        let hdr = MsgHeader { kind: KIND_EAGER_SYNC, aux: token, ..inner.header(dest, tag, context) };
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        match inner.port.send(local, &hdr, data) {
-            Ok(Sent::Done) => {
-                inner.ring(local);
-                let req = inner.reqs.insert(Op::Sync);
-                inner.sync_waiting.push((token, req, dest, Status { source: inner.rank, tag, len }));
-                Ok(req)
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: Some(token), own: None });
-                Ok(req)
-            }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.send_eager::<true>(ptr, len, local, dest, tag, context) }
     }
 
     /// Asks the process manager to end the whole job with `code` (MPI_Abort), printing `msg`;
@@ -454,6 +499,14 @@ impl Endpoint {
     /// The ranks on this node (sharing its segment), in rank order.
     pub fn local_ranks(&self) -> &[u32] {
         &self.inner.global
+    }
+
+    /// The lowest rank of this node: the same number on every rank of the node and a different
+    /// one on every other node. It names the node for `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`
+    /// (its colour) and for the collectives' two levels (intra-node, then between the nodes'
+    /// leaders), so that both group ranks exactly as the segment does.
+    pub fn node_leader(&self) -> u32 {
+        self.inner.global.first().copied().unwrap_or(self.inner.rank)
     }
 
     /// True if `rank` shares this node's segment.
@@ -506,24 +559,10 @@ impl Endpoint {
         let local = inner.check_send(dest, tag)?;
         if len > inner.eager || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, false) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard) };
         }
-        let hdr = inner.header(dest, tag, context);
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        let status = Status { source: inner.rank, tag, len };
-        match inner.port.send(local, &hdr, data) {
-            Ok(Sent::Done) => {
-                inner.ring(local);
-                Ok(inner.reqs.insert_done(Ok(status)))
-            }
-            Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
-                inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                Ok(req)
-            }
-            Err(e) => Err(inner.send_error(e, dest)),
-        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context) }
     }
 
     /// Starts receiving into the `cap` bytes at `ptr`.
@@ -749,6 +788,15 @@ impl Inner {
         self.peers.get(rank as usize).copied().unwrap_or(Peer::Alive)
     }
 
+    /// A send or transfer with `rank` failed because it died, before the port's event reached
+    /// us: the error and [`Endpoint::peer_gone`] agree from now on (the event, handled later,
+    /// changes nothing).
+    fn saw_death(&mut self, rank: u32) {
+        if let Some(p @ Peer::Alive) = self.peers.get_mut(rank as usize) {
+            *p = Peer::Gone;
+        }
+    }
+
     fn finalize(&mut self) -> Result<()> {
         if self.finalized {
             return Ok(());
@@ -775,8 +823,15 @@ impl Inner {
         for (_, mut u) in std::mem::take(&mut self.unexpected) {
             let _ = self.release_held(&mut u, None);
         }
+        // A process manager other than ours waits in its barrier for every rank, dead ones too:
+        // with a peer known dead, the survivors leave without it.
+        let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();
         if let Some(pmi) = self.pmi.as_mut() {
-            pmi.barrier()?;
+            if dead == 0 || pmi.barrier_survives_departures() {
+                pmi.barrier()?;
+            } else {
+                tracing::warn!(dead, pm = %pmi.name(), "finalize without the process manager's barrier: ranks died");
+            }
         }
         if let Some(net) = self.net.as_mut() {
             net.finalize()?;

@@ -232,7 +232,10 @@ impl Inner {
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),
-                Outcome::Failed(nemesis_lmt::Error::PeerDied) => Err(Error::PeerDied { rank: peer }),
+                Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
+                    self.saw_death(peer);
+                    Err(Error::PeerDied { rank: peer })
+                }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };
             self.reqs.complete(req, result);

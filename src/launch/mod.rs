@@ -1,4 +1,4 @@
-//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 conversation and
+//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2 conversation and
 //! watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and "Liveness and
 //! failures"). The `nemesis-run` binary is a command line over [`Job`]; a benchmark that starts
 //! its own ranks uses [`Job`] directly.
@@ -6,7 +6,7 @@
 //! Modules:
 //! - [`contract`]: the environment variables and KVS keys every rank finds (shared with the
 //!   rank-side bootstrap);
-//! - [`server`]: the PMI-1 "simple" server, a sans-I/O state machine;
+//! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
 //! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
 //!   (death signal, inherited descriptors, CPU binding);
 //! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM),
@@ -59,16 +59,12 @@ use std::time::Duration;
 use nemesis_shm::{Backing, Params, Segment};
 
 use crate::error::{Error, Result};
+use crate::topology::{self, Machine, Plan};
 
-/// How ranks are placed on CPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Bind {
-    /// Leave placement to the kernel.
-    #[default]
-    None,
-    /// Pin local rank `i` to the `i mod n`-th of the `n` CPUs the launcher may use.
-    Core,
-}
+/// How ranks are bound to CPUs (`--bind`; [`crate::topology::plan`]).
+pub use crate::topology::Bind;
+/// How ranks are mapped onto the machine (`--map-by`).
+pub use crate::topology::MapBy;
 
 /// How ranks wait for messages (sets `NEMESIS_WAIT` in their environment).
 pub use crate::config::WaitMode as Wait;
@@ -81,6 +77,8 @@ pub struct Job {
     args: Vec<OsString>,
     ranks: u32,
     bind: Bind,
+    map: Option<MapBy>,
+    report_bindings: bool,
     wait: Option<Wait>,
     env: Vec<(OsString, OsString)>,
     tag_output: bool,
@@ -106,6 +104,8 @@ impl Job {
             args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
             ranks: 1,
             bind: Bind::None,
+            map: None,
+            report_bindings: false,
             wait: None,
             env: Vec::new(),
             tag_output: false,
@@ -127,6 +127,70 @@ impl Job {
     pub fn bind(mut self, bind: Bind) -> Job {
         self.bind = bind;
         self
+    }
+
+    /// Mapping policy (`--map-by`); by default cores in order ([`MapBy::default`]). Any policy but
+    /// the default needs the `hwloc` feature.
+    pub fn map_by(mut self, map: MapBy) -> Job {
+        self.map = Some(map);
+        self
+    }
+
+    /// Prints one line per rank before starting them (`--report-bindings`): its CPU set and
+    /// the topology objects it covers ([`crate::topology::Plan::describe`]).
+    pub fn report_bindings(mut self, on: bool) -> Job {
+        self.report_bindings = on;
+        self
+    }
+
+    /// The placement of the ranks: `None` when nothing asks for one (no binding, no mapping, no
+    /// report), so that a plain job never reads the topology.
+    pub fn plan(&self) -> Result<Option<Plan>> {
+        if self.bind == Bind::None && self.map.is_none() && !self.report_bindings {
+            return Ok(None);
+        }
+        let machine = Machine::load()?;
+        Plan::new(machine, self.ranks, self.map.unwrap_or_default(), self.bind).map(Some)
+    }
+
+    /// What `--dry-run` prints: the topology, the policies, and for every rank its node and
+    /// [`crate::topology::Plan::describe`]'s line. Starts nothing.
+    pub fn dry_run(&self) -> Result<Vec<String>> {
+        let node = self.node_id_or_local()?;
+        let nodes = plan_nodes(self.ranks, &node, self.nodes)?;
+        let plan = match self.plan()? {
+            Some(p) => p,
+            None => Plan::new(Machine::load()?, self.ranks, MapBy::default(), Bind::None)?,
+        };
+        let allowed = if plan.machine.source.is_this_machine() { topology::allowed_cpus()? } else { Vec::new() };
+        let mut out = vec![
+            format!("topology: {}", plan.machine.summary()),
+            format!("policy: --map-by {} --bind {}", plan.map.name(), plan.bind.name()),
+        ];
+        for n in &nodes {
+            for (local, &rank) in n.ranks.iter().enumerate() {
+                out.push(format!(
+                    "rank {rank} (node {}, local rank {local}): {}",
+                    n.id,
+                    plan.describe(rank as usize, &allowed)
+                ));
+            }
+        }
+        if plan.oversubscribed() {
+            out.push(format!("{} ranks on {} PUs: oversubscribed", self.ranks, plan.machine.pus.len()));
+        }
+        Ok(out)
+    }
+
+    fn node_id_or_local(&self) -> Result<String> {
+        let node = match &self.node {
+            Some(n) => contract::sanitize_node_id(n),
+            None => contract::local_node_id()?,
+        };
+        if node.is_empty() {
+            return Err(Error::Config("the node id is empty".into()));
+        }
+        Ok(node)
     }
 
     /// Sets `NEMESIS_WAIT` in every rank (`--wait`); otherwise the ranks inherit the launcher's.
@@ -201,20 +265,46 @@ impl Job {
         if self.program.is_empty() {
             return Err(Error::Config("no program to run".into()));
         }
-        let node = match &self.node {
-            Some(n) => contract::sanitize_node_id(n),
-            None => contract::local_node_id()?,
-        };
-        if node.is_empty() {
-            return Err(Error::Config("the node id is empty".into()));
-        }
+        let node = self.node_id_or_local()?;
         let nodes = plan_nodes(self.ranks, &node, self.nodes)?;
+        let plan = self.plan()?;
+        if let Some(p) = &plan
+            && !p.machine.source.is_this_machine()
+            && p.bind != Bind::None
+        {
+            return Err(Error::Config(format!(
+                "cannot bind ranks to a topology that is not this machine's ({}): unset it, or print the plan with --dry-run",
+                p.machine.source
+            )));
+        }
+        if let Some(p) = &plan {
+            if p.oversubscribed() {
+                tracing::warn!(ranks = self.ranks, pus = p.machine.pus.len(), "more ranks than PUs: ranks share PUs");
+            }
+            if self.report_bindings {
+                let allowed = topology::allowed_cpus()?;
+                for r in 0..self.ranks as usize {
+                    eprintln!("nemesis-run: rank {r}: {}", p.describe(r, &allowed));
+                }
+            }
+        }
         let params = Params::from_env()?;
         let mut segments = Vec::with_capacity(nodes.len());
         for n in &nodes {
             let local = u16::try_from(n.ranks.len())
                 .map_err(|_| Error::Config(format!("{} ranks on node {}: too many", n.ranks.len(), n.id)))?;
-            segments.push(Segment::create(local, params, Backing::Memfd)?);
+            // Each rank's memory in the segment on its NUMA node, where the plan binds it to one.
+            let numa: Vec<Option<u32>> =
+                n.ranks.iter().map(|&r| plan.as_ref().and_then(|p| p.numa_node(r as usize))).collect();
+            if numa.iter().any(Option::is_some) {
+                let (seg, refused) = Segment::create_placed(local, params, &numa)?;
+                if let Some(e) = refused {
+                    tracing::warn!(error = %e, "NUMA placement of the segment refused (mbind): memory stays where the kernel puts it");
+                }
+                segments.push(seg);
+            } else {
+                segments.push(Segment::create(local, params, Backing::Memfd)?);
+            }
         }
         tracing::info!(
             ranks = self.ranks,
@@ -222,7 +312,7 @@ impl Job {
             program = %self.program.to_string_lossy(),
             "starting job"
         );
-        supervise::run(self, nodes, segments)
+        supervise::run(self, nodes, segments, plan)
     }
 }
 

@@ -4,10 +4,16 @@
 //!
 //! The thread is separate from the supervisor so that a slow reader of the launcher's output
 //! never delays PMI replies or the teardown of a failed job.
+//!
+//! Its system calls (fcntl, pipe2, read, poll) go through `nix`: no `unsafe` here.
 
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::thread::JoinHandle;
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::error::{Error, Result};
 
@@ -37,13 +43,9 @@ pub(crate) struct Forwarder {
     stop: Option<OwnedFd>,
 }
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own, no memory passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
+    let flags = OFlag::from_bits_retain(fcntl(fd.as_fd(), FcntlArg::F_GETFL)?);
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
@@ -52,16 +54,11 @@ impl Forwarder {
     pub fn start(pipes: Vec<(u32, Stream, OwnedFd)>) -> Result<Forwarder> {
         let mut sources = Vec::with_capacity(pipes.len());
         for (rank, stream, fd) in pipes {
-            set_nonblocking(fd.as_raw_fd()).map_err(|e| Error::io("output pipe O_NONBLOCK", e))?;
+            set_nonblocking(&fd).map_err(|e| Error::io("output pipe O_NONBLOCK", e))?;
             sources.push(Source { rank, stream, fd, partial: Vec::new() });
         }
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 writes two descriptors into `fds`.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(Error::io("pipe2", io::Error::last_os_error()));
-        }
-        // SAFETY: fresh descriptors that nothing else owns.
-        let (stop_read, stop_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (stop_read, stop_write) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| Error::io("pipe2", io::Error::from(e)))?;
         let thread = std::thread::Builder::new()
             .name("nemesis-run-output".into())
             .spawn(move || forward(sources, stop_read))
@@ -127,22 +124,16 @@ fn push_line(out: &mut Vec<u8>, rank: u32, line: &[u8]) {
 fn read_some(s: &mut Source, budget: usize) -> bool {
     let mut buf = [0u8; 65536];
     for _ in 0..budget {
-        // SAFETY: reads at most `buf.len()` bytes into `buf` from a descriptor we own.
-        let n = unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            s.partial.extend_from_slice(&buf[..n as usize]);
-            emit(s, false);
-            continue;
+        match nix::unistd::read(&s.fd, &mut buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                s.partial.extend_from_slice(&buf[..n]);
+                emit(s, false);
+            }
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => return true,
+            Err(_) => return false,
         }
-        if n == 0 {
-            return false;
-        }
-        let err = io::Error::last_os_error();
-        return match err.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => true,
-            _ => false,
-        };
     }
     true
 }
@@ -150,21 +141,19 @@ fn read_some(s: &mut Source, budget: usize) -> bool {
 fn forward(mut sources: Vec<Source>, stop: OwnedFd) {
     let mut stopping = false;
     while !sources.is_empty() && !stopping {
-        let mut pfds: Vec<libc::pollfd> =
-            sources.iter().map(|s| libc::pollfd { fd: s.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
-        pfds.push(libc::pollfd { fd: stop.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break;
+        let mut pfds: Vec<PollFd<'_>> = sources.iter().map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN)).collect();
+        pfds.push(PollFd::new(stop.as_fd(), PollFlags::POLLIN));
+        match poll(&mut pfds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
         }
-        stopping = pfds.last().is_some_and(|p| p.revents != 0);
+        let ready: Vec<bool> = pfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect();
+        drop(pfds);
+        stopping = ready.last().copied().unwrap_or(false);
         let mut i = 0;
         sources.retain_mut(|s| {
-            let ready = pfds[i].revents != 0;
+            let ready = ready[i];
             i += 1;
             if !ready || read_some(s, usize::MAX) {
                 return true;

@@ -1,4 +1,4 @@
-//! PMI-1 "simple" server: the state machine behind `nemesis-run`'s end of each rank's `PMI_FD`.
+//! PMI-1 and PMI-2 server: the state machine behind `nemesis-run`'s end of each rank's `PMI_FD`.
 //!
 //! Sans-I/O: [`PmiServer::on_line`] takes one line a rank sent and emits [`Action`]s (replies to
 //! write, an abort to carry out); [`PmiServer::on_gone`] tells it a rank can take part no more.
@@ -33,6 +33,16 @@
 //! otherwise (`--keep-going`, or a rank that exited 0 early) the barrier completes over the live
 //! ranks, which then learn of the death from the segment or from a `get` that finds nothing.
 //! A rank that never speaks PMI (`nemesis-run -n 2 -- hostname`) takes part until it exits.
+//!
+//! **PMI-2.** A rank whose `init` asks for `pmi_version=2 pmi_subversion=0` is answered
+//! `cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0` and from then on speaks PMI-2's
+//! wire format (six characters of length, then `cmd=<name>;key=value;...;`, see
+//! `crate::pmi::v2`), through [`PmiServer::on_bytes`]. Served as Hydra serves them: `fullinit`
+//! (`rank`, `size`, `appnum`), `job-getid` (the KVS name), `info-getjobattr` (the pre-put
+//! `PMI_process_mapping`, `universeSize`), `info-putnodeattr`/`info-getnodeattr` (one table for
+//! the whole launcher), `kvs-put`, `kvs-get` (`found=TRUE|FALSE`), `kvs-fence` (the same barrier
+//! as PMI-1's, so ranks of both versions can share a job), `finalize`, `abort`. Replies carry
+//! `rc=0`, or `rc=-1;errmsg=<why>`; an unknown command gets `cmd=error;rc=-1;errmsg=...;`.
 
 use std::collections::HashMap;
 
@@ -45,14 +55,27 @@ pub const VALUE_MAX: usize = 1024;
 /// Longest line accepted from a rank (a `put` of the longest key and value fits with room).
 pub const LINE_MAX: usize = 4096;
 
+/// Longest PMI-2 message accepted from a rank (MPICH's `PMII_MAX_COMMAND_LEN`).
+pub const MESSAGE2_MAX: usize = crate::pmi::v2::MESSAGE_MAX;
+
+/// The wire format a rank speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// PMI-1 lines (and PMI-2's opening `init`).
+    V1,
+    /// PMI-2's length-prefixed messages, after a PMI-2 `init`.
+    V2,
+}
+
 /// What the I/O layer must do after an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Write `line` (which ends with `\n`) to `rank`'s connection.
+    /// Write `line` to `rank`'s connection: a PMI-1 line with its `\n`, or a framed PMI-2
+    /// message.
     Reply {
         /// Destination rank.
         rank: u32,
-        /// The reply, newline included.
+        /// The reply, framed for the rank's wire format.
         line: String,
     },
     /// `rank` asked to end the job with exit code `code`.
@@ -84,6 +107,8 @@ struct RankPmi {
     in_barrier: bool,
     /// True while the rank is inside an `mcmd=` block (PMI-1 spawn), skipped up to `endcmd`.
     in_mcmd: bool,
+    /// The wire format it speaks now.
+    wire: Wire,
 }
 
 /// The PMI-1 server of one job: its KVS, barrier and per-rank state.
@@ -91,6 +116,8 @@ struct RankPmi {
 pub struct PmiServer {
     kvsname: String,
     kvs: HashMap<String, String>,
+    /// PMI-2 node attributes (one table: the launcher does not tell its pretend nodes apart here).
+    node_attrs: HashMap<String, String>,
     ranks: Vec<RankPmi>,
     /// Universe size announced (the job's rank count).
     universe: u32,
@@ -154,6 +181,11 @@ impl<'a> Query<'a> {
     }
 }
 
+/// The exit code of an `abort` (1 if absent or not a number, as Hydra).
+fn exit_code(v: Option<&str>) -> i32 {
+    v.map_or(1, |v| v.trim().parse().unwrap_or(1))
+}
+
 /// Removes MPICH's backslash escapes (`a\ b` is `a b`).
 fn unescape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
@@ -178,8 +210,14 @@ fn token(s: &str) -> String {
 impl PmiServer {
     /// A server for `size` ranks whose KVS is called `kvsname`.
     pub fn new(size: u32, kvsname: &str) -> PmiServer {
-        let fresh = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false };
-        PmiServer { kvsname: token(kvsname), kvs: HashMap::new(), ranks: vec![fresh; size as usize], universe: size }
+        let fresh = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 };
+        PmiServer {
+            kvsname: token(kvsname),
+            kvs: HashMap::new(),
+            node_attrs: HashMap::new(),
+            ranks: vec![fresh; size as usize],
+            universe: size,
+        }
     }
 
     /// The KVS name given to ranks.
@@ -201,6 +239,62 @@ impl PmiServer {
         let mut line = line;
         line.push('\n');
         out.push(Action::Reply { rank, line });
+    }
+
+    /// Queues a PMI-2 reply (`cmd=...;`), framed.
+    fn reply2(out: &mut Vec<Action>, rank: u32, body: String) {
+        out.push(Action::Reply { rank, line: crate::pmi::v2::frame(&body) });
+    }
+
+    /// The wire format `rank` speaks now.
+    pub fn wire(&self, rank: u32) -> Wire {
+        self.ranks.get(rank as usize).map_or(Wire::V1, |r| r.wire)
+    }
+
+    /// Handles the complete messages at the start of `input` (what `rank` sent, in order) and
+    /// removes them; an incomplete one stays for later. One message at a time: a PMI-2 `init`
+    /// changes how the next is framed. Returns false if `input` holds something that can never
+    /// become a message (a line or message too long, a bad length field): the connection should
+    /// be closed (after the error reply queued here).
+    pub fn on_bytes(&mut self, rank: u32, input: &mut Vec<u8>, out: &mut Vec<Action>) -> bool {
+        let mut start = 0;
+        let ok = loop {
+            let rest = &input[start..];
+            match self.wire(rank) {
+                Wire::V1 => {
+                    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                        if rest.len() > LINE_MAX {
+                            tracing::warn!(rank, "PMI line longer than {LINE_MAX} bytes: closing the connection");
+                            Self::reply(out, rank, "cmd=error rc=-1 msg=line_too_long".into());
+                            break false;
+                        }
+                        break true;
+                    };
+                    let line = String::from_utf8_lossy(&rest[..nl]).into_owned();
+                    start += nl + 1;
+                    self.on_line(rank, &line, out);
+                }
+                Wire::V2 => {
+                    if rest.len() < 6 {
+                        break true;
+                    }
+                    let len = std::str::from_utf8(&rest[..6]).ok().and_then(|s| s.trim().parse::<usize>().ok());
+                    let Some(len) = len.filter(|&n| n <= MESSAGE2_MAX) else {
+                        tracing::warn!(rank, "bad PMI-2 length field: closing the connection");
+                        Self::reply2(out, rank, "cmd=error;rc=-1;errmsg=bad length field;".into());
+                        break false;
+                    };
+                    if rest.len() < 6 + len {
+                        break true;
+                    }
+                    let body = String::from_utf8_lossy(&rest[6..6 + len]).into_owned();
+                    start += 6 + len;
+                    self.on_message2(rank, &body, out);
+                }
+            }
+        };
+        input.drain(..start);
+        ok
     }
 
     /// Handles one line (without its newline) from `rank`.
@@ -240,6 +334,10 @@ impl PmiServer {
             "init" => {
                 let v = q.get("pmi_version").and_then(|v| v.parse::<i32>().ok());
                 let s = q.get("pmi_subversion").and_then(|v| v.parse::<i32>().ok());
+                if v == Some(2) && s == Some(0) {
+                    self.ranks[rank as usize].wire = Wire::V2;
+                    return Self::reply(out, rank, "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0".into());
+                }
                 let rc = if v == Some(1) && s.is_some_and(|s| s <= 1) { 0 } else { -1 };
                 Self::reply(out, rank, format!("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc={rc}"));
             }
@@ -260,29 +358,125 @@ impl PmiServer {
                 Self::reply(out, rank, line);
             }
             "barrier_in" => {
-                if me.in_barrier {
-                    return Self::reply(out, rank, "cmd=barrier_out rc=-1 msg=already_in_barrier".into());
+                if !self.enter_barrier(rank, out) {
+                    Self::reply(out, rank, "cmd=barrier_out rc=-1 msg=already_in_barrier".into());
                 }
-                self.ranks[rank as usize].in_barrier = true;
-                self.release_barrier(out);
             }
-            "finalize" => {
-                self.ranks[rank as usize].stage = Stage::Finalized;
-                Self::reply(out, rank, "cmd=finalize_ack".into());
-                // A barrier may have been waiting for this rank only.
-                self.release_barrier(out);
-            }
+            "finalize" => self.finalize_rank(rank, out),
             "abort" => {
-                let code = match q.get("exitcode") {
-                    None => 1,
-                    Some(v) => v.parse::<i32>().unwrap_or(1),
-                };
                 let message = unescape(q.get("message").or_else(|| q.get("msg")).unwrap_or(""));
-                out.push(Action::Abort { rank, code, message });
+                out.push(Action::Abort { rank, code: exit_code(q.get("exitcode")), message });
             }
             other => {
                 tracing::warn!(rank, cmd = other, "unknown PMI command");
                 Self::reply(out, rank, format!("cmd=error rc=-1 msg=unknown_command_{}", token(other)));
+            }
+        }
+    }
+
+    /// Handles one PMI-2 message (the body, after the length) from `rank`.
+    pub fn on_message2(&mut self, rank: u32, body: &str, out: &mut Vec<Action>) {
+        let Some(me) = self.ranks.get(rank as usize).copied() else {
+            return;
+        };
+        let Some(m) = crate::pmi::v2::Message::parse(body) else {
+            tracing::warn!(rank, body, "malformed PMI-2 message");
+            return Self::reply2(out, rank, "cmd=error;rc=-1;errmsg=expected cmd=;".into());
+        };
+        tracing::trace!(rank, body, "PMI-2");
+        let cmd = m.cmd().to_owned();
+        let err = |out: &mut Vec<Action>, why: &str| {
+            Self::reply2(out, rank, format!("cmd={}-response;rc=-1;errmsg={};", token(&cmd), why.replace(';', ",")))
+        };
+        if me.stage == Stage::Finalized && cmd != "finalize" {
+            return err(out, "after finalize");
+        }
+        // Keys and values as PMI-2 carries them: no `;`.
+        let clean = |v: &str| !v.contains(';');
+        match cmd.as_str() {
+            "fullinit" => {
+                let asked = m.get("pmirank").or_else(|| m.get("pmiid"));
+                if asked.is_some_and(|id| id.trim().parse::<u32>().ok() != Some(rank)) {
+                    return err(out, &format!("this connection is rank {rank}"));
+                }
+                let size = self.ranks.len();
+                Self::reply2(
+                    out,
+                    rank,
+                    format!(
+                        "cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank={rank};size={size};appnum=0;\
+                         debugged=FALSE;pmiverbose=FALSE;rc=0;"
+                    ),
+                );
+            }
+            "job-getid" => Self::reply2(out, rank, format!("cmd=job-getid-response;jobid={};rc=0;", self.kvsname)),
+            "info-getjobattr" => {
+                let value = match m.get("key") {
+                    Some("universeSize") => Some(self.universe.to_string()),
+                    Some(k) => self.kvs.get(k).filter(|_| k.starts_with("PMI_")).cloned(),
+                    None => return err(out, "missing key"),
+                };
+                let line = match value.filter(|v| clean(v)) {
+                    Some(v) => format!("cmd=info-getjobattr-response;found=TRUE;value={v};rc=0;"),
+                    None => "cmd=info-getjobattr-response;found=FALSE;rc=0;".to_owned(),
+                };
+                Self::reply2(out, rank, line);
+            }
+            "info-putnodeattr" => {
+                let (Some(k), Some(v)) = (m.get("key"), m.get("value")) else {
+                    return err(out, "missing key or value");
+                };
+                if k.is_empty() || k.len() > KEY_MAX || v.len() > VALUE_MAX {
+                    return err(out, "key or value too long");
+                }
+                self.node_attrs.insert(k.to_owned(), v.to_owned());
+                Self::reply2(out, rank, "cmd=info-putnodeattr-response;rc=0;".into());
+            }
+            "info-getnodeattr" => {
+                let Some(k) = m.get("key") else { return err(out, "missing key") };
+                let line = match self.node_attrs.get(k) {
+                    Some(v) => format!("cmd=info-getnodeattr-response;found=TRUE;value={v};rc=0;"),
+                    None => "cmd=info-getnodeattr-response;found=FALSE;rc=0;".to_owned(),
+                };
+                Self::reply2(out, rank, line);
+            }
+            "kvs-put" => {
+                let (Some(k), Some(v)) = (m.get("key"), m.get("value")) else {
+                    return err(out, "missing key or value");
+                };
+                if k.is_empty() || k.len() > KEY_MAX {
+                    return err(out, "key too long");
+                }
+                if v.len() > VALUE_MAX {
+                    return err(out, "value too long");
+                }
+                self.kvs.insert(k.to_owned(), v.to_owned());
+                Self::reply2(out, rank, "cmd=kvs-put-response;rc=0;".into());
+            }
+            "kvs-get" => {
+                let Some(k) = m.get("key") else { return err(out, "missing key") };
+                if let Some(j) = m.get("jobid").filter(|j| !j.is_empty() && *j != self.kvsname) {
+                    return err(out, &format!("unknown jobid {}", token(j)));
+                }
+                let line = match self.kvs.get(k).filter(|v| clean(v)) {
+                    Some(v) => format!("cmd=kvs-get-response;found=TRUE;value={v};rc=0;"),
+                    None => "cmd=kvs-get-response;found=FALSE;rc=0;".to_owned(),
+                };
+                Self::reply2(out, rank, line);
+            }
+            "kvs-fence" => {
+                if !self.enter_barrier(rank, out) {
+                    err(out, "already in the fence");
+                }
+            }
+            "finalize" => self.finalize_rank(rank, out),
+            "abort" => {
+                let message = m.get("message").or_else(|| m.get("msg")).unwrap_or("").to_owned();
+                out.push(Action::Abort { rank, code: exit_code(m.get("exitcode")), message });
+            }
+            other => {
+                tracing::warn!(rank, cmd = other, "unknown PMI-2 command");
+                Self::reply2(out, rank, format!("cmd=error;rc=-1;errmsg=unknown command {};", token(other)));
             }
         }
     }
@@ -321,6 +515,30 @@ impl PmiServer {
         }
     }
 
+    /// `rank` enters the barrier (PMI-1 `barrier_in`, PMI-2 `kvs-fence`); false if it is in it
+    /// already.
+    fn enter_barrier(&mut self, rank: u32, out: &mut Vec<Action>) -> bool {
+        let st = &mut self.ranks[rank as usize];
+        if st.in_barrier {
+            return false;
+        }
+        st.in_barrier = true;
+        self.release_barrier(out);
+        true
+    }
+
+    /// `rank` finalizes: acknowledged in its wire format, out of every later barrier (one may
+    /// have been waiting for it only).
+    fn finalize_rank(&mut self, rank: u32, out: &mut Vec<Action>) {
+        let st = &mut self.ranks[rank as usize];
+        st.stage = Stage::Finalized;
+        match st.wire {
+            Wire::V1 => Self::reply(out, rank, "cmd=finalize_ack".into()),
+            Wire::V2 => Self::reply2(out, rank, "cmd=finalize-response;rc=0;".into()),
+        }
+        self.release_barrier(out);
+    }
+
     /// Releases the barrier if every rank taking part entered it.
     fn release_barrier(&mut self, out: &mut Vec<Action>) {
         let active = || self.ranks.iter().filter(|r| r.stage == Stage::Active);
@@ -331,7 +549,10 @@ impl PmiServer {
         for (r, st) in self.ranks.iter_mut().enumerate() {
             if st.in_barrier {
                 st.in_barrier = false;
-                Self::reply(out, r as u32, "cmd=barrier_out".into());
+                match st.wire {
+                    Wire::V1 => Self::reply(out, r as u32, "cmd=barrier_out".into()),
+                    Wire::V2 => Self::reply2(out, r as u32, "cmd=kvs-fence-response;rc=0;".into()),
+                }
             }
         }
     }
@@ -373,7 +594,7 @@ mod tests {
             [reply(0, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0")]
         );
         assert_eq!(
-            replies(&mut s, 1, "cmd=init pmi_version=2 pmi_subversion=0"),
+            replies(&mut s, 1, "cmd=init pmi_version=3 pmi_subversion=0"),
             [reply(1, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1")]
         );
         assert_eq!(
@@ -506,5 +727,130 @@ mod tests {
         assert!(replies(&mut s, 0, "nprocs=2").is_empty());
         assert_eq!(replies(&mut s, 0, "endcmd"), [reply(0, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported")]);
         assert_eq!(replies(&mut s, 0, "cmd=get_appnum\r"), [reply(0, "cmd=appnum appnum=0 rc=0")]);
+    }
+
+    fn bytes(s: &mut PmiServer, rank: u32, input: &str) -> (Vec<Action>, bool, usize) {
+        let mut buf = input.as_bytes().to_vec();
+        let mut out = Vec::new();
+        let ok = s.on_bytes(rank, &mut buf, &mut out);
+        (out, ok, buf.len())
+    }
+
+    fn reply2(rank: u32, body: &str) -> Action {
+        Action::Reply { rank, line: crate::pmi::v2::frame(body) }
+    }
+
+    #[test]
+    fn pmi2_conversation_as_hydra_serves_it() {
+        let mut s = PmiServer::new(2, "kvs_9_0");
+        s.preput("PMI_process_mapping", "(vector,(0,1,2))");
+        // The PMI-1 style init switches the rank to PMI-2 framing; a message already behind it
+        // in the same read is framed the new way.
+        let f = crate::pmi::v2::frame;
+        let (out, ok, left) =
+            bytes(&mut s, 1, &format!("cmd=init pmi_version=2 pmi_subversion=0\n{}", f("cmd=fullinit;pmirank=1;")));
+        assert!(ok && left == 0);
+        assert_eq!(
+            out,
+            [
+                reply(1, "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
+                reply2(
+                    1,
+                    "cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;"
+                )
+            ]
+        );
+        assert_eq!(s.wire(1), Wire::V2);
+        assert_eq!(s.wire(0), Wire::V1);
+        let m = |s: &mut PmiServer, body: &str| {
+            let mut out = Vec::new();
+            s.on_message2(1, body, &mut out);
+            out
+        };
+        assert_eq!(m(&mut s, "cmd=job-getid;"), [reply2(1, "cmd=job-getid-response;jobid=kvs_9_0;rc=0;")]);
+        assert_eq!(
+            m(&mut s, "cmd=info-getjobattr;key=PMI_process_mapping;"),
+            [reply2(1, "cmd=info-getjobattr-response;found=TRUE;value=(vector,(0,1,2));rc=0;")]
+        );
+        assert_eq!(
+            m(&mut s, "cmd=info-getjobattr;key=nothing;"),
+            [reply2(1, "cmd=info-getjobattr-response;found=FALSE;rc=0;")]
+        );
+        assert_eq!(m(&mut s, "cmd=kvs-put;key=a;value=x y=z;"), [reply2(1, "cmd=kvs-put-response;rc=0;")]);
+        assert_eq!(
+            m(&mut s, "cmd=kvs-get;jobid=kvs_9_0;key=a;"),
+            [reply2(1, "cmd=kvs-get-response;found=TRUE;value=x y=z;rc=0;")]
+        );
+        assert_eq!(m(&mut s, "cmd=kvs-get;key=b;"), [reply2(1, "cmd=kvs-get-response;found=FALSE;rc=0;")]);
+        assert_eq!(
+            m(&mut s, "cmd=kvs-get;jobid=other;key=a;"),
+            [reply2(1, "cmd=kvs-get-response;rc=-1;errmsg=unknown jobid other;")]
+        );
+        assert_eq!(
+            m(&mut s, "cmd=info-putnodeattr;key=n;value=1;"),
+            [reply2(1, "cmd=info-putnodeattr-response;rc=0;")]
+        );
+        assert_eq!(
+            m(&mut s, "cmd=info-getnodeattr;key=n;"),
+            [reply2(1, "cmd=info-getnodeattr-response;found=TRUE;value=1;rc=0;")]
+        );
+        // A PMI-1 rank and a PMI-2 rank share one barrier; each is answered in its own format.
+        assert!(m(&mut s, "cmd=kvs-fence;").is_empty());
+        assert_eq!(
+            replies(&mut s, 0, "cmd=barrier_in"),
+            [reply(0, "cmd=barrier_out"), reply2(1, "cmd=kvs-fence-response;rc=0;")]
+        );
+        // A PMI-1 rank sees what the PMI-2 rank put.
+        assert_eq!(
+            replies(&mut s, 0, "cmd=get kvsname=kvs_9_0 key=a"),
+            [reply(0, "cmd=get_result rc=0 msg=success value=x y=z")]
+        );
+        assert_eq!(
+            m(&mut s, "cmd=abort;isworld=TRUE;exitcode=4;message=bad thing;"),
+            [Action::Abort { rank: 1, code: 4, message: "bad thing".into() }]
+        );
+        assert_eq!(m(&mut s, "cmd=finalize;"), [reply2(1, "cmd=finalize-response;rc=0;")]);
+        assert_eq!(m(&mut s, "cmd=kvs-fence;"), [reply2(1, "cmd=kvs-fence-response;rc=-1;errmsg=after finalize;")]);
+    }
+
+    #[test]
+    fn pmi2_junk_gets_errors() {
+        let mut s = PmiServer::new(2, "kvs");
+        let f = crate::pmi::v2::frame;
+        bytes(&mut s, 0, "cmd=init pmi_version=2 pmi_subversion=0\n");
+        // Incomplete: kept for later.
+        let (out, ok, left) = bytes(&mut s, 0, "    20cmd=kvs");
+        assert!(out.is_empty() && ok && left == 13);
+        let m = |s: &mut PmiServer, body: &str| {
+            let mut out = Vec::new();
+            s.on_message2(0, body, &mut out);
+            out
+        };
+        assert_eq!(
+            m(&mut s, "cmd=fullinit;pmirank=1;"),
+            [reply2(0, "cmd=fullinit-response;rc=-1;errmsg=this connection is rank 0;")]
+        );
+        assert_eq!(m(&mut s, "key=x;"), [reply2(0, "cmd=error;rc=-1;errmsg=expected cmd=;")]);
+        assert_eq!(m(&mut s, "cmd=spawn;ncmds=1;"), [reply2(0, "cmd=error;rc=-1;errmsg=unknown command spawn;")]);
+        assert_eq!(
+            m(&mut s, "cmd=kvs-put;key=k;"),
+            [reply2(0, "cmd=kvs-put-response;rc=-1;errmsg=missing key or value;")]
+        );
+        let long = "v".repeat(VALUE_MAX + 1);
+        assert_eq!(
+            m(&mut s, &format!("cmd=kvs-put;key=k;value={long};")),
+            [reply2(0, "cmd=kvs-put-response;rc=-1;errmsg=value too long;")]
+        );
+        // A bad length field or an over-long message closes the connection.
+        let (out, ok, _) = bytes(&mut s, 0, "abcdefcmd=x;");
+        assert!(!ok);
+        assert_eq!(out, [reply2(0, "cmd=error;rc=-1;errmsg=bad length field;")]);
+        let (_, ok, _) = bytes(&mut s, 0, &format!("{:6}", MESSAGE2_MAX + 1));
+        assert!(!ok);
+        let (_, ok, left) = bytes(&mut s, 0, &f("cmd=kvs-fence;"));
+        assert!(ok && left == 0);
+        // PMI-1 lines too long still close.
+        let (_, ok, _) = bytes(&mut s, 1, &"x".repeat(LINE_MAX + 1));
+        assert!(!ok);
     }
 }

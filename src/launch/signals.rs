@@ -1,10 +1,16 @@
 //! SIGINT and SIGTERM to the launcher, turned into bytes on a pipe (the self-pipe trick) that the
 //! supervisor polls with everything else: the handler only `write`s, which is async-signal-safe,
 //! and it works whichever thread of the process the signal lands on.
+//!
+//! All through `nix`; `sigaction` stays `unsafe` (a handler must be async-signal-safe), and the
+//! handler borrows the pipe's descriptor from an atomic.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
 use crate::error::{Error, Result};
 
@@ -12,7 +18,7 @@ use crate::error::{Error, Result};
 static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
 
 /// Signals the launcher turns into a clean end of the job.
-const HANDLED: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+const HANDLED: [Signal; 2] = [Signal::SIGINT, Signal::SIGTERM];
 
 extern "C" fn on_signal(sig: libc::c_int) {
     // ORDERING: Relaxed; the descriptor was published before the handler was installed
@@ -21,16 +27,15 @@ extern "C" fn on_signal(sig: libc::c_int) {
     if fd < 0 {
         return;
     }
-    // SAFETY: __errno_location returns this thread's errno; saved and restored around `write`
-    // so that the interrupted code does not see it change.
-    let errno = unsafe { *libc::__errno_location() };
-    let byte = sig as u8;
-    // SAFETY: write(2) is async-signal-safe; one byte from a live local. A full pipe (a flood of
-    // signals) loses the byte, which is harmless: one is enough.
-    unsafe {
-        libc::write(fd, (&byte as *const u8).cast(), 1);
-        *libc::__errno_location() = errno;
-    }
+    // Saved and restored around `write`, so that the interrupted code does not see it change.
+    let errno = Errno::last_raw();
+    // SAFETY: `fd` is the pipe's write end, open as long as PIPE_WRITE holds it (SignalPipe's
+    // drop clears it before closing).
+    let pipe = unsafe { BorrowedFd::borrow_raw(fd) };
+    // write(2) is async-signal-safe. A full pipe (a flood of signals) loses the byte, which is
+    // harmless: one is enough.
+    let _ = nix::unistd::write(pipe, &[sig as u8]);
+    Errno::set_raw(errno);
 }
 
 /// SIGINT and SIGTERM handling for the duration of a job; the previous dispositions come back
@@ -38,57 +43,41 @@ extern "C" fn on_signal(sig: libc::c_int) {
 pub(crate) struct SignalPipe {
     read: OwnedFd,
     _write: OwnedFd,
-    old: Vec<(libc::c_int, libc::sigaction)>,
+    old: Vec<(Signal, SigAction)>,
 }
 
 impl SignalPipe {
     /// Installs the handlers. Fails if another job of this process already handles signals.
     pub fn install() -> Result<SignalPipe> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 writes two descriptors into `fds`.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(Error::io("pipe2", io::Error::last_os_error()));
-        }
-        // SAFETY: fresh descriptors that nothing else owns.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+            .map_err(|e| Error::io("pipe2", std::io::Error::from(e)))?;
         // ORDERING: AcqRel on success; only one job at a time may own the handlers.
         if PIPE_WRITE.compare_exchange(-1, write.as_raw_fd(), Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(Error::Config("another job of this process already handles SIGINT and SIGTERM".into()));
         }
         let mut pipe = SignalPipe { read, _write: write, old: Vec::new() };
+        // SA_RESTART: system calls the signal interrupts elsewhere in the host resume.
+        let act = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
         for sig in HANDLED {
-            // SAFETY: a zeroed sigaction is valid (empty mask, no flags) before we fill it.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            // SA_RESTART: system calls the signal interrupts elsewhere in the host resume.
-            act.sa_flags = libc::SA_RESTART;
-            // SAFETY: a zeroed sigaction to receive the old disposition.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: valid pointers to two sigaction structs; the handler is async-signal-safe.
-            if unsafe { libc::sigaction(sig, &act, &mut old) } != 0 {
-                return Err(Error::io("sigaction", io::Error::last_os_error()));
-            }
+            // SAFETY: the handler is async-signal-safe (an atomic load and a write).
+            let old = unsafe { sigaction(sig, &act) }.map_err(|e| Error::io("sigaction", std::io::Error::from(e)))?;
             pipe.old.push((sig, old));
         }
         Ok(pipe)
     }
 
     /// The descriptor to poll for readability.
-    pub fn fd(&self) -> RawFd {
-        self.read.as_raw_fd()
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
     }
 
     /// The signals received since the last call, oldest first.
     pub fn take(&self) -> Vec<i32> {
         let mut buf = [0u8; 64];
         let mut sigs = Vec::new();
-        loop {
-            // SAFETY: reads at most `buf.len()` bytes into `buf` from our non-blocking pipe.
-            let n = unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                break;
-            }
-            sigs.extend(buf[..n as usize].iter().map(|&b| i32::from(b)));
+        // Non-blocking: ends on EAGAIN once the pipe is empty.
+        while let Ok(n @ 1..) = nix::unistd::read(self.read.as_fd(), &mut buf) {
+            sigs.extend(buf[..n].iter().map(|&b| i32::from(b)));
         }
         sigs
     }
@@ -101,7 +90,7 @@ impl Drop for SignalPipe {
         PIPE_WRITE.store(-1, Ordering::Release);
         for (sig, old) in &self.old {
             // SAFETY: restores the disposition saved at install.
-            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
+            let _ = unsafe { sigaction(*sig, old) };
         }
     }
 }

@@ -8,13 +8,16 @@
 //! 2. `fcntl` to clear close-on-exec on the two descriptors the rank inherits (its end of the PMI
 //!    socket pair and the node's segment) — in the child only, so that no other rank, and no
 //!    process a multi-threaded host starts meanwhile, inherits them;
-//! 3. `sched_setaffinity` to one CPU with `--bind core`.
+//! 3. `sched_setaffinity` to the CPUs of the rank's slot in the plan (`--bind`).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]
 //! forks from its calling thread and does not return before every rank was reaped.
+//!
+//! Through `nix` (its wrappers allocate nothing, and its errors turn into `io::Error` without
+//! allocating either), but for `pidfd_open`, which nix 0.31 lacks: a raw `libc::syscall`.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
@@ -25,6 +28,11 @@ use super::contract::{
     LAUNCHER_NAME,
 };
 use crate::error::{Error, Result};
+use crate::topology::distance::ENV_LOCALITY;
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sched::{CpuSet, sched_setaffinity};
+use nix::sys::signal::Signal;
+use nix::unistd::{Pid, getppid};
 
 /// Where one rank sits in the job.
 #[derive(Debug, Clone)]
@@ -34,8 +42,10 @@ pub(crate) struct Placement {
     pub node: String,
     pub local_rank: u16,
     pub local_size: u16,
-    /// The CPU to pin to (`--bind core`).
-    pub cpu: Option<usize>,
+    /// The CPUs to bind to (empty: not bound).
+    pub cpus: Vec<u32>,
+    /// `NEMESIS_LOCALITY` for the rank (every local rank's locality), when there is a plan.
+    pub locality: Option<String>,
 }
 
 /// A started rank.
@@ -51,32 +61,10 @@ pub(crate) struct Started {
     pub stderr: Option<ChildStderr>,
 }
 
-/// The CPUs this process may run on, in increasing order (`sched_getaffinity`).
-pub(crate) fn allowed_cpus() -> Result<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(Error::io("sched_getaffinity", io::Error::last_os_error()));
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `c < CPU_SETSIZE`, so the bit lies inside `set`.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect();
-    if cpus.is_empty() {
-        return Err(Error::Config("no CPU is allowed to this process".into()));
-    }
-    Ok(cpus)
-}
-
 /// Clears close-on-exec on `fd` (async-signal-safe: two `fcntl` calls).
-fn clear_cloexec(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor number, no memory passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn clear_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = FdFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFD)?);
+    fcntl(fd, FcntlArg::F_SETFD(flags - FdFlag::FD_CLOEXEC))?;
     Ok(())
 }
 
@@ -99,10 +87,17 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
 
     let mut cmd = Command::new(&job.program);
     cmd.args(&job.args);
-    // Stale PMI variables (a launcher started under another process manager) must not mislead
-    // the rank's client.
-    for v in ["PMI_PORT", "PMI_ID", "PMI_SPAWNED", "PMI_SUBVERSION"] {
+    // Stale process manager variables (a launcher started under Slurm, Hydra or Open MPI) must
+    // not mislead the rank's bootstrap: it must speak to us, not to a PMIx server of the
+    // launcher's own job.
+    for v in ["PMI_PORT", "PMI_ID", "PMI_SPAWNED", "PMI_SUBVERSION", "PMI_JOBID", "SLURM_MPI_TYPE"] {
         cmd.env_remove(v);
+    }
+    for (k, _) in std::env::vars_os() {
+        let k8 = k.to_string_lossy();
+        if k8.starts_with("PMIX_") || k8.starts_with("OMPI_COMM_WORLD_") {
+            cmd.env_remove(&k);
+        }
     }
     for (k, v) in &job.env {
         cmd.env(k, v);
@@ -117,6 +112,9 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     if let Some(w) = job.wait {
         cmd.env(ENV_WAIT, w.name());
     }
+    if let Some(l) = &place.locality {
+        cmd.env(ENV_LOCALITY, l);
+    }
     // As mpiexec: the terminal's input goes to rank 0 only.
     if place.rank != 0 {
         cmd.stdin(Stdio::null());
@@ -125,45 +123,36 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
 
-    let cpuset = match place.cpu {
-        None => None,
-        Some(cpu) => {
-            // SAFETY: a zeroed cpu_set_t is a valid empty set.
-            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            if cpu >= libc::CPU_SETSIZE as usize {
-                return Err(Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")));
-            }
-            // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set`.
-            unsafe { libc::CPU_SET(cpu, &mut set) };
-            Some(set)
+    let cpuset = if place.cpus.is_empty() {
+        None
+    } else {
+        let mut set = CpuSet::new();
+        for &cpu in &place.cpus {
+            set.set(cpu as usize).map_err(|_| Error::Config(format!("CPU {cpu} is beyond CPU_SETSIZE")))?;
         }
+        Some(set)
     };
-    let launcher = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
+    let launcher = Pid::this();
+    let in_child = move || -> io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+        // The launcher may have died before the death signal was armed: then it never fires.
+        if getppid() != launcher {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // SAFETY: both descriptors are open in the child (inherited across fork; only exec
+        // would close them) until exec.
+        let (pmi, seg) = unsafe { (BorrowedFd::borrow_raw(pmi_fd), BorrowedFd::borrow_raw(seg_fd)) };
+        clear_cloexec(pmi)?;
+        clear_cloexec(seg)?;
+        if let Some(set) = &cpuset {
+            sched_setaffinity(Pid::from_raw(0), set)?;
+        }
+        Ok(())
+    };
+    // SAFETY: `in_child` runs in the forked child before exec and only makes async-signal-safe
     // system calls (prctl, getppid, fcntl, sched_setaffinity) on values captured by copy before
     // the fork; it allocates nothing (errors are raw OS errors) and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            // SAFETY: prctl with integer arguments.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The launcher may have died before the death signal was armed: then it never fires.
-            // SAFETY: getppid cannot fail.
-            if libc::getppid() != launcher {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            clear_cloexec(pmi_fd)?;
-            clear_cloexec(seg_fd)?;
-            if let Some(set) = &cpuset {
-                // SAFETY: `set` is a valid cpu_set_t of the size passed.
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    unsafe { cmd.pre_exec(in_child) };
     let mut child = cmd.spawn().map_err(|source| Error::Spawn {
         program: job.program.to_string_lossy().into_owned(),
         rank: place.rank,

@@ -14,23 +14,31 @@
 //! carry the death signal): processes a rank starts are its own to end, so a rank that is a shell
 //! script should `exec` its program. The ranks stay in the launcher's process group, so a
 //! terminal's Ctrl-C reaches them as it reaches the launcher, and rank 0 can read the terminal.
+//!
+//! System calls through `nix` (kill, send, poll); `libc` only for `W_EXITCODE`, a macro nix lacks.
 
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::time::Instant;
 
 use nemesis_shm::{Node, Segment};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+use nix::sys::socket::MsgFlags;
+use nix::unistd::Pid;
 
 use super::contract::{HANDLE_FD, process_mapping, segment_key};
 use super::output::{Forwarder, Stream};
-use super::server::{Action, LINE_MAX, PmiServer};
+use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
 use super::spawn::{self, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
 use crate::error::{Error, Result};
+use crate::topology::Plan;
 
 /// One rank's PMI connection.
 struct Conn {
@@ -71,32 +79,26 @@ struct Supervisor {
 }
 
 /// Sends `sig` to our unreaped child `pid`.
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill with integer arguments; `pid` is our child, not yet reaped, so it names that
-    // process and no other.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
+/// `pid` is our child, not yet reaped, so it names that process and no other.
+fn signal(pid: u32, sig: Signal) {
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), sig);
 }
 
 /// Writes what it can of `buf` to a non-blocking socket without raising SIGPIPE; returns the
 /// bytes written (0 if it would block).
 fn send_some(sock: &UnixStream, buf: &[u8]) -> io::Result<usize> {
     loop {
-        // SAFETY: sends at most `buf.len()` bytes from `buf` on a socket we own.
-        let n = unsafe { libc::send(sock.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(0),
-            _ => return Err(e),
+        match nix::sys::socket::send(sock.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL) {
+            Ok(n) => return Ok(n),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) => return Ok(0),
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// Starts the ranks of `job` over `nodes` (one segment each) and supervises them to the end.
-pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Result<Outcome> {
+pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: Option<Plan>) -> Result<Outcome> {
     let size = job.ranks;
     let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
     let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
@@ -105,10 +107,6 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
         server.preput(&segment_key(&n.id), &format!("{HANDLE_FD}{}", seg.fd()));
     }
     let signals = if job.handle_signals { Some(SignalPipe::install()?) } else { None };
-    let cpus = match job.bind {
-        super::Bind::None => None,
-        super::Bind::Core => Some(spawn::allowed_cpus()?),
-    };
 
     let mut sup = Supervisor {
         job,
@@ -124,6 +122,12 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
     let mut pipes = Vec::new();
     for (ni, n) in nodes.iter().enumerate() {
         let local_size = n.ranks.len() as u16;
+        // Every rank of the node learns every local rank's locality: pair distances.
+        let locality = plan.as_ref().map(|p| {
+            let all: Vec<String> =
+                n.ranks.iter().map(|&r| p.machine.locality_of(&p.slots[r as usize].cpus).encode()).collect();
+            all.join(";")
+        });
         for (local, &rank) in n.ranks.iter().enumerate() {
             let local = local as u16;
             let place = Placement {
@@ -132,8 +136,9 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
                 node: n.id.clone(),
                 local_rank: local,
                 local_size,
-                // All nodes of a job are on this machine: place by global rank.
-                cpu: cpus.as_ref().map(|c| c[rank as usize % c.len()]),
+                // All nodes of a job are on this machine: the plan places by global rank.
+                cpus: plan.as_ref().map(|p| p.slots[rank as usize].cpus.clone()).unwrap_or_default(),
+                locality: locality.clone(),
             };
             let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd()) {
                 Ok(s) => s,
@@ -143,7 +148,7 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>) -> Res
                 }
             };
             let Started { child, pid, pidfd, pmi, stdout, stderr } = started;
-            tracing::debug!(rank, pid, cpu = ?place.cpu, "rank started");
+            tracing::debug!(rank, pid, cpus = ?place.cpus, "rank started");
             if let Some(o) = stdout {
                 pipes.push((rank, Stream::Stdout, OwnedFd::from(o)));
             }
@@ -184,7 +189,7 @@ impl Supervisor {
     /// Kills and reaps every rank started so far (start-up failed).
     fn abandon(&mut self) {
         for r in &mut self.ranks {
-            signal(r.pid, libc::SIGKILL);
+            signal(r.pid, Signal::SIGKILL);
             let _ = r.child.wait();
         }
     }
@@ -219,50 +224,54 @@ impl Supervisor {
         let mut pfds = Vec::with_capacity(2 * self.ranks.len() + 1);
         let mut srcs = Vec::with_capacity(pfds.capacity());
         if let Some(s) = &self.signals {
-            pfds.push(libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 });
+            pfds.push(PollFd::new(s.fd(), PollFlags::POLLIN));
             srcs.push(Src::Signals);
         }
         for (i, r) in self.ranks.iter().enumerate() {
             if let Some(c) = &r.conn {
-                let events = if c.output.is_empty() { libc::POLLIN } else { libc::POLLIN | libc::POLLOUT };
-                pfds.push(libc::pollfd { fd: c.sock.as_raw_fd(), events, revents: 0 });
+                let events =
+                    if c.output.is_empty() { PollFlags::POLLIN } else { PollFlags::POLLIN | PollFlags::POLLOUT };
+                pfds.push(PollFd::new(c.sock.as_fd(), events));
                 srcs.push(Src::Conn(i));
             }
             if let Some(p) = &r.pidfd {
-                pfds.push(libc::pollfd { fd: p.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                pfds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
                 srcs.push(Src::Exit(i));
             }
         }
         let timeout = match self.kill_at {
-            None => -1,
-            Some(t) => t.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32,
+            None => PollTimeout::NONE,
+            Some(t) => PollTimeout::try_from(t.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::MAX),
         };
-        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
+        let polled = poll(&mut pfds, timeout);
+        // What was ready, taken before anything is handled (the pollfds borrow the ranks).
+        let revents: Vec<PollFlags> = pfds.iter().map(|p| p.revents().unwrap_or(PollFlags::POLLERR)).collect();
+        drop(pfds);
+        match polled {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => {
                 self.teardown_now();
-                return Err(Error::io("poll", e));
+                return Err(Error::io("poll", e.into()));
             }
         }
         let ready = |kind: fn(&Src) -> bool| {
-            pfds.iter().zip(&srcs).filter(move |(p, s)| p.revents != 0 && kind(s)).map(|(p, s)| (p.revents, s))
+            revents.iter().zip(&srcs).filter(move |(ev, s)| !ev.is_empty() && kind(s)).map(|(ev, s)| (*ev, s))
         };
-        if ready(|s| matches!(s, Src::Signals)).next().is_some() {
-            self.on_signals();
-        }
-        let conns: Vec<(usize, i16)> = ready(|s| matches!(s, Src::Conn(_)))
+        let signalled = ready(|s| matches!(s, Src::Signals)).next().is_some();
+        let conns: Vec<(usize, PollFlags)> = ready(|s| matches!(s, Src::Conn(_)))
             .filter_map(|(ev, s)| if let Src::Conn(i) = s { Some((*i, ev)) } else { None })
             .collect();
         let exits: Vec<usize> = ready(|s| matches!(s, Src::Exit(_)))
             .filter_map(|(_, s)| if let Src::Exit(i) = s { Some(*i) } else { None })
             .collect();
+        if signalled {
+            self.on_signals();
+        }
         for (i, ev) in conns {
-            if ev & libc::POLLOUT != 0 {
+            if ev.contains(PollFlags::POLLOUT) {
                 self.flush(i);
             }
-            if ev & !libc::POLLOUT != 0 {
+            if !(ev - PollFlags::POLLOUT).is_empty() {
                 self.read_conn(i);
             }
         }
@@ -313,23 +322,9 @@ impl Supervisor {
                 }
             }
         }
-        let mut lines = Vec::new();
-        let mut start = 0;
-        while let Some(nl) = conn.input[start..].iter().position(|&b| b == b'\n') {
-            lines.push(String::from_utf8_lossy(&conn.input[start..start + nl]).into_owned());
-            start += nl + 1;
-        }
-        conn.input.drain(..start);
-        let too_long = conn.input.len() > LINE_MAX;
-        for line in lines {
-            self.server.on_line(rank, &line, &mut self.actions);
-        }
-        if too_long {
-            tracing::warn!(rank, "PMI line longer than {LINE_MAX} bytes: closing the connection");
-            self.actions.push(Action::Reply { rank, line: "cmd=error rc=-1 msg=line_too_long\n".into() });
-        }
+        let framing_ok = self.server.on_bytes(rank, &mut conn.input, &mut self.actions);
         self.apply_actions();
-        if closed || too_long {
+        if closed || !framing_ok {
             self.close_conn(i);
         }
     }
@@ -437,7 +432,7 @@ impl Supervisor {
         tracing::info!(?why, "tearing the job down");
         self.ending = Some(why);
         for r in self.ranks.iter_mut().filter(|r| r.exit.is_none()) {
-            signal(r.pid, libc::SIGTERM);
+            signal(r.pid, Signal::SIGTERM);
             r.stopped = true;
         }
         self.kill_at = Some(Instant::now() + self.job.kill_grace);
@@ -447,7 +442,7 @@ impl Supervisor {
     fn kill_survivors(&mut self) {
         for r in self.ranks.iter_mut().filter(|r| r.exit.is_none()) {
             tracing::debug!(rank = r.rank, pid = r.pid, "SIGKILL");
-            signal(r.pid, libc::SIGKILL);
+            signal(r.pid, Signal::SIGKILL);
             r.stopped = true;
         }
         self.kill_at = None;
@@ -465,9 +460,8 @@ impl Supervisor {
 }
 
 fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        s => format!("signal {s}"),
+    match Signal::try_from(sig) {
+        Ok(s @ (Signal::SIGINT | Signal::SIGTERM)) => s.as_str().into(),
+        _ => format!("signal {sig}"),
     }
 }

@@ -2,6 +2,8 @@
 //! `nemesis-run`, reading what its ranks printed, and a deterministic generator.
 #![allow(dead_code)]
 
+pub mod roles;
+
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -9,9 +9,10 @@
 //! them rather than corrupting the exchange.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, RawFd};
 
+use super::{Session, check_token, env_num, pm_label, send_all};
 use crate::error::{Error, Result};
 
 /// A connection to a PMI-1 server.
@@ -19,8 +20,8 @@ use crate::error::{Error, Result};
 pub struct PmiClient {
     reader: BufReader<File>,
     writer: File,
-    rank: u32,
-    size: u32,
+    /// Whom we speak to, our rank and the job size.
+    s: Session,
     appnum: i32,
     kvsname: String,
     /// Longest key and value the server accepts (from `get_maxes`).
@@ -30,7 +31,7 @@ pub struct PmiClient {
 
 /// The attributes of one reply line.
 #[derive(Debug, Default)]
-struct Reply(Vec<(String, String)>);
+struct Reply(Vec<(String, String)>, String);
 
 impl Reply {
     fn parse(line: &str) -> Reply {
@@ -38,7 +39,13 @@ impl Reply {
             line.split_ascii_whitespace()
                 .filter_map(|t| t.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
                 .collect(),
+            line.trim_end().chars().take(200).collect(),
         )
+    }
+
+    /// The line as received (at most 200 characters), for errors.
+    fn line(&self) -> &str {
+        &self.1
     }
 
     fn get(&self, key: &str) -> Option<&str> {
@@ -55,11 +62,6 @@ impl Reply {
     }
 }
 
-fn env_num<T: std::str::FromStr>(name: &'static str) -> Result<T> {
-    let v = std::env::var(name).map_err(|_| Error::Pmi { op: "environment", msg: format!("{name} is not set") })?;
-    v.trim().parse().map_err(|_| Error::Pmi { op: "environment", msg: format!("{name}={v} is not a number") })
-}
-
 impl PmiClient {
     /// Connects through the environment a PMI-1 process manager sets (`PMI_FD`, `PMI_RANK`,
     /// `PMI_SIZE`) and performs `init`, `get_maxes`, `get_appnum` and `get_my_kvsname`. `None` if
@@ -68,26 +70,30 @@ impl PmiClient {
         if std::env::var_os("PMI_FD").is_none() {
             return Ok(None);
         }
-        let fd: RawFd = env_num("PMI_FD")?;
-        let rank: u32 = env_num("PMI_RANK")?;
-        let size: u32 = env_num("PMI_SIZE")?;
+        let pm = pm_label("PMI-1");
+        let fd: RawFd = env_num(&pm, "PMI_FD")?;
+        let rank: u32 = env_num(&pm, "PMI_RANK")?;
+        let size: u32 = env_num(&pm, "PMI_SIZE")?;
         if rank >= size {
-            return Err(Error::Pmi { op: "environment", msg: format!("PMI_RANK={rank} >= PMI_SIZE={size}") });
+            return Err(Error::pmi(&pm, "environment", format!("PMI_RANK={rank} >= PMI_SIZE={size}")));
         }
         // SAFETY: the descriptor number comes from our process manager, which opened it for us; we
         // take ownership of it (nothing else in this process uses it).
         let file = unsafe { File::from_raw_fd(fd) };
-        Self::connect(file, rank, size).map(Some)
+        Self::connect_to(file, rank, size, pm).map(Some)
     }
 
     /// Performs the start-up exchanges over `file` for rank `rank` of `size`.
     pub fn connect(file: File, rank: u32, size: u32) -> Result<PmiClient> {
+        Self::connect_to(file, rank, size, pm_label("PMI-1"))
+    }
+
+    fn connect_to(file: File, rank: u32, size: u32, pm: String) -> Result<PmiClient> {
         let writer = file.try_clone().map_err(|e| Error::io("dup PMI descriptor", e))?;
         let mut c = PmiClient {
             reader: BufReader::new(file),
             writer,
-            rank,
-            size,
+            s: Session::new(pm, rank, size),
             appnum: 0,
             kvsname: String::new(),
             key_max: 64,
@@ -95,7 +101,7 @@ impl PmiClient {
         };
         let r = c.exchange("init", "cmd=init pmi_version=1 pmi_subversion=1", "response_to_init")?;
         if r.rc() != 0 {
-            return Err(Error::Pmi { op: "init", msg: format!("server refused PMI 1.1 (rc={})", r.rc()) });
+            return Err(c.s.err("init", format!("the server refused PMI 1.1 (rc={})", r.rc())));
         }
         let r = c.exchange("get_maxes", "cmd=get_maxes", "maxes")?;
         let num = |k| r.get(k).and_then(|v| v.parse::<usize>().ok());
@@ -104,21 +110,14 @@ impl PmiClient {
         let r = c.exchange("get_appnum", "cmd=get_appnum", "appnum")?;
         c.appnum = r.get("appnum").and_then(|v| v.parse().ok()).unwrap_or(0);
         let r = c.exchange("get_my_kvsname", "cmd=get_my_kvsname", "my_kvsname")?;
-        c.kvsname = r
-            .get("kvsname")
-            .ok_or_else(|| Error::Pmi { op: "get_my_kvsname", msg: "no kvsname in reply".into() })?
-            .to_owned();
+        c.kvsname =
+            r.get("kvsname").ok_or_else(|| c.s.err("get_my_kvsname", "no kvsname in the reply".into()))?.to_owned();
         Ok(c)
     }
 
-    /// This process's rank in the job.
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.size
+    /// Whom it speaks to and its place in the job.
+    pub fn session(&self) -> &Session {
+        &self.s
     }
 
     /// The application number (MPMD jobs).
@@ -140,14 +139,17 @@ impl PmiClient {
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        self.writer.write_all(&buf).map_err(|e| Error::Pmi { op, msg: format!("write: {e}") })
+        send_all(&self.s.pm, op, &self.writer, &buf)
     }
 
     fn read_reply(&mut self, op: &'static str) -> Result<Reply> {
         let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| Error::Pmi { op, msg: format!("read: {e}") })?;
+        let n = self.reader.read_line(&mut line).map_err(|e| self.s.err(op, format!("read: {e}")))?;
         if n == 0 {
-            return Err(Error::Pmi { op, msg: "the process manager closed the connection".into() });
+            return Err(self.s.err(op, "the process manager closed the connection".into()));
+        }
+        if !line.ends_with('\n') {
+            return Err(self.s.err(op, format!("the connection closed in the middle of a reply ({line:?})")));
         }
         Ok(Reply::parse(&line))
     }
@@ -156,36 +158,26 @@ impl PmiClient {
         self.send_line(op, line)?;
         let r = self.read_reply(op)?;
         if r.cmd() != want {
-            return Err(Error::Pmi { op, msg: format!("expected cmd={want}, got cmd={}", r.cmd()) });
+            return Err(self.s.err(op, format!("malformed reply: expected cmd={want}, got {:?}", r.line())));
         }
         Ok(r)
     }
 
-    fn check_token(&self, op: &'static str, what: &str, v: &str, max: usize) -> Result<()> {
-        if v.is_empty() || v.len() > max || v.bytes().any(|b| b.is_ascii_whitespace() || b == b'=') {
-            return Err(Error::Pmi {
-                op,
-                msg: format!("{what} {v:?} is empty, too long (max {max}) or has a space or '='"),
-            });
-        }
-        Ok(())
-    }
-
     /// Stores `key = value` in the job's key-value space (visible to others after a barrier).
     pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
-        self.check_token("put", "key", key, self.key_max)?;
-        self.check_token("put", "value", value, self.val_max)?;
+        check_token(&self.s.pm, "put", "key", key, self.key_max, " =")?;
+        check_token(&self.s.pm, "put", "value", value, self.val_max, " =")?;
         let line = format!("cmd=put kvsname={} key={key} value={value}", self.kvsname);
         let r = self.exchange("put", &line, "put_result")?;
         if r.rc() != 0 {
-            return Err(Error::Pmi { op: "put", msg: r.get("msg").unwrap_or("failed").to_owned() });
+            return Err(self.s.err("put", format!("refused: {}", r.get("msg").unwrap_or("no reason given"))));
         }
         Ok(())
     }
 
     /// The value of `key`, or `None` if nobody put it.
     pub fn get(&mut self, key: &str) -> Result<Option<String>> {
-        self.check_token("get", "key", key, self.key_max)?;
+        check_token(&self.s.pm, "get", "key", key, self.key_max, " =")?;
         let line = format!("cmd=get kvsname={} key={key}", self.kvsname);
         let r = self.exchange("get", &line, "get_result")?;
         if r.rc() != 0 {
@@ -214,6 +206,7 @@ impl PmiClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::os::unix::net::UnixStream;
 
     /// A toy server answering one fixed script; the real server is `crate::launch`.
@@ -257,7 +250,7 @@ mod tests {
         ]);
         let server = serve(b, script);
         let mut c = PmiClient::connect(File::from(std::os::fd::OwnedFd::from(a)), 0, 2).unwrap();
-        assert_eq!((c.rank(), c.size(), c.kvsname(), c.maxes()), (0, 2, "kvs_42_0", (64, 1024)));
+        assert_eq!((c.session().rank(), c.session().size(), c.kvsname(), c.maxes()), (0, 2, "kvs_42_0", (64, 1024)));
         c.put("node-0", "host").unwrap();
         c.barrier().unwrap();
         assert_eq!(c.get("node-1").unwrap().as_deref(), Some("other"));
