@@ -84,6 +84,7 @@ impl RankState {
     /// published) from this process's pid namespace. A pid from another namespace names another
     /// process here, or none. What a single-copy transfer (`process_vm_readv`/`writev`) may name
     /// for this rank, whatever the pid its messages carry.
+    #[cfg(not(loom))]
     pub fn pid_here(&self) -> Option<u32> {
         let pid = self.pid();
         (pid != 0 && self.pid_namespace() == crate::os::pid_namespace()).then_some(pid)
