@@ -26,8 +26,8 @@
 //!    registering). A rank whose start-up fails after it created or attached the segment unlinks
 //!    the name too (`Segment`'s `Drop`).
 //!
-//! When some ranks are on other nodes, each rank also starts the TCP netmod and puts its business
-//! card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
+//! When some ranks are on other nodes, each rank also starts the netmod (`NEMESIS_NETMOD`: TCP,
+//! or libfabric with the `rdma` feature) and puts its business card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
 //! the ranks on other nodes (connections are made on first use).
 //!
 //! A singleton has a private memfd segment.
@@ -35,7 +35,6 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
@@ -43,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::launch::contract::{
     ENV_LAUNCHER, ENV_NODE, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id, node_key, segment_key,
 };
+use crate::net::{Net, NetKind};
 use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
 
 /// What start-up found out.
@@ -63,7 +63,7 @@ pub struct Boot {
     /// The process manager connection (`None` for a singleton).
     pub pmi: Option<ProcessManager>,
     /// The network module, if ranks are on other nodes.
-    pub net: Option<TcpNetmod<'static>>,
+    pub net: Option<Net<'static>>,
 }
 
 /// The KVS key of rank `rank`'s netmod business card.
@@ -318,7 +318,7 @@ pub fn bootstrap() -> Result<Boot> {
     }
     let mut net = None;
     if local_ranks.len() < size as usize {
-        let n = TcpNetmod::new(rank, size, job_key(pm.job_id()), TcpConfig::from_env()?)?;
+        let n = Net::start(NetKind::from_env()?, rank, size, job_key(pm.job_id()))?;
         pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }

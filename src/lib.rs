@@ -11,6 +11,7 @@ pub mod error;
 mod hygiene;
 pub mod launch;
 pub mod log;
+pub mod net;
 pub mod pmi;
 pub mod topology;
 mod wait;

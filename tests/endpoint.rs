@@ -61,20 +61,20 @@ fn traffic_8_ranks_oversubscribed() {
     run_traffic(8, "yield", 100);
 }
 
-/// 2 × 2 ranks over two nodes: local pairs through the segment, the others through TCP;
-/// `ANY_SOURCE` receives mix local and remote senders.
+/// 2 × 2 ranks over two nodes (and 5 over three): local pairs through the segment, the others
+/// through each netmod; `ANY_SOURCE` receives mix local and remote senders.
 #[test]
 fn traffic_over_two_nodes() {
-    for (n, k, wait) in [(4, 2, "poll"), (5, 3, "yield")] {
-        let seed = std::process::id() as u64 ^ u64::from(n) << 24;
-        let o = job(
-            n,
-            &["--nodes", &k.to_string(), "--wait", wait],
-            "traffic",
-            &[("NEMESIS_TEST_SEED", seed.to_string()), ("NEMESIS_TEST_COUNT", (200 * stress()).to_string())],
-        );
-        assert!(o.status.success(), "seed {seed}: {}", show(&o));
-        assert_eq!(results(&o).len(), n as usize, "{}", show(&o));
+    for (label, net) in common::netmods(true) {
+        for (n, k, wait) in [(4, 2, "poll"), (5, 3, "yield")] {
+            let seed = std::process::id() as u64 ^ u64::from(n) << 24;
+            let mut env = net.clone();
+            env.push(("NEMESIS_TEST_SEED", seed.to_string()));
+            env.push(("NEMESIS_TEST_COUNT", (200 * stress()).to_string()));
+            let o = job(n, &["--nodes", &k.to_string(), "--wait", wait], "traffic", &env);
+            assert!(o.status.success(), "{label}, seed {seed}: {}", show(&o));
+            assert_eq!(results(&o).len(), n as usize, "{label}: {}", show(&o));
+        }
     }
 }
 
@@ -269,8 +269,13 @@ fn two_nodes_in_two_network_namespaces() {
 // ---------------------------------------------------------------------------------------------
 // A remote peer that stops answering (SIGSTOP: its connection stays open) is found by heartbeats.
 
-/// Heartbeat settings of the test: 100 ms period, 1 s timeout (bound 1.1 s).
-const HB: [(&str, &str); 2] = [("NEMESIS_TCP_HEARTBEAT_MS", "100"), ("NEMESIS_TCP_TIMEOUT_MS", "1000")];
+/// Heartbeat settings of the test, for every netmod: 100 ms period, 1 s timeout (bound 1.1 s).
+const HB: [(&str, &str); 4] = [
+    ("NEMESIS_TCP_HEARTBEAT_MS", "100"),
+    ("NEMESIS_TCP_TIMEOUT_MS", "1000"),
+    ("NEMESIS_OFI_HEARTBEAT_MS", "100"),
+    ("NEMESIS_OFI_TIMEOUT_MS", "1000"),
+];
 
 fn stopped() {
     let mut ep = Endpoint::init().unwrap();
@@ -295,15 +300,18 @@ fn stopped() {
 
 #[test]
 fn a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound() {
-    let env: Vec<(&str, String)> = HB.iter().map(|&(k, v)| (k, v.to_owned())).collect();
-    let o = job(2, &["--keep-going", "--nodes", "2"], "stopped", &env);
-    assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
-    let line = results(&o).pop().unwrap_or_else(|| panic!("{}", show(&o)));
-    let secs: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
-    // Not before the timeout (heartbeats kept coming until the stop, a moment after the pid was
-    // sent); within a generous multiple of the bound (this machine is shared).
-    assert!(secs > 0.9, "declared dead after {secs} s, before the 1 s timeout");
-    assert!(secs < 10.0 * 1.1, "declared dead after {secs} s, bound 1.1 s");
+    for (label, net) in common::netmods(true) {
+        let mut env: Vec<(&str, String)> = HB.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+        env.extend(net);
+        let o = job(2, &["--keep-going", "--nodes", "2"], "stopped", &env);
+        assert_eq!(o.status.code(), Some(128 + 9), "{label}: {}", show(&o));
+        let line = results(&o).pop().unwrap_or_else(|| panic!("{label}: {}", show(&o)));
+        let secs: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+        // Not before the timeout (heartbeats kept coming until the stop, a moment after the pid
+        // was sent); within a generous multiple of the bound (this machine is shared).
+        assert!(secs > 0.9, "{label}: declared dead after {secs} s, before the 1 s timeout");
+        assert!(secs < 10.0 * 1.1, "{label}: declared dead after {secs} s, bound 1.1 s");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,31 +386,28 @@ fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> 
 }
 
 /// Under Hydra with two node identities (`NEMESIS_NODE` per MPMD section): traffic between them
-/// goes through TCP.
+/// goes through each netmod.
 #[test]
 fn hydra_with_two_node_identities() {
     let Some(h) = hydra() else { return };
-    let mut args = Vec::new();
-    for (i, node) in ["alpha", "beta"].iter().enumerate() {
-        if i > 0 {
-            args.push(":".to_owned());
+    for (label, net) in common::netmods(true) {
+        let mut args = Vec::new();
+        for (i, node) in ["alpha", "beta"].iter().enumerate() {
+            if i > 0 {
+                args.push(":".to_owned());
+            }
+            args.extend(["-n", "2", "-env", "NEMESIS_NODE", node].map(str::to_owned));
+            args.extend(["-env", "NEMESIS_TEST_ROLE", "traffic", "-env", "NEMESIS_TEST_SEED", "91"].map(str::to_owned));
+            args.extend(["-env", "NEMESIS_TEST_COUNT", "100"].map(str::to_owned));
+            args.push(std::env::current_exe().unwrap().display().to_string());
+            args.extend(["--exact", "rank_main", "--nocapture"].map(str::to_owned));
         }
-        args.extend(["-n", "2", "-env", "NEMESIS_NODE", node].map(str::to_owned));
-        args.extend(["-env", "NEMESIS_TEST_ROLE", "traffic", "-env", "NEMESIS_TEST_SEED", "91"].map(str::to_owned));
-        args.extend(["-env", "NEMESIS_TEST_COUNT", "100"].map(str::to_owned));
-        args.push(std::env::current_exe().unwrap().display().to_string());
-        args.extend(["--exact", "rank_main", "--nocapture"].map(str::to_owned));
+        let mut c = Command::new(h);
+        c.args(&args).envs(net.iter().map(|(k, v)| (k, v)));
+        let o = common::run_with_timeout(c, Duration::from_secs(300));
+        assert!(o.status.success(), "{label}: {}", show(&o));
+        assert_eq!(results(&o).len(), 4, "{label}: {}", show(&o));
     }
-    let o = common::run_with_timeout(
-        {
-            let mut c = Command::new(h);
-            c.args(&args);
-            c
-        },
-        Duration::from_secs(300),
-    );
-    assert!(o.status.success(), "{}", show(&o));
-    assert_eq!(results(&o).len(), 4, "{}", show(&o));
 }
 
 #[test]

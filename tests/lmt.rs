@@ -228,12 +228,17 @@ fn auto_mixes_both_backends() {
 
 /// One ring of two 4 KiB slots per rank: every transfer wraps around the ring many times and
 /// most wait for the ring.
-/// The same cases between two nodes: every transfer goes through the TCP netmod.
+/// The same cases between two nodes: every transfer goes through the netmod (TCP; ofi reading
+/// the sender's buffer, and ofi streaming it two-sided).
 #[test]
-fn over_tcp_between_two_nodes() {
-    let o = job(2, &["--nodes", "2"], "cases", &[]);
-    assert!(o.status.success(), "{}", show(&o));
-    assert_eq!(results(&o).len(), 2, "{}", show(&o));
+fn over_each_netmod_between_two_nodes() {
+    let mut nets = common::netmods(true);
+    nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));
+    for (label, env) in nets {
+        let o = job(2, &["--nodes", "2"], "cases", &env);
+        assert!(o.status.success(), "{label}: {}", show(&o));
+        assert_eq!(results(&o).len(), 2, "{label}: {}", show(&o));
+    }
 }
 
 #[test]
@@ -279,8 +284,15 @@ fn sender_dies() {
         std::thread::sleep(Duration::from_micros(100));
     }
     ep.send(&[1], 0, 2, WORLD).unwrap();
-    let e = ep.wait(r).unwrap_err();
-    assert!(matches!(e, Error::PeerDied { rank: 0 }), "{e}");
+    // Where the provider moves the data without the sender (ofi reading the sender's buffer; the
+    // `shm` provider copies even two-sided messages with one kernel copy by the receiver), the
+    // transfer may finish before the sender is gone: then the data is whole. Otherwise the
+    // receive fails.
+    match ep.wait(r) {
+        Err(Error::PeerDied { rank: 0 }) => {}
+        Ok(st) if ofi() => assert!(st.len == DYING && buf.iter().all(|&b| b == 7), "a whole read"),
+        other => panic!("{other:?}"),
+    }
     let msg = data(9, 5 << 20);
     let r = unsafe_isend(&mut ep, &msg, 1, 3);
     let mut back = vec![0u8; msg.len()];
@@ -289,6 +301,11 @@ fn sender_dies() {
     assert_same(&back, &msg, "after the failure");
     println!("RESULT survivor ok");
     ep.finalize().unwrap();
+}
+
+/// The ofi netmod carries the job.
+fn ofi() -> bool {
+    std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v == "ofi")
 }
 
 /// Rank 1 starts receiving 256 MiB and dies; rank 0's send fails with `PeerDied`.
@@ -304,21 +321,34 @@ fn receiver_dies() {
         die();
     }
     let msg = vec![7u8; DYING];
-    let e = ep.send(&msg, 1, 1, WORLD).unwrap_err();
-    assert!(matches!(e, Error::PeerDied { rank: 1 }), "{e}");
+    // As in `sender_dies`: a provider may have moved everything before the receiver died.
+    match ep.send(&msg, 1, 1, WORLD) {
+        Err(Error::PeerDied { rank: 1 }) => {}
+        Ok(()) if ofi() => {}
+        other => panic!("{other:?}"),
+    }
     println!("RESULT survivor ok");
     ep.finalize().unwrap();
 }
 
 #[test]
 fn a_peer_killed_mid_transfer_fails_it_with_peer_died() {
-    for lmt in ["shm", "cma", "tcp"] {
+    // (label, nodes, environment)
+    type Case = (String, &'static str, Vec<(&'static str, String)>);
+    let mut cases: Vec<Case> =
+        ["shm", "cma"].iter().map(|&l| (l.to_owned(), "1", vec![("NEMESIS_LMT", l.to_owned())])).collect();
+    let mut nets = common::netmods(true);
+    nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));
+    for (label, mut env) in nets {
+        // Heartbeats fast enough for a death that no operation in flight reveals.
+        env.extend([("NEMESIS_OFI_HEARTBEAT_MS", "100".to_owned()), ("NEMESIS_TCP_HEARTBEAT_MS", "100".to_owned())]);
+        cases.push((label, "2", env));
+    }
+    for (label, nodes, env) in cases {
         for role in ["sender-dies", "receiver-dies"] {
-            let env: Vec<(&str, String)> = vec![("NEMESIS_LMT", lmt.replace("tcp", "auto"))];
-            let nodes = if lmt == "tcp" { "2" } else { "1" };
             let o = job(2, &["--keep-going", "--nodes", nodes], role, &env);
-            assert_eq!(o.status.code(), Some(128 + 9), "{lmt} {role}: {}", show(&o));
-            assert_eq!(results(&o), ["RESULT survivor ok"], "{lmt} {role}: {}", show(&o));
+            assert_eq!(o.status.code(), Some(128 + 9), "{label} {role}: {}", show(&o));
+            assert_eq!(results(&o), ["RESULT survivor ok"], "{label} {role}: {}", show(&o));
         }
     }
 }

@@ -11,10 +11,15 @@ use crate::workload::Workload;
 pub struct CompareOpts {
     #[command(flatten)]
     pub suite: suite::SuiteOpts,
-    /// The systems to run, comma-separated [default: all of nemesis-shm, nemesis-c-abi,
-    /// nemesis-tcp, unix-socket, pipe, iceoryx2, openmpi, mpich].
+    /// The systems to run, comma-separated [default: nemesis-shm, nemesis-c-abi, nemesis-tcp,
+    /// nemesis-ofi, unix-socket, pipe, iceoryx2, openmpi, mpich; also known: fi-pingpong,
+    /// openmpi-ofi, the provider's anchors].
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
+    /// The libfabric provider of nemesis-ofi, fi-pingpong and openmpi-ofi (e.g. `tcp;ofi_rxm`,
+    /// `shm`, `udp;ofi_rxd`) [default: NEMESIS_OFI_PROVIDER, else tcp;ofi_rxm].
+    #[arg(long)]
+    pub ofi_provider: Option<String>,
 }
 
 /// The options of `latency`, `bw` and `bibw`.
@@ -51,9 +56,12 @@ pub fn parse_variant(v: &str) -> Result<System> {
 
 /// `compare`.
 pub fn compare(o: &CompareOpts) -> Result<()> {
-    let ctx = Context::new()?;
+    let mut ctx = Context::new()?;
+    if let Some(p) = &o.ofi_provider {
+        ctx.ofi_provider = p.clone();
+    }
     let names: Vec<String> =
-        if o.systems.is_empty() { system::NAMES.iter().map(|s| s.to_string()).collect() } else { o.systems.clone() };
+        if o.systems.is_empty() { system::DEFAULT.iter().map(|s| s.to_string()).collect() } else { o.systems.clone() };
     let plan = Plan::new(&o.suite, vec![Workload::Latency, Workload::Bandwidth])?;
     let (found, skipped) = system::discover(&ctx, &names)?;
     finish(&ctx, found, skipped, &plan, &o.suite, "compare")

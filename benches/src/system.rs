@@ -5,6 +5,9 @@
 //! | `nemesis-shm` | this program's rank side through the Endpoint, under `nemesis::launch` (`--bind core`, `poll`) |
 //! | `nemesis-c-abi` | `mpi_pingpong.c` built with the repository's `mpi/bin/mpicc`, under `nemesis-run --bind core --wait poll` |
 //! | `nemesis-tcp` | as `nemesis-shm`, the two ranks on two node identities (`--nodes 2`): TCP over loopback |
+//! | `nemesis-ofi` | as `nemesis-tcp`, through the libfabric netmod over the provider of `--ofi-provider` (cargo feature `rdma`) |
+//! | `fi-pingpong` | libfabric's own `fi_pingpong -p PROV -e rdm` (busy-polling), both sides pinned: the provider's limit (latency only) |
+//! | `openmpi-ofi` | `mpi_pingpong.c` under `mpiexec.openmpi --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include PROV` |
 //! | `unix-socket` | two processes of this program over a Unix stream socket pair, blocking I/O |
 //! | `pipe` | two processes of this program over two pipes, blocking I/O |
 //! | `iceoryx2` | two processes of this program, iceoryx2 request-response (cargo feature `iceoryx2`) |
@@ -12,7 +15,9 @@
 //! | `mpich` | `mpi_pingpong.c` built with `mpicc.mpich`, under `mpiexec.hydra --bind-to core` |
 //!
 //! A system that cannot run here is [`Skipped`] with the reason, never dropped. The C programs
-//! are built at run time into `nemesis-bench-programs/` next to this executable.
+//! are built at run time into `nemesis-bench-programs/` next to this executable. The three ofi
+//! systems use the provider of [`Context::ofi_provider`] on the loopback interface
+//! (`FI_TCP_IFACE=lo`, `FI_UDP_IFACE=lo`).
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -27,8 +32,37 @@ use crate::suite::Plan;
 use crate::workload::{Workload, parse_figures};
 
 /// Every system's name, in the order tables list them.
-pub const NAMES: [&str; 8] =
-    ["nemesis-shm", "nemesis-c-abi", "nemesis-tcp", "unix-socket", "pipe", "iceoryx2", "openmpi", "mpich"];
+pub const NAMES: [&str; 11] = [
+    "nemesis-shm",
+    "nemesis-c-abi",
+    "nemesis-tcp",
+    "nemesis-ofi",
+    "unix-socket",
+    "pipe",
+    "iceoryx2",
+    "openmpi",
+    "mpich",
+    "fi-pingpong",
+    "openmpi-ofi",
+];
+
+/// The systems `compare` runs without `--systems`: all but the provider anchors `fi-pingpong`
+/// (latency only) and `openmpi-ofi`, which are asked for by name with the provider
+/// (`--systems nemesis-ofi,fi-pingpong,openmpi-ofi --ofi-provider PROV`).
+pub const DEFAULT: [&str; 9] = [
+    "nemesis-shm",
+    "nemesis-c-abi",
+    "nemesis-tcp",
+    "nemesis-ofi",
+    "unix-socket",
+    "pipe",
+    "iceoryx2",
+    "openmpi",
+    "mpich",
+];
+
+/// Environment of every ofi system: IP providers on the loopback interface.
+const OFI_ENV: [(&str, &str); 2] = [("FI_TCP_IFACE", "lo"), ("FI_UDP_IFACE", "lo")];
 
 /// `shared/bench/mpi_pingpong.c`, the program the MPI systems run (kept identical; a unit test
 /// compares them when the shared folder is there).
@@ -64,8 +98,11 @@ enum How {
     Endpoint { env: Vec<(String, String)>, nodes: u32 },
     /// Two processes of this program's rank side.
     Pair(Stream),
-    /// `mpi_pingpong` under its launcher (the launcher's arguments, ready for the program).
-    Mpi { launcher: Vec<OsString>, program: PathBuf },
+    /// `mpi_pingpong` under its launcher (the launcher's arguments, ready for the program), with
+    /// extra environment.
+    Mpi { launcher: Vec<OsString>, program: PathBuf, env: Vec<(String, String)> },
+    /// libfabric's `fi_pingpong` with this provider (`fi_pingpong` itself).
+    FiPingpong { program: PathBuf, prov: String },
 }
 
 /// A system that can run here.
@@ -101,6 +138,9 @@ pub struct Context {
     pub programs: PathBuf,
     pub repo: PathBuf,
     pub cpus: (usize, usize),
+    /// The libfabric provider of the ofi systems (`--ofi-provider`, else `NEMESIS_OFI_PROVIDER`,
+    /// else `tcp;ofi_rxm`).
+    pub ofi_provider: String,
 }
 
 impl Context {
@@ -113,7 +153,11 @@ impl Context {
             Some(r) => PathBuf::from(r),
             None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default(),
         };
-        Ok(Context { programs: dir.join("nemesis-bench-programs"), exe, repo, cpus: crate::pin::pair() })
+        let ofi_provider = std::env::var("NEMESIS_OFI_PROVIDER")
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| "tcp;ofi_rxm".into());
+        Ok(Context { programs: dir.join("nemesis-bench-programs"), exe, repo, cpus: crate::pin::pair(), ofi_provider })
     }
 
     fn exe_dir(&self) -> PathBuf {
@@ -143,9 +187,30 @@ impl System {
         }
     }
 
-    /// Whether it can run `w` (`mpi_pingpong.c` and the stream systems have no `bibw`).
+    /// The nemesis Endpoint with its two ranks on two node identities, through the libfabric
+    /// netmod over provider `prov`.
+    #[cfg(feature = "rdma")]
+    pub fn endpoint_ofi(name: &str, prov: &str) -> System {
+        let detail = format!(
+            "Endpoint, nemesis::launch --nodes 2 --bind core, NEMESIS_WAIT=poll, ofi netmod, provider {prov} on lo"
+        );
+        let mut env: Vec<(String, String)> = OFI_ENV.iter().map(|&(k, v)| (k.into(), v.into())).collect();
+        env.extend([
+            ("NEMESIS_NETMOD".into(), "ofi".into()),
+            ("NEMESIS_OFI_PROVIDER".into(), prov.into()),
+            ("NEMESIS_OFI_HEARTBEAT_ADDR".into(), "127.0.0.1".into()),
+        ]);
+        System { name: name.to_owned(), family: Family::Nemesis, detail, how: How::Endpoint { env, nodes: 2 } }
+    }
+
+    /// Whether it can run `w` (`mpi_pingpong.c` and the stream systems have no `bibw`;
+    /// `fi_pingpong` measures latency only).
     pub fn supports(&self, w: Workload) -> bool {
-        w != Workload::BiBandwidth || matches!(self.how, How::Endpoint { .. })
+        match self.how {
+            How::Endpoint { .. } => true,
+            How::FiPingpong { .. } => w == Workload::Latency,
+            _ => w != Workload::BiBandwidth,
+        }
     }
 
     /// Runs `w` for `sizes` once: the figure for each size (NaN for a size the system did not
@@ -187,16 +252,18 @@ impl System {
                 }
                 cmds
             }
-            How::Mpi { launcher, program } => {
+            How::Mpi { launcher, program, env } => {
                 let max = sizes.iter().copied().max().unwrap_or(0);
                 if max > i32::MAX as usize {
                     return Err(Error::Usage(format!("{}: mpi_pingpong takes sizes up to {}", self.name, i32::MAX)));
                 }
                 let mut c = Command::new(&launcher[0]);
                 c.args(&launcher[1..]).arg(program).args([w.key(), &max.to_string()]);
+                c.envs(env.iter().map(|(k, v)| (k, v)));
                 _fds = Vec::new();
                 vec![c]
             }
+            How::FiPingpong { program, prov } => return fi_pingpong(program, prov, sizes, plan, ctx.cpus),
         };
         let done = proc::run_all(cmds, plan.timeout).map_err(|e| Error::Run(format!("{}: {e}", self.name)))?;
         // The figures printed before a failure are kept (e.g. a transport without large
@@ -214,6 +281,67 @@ impl System {
             Some(p) if figures.is_empty() => Err(Error::Run(p)),
             problem => Ok(Run { values, problem }),
         }
+    }
+}
+
+/// `fi_pingpong -e rdm` over `prov`, one run per size (server pinned to the first CPU, client to
+/// the second, iterations as `mpi_pingpong`'s latency loop): its `usec/xfer` is the one-way time
+/// (fabtests divides a round trip by its two transfers). A size it cannot run (0 bytes) is NaN.
+fn fi_pingpong(program: &Path, prov: &str, sizes: &[usize], plan: &Plan, cpus: (usize, usize)) -> Result<Run> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut values = Vec::with_capacity(sizes.len());
+    let mut problem = None;
+    for &size in sizes {
+        if size == 0 {
+            values.push(f64::NAN);
+            continue;
+        }
+        let (iters, warm) = crate::workload::scaled(crate::workload::latency_iters(size), plan.scale);
+        let port = 20_000 + ((std::process::id() as u64 * 7 + NEXT.fetch_add(1, Ordering::Relaxed)) % 20_000);
+        let common = |c: &mut Command, cpu: usize| {
+            c.args(["-p", prov, "-e", "rdm", "-S", &size.to_string(), "-I", &(iters + warm).to_string()]);
+            c.envs(OFI_ENV);
+            pin_child(c, cpu);
+        };
+        let mut server = Command::new(program);
+        common(&mut server, cpus.0);
+        server.args(["-B", &port.to_string()]);
+        // The client retries until the server listens (it refuses the first connection otherwise).
+        let mut client = Command::new("sh");
+        let line = "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.2; \"$0\" \"$@\" && exit 0; done; exit 1";
+        client.args(["-c", line]).arg(program);
+        common(&mut client, cpus.1);
+        client.args(["-P", &port.to_string(), "127.0.0.1"]);
+        let done =
+            proc::run_all(vec![server, client], plan.timeout).map_err(|e| Error::Run(format!("fi-pingpong: {e}")))?;
+        match parse_fi_pingpong(&done[1].stdout) {
+            Some(us) => values.push(us),
+            None => {
+                values.push(f64::NAN);
+                problem.get_or_insert_with(|| format!("fi-pingpong {size} B: {}", tail(&done[1])));
+            }
+        }
+    }
+    if values.iter().all(|v| v.is_nan()) {
+        return Err(Error::Run(problem.unwrap_or_else(|| "fi-pingpong: no figures".into())));
+    }
+    Ok(Run { values, problem })
+}
+
+/// The `usec/xfer` column of `fi_pingpong`'s result line.
+fn parse_fi_pingpong(out: &str) -> Option<f64> {
+    let mut lines = out.lines().skip_while(|l| !l.contains("usec/xfer"));
+    let header: Vec<&str> = lines.next()?.split_whitespace().collect();
+    let col = header.iter().position(|h| *h == "usec/xfer")?;
+    lines.find_map(|l| l.split_whitespace().nth(col)?.parse().ok())
+}
+
+/// Pins the child to `cpu` before it runs.
+fn pin_child(cmd: &mut Command, cpu: usize) {
+    // SAFETY: the closure runs in the child between fork and exec; sched_setaffinity is
+    // async-signal-safe, and `pin` allocates nothing on its success path.
+    unsafe {
+        cmd.pre_exec(move || crate::pin::pin(cpu));
     }
 }
 
@@ -301,6 +429,37 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
     match name {
         "nemesis-shm" => Ok(System::endpoint(name, Vec::new())),
         "nemesis-tcp" => Ok(System::endpoint_tcp(name)),
+        #[cfg(feature = "rdma")]
+        "nemesis-ofi" => Ok(System::endpoint_ofi(name, &ctx.ofi_provider)),
+        #[cfg(not(feature = "rdma"))]
+        "nemesis-ofi" => Err("built without the `rdma` cargo feature (needs libfabric-dev, libclang-dev)".into()),
+        "fi-pingpong" => {
+            let program = proc::which("fi_pingpong").ok_or("fi_pingpong not found (apt-get install libfabric-bin)")?;
+            let prov = ctx.ofi_provider.clone();
+            let detail =
+                format!("fi_pingpong -p {prov} -e rdm (libfabric's own, busy-polling), on lo, CPUs {a} and {b}");
+            Ok(peer(name, &detail, How::FiPingpong { program, prov }))
+        }
+        "openmpi-ofi" => {
+            let (mpicc, run) =
+                tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")?;
+            let program = build(ctx, "openmpi", &mpicc, &[])?;
+            let prov = ctx.ofi_provider.as_str();
+            let mut launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
+            for a in ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", prov] {
+                launcher.push(a.into());
+            }
+            for (k, _) in OFI_ENV {
+                launcher.extend(["-x".into(), k.into()]);
+            }
+            let env = OFI_ENV.iter().map(|&(k, v)| (k.into(), v.into())).collect();
+            let detail = format!(
+                "mpi_pingpong.c, mpicc.openmpi, mpiexec.openmpi --bind-to core --mca pml cm --mca mtl ofi \
+                 --mca mtl_ofi_provider_include {prov}{}",
+                version(&run)
+            );
+            Ok(System { name: name.into(), family: Family::Peer, detail, how: How::Mpi { launcher, program, env } })
+        }
         "unix-socket" => Ok(peer(
             name,
             &format!("socketpair(AF_UNIX, SOCK_STREAM), blocking, CPUs {a} and {b}"),
@@ -323,14 +482,20 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
             let program = build(ctx, "openmpi", &mpicc, &[])?;
             let launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.openmpi, mpiexec.openmpi --bind-to core{}", version(&run));
-            Ok(System { name: name.into(), family: Family::Peer, detail, how: How::Mpi { launcher, program } })
+            Ok(System {
+                name: name.into(),
+                family: Family::Peer,
+                detail,
+                how: How::Mpi { launcher, program, env: Vec::new() },
+            })
         }
         "mpich" => {
             let (mpicc, run) = tools(&["mpicc.mpich", "mpiexec.hydra"], "apt-get install mpich")?;
             let program = build(ctx, "mpich", &mpicc, &[])?;
             let launcher = args(&run, &["-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.mpich, mpiexec.hydra --bind-to core{}", version(&run));
-            Ok(System { name: name.into(), family: Family::Peer, detail, how: How::Mpi { launcher, program } })
+            let how = How::Mpi { launcher, program, env: Vec::new() };
+            Ok(System { name: name.into(), family: Family::Peer, detail, how })
         }
         "nemesis-c-abi" => c_abi(ctx),
         other => Err(format!("no such system {other}")),
@@ -382,7 +547,8 @@ fn c_abi(ctx: &Context) -> std::result::Result<System, String> {
         "libmpi.so",
         libdir.display()
     );
-    Ok(System { name: "nemesis-c-abi".into(), family: Family::Nemesis, detail, how: How::Mpi { launcher, program } })
+    let how = How::Mpi { launcher, program, env: Vec::new() };
+    Ok(System { name: "nemesis-c-abi".into(), family: Family::Nemesis, detail, how })
 }
 
 /// Builds `mpi_pingpong.c` with `mpicc -O2` into the programs folder as `mpi_pingpong-TAG`
@@ -437,6 +603,14 @@ mod tests {
         assert_eq!(names, ["nemesis-tcp", "pipe"]);
         assert!(found[0].supports(Workload::BiBandwidth));
         assert!(!found[1].supports(Workload::BiBandwidth) && found[1].supports(Workload::Latency));
+    }
+
+    #[test]
+    fn fi_pingpong_output_parses() {
+        let out = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n\
+                   8       2k      =2k      31k         0.02s      1.23      6.14       0.16\n";
+        assert_eq!(parse_fi_pingpong(out), Some(6.14));
+        assert_eq!(parse_fi_pingpong("fi_getinfo(): -61"), None);
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub fn barrier(link: &mut dyn Link) -> Result<()> {
 }
 
 /// `(iters, skip)` scaled by `scale` (tests run a fraction), at least one of each.
-fn scaled((iters, skip): (usize, usize), scale: f64) -> (usize, usize) {
+pub fn scaled((iters, skip): (usize, usize), scale: f64) -> (usize, usize) {
     let f = |n: usize| ((n as f64 * scale) as usize).max(1);
     (f(iters), f(skip))
 }

@@ -11,8 +11,17 @@ use std::sync::Mutex;
 /// Benchmarks pin their processes to the same two CPUs: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-const SYSTEMS: [&str; 8] =
-    ["nemesis-shm", "nemesis-c-abi", "nemesis-tcp", "unix-socket", "pipe", "iceoryx2", "openmpi", "mpich"];
+const SYSTEMS: [&str; 9] = [
+    "nemesis-shm",
+    "nemesis-c-abi",
+    "nemesis-tcp",
+    "nemesis-ofi",
+    "unix-socket",
+    "pipe",
+    "iceoryx2",
+    "openmpi",
+    "mpich",
+];
 
 const SERIES_COLUMNS: [&str; 17] = [
     "system",

@@ -133,9 +133,16 @@ impl LmtBackend for NoNet {
         self.0.push((peer, id, bytes));
         Ok(())
     }
-    unsafe fn start_recv(&mut self, peer: u32, id: u32, _dst: *mut u8, bytes: u64) -> nemesis_lmt::Result<()> {
+    unsafe fn start_recv(
+        &mut self,
+        peer: u32,
+        id: u32,
+        _dst: *mut u8,
+        bytes: u64,
+        _remote: Option<nemesis_lmt::RemoteBuf>,
+    ) -> nemesis_lmt::Result<nemesis_lmt::RecvPlan> {
         self.0.push((peer, id, bytes));
-        Ok(())
+        Ok(nemesis_lmt::RecvPlan::Stream)
     }
     fn take_lmt_done(&mut self) -> Vec<NetDone> {
         Vec::new()
@@ -180,17 +187,18 @@ pub fn lmt_control(data: &[u8]) {
             s.pre_send(1, t, msg.as_ptr(), 5000 + t * 5000, me);
         }
         // The receiver reads from our own buffer (the peer registered no pid: rings instead).
-        let rts = Rts { id: 0, len: 20_000, addr: msg.as_ptr() as u64, pid: me, backend: nemesis_lmt::Backend::Cma };
+        let rts =
+            Rts { id: 0, len: 20_000, addr: msg.as_ptr() as u64, pid: me, key: 0, backend: nemesis_lmt::Backend::Cma };
         r.pre_recv(0, 10, &rts, dst.as_mut_ptr(), dst.len(), &rings);
-        let rts = Rts { id: 1, len: 3000, addr: 0, pid: 0, backend: nemesis_lmt::Backend::Ring };
+        let rts = Rts { id: 1, len: 3000, addr: 0, pid: 0, key: 0, backend: nemesis_lmt::Backend::Ring };
         r.pre_recv(0, 11, &rts, dst2.as_mut_ptr(), dst2.len(), &rings);
     }
     let mut net = NetLmt::new();
     let mut backend = NoNet::default();
     // SAFETY: as above.
     unsafe {
-        net.pre_send(1, 20, msg.as_ptr(), 20_000);
-        let rts = Rts { id: 0, len: 20_000, addr: 0, pid: 0, backend: nemesis_lmt::Backend::Net };
+        net.pre_send(1, 20, msg.as_ptr(), 20_000, &mut backend);
+        let rts = Rts { id: 0, len: 20_000, addr: 0, pid: 0, key: 0, backend: nemesis_lmt::Backend::Net };
         net.pre_recv(1, 21, &rts, dst.as_mut_ptr(), dst.len(), &mut backend);
     }
     for m in batch {

@@ -21,7 +21,7 @@ pub mod wire;
 
 pub use error::{Error, Result};
 #[cfg(not(loom))]
-pub use net::{LmtBackend, NetDone, NetLmt};
+pub use net::{LmtBackend, NetDone, NetLmt, RecvPlan, RemoteBuf};
 pub use ring::{HeapRing, RingRef};
 #[cfg(not(loom))]
 pub use transfer::{Config, Lmt, Outcome, PeerConfig, Policy, Rings, Stats, Token};

@@ -1,31 +1,81 @@
 //! Rendezvous with remote peers, through a network module's [`LmtBackend`] (the TCP netmod
-//! streams the data; an RDMA netmod would get or put it). Sans I/O like [`crate::Lmt`]: control
-//! messages come out of [`NetLmt::take_out`], finished transfers out of [`NetLmt::take_done`].
+//! streams the data; the RDMA netmod reads it from the sender's registered buffer, or streams it).
+//! Sans I/O like [`crate::Lmt`]: control messages come out of [`NetLmt::take_out`], finished
+//! transfers out of [`NetLmt::take_done`].
 //!
-//! The exchange: the sender's RTS (matched like an eager message); once a receive takes it, the
-//! receiver readies the backend for the data ([`LmtBackend::start_recv`]) and answers CTS with
-//! the byte count it takes (fewer than the message when its buffer is shorter); on CTS the sender
-//! has the backend move that many bytes ([`LmtBackend::start_send`]). Each side's transfer ends
-//! when its backend reports it: the sender's once its bytes are handed to the network (the buffer
-//! is free), the receiver's once they are all in its buffer. No DONE is needed.
+//! The exchange: the sender's RTS (matched like an eager message), carrying what its backend
+//! offers ([`LmtBackend::pre_send`]: for a network read, the remote address and key of its
+//! registered buffer). Once a receive takes it, the receiver's backend chooses
+//! ([`LmtBackend::start_recv`]):
+//! - **stream**: the receiver readies its buffer and answers CTS at once with the byte count it
+//!   takes (fewer than the message when its buffer is shorter); on CTS the sender's backend moves
+//!   that many bytes ([`LmtBackend::start_send`]); each side ends when its backend reports it.
+//! - **read**: the receiver's backend reads the bytes from the sender's buffer itself (zero copy,
+//!   one round trip); once they are in, the receiver answers DONE with the count, and the
+//!   sender's transfer ends on it ([`LmtBackend::send_read`]).
 
 use crate::error::{Error, Result};
 use crate::transfer::{Outcome, Token};
 use crate::wire::{Backend, Control, Rts};
 
+/// The sender's buffer as a remote peer can read it: what an RTS offers for a network read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteBuf {
+    /// The address to read at, as the network names it (a virtual address or an offset into the
+    /// registration).
+    pub addr: u64,
+    /// The registration's key.
+    pub key: u64,
+}
+
+/// How the receiver's backend takes a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvPlan {
+    /// The sender streams the data after CTS.
+    Stream,
+    /// The receiver reads the data from the sender's buffer, then sends DONE.
+    Read,
+}
+
 /// A network's way of moving the data of large messages.
 pub trait LmtBackend {
-    /// Sender, on CTS: moves `bytes` bytes at `addr` as transfer `id` to global rank `peer`.
+    /// Sender, before its RTS: readies the `bytes` bytes at `addr` of transfer `id` to remote rank
+    /// `peer` for a read by the receiver, and returns what the RTS offers; `None` (the default):
+    /// the data can only be streamed.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unchanged until the backend reports the transfer, or until
+    /// [`abandon_send`](Self::abandon_send).
+    unsafe fn pre_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> Result<Option<RemoteBuf>> {
+        let _ = (peer, id, addr, bytes);
+        Ok(None)
+    }
+    /// Sender: transfer `id` to `peer` ends without data moving through the backend (its RTS was
+    /// not sent, the receiver took no bytes, or the receiver read the data: [`send_read`]).
+    ///
+    /// [`send_read`]: Self::send_read
+    fn abandon_send(&mut self, peer: u32, id: u32) {
+        let _ = (peer, id);
+    }
+    /// Sender, on CTS: streams `bytes` bytes at `addr` as transfer `id` to global rank `peer`.
     ///
     /// # Safety
     /// The bytes stay valid and unchanged until the backend reports the transfer.
     unsafe fn start_send(&mut self, peer: u32, id: u32, addr: *const u8, bytes: u64) -> Result<()>;
-    /// Receiver, before its CTS: the `bytes` bytes of transfer `id` from `peer` go to `dst`.
+    /// Receiver, before its CTS: the `bytes` bytes of transfer `id` from `peer` go to `dst`;
+    /// `remote` is what the RTS offered for a read. Returns how the bytes come.
     ///
     /// # Safety
     /// `dst` stays valid for writes of `bytes` bytes, and is not accessed otherwise, until the
     /// backend reports the transfer.
-    unsafe fn start_recv(&mut self, peer: u32, id: u32, dst: *mut u8, bytes: u64) -> Result<()>;
+    unsafe fn start_recv(
+        &mut self,
+        peer: u32,
+        id: u32,
+        dst: *mut u8,
+        bytes: u64,
+        remote: Option<RemoteBuf>,
+    ) -> Result<RecvPlan>;
     /// Transfers the backend finished (or failed) since the last call.
     fn take_lmt_done(&mut self) -> Vec<NetDone>;
 }
@@ -52,6 +102,8 @@ struct Send {
     len: u64,
     /// CTS received: the backend moves the data.
     started: bool,
+    /// The RTS offered a read: DONE may end the transfer.
+    offered: bool,
 }
 
 #[derive(Debug)]
@@ -59,6 +111,8 @@ struct Recv {
     peer: u32,
     id: u32,
     token: Token,
+    /// The backend reads the data: DONE goes to the sender once it is in.
+    read: bool,
 }
 
 /// The rendezvous transfers of one process with remote peers.
@@ -105,17 +159,32 @@ impl NetLmt {
     ///
     /// # Safety
     /// The `len` bytes at `addr` must stay valid and unchanged until this transfer's outcome is
-    /// taken.
-    pub unsafe fn pre_send(&mut self, peer: u32, token: Token, addr: *const u8, len: u64) -> Rts {
+    /// taken (or it is [abandoned](Self::abandon)).
+    pub unsafe fn pre_send<B: LmtBackend + ?Sized>(
+        &mut self,
+        peer: u32,
+        token: Token,
+        addr: *const u8,
+        len: u64,
+        backend: &mut B,
+    ) -> Rts {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        self.sends.push(Send { peer, id, token, addr, len, started: false });
-        Rts { id, len, addr: 0, pid: 0, backend: Backend::Net }
+        // SAFETY: the caller's contract on the buffer. A backend that cannot ready it for a read
+        // leaves streaming, which always works.
+        let remote = unsafe { backend.pre_send(peer, id, addr, len) }.ok().flatten();
+        self.sends.push(Send { peer, id, token, addr, len, started: false, offered: remote.is_some() });
+        match remote {
+            Some(r) => Rts { id, len, addr: r.addr, pid: 0, key: r.key, backend: Backend::NetRead },
+            None => Rts { id, len, addr: 0, pid: 0, key: 0, backend: Backend::Net },
+        }
     }
 
     /// Sender: forgets a transfer whose RTS could not be sent (no outcome is reported).
-    pub fn abandon(&mut self, token: Token) {
-        self.sends.retain(|s| s.token != token);
+    pub fn abandon<B: LmtBackend + ?Sized>(&mut self, token: Token, backend: &mut B) {
+        for s in self.sends.extract_if(.., |s| s.token == token) {
+            backend.abandon_send(s.peer, s.id);
+        }
     }
 
     /// Receiver: a receive of `cap` bytes at `dst` took `rts` from remote rank `peer`.
@@ -133,43 +202,63 @@ impl NetLmt {
         backend: &mut B,
     ) {
         let bytes = rts.len.min(cap as u64);
-        self.out.push((peer, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes }));
+        let cts = Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes };
         if bytes == 0 {
+            self.out.push((peer, cts));
             self.done.push((token, Outcome::Moved { bytes: 0 }));
             return;
         }
+        let remote = (rts.backend == Backend::NetRead).then_some(RemoteBuf { addr: rts.addr, key: rts.key });
         // SAFETY: the caller's contract on `dst`, for `bytes <= cap`.
-        match unsafe { backend.start_recv(peer, rts.id, dst, bytes) } {
-            Ok(()) => self.recvs.push(Recv { peer, id: rts.id, token }),
-            Err(e) => self.done.push((token, Outcome::Failed(e))),
+        match unsafe { backend.start_recv(peer, rts.id, dst, bytes, remote) } {
+            Ok(RecvPlan::Stream) => {
+                self.out.push((peer, cts));
+                self.recvs.push(Recv { peer, id: rts.id, token, read: false });
+            }
+            Ok(RecvPlan::Read) => self.recvs.push(Recv { peer, id: rts.id, token, read: true }),
+            Err(e) => {
+                // The sender still waits: tell it no bytes are taken.
+                self.out.push((peer, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 0 }));
+                self.done.push((token, Outcome::Failed(e)));
+            }
         }
     }
 
-    /// A rendezvous message other than RTS from remote rank `peer`. Messages about transfers no
-    /// longer in flight are ignored; malformed ones are errors.
+    /// A rendezvous message other than RTS from remote rank `peer`: CTS (stream what it asks) or
+    /// DONE (the receiver read the data). Messages about transfers no longer in flight are
+    /// ignored; malformed ones are errors.
     pub fn handle<B: LmtBackend + ?Sized>(&mut self, peer: u32, msg: Control, backend: &mut B) -> Result<()> {
-        let Control::Cts { id, bytes, .. } = msg else {
-            return Err(Error::Wire { what: "rendezvous message from a remote peer", value: u64::from(msg.id()) });
+        let (id, bytes, read) = match msg {
+            Control::Cts { id, bytes, .. } => (id, bytes, false),
+            Control::Done { id, bytes } => (id, bytes, true),
+            _ => return Err(Error::Wire { what: "rendezvous message from a remote peer", value: u64::from(msg.id()) }),
         };
         let Some(i) = self.sends.iter().position(|s| s.id == id && s.peer == peer && !s.started) else {
             return Ok(());
         };
         let s = &mut self.sends[i];
-        if bytes > s.len {
+        if bytes > s.len || (read && !s.offered) {
             let s = self.sends.swap_remove(i);
-            let e = Error::Corrupt { what: "CTS byte count", value: bytes };
+            backend.abandon_send(peer, id);
+            let e = Error::Corrupt {
+                what: if read { "DONE for a streamed transfer" } else { "CTS byte count" },
+                value: bytes,
+            };
             self.done.push((s.token, Outcome::Failed(e.clone())));
             return Err(e);
         }
-        if bytes == 0 {
+        if bytes == 0 || read {
+            // Nothing to stream: no bytes taken, or the receiver has read them.
             let s = self.sends.swap_remove(i);
-            self.done.push((s.token, Outcome::Moved { bytes: 0 }));
+            backend.abandon_send(peer, id);
+            self.done.push((s.token, Outcome::Moved { bytes }));
             return Ok(());
         }
         s.started = true;
         // SAFETY: `pre_send`'s contract: the buffer stays valid until the outcome is taken.
         if let Err(e) = unsafe { backend.start_send(peer, id, s.addr, bytes) } {
             let s = self.sends.swap_remove(i);
+            backend.abandon_send(peer, id);
             self.done.push((s.token, Outcome::Failed(e)));
         }
         Ok(())
@@ -185,7 +274,11 @@ impl NetLmt {
                 self.sends.swap_remove(i).token
             } else {
                 let Some(i) = self.recvs.iter().position(|r| r.id == d.id && r.peer == d.peer) else { continue };
-                self.recvs.swap_remove(i).token
+                let r = self.recvs.swap_remove(i);
+                if let (true, Outcome::Moved { bytes }) = (r.read, &d.outcome) {
+                    self.out.push((r.peer, Control::Done { id: r.id, bytes: *bytes }));
+                }
+                r.token
             };
             self.done.push((token, d.outcome));
         }
@@ -224,6 +317,9 @@ mod tests {
         wire: Rc<RefCell<Wire>>,
         done: Vec<NetDone>,
         receiver: bool,
+        /// Offers reads.
+        readable: bool,
+        abandoned: Vec<(u32, u32)>,
     }
 
     impl LmtBackend for Loopback {
@@ -238,35 +334,56 @@ mod tests {
             w.recv_done.push(NetDone { peer: 0, id, send: false, outcome });
             Ok(())
         }
-        unsafe fn start_recv(&mut self, _peer: u32, id: u32, dst: *mut u8, bytes: u64) -> Result<()> {
+        unsafe fn start_recv(
+            &mut self,
+            peer: u32,
+            id: u32,
+            dst: *mut u8,
+            bytes: u64,
+            remote: Option<RemoteBuf>,
+        ) -> Result<RecvPlan> {
+            if let Some(r) = remote {
+                // The sender's buffer is at `r.addr` in this process: read it now.
+                // SAFETY: the test's buffers are live and hold `bytes` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(r.addr as *const u8, dst, bytes as usize) };
+                self.done.push(NetDone { peer, id, send: false, outcome: Outcome::Moved { bytes } });
+                return Ok(RecvPlan::Read);
+            }
             self.wire.borrow_mut().recv = Some((id, dst, bytes));
-            Ok(())
+            Ok(RecvPlan::Stream)
+        }
+        unsafe fn pre_send(&mut self, _peer: u32, _id: u32, addr: *const u8, _bytes: u64) -> Result<Option<RemoteBuf>> {
+            Ok(self.readable.then_some(RemoteBuf { addr: addr as u64, key: 7 }))
+        }
+        fn abandon_send(&mut self, peer: u32, id: u32) {
+            self.abandoned.push((peer, id));
         }
         fn take_lmt_done(&mut self) -> Vec<NetDone> {
             if self.receiver {
-                std::mem::take(&mut self.wire.borrow_mut().recv_done)
+                let mut d = std::mem::take(&mut self.wire.borrow_mut().recv_done);
+                d.append(&mut self.done);
+                d
             } else {
                 std::mem::take(&mut self.done)
             }
         }
     }
 
-    fn backends() -> (Loopback, Loopback) {
+    fn backends(readable: bool) -> (Loopback, Loopback) {
         let wire = Rc::new(RefCell::new(Wire::default()));
-        (
-            Loopback { wire: wire.clone(), done: Vec::new(), receiver: false },
-            Loopback { wire, done: Vec::new(), receiver: true },
-        )
+        let side = |wire, receiver| Loopback { wire, done: Vec::new(), receiver, readable, abandoned: Vec::new() };
+        (side(wire.clone(), false), side(wire, true))
     }
 
     #[test]
     fn rts_cts_and_the_backend_move_the_bytes_the_receiver_takes() {
         let (mut s, mut r) = (NetLmt::new(), NetLmt::new());
-        let (mut bs, mut br) = backends();
+        let (mut bs, mut br) = backends(false);
         let msg: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
         let mut dst = vec![0u8; 3000];
         // SAFETY: both buffers outlive the transfer, driven to the end here.
-        let rts = unsafe { s.pre_send(1, 7, msg.as_ptr(), 5000) };
+        let rts = unsafe { s.pre_send(1, 7, msg.as_ptr(), 5000, &mut bs) };
+        assert_eq!(rts.backend, Backend::Net);
         // SAFETY: as above.
         unsafe { r.pre_recv(0, 8, &rts, dst.as_mut_ptr(), 3000, &mut br) };
         let out: Vec<_> = r.take_out().collect();
@@ -283,17 +400,49 @@ mod tests {
     #[test]
     fn bad_cts_and_dead_peers_fail_transfers() {
         let mut s = NetLmt::new();
-        let (mut b, _) = backends();
+        let (mut b, _) = backends(false);
         let msg = [0u8; 10];
         // SAFETY: `msg` outlives the transfers.
-        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 10) };
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 10, &mut b) };
         assert!(s.handle(1, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 11 }, &mut b).is_err());
-        assert!(s.handle(1, Control::Done { id: 0, bytes: 1 }, &mut b).is_err());
+        assert!(s.handle(1, Control::Cookie { id: 0, offset: 0, ring: 0, epoch: 0, bytes: 1 }, &mut b).is_err());
         // SAFETY: as above.
-        unsafe { s.pre_send(2, 2, msg.as_ptr(), 10) };
+        let rts = unsafe { s.pre_send(1, 3, msg.as_ptr(), 10, &mut b) };
+        assert!(s.handle(1, Control::Done { id: rts.id, bytes: 10 }, &mut b).is_err(), "DONE for a streamed transfer");
+        // SAFETY: as above.
+        unsafe { s.pre_send(2, 2, msg.as_ptr(), 10, &mut b) };
         s.peer_gone(2);
         let done: Vec<_> = s.take_done().collect();
-        assert_eq!(done.len(), 2);
-        assert_eq!(done[1], (2, Outcome::Failed(Error::PeerDied)));
+        assert_eq!(done.len(), 3);
+        assert_eq!(done[2], (2, Outcome::Failed(Error::PeerDied)));
+    }
+
+    #[test]
+    fn a_read_ends_with_done_and_the_sender_releases_its_buffer() {
+        let (mut s, mut r) = (NetLmt::new(), NetLmt::new());
+        let (mut bs, mut br) = backends(true);
+        let msg: Vec<u8> = (0..9000u32).map(|i| (i * 7) as u8).collect();
+        let mut dst = vec![0u8; 8000];
+        // SAFETY: both buffers outlive the transfer, driven to the end here.
+        let rts = unsafe { s.pre_send(1, 5, msg.as_ptr(), 9000, &mut bs) };
+        assert_eq!((rts.backend, rts.key), (Backend::NetRead, 7));
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 6, &rts, dst.as_mut_ptr(), 8000, &mut br) };
+        assert_eq!(r.take_out().count(), 0, "no CTS: the receiver reads");
+        assert!(r.progress(&mut br));
+        let out: Vec<_> = r.take_out().collect();
+        assert_eq!(out, [(0, Control::Done { id: rts.id, bytes: 8000 })]);
+        assert_eq!(r.take_done().collect::<Vec<_>>(), [(6, Outcome::Moved { bytes: 8000 })]);
+        s.handle(1, out[0].1, &mut bs).unwrap();
+        assert_eq!(s.take_done().collect::<Vec<_>>(), [(5, Outcome::Moved { bytes: 8000 })]);
+        assert_eq!(bs.abandoned, [(1, rts.id)], "the registration is released");
+        assert!(dst == msg[..8000]);
+        assert!(!s.busy() && !r.busy());
+        // An RTS that could not be sent releases the buffer too.
+        // SAFETY: as above.
+        unsafe { s.pre_send(1, 9, msg.as_ptr(), 9000, &mut bs) };
+        s.abandon(9, &mut bs);
+        assert_eq!(bs.abandoned.len(), 2);
+        assert!(!s.busy() && s.take_done().next().is_none());
     }
 }

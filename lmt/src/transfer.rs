@@ -342,7 +342,7 @@ impl Lmt {
         self.next_id = self.next_id.wrapping_add(1);
         let backend = self.backend_for(peer, len);
         self.sends.push(SendX { id, peer, token, addr, len, state: SendState::AwaitReply });
-        Rts { id, len, addr: addr as u64, pid, backend }
+        Rts { id, len, addr: addr as u64, pid, key: 0, backend }
     }
 
     /// Sender: forgets a transfer whose RTS could not be sent (no outcome is reported).
@@ -1383,7 +1383,14 @@ mod tests {
         let mut r = Lmt::new(1, 1, split(1 << 20));
         let big = data(20_000);
         let mut d = vec![0u8; 20_000];
-        let rts = Rts { id: 4, len: 20_000, addr: big.as_ptr() as u64, pid: std::process::id(), backend: Backend::Cma };
+        let rts = Rts {
+            id: 4,
+            len: 20_000,
+            addr: big.as_ptr() as u64,
+            pid: std::process::id(),
+            key: 0,
+            backend: Backend::Cma,
+        };
         // SAFETY: `big` and `d` outlive the transfer.
         unsafe { r.pre_recv(0, 40, &rts, d.as_mut_ptr(), 20_000, &n) };
         while r.progress(&n) {}
@@ -1399,7 +1406,7 @@ mod tests {
         let mut r = Lmt::new(1, 1, split(1 << 20));
         let mut d = vec![0u8; 20_000];
         // The sender's buffer address is unmapped: our half faults at once.
-        let rts = Rts { id: 5, len: 20_000, addr: 64, pid: std::process::id(), backend: Backend::Cma };
+        let rts = Rts { id: 5, len: 20_000, addr: 64, pid: std::process::id(), key: 0, backend: Backend::Cma };
         // SAFETY: `d` outlives the transfer.
         unsafe { r.pre_recv(0, 50, &rts, d.as_mut_ptr(), 20_000, &n) };
         for _ in 0..10 {

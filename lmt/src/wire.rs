@@ -3,8 +3,9 @@
 //! trusted.
 //!
 //! Layout (little-endian): `[version u8][type u8][backend u8][pad u8][id u32]` then per type:
-//! - RTS: `len u64, addr u64, pid u32` (the message's length; the sender's buffer and process,
-//!   for a single-copy read);
+//! - RTS: `len u64, addr u64, pid u32, key u64` (the message's length; the sender's buffer and
+//!   process, for a single-copy read; for a network read, the buffer's remote address and the key
+//!   of its registration);
 //! - CTS: `bytes u64, epoch u32, ring u16` (ring of the receiver's pool, and how many bytes it
 //!   takes: fewer than `len` when the receive buffer is shorter);
 //! - DONE: `bytes u64` (the receiver read that many bytes itself: the sender's buffer is free);
@@ -34,8 +35,11 @@ pub enum Backend {
     Ring,
     /// A single copy by the receiver, `process_vm_readv` from the sender's buffer.
     Cma,
-    /// A network module moves the data (the peer is on another node).
+    /// A network module streams the data (the peer is on another node).
     Net,
+    /// A network module moves the data, and the receiver may read it from the sender's registered
+    /// buffer (RMA read at the RTS's `addr` with its `key`) rather than have it streamed.
+    NetRead,
 }
 
 impl Backend {
@@ -44,6 +48,7 @@ impl Backend {
             Backend::Ring => 1,
             Backend::Cma => 2,
             Backend::Net => 3,
+            Backend::NetRead => 4,
         }
     }
 
@@ -52,6 +57,7 @@ impl Backend {
             1 => Ok(Backend::Ring),
             2 => Ok(Backend::Cma),
             3 => Ok(Backend::Net),
+            4 => Ok(Backend::NetRead),
             other => Err(Error::Wire { what: "backend", value: u64::from(other) }),
         }
     }
@@ -68,6 +74,8 @@ pub struct Rts {
     pub addr: u64,
     /// The sender's process id.
     pub pid: u32,
+    /// For [`Backend::NetRead`]: the key of the registration of the sender's buffer.
+    pub key: u64,
     /// The backend the sender proposes.
     pub backend: Backend,
 }
@@ -162,7 +170,8 @@ impl Control {
                 put(8, &r.len.to_le_bytes());
                 put(16, &r.addr.to_le_bytes());
                 put(24, &r.pid.to_le_bytes());
-                28
+                put(28, &r.key.to_le_bytes());
+                36
             }
             Control::Cts { id, ring, epoch, bytes } => {
                 put(1, &[CTS]);
@@ -223,7 +232,7 @@ impl Control {
     /// The length of this message's encoding.
     pub fn encoded_len(&self) -> usize {
         match self {
-            Control::Rts(_) => 28,
+            Control::Rts(_) => 36,
             Control::Cts { .. } => 22,
             Control::Done { .. } | Control::Helped { .. } => 16,
             Control::Cookie { .. } => 30,
@@ -246,12 +255,13 @@ impl Control {
         let id = u32_at(4);
         match b[1] {
             RTS => {
-                need(28)?;
+                need(36)?;
                 Ok(Control::Rts(Rts {
                     id,
                     len: u64_at(8),
                     addr: u64_at(16),
                     pid: u32_at(24),
+                    key: u64_at(28),
                     backend: Backend::from_code(b[2])?,
                 }))
             }
@@ -287,8 +297,9 @@ mod tests {
     #[test]
     fn every_message_round_trips() {
         let msgs = [
-            Control::Rts(Rts { id: 7, len: 1 << 33, addr: 0xdead_beef_0000, pid: 4242, backend: Backend::Cma }),
-            Control::Rts(Rts { id: 0, len: 1, addr: 0, pid: 1, backend: Backend::Ring }),
+            Control::Rts(Rts { id: 7, len: 1 << 33, addr: 0xdead_beef_0000, pid: 4242, key: 0, backend: Backend::Cma }),
+            Control::Rts(Rts { id: 0, len: 1, addr: 0, pid: 1, key: 0, backend: Backend::Ring }),
+            Control::Rts(Rts { id: 3, len: 9, addr: 64, pid: 0, key: u64::MAX - 5, backend: Backend::NetRead }),
             Control::Cts { id: u32::MAX, ring: 3, epoch: 99, bytes: 12345 },
             Control::Done { id: 5, bytes: 64 << 20 },
             Control::Cookie { id: 9, offset: 4096, ring: 1, epoch: 2, bytes: 1 << 20 },
@@ -341,7 +352,7 @@ mod tests {
         bad = buf;
         bad[1] = 77;
         assert!(matches!(Control::decode(&bad[..n]), Err(Error::Wire { what: "message type", .. })));
-        let n = Control::Rts(Rts { id: 1, len: 2, addr: 3, pid: 4, backend: Backend::Ring }).encode(&mut buf);
+        let n = Control::Rts(Rts { id: 1, len: 2, addr: 3, pid: 4, key: 5, backend: Backend::Ring }).encode(&mut buf);
         buf[2] = 9;
         assert!(matches!(Control::decode(&buf[..n]), Err(Error::Wire { what: "backend", .. })));
         // Arbitrary bytes never panic.

@@ -11,7 +11,7 @@
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
-//! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes | 4, 2 |
+//! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
@@ -75,6 +75,9 @@ fn setup() -> &'static Setup {
             "nemesis-run",
         ]);
         build.arg("--target-dir").arg(&target_dir);
+        if cfg!(feature = "rdma") {
+            build.args(["--features", "nemesis/rdma"]);
+        }
         if cfg!(feature = "pmix") {
             build.args(["--features", "nemesis-mpi/pmix"]);
         }
@@ -234,6 +237,13 @@ fn collectives_on_two_levels() {
 fn across_nodes() {
     run_ok("comms", &[4], &["--nodes", "2"], &[]);
     run_ok("pingpong", &[2], &["--nodes", "2"], &[]);
+    if cfg!(feature = "rdma") {
+        for prov in ["tcp;ofi_rxm", "shm"] {
+            let env = [("NEMESIS_OFI_PROVIDER", prov), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1")];
+            run_ok("comms", &[4], &["--nodes", "2", "--netmod", "ofi"], &env);
+            run_ok("pingpong", &[2], &["--nodes", "2", "--netmod", "ofi"], &env);
+        }
+    }
 }
 
 #[test]

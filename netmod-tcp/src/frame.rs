@@ -126,18 +126,13 @@ pub fn parse_data_head(b: &[u8]) -> (u32, u64) {
 
 /// The bytes of a message header.
 pub fn header_bytes(h: &MsgHeader) -> [u8; HEADER_BYTES] {
-    let mut b = [0u8; HEADER_BYTES];
-    // SAFETY: `MsgHeader` is a `repr(C)` struct of integers, `HEADER_BYTES` long.
-    unsafe { std::ptr::write_unaligned(b.as_mut_ptr() as *mut MsgHeader, *h) };
-    b
+    h.to_bytes()
 }
 
 /// A message header from its bytes (any bit pattern is a header; its fields are checked by the
-/// caller).
+/// caller); `b` holds at least `HEADER_BYTES` bytes.
 pub fn parse_header(b: &[u8]) -> MsgHeader {
-    assert!(b.len() >= HEADER_BYTES);
-    // SAFETY: `b` holds at least `HEADER_BYTES` bytes; every bit pattern is a valid `MsgHeader`.
-    unsafe { std::ptr::read_unaligned(b.as_ptr() as *const MsgHeader) }
+    MsgHeader::from_bytes(b).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -75,7 +75,9 @@ pub fn frames(data: &[u8]) {
             }
         }
         // Cells of a message cut short go back; the connection is forgotten.
-        if let Rx::Msg { cell: Some(c), .. } = std::mem::replace(&mut w.net.peers[1].rx, Rx::Frame) {
+        if let Rx::Msg(a) = std::mem::replace(&mut w.net.peers[1].rx, Rx::Frame)
+            && let Some(c) = a.into_cell()
+        {
             w.net.spare.push(c);
         }
         while let Some(c) = w.net.spare.pop() {

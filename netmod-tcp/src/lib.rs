@@ -14,7 +14,8 @@
 //!   enqueued on its receive queue; with no free cell the socket is left alone (flow control).
 //! - **large messages**: after the rendezvous, DATA frames are written from the sender's buffer and
 //!   read into the receiver's buffer, without staging.
-//! - **failures**: a reset, or an end of stream without BYE, or heartbeats ([`heartbeat`]) missing
+//! - **failures**: a reset, or an end of stream without BYE, or heartbeats (the shared
+//!   [`nemesis_shm::netmod::heartbeat`]) missing
 //!   for the timeout, make the peer dead: a [`KIND_PEER_GONE`] notice follows its last arrival
 //!   in the receive queue; its transfers fail.
 //!
@@ -24,21 +25,21 @@
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod heartbeat;
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nemesis_lmt::{LmtBackend, NetDone, Outcome};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
-use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
+use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, Result};
 
 use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX};
-use heartbeat::Heartbeat;
+pub use nemesis_shm::netmod::addr::{default_addr, interface_addr};
+use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity, Timing};
 
 /// Settings of the TCP netmod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,32 +64,20 @@ impl Default for TcpConfig {
         TcpConfig {
             addr: None,
             ports: None,
-            heartbeat: Duration::from_millis(500),
-            timeout: Duration::from_millis(5000),
+            heartbeat: Timing::default().period,
+            timeout: Timing::default().timeout,
             max_message: 16 << 20,
         }
     }
 }
 
-fn config_error(var: &str, v: &str, want: &str) -> Error {
-    Error::Net(format!("{var}={v}: expected {want}"))
-}
-
 impl TcpConfig {
     /// The defaults with the `NEMESIS_TCP_*` overrides.
     pub fn from_env() -> Result<TcpConfig> {
-        let mut c = TcpConfig::default();
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        if let Some(v) = var("NEMESIS_TCP_ADDR") {
-            c.addr = Some(v.trim().parse().map_err(|_| config_error("NEMESIS_TCP_ADDR", &v, "an IP address"))?);
-        } else if let Some(v) = var("NEMESIS_TCP_IF") {
-            c.addr = Some(
-                interface_addr(v.trim())
-                    .ok_or_else(|| config_error("NEMESIS_TCP_IF", &v, "an interface with an address"))?,
-            );
-        }
-        if let Some(v) = var("NEMESIS_TCP_PORTS") {
-            let bad = || config_error("NEMESIS_TCP_PORTS", &v, "lo-hi, e.g. 40000-40100");
+        let addr = nemesis_shm::netmod::addr::addr_from_env("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF")?;
+        let mut c = TcpConfig { addr, ..TcpConfig::default() };
+        if let Some(v) = std::env::var("NEMESIS_TCP_PORTS").ok().filter(|v| !v.trim().is_empty()) {
+            let bad = || Error::Net(format!("NEMESIS_TCP_PORTS={v}: expected lo-hi, e.g. 40000-40100"));
             let (lo, hi) = v.trim().split_once('-').ok_or_else(bad)?;
             let (lo, hi): (u16, u16) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
             if lo == 0 || lo > hi {
@@ -96,82 +85,16 @@ impl TcpConfig {
             }
             c.ports = Some((lo, hi));
         }
-        let ms = |k: &str, v: &str| -> Result<Duration> {
-            let n: u64 = v.trim().parse().map_err(|_| config_error(k, v, "milliseconds"))?;
-            if n == 0 {
-                return Err(config_error(k, v, "a positive number of milliseconds"));
-            }
-            Ok(Duration::from_millis(n))
-        };
-        if let Some(v) = var("NEMESIS_TCP_HEARTBEAT_MS") {
-            c.heartbeat = ms("NEMESIS_TCP_HEARTBEAT_MS", &v)?;
-            c.timeout = c.heartbeat * 10;
-        }
-        if let Some(v) = var("NEMESIS_TCP_TIMEOUT_MS") {
-            c.timeout = ms("NEMESIS_TCP_TIMEOUT_MS", &v)?;
-        }
-        if c.timeout < c.heartbeat * 2 {
-            return Err(Error::Net(format!(
-                "the heartbeat timeout ({:?}) must be at least two periods ({:?})",
-                c.timeout, c.heartbeat
-            )));
-        }
+        let t = Timing::from_env("NEMESIS_TCP_HEARTBEAT_MS", "NEMESIS_TCP_TIMEOUT_MS")?;
+        (c.heartbeat, c.timeout) = (t.period, t.timeout);
         Ok(c)
     }
 
     /// The detection bound: a stopped peer is declared dead within this long of its last
     /// heartbeat (plus the time until the watcher's next progress pass).
     pub fn detection_bound(&self) -> Duration {
-        self.timeout + self.heartbeat
+        Timing { period: self.heartbeat, timeout: self.timeout }.detection_bound()
     }
-}
-
-/// The addresses of the interfaces that are up: `(name, address, loopback)`.
-fn interfaces() -> Vec<(String, IpAddr, bool)> {
-    let mut out = Vec::new();
-    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `ifap` with a list we free below.
-    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
-        return out;
-    }
-    let mut p = ifap;
-    while !p.is_null() {
-        // SAFETY: `p` is a node of the list getifaddrs returned, valid until freeifaddrs.
-        let ifa = unsafe { &*p };
-        p = ifa.ifa_next;
-        let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
-        if ifa.ifa_addr.is_null() || !up {
-            continue;
-        }
-        // SAFETY: `ifa_name` is a NUL-terminated string owned by the list.
-        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
-        let lo = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
-        // SAFETY: `ifa_addr` is non-null and points to a sockaddr of the family it names.
-        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        if family == libc::AF_INET {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            out.push((name, IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))), lo));
-        } else if family == libc::AF_INET6 {
-            // SAFETY: an AF_INET6 address is a sockaddr_in6.
-            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-            out.push((name, IpAddr::V6(sin6.sin6_addr.s6_addr.into()), lo));
-        }
-    }
-    // SAFETY: the list from getifaddrs, freed once.
-    unsafe { libc::freeifaddrs(ifap) };
-    out
-}
-
-/// The first address of interface `name` (IPv4 first).
-pub fn interface_addr(name: &str) -> Option<IpAddr> {
-    let all: Vec<_> = interfaces().into_iter().filter(|i| i.0 == name).collect();
-    all.iter().find(|i| i.1.is_ipv4()).or(all.first()).map(|i| i.1)
-}
-
-/// The default address: the first non-loopback IPv4 address of an interface that is up.
-pub fn default_addr() -> IpAddr {
-    interfaces().into_iter().find(|i| !i.2 && i.1.is_ipv4()).map(|i| i.1).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
 /// A peer's card: `tcp:<ip>:<port>:<heartbeat port>`.
@@ -216,17 +139,8 @@ enum Out {
 enum Rx<'n> {
     /// Between frames.
     Frame,
-    /// The payload of a message, fragment by fragment into cells.
-    Msg {
-        hdr: MsgHeader,
-        room: usize,
-        ft: [u8; FT_ROOM],
-        left: usize,
-        frag: u16,
-        cap: usize,
-        cell: Option<NetCell<'n>>,
-        filled: usize,
-    },
+    /// The payload of a message, into cells.
+    Msg(Arrival<'n>),
     /// The bytes of a DATA frame: `left` more go to `dst` (expected transfer `k` of the peer).
     Data { k: usize, left: usize },
 }
@@ -362,7 +276,8 @@ impl<'n> TcpNetmod<'n> {
         }
         // SAFETY: `fd` is a descriptor we own from here on.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        let hb = Heartbeat::start(ip, me, job, cfg.heartbeat).map_err(|e| io_err("heartbeat socket", e))?;
+        let hb = Heartbeat::start(ip, Identity { rank: me, job }, cfg.heartbeat)
+            .map_err(|e| io_err("heartbeat socket", e))?;
         let host = if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() };
         let card = format!("tcp:{host}:{port}:{}", hb.port());
         let nm = TcpNetmod {
@@ -450,7 +365,9 @@ impl<'n> TcpNetmod<'n> {
             p.buf = Box::new([]);
             p.start = 0;
             p.end = 0;
-            if let Rx::Msg { cell: Some(c), .. } = std::mem::replace(&mut p.rx, Rx::Frame) {
+            if let Rx::Msg(a) = std::mem::replace(&mut p.rx, Rx::Frame)
+                && let Some(c) = a.into_cell()
+            {
                 self.spare.push(c);
             }
             for o in p.out.drain(..) {
@@ -725,13 +642,9 @@ impl<'n> TcpNetmod<'n> {
                             if avail < PREFIX + HEADER_BYTES + room {
                                 return Ok(Flow::More);
                             }
-                            let mut ft = [0u8; FT_ROOM];
-                            ft[..room].copy_from_slice(&p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room]);
+                            let ft = &p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room];
+                            p.rx = Rx::Msg(Arrival::new(&hdr, ft, inbox));
                             p.start = at + HEADER_BYTES + room;
-                            let mut h = hdr;
-                            h.flags &= flags::FT_PIGGYBACK;
-                            let cap = inbox.cell_payload(&h);
-                            p.rx = Rx::Msg { hdr: h, room, ft, left: payload, frag: 0, cap, cell: None, filled: 0 };
                         }
                         Kind::Data => {
                             if p.link != Link::Up {
@@ -758,44 +671,16 @@ impl<'n> TcpNetmod<'n> {
                         }
                     }
                 }
-                Rx::Msg { hdr, room, ft, left, frag, cap, cell, filled } => {
-                    // This fragment's length (an empty message still takes one cell).
-                    let want = (*left + *filled).min(*cap);
-                    if cell.is_none() {
-                        let c = match self.spare.pop() {
-                            Some(c) => c,
-                            None => match inbox.cell() {
-                                Ok(Some(c)) => c,
-                                Ok(None) => return Ok(Flow::Blocked),
-                                Err(e) => return Err(format!("netmod cells: {e}")),
-                            },
-                        };
-                        *cell = Some(c);
-                        *filled = 0;
-                    }
-                    let Some(c) = cell.as_mut() else { return Ok(Flow::Blocked) };
-                    let body = c.after_header();
-                    if body.len() < *room + want {
-                        return Err("cell smaller than its payload".into());
-                    }
-                    body[..*room].copy_from_slice(&ft[..*room]);
-                    let n = (want - *filled).min(avail);
-                    body[*room + *filled..*room + *filled + n].copy_from_slice(&p.buf[p.start..p.start + n]);
-                    p.start += n;
-                    *filled += n;
-                    *left -= n;
-                    if *filled < want {
-                        return Ok(Flow::More);
-                    }
-                    let (h, f) = (*hdr, *frag);
-                    let Some(c) = cell.take() else { return Ok(Flow::Blocked) };
-                    if let Err(e) = inbox.deliver(c, &h, f) {
-                        return Err(format!("delivery: {e}"));
-                    }
-                    *frag = frag.checked_add(1).ok_or("too many fragments")?;
-                    *filled = 0;
-                    if *left == 0 {
+                Rx::Msg(a) => {
+                    let used = a.feed(&p.buf[p.start..p.end], &mut self.spare, inbox)?;
+                    p.start += used;
+                    if a.is_whole() {
                         p.rx = Rx::Frame;
+                    } else if used < avail {
+                        // No free cell.
+                        return Ok(Flow::Blocked);
+                    } else {
+                        return Ok(Flow::More);
                     }
                 }
                 Rx::Data { k, left } => {
@@ -904,27 +789,10 @@ impl<'n> TcpNetmod<'n> {
         }
     }
 
-    /// Puts the notices of deaths into the receive queue, as cells allow.
+    /// Puts the notices of deaths into the receive queue, as cells allow; cells of arrivals that
+    /// never completed go back.
     fn announce_deaths(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
-        let mut any = false;
-        while let Some(&rank) = self.deaths.first() {
-            let cell = match self.spare.pop() {
-                Some(c) => c,
-                None => match inbox.cell()? {
-                    Some(c) => c,
-                    None => break,
-                },
-            };
-            let hdr = MsgHeader { src: rank, dst: self.me, kind: KIND_PEER_GONE, ..MsgHeader::default() };
-            inbox.deliver(cell, &hdr, 0)?;
-            self.deaths.remove(0);
-            any = true;
-        }
-        // Cells of arrivals that never completed go back.
-        while let Some(c) = self.spare.pop() {
-            inbox.recycle(c)?;
-        }
-        Ok(any)
+        announce_deaths(self.me, &mut self.deaths, &mut self.spare, inbox)
     }
 
     /// Queues a whole frame (`head` then `body`) for `rank`, or writes it at once if nothing is
@@ -995,7 +863,7 @@ impl<'n> TcpNetmod<'n> {
         for k in 0..self.live.len() {
             let rank = self.live[k];
             let p = &self.peers[rank as usize];
-            if p.link == Link::Up && (p.start < p.end || matches!(p.rx, Rx::Msg { cell: None, .. })) {
+            if p.link == Link::Up && (p.start < p.end || matches!(&p.rx, Rx::Msg(a) if !a.has_cell())) {
                 moved |= self.pump(rank, inbox)?;
             }
             if !self.peers[rank as usize].out.is_empty() {
@@ -1162,7 +1030,14 @@ impl LmtBackend for TcpNetmod<'_> {
         Ok(())
     }
 
-    unsafe fn start_recv(&mut self, peer: u32, id: u32, dst: *mut u8, bytes: u64) -> nemesis_lmt::Result<()> {
+    unsafe fn start_recv(
+        &mut self,
+        peer: u32,
+        id: u32,
+        dst: *mut u8,
+        bytes: u64,
+        _remote: Option<nemesis_lmt::RemoteBuf>,
+    ) -> nemesis_lmt::Result<nemesis_lmt::RecvPlan> {
         self.peer_index(peer).map_err(|e| nemesis_lmt::Error::Cma(e.to_string()))?;
         let p = &mut self.peers[peer as usize];
         if matches!(p.link, Link::Dead | Link::Bye) {
@@ -1172,7 +1047,7 @@ impl LmtBackend for TcpNetmod<'_> {
             return Err(nemesis_lmt::Error::Corrupt { what: "transfer id already expected", value: u64::from(id) });
         }
         p.recvs.push(DataRecv { id, dst, bytes, got: 0 });
-        Ok(())
+        Ok(nemesis_lmt::RecvPlan::Stream)
     }
 
     fn take_lmt_done(&mut self) -> Vec<NetDone> {
@@ -1211,7 +1086,5 @@ mod tests {
         }
         let c = TcpConfig::default();
         assert_eq!(c.detection_bound(), Duration::from_millis(5500));
-        assert!(!default_addr().is_unspecified());
-        assert_eq!(interface_addr("lo"), Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
     }
 }

@@ -106,6 +106,27 @@ const _: () = assert!(core::mem::size_of::<MsgHeader>() == HEADER_BYTES);
 const _: () = assert!(core::mem::size_of::<CellLink>() == LINK_BYTES);
 
 impl MsgHeader {
+    /// The header's bytes, as a netmod puts them on the wire (native byte order: both ends run
+    /// this build).
+    pub fn to_bytes(&self) -> [u8; HEADER_BYTES] {
+        let mut b = [0u8; HEADER_BYTES];
+        // SAFETY: `MsgHeader` is a `repr(C)` struct of integers, `HEADER_BYTES` long, without
+        // padding.
+        unsafe { core::ptr::write_unaligned(b.as_mut_ptr() as *mut MsgHeader, *self) };
+        b
+    }
+
+    /// A header from its first `HEADER_BYTES` bytes (any bit pattern is a header: the caller
+    /// checks its fields), or `None` if `b` is shorter.
+    pub fn from_bytes(b: &[u8]) -> Option<MsgHeader> {
+        if b.len() < HEADER_BYTES {
+            return None;
+        }
+        // SAFETY: `b` holds at least `HEADER_BYTES` bytes; every bit pattern is a valid
+        // `MsgHeader`.
+        Some(unsafe { core::ptr::read_unaligned(b.as_ptr() as *const MsgHeader) })
+    }
+
     /// Bytes between the start of the header and the payload.
     #[inline]
     pub fn payload_offset(&self) -> usize {

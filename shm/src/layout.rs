@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
 
 /// Version of the layout below; bumped whenever any shared structure changes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 /// Most local ranks a segment supports (queue ids and the fastbox map are sized for it).
 pub const MAX_LOCAL_RANKS: u16 = 1024;
@@ -30,6 +30,21 @@ pub const HEADER_AREA: u64 = 4096;
 pub const RANK_STATE_BYTES: u64 = 64;
 /// Bytes of one queue.
 pub const QUEUE_BYTES: u64 = 128;
+/// Bytes of one rank's queue page: its receive queue, free queue and netmod free queue
+/// ([`QueueKind`]), alone in a page so that the page can be placed on the rank's NUMA node.
+pub const QUEUE_PAGE_BYTES: u64 = 4096;
+
+/// Which of a rank's three queues (its place in the rank's queue page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum QueueKind {
+    /// Where other ranks enqueue the cells they send it.
+    Recv = 0,
+    /// Where its cells come back once received.
+    Free = 1,
+    /// The cells its network modules fill with arrivals.
+    Netmod = 2,
+}
 /// Bytes before a fastbox's slots: the owner line and the ack line.
 pub const FASTBOX_HEAD_BYTES: u64 = 128;
 
@@ -211,7 +226,7 @@ pub struct Layout {
     pub params: Params,
     /// Start of the rank records.
     pub ranks_off: u64,
-    /// Start of the queues (receive queue of rank r at index 2r, free queue at 2r + 1).
+    /// Start of the queue pages (page-aligned): rank r's queues in page r ([`QueueKind`]).
     pub queues_off: u64,
     /// Start of the fastbox map.
     pub fbox_map_off: u64,
@@ -233,8 +248,8 @@ impl Layout {
         params.validate(ranks)?;
         let r = u64::from(ranks);
         let ranks_off = HEADER_AREA;
-        let queues_off = ranks_off + r * RANK_STATE_BYTES;
-        let fbox_map_off = queues_off + 3 * r * QUEUE_BYTES;
+        let queues_off = (ranks_off + r * RANK_STATE_BYTES).next_multiple_of(4096);
+        let fbox_map_off = queues_off + r * QUEUE_PAGE_BYTES;
         let fbox_off = (fbox_map_off + 4 * r * r).next_multiple_of(64);
         let fbox_bytes = FASTBOX_HEAD_BYTES + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
         let lmt_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);
@@ -268,21 +283,31 @@ impl Layout {
         h
     }
 
+    /// Offset of queue `kind` of local rank `rank`.
+    #[inline(always)]
+    pub fn queue_off(&self, rank: u16, kind: QueueKind) -> u64 {
+        self.queues_off + u64::from(rank) * QUEUE_PAGE_BYTES + kind as u64 * QUEUE_BYTES
+    }
+
     /// The byte ranges `[start, end)` of the memory local rank `rank` owns: the fastboxes it hosts
     /// (their slots are written by senders and polled by it), the copy rings it hosts (as
-    /// receiver), and its pool of cells (taken and filled by it as sender: NEMESIS keeps free
-    /// queues on the sender's side so that a sender fills local memory, Mercier's habilitation
-    /// L690–713). Its rank record and queue heads are a few lines in arrays shared by all ranks.
-    pub fn owned_ranges(&self, rank: u16) -> [(u64, u64); 3] {
+    /// receiver), its pool of cells (taken and filled by it as sender: NEMESIS keeps free queues
+    /// on the sender's side so that a sender fills local memory, Mercier's habilitation
+    /// L690–713), and its queue page (its receive queue's head is written by it alone, and its
+    /// free and netmod queues are consumed by it). Its rank record is a line in an array shared
+    /// by all ranks (read by every peer's liveness checks).
+    pub fn owned_ranges(&self, rank: u16) -> [(u64, u64); 4] {
         let r = u64::from(rank);
         let p = &self.params;
         let boxes = u64::from(p.fastboxes_per_rank) * self.fbox_bytes;
         let rings = u64::from(p.lmt_rings_per_rank) * p.lmt_ring_bytes();
         let cells = u64::from(p.cells_per_rank) * u64::from(p.cell_size);
+        let queues = self.queues_off + r * QUEUE_PAGE_BYTES;
         [
             (self.fbox_off + r * boxes, self.fbox_off + (r + 1) * boxes),
             (self.lmt_off + r * rings, self.lmt_off + (r + 1) * rings),
             (self.cells_off + r * cells, self.cells_off + (r + 1) * cells),
+            (queues, queues + QUEUE_PAGE_BYTES),
         ]
     }
 
@@ -312,7 +337,7 @@ mod tests {
         let b = Layout::new(8, Params::DEFAULT).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.hash(), b.hash());
-        assert_eq!(a.queues_off % 64, 0);
+        assert_eq!(a.queues_off % 4096, 0);
         assert_eq!(a.fbox_off % 64, 0);
         assert_eq!(a.cells_off % 4096, 0);
         assert!(a.total >= a.cells_off + 8 * 64 * 16384);

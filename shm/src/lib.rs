@@ -72,7 +72,7 @@ pub use arena::{Arena, HeapArena};
 pub use cell::{CellHandle, MsgHeader, NULL};
 pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
-pub use layout::{Layout, Params};
+pub use layout::{Layout, Params, QueueKind};
 pub use node::{HeapNode, Node, RankState};
 pub use port::{Incoming, NetCell, PeerEvent, PendingSend, Port, PortConfig, REMOTE, Sent};
 pub use queue::{Liveness, Queue, QueueShared};

@@ -10,8 +10,14 @@
 //! connects lazily, on first use; [`send`](Netmod::send); [`poll`](Netmod::poll) (arrivals and
 //! queued sends; there is no `recv`); [`finalize`](Netmod::finalize). A remote peer's death
 //! comes through the receive queue too ([`KIND_PEER_GONE`]), after its last arrivals.
+//!
+//! What every netmod needs besides: [`heartbeat`] (the failure detector) and [`addr`] (this
+//! machine's IP addresses).
 
-use crate::cell::MsgHeader;
+pub mod addr;
+pub mod heartbeat;
+
+use crate::cell::{FT_ROOM, MsgHeader, flags};
 use crate::error::Result;
 use crate::node::Node;
 use crate::port::{NetCell, Port};
@@ -69,4 +75,148 @@ pub trait Netmod<'n> {
     fn busy(&self) -> bool;
     /// Flushes queued sends, says goodbye to connected peers and closes.
     fn finalize(&mut self) -> Result<()>;
+}
+
+/// A message from a remote peer being put into cells of the receive queue as its bytes come (a
+/// cell is delivered when full or when the message ends; an empty message still takes one): the
+/// receiving half every netmod shares.
+pub struct Arrival<'n> {
+    hdr: MsgHeader,
+    /// Bytes of fault-tolerance room behind the header, and their content.
+    room: usize,
+    ft: [u8; FT_ROOM],
+    /// Message bytes not yet received.
+    left: usize,
+    /// Fragment (cell) being filled, and the payload one cell takes.
+    frag: u16,
+    cap: usize,
+    cell: Option<NetCell<'n>>,
+    filled: usize,
+}
+
+impl<'n> Arrival<'n> {
+    /// A message with header `hdr` (only its piggyback flag is kept; `len` is the whole
+    /// message's) whose fault-tolerance room holds `ft` (empty without the flag).
+    pub fn new(hdr: &MsgHeader, ft: &[u8], inbox: &dyn Inbox<'n>) -> Arrival<'n> {
+        let mut h = *hdr;
+        h.flags &= flags::FT_PIGGYBACK;
+        h.seq = 0;
+        h.frag = 0;
+        let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+        let mut room_bytes = [0u8; FT_ROOM];
+        let n = ft.len().min(room);
+        room_bytes[..n].copy_from_slice(&ft[..n]);
+        Arrival {
+            hdr: h,
+            room,
+            ft: room_bytes,
+            left: h.len as usize,
+            frag: 0,
+            cap: inbox.cell_payload(&h),
+            cell: None,
+            filled: 0,
+        }
+    }
+
+    /// The message's header.
+    pub fn header(&self) -> &MsgHeader {
+        &self.hdr
+    }
+
+    /// Message bytes still to come.
+    pub fn left(&self) -> usize {
+        self.left
+    }
+
+    /// True once every cell of the message is delivered.
+    pub fn is_whole(&self) -> bool {
+        self.left == 0 && self.frag > 0
+    }
+
+    /// True while a cell is held for the next bytes.
+    pub fn has_cell(&self) -> bool {
+        self.cell.is_some()
+    }
+
+    /// The cell held, if any (the message is abandoned: its peer died).
+    pub fn into_cell(self) -> Option<NetCell<'n>> {
+        self.cell
+    }
+
+    /// Puts `data`, the next bytes of the message, into cells, taking them from `spare` first,
+    /// then from `inbox`. Returns the bytes used: fewer than given when no cell is free (flow
+    /// control: the caller keeps the rest). `Err` says what went wrong with the cells.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        spare: &mut Vec<NetCell<'n>>,
+        inbox: &mut dyn Inbox<'n>,
+    ) -> core::result::Result<usize, String> {
+        let mut used = 0;
+        while !self.is_whole() {
+            // This cell's length: what is left of the message, up to a cell.
+            let want = (self.left + self.filled).min(self.cap);
+            if self.cell.is_none() {
+                let c = match spare.pop() {
+                    Some(c) => c,
+                    None => match inbox.cell() {
+                        Ok(Some(c)) => c,
+                        Ok(None) => return Ok(used),
+                        Err(e) => return Err(format!("netmod cells: {e}")),
+                    },
+                };
+                self.cell = Some(c);
+                self.filled = 0;
+            }
+            let Some(c) = self.cell.as_mut() else { return Ok(used) };
+            let body = c.after_header();
+            if body.len() < self.room + want {
+                return Err("cell smaller than its payload".into());
+            }
+            body[..self.room].copy_from_slice(&self.ft[..self.room]);
+            let n = (want - self.filled).min(data.len() - used);
+            body[self.room + self.filled..self.room + self.filled + n].copy_from_slice(&data[used..used + n]);
+            used += n;
+            self.filled += n;
+            self.left -= n;
+            if self.filled < want {
+                // The rest of this cell comes with the next bytes.
+                return Ok(used);
+            }
+            let Some(c) = self.cell.take() else { return Ok(used) };
+            inbox.deliver(c, &self.hdr, self.frag).map_err(|e| format!("delivery: {e}"))?;
+            self.frag = self.frag.checked_add(1).ok_or("too many fragments")?;
+            self.filled = 0;
+        }
+        Ok(used)
+    }
+}
+
+/// Puts the notices of the deaths in `deaths` (remote ranks, in order) into the receive queue of
+/// rank `me`, as cells allow (a notice that finds no cell waits for the next call), then gives
+/// back the cells of arrivals that never completed (`spare`). True if a notice went.
+pub fn announce_deaths<'n>(
+    me: u32,
+    deaths: &mut Vec<u32>,
+    spare: &mut Vec<NetCell<'n>>,
+    inbox: &mut dyn Inbox<'n>,
+) -> Result<bool> {
+    let mut any = false;
+    while let Some(&rank) = deaths.first() {
+        let cell = match spare.pop() {
+            Some(c) => c,
+            None => match inbox.cell()? {
+                Some(c) => c,
+                None => break,
+            },
+        };
+        let hdr = MsgHeader { src: rank, dst: me, kind: KIND_PEER_GONE, ..MsgHeader::default() };
+        inbox.deliver(cell, &hdr, 0)?;
+        deaths.remove(0);
+        any = true;
+    }
+    while let Some(c) = spare.pop() {
+        inbox.recycle(c)?;
+    }
+    Ok(any)
 }

@@ -8,7 +8,7 @@ use crate::arena::{Arena, HeapArena};
 use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, HeapFastbox, STAMP_BYTES};
-use crate::layout::Params;
+use crate::layout::{Params, QueueKind};
 use crate::queue::{Liveness, Queue, QueueShared};
 use crate::sync::{AtomicU32, AtomicU64, Ordering::*};
 
@@ -147,12 +147,11 @@ pub unsafe trait Node: Sync {
     fn params(&self) -> &Params;
     /// The cells.
     fn arena(&self) -> &Self::Arena;
-    /// Queue number `index` (`2r`: receive queue of rank r, `2r + 1`: its free queue,
-    /// `2 * ranks() + r`: its netmod free queue).
+    /// Queue `kind` of rank `r`.
     ///
     /// # Safety
-    /// `index < 3 * ranks()`.
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared;
+    /// `r < ranks()`.
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared;
     /// Rank `r`'s record.
     ///
     /// # Safety
@@ -196,16 +195,16 @@ pub unsafe trait Node: Sync {
     #[inline(always)]
     fn recv_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2r < 2 * ranks()`.
-        Queue::new(unsafe { self.queue_shared(2 * r as usize) }, self.arena(), recv_queue_id(r))
+        // SAFETY: callers pass a checked rank.
+        Queue::new(unsafe { self.queue_shared(r, QueueKind::Recv) }, self.arena(), recv_queue_id(r))
     }
 
     /// Rank `r`'s free queue (`r` must be valid).
     #[inline(always)]
     fn free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2r + 1 < 2 * ranks()`.
-        Queue::new(unsafe { self.queue_shared(2 * r as usize + 1) }, self.arena(), free_queue_id(r))
+        // SAFETY: callers pass a checked rank.
+        Queue::new(unsafe { self.queue_shared(r, QueueKind::Free) }, self.arena(), free_queue_id(r))
     }
 
     /// Rank `r`'s netmod free queue (`r` must be valid): the cells its network modules fill with
@@ -213,8 +212,8 @@ pub unsafe trait Node: Sync {
     #[inline(always)]
     fn netmod_free_queue(&self, r: u16) -> Queue<'_, Self::Arena> {
         debug_assert!(r < self.ranks());
-        // SAFETY: callers pass a checked rank, so `2 * ranks + r < 3 * ranks()`.
-        let shared = unsafe { self.queue_shared(2 * self.ranks() as usize + r as usize) };
+        // SAFETY: callers pass a checked rank.
+        let shared = unsafe { self.queue_shared(r, QueueKind::Netmod) };
         Queue::new(shared, self.arena(), netmod_queue_id(r))
     }
 
@@ -328,9 +327,10 @@ unsafe impl Node for HeapNode {
     fn arena(&self) -> &HeapArena {
         &self.arena
     }
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
-        // SAFETY: the caller guarantees `index < 3 * ranks`, the slice's length.
-        unsafe { self.queues.get_unchecked(index) }
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared {
+        // SAFETY: the caller guarantees `r < ranks`, so the index is below `3 * ranks`, the
+        // slice's length.
+        unsafe { self.queues.get_unchecked(3 * r as usize + kind as usize) }
     }
     unsafe fn rank_state(&self, r: u16) -> &RankState {
         // SAFETY: the caller guarantees `r < ranks`, the slice's length.

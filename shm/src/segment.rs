@@ -23,7 +23,7 @@ use crate::arena::Arena;
 use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, STAMP_BYTES};
-use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params};
+use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params, QueueKind};
 use crate::node::{Node, RankState, STATE_ALIVE, STATE_EMPTY};
 use crate::os::{self, PidFd};
 use crate::queue::QueueShared;
@@ -482,9 +482,9 @@ unsafe impl Node for Segment {
         &self.arena
     }
     #[inline(always)]
-    unsafe fn queue_shared(&self, index: usize) -> &QueueShared {
-        let off = self.layout.queues_off as usize + index * crate::layout::QUEUE_BYTES as usize;
-        // SAFETY: `index < 3 * ranks`, so the queue lies inside the queue area, 64-byte aligned.
+    unsafe fn queue_shared(&self, r: u16, kind: QueueKind) -> &QueueShared {
+        let off = self.layout.queue_off(r, kind) as usize;
+        // SAFETY: `r < ranks`, so the queue lies inside rank r's queue page, 64-byte aligned.
         unsafe { &*(self.map.as_ptr().add(off) as *const QueueShared) }
     }
     #[inline(always)]

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
-use nemesis_shm::{Backing, Error, MsgHeader, Node, Params, PeerEvent, Port, PortConfig, Segment, Sent};
+use nemesis_shm::{Backing, Error, MsgHeader, Node, Params, PeerEvent, Port, PortConfig, QueueKind, Segment, Sent};
 
 /// Small cells and boxes, so that a test run mixes every path: fastbox, one cell, several cells,
 /// pending sends, senders without a fastbox (more senders than boxes).
@@ -498,7 +498,11 @@ fn corrupter() {
 /// [`Error::Corrupt`], never an out-of-bounds access or a crash.
 #[test]
 fn corruption_is_detected() {
-    let queue_off = |seg: &Segment, index: usize| seg.layout().queues_off as usize + 128 * index;
+    // Queue `index` as the node numbers them: 2r the receive queue of rank r, 2r + 1 its free queue.
+    let queue_off = |seg: &Segment, index: usize| {
+        let kind = if index % 2 == 0 { QueueKind::Recv } else { QueueKind::Free };
+        seg.layout().queue_off((index / 2) as u16, kind) as usize
+    };
     let cell_off = |seg: &Segment, h: u32| seg.layout().cells_off as usize + (h as usize - 1) * 1024;
     let setup = || {
         let seg = Segment::create(3, params(), Backing::Memfd).unwrap();

@@ -1,5 +1,5 @@
-//! `nemesis-run -n N [--bind core|hwthread|l2|l3|numa|package|none] [--map-by
-//! core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
+//! `nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none]
+//! [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
 //! poll|yield|block] [--tag-output] [--keep-going] [--] program [args...]`: starts N ranks of a
 //! nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and supervises them
 //! (the library behind it is `nemesis::launch`; the policies are `nemesis::topology::plan`'s).
@@ -16,8 +16,9 @@ use std::process::ExitCode;
 
 use nemesis::Error;
 use nemesis::launch::{Bind, Job, MapBy, Wait};
+use nemesis::net::NetKind;
 
-const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--bind core|hwthread|l2|l3|numa|package|none] \
+const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none] \
                      [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] \
                      [--wait poll|yield|block] [--tag-output] [--keep-going] [--] PROGRAM [ARGS]...";
 
@@ -26,7 +27,10 @@ const ABOUT: &str = "Start the ranks of a nemesis job on this machine";
 const OPTIONS: &str = "Options:
   -n, --np <N>          Number of ranks
       --nodes <K>       Split the ranks into K nodes (blocks of consecutive ranks, each with its own
-                        segment): traffic between them goes through TCP, as between machines [default: 1]
+                        segment): traffic between them goes through the netmod, as between machines
+                        [default: 1]
+      --netmod <NETMOD> The netmod between nodes: tcp, or ofi (libfabric, the rdma feature; the provider
+                        is NEMESIS_OFI_PROVIDER's). Sets NEMESIS_NETMOD in every rank
       --bind <BIND>     Bind each rank to the object of this level holding its PU: core, hwthread, l2,
                         l3, numa, package; or leave placement to the kernel (none) [default: none].
                         Without the hwloc feature, core pins rank i to the (i mod n)-th allowed CPU
@@ -57,6 +61,7 @@ struct Cli {
     tag_output: bool,
     keep_going: bool,
     nodes: u32,
+    netmod: Option<NetKind>,
     /// The program and its arguments (never empty).
     command: Vec<OsString>,
 }
@@ -73,7 +78,7 @@ enum Parsed {
 /// not one (or everything after `--`) is the program and its arguments.
 fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let mut args = args.into_iter();
-    let (mut ranks, mut bind, mut wait, mut nodes) = (None, Bind::None, None, 1);
+    let (mut ranks, mut bind, mut wait, mut nodes, mut netmod) = (None, Bind::None, None, 1, None);
     let (mut tag_output, mut keep_going) = (false, false);
     let (mut map, mut report_bindings, mut dry_run) = (None, false, false);
     let mut command = Vec::new();
@@ -111,6 +116,12 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
             "-V" | "--version" => return Ok(Parsed::Version),
             "-n" | "--np" => ranks = Some(count(&value("--np <N>")?, "--np <N>")?),
             "--nodes" => nodes = count(&value("--nodes <K>")?, "--nodes <K>")?,
+            "--netmod" => {
+                let v = value("--netmod <NETMOD>")?;
+                let n = NetKind::parse(&v);
+                netmod =
+                    Some(n.map_err(|_| format!("invalid value '{v}' for '--netmod <NETMOD>': expected tcp or ofi"))?);
+            }
             "--bind" => {
                 let v = value("--bind <BIND>")?;
                 bind = Bind::parse(&v).map_err(|e| format!("invalid value '{v}' for '--bind <BIND>': {e}"))?;
@@ -142,7 +153,19 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     if command.is_empty() {
         return Err("the program to run is required: [--] PROGRAM [ARGS]...".into());
     }
-    Ok(Parsed::Run(Cli { ranks, bind, map, report_bindings, dry_run, wait, tag_output, keep_going, nodes, command }))
+    Ok(Parsed::Run(Cli {
+        ranks,
+        bind,
+        map,
+        report_bindings,
+        dry_run,
+        wait,
+        tag_output,
+        keep_going,
+        nodes,
+        netmod,
+        command,
+    }))
 }
 
 /// A count of at least 1.
@@ -184,6 +207,9 @@ fn main() -> ExitCode {
     }
     if let Some(w) = cli.wait {
         job = job.wait(w);
+    }
+    if let Some(n) = cli.netmod {
+        job = job.env("NEMESIS_NETMOD", n.name());
     }
     if cli.dry_run {
         return match job.dry_run() {
@@ -240,6 +266,7 @@ mod tests {
                 tag_output: true,
                 keep_going: false,
                 nodes: 1,
+                netmod: None,
                 command: ["prog", "-n", "x"].map(OsString::from).to_vec(),
             }
         );
@@ -248,6 +275,8 @@ mod tests {
         assert_eq!((c.ranks, c.nodes, c.keep_going, c.tag_output), (3, 2, true, false));
         assert_eq!(c.command, ["hostname", "--tag-output"].map(OsString::from));
         assert_eq!(run(&["--np=2", "true"]).ranks, 2);
+        assert_eq!(run(&["-n", "2", "--netmod", "ofi", "p"]).netmod, Some(NetKind::Ofi));
+        assert_eq!(run(&["-n", "2", "--netmod=tcp", "p"]).netmod, Some(NetKind::Tcp));
         assert_eq!(run(&["-n=5", "true"]).ranks, 5);
         let c = run(&["-n", "2", "--bind=numa", "--map-by", "package:compact", "--report-bindings", "--dry-run", "p"]);
         assert_eq!(
@@ -274,6 +303,8 @@ mod tests {
             (&["-n", "2", "--map-by", "numa:wide", "true"], "'numa:wide'"),
             (&["-n", "2", "--dry-run=1", "true"], "no value"),
             (&["-n", "2", "--nodes", "0", "true"], "--nodes"),
+            (&["-n", "2", "--netmod", "verbs", "true"], "'verbs'"),
+            (&["-n", "2", "--netmod"], "--netmod <NETMOD>"),
             (&["-n", "2", "--tag-output=yes", "true"], "no value"),
         ] {
             let e = args(a).expect_err(&format!("{a:?} is not an error"));

@@ -46,7 +46,6 @@ use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
 use nemesis_lmt::{Lmt, NetLmt};
-use nemesis_netmod_tcp::TcpNetmod;
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
@@ -60,6 +59,7 @@ use request::{Op, RecvBuf, Requests};
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::net::Net;
 use crate::pmi::ProcessManager;
 use crate::topology::{Distance, Locality, PairThresholds};
 use crate::wait::Waiter;
@@ -123,7 +123,7 @@ enum Peer {
 struct Inner {
     // Field order is drop order: `net` (its cells) and `port` borrow `segment`, so they go first.
     /// The network module, when the job spans nodes.
-    net: Option<TcpNetmod<'static>>,
+    net: Option<Net<'static>>,
     port: Port<'static, Segment>,
     /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
     segment: Box<Segment>,

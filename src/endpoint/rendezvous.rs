@@ -66,11 +66,17 @@ impl Inner {
         let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
-            // SAFETY: the caller's contract: the buffer stays valid until the request completes,
-            // which is when `nemesis-lmt` reports the transfer's outcome.
-            let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64) };
-            let n = Control::Rts(rts).encode(&mut bytes);
-            self.net_send(dest, &hdr, &bytes[..n])
+            match self.net.as_mut() {
+                Some(net) => {
+                    // SAFETY: the caller's contract: the buffer stays valid until the request
+                    // completes, which is when `nemesis-lmt` reports the transfer's outcome.
+                    let rts = unsafe { self.netlmt.pre_send(dest, req.token(), ptr, len as u64, net) };
+                    let n = Control::Rts(rts).encode(&mut bytes);
+                    self.net_send(dest, &hdr, &bytes[..n])
+                }
+                // The error of a job without a network module.
+                None => self.net_send(dest, &hdr, &[]),
+            }
         } else {
             // SAFETY: as above.
             let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
@@ -79,7 +85,9 @@ impl Inner {
         };
         if let Err(e) = sent {
             self.lmt.abandon(req.token());
-            self.netlmt.abandon(req.token());
+            if let Some(net) = self.net.as_mut() {
+                self.netlmt.abandon(req.token(), net);
+            }
             self.reqs.complete(req, Ok(status));
             let _ = self.reqs.take(req);
             return Err(e);

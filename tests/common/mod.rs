@@ -113,3 +113,44 @@ impl Rng {
         rem.copy_from_slice(&w[..rem.len()]);
     }
 }
+
+/// The netmods a test between nodes runs over, each as (label, environment of its ranks): TCP,
+/// and with the `rdma` feature the ofi netmod over each of libfabric's software providers that
+/// runs here (IP providers on the loopback interface), large messages read (`read: true`) or
+/// streamed. A provider libfabric lacks is left out, except under CI, where that fails.
+pub fn netmods(read: bool) -> Vec<(String, Vec<(&'static str, String)>)> {
+    let mut v = vec![("tcp".to_owned(), vec![("NEMESIS_NETMOD", "tcp".to_owned())])];
+    if cfg!(feature = "rdma") {
+        for prov in ["tcp;ofi_rxm", "shm", "udp;ofi_rxd"] {
+            if !ofi_provider(prov) {
+                continue;
+            }
+            let mut env = vec![
+                ("NEMESIS_NETMOD", "ofi".to_owned()),
+                ("NEMESIS_OFI_PROVIDER", prov.to_owned()),
+                ("NEMESIS_OFI_RNDV", if read { "read" } else { "send" }.to_owned()),
+                ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1".to_owned()),
+            ];
+            if prov != "shm" {
+                env.push(("NEMESIS_OFI_DOMAIN", "lo".to_owned()));
+            }
+            v.push((format!("ofi {prov} {}", if read { "read" } else { "send" }), env));
+        }
+    }
+    v
+}
+
+/// True if libfabric offers `prov` here (asked with `fi_info`).
+fn ofi_provider(prov: &str) -> bool {
+    let ok = Command::new("fi_info")
+        .args(["-p", prov, "-t", "FI_EP_RDM"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(!in_ci(), "libfabric provider {prov} (or fi_info) is missing: CI installs libfabric-bin");
+        eprintln!("skipped: libfabric provider {prov} not available (fi_info -p '{prov}')");
+    }
+    ok
+}
