@@ -4,6 +4,8 @@
 use nemesis_ft::{Control as FtControl, Horizon, Piggyback};
 use nemesis_lmt::Control;
 use nemesis_netmod_tcp::frame::{self, Kind};
+use nemesis_netmod_tcp::fuzzing;
+use nemesis_shm::auth;
 use nemesis_shm::MsgHeader;
 use nemesis_shm::cell::{HEADER_BYTES, flags};
 
@@ -79,16 +81,29 @@ fn tcp_frames() -> Vec<Vec<u8>> {
             .concat(),
         // Up: two DATA frames of transfer 0, then a message.
         [vec![0], data(0, 1000), data(1000, 500), msg_frame(1, &[], false)].concat(),
-        // Waiting for ACCEPT: ACCEPT, then a message.
-        [vec![1], frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(2, b"x", false)].concat(),
-        // Waiting: REJECT.
-        [vec![1], frame::prefix(Kind::Reject, 0).to_vec()].concat(),
+        // Proved, waiting for ACCEPT: ACCEPT, then a message.
+        [vec![2], frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(2, b"x", false)].concat(),
+        // Proved, waiting: REJECT.
+        [vec![2], frame::prefix(Kind::Reject, 0).to_vec()].concat(),
+        // HELLO sent: the peer's CHALLENGE (a valid proof), ACCEPT, a message.
+        [vec![1], challenge(), frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(3, b"y", false)].concat(),
     ]
+}
+
+/// Rank 1's CHALLENGE to rank 0 (the fuzzed netmod), valid for its fixed secret and nonce.
+fn challenge() -> Vec<u8> {
+    let na = [3u8; auth::NONCE_BYTES];
+    let proof = auth::accept_proof(&fuzzing::secret(), 0, 1, &fuzzing::NONCE, &na);
+    frame::frame(Kind::Challenge, &[&na[..], &proof[..]].concat())
 }
 
 fn tcp_hello() -> Vec<Vec<u8>> {
     (1..4u32)
-        .map(|rank| [frame::prefix(Kind::Hello, frame::HELLO).to_vec(), frame::hello(rank, 4, 42).to_vec()].concat())
+        .map(|rank| {
+            let nc = [rank as u8; auth::NONCE_BYTES];
+            let proof = auth::connect_proof(&fuzzing::secret(), rank, 0, &nc, &fuzzing::NONCE);
+            [frame::frame(Kind::Hello, &frame::hello(rank, 4, &nc)), frame::frame(Kind::Proof, &proof)].concat()
+        })
         .collect()
 }
 

@@ -3,13 +3,14 @@
 //!
 //! - [`frames`]: a connection's byte stream (frames, message headers and payloads into cells,
 //!   large-message DATA into an expected transfer), as [`TcpNetmod`]'s parser takes it;
-//! - [`hello`]: the HELLO an accepting side reads from a new connection.
+//! - [`hello`]: the HELLO and PROOF an accepting side reads from a new connection.
 //!
 //! Neither may panic, loop or touch memory outside what it owns, whatever the bytes: a peer's
 //! bytes are refused with a protocol error, never trusted.
 
 use std::cell::RefCell;
 
+use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
 use nemesis_shm::{HeapNode, Params, Port, PortConfig};
 
 use crate::frame::{self, HELLO, PREFIX};
@@ -36,12 +37,21 @@ fn world() -> World {
     let mut port = Port::new(node, 0, PortConfig::default()).expect("port");
     port.netmod_reserve(8).expect("netmod cells");
     let cfg = TcpConfig { addr: Some([127, 0, 0, 1].into()), ..TcpConfig::default() };
-    let net = TcpNetmod::new(0, 2, 42, cfg).expect("netmod");
+    let net = TcpNetmod::new(0, 2, secret(), cfg).expect("netmod");
     World { port, net, data: vec![0u8; DATA_BYTES] }
 }
 
+/// The secret of the fuzzed job (fixed, so that seeds can hold valid proofs).
+pub fn secret() -> JobSecret {
+    JobSecret::from_hex(&"5a".repeat(32)).expect("a secret")
+}
+
+/// Our nonce in the handshakes of [`frames`] (fixed, as [`secret`]).
+pub const NONCE: [u8; NONCE_BYTES] = [7; NONCE_BYTES];
+
 /// Parses `data` as the stream rank 1 sent to rank 0. The first byte picks the connection's
-/// state (up, or waiting for ACCEPT after our HELLO) and the id of the large message expected.
+/// state (up; our HELLO sent, waiting for CHALLENGE; our PROOF sent, waiting for ACCEPT) and the
+/// id of the large message expected.
 pub fn frames(data: &[u8]) {
     let Some((&first, stream)) = data.split_first() else { return };
     WORLD.with(|w| {
@@ -49,13 +59,18 @@ pub fn frames(data: &[u8]) {
         let w = w.get_or_insert_with(world);
         let dst = w.data.as_mut_ptr();
         let p = &mut w.net.peers[1];
-        p.link =
-            if first & 1 == 0 { Link::Up } else { Link::Connecting { since: std::time::Instant::now(), hello: true } };
+        let since = std::time::Instant::now();
+        p.link = match first % 3 {
+            0 => Link::Up,
+            1 => Link::Connecting { since, hello: true, proved: false },
+            _ => Link::Connecting { since, hello: true, proved: true },
+        };
+        p.nonce = NONCE;
         p.buf = stream.into();
         (p.start, p.end) = (0, stream.len());
         p.rx = Rx::Frame;
         p.recvs.clear();
-        p.recvs.push(DataRecv { id: u32::from(first >> 1), dst, bytes: DATA_BYTES as u64, got: 0 });
+        p.recvs.push(DataRecv { id: u32::from(first / 3), dst, bytes: DATA_BYTES as u64, got: 0 });
         // Parse until the bytes are used up or refused, taking arrivals out as they come (a
         // bounded number of rounds: each delivers a cell or ends).
         for _ in 0..stream.len() + 2 {
@@ -90,11 +105,16 @@ pub fn frames(data: &[u8]) {
     });
 }
 
-/// Checks `data` as the HELLO of a new connection to rank 0 of a job of 4 ranks.
+/// Checks `data` as the HELLO of a new connection to rank 0 of a job of 4 ranks, then (what
+/// follows it) as the PROOF answering our CHALLENGE.
 pub fn hello(data: &[u8]) {
-    if let Ok(b) = <&[u8; PREFIX + HELLO]>::try_from(data)
-        && let Some(rank) = frame::check_hello(b, 0, 4, 42)
-    {
+    let Some((h, rest)) = data.split_first_chunk::<{ PREFIX + HELLO }>() else { return };
+    if let Some((rank, nc)) = frame::check_hello(h, 0, 4) {
         assert!(rank > 0 && rank < 4);
+        if let Some((pre, proof)) = rest.split_first_chunk::<PREFIX>() {
+            let ok = matches!(frame::parse_prefix(pre), Ok((frame::Kind::Proof, _)))
+                && auth::check_proof(&secret(), false, rank, 0, &nc, &NONCE, proof);
+            assert!(!ok || proof == auth::connect_proof(&secret(), rank, 0, &nc, &NONCE));
+        }
     }
 }
