@@ -332,6 +332,7 @@ pub fn bootstrap() -> Result<Boot> {
             None => job_secret(&mut pm, rank)?,
         };
         let n = Net::start(NetKind::from_env()?, rank, size, secret)?;
+        tracing::debug!(rank, card = %n.card(), "netmod listening");
         pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }

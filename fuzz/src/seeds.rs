@@ -5,8 +5,8 @@ use nemesis_ft::{Control as FtControl, Horizon, Piggyback};
 use nemesis_lmt::Control;
 use nemesis_netmod_tcp::frame::{self, Kind};
 use nemesis_netmod_tcp::fuzzing;
-use nemesis_shm::auth;
 use nemesis_shm::MsgHeader;
+use nemesis_shm::auth;
 use nemesis_shm::cell::{HEADER_BYTES, flags};
 
 /// The seeds of target `name` (none for an unknown name).

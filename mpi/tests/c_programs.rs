@@ -463,3 +463,15 @@ fn nemesis_log_from_a_c_program() {
     assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
     assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
 }
+
+#[test]
+fn pretend_nodes_listen_on_loopback() {
+    // `nemesis-run --nodes 2` on one host: the netmod listens (and beats) on 127.0.0.1 only,
+    // unless NEMESIS_TCP_ADDR or NEMESIS_TCP_IF say otherwise.
+    let o = job(2, &compile("ring", false), &["--nodes", "2"], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
+    assert_eq!(cards.len(), 2, "{}", show(&o));
+    assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
+}
