@@ -2,8 +2,10 @@
 //!
 //! Implements [`nemesis_shm::netmod::Netmod`] (messages, through the receive queue) and
 //! [`nemesis_lmt::LmtBackend`] (the data of large messages, streamed) over TCP:
-//! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then a
-//!   HELLO naming the rank and the job). Simultaneous connects are settled by rank: the accepting
+//! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then the
+//!   handshake: HELLO naming the rank with a nonce, CHALLENGE and PROOF, each side proving the
+//!   job's secret over both ranks and both nonces, `nemesis_shm::auth`; a connection that fails
+//!   it is closed and changes no rank's state). Simultaneous connects are settled by rank: the accepting
 //!   side refuses (REJECT) a connection from a higher rank while its own attempt to that rank is
 //!   under way, and accepts one from a lower rank, dropping its own attempt. Data flows only after
 //!   ACCEPT, so nothing is ever written on a connection that loses; messages wait per peer, not

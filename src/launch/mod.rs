@@ -273,8 +273,12 @@ impl Job {
         self.env.push((nemesis_shm::auth::ENV_JOB_SECRET.into(), secret.to_hex().into()));
         // Pretend nodes on this host talk over loopback unless told otherwise: nothing listens on
         // an address other hosts reach.
-        if self.nodes > 1 && !["NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF"].iter().any(|v| self.sets(v)) {
-            self.env.push(("NEMESIS_TCP_ADDR".into(), "127.0.0.1".into()));
+        for (addr, iface) in
+            [("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "NEMESIS_OFI_HEARTBEAT_IF")]
+        {
+            if self.nodes > 1 && !self.sets(addr) && !self.sets(iface) {
+                self.env.push((addr.into(), "127.0.0.1".into()));
+            }
         }
         if self.ranks == 0 {
             return Err(Error::Config("a job needs at least one rank (-n 1 or more)".into()));
