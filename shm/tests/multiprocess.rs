@@ -500,7 +500,7 @@ fn corrupter() {
 fn corruption_is_detected() {
     // Queue `index` as the node numbers them: 2r the receive queue of rank r, 2r + 1 its free queue.
     let queue_off = |seg: &Segment, index: usize| {
-        let kind = if index % 2 == 0 { QueueKind::Recv } else { QueueKind::Free };
+        let kind = if index.is_multiple_of(2) { QueueKind::Recv } else { QueueKind::Free };
         seg.layout().queue_off((index / 2) as u16, kind) as usize
     };
     let cell_off = |seg: &Segment, h: u32| seg.layout().cells_off as usize + (h as usize - 1) * 1024;
