@@ -112,13 +112,18 @@ const ACCEPT: &[u8] = b"nemesis-netmod accept v1";
 const CONNECT: &[u8] = b"nemesis-netmod connect v1";
 const BEAT: &[u8] = b"nemesis-netmod heartbeat v1";
 
-fn handshake_parts<'a>(
-    from: &'a [u8; 4],
-    to: &'a [u8; 4],
-    nc: &'a [u8; NONCE_BYTES],
-    na: &'a [u8; NONCE_BYTES],
-) -> [&'a [u8]; 4] {
-    [from, to, nc, na]
+/// The MAC of one side of a handshake: from rank `from` (connecting, nonce `nc`) to rank `to`
+/// (accepting, nonce `na`); `accept` picks the accepting side's label.
+fn proof(
+    s: &JobSecret,
+    accept: bool,
+    from: u32,
+    to: u32,
+    nc: &[u8; NONCE_BYTES],
+    na: &[u8; NONCE_BYTES],
+) -> HmacSha256 {
+    let label = if accept { ACCEPT } else { CONNECT };
+    s.hmac(label, &[&from.to_le_bytes(), &to.to_le_bytes(), nc, na])
 }
 
 /// The accepting side's proof, for a connection from rank `from` to rank `to` with the
@@ -130,7 +135,7 @@ pub fn accept_proof(
     nc: &[u8; NONCE_BYTES],
     na: &[u8; NONCE_BYTES],
 ) -> [u8; MAC_BYTES] {
-    s.mac(ACCEPT, &handshake_parts(&from.to_le_bytes(), &to.to_le_bytes(), nc, na))
+    proof(s, true, from, to, nc, na).finalize().into_bytes().into()
 }
 
 /// The connecting side's proof (see [`accept_proof`]).
@@ -141,11 +146,11 @@ pub fn connect_proof(
     nc: &[u8; NONCE_BYTES],
     na: &[u8; NONCE_BYTES],
 ) -> [u8; MAC_BYTES] {
-    s.mac(CONNECT, &handshake_parts(&from.to_le_bytes(), &to.to_le_bytes(), nc, na))
+    proof(s, false, from, to, nc, na).finalize().into_bytes().into()
 }
 
-/// Whether `proof` is [`accept_proof`] (`accept`) or [`connect_proof`] for these values, in
-/// constant time.
+/// Whether `tag` is [`accept_proof`] (`accept`) or [`connect_proof`] for these values, whole,
+/// compared in constant time.
 pub fn check_proof(
     s: &JobSecret,
     accept: bool,
@@ -153,10 +158,9 @@ pub fn check_proof(
     to: u32,
     nc: &[u8; NONCE_BYTES],
     na: &[u8; NONCE_BYTES],
-    proof: &[u8],
+    tag: &[u8],
 ) -> bool {
-    let label = if accept { ACCEPT } else { CONNECT };
-    proof.len() == MAC_BYTES && s.verify(label, &handshake_parts(&from.to_le_bytes(), &to.to_le_bytes(), nc, na), proof)
+    tag.len() == MAC_BYTES && proof(s, accept, from, to, nc, na).verify_slice(tag).is_ok()
 }
 
 /// Magic of a heartbeat datagram.
