@@ -45,6 +45,9 @@ use crate::launch::contract::{
 };
 use crate::net::{Net, NetKind};
 use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
+#[cfg(feature = "hwloc")]
+use crate::topology::Machine;
+use crate::topology::distance::{ENV_LOCALITY, Locality};
 
 /// What start-up found out.
 #[derive(Debug)]
@@ -65,6 +68,45 @@ pub struct Boot {
     pub pmi: Option<ProcessManager>,
     /// The network module, if ranks are on other nodes.
     pub net: Option<Net<'static>>,
+    /// Every local rank's locality, by local rank, as the ranks published them (with the `hwloc`
+    /// feature, when the launcher gave none in `NEMESIS_LOCALITY`): the pair distances under
+    /// any process manager.
+    pub localities: Option<Vec<Locality>>,
+}
+
+/// The KVS key of rank `rank`'s locality.
+fn locality_key(rank: u32) -> String {
+    format!("nemesis-loc-{rank}")
+}
+
+/// This process's locality, read from the machine's topology and its own CPU set, if it must
+/// publish it: with the `hwloc` feature (the affinity fallback numbers CPUs per process, so its
+/// localities cannot be compared between ranks), when the launcher gave no localities, and when
+/// the process is bound to some of the machine's CPUs (the process manager bound it: `srun
+/// --cpu-bind`, `mpiexec.hydra -bind-to`); an unbound rank floats, its distances are unknown.
+fn own_locality() -> Option<Locality> {
+    if std::env::var(ENV_LOCALITY).is_ok_and(|v| !v.trim().is_empty()) {
+        return None;
+    }
+    #[cfg(feature = "hwloc")]
+    {
+        let cpus = crate::topology::allowed_cpus().ok()?;
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+        if cpus.len() >= crate::topology::parse_cpu_list(online.trim())?.len() {
+            return None;
+        }
+        match Machine::load() {
+            Ok(machine) => Some(machine.locality_of(&cpus)),
+            Err(e) => {
+                tracing::debug!(error = %e, "no topology: pair distances unknown");
+                None
+            }
+        }
+    }
+    #[cfg(not(feature = "hwloc"))]
+    {
+        None
+    }
 }
 
 /// The KVS key of rank `rank`'s netmod business card.
@@ -325,6 +367,10 @@ pub fn bootstrap() -> Result<Boot> {
         tracing::debug!(%node, %name, ranks = local_size, "created the node segment");
         created = Some(seg);
     }
+    let own = own_locality();
+    if let Some(l) = &own {
+        pm.put(&locality_key(rank), &l.encode())?;
+    }
     let mut net = None;
     if local_ranks.len() < size as usize {
         let secret = match given_secret {
@@ -353,13 +399,27 @@ pub fn bootstrap() -> Result<Boot> {
             segment.layout().ranks
         )));
     }
+    let localities = match own {
+        Some(_) => {
+            let mut all = Vec::with_capacity(local_ranks.len());
+            for &r in &local_ranks {
+                // A peer that published none (another build) leaves every distance unknown.
+                match pm.get(r, &locality_key(r))?.as_deref().and_then(Locality::decode) {
+                    Some(l) => all.push(l),
+                    None => break,
+                }
+            }
+            (all.len() == local_ranks.len()).then_some(all)
+        }
+        None => None,
+    };
     segment.register(local_rank)?;
     pm.barrier()?;
     // Every rank attached: the name goes now, whoever registered last (a rank that died before
     // registering would have left it).
     segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
-    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net })
+    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net, localities })
 }
 
 /// Attaches to a published segment handle: `fd:<n>` (inherited) or `shm:<name>`.
@@ -389,6 +449,7 @@ fn singleton() -> Result<Boot> {
         segment,
         pmi: None,
         net: None,
+        localities: None,
     })
 }
 

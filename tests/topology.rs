@@ -402,3 +402,38 @@ fn bound_ranks_know_their_distance_and_node_here() {
         assert_eq!(node.is_some(), nemesis::topology::HWLOC);
     }
 }
+
+/// Under another process manager that binds its ranks (`mpiexec.hydra -bind-to core`), the ranks
+/// publish their own localities at start-up (with hwloc) and know their distance without
+/// `nemesis-run`'s plan; unbound, or without hwloc (whose fallback cannot compare two
+/// processes' CPUs), the distance is unknown.
+#[test]
+fn ranks_bound_by_hydra_publish_their_localities() {
+    let found = Command::new("mpiexec.hydra").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(!common::in_ci(), "mpiexec.hydra is missing: CI must install Debian's mpich");
+        eprintln!("skipped: mpiexec.hydra not found (apt-get install mpich)");
+        return;
+    }
+    let m = Machine::load().unwrap();
+    let p = Plan::new(m, 2, MapBy::default(), Bind::Core).unwrap();
+    let loc = |r: usize| p.machine.locality_of(&p.slots[r].cpus);
+    let bound = if nemesis::topology::HWLOC { loc(0).distance(&loc(1)).name() } else { "unknown" };
+    for (args, want) in [(&["-bind-to", "core"][..], bound), (&[][..], "unknown")] {
+        let o = Command::new("mpiexec.hydra")
+            .args(["-n", "2"])
+            .args(args)
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "rank_main", "--nocapture"])
+            .env("NEMESIS_TEST_ROLE", "distances")
+            .env_remove("NEMESIS_LOCALITY")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+        let r = results(&o);
+        for (a, b) in [(0, 1), (1, 0)] {
+            let line = format!("RESULT {a} {b} {want} ");
+            assert!(r.iter().any(|l| l.starts_with(&line)), "{args:?}: {line}: {r:?}");
+        }
+    }
+}

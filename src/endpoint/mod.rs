@@ -229,7 +229,7 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net } = boot;
+        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net, localities: published } = boot;
         let nlocal = local_ranks.len();
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
@@ -282,8 +282,9 @@ impl Endpoint {
             if lmt.cma_allowed() { crate::config::DEFAULT_EAGER_MAX } else { crate::config::DEFAULT_EAGER_MAX_RING };
         let max = port.max_message();
         let eager_net = cfg.eager_max.unwrap_or(default_eager).min(max);
-        // Each local peer's distance, from the localities the launcher gave, and its thresholds.
-        let localities = Locality::from_env(nlocal);
+        // Each local peer's distance, from the localities the launcher gave (or, without, those
+        // the ranks published at start-up), and its thresholds.
+        let localities = Locality::from_env(nlocal).or(published);
         let mut pairs = Vec::with_capacity(nlocal);
         for l in 0..nlocal {
             let distance =
