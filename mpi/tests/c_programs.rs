@@ -17,6 +17,7 @@
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
 //! | `errors_are_fatal_by_default` | `fatal.c`: the job ends naming the call and rank | 2 |
 //! | `a_dead_peer_is_proc_failed` | `peer_death.c` with `--keep-going` | 2 |
+//! | `pretend_nodes_listen_on_loopback` | `ring.c` over 2 pretend nodes: the netmods listen on 127.0.0.1 | 2 |
 //! | `a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe` | `broken_pipe.c` over 2 nodes: writes to a socket the dead peer closed (EPIPE), `MPIX_ERR_PROC_FAILED` and no SIGPIPE | 2 |
 //! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
