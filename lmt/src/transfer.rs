@@ -32,12 +32,18 @@ use crate::wire::{Backend, Control, Rts};
 /// The caller's handle on a transfer (the Endpoint passes its request).
 pub type Token = u64;
 
-/// The rings of the node: ring `index` hosted by local rank `host`.
+/// The node as the transfers see it: ring `index` hosted by local rank `host`, and the process
+/// of each local rank.
 pub trait Rings {
     /// The ring, or `None` if `host` or `index` is out of range.
     fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>>;
     /// Rings each rank hosts.
     fn rings_per_rank(&self) -> u16;
+    /// The process id local rank `rank` registered in the node's rank table, if single copies
+    /// may name it from here (it registered, from our pid namespace); `None` otherwise (its
+    /// transfers then go through rings). Every `process_vm_readv`/`writev` names this pid, never
+    /// one a message carries: an RTS or HELP whose pid differs is refused ([`Error::Forged`]).
+    fn pid(&self, rank: u16) -> Option<u32>;
 }
 
 /// Which backend moves the data (`NEMESIS_LMT`).
@@ -437,12 +443,34 @@ impl Lmt {
             self.done.push((token, Outcome::Moved { bytes: 0 }));
             return;
         }
+        let mut pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        // Single copies name the sender's registered process and stay inside the buffer it
+        // announced (the kernel checks that range against that process's own memory).
+        let registered = if pull { rings.pid(peer) } else { None };
+        if pull {
+            let forged = match registered {
+                Some(p) if p != rts.pid => Some(Error::Forged { what: "RTS pid", value: u64::from(rts.pid) }),
+                _ if rts.addr.checked_add(rts.len).is_none() => {
+                    Some(Error::Forged { what: "RTS address", value: rts.addr })
+                }
+                _ => None,
+            };
+            if let Some(e) = forged {
+                // Refused: nothing is read; the sender is released (DONE of nothing), the
+                // receive fails with the reason.
+                self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
+                self.stats.failed += 1;
+                self.done.push((token, Outcome::Failed(e)));
+                return;
+            }
+            pull = registered.is_some();
+        }
+        // Pieces are read into by a single copy only when they are long enough on average.
         let long_pieces = pieces.is_none_or(|p| {
             // SAFETY: `pieces` is valid until the outcome is taken (the caller's contract).
             unsafe { p.as_ref() }.count() as u64 * CMA_MIN_PIECE <= bytes
         });
-        let pull =
-            rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring && long_pieces;
+        pull &= long_pieces;
         let mut help = Help::No;
         let state = if pull {
             let mut end = bytes;
@@ -460,7 +488,7 @@ impl Lmt {
                     self.stats.split += 1;
                 }
             }
-            RecvState::Cma { pid: rts.pid, addr: rts.addr, offset: 0, end }
+            RecvState::Cma { pid: registered.unwrap_or(rts.pid), addr: rts.addr, offset: 0, end }
         } else {
             RecvState::WaitRing { offset: 0 }
         };
@@ -521,20 +549,48 @@ impl Lmt {
                 self.handle_cookie(i, offset, ring, epoch, bytes, rings)
             }
             Control::Done { bytes, .. } => self.post_send(i, bytes),
-            Control::Help { offset, bytes, dst, pid, .. } => self.start_help(i, offset, bytes, dst, pid),
+            Control::Help { offset, bytes, dst, pid, .. } => {
+                let registered = rings.pid(peer);
+                self.start_help(i, offset, bytes, dst, pid, registered)
+            }
             Control::Rts(_) | Control::Helped { .. } => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
         }
     }
 
-    /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer.
-    fn start_help(&mut self, i: usize, offset: u64, bytes: u64, dst: u64, pid: u32) -> Result<()> {
+    /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer, in
+    /// the receiver's registered process (`registered`) only. A HELP naming another process, or
+    /// a destination range that wraps, is refused: nothing is written, HELPED of nothing tells
+    /// the receiver to read the whole range itself, and the error is returned (the transfer
+    /// goes on and completes).
+    fn start_help(
+        &mut self,
+        i: usize,
+        offset: u64,
+        bytes: u64,
+        dst: u64,
+        pid: u32,
+        registered: Option<u32>,
+    ) -> Result<()> {
         let x = &self.sends[i];
         let end = offset.checked_add(bytes).filter(|&e| e <= x.len);
         let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply) && x.pieces.is_none()) else {
             return self.fail_send(i, Error::Corrupt { what: "HELP range", value: offset });
         };
-        self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
-        Ok(())
+        let refused = match registered {
+            Some(p) if p != pid => Some(Error::Forged { what: "HELP pid", value: u64::from(pid) }),
+            _ if dst.checked_add(bytes).is_none() => Some(Error::Forged { what: "HELP destination", value: dst }),
+            _ => None,
+        };
+        match (registered, refused) {
+            (Some(pid), None) => {
+                self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
+                Ok(())
+            }
+            (_, refused) => {
+                self.out.push((x.peer, Control::Helped { id: x.id, bytes: 0 }));
+                refused.map_or(Ok(()), Err)
+            }
+        }
     }
 
     /// Receiver, on HELPED: the sender wrote `bytes` of its part; we read what it did not.
@@ -1152,6 +1208,8 @@ mod tests {
     struct TwoRanks {
         rings: Vec<HeapRing>,
         per: u16,
+        /// What both ranks registered (both are this process).
+        pid: Option<u32>,
     }
 
     impl Rings for TwoRanks {
@@ -1164,10 +1222,13 @@ mod tests {
         fn rings_per_rank(&self) -> u16 {
             self.per
         }
+        fn pid(&self, rank: u16) -> Option<u32> {
+            self.pid.filter(|_| rank < 2)
+        }
     }
 
     fn node(per: u16) -> TwoRanks {
-        TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per }
+        TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per, pid: Some(std::process::id()) }
     }
 
     /// Runs a transfer of `msg` from a sender (rank 0) to a receiver (rank 1) of capacity `cap`,
@@ -1198,7 +1259,21 @@ mod tests {
         pair: Option<PeerConfig>,
         tamper: impl Fn(Control) -> Control,
     ) -> (Outcome, Outcome, Vec<u8>) {
-        let n = node(per);
+        let (so, ro, dst, errors) = transfer_errors(msg, cap, cfg, &node(per), pair, tamper);
+        assert_eq!(errors, []);
+        (so, ro, dst)
+    }
+
+    /// As [`transfer_pair`] on node `n`, with the errors the sender's `handle` returned.
+    fn transfer_errors(
+        msg: &[u8],
+        cap: usize,
+        cfg: Config,
+        n: &TwoRanks,
+        pair: Option<PeerConfig>,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<u8>, Vec<Error>) {
+        let per = n.per;
         let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
         if let Some(p) = pair {
             s.set_peer(1, p);
@@ -1208,19 +1283,27 @@ mod tests {
         // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
         let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
         // SAFETY: as above.
-        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, &n) };
-        let (so, ro) = drive(&mut s, &mut r, &n, tamper);
-        (so, ro, dst)
+        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, n) };
+        let (so, ro, errors) = drive(&mut s, &mut r, n, tamper);
+        (so, ro, dst, errors)
     }
 
     /// Passes the control messages between sender `s` (rank 0) and receiver `r` (rank 1) and
-    /// drives both until each reported its outcome.
-    fn drive(s: &mut Lmt, r: &mut Lmt, n: &TwoRanks, tamper: impl Fn(Control) -> Control) -> (Outcome, Outcome) {
+    /// drives both until each reported its outcome; the errors the sender's `handle` returned.
+    fn drive(
+        s: &mut Lmt,
+        r: &mut Lmt,
+        n: &TwoRanks,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<Error>) {
+        let mut errors = Vec::new();
         let (mut so, mut ro) = (None, None);
         for _ in 0..10_000 {
             for (to, m) in r.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 0);
-                s.handle(1, tamper(m), n).unwrap();
+                if let Err(e) = s.handle(1, tamper(m), n) {
+                    errors.push(e);
+                }
             }
             for (to, m) in s.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 1);
@@ -1234,7 +1317,7 @@ mod tests {
                 break;
             }
         }
-        (so.expect("sender finished"), ro.expect("receiver finished"))
+        (so.expect("sender finished"), ro.expect("receiver finished"), errors)
     }
 
     /// Every `stride` bytes of `buf`, `len` of them (`len <= stride`), as pieces.
@@ -1275,7 +1358,7 @@ mod tests {
                 assert_eq!((rts.len, rts.backend), (total as u64, Backend::Ring));
                 // SAFETY: as above.
                 unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), total, &n) };
-                let (so, ro) = drive(&mut s, &mut r, &n, |m| m);
+                let (so, ro, _) = drive(&mut s, &mut r, &n, |m| m);
                 assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
                 assert_eq!(dst, want, "gathered, {plen}-byte pieces, {policy:?}");
                 assert_eq!(r.stats().ring, 1);
@@ -1290,7 +1373,7 @@ mod tests {
                 let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
                 // SAFETY: as above.
                 unsafe { r.pre_recv_pieces(0, 20, &rts, rp, &n) };
-                let (so, ro) = drive(&mut s, &mut r, &n, |m| m);
+                let (so, ro, _) = drive(&mut s, &mut r, &n, |m| m);
                 assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
                 for (i, &b) in out.iter().enumerate() {
                     let w = if i % stride < plen { msg[i / stride * plen + i % stride] } else { 0xee };
@@ -1431,6 +1514,89 @@ mod tests {
         assert!(matches!(r.take_done().next(), Some((30, Outcome::Failed(Error::Corrupt { .. })))));
         // Unknown transfers are ignored.
         assert!(r.handle(0, Control::Helped { id: 999, bytes: 1 }, &n).is_ok());
+    }
+
+    /// Another process of ours (a pid that is not the peer's).
+    fn other_process() -> std::process::Child {
+        std::process::Command::new("sleep").arg("30").spawn().unwrap()
+    }
+
+    #[test]
+    fn a_forged_rts_is_refused_and_nothing_is_read() {
+        let n = node(1);
+        let mut other = other_process();
+        let msg = data(20_000);
+        for (pid, addr, what) in [
+            // Another process than the one the sender registered.
+            (other.id(), msg.as_ptr() as u64, "RTS pid"),
+            // A range that wraps around the address space.
+            (std::process::id(), u64::MAX - 100, "RTS address"),
+        ] {
+            let (mut s, mut r) = (Lmt::new(0, 1, split(1 << 20)), Lmt::new(1, 1, split(1 << 20)));
+            // SAFETY: `msg` outlives the transfer.
+            let mut rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 20_000, std::process::id()) };
+            (rts.pid, rts.addr) = (pid, addr);
+            let mut d = vec![0u8; 20_000];
+            // SAFETY: `d` outlives the transfer.
+            unsafe { r.pre_recv(0, 2, &rts, d.as_mut_ptr(), 20_000, &n) };
+            assert!(
+                matches!(r.take_done().next(), Some((2, Outcome::Failed(Error::Forged { what: w, .. }))) if w == what)
+            );
+            for (to, m) in r.take_out().collect::<Vec<_>>() {
+                assert_eq!((to, m), (0, Control::Done { id: rts.id, bytes: 0 }), "no HELP: nothing to write either");
+                s.handle(1, m, &n).unwrap();
+            }
+            assert_eq!(s.take_done().next(), Some((1, Outcome::Moved { bytes: 0 })), "the sender is released");
+            r.progress(&n);
+            assert!(!r.busy() && !s.busy());
+            assert!(d.iter().all(|&b| b == 0), "nothing was read");
+        }
+        let _ = other.kill();
+        let _ = other.wait();
+        // Transfers after go on (CMA, split), and with a peer whose pid does not name it from
+        // here (another pid namespace) through a ring.
+        let (so, ro, dst) = transfer_with(&msg, msg.len(), split(1 << 20), 1, |m| m);
+        assert_eq!((so, ro), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }));
+        assert!(dst == msg);
+        let unknown = TwoRanks { pid: None, ..node(1) };
+        let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &unknown, None, |m| m);
+        assert_eq!((so, ro, errors), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }, vec![]));
+        assert!(dst == msg);
+    }
+
+    #[test]
+    fn a_forged_help_is_refused_and_the_receiver_reads_it_all() {
+        let mut other = other_process();
+        let other_pid = other.id();
+        let msg = data(64 * 1024 + 3);
+        let bytes = msg.len() as u64;
+        for (what, tamper) in [
+            (
+                "HELP pid",
+                Box::new(move |m| match m {
+                    Control::Help { id, offset, bytes, dst, .. } => {
+                        Control::Help { id, offset, bytes, dst, pid: other_pid }
+                    }
+                    m => m,
+                }) as Box<dyn Fn(Control) -> Control>,
+            ),
+            (
+                "HELP destination",
+                Box::new(|m| match m {
+                    Control::Help { id, offset, bytes, pid, .. } => {
+                        Control::Help { id, offset, bytes, dst: u64::MAX - 8, pid }
+                    }
+                    m => m,
+                }),
+            ),
+        ] {
+            let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &node(1), None, tamper);
+            assert!(matches!(errors[..], [Error::Forged { what: w, .. }] if w == what), "{errors:?}");
+            assert_eq!((so, ro), (Outcome::Moved { bytes }, Outcome::Moved { bytes }), "{what}: nothing lost");
+            assert!(dst == msg, "{what}");
+        }
+        let _ = other.kill();
+        let _ = other.wait();
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
 //! | `errors_are_fatal_by_default` | `fatal.c`: the job ends naming the call and rank | 2 |
 //! | `a_dead_peer_is_proc_failed` | `peer_death.c` with `--keep-going` | 2 |
+//! | `pretend_nodes_listen_on_loopback` | `ring.c` over 2 pretend nodes: the netmods listen on 127.0.0.1 | 2 |
+//! | `a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe` | `broken_pipe.c` over 2 nodes: writes to a socket the dead peer closed (EPIPE), `MPIX_ERR_PROC_FAILED` and no SIGPIPE | 2 |
 //! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
 //! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
@@ -283,6 +285,15 @@ fn hydra() {
     assert_all_ok(&o, "ring", 3);
 }
 
+#[test]
+fn a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe() {
+    let o = job(2, &compile("broken_pipe", false), &["--nodes", "2", "--keep-going"], &[("NEMESIS_LOG", "warn")]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.lines().any(|l| l.starts_with("OK broken_pipe 0 after ")), "{}", show(&o));
+    // The survivor learnt of the death from a write (not from reading the end of stream).
+    assert!(err.contains("write: Broken pipe"), "{}", show(&o));
+}
+
 /// True if `cmd args` exits 0 within `secs` seconds.
 fn answers(cmd: &str, args: &[&str], secs: u64) -> bool {
     Command::new("timeout").arg(secs.to_string()).arg(cmd).args(args).output().is_ok_and(|o| o.status.success())
@@ -371,4 +382,16 @@ fn nemesis_log_from_a_c_program() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
     assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
+}
+
+#[test]
+fn pretend_nodes_listen_on_loopback() {
+    // `nemesis-run --nodes 2` on one host: the netmod listens (and beats) on 127.0.0.1 only,
+    // unless NEMESIS_TCP_ADDR or NEMESIS_TCP_IF say otherwise.
+    let o = job(2, &compile("ring", false), &["--nodes", "2"], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
+    assert_eq!(cards.len(), 2, "{}", show(&o));
+    assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
 }

@@ -285,8 +285,14 @@ impl Endpoint {
         let bells =
             (0..local_ranks.len() as u16).map(|l| seg.state_of(l).map(|st| &st.doorbell)).collect::<Result<_, _>>()?;
         let p = *seg.params();
-        let rings =
-            SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
+        let pids = (0..local_ranks.len() as u16).map(|l| seg.state_of(l).ok().and_then(|st| st.pid_here())).collect();
+        let rings = SegRings {
+            seg,
+            per: p.lmt_rings_per_rank as u16,
+            slots: p.lmt_slots,
+            slot_size: p.lmt_slot_size as usize,
+            pids,
+        };
         let lmt_cfg = nemesis_lmt::Config {
             policy: cfg.lmt,
             cma_min: cfg.cma_min as u64,

@@ -23,6 +23,10 @@ pub(super) struct SegRings {
     pub(super) per: u16,
     pub(super) slots: u32,
     pub(super) slot_size: usize,
+    /// The pid each local rank registered, read once after start-up (every rank registered
+    /// before the bootstrap's barrier; a later write into the shared rank table changes nothing
+    /// here), where it names that process from here ([`nemesis_shm::RankState::pid_here`]).
+    pub(super) pids: Vec<Option<u32>>,
 }
 
 impl Rings for SegRings {
@@ -36,6 +40,10 @@ impl Rings for SegRings {
 
     fn rings_per_rank(&self) -> u16 {
         self.per
+    }
+
+    fn pid(&self, rank: u16) -> Option<u32> {
+        self.pids.get(usize::from(rank)).copied().flatten()
     }
 }
 
