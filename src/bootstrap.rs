@@ -35,6 +35,7 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
+use nemesis_shm::auth::{JobSecret, KVS_JOB_SECRET};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Params, Segment};
 
@@ -113,14 +114,20 @@ pub fn card_key(rank: u32) -> String {
     format!("nemesis-card-{rank}")
 }
 
-/// A key naming the job, from its KVS name (FNV-1a): netmods refuse connections of other jobs.
-fn job_key(kvsname: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in kvsname.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// The job's secret under a process manager other than `nemesis-run` (which hands its own in
+/// the environment): rank 0 makes it (`getrandom`) and publishes it in the job's KVS, which only
+/// the job's processes read; after a barrier every rank reads it. Every rank of a job with ranks
+/// on several nodes calls this, at the same point.
+fn job_secret(pm: &mut ProcessManager, rank: u32) -> Result<JobSecret> {
+    if rank == 0 {
+        let s = JobSecret::generate()?;
+        pm.put(KVS_JOB_SECRET, &s.to_hex())?;
+        pm.barrier()?;
+        return Ok(s);
     }
-    h
+    pm.barrier()?;
+    let hex = pm.get_required(0, KVS_JOB_SECRET, "the job's secret")?;
+    JobSecret::from_hex(&hex).map_err(|e| Error::Bootstrap(format!("the job's secret from rank 0: {e}")))
 }
 
 /// Set by the SIGUSR1 handler: a peer failed (Hydra's notice).
@@ -303,8 +310,10 @@ pub fn bootstrap() -> Result<Boot> {
         }
         return singleton();
     };
+    // `nemesis-run`'s secret for the job, read before it leaves the environment.
+    let given_secret = JobSecret::from_env()?;
     // Before any thread of ours starts (the netmod's): programs this rank starts inherit neither
-    // the channel nor its variables.
+    // the channel nor its variables (nor the secret).
     crate::hygiene::seal_pmi_channel()?;
     let (rank, size) = (pm.rank(), pm.size());
     if rank == 0 {
@@ -364,7 +373,12 @@ pub fn bootstrap() -> Result<Boot> {
     }
     let mut net = None;
     if local_ranks.len() < size as usize {
-        let n = Net::start(NetKind::from_env()?, rank, size, job_key(pm.job_id()))?;
+        let secret = match given_secret {
+            Some(s) => s,
+            None => job_secret(&mut pm, rank)?,
+        };
+        let n = Net::start(NetKind::from_env()?, rank, size, secret)?;
+        tracing::debug!(rank, card = %n.card(), "netmod listening");
         pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }

@@ -49,6 +49,10 @@ pub enum Error {
     /// A request handle that is not (or no longer) valid.
     #[error("invalid or completed request")]
     InvalidRequest,
+    /// The operation was cancelled ([`Endpoint::cancel_recv`](crate::Endpoint::cancel_recv),
+    /// [`Endpoint::cancel_send`](crate::Endpoint::cancel_send)): its request completes with this.
+    #[error("the operation was cancelled")]
+    Cancelled,
     /// The conversation with the process manager failed (PMI-1, PMI-2 or PMIx).
     #[error("{msg}")]
     Pmi {

@@ -16,9 +16,10 @@ use std::os::fd::RawFd;
 use crate::error::{Error, Result};
 use crate::launch::contract::ENV_PMI_FD;
 
-/// Prefixes of the variables of the process manager's channel, and the launcher's description of
-/// this rank's node (`MPI_LOCALNRANKS` above 1 would make a nested program refuse to run alone).
-const PREFIXES: &[&str] = &["PMI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"];
+/// Prefixes of the variables of the process manager's channel, the launcher's description of
+/// this rank's node (`MPI_LOCALNRANKS` above 1 would make a nested program refuse to run alone),
+/// and the job's secret (read before, by the bootstrap).
+const PREFIXES: &[&str] = &["PMI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID", nemesis_shm::auth::ENV_JOB_SECRET];
 
 /// After the PMI client connected: the channel's descriptor becomes close-on-exec, and the `PMI_*`
 /// variables leave the environment if that is sound here.

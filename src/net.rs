@@ -4,6 +4,7 @@
 
 use nemesis_lmt::{LmtBackend, NetDone, RecvPlan, RemoteBuf};
 use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
+use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::{Inbox, Netmod};
 use nemesis_shm::{MsgHeader, PiggybackBytes};
 
@@ -59,14 +60,14 @@ pub enum Net<'n> {
 
 impl<'n> Net<'n> {
     /// Starts the netmod of kind `kind` (its settings from the environment) for rank `me` of a
-    /// job of `size` ranks keyed `job`.
-    pub fn start(kind: NetKind, me: u32, size: u32, job: u64) -> Result<Net<'n>> {
+    /// job of `size` ranks whose secret is `secret`.
+    pub fn start(kind: NetKind, me: u32, size: u32, secret: JobSecret) -> Result<Net<'n>> {
         match kind {
-            NetKind::Tcp => Ok(Net::Tcp(TcpNetmod::new(me, size, job, TcpConfig::from_env()?)?)),
+            NetKind::Tcp => Ok(Net::Tcp(TcpNetmod::new(me, size, secret, TcpConfig::from_env()?)?)),
             #[cfg(feature = "rdma")]
             NetKind::Ofi => {
                 let cfg = nemesis_netmod_rdma::OfiConfig::from_env()?;
-                Ok(Net::Ofi(nemesis_netmod_rdma::OfiNetmod::new(me, size, job, cfg)?))
+                Ok(Net::Ofi(nemesis_netmod_rdma::OfiNetmod::new(me, size, secret, cfg)?))
             }
             #[cfg(not(feature = "rdma"))]
             NetKind::Ofi => Err(Error::Config(

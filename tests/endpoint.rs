@@ -13,7 +13,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{in_ci, job, results, roles, show, stress};
-use nemesis::{Endpoint, Error, WORLD};
+use std::ptr::NonNull;
+
+use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, PieceList, Pieces, Request, WORLD};
 
 /// Entry point of the ranks; a no-op when the test harness runs it directly.
 #[test]
@@ -25,6 +27,8 @@ fn rank_main() {
         "peer-killed" => roles::peer_killed(),
         "idle-block" => idle_block(),
         "ssend" => ssend(),
+        "cancel" => cancel(),
+        "pieces" => pieces(),
         "stopped" => stopped(),
         other => panic!("unknown role {other}"),
     });
@@ -144,6 +148,275 @@ fn synchronous_sends_between_processes() {
     let o = job(2, &[], "ssend", &[]);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation and matched probes.
+
+fn cancel() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    let big = vec![7u8; 4 * ep.eager_limit() + 5];
+    let small = [5u8; 100];
+    if me == 0 {
+        // Four messages; rank 1 matches only the last before we cancel them all.
+        // SAFETY: the buffers outlive the requests, waited for below.
+        let sends = unsafe {
+            [
+                ep.isend_raw(small.as_ptr(), small.len(), 1, 10, WORLD).unwrap(),
+                ep.isend_raw(big.as_ptr(), big.len(), 1, 11, WORLD).unwrap(),
+                ep.issend_raw(small.as_ptr(), small.len(), 1, 12, WORLD).unwrap(),
+                ep.isend_raw(small.as_ptr(), small.len(), 1, 13, WORLD).unwrap(),
+            ]
+        };
+        let ids: Vec<_> = sends.iter().map(|&r| ep.send_id(r).expect("a send id")).collect();
+        let mut b = [0u8; 1];
+        ep.recv(&mut b, 1, 1, WORLD).unwrap(); // "rank 1 has received tag 13"
+        let answers: Vec<Request> = ids.iter().map(|&id| ep.cancel_send(id).unwrap()).collect();
+        for (k, &a) in answers.iter().enumerate() {
+            let got = ep.wait(a);
+            if k < 3 {
+                assert!(matches!(got, Err(Error::Cancelled)), "message {k} not cancelled: {got:?}");
+            } else {
+                assert!(got.is_ok(), "a matched message was cancelled: {got:?}");
+            }
+        }
+        // The sends in flight end cancelled; the eager ones completed already.
+        assert!(ep.wait(sends[0]).is_ok());
+        assert!(matches!(ep.wait(sends[1]), Err(Error::Cancelled)));
+        assert!(matches!(ep.wait(sends[2]), Err(Error::Cancelled)));
+        assert!(ep.wait(sends[3]).is_ok());
+        ep.send(&[1], 1, 2, WORLD).unwrap(); // "check"
+        // Matched probes: tags 20 (small), 21 (large), 22 and 23 (large).
+        ep.send(&small, 1, 20, WORLD).unwrap();
+        ep.send(&big, 1, 21, WORLD).unwrap();
+        ep.send(&small[..50], 1, 22, WORLD).unwrap();
+        ep.send(&big[..big.len() - 1], 1, 23, WORLD).unwrap();
+    } else if me == 1 {
+        // A posted receive is withdrawn; one that matched is not.
+        let mut b = [0u8; 200];
+        // SAFETY: `b` outlives the request (completed by the cancellation).
+        let r = unsafe { ep.irecv_raw(b.as_mut_ptr(), b.len(), 0, 50, WORLD) }.unwrap();
+        assert!(ep.cancel_recv(r).unwrap());
+        assert!(matches!(ep.wait(r), Err(Error::Cancelled)));
+        assert_eq!(ep.recv(&mut b, 0, 13, WORLD).unwrap().len, 100);
+        ep.send(&[1], 0, 1, WORLD).unwrap();
+        // Answering the cancellations needs progress: the wait for "check" gives it.
+        let mut one = [0u8; 1];
+        ep.recv(&mut one, 0, 2, WORLD).unwrap();
+        for tag in [10, 11, 12] {
+            assert_eq!(ep.iprobe(0, tag, WORLD).unwrap(), None, "tag {tag} was not dropped");
+        }
+        let (m20, st) = ep.mprobe(ANY_SOURCE, 20, WORLD).unwrap();
+        assert_eq!((st.source, st.tag, st.len), (0, 20, 100));
+        // An ANY_TAG receive no longer sees the reserved message: it gets the next one.
+        let mut large = vec![0u8; big.len()];
+        let st = ep.recv(&mut large, ANY_SOURCE, ANY_TAG, WORLD).unwrap();
+        assert_eq!((st.tag, st.len), (21, big.len()));
+        assert!(large.iter().all(|&x| x == 7));
+        assert_eq!(ep.mrecv(m20, &mut b).unwrap().len, 100);
+        assert!(b[..100].iter().all(|&x| x == 5));
+        let found = loop {
+            if let Some(f) = ep.improbe(0, 22, WORLD).unwrap() {
+                break f;
+            }
+        };
+        assert_eq!(found.1.len, 50);
+        assert_eq!(ep.iprobe(0, 22, WORLD).unwrap(), None, "a reserved message is not probed again");
+        assert_eq!(ep.mrecv(found.0, &mut b).unwrap().len, 50);
+        let (m23, st) = ep.mprobe(0, ANY_TAG, WORLD).unwrap();
+        assert_eq!((st.tag, st.len), (23, big.len() - 1));
+        large.fill(0);
+        // SAFETY: `large` outlives the request.
+        let r = unsafe { ep.imrecv_raw(m23, large.as_mut_ptr(), large.len()) }.unwrap();
+        assert_eq!(ep.wait(r).unwrap().len, big.len() - 1);
+        assert!(large[..big.len() - 1].iter().all(|&x| x == 7));
+    }
+    println!("RESULT cancel ok on {me}");
+    ep.finalize().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers in pieces.
+
+/// `total` packed bytes laid out as pieces of `plen` every `stride` bytes.
+#[derive(Clone, Copy, Debug)]
+struct Strided {
+    total: usize,
+    plen: usize,
+    stride: usize,
+}
+
+impl Strided {
+    /// Bytes the layout spans.
+    fn span(&self) -> usize {
+        self.total.div_ceil(self.plen) * self.stride
+    }
+
+    /// Where packed byte `i` is.
+    fn at(&self, i: usize) -> usize {
+        i / self.plen * self.stride + i % self.plen
+    }
+
+    /// The pieces in `buf` (of `span()` bytes), leaked for the test's lifetime.
+    fn pieces(&self, buf: &mut [u8]) -> NonNull<dyn Pieces> {
+        assert!(buf.len() >= self.span());
+        let base = buf.as_mut_ptr();
+        let list = (0..self.total.div_ceil(self.plen))
+            .map(|k| (base.wrapping_add(k * self.stride), self.plen.min(self.total - k * self.plen)))
+            .collect();
+        // SAFETY: disjoint ranges of `buf`, which every caller keeps alive until its request ends.
+        let list: Box<dyn Pieces> = Box::new(unsafe { PieceList::new(list) });
+        NonNull::from(Box::leak(list))
+    }
+
+    /// A buffer whose packed bytes are message `k`'s and whose gaps hold 0xee.
+    fn filled(&self, k: usize) -> Vec<u8> {
+        let mut b = vec![0xeeu8; self.span()];
+        for i in 0..self.total {
+            b[self.at(i)] = pattern(k, i);
+        }
+        b
+    }
+
+    /// Checks that `buf` holds the first `n` bytes of message `k` in its pieces and 0xee elsewhere.
+    fn check(&self, buf: &[u8], k: usize, n: usize) {
+        let mut want = vec![0xeeu8; buf.len()];
+        for i in 0..n.min(self.total) {
+            want[self.at(i)] = pattern(k, i);
+        }
+        if let Some(i) = (0..buf.len()).find(|&i| buf[i] != want[i]) {
+            panic!("message {k} in {self:?}: byte {i} is {:#x}, not {:#x}", buf[i], want[i]);
+        }
+    }
+}
+
+fn pattern(k: usize, i: usize) -> u8 {
+    (i * 31 + k * 7 + 1) as u8
+}
+
+/// Rank 0 sends messages in pieces of every path (fastbox, cells, cells running out, rendezvous,
+/// synchronous); rank 1 receives them into other pieces or contiguous buffers, posted or
+/// unexpected, truncated once; then rank 1 sends contiguous messages that rank 0 takes into
+/// pieces through matched probes.
+fn pieces() {
+    let mut ep = Endpoint::init().unwrap();
+    let me = ep.rank();
+    let eager = ep.eager_limit();
+    let lens = [40, 100, eager - 7, 3 * eager + 11, 300 << 10];
+    let send_shapes = [(3, 5), (512, 520)];
+    // (message, length, sender's shape, sync)
+    let mut cases = Vec::new();
+    for (s, &(plen, stride)) in send_shapes.iter().enumerate() {
+        for (l, &total) in lens.iter().enumerate() {
+            cases.push((cases.len(), Strided { total, plen, stride }, (l + s) % 2 == 1));
+        }
+    }
+    let recv_shapes = [(7, 9), (4096, 4100)];
+    let window = 48;
+    if me == 0 {
+        for &(k, shape, sync) in &cases {
+            let mut buf = shape.filled(k);
+            let p = shape.pieces(&mut buf);
+            // SAFETY: `buf` and the pieces outlive the request, waited for here.
+            let r = unsafe { ep.isend_pieces(p, 1, k as i32, WORLD, sync) }.unwrap();
+            assert_eq!(ep.wait(r).unwrap().len, shape.total);
+        }
+        // A window of eager messages the receiver takes late: cells run out, sends wait.
+        let shape = Strided { total: eager, plen: 64, stride: 80 };
+        let mut bufs: Vec<Vec<u8>> = (0..window).map(|k| shape.filled(100 + k)).collect();
+        let reqs: Vec<Request> = bufs
+            .iter_mut()
+            .enumerate()
+            // SAFETY: the buffers outlive the requests, waited for below.
+            .map(|(k, b)| unsafe { ep.isend_pieces(shape.pieces(b), 1, 1000 + k as i32, WORLD, false) }.unwrap())
+            .collect();
+        for r in ep.wait_all(&reqs) {
+            assert_eq!(r.unwrap().len, eager);
+        }
+        // Into pieces from contiguous messages: matched probes, then a posted receive.
+        let big = 4 * eager + 3;
+        let shape = Strided { total: big, plen: 1000, stride: 1100 };
+        for tag in [2000, 2001] {
+            let (m, st) = ep.mprobe(1, tag, WORLD).unwrap();
+            let total = st.len;
+            let sh = Strided { total, ..shape };
+            let mut buf = vec![0xeeu8; sh.span()];
+            // SAFETY: `buf` outlives the request.
+            let r = unsafe { ep.imrecv_pieces(m, sh.pieces(&mut buf)) }.unwrap();
+            assert_eq!(ep.wait(r).unwrap().len, total);
+            sh.check(&buf, tag as usize, total);
+        }
+        let mut buf = vec![0xeeu8; shape.span()];
+        // SAFETY: `buf` outlives the request.
+        let r = unsafe { ep.irecv_pieces(shape.pieces(&mut buf), 1, 2002, WORLD) }.unwrap();
+        assert_eq!(ep.wait(r).unwrap().len, big);
+        shape.check(&buf, 2002, big);
+    } else if me == 1 {
+        for &(k, shape, _) in &cases {
+            let (plen, stride) = recv_shapes[k % 2];
+            let truncate = k == 3;
+            let total = if truncate { shape.total - 5 } else { shape.total };
+            let rs = Strided { total, plen, stride };
+            let mut buf = vec![0xeeu8; rs.span()];
+            if k % 3 == 2 {
+                let mut flat = vec![0u8; total];
+                let st = ep.recv(&mut flat, 0, k as i32, WORLD).unwrap();
+                assert_eq!(st.len, total);
+                assert!(flat.iter().enumerate().all(|(i, &b)| b == pattern(k, i)), "message {k} contiguous");
+                continue;
+            }
+            // SAFETY: `buf` outlives the request, waited for here.
+            let r = unsafe { ep.irecv_pieces(rs.pieces(&mut buf), 0, k as i32, WORLD) }.unwrap();
+            match ep.wait(r) {
+                Ok(st) => assert!(!truncate && st.len == total),
+                Err(Error::Truncated { len, capacity, .. }) => {
+                    assert!(truncate && (len, capacity) == (shape.total, total))
+                }
+                Err(e) => panic!("message {k}: {e}"),
+            }
+            rs.check(&buf, k, total);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let shape = Strided { total: eager, plen: 33, stride: 40 };
+        for k in 0..window {
+            let mut buf = vec![0xeeu8; shape.span()];
+            // SAFETY: `buf` outlives the request, waited for here.
+            let r = unsafe { ep.irecv_pieces(shape.pieces(&mut buf), 0, 1000 + k as i32, WORLD) }.unwrap();
+            assert_eq!(ep.wait(r).unwrap().len, eager);
+            shape.check(&buf, 100 + k, eager);
+        }
+        let big = 4 * eager + 3;
+        for (tag, len) in [(2000, 300), (2001, big), (2002, big)] {
+            let data: Vec<u8> = (0..len).map(|i| pattern(tag, i)).collect();
+            // Non-blocking: above the eager limit, a rendezvous (a blocking send would go eagerly).
+            // SAFETY: `data` outlives the request, waited for here.
+            let r = unsafe { ep.isend_raw(data.as_ptr(), len, 0, tag as i32, WORLD) }.unwrap();
+            ep.wait(r).unwrap();
+        }
+    }
+    println!("RESULT pieces ok on {me}: {:?}", ep.lmt_stats());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn messages_in_pieces_between_processes() {
+    for nodes in [&[][..], &["--nodes", "2"]] {
+        for lmt in ["ring", "cma"] {
+            let o = job(2, nodes, "pieces", &[("NEMESIS_LMT", lmt.into())]);
+            assert!(o.status.success(), "{nodes:?} {lmt}: {}", show(&o));
+            assert_eq!(results(&o).len(), 2, "{}", show(&o));
+        }
+    }
+}
+
+#[test]
+fn cancellation_and_matched_probes_between_processes() {
+    for nodes in [&[][..], &["--nodes", "2"]] {
+        let o = job(2, nodes, "cancel", &[]);
+        assert!(o.status.success(), "{nodes:?}: {}", show(&o));
+        assert_eq!(results(&o).len(), 2, "{}", show(&o));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! Fault tolerance (HydEE) in the transport, across real processes started by `nemesis-run` (and
 //! Hydra): the piggyback on every path (fastbox, single and multi-cell eager, synchronous sends,
-//! rendezvous, TCP) checked against the engine's records; arrival and delivery hooks (posted,
+//! rendezvous, messages in pieces, each netmod) checked against the engine's records; arrival and delivery hooks (posted,
 //! unexpected, probe); the sender log holds exactly the inter-group messages; acknowledgements free
 //! it; checkpoint files (written, replaced, a damaged one refused); checkpoints with outstanding
 //! requests refused; unexpected messages held in their cells by back-pressure saved whole; groups-file
@@ -13,9 +13,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::ptr::NonNull;
 
 use common::{in_ci, job, results, run_with_timeout, show};
-use nemesis::{Endpoint, Error, WORLD};
+use nemesis::{Endpoint, Error, PieceList, Pieces, WORLD};
 
 /// Entry point of the ranks; a no-op when the test harness runs it directly.
 #[test]
@@ -71,6 +72,9 @@ enum How {
 /// sends, rendezvous.
 const PATHS: [(usize, usize, How); 5] =
     [(40, 24, How::Send), (4, 1000, How::Send), (2, 100_000, How::Send), (3, 100, How::Ssend), (2, 50_000, How::Isend)];
+
+/// Round 8's messages in pieces: (index, length), eager and by rendezvous.
+const PIECES: [(u32, usize); 2] = [(0, 300), (1, 100_000)];
 
 /// A message: the sender's date (of this send) and phase, its round and index, then filler.
 fn message(ep: &Endpoint, round: u32, i: u32, len: usize) -> Vec<u8> {
@@ -222,6 +226,32 @@ fn paths() {
         }
         _ => {}
     }
+    // Round 8: messages in pieces (a derived datatype), eager and by rendezvous, the second
+    // synchronous: gathered, piggybacked and logged as any other.
+    match me {
+        0 => {
+            for (i, len) in PIECES {
+                let mut m = message(&ep, 8, i, len);
+                let (a, b) = m.split_at_mut(len / 3);
+                // SAFETY: both halves of `m` stay valid and unchanged until the request is waited for.
+                let list = unsafe { PieceList::new(vec![(a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len())]) };
+                let pieces: NonNull<dyn Pieces> = NonNull::from(&list);
+                // SAFETY: `list` and `m` outlive the request, waited for at once.
+                let r = unsafe { ep.isend_pieces(pieces, 2, (800 + i) as i32, WORLD, i == 1) }.unwrap();
+                ep.wait(r).unwrap();
+                add(&mut sent_to, 2, (1, len as u64));
+            }
+        }
+        2 => {
+            for (i, len) in PIECES {
+                let before = ep.ft_clock().unwrap().1;
+                let mut buf = vec![0u8; len];
+                ep.recv(&mut buf, 0, (800 + i) as i32, WORLD).unwrap();
+                check_received(&ep, 0, &buf, 8, i, true, before);
+            }
+        }
+        _ => {}
+    }
     // The logs: the inter-group messages, each once, nothing else.
     let stats = ep.ft_stats().unwrap();
     let inter: Vec<usize> = (0..4).filter(|&d| d / 2 != me as usize / 2).collect();
@@ -241,7 +271,7 @@ fn paths() {
         assert_eq!(dates, (1..=sent_to[2].0).collect::<Vec<_>>());
     }
     if me == 2 {
-        let sent: u64 = PATHS.iter().map(|p| p.0 as u64).sum::<u64>() + 4;
+        let sent: u64 = PATHS.iter().map(|p| p.0 as u64).sum::<u64>() + 4 + PIECES.len() as u64;
         let dates: Vec<u64> = ep.ft_received_from(0).iter().map(|e| e.0).collect();
         assert_eq!(dates, (1..=sent).collect::<Vec<_>>(), "every message of rank 0 was recorded on arrival");
     }
@@ -420,6 +450,8 @@ fn outstanding() {
         // SAFETY: `m` outlives the request, waited for below.
         let s = unsafe { ep.isend_raw(m.as_ptr(), 8, 1, 0, WORLD) }.unwrap();
         assert!(matches!(ep.checkpoint(b"x"), Err(Error::CheckpointOutstanding { requests: 1 })));
+        // With fault tolerance a send's date is spent once it starts: it cannot be withdrawn.
+        assert!(!ep.ft_enabled() || ep.send_id(s).is_none(), "a send is cancellable with fault tolerance");
         ep.wait(s).unwrap();
         // SAFETY: `b` outlives the request, waited for below.
         let r = unsafe { ep.irecv_raw(b.as_mut_ptr(), 8, 1, 1, WORLD) }.unwrap();

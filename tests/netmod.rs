@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use nemesis_lmt::{Control, LmtBackend, NetLmt, Outcome};
 use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
+use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
 use nemesis_shm::{HeapNode, MsgHeader, Params, PiggybackBytes, Port, PortConfig, REMOTE};
 
@@ -28,6 +29,12 @@ enum Kind {
     Ofi(&'static str, bool),
 }
 
+/// The secret of the tests' job (one per test process).
+fn job_secret() -> JobSecret {
+    static S: std::sync::OnceLock<JobSecret> = std::sync::OnceLock::new();
+    S.get_or_init(|| JobSecret::generate().unwrap()).clone()
+}
+
 /// Heartbeats fast enough for a vanished peer to be noticed within a test.
 const BEAT: Duration = Duration::from_millis(50);
 const DEAD_AFTER: Duration = Duration::from_millis(1000);
@@ -42,7 +49,7 @@ impl Kind {
                     timeout: DEAD_AFTER,
                     ..TcpConfig::default()
                 };
-                Some(Box::new(TcpNetmod::new(me, size, 42, cfg).unwrap()))
+                Some(Box::new(TcpNetmod::new(me, size, job_secret(), cfg).unwrap()))
             }
             #[cfg(feature = "rdma")]
             Kind::Ofi(prov, read) => {
@@ -56,7 +63,7 @@ impl Kind {
                     timing: nemesis_shm::netmod::heartbeat::Timing { period: BEAT, timeout: DEAD_AFTER },
                     ..OfiConfig::default()
                 };
-                match OfiNetmod::new(me, size, 42, cfg) {
+                match OfiNetmod::new(me, size, job_secret(), cfg) {
                     Ok(n) => {
                         assert_eq!(n.reads(), read, "{prov} reads large messages");
                         Some(Box::new(n))

@@ -2,8 +2,8 @@
 //! process's memory directly (`shared/reference/nemesis.md`, "KNEM ... Today's equivalents: CMA").
 //!
 //! It needs ptrace permission over the target: the same user, and under Yama `ptrace_scope = 1`
-//! the target must name the reader (`prctl(PR_SET_PTRACER, ...)`; [`allow_readers`] allows any
-//! process of the same user). Containers often forbid it altogether (EPERM): the rendezvous then
+//! the target must name the reader (`prctl(PR_SET_PTRACER, ...)`; [`allow_readers`] names the
+//! launcher, whose descendants are the job's ranks). Containers often forbid it altogether (EPERM): the rendezvous then
 //! falls back to the shared-copy ring and says so once.
 //!
 //! `libc`, not `nix`: the transfer builds raw `iovec` arrays over buffers it holds as pointers
@@ -92,14 +92,28 @@ unsafe fn vectored(call: VmCall, pid: u32, local: &[libc::iovec], remote: &[libc
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
-/// Under Yama's restricted ptrace (`/proc/sys/kernel/yama/ptrace_scope` = 1), lets every process
-/// of this user read this process's memory, as peers' CMA reads need. Does nothing otherwise.
+/// Under Yama's restricted ptrace (`/proc/sys/kernel/yama/ptrace_scope` = 1), lets the job's
+/// other ranks on this node read and write this process's memory, as single copies need, and no
+/// other process: `PR_SET_PTRACER` names this process's parent (the launcher: `nemesis-run`, a
+/// Hydra proxy, `slurmstepd`, which start the ranks of a node as their children), and Yama then
+/// allows that process and its descendants, the ranks of the job. Never `PR_SET_PTRACER_ANY`
+/// (every process of the user). Does nothing otherwise, nor when the parent is `init` (pid 1, an
+/// orphan or a singleton: allowing its descendants would allow every process). Ranks started
+/// otherwise (not siblings) are refused by the kernel at the first copy (EPERM), and their
+/// transfers fall back to the rings.
 pub fn allow_readers() {
     let restricted = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").is_ok_and(|s| s.trim() == "1");
-    if restricted {
+    if restricted && let Some(ptracer) = job_ptracer() {
         // SAFETY: prctl with integer arguments on this process.
-        unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+        unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::c_ulong::from(ptracer), 0, 0, 0) };
     }
+}
+
+/// The process `allow_readers` names as the ptracer: this process's parent, unless it is `init`.
+pub fn job_ptracer() -> Option<u32> {
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    u32::try_from(parent).ok().filter(|&p| p > 1)
 }
 
 /// Whether this process may read process `pid`'s word at `addr`: `Ok` if the read worked, the
@@ -164,6 +178,32 @@ mod tests {
             Err(e) => panic!("process_vm_readv: {e}"),
         }
         assert!(read(u32::MAX >> 1, addr, &mut out).is_err(), "no such process");
+    }
+
+    #[test]
+    fn the_ptracer_is_the_launcher_never_any() {
+        // The test runner's parent is cargo (or a shell): our parent, named, not every process.
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() } as u32;
+        assert_eq!(job_ptracer(), (parent > 1).then_some(parent));
+        // No source of the workspace asks for PR_SET_PTRACER_ANY (spelled in pieces here).
+        let any = ["libc::PR_SET_PTRACER", "_ANY"].concat();
+        let mut dirs = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))];
+        let mut seen = 0;
+        while let Some(d) = dirs.pop() {
+            for f in std::fs::read_dir(&d).unwrap() {
+                let path = f.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() && name != "target" && !name.starts_with('.') {
+                    dirs.push(path);
+                } else if name.ends_with(".rs") || name.ends_with(".c") {
+                    seen += 1;
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    assert!(!text.contains(&any), "{} asks for {any}", path.display());
+                }
+            }
+        }
+        assert!(seen > 50, "the workspace's sources were not found ({seen} files)");
     }
 
     #[test]

@@ -21,6 +21,16 @@ pub enum Error {
         /// The value found.
         value: u64,
     },
+    /// A peer's rendezvous message names a process or memory that is not that peer's own: a pid
+    /// other than the one it registered in the node's rank table, or a range outside what it
+    /// announced. Refused: nothing was read or written.
+    #[error("refused rendezvous message: {what} = {value:#x} (not what the peer registered or announced)")]
+    Forged {
+        /// What was wrong.
+        what: &'static str,
+        /// The value found.
+        value: u64,
+    },
     /// The peer of the transfer died.
     #[error("the peer of the transfer died")]
     PeerDied,

@@ -146,7 +146,18 @@ impl<'a> RingRef<'a> {
     /// the receiver has not drained the slot yet.
     #[inline]
     pub fn try_put(&self, chunk: u64, data: &[u8]) -> bool {
-        debug_assert!(!data.is_empty() && data.len() <= self.slot_size);
+        // SAFETY: `fill` writes `data.len()` bytes into the slot, which holds at least that many.
+        unsafe { self.try_put_with(chunk, data.len(), |dst| ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len())) }
+    }
+
+    /// Sender: as [`try_put`](Self::try_put) for a chunk of `n` bytes (at most one slot) that
+    /// `fill` writes into the slot (gathered from pieces, say).
+    ///
+    /// # Safety
+    /// `fill` writes exactly the `n` bytes at the address it is given, nothing else.
+    #[inline]
+    pub unsafe fn try_put_with(&self, chunk: u64, n: usize, fill: impl FnOnce(*mut u8)) -> bool {
+        debug_assert!(n > 0 && n <= self.slot_size);
         let i = self.slot_of(chunk);
         let len = self.len(i);
         // ORDERING: Acquire; pairs with the receiver's Release clear: its copy-out of the previous
@@ -155,11 +166,11 @@ impl<'a> RingRef<'a> {
             return false;
         }
         self.note(i, true);
-        // SAFETY: the slot is empty, so the receiver does not read it until we publish; it has
-        // `slot_size >= data.len()` bytes.
-        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.body(i), data.len()) };
+        // The slot is empty, so the receiver does not read it until we publish; it has
+        // `slot_size >= n` bytes, which `fill` writes (the caller's contract).
+        fill(self.body(i));
         // ORDERING: Release; publishes the chunk to the receiver's Acquire load.
-        len.store(data.len() as u32, Release);
+        len.store(n as u32, Release);
         true
     }
 
@@ -168,20 +179,32 @@ impl<'a> RingRef<'a> {
     /// corruption: nothing is copied.
     #[inline]
     pub fn try_take(&self, chunk: u64, dst: &mut [u8]) -> Result<bool> {
+        let n = dst.len();
+        // SAFETY: `drain` reads the `n` bytes of the chunk into `dst`, which holds `n`.
+        unsafe { self.try_take_with(chunk, n, |src| ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n)) }
+    }
+
+    /// Receiver: as [`try_take`](Self::try_take) for a chunk of `n` bytes that `drain` copies
+    /// out of the slot (scattered into pieces, say).
+    ///
+    /// # Safety
+    /// `drain` reads at most the `n` bytes at the address it is given, and writes nothing there.
+    #[inline]
+    pub unsafe fn try_take_with(&self, chunk: u64, n: usize, drain: impl FnOnce(*const u8)) -> Result<bool> {
         let i = self.slot_of(chunk);
         let len = self.len(i);
         // ORDERING: Acquire; pairs with the sender's Release publication.
-        let n = len.load(Acquire);
-        if n == 0 {
+        let got = len.load(Acquire);
+        if got == 0 {
             return Ok(false);
         }
-        if n as usize != dst.len() {
-            return Err(Error::Corrupt { what: "ring chunk length", value: u64::from(n) });
+        if got as usize != n {
+            return Err(Error::Corrupt { what: "ring chunk length", value: u64::from(got) });
         }
         self.note(i, false);
-        // SAFETY: the chunk is published and the sender does not touch the slot until we clear
-        // its length; `n == dst.len() <= slot_size` (the caller asks at most a slot).
-        unsafe { ptr::copy_nonoverlapping(self.body(i), dst.as_mut_ptr(), dst.len()) };
+        // The chunk is published and the sender does not touch the slot until we clear its
+        // length; `n == got <= slot_size` (the sender wrote at most a slot).
+        drain(self.body(i));
         // ORDERING: Release; our copy-out happens-before the sender's next write to the slot.
         len.store(0, Release);
         Ok(true)

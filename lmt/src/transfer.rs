@@ -20,6 +20,9 @@
 //! per progress pass, so other traffic keeps flowing during a large transfer.
 
 use std::io;
+use std::ptr::NonNull;
+
+use nemesis_shm::Pieces;
 
 use crate::cma;
 use crate::error::{Error, Result};
@@ -29,12 +32,18 @@ use crate::wire::{Backend, Control, Rts};
 /// The caller's handle on a transfer (the Endpoint passes its request).
 pub type Token = u64;
 
-/// The rings of the node: ring `index` hosted by local rank `host`.
+/// The node as the transfers see it: ring `index` hosted by local rank `host`, and the process
+/// of each local rank.
 pub trait Rings {
     /// The ring, or `None` if `host` or `index` is out of range.
     fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>>;
     /// Rings each rank hosts.
     fn rings_per_rank(&self) -> u16;
+    /// The process id local rank `rank` registered in the node's rank table, if single copies
+    /// may name it from here (it registered, from our pid namespace); `None` otherwise (its
+    /// transfers then go through rings). Every `process_vm_readv`/`writev` names this pid, never
+    /// one a message carries: an RTS or HELP whose pid differs is refused ([`Error::Forged`]).
+    fn pid(&self, rank: u16) -> Option<u32>;
 }
 
 /// Which backend moves the data (`NEMESIS_LMT`).
@@ -151,6 +160,8 @@ struct SendX {
     peer: u16,
     token: Token,
     addr: *const u8,
+    /// The message is in pieces (`addr` unused): it goes through a ring, gathered as copied.
+    pieces: Option<NonNull<dyn Pieces>>,
     len: u64,
     state: SendState,
 }
@@ -173,6 +184,8 @@ struct RecvX {
     peer: u16,
     token: Token,
     dst: *mut u8,
+    /// The receive buffer is in pieces (`dst` unused): data is scattered as it is copied.
+    pieces: Option<NonNull<dyn Pieces>>,
     /// Bytes to move: the message's length, or the buffer's if shorter.
     bytes: u64,
     state: RecvState,
@@ -231,6 +244,8 @@ pub struct Lmt {
     scratch_ends: Vec<(usize, Option<Error>)>,
     iov_local: Vec<libc::iovec>,
     iov_remote: Vec<libc::iovec>,
+    /// Bytes of each range in the iovecs (`gather`).
+    iov_took: Vec<u64>,
 }
 
 // SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
@@ -257,6 +272,7 @@ impl Lmt {
             scratch_ends: Vec::new(),
             iov_local: Vec::new(),
             iov_remote: Vec::new(),
+            iov_took: Vec::new(),
         }
     }
 
@@ -332,10 +348,37 @@ impl Lmt {
     /// The `len` bytes at `addr` must stay valid and unchanged until this transfer's outcome is
     /// taken.
     pub unsafe fn pre_send(&mut self, peer: u16, token: Token, addr: *const u8, len: u64, pid: u32) -> Rts {
+        let backend = self.backend_for(peer, len);
+        self.add_send(peer, token, addr, None, len, pid, backend)
+    }
+
+    /// Sender: as [`pre_send`](Self::pre_send) for a message in `pieces`. It goes through the
+    /// receiver's ring (a single copy would need the pieces' addresses on the receiver's side),
+    /// each chunk gathered straight from the pieces.
+    ///
+    /// # Safety
+    /// `pieces` must stay valid, its memory readable and unchanged, until this transfer's outcome
+    /// is taken.
+    pub unsafe fn pre_send_pieces(&mut self, peer: u16, token: Token, pieces: NonNull<dyn Pieces>, pid: u32) -> Rts {
+        // SAFETY: the caller's contract.
+        let len = unsafe { pieces.as_ref() }.len() as u64;
+        self.add_send(peer, token, std::ptr::null(), Some(pieces), len, pid, Backend::Ring)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_send(
+        &mut self,
+        peer: u16,
+        token: Token,
+        addr: *const u8,
+        pieces: Option<NonNull<dyn Pieces>>,
+        len: u64,
+        pid: u32,
+        backend: Backend,
+    ) -> Rts {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let backend = self.backend_for(peer, len);
-        self.sends.push(SendX { id, peer, token, addr, len, state: SendState::AwaitReply });
+        self.sends.push(SendX { id, peer, token, addr, pieces, len, state: SendState::AwaitReply });
         Rts { id, len, addr: addr as u64, pid, key: 0, backend }
     }
 
@@ -359,17 +402,80 @@ impl Lmt {
         cap: usize,
         rings: &R,
     ) {
+        self.add_recv(peer, token, rts, dst, None, cap, rings);
+    }
+
+    /// Receiver: as [`pre_recv`](Self::pre_recv) into `pieces` (their length is the capacity).
+    /// A single copy reads into the pieces (one iovec each) when they are long enough on
+    /// average ([`CMA_MIN_PIECE`]) and is never split with the sender; otherwise the data comes
+    /// through a ring, scattered as it is copied out.
+    ///
+    /// # Safety
+    /// `pieces` must stay valid, its memory writable and not accessed otherwise, until this
+    /// transfer's outcome is taken.
+    pub unsafe fn pre_recv_pieces<R: Rings + ?Sized>(
+        &mut self,
+        peer: u16,
+        token: Token,
+        rts: &Rts,
+        pieces: NonNull<dyn Pieces>,
+        rings: &R,
+    ) {
+        // SAFETY: the caller's contract.
+        let cap = unsafe { pieces.as_ref() }.len();
+        self.add_recv(peer, token, rts, std::ptr::null_mut(), Some(pieces), cap, rings);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_recv<R: Rings + ?Sized>(
+        &mut self,
+        peer: u16,
+        token: Token,
+        rts: &Rts,
+        dst: *mut u8,
+        pieces: Option<NonNull<dyn Pieces>>,
+        cap: usize,
+        rings: &R,
+    ) {
         let bytes = rts.len.min(cap as u64);
         if bytes == 0 {
             self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
             self.done.push((token, Outcome::Moved { bytes: 0 }));
             return;
         }
-        let pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        let mut pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
+        // Single copies name the sender's registered process and stay inside the buffer it
+        // announced (the kernel checks that range against that process's own memory).
+        let registered = if pull { rings.pid(peer) } else { None };
+        if pull {
+            let forged = match registered {
+                Some(p) if p != rts.pid => Some(Error::Forged { what: "RTS pid", value: u64::from(rts.pid) }),
+                _ if rts.addr.checked_add(rts.len).is_none() => {
+                    Some(Error::Forged { what: "RTS address", value: rts.addr })
+                }
+                _ => None,
+            };
+            if let Some(e) = forged {
+                // Refused: nothing is read; the sender is released (DONE of nothing), the
+                // receive fails with the reason.
+                self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
+                self.stats.failed += 1;
+                self.done.push((token, Outcome::Failed(e)));
+                return;
+            }
+            pull = registered.is_some();
+        }
+        // Pieces are read into by a single copy only when they are long enough on average.
+        let long_pieces = pieces.is_none_or(|p| {
+            // SAFETY: `pieces` is valid until the outcome is taken (the caller's contract).
+            unsafe { p.as_ref() }.count() as u64 * CMA_MIN_PIECE <= bytes
+        });
+        pull &= long_pieces;
         let mut help = Help::No;
         let state = if pull {
             let mut end = bytes;
-            if bytes >= self.peer(peer).split_min {
+            // The sender writes its part into one contiguous range: not into pieces.
+            if bytes >= self.peer(peer).split_min && pieces.is_none() {
                 // Both cores copy: we read the first half, the sender writes the second (from a
                 // page boundary of the message).
                 let from = (bytes * receiver_share(bytes) / 16) & !4095;
@@ -382,7 +488,7 @@ impl Lmt {
                     self.stats.split += 1;
                 }
             }
-            RecvState::Cma { pid: rts.pid, addr: rts.addr, offset: 0, end }
+            RecvState::Cma { pid: registered.unwrap_or(rts.pid), addr: rts.addr, offset: 0, end }
         } else {
             RecvState::WaitRing { offset: 0 }
         };
@@ -391,6 +497,7 @@ impl Lmt {
             peer,
             token,
             dst,
+            pieces,
             bytes,
             state,
             began_cma: pull,
@@ -442,20 +549,48 @@ impl Lmt {
                 self.handle_cookie(i, offset, ring, epoch, bytes, rings)
             }
             Control::Done { bytes, .. } => self.post_send(i, bytes),
-            Control::Help { offset, bytes, dst, pid, .. } => self.start_help(i, offset, bytes, dst, pid),
+            Control::Help { offset, bytes, dst, pid, .. } => {
+                let registered = rings.pid(peer);
+                self.start_help(i, offset, bytes, dst, pid, registered)
+            }
             Control::Rts(_) | Control::Helped { .. } => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
         }
     }
 
-    /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer.
-    fn start_help(&mut self, i: usize, offset: u64, bytes: u64, dst: u64, pid: u32) -> Result<()> {
+    /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer, in
+    /// the receiver's registered process (`registered`) only. A HELP naming another process, or
+    /// a destination range that wraps, is refused: nothing is written, HELPED of nothing tells
+    /// the receiver to read the whole range itself, and the error is returned (the transfer
+    /// goes on and completes).
+    fn start_help(
+        &mut self,
+        i: usize,
+        offset: u64,
+        bytes: u64,
+        dst: u64,
+        pid: u32,
+        registered: Option<u32>,
+    ) -> Result<()> {
         let x = &self.sends[i];
         let end = offset.checked_add(bytes).filter(|&e| e <= x.len);
-        let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply)) else {
+        let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply) && x.pieces.is_none()) else {
             return self.fail_send(i, Error::Corrupt { what: "HELP range", value: offset });
         };
-        self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
-        Ok(())
+        let refused = match registered {
+            Some(p) if p != pid => Some(Error::Forged { what: "HELP pid", value: u64::from(pid) }),
+            _ if dst.checked_add(bytes).is_none() => Some(Error::Forged { what: "HELP destination", value: dst }),
+            _ => None,
+        };
+        match (registered, refused) {
+            (Some(pid), None) => {
+                self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
+                Ok(())
+            }
+            (_, refused) => {
+                self.out.push((x.peer, Control::Helped { id: x.id, bytes: 0 }));
+                refused.map_or(Ok(()), Err)
+            }
+        }
     }
 
     /// Receiver, on HELPED: the sender wrote `bytes` of its part; we read what it did not.
@@ -608,10 +743,18 @@ impl Lmt {
                 break;
             }
             let n = slot.min(bytes - offset) as usize;
-            // SAFETY: the sender's buffer holds `len >= bytes` bytes (pre_send's contract) and
-            // `offset + n <= bytes`.
-            let data = unsafe { std::slice::from_raw_parts(x.addr.add(offset as usize), n) };
-            if !r.try_put(chunk, data) {
+            let put = match x.pieces {
+                // SAFETY: the pieces are valid and readable until the outcome is taken
+                // (`pre_send_pieces`'s contract); `gather` writes the `n` bytes `fill` must.
+                Some(p) => unsafe { r.try_put_with(chunk, n, |dst| p.as_ref().gather(offset as usize, dst, n)) },
+                None => {
+                    // SAFETY: the sender's buffer holds `len >= bytes` bytes (pre_send's contract)
+                    // and `offset + n <= bytes`.
+                    let data = unsafe { std::slice::from_raw_parts(x.addr.add(offset as usize), n) };
+                    r.try_put(chunk, data)
+                }
+            };
+            if !put {
                 break;
             }
             offset += n as u64;
@@ -665,12 +808,14 @@ impl Lmt {
         // Each range is `at..end` of the sender's buffer (`end <= len`, checked by `start_help`).
         let ranges = group.iter().map(|&(_, i)| match self.sends[i].state {
             SendState::Help { dst, offset, at, end, .. } => {
-                (self.sends[i].addr as usize + at as usize, dst.wrapping_add(at - offset), end - at)
+                (Local::Addr(self.sends[i].addr as usize + at as usize), dst.wrapping_add(at - offset), end - at)
             }
-            _ => (0, 0, 0),
+            _ => (Local::Addr(0), 0, 0),
         });
-        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
-        let members = &group[..self.iov_local.len()];
+        let (budget, took) = (self.cfg.cma_chunk as u64, &mut self.iov_took);
+        // SAFETY: every range is of a contiguous buffer (a send in pieces gets no HELP).
+        unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
+        let members = &group[..self.iov_took.len()];
         let wrote = cma::write_vectored(pid, &self.iov_local, &self.iov_remote);
         let mut got = match wrote {
             Ok(n) => n,
@@ -680,7 +825,7 @@ impl Lmt {
             Err(_) => 0,
         };
         for (k, &(_, i)) in members.iter().enumerate() {
-            let want = self.iov_local[k].iov_len;
+            let want = self.iov_took[k] as usize;
             let took = got.min(want);
             got -= took;
             let x = &mut self.sends[i];
@@ -762,12 +907,19 @@ impl Lmt {
         // Each range is `offset..end` of the receive buffer (`end <= bytes <= cap`).
         let ranges = group.iter().map(|&(_, i)| match self.recvs[i].state {
             RecvState::Cma { addr, offset, end, .. } => {
-                (self.recvs[i].dst as usize + offset as usize, addr.wrapping_add(offset), end - offset)
+                let x = &self.recvs[i];
+                let l = match x.pieces {
+                    Some(p) => Local::Pieces(p, offset),
+                    None => Local::Addr(x.dst as usize + offset as usize),
+                };
+                (l, addr.wrapping_add(offset), end - offset)
             }
-            _ => (0, 0, 0),
+            _ => (Local::Addr(0), 0, 0),
         });
-        gather(&mut self.iov_local, &mut self.iov_remote, self.cfg.cma_chunk as u64, ranges);
-        let members = &group[..self.iov_local.len()];
+        let (budget, took) = (self.cfg.cma_chunk as u64, &mut self.iov_took);
+        // SAFETY: the pieces of a receive are valid until its outcome is taken (its contract).
+        unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
+        let members = &group[..self.iov_took.len()];
         // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
         // outcome is taken (pre_recv's contract).
@@ -780,7 +932,7 @@ impl Lmt {
             Ok(mut got) => {
                 self.cma = Cma::Usable;
                 for (k, &(_, i)) in members.iter().enumerate() {
-                    let want = self.iov_local[k].iov_len;
+                    let want = self.iov_took[k] as usize;
                     let took = got.min(want);
                     got -= took;
                     let x = &mut self.recvs[i];
@@ -843,9 +995,17 @@ impl Lmt {
                 break;
             }
             let n = slot.min(x.bytes - offset) as usize;
-            // SAFETY: the receive buffer holds `cap >= bytes` bytes and `offset + n <= bytes`.
-            let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
-            match r.try_take(chunk, dst) {
+            let took = match x.pieces {
+                // SAFETY: the pieces are valid and writable until the outcome is taken
+                // (`pre_recv_pieces`'s contract); `scatter` reads the `n` bytes of the chunk.
+                Some(p) => unsafe { r.try_take_with(chunk, n, |src| p.as_ref().scatter(offset as usize, src, n)) },
+                None => {
+                    // SAFETY: the receive buffer holds `cap >= bytes` bytes and `offset + n <= bytes`.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(x.dst.add(offset as usize), n) };
+                    r.try_take(chunk, dst)
+                }
+            };
+            match took {
                 Ok(true) => {
                     offset += n as u64;
                     chunk += 1;
@@ -957,25 +1117,61 @@ impl Lmt {
     }
 }
 
-/// Fills `local` and `remote` with the iovecs of one CMA call, a pair per `(local address,
-/// remote address, bytes left)` in order: at most `budget` bytes and [`cma::IOV_MAX`] pairs (the
-/// i-th pair belongs to the i-th range; fewer pairs than ranges when a limit is reached).
-fn gather(
+/// Our side of a single-copy range: an address, or a packed offset of pieces.
+#[derive(Clone, Copy)]
+enum Local {
+    Addr(usize),
+    Pieces(NonNull<dyn Pieces>, u64),
+}
+
+/// Fills `local` and `remote` with the iovecs of one CMA call for `(our side, remote address,
+/// bytes left)` ranges in order: at most `budget` bytes and [`cma::IOV_MAX`] iovecs on either
+/// side, and `took` with the bytes of each range included (the i-th entry for the i-th range;
+/// fewer entries than ranges when a limit is reached, and a range in pieces may be cut short at
+/// the iovec limit). A range is one remote iovec and one local iovec per piece.
+///
+/// # Safety
+/// Every `Local::Pieces` is valid (its transfer's contract).
+unsafe fn gather(
     local: &mut Vec<libc::iovec>,
     remote: &mut Vec<libc::iovec>,
+    took: &mut Vec<u64>,
     mut budget: u64,
-    ranges: impl Iterator<Item = (usize, u64, u64)>,
+    ranges: impl Iterator<Item = (Local, u64, u64)>,
 ) {
     local.clear();
     remote.clear();
+    took.clear();
     for (l, r, left) in ranges {
         if budget == 0 || local.len() == cma::IOV_MAX {
             break;
         }
-        let n = left.min(budget);
+        let want = left.min(budget);
+        let n = match l {
+            Local::Addr(a) => {
+                local.push(libc::iovec { iov_base: a as *mut libc::c_void, iov_len: want as usize });
+                want
+            }
+            Local::Pieces(p, offset) => {
+                let mut n = 0;
+                // SAFETY: valid (the caller's contract).
+                unsafe { p.as_ref() }.visit(offset as usize, want as usize, &mut |a, k| {
+                    if local.len() == cma::IOV_MAX {
+                        return false;
+                    }
+                    local.push(libc::iovec { iov_base: a.cast(), iov_len: k });
+                    n += k as u64;
+                    true
+                });
+                n
+            }
+        };
+        if n == 0 {
+            break;
+        }
         budget -= n;
-        local.push(libc::iovec { iov_base: l as *mut libc::c_void, iov_len: n as usize });
         remote.push(libc::iovec { iov_base: r as usize as *mut libc::c_void, iov_len: n as usize });
+        took.push(n);
     }
 }
 
@@ -986,6 +1182,10 @@ fn gather(
 fn receiver_share(bytes: u64) -> u64 {
     if (64 << 10..=128 << 10).contains(&bytes) { 10 } else { 8 }
 }
+
+/// Smallest average piece, in bytes, of a receive in pieces that a single copy reads into (one
+/// iovec per piece, at most [`cma::IOV_MAX`] per call); shorter pieces come through a ring.
+pub const CMA_MIN_PIECE: u64 = 256;
 
 /// What one progress step did to the transfer list.
 enum Step {
@@ -1008,6 +1208,8 @@ mod tests {
     struct TwoRanks {
         rings: Vec<HeapRing>,
         per: u16,
+        /// What both ranks registered (both are this process).
+        pid: Option<u32>,
     }
 
     impl Rings for TwoRanks {
@@ -1020,10 +1222,13 @@ mod tests {
         fn rings_per_rank(&self) -> u16 {
             self.per
         }
+        fn pid(&self, rank: u16) -> Option<u32> {
+            self.pid.filter(|_| rank < 2)
+        }
     }
 
     fn node(per: u16) -> TwoRanks {
-        TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per }
+        TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per, pid: Some(std::process::id()) }
     }
 
     /// Runs a transfer of `msg` from a sender (rank 0) to a receiver (rank 1) of capacity `cap`,
@@ -1054,7 +1259,21 @@ mod tests {
         pair: Option<PeerConfig>,
         tamper: impl Fn(Control) -> Control,
     ) -> (Outcome, Outcome, Vec<u8>) {
-        let n = node(per);
+        let (so, ro, dst, errors) = transfer_errors(msg, cap, cfg, &node(per), pair, tamper);
+        assert_eq!(errors, []);
+        (so, ro, dst)
+    }
+
+    /// As [`transfer_pair`] on node `n`, with the errors the sender's `handle` returned.
+    fn transfer_errors(
+        msg: &[u8],
+        cap: usize,
+        cfg: Config,
+        n: &TwoRanks,
+        pair: Option<PeerConfig>,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<u8>, Vec<Error>) {
+        let per = n.per;
         let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
         if let Some(p) = pair {
             s.set_peer(1, p);
@@ -1064,26 +1283,106 @@ mod tests {
         // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
         let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
         // SAFETY: as above.
-        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, &n) };
+        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), cap, n) };
+        let (so, ro, errors) = drive(&mut s, &mut r, n, tamper);
+        (so, ro, dst, errors)
+    }
+
+    /// Passes the control messages between sender `s` (rank 0) and receiver `r` (rank 1) and
+    /// drives both until each reported its outcome; the errors the sender's `handle` returned.
+    fn drive(
+        s: &mut Lmt,
+        r: &mut Lmt,
+        n: &TwoRanks,
+        tamper: impl Fn(Control) -> Control,
+    ) -> (Outcome, Outcome, Vec<Error>) {
+        let mut errors = Vec::new();
         let (mut so, mut ro) = (None, None);
         for _ in 0..10_000 {
             for (to, m) in r.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 0);
-                s.handle(1, tamper(m), &n).unwrap();
+                if let Err(e) = s.handle(1, tamper(m), n) {
+                    errors.push(e);
+                }
             }
             for (to, m) in s.take_out().collect::<Vec<_>>() {
                 assert_eq!(to, 1);
-                r.handle(0, m, &n).unwrap();
+                r.handle(0, m, n).unwrap();
             }
-            s.progress(&n);
-            r.progress(&n);
+            s.progress(n);
+            r.progress(n);
             so = so.or(s.take_done().next().map(|d| d.1));
             ro = ro.or(r.take_done().next().map(|d| d.1));
             if so.is_some() && ro.is_some() && !s.busy() && !r.busy() {
                 break;
             }
         }
-        (so.expect("sender finished"), ro.expect("receiver finished"), dst)
+        (so.expect("sender finished"), ro.expect("receiver finished"), errors)
+    }
+
+    /// Every `stride` bytes of `buf`, `len` of them (`len <= stride`), as pieces.
+    fn strided(buf: &mut [u8], len: usize, stride: usize) -> NonNull<dyn Pieces> {
+        let base = buf.as_mut_ptr();
+        let list = (0..buf.len() / stride).map(|k| (base.wrapping_add(k * stride), len)).collect();
+        // SAFETY: disjoint ranges of `buf`, which the tests keep alive while the list is used.
+        let list: Box<dyn Pieces> = Box::new(unsafe { nemesis_shm::PieceList::new(list) });
+        NonNull::from(Box::leak(list))
+    }
+
+    #[test]
+    fn messages_in_pieces_move_through_rings_and_single_copies() {
+        let cfg = |policy| Config {
+            policy,
+            cma_min: 0,
+            cma_max: u64::MAX,
+            chunks_per_pass: 2,
+            cma_chunk: 700,
+            split_min: 1000,
+        };
+        let can_cma = cma::probe_startup().is_ok();
+        // (piece length, stride): short pieces (a ring), long ones (a single copy if allowed).
+        for (plen, stride) in [(3usize, 5usize), (300, 301)] {
+            let pieces = 40;
+            let total = plen * pieces;
+            let src_mem: Vec<u8> = (0..stride * pieces).map(|i| (i * 7 + 1) as u8).collect();
+            let want: Vec<u8> = (0..total).map(|i| src_mem[i / plen * stride + i % plen]).collect();
+            for policy in [Policy::Ring, Policy::Cma] {
+                let n = node(2);
+                // A sender in pieces, a contiguous receiver.
+                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let mut src = src_mem.clone();
+                let sp = strided(&mut src, plen, stride);
+                let mut dst = vec![0u8; total];
+                // SAFETY: `src`, `dst` and the leaked list outlive the transfer.
+                let rts = unsafe { s.pre_send_pieces(1, 10, sp, 1) };
+                assert_eq!((rts.len, rts.backend), (total as u64, Backend::Ring));
+                // SAFETY: as above.
+                unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), total, &n) };
+                let (so, ro, _) = drive(&mut s, &mut r, &n, |m| m);
+                assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
+                assert_eq!(dst, want, "gathered, {plen}-byte pieces, {policy:?}");
+                assert_eq!(r.stats().ring, 1);
+
+                // A contiguous sender, a receiver in pieces (one byte short: truncation).
+                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let msg: Vec<u8> = want.iter().map(|b| b ^ 0x5a).chain([9]).collect();
+                let mut out = vec![0xeeu8; stride * pieces];
+                let rp = strided(&mut out, plen, stride);
+                r.set_cma(can_cma);
+                // SAFETY: `msg`, `out` and the leaked list outlive the transfer.
+                let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
+                // SAFETY: as above.
+                unsafe { r.pre_recv_pieces(0, 20, &rts, rp, &n) };
+                let (so, ro, _) = drive(&mut s, &mut r, &n, |m| m);
+                assert_eq!((so, ro), (Outcome::Moved { bytes: total as u64 }, Outcome::Moved { bytes: total as u64 }));
+                for (i, &b) in out.iter().enumerate() {
+                    let w = if i % stride < plen { msg[i / stride * plen + i % stride] } else { 0xee };
+                    assert_eq!(b, w, "byte {i}, {plen}-byte pieces, {policy:?}");
+                }
+                let single = policy == Policy::Cma && can_cma && plen >= CMA_MIN_PIECE as usize;
+                assert_eq!((r.stats().cma, r.stats().split), (u64::from(single), 0), "{plen}-byte pieces, {policy:?}");
+            }
+        }
     }
 
     fn data(len: usize) -> Vec<u8> {
@@ -1215,6 +1514,89 @@ mod tests {
         assert!(matches!(r.take_done().next(), Some((30, Outcome::Failed(Error::Corrupt { .. })))));
         // Unknown transfers are ignored.
         assert!(r.handle(0, Control::Helped { id: 999, bytes: 1 }, &n).is_ok());
+    }
+
+    /// Another process of ours (a pid that is not the peer's).
+    fn other_process() -> std::process::Child {
+        std::process::Command::new("sleep").arg("30").spawn().unwrap()
+    }
+
+    #[test]
+    fn a_forged_rts_is_refused_and_nothing_is_read() {
+        let n = node(1);
+        let mut other = other_process();
+        let msg = data(20_000);
+        for (pid, addr, what) in [
+            // Another process than the one the sender registered.
+            (other.id(), msg.as_ptr() as u64, "RTS pid"),
+            // A range that wraps around the address space.
+            (std::process::id(), u64::MAX - 100, "RTS address"),
+        ] {
+            let (mut s, mut r) = (Lmt::new(0, 1, split(1 << 20)), Lmt::new(1, 1, split(1 << 20)));
+            // SAFETY: `msg` outlives the transfer.
+            let mut rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 20_000, std::process::id()) };
+            (rts.pid, rts.addr) = (pid, addr);
+            let mut d = vec![0u8; 20_000];
+            // SAFETY: `d` outlives the transfer.
+            unsafe { r.pre_recv(0, 2, &rts, d.as_mut_ptr(), 20_000, &n) };
+            assert!(
+                matches!(r.take_done().next(), Some((2, Outcome::Failed(Error::Forged { what: w, .. }))) if w == what)
+            );
+            for (to, m) in r.take_out().collect::<Vec<_>>() {
+                assert_eq!((to, m), (0, Control::Done { id: rts.id, bytes: 0 }), "no HELP: nothing to write either");
+                s.handle(1, m, &n).unwrap();
+            }
+            assert_eq!(s.take_done().next(), Some((1, Outcome::Moved { bytes: 0 })), "the sender is released");
+            r.progress(&n);
+            assert!(!r.busy() && !s.busy());
+            assert!(d.iter().all(|&b| b == 0), "nothing was read");
+        }
+        let _ = other.kill();
+        let _ = other.wait();
+        // Transfers after go on (CMA, split), and with a peer whose pid does not name it from
+        // here (another pid namespace) through a ring.
+        let (so, ro, dst) = transfer_with(&msg, msg.len(), split(1 << 20), 1, |m| m);
+        assert_eq!((so, ro), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }));
+        assert!(dst == msg);
+        let unknown = TwoRanks { pid: None, ..node(1) };
+        let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &unknown, None, |m| m);
+        assert_eq!((so, ro, errors), (Outcome::Moved { bytes: 20_000 }, Outcome::Moved { bytes: 20_000 }, vec![]));
+        assert!(dst == msg);
+    }
+
+    #[test]
+    fn a_forged_help_is_refused_and_the_receiver_reads_it_all() {
+        let mut other = other_process();
+        let other_pid = other.id();
+        let msg = data(64 * 1024 + 3);
+        let bytes = msg.len() as u64;
+        for (what, tamper) in [
+            (
+                "HELP pid",
+                Box::new(move |m| match m {
+                    Control::Help { id, offset, bytes, dst, .. } => {
+                        Control::Help { id, offset, bytes, dst, pid: other_pid }
+                    }
+                    m => m,
+                }) as Box<dyn Fn(Control) -> Control>,
+            ),
+            (
+                "HELP destination",
+                Box::new(|m| match m {
+                    Control::Help { id, offset, bytes, pid, .. } => {
+                        Control::Help { id, offset, bytes, dst: u64::MAX - 8, pid }
+                    }
+                    m => m,
+                }),
+            ),
+        ] {
+            let (so, ro, dst, errors) = transfer_errors(&msg, msg.len(), split(1 << 20), &node(1), None, tamper);
+            assert!(matches!(errors[..], [Error::Forged { what: w, .. }] if w == what), "{errors:?}");
+            assert_eq!((so, ro), (Outcome::Moved { bytes }, Outcome::Moved { bytes }), "{what}: nothing lost");
+            assert!(dst == msg, "{what}");
+        }
+        let _ = other.kill();
+        let _ = other.wait();
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! error strings and classes, error handlers, datatype sizes.
 
 use std::ffi::{c_char, c_int};
+use std::sync::Arc;
 
 use nemesis::Endpoint;
 
@@ -9,16 +10,17 @@ use crate::abi;
 use crate::coll::{self, Tuning};
 use crate::comm::{Comm, Nodes};
 use crate::error::{Fail, Res, Why, class_of, string_of};
-use crate::state::{Phase, State, not_running};
+use crate::state::{Access, Phase, State, not_running};
 
 /// The library's version string.
 const LIBRARY_VERSION: &str =
     concat!("nemesis-mpi ", env!("CARGO_PKG_VERSION"), ": MPI-3.1 subset over the nemesis Endpoint");
 
 /// `MPI_Init` and `MPI_Init_thread`: starts the Endpoint, builds `MPI_COMM_WORLD` (contexts 0
-/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the
-/// lesser of the level required and `MPI_THREAD_SERIALIZED` (module `state`).
-pub fn init(st: &mut State, required: c_int) -> Res<()> {
+/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the level
+/// required; from `MPI_THREAD_MULTIPLE` on, every call takes the big lock (module `state`).
+pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
+    let st = acc.st();
     match st.phase {
         Phase::Before => {}
         Phase::Running => return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("MPI_Init called twice"))),
@@ -29,49 +31,72 @@ pub fn init(st: &mut State, required: c_int) -> Res<()> {
     // A C program has no other way to see nemesis's warnings (NEMESIS_LOG); a process that set
     // its own subscriber keeps it.
     nemesis::log::init();
-    let mut ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
+    let ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
     let world_ranks: Vec<u32> = (0..size).collect();
     let one_node = vec![0u32; size as usize];
     let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+    // The node's name for the collectives' levels and Comm_split_type's shared colour.
+    let leader = ep.node_leader();
+    let all_local = ep.local_ranks().len() == size as usize;
+    st.ep = Some(ep);
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
-        None if ep.local_ranks().len() == size as usize => one_node,
+        None if all_local => one_node,
         None => {
             // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
             // shared colour); everyone learns everyone's.
-            let leader = ep.node_leader();
-            let all = coll::allgather_bytes(&mut ep, &world, &tuning, &leader.to_ne_bytes())?;
+            let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
+            let all = all.inspect_err(|_| acc.st().ep = None)?;
             all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
         }
     };
     world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
     let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
-    st.comms = vec![world, me];
+    let st = acc.st();
+    world.name = "MPI_COMM_WORLD".into();
+    let mut me = me;
+    me.name = "MPI_COMM_SELF".into();
+    st.comms = vec![Arc::new(world), Arc::new(me)];
+    st.comms_retired.clear();
+    st.attr_values = crate::attr::predefined_values(size);
+    if let Some(last) = st.user_codes.last() {
+        st.attr_values[crate::attr::LASTUSEDCODE_INDEX] = last.0;
+    }
+    st.comm_slots.clear();
     st.node_of_job = node_of_job;
-    st.next_ctx = nemesis::WORLD + 4;
+    st.contexts = crate::comm::context::Contexts::new();
     st.tuning = tuning;
-    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_SERIALIZED);
+    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE);
     st.main_thread = Some(std::thread::current().id());
-    st.ep = Some(ep);
     st.phase = Phase::Running;
     st.refresh_all_fast();
+    if st.provided == abi::THREAD_MULTIPLE {
+        acc.become_threaded();
+    }
     Ok(())
 }
 
 /// `MPI_Finalize`: completes outstanding sends and synchronises with the other ranks (the
 /// Endpoint's finalize), then nothing but the query functions may be called.
-pub fn finalize(st: &mut State) -> Res<()> {
+pub fn finalize(acc: &mut Access) -> Res<()> {
+    let st = acc.st();
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
     st.phase = Phase::After;
     st.refresh_all_fast();
     st.comms.clear();
-    st.reqs = crate::request::Requests::new();
+    st.reqs = crate::request::table();
+    st.types.clear();
+    crate::p2p::mprobe::clear(st);
+    st.type_names.clear();
+    st.freed.clear();
+    st.bsend = crate::p2p::bsend::Bsend::new();
     ep.finalize().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))
 }
 
 /// `MPI_Abort`: ends the whole job with `code`.
-pub fn abort(st: &mut State, comm: abi::Comm, code: c_int) -> ! {
+pub fn abort(acc: &mut Access, comm: abi::Comm, code: c_int) -> ! {
+    let st = acc.st();
     let msg = format!("MPI_Abort(comm {comm:#x}, errorcode {code}) called");
     match st.ep.as_mut() {
         Some(ep) => ep.abort(code, &msg),
@@ -86,7 +111,7 @@ pub fn abort(st: &mut State, comm: abi::Comm, code: c_int) -> ! {
 ///
 /// # Safety
 /// `buf` writable for `cap` bytes; `len` writable or null.
-unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> Res<()> {
+pub(crate) unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> Res<()> {
     if buf.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null string buffer")));
     }
@@ -212,7 +237,11 @@ pub fn wtick() -> f64 {
 ///
 /// # Safety
 /// `string` writable for `MPI_MAX_ERROR_STRING` bytes, `len` writable.
-pub unsafe fn error_string(code: c_int, string: *mut c_char, len: *mut c_int) -> Res<()> {
+pub unsafe fn error_string(st: &State, code: c_int, string: *mut c_char, len: *mut c_int) -> Res<()> {
+    if let Some((_, s)) = crate::errh::user_code(st, code) {
+        // SAFETY: the caller's contract.
+        return unsafe { put_str(&s, string, abi::MAX_ERROR_STRING, len) };
+    }
     if class_of(code).is_none() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))));
     }
@@ -224,37 +253,10 @@ pub unsafe fn error_string(code: c_int, string: *mut c_char, len: *mut c_int) ->
 ///
 /// # Safety
 /// `class` writable.
-pub unsafe fn error_class(code: c_int, class: *mut c_int) -> Res<()> {
+pub unsafe fn error_class(st: &State, code: c_int, class: *mut c_int) -> Res<()> {
     let c = class_of(code)
+        .or_else(|| crate::errh::user_code(st, code).map(|(c, _)| c))
         .ok_or_else(|| Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not an error code"))))?;
     // SAFETY: the caller's contract.
     unsafe { put(class, c) }
-}
-
-/// `MPI_Errhandler_free`: the predefined handlers are not freed; the handle becomes null.
-///
-/// # Safety
-/// `errh` readable and writable.
-pub unsafe fn errhandler_free(errh: *mut abi::Errhandler) -> Res<()> {
-    if errh.is_null() {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null error handler pointer")));
-    }
-    // SAFETY: checked non-null; the caller's contract.
-    let h = unsafe { *errh };
-    if h != abi::ERRORS_ARE_FATAL && h != abi::ERRORS_RETURN {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h)));
-    }
-    // SAFETY: as above.
-    unsafe { *errh = abi::ERRHANDLER_NULL };
-    Ok(())
-}
-
-/// `MPI_Type_size`.
-///
-/// # Safety
-/// `size` writable.
-pub unsafe fn type_size(dt: abi::Datatype, size: *mut c_int) -> Res<()> {
-    let s = crate::datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, None, Why::Type(dt)))?;
-    // SAFETY: the caller's contract.
-    unsafe { put(size, s as c_int) }
 }

@@ -21,7 +21,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi;
 use crate::error::{Fail, Why, code_of};
-use crate::state::{Phase, State, guard, not_running, state};
+use crate::state::call;
 
 /// The error class of a checkpoint failure.
 fn code(e: &nemesis::Error) -> c_int {
@@ -32,38 +32,25 @@ fn code(e: &nemesis::Error) -> c_int {
     }
 }
 
-/// Runs `f` on the running state's Endpoint, and maps a failure through `MPI_COMM_WORLD`'s handler.
-#[inline(always)]
-fn with_endpoint(name: &'static str, f: impl FnOnce(&mut State) -> Result<(), Fail>) -> c_int {
-    guard(name, || {
-        // SAFETY: the one reference to the state in this call (the state module's contract).
-        let st = unsafe { state() };
-        let r = if st.phase == Phase::Running { f(&mut *st) } else { Err(not_running(st.phase)) };
-        match r {
-            Ok(()) => abi::SUCCESS,
-            Err(fail) => st.fail(name, fail),
-        }
-    })
-}
-
 fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
-    with_endpoint(name, |st| {
+    call(name, |acc| {
         if buf.is_null() && len > 0 {
             return Err(Fail::new(abi::ERR_BUFFER, None, Why::Buffer));
         }
-        let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
         let bytes = if len == 0 {
             &[][..]
         } else {
             // SAFETY: the caller's contract: `len` readable bytes at `buf`.
             unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
-        ep.checkpoint(bytes).map_err(|e| Fail::new(code(&e), None, Why::Endpoint(e)))
+        // Under MPI_THREAD_MULTIPLE the call holds the big lock throughout: no request may be
+        // outstanding anyway, and every member of the group is in the same call.
+        acc.ep()?.checkpoint(bytes).map_err(|e| Fail::new(code(&e), None, Why::Endpoint(e)))
     })
 }
 
 fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored: *mut c_int) -> c_int {
-    with_endpoint(name, |st| {
+    call(name, |acc| {
         if buf.is_null() || len.is_null() || restored.is_null() {
             return Err(Fail::new(
                 abi::ERR_ARG,
@@ -71,8 +58,7 @@ fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored:
                 Why::Arg("MPIX_Checkpoint_restore needs three non-null pointers"),
             ));
         }
-        let Some(ep) = st.ep.as_ref() else { return Err(not_running(st.phase)) };
-        let (p, n, r) = match ep.restored_state() {
+        let (p, n, r) = match acc.ep()?.restored_state() {
             Some(state) => {
                 // SAFETY: a fresh allocation of at least one byte; `free` is the caller's.
                 let p = unsafe { libc::malloc(state.len().max(1)) } as *mut u8;

@@ -5,13 +5,16 @@
 //! unmodified MPI programs and benchmarks build and run on nemesis (`mpi/README.md`).
 //!
 //! Modules:
-//! - [`abi`]: the C types and constants, one for one with `mpi.h`;
+//! - [`abi`]: the C types and constants, one for one with `mpi.h` (MPICH's values);
+//! - [`symbols`]: the data symbols and callbacks programs built against MPICH's `mpi.h` reference;
+//! - [`handle`]: the tables behind handles;
+//! - [`lock`]: the big lock of `MPI_THREAD_MULTIPLE`;
 //! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
 //! - [`ft`]: the `MPIX_Checkpoint` extension (application checkpoints with fault tolerance);
-//! - [`state`]: the process's MPI state, error handlers, the panic guard;
+//! - [`state`]: the process's MPI state, its access (the big lock), error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
 //! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
-//! - [`p2p`]: point-to-point (the fast paths) and completion;
+//! - [`p2p`]: point-to-point (the fast paths), send modes, persistent requests, completion;
 //! - [`request`]: the request table;
 //! - [`coll`]: collectives, their pLogP models and algorithms;
 //! - [`datatype`], [`op`]: predefined datatypes and reduction operations;
@@ -20,14 +23,21 @@
 //! [`Endpoint`]: nemesis::Endpoint
 
 pub mod abi;
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod env;
+pub mod errh;
 pub mod error;
 pub mod exports;
 pub mod ft;
+pub mod group;
+pub mod handle;
+pub mod lock;
 pub mod op;
 pub mod p2p;
 pub mod request;
 pub mod state;
+pub mod symbols;
+pub mod topo;

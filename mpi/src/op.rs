@@ -10,8 +10,120 @@
 //! aligned for the element type): elements are read and written with native-endian byte
 //! conversions, which the compiler turns into plain (unaligned) loads and stores.
 
-use crate::abi::{OP_BASE, OP_COUNT, Op};
-use crate::datatype::Kind;
+use std::ffi::{c_int, c_void};
+
+use crate::abi::{self, Datatype, OP_BUILTIN, Op};
+use crate::datatype::{Builtin, Class, Kind};
+use crate::handle::Table;
+
+/// A user's reduction (`MPI_User_function`): `inoutvec[i] = invec[i] ⊕ inoutvec[i]` for `*len`
+/// elements of `*datatype`.
+pub type UserFn =
+    unsafe extern "C" fn(invec: *mut c_void, inoutvec: *mut c_void, len: *mut c_int, datatype: *mut Datatype);
+
+/// An operation made by `MPI_Op_create`.
+#[derive(Clone, Copy, Debug)]
+pub struct UserOp {
+    pub f: UserFn,
+    /// Whether the user declared it commutative.
+    pub commute: bool,
+}
+
+/// A user's operation applied to elements of one predefined type.
+#[derive(Clone, Copy, Debug)]
+pub struct UserCall {
+    pub f: UserFn,
+    pub commute: bool,
+    pub dt: Datatype,
+    /// Bytes per element of `dt`.
+    pub elem: usize,
+}
+
+impl UserCall {
+    /// `inout = inv ⊕ inout` (the user's function on the whole elements of `inout`).
+    pub fn apply(&self, inv: &[u8], inout: &mut [u8]) {
+        let n = inout.len().min(inv.len()) / self.elem.max(1);
+        if n == 0 {
+            return;
+        }
+        let mut len = n as c_int;
+        let mut dt = self.dt;
+        // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
+        // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
+        // functions); `len` and `dt` are ours.
+        unsafe { (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt) };
+    }
+}
+
+/// The table of user operations: handles `OP_DIRECT + index`.
+pub type UserOps = Table<UserOp>;
+
+/// Handles of user operations: MPICH's direct op handles.
+pub const OP_DIRECT: u32 = abi::handle::DIRECT | abi::handle::OP;
+
+pub const fn table() -> UserOps {
+    Table::new(OP_DIRECT)
+}
+
+/// `MPI_Op_create`.
+///
+/// # Safety
+/// `op` null or writable.
+pub unsafe fn create(
+    acc: &mut crate::state::Access,
+    f: Option<UserFn>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    let Some(f) = f else { return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null user function"))) };
+    if op.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    let h = acc.st().ops.insert(UserOp { f, commute: commute != 0 });
+    let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many operations")))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *op = h };
+    Ok(())
+}
+
+/// `MPI_Op_free` (predefined operations cannot be freed).
+///
+/// # Safety
+/// `op` null or valid for reads and writes.
+pub unsafe fn free(acc: &mut crate::state::Access, op: *mut Op) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    if op.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null operation pointer")));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *op };
+    if acc.st().ops.remove(h).is_none() {
+        return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation made by MPI_Op_create")));
+    }
+    // SAFETY: as above.
+    unsafe { *op = abi::OP_NULL };
+    Ok(())
+}
+
+/// `MPI_Op_commutative` (every predefined operation is).
+///
+/// # Safety
+/// `commute` null or writable.
+pub unsafe fn commutative(acc: &mut crate::state::Access, op: Op, commute: *mut c_int) -> crate::error::Res<()> {
+    use crate::error::{Fail, Why};
+    let v = match acc.st().ops.get(op) {
+        Some(u) => u.commute,
+        None if OpKind::lookup(op).is_some() => true,
+        None => return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation"))),
+    };
+    if commute.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *commute = c_int::from(v) };
+    Ok(())
+}
 
 /// A predefined operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +140,9 @@ pub enum OpKind {
     Bxor,
 }
 
-const OPS: [OpKind; OP_COUNT] = [
+/// The predefined operations in handle order (`MPI_MAX` is `OP_BUILTIN + 1`, MPICH's order);
+/// `MPI_MINLOC`, `MPI_MAXLOC`, `MPI_REPLACE` and `MPI_NO_OP` follow and are not implemented.
+const OPS: [OpKind; 10] = [
     OpKind::Max,
     OpKind::Min,
     OpKind::Sum,
@@ -44,7 +158,7 @@ const OPS: [OpKind; OP_COUNT] = [
 impl OpKind {
     /// The operation named by handle `op`.
     pub fn lookup(op: Op) -> Option<OpKind> {
-        OPS.get(op.wrapping_sub(OP_BASE) as u32 as usize).copied()
+        OPS.get((op as u32).wrapping_sub(OP_BUILTIN + 1) as usize).copied()
     }
 
     /// The C name, for messages.
@@ -63,15 +177,28 @@ impl OpKind {
         }
     }
 
-    /// True if the standard defines this operation on elements of `kind`.
-    pub fn applies_to(self, kind: Kind) -> bool {
-        let int = !matches!(kind, Kind::Char | Kind::Byte | Kind::F32 | Kind::F64);
-        let float = matches!(kind, Kind::F32 | Kind::F64);
-        match self {
-            OpKind::Max | OpKind::Min | OpKind::Sum | OpKind::Prod => int || float,
-            OpKind::Land | OpKind::Lor | OpKind::Lxor => int,
-            OpKind::Band | OpKind::Bor | OpKind::Bxor => int || kind == Kind::Byte,
-        }
+    /// True if the standard defines this operation on `t` (MPI-3.1 §5.9.2) and this library has
+    /// its kernel (integers, `float`, `double`, booleans; not yet `long double`, half precision or
+    /// complex numbers).
+    pub fn applies_to(self, t: &Builtin) -> bool {
+        let class = t.class;
+        let defined = match self {
+            OpKind::Max | OpKind::Min => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Float | Class::MultiLanguage)
+            }
+            OpKind::Sum | OpKind::Prod => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Float | Class::Complex | Class::MultiLanguage)
+            }
+            OpKind::Land | OpKind::Lor | OpKind::Lxor => matches!(class, Class::CInt | Class::Logical),
+            OpKind::Band | OpKind::Bor | OpKind::Bxor => {
+                matches!(class, Class::CInt | Class::FortranInt | Class::Byte | Class::MultiLanguage)
+            }
+        };
+        let kernel = !matches!(
+            t.kind,
+            Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound | Kind::Char
+        );
+        defined && kernel
     }
 }
 
@@ -92,7 +219,8 @@ pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
         Kind::U64 => int_op::<u64>(op, acc, src),
         Kind::F32 => float_op::<f32>(op, acc, src),
         Kind::F64 => float_op::<f64>(op, acc, src),
-        Kind::Char => {}
+        // No kernel (`OpKind::applies_to` refuses them).
+        Kind::Char | Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound => {}
     }
 }
 
@@ -239,14 +367,23 @@ mod tests {
 
     #[test]
     fn the_standard_decides_which_operation_applies() {
-        assert!(OpKind::Sum.applies_to(Kind::F64));
-        assert!(!OpKind::Band.applies_to(Kind::F32));
-        assert!(!OpKind::Land.applies_to(Kind::F64));
-        assert!(OpKind::Bor.applies_to(Kind::Byte));
-        assert!(!OpKind::Sum.applies_to(Kind::Byte));
-        assert!(!OpKind::Max.applies_to(Kind::Char));
+        let t = |h| crate::datatype::lookup(h).unwrap();
+        assert!(OpKind::Sum.applies_to(t(abi::DOUBLE)));
+        assert!(!OpKind::Band.applies_to(t(abi::FLOAT)));
+        assert!(!OpKind::Land.applies_to(t(abi::DOUBLE)));
+        assert!(OpKind::Bor.applies_to(t(abi::BYTE)));
+        assert!(!OpKind::Sum.applies_to(t(abi::BYTE)));
+        assert!(!OpKind::Max.applies_to(t(abi::CHAR)));
+        assert!(OpKind::Land.applies_to(t(abi::C_BOOL)));
+        assert!(!OpKind::Band.applies_to(t(abi::C_BOOL)));
+        assert!(!OpKind::Land.applies_to(t(abi::INTEGER)), "Fortran integers are not logical");
+        assert!(!OpKind::Land.applies_to(t(abi::AINT)));
+        assert!(OpKind::Sum.applies_to(t(abi::COUNT)));
+        assert_eq!(OpKind::lookup(abi::MAX), Some(OpKind::Max));
         assert_eq!(OpKind::lookup(abi::BOR), Some(OpKind::Bor));
+        assert_eq!(OpKind::lookup(abi::BXOR), Some(OpKind::Bxor));
         assert_eq!(OpKind::lookup(abi::OP_NULL), None);
-        assert_eq!(OpKind::lookup(abi::BXOR + 1), None);
+        assert_eq!(OpKind::lookup(abi::MINLOC), None);
+        assert_eq!(OpKind::lookup(0x5800_0000), None);
     }
 }

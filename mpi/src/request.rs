@@ -1,5 +1,11 @@
-//! The table behind `MPI_Request` handles: a slab of slots (free list, allocation-free once warm)
-//! holding the Endpoint's request and the communicator whose ranks the status speaks of.
+//! The table behind `MPI_Request` handles: each request's state, the communicator its status
+//! speaks of, and what a persistent request starts again.
+//!
+//! A request is `Pending` while the Endpoint works on it, `Done` when its result is known but not
+//! yet handed to the user (an operation on `MPI_PROC_NULL`, a buffered send, a result that
+//! `MPI_Testall` took but must not report yet, a cancelled receive), and `Inactive` for a
+//! persistent request between its completion and the next `MPI_Start`. A request the user freed
+//! (`MPI_Request_free`) while active stays until it completes, then goes without a report.
 //!
 //! A handle carries its slot's generation, bumped every time the slot is freed, so a stale handle
 //! (a request already completed and freed, kept by mistake) is refused with `MPI_ERR_REQUEST`
@@ -7,21 +13,13 @@
 //! bits give its kind, so the generation has 8 bits; freed slots are reused first in, first out
 //! and only once [`REUSE_AFTER`] of them wait, so a stale handle can alias a new request only
 //! after its slot went round the generations: at least 256 × 256 requests later.
-//!
-//! A slot is `Pending` while the Endpoint works on it, or `Done` when it completed without the
-//! Endpoint (a send to or receive from `MPI_PROC_NULL`) or when a completion was taken from the
-//! Endpoint but not yet handed to the user (`MPI_Testall` that found only some complete: the
-//! standard says it then completes none, so the results wait here).
-
-use std::ffi::c_int;
 
 use std::collections::VecDeque;
+use std::ffi::c_int;
 
-use crate::abi::{self, REQUEST_BASE, REQUEST_GENERATION_BITS, REQUEST_INDEX_BITS, REQUEST_MAX};
-
-/// Freed slots are reused only once this many wait (until then the table grows): a slot's
-/// generations go round at most once every `REUSE_AFTER` frees.
-pub const REUSE_AFTER: usize = 256;
+use crate::abi;
+use crate::datatype::Layout;
+use crate::datatype::pack::TypedBuf;
 use crate::error::Why;
 
 /// A completed operation as MPI reports it.
@@ -36,48 +34,120 @@ pub struct Completion {
     pub code: c_int,
     /// Why it failed (when `code` is not `MPI_SUCCESS`).
     pub why: Option<Why>,
+    /// The operation was cancelled (`MPI_Test_cancelled`).
+    pub cancelled: bool,
 }
 
 impl Completion {
+    /// A successful completion.
+    pub fn ok(source: c_int, tag: c_int, count: i64) -> Completion {
+        Completion { source, tag, count, code: abi::SUCCESS, why: None, cancelled: false }
+    }
+
     /// The completion of an operation on `MPI_PROC_NULL` (MPI-3.1 §3.11).
     pub fn proc_null() -> Completion {
-        Completion { source: abi::PROC_NULL, tag: abi::ANY_TAG, count: 0, code: abi::SUCCESS, why: None }
+        Completion::ok(abi::PROC_NULL, abi::ANY_TAG, 0)
+    }
+
+    /// The empty status's completion (MPI-3.1 §3.7.3): a null or inactive request.
+    pub fn empty() -> Completion {
+        Completion::ok(abi::ANY_SOURCE, abi::ANY_TAG, 0)
+    }
+
+    /// A cancelled operation: the empty status with the cancelled bit (MPI-3.1 §3.8.4).
+    pub fn cancelled() -> Completion {
+        Completion { cancelled: true, ..Completion::empty() }
     }
 
     /// The status this completion fills (with `MPI_ERROR` set).
     pub fn status(&self) -> abi::Status {
-        abi::Status { source: self.source, tag: self.tag, error: self.code, cancelled: 0, count: self.count }
+        let mut s = abi::Status::new(self.source, self.tag, self.code, self.count);
+        s.set_cancelled(self.cancelled);
+        s
     }
 }
 
-/// A slot's state.
+/// Where a request is.
 #[derive(Debug)]
-pub enum Slot {
-    Free,
-    Pending {
-        ep: nemesis::Request,
-        /// Index of the communicator in the table.
-        comm: u32,
-    },
-    Done {
-        comm: u32,
-        done: Completion,
-    },
+pub enum State {
+    /// A persistent request not started (or completed and not restarted).
+    Inactive,
+    /// The Endpoint works on it.
+    Pending(nemesis::Request),
+    /// Complete; the result waits to be reported.
+    Done(Completion),
 }
 
-/// The request table.
+/// The send modes (MPI-3.1 §3.4); ready sends are standard sends (the receive is posted, by the
+/// program's contract, so nothing differs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Standard,
+    Synchronous,
+    Buffered,
+    Ready,
+}
+
+/// What a persistent request starts each time (`MPI_Send_init`... `MPI_Recv_init`): its
+/// arguments, resolved when it was made (so freeing the datatype or the communicator afterwards
+/// changes nothing, as MPI wants).
+#[derive(Clone, Debug)]
+pub struct Persistent {
+    /// `Some(mode)` for a send, `None` for a receive.
+    pub send: Option<Mode>,
+    pub data: Layout,
+    /// Job rank to send to, or the Endpoint's source to receive from; `None`: `MPI_PROC_NULL`.
+    pub peer: Option<i32>,
+    pub tag: c_int,
+    /// The communicator's point-to-point context.
+    pub ctx: u32,
+}
+
+/// One request.
+#[derive(Debug)]
+pub struct Req {
+    /// Index of the communicator in the table (for the status's ranks and the error handler).
+    pub comm: u32,
+    pub state: State,
+    /// A receive (its cancellation is local; a send's needs the receiver).
+    pub recv: bool,
+    /// `MPI_Request_free` was called while it was active: it goes, unreported, once complete.
+    pub freed: bool,
+    /// Set for persistent requests.
+    pub persistent: Option<Box<Persistent>>,
+    /// Typed (non-contiguous) data, as the pieces the Endpoint copies to and from, while the
+    /// operation is in flight.
+    pub typed: Option<Box<TypedBuf>>,
+    /// A non-blocking send's message, for `MPI_Cancel`.
+    pub sent: Option<nemesis::SendId>,
+    /// `MPI_Cancel` of a send: the receiver's answer (`Err(Cancelled)` or `Ok`: matched).
+    pub cancel: Option<nemesis::Request>,
+}
+
+impl Req {
+    /// A request in `state`.
+    pub fn new(comm: usize, state: State, recv: bool) -> Req {
+        Req { comm: comm as u32, state, recv, freed: false, persistent: None, typed: None, sent: None, cancel: None }
+    }
+}
+
+/// Freed slots are reused only once this many wait (until then the table grows): a slot's
+/// generations go round at most once every `REUSE_AFTER` frees.
+pub const REUSE_AFTER: usize = 256;
+
+const INDEX_MASK: u32 = (1 << abi::REQUEST_INDEX_BITS) - 1;
+const GENERATION_MASK: u32 = (1 << abi::REQUEST_GENERATION_BITS) - 1;
+const _: () = assert!(abi::REQUEST_INDEX_BITS + abi::REQUEST_GENERATION_BITS <= 26, "the kind bits stay free");
+
+/// The request table: handles `REQUEST_DIRECT | generation << REQUEST_INDEX_BITS | index`.
 #[derive(Debug, Default)]
 pub struct Requests {
-    slots: Vec<Slot>,
+    slots: Vec<Option<Req>>,
     /// Generation of each slot, bumped when it is freed (wraps in `REQUEST_GENERATION_BITS`).
     generations: Vec<u8>,
     /// Free slots, oldest first.
     free: VecDeque<u32>,
 }
-
-const INDEX_MASK: u32 = (1 << REQUEST_INDEX_BITS) - 1;
-const GENERATION_MASK: u32 = (1 << REQUEST_GENERATION_BITS) - 1;
-const _: () = assert!(REQUEST_INDEX_BITS + REQUEST_GENERATION_BITS <= 26, "the kind bits stay free");
 
 impl Requests {
     /// An empty table.
@@ -85,60 +155,76 @@ impl Requests {
         Requests { slots: Vec::new(), generations: Vec::new(), free: VecDeque::new() }
     }
 
-    /// Stores `slot`; `None` if the handle space is exhausted.
-    #[inline]
-    pub fn insert(&mut self, slot: Slot) -> Option<abi::Request> {
-        let i = if self.free.len() >= REUSE_AFTER || (self.slots.len() >= REQUEST_MAX && !self.free.is_empty()) {
-            let i = self.free.pop_front()?;
-            *self.slots.get_mut(i as usize)? = slot;
+    /// The handle of slot `i` in its current generation.
+    fn handle(&self, i: usize) -> c_int {
+        let g = u32::from(self.generations[i]) & GENERATION_MASK;
+        (abi::REQUEST_DIRECT | g << abi::REQUEST_INDEX_BITS | i as u32) as c_int
+    }
+
+    /// Stores `r`; `None` if the handle space is exhausted.
+    pub fn insert(&mut self, r: Req) -> Option<c_int> {
+        let reuse = self.free.len() >= REUSE_AFTER || (self.slots.len() >= abi::REQUEST_MAX && !self.free.is_empty());
+        let i = if reuse {
+            let i = self.free.pop_front()? as usize;
+            self.slots[i] = Some(r);
             i
         } else {
-            if self.slots.len() >= REQUEST_MAX {
+            if self.slots.len() >= abi::REQUEST_MAX {
                 return None;
             }
-            self.slots.push(slot);
+            self.slots.push(Some(r));
             self.generations.push(0);
-            (self.slots.len() - 1) as u32
+            self.slots.len() - 1
         };
-        let g = u32::from(self.generations[i as usize]) & GENERATION_MASK;
-        Some(REQUEST_BASE | (g << REQUEST_INDEX_BITS | i) as c_int)
+        Some(self.handle(i))
     }
 
     /// The slot index of handle `h` if it names a live request of the current generation.
-    #[inline]
-    pub fn index(&self, h: abi::Request) -> Option<usize> {
-        let bits = h.wrapping_sub(REQUEST_BASE) as u32;
-        if bits >> (REQUEST_INDEX_BITS + REQUEST_GENERATION_BITS) != 0 {
+    pub fn index(&self, h: c_int) -> Option<usize> {
+        let bits = (h as u32).wrapping_sub(abi::REQUEST_DIRECT);
+        if bits >> (abi::REQUEST_INDEX_BITS + abi::REQUEST_GENERATION_BITS) != 0 {
             return None;
         }
         let i = (bits & INDEX_MASK) as usize;
-        let g = bits >> REQUEST_INDEX_BITS;
-        match (self.slots.get(i), self.generations.get(i)) {
-            (Some(Slot::Free) | None, _) | (_, None) => None,
-            (Some(_), Some(&gen_)) if u32::from(gen_) & GENERATION_MASK == g => Some(i),
-            _ => None,
-        }
+        let live = matches!(self.slots.get(i), Some(Some(_)));
+        (live && u32::from(self.generations[i]) & GENERATION_MASK == bits >> abi::REQUEST_INDEX_BITS).then_some(i)
     }
 
-    /// The slot at index `i`.
-    #[inline]
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut Slot> {
-        self.slots.get_mut(i)
+    pub fn get(&self, h: c_int) -> Option<&Req> {
+        self.at(self.index(h)?)
     }
 
-    /// Frees slot `i`, returning what it held; its handles go stale.
-    #[inline]
-    pub fn remove(&mut self, i: usize) -> Option<Slot> {
-        let s = self.slots.get_mut(i)?;
-        if matches!(s, Slot::Free) {
-            return None;
-        }
-        let old = std::mem::replace(s, Slot::Free);
+    pub fn get_mut(&mut self, h: c_int) -> Option<&mut Req> {
+        let i = self.index(h)?;
+        self.at_mut(i)
+    }
+
+    pub fn at(&self, i: usize) -> Option<&Req> {
+        self.slots.get(i)?.as_ref()
+    }
+
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut Req> {
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Frees slot `i`, returning its request; its handles go stale.
+    pub fn remove_at(&mut self, i: usize) -> Option<Req> {
+        let r = self.slots.get_mut(i)?.take()?;
         let g = &mut self.generations[i];
         *g = g.wrapping_add(1);
         self.free.push_back(i as u32);
-        Some(old)
+        Some(r)
     }
+
+    /// The live requests and their handles.
+    pub fn iter(&self) -> impl Iterator<Item = (c_int, &Req)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|r| (self.handle(i), r)))
+    }
+}
+
+/// An empty request table.
+pub const fn table() -> Requests {
+    Requests::new()
 }
 
 #[cfg(test)]
@@ -146,41 +232,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_are_reused_and_freed_handles_are_refused() {
-        let mut t = Requests::default();
-        let a = t.insert(Slot::Done { comm: 0, done: Completion::proc_null() }).unwrap();
-        let b = t.insert(Slot::Done { comm: 1, done: Completion::proc_null() }).unwrap();
-        assert_eq!(a, REQUEST_BASE);
-        assert_eq!(b, REQUEST_BASE + 1);
-        let ia = t.index(a).unwrap();
-        assert!(matches!(t.remove(ia), Some(Slot::Done { comm: 0, .. })));
-        assert_eq!(t.index(a), None, "freed");
-        assert!(t.remove(ia).is_none(), "twice");
-        assert_eq!(t.index(abi::REQUEST_NULL), None);
-        assert_eq!(t.index(0), None);
-        assert_eq!(t.index(-1), None);
-        assert!(t.index(b).is_some());
+    fn completions_fill_statuses() {
+        let s = Completion::ok(3, 4, 1 << 33).status();
+        assert_eq!((s.source, s.tag, s.error, s.count(), s.cancelled()), (3, 4, 0, 1 << 33, false));
+        let s = Completion::cancelled().status();
+        assert!(s.cancelled());
+        assert_eq!((s.source, s.tag, s.count()), (abi::ANY_SOURCE, abi::ANY_TAG, 0));
+        let s = Completion::proc_null().status();
+        assert_eq!((s.source, s.tag), (abi::PROC_NULL, abi::ANY_TAG));
     }
 
     /// A stale handle never names the request that reuses its slot, for as long as the
-    /// generations allow: here, a request freed and then kept through 60,000 later requests.
+    /// generations last.
     #[test]
     fn stale_handles_are_refused_after_their_slot_is_reused() {
-        let mut t = Requests::default();
-        let stale = t.insert(Slot::Done { comm: 0, done: Completion::proc_null() }).unwrap();
-        t.remove(t.index(stale).unwrap());
-        let mut live = std::collections::VecDeque::new();
-        for n in 0..60_000u32 {
-            let h = t.insert(Slot::Done { comm: n, done: Completion::proc_null() }).unwrap();
+        let mut t = Requests::new();
+        let stale = t.insert(Req::new(0, State::Inactive, false)).unwrap();
+        assert_eq!(stale as u32, abi::REQUEST_DIRECT);
+        t.remove_at(t.index(stale).unwrap());
+        assert!(t.get(stale).is_none(), "freed");
+        // The handle comes back only once its slot went round the 256 generations.
+        for n in 0..(REUSE_AFTER << abi::REQUEST_GENERATION_BITS) - 1 {
+            let h = t.insert(Req::new(0, State::Inactive, false)).unwrap();
             assert_ne!(h, stale, "request {n} reused the stale handle");
             assert_eq!(t.index(stale), None, "after request {n}");
-            live.push_back(h);
-            // A few requests in flight at a time.
-            if live.len() > 3 {
-                let old = live.pop_front().unwrap();
-                t.remove(t.index(old).unwrap());
-            }
+            t.remove_at(t.index(h).unwrap());
         }
-        assert!(t.slots.len() <= REUSE_AFTER + 4, "the table stays small: {}", t.slots.len());
+        assert_eq!(t.index(abi::REQUEST_NULL), None);
+        assert_eq!(t.index(0), None);
+        assert_eq!(t.index(-1), None);
     }
 }

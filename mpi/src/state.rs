@@ -2,21 +2,29 @@
 //! functions, and what happens when a call fails: the communicator's error handler returns the
 //! code or ends the job with a message naming the call and the rank.
 //!
-//! **Threads.** `MPI_Init_thread` grants at most `MPI_THREAD_SERIALIZED`: the Endpoint is driven
-//! by one thread at a time, and so is this state. The application orders its MPI calls (that is
-//! the level's contract), which gives the happens-before between threads; no lock is taken, so
-//! the fast path pays nothing for it. A panic inside a call is caught at the boundary
-//! ([`guard`]) and becomes `MPI_ERR_INTERN` through the error handler.
+//! **Threads.** Every call reaches the state through an [`Access`]: under `MPI_THREAD_MULTIPLE` it
+//! holds the big lock (the progress engine and every table behind it) and releases it while
+//! waiting; below that level the application orders its calls (the levels' contract) and no lock
+//! is taken, so the fast path pays one test of a flag. A panic inside a call is caught at the
+//! boundary ([`call`]) and becomes `MPI_ERR_INTERN` through the error handler.
 
 use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
 use std::ffi::c_int;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nemesis::Endpoint;
 
 use crate::abi::{self, ERRORS_ARE_FATAL, ERRORS_RETURN};
 use crate::coll::Tuning;
 use crate::comm::Comm;
-use crate::error::{Fail, Why, name_of};
+use crate::comm::context::Contexts;
+use crate::datatype::Types;
+use crate::error::{Fail, Res, Why, name_of};
+use crate::lock::RawLock;
+use crate::p2p::bsend::Bsend;
+use crate::p2p::mprobe::Messages;
 use crate::request::Requests;
 
 /// Where the process is in MPI's life.
@@ -55,7 +63,8 @@ impl Fast {
     const NONE: Fast = Fast { size: 0, ctx: 0, world: std::ptr::null(), from_world: std::ptr::null(), _pad: 0 };
 
     /// The entry of communicator `c` (the pointers are into its boxed rank maps, which never move
-    /// and live as long as the communicator table: communicators are never removed from it).
+    /// and live as long as the table's `Arc` of it: a change or a free replaces that `Arc` and
+    /// refreshes the entry at once).
     pub fn of(c: &Comm) -> Fast {
         if !c.live {
             return Fast::NONE;
@@ -76,14 +85,43 @@ pub struct State {
     pub ep: Option<Endpoint>,
     /// The communicator table: handle = `COMM_BASE + index`; 0 is `MPI_COMM_WORLD`, 1
     /// `MPI_COMM_SELF`.
-    pub comms: Vec<Comm>,
+    pub comms: Vec<Arc<Comm>>,
+    /// Freed communicators that an operation of ours still names (`comm::reclaim`).
+    pub comms_retired: Vec<usize>,
+    /// Slots of `comms` free for new communicators.
+    pub comm_slots: Vec<usize>,
+    /// The groups.
+    pub groups: crate::group::Groups,
+    /// The user's reduction operations.
+    pub ops: crate::op::UserOps,
+    /// Attribute keyvals.
+    pub keyvals: crate::attr::Keyvals,
+    /// Info objects.
+    pub infos: crate::attr::Infos,
+    /// The program's error handlers.
+    pub errhs: crate::errh::Errhs,
+    /// The program's error classes and codes.
+    pub user_codes: crate::errh::UserCodes,
+    /// The predefined attributes' values (`MPI_Comm_get_attr` hands out their addresses, which
+    /// stay valid: the state is static).
+    pub attr_values: [c_int; 7],
     pub reqs: Requests,
+    /// The derived datatypes.
+    pub types: Types,
+    /// Messages reserved by matched probes.
+    pub messages: Messages,
+    /// Names given to predefined datatypes (`MPI_Type_set_name`).
+    pub type_names: BTreeMap<abi::Datatype, String>,
+    /// Slots of requests freed by `MPI_Request_free` while active: freed when they complete.
+    pub freed: Vec<usize>,
+    /// The buffered mode's attached buffer.
+    pub bsend: Bsend,
     /// The thread level granted.
     pub provided: c_int,
     /// The thread that called `MPI_Init` (for `MPI_Is_thread_main`).
     pub main_thread: Option<std::thread::ThreadId>,
-    /// The next context this process may give a new communicator (see `crate::comm`).
-    pub next_ctx: u32,
+    /// The contexts new communicators may take (`crate::comm::context`).
+    pub contexts: Contexts,
     /// Node id of every job rank (equal ids share a node).
     pub node_of_job: Vec<u32>,
     /// The collectives' model parameters and overrides.
@@ -97,10 +135,24 @@ impl State {
             phase: Phase::Before,
             ep: None,
             comms: Vec::new(),
-            reqs: Requests::new(),
+            comms_retired: Vec::new(),
+            comm_slots: Vec::new(),
+            groups: crate::group::table(),
+            ops: crate::op::table(),
+            keyvals: crate::attr::keyvals(),
+            infos: crate::attr::infos(),
+            errhs: crate::errh::table(),
+            user_codes: Vec::new(),
+            attr_values: [0; 7],
+            reqs: crate::request::table(),
+            types: crate::datatype::table(),
+            messages: crate::p2p::mprobe::table(),
+            type_names: BTreeMap::new(),
+            freed: Vec::new(),
+            bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,
             main_thread: None,
-            next_ctx: 0,
+            contexts: Contexts::new(),
             node_of_job: Vec::new(),
             tuning: Tuning::DEFAULT,
         }
@@ -109,7 +161,11 @@ impl State {
     /// Brings the fast-path entry of communicator `i` up to date with the table.
     pub fn refresh_fast(&mut self, i: usize) {
         if let Some(f) = self.fast.get_mut(i) {
-            *f = if self.phase == Phase::Running { self.comms.get(i).map_or(Fast::NONE, Fast::of) } else { Fast::NONE };
+            *f = if self.phase == Phase::Running {
+                self.comms.get(i).map_or(Fast::NONE, |c| Fast::of(c))
+            } else {
+                Fast::NONE
+            };
         }
     }
 
@@ -125,9 +181,13 @@ impl State {
     #[cold]
     #[inline(never)]
     pub fn fail(&mut self, call: &'static str, f: Fail) -> c_int {
-        let errh =
-            f.comm.and_then(|i| self.comms.get(i)).or_else(|| self.comms.first()).map_or(ERRORS_ARE_FATAL, |c| c.errh);
+        let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
+        let errh = self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh);
         if errh == ERRORS_RETURN && self.phase == Phase::Running {
+            return f.code;
+        }
+        // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
+        if self.phase == Phase::Running && crate::errh::call_user(self, errh, crate::comm::handle_of(ci), f.code) {
             return f.code;
         }
         self.fatal(call, f)
@@ -152,29 +212,236 @@ impl State {
 /// The state's one instance.
 struct Global(UnsafeCell<State>);
 
-// SAFETY: MPI is called from one thread at a time (the thread level granted is at most
-// MPI_THREAD_SERIALIZED, whose contract is that the application orders its calls); see `state`.
+// SAFETY: the state is reached only through an `Access`: under `MPI_THREAD_MULTIPLE` an `Access`
+// holds `LOCK`, so one thread at a time touches the state and the lock's release/acquire orders
+// their accesses; below that level the application calls MPI from one thread at a time (the
+// levels' contract), and its own synchronisation between those calls orders them.
 unsafe impl Sync for Global {}
 
 static STATE: Global = Global(UnsafeCell::new(State::new()));
 
-/// The process's MPI state.
+/// The big lock: held by every call while `THREADED` (a first, coarse step: the progress engine
+/// and every table behind it; finer locks can replace it later).
+static LOCK: RawLock = RawLock::new();
+
+/// `MPI_THREAD_MULTIPLE` was granted: calls take `LOCK`. Set once by `MPI_Init_thread` before the
+/// application can start threads that call MPI (thread creation orders the store before their
+/// loads, so `Relaxed` suffices), and never cleared (calls after `MPI_Finalize` still lock).
+static THREADED: AtomicBool = AtomicBool::new(false);
+
+/// The right to use the state for the length of one MPI call: the big lock's guard under
+/// `MPI_THREAD_MULTIPLE`, nothing otherwise.
 ///
-/// # Safety
-/// Only one reference from this function may be alive at a time: each exported function takes it
-/// once and passes it down, never calling back into an exported function while it holds it, and
-/// MPI calls are serialized by the application (`MPI_THREAD_SERIALIZED`).
-#[inline(always)]
-pub unsafe fn state() -> &'static mut State {
-    // SAFETY: the caller's contract: no other reference to the state is alive.
-    unsafe { &mut *STATE.0.get() }
+/// A `&mut State` is borrowed from it ([`Access::st`]) for as long as the code needs it and
+/// never across [`Access::pause`], which lets other threads in: waiting (for a message, a
+/// request, a collective's piece) releases the lock between two looks, so a thread blocked in
+/// `MPI_Recv` does not stop another one's `MPI_Send` that it may be waiting for. The blocking
+/// Endpoint operations go through here ([`Access::ep_send`], [`Access::ep_recv`],
+/// [`Access::ep_wait`], [`Access::ep_probe`]): the Endpoint's own blocking calls (and the
+/// receive's bypass of the posted list) when unthreaded, a start and a test loop otherwise.
+pub struct Access {
+    /// This call holds the big lock.
+    locked: bool,
 }
 
-/// Runs `f`, the body of MPI function `call`; a panic inside it (a bug: nothing a caller or a
-/// peer does should cause one) becomes `MPI_ERR_INTERN` through the error handler instead of
-/// crossing the C boundary.
+impl Access {
+    /// Enters a call: takes the big lock if `MPI_THREAD_MULTIPLE` was granted.
+    #[inline(always)]
+    pub fn enter() -> Access {
+        // ORDERING: Relaxed: see `THREADED`.
+        let locked = THREADED.load(Ordering::Relaxed);
+        if locked {
+            LOCK.lock();
+        }
+        Access { locked }
+    }
+
+    /// The state, for as long as this borrow lasts.
+    #[inline(always)]
+    pub fn st(&mut self) -> &mut State {
+        // SAFETY: the one reference handed out by this `Access` at a time (it borrows `self`
+        // mutably), and one `Access` is alive per call; under MULTIPLE it holds the lock, below
+        // the application serializes its calls (see `Global`).
+        unsafe { &mut *STATE.0.get() }
+    }
+
+    /// True if calls lock (`MPI_THREAD_MULTIPLE`).
+    #[inline(always)]
+    pub fn threaded(&self) -> bool {
+        self.locked
+    }
+
+    /// Grants `MPI_THREAD_MULTIPLE` from now on (by `MPI_Init_thread`, before the application's
+    /// threads call): this call takes the lock too, so it is released consistently.
+    pub fn become_threaded(&mut self) {
+        // ORDERING: Relaxed: see `THREADED`.
+        THREADED.store(true, Ordering::Relaxed);
+        if !self.locked {
+            LOCK.lock();
+            self.locked = true;
+        }
+    }
+
+    /// Lets other threads in for a moment (threaded waits only): releases the lock, spins or
+    /// yields according to how long the wait has lasted (`spins`), and takes the lock again.
+    pub fn pause(&mut self, spins: &mut u32) {
+        if !self.locked {
+            return;
+        }
+        LOCK.unlock();
+        *spins = spins.saturating_add(1);
+        if *spins < 64 {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+        }
+        LOCK.lock();
+    }
+
+    /// The Endpoint (MPI running).
+    #[inline(always)]
+    pub fn ep(&mut self) -> Res<&mut Endpoint> {
+        let st = self.st();
+        match st.ep.as_mut() {
+            Some(ep) => Ok(ep),
+            None => Err(not_running(st.phase)),
+        }
+    }
+
+    /// Waits for Endpoint request `r`.
+    pub fn ep_wait(&mut self, r: nemesis::Request) -> Res<nemesis::Result<nemesis::Status>> {
+        if !self.threaded() {
+            return Ok(self.ep()?.wait(r));
+        }
+        let mut spins = 0;
+        loop {
+            match self.ep()?.test(r) {
+                Ok(None) => self.pause(&mut spins),
+                Ok(Some(s)) => return Ok(Ok(s)),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+    }
+
+    /// Sends `data` to job rank `to` (synchronously with `sync`), blocking until it may be reused.
+    pub fn ep_send(&mut self, data: &[u8], to: u32, tag: i32, ctx: u32, sync: bool) -> Res<nemesis::Result<()>> {
+        let threaded = self.threaded();
+        let ep = self.ep()?;
+        if !threaded {
+            return Ok(if sync { ep.ssend(data, to, tag, ctx) } else { ep.send(data, to, tag, ctx) });
+        }
+        // SAFETY: `data` outlives the request, which is waited for before returning.
+        let r = unsafe {
+            if sync {
+                ep.issend_raw(data.as_ptr(), data.len(), to, tag, ctx)
+            } else {
+                ep.isend_raw(data.as_ptr(), data.len(), to, tag, ctx)
+            }
+        };
+        match r {
+            Ok(r) => Ok(self.ep_wait(r)?.map(drop)),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// Receives into `buf` a message from job rank `from` (or `nemesis::ANY_SOURCE`).
+    pub fn ep_recv(&mut self, buf: &mut [u8], from: i32, tag: i32, ctx: u32) -> Res<nemesis::Result<nemesis::Status>> {
+        let threaded = self.threaded();
+        let ep = self.ep()?;
+        if !threaded {
+            return Ok(ep.recv(buf, from, tag, ctx));
+        }
+        // SAFETY: `buf` is borrowed for this whole call, and the request is waited for.
+        match unsafe { ep.irecv_raw(buf.as_mut_ptr(), buf.len(), from, tag, ctx) } {
+            Ok(r) => self.ep_wait(r),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// Waits until a message matching `(from, tag, ctx)` has arrived, without receiving it.
+    pub fn ep_probe(&mut self, from: i32, tag: i32, ctx: u32) -> Res<nemesis::Result<nemesis::Status>> {
+        if !self.threaded() {
+            return Ok(self.ep()?.probe(from, tag, ctx));
+        }
+        let mut spins = 0;
+        loop {
+            match self.ep()?.iprobe(from, tag, ctx) {
+                Ok(None) => self.pause(&mut spins),
+                Ok(Some(s)) => return Ok(Ok(s)),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+    }
+}
+
+impl Drop for Access {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.locked {
+            LOCK.unlock();
+        }
+    }
+}
+
+/// Runs `f`, the body of MPI function `call`, with the state's [`Access`]; its failure goes to
+/// the error handler. A panic inside it (a bug: nothing a caller or a peer does should cause one)
+/// becomes `MPI_ERR_INTERN` through the error handler instead of crossing the C boundary (the
+/// `Access` is dropped while unwinding: the lock is released).
 #[inline(always)]
-pub fn guard(call: &'static str, f: impl FnOnce() -> c_int) -> c_int {
+pub fn call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
+    guard(call, || body(call, f))
+}
+
+/// [`call`] for the functions with a fast path (`MPI_Send`, `MPI_Recv`...): below
+/// `MPI_THREAD_MULTIPLE`, `fast` runs first on the state itself and settles the common call
+/// (`Some`); anything else, and every call under `MPI_THREAD_MULTIPLE`, goes to `slow`, a
+/// function of its own (`exports::mpi_fast!` makes one taking the arguments by value, which
+/// [`slow_call`] runs with an [`Access`]), so that the fast path's code carries nothing of the
+/// lock nor of the validating path.
+#[inline(always)]
+pub fn call_fast(
+    call: &'static str,
+    fast: impl FnOnce(&mut State) -> Option<Res<()>>,
+    slow: impl FnOnce() -> c_int,
+) -> c_int {
+    guard(call, || {
+        // ORDERING: Relaxed: see `THREADED`.
+        if !THREADED.load(Ordering::Relaxed) {
+            // SAFETY: not threaded: the application calls MPI from one thread at a time (the
+            // levels' contract, see `Global`), and this is the call's only reference.
+            let st = unsafe { &mut *STATE.0.get() };
+            if let Some(r) = fast(st) {
+                return match r {
+                    Ok(()) => abi::SUCCESS,
+                    Err(e) => st.fail(call, e),
+                };
+            }
+        }
+        slow()
+    })
+}
+
+/// The slow path of a function with a fast path: `f` with an [`Access`] (inside the caller's
+/// panic guard).
+#[inline(always)]
+pub fn slow_call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
+    body(call, f)
+}
+
+#[inline(always)]
+fn body(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
+    let mut acc = Access::enter();
+    match f(&mut acc) {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => acc.st().fail(call, e),
+    }
+}
+
+/// Runs `f`, turning a panic into `MPI_ERR_INTERN` through the error handler.
+#[inline(always)]
+fn guard(call: &'static str, f: impl FnOnce() -> c_int) -> c_int {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(code) => code,
         Err(p) => panicked(call, p),
@@ -189,9 +456,8 @@ fn panicked(call: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into());
-    // SAFETY: the panicking body's reference to the state was dropped while unwinding.
-    let st = unsafe { state() };
-    st.fail(call, Fail::new(abi::ERR_INTERN, None, Why::Panic(text)))
+    // The panicking call's `Access` was dropped while unwinding (releasing the lock, if held).
+    Access::enter().st().fail(call, Fail::new(abi::ERR_INTERN, None, Why::Panic(text)))
 }
 
 /// The failure of a call made outside `MPI_Init`..`MPI_Finalize`.

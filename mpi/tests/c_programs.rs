@@ -7,6 +7,15 @@
 //! | test | program(s) | ranks |
 //! |---|---|---|
 //! | `pingpong` | `pingpong.c`: 0 B – 1 MiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
+//! | `p2p_modes` | `p2p_modes.c`: Ssend/Bsend/Rsend and non-blocking forms, attached buffer, Sendrecv_replace, persistent requests, Request_free, get_status, Waitsome/Testsome/Testany, PROC_NULL everywhere | 2, 3 |
+//! | `cancel_and_matched_probes` | `cancel_mprobe.c`: MPI_Cancel of receives and of eager, rendezvous, synchronous, persistent sends (not matched: withdrawn; matched: not); Mprobe/Improbe/Mrecv/Imrecv, typed and large; MESSAGE_NO_PROC | 2, 3, 2 over 2 nodes |
+//! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |
+//! | `datatypes` | `datatypes.c`: every constructor, bounds, envelopes/contents, names; non-contiguous data byte by byte in every transfer mode, Pack/Unpack, partial messages, pairs, MPI_BOTTOM | 2, 3; 2 with rings only; 2 over 2 nodes |
+//! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
+//! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
+//! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
+//! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
+//! | `topologies` | `topo.c`: Dims_create; a 2-D Cartesian grid (coords, ranks, periodic wrap, shifts with a halo exchange, Cart_sub rows and columns), a grid smaller than the job; a graph (neighbours, an exchange along the edges); Topo_test; dup keeps the topology | 1, 2, 3, 4, 6, 7 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
@@ -17,6 +26,8 @@
 //! | `errors_return_their_classes` | `errors.c` under MPI_ERRORS_RETURN | 2 |
 //! | `errors_are_fatal_by_default` | `fatal.c`: the job ends naming the call and rank | 2 |
 //! | `a_dead_peer_is_proc_failed` | `peer_death.c` with `--keep-going` | 2 |
+//! | `pretend_nodes_listen_on_loopback` | `ring.c` over 2 pretend nodes: the netmods listen on 127.0.0.1 | 2 |
+//! | `a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe` | `broken_pipe.c` over 2 nodes: writes to a socket the dead peer closed (EPIPE), `MPIX_ERR_PROC_FAILED` and no SIGPIPE | 2 |
 //! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
 //! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
@@ -37,176 +48,83 @@
 //! nemesis-mpi -p nemesis` in the same profile and target directory): cargo does not build a
 //! `cdylib` for integration tests.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+mod common;
 
-/// Where things are.
-struct Setup {
-    /// `target/<profile>`: `libmpi.so` and `nemesis-run`.
-    profile_dir: PathBuf,
-    /// Compiled test programs.
-    out: PathBuf,
-    launcher: PathBuf,
-    /// `mpi/`.
-    mpi: PathBuf,
-}
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
 
-fn setup() -> &'static Setup {
-    static SETUP: OnceLock<Setup> = OnceLock::new();
-    SETUP.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/<test binary>
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let target_dir = profile_dir.parent().unwrap().to_path_buf();
-        let mpi = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.current_dir(&mpi).args([
-            "build",
-            "-q",
-            "-p",
-            "nemesis-mpi",
-            "-p",
-            "nemesis",
-            "--lib",
-            "--bin",
-            "nemesis-run",
-            "--example",
-            "ft_stencil",
-        ]);
-        build.arg("--target-dir").arg(&target_dir);
-        if cfg!(feature = "rdma") {
-            build.args(["--features", "nemesis/rdma"]);
-        }
-        if cfg!(feature = "pmix") {
-            build.args(["--features", "nemesis-mpi/pmix"]);
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let st = build.status().expect("cargo build of libmpi.so, nemesis-run and ft_stencil");
-        assert!(st.success(), "cargo build of libmpi.so, nemesis-run and ft_stencil failed");
-        let out = profile_dir.join("mpi-tests");
-        std::fs::create_dir_all(&out).unwrap();
-        Setup { launcher: profile_dir.join("nemesis-run"), profile_dir, out, mpi }
-    })
-}
-
-/// `mpi/bin/mpicc` using this build's library.
-fn mpicc() -> Command {
-    let s = setup();
-    let mut c = Command::new(s.mpi.join("bin/mpicc"));
-    c.env("NEMESIS_MPI_LIBDIR", &s.profile_dir);
-    c
-}
-
-/// Compiles `tests/c/<name>.c` (once per test binary) into an executable, or with `shared` into
-/// `lib<name>.so`.
-fn compile(name: &str, shared: bool) -> PathBuf {
-    compile_from("tests/c", name, shared)
-}
-
-/// Compiles `<dir>/<name>.c` of `mpi/` (once per test binary), as [`compile`] does.
-fn compile_from(dir: &str, name: &str, shared: bool) -> PathBuf {
-    static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let done = DONE.get_or_init(Default::default);
-    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-    let key = format!("{dir}/{name}");
-    if let Some(p) = done.get(&key) {
-        return p.clone();
-    }
-    let s = setup();
-    let src = s.mpi.join(dir).join(format!("{name}.c"));
-    let out = if shared { s.out.join(format!("lib{name}.so")) } else { s.out.join(name) };
-    let mut c = mpicc();
-    c.args(["-Wall", "-Wextra", "-Werror", "-O1", "-g", "-pthread", "-o"]).arg(&out).arg(&src);
-    if shared {
-        c.args(["-shared", "-fPIC"]);
-    }
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "mpicc {name}.c failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    done.insert(key, out.clone());
-    out
-}
-
-/// Runs `cmd`, killing it after `limit`; returns its output.
-fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + limit;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            timed_out = true;
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let o = Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() };
-    assert!(!timed_out, "timed out after {limit:?}: {cmd:?}\n{}", show(&o));
-    o
-}
-
-/// Runs `prog` on `n` ranks under `nemesis-run` with extra launcher arguments and environment.
-fn job(n: u32, prog: &Path, launcher_args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(&setup().launcher);
-    c.arg("-n").arg(n.to_string()).args(launcher_args).arg("--").arg(prog);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    run_with_limit(c, Duration::from_secs(120))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Asserts the job succeeded and every rank `0..n` printed `OK <name> <rank>` once.
-fn assert_all_ok(o: &Output, name: &str, n: u32) {
-    assert!(o.status.success(), "{name} on {n} ranks failed: {}", show(o));
-    let text = String::from_utf8_lossy(&o.stdout);
-    for r in 0..n {
-        let line = format!("OK {name} {r}");
-        let k = text.lines().filter(|l| l.trim() == line).count();
-        assert_eq!(k, 1, "{name} on {n} ranks: `{line}` printed {k} times: {}", show(o));
-    }
-}
-
-fn run_ok(name: &str, ranks: &[u32], launcher_args: &[&str], env: &[(&str, &str)]) {
-    let prog = compile(name, false);
-    for &n in ranks {
-        let o = job(n, &prog, launcher_args, env);
-        assert_all_ok(&o, name, n);
-    }
-}
+use common::*;
 
 #[test]
 fn pingpong() {
     run_ok("pingpong", &[2, 3], &[], &[]);
+}
+
+#[test]
+fn p2p_modes() {
+    run_ok("p2p_modes", &[2, 3], &[], &[]);
+}
+
+#[test]
+fn cancel_and_matched_probes() {
+    run_ok("cancel_mprobe", &[2, 3], &[], &[]);
+    // Between nodes: the cancellations travel through the TCP netmod.
+    run_ok("cancel_mprobe", &[2], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn thread_multiple() {
+    run_ok("threads", &[2, 3], &[], &[]);
+}
+
+#[test]
+fn datatypes() {
+    run_ok("datatypes", &[2, 3], &[], &[]);
+    // Large messages in pieces through the copy rings only, and between nodes (staged for TCP).
+    run_ok("datatypes", &[2], &[], &[("NEMESIS_LMT", "ring")]);
+    run_ok("datatypes", &[2], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn groups_and_communicators() {
+    // More dup/free rounds than a process has contexts (4096) on 2 ranks; a few on more (7
+    // spinning ranks on 2 cores make each round slow).
+    run_ok("groups", &[1, 2], &[], &[]);
+    run_ok("groups", &[3, 4, 7], &[], &[("GROUPS_ROUNDS", "100")]);
+    // Two nodes: MPI_COMM_TYPE_SHARED splits along them.
+    run_ok("groups", &[5], &["--nodes", "2"], &[("GROUPS_NODES", "2"), ("GROUPS_ROUNDS", "500")]);
+}
+
+#[test]
+fn user_operations() {
+    run_ok("user_ops", &[1, 2, 3, 4, 5, 8], &[], &[]);
+    for alg in [
+        "allreduce=recursive-doubling,reduce=binomial",
+        "allreduce=rabenseifner,reduce=rabenseifner",
+        "allreduce=reduce-bcast,reduce=flat",
+    ] {
+        run_ok("user_ops", &[3, 4, 6], &[], &[("NEMESIS_COLL_ALG", alg)]);
+    }
+    // Over two nodes (and three pretend ones): the non-commutative operation skips the levels.
+    run_ok("user_ops", &[5], &["--nodes", "2"], &[]);
+    run_ok("user_ops", &[7], &[], &[("NEMESIS_COLL_NODES", "3")]);
+}
+
+#[test]
+fn attributes_info_and_memory() {
+    run_ok("attrs", &[1, 2, 3], &[], &[]);
+}
+
+#[test]
+fn program_error_handlers() {
+    run_ok("errhandlers", &[1, 2], &[], &[]);
+}
+
+#[test]
+fn topologies() {
+    run_ok("topo", &[1, 2, 3, 4, 6, 7], &[], &[]);
 }
 
 #[test]
@@ -382,7 +300,7 @@ fn stencil(prog: &Path, launcher_args: &[&str], args: &[&str]) -> (String, u64) 
 
 #[test]
 fn ft_stencil_checksums() {
-    let c = compile_from("examples", "ft_stencil", false);
+    let c = compile_from("examples", "ft_stencil", Cc::Ours);
     let rust = setup().profile_dir.join("examples/ft_stencil");
     // 3000 cells per rank, 400 iterations, a checkpoint every 50: at 50, 100, ..., 350.
     let args = ["3000", "400", "50"];
@@ -394,10 +312,6 @@ fn ft_stencil_checksums() {
             assert_eq!(checkpoints, 7, "{} {launcher:?}", prog.display());
         }
     }
-}
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 #[test]
@@ -413,6 +327,15 @@ fn hydra() {
     c.args(["-n", "3"]).arg(&prog);
     let o = run_with_limit(c, Duration::from_secs(60));
     assert_all_ok(&o, "ring", 3);
+}
+
+#[test]
+fn a_write_to_a_dead_remote_peer_is_proc_failed_not_sigpipe() {
+    let o = job(2, &compile("broken_pipe", false), &["--nodes", "2", "--keep-going"], &[("NEMESIS_LOG", "warn")]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(out.lines().any(|l| l.starts_with("OK broken_pipe 0 after ")), "{}", show(&o));
+    // The survivor learnt of the death from a write (not from reading the end of stream).
+    assert!(err.contains("write: Broken pipe"), "{}", show(&o));
 }
 
 /// True if `cmd args` exits 0 within `secs` seconds.
@@ -503,4 +426,16 @@ fn nemesis_log_from_a_c_program() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("DEBUG nemesis::endpoint: endpoint ready").count(), 2, "{}", show(&o));
     assert!(!err.contains('\x1b'), "colour codes: {}", show(&o));
+}
+
+#[test]
+fn pretend_nodes_listen_on_loopback() {
+    // `nemesis-run --nodes 2` on one host: the netmod listens (and beats) on 127.0.0.1 only,
+    // unless NEMESIS_TCP_ADDR or NEMESIS_TCP_IF say otherwise.
+    let o = job(2, &compile("ring", false), &["--nodes", "2"], &[("NEMESIS_LOG", "debug")]);
+    assert_all_ok(&o, "ring", 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
+    assert_eq!(cards.len(), 2, "{}", show(&o));
+    assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
 }

@@ -8,6 +8,7 @@ use std::ptr;
 use std::time::{Duration, Instant};
 
 use nemesis_lmt::{LmtBackend, NetDone, Outcome, RecvPlan, RemoteBuf};
+use nemesis_shm::auth::JobSecret;
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
@@ -249,8 +250,9 @@ fn peer_dead(rank: u32) -> Error {
 impl<'n> OfiNetmod<'n> {
     /// `init`: opens the provider (the configured one, else the first with the capabilities),
     /// posts the receive buffers and starts heartbeats, for global rank `me` of a job of `size`
-    /// ranks whose key is `job`. The card is [`Netmod::card`].
-    pub fn new(me: u32, size: u32, job: u64, cfg: OfiConfig) -> Result<OfiNetmod<'n>> {
+    /// ranks whose secret is `secret` (heartbeats are sealed with it). The card is
+    /// [`Netmod::card`].
+    pub fn new(me: u32, size: u32, secret: JobSecret, cfg: OfiConfig) -> Result<OfiNetmod<'n>> {
         if size > tags::MAX_RANKS {
             return Err(Error::Net(format!("the ofi netmod takes up to {} ranks", tags::MAX_RANKS)));
         }
@@ -282,7 +284,7 @@ impl<'n> OfiNetmod<'n> {
         };
         let nops = nrx + ntx + NLMT_OPS;
         let ip = cfg.heartbeat_addr.unwrap_or_else(nemesis_shm::netmod::addr::default_addr);
-        let hb = Heartbeat::start(ip, Identity { rank: me, job }, cfg.timing.period)
+        let hb = Heartbeat::start(ip, Identity::new(me, secret), cfg.timing.period)
             .map_err(|e| Error::Net(format!("heartbeat socket on {ip}: {e}")))?;
         let card = crate::card(&caps.prov, SocketAddr::new(ip, hb.port()), &fi.name()?);
         let chunk = CHUNK.min(caps.max_msg_size.max(BUF));

@@ -1,7 +1,11 @@
 //! The TCP netmod's frames. Every frame starts with an 8-byte prefix
 //! `[type u8][version u8][0 u16][body length u32]` (little-endian), then its body:
-//! - HELLO: `[rank u32][job size u32][job key u64]`, from the connecting side;
-//! - ACCEPT, REJECT: empty; the accepting side's answer (REJECT settles simultaneous connects);
+//! - HELLO: `[rank u32][job size u32][nonce 16]`, from the connecting side;
+//! - CHALLENGE: `[nonce 16][proof 32]`, the accepting side's answer: its nonce and its proof of the
+//!   job's secret over both ranks and both nonces ([`nemesis_shm::auth::accept_proof`]);
+//! - PROOF: `[proof 32]`, the connecting side's proof ([`nemesis_shm::auth::connect_proof`]);
+//! - ACCEPT, REJECT: empty; the accepting side's answer once the PROOF verified (REJECT settles
+//!   simultaneous connects);
 //! - MSG: the 32-byte message header as in a cell (native byte order: both ends run this build),
 //!   the 16-byte fault-tolerance room if the header's piggyback flag is set, then the payload;
 //! - DATA: `[transfer id u32][0 u32][offset u64]` then bytes of a large message, streamed from the
@@ -12,6 +16,7 @@
 //! before anything is read or allocated.
 
 use nemesis_shm::MsgHeader;
+use nemesis_shm::auth::{MAC_BYTES, NONCE_BYTES};
 use nemesis_shm::cell::HEADER_BYTES;
 
 /// Version of this framing.
@@ -19,7 +24,11 @@ pub const VERSION: u8 = 1;
 /// Bytes of the prefix.
 pub const PREFIX: usize = 8;
 /// Bytes of a HELLO body.
-pub const HELLO: usize = 16;
+pub const HELLO: usize = 8 + NONCE_BYTES;
+/// Bytes of a CHALLENGE body.
+pub const CHALLENGE: usize = NONCE_BYTES + MAC_BYTES;
+/// Bytes of a PROOF body.
+pub const PROOF: usize = MAC_BYTES;
 /// Bytes of a DATA sub-header.
 pub const DATA_HEAD: usize = 16;
 /// Largest DATA frame: a large message goes in frames of this size, so that messages queued
@@ -35,6 +44,8 @@ pub enum Kind {
     Msg = 4,
     Data = 5,
     Bye = 6,
+    Challenge = 7,
+    Proof = 8,
 }
 
 impl Kind {
@@ -46,6 +57,8 @@ impl Kind {
             4 => Kind::Msg,
             5 => Kind::Data,
             6 => Kind::Bye,
+            7 => Kind::Challenge,
+            8 => Kind::Proof,
             _ => return None,
         })
     }
@@ -69,6 +82,8 @@ pub fn parse_prefix(p: &[u8; PREFIX]) -> Result<(Kind, usize), String> {
     let len = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as usize;
     let ok = match kind {
         Kind::Hello => len == HELLO,
+        Kind::Challenge => len == CHALLENGE,
+        Kind::Proof => len == PROOF,
         Kind::Accept | Kind::Reject | Kind::Bye => len == 0,
         Kind::Msg => len >= HEADER_BYTES,
         Kind::Data => len > DATA_HEAD && len <= DATA_HEAD + DATA_FRAME,
@@ -80,19 +95,37 @@ pub fn parse_prefix(p: &[u8; PREFIX]) -> Result<(Kind, usize), String> {
 }
 
 /// A HELLO body.
-pub fn hello(rank: u32, size: u32, job: u64) -> [u8; HELLO] {
+pub fn hello(rank: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
     let mut b = [0u8; HELLO];
     b[0..4].copy_from_slice(&rank.to_le_bytes());
     b[4..8].copy_from_slice(&size.to_le_bytes());
-    b[8..16].copy_from_slice(&job.to_le_bytes());
+    b[8..].copy_from_slice(nonce);
     b
 }
 
-/// Decodes a HELLO body: `(rank, size, job)`.
-pub fn parse_hello(b: &[u8]) -> (u32, u32, u64) {
+/// Decodes a HELLO body: `(rank, size, nonce)`.
+pub fn parse_hello(b: &[u8; HELLO]) -> (u32, u32, [u8; NONCE_BYTES]) {
     let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let job = u64::from(w(8)) | u64::from(w(12)) << 32;
-    (w(0), w(4), job)
+    let mut nonce = [0u8; NONCE_BYTES];
+    nonce.copy_from_slice(&b[8..]);
+    (w(0), w(4), nonce)
+}
+
+/// Checks the HELLO frame (prefix and body) of a connection to rank `me` of a job of `size`
+/// ranks: the rank it claims and its nonce, or `None` if it is not a HELLO naming another rank
+/// of a job of that size. Nothing is proved yet: the claim is checked by the PROOF that follows.
+pub fn check_hello(b: &[u8; PREFIX + HELLO], me: u32, size: u32) -> Option<(u32, [u8; NONCE_BYTES])> {
+    let (prefix, body) = b.split_first_chunk::<PREFIX>()?;
+    let (rank, sz, nonce) = parse_hello(body.try_into().ok()?);
+    let valid = matches!(parse_prefix(prefix), Ok((Kind::Hello, _))) && sz == size && rank < size && rank != me;
+    valid.then_some((rank, nonce))
+}
+
+/// A whole frame of `kind` with `body`.
+pub fn frame(kind: Kind, body: &[u8]) -> Vec<u8> {
+    let mut f = prefix(kind, body.len()).to_vec();
+    f.extend_from_slice(body);
+    f
 }
 
 /// A DATA prefix and sub-header for `bytes` bytes of transfer `id` at `offset`.
@@ -141,7 +174,11 @@ mod tests {
         assert!(parse_prefix(&p).is_err());
         p[0] = 0;
         assert!(parse_prefix(&p).is_err());
-        assert_eq!(parse_hello(&hello(3, 8, 0x1234_5678_9abc_def0)), (3, 8, 0x1234_5678_9abc_def0));
+        assert_eq!(parse_hello(&hello(3, 8, &[9; NONCE_BYTES])), (3, 8, [9; NONCE_BYTES]));
+        for (k, len) in [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF)] {
+            assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
+            assert!(parse_prefix(&prefix(k, len - 1)).is_err());
+        }
         let d = data_head(7, 1 << 40, 100);
         assert_eq!(parse_prefix(d[..PREFIX].try_into().unwrap()).unwrap(), (Kind::Data, DATA_HEAD + 100));
         assert_eq!(parse_data_head(&d[PREFIX..]), (7, 1 << 40));

@@ -2,8 +2,10 @@
 //!
 //! Implements [`nemesis_shm::netmod::Netmod`] (messages, through the receive queue) and
 //! [`nemesis_lmt::LmtBackend`] (the data of large messages, streamed) over TCP:
-//! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then a
-//!   HELLO naming the rank and the job). Simultaneous connects are settled by rank: the accepting
+//! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then the
+//!   handshake: HELLO naming the rank with a nonce, CHALLENGE and PROOF, each side proving the
+//!   job's secret over both ranks and both nonces, `nemesis_shm::auth`; a connection that fails
+//!   it is closed and changes no rank's state). Simultaneous connects are settled by rank: the accepting
 //!   side refuses (REJECT) a connection from a higher rank while its own attempt to that rank is
 //!   under way, and accepts one from a lower rank, dropping its own attempt. Data flows only after
 //!   ACCEPT, so nothing is ever written on a connection that loses; messages wait per peer, not
@@ -23,14 +25,17 @@
 //! a port range, the heartbeat period and timeout.
 
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nemesis_lmt::{LmtBackend, NetDone, Outcome};
+use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
@@ -110,10 +115,12 @@ fn parse_card(card: &str) -> Option<(SocketAddr, SocketAddr)> {
 enum Link {
     /// Nothing yet.
     Idle,
-    /// Our connect is under way (`hello`: HELLO written; waiting for ACCEPT or REJECT).
+    /// Our connect is under way (`hello`: HELLO written, waiting for CHALLENGE; `proved`: the
+    /// peer proved the job's secret and we sent our PROOF, waiting for ACCEPT or REJECT).
     Connecting {
         since: Instant,
         hello: bool,
+        proved: bool,
     },
     /// Our attempt was refused in favour of the peer's own, which we wait for.
     Waiting {
@@ -162,6 +169,8 @@ struct Peer<'n> {
     rx: Rx<'n>,
     out: VecDeque<Out>,
     recvs: Vec<DataRecv>,
+    /// Our nonce of the handshake of our connection to it.
+    nonce: [u8; NONCE_BYTES],
 }
 
 impl Peer<'_> {
@@ -176,17 +185,29 @@ impl Peer<'_> {
             rx: Rx::Frame,
             out: VecDeque::new(),
             recvs: Vec::new(),
+            nonce: [0; NONCE_BYTES],
         }
     }
 }
 
-/// An accepted connection before its HELLO.
+/// An accepted connection before it is authenticated: reading its HELLO (`claim` empty), then,
+/// once CHALLENGE is sent, its PROOF (`claim`: the rank it claims, its nonce and ours). Nothing
+/// of any rank's state is touched before the PROOF verifies.
 struct Pending {
     sock: TcpStream,
-    buf: [u8; PREFIX + frame::HELLO],
+    buf: [u8; PENDING_BUF],
+    want: usize,
     got: usize,
     since: Instant,
+    claim: Option<(u32, [u8; NONCE_BYTES], [u8; NONCE_BYTES])>,
 }
+
+/// Marks a parse error of a connection not yet authenticated: the connection is dropped, and
+/// the peer's state is not touched (no death for a frame from who knows whom).
+const UNAUTHENTICATED: &str = "unauthenticated: ";
+
+/// Room for a HELLO frame, then for a PROOF frame.
+const PENDING_BUF: usize = PREFIX + if frame::HELLO > frame::PROOF { frame::HELLO } else { frame::PROOF };
 
 /// Size of each connection's receive buffer.
 const RX_BUF: usize = 64 << 10;
@@ -199,7 +220,7 @@ const PENDING: u64 = 1 << 40;
 pub struct TcpNetmod<'n> {
     me: u32,
     size: u32,
-    job: u64,
+    secret: JobSecret,
     cfg: TcpConfig,
     listener: TcpListener,
     card: String,
@@ -230,14 +251,35 @@ impl std::fmt::Debug for TcpNetmod<'_> {
 // transfer is reported (the LmtBackend contracts); the netmod is driven by one thread at a time.
 unsafe impl Send for TcpNetmod<'_> {}
 
+/// Writes `bufs` to `sock` with `sendmsg(MSG_NOSIGNAL)`: a write to a connection the peer reset
+/// is an `EPIPE` error, never a SIGPIPE (which kills a C program: only Rust's runtime ignores it;
+/// `write_vectored` is a plain `writev`). Every write of this netmod goes through here.
+pub fn send_nosignal(sock: &TcpStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    socket2::SockRef::from(sock).send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
+}
+
+/// [`send_nosignal`] until all of `buf` is written (short frames of the handshake).
+fn send_all(sock: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match send_nosignal(sock, &[IoSlice::new(buf)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::Net(format!("{what}: {e}"))
 }
 
 impl<'n> TcpNetmod<'n> {
     /// `init`: listens and starts heartbeats, for global rank `me` of a job of `size` ranks whose
-    /// key is `job` (peers of another job are refused). The card is [`Netmod::card`].
-    pub fn new(me: u32, size: u32, job: u64, cfg: TcpConfig) -> Result<TcpNetmod<'n>> {
+    /// secret is `secret` (connections and heartbeats that do not prove it are refused). The
+    /// card is [`Netmod::card`].
+    pub fn new(me: u32, size: u32, secret: JobSecret, cfg: TcpConfig) -> Result<TcpNetmod<'n>> {
         let ip = cfg.addr.unwrap_or_else(default_addr);
         let listener = match cfg.ports {
             None => TcpListener::bind((ip, 0)).map_err(|e| io_err(&format!("listen on {ip}"), e))?,
@@ -254,14 +296,14 @@ impl<'n> TcpNetmod<'n> {
         }
         // SAFETY: `fd` is a descriptor we own from here on.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        let hb = Heartbeat::start(ip, Identity { rank: me, job }, cfg.heartbeat)
+        let hb = Heartbeat::start(ip, Identity::new(me, secret.clone()), cfg.heartbeat)
             .map_err(|e| io_err("heartbeat socket", e))?;
         let host = if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() };
         let card = format!("tcp:{host}:{port}:{}", hb.port());
         let nm = TcpNetmod {
             me,
             size,
-            job,
+            secret,
             cfg,
             listener,
             card,
@@ -322,7 +364,7 @@ impl<'n> TcpNetmod<'n> {
         self.ctl(libc::EPOLL_CTL_ADD, stream.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLOUT) as u32, u64::from(rank))?;
         let p = &mut self.peers[rank as usize];
         p.sock = Some(stream);
-        p.link = Link::Connecting { since: Instant::now(), hello: false };
+        p.link = Link::Connecting { since: Instant::now(), hello: false, proved: false };
         self.relist = true;
         if let Some((_, udp)) = p.card {
             self.hb.watch(rank, udp);
@@ -364,6 +406,21 @@ impl<'n> TcpNetmod<'n> {
         Error::NetPeerDead { rank }
     }
 
+    /// Our connection to `rank` failed authentication (`why` is logged): it is closed, and the
+    /// attempt waits as if refused; the peer is not declared dead for it (only if no connection
+    /// is made within the timeout, as for any attempt).
+    fn unauthenticated(&mut self, rank: u32, why: &str) {
+        let p = &mut self.peers[rank as usize];
+        tracing::warn!(rank, why, "dropped a connection that failed authentication");
+        p.sock = None;
+        p.buf = Box::new([]);
+        (p.start, p.end) = (0, 0);
+        if let Link::Connecting { since, .. } = p.link {
+            p.link = Link::Waiting { since };
+        }
+        self.relist = true;
+    }
+
     /// Accepts waiting connections.
     fn accept(&mut self) -> Result<bool> {
         let mut any = false;
@@ -381,8 +438,9 @@ impl<'n> TcpNetmod<'n> {
                         }
                     };
                     self.ctl(libc::EPOLL_CTL_ADD, s.as_raw_fd(), libc::EPOLLIN as u32, PENDING + i as u64)?;
-                    let buf = [0u8; PREFIX + frame::HELLO];
-                    self.pending[i] = Some(Pending { sock: s, buf, got: 0, since: Instant::now() });
+                    let buf = [0u8; PENDING_BUF];
+                    let want = PREFIX + frame::HELLO;
+                    self.pending[i] = Some(Pending { sock: s, buf, want, got: 0, since: Instant::now(), claim: None });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -395,10 +453,13 @@ impl<'n> TcpNetmod<'n> {
         }
     }
 
-    /// Reads the HELLO of accepted connection `i` and accepts or refuses it.
+    /// Reads the HELLO, then the PROOF, of accepted connection `i`, answers the HELLO with
+    /// CHALLENGE, and once the PROOF verifies accepts or refuses the connection. A connection that
+    /// fails is closed, nothing else changes.
     fn read_hello(&mut self, i: usize) -> Result<()> {
         let Some(pc) = self.pending[i].as_mut() else { return Ok(()) };
-        let n = match pc.sock.read(&mut pc.buf[pc.got..]) {
+        let want = pc.want;
+        let n = match pc.sock.read(&mut pc.buf[pc.got..want]) {
             Ok(0) => {
                 self.pending[i] = None;
                 return Ok(());
@@ -411,28 +472,42 @@ impl<'n> TcpNetmod<'n> {
             }
         };
         pc.got += n;
-        if pc.got < pc.buf.len() {
+        if pc.got < want {
             return Ok(());
         }
-        let Some(pc) = self.pending[i].take() else { return Ok(()) };
-        let prefix: [u8; PREFIX] = pc.buf[..PREFIX].try_into().unwrap_or([0; PREFIX]);
-        let (rank, size, job) = frame::parse_hello(&pc.buf[PREFIX..]);
-        let valid = matches!(frame::parse_prefix(&prefix), Ok((Kind::Hello, _)))
-            && job == self.job
-            && size == self.size
-            && rank < self.size
-            && rank != self.me;
-        if !valid {
-            tracing::warn!(rank, job, "refused a connection that is not from this job");
+        let Some(mut pc) = self.pending[i].take() else { return Ok(()) };
+        let Some((rank, nc, na)) = pc.claim else {
+            // The HELLO: answer our nonce and our proof, then wait for the PROOF.
+            let hello = pc.buf.first_chunk().and_then(|h| frame::check_hello(h, self.me, self.size));
+            let Some((rank, nc)) = hello else {
+                tracing::warn!("refused a connection that is not a HELLO of this job");
+                return Ok(());
+            };
+            let na = auth::nonce()?;
+            let mut body = [0u8; frame::CHALLENGE];
+            body[..NONCE_BYTES].copy_from_slice(&na);
+            body[NONCE_BYTES..].copy_from_slice(&auth::accept_proof(&self.secret, rank, self.me, &nc, &na));
+            if send_all(&pc.sock, &frame::frame(Kind::Challenge, &body)).is_ok() {
+                (pc.claim, pc.want, pc.got) = (Some((rank, nc, na)), PREFIX + frame::PROOF, 0);
+                self.pending[i] = Some(pc);
+            }
+            return Ok(());
+        };
+        let prefix: Option<&[u8; PREFIX]> = pc.buf.first_chunk();
+        let proof = &pc.buf[PREFIX..PREFIX + frame::PROOF];
+        let proved = prefix.is_some_and(|p| matches!(frame::parse_prefix(p), Ok((Kind::Proof, _))))
+            && auth::check_proof(&self.secret, false, rank, self.me, &nc, &na, proof);
+        if !proved {
+            tracing::warn!(claimed = rank, "refused a connection that failed authentication");
             return Ok(());
         }
         let accept = settle(self.peers[rank as usize].link, rank, self.me);
-        let mut sock = pc.sock;
+        let sock = pc.sock;
         if !accept {
-            let _ = sock.write_all(&frame::prefix(Kind::Reject, 0));
+            let _ = send_all(&sock, &frame::prefix(Kind::Reject, 0));
             return Ok(());
         }
-        if sock.write_all(&frame::prefix(Kind::Accept, 0)).is_err() {
+        if send_all(&sock, &frame::prefix(Kind::Accept, 0)).is_err() {
             return Ok(());
         }
         // Our own attempt, if any, is dropped (closing it removes it from epoll).
@@ -468,10 +543,9 @@ impl<'n> TcpNetmod<'n> {
         if sock.peer_addr().is_err() {
             return Ok(()); // still connecting
         }
-        let mut hello = [0u8; PREFIX + frame::HELLO];
-        hello[..PREFIX].copy_from_slice(&frame::prefix(Kind::Hello, frame::HELLO));
-        hello[PREFIX..].copy_from_slice(&frame::hello(self.me, self.size, self.job));
-        if let Err(e) = sock.write_all(&hello) {
+        p.nonce = auth::nonce()?;
+        let hello = frame::frame(Kind::Hello, &frame::hello(self.me, self.size, &p.nonce));
+        if let Err(e) = send_all(sock, &hello) {
             let why = format!("HELLO: {e}");
             self.died(rank, &why);
             return Ok(());
@@ -482,7 +556,7 @@ impl<'n> TcpNetmod<'n> {
         p.end = 0;
         p.rx = Rx::Frame;
         if let Link::Connecting { since, .. } = p.link {
-            p.link = Link::Connecting { since, hello: true };
+            p.link = Link::Connecting { since, hello: true, proved: false };
         }
         self.ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, u64::from(rank))
     }
@@ -494,6 +568,10 @@ impl<'n> TcpNetmod<'n> {
             match self.parse(rank, inbox) {
                 Ok(Flow::More) => {}
                 Ok(Flow::Blocked) => return Ok(moved),
+                Err(why) if why.starts_with(UNAUTHENTICATED) => {
+                    self.unauthenticated(rank, &why);
+                    return Ok(true);
+                }
                 Err(why) => {
                     self.died(rank, &why);
                     return Ok(true);
@@ -576,10 +654,37 @@ impl<'n> TcpNetmod<'n> {
                         return Ok(Flow::More);
                     }
                     let pre: [u8; PREFIX] = p.buf[p.start..p.start + PREFIX].try_into().map_err(|_| "prefix")?;
-                    let (kind, len) = frame::parse_prefix(&pre)?;
+                    let parsed = frame::parse_prefix(&pre);
+                    if let Link::Connecting { since, hello: true, proved: false } = p.link {
+                        // Our connection, not authenticated yet: only the peer's CHALLENGE, with
+                        // a proof of the job's secret for our nonce and its own.
+                        let Ok((Kind::Challenge, _)) = parsed else {
+                            return Err(format!("{UNAUTHENTICATED}{parsed:?} before CHALLENGE"));
+                        };
+                        if avail < PREFIX + frame::CHALLENGE {
+                            return Ok(Flow::More);
+                        }
+                        let body = &p.buf[p.start + PREFIX..p.start + PREFIX + frame::CHALLENGE];
+                        let mut na = [0u8; NONCE_BYTES];
+                        na.copy_from_slice(&body[..NONCE_BYTES]);
+                        let theirs = &body[NONCE_BYTES..];
+                        if !auth::check_proof(&self.secret, true, me, rank, &p.nonce, &na, theirs) {
+                            return Err(format!("{UNAUTHENTICATED}CHALLENGE without the job's secret"));
+                        }
+                        p.start += PREFIX + frame::CHALLENGE;
+                        let ours = auth::connect_proof(&self.secret, me, rank, &p.nonce, &na);
+                        let sent = p.sock.as_ref().map(|s| send_all(s, &frame::frame(Kind::Proof, &ours)));
+                        if let Some(Err(e)) = sent {
+                            return Err(format!("PROOF: {e}"));
+                        }
+                        p.link = Link::Connecting { since, hello: true, proved: true };
+                        continue;
+                    }
+                    let (kind, len) = parsed?;
                     match kind {
+                        Kind::Challenge | Kind::Proof => return Err(format!("{kind:?} outside a handshake")),
                         Kind::Accept | Kind::Reject => {
-                            let Link::Connecting { hello: true, .. } = p.link else {
+                            let Link::Connecting { proved: true, .. } = p.link else {
                                 return Err(format!("{kind:?} outside a connection attempt"));
                             };
                             p.start += PREFIX;
@@ -708,7 +813,7 @@ impl<'n> TcpNetmod<'n> {
             let Some(sock) = p.sock.as_mut() else { return moved };
             let Some(front) = p.out.front_mut() else { return moved };
             let r = match front {
-                Out::Bytes { buf, at } => sock.write(&buf[*at..]).map(|n| {
+                Out::Bytes { buf, at } => send_nosignal(sock, &[IoSlice::new(&buf[*at..])]).map(|n| {
                     *at += n;
                     *at == buf.len()
                 }),
@@ -718,9 +823,9 @@ impl<'n> TcpNetmod<'n> {
                     // reported (start_send's contract).
                     let data = unsafe { std::slice::from_raw_parts(*ptr, *len) };
                     let r = if *at < h {
-                        sock.write_vectored(&[IoSlice::new(&head[*at..]), IoSlice::new(data)])
+                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(data)])
                     } else {
-                        sock.write(&data[*at - h..])
+                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..])])
                     };
                     r.map(|n| {
                         *at += n;
@@ -791,7 +896,7 @@ impl<'n> TcpNetmod<'n> {
             && p.out.is_empty()
             && let Some(sock) = p.sock.as_mut()
         {
-            match sock.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
+            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body)]) {
                 Ok(n) => written = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.died(rank, &format!("write: {e}"))),
@@ -1053,7 +1158,7 @@ mod tests {
     fn simultaneous_connects_settle_on_the_lower_ranks_connection() {
         let now = Instant::now();
         for hello in [false, true] {
-            let c = Link::Connecting { since: now, hello };
+            let c = Link::Connecting { since: now, hello, proved: hello };
             // Ranks 2 and 5 connect to each other at once: 5 accepts 2's, 2 refuses 5's.
             assert!(settle(c, 2, 5));
             assert!(!settle(c, 5, 2));

@@ -26,8 +26,9 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, copy_bytes, flags};
+use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, flags};
 use crate::error::{Error, Result};
+use crate::pieces::Payload;
 use crate::sync::{AtomicU32, Ordering::*};
 
 /// Bytes of a slot before its header: the stamp and padding.
@@ -173,6 +174,21 @@ impl<'a> FastboxRef<'a> {
         seq: u32,
         payload: &[u8],
     ) -> bool {
+        self.try_send_from(next, acked, hdr, ft, seq, payload)
+    }
+
+    /// As [`try_send`](Self::try_send) for any [`Payload`] (a message in pieces).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_send_from<P: Payload + ?Sized>(
+        &self,
+        next: &mut u32,
+        acked: &mut u32,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        seq: u32,
+        payload: &P,
+    ) -> bool {
         let offset = HEADER_BYTES + if ft.is_some() { FT_ROOM } else { 0 };
         debug_assert!(offset + payload.len() <= self.body_size);
         debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
@@ -199,7 +215,7 @@ impl<'a> FastboxRef<'a> {
                 ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), hdr.flags | flags::FT_PIGGYBACK);
                 ptr::write_unaligned(body.add(HEADER_BYTES) as *mut PiggybackBytes, *pb);
             }
-            copy_bytes(payload.as_ptr(), body.add(offset), payload.len());
+            payload.copy_out(0, body.add(offset), payload.len());
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
         self.stamp(*next).store(next.wrapping_add(1), Release);

@@ -10,7 +10,8 @@
 //! - [`queue`]: the NEMESIS MPSC queue with shadow head, and its failure repairs;
 //! - [`fastbox`]: per-pair rings of slots;
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
-//! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery;
+//! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery; [`pieces`]:
+//!   payloads gathered from (and fragments scattered into) non-contiguous buffers;
 //! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment;
 //! - [`failpoint`]: named crash points for tests (cargo feature `failpoints`).
 //!
@@ -50,6 +51,8 @@
 //!   cache-line ping-pong of 212–294 ns between the same cores (per-round ratio 0.80–1.08).
 
 pub mod arena;
+#[cfg(not(loom))]
+pub mod auth;
 pub mod cell;
 pub mod error;
 pub mod failpoint;
@@ -60,6 +63,7 @@ pub mod netmod;
 pub mod node;
 #[cfg(not(loom))]
 pub mod os;
+pub mod pieces;
 pub mod port;
 pub mod queue;
 #[cfg(not(loom))]
@@ -72,6 +76,7 @@ pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
 pub use layout::{Layout, Params, QueueKind};
 pub use node::{HeapNode, Node, RankState};
+pub use pieces::{Payload, PieceList, Pieces};
 pub use port::{Incoming, NetCell, PeerEvent, PendingSend, Port, PortConfig, REMOTE, Sent};
 pub use queue::{Liveness, Queue, QueueShared};
 #[cfg(not(loom))]

@@ -80,6 +80,16 @@ impl RankState {
         self.pidns.load(Relaxed)
     }
 
+    /// The pid the rank registered, if it names that process here: it registered (a pid was
+    /// published) from this process's pid namespace. A pid from another namespace names another
+    /// process here, or none. What a single-copy transfer (`process_vm_readv`/`writev`) may name
+    /// for this rank, whatever the pid its messages carry.
+    #[cfg(not(loom))]
+    pub fn pid_here(&self) -> Option<u32> {
+        let pid = self.pid();
+        (pid != 0 && self.pid_namespace() == crate::os::pid_namespace()).then_some(pid)
+    }
+
     /// True once the rank ended.
     pub fn is_gone(&self) -> bool {
         // ORDERING: Acquire, as in `Node::is_gone`.

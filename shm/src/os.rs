@@ -207,12 +207,27 @@ pub fn inheritable(fd: impl AsFd) -> Result<()> {
 /// 64 random bits from the kernel (`libc`: nix has no `getrandom`).
 pub fn random_u64() -> Result<u64> {
     let mut b = [0u8; 8];
-    // SAFETY: writes at most 8 bytes into `b`.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 8 {
-        return Err(Error::io("getrandom", io::Error::last_os_error()));
-    }
+    random_bytes(&mut b)?;
     Ok(u64::from_ne_bytes(b))
+}
+
+/// Fills `buf` from the kernel's random source (`getrandom`, blocking until it is seeded).
+pub fn random_bytes(buf: &mut [u8]) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: writes at most `rest.len()` bytes into `rest`.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io("getrandom", e));
+        }
+        done += n as usize;
+    }
+    Ok(())
 }
 
 /// Start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat`, field 22), to tell a

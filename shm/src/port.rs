@@ -45,6 +45,7 @@ use crate::cell::{
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, Published};
 use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
+use crate::pieces::{Payload, Pieces};
 use crate::queue::Liveness;
 use crate::sync::Ordering::*;
 
@@ -557,6 +558,30 @@ impl<'n, N: Node> Port<'n, N> {
     /// [`send_slow`](Self::send_slow).
     #[inline(always)]
     pub fn send(&mut self, dst: u16, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<Sent> {
+        self.send_from(dst, hdr, ft, payload)
+    }
+
+    /// As [`send`](Self::send) for a payload in pieces, gathered as it is copied into the slot or
+    /// the cells.
+    #[inline]
+    pub fn send_pieces(
+        &mut self,
+        dst: u16,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        payload: &dyn Pieces,
+    ) -> Result<Sent> {
+        self.send_from(dst, hdr, ft, payload)
+    }
+
+    #[inline(always)]
+    fn send_from<P: Payload + ?Sized>(
+        &mut self,
+        dst: u16,
+        hdr: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        payload: &P,
+    ) -> Result<Sent> {
         let room = if ft.is_some() { FT_ROOM } else { 0 };
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
         if let Some(t) = self.tx.get_mut(usize::from(dst))
@@ -564,15 +589,15 @@ impl<'n, N: Node> Port<'n, N> {
             && t.queued == 0
             && payload.len() + room < self.fbox_lim
             && hdr.flags & flags::FT_PIGGYBACK == 0
-            && fb.try_send(&mut t.fnext, &mut t.facked, hdr, ft, t.seq as u32, payload)
+            && fb.try_send_from(&mut t.fnext, &mut t.facked, hdr, ft, t.seq as u32, payload)
         {
             t.seq = t.seq.wrapping_add(1);
             t.bytes += payload.len() as u64;
             return Ok(Sent::Done);
         }
         match ft {
-            None => self.send_slow::<false>(dst, hdr, &[0; FT_PIGGYBACK_BYTES], payload),
-            Some(pb) => self.send_slow::<true>(dst, hdr, pb, payload),
+            None => self.send_slow::<P, false>(dst, hdr, &[0; FT_PIGGYBACK_BYTES], payload),
+            Some(pb) => self.send_slow::<P, true>(dst, hdr, pb, payload),
         }
     }
 
@@ -580,12 +605,12 @@ impl<'n, N: Node> Port<'n, N> {
     /// with the piggyback `ft` (one instance each way, so that a port without fault tolerance runs
     /// no code of it).
     #[inline(never)]
-    fn send_slow<const FT: bool>(
+    fn send_slow<P: Payload + ?Sized, const FT: bool>(
         &mut self,
         dst: u16,
         hdr: &MsgHeader,
         ft: &PiggybackBytes,
-        payload: &[u8],
+        payload: &P,
     ) -> Result<Sent> {
         self.node.check_rank(dst)?;
         if payload.len() > self.max_message {
@@ -620,7 +645,7 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(Sent::Done);
         }
         let mut offset = 0;
-        if self.push_cells::<FT>(dst, &h, ft, &mut offset, payload)? {
+        if self.push_cells::<P, FT>(dst, &h, ft, &mut offset, payload)? {
             Ok(Sent::Done)
         } else {
             self.tx[dst as usize].queued += 1;
@@ -632,6 +657,15 @@ impl<'n, N: Node> Port<'n, N> {
     /// handed over. Pending sends to one peer must be resumed in the order they were returned;
     /// a later one makes no progress before the earlier ones completed.
     pub fn resume(&mut self, ps: &mut PendingSend, payload: &[u8]) -> Result<bool> {
+        self.resume_from(ps, payload)
+    }
+
+    /// As [`resume`](Self::resume) for a send of [`send_pieces`](Self::send_pieces).
+    pub fn resume_pieces(&mut self, ps: &mut PendingSend, payload: &dyn Pieces) -> Result<bool> {
+        self.resume_from(ps, payload)
+    }
+
+    fn resume_from<P: Payload + ?Sized>(&mut self, ps: &mut PendingSend, payload: &P) -> Result<bool> {
         let t = &self.tx[ps.dst as usize];
         if t.gone {
             return Err(Error::PeerDead { rank: ps.dst });
@@ -650,9 +684,9 @@ impl<'n, N: Node> Port<'n, N> {
         }
         let (dst, hdr, pb) = (ps.dst, ps.hdr, ps.ft);
         let done = if ft.is_some() {
-            self.push_cells::<true>(dst, &hdr, &pb, &mut ps.offset, payload)?
+            self.push_cells::<P, true>(dst, &hdr, &pb, &mut ps.offset, payload)?
         } else {
-            self.push_cells::<false>(dst, &hdr, &pb, &mut ps.offset, payload)?
+            self.push_cells::<P, false>(dst, &hdr, &pb, &mut ps.offset, payload)?
         };
         if done {
             self.tx[ps.dst as usize].queued -= 1;
@@ -664,7 +698,13 @@ impl<'n, N: Node> Port<'n, N> {
     /// `dst`. False if there is no box or its next slot is full. `h` has the piggyback flag
     /// exactly when `ft` is given.
     #[inline(always)]
-    fn try_fastbox(&mut self, dst: u16, h: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> bool {
+    fn try_fastbox<P: Payload + ?Sized>(
+        &mut self,
+        dst: u16,
+        h: &MsgHeader,
+        ft: Option<&PiggybackBytes>,
+        payload: &P,
+    ) -> bool {
         let t = &mut self.tx[dst as usize];
         if t.fb.is_none() {
             // First attempt once `fastbox_after` messages went to `dst`, then every 1024 messages.
@@ -681,7 +721,7 @@ impl<'n, N: Node> Port<'n, N> {
             Some(fb) => {
                 let mut plain = *h;
                 plain.flags &= !flags::FT_PIGGYBACK;
-                fb.try_send(&mut t.fnext, &mut t.facked, &plain, ft, h.seq, payload)
+                fb.try_send_from(&mut t.fnext, &mut t.facked, &plain, ft, h.seq, payload)
             }
             None => false,
         }
@@ -726,13 +766,13 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Enqueues the rest of message `h` to `dst` from `*offset` in cells (with the piggyback `ft`
     /// if `FT`, which `h` is flagged for); false if cells ran out first.
-    fn push_cells<const FT: bool>(
+    fn push_cells<P: Payload + ?Sized, const FT: bool>(
         &mut self,
         dst: u16,
         h: &MsgHeader,
         ft: &PiggybackBytes,
         offset: &mut usize,
-        payload: &[u8],
+        payload: &P,
     ) -> Result<bool> {
         let room = if FT { FT_ROOM } else { 0 };
         let cap = self.cell_body - HEADER_BYTES - room;
@@ -756,7 +796,7 @@ impl<'n, N: Node> Port<'n, N> {
                     ptr::write_bytes(r, 0, FT_ROOM);
                     ptr::write_unaligned(r as *mut PiggybackBytes, *ft);
                 }
-                copy_bytes(payload.as_ptr().add(*offset), body.add(HEADER_BYTES + room), n);
+                payload.copy_out(*offset, body.add(HEADER_BYTES + room), n);
             }
             let enqueued = q.swap_in(c, self.me, dst).and_then(|s| {
                 crate::failpoint!("send-after-swap");

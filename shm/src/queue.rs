@@ -330,13 +330,19 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
                 let epoch = live.death_epoch();
                 if checked_epoch != Some(epoch) {
                     checked_epoch = Some(epoch);
-                    if let Some((w, enqueuer)) = self.find_winner(v)?
-                        && live.is_dead(enqueuer)
-                    {
-                        // ORDERING: Release, as the producer would have stored it (and for a
-                        // drainer that succeeds us).
-                        slot.store(w, Release);
-                        return Ok(w);
+                    match self.find_winner(v)? {
+                        Some((w, enqueuer)) if live.is_dead(enqueuer) => {
+                            // ORDERING: Release, as the producer would have stored it (and for a
+                            // drainer that succeeds us).
+                            slot.store(w, Release);
+                            return Ok(w);
+                        }
+                        Some(_) => {}
+                        // The tail moved on from `v`, yet no cell records replacing it: every
+                        // producer writes its record before its swap, and `find_winner` sees every
+                        // swap so far. The tail or `v` (from a cell's record) was written by
+                        // someone else: waiting would be forever (found by fuzzing, `shm_port`).
+                        None => return Err(Error::corrupt("queue tail (no cell replaced it)", v)),
                     }
                 }
             }
@@ -736,6 +742,19 @@ mod tests {
         q.seal();
         let drained: Vec<_> = std::iter::from_fn(|| q.drain_next(&n).unwrap()).collect();
         assert_eq!(drained, vec![a[1]], "a[0] was already out of the queue");
+    }
+
+    #[test]
+    fn a_tail_nobody_swapped_in_is_corrupt_not_a_wait() {
+        // Found by fuzzing (`shm_port`): a write moved a queue's tail to a cell that never
+        // replaced the last one, and popping that last cell waited forever for its link.
+        let n = node(2, 4);
+        let q = n.recv_queue(1);
+        let a = take(&n, 0, 2);
+        q.enqueue(a[0], 0, 1).unwrap();
+        let first = q.peek().unwrap().unwrap();
+        q.shared.tail.store(tail_value(77, a[1].handle()), Relaxed);
+        assert!(matches!(q.pop(first, &n), Err(Error::Corrupt { what: "queue tail (no cell replaced it)", .. })));
     }
 
     #[test]

@@ -253,6 +253,9 @@ fn rank_in_another_pid_namespace_is_not_marked_dead() {
     }
     let st = seg.state_of(1).unwrap();
     assert_ne!(st.pid_namespace(), nemesis_shm::os::pid_namespace(), "published from another namespace");
+    // Its pid names another process here (or none): single copies may not name it.
+    assert_eq!(st.pid_here(), None);
+    assert_eq!(seg.state_of(0).unwrap().pid_here(), Some(std::process::id()));
     // Several pidfd sweeps (one per 10 ms at most).
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {

@@ -1,9 +1,15 @@
 //! `nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none]
 //! [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
-//! poll|yield|block] [--tag-output] [--keep-going] [--ft FILE | --ft-groups K [--ft-matrix FILE] |
-//! --ft-matrix FILE] [--comm-matrix FILE] [--] program [args...]`: starts N ranks of a
-//! nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and supervises them
-//! (the library behind it is `nemesis::launch`; the policies are `nemesis::topology::plan`'s).
+//! poll|yield|block] [--tag-output] [--keep-going] [--mpich-abi] [--ft FILE | --ft-groups K
+//! [--ft-matrix FILE] | --ft-matrix FILE] [--comm-matrix FILE] [--] program [args...]`: starts N
+//! ranks of a nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and
+//! supervises them (the library behind it is `nemesis::launch`; the policies are
+//! `nemesis::topology::plan`'s).
+//!
+//! `--mpich-abi` runs a program built against MPICH (Debian's `mpicc.mpich`, which links
+//! `libmpich.so.12`) on nemesis's C ABI: it puts the directory holding nemesis's `libmpich.so.12`
+//! (`NEMESIS_MPI_LIBDIR`, or this launcher's own directory, where cargo builds both) first in the
+//! ranks' `LD_LIBRARY_PATH`.
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -22,7 +28,7 @@ use nemesis::net::NetKind;
 
 const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none] \
                      [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] \
-                     [--wait poll|yield|block] [--tag-output] [--keep-going] \
+                     [--wait poll|yield|block] [--tag-output] [--keep-going] [--mpich-abi] \
                      [--ft FILE | --ft-groups K [--ft-matrix FILE] | --ft-matrix FILE] [--comm-matrix FILE] \
                      [--] PROGRAM [ARGS]...";
 
@@ -48,6 +54,8 @@ const OPTIONS: &str = "Options:
       --wait <WAIT>     How ranks wait for messages: poll, yield or block (sets NEMESIS_WAIT in every rank)
       --tag-output      Prefix every line of the ranks' output with \"[rank] \"
       --keep-going      Let the other ranks run on when one fails (by default the job is ended)
+      --mpich-abi       Run a program built against MPICH's libmpich.so.12 on nemesis's C ABI (puts
+                        nemesis's libmpich.so.12 first in LD_LIBRARY_PATH)
       --ft <FILE>       Fault tolerance (HydEE) with the groups of FILE: one line `<rank> <group>` per
                         rank, as `nemesis-ft groups` prints them
       --ft-groups <K>   Fault tolerance in K groups: by bisection of the communication matrix of
@@ -77,6 +85,7 @@ struct Cli {
     keep_going: bool,
     nodes: u32,
     netmod: Option<NetKind>,
+    mpich_abi: bool,
     /// Fault tolerance and where its groups come from (`--ft`, `--ft-groups`, `--ft-matrix`).
     ft: Option<FtGroups>,
     /// `--comm-matrix FILE`.
@@ -98,7 +107,7 @@ enum Parsed {
 fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let mut args = args.into_iter();
     let (mut ranks, mut bind, mut wait, mut nodes, mut netmod) = (None, Bind::None, None, 1, None);
-    let (mut tag_output, mut keep_going) = (false, false);
+    let (mut tag_output, mut keep_going, mut mpich_abi) = (false, false, false);
     let (mut map, mut report_bindings, mut dry_run) = (None, false, false);
     let (mut ft_file, mut ft_groups, mut ft_matrix, mut comm_matrix) = (None, None, None, None);
     let mut command = Vec::new();
@@ -162,13 +171,14 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
             "--ft-groups" => ft_groups = Some(count(&value("--ft-groups <K>")?, "--ft-groups <K>")?),
             "--ft-matrix" => ft_matrix = Some(PathBuf::from(value("--ft-matrix <FILE>")?)),
             "--comm-matrix" => comm_matrix = Some(PathBuf::from(value("--comm-matrix <FILE>")?)),
-            "--tag-output" | "--keep-going" | "--report-bindings" | "--dry-run" if inline.is_some() => {
+            "--tag-output" | "--keep-going" | "--report-bindings" | "--dry-run" | "--mpich-abi" if inline.is_some() => {
                 return Err(format!("'{name}' takes no value"));
             }
             "--tag-output" => tag_output = true,
             "--keep-going" => keep_going = true,
             "--report-bindings" => report_bindings = true,
             "--dry-run" => dry_run = true,
+            "--mpich-abi" => mpich_abi = true,
             _ => return Err(format!("unexpected argument '{a}'")),
         }
     }
@@ -197,6 +207,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
         keep_going,
         nodes,
         netmod,
+        mpich_abi,
         ft,
         comm_matrix,
         command,
@@ -246,6 +257,15 @@ fn main() -> ExitCode {
     if let Some(file) = cli.comm_matrix {
         job = job.comm_matrix(file);
     }
+    if cli.mpich_abi {
+        match mpich_library_path() {
+            Ok(path) => job = job.env("LD_LIBRARY_PATH", path),
+            Err(e) => {
+                eprintln!("nemesis-run: --mpich-abi: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     if let Some(w) = cli.wait {
         job = job.wait(w);
     }
@@ -275,6 +295,33 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// `LD_LIBRARY_PATH` for `--mpich-abi`: the directory of nemesis's `libmpich.so.12` first:
+/// `NEMESIS_MPI_LIBDIR`, else this launcher's directory (cargo's `target/<profile>`), else `../lib`
+/// beside it (an installed copy, `mpi/bin/mpi-install`).
+fn mpich_library_path() -> Result<OsString, String> {
+    let candidates: Vec<std::path::PathBuf> = match std::env::var_os("NEMESIS_MPI_LIBDIR") {
+        Some(d) => vec![d.into()],
+        None => {
+            let exe = std::env::current_exe().map_err(|e| format!("cannot find this launcher's directory: {e}"))?;
+            let dir = exe.parent().ok_or("cannot find this launcher's directory")?;
+            vec![dir.to_path_buf(), dir.join("../lib")]
+        }
+    };
+    let Some(dir) = candidates.iter().find(|d| d.join("libmpich.so.12").exists()) else {
+        return Err(format!(
+            "libmpich.so.12 not found in {}: build nemesis's C ABI (cargo build --release -p nemesis-mpi) or set \
+             NEMESIS_MPI_LIBDIR to the directory holding it",
+            candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(" or ")
+        ));
+    };
+    let mut path = dir.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -308,12 +355,14 @@ mod tests {
                 keep_going: false,
                 nodes: 1,
                 netmod: None,
+                mpich_abi: false,
                 ft: None,
                 comm_matrix: None,
                 command: ["prog", "-n", "x"].map(OsString::from).to_vec(),
             }
         );
         // The first argument that is not an option starts the command, `--` or not.
+        assert!(run(&["-n", "2", "--mpich-abi", "prog"]).mpich_abi);
         let c = run(&["-n3", "--nodes", "2", "--keep-going", "hostname", "--tag-output"]);
         assert_eq!((c.ranks, c.nodes, c.keep_going, c.tag_output), (3, 2, true, false));
         assert_eq!(c.command, ["hostname", "--tag-output"].map(OsString::from));

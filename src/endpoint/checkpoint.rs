@@ -99,11 +99,13 @@ impl Endpoint {
 }
 
 impl Inner {
-    /// Operations of the application not yet complete and taken (the Endpoint's own are not).
+    /// Operations of the application not yet complete and taken (the Endpoint's own are not),
+    /// and messages a matched probe reserved that no receive has taken yet.
     fn outstanding(&self) -> usize {
         let internal =
             self.pending.iter().filter(|p| p.internal).count() + self.ft.as_deref().map_or(0, |ft| ft.replays.len());
-        self.reqs.live().saturating_sub(internal)
+        let reserved = self.unexpected.iter().filter(|(_, u)| u.reserved).count();
+        self.reqs.live().saturating_sub(internal) + reserved
     }
 
     pub(super) fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
@@ -133,7 +135,7 @@ impl Inner {
             }
             let held = std::mem::take(&mut u.held);
             let mut data = vec![0u8; u.len];
-            let buf = RecvBuf { ptr: data.as_mut_ptr(), cap: data.len() };
+            let buf = RecvBuf::bytes(data.as_mut_ptr(), data.len());
             let mut res: Result<()> = Ok(());
             for inc in held {
                 copy_into(buf, &inc);
@@ -248,10 +250,10 @@ impl Inner {
                 let (Some(rts), None) = (u.rts, u.claimed) else { continue };
                 let mut buf = vec![0u8; rts.len as usize];
                 let status = Status { source: u.source, tag: u.tag, len: buf.len() };
-                let req = self.reqs.insert(Op::Lmt { status, cap: buf.len(), peer: u.source, recv: true });
+                let req = self.reqs.insert(Op::Lmt { status, cap: buf.len(), peer: u.source, recv: true, stage: None });
                 u.claimed = Some(req);
                 let (id, source) = (*id, u.source);
-                let rb = RecvBuf { ptr: buf.as_mut_ptr(), cap: buf.len() };
+                let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
                 // The buffer's heap memory stays where it is when the Vec moves into `pulls`.
                 self.start_lmt_recv(source, req, &rts, rb);
                 pulls.push((id, req, buf));

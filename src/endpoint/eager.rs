@@ -57,6 +57,12 @@ impl Inner {
         Ok(())
     }
 
+    /// A fresh message token (never 0, which marks a message nobody will cancel).
+    pub(super) fn token(&mut self) -> u32 {
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        self.next_token
+    }
+
     #[inline(always)]
     pub(super) fn header(&self, dest: u32, tag: i32, context: u32) -> MsgHeader {
         MsgHeader { src: self.rank, dst: dest, tag, context, kind: KIND_EAGER, ..MsgHeader::default() }
@@ -117,7 +123,7 @@ impl Inner {
         context: u32,
     ) -> Result<()> {
         // SAFETY: `buf` outlives the request, which we wait for before returning.
-        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking) }?;
+        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, 0) }?;
         self.wait(req).map(drop)
     }
 
@@ -134,11 +140,13 @@ impl Inner {
     /// An eager send to local rank `local` (in a fastbox or cells; if cells are short, it waits in
     /// the pending list): the inline path of `isend_raw` (`SYNC` false) and `issend_raw` (`SYNC`
     /// true, acknowledged once matched), and of a message above the node's smallest eager limit
-    /// that is within its pair's.
+    /// that is within its pair's. `token` marks the message for cancellation (0: none; a
+    /// synchronous send gets one).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn send_eager<const SYNC: bool>(
         &mut self,
         ptr: *const u8,
@@ -147,29 +155,33 @@ impl Inner {
         dest: u32,
         tag: i32,
         context: u32,
+        token: u32,
     ) -> Result<Request> {
-        let (hdr, token) = self.eager_header(dest, tag, context, SYNC);
+        let (hdr, token) = self.eager_header(dest, tag, context, SYNC, token);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        match self.port.send(local, &hdr, None, data) {
+        let req = match self.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 self.ring(local);
-                Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
+                self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len })
             }
             Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest });
+                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest, pieces: None });
                 let sync = if SYNC { Some(token) } else { None };
                 self.pending.push_back(Pending { req, internal: false, sync, own: None });
-                Ok(req)
+                req
             }
-            Err(e) => Err(self.send_error(e, dest)),
-        }
+            Err(e) => return Err(self.send_error(e, dest)),
+        };
+        self.reqs.set_sent(req, dest, token);
+        Ok(req)
     }
 
     /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
     /// still if within the pair's, else rendezvous), every send to a remote peer (through the
     /// netmod, or rendezvous above its limit; `Mode::Sync`: acknowledged when matched), and every
-    /// send with fault tolerance on (`ft.rs`).
+    /// send with fault tolerance on (`ft.rs`). `token` marks the message for cancellation (0: a
+    /// blocking send, never cancelled; a synchronous one gets one; with fault tolerance none is).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
@@ -184,6 +196,7 @@ impl Inner {
         tag: i32,
         context: u32,
         mode: Mode,
+        token: u32,
     ) -> Result<Request> {
         let sync = mode == Mode::Sync;
         if self.ft.is_some() {
@@ -197,38 +210,47 @@ impl Inner {
             if len > if mode == Mode::Blocking { p.eager_blocking } else { p.eager } {
                 // A rendezvous send completes once the receiver has the data: synchronous already.
                 // SAFETY: the caller's contract.
-                return unsafe { self.lmt_send(ptr, len, local, dest, tag, context, None, None) };
+                return unsafe { self.lmt_send(ptr, len, None, local, dest, tag, context, token, None, None) };
             }
             // Above the node's smallest eager limit, within this pair's.
             return if sync {
                 // SAFETY: the caller's contract.
-                unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context) }
+                unsafe { self.send_eager::<true>(ptr, len, local, dest, tag, context, token) }
             } else {
                 // SAFETY: the caller's contract.
-                unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context) }
+                unsafe { self.send_eager::<false>(ptr, len, local, dest, tag, context, token) }
             };
         }
         if len > self.eager_net {
             // SAFETY: the caller's contract.
-            return unsafe { self.lmt_send(ptr, len, local, dest, tag, context, None, None) };
+            return unsafe { self.lmt_send(ptr, len, None, local, dest, tag, context, token, None, None) };
         }
-        let (hdr, token) = self.eager_header(dest, tag, context, sync);
+        let (hdr, token) = self.eager_header(dest, tag, context, sync, token);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
         self.net_send(dest, &hdr, None, data)?;
         self.count(dest, len);
-        Ok(self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len }))
+        let req = self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len });
+        self.reqs.set_sent(req, dest, token);
+        Ok(req)
     }
 
-    /// The header of eager data, and the token a synchronous send (`sync`) is acknowledged with.
+    /// The header of eager data marked with `token` (a synchronous send (`sync`) without one
+    /// takes a new one, which it is acknowledged with), and the token.
     #[inline(always)]
-    pub(super) fn eager_header(&mut self, dest: u32, tag: i32, context: u32, sync: bool) -> (MsgHeader, u32) {
+    pub(super) fn eager_header(
+        &mut self,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+        token: u32,
+    ) -> (MsgHeader, u32) {
         let mut hdr = self.header(dest, tag, context);
-        let token = self.next_token;
+        let token = if sync && token == 0 { self.token() } else { token };
+        hdr.aux = token;
         if sync {
-            self.next_token = self.next_token.wrapping_add(1);
             hdr.kind = KIND_EAGER_SYNC;
-            hdr.aux = token;
         }
         (hdr, token)
     }
@@ -286,7 +308,8 @@ impl Inner {
             }
             Ok(Sent::Pending(ps)) => {
                 let dest = hdr.dst;
-                let req = self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest });
+                let req =
+                    self.reqs.insert(Op::Send { ps, buf: std::ptr::null(), len: payload.len(), dest, pieces: None });
                 let own = Some(payload.into());
                 self.pending.push_back(Pending { req, internal: true, sync: None, own });
                 Ok(())

@@ -95,7 +95,8 @@ impl Inner {
         let pb = piggyback.encode();
         if s.len > s.limit {
             // SAFETY: the caller's contract.
-            let req = unsafe { self.lmt_send(s.ptr, s.len, s.local, s.dest, s.tag, s.context, Some(&pb), req) }?;
+            let req =
+                unsafe { self.lmt_send(s.ptr, s.len, None, s.local, s.dest, s.tag, s.context, 0, Some(&pb), req) }?;
             if log {
                 // Copied into the log while the receiver moves the data: done before the send can
                 // complete, and the buffer is the caller's again once it has.
@@ -106,13 +107,9 @@ impl Inner {
         if log {
             self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
         }
-        let mut hdr = self.header(s.dest, s.tag, s.context);
-        let token = self.next_token;
-        if s.sync {
-            self.next_token = self.next_token.wrapping_add(1);
-            hdr.kind = KIND_EAGER_SYNC;
-            hdr.aux = token;
-        }
+        // No token but a synchronous send's (for its acknowledgement): with fault tolerance a
+        // send is not cancelled.
+        let (hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
         if s.local == NOT_LOCAL {
             self.net_send(s.dest, &hdr, Some(&pb), data)?;
             self.count(s.dest, s.len);
@@ -120,7 +117,7 @@ impl Inner {
             match self.port.send(s.local, &hdr, Some(&pb), data) {
                 Ok(Sent::Done) => self.ring(s.local),
                 Ok(Sent::Pending(ps)) => {
-                    let req = self.set_op(req, Op::Send { ps, buf: s.ptr, len: s.len, dest: s.dest });
+                    let req = self.set_op(req, Op::Send { ps, buf: s.ptr, len: s.len, dest: s.dest, pieces: None });
                     let sync = s.sync.then_some(token);
                     self.pending.push_back(Pending { req, internal: false, sync, own: None });
                     return Ok(Attempt::Sent(Some(req)));
@@ -389,7 +386,8 @@ impl Inner {
             let payload = buf.split_off(ENVELOPE);
             // SAFETY: `payload` is kept with the request until it completes (`ft_reap_replays`); a
             // `Vec`'s heap buffer does not move with it.
-            let req = unsafe { self.lmt_send(payload.as_ptr(), len, local, to, tag, context, Some(&bytes), None) }?;
+            let req =
+                unsafe { self.lmt_send(payload.as_ptr(), len, None, local, to, tag, context, 0, Some(&bytes), None) }?;
             if let Some(ft) = self.ft.as_deref_mut() {
                 ft.replays.push((req, payload));
             }
@@ -399,7 +397,19 @@ impl Inner {
         self.send_own(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
     }
 
-    /// Frees the buffers of replays sent by rendezvous once their transfer is over.
+    /// Keeps `bytes`, the contiguous copy a send of `req` goes from (a message in pieces), until
+    /// the send completes.
+    pub(super) fn ft_keep(&mut self, req: Request, bytes: Box<[u8]>) {
+        if self.reqs.is_done(req).unwrap_or(true) {
+            return;
+        }
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.staged.push((req, bytes));
+        }
+    }
+
+    /// Frees the buffers of replays sent by rendezvous once their transfer is over, and the copies
+    /// of sends in pieces once their request completed (or was taken: its handle is then stale).
     pub(super) fn ft_reap_replays(&mut self) {
         let (Some(ft), reqs) = (self.ft.as_deref_mut(), &mut self.reqs) else { return };
         ft.replays.retain(|&(req, _)| match reqs.take(req) {
@@ -410,6 +420,7 @@ impl Inner {
             }
             _ => false,
         });
+        ft.staged.retain(|(req, _)| matches!(reqs.is_done(*req), Ok(false)));
     }
 
     /// The inline bypass with fault tolerance: a fastbox message with a piggyback that matches the
@@ -444,7 +455,7 @@ impl Inner {
         for m in saved {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let mut u = Unexpected::new(m.source, m.tag, m.context, m.data.len());
+            let mut u = Unexpected::new(m.source, m.tag, m.context, m.data.len(), 0);
             u.got = m.data.len();
             u.sync = m.sync;
             u.delivery = m.delivery;

@@ -7,7 +7,7 @@ use nemesis_shm::Incoming;
 
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
-use super::{ANY_SOURCE, ANY_TAG, Inner, NOT_LOCAL, Peer, Status};
+use super::{ANY_SOURCE, ANY_TAG, Inner, Message, NOT_LOCAL, Peer, Status};
 
 use crate::error::{Error, Result};
 
@@ -60,12 +60,16 @@ pub(super) struct Unexpected {
     /// With fault tolerance: what receiving it does to the engine (`on_deliver` when a receive
     /// takes it; a probe does not).
     pub(super) delivery: Option<Delivery>,
+    /// The sender's token for it (0: none): what a cancellation names.
+    pub(super) token: u32,
+    /// A matched probe took it ([`Message`](super::Message)): only that message's receive may.
+    pub(super) reserved: bool,
 }
 
 impl Unexpected {
-    /// A message whose first fragment (`len` bytes in all, `got` of them arrived) was copied into
-    /// `data` or is held in `held`.
-    pub(super) fn new(source: u32, tag: i32, context: u32, len: usize) -> Unexpected {
+    /// A message of `source` (`len` bytes in all) marked with the sender's `token`, before any
+    /// of it was copied into `data` or held in `held`.
+    pub(super) fn new(source: u32, tag: i32, context: u32, len: usize, token: u32) -> Unexpected {
         Unexpected {
             source,
             tag,
@@ -78,7 +82,15 @@ impl Unexpected {
             claimed: None,
             rts: None,
             delivery: None,
+            token,
+            reserved: false,
         }
+    }
+
+    /// True if a receive may still match it.
+    #[inline(always)]
+    pub(super) fn open(&self) -> bool {
+        self.claimed.is_none() && !self.reserved
     }
 }
 
@@ -97,6 +109,12 @@ pub(super) fn copy_into(buf: RecvBuf, inc: &Incoming) {
     let off = inc.offset();
     if off < buf.cap {
         let n = inc.frag_len().min(buf.cap - off);
+        if let Some(p) = buf.pieces {
+            // SAFETY: the pieces are valid and writable (the receive's contract); the fragment's
+            // `frag_len >= n` payload bytes are readable until it is released.
+            unsafe { p.as_ref().scatter(off, inc.payload_ptr(), n) };
+            return;
+        }
         // SAFETY: `buf.ptr` is valid for `buf.cap` bytes (the receive's contract) and
         // `off + n <= cap`.
         let dst = unsafe { std::slice::from_raw_parts_mut(buf.ptr.add(off), n) };
@@ -124,6 +142,29 @@ impl Inner {
             return Err(Error::InvalidTag(tag));
         }
         Ok(Want { source, tag, context })
+    }
+
+    /// Starts a receive into `buf`: from the unexpected list, or posted.
+    pub(super) fn irecv(&mut self, want: Want, buf: RecvBuf) -> Result<Request> {
+        if !self.unexpected.is_empty() {
+            match self.take_unexpected(want, buf) {
+                Found::Done(r) => return Ok(self.reqs.insert_done(r)),
+                Found::Claimed(req) => return Ok(req),
+                Found::Nothing => {}
+            }
+        }
+        // Messages already in the node are taken by the next progress (any wait or test).
+        self.post(want, buf)
+    }
+
+    /// Starts the receive of reserved message `msg` into `buf`.
+    pub(super) fn imrecv(&mut self, msg: Message, buf: RecvBuf) -> Result<Request> {
+        match self.take_reserved(msg.id, buf) {
+            Found::Done(r) => Ok(self.reqs.insert_done(r)),
+            Found::Claimed(req) => Ok(req),
+            // Dropped while arriving: its sender died.
+            Found::Nothing => Err(Error::PeerDied { rank: msg.source }),
+        }
     }
 
     /// Posts a receive (after the unexpected list was searched).
@@ -173,17 +214,23 @@ impl Inner {
     /// or, if that message is still arriving, the receive claims it and completes with its last
     /// fragment.
     pub(super) fn take_unexpected(&mut self, want: Want, buf: RecvBuf) -> Found {
-        let Some(i) =
-            self.unexpected.iter().position(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+        let Some(i) = self.unexpected.iter().position(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
         else {
             return Found::Nothing;
         };
+        self.take_unexpected_at(i, buf)
+    }
+
+    /// Takes unexpected message `i` for a receive into `buf` (see [`take_unexpected`](
+    /// Self::take_unexpected)).
+    pub(super) fn take_unexpected_at(&mut self, i: usize, buf: RecvBuf) -> Found {
+        // The application receives it (a matched probe's receive included): the engine's delivery.
         let delivery = self.unexpected[i].1.delivery.take();
         self.ft_deliver(delivery);
         if let Some(rts) = self.unexpected[i].1.rts {
             let (_, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
-            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true });
+            let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
             self.start_lmt_recv(u.source, req, &rts, buf);
             self.forget_unexpected(u);
             return Found::Claimed(req);
@@ -220,7 +267,11 @@ impl Inner {
 
     fn consume_unexpected(&mut self, mut u: Unexpected, buf: RecvBuf) -> Result<Status> {
         let n = u.data.len().min(buf.cap);
-        if n > 0 {
+        if let Some(p) = buf.pieces {
+            // SAFETY: the pieces are valid and writable (the receive's contract); `n` bytes of
+            // our own buffer are read.
+            unsafe { p.as_ref().scatter(0, u.data.as_ptr(), n) };
+        } else if n > 0 {
             // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
             // our own buffer.
             unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
@@ -285,17 +336,34 @@ impl Inner {
         }
     }
 
-    fn recycle(&mut self, mut data: Vec<u8>) {
+    pub(super) fn recycle(&mut self, mut data: Vec<u8>) {
         if self.spare.len() < 64 && data.capacity() <= 1 << 20 {
             data.clear();
             self.spare.push(data);
         }
     }
 
+    /// Reserves the first open unexpected message matching `want` for a matched probe: its id
+    /// and status. No receive matches it afterwards but the one naming it ([`take_reserved`](
+    /// Self::take_reserved)).
+    pub(super) fn reserve_unexpected(&mut self, want: Want) -> Option<(u64, Status)> {
+        let (id, u) = self.unexpected.iter_mut().find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))?;
+        u.reserved = true;
+        Some((*id, Status { source: u.source, tag: u.tag, len: u.len }))
+    }
+
+    /// Takes reserved message `id` for a receive into `buf`; `Found::Nothing` if it is gone (its
+    /// sender died while it was arriving).
+    pub(super) fn take_reserved(&mut self, id: u64, buf: RecvBuf) -> Found {
+        let Some(i) = self.unexpected.iter().position(|(k, u)| *k == id && u.reserved) else { return Found::Nothing };
+        self.unexpected[i].1.reserved = false;
+        self.take_unexpected_at(i, buf)
+    }
+
     pub(super) fn find_unexpected(&self, want: Want) -> Option<Status> {
         self.unexpected
             .iter()
-            .find(|(_, u)| u.claimed.is_none() && want.matches(u.source, u.tag, u.context))
+            .find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
             .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len })
     }
 

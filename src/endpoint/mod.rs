@@ -29,15 +29,25 @@
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
 //!   the node's pairs, as with one limit; only a message above it looks at its pair's (`eager.rs`).
 //!
+//! - **Cancellation** (`cancel.rs`): a posted receive not yet matched is withdrawn; a send is
+//!   withdrawn by its receiver if no receive has taken its message yet (a request to the
+//!   receiver, answered in order after the message itself).
+//! - **Matched probes**: a probe can reserve the message it found ([`Message`]), which no other
+//!   receive then matches and a later receive of that message takes.
+//!
 //! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
 //! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
-//! `request.rs` (the request table); this file holds the public API, `Inner` and init/finalize.
+//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends), `pieces.rs`
+//! (buffers in pieces: non-contiguous data moved without a packed copy); this file holds the
+//! public API, `Inner` and init/finalize.
 
+mod cancel;
 mod checkpoint;
 mod eager;
 mod ft;
 mod matching;
+mod pieces;
 mod progress;
 mod rendezvous;
 mod request;
@@ -85,12 +95,18 @@ const KIND_RTS: u8 = 3;
 /// Other rendezvous messages (payload: one or more encoded CTS, DONE, COOKIE, HELP, HELPED back to
 /// back, all for one peer); tag and context unused.
 const KIND_LMT: u8 = 4;
+/// Asks the receiver to drop a message it has not matched (`aux`: the message's token; no
+/// payload): the cancellation of a send.
+const KIND_CANCEL: u8 = 5;
+/// The receiver's answer to a [`KIND_CANCEL`] (`aux`: the token; `tag`: 1 if the message was
+/// dropped, 0 if a receive had matched it).
+const KIND_CANCEL_ACK: u8 = 6;
 /// A fault-tolerance control message of the engine (payload: an encoded
 /// [`nemesis_ft::Control`]); tag and context unused. No piggyback, no date.
-const KIND_FT_CONTROL: u8 = 5;
+const KIND_FT_CONTROL: u8 = 7;
 /// A checkpoint marker between the members of a group (`aux`: the generation; `tag`: 0 when the
 /// sender entered the checkpoint, 1 when its file is durable, 2 when it could not be written).
-const KIND_FT_MARK: u8 = 6;
+const KIND_FT_MARK: u8 = 8;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 
@@ -106,6 +122,23 @@ pub struct Status {
     pub tag: i32,
     /// The message's length in bytes (the real one, also when truncated).
     pub len: usize,
+}
+
+/// The message a non-blocking send sent, for [`Endpoint::cancel_send`] (from
+/// [`Endpoint::send_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendId {
+    dest: u32,
+    token: u32,
+    req: Request,
+}
+
+/// A message a matched probe reserved ([`Endpoint::improbe`], [`Endpoint::mprobe`]): no receive
+/// matches it but [`Endpoint::imrecv_raw`] or [`Endpoint::mrecv`] naming it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    id: u64,
+    source: u32,
 }
 
 /// A local peer's distance and eager limits (`crate::topology::distance`).
@@ -206,7 +239,10 @@ struct Inner {
     spare: Vec<Vec<u8>>,
     /// Synchronous sends waiting for their acknowledgement: `(token, request, dest, status)`.
     sync_waiting: Vec<(u32, Request, u32, Status)>,
+    /// The last token given to a message (sync acknowledgements, cancellation); 0 is never one.
     next_token: u32,
+    /// Cancellations of sends waiting for the receiver's answer.
+    cancels: Vec<cancel::Cancelling>,
     /// Large messages in flight with local peers, and with remote ones.
     lmt: Lmt,
     netlmt: NetLmt,
@@ -282,8 +318,14 @@ impl Endpoint {
         let bells =
             (0..local_ranks.len() as u16).map(|l| seg.state_of(l).map(|st| &st.doorbell)).collect::<Result<_, _>>()?;
         let p = *seg.params();
-        let rings =
-            SegRings { seg, per: p.lmt_rings_per_rank as u16, slots: p.lmt_slots, slot_size: p.lmt_slot_size as usize };
+        let pids = (0..local_ranks.len() as u16).map(|l| seg.state_of(l).ok().and_then(|st| st.pid_here())).collect();
+        let rings = SegRings {
+            seg,
+            per: p.lmt_rings_per_rank as u16,
+            slots: p.lmt_slots,
+            slot_size: p.lmt_slot_size as usize,
+            pids,
+        };
         let lmt_cfg = nemesis_lmt::Config {
             policy: cfg.lmt,
             cma_min: cfg.cma_min as u64,
@@ -384,6 +426,7 @@ impl Endpoint {
             spare: Vec::new(),
             sync_waiting: Vec::new(),
             next_token: 0,
+            cancels: Vec::new(),
             lmt,
             netlmt: NetLmt::new(),
             rings,
@@ -494,7 +537,7 @@ impl Endpoint {
                 Ok(())
             }
             Ok(Sent::Pending(ps)) => {
-                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest });
+                let req = inner.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None });
                 inner.pending.push_back(Pending { req, internal: false, sync: None, own: None });
                 inner.wait(req).map(drop)
             }
@@ -526,12 +569,13 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
+        let token = inner.token();
         if len >= inner.inline_below || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Sync) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Sync, token) };
         }
         // SAFETY: the caller's contract.
-        unsafe { inner.send_eager::<true>(ptr, len, local, dest, tag, context) }
+        unsafe { inner.send_eager::<true>(ptr, len, local, dest, tag, context, token) }
     }
 
     /// Asks the process manager to end the whole job with `code` (MPI_Abort), printing `msg`;
@@ -576,7 +620,7 @@ impl Endpoint {
     pub fn recv(&mut self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let rb = RecvBuf { ptr: buf.as_mut_ptr(), cap: buf.len() };
+        let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
                 Found::Done(r) => return r,
@@ -608,12 +652,13 @@ impl Endpoint {
         let inner = &mut *self.inner;
         Inner::check_len(len)?;
         let local = inner.check_send(dest, tag)?;
+        let token = inner.token();
         if len >= inner.inline_below || local == NOT_LOCAL {
             // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard) };
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard, token) };
         }
         // SAFETY: the caller's contract.
-        unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context) }
+        unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context, token) }
     }
 
     /// Starts receiving into the `cap` bytes at `ptr`.
@@ -631,16 +676,7 @@ impl Endpoint {
     ) -> Result<Request> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let rb = RecvBuf { ptr, cap };
-        if !inner.unexpected.is_empty() {
-            match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return Ok(inner.reqs.insert_done(r)),
-                Found::Claimed(req) => return Ok(req),
-                Found::Nothing => {}
-            }
-        }
-        // Messages already in the node are taken by the next progress (any wait or test).
-        inner.post(want, rb)
+        inner.irecv(want, RecvBuf::bytes(ptr, cap))
     }
 
     /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
@@ -720,6 +756,70 @@ impl Endpoint {
             }
             inner.idle_step(&mut waiter, None)?;
         }
+    }
+
+    /// Reserves a message matching `(source, tag, context)` if one has arrived (MPI's
+    /// `MPI_Improbe`): no other receive will match it; receive it with [`imrecv_raw`](
+    /// Self::imrecv_raw) or [`mrecv`](Self::mrecv).
+    pub fn improbe(&mut self, source: i32, tag: i32, context: u32) -> Result<Option<(Message, Status)>> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        inner.progress(None)?;
+        Ok(inner.reserve_unexpected(want).map(|(id, st)| (Message { id, source: st.source }, st)))
+    }
+
+    /// Waits until a message matching `(source, tag, context)` has arrived and reserves it
+    /// (MPI's `MPI_Mprobe`).
+    pub fn mprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<(Message, Status)> {
+        let inner = &mut *self.inner;
+        let want = inner.check_recv(source, tag, context)?;
+        let mut waiter = Waiter::new(inner.cfg.wait);
+        loop {
+            if let Some((id, st)) = inner.reserve_unexpected(want) {
+                return Ok((Message { id, source: st.source }, st));
+            }
+            if want.source >= 0 && inner.peer(want.source as u32) == Peer::Silent {
+                return Err(Error::PeerDied { rank: want.source as u32 });
+            }
+            inner.idle_step(&mut waiter, None)?;
+        }
+    }
+
+    /// Starts receiving reserved message `msg` into the `cap` bytes at `ptr` (MPI's `MPI_Imrecv`).
+    ///
+    /// # Safety
+    /// As for [`irecv_raw`](Self::irecv_raw).
+    pub unsafe fn imrecv_raw(&mut self, msg: Message, ptr: *mut u8, cap: usize) -> Result<Request> {
+        self.inner.imrecv(msg, RecvBuf::bytes(ptr, cap))
+    }
+
+    /// Receives reserved message `msg` into `buf` (MPI's `MPI_Mrecv`).
+    pub fn mrecv(&mut self, msg: Message, buf: &mut [u8]) -> Result<Status> {
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        let req = unsafe { self.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) }?;
+        self.inner.wait(req)
+    }
+
+    /// The message non-blocking send `req` ([`isend_raw`](Self::isend_raw),
+    /// [`issend_raw`](Self::issend_raw)) sent, for [`cancel_send`](Self::cancel_send); `None` once
+    /// the request was taken.
+    pub fn send_id(&self, req: Request) -> Option<SendId> {
+        self.inner.reqs.sent(req).map(|(dest, token)| SendId { dest, token, req })
+    }
+
+    /// Withdraws receive `req` if it has not matched a message yet (MPI's `MPI_Cancel` of a
+    /// receive): true if it did, and the request then completes with [`Error::Cancelled`].
+    pub fn cancel_recv(&mut self, req: Request) -> Result<bool> {
+        self.inner.cancel_recv(req)
+    }
+
+    /// Asks the receiver of message `id` to drop it if no receive has matched it yet (MPI's
+    /// `MPI_Cancel` of a send). Returns a request that completes with [`Error::Cancelled`] if it
+    /// was dropped (the send's request, if still in flight, then completes the same way), or
+    /// with `Ok` if a receive had matched it (the send goes on). The answer needs the receiver's
+    /// progress.
+    pub fn cancel_send(&mut self, id: SendId) -> Result<Request> {
+        self.inner.cancel_send(id)
     }
 
     /// One pass of progress (polls the node, resumes pending sends). Non-blocking operations

@@ -10,8 +10,8 @@ use super::matching::{Unexpected, copy_into, finish};
 use super::request::{Op, Request};
 use super::waiting::Bypass;
 use super::{
-    Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL,
-    POLL_BUDGET, Peer, Status, raw_slice,
+    Inner, KIND_CANCEL, KIND_CANCEL_ACK, KIND_EAGER, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT,
+    KIND_RTS, KIND_SYNC_ACK, NOT_LOCAL, POLL_BUDGET, Peer, Status, raw_slice,
 };
 
 use crate::error::{Error, Result};
@@ -102,6 +102,16 @@ impl Inner {
                         self.port.release(inc)?;
                         return self.peer_silent(source, by);
                     }
+                    KIND_CANCEL | KIND_CANCEL_ACK => {
+                        let (token, result) = (inc.aux(), tag);
+                        self.port.release(inc)?;
+                        return if kind == KIND_CANCEL {
+                            self.cancel_requested(source, token)
+                        } else {
+                            self.cancel_answered(source, token, result == 1);
+                            Ok(())
+                        };
+                    }
                     KIND_FT_CONTROL | KIND_FT_MARK => return self.deliver_ft(inc, source),
                     KIND_EAGER_SYNC => sync = Some(inc.aux()),
                     _ => {}
@@ -142,7 +152,7 @@ impl Inner {
             } else {
                 let id = self.next_unexpected;
                 self.next_unexpected += 1;
-                let mut u = Unexpected::new(source, tag, context, inc.len());
+                let mut u = Unexpected::new(source, tag, context, inc.len(), inc.aux());
                 u.got = inc.frag_len();
                 u.sync = sync;
                 u.delivery = delivery;
@@ -238,20 +248,23 @@ impl Inner {
         let mut i = 0;
         while i < self.pending.len() {
             let Pending { req, internal, sync, ref own } = self.pending[i];
-            let Some(Op::Send { ps, buf, len, dest }) = self.reqs.op_mut(req) else {
+            let Some(Op::Send { ps, buf, len, dest, pieces }) = self.reqs.op_mut(req) else {
                 self.pending.remove(i);
                 continue;
             };
             let (buf, len, dest) = (*buf, *len, *dest);
-            let data = match own {
-                Some(own) => &own[..],
-                // SAFETY: the send's buffer stays valid until its request completes (callers'
-                // contract); `len` bytes were given.
-                None => unsafe { raw_slice(buf, len) },
-            };
             let tag = ps.header().tag;
             let local = ps.dst();
-            match self.port.resume(ps, data) {
+            let resumed = match (own, *pieces) {
+                (Some(own), _) => self.port.resume(ps, &own[..]),
+                // SAFETY: the send's pieces stay valid until its request completes (callers'
+                // contract).
+                (None, Some(p)) => self.port.resume_pieces(ps, unsafe { p.as_ref() }),
+                // SAFETY: the send's buffer stays valid until its request completes (callers'
+                // contract); `len` bytes were given.
+                (None, None) => self.port.resume(ps, unsafe { raw_slice(buf, len) }),
+            };
+            match resumed {
                 Ok(true) => {
                     self.ring(local);
                     let status = Status { source: self.rank, tag, len };
@@ -349,6 +362,7 @@ impl Inner {
         }
         self.peers[dead as usize] = Peer::Silent;
         self.drop_partial(dead, by.as_deref_mut());
+        self.cancels_to_dead(dead);
         if self.route[dead as usize] == NOT_LOCAL {
             self.netlmt.peer_gone(dead);
             tracing::warn!(rank = dead, "remote peer is gone");

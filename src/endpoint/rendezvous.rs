@@ -1,12 +1,14 @@
 //! Rendezvous (`nemesis-lmt`): the RTS of a large send, starting a receive's transfer, rendezvous
 //! arrivals, and the steps that drive transfers and batch their control messages.
 
+use std::ptr::NonNull;
+
 use nemesis_ft::Delivery;
 use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
-use nemesis_shm::{Incoming, MsgHeader, Node, PiggybackBytes, Segment};
+use nemesis_shm::{Incoming, MsgHeader, Node, Pieces, PiggybackBytes, Segment};
 
 use super::matching::{Unexpected, finish};
-use super::request::{Op, RecvBuf, Request};
+use super::request::{Op, RecvBuf, Request, Stage};
 use super::waiting::Bypass;
 use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
 
@@ -22,6 +24,10 @@ pub(super) struct SegRings {
     pub(super) per: u16,
     pub(super) slots: u32,
     pub(super) slot_size: usize,
+    /// The pid each local rank registered, read once after start-up (every rank registered
+    /// before the bootstrap's barrier; a later write into the shared rank table changes nothing
+    /// here), where it names that process from here ([`nemesis_shm::RankState::pid_here`]).
+    pub(super) pids: Vec<Option<u32>>,
 }
 
 impl Rings for SegRings {
@@ -36,33 +42,57 @@ impl Rings for SegRings {
     fn rings_per_rank(&self) -> u16 {
         self.per
     }
+
+    fn pid(&self, rank: u16) -> Option<u32> {
+        self.pids.get(usize::from(rank)).copied().flatten()
+    }
 }
 
 impl Inner {
     /// Starts a rendezvous send to rank `dest` (local rank `local`, or [`NOT_LOCAL`]): its RTS
     /// goes like an eager message (ordered with the eager messages to `dest`, with the
-    /// fault-tolerance piggyback `ft` if given); the data moves once a receive matched it. `req`:
-    /// an existing request of the send to take over (a send the engine held), else a new one.
+    /// fault-tolerance piggyback `ft` if given); the data moves once a receive matched it. `token`
+    /// marks the RTS for cancellation (0: none). A message in `pieces` (then `ptr` is unused) goes
+    /// through the receiver's ring to a local peer, and from a copy of ours to a remote one.
+    /// `req`: an existing request of the send to take over (a send the engine held), else a new
+    /// one.
     ///
     /// # Safety
-    /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.
+    /// The `len` bytes at `ptr` (or the pieces, of length `len`) must stay valid and unchanged
+    /// until the request completes.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn lmt_send(
         &mut self,
         ptr: *const u8,
         len: usize,
+        pieces: Option<NonNull<dyn Pieces>>,
         local: u16,
         dest: u32,
         tag: i32,
         context: u32,
+        token: u32,
         ft: Option<&PiggybackBytes>,
         req: Option<Request>,
     ) -> Result<Request> {
         let status = Status { source: self.rank, tag, len };
         let fresh = req.is_none();
-        let req = self.set_op(req, Op::Lmt { status, cap: len, peer: dest, recv: false });
-        let hdr = MsgHeader { kind: KIND_RTS, ..self.header(dest, tag, context) };
+        let mut ptr = ptr;
+        let stage = match pieces {
+            Some(p) if local == NOT_LOCAL => {
+                let mut bytes = vec![0u8; len].into_boxed_slice();
+                // SAFETY: the pieces are valid and readable (the caller's contract); `bytes` holds
+                // their `len` bytes.
+                unsafe { p.as_ref().gather(0, bytes.as_mut_ptr(), len) };
+                // The boxed bytes do not move when the box does: valid until the request ends.
+                ptr = bytes.as_ptr();
+                Some(Box::new(Stage { bytes, into: None }))
+            }
+            _ => None,
+        };
+        let req = self.set_op(req, Op::Lmt { status, cap: len, peer: dest, recv: false, stage });
+        self.reqs.set_sent(req, dest, token);
+        let hdr = MsgHeader { kind: KIND_RTS, aux: token, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
             match self.net.as_mut() {
@@ -77,8 +107,12 @@ impl Inner {
                 None => self.net_send(dest, &hdr, None, &[]),
             }
         } else {
-            // SAFETY: as above.
-            let rts = unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) };
+            let rts = match pieces {
+                // SAFETY: as above.
+                Some(p) => unsafe { self.lmt.pre_send_pieces(local, req.token(), p, self.pid) },
+                // SAFETY: as above.
+                None => unsafe { self.lmt.pre_send(local, req.token(), ptr, len as u64, self.pid) },
+            };
             let n = Control::Rts(rts).encode(&mut bytes);
             self.send_internal(local, &hdr, ft, &bytes[..n])
         };
@@ -107,13 +141,29 @@ impl Inner {
         }
         let local = self.route[source as usize];
         if local != NOT_LOCAL {
-            // SAFETY: `buf` is valid for `cap` bytes of writes, untouched otherwise, until the
-            // request completes (the receive's contract); it completes when the transfer's outcome
-            // is taken.
-            unsafe { self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings) };
-        } else if let Some(net) = self.net.as_mut() {
-            // SAFETY: as above.
-            unsafe { self.netlmt.pre_recv(source, req.token(), rts, buf.ptr, buf.cap, net) };
+            // SAFETY: `buf` is valid for `cap` bytes of writes (or its pieces are), untouched
+            // otherwise, until the request completes (the receive's contract); it completes when
+            // the transfer's outcome is taken.
+            unsafe {
+                match buf.pieces {
+                    Some(p) => self.lmt.pre_recv_pieces(local, req.token(), rts, p, &self.rings),
+                    None => self.lmt.pre_recv(local, req.token(), rts, buf.ptr, buf.cap, &self.rings),
+                }
+            }
+        } else if self.net.is_some() {
+            let mut ptr = buf.ptr;
+            if let Some(p) = buf.pieces {
+                // The network rendezvous fills contiguous bytes: ours, scattered on completion.
+                let mut bytes = vec![0u8; buf.cap].into_boxed_slice();
+                ptr = bytes.as_mut_ptr();
+                if let Some(Op::Lmt { stage, .. }) = self.reqs.op_mut(req) {
+                    *stage = Some(Box::new(Stage { bytes, into: Some(p) }));
+                }
+            }
+            if let Some(net) = self.net.as_mut() {
+                // SAFETY: as above (a staging buffer is owned by the request until it completes).
+                unsafe { self.netlmt.pre_recv(source, req.token(), rts, ptr, buf.cap, net) };
+            }
         }
     }
 
@@ -128,7 +178,7 @@ impl Inner {
         delivery: Option<Delivery>,
     ) -> Result<()> {
         let mut bytes = [0u8; LMT_BATCH_MAX];
-        let (kind, tag, context, len) = (inc.kind(), inc.tag(), inc.context(), inc.len());
+        let (kind, tag, context, len, token) = (inc.kind(), inc.tag(), inc.context(), inc.len(), inc.aux());
         let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
         let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
@@ -163,7 +213,7 @@ impl Inner {
             && b.want.matches(source, tag, context)
         {
             self.ft_deliver(delivery);
-            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true });
+            let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true, stage: None });
             b.lmt = Some(req);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
@@ -173,13 +223,13 @@ impl Inner {
             if let Some(op) = self.reqs.op_mut(p.req)
                 && let Op::Recv { buf, .. } = *op
             {
-                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true };
+                *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true, stage: None };
                 self.start_lmt_recv(source, p.req, &rts, buf);
             }
         } else {
             let id = self.next_unexpected;
             self.next_unexpected += 1;
-            let mut u = Unexpected::new(source, tag, context, rts.len as usize);
+            let mut u = Unexpected::new(source, tag, context, rts.len as usize, token);
             u.rts = Some(rts);
             u.delivery = delivery;
             self.unexpected.push((id, u));
@@ -248,7 +298,16 @@ impl Inner {
         done.extend(self.netlmt.take_done());
         for (token, outcome) in done {
             let req = Request::from_token(token);
-            let Some(&mut Op::Lmt { status, cap, peer, recv }) = self.reqs.op_mut(req) else { continue };
+            let Some(Op::Lmt { status, cap, peer, recv, stage }) = self.reqs.op_mut(req) else { continue };
+            let (status, cap, peer, recv) = (*status, *cap, *peer, *recv);
+            if let (Outcome::Moved { .. }, Some(st)) = (&outcome, stage.as_deref())
+                && let Some(p) = st.into
+            {
+                let n = status.len.min(cap).min(st.bytes.len());
+                // SAFETY: the receive's pieces are valid and writable until it completes (now);
+                // `n` bytes of our staging buffer are read.
+                unsafe { p.as_ref().scatter(0, st.bytes.as_ptr(), n) };
+            }
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),
                 Outcome::Moved { .. } => Ok(status),

@@ -2,7 +2,9 @@
 //! stale handle (completed and freed, or from another scope) is refused instead of aliasing a
 //! newer request. Allocation-free once warm: freed slots are reused.
 
-use nemesis_shm::PendingSend;
+use std::ptr::NonNull;
+
+use nemesis_shm::{PendingSend, Pieces};
 
 use crate::endpoint::Status;
 use crate::error::{Error, Result};
@@ -15,25 +17,46 @@ pub struct Request {
     generation: u32,
 }
 
-/// What a receive request fills.
+/// What a receive request fills: `cap` bytes at `ptr`, or `pieces` (of length `cap`; `ptr`
+/// unused).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RecvBuf {
     pub ptr: *mut u8,
     pub cap: usize,
+    pub pieces: Option<NonNull<dyn Pieces>>,
+}
+
+impl RecvBuf {
+    /// `cap` contiguous bytes at `ptr`.
+    #[inline(always)]
+    pub fn bytes(ptr: *mut u8, cap: usize) -> RecvBuf {
+        RecvBuf { ptr, cap, pieces: None }
+    }
+}
+
+/// A message of a rendezvous with a remote peer staged through a buffer of the Endpoint's: the
+/// network rendezvous moves contiguous bytes, the caller's buffer is in pieces.
+#[derive(Debug)]
+pub(crate) struct Stage {
+    pub bytes: Box<[u8]>,
+    /// A receive: where the bytes go once they arrived.
+    pub into: Option<NonNull<dyn Pieces>>,
 }
 
 /// An operation in flight.
 #[derive(Debug)]
 pub(crate) enum Op {
-    /// A send waiting for cells: `ps` is resumed by progress with the caller's buffer.
-    Send { ps: PendingSend, buf: *const u8, len: usize, dest: u32 },
+    /// A send waiting for cells: `ps` is resumed by progress with the caller's buffer (`len`
+    /// bytes at `buf`, or `pieces`).
+    Send { ps: PendingSend, buf: *const u8, len: usize, dest: u32, pieces: Option<NonNull<dyn Pieces>> },
     /// A posted receive, or one matched to a message still arriving.
     Recv { buf: RecvBuf, status: Option<Status> },
     /// A synchronous send handed over, waiting for the receiver's acknowledgement.
     Sync,
     /// A large message in rendezvous (either side): `status` is what completion reports, `cap`
-    /// the receive buffer's length (a send: the message's length), `peer` the other side's rank.
-    Lmt { status: Status, cap: usize, peer: u32, recv: bool },
+    /// the receive buffer's length (a send: the message's length), `peer` the other side's rank,
+    /// `stage` the Endpoint's copy of a message in pieces to or from a remote peer.
+    Lmt { status: Status, cap: usize, peer: u32, recv: bool, stage: Option<Box<Stage>> },
     /// A send the fault-tolerance engine holds back (recovery): tried again, in order, when it
     /// resumes sends.
     Held(crate::endpoint::ft::FtSend),
@@ -51,6 +74,8 @@ struct Slot {
     /// Bumped every time the slot is freed: handles of earlier requests go stale.
     generation: u32,
     state: State,
+    /// A cancellable send's message: `(destination, token)` (token 0: none).
+    sent: (u32, u32),
 }
 
 /// The table.
@@ -110,11 +135,12 @@ impl Requests {
                     _ => None,
                 };
                 slot.state = state;
+                slot.sent = (0, 0);
                 Request { index: i, generation: slot.generation }
             }
             None => {
                 let i = self.slots.len() as u32;
-                self.slots.push(Slot { generation: 0, state });
+                self.slots.push(Slot { generation: 0, state, sent: (0, 0) });
                 Request { index: i, generation: 0 }
             }
         }
@@ -130,6 +156,18 @@ impl Requests {
         self.slots
             .get_mut(r.index as usize)
             .filter(|s| s.generation == r.generation && !matches!(s.state, State::Free { .. }))
+    }
+
+    /// Records the message a cancellable send request sent: `(destination, token)`.
+    pub fn set_sent(&mut self, r: Request, dest: u32, token: u32) {
+        if let Some(s) = self.slot_mut(r) {
+            s.sent = (dest, token);
+        }
+    }
+
+    /// The message a live send request sent, if it was recorded: `(destination, token)`.
+    pub fn sent(&self, r: Request) -> Option<(u32, u32)> {
+        self.slot(r).map(|s| s.sent).filter(|s| s.1 != 0)
     }
 
     /// True if `r` names a live request.
@@ -185,7 +223,7 @@ mod tests {
     fn handles_go_stale_and_slots_are_reused() {
         let mut t = Requests::default();
         let a = t.insert_done(Ok(Status { source: 1, tag: 2, len: 3 }));
-        let b = t.insert(Op::Recv { buf: RecvBuf { ptr: std::ptr::null_mut(), cap: 0 }, status: None });
+        let b = t.insert(Op::Recv { buf: RecvBuf::bytes(std::ptr::null_mut(), 0), status: None });
         assert!(t.is_done(a).unwrap());
         assert!(!t.is_done(b).unwrap());
         assert_eq!(t.take(b).unwrap().map(|r| r.is_ok()), None, "in flight");

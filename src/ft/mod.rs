@@ -190,6 +190,8 @@ pub(crate) struct Ft {
     pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
     /// Buffers of replays that go by rendezvous, until their request completes.
     pub(crate) replays: Vec<(Request, Vec<u8>)>,
+    /// Contiguous copies of the application's sends in pieces, until their request completes.
+    pub(crate) staged: Vec<(Request, Box<[u8]>)>,
     /// Messages for recovery coordinators: the launcher runs them (next step), nothing carries
     /// these yet; they are kept, in order, for it.
     pub(crate) to_coordinator: Vec<(CoordinatorId, Control)>,
@@ -234,6 +236,7 @@ impl Ft {
             held: VecDeque::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
+            staged: Vec::new(),
             to_coordinator: Vec::new(),
             restored: None,
             stats: FtStats::default(),

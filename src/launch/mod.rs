@@ -124,6 +124,15 @@ impl Job {
         }
     }
 
+    /// True if the ranks' environment sets `var` (the launcher's own, or `env`), not empty.
+    fn sets(&self, var: &str) -> bool {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map_or_else(|| std::env::var_os(var).is_some_and(|v| !v.is_empty()), |(_, v)| !v.is_empty())
+    }
+
     /// Number of ranks (`-n`); at least 1.
     pub fn ranks(mut self, n: u32) -> Job {
         self.ranks = n;
@@ -283,6 +292,18 @@ impl Job {
     /// ([`Error::Shm`]), a program that cannot be started ([`Error::Spawn`]; ranks already
     /// started are killed and reaped first). Once the ranks run, every ending is an [`Outcome`].
     pub fn run(mut self) -> Result<Outcome> {
+        // The job's secret (netmod handshakes and heartbeats), new for every job, to every rank.
+        let secret = nemesis_shm::auth::JobSecret::generate()?;
+        self.env.push((nemesis_shm::auth::ENV_JOB_SECRET.into(), secret.to_hex().into()));
+        // Pretend nodes on this host talk over loopback unless told otherwise: nothing listens on
+        // an address other hosts reach.
+        for (addr, iface) in
+            [("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "NEMESIS_OFI_HEARTBEAT_IF")]
+        {
+            if self.nodes > 1 && !self.sets(addr) && !self.sets(iface) {
+                self.env.push((addr.into(), "127.0.0.1".into()));
+            }
+        }
         if self.ranks == 0 {
             return Err(Error::Config("a job needs at least one rank (-n 1 or more)".into()));
         }

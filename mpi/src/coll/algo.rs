@@ -15,13 +15,14 @@
 
 use std::collections::VecDeque;
 
-use nemesis::{Endpoint, Request};
+use nemesis::Request;
 
 use super::model::pow2_floor;
 use crate::abi;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
-use crate::op::{OpKind, reduce};
+use crate::op::{OpKind, UserCall, reduce};
+use crate::state::Access;
 
 /// Ranks taking part in one collective step.
 #[derive(Clone, Copy, Debug)]
@@ -59,18 +60,48 @@ pub struct Reduction {
     pub op: OpKind,
     pub kind: Kind,
     pub elem: usize,
+    /// A user's operation (`op` and `kind` are then unused).
+    pub user: Option<UserCall>,
 }
 
 impl Reduction {
-    /// `acc = acc ⊕ src`.
-    fn right(&self, acc: &mut [u8], src: &[u8]) {
-        reduce(self.op, self.kind, acc, src);
+    /// A predefined operation on elements of `kind`, `elem` bytes each.
+    pub fn builtin(op: OpKind, kind: Kind, elem: usize) -> Reduction {
+        Reduction { op, kind, elem, user: None }
     }
 
-    /// `acc = src ⊕ acc`, using `src` as scratch (it ends holding the result too).
+    /// False for a user's operation declared non-commutative: the ranks' data must then be
+    /// combined in rank order over the whole communicator (no per-node levels).
+    pub fn commutative(&self) -> bool {
+        self.user.is_none_or(|u| u.commute)
+    }
+
+    /// `acc = acc ⊕ src`.
+    fn right(&self, acc: &mut [u8], src: &[u8]) {
+        match self.user {
+            Some(u) => {
+                let mut tmp = src.to_vec();
+                u.apply(acc, &mut tmp);
+                acc.copy_from_slice(&tmp);
+            }
+            None => reduce(self.op, self.kind, acc, src),
+        }
+    }
+
+    /// `acc = src ⊕ acc`, using `src` as scratch (it may end holding the result too).
     fn left(&self, acc: &mut [u8], src: &mut [u8]) {
-        reduce(self.op, self.kind, src, acc);
-        acc.copy_from_slice(src);
+        match self.user {
+            Some(u) => u.apply(src, acc),
+            None => {
+                reduce(self.op, self.kind, src, acc);
+                acc.copy_from_slice(src);
+            }
+        }
+    }
+
+    /// `acc = src ⊕ acc` (`MPI_Reduce_local`), `src` used as scratch.
+    pub fn combine_lower(&self, acc: &mut [u8], src: &mut [u8]) {
+        self.left(acc, src);
     }
 
     /// Combines `other`, which came from a lower (`lower`) or higher team rank, into `acc`.
@@ -79,11 +110,12 @@ impl Reduction {
     }
 }
 
-/// The Endpoint in one collective's context and tag. Receives posted through it are waited for
-/// before it is dropped, whatever happens, so a buffer is never written after its collective
-/// returned.
+/// The Endpoint in one collective's context and tag, reached through the call's [`Access`] (so
+/// that waiting lets other threads in under `MPI_THREAD_MULTIPLE`). Receives posted through it
+/// are waited for before it is dropped, whatever happens, so a buffer is never written after its
+/// collective returned.
 pub struct Ops<'e> {
-    ep: &'e mut Endpoint,
+    acc: &'e mut Access,
     ctx: u32,
     tag: i32,
     /// Largest piece (the eager limit).
@@ -95,7 +127,7 @@ pub struct Ops<'e> {
 impl Drop for Ops<'_> {
     fn drop(&mut self) {
         while let Some(r) = self.posted.pop_front() {
-            let _ = self.ep.wait(r);
+            let _ = self.acc.ep_wait(r);
         }
     }
 }
@@ -116,9 +148,10 @@ fn mismatch(expected: usize, got: usize) -> Fail {
 }
 
 impl<'e> Ops<'e> {
-    pub fn new(ep: &'e mut Endpoint, ctx: u32, tag: i32) -> Ops<'e> {
-        let chunk = ep.eager_limit().max(1);
-        Ops { ep, ctx, tag, chunk, posted: VecDeque::new() }
+    /// Collective operations on MPI's running Endpoint.
+    pub fn new(acc: &'e mut Access, ctx: u32, tag: i32) -> Res<Ops<'e>> {
+        let chunk = acc.ep()?.eager_limit().max(1);
+        Ok(Ops { acc, ctx, tag, chunk, posted: VecDeque::new() })
     }
 
     /// The largest piece.
@@ -135,7 +168,7 @@ impl<'e> Ops<'e> {
     /// Sends `data` to job rank `to`.
     pub fn send(&mut self, to: u32, data: &[u8]) -> Res<()> {
         for r in self.pieces(data.len()) {
-            self.ep.send(&data[r], to, self.tag, self.ctx).map_err(ep_fail)?;
+            self.acc.ep_send(&data[r], to, self.tag, self.ctx, false)?.map_err(ep_fail)?;
         }
         Ok(())
     }
@@ -144,7 +177,7 @@ impl<'e> Ops<'e> {
     pub fn recv(&mut self, from: u32, buf: &mut [u8]) -> Res<()> {
         for r in self.pieces(buf.len()) {
             let want = r.len();
-            let st = self.ep.recv(&mut buf[r], from as i32, self.tag, self.ctx).map_err(ep_fail)?;
+            let st = self.acc.ep_recv(&mut buf[r], from as i32, self.tag, self.ctx)?.map_err(ep_fail)?;
             if st.len != want {
                 return Err(mismatch(want, st.len));
             }
@@ -164,8 +197,8 @@ impl<'e> Ops<'e> {
             let n = r.len();
             // SAFETY: within the caller's `len` bytes, which stay valid until waited for; `self`
             // waits for every posted piece before it drops.
-            let req =
-                unsafe { self.ep.irecv_raw(ptr.add(r.start), n, from as i32, self.tag, self.ctx) }.map_err(ep_fail)?;
+            let req = unsafe { self.acc.ep()?.irecv_raw(ptr.add(r.start), n, from as i32, self.tag, self.ctx) }
+                .map_err(ep_fail)?;
             self.posted.push_back(req);
             out.push(Piece { req, len: n });
         }
@@ -179,10 +212,11 @@ impl<'e> Ops<'e> {
             if let Some(i) = self.posted.iter().position(|&r| r == p.req) {
                 self.posted.remove(i);
             }
-            let r = match self.ep.wait(p.req) {
-                Ok(st) if st.len == p.len => Ok(()),
-                Ok(st) => Err(mismatch(p.len, st.len)),
-                Err(e) => Err(ep_fail(e)),
+            let r = match self.acc.ep_wait(p.req) {
+                Ok(Ok(st)) if st.len == p.len => Ok(()),
+                Ok(Ok(st)) => Err(mismatch(p.len, st.len)),
+                Ok(Err(e)) => Err(ep_fail(e)),
+                Err(f) => Err(f),
             };
             if res.is_ok() {
                 res = r;
@@ -203,7 +237,7 @@ impl<'e> Ops<'e> {
             fn drop(&mut self) {
                 while self.ops.posted.len() > self.mark {
                     if let Some(r) = self.ops.posted.pop_back() {
-                        let _ = self.ops.ep.wait(r);
+                        let _ = self.ops.acc.ep_wait(r);
                     }
                 }
             }

@@ -26,7 +26,7 @@ pub mod model;
 
 use std::ffi::{c_int, c_void};
 
-use nemesis::Endpoint;
+use std::sync::Arc;
 
 use self::algo::{Ops, Reduction, Team};
 use self::model::{Allgather, Allreduce, Barrier, Bcast, Gather, Model, Params, Reduce};
@@ -34,9 +34,9 @@ use crate::abi::{self, Datatype, IN_PLACE};
 use crate::comm::Comm;
 use crate::datatype;
 use crate::error::{Fail, Res, Why};
-use crate::op::OpKind;
+use crate::op::{OpKind, UserCall};
 use crate::p2p::{byte_len, comm_at, in_bytes, out_bytes};
-use crate::state::{State, not_running};
+use crate::state::{Access, not_running};
 
 /// Tags of the collectives in the collective context.
 pub mod tag {
@@ -50,6 +50,8 @@ pub mod tag {
     pub const ALLTOALL: i32 = 8;
     /// Communicator creation (dup, split) and start-up exchanges.
     pub const COMM: i32 = 9;
+    /// `MPI_Comm_create_group` with the user's tag `t`: `COMM_GROUP + t` (`t` below 2^30).
+    pub const COMM_GROUP: i32 = 16;
 }
 
 /// Algorithms forced by `NEMESIS_COLL_ALG` (`None`: the model chooses).
@@ -185,25 +187,15 @@ fn parse_force(s: &str) -> Result<Force, String> {
     Ok(f)
 }
 
-/// What every collective needs.
-struct Ctx<'a> {
-    ep: &'a mut Endpoint,
-    c: &'a Comm,
-    ci: usize,
-    tu: &'a Tuning,
-}
-
-impl Ctx<'_> {
-    fn ops(&mut self, tag: i32) -> Ops<'_> {
-        Ops::new(self.ep, self.c.coll_ctx(), tag)
+/// What every collective needs: the communicator (shared, so it outlives a pause of the lock),
+/// its index, and the tuning in force.
+fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
     }
-}
-
-fn begin(st: &mut State, comm: abi::Comm) -> Res<Ctx<'_>> {
-    let State { phase, ep, comms, tuning, .. } = st;
-    let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
-    let (ci, c) = comm_at(comms, comm)?;
-    Ok(Ctx { ep, c, ci, tu: tuning })
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    Ok((c.clone(), ci, st.tuning))
 }
 
 /// Gives a failure inside an algorithm its communicator.
@@ -225,10 +217,16 @@ fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
     datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))
 }
 
-fn reduction(op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
+/// The reduction `op` names on elements of `dt`: a predefined operation the standard defines on
+/// the type, or a user's (`MPI_Op_create`, on any predefined type).
+fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
     let t = datatype::lookup(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))?;
+    if let Some(u) = st.ops.get(op) {
+        let user = UserCall { f: u.f, commute: u.commute, dt, elem: t.size() };
+        return Ok(Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, t.kind, t.size()) });
+    }
     match OpKind::lookup(op) {
-        Some(o) if o.applies_to(t.kind) => Ok(Reduction { op: o, kind: t.kind, elem: t.size }),
+        Some(o) if o.applies_to(t) => Ok(Reduction::builtin(o, t.kind, t.size())),
         _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
     }
 }
@@ -365,25 +363,25 @@ fn bcast_comm(ops: &mut Ops, c: &Comm, root: usize, buf: &mut [u8], elem: usize,
 /// # Safety
 /// MPI's contract: `buf` holds (root) or has room for `count` elements of `dt`.
 pub unsafe fn bcast(
-    st: &mut State,
+    acc: &mut Access,
     buf: *mut c_void,
     count: c_int,
     dt: Datatype,
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let len = byte_len(count, dt, x.ci, buf.is_null())?;
-    let root = check_root(root, x.c, x.ci)?;
-    let elem = elem_size(dt, x.ci)?;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let len = byte_len(count, dt, ci, buf.is_null())?;
+    let root = check_root(root, c, ci)?;
+    let elem = elem_size(dt, ci)?;
     if len == 0 {
         // Every member has nothing to move (the standard requires matching sizes).
         return Ok(());
     }
     // SAFETY: MPI's contract: `len` bytes at `buf`, read at the root and written elsewhere.
     let data = unsafe { out_bytes(buf, len) };
-    let (c, tu, ci) = (x.c, x.tu, x.ci);
-    bcast_comm(&mut x.ops(tag::BCAST), c, root, data, elem, tu).map_err(on(ci))
+    bcast_comm(&mut Ops::new(acc, c.coll_ctx(), tag::BCAST)?, c, root, data, elem, tu).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,7 +392,11 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
     if n <= 1 {
         return Ok(());
     }
-    let alg = tu.force.reduce.unwrap_or_else(|| model(p, ops).best_reduce(n, acc.len()).1);
+    let mut alg = tu.force.reduce.unwrap_or_else(|| model(p, ops).best_reduce(n, acc.len()).1);
+    if alg == Reduce::Rabenseifner && !red.commutative() {
+        // Recursive halving combines non-adjacent ranks: only for commutative operations.
+        alg = Reduce::Binomial;
+    }
     match alg {
         Reduce::Flat => algo::reduce_flat(ops, t, root, acc, red),
         Reduce::Binomial => algo::reduce_binomial(ops, t, root, acc, red),
@@ -403,6 +405,16 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
 }
 
 fn reduce_comm(ops: &mut Ops, c: &Comm, root: usize, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if !red.commutative() {
+        // A non-commutative operation combines in rank order: over the whole communicator, to
+        // rank 0 (the trees run on ranks relative to the root), then to the root.
+        reduce_team(ops, whole(c), 0, acc, red, tu.shm, tu)?;
+        return match c.rank as usize {
+            0 if root != 0 => ops.send(c.world[root], acc),
+            r if r == root && root != 0 => ops.recv(c.world[0], acc),
+            _ => Ok(()),
+        };
+    }
     if c.nodes.count() <= 1 {
         return reduce_team(ops, whole(c), root, acc, red, tu.shm, tu);
     }
@@ -422,7 +434,10 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
     if n <= 1 {
         return Ok(());
     }
-    let alg = tu.force.allreduce.unwrap_or_else(|| model(p, ops).best_allreduce(n, acc.len()).1);
+    let mut alg = tu.force.allreduce.unwrap_or_else(|| model(p, ops).best_allreduce(n, acc.len()).1);
+    if alg == Allreduce::Rabenseifner && !red.commutative() {
+        alg = Allreduce::RecursiveDoubling;
+    }
     match alg {
         Allreduce::RecursiveDoubling => algo::allreduce_recursive_doubling(ops, t, acc, red),
         Allreduce::Rabenseifner => algo::allreduce_rabenseifner(ops, t, acc, red),
@@ -434,7 +449,7 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
 }
 
 fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
-    if c.nodes.count() <= 1 {
+    if c.nodes.count() <= 1 || !red.commutative() {
         return allreduce_team(ops, whole(c), acc, red, tu.shm, tu);
     }
     let lv = Levels::of(c);
@@ -452,7 +467,7 @@ fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &
 /// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE` at the root).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn reduce(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -461,17 +476,16 @@ pub unsafe fn reduce(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
-    let root = check_root(root, x.c, ci)?;
-    let is_root = x.c.rank as usize == root;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let root = check_root(root, c, ci)?;
+    let is_root = c.rank as usize == root;
     let in_place = is_in_place(sendbuf);
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
     let len = byte_len(count, dt, ci, !in_place && sendbuf.is_null())?;
-    let red = reduction(op, dt, ci)?;
-    let (c, tu) = (x.c, x.tu);
+    let red = reduction(acc.st(), op, dt, ci)?;
     if len == 0 {
         return Ok(());
     }
@@ -484,12 +498,12 @@ pub unsafe fn reduce(
             unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, recvbuf as *mut u8, len) };
         }
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
-        let acc = unsafe { out_bytes(recvbuf, len) };
-        reduce_comm(&mut x.ops(tag::REDUCE), c, root, acc, red, tu).map_err(on(ci))
+        let data = unsafe { out_bytes(recvbuf, len) };
+        reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, root, data, red, tu).map_err(on(ci))
     } else {
         // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
-        let mut acc = unsafe { in_bytes(sendbuf, len) }.to_vec();
-        reduce_comm(&mut x.ops(tag::REDUCE), c, root, &mut acc, red, tu).map_err(on(ci))
+        let mut data = unsafe { in_bytes(sendbuf, len) }.to_vec();
+        reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, root, &mut data, red, tu).map_err(on(ci))
     }
 }
 
@@ -499,7 +513,7 @@ pub unsafe fn reduce(
 /// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn allreduce(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -507,11 +521,11 @@ pub unsafe fn allreduce(
     op: abi::Op,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
     let in_place = is_in_place(sendbuf);
     let len = byte_len(count, dt, ci, recvbuf.is_null() || (!in_place && sendbuf.is_null()))?;
-    let red = reduction(op, dt, ci)?;
+    let red = reduction(acc.st(), op, dt, ci)?;
     if len == 0 {
         return Ok(());
     }
@@ -521,9 +535,34 @@ pub unsafe fn allreduce(
         unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, recvbuf as *mut u8, len) };
     }
     // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
-    let acc = unsafe { out_bytes(recvbuf, len) };
-    let (c, tu) = (x.c, x.tu);
-    allreduce_comm(&mut x.ops(tag::ALLREDUCE), c, acc, red, tu).map_err(on(ci))
+    let data = unsafe { out_bytes(recvbuf, len) };
+    allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, data, red, tu).map_err(on(ci))
+}
+
+/// `MPI_Reduce_local`: `inoutbuf = inbuf ⊕ inoutbuf`, element by element.
+///
+/// # Safety
+/// MPI's contract on the buffers.
+pub unsafe fn reduce_local(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+) -> Res<()> {
+    let len = byte_len(count, dt, 0, inbuf.is_null() || inoutbuf.is_null())?;
+    let red = reduction(acc.st(), op, dt, 0)?;
+    if len == 0 {
+        return Ok(());
+    }
+    disjoint(inbuf, len, inoutbuf, len, 0)?;
+    // SAFETY: MPI's contract: `len` bytes readable at `inbuf`, writable at `inoutbuf`; disjoint
+    // (checked).
+    let (src, dst) = unsafe { (in_bytes(inbuf, len), out_bytes(inoutbuf, len)) };
+    let mut tmp = src.to_vec();
+    red.combine_lower(dst, &mut tmp);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,7 +574,7 @@ pub unsafe fn allreduce(
 /// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE` at the root).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gather(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Datatype,
@@ -545,17 +584,16 @@ pub unsafe fn gather(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
-    let root = check_root(root, x.c, ci)?;
-    let n = x.c.size as usize;
-    let is_root = x.c.rank as usize == root;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let root = check_root(root, c, ci)?;
+    let n = c.size as usize;
+    let is_root = c.rank as usize == root;
     let in_place = is_in_place(sendbuf);
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
-    let (c, tu) = (x.c, x.tu);
-    let mut ops = x.ops(tag::GATHER);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
     let m = flat_model(c, tu, &ops);
     let t = whole(c);
     if !is_root {
@@ -608,7 +646,7 @@ fn run_gather(ops: &mut Ops, alg: Gather, t: Team, root: usize, mine: &[u8], all
 /// MPI's contract on the buffers (`recvbuf` may be `MPI_IN_PLACE` at the root).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn scatter(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Datatype,
@@ -618,17 +656,16 @@ pub unsafe fn scatter(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
-    let root = check_root(root, x.c, ci)?;
-    let n = x.c.size as usize;
-    let is_root = x.c.rank as usize == root;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let root = check_root(root, c, ci)?;
+    let n = c.size as usize;
+    let is_root = c.rank as usize == root;
     let in_place = is_in_place(recvbuf);
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
-    let (c, tu) = (x.c, x.tu);
-    let mut ops = x.ops(tag::SCATTER);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
     let m = flat_model(c, tu, &ops);
     let t = whole(c);
     if !is_root {
@@ -684,7 +721,7 @@ fn run_scatter(ops: &mut Ops, alg: Gather, t: Team, root: usize, all: &[u8], min
 /// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn allgather(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Datatype,
@@ -693,10 +730,10 @@ pub unsafe fn allgather(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
-    let n = x.c.size as usize;
-    let me = x.c.rank as usize;
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let n = c.size as usize;
+    let me = c.rank as usize;
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
     let total = times(block, n, ci)?;
     if block == 0 {
@@ -713,8 +750,7 @@ pub unsafe fn allgather(
     }
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let all = unsafe { out_bytes(recvbuf, total) };
-    let (c, tu) = (x.c, x.tu);
-    let mut ops = x.ops(tag::ALLGATHER);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHER)?;
     let p = flat_model(c, tu, &ops).p;
     allgather_team(&mut ops, whole(c), all, block, p, tu).map_err(on(ci))
 }
@@ -748,7 +784,7 @@ pub fn allgather_team(ops: &mut Ops, t: Team, all: &mut [u8], block: usize, p: P
 /// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn alltoall(
-    st: &mut State,
+    acc: &mut Access,
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Datatype,
@@ -757,9 +793,9 @@ pub unsafe fn alltoall(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let ci = x.ci;
-    let n = x.c.size as usize;
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let n = c.size as usize;
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
     let total = times(block, n, ci)?;
     if block == 0 {
@@ -783,8 +819,7 @@ pub unsafe fn alltoall(
     };
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let recv = unsafe { out_bytes(recvbuf, total) };
-    let c = x.c;
-    algo::alltoall_direct(&mut x.ops(tag::ALLTOALL), whole(c), send, recv, block).map_err(on(ci))
+    algo::alltoall_direct(&mut Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?, whole(c), send, recv, block).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -802,10 +837,10 @@ fn barrier_team(ops: &mut Ops, t: Team, p: Params, tu: &Tuning) -> Res<()> {
 
 /// `MPI_Barrier`: with several nodes, a node barrier, a leaders' barrier, a node barrier again
 /// (nobody leaves the last before every rank entered the first).
-pub fn barrier(st: &mut State, comm: abi::Comm) -> Res<()> {
-    let mut x = begin(st, comm)?;
-    let (c, tu, ci) = (x.c, x.tu, x.ci);
-    let mut ops = x.ops(tag::BARRIER);
+pub fn barrier(acc: &mut Access, comm: abi::Comm) -> Res<()> {
+    let (c, ci, tu) = begin(acc, comm)?;
+    let (c, tu) = (&*c, &tu);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::BARRIER)?;
     if c.nodes.count() <= 1 {
         return barrier_team(&mut ops, whole(c), tu.shm, tu).map_err(on(ci));
     }
@@ -820,20 +855,21 @@ pub fn barrier(st: &mut State, comm: abi::Comm) -> Res<()> {
 
 /// Allgathers `mine` (the same length on every member) over communicator `c` in its collective
 /// context: for communicator creation and start-up.
-pub fn allgather_bytes(ep: &mut Endpoint, c: &Comm, tu: &Tuning, mine: &[u8]) -> Res<Vec<u8>> {
+pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> Res<Vec<u8>> {
     let (n, block) = (c.size as usize, mine.len());
     let mut all = vec![0u8; n * block];
     all[c.rank as usize * block..(c.rank as usize + 1) * block].copy_from_slice(mine);
-    let mut ops = Ops::new(ep, c.coll_ctx(), tag::COMM);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
     let p = flat_model(c, tu, &ops).p;
     allgather_team(&mut ops, whole(c), &mut all, block, p, tu)?;
     Ok(all)
 }
 
-/// Allreduces `acc` over communicator `c` in its collective context (communicator creation).
-pub fn allreduce_bytes(ep: &mut Endpoint, c: &Comm, tu: &Tuning, acc: &mut [u8], red: Reduction) -> Res<()> {
-    let mut ops = Ops::new(ep, c.coll_ctx(), tag::COMM);
-    allreduce_comm(&mut ops, c, acc, red, tu)
+/// Allreduces `data` over communicator `c` in its collective context with tag `tag`
+/// (communicator creation).
+pub fn allreduce_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, data: &mut [u8], red: Reduction, tag: i32) -> Res<()> {
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag)?;
+    allreduce_comm(&mut ops, c, data, red, tu)
 }
 
 #[cfg(test)]

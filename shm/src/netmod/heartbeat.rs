@@ -14,7 +14,12 @@
 //! of its last heartbeat, plus the time until that watcher's next progress pass.
 //!
 //! What a datagram carries and what makes one count is [`Identity`]'s business alone
-//! ([`Identity::seal`], [`Identity::open`]): a per-job secret would go there.
+//! ([`Identity::seal`], [`Identity::open`]): the sender's rank and a sequence number, sealed with
+//! a MAC keyed by the job's secret ([`crate::auth::BeatKey`]). A datagram counts only if it opens
+//! with the secret, names a watched rank, comes from the address that rank's card gave, and
+//! carries a sequence above the last one taken from that rank: a forged or replayed heartbeat
+//! neither keeps a dead peer alive nor touches anyone else's state (heartbeats only ever refresh;
+//! a death is silence).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -23,38 +28,36 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::auth::{BEAT_BYTES, BeatKey, JobSecret, first_beat_seq};
 use crate::error::{Error, Result};
 
-/// Datagram: `[magic u32][rank u32][job key u64]`.
-const MAGIC: u32 = 0x6e68_6274;
 /// Bytes of a datagram.
-pub const DATAGRAM: usize = 16;
+pub const DATAGRAM: usize = BEAT_BYTES;
 
 /// Who this process is to its watchers, and which datagrams count as a peer's.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Identity {
     /// This process's global rank.
     pub rank: u32,
-    /// The job's key: datagrams of other jobs do not count.
-    pub job: u64,
+    /// The job's secret, as heartbeats use it: datagrams not sealed with it do not count.
+    pub key: BeatKey,
 }
 
 impl Identity {
-    /// This process's datagram.
-    pub fn seal(&self) -> [u8; DATAGRAM] {
-        let mut out = [0u8; DATAGRAM];
-        out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        out[4..8].copy_from_slice(&self.rank.to_le_bytes());
-        out[8..16].copy_from_slice(&self.job.to_le_bytes());
-        out
+    /// Rank `rank` of the job whose secret is `secret`.
+    pub fn new(rank: u32, secret: JobSecret) -> Identity {
+        Identity { rank, key: BeatKey::new(secret) }
     }
 
-    /// The rank a received datagram is from, if it is a heartbeat of this job.
-    pub fn open(&self, buf: &[u8]) -> Option<u32> {
-        if buf.len() != DATAGRAM || buf[0..4] != MAGIC.to_le_bytes() || buf[8..16] != self.job.to_le_bytes() {
-            return None;
-        }
-        Some(u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]))
+    /// This process's datagram number `seq`.
+    pub fn seal(&self, seq: u64) -> [u8; DATAGRAM] {
+        self.key.seal(self.rank, seq)
+    }
+
+    /// The rank and sequence number of a received datagram, if it is a heartbeat of this job
+    /// (the caller checks the sender's address and that the sequence grows).
+    pub fn open(&self, buf: &[u8]) -> Option<(u32, u64)> {
+        self.key.open(buf)
     }
 }
 
@@ -112,8 +115,8 @@ impl Timing {
 
 #[derive(Default)]
 struct Shared {
-    /// Watched peers: rank → (address, last heard).
-    peers: Mutex<HashMap<u32, (SocketAddr, Instant)>>,
+    /// Watched peers: rank → (address, last heard, last sequence number taken).
+    peers: Mutex<HashMap<u32, (SocketAddr, Instant, u64)>>,
     stop: AtomicBool,
 }
 
@@ -152,7 +155,7 @@ impl Heartbeat {
     /// Starts watching `rank` at `addr` (counting as heard now).
     pub fn watch(&self, rank: u32, addr: SocketAddr) {
         let mut p = self.shared.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        p.entry(rank).or_insert((addr, Instant::now()));
+        p.entry(rank).or_insert((addr, Instant::now(), 0));
     }
 
     /// Stops watching `rank`.
@@ -165,7 +168,7 @@ impl Heartbeat {
         let now = Instant::now();
         let p = self.shared.peers.lock().unwrap_or_else(PoisonError::into_inner);
         p.iter()
-            .filter_map(|(&r, &(_, heard))| {
+            .filter_map(|(&r, &(_, heard, _))| {
                 let d = now.saturating_duration_since(heard);
                 (d > limit).then_some((r, d))
             })
@@ -183,7 +186,7 @@ impl Drop for Heartbeat {
 }
 
 fn run(sock: &UdpSocket, shared: &Shared, me: &Identity, period: Duration) {
-    let out = me.seal();
+    let mut seq = first_beat_seq();
     let mut next = Instant::now();
     let mut buf = [0u8; 64];
     let mut targets = Vec::new();
@@ -191,6 +194,8 @@ fn run(sock: &UdpSocket, shared: &Shared, me: &Identity, period: Duration) {
         if Instant::now() >= next {
             targets.clear();
             targets.extend(shared.peers.lock().unwrap_or_else(PoisonError::into_inner).values().map(|v| v.0));
+            seq += 1;
+            let out = me.seal(seq);
             for a in &targets {
                 // A lost datagram is what the timeout's several periods allow for.
                 let _ = sock.send_to(&out, a);
@@ -200,11 +205,13 @@ fn run(sock: &UdpSocket, shared: &Shared, me: &Identity, period: Duration) {
                 next = Instant::now() + period;
             }
         }
-        if let Ok((n, _)) = sock.recv_from(&mut buf)
-            && let Some(from) = me.open(&buf[..n])
+        if let Ok((n, src)) = sock.recv_from(&mut buf)
+            && let Some((from, s)) = me.open(&buf[..n])
             && let Some(e) = shared.peers.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&from)
+            && e.0 == src
+            && s > e.2
         {
-            e.1 = Instant::now();
+            (e.1, e.2) = (Instant::now(), s);
         }
     }
 }
@@ -213,8 +220,14 @@ fn run(sock: &UdpSocket, shared: &Shared, me: &Identity, period: Duration) {
 mod tests {
     use super::*;
 
-    fn me(rank: u32, job: u64) -> Identity {
-        Identity { rank, job }
+    /// Two jobs' secrets, made once.
+    fn secret(job: usize) -> JobSecret {
+        static S: std::sync::OnceLock<[JobSecret; 2]> = std::sync::OnceLock::new();
+        S.get_or_init(|| [JobSecret::generate().unwrap(), JobSecret::generate().unwrap()])[job % 2].clone()
+    }
+
+    fn me(rank: u32, job: usize) -> Identity {
+        Identity::new(rank, secret(job))
     }
 
     #[test]
@@ -244,12 +257,44 @@ mod tests {
     #[test]
     fn datagrams_of_other_jobs_and_junk_do_not_open() {
         let (a, b) = (me(3, 7), me(4, 7));
-        assert_eq!(b.open(&a.seal()), Some(3));
-        assert_eq!(me(4, 8).open(&a.seal()), None);
-        assert_eq!(b.open(&a.seal()[..15]), None);
-        let mut bad = a.seal();
+        assert_eq!(b.open(&a.seal(5)), Some((3, 5)));
+        assert_eq!(me(4, 8).open(&a.seal(5)), None);
+        assert_eq!(b.open(&a.seal(5)[..15]), None);
+        let mut bad = a.seal(5);
         bad[0] ^= 1;
         assert_eq!(b.open(&bad), None);
+    }
+
+    #[test]
+    fn forged_and_replayed_heartbeats_do_not_keep_a_peer_alive() {
+        let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let period = Duration::from_millis(20);
+        let a = Heartbeat::start(ip, me(0, 1), period).unwrap();
+        let b = Heartbeat::start(ip, me(1, 1), period).unwrap();
+        a.watch(1, SocketAddr::new(ip, b.port()));
+        std::thread::sleep(period * 5);
+        assert!(a.silent(period * 10).is_empty(), "b beats");
+        let b_port = b.port();
+        drop(b);
+        // From b's own address (its port, free again), then from elsewhere: a datagram of another
+        // job claiming rank 1, rank 1's datagrams with an old sequence number (replayed), and a
+        // valid one from another address. None counts: a goes on finding b silent.
+        let at_b = UdpSocket::bind((ip, b_port)).unwrap();
+        let elsewhere = UdpSocket::bind((ip, 0)).unwrap();
+        let to_a = SocketAddr::new(ip, a.port());
+        let old = me(1, 1).seal(1);
+        let t0 = Instant::now();
+        while t0.elapsed() < period * 30 {
+            let _ = at_b.send_to(&me(1, 2).seal(first_beat_seq() * 2), to_a);
+            let _ = at_b.send_to(&old, to_a);
+            let _ = elsewhere.send_to(&me(1, 1).seal(first_beat_seq() * 2), to_a);
+            std::thread::sleep(period / 4);
+        }
+        assert_eq!(a.silent(period * 10).first().map(|s| s.0), Some(1), "b is found silent all the same");
+        // A datagram sealed with the secret, from b's address, above the last sequence: counts.
+        let _ = at_b.send_to(&me(1, 1).seal(first_beat_seq() * 2), to_a);
+        std::thread::sleep(period * 3);
+        assert!(a.silent(period * 10).is_empty(), "a genuine heartbeat refreshes");
     }
 
     #[test]

@@ -1,0 +1,211 @@
+//! The seed corpus: valid inputs of each target, written to `fuzz/corpus/<target>/` (see
+//! `tests/corpus.rs`) so that the fuzzers start from the protocol rather than from nothing.
+
+use nemesis_ft::{Control as FtControl, Horizon, Piggyback};
+use nemesis_lmt::Control;
+use nemesis_netmod_tcp::frame::{self, Kind};
+use nemesis_netmod_tcp::fuzzing;
+use nemesis_shm::MsgHeader;
+use nemesis_shm::auth;
+use nemesis_shm::cell::{HEADER_BYTES, flags};
+
+/// The seeds of target `name` (none for an unknown name).
+pub fn seeds(name: &str) -> Vec<Vec<u8>> {
+    match name {
+        "shm_port" => shm_port(),
+        "lmt_control" => lmt_control(),
+        "tcp_frames" => tcp_frames(),
+        "tcp_hello" => tcp_hello(),
+        "ft_control" => ft_control(),
+        "ft_piggyback" => ft_piggyback(),
+        "pmi_server" => pmi_server(),
+        "pmi1_client" => pmi1_client(),
+        "pmi2_client" => pmi2_client(),
+        "pmi_mapping" => pmi_mapping(),
+        _ => Vec::new(),
+    }
+}
+
+fn shm_port() -> Vec<Vec<u8>> {
+    vec![
+        // Small messages both ways, received (fastboxes after the second).
+        vec![0, 1, 5, 2, 0, 10, 6, 2, 0, 0, 7, 2, 1, 3, 8, 3, 0, 4, 9, 2],
+        // A message of several cells, then one whose header is overwritten before the receiver
+        // polls, then a death with messages in flight.
+        vec![0, 200, 1, 2, 0, 2, 3, 4, 0, 1, 0, 0, 4, 255, 255, 255, 255, 2, 0, 90, 4, 0, 5, 2, 2],
+        // Sends beyond the cells: pending, resumed as the receiver drains.
+        [0, 255, 1].repeat(6).into_iter().chain([2, 3, 2, 2, 2]).collect(),
+    ]
+}
+
+fn lmt_control() -> Vec<Vec<u8>> {
+    let msgs = [
+        Control::Cts { id: 0, ring: 0, epoch: 1, bytes: 5000 },
+        Control::Cookie { id: 1, offset: 512, ring: 0, epoch: 1, bytes: 10_000 },
+        Control::Done { id: 2, bytes: 15_000 },
+        Control::Help { id: 0, offset: 2048, bytes: 2952, dst: 0x7f00_0000_0000, pid: 1 },
+        Control::Helped { id: 0, bytes: 8192 },
+    ];
+    let enc = |m: &Control| {
+        let mut b = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        let n = m.encode(&mut b);
+        b[..n].to_vec()
+    };
+    let mut out: Vec<Vec<u8>> = msgs.iter().map(enc).collect();
+    out.push(msgs.iter().flat_map(enc).collect());
+    out
+}
+
+/// A MSG frame of `payload` bytes from rank 1 to rank 0, with the piggyback room if `ft`.
+fn msg_frame(tag: i32, payload: &[u8], ft: bool) -> Vec<u8> {
+    let room = if ft { nemesis_shm::cell::FT_ROOM } else { 0 };
+    let flags = if ft { flags::FT_PIGGYBACK } else { 0 };
+    let h = MsgHeader { src: 1, dst: 0, tag, len: payload.len() as u32, flags, ..MsgHeader::default() };
+    let mut f = frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()).to_vec();
+    f.extend_from_slice(&frame::header_bytes(&h));
+    f.extend(std::iter::repeat_n(7u8, room));
+    f.extend_from_slice(payload);
+    f
+}
+
+fn tcp_frames() -> Vec<Vec<u8>> {
+    let big: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let data = |offset: u64, n: usize| {
+        let mut f = frame::data_head(0, offset, n).to_vec();
+        f.extend(std::iter::repeat_n(9u8, n));
+        f
+    };
+    vec![
+        // Up: small and multi-cell messages, one with the piggyback room, then BYE.
+        [vec![0], msg_frame(5, b"hello", false), msg_frame(6, &big, true), frame::prefix(Kind::Bye, 0).to_vec()]
+            .concat(),
+        // Up: two DATA frames of transfer 0, then a message.
+        [vec![0], data(0, 1000), data(1000, 500), msg_frame(1, &[], false)].concat(),
+        // Proved, waiting for ACCEPT: ACCEPT, then a message.
+        [vec![2], frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(2, b"x", false)].concat(),
+        // Proved, waiting: REJECT.
+        [vec![2], frame::prefix(Kind::Reject, 0).to_vec()].concat(),
+        // HELLO sent: the peer's CHALLENGE (a valid proof), ACCEPT, a message.
+        [vec![1], challenge(), frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(3, b"y", false)].concat(),
+    ]
+}
+
+/// Rank 1's CHALLENGE to rank 0 (the fuzzed netmod), valid for its fixed secret and nonce.
+fn challenge() -> Vec<u8> {
+    let na = [3u8; auth::NONCE_BYTES];
+    let proof = auth::accept_proof(&fuzzing::secret(), 0, 1, &fuzzing::NONCE, &na);
+    frame::frame(Kind::Challenge, &[&na[..], &proof[..]].concat())
+}
+
+fn tcp_hello() -> Vec<Vec<u8>> {
+    (1..4u32)
+        .map(|rank| {
+            let nc = [rank as u8; auth::NONCE_BYTES];
+            let proof = auth::connect_proof(&fuzzing::secret(), rank, 0, &nc, &fuzzing::NONCE);
+            [frame::frame(Kind::Hello, &frame::hello(rank, 4, &nc)), frame::frame(Kind::Proof, &proof)].concat()
+        })
+        .collect()
+}
+
+fn ft_control() -> Vec<Vec<u8>> {
+    [
+        FtControl::Ack { date: 5 },
+        FtControl::Checkpointed { date: 9 },
+        FtControl::FailureNotice { round: 1, restarting: vec![0, 2] },
+        FtControl::Restarted { round: 1, date: 7, last_received: 3 },
+        FtControl::LastDate { round: 1, last_date: 10, orphans: vec![(4, 1), (8, 2)] },
+        FtControl::MyPhase { round: 2, phase: 3 },
+        FtControl::LoggedPhases { round: 2, phases: vec![1, 2, 5] },
+        FtControl::OrphanCounts { round: 2, counts: vec![(1, 4), (3, 1)] },
+        FtControl::OrphanNotification { round: 2, phase: 3 },
+        FtControl::NotifySendLogged { round: 2, phase: 4 },
+        FtControl::NotifySendMsg { round: 2, horizon: Horizon::UpTo(6) },
+        FtControl::NotifySendMsg { round: 3, horizon: Horizon::Unbounded },
+        FtControl::OrphanPhases { round: 3, phases: vec![2] },
+        FtControl::OrphansReceived { round: 3, phase: 2 },
+    ]
+    .iter()
+    .map(FtControl::encode)
+    .collect()
+}
+
+fn ft_piggyback() -> Vec<Vec<u8>> {
+    [(1, 1, None), (12345, 7, Some(3)), (nemesis_ft::MAX_DATE, nemesis_ft::MAX_PHASE, Some(1))]
+        .into_iter()
+        .filter_map(|(d, p, r)| Piggyback::new(d, p, r).ok())
+        .map(|p| p.encode().to_vec())
+        .collect()
+}
+
+/// `[rank][length][bytes]` chunks of `pmi_server`.
+fn chunks(parts: &[(u8, &str)]) -> Vec<u8> {
+    parts.iter().flat_map(|(r, t)| [vec![*r, t.len() as u8], t.as_bytes().to_vec()].concat()).collect()
+}
+
+fn pmi_server() -> Vec<Vec<u8>> {
+    let v1 = |r: u8| {
+        vec![
+            (r, "cmd=init pmi_version=1 pmi_subversion=1\n"),
+            (r, "cmd=get_maxes\ncmd=get_appnum\ncmd=get_my_kvsname\n"),
+            (r, "cmd=put kvsname=kvs_fuzz_0 key=k value=v\n"),
+            (r, "cmd=get kvsname=kvs_fuzz_0 key=PMI_process_mapping\n"),
+            (r, "cmd=barrier_in\n"),
+        ]
+    };
+    let v2 = |r: u8| {
+        vec![
+            (r, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+            (r, "    26cmd=fullinit;pmirank=1;"),
+            (r, "    30cmd=kvs-put;key=k2;value=v2;"),
+            (r, "    16cmd=kvs-fence;"),
+            (r, "    25cmd=kvs-get;key=k;srcid=-1;"),
+            (r, "    13cmd=finalize;"),
+        ]
+    };
+    vec![
+        chunks(&v1(0)),
+        chunks(&v2(1)),
+        chunks(&[v1(0), v2(1), v1(2), v1(3)].concat()),
+        chunks(&[(0, "cmd=abort exitcode=3 msg=bye\n")]),
+    ]
+}
+
+fn pmi1_client() -> Vec<Vec<u8>> {
+    vec![
+        concat!(
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+            "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0\n",
+            "cmd=appnum appnum=0 rc=0\n",
+            "cmd=my_kvsname kvsname=kvs_1_0 rc=0\n",
+            "cmd=put_result rc=0\n",
+            "cmd=get_result value=tcp:127.0.0.1:3:4 rc=0\n",
+            "cmd=barrier_out rc=0\n",
+            "cmd=finalize_ack rc=0\n",
+        )
+        .into(),
+    ]
+}
+
+fn pmi2_client() -> Vec<Vec<u8>> {
+    let frame = |b: &str| format!("{:6}{b}", b.len());
+    vec![
+        [
+            "cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n".to_owned(),
+            frame("cmd=fullinit-response;rc=0;rank=0;size=4;appnum=0;spawner-jobid=job;"),
+            frame("cmd=job-getid-response;jobid=job;rc=0;"),
+            frame("cmd=kvs-put-response;rc=0;"),
+            frame("cmd=kvs-get-response;rc=0;found=TRUE;value=tcp:127.0.0.1:3:4;"),
+            frame("cmd=kvs-fence-response;rc=0;"),
+            frame("cmd=finalize-response;rc=0;"),
+        ]
+        .concat()
+        .into_bytes(),
+    ]
+}
+
+fn pmi_mapping() -> Vec<Vec<u8>> {
+    [(4u8, "(vector,(0,2,2))"), (6, "(vector,(0,2,1),(1,1,2))"), (3, "(vector,(0,1,3))")]
+        .iter()
+        .map(|(n, m)| [vec![*n], m.as_bytes().to_vec()].concat())
+        .collect()
+}

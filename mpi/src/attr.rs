@@ -1,0 +1,492 @@
+//! Attributes (MPI-3.1 §6.7): the predefined attributes of `MPI_COMM_WORLD` (`MPI_TAG_UB`,
+//! `MPI_HOST`, `MPI_IO`, `MPI_WTIME_IS_GLOBAL`, `MPI_UNIVERSE_SIZE`, `MPI_LASTUSEDCODE`,
+//! `MPI_APPNUM`) and keyvals with copy and delete callbacks on communicators; info objects
+//! (§9: `MPI_Info_*`, `MPI_INFO_ENV`); `MPI_Alloc_mem`/`MPI_Free_mem`; `MPI_Pcontrol`.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Arc;
+
+use crate::abi::{self, Aint, Comm as CommH, Info};
+use crate::comm::handle_of;
+use crate::error::{Fail, Res, Why};
+use crate::handle::Table;
+use crate::p2p::comm_at;
+use crate::state::{Access, State, not_running};
+
+/// `MPI_Comm_copy_attr_function`.
+pub type CopyFn = unsafe extern "C" fn(CommH, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+/// `MPI_Comm_delete_attr_function`.
+pub type DeleteFn = unsafe extern "C" fn(CommH, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// A keyval made by `MPI_Comm_create_keyval`.
+#[derive(Clone, Copy, Debug)]
+pub struct Keyval {
+    pub copy: Option<CopyFn>,
+    pub delete: Option<DeleteFn>,
+    /// The user's `extra_state` (an address).
+    pub extra: usize,
+    /// Freed by `MPI_Comm_free_keyval` while attributes still used it: no new ones.
+    pub freed: bool,
+}
+
+/// The keyvals: handles `KEYVAL_DIRECT + index`.
+pub type Keyvals = Table<Keyval>;
+
+/// MPICH's direct keyval handles.
+pub const KEYVAL_DIRECT: u32 = abi::handle::DIRECT | abi::handle::KEYVAL;
+
+pub const fn keyvals() -> Keyvals {
+    Table::new(KEYVAL_DIRECT)
+}
+
+/// Where `MPI_LASTUSEDCODE`'s value is in [`State::attr_values`].
+pub const LASTUSEDCODE_INDEX: usize = 5;
+
+/// The predefined attribute keys, in the order of [`State::attr_values`].
+const PREDEFINED: [c_int; 7] =
+    [abi::TAG_UB, abi::HOST, abi::IO, abi::WTIME_IS_GLOBAL, abi::UNIVERSE_SIZE, abi::LASTUSEDCODE, abi::APPNUM];
+
+/// The predefined attributes' values for a job of `size` ranks: tags go to `INT_MAX`, no host
+/// rank, every rank can do I/O, clocks are per node (not global), the universe is the job, the
+/// last error code is the last class, one application.
+pub fn predefined_values(size: u32) -> [c_int; 7] {
+    [c_int::MAX, abi::PROC_NULL, abi::ANY_SOURCE, 0, size as c_int, abi::ERRX_REVOKED, 0]
+}
+
+fn running(acc: &mut Access) -> Res<&mut State> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    Ok(st)
+}
+
+#[cold]
+fn bad_keyval(k: c_int) -> Fail {
+    Fail::new(abi::ERR_KEYVAL, None, Why::Other(format!("{k:#x} is not a valid keyval")))
+}
+
+#[cold]
+fn null_arg(what: &'static str) -> Fail {
+    Fail::new(abi::ERR_ARG, None, Why::Arg(what))
+}
+
+/// `MPI_Comm_create_keyval`.
+///
+/// # Safety
+/// `keyval` null or writable.
+pub unsafe fn create_keyval(
+    acc: &mut Access,
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *mut c_void,
+) -> Res<()> {
+    let st = running(acc)?;
+    if keyval.is_null() {
+        return Err(null_arg("null keyval pointer"));
+    }
+    let k = st.keyvals.insert(Keyval { copy, delete, extra: extra as usize, freed: false });
+    let k = k.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many keyvals")))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *keyval = k };
+    Ok(())
+}
+
+/// `MPI_Comm_free_keyval`: the keyval goes once no communicator has an attribute of it.
+///
+/// # Safety
+/// `keyval` null or valid for reads and writes.
+pub unsafe fn free_keyval(acc: &mut Access, keyval: *mut c_int) -> Res<()> {
+    let st = running(acc)?;
+    if keyval.is_null() {
+        return Err(null_arg("null keyval pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let k = unsafe { *keyval };
+    match st.keyvals.get_mut(k) {
+        Some(kv) if !kv.freed => kv.freed = true,
+        _ => return Err(bad_keyval(k)),
+    }
+    forget_if_unused(st, k);
+    // SAFETY: as above.
+    unsafe { *keyval = abi::KEYVAL_INVALID };
+    Ok(())
+}
+
+/// Removes freed keyval `k` from the table if no live communicator has an attribute of it.
+fn forget_if_unused(st: &mut State, k: c_int) {
+    let freed = st.keyvals.get(k).is_some_and(|kv| kv.freed);
+    if freed && !st.comms.iter().any(|c| c.live && c.attrs.iter().any(|&(a, _)| a == k)) {
+        st.keyvals.remove(k);
+    }
+}
+
+/// Runs the delete callback of attribute `(k, v)` of communicator `ci`.
+fn delete_callback(st: &State, ci: usize, k: c_int, v: usize) -> Res<()> {
+    if let Some(kv) = st.keyvals.get(k)
+        && let Some(f) = kv.delete
+    {
+        // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 gives it.
+        let rc = unsafe { f(handle_of(ci), k, v as *mut c_void, kv.extra as *mut c_void) };
+        if rc != abi::SUCCESS {
+            return Err(Fail::new(rc, Some(ci), Why::Arg("an attribute's delete callback failed")));
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Comm_set_attr` (a value already set is deleted first, its delete callback run).
+pub fn set_attr(acc: &mut Access, comm: CommH, k: c_int, v: *mut c_void) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if st.keyvals.get(k).is_none_or(|kv| kv.freed) {
+        return Err(bad_keyval(k).on(ci));
+    }
+    if let Some(&(_, old)) = c.attrs.iter().find(|&&(a, _)| a == k) {
+        delete_callback(st, ci, k, old)?;
+    }
+    let c = Arc::make_mut(&mut st.comms[ci]);
+    c.attrs.retain(|&(a, _)| a != k);
+    c.attrs.push((k, v as usize));
+    st.refresh_fast(ci);
+    Ok(())
+}
+
+/// `MPI_Comm_get_attr`: `*(void **)v` gets the value (for a predefined key, the address of an
+/// `int` holding it).
+///
+/// # Safety
+/// `v` and `flag` null or writable.
+pub unsafe fn get_attr(acc: &mut Access, comm: CommH, k: c_int, v: *mut c_void, flag: *mut c_int) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if v.is_null() || flag.is_null() {
+        return Err(null_arg("null output pointer").on(ci));
+    }
+    let found = match PREDEFINED.iter().position(|&p| p == k) {
+        Some(i) => Some(std::ptr::addr_of!(st.attr_values[i]) as usize),
+        None if st.keyvals.get(k).is_none() => return Err(bad_keyval(k).on(ci)),
+        None => c.attrs.iter().find(|&&(a, _)| a == k).map(|&(_, x)| x),
+    };
+    // SAFETY: checked non-null; MPI's contract: `v` is a `void **` in disguise.
+    unsafe {
+        *flag = c_int::from(found.is_some());
+        if let Some(x) = found {
+            *v.cast::<*mut c_void>() = x as *mut c_void;
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Comm_delete_attr`.
+pub fn delete_attr(acc: &mut Access, comm: CommH, k: c_int) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    let Some(&(_, old)) = c.attrs.iter().find(|&&(a, _)| a == k) else { return Err(bad_keyval(k).on(ci)) };
+    delete_callback(st, ci, k, old)?;
+    Arc::make_mut(&mut st.comms[ci]).attrs.retain(|&(a, _)| a != k);
+    st.refresh_fast(ci);
+    forget_if_unused(st, k);
+    Ok(())
+}
+
+/// The attributes communicator `from` passes to its duplicate `to` (`MPI_Comm_dup`): each
+/// keyval's copy callback decides.
+pub fn copy_all(st: &mut State, from: usize, to: usize) -> Res<()> {
+    let attrs = st.comms[from].attrs.clone();
+    let mut out = Vec::new();
+    for (k, v) in attrs {
+        let Some(kv) = st.keyvals.get(k).copied() else { continue };
+        let Some(f) = kv.copy else { continue };
+        let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
+        // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 gives it.
+        let rc = unsafe {
+            f(handle_of(from), k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag)
+        };
+        if rc != abi::SUCCESS {
+            return Err(Fail::new(rc, Some(from), Why::Arg("an attribute's copy callback failed")));
+        }
+        if flag != 0 {
+            out.push((k, new as usize));
+        }
+    }
+    Arc::make_mut(&mut st.comms[to]).attrs = out;
+    Ok(())
+}
+
+/// Deletes every attribute of communicator `ci` (`MPI_Comm_free`), running the callbacks.
+pub fn delete_all(st: &mut State, ci: usize) -> Res<()> {
+    let attrs = std::mem::take(&mut Arc::make_mut(&mut st.comms[ci]).attrs);
+    for &(k, v) in &attrs {
+        delete_callback(st, ci, k, v)?;
+    }
+    for (k, _) in attrs {
+        forget_if_unused(st, k);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Info objects.
+
+/// An info object: keys and values in the order they were first set.
+pub type InfoObj = Vec<(String, String)>;
+
+/// The info objects: handles `INFO_DIRECT + index`.
+pub type Infos = Table<InfoObj>;
+
+/// MPICH's direct info handles.
+pub const INFO_DIRECT: u32 = abi::handle::DIRECT | abi::handle::INFO;
+
+pub const fn infos() -> Infos {
+    Table::new(INFO_DIRECT)
+}
+
+#[cold]
+fn bad_info(h: Info) -> Fail {
+    Fail::new(abi::ERR_INFO, None, Why::Other(format!("{h:#x} is not a valid info object")))
+}
+
+/// `MPI_INFO_ENV`'s contents (MPI-3.1 §10.5.1): the command, its arguments, the job size, the
+/// working directory, the host and the thread level.
+fn info_env(st: &State) -> InfoObj {
+    let mut args = std::env::args();
+    let command = args.next().unwrap_or_default();
+    let argv = args.collect::<Vec<_>>().join(" ");
+    let size = st.ep.as_ref().map_or(1, |e| e.size());
+    let wdir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let host = nemesis::launch::contract::hostname().unwrap_or_else(|_| "localhost".into());
+    let level = match st.provided {
+        abi::THREAD_SINGLE => "MPI_THREAD_SINGLE",
+        abi::THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+        abi::THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+        _ => "MPI_THREAD_MULTIPLE",
+    };
+    [("command", command), ("argv", argv), ("maxprocs", size.to_string()), ("wdir", wdir), ("host", host)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain([("thread_level".to_string(), level.to_string())])
+        .collect()
+}
+
+/// The contents of info `h` (`MPI_INFO_ENV` made up on the spot).
+fn info_of(st: &State, h: Info) -> Res<InfoObj> {
+    if h == abi::INFO_ENV {
+        return Ok(info_env(st));
+    }
+    st.infos.get(h).cloned().ok_or_else(|| bad_info(h))
+}
+
+/// A key or value argument: a C string of at most `max` bytes (`MPI_MAX_INFO_KEY`/`_VAL`).
+///
+/// # Safety
+/// `s` null or a NUL-terminated string.
+unsafe fn c_str(s: *const c_char, max: usize, class: c_int) -> Res<String> {
+    if s.is_null() {
+        return Err(Fail::new(class, None, Why::Arg("null string")));
+    }
+    // SAFETY: the caller's contract.
+    let v = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+    if v.len() > max || (class == abi::ERR_INFO_KEY && v.is_empty()) {
+        return Err(Fail::new(class, None, Why::Arg("info key or value too long (or an empty key)")));
+    }
+    Ok(v)
+}
+
+/// Stores a new info object and writes its handle.
+///
+/// # Safety
+/// `out` null or writable.
+unsafe fn hand_out_info(st: &mut State, v: InfoObj, out: *mut Info) -> Res<()> {
+    if out.is_null() {
+        return Err(null_arg("null info pointer"));
+    }
+    let h = st.infos.insert(v).ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many info objects")))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *out = h };
+    Ok(())
+}
+
+/// `MPI_Info_create`.
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn info_create(acc: &mut Access, out: *mut Info) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { hand_out_info(acc.st(), Vec::new(), out) }
+}
+
+/// `MPI_Info_dup` (of `MPI_INFO_ENV` too).
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn info_dup(acc: &mut Access, info: Info, out: *mut Info) -> Res<()> {
+    let st = acc.st();
+    let v = info_of(st, info)?;
+    // SAFETY: the caller's contract.
+    unsafe { hand_out_info(st, v, out) }
+}
+
+/// `MPI_Info_free`.
+///
+/// # Safety
+/// `info` null or valid for reads and writes.
+pub unsafe fn info_free(acc: &mut Access, info: *mut Info) -> Res<()> {
+    if info.is_null() {
+        return Err(null_arg("null info pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *info };
+    acc.st().infos.remove(h).ok_or_else(|| bad_info(h))?;
+    // SAFETY: as above.
+    unsafe { *info = abi::INFO_NULL };
+    Ok(())
+}
+
+/// `MPI_Info_set`.
+///
+/// # Safety
+/// `key` and `value` NUL-terminated strings.
+pub unsafe fn info_set(acc: &mut Access, info: Info, key: *const c_char, value: *const c_char) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let (k, v) = unsafe {
+        (c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)?, c_str(value, abi::MAX_INFO_VAL, abi::ERR_INFO_VALUE)?)
+    };
+    let obj = acc.st().infos.get_mut(info).ok_or_else(|| bad_info(info))?;
+    match obj.iter_mut().find(|(a, _)| *a == k) {
+        Some(e) => e.1 = v,
+        None => obj.push((k, v)),
+    }
+    Ok(())
+}
+
+/// `MPI_Info_delete`.
+///
+/// # Safety
+/// `key` a NUL-terminated string.
+pub unsafe fn info_delete(acc: &mut Access, info: Info, key: *const c_char) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let k = unsafe { c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)? };
+    let obj = acc.st().infos.get_mut(info).ok_or_else(|| bad_info(info))?;
+    let before = obj.len();
+    obj.retain(|(a, _)| *a != k);
+    if obj.len() == before {
+        return Err(Fail::new(abi::ERR_INFO_NOKEY, None, Why::Arg("no such info key")));
+    }
+    Ok(())
+}
+
+/// `MPI_Info_get` (`value` gets at most `valuelen` bytes and a NUL) and `MPI_Info_get_valuelen`
+/// (`value` null: `*valuelen` gets the length).
+///
+/// # Safety
+/// `key` a NUL-terminated string; `value` null or writable for `valuelen + 1` bytes; `valuelen`
+/// (for `get_valuelen`) and `flag` writable.
+pub unsafe fn info_get(
+    acc: &mut Access,
+    info: Info,
+    key: *const c_char,
+    valuelen: *mut c_int,
+    cap: c_int,
+    value: *mut c_char,
+    flag: *mut c_int,
+) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let k = unsafe { c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)? };
+    let obj = info_of(acc.st(), info)?;
+    if flag.is_null() {
+        return Err(null_arg("null flag pointer"));
+    }
+    let found = obj.iter().find(|(a, _)| *a == k).map(|(_, v)| v.as_bytes());
+    // SAFETY: MPI's contract on the outputs (checked non-null where written).
+    unsafe {
+        *flag = c_int::from(found.is_some());
+        let Some(v) = found else { return Ok(()) };
+        if !valuelen.is_null() {
+            *valuelen = v.len() as c_int;
+        }
+        if !value.is_null() {
+            if cap < 0 {
+                return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("negative valuelen")));
+            }
+            let n = v.len().min(cap as usize);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), value.cast::<u8>(), n);
+            *value.add(n) = 0;
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Info_get_nkeys` (`n` null) and `MPI_Info_get_nthkey` (key `n` into `key`, which holds
+/// `MPI_MAX_INFO_KEY + 1` bytes).
+///
+/// # Safety
+/// `nkeys` null or writable; `key` writable as said.
+pub unsafe fn info_keys(acc: &mut Access, info: Info, nkeys: *mut c_int, n: c_int, key: *mut c_char) -> Res<()> {
+    let obj = info_of(acc.st(), info)?;
+    // SAFETY: MPI's contract on the outputs (checked non-null where written).
+    unsafe {
+        if !nkeys.is_null() {
+            *nkeys = obj.len() as c_int;
+            return Ok(());
+        }
+        let Some((k, _)) = usize::try_from(n).ok().and_then(|i| obj.get(i)) else {
+            return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("info key index out of range")));
+        };
+        if key.is_null() {
+            return Err(null_arg("null key buffer"));
+        }
+        std::ptr::copy_nonoverlapping(k.as_ptr(), key.cast::<u8>(), k.len());
+        *key.add(k.len()) = 0;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory and profiling control.
+
+/// `MPI_Alloc_mem`: `size` bytes from `malloc` (at least 16-byte aligned); `*(void **)base`
+/// gets the address.
+///
+/// # Safety
+/// `base` null or writable (a `void **` in disguise).
+pub unsafe fn alloc_mem(size: Aint, _info: Info, base: *mut c_void) -> Res<()> {
+    if size < 0 {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("negative size")));
+    }
+    if base.is_null() {
+        return Err(null_arg("null base pointer"));
+    }
+    // SAFETY: plain allocation; at least one byte so a zero size gets a freeable pointer.
+    let p = unsafe { libc::malloc((size as usize).max(1)) };
+    if p.is_null() {
+        return Err(Fail::new(abi::ERR_NO_MEM, None, Why::Arg("out of memory")));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *base.cast::<*mut c_void>() = p };
+    Ok(())
+}
+
+/// `MPI_Free_mem`.
+///
+/// # Safety
+/// `base` null or an address `MPI_Alloc_mem` gave and not freed since.
+pub unsafe fn free_mem(base: *mut c_void) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { libc::free(base) };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predefined_attributes() {
+        let v = predefined_values(6);
+        assert_eq!(v[0], c_int::MAX, "MPI_TAG_UB");
+        assert_eq!(v[4], 6, "MPI_UNIVERSE_SIZE");
+        assert_eq!(PREDEFINED.len(), v.len());
+    }
+}

@@ -1,0 +1,576 @@
+//! Communicators: the table behind `MPI_Comm` handles, each communicator's rank maps, contexts
+//! and error handler, and its node structure for the collectives.
+//!
+//! **Contexts.** Communicator `c` owns two Endpoint contexts: `ctx` for point-to-point and
+//! `ctx + 1` for collectives, so a collective's messages never match a user's receive, even
+//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` ones. `MPI_COMM_WORLD` has contexts 0 and 1 (0 is the Endpoint's
+//! `WORLD`), `MPI_COMM_SELF` 2 and 3. A new communicator (dup, split) takes the lowest pair free in
+//! every member of its parent, agreed by an allreduce of the members' free masks ([`context`]:
+//! safe when several threads create communicators at once); a freed communicator's pair is free
+//! again once no request of this process refers to it.
+//!
+//! **Ranks.** `world[r]` is the job rank of communicator rank `r`; `from_world` the inverse (-1
+//! for job ranks outside the communicator). Both exist for every communicator, `MPI_COMM_WORLD`
+//! included, so the point-to-point fast path translates with one load and no branch.
+//!
+//! **Nodes.** `nodes` groups the members by node (ranks that share a shared-memory segment), for
+//! the two-level collectives (`crate::coll`).
+
+use std::ffi::{c_char, c_int};
+use std::sync::Arc;
+
+pub mod context;
+
+use crate::abi::{self, COMM_BASE, Errhandler};
+use crate::coll::{self, Tuning};
+use crate::error::{Fail, Res, Why};
+use crate::p2p::comm_at;
+use crate::state::{Access, State, not_running};
+
+/// The members of a communicator grouped by node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Nodes {
+    /// Node index (into `members`) of each communicator rank.
+    pub node_of: Box<[u32]>,
+    /// Communicator ranks of each node, ascending; nodes ordered by their lowest rank. The first
+    /// member of a node is its leader.
+    pub members: Vec<Vec<u32>>,
+}
+
+impl Nodes {
+    /// Groups communicator ranks `0..n` by `node_id(r)` (any value; equal means same node).
+    pub fn group(n: usize, node_id: impl Fn(usize) -> u32) -> Nodes {
+        let mut ids: Vec<u32> = Vec::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        let mut node_of = vec![0u32; n];
+        for (r, slot) in node_of.iter_mut().enumerate() {
+            let id = node_id(r);
+            let k = match ids.iter().position(|&x| x == id) {
+                Some(k) => k,
+                None => {
+                    ids.push(id);
+                    members.push(Vec::new());
+                    ids.len() - 1
+                }
+            };
+            members[k].push(r as u32);
+            *slot = k as u32;
+        }
+        Nodes { node_of: node_of.into(), members }
+    }
+
+    /// Number of nodes.
+    pub fn count(&self) -> usize {
+        self.members.len()
+    }
+}
+
+/// One communicator. The table holds it in an `Arc`: a collective keeps its own reference while it
+/// waits (the big lock released under `MPI_THREAD_MULTIPLE`), and a change (error handler, free)
+/// copies it if one is out (`Arc::make_mut`), then refreshes the fast-path entry.
+#[derive(Clone, Debug)]
+pub struct Comm {
+    /// False once freed (the slot may be reused by a later communicator).
+    pub live: bool,
+    /// Communicator rank = job rank (only `MPI_COMM_WORLD`).
+    pub identity: bool,
+    /// This process's rank in the communicator.
+    pub rank: u32,
+    /// Number of members.
+    pub size: u32,
+    /// Point-to-point context; collectives use `ctx + 1`.
+    pub ctx: u32,
+    /// Job rank of each communicator rank (`size` entries).
+    pub world: Box<[u32]>,
+    /// Communicator rank of each job rank, -1 for non-members (`job_size` entries).
+    pub from_world: Box<[i32]>,
+    /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
+    pub errh: Errhandler,
+    pub nodes: Nodes,
+    /// `MPI_Comm_set_name`'s (empty: none).
+    pub name: String,
+    /// Attributes: keyval and value (an address), in the order they were set.
+    pub attrs: Vec<(c_int, usize)>,
+    /// A Cartesian or graph topology (`crate::topo`).
+    pub topo: Option<Arc<crate::topo::Topo>>,
+}
+
+impl Comm {
+    /// A communicator over job ranks `world` (in communicator rank order) in which this process
+    /// (job rank `me`, one of them) takes context `ctx`; `job_size` ranks in the job, and
+    /// `node_of_job` gives the node id of each job rank.
+    pub fn new(world: Vec<u32>, me: u32, job_size: u32, ctx: u32, errh: Errhandler, node_of_job: &[u32]) -> Comm {
+        let identity = world.len() == job_size as usize && world.iter().enumerate().all(|(i, &w)| w as usize == i);
+        let mut from_world = vec![-1i32; job_size as usize];
+        for (i, &w) in world.iter().enumerate() {
+            if let Some(f) = from_world.get_mut(w as usize) {
+                *f = i as i32;
+            }
+        }
+        let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
+        let nodes = Nodes::group(world.len(), |r| node_of_job.get(world[r] as usize).copied().unwrap_or(0));
+        let size = world.len() as u32;
+        let (world, from_world, name) = (world.into(), from_world.into(), String::new());
+        let attrs = Vec::new();
+        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs, topo: None }
+    }
+
+    /// What stays of a freed communicator once nothing names it: no maps, no memory.
+    fn tombstone() -> Comm {
+        let (world, from_world) = (Box::default(), Box::default());
+        let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
+        let attrs = Vec::new();
+        let (live, identity, topo) = (false, false, None);
+        Comm { live, identity, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs, topo }
+    }
+
+    /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
+    #[inline(always)]
+    pub fn rank_of_world(&self, w: u32) -> c_int {
+        if self.identity { w as c_int } else { self.from_world.get(w as usize).copied().unwrap_or(-1) }
+    }
+
+    /// The job rank of communicator rank `r` (which the caller checked is in range).
+    #[inline(always)]
+    pub fn world_of(&self, r: u32) -> u32 {
+        if self.identity { r } else { self.world.get(r as usize).copied().unwrap_or(u32::MAX) }
+    }
+
+    /// The collectives' context.
+    pub fn coll_ctx(&self) -> u32 {
+        self.ctx + 1
+    }
+}
+
+/// The index in the table named by handle `h` (maybe out of range).
+#[inline(always)]
+pub fn index_of(h: abi::Comm) -> usize {
+    h.wrapping_sub(COMM_BASE) as u32 as usize
+}
+
+/// The handle of table index `i`.
+pub fn handle_of(i: usize) -> abi::Comm {
+    COMM_BASE + i as c_int
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MPI functions on communicators.
+
+#[cold]
+fn null_out(ci: Option<usize>) -> Fail {
+    Fail::new(abi::ERR_ARG, ci, Why::Arg("null output pointer"))
+}
+
+/// `MPI_Comm_rank` (`size`: `MPI_Comm_size`).
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn rank_or_size(acc: &mut Access, comm: abi::Comm, out: *mut c_int, size: bool) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if out.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *out = if size { c.size } else { c.rank } as c_int };
+    Ok(())
+}
+
+/// The live communicator of handle `comm` (shared: it outlives a pause of the lock), its index
+/// and the tuning in force; MPI must be running.
+fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    Ok((ci, c.clone(), st.tuning))
+}
+
+/// Stores a new communicator over job ranks `world` in the lowest free slot of the table (a
+/// reclaimed one, or a new one at the end) and returns its handle.
+fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
+    let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
+    let c = Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    reclaim(st);
+    let i = match st.comm_slots.iter().enumerate().min_by_key(|&(_, &i)| i) {
+        Some((k, _)) => {
+            let i = st.comm_slots.swap_remove(k);
+            st.comms[i] = c;
+            i
+        }
+        None => {
+            st.comms.push(c);
+            st.comms.len() - 1
+        }
+    };
+    st.refresh_fast(i);
+    handle_of(i)
+}
+
+/// Finishes freeing the communicators freed while an operation of ours still named them, once
+/// none does: their contexts are free again, their memory returned and their slots reusable.
+pub fn reclaim(st: &mut State) {
+    let mut k = 0;
+    while k < st.comms_retired.len() {
+        let ci = st.comms_retired[k];
+        let in_use = st.reqs.iter().any(|(_, r)| r.comm as usize == ci) || st.messages.iter().any(|(_, m)| m.ci == ci);
+        if in_use {
+            k += 1;
+            continue;
+        }
+        st.comms_retired.swap_remove(k);
+        let ctx = st.comms[ci].ctx;
+        st.contexts.release(ctx);
+        st.comms[ci] = Arc::new(Comm::tombstone());
+        st.refresh_fast(ci);
+        st.comm_slots.push(ci);
+    }
+}
+
+/// Gives a failure of a communicator-creating collective its communicator.
+fn on(ci: usize) -> impl Fn(Fail) -> Fail {
+    move |mut f| {
+        f.comm.get_or_insert(ci);
+        f
+    }
+}
+
+/// `MPI_Comm_dup`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let st = acc.st();
+    let h = push(st, c.world.to_vec(), ctx, c.errh);
+    // A duplicate keeps the topology (MPI-3.1 §7.4).
+    Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
+    // The attributes go through their copy callbacks (MPI-3.1 §6.7.2).
+    if let Err(e) = crate::attr::copy_all(st, ci, index_of(h)) {
+        let mut gone = h;
+        // SAFETY: a local handle.
+        let _ = unsafe { free_index(st, &mut gone) };
+        return Err(e);
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_split`: every member agrees on one context for all the new communicators (their
+/// groups are disjoint), then one allgather of `(color, key)` gives every member its group
+/// (ordered by key, then parent rank).
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    if color < 0 && color != abi::UNDEFINED {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("color must be non-negative or MPI_UNDEFINED")));
+    }
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let mut mine = [0u8; 8];
+    mine[..4].copy_from_slice(&color.to_ne_bytes());
+    mine[4..].copy_from_slice(&key.to_ne_bytes());
+    let all = coll::allgather_bytes(acc, &c, &tu, &mine).map_err(on(ci))?;
+    let field = |r: usize, k: usize| {
+        let b = &all[r * 8 + k * 4..r * 8 + k * 4 + 4];
+        c_int::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    };
+    let n = c.size as usize;
+    let st = acc.st();
+    let h = if color == abi::UNDEFINED {
+        st.contexts.release(ctx);
+        abi::COMM_NULL
+    } else {
+        let mut members: Vec<(c_int, usize)> =
+            (0..n).filter(|&r| field(r, 0) == color).map(|r| (field(r, 1), r)).collect();
+        members.sort_unstable();
+        let world = members.iter().map(|&(_, r)| c.world[r]).collect();
+        push(st, world, ctx, c.errh)
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` splits by node (the ranks sharing this rank's
+/// segment: the Endpoint's node leader is the colour), `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn split_type(
+    acc: &mut Access,
+    comm: abi::Comm,
+    split_type: c_int,
+    key: c_int,
+    _info: abi::Info,
+    newcomm: *mut abi::Comm,
+) -> Res<()> {
+    let color = match split_type {
+        abi::UNDEFINED => abi::UNDEFINED,
+        abi::COMM_TYPE_SHARED => acc.ep()?.node_leader() as c_int,
+        _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("split type other than MPI_COMM_TYPE_SHARED"))),
+    };
+    // SAFETY: the caller's contract.
+    unsafe { split(acc, comm, color, key, newcomm) }
+}
+
+/// `MPI_Comm_create`: collective over `comm`; the members of `group` (a subset of `comm`'s, or
+/// disjoint subsets on different members) get a communicator over it, the others
+/// `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn create(acc: &mut Access, comm: abi::Comm, group: abi::Group, newcomm: *mut abi::Comm) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    let members = in_comm(acc.st(), &c, group).map_err(on(ci))?;
+    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let st = acc.st();
+    let me = st.ep.as_ref().map_or(0, |e| e.rank());
+    let h = if members.contains(&me) {
+        push(st, members.to_vec(), ctx, c.errh)
+    } else {
+        st.contexts.release(ctx);
+        abi::COMM_NULL
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// The members of `group`, which must all be members of `c`.
+fn in_comm(st: &State, c: &Comm, group: abi::Group) -> Res<Arc<[u32]>> {
+    let members = crate::group::members(st, group)?;
+    if members.iter().any(|&w| c.rank_of_world(w) < 0) {
+        return Err(Fail::new(abi::ERR_GROUP, None, Why::Arg("the group is not a subset of the communicator's")));
+    }
+    Ok(members)
+}
+
+/// `MPI_Comm_create_group`: collective over the members of `group` only (a subset of `comm`'s):
+/// they agree on a context among themselves, in the collective context of `comm` with a tag of
+/// their own (`tag`), so members of `comm` outside the group, or other creations with other
+/// tags, are not disturbed. A caller outside the group gets `MPI_COMM_NULL`.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn create_group(
+    acc: &mut Access,
+    comm: abi::Comm,
+    group: abi::Group,
+    tag: c_int,
+    newcomm: *mut abi::Comm,
+) -> Res<()> {
+    let (ci, c, tu) = shared(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    if !(0..1 << 30).contains(&tag) {
+        return Err(Fail::new(abi::ERR_TAG, Some(ci), Why::Tag(tag)));
+    }
+    let st = acc.st();
+    let members = in_comm(st, &c, group).map_err(on(ci))?;
+    let me = st.ep.as_ref().map_or(0, |e| e.rank());
+    if !members.contains(&me) {
+        // SAFETY: checked non-null; MPI's contract.
+        unsafe { *newcomm = abi::COMM_NULL };
+        return Ok(());
+    }
+    let size = st.ep.as_ref().map_or(1, |e| e.size());
+    // The group as a communicator whose collective context is `comm`'s.
+    let over = Comm::new(members.to_vec(), me, size, c.ctx, c.errh, &st.node_of_job);
+    let ctx = context::agree_among(acc, ci, &over, &tu, coll::tag::COMM_GROUP + tag).map_err(on(ci))?;
+    let h = push(acc.st(), members.to_vec(), ctx, c.errh);
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
+    Ok(())
+}
+
+/// `MPI_Comm_compare`.
+///
+/// # Safety
+/// `result` null or writable.
+pub unsafe fn compare(acc: &mut Access, c1: abi::Comm, c2: abi::Comm, result: *mut c_int) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (i1, a) = comm_at(&st.comms, c1)?;
+    let (i2, b) = comm_at(&st.comms, c2)?;
+    if result.is_null() {
+        return Err(null_out(Some(i1)));
+    }
+    let v = if i1 == i2 {
+        abi::IDENT
+    } else {
+        match crate::group::compare_members(&a.world, &b.world) {
+            abi::IDENT => abi::CONGRUENT,
+            other => other,
+        }
+    };
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *result = v };
+    Ok(())
+}
+
+/// `MPI_Comm_set_name` (at most `MPI_MAX_OBJECT_NAME - 1` bytes are kept).
+///
+/// # Safety
+/// `name` a NUL-terminated string.
+pub unsafe fn set_name(acc: &mut Access, comm: abi::Comm, name: *const c_char) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if name.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("null name")));
+    }
+    // SAFETY: MPI's contract: a C string.
+    let mut s = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    while s.len() >= abi::MAX_OBJECT_NAME {
+        s.pop();
+    }
+    Arc::make_mut(&mut st.comms[ci]).name = s;
+    st.refresh_fast(ci);
+    Ok(())
+}
+
+/// `MPI_Comm_get_name`.
+///
+/// # Safety
+/// `name` writable for `MPI_MAX_OBJECT_NAME` bytes, `len` writable.
+pub unsafe fn get_name(acc: &mut Access, comm: abi::Comm, name: *mut c_char, len: *mut c_int) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (_, c) = comm_at(&st.comms, comm)?;
+    // SAFETY: the caller's contract.
+    unsafe { crate::env::put_str(&c.name, name, abi::MAX_OBJECT_NAME, len) }
+}
+
+/// `MPI_Comm_free`: the handle becomes `MPI_COMM_NULL`; the communicator is freed (its context
+/// free again, its maps dropped, its slot reusable) as soon as no operation of ours names it:
+/// now, or at the next communicator creation or free after those completed (MPI-3.1 §6.4.3:
+/// pending operations complete normally).
+///
+/// # Safety
+/// `comm` null or valid for reads and writes.
+pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    if comm.is_null() {
+        return Err(null_out(None));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { free_index(st, comm) }
+}
+
+/// `MPI_Comm_free` of the handle at `comm`, which is not null.
+///
+/// # Safety
+/// `comm` valid for reads and writes.
+unsafe fn free_index(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let h = unsafe { *comm };
+    let (ci, _) = comm_at(&st.comms, h)?;
+    if ci < 2 {
+        return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
+    }
+    // The attributes' delete callbacks run first (MPI-3.1 §6.7.2).
+    crate::attr::delete_all(st, ci)?;
+    Arc::make_mut(&mut st.comms[ci]).live = false;
+    st.refresh_fast(ci);
+    let errh = st.comms[ci].errh;
+    crate::errh::forget_if_unused(st, errh);
+    st.comms_retired.push(ci);
+    reclaim(st);
+    // SAFETY: as above.
+    unsafe { *comm = abi::COMM_NULL };
+    Ok(())
+}
+
+/// `MPI_Comm_set_errhandler`.
+pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if !crate::errh::valid(st, errh) {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
+    }
+    let old = std::mem::replace(&mut Arc::make_mut(&mut st.comms[ci]).errh, errh);
+    st.refresh_fast(ci);
+    crate::errh::forget_if_unused(st, old);
+    Ok(())
+}
+
+/// `MPI_Comm_get_errhandler`.
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn get_errhandler(acc: &mut Access, comm: abi::Comm, out: *mut Errhandler) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if out.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *out = c.errh };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_between_communicator_and_job_ranks() {
+        let w = Comm::new(vec![0, 1, 2, 3], 2, 4, 0, abi::ERRORS_ARE_FATAL, &[0, 0, 1, 1]);
+        assert!(w.identity);
+        assert_eq!((w.rank, w.size), (2, 4));
+        assert_eq!(w.rank_of_world(3), 3);
+        assert_eq!(w.nodes.members, vec![vec![0, 1], vec![2, 3]]);
+        let c = Comm::new(vec![3, 1], 1, 4, 6, abi::ERRORS_RETURN, &[0, 0, 1, 1]);
+        assert!(!c.identity);
+        assert_eq!((c.rank, c.size, c.coll_ctx()), (1, 2, 7));
+        assert_eq!(c.world_of(0), 3);
+        assert_eq!(c.rank_of_world(3), 0);
+        assert_eq!(c.rank_of_world(2), -1);
+        assert_eq!(c.nodes.members, vec![vec![0], vec![1]], "job rank 3 is on node 1, job rank 1 on node 0");
+        let s = Comm::new(vec![5], 5, 6, 2, abi::ERRORS_ARE_FATAL, &[]);
+        assert!(!s.identity, "a one-rank communicator of a larger job is not the identity");
+        assert_eq!((s.rank, s.size), (0, 1));
+    }
+
+    #[test]
+    fn handles_and_indices() {
+        assert_eq!(index_of(abi::COMM_WORLD), 0);
+        assert_eq!(index_of(abi::COMM_SELF), 1);
+        assert_eq!(handle_of(5), abi::COMM_BASE + 5);
+        assert!(index_of(abi::COMM_NULL) > 1 << 30);
+        assert!(index_of(0) > 1 << 30);
+    }
+}

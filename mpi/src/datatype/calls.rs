@@ -1,0 +1,670 @@
+//! The MPI calls on datatypes (MPI-3.1 §4.1, §4.2): constructors, commit and free, queries
+//! (size, extents, elements, name, envelope and contents), `MPI_Pack`/`MPI_Unpack`/
+//! `MPI_Pack_size`, `MPI_Get_address` and the address arithmetic.
+//!
+//! The query calls work on every valid type, committed or not; they need no running MPI for the
+//! predefined types (like `MPI_Type_size` before `MPI_Init`), but derived types exist only between
+//! `MPI_Init` and `MPI_Finalize`.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use super::desc::{self, Invalid, TypeDesc};
+use super::pack::{self, elements_in};
+use super::{Entry, Layout, any, layout, predefined_name};
+use crate::abi::{self, Aint, Count, Datatype, Status};
+use crate::error::{Fail, Res, Why};
+use crate::p2p::{comm_at, null_arg, wants, write_out};
+use crate::state::{Access, State, not_running};
+
+/// The state, with MPI running.
+fn running(acc: &mut Access) -> Res<&mut State> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    Ok(st)
+}
+
+fn invalid(e: Invalid) -> Fail {
+    match e {
+        Invalid::Count => Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count or block length")),
+        Invalid::Overflow => Fail::new(abi::ERR_ARG, None, Why::Arg("the type's size or extent overflows")),
+        Invalid::Arg(s) => Fail::new(abi::ERR_ARG, None, Why::Arg(s)),
+    }
+}
+
+/// `n` elements at `p` (empty for 0), refusing a negative count and a null array.
+///
+/// # Safety
+/// `p` readable for `n` elements when `n > 0`.
+unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
+    if n < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(null_arg(None, "null array argument"));
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+/// Stores a new derived type and writes its handle.
+///
+/// # Safety
+/// `newtype` null or writable.
+unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Datatype) -> Res<()> {
+    let d = d.map_err(invalid)?;
+    if newtype.is_null() {
+        return Err(null_arg(None, "null newtype pointer"));
+    }
+    let h = st
+        .types
+        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new() })
+        .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newtype = h };
+    Ok(())
+}
+
+/// The old type of a constructor.
+fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
+    any(&st.types, dt)
+}
+
+/// `MPI_Type_contiguous`.
+///
+/// # Safety
+/// `newtype` writable.
+pub unsafe fn contiguous(acc: &mut Access, count: c_int, oldtype: Datatype, newtype: *mut Datatype) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::contiguous(count, &o), newtype) }
+}
+
+/// `MPI_Type_vector` and `MPI_Type_create_hvector` (`bytes`: the stride is in bytes).
+///
+/// # Safety
+/// `newtype` writable.
+pub unsafe fn vector(
+    acc: &mut Access,
+    count: c_int,
+    blocklength: c_int,
+    stride: Aint,
+    bytes: bool,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::vector(count, blocklength, stride, bytes, &o), newtype) }
+}
+
+/// A constructor's displacements: in elements (`int`s) or in bytes (`MPI_Aint`s).
+#[derive(Clone, Copy, Debug)]
+pub enum Displs {
+    Elements(*const c_int),
+    Bytes(*const Aint),
+}
+
+impl Displs {
+    /// The `count` displacements as `MPI_Aint`s, and whether they are in bytes.
+    ///
+    /// # Safety
+    /// The array readable for `count` elements.
+    unsafe fn read(self, count: c_int) -> Res<(Vec<Aint>, bool)> {
+        Ok(match self {
+            // SAFETY: the caller's contract.
+            Displs::Elements(p) => (unsafe { array(p, count) }?.iter().map(|&d| Aint::from(d)).collect(), false),
+            // SAFETY: as above.
+            Displs::Bytes(p) => (unsafe { array(p, count) }?.to_vec(), true),
+        })
+    }
+}
+
+/// `MPI_Type_indexed` and `MPI_Type_create_hindexed`.
+///
+/// # Safety
+/// The arrays readable for `count` elements; `newtype` writable.
+pub unsafe fn indexed(
+    acc: &mut Access,
+    count: c_int,
+    blocklengths: *const c_int,
+    displs: Displs,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract: `count` elements each.
+    let bls = unsafe { array(blocklengths, count) }?;
+    // SAFETY: as above.
+    let (displs, bytes) = unsafe { displs.read(count) }?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::indexed(bls, &displs, bytes, &o), newtype) }
+}
+
+/// `MPI_Type_create_indexed_block` and `MPI_Type_create_hindexed_block`.
+///
+/// # Safety
+/// The displacement array readable for `count` elements; `newtype` writable.
+pub unsafe fn indexed_block(
+    acc: &mut Access,
+    count: c_int,
+    blocklength: c_int,
+    displs: Displs,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract: `count` elements.
+    let (displs, bytes) = unsafe { displs.read(count) }?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::indexed_block(blocklength, &displs, bytes, &o), newtype) }
+}
+
+/// `MPI_Type_create_struct`.
+///
+/// # Safety
+/// The arrays readable for `count` elements; `newtype` writable.
+pub unsafe fn create_struct(
+    acc: &mut Access,
+    count: c_int,
+    blocklengths: *const c_int,
+    displs: *const Aint,
+    types: *const Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    // SAFETY: MPI's contract: `count` elements each.
+    let (bls, ds, ts) = unsafe { (array(blocklengths, count)?, array(displs, count)?, array(types, count)?) };
+    let olds: Vec<Arc<TypeDesc>> = ts.iter().map(|&t| old(st, t)).collect::<Res<_>>()?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::create_struct(bls, ds, &olds), newtype) }
+}
+
+/// `MPI_Type_create_subarray`.
+///
+/// # Safety
+/// The arrays readable for `ndims` elements; `newtype` writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn subarray(
+    acc: &mut Access,
+    ndims: c_int,
+    sizes: *const c_int,
+    subsizes: *const c_int,
+    starts: *const c_int,
+    order: c_int,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract: `ndims` elements each.
+    let (a, b, c) = unsafe { (array(sizes, ndims)?, array(subsizes, ndims)?, array(starts, ndims)?) };
+    // SAFETY: MPI's contract.
+    unsafe { store(st, desc::subarray(a, b, c, order, &o), newtype) }
+}
+
+/// `MPI_Type_create_resized`.
+///
+/// # Safety
+/// `newtype` writable.
+pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Aint, newtype: *mut Datatype) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    // SAFETY: MPI's contract.
+    unsafe { store(st, Ok(desc::resized(lb, extent, &o)), newtype) }
+}
+
+/// `MPI_Type_dup`.
+///
+/// # Safety
+/// `newtype` writable.
+pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    let committed = st.types.get(oldtype).is_none_or(|e| e.committed);
+    // SAFETY: MPI's contract.
+    unsafe { store(st, Ok(desc::dup(&o)), newtype) }?;
+    // The duplicate of a committed type is committed (MPI-3.1 §4.1.10).
+    // SAFETY: `store` wrote it.
+    let h = unsafe { *newtype };
+    if let Some(e) = st.types.get_mut(h) {
+        e.committed = committed;
+    }
+    Ok(())
+}
+
+/// `MPI_Type_commit`.
+///
+/// # Safety
+/// `datatype` readable.
+pub unsafe fn commit(acc: &mut Access, datatype: *const Datatype) -> Res<()> {
+    let st = running(acc)?;
+    if datatype.is_null() {
+        return Err(null_arg(None, "null datatype pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *datatype };
+    if super::predefined_desc(h).is_some() {
+        return Ok(());
+    }
+    let e = st.types.get_mut(h).ok_or_else(|| super::bad_type(h, None))?;
+    e.committed = true;
+    Ok(())
+}
+
+/// `MPI_Type_free`: the handle goes; operations in flight and types built from it keep the
+/// layout (shared).
+///
+/// # Safety
+/// `datatype` readable and writable.
+pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
+    let st = running(acc)?;
+    if datatype.is_null() {
+        return Err(null_arg(None, "null datatype pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *datatype };
+    if super::predefined_desc(h).is_some() {
+        return Err(Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed")));
+    }
+    st.types.remove(h).ok_or_else(|| super::bad_type(h, None))?;
+    // SAFETY: as above.
+    unsafe { *datatype = abi::DATATYPE_NULL };
+    Ok(())
+}
+
+/// The descriptor of `dt` for a query: predefined ones at any time, derived ones while running.
+fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
+    if let Some(d) = super::predefined_desc(dt) {
+        return Ok(d);
+    }
+    any(&acc.st().types, dt)
+}
+
+/// `MPI_Type_size` (`MPI_UNDEFINED` past `INT_MAX`) and `MPI_Type_size_x` (`x`: an `MPI_Count`).
+///
+/// # Safety
+/// `size` writable as a `c_int` (or an `MPI_Count` with `x`).
+pub unsafe fn size(acc: &mut Access, dt: Datatype, size: *mut c_void, x: bool) -> Res<()> {
+    let d = query(acc, dt)?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        if x {
+            write_out(size.cast::<Count>(), d.size as Count)
+        } else {
+            write_out(size.cast::<c_int>(), c_int::try_from(d.size).unwrap_or(abi::UNDEFINED))
+        }
+    }
+}
+
+/// `MPI_Type_get_extent` (`true_extent`: `MPI_Type_get_true_extent`) with `MPI_Aint` outputs;
+/// the `_x` forms write `MPI_Count`s, the same 8 bytes here.
+///
+/// # Safety
+/// `lb` and `extent` writable.
+pub unsafe fn extent(acc: &mut Access, dt: Datatype, lb: *mut Aint, extent: *mut Aint, true_extent: bool) -> Res<()> {
+    let d = query(acc, dt)?;
+    let (l, u) = if true_extent { (d.true_lb, d.true_ub) } else { (d.lb, d.ub) };
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_out(lb, l as Aint)?;
+        write_out(extent, (u - l) as Aint)
+    }
+}
+
+/// `MPI_Get_count`: whole elements of `dt` in the message, or `MPI_UNDEFINED`.
+///
+/// # Safety
+/// `status` readable, `count` writable.
+pub unsafe fn get_count(acc: &mut Access, status: *const Status, dt: Datatype, count: *mut c_int) -> Res<()> {
+    if !wants(status) {
+        return Err(null_arg(None, "null status pointer"));
+    }
+    let d = query(acc, dt)?;
+    // SAFETY: checked; MPI's contract.
+    let bytes = unsafe { (*status).count() };
+    let n = if bytes < 0 {
+        None
+    } else if d.size == 0 {
+        (bytes == 0).then_some(0)
+    } else if (bytes as usize).is_multiple_of(d.size) {
+        c_int::try_from(bytes as usize / d.size).ok()
+    } else {
+        None
+    };
+    // SAFETY: the caller's contract.
+    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
+}
+
+/// `MPI_Get_elements` (`x`: `MPI_Get_elements_x`, an `MPI_Count`): basic elements received.
+///
+/// # Safety
+/// `status` readable, `count` writable.
+pub unsafe fn get_elements(
+    acc: &mut Access,
+    status: *const Status,
+    dt: Datatype,
+    count: *mut c_void,
+    x: bool,
+) -> Res<()> {
+    if !wants(status) {
+        return Err(null_arg(None, "null status pointer"));
+    }
+    let d = query(acc, dt)?;
+    // SAFETY: checked; MPI's contract.
+    let bytes = unsafe { (*status).count() };
+    let n = usize::try_from(bytes).ok().and_then(|b| elements_in(&d, b));
+    // SAFETY: the caller's contract.
+    unsafe {
+        if x {
+            write_out(count.cast::<Count>(), n.map_or(abi::UNDEFINED as Count, |n| n as Count))
+        } else {
+            write_out(count.cast::<c_int>(), n.and_then(|n| c_int::try_from(n).ok()).unwrap_or(abi::UNDEFINED))
+        }
+    }
+}
+
+/// `MPI_Status_set_elements` (`x`: `_x`): sets the status's byte count to `count` elements of `dt`.
+///
+/// # Safety
+/// `status` writable.
+pub unsafe fn set_elements(acc: &mut Access, status: *mut Status, dt: Datatype, count: Count) -> Res<()> {
+    if !wants(status) {
+        return Err(null_arg(None, "null status pointer"));
+    }
+    if count < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Arg("negative element count")));
+    }
+    let d = query(acc, dt)?;
+    // Whole elements of the type, then basic elements of its first runs.
+    let whole = (count as u64).checked_div(d.elems).unwrap_or(0);
+    let mut rem = (count as u64).checked_rem(d.elems).unwrap_or(0);
+    let mut bytes = whole * d.size as u64;
+    for r in d.runs.iter() {
+        let per = (r.bytes() / r.elem) as u64;
+        let take = rem.min(per);
+        bytes += take * r.elem as u64;
+        rem -= take;
+    }
+    // SAFETY: checked; MPI's contract.
+    unsafe { (*status).set_count(bytes as i64) };
+    Ok(())
+}
+
+/// `MPI_Status_set_cancelled`.
+///
+/// # Safety
+/// `status` writable.
+pub unsafe fn set_cancelled(status: *mut Status, flag: c_int) -> Res<()> {
+    if !wants(status) {
+        return Err(null_arg(None, "null status pointer"));
+    }
+    // SAFETY: checked; MPI's contract.
+    unsafe { (*status).set_cancelled(flag != 0) };
+    Ok(())
+}
+
+/// `MPI_Type_get_name`.
+///
+/// # Safety
+/// `name` writable for `MPI_MAX_OBJECT_NAME` bytes, `len` writable.
+pub unsafe fn get_name(acc: &mut Access, dt: Datatype, name: *mut c_char, len: *mut c_int) -> Res<()> {
+    let st = acc.st();
+    let s: String = match st.type_names.get(&dt) {
+        Some(n) => n.clone(),
+        None => match predefined_name(dt) {
+            Some(n) => n.to_string(),
+            None => st.types.get(dt).map(|e| e.name.clone()).ok_or_else(|| super::bad_type(dt, None))?,
+        },
+    };
+    // SAFETY: the caller's contract.
+    unsafe { crate::env::put_str(&s, name, abi::MAX_OBJECT_NAME, len) }
+}
+
+/// `MPI_Type_set_name` (predefined types can be renamed too).
+///
+/// # Safety
+/// `name` a NUL-terminated string.
+pub unsafe fn set_name(acc: &mut Access, dt: Datatype, name: *const c_char) -> Res<()> {
+    let st = running(acc)?;
+    if name.is_null() {
+        return Err(null_arg(None, "null name"));
+    }
+    // SAFETY: MPI's contract: a C string.
+    let s = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+    let mut s = s.into_owned();
+    while s.len() >= abi::MAX_OBJECT_NAME {
+        s.pop();
+    }
+    if predefined_name(dt).is_some() {
+        st.type_names.insert(dt, s);
+        return Ok(());
+    }
+    st.types.get_mut(dt).ok_or_else(|| super::bad_type(dt, None))?.name = s;
+    Ok(())
+}
+
+/// `MPI_Type_get_envelope`.
+///
+/// # Safety
+/// The four outputs writable.
+pub unsafe fn get_envelope(
+    acc: &mut Access,
+    dt: Datatype,
+    num_integers: *mut c_int,
+    num_addresses: *mut c_int,
+    num_datatypes: *mut c_int,
+    combiner: *mut c_int,
+) -> Res<()> {
+    let d = query(acc, dt)?;
+    let (ni, na, nd, c) = match &d.contents {
+        None => (0, 0, 0, abi::COMBINER_NAMED),
+        Some(c) => (c.ints.len(), c.aints.len(), c.types.len(), c.combiner),
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_out(num_integers, ni as c_int)?;
+        write_out(num_addresses, na as c_int)?;
+        write_out(num_datatypes, nd as c_int)?;
+        write_out(combiner, c)
+    }
+}
+
+/// `MPI_Type_get_contents`: the constructor's arguments; derived types among them come back as
+/// new handles (to be freed by the caller), predefined ones as themselves.
+///
+/// # Safety
+/// The arrays writable for their `max_` lengths.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn get_contents(
+    acc: &mut Access,
+    dt: Datatype,
+    max_integers: c_int,
+    max_addresses: c_int,
+    max_datatypes: c_int,
+    integers: *mut c_int,
+    addresses: *mut Aint,
+    datatypes: *mut Datatype,
+) -> Res<()> {
+    let st = running(acc)?;
+    let d = any(&st.types, dt)?;
+    let Some(c) = &d.contents else {
+        return Err(Fail::new(
+            abi::ERR_TYPE,
+            None,
+            Why::Arg("a predefined datatype has no contents (MPI_COMBINER_NAMED)"),
+        ));
+    };
+    if (max_integers as usize) < c.ints.len()
+        || (max_addresses as usize) < c.aints.len()
+        || (max_datatypes as usize) < c.types.len()
+        || max_integers < 0
+        || max_addresses < 0
+        || max_datatypes < 0
+    {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("the arrays are shorter than MPI_Type_get_envelope said")));
+    }
+    if (!c.ints.is_empty() && integers.is_null())
+        || (!c.aints.is_empty() && addresses.is_null())
+        || (!c.types.is_empty() && datatypes.is_null())
+    {
+        return Err(null_arg(None, "null contents array"));
+    }
+    let mut handles = Vec::with_capacity(c.types.len());
+    for t in &c.types {
+        let h = match t.named {
+            Some(h) => h,
+            // Committed: it describes data exactly as the original did.
+            None => st
+                .types
+                .insert(Entry { desc: t.clone(), committed: true, name: String::new() })
+                .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?,
+        };
+        handles.push(h);
+    }
+    // SAFETY: the caller's contract: arrays of at least the lengths checked above.
+    unsafe {
+        std::ptr::copy_nonoverlapping(c.ints.as_ptr(), integers, c.ints.len());
+        std::ptr::copy_nonoverlapping(c.aints.as_ptr(), addresses, c.aints.len());
+        std::ptr::copy_nonoverlapping(handles.as_ptr(), datatypes, handles.len());
+    }
+    Ok(())
+}
+
+/// `MPI_Pack_size`: `incount × size` (the packed form is the data bytes alone).
+///
+/// # Safety
+/// `size` writable.
+pub unsafe fn pack_size(acc: &mut Access, incount: c_int, dt: Datatype, comm: abi::Comm, size: *mut c_int) -> Res<()> {
+    let st = running(acc)?;
+    comm_at(&st.comms, comm)?;
+    if incount < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(incount)));
+    }
+    let d = any(&st.types, dt)?;
+    let n = (incount as usize).checked_mul(d.size).and_then(|n| c_int::try_from(n).ok());
+    let n = n.ok_or_else(|| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size exceeds INT_MAX")))?;
+    // SAFETY: the caller's contract.
+    unsafe { write_out(size, n) }
+}
+
+/// Checks a packing window: `position` in `0..=size`, `need` bytes fitting after it.
+fn window(position: c_int, size: c_int, need: usize) -> Res<usize> {
+    if position < 0 || size < 0 || position > size {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("position outside the packing buffer")));
+    }
+    if need > (size - position) as usize {
+        return Err(Fail::new(abi::ERR_TRUNCATE, None, Why::Arg("the packing buffer is too small")));
+    }
+    Ok(position as usize)
+}
+
+/// `MPI_Pack`.
+///
+/// # Safety
+/// MPI's contract on the buffers; `position` readable and writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn pack_call(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    incount: c_int,
+    dt: Datatype,
+    outbuf: *mut c_void,
+    outsize: c_int,
+    position: *mut c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if position.is_null() {
+        return Err(null_arg(Some(ci), "null position pointer"));
+    }
+    let l = layout(&st.types, inbuf.cast(), incount, dt, ci)?;
+    // SAFETY: checked non-null.
+    let pos = window(unsafe { *position }, outsize, l.len())?;
+    if !l.is_empty() && outbuf.is_null() {
+        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
+    }
+    // SAFETY: MPI's contract: `outsize` writable bytes at `outbuf`; the window was checked.
+    let out = unsafe { crate::p2p::out_bytes(outbuf.byte_add(pos), l.len()) };
+    match &l {
+        // SAFETY: MPI's contract on `inbuf`.
+        Layout::Contig { ptr, len } => out.copy_from_slice(unsafe { crate::p2p::in_bytes(ptr.cast(), *len) }),
+        // SAFETY: as above.
+        Layout::Typed { base, count, desc } => unsafe { pack::pack(desc, *base, *count, out) },
+    }
+    // SAFETY: checked non-null.
+    unsafe { *position = (pos + l.len()) as c_int };
+    Ok(())
+}
+
+/// `MPI_Unpack`.
+///
+/// # Safety
+/// MPI's contract on the buffers; `position` readable and writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn unpack_call(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    insize: c_int,
+    position: *mut c_int,
+    outbuf: *mut c_void,
+    outcount: c_int,
+    dt: Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    if position.is_null() {
+        return Err(null_arg(Some(ci), "null position pointer"));
+    }
+    let l = layout(&st.types, outbuf.cast_const().cast(), outcount, dt, ci)?;
+    // SAFETY: checked non-null.
+    let pos = window(unsafe { *position }, insize, l.len())?;
+    if !l.is_empty() && inbuf.is_null() {
+        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
+    }
+    // SAFETY: MPI's contract: `insize` readable bytes at `inbuf`; the window was checked.
+    let data = unsafe { crate::p2p::in_bytes(inbuf.byte_add(pos), l.len()) };
+    match &l {
+        // SAFETY: MPI's contract on `outbuf`.
+        Layout::Contig { ptr, len } => unsafe { crate::p2p::out_bytes(ptr.cast(), *len) }.copy_from_slice(data),
+        // SAFETY: as above.
+        Layout::Typed { base, count, desc } => unsafe { pack::unpack(desc, *base, *count, data) },
+    }
+    // SAFETY: checked non-null.
+    unsafe { *position = (pos + l.len()) as c_int };
+    Ok(())
+}
+
+/// `MPI_Get_address`: the address as an integer (the same in absolute terms as `MPI_BOTTOM`'s).
+///
+/// # Safety
+/// `address` writable.
+pub unsafe fn get_address(location: *const c_void, address: *mut Aint) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { write_out(address, location as Aint) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_windows() {
+        assert_eq!(window(0, 10, 10).unwrap(), 0);
+        assert_eq!(window(4, 10, 6).unwrap(), 4);
+        assert_eq!(window(4, 10, 7).unwrap_err().code, abi::ERR_TRUNCATE);
+        assert_eq!(window(11, 10, 0).unwrap_err().code, abi::ERR_ARG);
+        assert_eq!(window(-1, 10, 0).unwrap_err().code, abi::ERR_ARG);
+    }
+}

@@ -1,0 +1,641 @@
+//! Completing requests: `MPI_Wait`, `MPI_Test` and their `all`/`any`/`some` forms,
+//! `MPI_Request_get_status`, `MPI_Request_free`, `MPI_Cancel`.
+//!
+//! A request completes in two steps: its Endpoint request's result is taken into the slot
+//! (`State::Done`: [`poll`], or [`wait_slot`] which blocks), then the result is reported and the
+//! slot freed, or, for a persistent request, made inactive ([`take`]). Waiting blocks in the
+//! Endpoint when calls are not locked, and otherwise tests in a loop that releases the big lock
+//! between two looks (`Access::ep_wait`).
+
+use std::ffi::c_int;
+
+use super::{completion_in, null_arg, put_completion, wants};
+use crate::abi::{self, REQUEST_NULL, Status};
+use crate::error::{Fail, Res, Why};
+use crate::request::{Completion, Req, State as ReqState};
+use crate::state::{Access, State, not_running};
+
+#[cold]
+fn bad_request(h: abi::Request) -> Fail {
+    Fail::new(abi::ERR_REQUEST, None, Why::Request(h))
+}
+
+/// Turns a failed completion into the call's failure.
+fn failure(comm: u32, done: Completion) -> Fail {
+    Fail { code: done.code, comm: Some(comm as usize), why: done.why.unwrap_or(Why::Arg("request failed")) }
+}
+
+/// Records the Endpoint's result `res` for request slot `i` (the Endpoint no longer uses its
+/// typed data's pieces).
+fn finish(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) {
+    let ci = st.reqs.at(i).map_or(0, |r| r.comm as usize);
+    let done = completion_in(st, ci, res);
+    if let Some(req) = st.reqs.at_mut(i) {
+        req.typed = None;
+        req.state = ReqState::Done(done);
+    }
+}
+
+/// The receiver dropped the message of send slot `i` (`MPI_Cancel`): the request completes as
+/// cancelled; its Endpoint request, completed the same way (or already done), is freed.
+fn cancelled(st: &mut State, i: usize) {
+    let State { ep, reqs, .. } = st;
+    let Some(req) = reqs.at_mut(i) else { return };
+    if let (ReqState::Pending(r), Some(ep)) = (&req.state, ep.as_mut()) {
+        let _ = ep.test(*r);
+    }
+    req.typed = None;
+    req.cancel = None;
+    req.state = ReqState::Done(Completion::cancelled());
+}
+
+/// Settles a pending cancellation of send slot `i` with the receiver's answer `res`: true if the
+/// send was cancelled.
+fn settle(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) -> bool {
+    if matches!(res, Err(nemesis::Error::Cancelled)) {
+        cancelled(st, i);
+        return true;
+    }
+    // A receive had matched it (or the receiver is gone): the send takes its normal course.
+    if let Some(req) = st.reqs.at_mut(i) {
+        req.cancel = None;
+    }
+    false
+}
+
+/// Takes the result of request slot `i`'s Endpoint request if it completed, without waiting:
+/// true if the request is complete (`Done`) or inactive.
+pub fn poll(st: &mut State, i: usize) -> Res<bool> {
+    let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
+    if let Some(a) = req.cancel {
+        let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
+        match ep.test(a) {
+            Ok(None) => return Ok(false),
+            Ok(Some(s)) => {
+                if settle(st, i, Ok(s)) {
+                    return Ok(true);
+                }
+            }
+            Err(e) => {
+                if settle(st, i, Err(e)) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    let r = match st.reqs.at(i).map(|q| &q.state) {
+        Some(ReqState::Pending(r)) => *r,
+        _ => return Ok(true),
+    };
+    let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
+    let res = match ep.test(r) {
+        Ok(None) => return Ok(false),
+        Ok(Some(s)) => Ok(s),
+        Err(e) => Err(e),
+    };
+    finish(st, i, res);
+    Ok(true)
+}
+
+/// Waits until request slot `i` is complete or inactive.
+pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
+    let st = acc.st();
+    let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
+    if let Some(a) = req.cancel {
+        let res = acc.ep_wait(a)?;
+        if settle(acc.st(), i, res) {
+            return Ok(());
+        }
+    }
+    let st = acc.st();
+    let Some(ReqState::Pending(r)) = st.reqs.at(i).map(|q| &q.state) else { return Ok(()) };
+    let r = *r;
+    let res = acc.ep_wait(r)?;
+    finish(acc.st(), i, res);
+    Ok(())
+}
+
+/// Reports complete request slot `i`: its communicator and result. A persistent request becomes
+/// inactive (its handle stays valid), any other is freed. `None` if it is still pending.
+pub fn take(st: &mut State, i: usize) -> Option<(u32, Completion, bool)> {
+    let req = st.reqs.at_mut(i)?;
+    let persistent = req.persistent.is_some();
+    let done = match std::mem::replace(&mut req.state, ReqState::Inactive) {
+        ReqState::Done(d) => d,
+        ReqState::Inactive => Completion::empty(),
+        p @ ReqState::Pending(_) => {
+            req.state = p;
+            return None;
+        }
+    };
+    let comm = req.comm;
+    if !persistent {
+        st.reqs.remove_at(i);
+    }
+    Some((comm, done, persistent))
+}
+
+/// Frees the requests the user freed while active (`MPI_Request_free`) that have completed since.
+pub fn reap(st: &mut State) {
+    if st.freed.is_empty() {
+        return;
+    }
+    let mut k = 0;
+    while k < st.freed.len() {
+        let i = st.freed[k];
+        if poll(st, i).unwrap_or(true) {
+            st.reqs.remove_at(i);
+            st.freed.swap_remove(k);
+        } else {
+            k += 1;
+        }
+    }
+}
+
+/// The slot of handle `h`, a live request.
+fn slot(st: &State, h: abi::Request) -> Res<usize> {
+    match st.reqs.index(h) {
+        Some(i) if !st.reqs.at(i).is_some_and(|r| r.freed) => Ok(i),
+        _ => Err(bad_request(h)),
+    }
+}
+
+/// True if handle `h` names a request that can complete: not null, not an inactive persistent one.
+fn is_active(st: &State, h: abi::Request) -> Res<bool> {
+    if h == REQUEST_NULL {
+        return Ok(false);
+    }
+    let i = slot(st, h)?;
+    Ok(!matches!(st.reqs.at(i), Some(Req { state: ReqState::Inactive, .. })))
+}
+
+fn check_running(acc: &mut Access) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    reap(st);
+    Ok(())
+}
+
+/// Reports the result of slot `i` (complete) through `request` and `status`.
+///
+/// # Safety
+/// `request` writable; `status` as for [`put_completion`].
+unsafe fn report_one(st: &mut State, i: usize, request: *mut abi::Request, status: *mut Status) -> Res<()> {
+    let Some((comm, done, persistent)) = take(st, i) else { return Err(bad_request(-1)) };
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !persistent {
+            *request = REQUEST_NULL;
+        }
+        put_completion(status, &done);
+    }
+    if done.code != abi::SUCCESS {
+        return Err(failure(comm, done));
+    }
+    Ok(())
+}
+
+/// `MPI_Wait`.
+///
+/// # Safety
+/// `request` valid for reads and writes; `status` as for [`put_completion`].
+pub unsafe fn wait(acc: &mut Access, request: *mut abi::Request, status: *mut Status) -> Res<()> {
+    check_running(acc)?;
+    if request.is_null() {
+        return Err(null_arg(None, "null request pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *request };
+    if h == REQUEST_NULL {
+        // SAFETY: MPI's contract on `status`.
+        unsafe { put_completion(status, &Completion::empty()) };
+        return Ok(());
+    }
+    let i = slot(acc.st(), h)?;
+    wait_slot(acc, i)?;
+    // SAFETY: MPI's contract.
+    unsafe { report_one(acc.st(), i, request, status) }
+}
+
+/// `MPI_Test`.
+///
+/// # Safety
+/// `request`, `flag` valid; `status` as for [`put_completion`].
+pub unsafe fn test(acc: &mut Access, request: *mut abi::Request, flag: *mut c_int, status: *mut Status) -> Res<()> {
+    check_running(acc)?;
+    if request.is_null() || flag.is_null() {
+        return Err(null_arg(None, "null request or flag pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *request };
+    if h == REQUEST_NULL {
+        // SAFETY: MPI's contract.
+        unsafe {
+            *flag = 1;
+            put_completion(status, &Completion::empty());
+        }
+        return Ok(());
+    }
+    let st = acc.st();
+    let i = slot(st, h)?;
+    let complete = poll(st, i)?;
+    // SAFETY: checked non-null.
+    unsafe { *flag = c_int::from(complete) };
+    if !complete {
+        return Ok(());
+    }
+    // SAFETY: MPI's contract.
+    unsafe { report_one(st, i, request, status) }
+}
+
+/// `MPI_Request_get_status`: whether the request is complete, and its status, without freeing it.
+///
+/// # Safety
+/// `flag` writable; `status` as for [`put_completion`].
+pub unsafe fn get_status(acc: &mut Access, h: abi::Request, flag: *mut c_int, status: *mut Status) -> Res<()> {
+    check_running(acc)?;
+    if flag.is_null() {
+        return Err(null_arg(None, "null flag pointer"));
+    }
+    let st = acc.st();
+    let complete = if h == REQUEST_NULL {
+        Some(Completion::empty())
+    } else {
+        let i = slot(st, h)?;
+        if poll(st, i)? {
+            match st.reqs.at(i).map(|r| &r.state) {
+                Some(ReqState::Done(d)) => Some(Completion {
+                    source: d.source,
+                    tag: d.tag,
+                    count: d.count,
+                    code: d.code,
+                    why: None,
+                    cancelled: d.cancelled,
+                }),
+                _ => Some(Completion::empty()),
+            }
+        } else {
+            None
+        }
+    };
+    // SAFETY: checked non-null; MPI's contract on `status`.
+    unsafe {
+        *flag = c_int::from(complete.is_some());
+        if let Some(d) = complete {
+            put_completion(status, &d);
+            if wants(status) {
+                (*status).error = d.code;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Cancel`: a receive not yet matched is withdrawn at once; a send asks its receiver to drop
+/// the message if no receive has matched it (the answer comes with the receiver's progress, and
+/// the request's completion waits for it). Either way the request still completes through
+/// `MPI_Wait`/`MPI_Test`, and `MPI_Test_cancelled` tells which happened.
+///
+/// # Safety
+/// `request` readable.
+pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> {
+    check_running(acc)?;
+    if request.is_null() {
+        return Err(null_arg(None, "null request pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *request };
+    let st = acc.st();
+    let i = slot(st, h)?;
+    let State { ep, reqs, .. } = st;
+    let (Some(ep), Some(req)) = (ep.as_mut(), reqs.at_mut(i)) else { return Err(bad_request(h)) };
+    match (&req.state, req.recv) {
+        (ReqState::Inactive, _) => {
+            Err(Fail::new(abi::ERR_REQUEST, Some(req.comm as usize), Why::Arg("MPI_Cancel on an inactive request")))
+        }
+        (ReqState::Pending(r), true) => {
+            ep.cancel_recv(*r).map_err(|e| Fail::endpoint(req.comm as usize, e))?;
+            Ok(())
+        }
+        (_, false) => {
+            if let (Some(id), None) = (req.sent, req.cancel) {
+                req.cancel = Some(ep.cancel_send(id).map_err(|e| Fail::endpoint(req.comm as usize, e))?);
+            }
+            Ok(())
+        }
+        // A receive already complete: nothing to cancel.
+        (ReqState::Done(_), true) => Ok(()),
+    }
+}
+
+/// `MPI_Request_free`: an inactive or complete request goes at once; an active one when it
+/// completes, unreported.
+///
+/// # Safety
+/// `request` valid for reads and writes.
+pub unsafe fn free(acc: &mut Access, request: *mut abi::Request) -> Res<()> {
+    check_running(acc)?;
+    if request.is_null() {
+        return Err(null_arg(None, "null request pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let h = unsafe { *request };
+    let st = acc.st();
+    let i = slot(st, h)?;
+    if poll(st, i)? {
+        st.reqs.remove_at(i);
+    } else if let Some(r) = st.reqs.at_mut(i) {
+        r.freed = true;
+        st.freed.push(i);
+    }
+    // SAFETY: as above.
+    unsafe { *request = REQUEST_NULL };
+    Ok(())
+}
+
+/// The requests of a multiple-completion call.
+///
+/// # Safety
+/// `reqs` valid for `count` elements, or null with `count` 0.
+unsafe fn request_array<'a>(reqs: *mut abi::Request, count: c_int) -> Res<&'a mut [abi::Request]> {
+    if count < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(count)));
+    }
+    if count == 0 {
+        return Ok(&mut []);
+    }
+    if reqs.is_null() {
+        return Err(null_arg(None, "null request array"));
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(reqs, count as usize) })
+}
+
+/// Writes status `k` of a multiple-completion call (with `MPI_ERROR`).
+///
+/// # Safety
+/// `statuses` is null, `MPI_STATUSES_IGNORE`, or valid for more than `k` elements.
+unsafe fn put_status_at(statuses: *mut Status, k: usize, s: Status) {
+    if wants(statuses) {
+        // SAFETY: the caller's contract.
+        unsafe { *statuses.add(k) = s };
+    }
+}
+
+/// Reports complete slot `i` as element `k` of a multiple-completion call; its failure, if any.
+///
+/// # Safety
+/// `hs[k]` is the handle of slot `i`; `statuses` as for [`put_status_at`].
+unsafe fn report_at(
+    st: &mut State,
+    hs: &mut [abi::Request],
+    k: usize,
+    i: usize,
+    statuses: *mut Status,
+    out: usize,
+) -> Option<(usize, u32, c_int)> {
+    let (comm, done, persistent) = take(st, i)?;
+    if !persistent {
+        hs[k] = REQUEST_NULL;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { put_status_at(statuses, out, done.status()) };
+    (done.code != abi::SUCCESS).then_some((k, comm, done.code))
+}
+
+fn in_status(first: Option<(usize, u32, c_int)>) -> Res<()> {
+    match first {
+        None => Ok(()),
+        Some((k, comm, code)) => {
+            Err(Fail::new(abi::ERR_IN_STATUS, Some(comm as usize), Why::InStatus { index: k, code }))
+        }
+    }
+}
+
+/// `MPI_Waitall`: completes every request, in order (the Endpoint progresses all of them
+/// meanwhile, so they may complete in any order); `MPI_ERR_IN_STATUS` if any failed.
+///
+/// # Safety
+/// MPI's contract on the arrays.
+pub unsafe fn waitall(acc: &mut Access, count: c_int, reqs: *mut abi::Request, statuses: *mut Status) -> Res<()> {
+    check_running(acc)?;
+    // SAFETY: MPI's contract.
+    let hs = unsafe { request_array(reqs, count) }?;
+    for &h in hs.iter() {
+        if h != REQUEST_NULL {
+            slot(acc.st(), h)?;
+        }
+    }
+    let mut first = None;
+    for k in 0..hs.len() {
+        if hs[k] == REQUEST_NULL {
+            // SAFETY: MPI's contract: `count` statuses or the ignore sentinel.
+            unsafe { put_status_at(statuses, k, Completion::empty().status()) };
+            continue;
+        }
+        let i = slot(acc.st(), hs[k])?;
+        wait_slot(acc, i)?;
+        // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
+        let failed = unsafe { report_at(acc.st(), hs, k, i, statuses, k) };
+        first = first.or(failed);
+    }
+    in_status(first)
+}
+
+/// `MPI_Testall`: completes all the requests if all are complete, else none (their results,
+/// if some completed, are kept for the call that completes them).
+///
+/// # Safety
+/// MPI's contract on the arrays and `flag`.
+pub unsafe fn testall(
+    acc: &mut Access,
+    count: c_int,
+    reqs: *mut abi::Request,
+    flag: *mut c_int,
+    statuses: *mut Status,
+) -> Res<()> {
+    check_running(acc)?;
+    if flag.is_null() {
+        return Err(null_arg(None, "null flag pointer"));
+    }
+    // SAFETY: MPI's contract.
+    let hs = unsafe { request_array(reqs, count) }?;
+    let st = acc.st();
+    let mut all = true;
+    for &h in hs.iter() {
+        if h != REQUEST_NULL {
+            let i = slot(st, h)?;
+            all &= poll(st, i)?;
+        }
+    }
+    // SAFETY: checked non-null.
+    unsafe { *flag = c_int::from(all) };
+    if !all {
+        return Ok(());
+    }
+    // SAFETY: MPI's contract on `statuses`; every request is complete, so nothing waits.
+    unsafe { waitall(acc, count, reqs, statuses) }
+}
+
+/// The complete requests among `hs` (polling each): their indices in `hs` and slots, and
+/// whether any is active at all.
+fn complete_ones(st: &mut State, hs: &[abi::Request], first_only: bool) -> Res<(Vec<(usize, usize)>, bool)> {
+    let mut done = Vec::new();
+    let mut any_active = false;
+    for (k, &h) in hs.iter().enumerate() {
+        if !is_active(st, h)? {
+            continue;
+        }
+        any_active = true;
+        let i = slot(st, h)?;
+        if poll(st, i)? {
+            done.push((k, i));
+            if first_only {
+                break;
+            }
+        }
+    }
+    Ok((done, any_active))
+}
+
+/// Blocks until at least one of the active requests among `hs` is complete.
+fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
+    let st = acc.st();
+    let cancelling = hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some()));
+    if cancelling && !acc.threaded() {
+        // Answers of the receivers are among what completes them: poll the whole progress.
+        loop {
+            if !complete_ones(acc.st(), hs, true)?.0.is_empty() {
+                return Ok(());
+            }
+            acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
+        }
+    }
+    if acc.threaded() {
+        let mut spins = 0;
+        loop {
+            let (done, _) = complete_ones(acc.st(), hs, true)?;
+            if !done.is_empty() {
+                return Ok(());
+            }
+            acc.pause(&mut spins);
+        }
+    }
+    let st = acc.st();
+    let mut pending: Vec<(usize, nemesis::Request)> = Vec::new();
+    for &h in hs {
+        if is_active(st, h)? {
+            let i = slot(st, h)?;
+            match st.reqs.at(i).map(|r| &r.state) {
+                Some(ReqState::Pending(r)) => pending.push((i, *r)),
+                _ => return Ok(()),
+            }
+        }
+    }
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let eps: Vec<nemesis::Request> = pending.iter().map(|p| p.1).collect();
+    let (j, res) = acc.ep()?.wait_any(&eps).map_err(|e| Fail::endpoint(0, e))?;
+    finish(acc.st(), pending[j].0, res);
+    Ok(())
+}
+
+/// `MPI_Waitany` (`block`) and `MPI_Testany`.
+///
+/// # Safety
+/// MPI's contract on the array, `index`, `flag` (null for `MPI_Waitany`) and `status`.
+pub unsafe fn any(
+    acc: &mut Access,
+    count: c_int,
+    reqs: *mut abi::Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut Status,
+    block: bool,
+) -> Res<()> {
+    check_running(acc)?;
+    if index.is_null() || (!block && flag.is_null()) {
+        return Err(null_arg(None, "null index or flag pointer"));
+    }
+    // SAFETY: MPI's contract.
+    let hs = unsafe { request_array(reqs, count) }?;
+    let (mut done, active) = complete_ones(acc.st(), hs, true)?;
+    if !active {
+        // SAFETY: MPI's contract.
+        unsafe {
+            *index = abi::UNDEFINED;
+            if !block {
+                *flag = 1;
+            }
+            put_completion(status, &Completion::empty());
+        }
+        return Ok(());
+    }
+    if done.is_empty() && block {
+        wait_one_of(acc, hs)?;
+        done = complete_ones(acc.st(), hs, true)?.0;
+    }
+    let Some(&(k, i)) = done.first() else {
+        // SAFETY: MPI's contract (`flag` non-null: not blocking).
+        unsafe {
+            *flag = 0;
+            *index = abi::UNDEFINED;
+        }
+        return Ok(());
+    };
+    // SAFETY: MPI's contract.
+    unsafe {
+        *index = k as c_int;
+        if !block {
+            *flag = 1;
+        }
+        report_one(acc.st(), i, &mut hs[k], status)
+    }
+}
+
+/// `MPI_Waitsome` (`block`) and `MPI_Testsome`: reports every complete request.
+///
+/// # Safety
+/// MPI's contract on the arrays and `outcount`.
+pub unsafe fn some(
+    acc: &mut Access,
+    count: c_int,
+    reqs: *mut abi::Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut Status,
+    block: bool,
+) -> Res<()> {
+    check_running(acc)?;
+    if outcount.is_null() || (count > 0 && indices.is_null()) {
+        return Err(null_arg(None, "null outcount or indices pointer"));
+    }
+    // SAFETY: MPI's contract.
+    let hs = unsafe { request_array(reqs, count) }?;
+    let (mut done, active) = complete_ones(acc.st(), hs, false)?;
+    if !active {
+        // SAFETY: checked non-null.
+        unsafe { *outcount = abi::UNDEFINED };
+        return Ok(());
+    }
+    if done.is_empty() && block {
+        wait_one_of(acc, hs)?;
+        done = complete_ones(acc.st(), hs, false)?.0;
+    }
+    let st = acc.st();
+    let mut first = None;
+    for (n, &(k, i)) in done.iter().enumerate() {
+        // SAFETY: `indices` and `statuses` hold `count >= done.len()` entries (MPI's contract).
+        unsafe {
+            *indices.add(n) = k as c_int;
+            let failed = report_at(st, hs, k, i, statuses, n);
+            first = first.or(failed);
+        }
+    }
+    // SAFETY: checked non-null.
+    unsafe { *outcount = done.len() as c_int };
+    in_status(first)
+}
