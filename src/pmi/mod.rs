@@ -158,15 +158,21 @@ pub fn node_of_ranks(mapping: &str, size: u32) -> Option<Vec<u32>> {
     if blocks.iter().all(|&(_, count, per)| count == 0 || per == 0) {
         return None;
     }
-    let mut out = Vec::with_capacity(size as usize);
-    while out.len() < size as usize {
+    let size = size as usize;
+    let mut out = Vec::with_capacity(size);
+    // Every step deals at least one rank (a block of empty nodes is skipped whole), so the work
+    // is bounded by `size` and the blocks, whatever counts the value names.
+    'deal: while out.len() < size {
         for &(first, count, per) in &blocks {
+            if per == 0 {
+                continue;
+            }
             for node in first..first.checked_add(count)? {
-                for _ in 0..per {
-                    if out.len() < size as usize {
-                        out.push(node);
-                    }
+                if out.len() == size {
+                    break 'deal;
                 }
+                let take = (per as usize).min(size - out.len());
+                out.extend(std::iter::repeat_n(node, take));
             }
         }
     }
@@ -322,6 +328,9 @@ mod tests {
     #[test]
     fn process_mappings_parse() {
         assert_eq!(node_of_ranks("(vector,(0,1,4))", 4).unwrap(), [0, 0, 0, 0]);
+        // Huge counts deal only the ranks there are (found by fuzzing: this took minutes).
+        assert_eq!(node_of_ranks("(vector,(0,2,2000000000))", 4).unwrap(), [0, 0, 0, 0]);
+        assert_eq!(node_of_ranks("(vector,(5,4000000000,0),(1,3,1))", 5).unwrap(), [1, 2, 3, 1, 2]);
         assert_eq!(node_of_ranks("(vector,(0,2,3),(2,1,2))", 8).unwrap(), [0, 0, 0, 1, 1, 1, 2, 2]);
         // Cyclic over two nodes: the vector is dealt again.
         assert_eq!(node_of_ranks("(vector,(0,2,1))", 5).unwrap(), [0, 1, 0, 1, 0]);
