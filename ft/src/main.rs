@@ -6,56 +6,84 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
 use nemesis_ft::matrix::CommMatrix;
 use nemesis_ft::partition::{self, Bisector, CostModel};
 
-#[derive(Parser)]
-#[command(name = "nemesis-ft", version, about = "HydEE fault-tolerance tools for nemesis")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+const USAGE: &str = "\
+nemesis-ft: HydEE fault-tolerance tools for nemesis
 
-#[derive(Subcommand)]
+usage: nemesis-ft groups --matrix FILE [--bisector native|metis] [--alpha A] [--beta B]
+
+  groups      split the ranks into HydEE groups (recursive bisection of the thesis's chapter 4,
+              HydEE cost function) and print `<rank> <group>` lines
+  --matrix    P x P CSV of bytes sent: row u, column v = bytes rank u sent to rank v; no header
+  --bisector  graph partitioner of each bisection: native (pure Rust, default) or metis (needs a
+              build with the `metis` feature)
+  --alpha     weight of the logged share in the cost (thesis: 0.23)
+  --beta      weight of the restarted share in the cost (thesis: 0.124)";
+
+/// The command line, parsed by hand: the library crate stays free of a command-line parser
+/// (it is linked into every nemesis program).
 enum Command {
-    /// Split the ranks into HydEE groups (recursive bisection of the thesis's chapter 4, HydEE cost function).
-    Groups {
-        /// P x P CSV of bytes sent: row u, column v = bytes rank u sent to rank v; no header.
-        #[arg(long)]
-        matrix: PathBuf,
-        /// Graph partitioner used for each bisection.
-        #[arg(long, value_enum, default_value_t = BisectorArg::Native)]
-        bisector: BisectorArg,
-        /// Weight of the logged share in the cost (thesis: 0.23).
-        #[arg(long, default_value_t = partition::ALPHA)]
-        alpha: f64,
-        /// Weight of the restarted share in the cost (thesis: 0.124).
-        #[arg(long, default_value_t = partition::BETA)]
-        beta: f64,
-    },
+    Groups { matrix: PathBuf, bisector: Bisector, alpha: f64, beta: f64 },
+    Help,
+    Version,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum BisectorArg {
-    /// Pure-Rust multilevel bisection.
-    Native,
-    /// METIS (needs a build with the `metis` feature).
-    Metis,
+fn parse(args: &[String]) -> Result<Command, String> {
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        Some("groups") => {}
+        Some("-h" | "--help" | "help") => return Ok(Command::Help),
+        Some("-V" | "--version") => return Ok(Command::Version),
+        Some(other) => return Err(format!("unknown command `{other}`\n\n{USAGE}")),
+        None => return Err(format!("a command is required\n\n{USAGE}")),
+    }
+    let (mut matrix, mut bisector, mut alpha, mut beta) = (None, Bisector::Native, partition::ALPHA, partition::BETA);
+    while let Some(arg) = it.next() {
+        if arg == "-h" || arg == "--help" {
+            return Ok(Command::Help);
+        }
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or(format!("{name} needs a value"));
+        let number = |v: String| v.parse::<f64>().map_err(|_| format!("{name}: `{v}` is not a number"));
+        match name {
+            "--matrix" => matrix = Some(PathBuf::from(value()?)),
+            "--bisector" => {
+                bisector = match value()?.as_str() {
+                    "native" => Bisector::Native,
+                    "metis" => Bisector::Metis,
+                    v => return Err(format!("--bisector: `{v}` is neither `native` nor `metis`")),
+                }
+            }
+            "--alpha" => alpha = number(value()?)?,
+            "--beta" => beta = number(value()?)?,
+            _ => return Err(format!("unexpected argument `{arg}`\n\n{USAGE}")),
+        }
+    }
+    let matrix = matrix.ok_or(format!("--matrix FILE is required\n\n{USAGE}"))?;
+    Ok(Command::Groups { matrix, bisector, alpha, beta })
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    match cli.command {
+fn run(command: Command) -> Result<(), String> {
+    match command {
+        Command::Help => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Command::Version => {
+            println!("nemesis-ft {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
         Command::Groups { matrix, bisector, alpha, beta } => {
             if !(alpha.is_finite() && beta.is_finite() && alpha >= 0.0 && beta >= 0.0) {
                 return Err("--alpha and --beta must be non-negative numbers".into());
             }
             let text = std::fs::read_to_string(&matrix).map_err(|e| format!("{}: {e}", matrix.display()))?;
             let m = CommMatrix::from_csv(&text).map_err(|e| format!("{}: {e}", matrix.display()))?;
-            let bisector = match bisector {
-                BisectorArg::Native => Bisector::Native,
-                BisectorArg::Metis => Bisector::Metis,
-            };
             let g = partition::group(&m, CostModel { alpha, beta }, bisector).map_err(|e| e.to_string())?;
             let mut out = String::with_capacity(g.group_of.len() * 8);
             for (rank, group) in g.group_of.iter().enumerate() {
@@ -76,7 +104,8 @@ fn run(cli: Cli) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nemesis-ft: error: {e}");

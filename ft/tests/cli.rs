@@ -84,6 +84,16 @@ fn usage_errors_fail() {
     let path = file("one.csv", "0\n");
     let out = bin().args(["groups", "--alpha", "-1", "--matrix"]).arg(&path).output().unwrap();
     assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("non-negative"), "{out:?}");
+    for bad in [&["groups", "--matrix"][..], &["groups", "--colour", "red"], &["group"], &["groups", "--beta", "x"]] {
+        let out = bin().args(bad).output().unwrap();
+        assert!(!out.status.success(), "{bad:?} accepted");
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("nemesis-ft: error: "), "{bad:?}: {out:?}");
+    }
+    let out = bin().args(["groups", "--alpha=0.5", "--bisector=native", "--matrix"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let help = bin().arg("--help").output().unwrap();
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--matrix"), "{help:?}");
 }
 
 #[cfg(not(feature = "metis"))]
