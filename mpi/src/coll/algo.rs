@@ -104,6 +104,11 @@ impl Reduction {
         self.left(acc, src);
     }
 
+    /// `acc = acc ⊕ src` (`src` from a higher rank).
+    pub fn combine_higher(&self, acc: &mut [u8], src: &[u8]) {
+        self.right(acc, src);
+    }
+
     /// Combines `other`, which came from a lower (`lower`) or higher team rank, into `acc`.
     fn combine(&self, acc: &mut [u8], other: &mut [u8], lower: bool) {
         if lower { self.left(acc, other) } else { self.right(acc, other) }
@@ -261,7 +266,7 @@ impl<'e> Ops<'e> {
 }
 
 /// `data` and `buf` from one buffer's disjoint ranges `a` (read) and `b` (written).
-fn split_ranges(buf: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> (&[u8], &mut [u8]) {
+pub(super) fn split_ranges(buf: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> (&[u8], &mut [u8]) {
     debug_assert!(a.end <= b.start || b.end <= a.start);
     if a.end <= b.start {
         let (lo, hi) = buf.split_at_mut(b.start);

@@ -23,6 +23,7 @@
 
 pub mod algo;
 pub mod model;
+pub mod vector;
 
 use std::ffi::{c_int, c_void};
 
@@ -50,6 +51,15 @@ pub mod tag {
     pub const ALLTOALL: i32 = 8;
     /// Communicator creation (dup, split) and start-up exchanges.
     pub const COMM: i32 = 9;
+    pub const GATHERV: i32 = 10;
+    pub const SCATTERV: i32 = 11;
+    pub const ALLGATHERV: i32 = 12;
+    /// `MPI_Alltoallv` and `MPI_Alltoallw`.
+    pub const ALLTOALLV: i32 = 13;
+    /// `MPI_Reduce_scatter` and `MPI_Reduce_scatter_block`.
+    pub const REDUCE_SCATTER: i32 = 14;
+    /// `MPI_Scan` and `MPI_Exscan`.
+    pub const SCAN: i32 = 15;
     /// `MPI_Comm_create_group` with the user's tag `t`: `COMM_GROUP + t` (`t` below 2^30).
     pub const COMM_GROUP: i32 = 16;
 }
