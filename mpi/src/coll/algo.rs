@@ -21,7 +21,7 @@ use super::model::pow2_floor;
 use crate::abi;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
-use crate::op::{OpKind, UserCall, reduce};
+use crate::op::{Loc, OpKind, UserCall, reduce, reduce_loc};
 use crate::state::Access;
 
 /// Ranks taking part in one collective step.
@@ -62,12 +62,15 @@ pub struct Reduction {
     pub elem: usize,
     /// A user's operation (`op` and `kind` are then unused).
     pub user: Option<UserCall>,
+    /// `MPI_MINLOC`/`MPI_MAXLOC` on packed pairs: `kind` is the value's, this the index's kind
+    /// (`op` is then unused).
+    pub loc: Option<(Loc, Kind)>,
 }
 
 impl Reduction {
     /// A predefined operation on elements of `kind`, `elem` bytes each.
     pub fn builtin(op: OpKind, kind: Kind, elem: usize) -> Reduction {
-        Reduction { op, kind, elem, user: None }
+        Reduction { op, kind, elem, user: None, loc: None }
     }
 
     /// False for a user's operation declared non-commutative: the ranks' data must then be
@@ -84,7 +87,10 @@ impl Reduction {
                 u.apply(acc, &mut tmp);
                 acc.copy_from_slice(&tmp);
             }
-            None => reduce(self.op, self.kind, acc, src),
+            None => match self.loc {
+                Some((loc, index)) => reduce_loc(loc, self.kind, index, acc, src),
+                None => reduce(self.op, self.kind, acc, src),
+            },
         }
     }
 
@@ -92,6 +98,8 @@ impl Reduction {
     fn left(&self, acc: &mut [u8], src: &mut [u8]) {
         match self.user {
             Some(u) => u.apply(src, acc),
+            // Commutative: `src ⊕ acc` is `acc ⊕ src`.
+            None if self.loc.is_some() => self.right(acc, src),
             None => {
                 reduce(self.op, self.kind, src, acc);
                 acc.copy_from_slice(src);

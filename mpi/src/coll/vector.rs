@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
-use super::algo::{Ops, Reduction};
+use super::algo::Ops;
 use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction, tag, whole};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
@@ -521,25 +521,92 @@ pub unsafe fn alltoallw(
 // ---------------------------------------------------------------------------------------------
 // Reduce_scatter, Scan, Exscan.
 
-/// The reduction over `count` elements of `dt` at `sendbuf` (or in place at `recvbuf`) of
-/// `total` elements: the input as a vector of bytes.
+/// The packed input of a reduction: `count` elements of `dt` at `sendbuf`, or at `recvbuf` under
+/// `MPI_IN_PLACE`.
 ///
 /// # Safety
-/// MPI's contract: `total` elements readable at the input.
+/// MPI's contract: the elements are readable there.
 unsafe fn reduction_input(
+    acc: &mut Access,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    total: usize,
-    red: &Reduction,
+    count: c_int,
+    dt: Datatype,
     ci: usize,
 ) -> Res<Vec<u8>> {
     let src = if is_in_place(sendbuf) { recvbuf.cast_const() } else { sendbuf };
-    let len = total * red.elem;
-    if src.is_null() && len > 0 {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
+    let l = layout_at(acc, src.cast(), count, dt, ci)?;
     // SAFETY: the caller's contract.
-    Ok(unsafe { in_bytes(src, len) }.to_vec())
+    Ok(unsafe { source(&l) }.into_owned())
+}
+
+/// `MPI_Reduce` (`root` given) and `MPI_Allreduce` on a derived or pair datatype: the input is
+/// packed, reduced as its leaf type, and unpacked at the root (everywhere for allreduce).
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`, at the root for reduce).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_any(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+    root: Option<c_int>,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, tu) = begin(acc, comm)?;
+    let c = &*c;
+    let root = root.map(|r| super::check_root(r, c, ci)).transpose()?;
+    let receives = root.is_none_or(|r| r == c.rank as usize);
+    if is_in_place(sendbuf) && !receives {
+        return Err(in_place_misused(ci));
+    }
+    let red = reduction(acc.st(), op, dt, ci)?;
+    // SAFETY: MPI's contract on the input.
+    let mut data = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut sink =
+        if receives { Some(Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?)) } else { None };
+    match root {
+        Some(r) => super::reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, r, &mut data, red, &tu),
+        None => allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, &mut data, red, &tu),
+    }
+    .map_err(on(ci))?;
+    if let Some(s) = sink.as_mut() {
+        // SAFETY: MPI's contract: the receive buffer is writable; `data` is ours.
+        unsafe { s.put(&data, ci)? };
+    }
+    Ok(())
+}
+
+/// `MPI_Reduce_local` on a derived or pair datatype.
+///
+/// # Safety
+/// MPI's contract on the buffers.
+pub unsafe fn reduce_local_any(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+) -> Res<()> {
+    let red = reduction(acc.st(), op, dt, 0)?;
+    // SAFETY: MPI's contract: both buffers hold `count` elements.
+    let (mut lower, mut data) = unsafe {
+        (
+            reduction_input(acc, inbuf, std::ptr::null_mut(), count, dt, 0)?,
+            reduction_input(acc, inoutbuf.cast_const(), std::ptr::null_mut(), count, dt, 0)?,
+        )
+    };
+    red.combine_lower(&mut data, &mut lower);
+    let mut sink = Sink::new(layout_at(acc, inoutbuf.cast_const().cast(), count, dt, 0)?);
+    // SAFETY: MPI's contract: `inoutbuf` is writable.
+    unsafe { sink.put(&data, 0) }
 }
 
 /// `MPI_Reduce_scatter` (`counts` per rank) and `MPI_Reduce_scatter_block` (`block` per rank):
@@ -573,24 +640,22 @@ pub unsafe fn reduce_scatter(
     };
     let red = reduction(acc.st(), op, dt, ci)?;
     let total: usize = counts.iter().sum();
-    if total == 0 {
+    let Ok(total_c) = c_int::try_from(total) else {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")));
+    };
+    // SAFETY: MPI's contract: `total` elements at the input.
+    let mut data = unsafe { reduction_input(acc, sendbuf, recvbuf, total_c, dt, ci)? };
+    if data.is_empty() {
         return Ok(());
     }
-    // SAFETY: MPI's contract: `total` elements at the input.
-    let mut data = unsafe { reduction_input(sendbuf, recvbuf, total, &red, ci)? };
+    let per = data.len() / total;
+    let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), counts[me] as c_int, dt, ci)?);
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::REDUCE_SCATTER)?;
     allreduce_comm(&mut ops, c, &mut data, red, &tu).map_err(on(ci))?;
-    let start = counts[..me].iter().sum::<usize>() * red.elem;
-    let len = counts[me] * red.elem;
-    if len > 0 {
-        if recvbuf.is_null() {
-            return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-        }
-        // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
-        // vector in place).
-        unsafe { out_bytes(recvbuf, len) }.copy_from_slice(&data[start..start + len]);
-    }
-    Ok(())
+    let start = counts[..me].iter().sum::<usize>() * per;
+    // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
+    // vector in place: the result is taken from our copy before it is written).
+    unsafe { sink.put(&data[start..start + counts[me] * per], ci) }
 }
 
 /// `MPI_Scan` (`exclusive` false) and `MPI_Exscan` (true), by recursive doubling: at step
@@ -616,15 +681,13 @@ pub unsafe fn scan(
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
     }
     let red = reduction(acc.st(), op, dt, ci)?;
-    let len = count as usize * red.elem;
+    // SAFETY: MPI's contract: `count` elements at the input.
+    let mine = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    let len = mine.len();
     if len == 0 {
         return Ok(());
     }
-    if recvbuf.is_null() {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
-    // SAFETY: MPI's contract: `count` elements at the input.
-    let mine = unsafe { reduction_input(sendbuf, recvbuf, count as usize, &red, ci)? };
+    let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?);
     let (n, me) = (c.size as usize, c.rank as usize);
     let mut partial = mine.clone();
     // The result so far: the inclusive scan starts from this rank's data, the exclusive one
@@ -654,10 +717,10 @@ pub unsafe fn scan(
         }
         mask <<= 1;
     }
-    if let Some(r) = result {
+    match result {
         // SAFETY: MPI's contract: `count` elements writable at `recvbuf` (rank 0's exclusive
         // scan leaves it untouched: undefined by the standard).
-        unsafe { out_bytes(recvbuf, len) }.copy_from_slice(&r);
+        Some(r) => unsafe { sink.put(&r, ci) },
+        None => Ok(()),
     }
-    Ok(())
 }

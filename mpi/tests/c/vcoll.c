@@ -4,7 +4,9 @@
  * derived datatypes on either side (a strided vector against contiguous ints); MPI_Alltoallw with a
  * different datatype per peer; MPI_Reduce_scatter and MPI_Reduce_scatter_block (in place too);
  * MPI_Scan and MPI_Exscan with MPI_SUM and with a non-commutative user operation, which must
- * combine in rank order. A scale of 1 and 3000 (past the eager limit: transfers in pieces).
+ * combine in rank order; MPI_MINLOC/MPI_MAXLOC on every C pair type in Reduce (every root), Allreduce,
+ * Scan and Reduce_local; reductions on derived datatypes (a contiguous and a strided type of doubles).
+ * A scale of 1 and 3000 (past the eager limit: transfers in pieces).
  * Buffer cells outside the blocks must stay untouched. Prints "OK vcoll <rank>". */
 #include "check.h"
 
@@ -293,6 +295,116 @@ static void test_scan(int scale, MPI_Op comp) {
     free(r);
 }
 
+
+/* Rank r's value for element i: ties between ranks on purpose (the least index must win). */
+static int loc_val(int r, int i) { return ((r * 5 + i * 3) % 7) - 3; }
+
+struct dint { double v; int i; };
+struct fint { float v; int i; };
+struct lint { long v; int i; };
+struct sint { short v; int i; };
+struct iint { int v; int i; };
+
+/* The expected MINLOC (min = 1) or MAXLOC over ranks 0..upto-1 of element i. */
+static void loc_want(int min, int upto, int i, int *v, int *idx) {
+    *v = loc_val(0, i);
+    *idx = 0;
+    for (int r = 1; r < upto; r++) {
+        int x = loc_val(r, i);
+        if (min ? x < *v : x > *v) {
+            *v = x;
+            *idx = r;
+        }
+    }
+}
+
+#define LOC_CASE(T, DT, CHECKV)                                                                           \
+    do {                                                                                                  \
+        T *in = xmalloc(sizeof(T) * (size_t)n), *out = xmalloc(sizeof(T) * (size_t)n);                 \
+        for (int min = 0; min < 2; min++) {                                                               \
+            MPI_Op op = min ? MPI_MINLOC : MPI_MAXLOC;                                                    \
+            for (int i = 0; i < n; i++) {                                                                 \
+                in[i].v = loc_val(rank, i);                                                               \
+                in[i].i = rank;                                                                           \
+            }                                                                                             \
+            OK(MPI_Allreduce(in, out, n, DT, op, MPI_COMM_WORLD));                                        \
+            for (int i = 0; i < n; i++) {                                                                 \
+                int wv, wi;                                                                               \
+                loc_want(min, size, i, &wv, &wi);                                                         \
+                CHECK(CHECKV(out[i].v) == wv && out[i].i == wi, #DT " allreduce %s [%d] = (%d, %d), want (%d, %d)", \
+                      min ? "minloc" : "maxloc", i, (int)CHECKV(out[i].v), out[i].i, wv, wi);             \
+            }                                                                                             \
+            int root = (size - 1) / 2;                                                                    \
+            for (int i = 0; i < n; i++) out[i].i = -1;                                                    \
+            OK(MPI_Reduce(in, out, n, DT, op, root, MPI_COMM_WORLD));                                     \
+            if (rank == root)                                                                             \
+                for (int i = 0; i < n; i++) {                                                             \
+                    int wv, wi;                                                                           \
+                    loc_want(min, size, i, &wv, &wi);                                                     \
+                    CHECK(CHECKV(out[i].v) == wv && out[i].i == wi, #DT " reduce [%d]", i);               \
+                }                                                                                         \
+            OK(MPI_Scan(in, out, n, DT, op, MPI_COMM_WORLD));                                             \
+            for (int i = 0; i < n; i++) {                                                                 \
+                int wv, wi;                                                                               \
+                loc_want(min, rank + 1, i, &wv, &wi);                                                     \
+                CHECK(CHECKV(out[i].v) == wv && out[i].i == wi, #DT " scan [%d]", i);                     \
+            }                                                                                             \
+        }                                                                                                 \
+        free(in);                                                                                         \
+        free(out);                                                                                        \
+    } while (0)
+
+#define AS_INT(x) ((int)(x))
+
+static void test_loc_and_derived(int scale) {
+    int n = scale + 2;
+    LOC_CASE(struct dint, MPI_DOUBLE_INT, AS_INT);
+    LOC_CASE(struct fint, MPI_FLOAT_INT, AS_INT);
+    LOC_CASE(struct lint, MPI_LONG_INT, AS_INT);
+    LOC_CASE(struct sint, MPI_SHORT_INT, AS_INT);
+    LOC_CASE(struct iint, MPI_2INT, AS_INT);
+    /* Reduce_local on a padded pair. */
+    struct dint a = {2.0, 7}, b = {2.0, 3};
+    OK(MPI_Reduce_local(&a, &b, 1, MPI_DOUBLE_INT, MPI_MAXLOC));
+    CHECK(b.v == 2.0 && b.i == 3, "reduce_local maxloc = (%f, %d)", b.v, b.i);
+    a.v = 5.0;
+    OK(MPI_Reduce_local(&a, &b, 1, MPI_DOUBLE_INT, MPI_MAXLOC));
+    CHECK(b.v == 5.0 && b.i == 7, "reduce_local maxloc = (%f, %d)", b.v, b.i);
+
+    /* A contiguous type of 3 doubles (dense) and a strided one (every other double). */
+    MPI_Datatype three, every_other;
+    OK(MPI_Type_contiguous(3, MPI_DOUBLE, &three));
+    OK(MPI_Type_commit(&three));
+    OK(MPI_Type_vector(1, 1, 2, MPI_DOUBLE, &every_other));
+    OK(MPI_Type_create_resized(every_other, 0, 2 * (MPI_Aint)sizeof(double), &every_other));
+    OK(MPI_Type_commit(&every_other));
+    double *x = xmalloc(sizeof(double) * 6 * (size_t)n), *y = xmalloc(sizeof(double) * 6 * (size_t)n);
+    for (int i = 0; i < 3 * n; i++) x[i] = rank + i;
+    OK(MPI_Allreduce(x, y, n, three, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i < 3 * n; i++)
+        CHECK(y[i] == (double)size * (size - 1) / 2 + (double)size * i, "contiguous-type allreduce [%d] = %f", i, y[i]);
+    for (int i = 0; i < 2 * n; i++) {
+        x[i] = i % 2 ? -1.0 : rank * 2.0 + i;
+        y[i] = -3.0;
+    }
+    OK(MPI_Allreduce(x, y, n, every_other, MPI_MAX, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) {
+        CHECK(y[2 * i] == (size - 1) * 2.0 + 2 * i, "strided allreduce [%d] = %f", i, y[2 * i]);
+        CHECK(y[2 * i + 1] == -3.0, "strided allreduce wrote a hole at %d", 2 * i + 1);
+    }
+    OK(MPI_Reduce(rank == 0 ? MPI_IN_PLACE : x, rank == 0 ? x : NULL, n, every_other, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (rank == 0)
+        for (int i = 0; i < n; i++) {
+            CHECK(x[2 * i] == (double)size * (size - 1) + 2.0 * size * i, "strided reduce in place [%d] = %f", i,
+                  x[2 * i]);
+            CHECK(x[2 * i + 1] == -1.0, "strided reduce in place wrote a hole");
+        }
+    free(x);
+    free(y);
+    OK(MPI_Type_free(&three));
+    OK(MPI_Type_free(&every_other));
+}
+
 static void test_errors(void) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     int x = 1, y;
@@ -301,6 +413,8 @@ static void test_errors(void) {
     FAILS_WITH(MPI_Gatherv(&x, 1, MPI_INT, &y, NULL, NULL, MPI_INT, size, MPI_COMM_WORLD), MPI_ERR_ROOT);
     FAILS_WITH(MPI_Allgatherv(&x, 1, MPI_INT, &y, NULL, NULL, MPI_INT, MPI_COMM_WORLD), MPI_ERR_ARG);
     FAILS_WITH(MPI_Reduce_scatter_block(&x, &y, -2, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_COUNT);
+    FAILS_WITH(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MINLOC, MPI_COMM_WORLD), MPI_ERR_OP);
+    FAILS_WITH(MPI_Allreduce(&x, &y, 1, MPI_DOUBLE_INT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_OP);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 
@@ -323,6 +437,7 @@ int main(int argc, char **argv) {
         test_alltoallw(scales[s], strided);
         test_reduce_scatter(scales[s]);
         test_scan(scales[s], comp);
+        test_loc_and_derived(scales[s]);
     }
     test_errors();
     OK(MPI_Op_free(&comp));
