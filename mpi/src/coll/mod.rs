@@ -23,6 +23,7 @@
 
 pub mod algo;
 pub mod model;
+pub mod typed;
 pub mod vector;
 
 use std::ffi::{c_int, c_void};
@@ -414,6 +415,10 @@ pub unsafe fn bcast(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(dt) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::bcast(acc, buf, count, dt, root, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let len = byte_len(count, dt, ci, buf.is_null())?;
@@ -649,6 +654,12 @@ pub unsafe fn gather(
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
+    if !typed::basic(if is_root { recvtype } else { sendtype }) || (is_root && !in_place && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            typed::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
+        };
+    }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
     let m = flat_model(c, tu, &ops);
     let t = whole(c);
@@ -721,6 +732,12 @@ pub unsafe fn scatter(
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
+    if !typed::basic(if is_root { sendtype } else { recvtype }) || (is_root && !in_place && !typed::basic(recvtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            typed::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
+        };
+    }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
     let m = flat_model(c, tu, &ops);
     let t = whole(c);
@@ -786,6 +803,10 @@ pub unsafe fn allgather(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let n = c.size as usize;
@@ -849,6 +870,10 @@ pub unsafe fn alltoall(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;

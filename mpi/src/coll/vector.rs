@@ -37,7 +37,7 @@ fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
 }
 
 /// `count` elements of `dt` at `buf`.
-fn layout_at(acc: &mut Access, buf: *const u8, count: c_int, dt: Datatype, ci: usize) -> Res<Layout> {
+pub(super) fn layout_at(acc: &mut Access, buf: *const u8, count: c_int, dt: Datatype, ci: usize) -> Res<Layout> {
     datatype::layout(&acc.st().types, buf, count, dt, ci)
 }
 
@@ -73,7 +73,7 @@ impl Vector<'_> {
 ///
 /// # Safety
 /// The layout describes readable memory holding the data (MPI's contract).
-unsafe fn source(l: &Layout) -> Cow<'_, [u8]> {
+pub(super) unsafe fn source(l: &Layout) -> Cow<'_, [u8]> {
     match l {
         // SAFETY: the caller's contract.
         Layout::Contig { ptr, len } => Cow::Borrowed(unsafe { in_bytes(ptr.cast_const().cast(), *len) }),
@@ -84,13 +84,13 @@ unsafe fn source(l: &Layout) -> Cow<'_, [u8]> {
 
 /// Where a block is received: the caller's memory when contiguous, else scratch that
 /// [`finish`](Sink::finish) unpacks.
-struct Sink {
-    layout: Layout,
+pub(super) struct Sink {
+    pub(super) layout: Layout,
     scratch: Vec<u8>,
 }
 
 impl Sink {
-    fn new(layout: Layout) -> Sink {
+    pub(super) fn new(layout: Layout) -> Sink {
         let scratch = match &layout {
             Layout::Contig { .. } => Vec::new(),
             Layout::Typed { .. } => vec![0u8; layout.len()],
@@ -98,7 +98,7 @@ impl Sink {
         Sink { layout, scratch }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.layout.len()
     }
 
@@ -114,7 +114,7 @@ impl Sink {
     ///
     /// # Safety
     /// The layout describes writable memory (MPI's contract) that nothing else uses meanwhile.
-    unsafe fn bytes(&mut self) -> &mut [u8] {
+    pub(super) unsafe fn bytes(&mut self) -> &mut [u8] {
         let len = self.len();
         // SAFETY: `ptr()` is `len` writable bytes: the caller's memory, or our scratch.
         unsafe { out_bytes(self.ptr().cast(), len) }
@@ -140,7 +140,7 @@ impl Sink {
     ///
     /// # Safety
     /// The layout describes writable memory (MPI's contract).
-    unsafe fn finish(&self) {
+    pub(super) unsafe fn finish(&self) {
         if let Layout::Typed { base, count, desc } = &self.layout {
             // SAFETY: the caller's contract; the scratch holds `count × size` packed bytes.
             unsafe { pack::unpack(desc, *base, *count, &self.scratch) };

@@ -6,9 +6,12 @@
  * MPI_Scan and MPI_Exscan with MPI_SUM and with a non-commutative user operation, which must
  * combine in rank order; MPI_MINLOC/MPI_MAXLOC on every C pair type in Reduce (every root), Allreduce,
  * Scan and Reduce_local; reductions on derived datatypes (a contiguous and a strided type of doubles).
+ * The regular collectives (Bcast, Gather, Scatter, Allgather, Alltoall) with a strided type on some
+ * ranks and plain ints on others (both paths in one collective), in place, and a struct type.
  * A scale of 1 and 3000 (past the eager limit: transfers in pieces).
  * Buffer cells outside the blocks must stay untouched. Prints "OK vcoll <rank>". */
 #include "check.h"
+#include <stddef.h>
 
 static int rank, size;
 
@@ -405,6 +408,115 @@ static void test_loc_and_derived(int scale) {
     OK(MPI_Type_free(&every_other));
 }
 
+
+/* `w` holds 2n ints: element i of the strided type is w[2i]. */
+static void fill_wide(int *w, int n, int (*f)(int, int), int a) {
+    for (int i = 0; i < n; i++) {
+        w[2 * i] = f(a, i);
+        w[2 * i + 1] = POISON;
+    }
+}
+static int fv(int a, int i) { return a * 1000 + i % 991; }
+static void check_wide(const int *w, int n, int (*f)(int, int), int a, const char *what) {
+    for (int i = 0; i < n; i++) {
+        CHECK(w[2 * i] == f(a, i), "%s [%d] = %d, want %d", what, i, w[2 * i], f(a, i));
+        CHECK(w[2 * i + 1] == POISON, "%s wrote a hole at %d", what, 2 * i + 1);
+    }
+}
+
+static void test_typed_regular(int scale, MPI_Datatype strided) {
+    int n = scale + 1;
+    int *w = xmalloc(sizeof(int) * 2 * (size_t)n * (size_t)size), *p = xmalloc(sizeof(int) * (size_t)n * (size_t)size);
+    int *w2 = xmalloc(sizeof(int) * 2 * (size_t)n * (size_t)size);
+    /* Ranks of one parity use the strided type, the others plain ints. */
+    int mine_strided = rank % 2 == 0;
+    for (int root = 0; root < size; root += size > 2 ? size - 1 : 1) {
+        /* Bcast. */
+        if (mine_strided) {
+            if (rank == root) fill_wide(w, n, fv, root);
+            else for (int i = 0; i < 2 * n; i++) w[i] = POISON;
+            OK(MPI_Bcast(w, n, strided, root, MPI_COMM_WORLD));
+            check_wide(w, n, fv, root, "strided bcast");
+        } else {
+            for (int i = 0; i < n; i++) p[i] = rank == root ? fv(root, i) : POISON;
+            OK(MPI_Bcast(p, n, MPI_INT, root, MPI_COMM_WORLD));
+            for (int i = 0; i < n; i++) CHECK(p[i] == fv(root, i), "bcast beside a strided one [%d]", i);
+        }
+        /* Gather: senders of either kind, the root receives strided (or ints), in place too. */
+        for (int in_place = 0; in_place < 2; in_place++) {
+            if (mine_strided) fill_wide(w2, n, fv, rank);
+            else for (int i = 0; i < n; i++) p[i] = fv(rank, i);
+            if (rank == root) {
+                for (int i = 0; i < 2 * n * size; i++) w[i] = POISON;
+                if (in_place) fill_wide(w + 2 * n * root, n, fv, root);
+                const void *sb = in_place ? MPI_IN_PLACE : mine_strided ? (void *)w2 : (void *)p;
+                OK(MPI_Gather(sb, n, mine_strided ? strided : MPI_INT, w, n, strided, root, MPI_COMM_WORLD));
+                for (int r = 0; r < size; r++) check_wide(w + 2 * n * r, n, fv, r, "gather into strided");
+            } else {
+                OK(MPI_Gather(mine_strided ? (void *)w2 : (void *)p, n, mine_strided ? strided : MPI_INT, NULL, 0,
+                              MPI_DATATYPE_NULL, root, MPI_COMM_WORLD));
+            }
+        }
+        /* Scatter: the root sends strided; receivers of either kind. */
+        if (rank == root)
+            for (int r = 0; r < size; r++) fill_wide(w + 2 * n * r, n, fv, r + 7);
+        for (int i = 0; i < 2 * n; i++) w2[i] = POISON;
+        for (int i = 0; i < n; i++) p[i] = POISON;
+        OK(MPI_Scatter(w, n, strided, mine_strided ? (void *)w2 : (void *)p, n, mine_strided ? strided : MPI_INT, root,
+                       MPI_COMM_WORLD));
+        if (mine_strided) check_wide(w2, n, fv, rank + 7, "scatter into strided");
+        else for (int i = 0; i < n; i++) CHECK(p[i] == fv(rank + 7, i), "scatter into ints [%d]", i);
+    }
+    /* Allgather and alltoall with mixed types, in place too. */
+    for (int in_place = 0; in_place < 2; in_place++) {
+        if (mine_strided) {
+            for (int i = 0; i < 2 * n * size; i++) w[i] = POISON;
+            fill_wide(w2, n, fv, rank);
+            if (in_place) fill_wide(w + 2 * n * rank, n, fv, rank);
+            OK(MPI_Allgather(in_place ? MPI_IN_PLACE : w2, n, strided, w, n, strided, MPI_COMM_WORLD));
+            for (int r = 0; r < size; r++) check_wide(w + 2 * n * r, n, fv, r, "allgather strided");
+        } else {
+            for (int i = 0; i < n * size; i++) p[i] = POISON;
+            for (int i = 0; i < n; i++) (in_place ? p + n * rank : w2)[i] = fv(rank, i);
+            OK(MPI_Allgather(in_place ? MPI_IN_PLACE : w2, n, MPI_INT, p, n, MPI_INT, MPI_COMM_WORLD));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++) CHECK(p[n * r + i] == fv(r, i), "allgather ints beside strided");
+        }
+        if (mine_strided) {
+            for (int to = 0; to < size; to++) fill_wide((in_place ? w : w2) + 2 * n * to, n, fv, rank * 10 + to);
+            if (!in_place) for (int i = 0; i < 2 * n * size; i++) w[i] = POISON;
+            OK(MPI_Alltoall(in_place ? MPI_IN_PLACE : w2, n, strided, w, n, strided, MPI_COMM_WORLD));
+            for (int from = 0; from < size; from++) check_wide(w + 2 * n * from, n, fv, from * 10 + rank, "alltoall strided");
+        } else {
+            int *src = in_place ? p : w2;
+            for (int to = 0; to < size; to++)
+                for (int i = 0; i < n; i++) src[n * to + i] = fv(rank * 10 + to, i);
+            OK(MPI_Alltoall(in_place ? MPI_IN_PLACE : w2, n, MPI_INT, p, n, MPI_INT, MPI_COMM_WORLD));
+            for (int from = 0; from < size; from++)
+                for (int i = 0; i < n; i++) CHECK(p[n * from + i] == fv(from * 10 + rank, i), "alltoall ints beside strided");
+        }
+    }
+    /* A struct type (several basic types: no leaf) in a broadcast. */
+    struct item { int k; double x; } *items = xmalloc(sizeof(struct item) * (size_t)n);
+    MPI_Datatype st;
+    int bl[2] = {1, 1};
+    MPI_Aint disp[2] = {offsetof(struct item, k), offsetof(struct item, x)};
+    MPI_Datatype ty[2] = {MPI_INT, MPI_DOUBLE};
+    OK(MPI_Type_create_struct(2, bl, disp, ty, &st));
+    OK(MPI_Type_commit(&st));
+    for (int i = 0; i < n; i++) {
+        items[i].k = rank == 0 ? i : -1;
+        items[i].x = rank == 0 ? i * 0.5 : -1.0;
+    }
+    OK(MPI_Bcast(items, n, st, 0, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) CHECK(items[i].k == i && items[i].x == i * 0.5, "struct bcast [%d]", i);
+    OK(MPI_Type_free(&st));
+    free(items);
+    free(w);
+    free(w2);
+    free(p);
+}
+
 static void test_errors(void) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     int x = 1, y;
@@ -438,6 +550,7 @@ int main(int argc, char **argv) {
         test_reduce_scatter(scales[s]);
         test_scan(scales[s], comp);
         test_loc_and_derived(scales[s]);
+        test_typed_regular(scales[s], strided);
     }
     test_errors();
     OK(MPI_Op_free(&comp));
