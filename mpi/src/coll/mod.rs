@@ -23,6 +23,7 @@
 
 pub mod algo;
 pub mod model;
+pub mod nbc;
 pub mod typed;
 pub mod vector;
 

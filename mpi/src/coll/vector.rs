@@ -84,6 +84,7 @@ pub(super) unsafe fn source(l: &Layout) -> Cow<'_, [u8]> {
 
 /// Where a block is received: the caller's memory when contiguous, else scratch that
 /// [`finish`](Sink::finish) unpacks.
+#[derive(Debug)]
 pub(super) struct Sink {
     pub(super) layout: Layout,
     scratch: Vec<u8>,
@@ -124,7 +125,7 @@ impl Sink {
     ///
     /// # Safety
     /// As [`bytes`](Sink::bytes).
-    unsafe fn put(&mut self, data: &[u8], ci: usize) -> Res<()> {
+    pub(super) unsafe fn put(&mut self, data: &[u8], ci: usize) -> Res<()> {
         if data.len() != self.len() {
             return Err(mismatch(ci, self.len(), data.len()));
         }
