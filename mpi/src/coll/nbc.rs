@@ -3,8 +3,9 @@
 //! `MPI_Ireduce_scatter(_block)`, `MPI_Iscan`, `MPI_Iexscan`) as **schedules**: a collective is
 //! compiled at its call into rounds of non-blocking sends and receives and local steps (copies,
 //! reductions) over buffers the schedule owns; a round starts when the previous one's transfers
-//! are all complete. The schedule advances whenever its request is tested or waited for
-//! (`MPI_Test`, `MPI_Wait`, `MPI_Waitall`...), as libNBC's and MPICH's do, and the request
+//! are all complete. Every schedule in flight advances whenever any request is tested or waited
+//! for (`MPI_Test`, `MPI_Wait`, `MPI_Waitall`...: `p2p::complete`), as libNBC's and MPICH's do,
+//! so a program that waits for something else still moves its collectives; the request
 //! completes when the last round has.
 //!
 //! **Buffers.** The caller's input is packed into the schedule's buffers at the call (MPI lets the
@@ -329,8 +330,14 @@ fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request)
         Some(done) => ReqState::Done(done),
         None => ReqState::Coll(Box::new(s)),
     };
+    let active = matches!(state, ReqState::Coll(_));
     let h = st.reqs.insert(Req { coll: true, ..Req::new(ci, state, false) });
     let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many requests")))?;
+    if active && let Some(i) = st.reqs.index(h) {
+        if !st.colls.contains(&i) {
+            st.colls.push(i);
+        }
+    }
     // SAFETY: MPI's contract: `request` is writable (checked non-null).
     unsafe { *request = h };
     Ok(())

@@ -215,7 +215,22 @@ fn check_running(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.phase));
     }
     reap(st);
+    advance_colls(st);
     Ok(())
+}
+
+/// Advances every non-blocking collective in flight, so that testing or waiting for any request
+/// moves them all (their rounds overlap whatever the program waits for).
+fn advance_colls(st: &mut State) {
+    let mut k = 0;
+    while k < st.colls.len() {
+        match advance_coll(st, st.colls[k]) {
+            Ok(Some(_)) => k += 1,
+            _ => {
+                st.colls.swap_remove(k);
+            }
+        }
+    }
 }
 
 /// Reports the result of slot `i` (complete) through `request` and `status`.

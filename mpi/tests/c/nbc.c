@@ -3,7 +3,8 @@
  * once completed in reverse order with MPI_Waitall and by MPI_Test loops; a non-blocking barrier
  * interleaved with point-to-point messages the way only a real non-blocking one survives (rank 0
  * starts it, then sends to rank 1, which receives before starting it); a non-commutative user
- * operation in MPI_Ireduce and MPI_Iscan (rank order); MPI_Cancel of one is an error.
+ * operation in MPI_Ireduce and MPI_Iscan (rank order); a broadcast that advances while its rank
+ * tests another request; MPI_Cancel of one is an error.
  * Prints "OK nbc <rank>". */
 #include "check.h"
 
@@ -230,6 +231,26 @@ static void test_overlap_with_p2p(void) {
     }
 }
 
+
+/* A schedule moves while the program tests something else: in a 4-rank binomial broadcast from
+ * rank 0, rank 2 forwards to rank 3 in its second round; rank 2 only tests a receive that rank 3
+ * sends once its broadcast is complete, so rank 2's broadcast must advance inside MPI_Test. */
+static void test_progress_elsewhere(void) {
+    if (size < 4) return;
+    MPI_Request b, rr;
+    int data = rank == 0 ? 1234 : -1, token = 0;
+    OK(MPI_Ibcast(&data, 1, MPI_INT, 0, MPI_COMM_WORLD, &b));
+    if (rank == 2) {
+        OK(MPI_Irecv(&token, 1, MPI_INT, 3, 77, MPI_COMM_WORLD, &rr));
+        int flag = 0;
+        while (!flag) OK(MPI_Test(&rr, &flag, MPI_STATUS_IGNORE));
+        CHECK(token == 1234, "token %d", token);
+    }
+    OK(MPI_Wait(&b, MPI_STATUS_IGNORE));
+    CHECK(data == 1234, "ibcast gave %d", data);
+    if (rank == 3) OK(MPI_Send(&data, 1, MPI_INT, 2, 77, MPI_COMM_WORLD));
+}
+
 static void test_noncommutative(int n, MPI_Op comp) {
     affine *m = xmalloc(sizeof(affine) * (size_t)n), *res = xmalloc(sizeof(affine) * (size_t)n);
     for (int i = 0; i < n; i++) m[i] = map_of(rank, i);
@@ -266,6 +287,7 @@ int main(int argc, char **argv) {
         test_noncommutative(ns[k], comp);
     }
     test_overlap_with_p2p();
+    test_progress_elsewhere();
     /* A duplicate communicator numbers its own: collectives on both in flight. */
     MPI_Comm dup;
     OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
