@@ -333,10 +333,11 @@ fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request)
     let active = matches!(state, ReqState::Coll(_));
     let h = st.reqs.insert(Req { coll: true, ..Req::new(ci, state, false) });
     let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many requests")))?;
-    if active && let Some(i) = st.reqs.index(h) {
-        if !st.colls.contains(&i) {
-            st.colls.push(i);
-        }
+    if active
+        && let Some(i) = st.reqs.index(h)
+        && !st.colls.contains(&i)
+    {
+        st.colls.push(i);
     }
     // SAFETY: MPI's contract: `request` is writable (checked non-null).
     unsafe { *request = h };
