@@ -40,10 +40,12 @@ use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};
 use crate::state::Access;
 
-/// The tags of non-blocking collectives: `NBC + (instance mod NBC_SPAN)`, above every fixed
-/// collective tag and `COMM_GROUP + t` (`t` below 2^30).
+/// The tags of non-blocking collectives: `NBC + (instance mod NBC_SPAN) × NBC_STRIDE + offset`,
+/// above every fixed collective tag and `COMM_GROUP + t` (`t` below 2^30); the offsets (below
+/// `NBC_STRIDE`) tell apart the directions of a Cartesian neighbourhood collective.
 const NBC: i32 = 0x4000_0100;
-const NBC_SPAN: u32 = 0x1000_0000;
+const NBC_SPAN: u32 = 1 << 22;
+const NBC_STRIDE: i32 = 64;
 
 /// A place in the schedule's buffers.
 #[derive(Clone, Debug)]
@@ -59,13 +61,16 @@ fn at(buf: usize, range: Range<usize>) -> At {
 /// One step of a round.
 #[derive(Debug)]
 enum Step {
+    /// `off`: the tag offset (below `NBC_STRIDE`).
     Send {
         to: u32,
         from: At,
+        off: i32,
     },
     Recv {
         from: u32,
         into: At,
+        off: i32,
     },
     /// `dst = src ⊕ dst` (`lower`: `src` holds lower ranks' data) or `dst = dst ⊕ src`.
     Reduce {
@@ -99,7 +104,7 @@ impl Sched {
         let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
         Sched {
             ctx: c.coll_ctx(),
-            tag: NBC + seq as i32,
+            tag: NBC + seq as i32 * NBC_STRIDE,
             bufs: Vec::new(),
             rounds: VecDeque::new(),
             red,
@@ -143,21 +148,21 @@ impl Sched {
                         red.combine_higher(acc, &other);
                     }
                 }
-                Step::Send { to, from } => {
+                Step::Send { to, from, off } => {
                     let b = &self.bufs[from.buf][from.range];
                     // SAFETY: the schedule's buffer, whose heap memory stays put and untouched
                     // until the request completes (the schedule outlives its transfers).
-                    match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, self.tag, self.ctx) } {
+                    match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, self.tag + off, self.ctx) } {
                         Ok(r) => self.inflight.push((r, None)),
                         Err(e) => self.failed = Some(Fail::endpoint(0, e)),
                     }
                 }
-                Step::Recv { from, into } => {
+                Step::Recv { from, into, off } => {
                     let len = into.range.len();
                     let b = &mut self.bufs[into.buf][into.range];
                     // SAFETY: as for a send; nothing else reads or writes this range until the
                     // receive completes (steps of a round touch disjoint ranges).
-                    match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, self.tag, self.ctx) } {
+                    match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, self.tag + off, self.ctx) } {
                         Ok(r) => self.inflight.push((r, Some(len))),
                         Err(e) => self.failed = Some(Fail::endpoint(0, e)),
                     }
@@ -251,7 +256,10 @@ impl Sched {
         let mut d = 1;
         while d < n {
             let (to, from) = (c.world[(me + d) % n], c.world[(me + n - d) % n]);
-            self.round(vec![Step::Send { to, from: at(b, 0..0) }, Step::Recv { from, into: at(b, 0..0) }]);
+            self.round(vec![
+                Step::Send { to, from: at(b, 0..0), off: 0 },
+                Step::Recv { from, into: at(b, 0..0), off: 0 },
+            ]);
             d *= 2;
         }
     }
@@ -265,7 +273,7 @@ impl Sched {
         let mut mask = 1;
         while mask < n {
             if rel & mask != 0 {
-                self.round(vec![Step::Recv { from: abs(rel - mask), into: at(b, 0..len) }]);
+                self.round(vec![Step::Recv { from: abs(rel - mask), into: at(b, 0..len), off: 0 }]);
                 break;
             }
             mask <<= 1;
@@ -274,7 +282,7 @@ impl Sched {
         mask >>= 1;
         while mask > 0 {
             if rel + mask < n {
-                sends.push(Step::Send { to: abs(rel + mask), from: at(b, 0..len) });
+                sends.push(Step::Send { to: abs(rel + mask), from: at(b, 0..len), off: 0 });
             }
             mask >>= 1;
         }
@@ -296,12 +304,12 @@ impl Sched {
                 pending_reduce = false;
             }
             if me & mask != 0 {
-                steps.push(Step::Send { to: c.world[me - mask], from: at(b, 0..len) });
+                steps.push(Step::Send { to: c.world[me - mask], from: at(b, 0..len), off: 0 });
                 self.round(steps);
                 break;
             }
             if me + mask < n {
-                steps.push(Step::Recv { from: c.world[me + mask], into: at(tmp, 0..len) });
+                steps.push(Step::Recv { from: c.world[me + mask], into: at(tmp, 0..len), off: 0 });
                 pending_reduce = true;
             }
             self.round(steps);
@@ -312,9 +320,9 @@ impl Sched {
         }
         if root != 0 {
             if me == 0 {
-                self.round(vec![Step::Send { to: c.world[root], from: at(b, 0..len) }]);
+                self.round(vec![Step::Send { to: c.world[root], from: at(b, 0..len), off: 0 }]);
             } else if me == root {
-                self.round(vec![Step::Recv { from: c.world[0], into: at(b, 0..len) }]);
+                self.round(vec![Step::Recv { from: c.world[0], into: at(b, 0..len), off: 0 }]);
             }
         }
     }
@@ -537,8 +545,8 @@ pub unsafe fn iscan(
             let peer = me ^ mask;
             if peer < n {
                 let mut steps = std::mem::take(&mut after);
-                steps.push(Step::Send { to: c.world[peer], from: at(partial, 0..len) });
-                steps.push(Step::Recv { from: c.world[peer], into: at(tmp, 0..len) });
+                steps.push(Step::Send { to: c.world[peer], from: at(partial, 0..len), off: 0 });
+                steps.push(Step::Recv { from: c.world[peer], into: at(tmp, 0..len), off: 0 });
                 s.round(steps);
                 if peer < me {
                     after.push(if have {
@@ -639,7 +647,7 @@ unsafe fn direct(s: &mut Sched, c: &Comm, send: Vec<Option<Vec<u8>>>, recv: Vec<
         }
         let len = data.len();
         let b = s.buf(data);
-        steps.push(Step::Send { to: c.world[i], from: at(b, 0..len) });
+        steps.push(Step::Send { to: c.world[i], from: at(b, 0..len), off: 0 });
     }
     for (i, l) in recv.into_iter().enumerate() {
         let Some(l) = l else { continue };
@@ -658,7 +666,7 @@ unsafe fn direct(s: &mut Sched, c: &Comm, send: Vec<Option<Vec<u8>>>, recv: Vec<
             continue;
         }
         let b = s.buf(vec![0u8; len]);
-        steps.push(Step::Recv { from: c.world[i], into: at(b, 0..len) });
+        steps.push(Step::Recv { from: c.world[i], into: at(b, 0..len), off: 0 });
         s.outputs.push((Sink::new(l), at(b, 0..len)));
     }
     s.round(steps);
@@ -808,4 +816,135 @@ pub unsafe fn iblocks(
         }
     }
     submit(acc, ci, s, request)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Neighbourhood collectives.
+
+/// One side of a neighbourhood collective.
+#[derive(Clone, Copy)]
+pub enum NSide {
+    /// One block of `count` elements (an allgather's send).
+    One(c_int),
+    /// A block of `count` elements per neighbour, one after the other.
+    Regular(c_int),
+    /// Per neighbour `counts[k]` elements at `displs[k]` extents.
+    V(*const c_int, *const c_int),
+    /// Per neighbour `counts[k]` elements of `types[k]` at `displs[k]` bytes.
+    W(*const c_int, *const abi::Aint, *const Datatype),
+}
+
+/// The layouts of a side with `n` neighbours (`One`: a single layout).
+///
+/// # Safety
+/// MPI's contract on the arrays.
+unsafe fn side_layouts(
+    acc: &mut Access,
+    base: *const c_void,
+    side: NSide,
+    dt: Datatype,
+    n: usize,
+    ci: usize,
+) -> Res<Vec<Layout>> {
+    let at = |d: isize| (base as *const u8).wrapping_offset(d);
+    match side {
+        NSide::One(count) => Ok(vec![layout_at(acc, base.cast(), count, dt, ci)?]),
+        NSide::Regular(count) => {
+            let ext = extent(acc, dt, ci)?;
+            (0..n).map(|k| layout_at(acc, at(k as isize * count as isize * ext), count, dt, ci)).collect()
+        }
+        NSide::V(counts, displs) => {
+            if n > 0 && (counts.is_null() || displs.is_null()) {
+                return Err(null_arg(Some(ci), "counts or displacements"));
+            }
+            let ext = extent(acc, dt, ci)?;
+            (0..n)
+                .map(|k| {
+                    // SAFETY: MPI's contract: `n` entries.
+                    let (cnt, d) = unsafe { (*counts.add(k), *displs.add(k)) };
+                    layout_at(acc, at(d as isize * ext), cnt, dt, ci)
+                })
+                .collect()
+        }
+        NSide::W(counts, displs, types) => {
+            if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
+                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
+            }
+            (0..n)
+                .map(|k| {
+                    // SAFETY: MPI's contract: `n` entries.
+                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
+                    layout_at(acc, at(d as isize), cnt, t, ci)
+                })
+                .collect()
+        }
+    }
+}
+
+/// `MPI_(I)neighbor_allgather(v)` (`alltoall` false) and `MPI_(I)neighbor_alltoall(v/w)`: one
+/// round, a message to every out-neighbour and from every in-neighbour (`MPI_PROC_NULL`
+/// neighbours of a Cartesian grid are skipped, their blocks untouched). The blocking forms
+/// (`request` `None`) wait for it.
+///
+/// # Safety
+/// MPI's contract on the buffers, arrays and `request`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn neighbor(
+    acc: &mut Access,
+    alltoall: bool,
+    send: (*const c_void, NSide, Datatype),
+    recv: (*mut c_void, NSide, Datatype),
+    comm: abi::Comm,
+    request: Option<*mut abi::Request>,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let (ins, outs) = crate::topo::neighbour_lists(&c, ci)?;
+    // SAFETY: MPI's contract on the arrays.
+    let sends = unsafe { side_layouts(acc, send.0, send.1, send.2, outs.len(), ci)? };
+    // SAFETY: MPI's contract on the arrays.
+    let recvs = unsafe { side_layouts(acc, recv.0.cast_const(), recv.1, recv.2, ins.len(), ci)? };
+    let mut s = Sched::new(&c, None);
+    let mut steps = Vec::new();
+    let shared = if alltoall {
+        None
+    } else {
+        // SAFETY: MPI's contract: the send buffer holds the block.
+        let data = unsafe { source(&sends[0]) }.into_owned();
+        let len = data.len();
+        Some((s.buf(data), len))
+    };
+    for (k, &(r, off)) in outs.iter().enumerate() {
+        if r == abi::PROC_NULL {
+            continue;
+        }
+        let (b, len) = match shared {
+            Some(x) => x,
+            None => {
+                // SAFETY: MPI's contract: the send buffer holds every block.
+                let data = unsafe { source(&sends[k]) }.into_owned();
+                let len = data.len();
+                (s.buf(data), len)
+            }
+        };
+        if len > 0 {
+            steps.push(Step::Send { to: c.world[r as usize], from: at(b, 0..len), off });
+        }
+    }
+    for (l, &(r, off)) in recvs.into_iter().zip(&ins) {
+        let len = l.len();
+        if r == abi::PROC_NULL || len == 0 {
+            continue;
+        }
+        let b = s.buf(vec![0u8; len]);
+        steps.push(Step::Recv { from: c.world[r as usize], into: at(b, 0..len), off });
+        s.outputs.push((Sink::new(l), at(b, 0..len)));
+    }
+    s.round(steps);
+    if let Some(request) = request {
+        return submit(acc, ci, s, request);
+    }
+    let mut h = abi::REQUEST_NULL;
+    submit(acc, ci, s, &mut h)?;
+    // SAFETY: `h` is the request just made; the status is ignored.
+    unsafe { crate::p2p::complete::wait(acc, &mut h, abi::STATUS_IGNORE as *mut abi::Status) }
 }
