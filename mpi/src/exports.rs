@@ -149,8 +149,13 @@ mpi! {
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Comm, newcomm: *mut Comm) => |acc| comm::dup(acc, comm, newcomm);
     fn MPI_Comm_split / PMPI_Comm_split(comm: Comm, color: c_int, key: c_int, newcomm: *mut Comm) => |acc| comm::split(acc, comm, color, key, newcomm);
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Comm) => |acc| comm::free(acc, comm);
-    fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Option<attr::CopyFn>, comm_delete_attr_fn: Option<attr::DeleteFn>, comm_keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
-    fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => |acc| attr::free_keyval(acc, comm_keyval);
+    fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Option<attr::CopyFn>, comm_delete_attr_fn: Option<attr::DeleteFn>, comm_keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false);
+    fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => |acc| attr::free_keyval(acc, comm_keyval, false);
+    fn MPI_Type_create_keyval / PMPI_Type_create_keyval(type_copy_attr_fn: Option<attr::CopyFn>, type_delete_attr_fn: Option<attr::DeleteFn>, type_keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true);
+    fn MPI_Type_free_keyval / PMPI_Type_free_keyval(type_keyval: *mut c_int) => |acc| attr::free_keyval(acc, type_keyval, true);
+    fn MPI_Type_set_attr / PMPI_Type_set_attr(datatype: Datatype, type_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::type_set_attr(acc, datatype, type_keyval, attribute_val);
+    fn MPI_Type_get_attr / PMPI_Type_get_attr(datatype: Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::type_get_attr(acc, datatype, type_keyval, attribute_val, flag);
+    fn MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: Datatype, type_keyval: c_int) => |acc| attr::type_delete_attr(acc, datatype, type_keyval);
     fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, comm_keyval, attribute_val);
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, comm_keyval, attribute_val, flag);
     fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => |acc| attr::delete_attr(acc, comm, comm_keyval);

@@ -116,6 +116,8 @@ pub struct State {
     pub freed: Vec<usize>,
     /// Slots of non-blocking collectives in flight: every completion call advances them all.
     pub colls: Vec<usize>,
+    /// Attributes on datatypes: (datatype, keyval, value), in the order they were set.
+    pub type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     /// The buffered mode's attached buffer.
     pub bsend: Bsend,
     /// The thread level granted.
@@ -152,6 +154,7 @@ impl State {
             type_names: BTreeMap::new(),
             freed: Vec::new(),
             colls: Vec::new(),
+            type_attrs: Vec::new(),
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,
             main_thread: None,
