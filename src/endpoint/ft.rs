@@ -64,11 +64,63 @@ impl Inner {
                 Attempt::Held => {}
             }
         }
+        Ok(Some(self.hold(s)))
+    }
+
+    /// Keeps a send the engine holds back (or one behind it), in order: its request.
+    fn hold(&mut self, s: FtSend) -> Request {
         let req = self.reqs.insert(Op::Held(s));
         if let Some(ft) = self.ft.as_deref_mut() {
             ft.held.push_back(req);
         }
-        Ok(Some(req))
+        req
+    }
+
+    /// A blocking send with fault tolerance on. The common case inline, with no request: the
+    /// engine lets it go (no send held), to a local rank, eager, into a fastbox or cells at once.
+    /// Anything else (held back, short of cells, netmod, rendezvous) takes the general path and
+    /// waits for its request.
+    pub(super) fn send_ft_blocking(&mut self, buf: &[u8], local: u16, dest: u32, tag: i32, context: u32) -> Result<()> {
+        let limit = self.eager_limit_of(local, Mode::Blocking);
+        let s = FtSend { ptr: buf.as_ptr(), len: buf.len(), local, dest, tag, context, sync: false, limit };
+        let Some(ft) = self.ft.as_deref_mut() else {
+            return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
+        };
+        let attempt = if ft.held.is_empty() {
+            let out = ft.process.on_send(dest)?;
+            if let Outbound::Transmit { piggyback, log } = out
+                && local != NOT_LOCAL
+                && buf.len() <= limit
+            {
+                if log {
+                    self.ft_log(dest, piggyback, tag, context, buf)?;
+                }
+                let hdr = self.header(dest, tag, context);
+                return match self.port.send(local, &hdr, Some(&piggyback.encode()), buf) {
+                    Ok(Sent::Done) => {
+                        self.ring(local);
+                        Ok(())
+                    }
+                    Ok(Sent::Pending(ps)) => {
+                        let op = Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None };
+                        let req = self.reqs.insert(op);
+                        self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
+                        self.wait(req).map(drop)
+                    }
+                    Err(e) => Err(self.send_error(e, dest)),
+                };
+            }
+            // SAFETY: `buf` outlives the request, which we wait for before returning.
+            unsafe { self.ft_outbound(s, None, out) }?
+        } else {
+            Attempt::Held
+        };
+        let req = match attempt {
+            Attempt::Sent(None) => return Ok(()),
+            Attempt::Sent(Some(req)) => req,
+            Attempt::Held => self.hold(s),
+        };
+        self.wait(req).map(drop)
     }
 
     /// The engine's send hook, then the send it allows. `req`: the request of a held send.
@@ -79,10 +131,20 @@ impl Inner {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
         };
+        let out = ft.process.on_send(s.dest)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.ft_outbound(s, req, out) }
+    }
+
+    /// The send the engine's send hook allowed (`out`). `req`: the request of a held send.
+    ///
+    /// # Safety
+    /// As for [`send_ft`](Self::send_ft).
+    unsafe fn ft_outbound(&mut self, s: FtSend, req: Option<Request>, out: Outbound) -> Result<Attempt> {
         let status = Status { source: self.rank, tag: s.tag, len: s.len };
         // SAFETY: the caller's contract.
         let data = unsafe { raw_slice(s.ptr, s.len) };
-        let (piggyback, log) = match ft.process.on_send(s.dest)? {
+        let (piggyback, log) = match out {
             Outbound::Transmit { piggyback, log } => (piggyback, log),
             Outbound::LogOnly { piggyback } => {
                 // A regenerated orphan: the destination has it; the log keeps it for a later rollback.
@@ -161,27 +223,41 @@ impl Inner {
 
     /// The engine's arrival hook for the first fragment of a message with a piggyback from
     /// `source`: `Some` to keep it (what delivering it will do), `None` to drop it. The fragment
-    /// is not released.
+    /// is not released. Inline: the common case (kept, nothing for the engine to do) is a few
+    /// comparisons; the rest is [`ft_arrival_rest`](Self::ft_arrival_rest).
+    #[inline(always)]
     pub(super) fn ft_arrival(&mut self, inc: &Incoming, source: u32) -> Result<Option<Delivery>> {
         let Some(ft) = self.ft.as_deref_mut() else {
-            return Err(Error::Config(format!(
-                "rank {source} sent a message with a fault-tolerance piggyback and fault tolerance is off here \
-                 (every rank needs the same NEMESIS_FT_GROUPS)"
-            )));
+            return Err(ft_off(source));
         };
-        let bytes = inc.piggyback().ok_or(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }))?;
+        let Some(bytes) = inc.piggyback() else {
+            return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }));
+        };
         let pb = Piggyback::decode(&bytes)?;
         let reception = ft.process.on_receive(source, pb)?;
-        let actions = ft.process.has_actions();
+        if let Reception::Deliver(d) = reception
+            && !ft.process.has_actions()
+        {
+            return Ok(Some(d));
+        }
+        self.ft_arrival_rest(source, pb, reception)
+    }
+
+    /// [`ft_arrival`](Self::ft_arrival) off its common case: a message dropped (stale or
+    /// duplicate), or actions the engine asks for (an acknowledgement to send...).
+    #[inline(never)]
+    fn ft_arrival_rest(&mut self, source: u32, pb: Piggyback, reception: Reception) -> Result<Option<Delivery>> {
         let kept = match reception {
             Reception::Deliver(d) => Some(d),
             Reception::Stale | Reception::Duplicate => {
-                ft.stats.dropped += 1;
+                if let Some(ft) = self.ft.as_deref_mut() {
+                    ft.stats.dropped += 1;
+                }
                 tracing::debug!(source, date = pb.date(), ?reception, "HydEE: arrival dropped");
                 None
             }
         };
-        if actions {
+        if self.ft.as_deref().is_some_and(|ft| ft.process.has_actions()) {
             self.ft_drain()?;
         }
         Ok(kept)
@@ -464,4 +540,13 @@ impl Inner {
             self.unexpected.push((id, u));
         }
     }
+}
+
+/// A message with a piggyback from `source` while fault tolerance is off here.
+#[cold]
+fn ft_off(source: u32) -> Error {
+    Error::Config(format!(
+        "rank {source} sent a message with a fault-tolerance piggyback and fault tolerance is off here \
+         (every rank needs the same NEMESIS_FT_GROUPS)"
+    ))
 }
