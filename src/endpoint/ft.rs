@@ -76,51 +76,53 @@ impl Inner {
         req
     }
 
-    /// A blocking send with fault tolerance on. The common case inline, with no request: the
-    /// engine lets it go (no send held), to a local rank, eager, into a fastbox or cells at once.
-    /// Anything else (held back, short of cells, netmod, rendezvous) takes the general path and
-    /// waits for its request.
+    /// A blocking send with fault tolerance on. The common case inline, with no request: no send
+    /// held, the engine's send hook on its fast path ([`send_fast`](nemesis_ft::Process::send_fast)),
+    /// to a local rank, eager, into a fastbox or cells at once. Anything else takes the general
+    /// path ([`send_ft_blocking_slow`](Self::send_ft_blocking_slow)).
+    #[inline(always)]
     pub(super) fn send_ft_blocking(&mut self, buf: &[u8], local: u16, dest: u32, tag: i32, context: u32) -> Result<()> {
+        if local != NOT_LOCAL
+            && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
+            && let Some(ft) = self.ft.as_deref_mut()
+            && ft.held.is_empty()
+            && let Some((piggyback, log)) = ft.process.send_fast(dest)
+        {
+            if log {
+                self.ft_log(dest, piggyback, tag, context, buf)?;
+            }
+            let hdr = self.header(dest, tag, context);
+            return match self.port.send(local, &hdr, Some(&piggyback.encode()), buf) {
+                Ok(Sent::Done) => {
+                    self.ring(local);
+                    Ok(())
+                }
+                Ok(Sent::Pending(ps)) => self.send_ft_wait_cells(ps, buf, dest),
+                Err(e) => Err(self.send_error(e, dest)),
+            };
+        }
+        self.send_ft_blocking_slow(buf, local, dest, tag, context)
+    }
+
+    /// A blocking send short of cells: it waits in the pending list.
+    #[inline(never)]
+    fn send_ft_wait_cells(&mut self, ps: nemesis_shm::PendingSend, buf: &[u8], dest: u32) -> Result<()> {
+        let req = self.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None });
+        self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
+        self.wait(req).map(drop)
+    }
+
+    /// [`send_ft_blocking`](Self::send_ft_blocking) off its common case: the general send, then
+    /// the wait for its request if it has one.
+    #[inline(never)]
+    fn send_ft_blocking_slow(&mut self, buf: &[u8], local: u16, dest: u32, tag: i32, context: u32) -> Result<()> {
         let limit = self.eager_limit_of(local, Mode::Blocking);
         let s = FtSend { ptr: buf.as_ptr(), len: buf.len(), local, dest, tag, context, sync: false, limit };
-        let Some(ft) = self.ft.as_deref_mut() else {
-            return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
-        };
-        let attempt = if ft.held.is_empty() {
-            let out = ft.process.on_send(dest)?;
-            if let Outbound::Transmit { piggyback, log } = out
-                && local != NOT_LOCAL
-                && buf.len() <= limit
-            {
-                if log {
-                    self.ft_log(dest, piggyback, tag, context, buf)?;
-                }
-                let hdr = self.header(dest, tag, context);
-                return match self.port.send(local, &hdr, Some(&piggyback.encode()), buf) {
-                    Ok(Sent::Done) => {
-                        self.ring(local);
-                        Ok(())
-                    }
-                    Ok(Sent::Pending(ps)) => {
-                        let op = Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None };
-                        let req = self.reqs.insert(op);
-                        self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
-                        self.wait(req).map(drop)
-                    }
-                    Err(e) => Err(self.send_error(e, dest)),
-                };
-            }
-            // SAFETY: `buf` outlives the request, which we wait for before returning.
-            unsafe { self.ft_outbound(s, None, out) }?
-        } else {
-            Attempt::Held
-        };
-        let req = match attempt {
-            Attempt::Sent(None) => return Ok(()),
-            Attempt::Sent(Some(req)) => req,
-            Attempt::Held => self.hold(s),
-        };
-        self.wait(req).map(drop)
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        match unsafe { self.send_ft(s) }? {
+            None => Ok(()),
+            Some(req) => self.wait(req).map(drop),
+        }
     }
 
     /// The engine's send hook, then the send it allows. `req`: the request of a held send.
@@ -227,7 +229,7 @@ impl Inner {
     /// `source`: `Some` to keep it (what delivering it will do), `None` to drop it. The fragment
     /// is not released. Inline: the common case (kept, nothing for the engine to do) is a few
     /// comparisons; the rest is [`ft_arrival_rest`](Self::ft_arrival_rest).
-    #[inline(always)]
+    #[inline]
     pub(super) fn ft_arrival(&mut self, inc: &Incoming, source: u32) -> Result<Option<Delivery>> {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(ft_off(source));
@@ -502,8 +504,10 @@ impl Inner {
     }
 
     /// The inline bypass with fault tolerance: a fastbox message with a piggyback from
-    /// `want.source` that matches the blocking receive `want`. Inline, the common case: the engine
-    /// keeps it and asks for nothing (its rare cases are [`ft_arrival_rest`](Self::ft_arrival_rest)).
+    /// `want.source` that matches the blocking receive `want`. Inline, the common case: the
+    /// engine's arrival and delivery hooks on their fast paths
+    /// ([`receive_deliver_fast`](nemesis_ft::Process::receive_deliver_fast)) and nothing queued
+    /// for it to do; anything else is [`recv_ft_checked`](Self::recv_ft_checked).
     #[inline(always)]
     pub(super) fn recv_ft_fastbox(
         &mut self,
@@ -513,6 +517,25 @@ impl Inner {
         src_local: u16,
     ) -> Result<Status> {
         let source = want.source as u32;
+        if let Some(ft) = self.ft.as_deref_mut()
+            && let Some(bytes) = inc.piggyback()
+            && let Ok(pb) = Piggyback::decode(&bytes)
+            && !ft.process.has_actions()
+            && ft.process.receive_deliver_fast(source, pb)
+        {
+            let status = Status { source, tag: inc.tag(), len: inc.len() };
+            copy_into(buf, &inc);
+            self.port.release(inc)?;
+            return finish(status, buf.cap);
+        }
+        self.recv_ft_checked(inc, want, buf, src_local)
+    }
+
+    /// [`recv_ft_fastbox`](Self::recv_ft_fastbox) off its common case: the engine's hooks in full;
+    /// a message it drops leaves the receive waiting on.
+    #[inline(never)]
+    fn recv_ft_checked(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+        let source = want.source as u32;
         match self.ft_arrival(&inc, source) {
             Ok(Some(d)) => {
                 self.ft_deliver(Some(d));
@@ -521,20 +544,15 @@ impl Inner {
                 self.port.release(inc)?;
                 finish(status, buf.cap)
             }
-            Ok(None) => self.recv_ft_dropped(inc, want, buf, src_local),
+            Ok(None) => {
+                self.drop_arrival(inc, source, None)?;
+                self.recv_wait(want, buf, src_local)
+            }
             Err(e) => {
                 self.port.release(inc)?;
                 Err(e)
             }
         }
-    }
-
-    /// The engine dropped the message [`recv_ft_fastbox`](Self::recv_ft_fastbox) found: the
-    /// receive waits on.
-    #[inline(never)]
-    fn recv_ft_dropped(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
-        self.drop_arrival(inc, want.source as u32, None)?;
-        self.recv_wait(want, buf, src_local)
     }
 
     /// Puts back the messages a restored checkpoint holds (they had arrived, unreceived).
