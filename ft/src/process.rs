@@ -500,6 +500,43 @@ impl Process {
         Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
     }
 
+    /// [`Process::on_send`]'s common case alone, for a transport's inline path: `Some((piggyback, log))` exactly
+    /// when `on_send` would return `Outbound::Transmit { piggyback, log }` without going off its fast path (and
+    /// with the same effect); `None`, with nothing changed, otherwise (call `on_send` then). No `Result` to carry:
+    /// the caller keeps the piggyback in registers.
+    #[inline(always)]
+    pub fn send_fast(&mut self, to: Rank) -> Option<(Piggyback, bool)> {
+        let peer = self.peers.get(to as usize)?;
+        if self.date >= self.fast_send_limit {
+            return None;
+        }
+        self.date += 1;
+        Some((Piggyback::from_parts(self.date, self.phase, 0), peer.inter != 0))
+    }
+
+    /// [`Process::on_receive`] then [`Process::on_deliver`] for a message the application takes at once, in their
+    /// common case alone (a transport's inline receive): `true` exactly when `on_receive` would return
+    /// `Reception::Deliver` by one of its fast paths and leave no action, with the effect of both calls; `false`,
+    /// with nothing changed, otherwise (call `on_receive` then).
+    #[inline(always)]
+    pub fn receive_deliver_fast(&mut self, from: Rank, pb: Piggyback) -> bool {
+        let Some(peer) = self.peers.get_mut(from as usize) else {
+            return false;
+        };
+        let delivery = if let Some(d) = peer.received.try_extend(pb) {
+            d
+        } else if peer.inter == 0 {
+            Delivery::packed(pb.phase_tag())
+        } else if let Some(d) = peer.received.try_extend_rising(pb) {
+            d
+        } else {
+            return false;
+        };
+        // The fast paths queue no action: `actions` is as it was (empty on the caller's fast path).
+        self.on_deliver(delivery);
+        true
+    }
+
     /// Arrival hook: call when an application message from `from` reaches this process, in the order of the
     /// channel (Fig 6.3 lines 11–18: RPP, acknowledgements). Its effect on the phase waits for
     /// [`Process::on_deliver`].

@@ -2,7 +2,10 @@
 # Instructions per MPI_Send + MPI_Recv of 8 bytes through libmpi.so: the Table 2.1 method of
 # ../shared/bench/mpi_instructions.c (rank 0 under callgrind, rank 1 native, 10,000 iterations).
 #
-#   mpi/bench/instructions.sh [--wait poll|yield|block]      (default: poll)
+#   mpi/bench/instructions.sh [--wait poll|yield|block] [--ft intra|inter]     (default: poll, FT off)
+#
+# --ft runs with fault tolerance (HydEE) on, the two ranks in one group (intra) or in two (inter:
+# every message is logged by its sender): what FT costs per message, next to the figure without.
 #
 # Needs the release build (cargo build --release -p nemesis-mpi -p nemesis) and valgrind. Prints
 # callgrind's inclusive counts of MPI_Send and MPI_Recv and the per-call figures. The library's
@@ -12,12 +15,29 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(dirname "$here")
 wait=poll
-if [ "${1:-}" = "--wait" ]; then wait=$2; fi
+ft=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wait) wait=$2; shift 2 ;;
+        --ft) ft=$2; shift 2 ;;
+        *) echo "usage: $0 [--wait poll|yield|block] [--ft intra|inter]" >&2; exit 2 ;;
+    esac
+done
 src=${MPI_INSTRUCTIONS_C:-$root/../shared/bench/mpi_instructions.c}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$here/bin/mpicc" -O2 -o "$work/mpi_instructions" "$src"
 cd "$work"
+case "$ft" in
+    '') ;;
+    intra) printf '0 0\n1 0\n' >groups ;;
+    inter) printf '0 0\n1 1\n' >groups ;;
+    *) echo "--ft takes intra or inter, not $ft" >&2; exit 2 ;;
+esac
+if [ -n "$ft" ]; then
+    mkdir ft
+    export NEMESIS_FT_GROUPS=$work/groups NEMESIS_FT_DIR=$work/ft
+fi
 # Rank 1 runs at a raised priority when allowed (root): on a shared machine it must answer within
 # rank 0's 200 µs sleep, or rank 0's polling for the reply is counted in MPI_Recv. (Not SCHED_FIFO:
 # the kernel throttles a spinning real-time task for 50 ms every second, and rank 0 then waits.)

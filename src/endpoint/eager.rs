@@ -122,6 +122,9 @@ impl Inner {
         tag: i32,
         context: u32,
     ) -> Result<()> {
+        if self.ft.is_some() {
+            return self.send_ft_blocking(buf, local, dest, tag, context);
+        }
         // SAFETY: `buf` outlives the request, which we wait for before returning.
         let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, 0) }?;
         self.wait(req).map(drop)

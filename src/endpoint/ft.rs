@@ -64,11 +64,65 @@ impl Inner {
                 Attempt::Held => {}
             }
         }
+        Ok(Some(self.hold(s)))
+    }
+
+    /// Keeps a send the engine holds back (or one behind it), in order: its request.
+    fn hold(&mut self, s: FtSend) -> Request {
         let req = self.reqs.insert(Op::Held(s));
         if let Some(ft) = self.ft.as_deref_mut() {
             ft.held.push_back(req);
         }
-        Ok(Some(req))
+        req
+    }
+
+    /// A blocking send with fault tolerance on. The common case inline, with no request: no send
+    /// held, the engine's send hook on its fast path ([`send_fast`](nemesis_ft::Process::send_fast)),
+    /// to a local rank, eager, into a fastbox or cells at once. Anything else takes the general
+    /// path ([`send_ft_blocking_slow`](Self::send_ft_blocking_slow)).
+    #[inline(always)]
+    pub(super) fn send_ft_blocking(&mut self, buf: &[u8], local: u16, dest: u32, tag: i32, context: u32) -> Result<()> {
+        if local != NOT_LOCAL
+            && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
+            && let Some(ft) = self.ft.as_deref_mut()
+            && ft.held.is_empty()
+            && let Some((piggyback, log)) = ft.process.send_fast(dest)
+        {
+            if log {
+                self.ft_log(dest, piggyback, tag, context, buf)?;
+            }
+            let hdr = self.header(dest, tag, context);
+            return match self.port.send(local, &hdr, Some(&piggyback.encode()), buf) {
+                Ok(Sent::Done) => {
+                    self.ring(local);
+                    Ok(())
+                }
+                Ok(Sent::Pending(ps)) => self.send_ft_wait_cells(ps, buf, dest),
+                Err(e) => Err(self.send_error(e, dest)),
+            };
+        }
+        self.send_ft_blocking_slow(buf, local, dest, tag, context)
+    }
+
+    /// A blocking send short of cells: it waits in the pending list.
+    #[inline(never)]
+    fn send_ft_wait_cells(&mut self, ps: nemesis_shm::PendingSend, buf: &[u8], dest: u32) -> Result<()> {
+        let req = self.reqs.insert(Op::Send { ps, buf: buf.as_ptr(), len: buf.len(), dest, pieces: None });
+        self.pending.push_back(Pending { req, internal: false, sync: None, own: None });
+        self.wait(req).map(drop)
+    }
+
+    /// [`send_ft_blocking`](Self::send_ft_blocking) off its common case: the general send, then
+    /// the wait for its request if it has one.
+    #[inline(never)]
+    fn send_ft_blocking_slow(&mut self, buf: &[u8], local: u16, dest: u32, tag: i32, context: u32) -> Result<()> {
+        let limit = self.eager_limit_of(local, Mode::Blocking);
+        let s = FtSend { ptr: buf.as_ptr(), len: buf.len(), local, dest, tag, context, sync: false, limit };
+        // SAFETY: `buf` outlives the request, which we wait for before returning.
+        match unsafe { self.send_ft(s) }? {
+            None => Ok(()),
+            Some(req) => self.wait(req).map(drop),
+        }
     }
 
     /// The engine's send hook, then the send it allows. `req`: the request of a held send.
@@ -79,10 +133,20 @@ impl Inner {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
         };
+        let out = ft.process.on_send(s.dest)?;
+        // SAFETY: the caller's contract.
+        unsafe { self.ft_outbound(s, req, out) }
+    }
+
+    /// The send the engine's send hook allowed (`out`). `req`: the request of a held send.
+    ///
+    /// # Safety
+    /// As for [`send_ft`](Self::send_ft).
+    unsafe fn ft_outbound(&mut self, s: FtSend, req: Option<Request>, out: Outbound) -> Result<Attempt> {
         let status = Status { source: self.rank, tag: s.tag, len: s.len };
         // SAFETY: the caller's contract.
         let data = unsafe { raw_slice(s.ptr, s.len) };
-        let (piggyback, log) = match ft.process.on_send(s.dest)? {
+        let (piggyback, log) = match out {
             Outbound::Transmit { piggyback, log } => (piggyback, log),
             Outbound::LogOnly { piggyback } => {
                 // A regenerated orphan: the destination has it; the log keeps it for a later rollback.
@@ -140,7 +204,9 @@ impl Inner {
         Some(r)
     }
 
-    /// Appends an inter-group message to the sender log, behind its envelope.
+    /// Appends an inter-group message to the sender log, behind its envelope. Inline: on every
+    /// inter-group send, the call would cost about as much as the append's fast path.
+    #[inline(always)]
     fn ft_log(&mut self, dest: u32, pb: Piggyback, tag: i32, context: u32, data: &[u8]) -> Result<()> {
         let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         ft.log.append_parts(dest, pb, &envelope(tag, context), data)?;
@@ -161,27 +227,41 @@ impl Inner {
 
     /// The engine's arrival hook for the first fragment of a message with a piggyback from
     /// `source`: `Some` to keep it (what delivering it will do), `None` to drop it. The fragment
-    /// is not released.
+    /// is not released. Inline: the common case (kept, nothing for the engine to do) is a few
+    /// comparisons; the rest is [`ft_arrival_rest`](Self::ft_arrival_rest).
+    #[inline]
     pub(super) fn ft_arrival(&mut self, inc: &Incoming, source: u32) -> Result<Option<Delivery>> {
         let Some(ft) = self.ft.as_deref_mut() else {
-            return Err(Error::Config(format!(
-                "rank {source} sent a message with a fault-tolerance piggyback and fault tolerance is off here \
-                 (every rank needs the same NEMESIS_FT_GROUPS)"
-            )));
+            return Err(ft_off(source));
         };
-        let bytes = inc.piggyback().ok_or(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }))?;
+        let Some(bytes) = inc.piggyback() else {
+            return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }));
+        };
         let pb = Piggyback::decode(&bytes)?;
         let reception = ft.process.on_receive(source, pb)?;
-        let actions = ft.process.has_actions();
+        if let Reception::Deliver(d) = reception
+            && !ft.process.has_actions()
+        {
+            return Ok(Some(d));
+        }
+        self.ft_arrival_rest(source, pb, reception)
+    }
+
+    /// [`ft_arrival`](Self::ft_arrival) off its common case: a message dropped (stale or
+    /// duplicate), or actions the engine asks for (an acknowledgement to send...).
+    #[inline(never)]
+    fn ft_arrival_rest(&mut self, source: u32, pb: Piggyback, reception: Reception) -> Result<Option<Delivery>> {
         let kept = match reception {
             Reception::Deliver(d) => Some(d),
             Reception::Stale | Reception::Duplicate => {
-                ft.stats.dropped += 1;
+                if let Some(ft) = self.ft.as_deref_mut() {
+                    ft.stats.dropped += 1;
+                }
                 tracing::debug!(source, date = pb.date(), ?reception, "HydEE: arrival dropped");
                 None
             }
         };
-        if actions {
+        if self.ft.as_deref().is_some_and(|ft| ft.process.has_actions()) {
             self.ft_drain()?;
         }
         Ok(kept)
@@ -423,31 +503,56 @@ impl Inner {
         ft.staged.retain(|(req, _)| matches!(reqs.is_done(*req), Ok(false)));
     }
 
-    /// The inline bypass with fault tolerance: a fastbox message with a piggyback that matches the
-    /// blocking receive `want`. `None` if the engine dropped it (the receive waits on).
+    /// The inline bypass with fault tolerance: a fastbox message with a piggyback from
+    /// `want.source` that matches the blocking receive `want`. Inline, the common case: the
+    /// engine's arrival and delivery hooks on their fast paths
+    /// ([`receive_deliver_fast`](nemesis_ft::Process::receive_deliver_fast)) and nothing queued
+    /// for it to do; anything else is [`recv_ft_checked`](Self::recv_ft_checked).
+    #[inline(always)]
     pub(super) fn recv_ft_fastbox(
         &mut self,
         inc: Incoming<'static>,
         want: Want,
         buf: RecvBuf,
-    ) -> Result<Option<Result<Status>>> {
+        src_local: u16,
+    ) -> Result<Status> {
         let source = want.source as u32;
-        let delivery = match self.ft_arrival(&inc, source) {
-            Ok(Some(d)) => d,
+        if let Some(ft) = self.ft.as_deref_mut()
+            && let Some(bytes) = inc.piggyback()
+            && let Ok(pb) = Piggyback::decode(&bytes)
+            && !ft.process.has_actions()
+            && ft.process.receive_deliver_fast(source, pb)
+        {
+            let status = Status { source, tag: inc.tag(), len: inc.len() };
+            copy_into(buf, &inc);
+            self.port.release(inc)?;
+            return finish(status, buf.cap);
+        }
+        self.recv_ft_checked(inc, want, buf, src_local)
+    }
+
+    /// [`recv_ft_fastbox`](Self::recv_ft_fastbox) off its common case: the engine's hooks in full;
+    /// a message it drops leaves the receive waiting on.
+    #[inline(never)]
+    fn recv_ft_checked(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+        let source = want.source as u32;
+        match self.ft_arrival(&inc, source) {
+            Ok(Some(d)) => {
+                self.ft_deliver(Some(d));
+                let status = Status { source, tag: inc.tag(), len: inc.len() };
+                copy_into(buf, &inc);
+                self.port.release(inc)?;
+                finish(status, buf.cap)
+            }
             Ok(None) => {
                 self.drop_arrival(inc, source, None)?;
-                return Ok(None);
+                self.recv_wait(want, buf, src_local)
             }
             Err(e) => {
                 self.port.release(inc)?;
-                return Err(e);
+                Err(e)
             }
-        };
-        self.ft_deliver(Some(delivery));
-        let status = Status { source, tag: inc.tag(), len: inc.len() };
-        copy_into(buf, &inc);
-        self.port.release(inc)?;
-        Ok(Some(finish(status, buf.cap)))
+        }
     }
 
     /// Puts back the messages a restored checkpoint holds (they had arrived, unreceived).
@@ -464,4 +569,13 @@ impl Inner {
             self.unexpected.push((id, u));
         }
     }
+}
+
+/// A message with a piggyback from `source` while fault tolerance is off here.
+#[cold]
+fn ft_off(source: u32) -> Error {
+    Error::Config(format!(
+        "rank {source} sent a message with a fault-tolerance piggyback and fault tolerance is off here \
+         (every rank needs the same NEMESIS_FT_GROUPS)"
+    ))
 }

@@ -130,10 +130,7 @@ impl Inner {
             && (want.tag == ANY_TAG || want.tag == inc.tag())
         {
             // The inline bypass with fault tolerance: the engine's arrival and delivery hooks.
-            if let Some(r) = self.recv_ft_fastbox(inc, want, buf)? {
-                return r;
-            }
-            return self.recv_finish(Bypass::new(want, buf), src_local);
+            return self.recv_ft_fastbox(inc, want, buf, src_local);
         }
         let mut by = Bypass::new(want, buf);
         self.deliver(inc, Some(&mut by))?;
@@ -148,7 +145,7 @@ impl Inner {
 
     /// A blocking receive with nothing to take yet.
     #[inline(never)]
-    fn recv_wait(&mut self, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
+    pub(super) fn recv_wait(&mut self, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
         self.recv_finish(Bypass::new(want, buf), src_local)
     }
 

@@ -647,3 +647,81 @@ mod fuzz {
         }
     }
 }
+
+/// The transport's inline hooks ([`Process::send_fast`], [`Process::receive_deliver_fast`]) have the full hooks'
+/// effect when they apply and none when they do not: two copies of every process, one driven through the inline
+/// hooks first (the full ones when those decline, as the Endpoint does), one through the full hooks alone, agree
+/// on every piggyback, state and action over random runs with duplicates, checkpoints (acknowledgements due) and
+/// both date rules.
+#[test]
+fn the_inline_hooks_agree_with_the_full_ones() {
+    use std::collections::VecDeque;
+    for (seed, rule) in (0..8u64).flat_map(|s| [(s, DateRule::Sends), (s, DateRule::SendsAndReceptions)]) {
+        let t = topo(vec![0, 0, 1, 1]);
+        let n = t.ranks();
+        let config = ProcessConfig { date_rule: rule };
+        let new = |r| Process::new(t.clone(), r as Rank, config).unwrap();
+        let mut fast: Vec<Process> = (0..n).map(new).collect();
+        let mut full: Vec<Process> = (0..n).map(new).collect();
+        let log = log(&t);
+        // Messages in flight per channel (FIFO), and the last one delivered (replayed as a duplicate).
+        let mut wire: Vec<VecDeque<Piggyback>> = vec![VecDeque::new(); n * n];
+        let mut last: Vec<Option<Piggyback>> = vec![None; n * n];
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let (mut inline_sends, mut inline_arrivals) = (0, 0);
+        for step in 0..3000 {
+            let (i, j) = (next(n as u64) as usize, next(n as u64) as usize);
+            let ch = i * n + j;
+            match next(10) {
+                _ if i == j => {}
+                0..=3 => {
+                    let want = full[i].on_send(j as Rank).unwrap();
+                    let got = match fast[i].send_fast(j as Rank) {
+                        Some((piggyback, log)) => {
+                            inline_sends += 1;
+                            Outbound::Transmit { piggyback, log }
+                        }
+                        None => fast[i].on_send(j as Rank).unwrap(),
+                    };
+                    assert_eq!(got, want, "seed {seed} step {step}: send {i} -> {j}");
+                    if let Outbound::Transmit { piggyback, .. } = want {
+                        wire[ch].push_back(piggyback);
+                    }
+                }
+                4..=8 => {
+                    // One arrival in ten: a duplicate of the last message delivered on the channel.
+                    let pb = if next(10) == 0 { last[ch] } else { wire[ch].pop_front() };
+                    let Some(pb) = pb else { continue };
+                    last[ch] = Some(pb);
+                    if !fast[j].has_actions() && fast[j].receive_deliver_fast(i as Rank, pb) {
+                        inline_arrivals += 1;
+                    } else if let Reception::Deliver(d) = fast[j].on_receive(i as Rank, pb).unwrap() {
+                        fast[j].on_deliver(d);
+                    }
+                    if let Reception::Deliver(d) = full[j].on_receive(i as Rank, pb).unwrap() {
+                        full[j].on_deliver(d);
+                    }
+                }
+                _ => {
+                    for p in [&mut fast[i], &mut full[i]] {
+                        p.checkpoint().unwrap();
+                        p.checkpoint_durable(&log).unwrap();
+                    }
+                }
+            }
+            assert_eq!(fast[i].state(), full[i].state(), "seed {seed} step {step}: rank {i}");
+            assert_eq!(fast[j].state(), full[j].state(), "seed {seed} step {step}: rank {j}");
+            for r in [i, j] {
+                assert_eq!(actions(&mut fast[r]), actions(&mut full[r]), "seed {seed} step {step}: rank {r}");
+            }
+        }
+        // Both ways were taken.
+        assert!(inline_sends > 100 && inline_arrivals > 100, "seed {seed}: {inline_sends} {inline_arrivals}");
+    }
+}
