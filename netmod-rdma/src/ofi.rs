@@ -162,6 +162,8 @@ pub struct OfiStats {
     pub mr_hits: u64,
     /// Completions that came out of order and waited for their turn.
     pub parked: u64,
+    /// Fragments the provider had no room for at once (queued, sent by a later pass).
+    pub deferred: u64,
 }
 
 /// Registered memory of the receive and send buffers: whole pages, zeroed.
@@ -208,7 +210,7 @@ pub struct OfiNetmod<'n> {
     ntx: usize,
     free_tx: Vec<usize>,
     free_lmt: Vec<usize>,
-    /// Receive buffers to post again (the provider said `EAGAIN`).
+    /// Receive buffers to post again at the next poll: used, or refused (`EAGAIN`).
     repost: Vec<usize>,
     /// Peers with fragments waiting, in order of arrival (each listed once).
     ready: VecDeque<u32>,
@@ -382,6 +384,25 @@ impl<'n> OfiNetmod<'n> {
         reg.and_then(|r| self.mrs.handle(r.id)).map_or(ptr::null_mut(), fabric::desc)
     }
 
+    /// Posts the receive buffers that wait for it (used, or refused with `EAGAIN` before).
+    fn post_again(&mut self) -> Result<()> {
+        let mut list = std::mem::take(&mut self.repost);
+        let mut r = Ok(());
+        for k in 0..list.len() {
+            if let Err(e) = self.post_rx(list[k]) {
+                // Kept for a later attempt, with those not tried.
+                self.repost.extend_from_slice(&list[k..]);
+                r = Err(e);
+                break;
+            }
+        }
+        // The allocation is kept (`post_rx` lists refused buffers again in `repost`).
+        list.clear();
+        list.append(&mut self.repost);
+        self.repost = list;
+        r
+    }
+
     /// Posts receive buffer `i` (again).
     fn post_rx(&mut self, i: usize) -> Result<()> {
         let (buf, desc, ctx) = (self.buf(i), self.slab_desc(), self.ctx(i));
@@ -489,6 +510,7 @@ impl<'n> OfiNetmod<'n> {
         if !self.peers[rank as usize].out.is_empty() || !self.try_send(rank, bytes)? {
             self.peers[rank as usize].out.push_back(Queued { bytes: bytes.to_vec() });
             self.queued += 1;
+            self.stats.deferred += 1;
         }
         Ok(())
     }
@@ -840,7 +862,9 @@ impl<'n> OfiNetmod<'n> {
                 return Ok(false);
             }
             p.inq.pop_front();
-            let _ = self.post_rx(i);
+            // Posted again at the start of the next poll: not between this arrival and its
+            // receiver.
+            self.repost.push(i);
         }
     }
 
@@ -1045,12 +1069,10 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
     }
 
     fn poll(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
-        let mut moved = self.poll_cq()?;
         if !self.repost.is_empty() {
-            for i in std::mem::take(&mut self.repost) {
-                self.post_rx(i)?;
-            }
+            self.post_again()?;
         }
+        let mut moved = self.poll_cq()?;
         if !self.ready.is_empty() {
             moved |= self.drain(inbox)?;
         }

@@ -122,6 +122,14 @@ impl Inner {
         tag: i32,
         context: u32,
     ) -> Result<()> {
+        if local == NOT_LOCAL && self.ft.is_none() && buf.len() <= self.eager_net {
+            // Eager to another node: the netmod has sent or copied the message when it returns,
+            // so no request is made and waited for.
+            let (hdr, _) = self.eager_header(dest, tag, context, false, 0);
+            self.net_send(dest, &hdr, None, buf)?;
+            self.count(dest, buf.len());
+            return Ok(());
+        }
         // SAFETY: `buf` outlives the request, which we wait for before returning.
         let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, 0) }?;
         self.wait(req).map(drop)
