@@ -224,7 +224,8 @@ pub struct OfiNetmod<'n> {
     hb: Heartbeat,
     deaths: Vec<u32>,
     spare: Vec<NetCell<'n>>,
-    next_check: Instant,
+    /// When to look at the heartbeats next ([`coarse_ms`]).
+    next_check: u64,
     chunk: usize,
     inject: usize,
     read_ok: bool,
@@ -244,6 +245,17 @@ impl std::fmt::Debug for OfiNetmod<'_> {
 // the netmod is driven by one thread at a time), the netmod's own buffers, and large-message
 // buffers of transfers in flight (valid by the LmtBackend contracts).
 unsafe impl Send for OfiNetmod<'_> {}
+
+/// Milliseconds of the coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`: the kernel's tick, a
+/// few milliseconds, read from the vDSO without a timestamp counter), which paces the silence
+/// checks of every poll: 8–16 ns a read on the project's machine against 45–50 ns for
+/// `Instant::now`, on a pass of a few hundred instructions.
+fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
 
 fn peer_dead(rank: u32) -> Error {
     Error::NetPeerDead { rank }
@@ -316,7 +328,7 @@ impl<'n> OfiNetmod<'n> {
             hb,
             deaths: Vec::new(),
             spare: Vec::new(),
-            next_check: Instant::now(),
+            next_check: 0,
             chunk,
             inject,
             read_ok,
@@ -975,11 +987,11 @@ impl<'n> OfiNetmod<'n> {
     // Silence and deaths.
 
     fn check_silence(&mut self) {
-        let now = Instant::now();
+        let now = coarse_ms();
         if now < self.next_check {
             return;
         }
-        self.next_check = now + self.cfg.timing.period / 2;
+        self.next_check = now + (self.cfg.timing.period / 2).as_millis() as u64;
         if self.sends.iter().any(|s| s.failed.is_some()) || self.recvs.iter().any(|r| r.failed.is_some()) {
             self.reap();
         }
