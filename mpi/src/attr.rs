@@ -1,12 +1,13 @@
 //! Attributes (MPI-3.1 §6.7): the predefined attributes of `MPI_COMM_WORLD` (`MPI_TAG_UB`,
 //! `MPI_HOST`, `MPI_IO`, `MPI_WTIME_IS_GLOBAL`, `MPI_UNIVERSE_SIZE`, `MPI_LASTUSEDCODE`,
-//! `MPI_APPNUM`) and keyvals with copy and delete callbacks on communicators; info objects
+//! `MPI_APPNUM`) and keyvals with copy and delete callbacks on communicators and datatypes
+//! (`MPI_Type_create_keyval`...: one table, each keyval of one kind); info objects
 //! (§9: `MPI_Info_*`, `MPI_INFO_ENV`); `MPI_Alloc_mem`/`MPI_Free_mem`; `MPI_Pcontrol`.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Arc;
 
-use crate::abi::{self, Aint, Comm as CommH, Info};
+use crate::abi::{self, Aint, Comm as CommH, Datatype, Info};
 use crate::comm::handle_of;
 use crate::error::{Fail, Res, Why};
 use crate::handle::Table;
@@ -27,6 +28,9 @@ pub struct Keyval {
     pub extra: usize,
     /// Freed by `MPI_Comm_free_keyval` while attributes still used it: no new ones.
     pub freed: bool,
+    /// A datatype keyval (`MPI_Type_create_keyval`; the callbacks take a datatype handle, an
+    /// `int` as a communicator's is); communicator keyvals are not.
+    pub types: bool,
 }
 
 /// The keyvals: handles `KEYVAL_DIRECT + index`.
@@ -81,12 +85,13 @@ pub unsafe fn create_keyval(
     delete: Option<DeleteFn>,
     keyval: *mut c_int,
     extra: *mut c_void,
+    types: bool,
 ) -> Res<()> {
     let st = running(acc)?;
     if keyval.is_null() {
         return Err(null_arg("null keyval pointer"));
     }
-    let k = st.keyvals.insert(Keyval { copy, delete, extra: extra as usize, freed: false });
+    let k = st.keyvals.insert(Keyval { copy, delete, extra: extra as usize, freed: false, types });
     let k = k.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many keyvals")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *keyval = k };
@@ -97,7 +102,7 @@ pub unsafe fn create_keyval(
 ///
 /// # Safety
 /// `keyval` null or valid for reads and writes.
-pub unsafe fn free_keyval(acc: &mut Access, keyval: *mut c_int) -> Res<()> {
+pub unsafe fn free_keyval(acc: &mut Access, keyval: *mut c_int, types: bool) -> Res<()> {
     let st = running(acc)?;
     if keyval.is_null() {
         return Err(null_arg("null keyval pointer"));
@@ -105,7 +110,7 @@ pub unsafe fn free_keyval(acc: &mut Access, keyval: *mut c_int) -> Res<()> {
     // SAFETY: checked non-null; MPI's contract.
     let k = unsafe { *keyval };
     match st.keyvals.get_mut(k) {
-        Some(kv) if !kv.freed => kv.freed = true,
+        Some(kv) if !kv.freed && kv.types == types => kv.freed = true,
         _ => return Err(bad_keyval(k)),
     }
     forget_if_unused(st, k);
@@ -117,7 +122,8 @@ pub unsafe fn free_keyval(acc: &mut Access, keyval: *mut c_int) -> Res<()> {
 /// Removes freed keyval `k` from the table if no live communicator has an attribute of it.
 fn forget_if_unused(st: &mut State, k: c_int) {
     let freed = st.keyvals.get(k).is_some_and(|kv| kv.freed);
-    if freed && !st.comms.iter().any(|c| c.live && c.attrs.iter().any(|&(a, _)| a == k)) {
+    let on_comm = st.comms.iter().any(|c| c.live && c.attrs.iter().any(|&(a, _)| a == k));
+    if freed && !on_comm && !st.type_attrs.iter().any(|&(_, a, _)| a == k) {
         st.keyvals.remove(k);
     }
 }
@@ -140,7 +146,7 @@ fn delete_callback(st: &State, ci: usize, k: c_int, v: usize) -> Res<()> {
 pub fn set_attr(acc: &mut Access, comm: CommH, k: c_int, v: *mut c_void) -> Res<()> {
     let st = running(acc)?;
     let (ci, c) = comm_at(&st.comms, comm)?;
-    if st.keyvals.get(k).is_none_or(|kv| kv.freed) {
+    if st.keyvals.get(k).is_none_or(|kv| kv.freed || kv.types) {
         return Err(bad_keyval(k).on(ci));
     }
     if let Some(&(_, old)) = c.attrs.iter().find(|&&(a, _)| a == k) {
@@ -166,7 +172,7 @@ pub unsafe fn get_attr(acc: &mut Access, comm: CommH, k: c_int, v: *mut c_void, 
     }
     let found = match PREDEFINED.iter().position(|&p| p == k) {
         Some(i) => Some(std::ptr::addr_of!(st.attr_values[i]) as usize),
-        None if st.keyvals.get(k).is_none() => return Err(bad_keyval(k).on(ci)),
+        None if st.keyvals.get(k).is_none_or(|kv| kv.types) => return Err(bad_keyval(k).on(ci)),
         None => c.attrs.iter().find(|&&(a, _)| a == k).map(|&(_, x)| x),
     };
     // SAFETY: checked non-null; MPI's contract: `v` is a `void **` in disguise.
@@ -220,6 +226,118 @@ pub fn delete_all(st: &mut State, ci: usize) -> Res<()> {
     let attrs = std::mem::take(&mut Arc::make_mut(&mut st.comms[ci]).attrs);
     for &(k, v) in &attrs {
         delete_callback(st, ci, k, v)?;
+    }
+    for (k, _) in attrs {
+        forget_if_unused(st, k);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attributes on datatypes.
+
+/// Runs the delete callback of attribute `(k, v)` of datatype `dt`.
+fn type_delete_callback(st: &State, dt: Datatype, k: c_int, v: usize) -> Res<()> {
+    if let Some(kv) = st.keyvals.get(k)
+        && let Some(f) = kv.delete
+    {
+        // SAFETY: the user's `MPI_Type_delete_attr_function` (a datatype handle is an `int`,
+        // as a communicator's is) with the arguments MPI-3.1 §6.7.4 gives it.
+        let rc = unsafe { f(dt, k, v as *mut c_void, kv.extra as *mut c_void) };
+        if rc != abi::SUCCESS {
+            return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's delete callback failed")));
+        }
+    }
+    Ok(())
+}
+
+/// A valid datatype and datatype keyval.
+fn type_keyval(st: &State, dt: Datatype, k: c_int) -> Res<()> {
+    crate::datatype::any(&st.types, dt)?;
+    if st.keyvals.get(k).is_none_or(|kv| kv.freed || !kv.types) {
+        return Err(bad_keyval(k));
+    }
+    Ok(())
+}
+
+/// `MPI_Type_set_attr` (a value already set is deleted first, its delete callback run).
+pub fn type_set_attr(acc: &mut Access, dt: Datatype, k: c_int, v: *mut c_void) -> Res<()> {
+    let st = running(acc)?;
+    type_keyval(st, dt, k)?;
+    if let Some(&(_, _, old)) = st.type_attrs.iter().find(|&&(t, a, _)| t == dt && a == k) {
+        type_delete_callback(st, dt, k, old)?;
+    }
+    st.type_attrs.retain(|&(t, a, _)| !(t == dt && a == k));
+    st.type_attrs.push((dt, k, v as usize));
+    Ok(())
+}
+
+/// `MPI_Type_get_attr`.
+///
+/// # Safety
+/// `v` and `flag` null or writable.
+pub unsafe fn type_get_attr(acc: &mut Access, dt: Datatype, k: c_int, v: *mut c_void, flag: *mut c_int) -> Res<()> {
+    let st = running(acc)?;
+    crate::datatype::any(&st.types, dt)?;
+    if st.keyvals.get(k).is_none_or(|kv| !kv.types) {
+        return Err(bad_keyval(k));
+    }
+    if v.is_null() || flag.is_null() {
+        return Err(null_arg("null output pointer"));
+    }
+    let found = st.type_attrs.iter().find(|&&(t, a, _)| t == dt && a == k).map(|&(_, _, x)| x);
+    // SAFETY: checked non-null; MPI's contract: `v` is a `void **` in disguise.
+    unsafe {
+        *flag = c_int::from(found.is_some());
+        if let Some(x) = found {
+            *v.cast::<*mut c_void>() = x as *mut c_void;
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Type_delete_attr`.
+pub fn type_delete_attr(acc: &mut Access, dt: Datatype, k: c_int) -> Res<()> {
+    let st = running(acc)?;
+    crate::datatype::any(&st.types, dt)?;
+    if st.keyvals.get(k).is_none_or(|kv| !kv.types) {
+        return Err(bad_keyval(k));
+    }
+    let Some(&(_, _, old)) = st.type_attrs.iter().find(|&&(t, a, _)| t == dt && a == k) else {
+        return Err(bad_keyval(k));
+    };
+    type_delete_callback(st, dt, k, old)?;
+    st.type_attrs.retain(|&(t, a, _)| !(t == dt && a == k));
+    forget_if_unused(st, k);
+    Ok(())
+}
+
+/// The attributes datatype `from` passes to its duplicate `to` (`MPI_Type_dup`).
+pub fn type_copy_all(st: &mut State, from: Datatype, to: Datatype) -> Res<()> {
+    let attrs: Vec<(c_int, usize)> = st.type_attrs.iter().filter(|a| a.0 == from).map(|a| (a.1, a.2)).collect();
+    for (k, v) in attrs {
+        let Some(kv) = st.keyvals.get(k).copied() else { continue };
+        let Some(f) = kv.copy else { continue };
+        let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
+        // SAFETY: the user's `MPI_Type_copy_attr_function` with the arguments MPI-3.1 §6.7.4
+        // gives it.
+        let rc = unsafe { f(from, k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag) };
+        if rc != abi::SUCCESS {
+            return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's copy callback failed")));
+        }
+        if flag != 0 {
+            st.type_attrs.push((to, k, new as usize));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every attribute of datatype `dt` (`MPI_Type_free`), running the callbacks.
+pub fn type_delete_all(st: &mut State, dt: Datatype) -> Res<()> {
+    let attrs: Vec<(c_int, usize)> = st.type_attrs.iter().filter(|a| a.0 == dt).map(|a| (a.1, a.2)).collect();
+    st.type_attrs.retain(|a| a.0 != dt);
+    for &(k, v) in &attrs {
+        type_delete_callback(st, dt, k, v)?;
     }
     for (k, _) in attrs {
         forget_if_unused(st, k);

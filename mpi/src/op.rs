@@ -141,7 +141,8 @@ pub enum OpKind {
 }
 
 /// The predefined operations in handle order (`MPI_MAX` is `OP_BUILTIN + 1`, MPICH's order);
-/// `MPI_MINLOC`, `MPI_MAXLOC`, `MPI_REPLACE` and `MPI_NO_OP` follow and are not implemented.
+/// `MPI_MINLOC` and `MPI_MAXLOC` follow ([`Loc`], on pairs), then `MPI_REPLACE` and `MPI_NO_OP`
+/// (one-sided only).
 const OPS: [OpKind; 10] = [
     OpKind::Max,
     OpKind::Min,
@@ -221,6 +222,81 @@ pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
         Kind::F64 => float_op::<f64>(op, acc, src),
         // No kernel (`OpKind::applies_to` refuses them).
         Kind::Char | Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound => {}
+    }
+}
+
+/// `MPI_MINLOC` and `MPI_MAXLOC`: on pairs `(value, index)`, the least (greatest) value, and
+/// among equal values the least index (MPI-3.1 §5.9.4). Commutative and associative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    Min,
+    Max,
+}
+
+impl Loc {
+    /// The operation named by handle `op`, if it is `MPI_MINLOC` or `MPI_MAXLOC`.
+    pub fn lookup(op: Op) -> Option<Loc> {
+        match op {
+            abi::MINLOC => Some(Loc::Min),
+            abi::MAXLOC => Some(Loc::Max),
+            _ => None,
+        }
+    }
+
+    /// The (value, index) kinds of the predefined pair type `dt` this library has a kernel for:
+    /// the C pairs (`MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`, `MPI_SHORT_INT`,
+    /// `MPI_2INT`; index `int`) and the Fortran ones (`MPI_2INTEGER`, `MPI_2REAL`,
+    /// `MPI_2DOUBLE_PRECISION`; index of the value's type). Not `MPI_LONG_DOUBLE_INT`.
+    pub fn pair_kinds(dt: Datatype) -> Option<(Kind, Kind)> {
+        Some(match dt {
+            abi::FLOAT_INT => (Kind::F32, Kind::I32),
+            abi::DOUBLE_INT => (Kind::F64, Kind::I32),
+            abi::LONG_INT => (Kind::I64, Kind::I32),
+            abi::SHORT_INT => (Kind::I16, Kind::I32),
+            abi::TWO_INT | abi::TWO_INTEGER => (Kind::I32, Kind::I32),
+            abi::TWO_REAL => (Kind::F32, Kind::F32),
+            abi::TWO_DOUBLE_PRECISION => (Kind::F64, Kind::F64),
+            _ => return None,
+        })
+    }
+}
+
+/// Bytes of a packed element of `kind` (the kinds [`Loc::pair_kinds`] returns).
+pub fn kind_size(kind: Kind) -> usize {
+    match kind {
+        Kind::I16 => 2,
+        Kind::I32 | Kind::F32 => 4,
+        Kind::I64 | Kind::F64 => 8,
+        _ => 0,
+    }
+}
+
+/// `acc[i] = acc[i] loc src[i]` over packed `(value, index)` pairs of the given kinds.
+pub fn reduce_loc(loc: Loc, value: Kind, index: Kind, acc: &mut [u8], src: &[u8]) {
+    match (value, index) {
+        (Kind::F32, Kind::I32) => loc_pairs::<f32, i32>(loc, acc, src),
+        (Kind::F64, Kind::I32) => loc_pairs::<f64, i32>(loc, acc, src),
+        (Kind::I64, Kind::I32) => loc_pairs::<i64, i32>(loc, acc, src),
+        (Kind::I16, Kind::I32) => loc_pairs::<i16, i32>(loc, acc, src),
+        (Kind::I32, Kind::I32) => loc_pairs::<i32, i32>(loc, acc, src),
+        (Kind::F32, Kind::F32) => loc_pairs::<f32, f32>(loc, acc, src),
+        (Kind::F64, Kind::F64) => loc_pairs::<f64, f64>(loc, acc, src),
+        _ => {}
+    }
+}
+
+fn loc_pairs<V: Elem + PartialOrd, I: Elem + PartialOrd>(loc: Loc, acc: &mut [u8], src: &[u8]) {
+    let n = V::N + I::N;
+    for (a, b) in acc.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
+        let (av, ai) = (V::load(&a[..V::N]), I::load(&a[V::N..]));
+        let (bv, bi) = (V::load(&b[..V::N]), I::load(&b[V::N..]));
+        let better = match loc {
+            Loc::Min => bv < av,
+            Loc::Max => bv > av,
+        };
+        if better || (bv == av && bi < ai) {
+            a.copy_from_slice(b);
+        }
     }
 }
 
@@ -366,6 +442,24 @@ mod tests {
     }
 
     #[test]
+    fn minloc_and_maxloc_keep_the_least_index_among_equals() {
+        let pairs = |v: &[(f64, i32)]| -> Vec<u8> {
+            v.iter().flat_map(|(x, i)| x.to_ne_bytes().into_iter().chain(i.to_ne_bytes())).collect()
+        };
+        let a = pairs(&[(1.0, 5), (2.0, 1), (3.0, 9), (-1.0, 2)]);
+        let b = pairs(&[(0.5, 7), (2.0, 0), (3.0, 10), (4.0, 1)]);
+        let mut min = a.clone();
+        reduce_loc(Loc::Min, Kind::F64, Kind::I32, &mut min, &b);
+        assert_eq!(min, pairs(&[(0.5, 7), (2.0, 0), (3.0, 9), (-1.0, 2)]));
+        let mut max = a.clone();
+        reduce_loc(Loc::Max, Kind::F64, Kind::I32, &mut max, &b);
+        assert_eq!(max, pairs(&[(1.0, 5), (2.0, 0), (3.0, 9), (4.0, 1)]));
+        assert_eq!(Loc::pair_kinds(abi::SHORT_INT), Some((Kind::I16, Kind::I32)));
+        assert_eq!(Loc::pair_kinds(abi::LONG_DOUBLE_INT), None);
+        assert_eq!(Loc::pair_kinds(abi::INT), None);
+    }
+
+    #[test]
     fn the_standard_decides_which_operation_applies() {
         let t = |h| crate::datatype::lookup(h).unwrap();
         assert!(OpKind::Sum.applies_to(t(abi::DOUBLE)));
@@ -384,6 +478,9 @@ mod tests {
         assert_eq!(OpKind::lookup(abi::BXOR), Some(OpKind::Bxor));
         assert_eq!(OpKind::lookup(abi::OP_NULL), None);
         assert_eq!(OpKind::lookup(abi::MINLOC), None);
+        assert_eq!(Loc::lookup(abi::MINLOC), Some(Loc::Min));
+        assert_eq!(Loc::lookup(abi::MAXLOC), Some(Loc::Max));
+        assert_eq!(Loc::lookup(abi::SUM), None);
         assert_eq!(OpKind::lookup(0x5800_0000), None);
     }
 }

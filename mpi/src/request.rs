@@ -76,6 +76,8 @@ pub enum State {
     Pending(nemesis::Request),
     /// Complete; the result waits to be reported.
     Done(Completion),
+    /// A non-blocking collective's schedule, advanced when the request is tested or waited for.
+    Coll(Box<crate::coll::nbc::Sched>),
 }
 
 /// The send modes (MPI-3.1 §3.4); ready sends are standard sends (the receive is posted, by the
@@ -122,12 +124,15 @@ pub struct Req {
     pub sent: Option<nemesis::SendId>,
     /// `MPI_Cancel` of a send: the receiver's answer (`Err(Cancelled)` or `Ok`: matched).
     pub cancel: Option<nemesis::Request>,
+    /// A non-blocking collective's request (never cancellable).
+    pub coll: bool,
 }
 
 impl Req {
     /// A request in `state`.
     pub fn new(comm: usize, state: State, recv: bool) -> Req {
-        Req { comm: comm as u32, state, recv, freed: false, persistent: None, typed: None, sent: None, cancel: None }
+        let (freed, coll) = (false, false);
+        Req { comm: comm as u32, state, recv, freed, persistent: None, typed: None, sent: None, cancel: None, coll }
     }
 }
 

@@ -114,6 +114,10 @@ pub struct State {
     pub type_names: BTreeMap<abi::Datatype, String>,
     /// Slots of requests freed by `MPI_Request_free` while active: freed when they complete.
     pub freed: Vec<usize>,
+    /// Slots of non-blocking collectives in flight: every completion call advances them all.
+    pub colls: Vec<usize>,
+    /// Attributes on datatypes: (datatype, keyval, value), in the order they were set.
+    pub type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     /// The buffered mode's attached buffer.
     pub bsend: Bsend,
     /// The thread level granted.
@@ -149,6 +153,8 @@ impl State {
             messages: crate::p2p::mprobe::table(),
             type_names: BTreeMap::new(),
             freed: Vec::new(),
+            colls: Vec::new(),
+            type_attrs: Vec::new(),
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,
             main_thread: None,

@@ -1,6 +1,7 @@
 //! Process topologies (MPI-3.1 §7): Cartesian (`MPI_Dims_create`, `MPI_Cart_*`,
-//! `MPI_Cartdim_get`) and graph (`MPI_Graph_*`, `MPI_Graphdims_get`) communicators, and
-//! `MPI_Topo_test`. A topology is the communicator's description only: ranks are never
+//! `MPI_Cartdim_get`), graph (`MPI_Graph_*`, `MPI_Graphdims_get`) and distributed graph
+//! (`MPI_Dist_graph_create(_adjacent)`, `MPI_Dist_graph_neighbors(_count)`) communicators,
+//! `MPI_Topo_test`, and the neighbour lists the neighbourhood collectives use. A topology is the communicator's description only: ranks are never
 //! reordered (`reorder` is allowed to be ignored), the new communicator is a split of the old one.
 
 use std::ffi::c_int;
@@ -12,9 +13,10 @@ use crate::error::{Fail, Res, Why};
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
 
-/// `MPI_GRAPH`, `MPI_CART` (MPICH's `MPIR_Topo_type`).
+/// `MPI_GRAPH`, `MPI_CART`, `MPI_DIST_GRAPH` (MPICH's `MPIR_Topo_type`).
 pub const GRAPH: c_int = 1;
 pub const CART: c_int = 2;
+pub const DIST_GRAPH: c_int = 3;
 
 /// A communicator's topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +25,9 @@ pub enum Topo {
     Cart { dims: Vec<c_int>, periods: Vec<bool> },
     /// MPI's graph arrays: `index[i]` is the end of node `i`'s neighbours in `edges`.
     Graph { index: Vec<c_int>, edges: Vec<c_int> },
+    /// This rank's part of a distributed graph: its in- and out-neighbours (communicator
+    /// ranks, in order, repeats allowed) and their weights (`None`: unweighted).
+    DistGraph { sources: Vec<c_int>, destinations: Vec<c_int>, weights: Option<(Vec<c_int>, Vec<c_int>)> },
 }
 
 impl Topo {
@@ -242,7 +247,7 @@ fn cart(st: &State, comm: CommH) -> Res<(usize, Vec<c_int>, Vec<bool>)> {
     match topo_of(st, comm)? {
         (ci, Some(t)) => match &*t {
             Topo::Cart { dims, periods } => Ok((ci, dims.clone(), periods.clone())),
-            Topo::Graph { .. } => Err(not_cart(ci)),
+            _ => Err(not_cart(ci)),
         },
         (ci, None) => Err(not_cart(ci)),
     }
@@ -252,7 +257,7 @@ fn graph(st: &State, comm: CommH) -> Res<(usize, Vec<c_int>, Vec<c_int>)> {
     match topo_of(st, comm)? {
         (ci, Some(t)) => match &*t {
             Topo::Graph { index, edges } => Ok((ci, index.clone(), edges.clone())),
-            Topo::Cart { .. } => Err(not_graph(ci)),
+            _ => Err(not_graph(ci)),
         },
         (ci, None) => Err(not_graph(ci)),
     }
@@ -296,6 +301,7 @@ pub unsafe fn topo_test(acc: &mut Access, comm: CommH, status: *mut c_int) -> Re
     let v = match topo_of(st, comm)?.1.as_deref() {
         Some(Topo::Cart { .. }) => CART,
         Some(Topo::Graph { .. }) => GRAPH,
+        Some(Topo::DistGraph { .. }) => DIST_GRAPH,
         None => abi::UNDEFINED,
     };
     // SAFETY: the caller's contract.
@@ -492,6 +498,250 @@ pub unsafe fn graph_neighbors(acc: &mut Access, comm: CommH, rank: c_int, max: c
     let v = neighbours(ci, &i, &e, rank)?;
     // SAFETY: the caller's contract.
     unsafe { put_ints(out, max, &v) }
+}
+
+/// A neighbour of a neighbourhood collective: its communicator rank (`MPI_PROC_NULL` for a
+/// missing Cartesian neighbour) and the tag offset its message travels with.
+pub type Neighbour = (c_int, i32);
+
+/// This rank's in- and out-neighbours on `comm`'s topology, in MPI's order (MPI-3.1 §7.6):
+/// Cartesian, for each dimension the `-1` then the `+1` neighbour; graph, the neighbours in
+/// `MPI_Graph_neighbors` order both ways; distributed graph, the sources and the destinations.
+/// Along a Cartesian dimension a message sent towards `+1` lands in the receiver's `-1` slot:
+/// each direction has its own tag offset, so with two ranks in a periodic dimension (both
+/// neighbours the same rank) the two messages are told apart.
+pub fn neighbour_lists(c: &crate::comm::Comm, ci: usize) -> Res<(Vec<Neighbour>, Vec<Neighbour>)> {
+    let no_topo = || Fail::new(abi::ERR_TOPOLOGY, Some(ci), Why::Arg("the communicator has no topology"));
+    let t = c.topo.as_deref().ok_or_else(no_topo)?;
+    let me = c.rank as c_int;
+    Ok(match t {
+        Topo::Cart { dims, periods } => {
+            let at = Topo::coords(dims, me);
+            let (mut ins, mut outs) = (Vec::new(), Vec::new());
+            for d in 0..dims.len() {
+                let shifted = |by: c_int| {
+                    let mut x = at.clone();
+                    x[d] += by;
+                    Topo::rank_of(dims, periods, &x).unwrap_or(abi::PROC_NULL)
+                };
+                let (minus, plus) = (shifted(-1), shifted(1));
+                let base = 2 * d as i32;
+                ins.push((minus, base + 1));
+                ins.push((plus, base));
+                outs.push((minus, base));
+                outs.push((plus, base + 1));
+            }
+            (ins, outs)
+        }
+        Topo::Graph { index, edges } => {
+            let v: Vec<Neighbour> = neighbours(ci, index, edges, me)?.into_iter().map(|r| (r, 0)).collect();
+            (v.clone(), v)
+        }
+        Topo::DistGraph { sources, destinations, .. } => {
+            (sources.iter().map(|&r| (r, 0)).collect(), destinations.iter().map(|&r| (r, 0)).collect())
+        }
+    })
+}
+
+/// Reads `n` weights, or `None` for `MPI_UNWEIGHTED` (`MPI_WEIGHTS_EMPTY` with no edge: none).
+///
+/// # Safety
+/// MPI's contract: `p` is a sentinel or holds `n` ints.
+unsafe fn weights(p: *const c_int, n: usize) -> Res<Option<Vec<c_int>>> {
+    if p as usize == crate::symbols::MPI_UNWEIGHTED.addr() {
+        return Ok(None);
+    }
+    if p as usize == crate::symbols::MPI_WEIGHTS_EMPTY.addr() {
+        return if n == 0 {
+            Ok(Some(Vec::new()))
+        } else {
+            Err(Fail::new(abi::ERR_ARG, None, Why::Arg("MPI_WEIGHTS_EMPTY with edges")))
+        };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { ints(p, n) }.map(Some)
+}
+
+fn check_ranks(v: &[c_int], size: u32, ci: usize) -> Res<()> {
+    if v.iter().any(|&r| !(0..size as c_int).contains(&r)) {
+        return Err(Fail::new(abi::ERR_RANK, Some(ci), Why::Arg("a distributed graph edge to no rank")));
+    }
+    Ok(())
+}
+
+/// `MPI_Dist_graph_create_adjacent`: each rank gives its own in- and out-neighbours.
+///
+/// # Safety
+/// MPI's contract on the arrays; `out` null or writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn dist_graph_create_adjacent(
+    acc: &mut Access,
+    comm_old: CommH,
+    indegree: c_int,
+    sources: *const c_int,
+    sourceweights: *const c_int,
+    outdegree: c_int,
+    destinations: *const c_int,
+    destweights: *const c_int,
+    _reorder: c_int,
+    out: *mut CommH,
+) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, c) = comm_at(&st.comms, comm_old)?;
+    let size = c.size;
+    if indegree < 0 || outdegree < 0 {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("a negative degree")));
+    }
+    let (i, o) = (indegree as usize, outdegree as usize);
+    // SAFETY: MPI's contract.
+    let (sources, destinations) = unsafe { (ints(sources, i)?, ints(destinations, o)?) };
+    check_ranks(&sources, size, ci)?;
+    check_ranks(&destinations, size, ci)?;
+    // SAFETY: MPI's contract.
+    let (sw, dw) = unsafe { (weights(sourceweights, i)?, weights(destweights, o)?) };
+    let weights = match (sw, dw) {
+        (Some(a), Some(b)) => Some((a, b)),
+        (None, None) => None,
+        _ => return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("weights on one side only"))),
+    };
+    // SAFETY: the caller's contract.
+    unsafe { make(acc, comm_old, size as c_int, Topo::DistGraph { sources, destinations, weights }, out) }
+}
+
+/// `MPI_Dist_graph_create`: every rank gives some edges of the graph; the edges are exchanged
+/// (all-gathered, in the order of the ranks that gave them) and each rank keeps those it is
+/// an end of, in that order.
+///
+/// # Safety
+/// MPI's contract on the arrays; `out` null or writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn dist_graph_create(
+    acc: &mut Access,
+    comm_old: CommH,
+    n: c_int,
+    sources: *const c_int,
+    degrees: *const c_int,
+    destinations: *const c_int,
+    weights_p: *const c_int,
+    _reorder: c_int,
+    out: *mut CommH,
+) -> Res<()> {
+    let st = running(acc)?;
+    let (ci, c) = comm_at(&st.comms, comm_old)?;
+    let (c, tu) = (c.clone(), st.tuning);
+    if n < 0 {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("a negative number of sources")));
+    }
+    // SAFETY: MPI's contract.
+    let (srcs, degs) = unsafe { (ints(sources, n as usize)?, ints(degrees, n as usize)?) };
+    if degs.iter().any(|&d| d < 0) {
+        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("a negative degree")));
+    }
+    let m: usize = degs.iter().map(|&d| d as usize).sum();
+    // SAFETY: MPI's contract.
+    let (dsts, w) = unsafe { (ints(destinations, m)?, weights(weights_p, m)?) };
+    check_ranks(&srcs, c.size, ci)?;
+    check_ranks(&dsts, c.size, ci)?;
+    // Edges as (source, destination, weight), 12 bytes each.
+    let mut mine = Vec::with_capacity(m * 12);
+    let mut k = 0;
+    for (&s, &d) in srcs.iter().zip(&degs) {
+        for _ in 0..d {
+            for v in [s, dsts[k], w.as_ref().map_or(1, |w| w[k])] {
+                mine.extend_from_slice(&v.to_ne_bytes());
+            }
+            k += 1;
+        }
+    }
+    let counts = crate::coll::allgather_bytes(acc, &c, &tu, &(m as u64).to_ne_bytes())?;
+    let counts: Vec<usize> =
+        counts.chunks_exact(8).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])) as usize).collect();
+    let most = counts.iter().copied().max().unwrap_or(0);
+    mine.resize(most * 12, 0);
+    let all = crate::coll::allgather_bytes(acc, &c, &tu, &mine)?;
+    let me = c.rank as c_int;
+    let (mut ins, mut outs, mut iw, mut ow) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (r, &cnt) in counts.iter().enumerate() {
+        for e in all[r * most * 12..].chunks_exact(12).take(cnt) {
+            let get = |i: usize| c_int::from_ne_bytes(e[i * 4..i * 4 + 4].try_into().unwrap_or([0; 4]));
+            let (s, d, wt) = (get(0), get(1), get(2));
+            if d == me {
+                ins.push(s);
+                iw.push(wt);
+            }
+            if s == me {
+                outs.push(d);
+                ow.push(wt);
+            }
+        }
+    }
+    let weights = w.is_some().then_some((iw, ow));
+    // SAFETY: the caller's contract.
+    unsafe { make(acc, comm_old, c.size as c_int, Topo::DistGraph { sources: ins, destinations: outs, weights }, out) }
+}
+
+fn dist(st: &State, comm: CommH) -> Res<(usize, Arc<Topo>)> {
+    match topo_of(st, comm)? {
+        (ci, Some(t)) if matches!(*t, Topo::DistGraph { .. }) => Ok((ci, t)),
+        (ci, _) => Err(Fail::new(abi::ERR_TOPOLOGY, Some(ci), Why::Arg("not a distributed graph communicator"))),
+    }
+}
+
+/// `MPI_Dist_graph_neighbors_count`.
+///
+/// # Safety
+/// The pointers null or writable.
+pub unsafe fn dist_graph_neighbors_count(
+    acc: &mut Access,
+    comm: CommH,
+    indegree: *mut c_int,
+    outdegree: *mut c_int,
+    weighted: *mut c_int,
+) -> Res<()> {
+    let (_, t) = dist(running(acc)?, comm)?;
+    let Topo::DistGraph { sources, destinations, weights } = &*t else { return Ok(()) };
+    // SAFETY: the caller's contract.
+    unsafe {
+        put(indegree, sources.len() as c_int)?;
+        put(outdegree, destinations.len() as c_int)?;
+        put(weighted, c_int::from(weights.is_some()))
+    }
+}
+
+/// `MPI_Dist_graph_neighbors`.
+///
+/// # Safety
+/// The arrays writable for their `max` entries (weights: unless `MPI_UNWEIGHTED`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn dist_graph_neighbors(
+    acc: &mut Access,
+    comm: CommH,
+    maxin: c_int,
+    sources: *mut c_int,
+    sourceweights: *mut c_int,
+    maxout: c_int,
+    destinations: *mut c_int,
+    destweights: *mut c_int,
+) -> Res<()> {
+    let (_, t) = dist(running(acc)?, comm)?;
+    let Topo::DistGraph { sources: s, destinations: d, weights } = &*t else { return Ok(()) };
+    let unweighted = |p: *mut c_int| {
+        p as usize == crate::symbols::MPI_UNWEIGHTED.addr() || p as usize == crate::symbols::MPI_WEIGHTS_EMPTY.addr()
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        put_ints(sources, maxin, s)?;
+        put_ints(destinations, maxout, d)?;
+        if let Some((sw, dw)) = weights {
+            if !unweighted(sourceweights) {
+                put_ints(sourceweights, maxin, sw)?;
+            }
+            if !unweighted(destweights) {
+                put_ints(destweights, maxout, dw)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

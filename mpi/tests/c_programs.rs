@@ -18,6 +18,9 @@
 //! | `topologies` | `topo.c`: Dims_create; a 2-D Cartesian grid (coords, ranks, periodic wrap, shifts with a halo exchange, Cart_sub rows and columns), a grid smaller than the job; a graph (neighbours, an exchange along the edges); Topo_test; dup keeps the topology | 1, 2, 3, 4, 6, 7 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
 //! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
+//! | `irregular_collectives` | `vcoll.c`: Gatherv/Scatterv at every root, Allgatherv, Alltoallv with counts varying by rank (zero too) and gaps between blocks, in place; a strided derived type on either side; Alltoallw with a type per peer; Reduce_scatter(_block), in place too; Scan/Exscan with MPI_SUM and a non-commutative user operation (rank order); MINLOC/MAXLOC on every C pair type; reductions on derived types; Bcast/Gather/Scatter/Allgather/Alltoall with a strided type on some ranks and ints on others, in place, a struct type; argument errors; scales 1 and 3000 (pieces) | 1, 2, 3, 4, 5, 8; 5 over 2 nodes; 7 on 3 pretend nodes; 6 and 3 with algorithms forced |
+//! | `nonblocking_collectives` | `nbc.c`: every MPI_I* collective (counts 1 and 3000, every root class, in place), four in flight completed in reverse by Waitall and by Test loops, an Ibarrier interleaved with a Send/Recv only a non-blocking barrier survives, a non-commutative Ireduce/Iscan, two communicators at once, Cancel refused | 1, 2, 3, 4, 5, 8; 5 over 2 nodes |
+//! | `neighbourhood_collectives` | `neighbor.c`: Dist_graph_create(_adjacent) with and without weights, Dist_graph_neighbors(_count), Topo_test; Neighbor_allgather(v) and Neighbor_alltoall(v/w), blocking and not, on periodic (one rank as both neighbours) and non-periodic Cartesian grids (MPI_PROC_NULL slots untouched), a graph, a distributed graph with double edges; no topology: MPI_ERR_TOPOLOGY | 1, 2, 3, 4, 6; 4 over 2 nodes |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
@@ -135,6 +138,30 @@ fn ring() {
 #[test]
 fn collectives_by_the_model() {
     run_ok("collectives", &[1, 2, 3, 4, 5, 8], &[], &[]);
+}
+
+#[test]
+fn nonblocking_collectives() {
+    run_ok("nbc", &[1, 2, 3, 4, 5, 8], &[], &[]);
+    run_ok("nbc", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn neighbourhood_collectives() {
+    run_ok("neighbor", &[1, 2, 3, 4, 6], &[], &[]);
+    run_ok("neighbor", &[4], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn irregular_collectives() {
+    run_ok("vcoll", &[1, 2, 3, 4, 5, 8], &[], &[]);
+    run_ok("vcoll", &[5], &["--nodes", "2"], &[]);
+    run_ok("vcoll", &[7], &[], &[("NEMESIS_COLL_NODES", "3")]);
+    // Derived types beside basic ones run the same algorithms: each forced in turn.
+    let forced = "bcast=binomial,gather=binomial,scatter=binomial,allgather=bruck";
+    run_ok("vcoll", &[6], &[], &[("NEMESIS_COLL_ALG", forced)]);
+    let forced = "bcast=chain,allgather=gather-bcast,gather=flat,scatter=flat";
+    run_ok("vcoll", &[3], &[], &[("NEMESIS_COLL_ALG", forced), ("NEMESIS_COLL_SEGMENT", "1000")]);
 }
 
 #[test]

@@ -21,7 +21,7 @@ use super::model::pow2_floor;
 use crate::abi;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
-use crate::op::{OpKind, UserCall, reduce};
+use crate::op::{Loc, OpKind, UserCall, reduce, reduce_loc};
 use crate::state::Access;
 
 /// Ranks taking part in one collective step.
@@ -62,12 +62,15 @@ pub struct Reduction {
     pub elem: usize,
     /// A user's operation (`op` and `kind` are then unused).
     pub user: Option<UserCall>,
+    /// `MPI_MINLOC`/`MPI_MAXLOC` on packed pairs: `kind` is the value's, this the index's kind
+    /// (`op` is then unused).
+    pub loc: Option<(Loc, Kind)>,
 }
 
 impl Reduction {
     /// A predefined operation on elements of `kind`, `elem` bytes each.
     pub fn builtin(op: OpKind, kind: Kind, elem: usize) -> Reduction {
-        Reduction { op, kind, elem, user: None }
+        Reduction { op, kind, elem, user: None, loc: None }
     }
 
     /// False for a user's operation declared non-commutative: the ranks' data must then be
@@ -84,7 +87,10 @@ impl Reduction {
                 u.apply(acc, &mut tmp);
                 acc.copy_from_slice(&tmp);
             }
-            None => reduce(self.op, self.kind, acc, src),
+            None => match self.loc {
+                Some((loc, index)) => reduce_loc(loc, self.kind, index, acc, src),
+                None => reduce(self.op, self.kind, acc, src),
+            },
         }
     }
 
@@ -92,6 +98,8 @@ impl Reduction {
     fn left(&self, acc: &mut [u8], src: &mut [u8]) {
         match self.user {
             Some(u) => u.apply(src, acc),
+            // Commutative: `src ⊕ acc` is `acc ⊕ src`.
+            None if self.loc.is_some() => self.right(acc, src),
             None => {
                 reduce(self.op, self.kind, src, acc);
                 acc.copy_from_slice(src);
@@ -102,6 +110,11 @@ impl Reduction {
     /// `acc = src ⊕ acc` (`MPI_Reduce_local`), `src` used as scratch.
     pub fn combine_lower(&self, acc: &mut [u8], src: &mut [u8]) {
         self.left(acc, src);
+    }
+
+    /// `acc = acc ⊕ src` (`src` from a higher rank).
+    pub fn combine_higher(&self, acc: &mut [u8], src: &[u8]) {
+        self.right(acc, src);
     }
 
     /// Combines `other`, which came from a lower (`lower`) or higher team rank, into `acc`.
@@ -261,7 +274,7 @@ impl<'e> Ops<'e> {
 }
 
 /// `data` and `buf` from one buffer's disjoint ranges `a` (read) and `b` (written).
-fn split_ranges(buf: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> (&[u8], &mut [u8]) {
+pub(super) fn split_ranges(buf: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> (&[u8], &mut [u8]) {
     debug_assert!(a.end <= b.start || b.end <= a.start);
     if a.end <= b.start {
         let (lo, hi) = buf.split_at_mut(b.start);

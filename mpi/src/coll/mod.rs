@@ -23,6 +23,9 @@
 
 pub mod algo;
 pub mod model;
+pub mod nbc;
+pub mod typed;
+pub mod vector;
 
 use std::ffi::{c_int, c_void};
 
@@ -33,8 +36,9 @@ use self::model::{Allgather, Allreduce, Barrier, Bcast, Gather, Model, Params, R
 use crate::abi::{self, Datatype, IN_PLACE};
 use crate::comm::Comm;
 use crate::datatype;
+use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
-use crate::op::{OpKind, UserCall};
+use crate::op::{self, Loc, OpKind, UserCall};
 use crate::p2p::{byte_len, comm_at, in_bytes, out_bytes};
 use crate::state::{Access, not_running};
 
@@ -50,6 +54,15 @@ pub mod tag {
     pub const ALLTOALL: i32 = 8;
     /// Communicator creation (dup, split) and start-up exchanges.
     pub const COMM: i32 = 9;
+    pub const GATHERV: i32 = 10;
+    pub const SCATTERV: i32 = 11;
+    pub const ALLGATHERV: i32 = 12;
+    /// `MPI_Alltoallv` and `MPI_Alltoallw`.
+    pub const ALLTOALLV: i32 = 13;
+    /// `MPI_Reduce_scatter` and `MPI_Reduce_scatter_block`.
+    pub const REDUCE_SCATTER: i32 = 14;
+    /// `MPI_Scan` and `MPI_Exscan`.
+    pub const SCAN: i32 = 15;
     /// `MPI_Comm_create_group` with the user's tag `t`: `COMM_GROUP + t` (`t` below 2^30).
     pub const COMM_GROUP: i32 = 16;
 }
@@ -218,13 +231,46 @@ fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
 }
 
 /// The reduction `op` names on elements of `dt`: a predefined operation the standard defines on
-/// the type, or a user's (`MPI_Op_create`, on any predefined type).
+/// the type, `MPI_MINLOC`/`MPI_MAXLOC` on a pair type, or a user's (`MPI_Op_create`). A derived
+/// type reduces as the one predefined type it is made of (its leaf), on packed data; a user's
+/// operation on a derived type needs a contiguous one (it is called on the caller's layout).
 fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
-    let t = datatype::lookup(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))?;
+    let bad_type = || Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt));
+    let (leaf, desc) = match datatype::size_of_handle(dt) {
+        Some(_) => (dt, None),
+        None => {
+            let d = datatype::resolve(&st.types, dt, ci)?;
+            (d.leaf.ok_or_else(bad_type)?, Some(d))
+        }
+    };
     if let Some(u) = st.ops.get(op) {
-        let user = UserCall { f: u.f, commute: u.commute, dt, elem: t.size() };
-        return Ok(Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, t.kind, t.size()) });
+        let elem = match &desc {
+            None => datatype::size_of_handle(dt).unwrap_or(0),
+            Some(d) if d.is_dense() => d.size,
+            Some(_) => {
+                let why = "a user operation on a non-contiguous derived datatype is not supported";
+                return Err(Fail::new(abi::ERR_TYPE, Some(ci), Why::Arg(why)));
+            }
+        };
+        if elem == 0 {
+            return Err(bad_type());
+        }
+        let user = UserCall { f: u.f, commute: u.commute, dt, elem };
+        return Ok(Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, Kind::Byte, elem) });
     }
+    if let Some(loc) = Loc::lookup(op) {
+        let Some((value, index)) = Loc::pair_kinds(leaf) else {
+            return Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt }));
+        };
+        let elem = op::kind_size(value) + op::kind_size(index);
+        return Ok(Reduction { loc: Some((loc, index)), ..Reduction::builtin(OpKind::Sum, value, elem) });
+    }
+    let Some(t) = datatype::lookup(leaf) else {
+        // A pair type (its descriptor is in the table): MINLOC and MAXLOC only.
+        let pair =
+            desc.is_some_and(|d| d.named.is_some_and(|h| Loc::pair_kinds(h).is_some() || h == abi::LONG_DOUBLE_INT));
+        return Err(if pair { Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt }) } else { bad_type() });
+    };
     match OpKind::lookup(op) {
         Some(o) if o.applies_to(t) => Ok(Reduction::builtin(o, t.kind, t.size())),
         _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
@@ -370,6 +416,10 @@ pub unsafe fn bcast(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(dt) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::bcast(acc, buf, count, dt, root, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let len = byte_len(count, dt, ci, buf.is_null())?;
@@ -476,6 +526,10 @@ pub unsafe fn reduce(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if datatype::size_of_handle(dt).is_none() {
+        // SAFETY: the caller's contract.
+        return unsafe { vector::reduce_any(acc, sendbuf, recvbuf, count, dt, op, Some(root), comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let root = check_root(root, c, ci)?;
@@ -521,6 +575,10 @@ pub unsafe fn allreduce(
     op: abi::Op,
     comm: abi::Comm,
 ) -> Res<()> {
+    if datatype::size_of_handle(dt).is_none() {
+        // SAFETY: the caller's contract.
+        return unsafe { vector::reduce_any(acc, sendbuf, recvbuf, count, dt, op, None, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let in_place = is_in_place(sendbuf);
@@ -551,6 +609,10 @@ pub unsafe fn reduce_local(
     dt: Datatype,
     op: abi::Op,
 ) -> Res<()> {
+    if datatype::size_of_handle(dt).is_none() {
+        // SAFETY: the caller's contract.
+        return unsafe { vector::reduce_local_any(acc, inbuf, inoutbuf, count, dt, op) };
+    }
     let len = byte_len(count, dt, 0, inbuf.is_null() || inoutbuf.is_null())?;
     let red = reduction(acc.st(), op, dt, 0)?;
     if len == 0 {
@@ -592,6 +654,12 @@ pub unsafe fn gather(
     let in_place = is_in_place(sendbuf);
     if in_place && !is_root {
         return Err(in_place_misused(ci));
+    }
+    if !typed::basic(if is_root { recvtype } else { sendtype }) || (is_root && !in_place && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            typed::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
+        };
     }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
     let m = flat_model(c, tu, &ops);
@@ -665,6 +733,12 @@ pub unsafe fn scatter(
     if in_place && !is_root {
         return Err(in_place_misused(ci));
     }
+    if !typed::basic(if is_root { sendtype } else { recvtype }) || (is_root && !in_place && !typed::basic(recvtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            typed::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
+        };
+    }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
     let m = flat_model(c, tu, &ops);
     let t = whole(c);
@@ -730,6 +804,10 @@ pub unsafe fn allgather(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let n = c.size as usize;
@@ -793,6 +871,10 @@ pub unsafe fn alltoall(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
+        // SAFETY: the caller's contract.
+        return unsafe { typed::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;

@@ -93,6 +93,9 @@ pub struct Comm {
     pub attrs: Vec<(c_int, usize)>,
     /// A Cartesian or graph topology (`crate::topo`).
     pub topo: Option<Arc<crate::topo::Topo>>,
+    /// Non-blocking collectives started on this communicator (their tags); shared by the copies
+    /// a change makes (`Arc::make_mut`), fresh for every new communicator.
+    pub nbc: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Comm {
@@ -112,7 +115,8 @@ impl Comm {
         let size = world.len() as u32;
         let (world, from_world, name) = (world.into(), from_world.into(), String::new());
         let attrs = Vec::new();
-        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs, topo: None }
+        let nbc = Arc::default();
+        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs, topo: None, nbc }
     }
 
     /// What stays of a freed communicator once nothing names it: no maps, no memory.
@@ -121,7 +125,8 @@ impl Comm {
         let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
         let attrs = Vec::new();
         let (live, identity, topo) = (false, false, None);
-        Comm { live, identity, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs, topo }
+        let nbc = Arc::default();
+        Comm { live, identity, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs, topo, nbc }
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).

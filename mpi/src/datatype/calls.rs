@@ -239,7 +239,7 @@ pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -
     if let Some(e) = st.types.get_mut(h) {
         e.committed = committed;
     }
-    Ok(())
+    crate::attr::type_copy_all(st, oldtype, h)
 }
 
 /// `MPI_Type_commit`.
@@ -276,7 +276,11 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     if super::predefined_desc(h).is_some() {
         return Err(Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed")));
     }
-    st.types.remove(h).ok_or_else(|| super::bad_type(h, None))?;
+    if st.types.get(h).is_none() {
+        return Err(super::bad_type(h, None));
+    }
+    crate::attr::type_delete_all(st, h)?;
+    st.types.remove(h);
     // SAFETY: as above.
     unsafe { *datatype = abi::DATATYPE_NULL };
     Ok(())

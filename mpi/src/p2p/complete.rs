@@ -85,6 +85,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     }
     let r = match st.reqs.at(i).map(|q| &q.state) {
         Some(ReqState::Pending(r)) => *r,
+        Some(ReqState::Coll(_)) => return Ok(advance_coll(st, i)?.is_none()),
         _ => return Ok(true),
     };
     let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
@@ -97,8 +98,47 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     Ok(true)
 }
 
+/// Advances the schedule of collective request slot `i`: `None` once complete (its state then
+/// `Done`), else the Endpoint requests it waits for.
+fn advance_coll(st: &mut State, i: usize) -> Res<Option<Vec<nemesis::Request>>> {
+    let phase = st.phase;
+    let State { ep, reqs, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(not_running(phase)) };
+    let Some(req) = reqs.at_mut(i) else { return Err(bad_request(-1)) };
+    let ReqState::Coll(s) = &mut req.state else { return Ok(None) };
+    match s.advance(ep) {
+        Some(done) => {
+            req.state = ReqState::Done(done);
+            Ok(None)
+        }
+        None => Ok(Some(s.pending())),
+    }
+}
+
+/// Waits until collective request slot `i` is complete.
+fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
+    let mut spins = 0;
+    loop {
+        let Some(pending) = advance_coll(acc.st(), i)? else { return Ok(()) };
+        if acc.threaded() || pending.is_empty() {
+            acc.pause(&mut spins);
+            if !acc.threaded() {
+                acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
+            }
+            continue;
+        }
+        let (j, res) = acc.ep()?.wait_any(&pending).map_err(|e| Fail::endpoint(0, e))?;
+        if let Some(Req { state: ReqState::Coll(s), .. }) = acc.st().reqs.at_mut(i) {
+            s.took(pending[j], res);
+        }
+    }
+}
+
 /// Waits until request slot `i` is complete or inactive.
 pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
+    if matches!(acc.st().reqs.at(i).map(|q| &q.state), Some(ReqState::Coll(_))) {
+        return wait_coll(acc, i);
+    }
     let st = acc.st();
     let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
     if let Some(a) = req.cancel {
@@ -123,7 +163,7 @@ pub fn take(st: &mut State, i: usize) -> Option<(u32, Completion, bool)> {
     let done = match std::mem::replace(&mut req.state, ReqState::Inactive) {
         ReqState::Done(d) => d,
         ReqState::Inactive => Completion::empty(),
-        p @ ReqState::Pending(_) => {
+        p @ (ReqState::Pending(_) | ReqState::Coll(_)) => {
             req.state = p;
             return None;
         }
@@ -175,7 +215,22 @@ fn check_running(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.phase));
     }
     reap(st);
+    advance_colls(st);
     Ok(())
+}
+
+/// Advances every non-blocking collective in flight, so that testing or waiting for any request
+/// moves them all (their rounds overlap whatever the program waits for).
+fn advance_colls(st: &mut State) {
+    let mut k = 0;
+    while k < st.colls.len() {
+        match advance_coll(st, st.colls[k]) {
+            Ok(Some(_)) => k += 1,
+            _ => {
+                st.colls.swap_remove(k);
+            }
+        }
+    }
 }
 
 /// Reports the result of slot `i` (complete) through `request` and `status`.
@@ -311,7 +366,19 @@ pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> 
     let i = slot(st, h)?;
     let State { ep, reqs, .. } = st;
     let (Some(ep), Some(req)) = (ep.as_mut(), reqs.at_mut(i)) else { return Err(bad_request(h)) };
+    if req.coll {
+        return Err(Fail::new(
+            abi::ERR_REQUEST,
+            Some(req.comm as usize),
+            Why::Arg("MPI_Cancel on a non-blocking collective's request (erroneous in MPI-3.1)"),
+        ));
+    }
     match (&req.state, req.recv) {
+        (ReqState::Coll(_), _) => Err(Fail::new(
+            abi::ERR_REQUEST,
+            Some(req.comm as usize),
+            Why::Arg("MPI_Cancel on a non-blocking collective's request (erroneous in MPI-3.1)"),
+        )),
         (ReqState::Inactive, _) => {
             Err(Fail::new(abi::ERR_REQUEST, Some(req.comm as usize), Why::Arg("MPI_Cancel on an inactive request")))
         }
@@ -503,9 +570,11 @@ fn complete_ones(st: &mut State, hs: &[abi::Request], first_only: bool) -> Res<(
 /// Blocks until at least one of the active requests among `hs` is complete.
 fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
     let st = acc.st();
-    let cancelling = hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some()));
+    let cancelling =
+        hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some() || matches!(r.state, ReqState::Coll(_))));
     if cancelling && !acc.threaded() {
-        // Answers of the receivers are among what completes them: poll the whole progress.
+        // Answers of the receivers (or a collective's rounds) are among what completes them:
+        // poll the whole progress.
         loop {
             if !complete_ones(acc.st(), hs, true)?.0.is_empty() {
                 return Ok(());

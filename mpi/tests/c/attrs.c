@@ -1,7 +1,8 @@
 /* Attributes, info objects and the rest: the predefined attributes of MPI_COMM_WORLD; keyvals
  * with copy callbacks (MPI_COMM_DUP_FN, MPI_COMM_NULL_COPY_FN, one of the program's that
  * refuses, one that counts) and delete callbacks (on set over a value, delete, free, and freed
- * keyvals whose attributes live on); MPI_Info_* and MPI_INFO_ENV; MPI_Alloc_mem/MPI_Free_mem;
+ * keyvals whose attributes live on); keyvals on datatypes (copied by MPI_Type_dup, deleted by
+ * MPI_Type_free, kinds not mixed); MPI_Info_* and MPI_INFO_ENV; MPI_Alloc_mem/MPI_Free_mem;
  * MPI_Pcontrol. Prints "OK attrs <rank>". */
 #include "check.h"
 
@@ -189,6 +190,81 @@ static void memory(void) {
     OK(MPI_Pcontrol(0, "ignored"));
 }
 
+
+static int type_copies, type_deletes, other_deletes;
+
+static int type_copy(MPI_Datatype old, int keyval, void *extra, void *in, void *out, int *flag) {
+    (void)keyval;
+    CHECK(extra == &type_copies, "extra_state not passed to the datatype copy callback");
+    CHECK(old != MPI_DATATYPE_NULL, "no datatype given to the copy callback");
+    type_copies++;
+    *(void **)out = (char *)in + 10;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+static int type_delete(MPI_Datatype dt, int keyval, void *val, void *extra) {
+    (void)dt, (void)keyval, (void)val;
+    CHECK(extra == &type_deletes || extra == &type_copies, "extra_state not passed to the datatype delete callback");
+    if (extra == &type_deletes)
+        type_deletes++;
+    else
+        other_deletes++;
+    return MPI_SUCCESS;
+}
+
+static void type_keyvals(void) {
+    int k, flag;
+    void *v;
+    OK(MPI_Type_create_keyval(type_copy, type_delete, &k, &type_copies));
+    MPI_Datatype t, d;
+    OK(MPI_Type_contiguous(2, MPI_INT, &t));
+    OK(MPI_Type_commit(&t));
+    OK(MPI_Type_get_attr(t, k, &v, &flag));
+    CHECK(!flag, "an attribute before any was set");
+    OK(MPI_Type_set_attr(t, k, (void *)100));
+    OK(MPI_Type_set_attr(t, k, (void *)200)); /* replaces: the old value's delete callback runs */
+    CHECK(other_deletes == 1, "replacing a value ran the delete callback %d times", other_deletes);
+    OK(MPI_Type_get_attr(t, k, &v, &flag));
+    CHECK(flag && v == (void *)200, "get after set: %d %p", flag, v);
+    OK(MPI_Type_dup(t, &d));
+    CHECK(type_copies == 1, "dup ran the copy callback %d times", type_copies);
+    OK(MPI_Type_get_attr(d, k, &v, &flag));
+    CHECK(flag && v == (void *)210, "the duplicate's attribute %p", v);
+    OK(MPI_Type_free(&d));
+    OK(MPI_Type_delete_attr(t, k));
+    OK(MPI_Type_get_attr(t, k, &v, &flag));
+    CHECK(!flag, "an attribute after delete");
+    /* An attribute on a predefined type. */
+    OK(MPI_Type_set_attr(MPI_DOUBLE, k, (void *)5));
+    OK(MPI_Type_get_attr(MPI_DOUBLE, k, &v, &flag));
+    CHECK(flag && v == (void *)5, "attribute on MPI_DOUBLE");
+    OK(MPI_Type_delete_attr(MPI_DOUBLE, k));
+    CHECK(other_deletes == 4, "free of the duplicate, two deletes: %d delete callbacks", other_deletes);
+    /* Kinds do not mix. */
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    FAILS_WITH(MPI_Comm_set_attr(MPI_COMM_WORLD, k, (void *)1), MPI_ERR_KEYVAL);
+    int ck;
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &ck, NULL));
+    FAILS_WITH(MPI_Type_set_attr(t, ck, (void *)1), MPI_ERR_KEYVAL);
+    FAILS_WITH(MPI_Type_free_keyval(&ck), MPI_ERR_KEYVAL);
+    OK(MPI_Comm_free_keyval(&ck));
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    /* A keyval with the delete counter: MPI_Type_free runs it. */
+    int k2;
+    OK(MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, type_delete, &k2, &type_deletes));
+    OK(MPI_Type_set_attr(t, k2, (void *)1));
+    OK(MPI_Type_dup(t, &d));
+    OK(MPI_Type_get_attr(d, k2, &v, &flag));
+    CHECK(!flag, "MPI_TYPE_NULL_COPY_FN copied an attribute");
+    OK(MPI_Type_free(&d));
+    OK(MPI_Type_free(&t));
+    CHECK(type_deletes == 1, "MPI_Type_free ran the delete callback %d times", type_deletes);
+    OK(MPI_Type_free_keyval(&k));
+    OK(MPI_Type_free_keyval(&k2));
+    CHECK(k == MPI_KEYVAL_INVALID && k2 == MPI_KEYVAL_INVALID, "freed keyvals not reset");
+}
+
 int main(int argc, char **argv) {
     OK(MPI_Init(&argc, &argv));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -196,6 +272,7 @@ int main(int argc, char **argv) {
     check_rank = rank;
     predefined();
     keyvals();
+    type_keyvals();
     infos();
     memory();
     OK(MPI_Finalize());

@@ -1,0 +1,727 @@
+//! The irregular collectives and the prefix reductions: `MPI_Gatherv`, `MPI_Scatterv`,
+//! `MPI_Allgatherv`, `MPI_Alltoallv`, `MPI_Alltoallw`, `MPI_Reduce_scatter`,
+//! `MPI_Reduce_scatter_block`, `MPI_Scan` and `MPI_Exscan`.
+//!
+//! **Blocks of any datatype.** Every rank's block is `count` elements of a committed datatype at
+//! `buf + displacement × extent` (bytes for `Alltoallw`). A block whose layout is contiguous moves
+//! straight from and into the caller's memory; a non-contiguous one is packed before it is sent
+//! and received into scratch that is unpacked once the data is in ([`Sink`]). The wire carries
+//! packed bytes, so a sender's and a receiver's types need only agree in their type signatures,
+//! as MPI requires. A block of no bytes sends no message (both sides know its length).
+//!
+//! **Algorithms.** Gatherv and Scatterv are flat (the root posts every receive, then waits);
+//! Allgatherv is a ring over a packed copy of all blocks; Alltoallv/w exchange directly with
+//! rotated partners, as Alltoall does; Reduce_scatter(_block) is an allreduce of the whole vector
+//! (the model's algorithms) keeping this rank's part; Scan and Exscan are recursive doubling
+//! (log₂ P exchanges), combining lower ranks on the left so non-commutative operations are in
+//! rank order.
+
+use std::borrow::Cow;
+use std::ffi::{c_int, c_void};
+
+use super::algo::Ops;
+use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction, tag, whole};
+use crate::abi::{self, Datatype};
+use crate::comm::Comm;
+use crate::datatype::{self, Layout, pack};
+use crate::error::{Fail, Res, Why};
+use crate::p2p::{in_bytes, null_arg, out_bytes};
+use crate::state::Access;
+
+/// The extent of `dt` in bytes (a basic type's is its size).
+fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
+    if let Some(size) = datatype::size_of_handle(dt) {
+        return Ok(size as isize);
+    }
+    Ok(datatype::resolve(&acc.st().types, dt, ci)?.extent())
+}
+
+/// `count` elements of `dt` at `buf`.
+pub(super) fn layout_at(acc: &mut Access, buf: *const u8, count: c_int, dt: Datatype, ci: usize) -> Res<Layout> {
+    datatype::layout(&acc.st().types, buf, count, dt, ci)
+}
+
+/// `n` ints at `p` (an argument array).
+///
+/// # Safety
+/// MPI's contract: `p` points to `n` readable ints.
+unsafe fn ints<'a>(p: *const c_int, n: usize, ci: usize, what: &'static str) -> Res<&'a [c_int]> {
+    if p.is_null() {
+        return Err(null_arg(Some(ci), what));
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// Block `i` of a vector argument: `counts[i]` elements of `dt` at `base + displs[i] × extent`.
+struct Vector<'a> {
+    base: *const u8,
+    counts: &'a [c_int],
+    displs: &'a [c_int],
+    dt: Datatype,
+    extent: isize,
+}
+
+impl Vector<'_> {
+    fn block(&self, acc: &mut Access, i: usize, ci: usize) -> Res<Layout> {
+        let at = self.base.wrapping_offset(self.displs[i] as isize * self.extent);
+        layout_at(acc, at, self.counts[i], self.dt, ci)
+    }
+}
+
+/// The bytes of a block to send: the caller's memory when contiguous, else a packed copy.
+///
+/// # Safety
+/// The layout describes readable memory holding the data (MPI's contract).
+pub(super) unsafe fn source(l: &Layout) -> Cow<'_, [u8]> {
+    match l {
+        // SAFETY: the caller's contract.
+        Layout::Contig { ptr, len } => Cow::Borrowed(unsafe { in_bytes(ptr.cast_const().cast(), *len) }),
+        // SAFETY: the caller's contract.
+        Layout::Typed { .. } => Cow::Owned(unsafe { l.packed() }),
+    }
+}
+
+/// Where a block is received: the caller's memory when contiguous, else scratch that
+/// [`finish`](Sink::finish) unpacks.
+#[derive(Debug)]
+pub(super) struct Sink {
+    pub(super) layout: Layout,
+    scratch: Vec<u8>,
+}
+
+impl Sink {
+    pub(super) fn new(layout: Layout) -> Sink {
+        let scratch = match &layout {
+            Layout::Contig { .. } => Vec::new(),
+            Layout::Typed { .. } => vec![0u8; layout.len()],
+        };
+        Sink { layout, scratch }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.layout.len()
+    }
+
+    /// Where the packed bytes go (`len()` of them); stable while `self` lives.
+    fn ptr(&mut self) -> *mut u8 {
+        match &self.layout {
+            Layout::Contig { ptr, .. } => *ptr,
+            Layout::Typed { .. } => self.scratch.as_mut_ptr(),
+        }
+    }
+
+    /// The packed bytes as a slice.
+    ///
+    /// # Safety
+    /// The layout describes writable memory (MPI's contract) that nothing else uses meanwhile.
+    pub(super) unsafe fn bytes(&mut self) -> &mut [u8] {
+        let len = self.len();
+        // SAFETY: `ptr()` is `len` writable bytes: the caller's memory, or our scratch.
+        unsafe { out_bytes(self.ptr().cast(), len) }
+    }
+
+    /// Puts `data` (packed, `len()` bytes) in place.
+    ///
+    /// # Safety
+    /// As [`bytes`](Sink::bytes).
+    pub(super) unsafe fn put(&mut self, data: &[u8], ci: usize) -> Res<()> {
+        if data.len() != self.len() {
+            return Err(mismatch(ci, self.len(), data.len()));
+        }
+        // SAFETY: the caller's contract; `data` is another buffer (a packed copy or the sender's
+        // block, disjoint from the receive buffer by MPI's contract).
+        unsafe { self.bytes() }.copy_from_slice(data);
+        // SAFETY: as above.
+        unsafe { self.finish() };
+        Ok(())
+    }
+
+    /// Unpacks the scratch into the caller's memory (nothing for a contiguous block).
+    ///
+    /// # Safety
+    /// The layout describes writable memory (MPI's contract).
+    pub(super) unsafe fn finish(&self) {
+        if let Layout::Typed { base, count, desc } = &self.layout {
+            // SAFETY: the caller's contract; the scratch holds `count × size` packed bytes.
+            unsafe { pack::unpack(desc, *base, *count, &self.scratch) };
+        }
+    }
+}
+
+/// Posts the receives of every sink with data (`from[i]` the job rank of sink `i`; `None`: not
+/// received) and waits for them all; then unpacks.
+///
+/// # Safety
+/// Every sink's memory stays valid and unused by anything else until this returns.
+unsafe fn receive_all(ops: &mut Ops, sinks: &mut [Sink], from: impl Fn(usize) -> Option<u32>) -> Res<()> {
+    ops.settled(|ops| {
+        let mut pieces = Vec::new();
+        for (i, s) in sinks.iter_mut().enumerate() {
+            let Some(src) = from(i) else { continue };
+            if s.len() == 0 {
+                continue;
+            }
+            let (ptr, len) = (s.ptr(), s.len());
+            // SAFETY: the sink's memory outlives this closure (the caller's contract);
+            // `settled` waits for every posted piece before returning.
+            match unsafe { ops.post(src, ptr, len) } {
+                Ok(p) => pieces.extend(p),
+                Err(e) => {
+                    let _ = ops.wait(&pieces);
+                    return Err(e);
+                }
+            }
+        }
+        ops.wait(&pieces)
+    })?;
+    for s in sinks.iter() {
+        // SAFETY: the caller's contract; every receive has completed.
+        unsafe { s.finish() };
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gatherv, Scatterv, Allgatherv.
+
+/// `MPI_Gatherv`.
+///
+/// # Safety
+/// MPI's contract on the buffers and arrays (`sendbuf` may be `MPI_IN_PLACE` at the root).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gatherv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let root = super::check_root(root, c, ci)?;
+    let (n, me) = (c.size as usize, c.rank as usize);
+    let in_place = is_in_place(sendbuf);
+    if in_place && me != root {
+        return Err(in_place_misused(ci));
+    }
+    if me != root {
+        let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+        if l.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: MPI's contract: the send buffer holds the block.
+        let data = unsafe { source(&l) };
+        return Ops::new(acc, c.coll_ctx(), tag::GATHERV)?.send(c.world[root], &data).map_err(on(ci));
+    }
+    // SAFETY: MPI's contract: `size` ints in each array at the root.
+    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
+    let v = Vector {
+        base: recvbuf.cast_const().cast(),
+        counts,
+        displs,
+        dt: recvtype,
+        extent: extent_of(acc, recvtype, ci)?,
+    };
+    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    if !in_place {
+        let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+        // SAFETY: MPI's contract: the send buffer holds the block; the receive buffer is disjoint.
+        unsafe { sinks[me].put(&source(&l), ci)? };
+    }
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHERV)?;
+    // SAFETY: the sinks are the caller's receive buffer (MPI's contract) and our scratch, alive
+    // until `receive_all` returns.
+    unsafe { receive_all(&mut ops, &mut sinks, |i| (i != me).then(|| c.world[i])) }.map_err(on(ci))
+}
+
+/// `MPI_Scatterv`.
+///
+/// # Safety
+/// MPI's contract on the buffers and arrays (`recvbuf` may be `MPI_IN_PLACE` at the root).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scatterv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let root = super::check_root(root, c, ci)?;
+    let (n, me) = (c.size as usize, c.rank as usize);
+    let in_place = is_in_place(recvbuf);
+    if in_place && me != root {
+        return Err(in_place_misused(ci));
+    }
+    if me != root {
+        let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
+        let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTERV)?;
+        // SAFETY: the receive buffer (MPI's contract) or our scratch, alive until this returns.
+        return unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(c.world[root])) }
+            .map_err(on(ci));
+    }
+    // SAFETY: MPI's contract: `size` ints in each array at the root.
+    let (counts, displs) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(displs, n, ci, "displs")?) };
+    let v = Vector { base: sendbuf.cast(), counts, displs, dt: sendtype, extent: extent_of(acc, sendtype, ci)? };
+    let blocks = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Vec<_>>>()?;
+    if !in_place {
+        let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
+        // SAFETY: MPI's contract: the root's block is readable, the receive buffer writable and
+        // disjoint from it.
+        unsafe { sink.put(&source(&blocks[me]), ci)? };
+    }
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTERV)?;
+    for k in 1..n {
+        let to = (me + k) % n;
+        if !blocks[to].is_empty() {
+            // SAFETY: MPI's contract: the send buffer holds every block.
+            ops.send(c.world[to], &unsafe { source(&blocks[to]) }).map_err(on(ci))?;
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Allgatherv`: a ring over a packed copy of every block.
+///
+/// # Safety
+/// MPI's contract on the buffers and arrays (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allgatherv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let (n, me) = (c.size as usize, c.rank as usize);
+    // SAFETY: MPI's contract: `size` ints in each array.
+    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
+    let v = Vector {
+        base: recvbuf.cast_const().cast(),
+        counts,
+        displs,
+        dt: recvtype,
+        extent: extent_of(acc, recvtype, ci)?,
+    };
+    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    let mut off = vec![0usize; n + 1];
+    for i in 0..n {
+        off[i + 1] = off[i] + sinks[i].len();
+    }
+    let mut all = vec![0u8; off[n]];
+    let own = if is_in_place(sendbuf) {
+        // SAFETY: MPI's contract: this rank's block is in place in the receive buffer.
+        unsafe { source(&sinks[me].layout) }.into_owned()
+    } else {
+        let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+        // SAFETY: MPI's contract: the send buffer holds the block.
+        unsafe { source(&l) }.into_owned()
+    };
+    if own.len() != sinks[me].len() {
+        return Err(mismatch(ci, sinks[me].len(), own.len()));
+    }
+    all[off[me]..off[me + 1]].copy_from_slice(&own);
+    if n > 1 && off[n] > 0 {
+        let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHERV)?;
+        let (right, left) = (c.world[(me + 1) % n], c.world[(me + n - 1) % n]);
+        for s in 0..n - 1 {
+            let give = (me + n - s) % n;
+            let take = (me + n - s - 1) % n;
+            let (data, buf) = super::algo::split_ranges(&mut all, off[give]..off[give + 1], off[take]..off[take + 1]);
+            ops.exchange(right, data, left, buf).map_err(on(ci))?;
+        }
+    }
+    for (i, s) in sinks.iter_mut().enumerate() {
+        // SAFETY: MPI's contract: the receive buffer is writable; `all` is ours.
+        unsafe { s.put(&all[off[i]..off[i + 1]], ci)? };
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alltoallv and Alltoallw.
+
+/// The blocks of one side of an all-to-all: block `i` is what goes to (or comes from) rank `i`.
+type Blocks = Vec<Layout>;
+
+/// Direct exchange with rotated partners: every receive posted, then the sends to `me + 1`,
+/// `me + 2`…, then the waits; this rank's own block copied.
+fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sink], ci: usize) -> Res<()> {
+    let (n, me) = (c.size as usize, c.rank as usize);
+    // SAFETY: the sinks are the caller's receive buffer or scratch, alive while this runs;
+    // `send` holds the data to send, apart from them (packed copies under MPI_IN_PLACE).
+    unsafe { sinks[me].put(&send[me], ci)? };
+    ops.settled(|ops| {
+        let mut pieces = Vec::new();
+        for k in 1..n {
+            let from = (me + n - k) % n;
+            let s = &mut sinks[from];
+            if s.len() > 0 {
+                let (ptr, len) = (s.ptr(), s.len());
+                // SAFETY: the sink's memory outlives this call; `settled` waits for it.
+                pieces.extend(unsafe { ops.post(c.world[from], ptr, len) }?);
+            }
+        }
+        let mut sent = Ok(());
+        for k in 1..n {
+            let to = (me + k) % n;
+            if !send[to].is_empty() {
+                sent = ops.send(c.world[to], &send[to]);
+                if sent.is_err() {
+                    break;
+                }
+            }
+        }
+        let got = ops.wait(&pieces);
+        sent.and(got)
+    })?;
+    for s in sinks.iter() {
+        // SAFETY: every receive completed; the memory is the caller's receive buffer.
+        unsafe { s.finish() };
+    }
+    Ok(())
+}
+
+/// Runs an all-to-all of `send` blocks (`None`: MPI_IN_PLACE, the data is in `recv`) into `recv`.
+///
+/// # Safety
+/// MPI's contract: the blocks describe the caller's valid buffers.
+unsafe fn alltoall_any(acc: &mut Access, c: &Comm, ci: usize, send: Option<Blocks>, recv: Blocks) -> Res<()> {
+    let data: Vec<Cow<[u8]>> = match &send {
+        // SAFETY: the caller's contract.
+        Some(blocks) => blocks.iter().map(|l| unsafe { source(l) }).collect(),
+        // In place: the data to send is in the receive buffer, which the exchange overwrites.
+        // SAFETY: the caller's contract.
+        None => recv.iter().map(|l| Cow::Owned(unsafe { source(l) }.into_owned())).collect(),
+    };
+    for (i, (d, r)) in data.iter().zip(&recv).enumerate() {
+        if send.is_some() && i == c.rank as usize && d.len() != r.len() {
+            return Err(mismatch(ci, r.len(), d.len()));
+        }
+    }
+    let mut sinks: Vec<Sink> = recv.into_iter().map(Sink::new).collect();
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLTOALLV)?;
+    alltoall_blocks(&mut ops, c, &data, &mut sinks, ci).map_err(on(ci))
+}
+
+/// `MPI_Alltoallv`.
+///
+/// # Safety
+/// MPI's contract on the buffers and arrays (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoallv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let n = c.size as usize;
+    // SAFETY: MPI's contract: `size` ints in each array.
+    let (rc, rd) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(rdispls, n, ci, "rdispls")?) };
+    let rv = Vector {
+        base: recvbuf.cast_const().cast(),
+        counts: rc,
+        displs: rd,
+        dt: recvtype,
+        extent: extent_of(acc, recvtype, ci)?,
+    };
+    let recv = (0..n).map(|i| rv.block(acc, i, ci)).collect::<Res<Blocks>>()?;
+    let send = if is_in_place(sendbuf) {
+        None
+    } else {
+        // SAFETY: MPI's contract: `size` ints in each array.
+        let (sc, sd) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(sdispls, n, ci, "sdispls")?) };
+        let sv = Vector {
+            base: sendbuf.cast(),
+            counts: sc,
+            displs: sd,
+            dt: sendtype,
+            extent: extent_of(acc, sendtype, ci)?,
+        };
+        Some((0..n).map(|i| sv.block(acc, i, ci)).collect::<Res<Blocks>>()?)
+    };
+    // SAFETY: MPI's contract on the buffers.
+    unsafe { alltoall_any(acc, c, ci, send, recv) }
+}
+
+/// `MPI_Alltoallw`: per-rank datatypes and byte displacements.
+///
+/// # Safety
+/// MPI's contract on the buffers and arrays (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoallw(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Datatype,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    let n = c.size as usize;
+    /// # Safety
+    /// MPI's contract: `n` entries in each array.
+    unsafe fn blocks(
+        acc: &mut Access,
+        base: *const u8,
+        counts: *const c_int,
+        displs: *const c_int,
+        types: *const Datatype,
+        n: usize,
+        ci: usize,
+    ) -> Res<Blocks> {
+        // SAFETY: the caller's contract.
+        let (counts, displs) = unsafe { (ints(counts, n, ci, "counts")?, ints(displs, n, ci, "displs")?) };
+        // SAFETY: the caller's contract (a datatype handle is an int).
+        let types = unsafe { ints(types.cast(), n, ci, "datatypes")? };
+        (0..n).map(|i| layout_at(acc, base.wrapping_offset(displs[i] as isize), counts[i], types[i], ci)).collect()
+    }
+    // SAFETY: MPI's contract on the arrays.
+    let recv = unsafe { blocks(acc, recvbuf.cast_const().cast(), recvcounts, rdispls, recvtypes, n, ci)? };
+    let send = if is_in_place(sendbuf) {
+        None
+    } else {
+        // SAFETY: MPI's contract on the arrays.
+        Some(unsafe { blocks(acc, sendbuf.cast(), sendcounts, sdispls, sendtypes, n, ci)? })
+    };
+    // SAFETY: MPI's contract on the buffers.
+    unsafe { alltoall_any(acc, c, ci, send, recv) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reduce_scatter, Scan, Exscan.
+
+/// The packed input of a reduction: `count` elements of `dt` at `sendbuf`, or at `recvbuf` under
+/// `MPI_IN_PLACE`.
+///
+/// # Safety
+/// MPI's contract: the elements are readable there.
+unsafe fn reduction_input(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    ci: usize,
+) -> Res<Vec<u8>> {
+    let src = if is_in_place(sendbuf) { recvbuf.cast_const() } else { sendbuf };
+    let l = layout_at(acc, src.cast(), count, dt, ci)?;
+    // SAFETY: the caller's contract.
+    Ok(unsafe { source(&l) }.into_owned())
+}
+
+/// `MPI_Reduce` (`root` given) and `MPI_Allreduce` on a derived or pair datatype: the input is
+/// packed, reduced as its leaf type, and unpacked at the root (everywhere for allreduce).
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`, at the root for reduce).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_any(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+    root: Option<c_int>,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, tu) = begin(acc, comm)?;
+    let c = &*c;
+    let root = root.map(|r| super::check_root(r, c, ci)).transpose()?;
+    let receives = root.is_none_or(|r| r == c.rank as usize);
+    if is_in_place(sendbuf) && !receives {
+        return Err(in_place_misused(ci));
+    }
+    let red = reduction(acc.st(), op, dt, ci)?;
+    // SAFETY: MPI's contract on the input.
+    let mut data = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut sink =
+        if receives { Some(Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?)) } else { None };
+    match root {
+        Some(r) => super::reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, r, &mut data, red, &tu),
+        None => allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, &mut data, red, &tu),
+    }
+    .map_err(on(ci))?;
+    if let Some(s) = sink.as_mut() {
+        // SAFETY: MPI's contract: the receive buffer is writable; `data` is ours.
+        unsafe { s.put(&data, ci)? };
+    }
+    Ok(())
+}
+
+/// `MPI_Reduce_local` on a derived or pair datatype.
+///
+/// # Safety
+/// MPI's contract on the buffers.
+pub unsafe fn reduce_local_any(
+    acc: &mut Access,
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+) -> Res<()> {
+    let red = reduction(acc.st(), op, dt, 0)?;
+    // SAFETY: MPI's contract: both buffers hold `count` elements.
+    let (mut lower, mut data) = unsafe {
+        (
+            reduction_input(acc, inbuf, std::ptr::null_mut(), count, dt, 0)?,
+            reduction_input(acc, inoutbuf.cast_const(), std::ptr::null_mut(), count, dt, 0)?,
+        )
+    };
+    red.combine_lower(&mut data, &mut lower);
+    let mut sink = Sink::new(layout_at(acc, inoutbuf.cast_const().cast(), count, dt, 0)?);
+    // SAFETY: MPI's contract: `inoutbuf` is writable.
+    unsafe { sink.put(&data, 0) }
+}
+
+/// `MPI_Reduce_scatter` (`counts` per rank) and `MPI_Reduce_scatter_block` (`block` per rank):
+/// the whole vector is allreduced, then each rank keeps its part.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`: the whole vector is then in
+/// `recvbuf`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_scatter(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: *const c_int,
+    block: Option<c_int>,
+    dt: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, ci, tu) = begin(acc, comm)?;
+    let c = &*c;
+    let (n, me) = (c.size as usize, c.rank as usize);
+    let counts: Vec<usize> = match block {
+        Some(b) if b < 0 => return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(b))),
+        Some(b) => vec![b as usize; n],
+        // SAFETY: MPI's contract: `size` ints.
+        None => unsafe { ints(counts, n, ci, "recvcounts")? }
+            .iter()
+            .map(|&k| if k < 0 { Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k))) } else { Ok(k as usize) })
+            .collect::<Res<_>>()?,
+    };
+    let red = reduction(acc.st(), op, dt, ci)?;
+    let total: usize = counts.iter().sum();
+    let Ok(total_c) = c_int::try_from(total) else {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")));
+    };
+    // SAFETY: MPI's contract: `total` elements at the input.
+    let mut data = unsafe { reduction_input(acc, sendbuf, recvbuf, total_c, dt, ci)? };
+    if data.is_empty() {
+        return Ok(());
+    }
+    let per = data.len() / total;
+    let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), counts[me] as c_int, dt, ci)?);
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::REDUCE_SCATTER)?;
+    allreduce_comm(&mut ops, c, &mut data, red, &tu).map_err(on(ci))?;
+    let start = counts[..me].iter().sum::<usize>() * per;
+    // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
+    // vector in place: the result is taken from our copy before it is written).
+    unsafe { sink.put(&data[start..start + counts[me] * per], ci) }
+}
+
+/// `MPI_Scan` (`exclusive` false) and `MPI_Exscan` (true), by recursive doubling: at step
+/// `2^k`, ranks `r` and `r ^ 2^k` exchange the reduction of their `2^k`-block so far; the higher
+/// one folds the lower's into its result. Lower ranks always combine on the left.
+///
+/// # Safety
+/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scan(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+    exclusive: bool,
+) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    let c = &*c;
+    if count < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
+    }
+    let red = reduction(acc.st(), op, dt, ci)?;
+    // SAFETY: MPI's contract: `count` elements at the input.
+    let mine = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    let len = mine.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?);
+    let (n, me) = (c.size as usize, c.rank as usize);
+    let mut partial = mine.clone();
+    // The result so far: the inclusive scan starts from this rank's data, the exclusive one
+    // from nothing.
+    let mut result: Option<Vec<u8>> = (!exclusive).then_some(mine);
+    let mut tmp = vec![0u8; len];
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCAN)?;
+    let t = whole(c);
+    let mut mask = 1;
+    while mask < n {
+        let peer = me ^ mask;
+        if peer < n {
+            ops.exchange(t.ranks[peer], &partial, t.ranks[peer], &mut tmp).map_err(on(ci))?;
+            if peer < me {
+                result = Some(match result.take() {
+                    Some(mut r) => {
+                        let mut lower = tmp.clone();
+                        red.combine_lower(&mut r, &mut lower);
+                        r
+                    }
+                    None => tmp.clone(),
+                });
+                red.combine_lower(&mut partial, &mut tmp);
+            } else {
+                red.combine_higher(&mut partial, &tmp);
+            }
+        }
+        mask <<= 1;
+    }
+    match result {
+        // SAFETY: MPI's contract: `count` elements writable at `recvbuf` (rank 0's exclusive
+        // scan leaves it untouched: undefined by the standard).
+        Some(r) => unsafe { sink.put(&r, ci) },
+        None => Ok(()),
+    }
+}
