@@ -125,6 +125,14 @@ impl Inner {
         if self.ft.is_some() {
             return self.send_ft_blocking(buf, local, dest, tag, context);
         }
+        if local == NOT_LOCAL && buf.len() <= self.eager_net {
+            // Eager to another node: the netmod has sent or copied the message when it returns,
+            // so no request is made and waited for.
+            let (hdr, _) = self.eager_header(dest, tag, context, false, 0);
+            self.net_send(dest, &hdr, None, buf)?;
+            self.count(dest, buf.len());
+            return Ok(());
+        }
         // SAFETY: `buf` outlives the request, which we wait for before returning.
         let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, 0) }?;
         self.wait(req).map(drop)

@@ -229,6 +229,12 @@ impl Inner {
                     None => break,
                 }
             }
+            if by.done.is_some() || by.lmt.is_some() {
+                // Matched: back to the caller at once. Another netmod poll here would cost the
+                // reply its system calls (a `fi_cq_read` of the ofi netmod's socket providers
+                // polls their descriptors); the next wait makes that progress.
+                continue;
+            }
             got |= self.resume_pending()?;
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {
