@@ -29,14 +29,19 @@ pub struct UserOp {
     pub commute: bool,
 }
 
-/// A user's operation applied to elements of one predefined type.
+/// A user's operation applied to elements of `dt`.
 #[derive(Clone, Copy, Debug)]
 pub struct UserCall {
     pub f: UserFn,
     pub commute: bool,
     pub dt: Datatype,
-    /// Bytes per element of `dt`.
+    /// Bytes per element of `dt`, packed.
     pub elem: usize,
+    /// A non-contiguous `dt`'s layout, whose data the collectives hold packed: the user's
+    /// function is called on it unpacked into scratch laid out as the type says. The pointer is
+    /// an `Arc<TypeDesc>`'s, kept alive by whoever holds the reduction (the collective's call, or
+    /// its schedule: `coll::reduction_kept`), so it is valid whenever `apply` runs.
+    pub layout: Option<*const crate::datatype::TypeDesc>,
 }
 
 impl UserCall {
@@ -46,12 +51,47 @@ impl UserCall {
         if n == 0 {
             return;
         }
+        if let Some(desc) = self.layout {
+            // SAFETY: see `layout`: the descriptor outlives every use of this reduction.
+            return self.apply_unpacked(unsafe { &*desc }, n, inv, inout);
+        }
         let mut len = n as c_int;
         let mut dt = self.dt;
         // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
         // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
         // functions); `len` and `dt` are ours.
         unsafe { (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt) };
+    }
+}
+
+impl UserCall {
+    /// [`UserCall::apply`] for a non-contiguous type: both operands unpacked into scratch laid
+    /// out as `n` elements of the type (from its true lower bound), the function called on the
+    /// scratch, the result packed back into `inout`.
+    fn apply_unpacked(&self, desc: &crate::datatype::TypeDesc, n: usize, inv: &[u8], inout: &mut [u8]) {
+        let span = desc.true_ub - desc.true_lb;
+        let Some(bytes) = (n as isize - 1).checked_mul(desc.extent()).and_then(|b| b.checked_add(span)) else { return };
+        let Ok(bytes) = usize::try_from(bytes) else { return };
+        let packed = n * desc.size;
+        if inv.len() < packed || inout.len() < packed {
+            return;
+        }
+        let (mut a, mut b) = (vec![0u8; bytes], vec![0u8; bytes]);
+        // `base + true_lb` is the scratch's first byte: every run of the `n` elements falls in it.
+        let (pa, pb) = (a.as_mut_ptr().wrapping_offset(-desc.true_lb), b.as_mut_ptr().wrapping_offset(-desc.true_lb));
+        // SAFETY: the scratch spans the `n` elements' runs from the type's true lower bound
+        // (`(n - 1) × extent + true extent` bytes); `inv` and `inout` hold `n` packed elements.
+        unsafe {
+            crate::datatype::pack::unpack(desc, pa, n, &inv[..packed]);
+            crate::datatype::pack::unpack(desc, pb, n, &inout[..packed]);
+        }
+        let mut len = n as c_int;
+        let mut dt = self.dt;
+        // SAFETY: the scratch holds `n` elements of `dt` at `pa` and `pb` in the type's layout
+        // (MPI's contract on user functions: they touch the elements only).
+        unsafe { (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt) };
+        // SAFETY: as above; `inout` has room for the `n` packed elements.
+        unsafe { crate::datatype::pack::pack(desc, pb, n, &mut inout[..packed]) };
     }
 }
 

@@ -230,11 +230,23 @@ fn elem_size(dt: Datatype, ci: usize) -> Res<usize> {
     datatype::size_of_handle(dt).ok_or_else(|| Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt)))
 }
 
+/// [`reduction_kept`] for a basic type (no layout to keep).
+fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
+    reduction_kept(st, op, dt, ci).map(|r| r.0)
+}
+
 /// The reduction `op` names on elements of `dt`: a predefined operation the standard defines on
 /// the type, `MPI_MINLOC`/`MPI_MAXLOC` on a pair type, or a user's (`MPI_Op_create`). A derived
 /// type reduces as the one predefined type it is made of (its leaf), on packed data; a user's
-/// operation on a derived type needs a contiguous one (it is called on the caller's layout).
-fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> Res<Reduction> {
+/// operation gets the caller's layout: a non-contiguous type's data is unpacked for each call,
+/// and the returned descriptor must be held as long as the reduction is used (its `UserCall`
+/// points to it).
+fn reduction_kept(
+    st: &crate::state::State,
+    op: abi::Op,
+    dt: Datatype,
+    ci: usize,
+) -> Res<(Reduction, Option<Arc<crate::datatype::TypeDesc>>)> {
     let bad_type = || Fail::new(abi::ERR_TYPE, Some(ci), Why::Type(dt));
     let (leaf, desc) = match datatype::size_of_handle(dt) {
         Some(_) => (dt, None),
@@ -244,26 +256,24 @@ fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> 
         }
     };
     if let Some(u) = st.ops.get(op) {
-        let elem = match &desc {
-            None => datatype::size_of_handle(dt).unwrap_or(0),
-            Some(d) if d.is_dense() => d.size,
-            Some(_) => {
-                let why = "a user operation on a non-contiguous derived datatype is not supported";
-                return Err(Fail::new(abi::ERR_TYPE, Some(ci), Why::Arg(why)));
-            }
+        let (elem, layout) = match &desc {
+            None => (datatype::size_of_handle(dt).unwrap_or(0), None),
+            Some(d) if d.is_dense() => (d.size, None),
+            Some(d) => (d.size, Some(Arc::as_ptr(d))),
         };
         if elem == 0 {
             return Err(bad_type());
         }
-        let user = UserCall { f: u.f, commute: u.commute, dt, elem };
-        return Ok(Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, Kind::Byte, elem) });
+        let user = UserCall { f: u.f, commute: u.commute, dt, elem, layout };
+        let keep = if layout.is_some() { desc } else { None };
+        return Ok((Reduction { user: Some(user), ..Reduction::builtin(OpKind::Sum, Kind::Byte, elem) }, keep));
     }
     if let Some(loc) = Loc::lookup(op) {
         let Some((value, index)) = Loc::pair_kinds(leaf) else {
             return Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt }));
         };
         let elem = op::kind_size(value) + op::kind_size(index);
-        return Ok(Reduction { loc: Some((loc, index)), ..Reduction::builtin(OpKind::Sum, value, elem) });
+        return Ok((Reduction { loc: Some((loc, index)), ..Reduction::builtin(OpKind::Sum, value, elem) }, None));
     }
     let Some(t) = datatype::lookup(leaf) else {
         // A pair type (its descriptor is in the table): MINLOC and MAXLOC only.
@@ -272,7 +282,7 @@ fn reduction(st: &crate::state::State, op: abi::Op, dt: Datatype, ci: usize) -> 
         return Err(if pair { Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt }) } else { bad_type() });
     };
     match OpKind::lookup(op) {
-        Some(o) if o.applies_to(t) => Ok(Reduction::builtin(o, t.kind, t.size())),
+        Some(o) if o.applies_to(t) => Ok((Reduction::builtin(o, t.kind, t.size()), None)),
         _ => Err(Fail::new(abi::ERR_OP, Some(ci), Why::Op { op, dt })),
     }
 }

@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
 use super::vector::{Sink, layout_at, source};
-use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction};
+use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
 use crate::datatype::Layout;
@@ -97,6 +97,9 @@ pub struct Sched {
     /// Where results go when the schedule completes: the caller's memory and the bytes.
     outputs: Vec<(Sink, At)>,
     failed: Option<Fail>,
+    /// The layout a user's operation on a non-contiguous type points to (`red`'s `UserCall`),
+    /// kept while the schedule lives.
+    keep: Option<std::sync::Arc<crate::datatype::TypeDesc>>,
 }
 
 impl Sched {
@@ -111,6 +114,7 @@ impl Sched {
             inflight: Vec::new(),
             outputs: Vec::new(),
             failed: None,
+            keep: None,
         }
     }
 
@@ -437,11 +441,12 @@ pub unsafe fn ireduce(
     if is_in_place(sendbuf) && !receives {
         return Err(in_place_misused(ci));
     }
-    let red = reduction(acc.st(), op, dt, ci)?;
+    let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract on the input.
     let data = unsafe { input(acc, sendbuf, recvbuf, count, dt, ci)? };
     let len = data.len();
     let mut s = Sched::new(&c, Some(red));
+    s.keep = keep;
     let b = s.buf(data);
     if len > 0 {
         s.reduce(&c, root_at.unwrap_or(0), b);
@@ -488,13 +493,14 @@ pub unsafe fn ireduce_scatter(
                 .collect::<Res<_>>()?
         }
     };
-    let red = reduction(acc.st(), op, dt, ci)?;
+    let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     let total = counts.iter().sum::<usize>();
     let total_c = c_int::try_from(total)
         .map_err(|_| Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")))?;
     // SAFETY: MPI's contract on the input.
     let data = unsafe { input(acc, sendbuf, recvbuf, total_c, dt, ci)? };
     let mut s = Sched::new(&c, Some(red));
+    s.keep = keep;
     let len = data.len();
     let b = s.buf(data);
     if len > 0 {
@@ -528,11 +534,12 @@ pub unsafe fn iscan(
     if count < 0 {
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
     }
-    let red = reduction(acc.st(), op, dt, ci)?;
+    let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract on the input.
     let data = unsafe { input(acc, sendbuf, recvbuf, count, dt, ci)? };
     let len = data.len();
     let mut s = Sched::new(&c, Some(red));
+    s.keep = keep;
     let (n, me) = (c.size as usize, c.rank as usize);
     let result = s.buf(data.clone());
     let partial = s.buf(data);

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
 use super::algo::Ops;
-use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction, tag, whole};
+use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction_kept, tag, whole};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
 use crate::datatype::{self, Layout, pack};
@@ -564,7 +564,8 @@ pub unsafe fn reduce_any(
     if is_in_place(sendbuf) && !receives {
         return Err(in_place_misused(ci));
     }
-    let red = reduction(acc.st(), op, dt, ci)?;
+    // `_keep` holds the layout a user's operation points to until the reduction is done.
+    let (red, _keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract on the input.
     let mut data = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
     if data.is_empty() {
@@ -596,7 +597,8 @@ pub unsafe fn reduce_local_any(
     dt: Datatype,
     op: abi::Op,
 ) -> Res<()> {
-    let red = reduction(acc.st(), op, dt, 0)?;
+    // `_keep` holds the layout a user's operation points to until the reduction is done.
+    let (red, _keep) = reduction_kept(acc.st(), op, dt, 0)?;
     // SAFETY: MPI's contract: both buffers hold `count` elements.
     let (mut lower, mut data) = unsafe {
         (
@@ -639,7 +641,8 @@ pub unsafe fn reduce_scatter(
             .map(|&k| if k < 0 { Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k))) } else { Ok(k as usize) })
             .collect::<Res<_>>()?,
     };
-    let red = reduction(acc.st(), op, dt, ci)?;
+    // `_keep` holds the layout a user's operation points to until the reduction is done.
+    let (red, _keep) = reduction_kept(acc.st(), op, dt, ci)?;
     let total: usize = counts.iter().sum();
     let Ok(total_c) = c_int::try_from(total) else {
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")));
@@ -681,7 +684,8 @@ pub unsafe fn scan(
     if count < 0 {
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
     }
-    let red = reduction(acc.st(), op, dt, ci)?;
+    // `_keep` holds the layout a user's operation points to until the reduction is done.
+    let (red, _keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract: `count` elements at the input.
     let mine = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
     let len = mine.len();

@@ -6,6 +6,7 @@
  * MPI_Scan and MPI_Exscan with MPI_SUM and with a non-commutative user operation, which must
  * combine in rank order; MPI_MINLOC/MPI_MAXLOC on every C pair type in Reduce (every root), Allreduce,
  * Scan and Reduce_local; reductions on derived datatypes (a contiguous and a strided type of doubles).
+ * A user's operation on a strided type (Allreduce, Scan, Iallreduce: called on the type's layout).
  * The regular collectives (Bcast, Gather, Scatter, Allgather, Alltoall) with a strided type on some
  * ranks and plain ints on others (both paths in one collective), in place, and a struct type.
  * A scale of 1 and 3000 (past the eager limit: transfers in pieces).
@@ -517,6 +518,43 @@ static void test_typed_regular(int scale, MPI_Datatype strided) {
     free(p);
 }
 
+
+/* A user's operation on a non-contiguous type gets the data in the type's layout: every other int. */
+static void strided_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) b[2 * i] += a[2 * i];
+}
+
+static void test_user_op_strided(int scale, MPI_Datatype strided) {
+    int n = scale + 1;
+    MPI_Op op;
+    OK(MPI_Op_create(strided_sum, 1, &op));
+    int *x = xmalloc(sizeof(int) * 2 * (size_t)n), *y = xmalloc(sizeof(int) * 2 * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        x[2 * i] = rank + i;
+        x[2 * i + 1] = POISON;
+        y[2 * i] = y[2 * i + 1] = -1;
+    }
+    OK(MPI_Allreduce(x, y, n, strided, op, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) {
+        CHECK(y[2 * i] == size * (size - 1) / 2 + size * i, "user op on a strided type [%d] = %d", i, y[2 * i]);
+        CHECK(y[2 * i + 1] == -1, "user op on a strided type wrote a hole");
+    }
+    for (int i = 0; i < n; i++) y[2 * i] = -1;
+    OK(MPI_Scan(x, y, n, strided, op, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++)
+        CHECK(y[2 * i] == rank * (rank + 1) / 2 + (rank + 1) * i, "user op scan on a strided type [%d]", i);
+    MPI_Request r;
+    for (int i = 0; i < n; i++) y[2 * i] = -1;
+    OK(MPI_Iallreduce(x, y, n, strided, op, MPI_COMM_WORLD, &r));
+    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < n; i++) CHECK(y[2 * i] == size * (size - 1) / 2 + size * i, "user op iallreduce [%d]", i);
+    OK(MPI_Op_free(&op));
+    free(x);
+    free(y);
+}
+
 static void test_errors(void) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     int x = 1, y;
@@ -551,6 +589,7 @@ int main(int argc, char **argv) {
         test_scan(scales[s], comp);
         test_loc_and_derived(scales[s]);
         test_typed_regular(scales[s], strided);
+        test_user_op_strided(scales[s], strided);
     }
     test_errors();
     OK(MPI_Op_free(&comp));
