@@ -211,6 +211,22 @@ fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
     Ok((c.clone(), ci, st.tuning))
 }
 
+/// A rooted collective's start: [`begin`], the root checked, and `MPI_IN_PLACE` (`in_place`:
+/// this rank's in-place argument) refused off the root.
+fn begin_rooted(
+    acc: &mut Access,
+    comm: abi::Comm,
+    root: c_int,
+    in_place: bool,
+) -> Res<(Arc<Comm>, usize, Tuning, usize)> {
+    let (c, ci, tu) = begin(acc, comm)?;
+    let root = check_root(root, &c, ci)?;
+    if in_place && c.rank as usize != root {
+        return Err(in_place_misused(ci));
+    }
+    Ok((c, ci, tu, root))
+}
+
 /// Gives a failure inside an algorithm its communicator.
 fn on(ci: usize) -> impl Fn(Fail) -> Fail {
     move |mut f| {

@@ -30,7 +30,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
-use super::vector::{Sink, layout_at, source};
+use super::vector::{Sink, layout_at, reduction_input, source};
 use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
@@ -401,24 +401,6 @@ pub unsafe fn ibcast(
     submit(acc, ci, s, request)
 }
 
-/// The packed reduction input: `count` elements at `sendbuf` or, in place, at `recvbuf`.
-///
-/// # Safety
-/// MPI's contract on the buffer.
-unsafe fn input(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    dt: Datatype,
-    ci: usize,
-) -> Res<Vec<u8>> {
-    let src = if is_in_place(sendbuf) { recvbuf.cast_const() } else { sendbuf };
-    let l = layout_at(acc, src.cast(), count, dt, ci)?;
-    // SAFETY: the caller's contract.
-    Ok(unsafe { source(&l) }.into_owned())
-}
-
 /// `MPI_Ireduce` (`root` given) and `MPI_Iallreduce`.
 ///
 /// # Safety
@@ -443,7 +425,7 @@ pub unsafe fn ireduce(
     }
     let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract on the input.
-    let data = unsafe { input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    let data = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
     let len = data.len();
     let mut s = Sched::new(&c, Some(red));
     s.keep = keep;
@@ -498,7 +480,7 @@ pub unsafe fn ireduce_scatter(
     let total_c = c_int::try_from(total)
         .map_err(|_| Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")))?;
     // SAFETY: MPI's contract on the input.
-    let data = unsafe { input(acc, sendbuf, recvbuf, total_c, dt, ci)? };
+    let data = unsafe { reduction_input(acc, sendbuf, recvbuf, total_c, dt, ci)? };
     let mut s = Sched::new(&c, Some(red));
     s.keep = keep;
     let len = data.len();
@@ -536,7 +518,7 @@ pub unsafe fn iscan(
     }
     let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     // SAFETY: MPI's contract on the input.
-    let data = unsafe { input(acc, sendbuf, recvbuf, count, dt, ci)? };
+    let data = unsafe { reduction_input(acc, sendbuf, recvbuf, count, dt, ci)? };
     let len = data.len();
     let mut s = Sched::new(&c, Some(red));
     s.keep = keep;

@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 use super::algo::{self, Ops};
 use super::vector::{Sink, layout_at, source};
 use super::{
-    allgather_team, bcast_comm, begin, check_root, flat_model, in_place_misused, is_in_place, mismatch, on, run_gather,
+    allgather_team, bcast_comm, begin, begin_rooted, check_root, flat_model, is_in_place, mismatch, on, run_gather,
     run_scatter, tag, whole,
 };
 use crate::abi::{self, Datatype};
@@ -102,15 +102,11 @@ pub unsafe fn gather(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, tu) = begin(acc, comm)?;
+    let in_place = is_in_place(sendbuf);
+    let (c, ci, tu, root) = begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
-    let root = check_root(root, c, ci)?;
     let n = c.size as usize;
     let is_root = c.rank as usize == root;
-    let in_place = is_in_place(sendbuf);
-    if in_place && !is_root {
-        return Err(in_place_misused(ci));
-    }
     if !is_root {
         let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
         if l.is_empty() {
@@ -165,15 +161,11 @@ pub unsafe fn scatter(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, tu) = begin(acc, comm)?;
+    let in_place = is_in_place(recvbuf);
+    let (c, ci, tu, root) = begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
-    let root = check_root(root, c, ci)?;
     let n = c.size as usize;
     let is_root = c.rank as usize == root;
-    let in_place = is_in_place(recvbuf);
-    if in_place && !is_root {
-        return Err(in_place_misused(ci));
-    }
     if !is_root {
         let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
         let len = sink.len();

@@ -202,14 +202,10 @@ pub unsafe fn gatherv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
-    let c = &*c;
-    let root = super::check_root(root, c, ci)?;
-    let (n, me) = (c.size as usize, c.rank as usize);
     let in_place = is_in_place(sendbuf);
-    if in_place && me != root {
-        return Err(in_place_misused(ci));
-    }
+    let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
+    let c = &*c;
+    let (n, me) = (c.size as usize, c.rank as usize);
     if me != root {
         let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
         if l.is_empty() {
@@ -257,14 +253,10 @@ pub unsafe fn scatterv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
-    let c = &*c;
-    let root = super::check_root(root, c, ci)?;
-    let (n, me) = (c.size as usize, c.rank as usize);
     let in_place = is_in_place(recvbuf);
-    if in_place && me != root {
-        return Err(in_place_misused(ci));
-    }
+    let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
+    let c = &*c;
+    let (n, me) = (c.size as usize, c.rank as usize);
     if me != root {
         let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
         let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTERV)?;
@@ -527,7 +519,7 @@ pub unsafe fn alltoallw(
 ///
 /// # Safety
 /// MPI's contract: the elements are readable there.
-unsafe fn reduction_input(
+pub(super) unsafe fn reduction_input(
     acc: &mut Access,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
