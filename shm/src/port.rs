@@ -350,6 +350,13 @@ pub enum PeerEvent {
         /// The message's sequence number.
         seq: u32,
     },
+    /// A peer this port retired ([`Port::retire_peer`]) runs again as a new incarnation
+    /// ([`crate::incarnation`]): sends to it work again, and what arrives from it starts at
+    /// sequence number 0.
+    Restarted {
+        /// Its local rank.
+        rank: u16,
+    },
 }
 
 /// Sender state toward one peer (private to this process).
@@ -403,6 +410,10 @@ struct Gone {
     queue_passed: bool,
     /// [`PeerEvent::Silent`] was reported.
     silent: bool,
+    /// The peer's incarnation when its death was seen.
+    incarnation: u32,
+    /// [`Port::retire_peer`] was called: a new incarnation is awaited.
+    retired: bool,
 }
 
 /// A cell dequeued ahead of fastbox messages that precede it.
@@ -1220,12 +1231,14 @@ impl<'n, N: Node> Port<'n, N> {
         let epoch = self.node.death_epoch();
         if epoch != self.epoch {
             self.epoch = epoch;
+            self.observe_restarts()?;
             let q = self.node.recv_queue(self.me);
             for r in 0..self.node.ranks() {
                 if self.gone[r as usize].known || !self.node.is_gone(r) || r == self.me {
                     continue;
                 }
                 self.gone[r as usize].known = true;
+                self.gone[r as usize].incarnation = self.node.state_of(r)?.incarnation();
                 self.tx[r as usize].gone = true;
                 self.tx[r as usize].fb = None;
                 self.events.push(PeerEvent::Gone { rank: r });
@@ -1238,6 +1251,46 @@ impl<'n, N: Node> Port<'n, N> {
         self.free_dead_boxes();
         self.check_markers();
         self.report_silent();
+        Ok(())
+    }
+
+    /// Retires gone peer `r` so that it can be restarted as a new incarnation
+    /// ([`crate::incarnation`], step 2): true once done, false if not possible yet (its death is
+    /// not known yet, or it is not silent, or cells it held are not taken back yet, or its
+    /// fastbox among ours is not freed yet: call [`check_peers`](Self::check_peers) and try again).
+    ///
+    /// The caller guarantees it holds no cell of `r`'s pool any more (every fragment from `r` was
+    /// released) and no [`PendingSend`] to `r`. The per-pair state with `r` starts again from
+    /// zero; sends to `r` fail with [`Error::PeerDead`] until [`PeerEvent::Restarted`].
+    /// Idempotent.
+    pub fn retire_peer(&mut self, r: u16) -> Result<bool> {
+        self.node.check_rank(r)?;
+        let g = self.gone[usize::from(r)];
+        if g.retired {
+            return Ok(true);
+        }
+        if r == self.me || !g.known || !g.reclaimed || !g.silent || self.rx[usize::from(r)].fb.is_some() {
+            return Ok(false);
+        }
+        self.tx[usize::from(r)] = Tx { gone: true, ..Tx::default() };
+        self.rx[usize::from(r)] = Rx::default();
+        self.gone[usize::from(r)].retired = true;
+        Ok(true)
+    }
+
+    /// Peers retired by this port that run as another incarnation now: their per-pair state
+    /// starts afresh and [`PeerEvent::Restarted`] is reported (the new incarnation may be gone
+    /// already: the death check that follows sees it then).
+    fn observe_restarts(&mut self) -> Result<()> {
+        for r in 0..self.node.ranks() {
+            let g = self.gone[usize::from(r)];
+            if !g.retired || self.node.state_of(r)?.incarnation() == g.incarnation {
+                continue;
+            }
+            self.gone[usize::from(r)] = Gone::default();
+            self.tx[usize::from(r)].gone = false;
+            self.events.push(PeerEvent::Restarted { rank: r });
+        }
         Ok(())
     }
 
