@@ -143,6 +143,7 @@ fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
 
 #[allow(dead_code)]
 fn main() -> nemesis::Result<()> {
+    nemesis::log::init();
     let (cells, iterations, interval) = (arg(1, CELLS), arg(2, ITERATIONS), arg(3, INTERVAL));
     let mut ep = Endpoint::init()?;
     let r = run(&mut ep, cells.max(1), iterations, interval)?;

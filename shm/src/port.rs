@@ -627,10 +627,10 @@ impl<'n, N: Node> Port<'n, N> {
         if payload.len() > self.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.max_message });
         }
-        let t = &mut self.tx[dst as usize];
-        if t.gone {
+        if self.tx[dst as usize].gone && !self.observe_restart(dst)? {
             return Err(Error::PeerDead { rank: dst });
         }
+        let t = &mut self.tx[dst as usize];
         let mut h = *hdr;
         let seq = t.seq;
         h.seq = seq as u32;
@@ -677,10 +677,10 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     fn resume_from<P: Payload + ?Sized>(&mut self, ps: &mut PendingSend, payload: &P) -> Result<bool> {
-        let t = &self.tx[ps.dst as usize];
-        if t.gone {
+        if self.tx[ps.dst as usize].gone && !self.observe_restart(ps.dst)? {
             return Err(Error::PeerDead { rank: ps.dst });
         }
+        let t = &self.tx[ps.dst as usize];
         if t.seq.wrapping_sub(t.queued) != ps.seq {
             // Not the oldest message waiting for `dst`.
             return Ok(false);
@@ -1283,15 +1283,25 @@ impl<'n, N: Node> Port<'n, N> {
     /// already: the death check that follows sees it then).
     fn observe_restarts(&mut self) -> Result<()> {
         for r in 0..self.node.ranks() {
-            let g = self.gone[usize::from(r)];
-            if !g.retired || self.node.state_of(r)?.incarnation() == g.incarnation {
-                continue;
-            }
-            self.gone[usize::from(r)] = Gone::default();
-            self.tx[usize::from(r)].gone = false;
-            self.events.push(PeerEvent::Restarted { rank: r });
+            self.observe_restart(r)?;
         }
         Ok(())
+    }
+
+    /// [`observe_restarts`](Self::observe_restarts) for peer `r` (checked): true if it runs again.
+    /// Also called by a send to a retired peer, which may come before the next death-epoch check
+    /// (answering a message the new incarnation sent: its traffic is taken from sequence number 0
+    /// since the retirement).
+    #[cold]
+    fn observe_restart(&mut self, r: u16) -> Result<bool> {
+        let g = self.gone[usize::from(r)];
+        if !g.retired || self.node.state_of(r)?.incarnation() == g.incarnation {
+            return Ok(false);
+        }
+        self.gone[usize::from(r)] = Gone::default();
+        self.tx[usize::from(r)].gone = false;
+        self.events.push(PeerEvent::Restarted { rank: r });
+        Ok(true)
     }
 
     /// Reports gone peers from which nothing more can be polled: queue passed, fastbox holding

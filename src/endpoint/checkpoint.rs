@@ -120,17 +120,18 @@ impl Inner {
         // the group checkpoints: the state holds their bytes, and a sender whose cells they held
         // must be able to send its marker.
         let bound = std::mem::replace(&mut self.cfg.unexpected_max, usize::MAX);
-        let r = self.unhold_unexpected().and_then(|()| self.group_checkpoint(state));
+        let r = self.unhold_unexpected(None).and_then(|()| self.group_checkpoint(state));
         self.cfg.unexpected_max = bound;
         self.count_unexpected(0);
         r
     }
 
-    /// Copies the unexpected messages held in their cells out of the segment, and releases them.
-    fn unhold_unexpected(&mut self) -> Result<()> {
+    /// Copies the unexpected messages held in their cells out of the segment (those from
+    /// `source` only, if given), and releases them.
+    pub(super) fn unhold_unexpected(&mut self, source: Option<u32>) -> Result<()> {
         for k in 0..self.unexpected.len() {
             let u = &mut self.unexpected[k].1;
-            if u.held.is_empty() {
+            if u.held.is_empty() || source.is_some_and(|s| s != u.source) {
                 continue;
             }
             let held = std::mem::take(&mut u.held);

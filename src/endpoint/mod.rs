@@ -49,6 +49,7 @@ mod ft;
 mod matching;
 mod pieces;
 mod progress;
+mod recovery;
 mod rendezvous;
 mod request;
 mod waiting;
@@ -181,6 +182,9 @@ struct Inner {
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
     bells: Box<[&'static AtomicU32]>,
+    /// This rank's mail flag in the segment, with the launcher's fault-tolerance channel
+    /// (`recovery.rs`); `None` otherwise.
+    ft_mail: Option<&'static AtomicU32>,
     pmi: Option<ProcessManager>,
     rank: u32,
     size: u32,
@@ -306,7 +310,7 @@ impl Endpoint {
         }
         let segment = Box::new(segment);
         // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
-        // `net` and `port` before it; they, the rings and the doorbells borrowed from `seg` never
+        // `net` and `port` before it; they, the rings, the doorbells and the mail flag borrowed from `seg` never
         // leave `Inner`, so the `'static` borrows never outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
         let mut port = Port::new(seg, local_rank, PortConfig::default())?;
@@ -390,12 +394,17 @@ impl Endpoint {
             None => (None, Vec::new()),
         };
         let ft_off = ft.is_none();
+        let ft_mail = match ft.as_deref() {
+            Some(f) if f.channel.is_some() => Some(&seg.state_of(local_rank)?.mail),
+            _ => None,
+        };
         let mut inner = Inner {
             net,
             port,
             segment,
             bell,
             bells,
+            ft_mail,
             pmi,
             rank,
             size,
@@ -435,6 +444,17 @@ impl Endpoint {
             finalized: false,
         };
         inner.restore_unexpected(saved);
+        if let Some(ft) = inner.ft.as_deref_mut()
+            && ft.process.in_recovery()
+        {
+            // Restarted: tell the launcher, and send the engine's first messages (`Restarted` to
+            // the other groups, `MyPhase` to the coordinator).
+            let generation = ft.generation;
+            if let Some(ch) = ft.channel.as_mut() {
+                ch.send(&crate::ft::channel::Frame::Running { generation });
+            }
+            inner.ft_drain()?;
+        }
         tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, ft = !ft_off, "endpoint ready");
         Ok(Endpoint { inner: Box::new(inner) })
     }
@@ -979,6 +999,8 @@ impl Inner {
         if let Some(file) = &matrix {
             crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic())?;
         }
+        // Under recovery, a rank that finished may still hold what a restarted group needs.
+        self.ft_finish_wait()?;
         // A process manager other than ours waits in its barrier for every rank, dead ones too:
         // with a peer known dead, the survivors leave without it.
         let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();

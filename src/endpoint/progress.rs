@@ -36,6 +36,9 @@ impl Inner {
     /// True if anything happened.
     pub(super) fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
+        if self.ft_mail.is_some() {
+            got |= self.ft_mail()?;
+        }
         got |= self.lmt_step()?;
         if let Some(net) = self.net.as_mut() {
             got |= net.poll(&mut self.port)?;
@@ -286,7 +289,9 @@ impl Inner {
                 Ok(false) => i += 1,
                 Err(e) => {
                     let e = self.send_error(e, dest);
-                    self.reqs.complete(req, Err(e));
+                    // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                    let result = if self.ft_lost(&e) { Ok(Status { source: self.rank, tag, len }) } else { Err(e) };
+                    self.reqs.complete(req, result);
                     if internal {
                         let _ = self.reqs.take(req);
                     }
@@ -317,8 +322,15 @@ impl Inner {
                     // Large messages with it fail (their requests complete at the next step).
                     self.lmt.peer_gone(rank, &self.rings);
                     let dead = self.global[usize::from(rank)];
-                    self.peer_silent(dead, by.as_deref_mut())?;
+                    if self.ft_recovers() {
+                        // It will be restarted: what waits on it keeps waiting.
+                        self.drop_partial(dead, by.as_deref_mut());
+                        self.ft_peer_silent(dead);
+                    } else {
+                        self.peer_silent(dead, by.as_deref_mut())?;
+                    }
                 }
+                PeerEvent::Restarted { rank } => self.ft_peer_restarted(rank),
             }
         }
         Ok(())

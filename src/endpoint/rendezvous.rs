@@ -313,7 +313,9 @@ impl Inner {
                 Outcome::Moved { .. } => Ok(status),
                 Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
                     self.saw_death(peer);
-                    Err(Error::PeerDied { rank: peer })
+                    let e = Error::PeerDied { rank: peer };
+                    // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                    if !recv && self.ft_lost(&e) { Ok(status) } else { Err(e) }
                 }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };

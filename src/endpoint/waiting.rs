@@ -236,6 +236,9 @@ impl Inner {
                 continue;
             }
             got |= self.resume_pending()?;
+            if self.ft_mail.is_some() {
+                got |= self.ft_mail()?;
+            }
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {
                 got |= net.poll(&mut self.port)?;

@@ -23,6 +23,7 @@
 //! step); a process restarted with [`ENV_FT_RESTART`] already restores its group's last durable
 //! checkpoint and enters the engine's restarting role.
 
+pub mod channel;
 pub mod checkpoint;
 
 use std::collections::VecDeque;
@@ -31,7 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nemesis_ft::{
-    Control, CoordinatorId, GroupId, LogConfig, Process, ProcessConfig, Rank, Round, SenderLog, Topology,
+    Control, CoordinatorId, DateRule, GroupId, LogConfig, Process, ProcessConfig, ProcessState, Rank, Round, SenderLog,
+    Topology,
 };
 
 use crate::config::parse_bytes;
@@ -80,6 +82,11 @@ pub struct FtConfig {
     pub job: Option<String>,
     /// Set when this process is restarted by recovery.
     pub restart: Option<Restart>,
+    /// The launcher's fault-tolerance channel (`nemesis-run --ft`): recovery of failed groups.
+    /// Without it (another process manager) fault tolerance runs failure-free only.
+    pub channel_fd: Option<i32>,
+    /// One recovery coordinator per group (`distributed`, Fig 6.7) rather than one for the job.
+    pub distributed: bool,
 }
 
 impl FtConfig {
@@ -98,7 +105,28 @@ impl FtConfig {
             Ok(v) => Some(parse_restart(&v)?),
             Err(_) => None,
         };
+        let channel_fd =
+            match std::env::var(channel::ENV_FT_FD) {
+                Ok(v) => {
+                    Some(v.trim().parse::<i32>().ok().filter(|&fd| fd > 2).ok_or_else(|| {
+                        Error::Config(format!("{}={v} is not a descriptor number", channel::ENV_FT_FD))
+                    })?)
+                }
+                Err(_) => None,
+            };
+        let distributed = match std::env::var(channel::ENV_FT_RECOVERY).as_deref() {
+            Ok("distributed") => true,
+            Ok("centralised" | "centralized" | "") | Err(_) => false,
+            Ok(v) => {
+                return Err(Error::Config(format!(
+                    "{}={v}: expected centralised or distributed",
+                    channel::ENV_FT_RECOVERY
+                )));
+            }
+        };
         Ok(Some(FtConfig {
+            channel_fd,
+            distributed,
             groups: PathBuf::from(groups),
             dir: std::env::var_os(ENV_FT_DIR).filter(|v| !v.is_empty()).map(PathBuf::from),
             log_max: size(ENV_FT_LOG_MAX)?.unwrap_or(DEFAULT_LOG_MAX),
@@ -144,6 +172,9 @@ pub struct FtStats {
     pub checkpoint_time: Duration,
     /// Of `checkpoint_time`, the writing of the file (temporary file, fsync, rename).
     pub checkpoint_write_time: Duration,
+    /// Logged messages replayed to restarted ranks, and their payload bytes.
+    pub replayed: u64,
+    pub replayed_bytes: u64,
 }
 
 /// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
@@ -192,9 +223,17 @@ pub(crate) struct Ft {
     pub(crate) replays: Vec<(Request, Vec<u8>)>,
     /// Contiguous copies of the application's sends in pieces, until their request completes.
     pub(crate) staged: Vec<(Request, Box<[u8]>)>,
-    /// Messages for recovery coordinators: the launcher runs them (next step), nothing carries
-    /// these yet; they are kept, in order, for it.
+    /// Messages for recovery coordinators when no launcher channel carries them (fault
+    /// tolerance under another process manager: failure-free only), kept in order.
     pub(crate) to_coordinator: Vec<(CoordinatorId, Control)>,
+    /// The launcher's channel (`nemesis-run --ft`): recovery coordinators, restarts.
+    pub(crate) channel: Option<channel::Channel>,
+    /// Dead ranks the launcher asked this rank to retire, not done yet.
+    pub(crate) retiring: Vec<u32>,
+    /// The launcher said every rank finished ([`channel::Frame::Finish`]).
+    pub(crate) finish: bool,
+    /// Replays reported to the launcher so far (messages, bytes).
+    pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
     pub(crate) stats: FtStats,
@@ -210,7 +249,23 @@ impl Ft {
         job_id: &str,
     ) -> Result<(Ft, Vec<checkpoint::SavedMessage>)> {
         let group_of = read_groups(&cfg.groups, size as usize)?;
-        let topology = Arc::new(Topology::new(group_of).map_err(|e| Error::Config(format!("groups: {e}")))?);
+        let topology = if cfg.distributed {
+            Topology::with_coordinators(group_of.clone(), group_of)
+        } else {
+            Topology::new(group_of)
+        };
+        let topology = Arc::new(topology.map_err(|e| Error::Config(format!("groups: {e}")))?);
+        let channel = match cfg.channel_fd {
+            Some(fd) => {
+                use std::os::fd::FromRawFd;
+                // SAFETY: `nemesis-run` passed this descriptor, its end of the rank's channel, to
+                // this process only; it is taken over once, here (the variable is read once).
+                let sock = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+                nemesis_shm::os::set_cloexec(fd)?;
+                Some(channel::Channel::new(sock)?)
+            }
+            None => None,
+        };
         let group = topology.group_of(rank)?;
         let partners: Vec<Rank> = topology.members(group)?.iter().copied().filter(|&r| r != rank).collect();
         let job_id = cfg.job.clone().unwrap_or_else(|| job_id.to_owned());
@@ -238,25 +293,41 @@ impl Ft {
             replays: Vec::new(),
             staged: Vec::new(),
             to_coordinator: Vec::new(),
+            channel,
+            retiring: Vec::new(),
+            finish: false,
+            replays_reported: (0, 0),
             restored: None,
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            let c = checkpoint::latest_durable(&ft.dir, job, rank, members)?.ok_or_else(|| {
-                Error::Checkpoint(format!(
-                    "rank {rank} restarts but {} holds no durable checkpoint of its group {group}",
-                    ft.dir.display()
-                ))
-            })?;
-            tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
-            ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
-            ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
-            ft.generation = c.generation;
-            ft.stats.generation = c.generation;
-            ft.restored = Some(c.app);
-            saved = c.image.unexpected;
+            match checkpoint::latest_durable(&ft.dir, job, rank, members)? {
+                Some(c) => {
+                    tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+                    ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
+                    ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
+                    ft.generation = c.generation;
+                    ft.stats.generation = c.generation;
+                    ft.restored = Some(c.app);
+                    saved = c.image.unexpected;
+                }
+                None => {
+                    // Killed before its group's first durable checkpoint: from the start of the
+                    // program, the engine's state at date 0 (Fig 6.3 line 1).
+                    tracing::info!(rank, round = r.round, "restarting from the start (no checkpoint)");
+                    let start = ProcessState {
+                        rank,
+                        date: 0,
+                        phase: 1,
+                        received: Vec::new(),
+                        last_checkpoint_date: 0,
+                        date_rule: DateRule::default(),
+                    };
+                    ft.process = Process::restart(topology, start, r.round, &r.groups)?;
+                }
+            }
         }
         Ok((ft, saved))
     }

@@ -47,6 +47,7 @@
 pub mod contract;
 mod ft;
 mod output;
+mod recovery;
 pub mod server;
 mod signals;
 mod spawn;
@@ -63,6 +64,7 @@ use crate::error::{Error, Result};
 use crate::topology::{self, Machine, Plan};
 
 pub use ft::FtGroups;
+pub use recovery::{DEFAULT_MAX_RESTARTS, RecoveryMode};
 
 /// How ranks are bound to CPUs (`--bind`; [`crate::topology::plan`]).
 pub use crate::topology::Bind;
@@ -91,6 +93,8 @@ pub struct Job {
     node: Option<String>,
     nodes: u32,
     ft: Option<FtGroups>,
+    ft_recovery: RecoveryMode,
+    ft_max_restarts: u32,
     comm_matrix: Option<std::path::PathBuf>,
 }
 
@@ -120,6 +124,8 @@ impl Job {
             node: None,
             nodes: 1,
             ft: None,
+            ft_recovery: RecoveryMode::Centralised,
+            ft_max_restarts: recovery::DEFAULT_MAX_RESTARTS,
             comm_matrix: None,
         }
     }
@@ -274,6 +280,20 @@ impl Job {
         self
     }
 
+    /// With [`ft`](Self::ft): how many recovery coordinators restart failed groups
+    /// (`--ft-recovery centralised|distributed`; centralised by default).
+    pub fn ft_recovery(mut self, mode: RecoveryMode) -> Job {
+        self.ft_recovery = mode;
+        self
+    }
+
+    /// With [`ft`](Self::ft): a group that fails more than `n` times ends the job
+    /// (`--ft-max-restarts N`, [`DEFAULT_MAX_RESTARTS`] by default).
+    pub fn ft_max_restarts(mut self, n: u32) -> Job {
+        self.ft_max_restarts = n;
+        self
+    }
+
     /// Writes the job's communication matrix (bytes each rank sent to each rank; the CSV that
     /// `nemesis-ft groups --matrix` reads) to `file` at the end (`--comm-matrix FILE`): sets
     /// `NEMESIS_COMM_MATRIX` in every rank; rank 0 writes it when the ranks finalize.
@@ -341,10 +361,17 @@ impl Job {
             Some(g) => Some(ft::setup(g, self.ranks, &self.env)?),
             None => None,
         };
+        let mut recovery = None;
         if let Some(f) = &ft {
             self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
+            if self.nodes == 1 {
+                self.env.push((crate::ft::channel::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
+                recovery = Some(recovery::Recovery::new(f.group_of.clone(), self.ft_recovery, self.ft_max_restarts)?);
+            } else {
+                tracing::warn!("fault tolerance over several nodes runs failure-free: a death ends the job");
+            }
         }
-        let outcome = self.start(nodes, plan);
+        let outcome = self.start(nodes, plan, recovery);
         if let Some(f) = ft {
             f.finish();
         }
@@ -352,7 +379,7 @@ impl Job {
     }
 
     /// Creates the segments and runs the ranks of `nodes`.
-    fn start(self, nodes: Vec<NodePlan>, plan: Option<Plan>) -> Result<Outcome> {
+    fn start(self, nodes: Vec<NodePlan>, plan: Option<Plan>, recovery: Option<recovery::Recovery>) -> Result<Outcome> {
         let node = nodes.first().map(|n| n.id.clone()).unwrap_or_default();
         let params = Params::from_env()?;
         let mut segments = Vec::with_capacity(nodes.len());
@@ -378,7 +405,7 @@ impl Job {
             program = %self.program.to_string_lossy(),
             "starting job"
         );
-        supervise::run(self, nodes, segments, plan)
+        supervise::run(self, nodes, segments, plan, recovery)
     }
 }
 

@@ -557,6 +557,14 @@ impl PmiServer {
         }
     }
 
+    /// `rank` was started again (`nemesis-run --ft` restarts a failed group): it takes part in
+    /// barriers again, as a fresh rank.
+    pub fn rejoin(&mut self, rank: u32) {
+        if let Some(st) = self.ranks.get_mut(rank as usize) {
+            *st = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 };
+        }
+    }
+
     /// `rank` takes part no more: its connection closed or its process ended. A barrier that was
     /// waiting only for it completes.
     pub fn on_gone(&mut self, rank: u32, out: &mut Vec<Action>) {
