@@ -19,7 +19,8 @@
 //!    `Restarted` or not at all.
 //! 3. **Reset** ([`reset_rank`], by the launcher, which maps the segment): once every live rank
 //!    retired `d` and the receive queue of every dead rank is drained (a drain returns cells to
-//!    live owners: `d`'s must not come back to it after the reset), `d`'s receive, free and
+//!    live owners: `d`'s must not come back to it after the reset; with no live rank at all there
+//!    is no drainer and no owner to return to, and every dead rank is reset), `d`'s receive, free and
 //!    netmod queues are emptied, its whole pool goes back into its free queue, the fastboxes it
 //!    hosts are cleared and unowned, its fastbox map row is zeroed, the control words of the
 //!    copy rings it hosts are zeroed, its record is cleared, its incarnation bumped, and its
@@ -39,7 +40,7 @@
 use crate::arena::Arena;
 use crate::error::{Error, Result};
 use crate::layout::QueueKind;
-use crate::node::{DRAIN_DONE, Node, STATE_EMPTY, STATE_GONE};
+use crate::node::{DRAIN_DONE, Node, STATE_ALIVE, STATE_EMPTY, STATE_GONE};
 use crate::sync::Ordering::*;
 
 /// Resets dead rank `r` of `node` for a new incarnation (step 3 of the module documentation) and
@@ -52,13 +53,18 @@ pub fn reset_rank<N: Node>(node: &N, r: u16) -> Result<u32> {
     if st.state.load(Acquire) != STATE_GONE {
         return Err(Error::NotReady { what: "rank to restart is not gone", rank: r });
     }
+    // With no live rank, nobody drains and nobody needs a cell back: every dead rank is reset
+    // (the caller restarts them all), its queues emptied and its pool refilled whole.
+    // ORDERING: Acquire, as in `Node::is_gone`.
+    // SAFETY: `d < ranks()`.
+    let any_alive = (0..node.ranks()).any(|d| unsafe { node.rank_state(d) }.state.load(Acquire) == STATE_ALIVE);
     for d in 0..node.ranks() {
         // SAFETY: `d < ranks()`.
         let sd = unsafe { node.rank_state(d) };
         // ORDERING: Acquire; pairs with the drainer's Release store of DRAIN_DONE, after which
         // the drainer touches the queue no more and every cell it returned is in its owner's
         // free queue.
-        if sd.state.load(Acquire) == STATE_GONE && sd.drain.load(Acquire) != DRAIN_DONE {
+        if any_alive && sd.state.load(Acquire) == STATE_GONE && sd.drain.load(Acquire) != DRAIN_DONE {
             return Err(Error::NotReady { what: "a dead rank's receive queue is not drained yet", rank: d });
         }
     }

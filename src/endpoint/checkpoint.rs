@@ -116,6 +116,7 @@ impl Inner {
         if self.ft.is_none() {
             return Ok(());
         }
+        self.ft_await_recovery()?;
         // Unexpected messages are copied out whatever their bound (`NEMESIS_UNEXPECTED_MAX`) while
         // the group checkpoints: the state holds their bytes, and a sender whose cells they held
         // must be able to send its marker.
@@ -124,6 +125,20 @@ impl Inner {
         self.cfg.unexpected_max = bound;
         self.count_unexpected(0);
         r
+    }
+
+    /// The engine takes no checkpoint during a recovery round: under the launcher's recovery,
+    /// serves it until it is over (this rank's group-mates wait at the same point; a round may
+    /// start while the group's channels are being flushed, so this runs again before the
+    /// capture).
+    fn ft_await_recovery(&mut self) -> Result<()> {
+        if self.ft_recovers() {
+            let mut waiter = Waiter::new(self.cfg.wait);
+            while self.ft.as_deref().is_some_and(|ft| ft.process.in_recovery()) {
+                self.idle_step(&mut waiter, None)?;
+            }
+        }
+        Ok(())
     }
 
     /// Copies the unexpected messages held in their cells out of the segment (those from
@@ -162,8 +177,9 @@ impl Inner {
             self.send_ft_mark(p, generation, 0)?;
         }
         self.wait_marks(&partners, generation, 0)?;
-        // 2. Whole messages only.
+        // 2. Whole messages only, and no recovery round under way.
         self.settle_unexpected()?;
+        self.ft_await_recovery()?;
         // 3. Capture and write.
         let unexpected: Vec<SavedMessage> = self
             .unexpected
@@ -232,7 +248,9 @@ impl Inner {
             let Some(&missing) = partners.iter().find(|&&p| ft.marks[p as usize][stage] < generation) else {
                 return Ok(());
             };
-            if self.peer(missing) != Peer::Alive {
+            // Under the launcher's recovery a dead member's group (ours) is killed and restarted:
+            // wait for it.
+            if self.peer(missing) != Peer::Alive && !self.ft_recovers() {
                 return Err(Error::PeerDied { rank: missing });
             }
             self.idle_step(&mut waiter, None)?;

@@ -19,9 +19,10 @@
 //!   can produce them (the Endpoint's `ft.rs`).
 //! - **Checkpoints** ([`checkpoint`]): group-coordinated, one file per rank and generation.
 //!
-//! The recovery coordinator and the restart of failed groups belong to the launcher (the next
-//! step); a process restarted with [`ENV_FT_RESTART`] already restores its group's last durable
-//! checkpoint and enters the engine's restarting role.
+//! - **Recovery** ([`channel`], the Endpoint's `recovery.rs`): under `nemesis-run --ft` the
+//!   launcher runs the recovery coordinators and restarts failed groups (`crate::launch`); a
+//!   process restarted with [`ENV_FT_RESTART`] restores its group's last durable checkpoint (or
+//!   starts over if the group had none) and enters the engine's restarting role.
 
 pub mod channel;
 pub mod checkpoint;
@@ -312,6 +313,19 @@ impl Ft {
                     ft.stats.generation = c.generation;
                     ft.restored = Some(c.app);
                     saved = c.image.unexpected;
+                }
+                None if checkpoint::generations(&ft.dir, job, rank)?
+                    .iter()
+                    .any(|&g| checkpoint::load(&ft.dir.join(checkpoint::file_name(job, rank, g))).is_err()) =>
+                {
+                    // A damaged file of its own: starting over would contradict what the other
+                    // groups were told (their logs were acknowledged up to the lost checkpoint).
+                    // (A generation some member never wrote was never durable: the start is right.)
+                    return Err(Error::Checkpoint(format!(
+                        "rank {rank} restarts but no checkpoint of its group {group} in {} can be loaded \
+                         (damaged files): cannot recover",
+                        ft.dir.display()
+                    )));
                 }
                 None => {
                     // Killed before its group's first durable checkpoint: from the start of the

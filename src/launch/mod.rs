@@ -9,8 +9,10 @@
 //! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
 //! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
 //!   (death signal, inherited descriptors, CPU binding);
-//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM),
-//!   liveness marks in the segment, teardown;
+//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM,
+//!   fault-tolerance channels), liveness marks in the segment, teardown, restarts;
+//! - `recovery`: with `--ft` on one node, HydEE's recovery coordinators and the restart of failed
+//!   groups (a sans-I/O state machine the event loop drives);
 //! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
 //!
 //! # What a job does

@@ -5,9 +5,10 @@
 //! on values computed before the fork (no allocation, no lock):
 //! 1. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, so that a launcher killed with SIGKILL takes its ranks
 //!    with it; then `getppid()`: if the launcher already died, the rank must not start;
-//! 2. `fcntl` to clear close-on-exec on the two descriptors the rank inherits (its end of the PMI
-//!    socket pair and the node's segment) — in the child only, so that no other rank, and no
-//!    process a multi-threaded host starts meanwhile, inherits them;
+//! 2. `fcntl` to clear close-on-exec on the descriptors the rank inherits (its end of the PMI
+//!    socket pair, the node's segment, and with `--ft` its end of the fault-tolerance channel) —
+//!    in the child only, so that no other rank, and no process a multi-threaded host starts
+//!    meanwhile, inherits them;
 //! 3. `sched_setaffinity` to the CPUs of the rank's slot in the plan (`--bind`).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]

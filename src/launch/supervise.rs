@@ -223,7 +223,8 @@ impl Supervisor {
     }
 
     fn supervise(mut self) -> Result<Outcome> {
-        while self.ranks.iter().any(|r| r.exit.is_none()) {
+        // A restart may be pending with every rank dead (all groups failed at once).
+        while self.ranks.iter().any(|r| r.exit.is_none()) || (self.restart.is_some() && self.ending.is_none()) {
             self.turn()?;
         }
         let ending = self.ending.take().unwrap_or(Ending::Completed);
