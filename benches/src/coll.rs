@@ -273,9 +273,10 @@ impl Outcome {
         finite(&self.values[m][k][j])
     }
 
-    /// Member `m`'s per-round ratio to Open MPI on rank count `k`, row `j`, summarised.
+    /// Member `m`'s per-round ratio to Open MPI on rank count `k`, row `j`, summarised (none for
+    /// Open MPI itself).
     pub fn to_reference(&self, m: usize, k: usize, j: usize) -> Option<Summary> {
-        let r = self.reference()?;
+        let r = self.reference().filter(|&r| r != m)?;
         paired_ratio(&self.values[m][k][j], &self.values[r][k][j])
     }
 }
@@ -553,7 +554,7 @@ mod tests {
         let r = o.to_reference(0, 0, 0).unwrap();
         assert_eq!((r.median, r.min, r.max), (0.5, 0.5, 0.5));
         assert_eq!(o.to_reference(0, 0, 1).map(|s| s.median), Some(0.5));
-        assert_eq!(o.to_reference(1, 0, 0).map(|s| s.median), Some(1.0));
+        assert_eq!(o.to_reference(1, 0, 0), None);
         let t = text(&o, "coll");
         assert!(t.contains("collectives on 2 ranks, us per call") && t.contains("ratio to openmpi on 2 ranks"), "{t}");
         assert!(t.contains("mpich") && t.contains("skipped: not here"), "{t}");
