@@ -303,25 +303,13 @@ pub fn text(o: &Outcome, command: &str) -> String {
     for s in &o.skipped {
         let _ = writeln!(out, "  {:<width$}  skipped: {}", s.name, s.reason);
     }
-    let names: Vec<String> = o.members.iter().map(|m| m.name.clone()).collect();
     let reference = o.reference();
     for (k, r) in o.ranks.iter().enumerate() {
         let _ = writeln!(out, "\ncollectives on {r} ranks, us per call (lower is better)");
-        let mut head = vec!["collective".to_owned(), "bytes".to_owned()];
-        head.extend(names.iter().cloned());
-        let body: Vec<Vec<String>> = o
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(j, (c, b))| {
-                let mut row = vec![c.to_string(), human(*b)];
-                row.extend((0..o.members.len()).map(|m| spread(&o.figure(m, k, j))));
-                row
-            })
-            .collect();
-        out += &table(&head, &body);
+        let all: Vec<usize> = (0..o.members.len()).collect();
+        out += &rank_table(o, &all, |m, j| spread(&o.figure(m, k, j)));
         let Some(rf) = reference else { continue };
-        let others: Vec<usize> = (0..o.members.len()).filter(|&m| m != rf).collect();
+        let others: Vec<usize> = all.into_iter().filter(|&m| m != rf).collect();
         if others.is_empty() {
             continue;
         }
@@ -329,19 +317,7 @@ pub fn text(o: &Outcome, command: &str) -> String {
             out,
             "ratio to {REFERENCE} on {r} ranks (median of per-round ratios [min..max]; below 1 is faster than {REFERENCE})"
         );
-        let mut head = vec!["collective".to_owned(), "bytes".to_owned()];
-        head.extend(others.iter().map(|&m| names[m].clone()));
-        let body: Vec<Vec<String>> = o
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(j, (c, b))| {
-                let mut row = vec![c.to_string(), human(*b)];
-                row.extend(others.iter().map(|&m| spread(&o.to_reference(m, k, j))));
-                row
-            })
-            .collect();
-        out += &table(&head, &body);
+        out += &rank_table(o, &others, |m, j| spread(&o.to_reference(m, k, j)));
     }
     if reference.is_none() {
         let _ = writeln!(out, "\n(no ratios: {REFERENCE} was not measured)");
@@ -353,6 +329,24 @@ pub fn text(o: &Outcome, command: &str) -> String {
         }
     }
     out
+}
+
+/// A table with a row per (collective, size) and a column per member of `members`, the cell of
+/// member `m` at row `j` being `cell(m, j)`.
+fn rank_table(o: &Outcome, members: &[usize], cell: impl Fn(usize, usize) -> String) -> String {
+    let mut head = vec!["collective".to_owned(), "bytes".to_owned()];
+    head.extend(members.iter().map(|&m| o.members[m].name.clone()));
+    let body: Vec<Vec<String>> = o
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(j, (c, b))| {
+            let mut row = vec![c.to_string(), human(*b)];
+            row.extend(members.iter().map(|&m| cell(m, j)));
+            row
+        })
+        .collect();
+    table(&head, &body)
 }
 
 /// The columns of the collectives' CSV file.
@@ -386,14 +380,8 @@ pub fn write_csv(o: &Outcome, dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> 
             }
         }
     }
-    let mut systems = String::from("system,family,status,detail\n");
-    for m in &o.members {
-        let _ = writeln!(systems, "{},{},measured,{}", field(&m.name), m.family.name(), field(&m.detail));
-    }
-    for s in &o.skipped {
-        let fam = if s.name.starts_with("nemesis") { Family::Nemesis } else { Family::Peer };
-        let _ = writeln!(systems, "{},{},skipped,{}", field(&s.name), fam.name(), field(&s.reason));
-    }
+    let measured = o.members.iter().map(|m| (m.name.as_str(), m.family, m.detail.as_str()));
+    let systems = crate::report::systems_csv(measured, &o.skipped);
     let mut written = Vec::new();
     for (name, text) in [(format!("{prefix}.csv"), t), (format!("{prefix}-systems.csv"), systems)] {
         let p = dir.join(name);

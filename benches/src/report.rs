@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::sizes::human;
 use crate::stats::{Summary, best, finite, paired_ratio};
 use crate::suite::{Outcome, Series};
-use crate::system::Family;
+use crate::system::{Family, Skipped};
 
 /// One system at one size.
 #[derive(Clone, Debug)]
@@ -227,6 +227,20 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// The systems file: every system measured (name, family, how it ran) and every one skipped
+/// (with why).
+pub fn systems_csv<'a>(measured: impl Iterator<Item = (&'a str, Family, &'a str)>, skipped: &[Skipped]) -> String {
+    let mut systems = String::from("system,family,status,detail\n");
+    for (name, family, detail) in measured {
+        let _ = writeln!(systems, "{},{},measured,{}", field(name), family.name(), field(detail));
+    }
+    for s in skipped {
+        let fam = if s.name.starts_with("nemesis") { Family::Nemesis } else { Family::Peer };
+        let _ = writeln!(systems, "{},{},skipped,{}", field(&s.name), fam.name(), field(&s.reason));
+    }
+    systems
+}
+
 /// The columns of a series' CSV file.
 pub const SERIES_COLUMNS: &str = "system,family,workload,bytes,unit,rounds,median,min,max,baseline,\
 ratio_to_baseline,ratio_to_baseline_min,ratio_to_baseline_max,best_peer,ratio_to_best_peer,ratio_to_best_peer_min,\
@@ -289,15 +303,8 @@ pub fn write_csv(o: &Outcome, dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> 
             );
         }
     }
-    let mut systems = String::from("system,family,status,detail\n");
-    for s in &o.systems {
-        let _ = writeln!(systems, "{},{},measured,{}", field(&s.name), s.family.name(), field(&s.detail));
-    }
-    for s in &o.skipped {
-        let fam = if s.name.starts_with("nemesis") { Family::Nemesis } else { Family::Peer };
-        let _ = writeln!(systems, "{},{},skipped,{}", field(&s.name), fam.name(), field(&s.reason));
-    }
-    put(format!("{prefix}-systems.csv"), systems)?;
+    let measured = o.systems.iter().map(|s| (s.name.as_str(), s.family, s.detail.as_str()));
+    put(format!("{prefix}-systems.csv"), systems_csv(measured, &o.skipped))?;
     put(format!("{prefix}-baseline.csv"), baseline)?;
     Ok(written)
 }

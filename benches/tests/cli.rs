@@ -202,12 +202,18 @@ fn build_c_abi() {
     assert!(st.success(), "cargo build of libmpi.so failed");
 }
 
-#[test]
-fn compare_writes_tables_csv_and_plots_for_every_system() {
+/// Whether the repository has a C ABI; if so, its `libmpi.so` is built (see [`build_c_abi`]).
+fn c_abi_built() -> bool {
     let c_abi = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpicc").exists();
     if c_abi {
         build_c_abi();
     }
+    c_abi
+}
+
+#[test]
+fn compare_writes_tables_csv_and_plots_for_every_system() {
+    let c_abi = c_abi_built();
     let dir = tempdir("compare");
     let d = dir.to_str().unwrap();
     // The collectives on 2 ranks only here (4 oversubscribed ranks take long: `coll_*` runs them).
@@ -343,10 +349,7 @@ fn coll_waits(out: &str, system: &str) -> Vec<String> {
 
 #[test]
 fn coll_quick_runs_write_tables_csv_and_plots() {
-    let c_abi = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpicc").exists();
-    if c_abi {
-        build_c_abi();
-    }
+    c_abi_built();
     let dir = tempdir("coll");
     let d = dir.to_str().unwrap();
     let out = ok(&["coll", "--max-size", "64", "--rounds", "2", "--ranks", "2", "--out", d]);
