@@ -109,6 +109,7 @@ struct Job {
     start: Instant,
     /// `/dev/shm` before the job.
     shm_before: Vec<String>,
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 /// What a finished job left.
@@ -135,8 +136,13 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// One job at a time (8 ranks each on 2 cores; the kills' timing depends on it), whatever the
+/// harness's test threads.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Job {
     fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
+        let serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = scratch(name);
         let ft_dir = dir.join("ckpt");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
@@ -169,7 +175,7 @@ impl Job {
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
-        Job { child, out, err, err_thread, dir, ft_dir, start: Instant::now(), shm_before }
+        Job { child, out, err, err_thread, dir, ft_dir, start: Instant::now(), shm_before, _serial: serial }
     }
 
     /// Incarnations started so far, per rank: `(pid, restored from a checkpoint)`.

@@ -379,6 +379,20 @@ impl Inner {
         };
         ft.stats.control_received += 1;
         tracing::debug!(source, msg = msg.name(), "HydEE: control message");
+        if let FtControl::Restarted { date, last_received, .. } = &msg
+            && tracing::enabled!(tracing::Level::DEBUG)
+        {
+            let logged = ft.log.entries(source);
+            tracing::debug!(
+                source,
+                date,
+                last_received,
+                logged = logged.len(),
+                first = ?logged.first(),
+                last = ?logged.last(),
+                "HydEE: Restarted; log for it"
+            );
+        }
         ft.process.on_control(FtEndpoint::Process(source), msg, &ft.log)?;
         self.ft_drain()
     }
