@@ -38,6 +38,7 @@
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
 //! | `checkpoints` | `checkpoint.c`: `MPIX_Checkpoint`, `MPIX_Checkpoint_restore`, their `PMPIX_` twins, with and without fault tolerance | 4 |
+//! | `ft_stencil_c_recovers_a_killed_rank` | `examples/ft_stencil.c` under `nemesis-run --ft-groups 4`, a rank killed from outside mid-run: its group restarts from its checkpoint and the checksum is the failure-free one | 8 |
 //! | `ft_stencil_checksums` | `examples/ft_stencil.c` and the Rust `examples/ft_stencil.rs`: the same checksum with fault tolerance off and on (one node, two nodes) | 4 |
 //! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
@@ -339,6 +340,69 @@ fn ft_stencil_checksums() {
             assert_eq!(checkpoints, 7, "{} {launcher:?}", prog.display());
         }
     }
+}
+
+/// Recovery with the C API (`MPIX_Checkpoint`, `MPIX_Checkpoint_restore`): `examples/ft_stencil.c`
+/// on 8 ranks in 4 groups under `nemesis-run --ft-groups 4`, rank 5 killed from outside (SIGKILL)
+/// after its group's second checkpoint: its group is restarted from its checkpoint, one line says
+/// so, and the checksum is the failure-free run's (the Rust example's).
+#[test]
+fn ft_stencil_c_recovers_a_killed_rank() {
+    let c = compile_from("examples", "ft_stencil", Cc::Ours);
+    let rust = setup().profile_dir.join("examples/ft_stencil");
+    let args = ["64", "600", "40"];
+    let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |prog: &Path, kill: bool| -> std::process::Output {
+        let mut cmd = Command::new(&setup().launcher);
+        cmd.args(["-n", "8", "--ft-groups", "4", "--wait", "yield", "--"]).arg(prog).args(args);
+        cmd.env("NEMESIS_FT_DIR", &dir).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let launcher = child.id();
+        if kill {
+            // Rank 5's second checkpoint file, then its process (a child of the launcher whose
+            // initial environment says PMI_RANK=5).
+            let t = std::time::Instant::now();
+            let gen2 = |e: &std::fs::DirEntry| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("nemesis-ckpt-") && n.ends_with("-5-2.nft")
+            };
+            while !std::fs::read_dir(&dir).unwrap().flatten().any(|e| gen2(&e)) {
+                assert!(t.elapsed() < Duration::from_secs(120), "no second checkpoint of rank 5");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let pid = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .find(|p| {
+                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                    let ppid = stat.rsplit(')').next().and_then(|t| t.split_whitespace().nth(1)).unwrap_or("");
+                    let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+                    ppid == launcher.to_string() && env.split(|&b| b == 0).any(|v| v == b"PMI_RANK=5")
+                })
+                .expect("rank 5's process");
+            // SAFETY: a signal to a rank of the job this test started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        child.wait_with_output().unwrap()
+    };
+    let checksum = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("checksum ").map(str::to_owned))
+    };
+    let reference = run(&rust, false);
+    assert!(reference.status.success(), "{}", show(&reference));
+    let o = run(&c, true);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(checksum(&o), checksum(&reference), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" restarted from checkpoint ")).collect();
+    assert_eq!(lines.len(), 1, "{}", show(&o));
+    assert!(
+        lines[0].starts_with("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ")
+    );
 }
 
 #[test]
