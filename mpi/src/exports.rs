@@ -193,6 +193,12 @@ mpi! {
     fn MPI_Comm_create / PMPI_Comm_create(comm: Comm, group: Group, newcomm: *mut Comm) => |acc| comm::create(acc, comm, group, newcomm);
     fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: Comm, group: Group, tag: c_int, newcomm: *mut Comm) => |acc| comm::create_group(acc, comm, group, tag, newcomm);
     fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Comm, comm2: Comm, result: *mut c_int) => |acc| comm::compare(acc, comm1, comm2, result);
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: Comm, newcomm: *mut Comm, request: *mut Request) => |acc| coll::nbc::idup(acc, comm, newcomm, request);
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Comm, local_leader: c_int, peer_comm: Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut Comm) => |acc| comm::inter::create_from(acc, local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Comm, high: c_int, newintracomm: *mut Comm) => |acc| comm::inter::merge(acc, intercomm, high, newintracomm);
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Comm, size: *mut c_int) => |acc| comm::inter::remote_size(acc, comm, size);
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: Comm, group: *mut Group) => |acc| comm::inter::remote_group(acc, comm, group);
+    fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Comm, flag: *mut c_int) => |acc| comm::inter::test_inter(acc, comm, flag);
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Comm, comm_name: *const c_char) => |acc| comm::set_name(acc, comm, comm_name);
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
     fn MPI_Comm_group / PMPI_Comm_group(comm: Comm, group: *mut Group) => |acc| group::comm_group(acc, comm, group);

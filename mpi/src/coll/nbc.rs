@@ -34,11 +34,13 @@ use super::vector::{Sink, layout_at, reduction_input, source};
 use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
+use crate::comm::context::{self, Contexts, Key};
 use crate::datatype::Layout;
 use crate::error::{Fail, Res, Why};
 use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};
-use crate::state::Access;
+use crate::state::{Access, State};
+use std::sync::Arc;
 
 /// The tags of non-blocking collectives: `NBC + (instance mod NBC_SPAN) × NBC_STRIDE + offset`,
 /// above every fixed collective tag and `COMM_GROUP + t` (`t` below 2^30); the offsets (below
@@ -82,6 +84,33 @@ enum Step {
         dst: At,
         src: At,
     },
+    /// A context agreement's contribution: this process's flag and free mask into its buffer.
+    Contribute,
+    /// The end of an agreement's round: the agreed context, or the rounds again.
+    Settle,
+}
+
+/// A context agreement run as rounds (`MPI_Comm_idup`): contribute, allreduce (bitwise AND) over
+/// `parent`, settle; repeated until every member lent its mask to this creation
+/// (`crate::comm::context`).
+#[derive(Debug)]
+struct Agreement {
+    key: Key,
+    parent: Arc<Comm>,
+    /// The round's words.
+    buf: usize,
+    /// The context agreed.
+    ctx: Option<u32>,
+}
+
+/// What `MPI_Comm_idup` does when its agreement completes: the new communicator, a copy of
+/// `parent` (index `ci`) with the attributes its copy callbacks gave at the call, written to
+/// `out`.
+#[derive(Debug)]
+struct Idup {
+    ci: usize,
+    attrs: Vec<(c_int, usize)>,
+    out: *mut abi::Comm,
 }
 
 /// A compiled non-blocking collective.
@@ -100,6 +129,13 @@ pub struct Sched {
     /// The layout a user's operation on a non-contiguous type points to (`red`'s `UserCall`),
     /// kept while the schedule lives.
     keep: Option<std::sync::Arc<crate::datatype::TypeDesc>>,
+    /// A context agreement among the rounds (`MPI_Comm_idup`).
+    agree: Option<Box<Agreement>>,
+    /// The communicator `MPI_Comm_idup` makes once complete.
+    idup: Option<Idup>,
+    /// An agreement's round failed: the next waits for the next advance (the creation that holds
+    /// a member's mask must move first, possibly in this process).
+    retry: bool,
 }
 
 impl Sched {
@@ -115,6 +151,9 @@ impl Sched {
             outputs: Vec::new(),
             failed: None,
             keep: None,
+            agree: None,
+            idup: None,
+            retry: false,
         }
     }
 
@@ -132,12 +171,31 @@ impl Sched {
 
     /// Runs the local steps of the next round and posts its transfers; an error fails the
     /// schedule (transfers already posted still complete first).
-    fn start_round(&mut self, ep: &mut nemesis::Endpoint, steps: Vec<Step>) {
+    fn start_round(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts, steps: Vec<Step>) {
         for s in steps {
             if self.failed.is_some() {
                 return;
             }
             match s {
+                Step::Contribute => {
+                    let Some(a) = &self.agree else { continue };
+                    let (own, mask) = ctxs.contribute(a.key);
+                    self.bufs[a.buf] = context::words_of(own, &mask);
+                }
+                Step::Settle => {
+                    let Some(a) = self.agree.as_mut() else { continue };
+                    let (owned, all) = context::of_words(&self.bufs[a.buf]);
+                    match ctxs.settle(a.key, owned, &all) {
+                        Some(Ok(ctx)) => a.ctx = Some(ctx),
+                        Some(Err(())) => self.failed = Some(context::exhausted(0)),
+                        // Another creation held a member's mask: the rounds again.
+                        None => {
+                            let parent = a.parent.clone();
+                            self.agreement_rounds(&parent);
+                            self.retry = true;
+                        }
+                    }
+                }
                 Step::Copy { dst, src } => {
                     let data = self.bufs[src.buf][src.range].to_vec();
                     self.bufs[dst.buf][dst.range].copy_from_slice(&data);
@@ -194,7 +252,8 @@ impl Sched {
     }
 
     /// Advances as far as it can without waiting: `Some` once complete (successfully or not).
-    pub fn advance(&mut self, ep: &mut nemesis::Endpoint) -> Option<Completion> {
+    /// `ctxs`: this process's contexts, for an agreement's rounds.
+    pub fn advance(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts) -> Option<Completion> {
         loop {
             let mut k = 0;
             while k < self.inflight.len() {
@@ -216,10 +275,18 @@ impl Sched {
                 return None;
             }
             if let Some(f) = self.failed.take() {
+                if let Some(a) = &self.agree {
+                    ctxs.abandon(a.key);
+                }
                 return Some(Completion { code: f.code, why: Some(f.why), ..Completion::empty() });
             }
             match self.rounds.pop_front() {
-                Some(steps) => self.start_round(ep, steps),
+                Some(steps) => {
+                    self.start_round(ep, ctxs, steps);
+                    if std::mem::take(&mut self.retry) && self.inflight.is_empty() {
+                        return None;
+                    }
+                }
                 None => return Some(self.deliver()),
             }
         }
@@ -252,6 +319,17 @@ impl Sched {
 
     // -----------------------------------------------------------------------------------------
     // Algorithms, as rounds over the schedule's buffers.
+
+    /// One round of a context agreement over `c`: contribute, allreduce (to rank 0, then back),
+    /// settle.
+    fn agreement_rounds(&mut self, c: &Comm) {
+        let Some(b) = self.agree.as_ref().map(|a| a.buf) else { return };
+        self.bufs[b] = vec![0u8; context::ROUND_BYTES];
+        self.rounds.push_back(vec![Step::Contribute]);
+        self.reduce(c, 0, b);
+        self.bcast(c, 0, b);
+        self.rounds.push_back(vec![Step::Settle]);
+    }
 
     /// Dissemination barrier.
     fn barrier(&mut self, c: &Comm) {
@@ -332,14 +410,33 @@ impl Sched {
     }
 }
 
+/// What a schedule does once complete with `done` beyond its outputs: the communicator of an
+/// `MPI_Comm_idup` made and handed out. The request's completion.
+pub fn finished(st: &mut State, s: &mut Sched, done: Completion) -> Completion {
+    let (Some(idup), Some(ctx)) = (s.idup.take(), s.agree.as_ref().and_then(|a| a.ctx)) else { return done };
+    if done.code != abi::SUCCESS {
+        st.contexts.release(ctx);
+        return done;
+    }
+    match crate::comm::made_by_idup(st, idup.ci, ctx, idup.attrs) {
+        Ok(h) => {
+            // SAFETY: MPI's contract: `newcomm` stays writable until the request completes
+            // (MPI-3.1 §6.4.2: the handle is valid once it has).
+            unsafe { *idup.out = h };
+            done
+        }
+        Err(f) => Completion { code: f.code, why: Some(f.why), ..Completion::empty() },
+    }
+}
+
 /// Stores a schedule as a request and advances it once.
 fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request) -> Res<()> {
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
     let st = acc.st();
-    let state = match st.ep.as_mut().and_then(|ep| s.advance(ep)) {
-        Some(done) => ReqState::Done(done),
+    let state = match st.ep.as_mut().and_then(|ep| s.advance(ep, &mut st.contexts)) {
+        Some(done) => ReqState::Done(finished(st, &mut s, done)),
         None => ReqState::Coll(Box::new(s)),
     };
     let active = matches!(state, ReqState::Coll(_));
@@ -936,4 +1033,32 @@ pub unsafe fn neighbor(
     submit(acc, ci, s, &mut h)?;
     // SAFETY: `h` is the request just made; the status is ignored.
     unsafe { crate::p2p::complete::wait(acc, &mut h, abi::STATUS_IGNORE as *mut abi::Status) }
+}
+
+/// `MPI_Comm_idup`: the context agreement of `MPI_Comm_dup` as a schedule (its rounds repeat
+/// until the agreement succeeds) with this communicator's next non-blocking collective tag; the
+/// attributes are copied now (their copy callbacks run at the call, as `MPI_Comm_dup`'s), the
+/// new communicator made and its handle written to `newcomm` when the request completes.
+/// Several may be in flight on one communicator, beside other collectives: each is its own
+/// creation (`Key`: the parent's context and the instance's number), ordered as the members
+/// started them. Not on an intercommunicator (`MPI_ERR_COMM`).
+///
+/// # Safety
+/// `newcomm` writable until the request completes; `request` writable.
+pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, request: *mut abi::Request) -> Res<()> {
+    let (c, ci, _) = begin(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_arg(Some(ci), "newcomm"));
+    }
+    if request.is_null() {
+        return Err(null_arg(Some(ci), "request"));
+    }
+    let attrs = crate::attr::copies(acc.st(), ci)?;
+    let mut s = Sched::new(&c, Some(context::round_reduction()));
+    let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
+    let buf = s.buf(Vec::new());
+    s.agree = Some(Box::new(Agreement { key: (c.ctx, seq), parent: c.clone(), buf, ctx: None }));
+    s.agreement_rounds(&c);
+    s.idup = Some(Idup { ci, attrs, out: newcomm });
+    submit(acc, ci, s, request)
 }

@@ -26,7 +26,7 @@ fn too_many(ci: usize) -> Fail {
 }
 
 /// A send's arguments resolved: the communicator's index, the data, the job rank to send to
-/// (`None`: `MPI_PROC_NULL`) and the context.
+/// (`None`: `MPI_PROC_NULL`) and the context (a send's: `Comm::send_ctx`).
 pub struct Target {
     pub ci: usize,
     pub data: Layout,
@@ -62,7 +62,7 @@ pub fn target(
         }
         source_of(c, ci, peer)?
     };
-    Ok(Target { ci, data, peer, ctx: c.ctx })
+    Ok(Target { ci, data, peer, ctx: if send { c.send_ctx } else { c.ctx } })
 }
 
 /// Typed data as pieces, boxed (at a stable address for the Endpoint), and the Endpoint's
