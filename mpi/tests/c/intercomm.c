@@ -434,9 +434,16 @@ int main(int argc, char **argv) {
         cut = size / 3 > 0 ? size / 3 : 1;
         run(low_high, 1);
         run(parity, 0);
-        /* Many intercommunicators, created and freed. */
-        for (int i = 0; i < 50; i++) {
+        /* Many intercommunicators, created (a dup and a merge too) and freed: past the 4096
+         * contexts a process has when INTERCOMM_ROUNDS is large, so nothing may leak. */
+        int rounds = getenv("INTERCOMM_ROUNDS") ? atoi(getenv("INTERCOMM_ROUNDS")) : 50;
+        for (int i = 0; i < rounds; i++) {
             Conf c = make(parity);
+            MPI_Comm d, m;
+            OK(MPI_Comm_dup(c.ic, &d));
+            OK(MPI_Intercomm_merge(d, c.color, &m));
+            OK(MPI_Comm_free(&m));
+            OK(MPI_Comm_free(&d));
             unmake(&c);
         }
     }
