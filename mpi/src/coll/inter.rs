@@ -1,5 +1,8 @@
 //! Collectives on intercommunicators (MPI-3.1 §5.2.2): `MPI_Barrier`, `MPI_Bcast`, `MPI_Reduce`,
-//! `MPI_Allreduce`, `MPI_Gather`, `MPI_Scatter`, `MPI_Allgather`, `MPI_Alltoall`.
+//! `MPI_Allreduce`, `MPI_Gather`, `MPI_Scatter`, `MPI_Allgather`, `MPI_Alltoall`,
+//! `MPI_Reduce_scatter(_block)` here; the v-forms (`MPI_Gatherv`, `MPI_Scatterv`,
+//! `MPI_Allgatherv`, `MPI_Alltoallv`, `MPI_Alltoallw`) in `super::vector`, by direct transfers
+//! with the remote members.
 //!
 //! In a rooted one the root's group passes `MPI_ROOT` at the root and `MPI_PROC_NULL` elsewhere,
 //! the other group the root's rank in the root's group; data moves between the groups only. Each
@@ -12,14 +15,15 @@
 //! the rank 0s swapping their groups' results; all-to-all is direct transfers to and from every
 //! remote rank. Any datatype: non-contiguous data is packed around the same steps.
 //! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). Every other
-//! collective refuses an intercommunicator with `MPI_ERR_COMM` (`super::begin`).
+//! collective (`MPI_Scan` and `MPI_Exscan`, which MPI defines on intracommunicators only, and the
+//! non-blocking ones) refuses an intercommunicator with `MPI_ERR_COMM` (`super::begin`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use super::algo::{Ops, Reduction};
 use super::model::Gather;
-use super::vector::{Sink, layout_at, source};
+use super::vector::{Sink, block_counts, layout_at, source};
 use super::{Tuning, barrier_comm, bcast_comm, in_place_misused, is_in_place, mismatch, on, reduce_comm};
 use super::{reduction_kept, run_gather, run_scatter, tag, times, whole};
 use crate::abi::{self, Datatype};
@@ -34,7 +38,7 @@ pub fn is_inter(acc: &mut Access, comm: abi::Comm) -> bool {
 }
 
 /// The intercommunicator, its local group, its index and the tuning.
-fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, Arc<Comm>, usize, Tuning)> {
+pub(super) fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, Arc<Comm>, usize, Tuning)> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -46,7 +50,7 @@ fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, Arc<Comm>, usize,
 }
 
 /// This process's part in a rooted collective.
-enum Role {
+pub(super) enum Role {
     /// The root (`MPI_ROOT`).
     Root,
     /// Another member of the root's group (`MPI_PROC_NULL`).
@@ -55,7 +59,7 @@ enum Role {
     Member(u32),
 }
 
-fn role(root: c_int, c: &Comm, ci: usize) -> Res<Role> {
+pub(super) fn role(root: c_int, c: &Comm, ci: usize) -> Res<Role> {
     match root {
         abi::ROOT => Ok(Role::Root),
         abi::PROC_NULL => Ok(Role::Idle),
@@ -65,7 +69,7 @@ fn role(root: c_int, c: &Comm, ci: usize) -> Res<Role> {
 }
 
 /// Transfers between the groups.
-fn across<'e>(acc: &'e mut Access, c: &Comm, tag: i32) -> Res<Ops<'e>> {
+pub(super) fn across<'e>(acc: &'e mut Access, c: &Comm, tag: i32) -> Res<Ops<'e>> {
     Ops::between(acc, c.coll_ctx(), c.coll_send_ctx(), tag)
 }
 
@@ -398,4 +402,61 @@ pub unsafe fn alltoall(
     .map_err(on(ci))?;
     drop(ops);
     deliver(s, &recv, ci)
+}
+
+/// `MPI_Reduce_scatter` (`counts`, one per local member) and `MPI_Reduce_scatter_block`
+/// (`block` each): the reduction of the other group's vectors (each as long as the sum of its own
+/// group's counts: MPI-3.1 §5.10) is scattered among this group by the counts. Each group reduces
+/// to its rank 0, the rank 0s swap, each scatters what it got.
+///
+/// # Safety
+/// MPI's contract on the buffers and `counts`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_scatter(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: *const c_int,
+    block: Option<c_int>,
+    dt: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+) -> Res<()> {
+    let (c, local, ci, tu) = begin(acc, comm)?;
+    let (n, me) = (local.size as usize, local.rank as usize);
+    // SAFETY: MPI's contract: the local group's size of counts.
+    let counts = unsafe { block_counts(counts, block, n, ci) }?;
+    let (red, _keep) = red_of(acc, op, dt, ci)?;
+    let total: usize = counts.iter().sum();
+    let total_c = c_int::try_from(total)
+        .map_err(|_| Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("the counts add up past INT_MAX")))?;
+    // SAFETY: MPI's contract.
+    let mut data = unsafe { packed(acc, sendbuf, total_c, dt, ci) }?;
+    let s = sink(acc, recvbuf, counts[me] as c_int, dt, ci)?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    let per = data.len() / total;
+    let len = data.len();
+    reduce_comm(&mut inside(acc, &local, tag::REDUCE_SCATTER)?, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
+    let mine = if me == 0 {
+        let theirs = swap_exact(acc, &c, tag::REDUCE_SCATTER, &data, len, ci)?;
+        let mut ops = inside(acc, &local, tag::REDUCE_SCATTER)?;
+        let mut start = 0;
+        for (i, &k) in counts.iter().enumerate() {
+            let part = &theirs[start..start + k * per];
+            if i != 0 && !part.is_empty() {
+                ops.send(local.world[i], part).map_err(on(ci))?;
+            }
+            start += k * per;
+        }
+        theirs[..counts[0] * per].to_vec()
+    } else {
+        let mut mine = vec![0u8; counts[me] * per];
+        if !mine.is_empty() {
+            inside(acc, &local, tag::REDUCE_SCATTER)?.recv(local.world[0], &mut mine).map_err(on(ci))?;
+        }
+        mine
+    };
+    deliver(s, &mine, ci)
 }

@@ -213,6 +213,17 @@ fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
     Ok((c.clone(), ci, st.tuning))
 }
 
+/// As [`begin`] for the collectives that take intercommunicators as they are (their partners
+/// are `c.world`, the remote group on an intercommunicator).
+fn begin_any(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = crate::p2p::comm_at(&st.comms, comm)?;
+    Ok((c.clone(), ci, st.tuning))
+}
+
 /// A rooted collective's start: [`begin`], the root checked, and `MPI_IN_PLACE` (`in_place`:
 /// this rank's in-place argument) refused off the root.
 fn begin_rooted(

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
 use super::algo::Ops;
-use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction_kept, tag, whole};
+use super::{allreduce_comm, begin, in_place_misused, inter, is_in_place, mismatch, on, reduction_kept, tag, whole};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
 use crate::datatype::{self, Layout, pack};
@@ -202,6 +202,33 @@ pub unsafe fn gatherv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        return match inter::role(root, &c, ci)? {
+            inter::Role::Idle => Ok(()),
+            inter::Role::Member(to) => {
+                let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+                // SAFETY: MPI's contract: the send buffer holds the block.
+                let data = unsafe { source(&l) };
+                if data.is_empty() {
+                    return Ok(());
+                }
+                inter::across(acc, &c, tag::GATHERV)?.send(to, &data).map_err(on(ci))
+            }
+            inter::Role::Root => {
+                // SAFETY: MPI's contract: the remote group's size of ints in each array.
+                let (counts, displs) =
+                    unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
+                let extent = extent_of(acc, recvtype, ci)?;
+                let v = Vector { base: recvbuf.cast_const().cast(), counts, displs, dt: recvtype, extent };
+                let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+                let mut ops = inter::across(acc, &c, tag::GATHERV)?;
+                // SAFETY: the caller's receive buffer (MPI's contract) and our scratch.
+                unsafe { receive_all(&mut ops, &mut sinks, |i| Some(c.world[i])) }.map_err(on(ci))
+            }
+        };
+    }
     let in_place = is_in_place(sendbuf);
     let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
@@ -253,6 +280,35 @@ pub unsafe fn scatterv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        return match inter::role(root, &c, ci)? {
+            inter::Role::Idle => Ok(()),
+            inter::Role::Member(from) => {
+                let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
+                let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
+                // SAFETY: the receive buffer (MPI's contract) or our scratch.
+                unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(from)) }.map_err(on(ci))
+            }
+            inter::Role::Root => {
+                // SAFETY: MPI's contract: the remote group's size of ints in each array.
+                let (counts, displs) =
+                    unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(displs, n, ci, "displs")?) };
+                let extent = extent_of(acc, sendtype, ci)?;
+                let v = Vector { base: sendbuf.cast(), counts, displs, dt: sendtype, extent };
+                let blocks = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Vec<_>>>()?;
+                let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
+                for (b, &w) in blocks.iter().zip(c.world.iter()) {
+                    if !b.is_empty() {
+                        // SAFETY: MPI's contract: the send buffer holds every block.
+                        ops.send(w, &unsafe { source(b) }).map_err(on(ci))?;
+                    }
+                }
+                Ok(())
+            }
+        };
+    }
     let in_place = is_in_place(recvbuf);
     let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
@@ -301,6 +357,26 @@ pub unsafe fn allgatherv(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // Every member's block to every remote member, directly.
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        if is_in_place(sendbuf) {
+            return Err(in_place_misused(ci));
+        }
+        // SAFETY: MPI's contract: the remote group's size of ints in each array.
+        let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
+        let extent = extent_of(acc, recvtype, ci)?;
+        let v = Vector { base: recvbuf.cast_const().cast(), counts, displs, dt: recvtype, extent };
+        let recv = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Blocks>>()?;
+        let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+        // SAFETY: MPI's contract: the send buffer holds the block.
+        let own = unsafe { source(&l) };
+        let send = vec![Cow::Borrowed(&*own); n];
+        let mut sinks: Vec<Sink> = recv.into_iter().map(Sink::new).collect();
+        let mut ops = inter::across(acc, &c, tag::ALLGATHERV)?;
+        return alltoall_blocks(&mut ops, &c, &send, &mut sinks, ci).map_err(on(ci));
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let c = &*c;
     let (n, me) = (c.size as usize, c.rank as usize);
@@ -355,15 +431,22 @@ pub unsafe fn allgatherv(
 type Blocks = Vec<Layout>;
 
 /// Direct exchange with rotated partners: every receive posted, then the sends to `me + 1`,
-/// `me + 2`…, then the waits; this rank's own block copied.
+/// `me + 2`…, then the waits; this rank's own block copied. On an intercommunicator the partners
+/// are the remote group's members, every one of them (from remote rank `rank mod size` on).
 fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sink], ci: usize) -> Res<()> {
-    let (n, me) = (c.size as usize, c.rank as usize);
-    // SAFETY: the sinks are the caller's receive buffer or scratch, alive while this runs;
-    // `send` holds the data to send, apart from them (packed copies under MPI_IN_PLACE).
-    unsafe { sinks[me].put(&send[me], ci)? };
+    let n = c.size as usize;
+    let (first, me) = if c.local.is_some() {
+        (0, c.rank as usize % n.max(1))
+    } else {
+        let me = c.rank as usize;
+        // SAFETY: the sinks are the caller's receive buffer or scratch, alive while this runs;
+        // `send` holds the data to send, apart from them (packed copies under MPI_IN_PLACE).
+        unsafe { sinks[me].put(&send[me], ci)? };
+        (1, me)
+    };
     ops.settled(|ops| {
         let mut pieces = Vec::new();
-        for k in 1..n {
+        for k in first..n {
             let from = (me + n - k) % n;
             let s = &mut sinks[from];
             if s.len() > 0 {
@@ -373,7 +456,7 @@ fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sin
             }
         }
         let mut sent = Ok(());
-        for k in 1..n {
+        for k in first..n {
             let to = (me + k) % n;
             if !send[to].is_empty() {
                 sent = ops.send(c.world[to], &send[to]);
@@ -397,6 +480,9 @@ fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sin
 /// # Safety
 /// MPI's contract: the blocks describe the caller's valid buffers.
 unsafe fn alltoall_any(acc: &mut Access, c: &Comm, ci: usize, send: Option<Blocks>, recv: Blocks) -> Res<()> {
+    if c.local.is_some() && send.is_none() {
+        return Err(in_place_misused(ci));
+    }
     let data: Vec<Cow<[u8]>> = match &send {
         // SAFETY: the caller's contract.
         Some(blocks) => blocks.iter().map(|l| unsafe { source(l) }).collect(),
@@ -405,12 +491,12 @@ unsafe fn alltoall_any(acc: &mut Access, c: &Comm, ci: usize, send: Option<Block
         None => recv.iter().map(|l| Cow::Owned(unsafe { source(l) }.into_owned())).collect(),
     };
     for (i, (d, r)) in data.iter().zip(&recv).enumerate() {
-        if send.is_some() && i == c.rank as usize && d.len() != r.len() {
+        if send.is_some() && c.local.is_none() && i == c.rank as usize && d.len() != r.len() {
             return Err(mismatch(ci, r.len(), d.len()));
         }
     }
     let mut sinks: Vec<Sink> = recv.into_iter().map(Sink::new).collect();
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLTOALLV)?;
+    let mut ops = Ops::between(acc, c.coll_ctx(), c.coll_send_ctx(), tag::ALLTOALLV)?;
     alltoall_blocks(&mut ops, c, &data, &mut sinks, ci).map_err(on(ci))
 }
 
@@ -431,7 +517,8 @@ pub unsafe fn alltoallv(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
+    let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;
     // SAFETY: MPI's contract: `size` ints in each array.
@@ -479,7 +566,8 @@ pub unsafe fn alltoallw(
     recvtypes: *const Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
+    let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;
     /// # Safety
@@ -621,18 +709,15 @@ pub unsafe fn reduce_scatter(
     op: abi::Op,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::reduce_scatter(acc, sendbuf, recvbuf, counts, block, dt, op, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let c = &*c;
     let (n, me) = (c.size as usize, c.rank as usize);
-    let counts: Vec<usize> = match block {
-        Some(b) if b < 0 => return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(b))),
-        Some(b) => vec![b as usize; n],
-        // SAFETY: MPI's contract: `size` ints.
-        None => unsafe { ints(counts, n, ci, "recvcounts")? }
-            .iter()
-            .map(|&k| if k < 0 { Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k))) } else { Ok(k as usize) })
-            .collect::<Res<_>>()?,
-    };
+    // SAFETY: MPI's contract: `size` ints unless `block`.
+    let counts = unsafe { block_counts(counts, block, n, ci) }?;
     // `_keep` holds the layout a user's operation points to until the reduction is done.
     let (red, _keep) = reduction_kept(acc.st(), op, dt, ci)?;
     let total: usize = counts.iter().sum();
@@ -652,6 +737,24 @@ pub unsafe fn reduce_scatter(
     // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
     // vector in place: the result is taken from our copy before it is written).
     unsafe { sink.put(&data[start..start + counts[me] * per], ci) }
+}
+
+/// The counts of `MPI_Reduce_scatter` (`n` at `counts`) or `MPI_Reduce_scatter_block` (`block`
+/// each), checked.
+///
+/// # Safety
+/// MPI's contract: `n` ints at `counts` unless `block` is given.
+pub(super) unsafe fn block_counts(counts: *const c_int, block: Option<c_int>, n: usize, ci: usize) -> Res<Vec<usize>> {
+    let bad = |k: c_int| Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k));
+    match block {
+        Some(b) if b < 0 => Err(bad(b)),
+        Some(b) => Ok(vec![b as usize; n]),
+        // SAFETY: the caller's contract.
+        None => unsafe { ints(counts, n, ci, "recvcounts")? }
+            .iter()
+            .map(|&k| if k < 0 { Err(bad(k)) } else { Ok(k as usize) })
+            .collect(),
+    }
 }
 
 /// `MPI_Scan` (`exclusive` false) and `MPI_Exscan` (true), by recursive doubling: at step

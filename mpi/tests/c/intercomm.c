@@ -5,7 +5,7 @@
  * side checked rank by rank; MPI_Comm_dup (attributes, compare), MPI_Comm_split and
  * MPI_Comm_create on an intercommunicator; every intercommunicator collective (Barrier, Bcast,
  * Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall) value by value for every root, counts
- * 1 and 3000 (past the eager limit); argument errors (bad leader, bad root, intercommunicators
+ * 1 and 3000 (past the eager limit); the v-forms and Reduce_scatter(_block); argument errors (bad leader, bad root, intercommunicators
  * where intracommunicators are required). Needs 2 ranks or more (one prints OK and stops).
  * Prints "OK intercomm <rank>". */
 #include "check.h"
@@ -371,6 +371,94 @@ static void collectives(const Conf *c, int count) {
     free(rb);
 }
 
+/* The v-forms and reduce-scatter, value by value, gaps untouched. */
+static void vcollectives(const Conf *c) {
+    MPI_Comm ic = c->ic;
+    int L = c->lsize, R = c->rsize, lr = c->lrank, M = L > R ? L : R;
+    int cap = 4 * M * M + 64;
+    int *sb = xmalloc(sizeof(int) * cap), *rb = xmalloc(sizeof(int) * cap);
+    int *cnt = xmalloc(sizeof(int) * M), *dsp = xmalloc(sizeof(int) * M);
+    int *cnt2 = xmalloc(sizeof(int) * M), *dsp2 = xmalloc(sizeof(int) * M);
+    /* Remote rank k's blocks: k + 1 ints at a gap of 2 after the previous. */
+    int at = 0;
+    for (int k = 0; k < R; k++) cnt[k] = k + 1, dsp[k] = at + 2, at += k + 3;
+    for (int g = 0; g < 2; g++) {
+        int nroots = c->color == g ? L : R;
+        for (int root = 0; root < nroots; root++) {
+            int in_root_group = c->color == g;
+            int arg = in_root_group ? (lr == root ? MPI_ROOT : MPI_PROC_NULL) : root;
+            int rootw = in_root_group ? c->lworld[root] : c->rworld[root];
+            /* Gatherv. */
+            for (int i = 0; i <= lr; i++) sb[i] = rank * 100 + i;
+            for (int i = 0; i < cap; i++) rb[i] = -1;
+            OK(MPI_Gatherv(sb, lr + 1, MPI_INT, rb, cnt, dsp, MPI_INT, arg, ic));
+            if (arg == MPI_ROOT)
+                for (int k = 0; k < R; k++) {
+                    CHECK(rb[dsp[k] - 1] == -1, "gatherv gap before %d", k);
+                    for (int i = 0; i <= k; i++) CHECK(rb[dsp[k] + i] == c->rworld[k] * 100 + i, "gatherv [%d][%d] %d", k, i, rb[dsp[k] + i]);
+                }
+            /* Scatterv. */
+            if (arg == MPI_ROOT)
+                for (int k = 0; k < R; k++)
+                    for (int i = 0; i <= k; i++) sb[dsp[k] + i] = rootw * 1000 + k * 10 + i;
+            for (int i = 0; i < cap; i++) rb[i] = -1;
+            OK(MPI_Scatterv(sb, cnt, dsp, MPI_INT, rb, lr + 1, MPI_INT, arg, ic));
+            if (!in_root_group) {
+                for (int i = 0; i <= lr; i++) CHECK(rb[i] == rootw * 1000 + lr * 10 + i, "scatterv [%d] %d", i, rb[i]);
+                CHECK(rb[lr + 1] == -1, "scatterv past the block");
+            }
+        }
+    }
+    /* Allgatherv. */
+    for (int i = 0; i <= lr; i++) sb[i] = rank * 100 + i;
+    for (int i = 0; i < cap; i++) rb[i] = -1;
+    OK(MPI_Allgatherv(sb, lr + 1, MPI_INT, rb, cnt, dsp, MPI_INT, ic));
+    for (int k = 0; k < R; k++) {
+        CHECK(rb[dsp[k] - 1] == -1, "allgatherv gap before %d", k);
+        for (int i = 0; i <= k; i++) CHECK(rb[dsp[k] + i] == c->rworld[k] * 100 + i, "allgatherv [%d][%d] %d", k, i, rb[dsp[k] + i]);
+    }
+    /* Alltoallv and Alltoallw: (lr + k) % 3 ints to remote rank k (zero too). */
+    int sat = 0, rat = 0;
+    for (int k = 0; k < R; k++) {
+        cnt[k] = (lr + k) % 3, dsp[k] = sat, sat += cnt[k] + 1;
+        cnt2[k] = (k + lr) % 3, dsp2[k] = rat + 1, rat += cnt2[k] + 1;
+        for (int i = 0; i < cnt[k]; i++) sb[dsp[k] + i] = rank * 100 + k * 10 + i;
+    }
+    for (int w = 0; w < 2; w++) {
+        for (int i = 0; i < cap; i++) rb[i] = -1;
+        if (w == 0) {
+            OK(MPI_Alltoallv(sb, cnt, dsp, MPI_INT, rb, cnt2, dsp2, MPI_INT, ic));
+        } else {
+            int *bs = xmalloc(sizeof(int) * M), *br = xmalloc(sizeof(int) * M);
+            MPI_Datatype *ts = xmalloc(sizeof(MPI_Datatype) * M);
+            for (int k = 0; k < R; k++) bs[k] = dsp[k] * (int)sizeof(int), br[k] = dsp2[k] * (int)sizeof(int), ts[k] = MPI_INT;
+            OK(MPI_Alltoallw(sb, cnt, bs, ts, rb, cnt2, br, ts, ic));
+            free(bs), free(br), free(ts);
+        }
+        for (int k = 0; k < R; k++) {
+            CHECK(rb[dsp2[k] - 1] == -1, "alltoallv gap before %d", k);
+            for (int i = 0; i < cnt2[k]; i++)
+                CHECK(rb[dsp2[k] + i] == c->rworld[k] * 100 + lr * 10 + i, "alltoall%c [%d][%d] %d", w ? 'w' : 'v', k, i, rb[dsp2[k] + i]);
+        }
+    }
+    /* Reduce_scatter_block: vectors of L × R ints in both groups, R to each member. */
+    int s = 0;
+    for (int k = 0; k < R; k++) s += c->rworld[k];
+    for (int i = 0; i < L * R; i++) sb[i] = rank + i;
+    for (int i = 0; i < cap; i++) rb[i] = -1;
+    OK(MPI_Reduce_scatter_block(sb, rb, R, MPI_INT, MPI_SUM, ic));
+    for (int i = 0; i < R; i++) CHECK(rb[i] == s + R * (lr * R + i), "reduce_scatter_block [%d] %d", i, rb[i]);
+    CHECK(rb[R] == -1, "reduce_scatter_block past the block");
+    /* Reduce_scatter: rank 0 takes all but L - 1 of them, the others one each. */
+    for (int i = 0; i < L; i++) cnt[i] = i == 0 ? L * R - (L - 1) : 1;
+    int start = lr == 0 ? 0 : L * R - (L - 1) + (lr - 1);
+    for (int i = 0; i < cap; i++) rb[i] = -1;
+    OK(MPI_Reduce_scatter(sb, rb, cnt, MPI_INT, MPI_SUM, ic));
+    for (int i = 0; i < cnt[lr]; i++) CHECK(rb[i] == s + R * (start + i), "reduce_scatter [%d] %d", i, rb[i]);
+    CHECK(rb[cnt[lr]] == -1, "reduce_scatter past the block");
+    free(sb), free(rb), free(cnt), free(dsp), free(cnt2), free(dsp2);
+}
+
 static void errors(Conf *c) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     OK(MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN));
@@ -390,9 +478,8 @@ static void errors(Conf *c) {
     OK(MPI_Topo_test(c->ic, &flag));
     CHECK(flag == MPI_UNDEFINED, "an intercommunicator has no topology");
     FAILS_WITH(MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_COMM);
-    FAILS_WITH(MPI_Reduce_scatter_block(&x, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_COMM);
-    int cnt = 1, dsp = 0;
-    FAILS_WITH(MPI_Gatherv(&x, 1, MPI_INT, &y, &cnt, &dsp, MPI_INT, MPI_PROC_NULL, c->ic), MPI_ERR_COMM);
+    FAILS_WITH(MPI_Exscan(&x, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_COMM);
+    FAILS_WITH(MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_BUFFER);
     MPI_Request rq = MPI_REQUEST_NULL;
     FAILS_WITH(MPI_Ibarrier(c->ic, &rq), MPI_ERR_COMM);
     FAILS_WITH(MPI_Comm_idup(c->ic, &bad, &rq), MPI_ERR_COMM);
@@ -421,6 +508,7 @@ static void run(int (*color_of)(int), int counts_big) {
     OK(MPI_Barrier(MPI_COMM_WORLD));
     collectives(&c, 1);
     if (counts_big) collectives(&c, 3000);
+    vcollectives(&c);
     errors(&c);
     unmake(&c);
 }
