@@ -117,6 +117,9 @@ mpi_fast! {
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, true), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Synchronous);
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Ready);
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => fast |st| p2p::recv_fast(st, buf, count, datatype, source, tag, comm, status), slow |acc| p2p::recv_checked(acc, buf, count, datatype, source, tag, comm, status);
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => fast |st| start::istart_fast(st, false, buf, count, datatype, dest, tag, comm, request), slow |acc| start::isend(acc, Mode::Standard, buf, count, datatype, dest, tag, comm, request);
+    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) => fast |st| start::istart_fast(st, true, buf.cast_const(), count, datatype, source, tag, comm, request), slow |acc| start::irecv(acc, buf, count, datatype, source, tag, comm, request);
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut Request, array_of_statuses: *mut Status) => fast |st| complete::waitall_fast(st, count, array_of_requests, array_of_statuses), slow |acc| complete::waitall(acc, count, array_of_requests, array_of_statuses);
 }
 
 mpi! {
@@ -250,11 +253,9 @@ mpi! {
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
 
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Buffered);
-    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Standard, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Synchronous, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Buffered, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Ready, buf, count, datatype, dest, tag, comm, request);
-    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::irecv(acc, buf, count, datatype, source, tag, comm, request);
     fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Standard), buf.cast_mut(), count, datatype, dest, tag, comm, request);
     fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Synchronous), buf.cast_mut(), count, datatype, dest, tag, comm, request);
     fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Buffered), buf.cast_mut(), count, datatype, dest, tag, comm, request);
@@ -267,7 +268,6 @@ mpi! {
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) => |acc| bsend::attach(acc, buffer, size);
     fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) => |acc| bsend::detach(acc, buffer_addr, size);
     fn MPI_Wait / PMPI_Wait(request: *mut Request, status: *mut Status) => |acc| complete::wait(acc, request, status);
-    fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut Request, array_of_statuses: *mut Status) => |acc| complete::waitall(acc, count, array_of_requests, array_of_statuses);
     fn MPI_Waitany / PMPI_Waitany(count: c_int, array_of_requests: *mut Request, index: *mut c_int, status: *mut Status) => |acc| complete::any(acc, count, array_of_requests, index, std::ptr::null_mut(), status, true);
     fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, array_of_requests: *mut Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut Status) => |acc| complete::some(acc, incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true);
     fn MPI_Test / PMPI_Test(request: *mut Request, flag: *mut c_int, status: *mut Status) => |acc| complete::test(acc, request, flag, status);

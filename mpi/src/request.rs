@@ -212,16 +212,20 @@ impl Requests {
         self.slots.get_mut(i)?.as_mut()
     }
 
-    /// Frees slot `i`, returning its request; its handles go stale.
-    pub fn remove_at(&mut self, i: usize) -> Option<Req> {
-        let r = self.slots.get_mut(i)?.take()?;
+    /// Frees slot `i` (its request dropped where it lies, not moved out); its handles go stale.
+    /// False if it was free.
+    pub fn remove_at(&mut self, i: usize) -> bool {
+        let Some(slot) = self.slots.get_mut(i) else { return false };
+        if slot.is_none() {
+            return false;
+        }
+        *slot = None;
         let g = &mut self.generations[i];
         *g = g.wrapping_add(1);
         self.free.push_back(i as u32);
-        Some(r)
+        true
     }
 
-    /// The live requests and their handles.
     pub fn iter(&self) -> impl Iterator<Item = (c_int, &Req)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|r| (self.handle(i), r)))
     }

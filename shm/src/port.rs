@@ -413,6 +413,9 @@ struct Stashed {
     hdr: MsgHeader,
 }
 
+/// `Port::epoch` before the port looked at its peers for the first time.
+const NO_EPOCH_SEEN: u64 = u64::MAX;
+
 /// A process's port onto a [`Node`] as local rank `me`. Driven by one thread at a time.
 pub struct Port<'n, N: Node> {
     node: &'n N,
@@ -505,8 +508,11 @@ impl<'n, N: Node> Port<'n, N> {
             box_owner: vec![0; p.fastboxes_per_rank as usize].into(),
             stash: None,
             polls: 0,
-            // ORDERING: Acquire, as in `Liveness::death_epoch`.
-            epoch: node.death_epoch_word().load(Acquire),
+            // Never an epoch the node reaches: the first `check_peers` scans every rank, so a peer
+            // that was already gone when this port was made (it sent, died and was reaped while
+            // this rank was still between its registration and here) is learnt like any other
+            // death. Starting from the current epoch would miss it until another rank died.
+            epoch: NO_EPOCH_SEEN,
             gone: vec![Gone::default(); n].into(),
             events: Vec::new(),
             id,
@@ -1774,6 +1780,21 @@ mod tests {
         // a can still talk to c.
         assert!(matches!(a.send(2, &MsgHeader::default(), None, &[1]).unwrap(), Sent::Done));
         assert!(recv_msg(&mut c, &[0]).is_some());
+    }
+
+    #[test]
+    fn a_peer_gone_before_the_port_was_made_is_learnt() {
+        let node = HeapNode::new(3, Params { fastboxes_per_rank: 0, ..small() }).unwrap();
+        let mut b = Port::new(&node, 1, cfg()).unwrap();
+        assert!(matches!(b.send(0, &MsgHeader { tag: 5, ..MsgHeader::default() }, None, &[7]).unwrap(), Sent::Done));
+        drop(b);
+        node.mark_gone(1, 9).unwrap(); // sent, died and was reaped before rank 0 got here
+        let mut a = Port::new(&node, 0, cfg()).unwrap();
+        a.check_peers().unwrap();
+        assert_eq!(a.take_events(), vec![PeerEvent::Gone { rank: 1 }]);
+        let inc = a.poll(&[1]).unwrap().expect("the dead sender's message is still delivered");
+        assert_eq!(inc.header().tag, 5);
+        a.release(inc).unwrap();
     }
 
     #[test]

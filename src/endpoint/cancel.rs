@@ -42,7 +42,7 @@ impl Inner {
             return Err(Error::InvalidRequest);
         }
         let Some(i) = self.posted.iter().position(|p| p.req == req) else { return Ok(false) };
-        let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+        let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
         self.expect(p.want.source, false);
         self.reqs.complete(req, Err(Error::Cancelled));
         Ok(true)

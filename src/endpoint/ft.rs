@@ -457,7 +457,7 @@ impl Inner {
         let mut buf = Vec::new();
         ft.log.read(to, pb.date(), &mut buf)?;
         let (tag, context) =
-            parse_envelope(&buf).ok_or(Error::Checkpoint("a logged message without its envelope".into()))?;
+            parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
         let bytes = pb.encode();
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;

@@ -178,6 +178,13 @@ impl Inner {
         Ok(req)
     }
 
+    /// Takes posted receive `i` out of the list: the first one (the common case: receives match
+    /// in the order posted) without `VecDeque::remove`'s general shifting.
+    #[inline(always)]
+    pub(super) fn take_posted(&mut self, i: usize) -> Option<Posted> {
+        if i == 0 { self.posted.pop_front() } else { self.posted.remove(i) }
+    }
+
     /// A posted receive naming `source` was added (`add`) or removed: keeps `expected`.
     pub(super) fn expect(&mut self, source: i32, add: bool) {
         if source < 0 {

@@ -726,7 +726,7 @@ impl Endpoint {
         loop {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
-                    let res = inner.reqs.take(r)?.ok_or(Error::InvalidRequest)?;
+                    let Some(res) = inner.reqs.take(r)? else { return Err(Error::InvalidRequest) };
                     return Ok((i, res));
                 }
             }

@@ -133,7 +133,7 @@ impl Inner {
                     self.active[src] = Active::Bypass;
                 }
             } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
-                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
                 self.expect(p.want.source, false);
                 self.ft_deliver(delivery);
                 if let Some(token) = sync {
@@ -177,7 +177,7 @@ impl Inner {
                     Some(b) => {
                         copy_into(b.buf, &inc);
                         if inc.is_last() {
-                            let st = b.status.take().ok_or(Error::InvalidRequest)?;
+                            let Some(st) = b.status.take() else { return Err(Error::InvalidRequest) };
                             b.done = Some(finish(st, b.buf.cap));
                             self.active[src] = Active::None;
                         }
@@ -195,7 +195,7 @@ impl Inner {
                         let buf = *buf;
                         copy_into(buf, &inc);
                         if inc.is_last() {
-                            let st = status.take().ok_or(Error::InvalidRequest)?;
+                            let Some(st) = status.take() else { return Err(Error::InvalidRequest) };
                             self.reqs.complete(r, finish(st, buf.cap));
                             self.active[src] = Active::None;
                         }
@@ -370,7 +370,7 @@ impl Inner {
         let mut i = 0;
         while i < self.posted.len() {
             if self.posted[i].want.source == dead as i32 {
-                let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+                let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
                 self.reqs.complete(p.req, Err(Error::PeerDied { rank: dead }));
             } else {
                 i += 1;

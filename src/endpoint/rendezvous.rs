@@ -217,7 +217,7 @@ impl Inner {
             b.lmt = Some(req);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
-            let p = self.posted.remove(i).ok_or(Error::InvalidRequest)?;
+            let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
             self.expect(p.want.source, false);
             self.ft_deliver(delivery);
             if let Some(op) = self.reqs.op_mut(p.req)

@@ -201,7 +201,7 @@ impl Requests {
     /// Takes the result of a complete request and frees it; `None` if still in flight.
     pub fn take(&mut self, r: Request) -> Result<Option<Result<Status>>> {
         let free = self.free;
-        let slot = self.slot_mut(r).ok_or(Error::InvalidRequest)?;
+        let Some(slot) = self.slot_mut(r) else { return Err(Error::InvalidRequest) };
         if !matches!(slot.state, State::Done(_)) {
             return Ok(None);
         }

@@ -531,6 +531,67 @@ pub unsafe fn waitall(acc: &mut Access, count: c_int, reqs: *mut abi::Request, s
     in_status(first)
 }
 
+/// `MPI_Waitall`: the fast path, run on the state itself when calls are not locked
+/// (`state::call_fast`), when every request is a plain point-to-point one as the fast starts
+/// ([`super::start::istart_fast`]) make them (pending, not persistent, typed, cancelled or freed)
+/// and nothing else needs the call (no non-blocking collective to advance, no freed request to
+/// reap): each is waited for in the Endpoint, reported and freed without the general path's
+/// steps. A failed one is reported as [`waitall`] does. `None` (nothing done) for anything else.
+///
+/// # Safety
+/// MPI's contract on the arrays.
+#[inline(always)]
+pub unsafe fn waitall_fast(
+    st: &mut State,
+    count: c_int,
+    reqs: *mut abi::Request,
+    statuses: *mut Status,
+) -> Option<Res<()>> {
+    if count <= 0 || reqs.is_null() || !st.freed.is_empty() || !st.colls.is_empty() || st.ep.is_none() {
+        return None;
+    }
+    // SAFETY: MPI's contract: `count` handles at `reqs` (non-null).
+    let hs = unsafe { std::slice::from_raw_parts_mut(reqs, count as usize) };
+    for &h in hs.iter() {
+        let r = st.reqs.get(h)?;
+        let plain = matches!(r.state, ReqState::Pending(_))
+            && !r.freed
+            && r.persistent.is_none()
+            && r.typed.is_none()
+            && r.cancel.is_none();
+        if !plain {
+            return None;
+        }
+    }
+    let mut first = None;
+    for k in 0..hs.len() {
+        // A handle given twice is stale the second time, as on the general path.
+        let Some(i) = st.reqs.index(hs[k]) else { return Some(Err(bad_request(hs[k]))) };
+        let Some(Req { state: ReqState::Pending(r), comm, .. }) = st.reqs.at(i) else {
+            return Some(Err(bad_request(hs[k])));
+        };
+        let (r, ci) = (*r, *comm as usize);
+        // SAFETY: checked `Some` above; nothing since ended the Endpoint.
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+        match ep.wait(r) {
+            Ok(s) => {
+                let source = st.comms.get(ci).map_or(-1, |c| c.rank_of_world(s.source));
+                // SAFETY: MPI's contract on `statuses`.
+                unsafe { put_status_at(statuses, k, Status::new(source, s.tag, abi::SUCCESS, s.len as i64)) };
+                st.reqs.remove_at(i);
+                hs[k] = REQUEST_NULL;
+            }
+            Err(e) => {
+                finish(st, i, Err(e));
+                // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
+                let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
+                first = first.or(failed);
+            }
+        }
+    }
+    Some(in_status(first))
+}
+
 /// `MPI_Testall`: completes all the requests if all are complete, else none (their results,
 /// if some completed, are kept for the call that completes them).
 ///

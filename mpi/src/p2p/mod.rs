@@ -327,6 +327,34 @@ pub unsafe fn recv_checked(
     Ok(())
 }
 
+/// The fast paths' test of the data: `count` elements of the predefined type `dt` at `buf`, in
+/// bytes; `None` (the validating path) for a derived type, a negative count, or a null buffer
+/// that should hold data.
+#[inline(always)]
+pub(crate) fn fast_len(buf: *const c_void, count: c_int, dt: Datatype) -> Option<usize> {
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 {
+        return None;
+    }
+    let len = count as usize * size;
+    (len == 0 || !buf.is_null()).then_some(len)
+}
+
+/// The fast paths' test of a source: the Endpoint's source for communicator rank `source` of
+/// fast entry `f` (a member, or `MPI_ANY_SOURCE` on a live communicator); `None` for anything else
+/// (`MPI_PROC_NULL`, errors).
+#[inline(always)]
+pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int> {
+    if (source as u32) < f.size {
+        // SAFETY: `world` has `size` entries (the fast table's invariant) and `source < size`.
+        Some(unsafe { *f.world.add(source as usize) as c_int })
+    } else if source == ANY_SOURCE && f.size != 0 {
+        Some(nemesis::ANY_SOURCE)
+    } else {
+        None
+    }
+}
+
 /// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path, run on the state itself when calls are not
 /// locked (`state::call_fast`). One combined test admits the common call — a communicator among
 /// the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype, a count ≥ 0, a
@@ -349,18 +377,14 @@ pub unsafe fn send_fast(
 ) -> Option<Res<()>> {
     let i = index_of(comm);
     let f = *st.fast.get(i)?;
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 || dest as u32 >= f.size {
+    if dest as u32 >= f.size {
         return None;
     }
-    let len = count as usize * size;
-    let data: &[u8] = if buf.is_null() {
-        if len != 0 {
-            return None;
-        }
+    let len = fast_len(buf, count, dt)?;
+    let data: &[u8] = if len == 0 {
         &[]
     } else {
-        // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null).
+        // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null: `fast_len`).
         unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
     };
     // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
@@ -392,27 +416,13 @@ pub unsafe fn recv_fast(
 ) -> Option<Res<()>> {
     let i = index_of(comm);
     let f = *st.fast.get(i)?;
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 {
-        return None;
-    }
-    let from = if (source as u32) < f.size {
-        // SAFETY: `world` has `size` entries and `source < size`.
-        unsafe { *f.world.add(source as usize) as c_int }
-    } else if source == ANY_SOURCE && f.size != 0 {
-        nemesis::ANY_SOURCE
-    } else {
-        return None;
-    };
-    let len = count as usize * size;
-    let data: &mut [u8] = if buf.is_null() {
-        if len != 0 {
-            return None;
-        }
+    let from = fast_source(&f, source)?;
+    let len = fast_len(buf, count, dt)?;
+    let data: &mut [u8] = if len == 0 {
         &mut []
     } else {
-        // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null); they may be
-        // uninitialized in C's sense, the Endpoint only writes them.
+        // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null: `fast_len`); they may
+        // be uninitialized in C's sense, the Endpoint only writes them.
         unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
     };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.

@@ -177,6 +177,63 @@ unsafe fn hand_out(st: &mut St, req: Req, request: *mut abi::Request) -> Res<()>
     Ok(())
 }
 
+/// `MPI_Isend` and `MPI_Irecv` (`recv`): the fast path, run on the state itself when calls are
+/// not locked (`state::call_fast`), on the terms of [`super::send_fast`] and
+/// [`super::recv_fast`] (a fast communicator, a predefined type, a member or `MPI_ANY_SOURCE`): the
+/// user's buffer goes straight to the Endpoint, and the request is the plain kind
+/// [`super::complete::waitall_fast`] completes. `None` (the validating path) for everything else,
+/// and while freed requests wait to be reaped.
+///
+/// # Safety
+/// MPI's contract: `buf` holds (`recv`: has room for) `count` elements of `dt` and stays valid
+/// and unchanged (untouched) until the request completes; `request` is null or writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn istart_fast(
+    st: &mut St,
+    recv: bool,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    peer: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    request: *mut abi::Request,
+) -> Option<Res<()>> {
+    if request.is_null() || !st.freed.is_empty() {
+        return None;
+    }
+    let ci = crate::comm::index_of(comm);
+    let f = *st.fast.get(ci)?;
+    let len = super::fast_len(buf, count, dt)?;
+    let peer = if recv {
+        super::fast_source(&f, peer)?
+    } else if (peer as u32) < f.size {
+        // SAFETY: `world` has `size` entries (the fast table's invariant) and `peer < size`.
+        unsafe { *f.world.add(peer as usize) as c_int }
+    } else {
+        return None;
+    };
+    // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
+    // invariant, `State::fast`), and a peer was found in this one.
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    let (r, sent) = if recv {
+        // SAFETY: MPI's contract on the buffer (the caller's).
+        (unsafe { ep.irecv_raw(buf as *mut u8, len, peer, tag, f.ctx) }, None)
+    } else {
+        // SAFETY: MPI's contract on the data (the caller's).
+        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.ctx) };
+        let sent = r.as_ref().ok().and_then(|&r| ep.send_id(r));
+        (r, sent)
+    };
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return Some(Err(Fail::endpoint(ci, e))),
+    };
+    // SAFETY: checked non-null.
+    Some(unsafe { hand_out(st, Req { sent, ..Req::new(ci, State::Pending(r), recv) }, request) })
+}
+
 /// `MPI_Isend`, `MPI_Issend`, `MPI_Ibsend`, `MPI_Irsend` by `mode`.
 ///
 /// # Safety
