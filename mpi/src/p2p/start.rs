@@ -222,7 +222,7 @@ pub unsafe fn istart_fast(
         (unsafe { ep.irecv_raw(buf as *mut u8, len, peer, tag, f.ctx) }, None)
     } else {
         // SAFETY: MPI's contract on the data (the caller's).
-        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.ctx) };
+        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.send_ctx) };
         let sent = r.as_ref().ok().and_then(|&r| ep.send_id(r));
         (r, sent)
     };
