@@ -84,6 +84,16 @@ enum Step {
         dst: At,
         src: At,
     },
+    /// A send to the other group of an intercommunicator (in `Sched::across`'s contexts).
+    SendAcross {
+        to: u32,
+        from: At,
+    },
+    /// A receive from the other group of an intercommunicator.
+    RecvAcross {
+        from: u32,
+        into: At,
+    },
     /// A context agreement's contribution: this process's flag and free mask into its buffer.
     Contribute,
     /// The end of an agreement's round: the agreed context, or the rounds again.
@@ -96,11 +106,25 @@ enum Step {
 #[derive(Debug)]
 struct Agreement {
     key: Key,
+    /// The communicator whose members agree (an intercommunicator's local group).
     parent: Arc<Comm>,
     /// The round's words.
     buf: usize,
-    /// The context agreed.
-    ctx: Option<u32>,
+    /// The contexts to agree on (2 for an intercommunicator: its receive context and its local
+    /// group's), and those agreed.
+    want: usize,
+    got: Vec<u32>,
+    /// An intercommunicator's: the job rank of the remote group's rank 0, and the buffers of the
+    /// receive contexts the two groups' rank 0s swap then broadcast in their groups.
+    remote: Option<(u32, usize, usize)>,
+}
+
+impl Agreement {
+    /// The other group's receive context, once swapped.
+    fn remote_ctx(&self, bufs: &[Vec<u8>]) -> Option<u32> {
+        let (_, _, theirs) = self.remote?;
+        bufs.get(theirs)?.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes)
+    }
 }
 
 /// What `MPI_Comm_idup` does when its agreement completes: the new communicator, a copy of
@@ -117,6 +141,8 @@ struct Idup {
 #[derive(Debug)]
 pub struct Sched {
     ctx: u32,
+    /// Between the groups of an intercommunicator: the receive and send contexts.
+    across: Option<(u32, u32)>,
     tag: i32,
     bufs: Vec<Vec<u8>>,
     rounds: VecDeque<Vec<Step>>,
@@ -143,6 +169,7 @@ impl Sched {
         let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
         Sched {
             ctx: c.coll_ctx(),
+            across: None,
             tag: NBC + seq as i32 * NBC_STRIDE,
             bufs: Vec::new(),
             rounds: VecDeque::new(),
@@ -186,7 +213,25 @@ impl Sched {
                     let Some(a) = self.agree.as_mut() else { continue };
                     let (owned, all) = context::of_words(&self.bufs[a.buf]);
                     match ctxs.settle(a.key, owned, &all) {
-                        Some(Ok(ctx)) => a.ctx = Some(ctx),
+                        Some(Ok(ctx)) => {
+                            a.got.push(ctx);
+                            let parent = a.parent.clone();
+                            if a.got.len() < a.want {
+                                self.agreement_rounds(&parent);
+                            } else if let Some((leader, mine, theirs)) = a.remote {
+                                // The rank 0s swap the groups' receive contexts; each
+                                // broadcasts the other's in its group.
+                                // (The first context agreed is the new intercommunicator's.)
+                                self.bufs[mine] = a.got[0].to_ne_bytes().to_vec();
+                                if parent.rank == 0 {
+                                    self.rounds.push_back(vec![
+                                        Step::SendAcross { to: leader, from: at(mine, 0..4) },
+                                        Step::RecvAcross { from: leader, into: at(theirs, 0..4) },
+                                    ]);
+                                }
+                                self.bcast(&parent, 0, theirs);
+                            }
+                        }
                         Some(Err(())) => self.failed = Some(context::exhausted(0)),
                         // Another creation held a member's mask: the rounds again.
                         None => {
@@ -210,26 +255,40 @@ impl Sched {
                         red.combine_higher(acc, &other);
                     }
                 }
-                Step::Send { to, from, off } => {
-                    let b = &self.bufs[from.buf][from.range];
-                    // SAFETY: the schedule's buffer, whose heap memory stays put and untouched
-                    // until the request completes (the schedule outlives its transfers).
-                    match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, self.tag + off, self.ctx) } {
-                        Ok(r) => self.inflight.push((r, None)),
-                        Err(e) => self.failed = Some(Fail::endpoint(0, e)),
-                    }
+                Step::Send { to, from, off } => self.post_send(ep, to, from, self.tag + off, self.ctx),
+                Step::Recv { from, into, off } => self.post_recv(ep, from, into, self.tag + off, self.ctx),
+                Step::SendAcross { to, from } => {
+                    let ctx = self.across.map_or(self.ctx, |a| a.1);
+                    self.post_send(ep, to, from, self.tag, ctx)
                 }
-                Step::Recv { from, into, off } => {
-                    let len = into.range.len();
-                    let b = &mut self.bufs[into.buf][into.range];
-                    // SAFETY: as for a send; nothing else reads or writes this range until the
-                    // receive completes (steps of a round touch disjoint ranges).
-                    match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, self.tag + off, self.ctx) } {
-                        Ok(r) => self.inflight.push((r, Some(len))),
-                        Err(e) => self.failed = Some(Fail::endpoint(0, e)),
-                    }
+                Step::RecvAcross { from, into } => {
+                    let ctx = self.across.map_or(self.ctx, |a| a.0);
+                    self.post_recv(ep, from, into, self.tag, ctx)
                 }
             }
+        }
+    }
+
+    /// Posts the send of `from` to job rank `to`.
+    fn post_send(&mut self, ep: &mut nemesis::Endpoint, to: u32, from: At, tag: i32, ctx: u32) {
+        let b = &self.bufs[from.buf][from.range];
+        // SAFETY: the schedule's buffer, whose heap memory stays put and untouched until the
+        // request completes (the schedule outlives its transfers).
+        match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, tag, ctx) } {
+            Ok(r) => self.inflight.push((r, None)),
+            Err(e) => self.failed = Some(Fail::endpoint(0, e)),
+        }
+    }
+
+    /// Posts the receive into `into` from job rank `from`.
+    fn post_recv(&mut self, ep: &mut nemesis::Endpoint, from: u32, into: At, tag: i32, ctx: u32) {
+        let len = into.range.len();
+        let b = &mut self.bufs[into.buf][into.range];
+        // SAFETY: as for a send; nothing else reads or writes this range until the receive
+        // completes (steps of a round touch disjoint ranges).
+        match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, tag, ctx) } {
+            Ok(r) => self.inflight.push((r, Some(len))),
+            Err(e) => self.failed = Some(Fail::endpoint(0, e)),
         }
     }
 
@@ -413,12 +472,16 @@ impl Sched {
 /// What a schedule does once complete with `done` beyond its outputs: the communicator of an
 /// `MPI_Comm_idup` made and handed out. The request's completion.
 pub fn finished(st: &mut State, s: &mut Sched, done: Completion) -> Completion {
-    let (Some(idup), Some(ctx)) = (s.idup.take(), s.agree.as_ref().and_then(|a| a.ctx)) else { return done };
-    if done.code != abi::SUCCESS {
-        st.contexts.release(ctx);
+    let (Some(idup), Some(a)) = (s.idup.take(), s.agree.as_ref()) else { return done };
+    let remote = a.remote_ctx(&s.bufs);
+    let complete = a.got.len() == a.want && (a.remote.is_none() || remote.is_some());
+    if done.code != abi::SUCCESS || !complete {
+        for &ctx in &a.got {
+            st.contexts.release(ctx);
+        }
         return done;
     }
-    match crate::comm::made_by_idup(st, idup.ci, ctx, idup.attrs) {
+    match crate::comm::made_by_idup(st, idup.ci, &a.got, remote, idup.attrs) {
         Ok(h) => {
             // SAFETY: MPI's contract: `newcomm` stays writable until the request completes
             // (MPI-3.1 §6.4.2: the handle is valid once it has).
@@ -1041,12 +1104,14 @@ pub unsafe fn neighbor(
 /// new communicator made and its handle written to `newcomm` when the request completes.
 /// Several may be in flight on one communicator, beside other collectives: each is its own
 /// creation (`Key`: the parent's context and the instance's number), ordered as the members
-/// started them. Not on an intercommunicator (`MPI_ERR_COMM`).
+/// started them. On an intercommunicator the local group agrees on two contexts (the new
+/// intercommunicator's and its local group's) in its local communicator, the groups' rank 0s
+/// swap their receive contexts, and each broadcasts the other's in its group.
 ///
 /// # Safety
 /// `newcomm` writable until the request completes; `request` writable.
 pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, request: *mut abi::Request) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    let (c, ci, _) = super::begin_any(acc, comm)?;
     if newcomm.is_null() {
         return Err(null_arg(Some(ci), "newcomm"));
     }
@@ -1057,8 +1122,21 @@ pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, r
     let mut s = Sched::new(&c, Some(context::round_reduction()));
     let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
     let buf = s.buf(Vec::new());
-    s.agree = Some(Box::new(Agreement { key: (c.ctx, seq), parent: c.clone(), buf, ctx: None }));
-    s.agreement_rounds(&c);
+    // The instance's tag is the intercommunicator's (both groups number its collectives alike);
+    // its local rounds run in the local group's collective context, unused by anything else
+    // with this tag.
+    let (parent, want, remote) = match &c.local {
+        Some(l) => {
+            s.ctx = l.coll_ctx();
+            s.across = Some((c.coll_ctx(), c.coll_send_ctx()));
+            let (mine, theirs) = (s.buf(vec![0u8; 4]), s.buf(vec![0u8; 4]));
+            (l.clone(), 2, Some((c.world[0], mine, theirs)))
+        }
+        None => (c.clone(), 1, None),
+    };
+    let key = (parent.ctx, seq);
+    s.agree = Some(Box::new(Agreement { key, parent: parent.clone(), buf, want, got: Vec::new(), remote }));
+    s.agreement_rounds(&parent);
     s.idup = Some(Idup { ci, attrs, out: newcomm });
     submit(acc, ci, s, request)
 }

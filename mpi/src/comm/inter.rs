@@ -99,7 +99,7 @@ fn release(st: &mut State, ctxs: &[u32]) {
 
 /// The new intercommunicator between job ranks `mine` (this process among them, with local
 /// context `lctx`) and `remote`, received in `ctx` and sent in `rctx`.
-fn make(
+pub(super) fn make(
     st: &mut State,
     mine: Vec<u32>,
     remote: Vec<u32>,

@@ -363,17 +363,34 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     Ok(())
 }
 
-/// The communicator an `MPI_Comm_idup` of communicator `ci` makes once its context `ctx` is
-/// agreed: a copy with attributes `attrs` (copied at the call); its handle.
-pub fn made_by_idup(st: &mut State, ci: usize, ctx: u32, attrs: Vec<(c_int, usize)>) -> Res<abi::Comm> {
-    let Some(c) = st.comms.get(ci).cloned() else {
-        st.contexts.release(ctx);
-        return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("the duplicated communicator is gone")));
+/// The communicator an `MPI_Comm_idup` of communicator `ci` makes once its contexts are
+/// agreed (`ctxs`: its own, and an intercommunicator's local group's; `remote`: the other
+/// group's receive context): a copy with attributes `attrs` (copied at the call); its handle.
+pub fn made_by_idup(
+    st: &mut State,
+    ci: usize,
+    ctxs: &[u32],
+    remote: Option<u32>,
+    attrs: Vec<(c_int, usize)>,
+) -> Res<abi::Comm> {
+    let parent = st.comms.get(ci).cloned();
+    let h = match (parent, ctxs, remote) {
+        (Some(c), &[ctx], None) if c.local.is_none() => {
+            let h = push(st, c.world.to_vec(), ctx, c.errh);
+            Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
+            h
+        }
+        (Some(c), &[ctx, lctx], Some(rctx)) if c.local.is_some() => {
+            inter::make(st, c.local_world().to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.errh)
+        }
+        _ => {
+            for &x in ctxs {
+                st.contexts.release(x);
+            }
+            return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("the duplicated communicator is gone")));
+        }
     };
-    let h = push(st, c.world.to_vec(), ctx, c.errh);
-    let n = Arc::make_mut(&mut st.comms[index_of(h)]);
-    n.topo = c.topo.clone();
-    n.attrs = attrs;
+    Arc::make_mut(&mut st.comms[index_of(h)]).attrs = attrs;
     st.refresh_fast(index_of(h));
     Ok(h)
 }

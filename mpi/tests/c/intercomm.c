@@ -3,7 +3,7 @@
  * and remote groups rank by rank; point-to-point both ways with MPI_ANY_SOURCE/MPI_ANY_TAG
  * (statuses name remote ranks), MPI_PROC_NULL; MPI_Intercomm_merge with high false/true on either
  * side checked rank by rank; MPI_Comm_dup (attributes, compare), MPI_Comm_split and
- * MPI_Comm_create on an intercommunicator; every intercommunicator collective (Barrier, Bcast,
+ * MPI_Comm_create on an intercommunicator; MPI_Comm_idup of one (two in flight); every intercommunicator collective (Barrier, Bcast,
  * Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall) value by value for every root, counts
  * 1 and 3000 (past the eager limit); the v-forms and Reduce_scatter(_block); argument errors (bad leader, bad root, intercommunicators
  * where intracommunicators are required). Needs 2 ranks or more (one prints OK and stops).
@@ -224,6 +224,28 @@ static void dup_and_friends(const Conf *c) {
     OK(MPI_Comm_compare(c->ic, c->local, &res));
     CHECK(res == MPI_UNEQUAL, "compare with the local communicator %d", res);
     OK(MPI_Comm_free(&d));
+
+    /* MPI_Comm_idup of the intercommunicator: two in flight around a blocking barrier. */
+    MPI_Comm i1 = MPI_COMM_NULL, i2 = MPI_COMM_NULL;
+    MPI_Request rq[2];
+    copies = 0;
+    OK(MPI_Comm_idup(c->ic, &i1, &rq[0]));
+    OK(MPI_Comm_idup(c->ic, &i2, &rq[1]));
+    CHECK(copies == 2, "idup copy callbacks at the calls: %d", copies);
+    OK(MPI_Barrier(c->ic));
+    OK(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+    CHECK(i1 != MPI_COMM_NULL && i2 != MPI_COMM_NULL && i1 != i2, "idup handles");
+    OK(MPI_Comm_get_attr(i2, key, &v, &flag));
+    CHECK(flag && v == base + 1, "idup's attribute");
+    OK(MPI_Comm_set_errhandler(i1, MPI_ERRORS_RETURN));
+    OK(MPI_Comm_set_errhandler(i2, MPI_ERRORS_RETURN));
+    shape(c, i1);
+    p2p(c, i2);
+    p2p(c, i1);
+    OK(MPI_Comm_compare(c->ic, i1, &res));
+    CHECK(res == MPI_CONGRUENT, "compare with idup %d", res);
+    OK(MPI_Comm_free(&i1));
+    OK(MPI_Comm_free(&i2));
     OK(MPI_Comm_free_keyval(&key));
 
     /* Split by local rank parity: the parts of a parity present in both groups pair up. */
@@ -482,7 +504,6 @@ static void errors(Conf *c) {
     FAILS_WITH(MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_BUFFER);
     MPI_Request rq = MPI_REQUEST_NULL;
     FAILS_WITH(MPI_Ibarrier(c->ic, &rq), MPI_ERR_COMM);
-    FAILS_WITH(MPI_Comm_idup(c->ic, &bad, &rq), MPI_ERR_COMM);
     /* Intracommunicators where intercommunicators are required. */
     FAILS_WITH(MPI_Comm_remote_size(MPI_COMM_WORLD, &x), MPI_ERR_COMM);
     FAILS_WITH(MPI_Comm_remote_group(MPI_COMM_WORLD, &g), MPI_ERR_COMM);
