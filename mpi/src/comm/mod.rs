@@ -172,29 +172,9 @@ impl Comm {
 
     /// What stays of a freed communicator once nothing names it: no maps, no memory.
     fn tombstone() -> Comm {
-        let (world, from_world) = (Box::default(), Box::default());
-        let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
-        let attrs = Vec::new();
-        let (live, identity, topo) = (false, false, None);
-        let nbc = Arc::default();
-        let (ctx, send_ctx, local) = (0, 0, None);
-        Comm {
-            live,
-            identity,
-            rank: 0,
-            size: 0,
-            ctx,
-            send_ctx,
-            world,
-            from_world,
-            errh,
-            nodes,
-            name,
-            attrs,
-            topo,
-            nbc,
-            local,
-        }
+        let mut c = Comm::new(Vec::new(), 0, 0, 0, abi::ERRORS_ARE_FATAL, &[]);
+        (c.live, c.identity) = (false, false);
+        c
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
