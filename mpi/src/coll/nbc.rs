@@ -30,7 +30,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
-use super::vector::{Sink, layout_at, reduction_input, source};
+use super::vector::{Side, Sink, layout_at, layouts, reduction_input, source};
 use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
@@ -720,62 +720,6 @@ pub unsafe fn iscan(
     submit(acc, ci, s, request)
 }
 
-/// The blocks of a vector argument: `counts[i]` elements of `types[i]` at `base + displs[i] ×
-/// scale` (`scale`: the type's extent, or 1 for byte displacements).
-struct Blocks {
-    layouts: Vec<Layout>,
-}
-
-impl Blocks {
-    /// Block `i` of `n`, each `count` elements of `dt` (the regular collectives' layout).
-    fn regular(acc: &mut Access, base: *const c_void, count: c_int, dt: Datatype, n: usize, ci: usize) -> Res<Blocks> {
-        let ext = extent(acc, dt, ci)?;
-        let layouts = (0..n)
-            .map(|i| {
-                layout_at(acc, (base as *const u8).wrapping_offset(i as isize * count as isize * ext), count, dt, ci)
-            })
-            .collect::<Res<_>>()?;
-        Ok(Blocks { layouts })
-    }
-
-    /// # Safety
-    /// MPI's contract: the arrays hold `n` entries (`types` may be `None`: all `dt`).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn vector(
-        acc: &mut Access,
-        base: *const c_void,
-        counts: *const c_int,
-        displs: *const c_int,
-        dt: Datatype,
-        types: Option<*const Datatype>,
-        n: usize,
-        ci: usize,
-    ) -> Res<Blocks> {
-        if counts.is_null() || displs.is_null() || types.is_some_and(|t| t.is_null()) {
-            return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
-        }
-        let mut layouts = Vec::with_capacity(n);
-        for i in 0..n {
-            // SAFETY: the caller's contract.
-            let (k, d) = unsafe { (*counts.add(i), *displs.add(i)) };
-            let (t, scale) = match types {
-                // SAFETY: the caller's contract: `n` datatypes.
-                Some(ts) => (unsafe { *ts.add(i) }, 1),
-                None => (dt, extent(acc, dt, ci)?),
-            };
-            layouts.push(layout_at(acc, (base as *const u8).wrapping_offset(d as isize * scale), k, t, ci)?);
-        }
-        Ok(Blocks { layouts })
-    }
-}
-
-fn extent(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
-    match crate::datatype::size_of_handle(dt) {
-        Some(s) => Ok(s as isize),
-        None => Ok(crate::datatype::resolve(&acc.st().types, dt, ci)?.extent()),
-    }
-}
-
 /// One round exchanging blocks directly: `send[i]` to rank `i` (skipped when `None` or empty),
 /// `recv[i]` from rank `i` into the caller's memory at completion; this rank's own block copied.
 ///
@@ -826,9 +770,9 @@ unsafe fn direct(s: &mut Sched, c: &Comm, send: Vec<Option<Vec<u8>>>, recv: Vec<
 ///
 /// # Safety
 /// MPI's contract: the blocks are readable.
-unsafe fn packed(b: &Blocks) -> Vec<Option<Vec<u8>>> {
+unsafe fn packed(b: &[Layout]) -> Vec<Option<Vec<u8>>> {
     // SAFETY: the caller's contract.
-    b.layouts.iter().map(|l| Some(unsafe { source(l) }.into_owned())).collect()
+    b.iter().map(|l| Some(unsafe { source(l) }.into_owned())).collect()
 }
 
 /// What a gather-like or scatter-like call gives: per rank, this rank's send and receive sides.
@@ -871,15 +815,14 @@ pub unsafe fn iblocks(
                 dt: Datatype,
                 types: Option<*const Datatype>,
                 many: bool| {
-        if !many {
-            return layout_at(acc, base.cast(), count, dt, ci).map(|l| Blocks { layouts: vec![l] });
-        }
-        if regular {
-            Blocks::regular(acc, base, count, dt, n, ci)
-        } else {
-            // SAFETY: MPI's contract on the arrays.
-            unsafe { Blocks::vector(acc, base, counts, displs, dt, types, n, ci) }
-        }
+        let side = match (many, regular, types) {
+            (false, _, _) => Side::One(count),
+            (true, true, _) => Side::Regular(count),
+            (true, false, None) => Side::V(counts, displs),
+            (true, false, Some(types)) => Side::W(counts, displs, types),
+        };
+        // SAFETY: MPI's contract on the arrays.
+        unsafe { layouts(acc, base.cast(), side, dt, n, ci) }
     };
     let mut s = Sched::new(&c, None);
     let in_place_send = is_in_place(sbuf);
@@ -898,7 +841,7 @@ pub unsafe fn iblocks(
                     // SAFETY: MPI's contract.
                     sends[me] = unsafe { packed(&mine) }.pop().flatten();
                 }
-                let mut recvs: Vec<Option<Layout>> = recv.layouts.into_iter().map(Some).collect();
+                let mut recvs: Vec<Option<Layout>> = recv.into_iter().map(Some).collect();
                 if in_place_send {
                     recvs[me] = None;
                 }
@@ -922,7 +865,7 @@ pub unsafe fn iblocks(
             if !(is_root && in_place_recv) {
                 let mine =
                     side(acc, rbuf.cast_const(), rcount, std::ptr::null(), std::ptr::null(), rtype, None, false)?;
-                recvs[root] = mine.layouts.into_iter().next();
+                recvs[root] = mine.into_iter().next();
             }
             let sends = if is_root {
                 let all = side(acc, sbuf, scount, scounts, sdispls, stype, stypes, true)?;
@@ -959,7 +902,7 @@ pub unsafe fn iblocks(
                 // SAFETY: MPI's contract.
                 unsafe { packed(&all) }
             };
-            let recvs = recv.layouts.into_iter().map(Some).collect();
+            let recvs = recv.into_iter().map(Some).collect();
             // SAFETY: MPI's contract on the buffers.
             unsafe { direct(&mut s, &c, sends, recvs, ci)? };
         }
@@ -969,66 +912,6 @@ pub unsafe fn iblocks(
 
 // ---------------------------------------------------------------------------------------------
 // Neighbourhood collectives.
-
-/// One side of a neighbourhood collective.
-#[derive(Clone, Copy)]
-pub enum NSide {
-    /// One block of `count` elements (an allgather's send).
-    One(c_int),
-    /// A block of `count` elements per neighbour, one after the other.
-    Regular(c_int),
-    /// Per neighbour `counts[k]` elements at `displs[k]` extents.
-    V(*const c_int, *const c_int),
-    /// Per neighbour `counts[k]` elements of `types[k]` at `displs[k]` bytes.
-    W(*const c_int, *const abi::Aint, *const Datatype),
-}
-
-/// The layouts of a side with `n` neighbours (`One`: a single layout).
-///
-/// # Safety
-/// MPI's contract on the arrays.
-unsafe fn side_layouts(
-    acc: &mut Access,
-    base: *const c_void,
-    side: NSide,
-    dt: Datatype,
-    n: usize,
-    ci: usize,
-) -> Res<Vec<Layout>> {
-    let at = |d: isize| (base as *const u8).wrapping_offset(d);
-    match side {
-        NSide::One(count) => Ok(vec![layout_at(acc, base.cast(), count, dt, ci)?]),
-        NSide::Regular(count) => {
-            let ext = extent(acc, dt, ci)?;
-            (0..n).map(|k| layout_at(acc, at(k as isize * count as isize * ext), count, dt, ci)).collect()
-        }
-        NSide::V(counts, displs) => {
-            if n > 0 && (counts.is_null() || displs.is_null()) {
-                return Err(null_arg(Some(ci), "counts or displacements"));
-            }
-            let ext = extent(acc, dt, ci)?;
-            (0..n)
-                .map(|k| {
-                    // SAFETY: MPI's contract: `n` entries.
-                    let (cnt, d) = unsafe { (*counts.add(k), *displs.add(k)) };
-                    layout_at(acc, at(d as isize * ext), cnt, dt, ci)
-                })
-                .collect()
-        }
-        NSide::W(counts, displs, types) => {
-            if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
-                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
-            }
-            (0..n)
-                .map(|k| {
-                    // SAFETY: MPI's contract: `n` entries.
-                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
-                    layout_at(acc, at(d as isize), cnt, t, ci)
-                })
-                .collect()
-        }
-    }
-}
 
 /// `MPI_(I)neighbor_allgather(v)` (`alltoall` false) and `MPI_(I)neighbor_alltoall(v/w)`: one
 /// round, a message to every out-neighbour and from every in-neighbour (`MPI_PROC_NULL`
@@ -1041,17 +924,17 @@ unsafe fn side_layouts(
 pub unsafe fn neighbor(
     acc: &mut Access,
     alltoall: bool,
-    send: (*const c_void, NSide, Datatype),
-    recv: (*mut c_void, NSide, Datatype),
+    send: (*const c_void, Side, Datatype),
+    recv: (*mut c_void, Side, Datatype),
     comm: abi::Comm,
     request: Option<*mut abi::Request>,
 ) -> Res<()> {
     let (c, ci, _) = begin(acc, comm)?;
     let (ins, outs) = crate::topo::neighbour_lists(&c, ci)?;
     // SAFETY: MPI's contract on the arrays.
-    let sends = unsafe { side_layouts(acc, send.0, send.1, send.2, outs.len(), ci)? };
+    let sends = unsafe { layouts(acc, send.0.cast(), send.1, send.2, outs.len(), ci)? };
     // SAFETY: MPI's contract on the arrays.
-    let recvs = unsafe { side_layouts(acc, recv.0.cast_const(), recv.1, recv.2, ins.len(), ci)? };
+    let recvs = unsafe { layouts(acc, recv.0.cast_const().cast(), recv.1, recv.2, ins.len(), ci)? };
     let mut s = Sched::new(&c, None);
     let mut steps = Vec::new();
     let shared = if alltoall {

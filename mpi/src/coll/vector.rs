@@ -28,8 +28,8 @@ use crate::error::{Fail, Res, Why};
 use crate::p2p::{in_bytes, null_arg, out_bytes};
 use crate::state::Access;
 
-/// The extent of `dt` in bytes (a basic type's is its size).
-fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
+/// The extent of `dt` in bytes (a basic type's is its size): the collectives' one lookup.
+pub(super) fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
     if let Some(size) = datatype::size_of_handle(dt) {
         return Ok(size as isize);
     }
@@ -53,19 +53,81 @@ unsafe fn ints<'a>(p: *const c_int, n: usize, ci: usize, what: &'static str) -> 
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
-/// Block `i` of a vector argument: `counts[i]` elements of `dt` at `base + displs[i] × extent`.
-struct Vector<'a> {
-    base: *const u8,
-    counts: &'a [c_int],
-    displs: &'a [c_int],
-    dt: Datatype,
-    extent: isize,
+/// Where the blocks of a buffer argument are: what the regular, v- and w-forms of the
+/// collectives (blocking, non-blocking and neighbourhood) take.
+#[derive(Clone, Copy)]
+pub enum Side {
+    /// One block of `count` elements (an allgather's send).
+    One(c_int),
+    /// A block of `count` elements per peer, one after the other.
+    Regular(c_int),
+    /// Per peer `counts[k]` elements at `displs[k]` extents.
+    V(*const c_int, *const c_int),
+    /// Per peer `counts[k]` elements of `types[k]` at `displs[k]` bytes (`MPI_Alltoallw`).
+    W(*const c_int, *const c_int, *const Datatype),
+    /// The same with `MPI_Aint` displacements (`MPI_Neighbor_alltoallw`).
+    WAint(*const c_int, *const abi::Aint, *const Datatype),
 }
 
-impl Vector<'_> {
-    fn block(&self, acc: &mut Access, i: usize, ci: usize) -> Res<Layout> {
-        let at = self.base.wrapping_offset(self.displs[i] as isize * self.extent);
-        layout_at(acc, at, self.counts[i], self.dt, ci)
+/// The layouts of the `n` blocks of `side` at `base` (one for `Side::One`): the collectives' one
+/// builder of block layouts.
+///
+/// # Safety
+/// MPI's contract: the arrays hold `n` entries.
+pub(super) unsafe fn layouts(
+    acc: &mut Access,
+    base: *const u8,
+    side: Side,
+    dt: Datatype,
+    n: usize,
+    ci: usize,
+) -> Res<Vec<Layout>> {
+    let at = |d: isize| base.wrapping_offset(d);
+    // SAFETY (for the reads below): MPI's contract: `n` entries in each array, checked non-null.
+    let arrays_missing = |ps: &[bool]| n > 0 && ps.iter().any(|&p| p);
+    match side {
+        Side::One(count) => Ok(vec![layout_at(acc, base, count, dt, ci)?]),
+        Side::Regular(count) => {
+            let ext = extent_of(acc, dt, ci)?;
+            (0..n).map(|k| layout_at(acc, at(k as isize * count as isize * ext), count, dt, ci)).collect()
+        }
+        Side::V(counts, displs) => {
+            if arrays_missing(&[counts.is_null(), displs.is_null()]) {
+                return Err(null_arg(Some(ci), "counts or displacements"));
+            }
+            let ext = extent_of(acc, dt, ci)?;
+            (0..n)
+                .map(|k| {
+                    // SAFETY: see above.
+                    let (cnt, d) = unsafe { (*counts.add(k), *displs.add(k)) };
+                    layout_at(acc, at(d as isize * ext), cnt, dt, ci)
+                })
+                .collect()
+        }
+        Side::W(counts, displs, types) => {
+            if arrays_missing(&[counts.is_null(), displs.is_null(), types.is_null()]) {
+                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
+            }
+            (0..n)
+                .map(|k| {
+                    // SAFETY: see above.
+                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
+                    layout_at(acc, at(d as isize), cnt, t, ci)
+                })
+                .collect()
+        }
+        Side::WAint(counts, displs, types) => {
+            if arrays_missing(&[counts.is_null(), displs.is_null(), types.is_null()]) {
+                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
+            }
+            (0..n)
+                .map(|k| {
+                    // SAFETY: see above.
+                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
+                    layout_at(acc, at(d as isize), cnt, t, ci)
+                })
+                .collect()
+        }
     }
 }
 
@@ -217,12 +279,10 @@ pub unsafe fn gatherv(
                 inter::across(acc, &c, tag::GATHERV)?.send(to, &data).map_err(on(ci))
             }
             inter::Role::Root => {
-                // SAFETY: MPI's contract: the remote group's size of ints in each array.
-                let (counts, displs) =
-                    unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-                let extent = extent_of(acc, recvtype, ci)?;
-                let v = Vector { base: recvbuf.cast_const().cast(), counts, displs, dt: recvtype, extent };
-                let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+                // SAFETY: MPI's contract: the remote group's size of entries in each array.
+                let blocks =
+                    unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+                let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
                 let mut ops = inter::across(acc, &c, tag::GATHERV)?;
                 // SAFETY: the caller's receive buffer (MPI's contract) and our scratch.
                 unsafe { receive_all(&mut ops, &mut sinks, |i| Some(c.world[i])) }.map_err(on(ci))
@@ -242,16 +302,9 @@ pub unsafe fn gatherv(
         let data = unsafe { source(&l) };
         return Ops::new(acc, c.coll_ctx(), tag::GATHERV)?.send(c.world[root], &data).map_err(on(ci));
     }
-    // SAFETY: MPI's contract: `size` ints in each array at the root.
-    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts,
-        displs,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array at the root.
+    let blocks = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+    let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
     if !in_place {
         let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
         // SAFETY: MPI's contract: the send buffer holds the block; the receive buffer is disjoint.
@@ -292,12 +345,8 @@ pub unsafe fn scatterv(
                 unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(from)) }.map_err(on(ci))
             }
             inter::Role::Root => {
-                // SAFETY: MPI's contract: the remote group's size of ints in each array.
-                let (counts, displs) =
-                    unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(displs, n, ci, "displs")?) };
-                let extent = extent_of(acc, sendtype, ci)?;
-                let v = Vector { base: sendbuf.cast(), counts, displs, dt: sendtype, extent };
-                let blocks = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Vec<_>>>()?;
+                // SAFETY: MPI's contract: the remote group's size of entries in each array.
+                let blocks = unsafe { layouts(acc, sendbuf.cast(), Side::V(sendcounts, displs), sendtype, n, ci) }?;
                 let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
                 for (b, &w) in blocks.iter().zip(c.world.iter()) {
                     if !b.is_empty() {
@@ -320,10 +369,8 @@ pub unsafe fn scatterv(
         return unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(c.world[root])) }
             .map_err(on(ci));
     }
-    // SAFETY: MPI's contract: `size` ints in each array at the root.
-    let (counts, displs) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector { base: sendbuf.cast(), counts, displs, dt: sendtype, extent: extent_of(acc, sendtype, ci)? };
-    let blocks = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array at the root.
+    let blocks = unsafe { layouts(acc, sendbuf.cast(), Side::V(sendcounts, displs), sendtype, n, ci) }?;
     if !in_place {
         let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
         // SAFETY: MPI's contract: the root's block is readable, the receive buffer writable and
@@ -364,11 +411,8 @@ pub unsafe fn allgatherv(
         if is_in_place(sendbuf) {
             return Err(in_place_misused(ci));
         }
-        // SAFETY: MPI's contract: the remote group's size of ints in each array.
-        let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-        let extent = extent_of(acc, recvtype, ci)?;
-        let v = Vector { base: recvbuf.cast_const().cast(), counts, displs, dt: recvtype, extent };
-        let recv = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Blocks>>()?;
+        // SAFETY: MPI's contract: the remote group's size of entries in each array.
+        let recv = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
         let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
         // SAFETY: MPI's contract: the send buffer holds the block.
         let own = unsafe { source(&l) };
@@ -380,16 +424,9 @@ pub unsafe fn allgatherv(
     let (c, ci, _) = begin(acc, comm)?;
     let c = &*c;
     let (n, me) = (c.size as usize, c.rank as usize);
-    // SAFETY: MPI's contract: `size` ints in each array.
-    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts,
-        displs,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array.
+    let blocks = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+    let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
     let mut off = vec![0usize; n + 1];
     for i in 0..n {
         off[i + 1] = off[i] + sinks[i].len();
@@ -520,33 +557,41 @@ pub unsafe fn alltoallv(
     // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
     let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
+    // SAFETY: MPI's contract on the arrays and buffers.
+    unsafe {
+        alltoall_sides(
+            acc,
+            c,
+            ci,
+            (sendbuf, Side::V(sendcounts, sdispls), sendtype),
+            (recvbuf, Side::V(recvcounts, rdispls), recvtype),
+        )
+    }
+}
+
+/// An all-to-all of the blocks `send` describes (`MPI_IN_PLACE`: in the receive buffer) into
+/// those `recv` describes, `c.size` of each.
+///
+/// # Safety
+/// MPI's contract on the arrays and buffers.
+unsafe fn alltoall_sides(
+    acc: &mut Access,
+    c: &Comm,
+    ci: usize,
+    send: (*const c_void, Side, Datatype),
+    recv: (*mut c_void, Side, Datatype),
+) -> Res<()> {
     let n = c.size as usize;
-    // SAFETY: MPI's contract: `size` ints in each array.
-    let (rc, rd) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(rdispls, n, ci, "rdispls")?) };
-    let rv = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts: rc,
-        displs: rd,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let recv = (0..n).map(|i| rv.block(acc, i, ci)).collect::<Res<Blocks>>()?;
-    let send = if is_in_place(sendbuf) {
+    // SAFETY: the caller's contract.
+    let rblocks = unsafe { layouts(acc, recv.0.cast_const().cast(), recv.1, recv.2, n, ci) }?;
+    let sblocks = if is_in_place(send.0) {
         None
     } else {
-        // SAFETY: MPI's contract: `size` ints in each array.
-        let (sc, sd) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(sdispls, n, ci, "sdispls")?) };
-        let sv = Vector {
-            base: sendbuf.cast(),
-            counts: sc,
-            displs: sd,
-            dt: sendtype,
-            extent: extent_of(acc, sendtype, ci)?,
-        };
-        Some((0..n).map(|i| sv.block(acc, i, ci)).collect::<Res<Blocks>>()?)
+        // SAFETY: the caller's contract.
+        Some(unsafe { layouts(acc, send.0.cast(), send.1, send.2, n, ci) }?)
     };
-    // SAFETY: MPI's contract on the buffers.
-    unsafe { alltoall_any(acc, c, ci, send, recv) }
+    // SAFETY: the caller's contract.
+    unsafe { alltoall_any(acc, c, ci, sblocks, rblocks) }
 }
 
 /// `MPI_Alltoallw`: per-rank datatypes and byte displacements.
@@ -569,34 +614,9 @@ pub unsafe fn alltoallw(
     // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
     let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
-    let n = c.size as usize;
-    /// # Safety
-    /// MPI's contract: `n` entries in each array.
-    unsafe fn blocks(
-        acc: &mut Access,
-        base: *const u8,
-        counts: *const c_int,
-        displs: *const c_int,
-        types: *const Datatype,
-        n: usize,
-        ci: usize,
-    ) -> Res<Blocks> {
-        // SAFETY: the caller's contract.
-        let (counts, displs) = unsafe { (ints(counts, n, ci, "counts")?, ints(displs, n, ci, "displs")?) };
-        // SAFETY: the caller's contract (a datatype handle is an int).
-        let types = unsafe { ints(types.cast(), n, ci, "datatypes")? };
-        (0..n).map(|i| layout_at(acc, base.wrapping_offset(displs[i] as isize), counts[i], types[i], ci)).collect()
-    }
-    // SAFETY: MPI's contract on the arrays.
-    let recv = unsafe { blocks(acc, recvbuf.cast_const().cast(), recvcounts, rdispls, recvtypes, n, ci)? };
-    let send = if is_in_place(sendbuf) {
-        None
-    } else {
-        // SAFETY: MPI's contract on the arrays.
-        Some(unsafe { blocks(acc, sendbuf.cast(), sendcounts, sdispls, sendtypes, n, ci)? })
-    };
-    // SAFETY: MPI's contract on the buffers.
-    unsafe { alltoall_any(acc, c, ci, send, recv) }
+    let (sside, rside) = (Side::W(sendcounts, sdispls, sendtypes), Side::W(recvcounts, rdispls, recvtypes));
+    // SAFETY: MPI's contract on the arrays and buffers.
+    unsafe { alltoall_sides(acc, c, ci, (sendbuf, sside, abi::DATATYPE_NULL), (recvbuf, rside, abi::DATATYPE_NULL)) }
 }
 
 // ---------------------------------------------------------------------------------------------
