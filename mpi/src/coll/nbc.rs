@@ -30,7 +30,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
-use super::vector::{Side, Sink, layout_at, layouts, reduction_input, source};
+use super::vector::{Displs, Side, Sink, layout_at, layouts, reduction_input, source};
 use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
@@ -819,7 +819,7 @@ pub unsafe fn iblocks(
             (false, _, _) => Side::One(count),
             (true, true, _) => Side::Regular(count),
             (true, false, None) => Side::V(counts, displs),
-            (true, false, Some(types)) => Side::W(counts, displs, types),
+            (true, false, Some(types)) => Side::W(counts, Displs::Int(displs), types),
         };
         // SAFETY: MPI's contract on the arrays.
         unsafe { layouts(acc, base.cast(), side, dt, n, ci) }

@@ -63,10 +63,38 @@ pub enum Side {
     Regular(c_int),
     /// Per peer `counts[k]` elements at `displs[k]` extents.
     V(*const c_int, *const c_int),
-    /// Per peer `counts[k]` elements of `types[k]` at `displs[k]` bytes (`MPI_Alltoallw`).
-    W(*const c_int, *const c_int, *const Datatype),
-    /// The same with `MPI_Aint` displacements (`MPI_Neighbor_alltoallw`).
-    WAint(*const c_int, *const abi::Aint, *const Datatype),
+    /// Per peer `counts[k]` elements of `types[k]` at `displs[k]` bytes.
+    W(*const c_int, Displs, *const Datatype),
+}
+
+/// Byte displacements: `int`s (`MPI_Alltoallw`) or `MPI_Aint`s (`MPI_Neighbor_alltoallw`).
+#[derive(Clone, Copy)]
+pub enum Displs {
+    Int(*const c_int),
+    Aint(*const abi::Aint),
+}
+
+impl Displs {
+    fn is_null(self) -> bool {
+        match self {
+            Displs::Int(p) => p.is_null(),
+            Displs::Aint(p) => p.is_null(),
+        }
+    }
+
+    /// Entry `k`.
+    ///
+    /// # Safety
+    /// The array holds more than `k` entries.
+    unsafe fn at(self, k: usize) -> isize {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self {
+                Displs::Int(p) => *p.add(k) as isize,
+                Displs::Aint(p) => *p.add(k) as isize,
+            }
+        }
+    }
 }
 
 /// The layouts of the `n` blocks of `side` at `base` (one for `Side::One`): the collectives' one
@@ -111,20 +139,8 @@ pub(super) unsafe fn layouts(
             (0..n)
                 .map(|k| {
                     // SAFETY: see above.
-                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
-                    layout_at(acc, at(d as isize), cnt, t, ci)
-                })
-                .collect()
-        }
-        Side::WAint(counts, displs, types) => {
-            if arrays_missing(&[counts.is_null(), displs.is_null(), types.is_null()]) {
-                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
-            }
-            (0..n)
-                .map(|k| {
-                    // SAFETY: see above.
-                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
-                    layout_at(acc, at(d as isize), cnt, t, ci)
+                    let (cnt, d, t) = unsafe { (*counts.add(k), displs.at(k), *types.add(k)) };
+                    layout_at(acc, at(d), cnt, t, ci)
                 })
                 .collect()
         }
@@ -614,7 +630,8 @@ pub unsafe fn alltoallw(
     // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
     let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
-    let (sside, rside) = (Side::W(sendcounts, sdispls, sendtypes), Side::W(recvcounts, rdispls, recvtypes));
+    let sside = Side::W(sendcounts, Displs::Int(sdispls), sendtypes);
+    let rside = Side::W(recvcounts, Displs::Int(rdispls), recvtypes);
     // SAFETY: MPI's contract on the arrays and buffers.
     unsafe { alltoall_sides(acc, c, ci, (sendbuf, sside, abi::DATATYPE_NULL), (recvbuf, rside, abi::DATATYPE_NULL)) }
 }
