@@ -20,6 +20,36 @@ pub struct CompareOpts {
     /// `shm`, `udp;ofi_rxd`) [default: NEMESIS_OFI_PROVIDER, else tcp;ofi_rxm].
     #[arg(long)]
     pub ofi_provider: Option<String>,
+    /// What to measure, comma-separated: lat, bw, bibw, coll (the collectives of the MPI systems
+    /// among --systems, up to --max-size if given, else 64K, 4K with --quick) [default:
+    /// lat,bw,coll].
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    #[command(flatten)]
+    pub coll: crate::coll::CollArgs,
+}
+
+/// The word of the collectives in `--workloads`.
+const COLL: &str = "coll";
+
+/// Parses `--workloads`: the point-to-point workloads, and whether the collectives run.
+fn workloads(list: &[String]) -> Result<(Vec<Workload>, bool)> {
+    if list.is_empty() {
+        return Ok((vec![Workload::Latency, Workload::Bandwidth], true));
+    }
+    let (mut p2p, mut coll) = (Vec::new(), false);
+    for w in list {
+        match Workload::from_key(w) {
+            Some(w) if !p2p.contains(&w) => p2p.push(w),
+            Some(_) => {}
+            None if w == COLL => coll = true,
+            None => {
+                return Err(Error::Usage(format!("--workloads: unknown `{w}`: the workloads are lat, bw, bibw, coll")));
+            }
+        }
+    }
+    p2p.sort();
+    Ok((p2p, coll))
 }
 
 /// The options of `latency`, `bw` and `bibw`.
@@ -62,9 +92,44 @@ pub fn compare(o: &CompareOpts) -> Result<()> {
     }
     let names: Vec<String> =
         if o.systems.is_empty() { system::DEFAULT.iter().map(|s| s.to_string()).collect() } else { o.systems.clone() };
-    let plan = Plan::new(&o.suite, vec![Workload::Latency, Workload::Bandwidth])?;
-    let (found, skipped) = system::discover(&ctx, &names)?;
-    finish(&ctx, found, skipped, &plan, &o.suite, "compare")
+    let (p2p, coll) = workloads(&o.workloads)?;
+    let plan = Plan::new(&o.suite, p2p.clone())?;
+    // The collectives run on the MPI systems asked for; every option is checked before anything
+    // runs.
+    let coll_names: Vec<String> = names.iter().filter(|n| system::MPI_NAMES.contains(&n.as_str())).cloned().collect();
+    let coll_plan = if coll {
+        if coll_names.is_empty() && !o.workloads.is_empty() {
+            return Err(Error::Usage(format!(
+                "--workloads coll: no MPI system among --systems (the MPI systems are {})",
+                system::MPI_NAMES.join(", ")
+            )));
+        }
+        let quick_max = if o.suite.quick { crate::coll::QUICK_MAX } else { crate::coll::DEFAULT_MAX };
+        let max = o.suite.sizes.iter().copied().max().or(o.suite.max_size).unwrap_or(quick_max);
+        let timeout = std::time::Duration::from_secs(o.suite.timeout);
+        Some(crate::coll::Plan::new(&o.coll, plan.rounds, max, timeout)?)
+    } else {
+        None
+    };
+    if !p2p.is_empty() {
+        let (found, skipped) = system::discover(&ctx, &names)?;
+        finish(&ctx, found, skipped, &plan, &o.suite, "compare")?;
+    }
+    match coll_plan {
+        Some(_) if coll_names.is_empty() => {
+            println!(
+                "
+(no collectives: no MPI system among --systems)"
+            );
+            Ok(())
+        }
+        Some(cp) => {
+            println!();
+            let (found, skipped) = system::discover_mpi(&ctx, &coll_names, system::MPI_COLL)?;
+            crate::coll::finish(&ctx, found, skipped, &cp, o.suite.out.as_deref(), "compare", "compare-coll")
+        }
+        None => Ok(()),
+    }
 }
 
 /// `latency`, `bw` or `bibw`: the Endpoint (and its variants), with `--with` systems alongside.

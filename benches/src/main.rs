@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod baseline;
 mod callgrind;
+mod coll;
 mod compare;
 mod error;
 mod ft;
@@ -86,10 +87,18 @@ enum Cmd {
         opts: baseline::Opts,
     },
     /// Latency and bandwidth of nemesis next to the alternatives (Unix sockets, pipes, iceoryx2,
-    /// Open MPI, MPICH), interleaved, with ratios; tables, CSV and plots.
+    /// Open MPI, MPICH), and the collectives of the MPI systems, interleaved, with ratios; tables,
+    /// CSV and plots.
     Compare {
         #[command(flatten)]
         opts: compare::CompareOpts,
+    },
+    /// The collectives of mpi_coll.c (barrier, bcast, reduce, allreduce, alltoall, allgather,
+    /// gather, scatter) through nemesis's C ABI, Open MPI and MPICH on 2 and 4 ranks, interleaved,
+    /// with ratios to Open MPI; tables, CSV and plots.
+    Coll {
+        #[command(flatten)]
+        opts: coll::Opts,
     },
     /// What fault tolerance (HydEE) costs on the failure-free path, FT on against off: 8-byte
     /// latency inside a group and across groups, ft_stencil without checkpoints, and the
@@ -188,6 +197,7 @@ fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Plogp { opts } => plogp::run(&opts)?,
         Cmd::Baseline { opts } => baseline::run(&opts)?,
         Cmd::Compare { opts } => compare::compare(&opts)?,
+        Cmd::Coll { opts } => coll::command(&opts)?,
         Cmd::FtOverhead { opts } => ft::run(&opts)?,
         Cmd::Stencil { cells, iterations, interval } => ft::stencil_rank(cells, iterations, interval)?,
         Cmd::Instructions { iters } => {

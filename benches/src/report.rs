@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::sizes::human;
 use crate::stats::{Summary, best, finite, paired_ratio};
 use crate::suite::{Outcome, Series};
-use crate::system::Family;
+use crate::system::{Family, Skipped};
 
 /// One system at one size.
 #[derive(Clone, Debug)]
@@ -28,11 +28,14 @@ pub struct Row {
     pub to_baseline: Option<Summary>,
     pub best_peer: Option<String>,
     pub to_peer: Option<Summary>,
+    /// The ratio to Open MPI's figure of the same round (none for Open MPI itself, or without it).
+    pub to_openmpi: Option<Summary>,
 }
 
 /// The rows of `s`, by size then system.
 pub fn rows(o: &Outcome, s: &Series) -> Vec<Row> {
     let mut out = Vec::new();
+    let openmpi = openmpi(o, s);
     for (j, &bytes) in s.sizes.iter().enumerate() {
         let medians: Vec<Option<f64>> = s.values.iter().map(|v| finite(&v[j]).map(|x| x.median)).collect();
         for (m, &k) in s.members.iter().enumerate() {
@@ -51,10 +54,16 @@ pub fn rows(o: &Outcome, s: &Series) -> Vec<Row> {
                 to_baseline: paired_ratio(v, &s.baseline[j]),
                 best_peer: peer.map(|p| o.systems[s.members[p]].name.clone()),
                 to_peer: peer.and_then(|p| paired_ratio(v, &s.values[p][j])),
+                to_openmpi: openmpi.filter(|&p| p != m).and_then(|p| paired_ratio(v, &s.values[p][j])),
             });
         }
     }
     out
+}
+
+/// The member of `s` that is Open MPI, if it was measured.
+fn openmpi(o: &Outcome, s: &Series) -> Option<usize> {
+    s.members.iter().position(|&k| o.systems[k].name == crate::coll::REFERENCE)
 }
 
 /// A figure with 3 significant digits or so.
@@ -166,17 +175,39 @@ pub fn text(o: &Outcome, command: &str) -> String {
                 .collect()
         };
         out += &table(&head, &ratio_table(&|r| r.to_baseline.map(|x| num(x.median)).unwrap_or("-".into())));
-        if rows.iter().all(|r| r.best_peer.is_none()) {
+        if rows.iter().any(|r| r.best_peer.is_some()) {
+            let _ =
+                writeln!(out, "ratio to the best peer of this run at that size (median of per-round ratios; the peer)");
+            out += &table(
+                &head,
+                &ratio_table(&|r| match (&r.to_peer, &r.best_peer) {
+                    (Some(x), Some(p)) => format!("{} {p}", num(x.median)),
+                    _ => "-".into(),
+                }),
+            );
+        }
+        // Open MPI is the reference of the targets: its own table, with the spread, from the
+        // smallest size (the small-message window of `bw` starts at 1 byte).
+        let Some(rf) = openmpi(o, s) else { continue };
+        let others: Vec<usize> = (0..n).filter(|&m| m != rf).collect();
+        if others.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "ratio to the best peer of this run at that size (median of per-round ratios; the peer)");
-        out += &table(
-            &head,
-            &ratio_table(&|r| match (&r.to_peer, &r.best_peer) {
-                (Some(x), Some(p)) => format!("{} {p}", num(x.median)),
-                _ => "-".into(),
-            }),
-        );
+        let better = if w.higher_is_better() { "above 1 is better" } else { "below 1 is better" };
+        let _ = writeln!(out, "ratio to openmpi (median of per-round ratios [min..max]; {better})");
+        let mut head = vec!["bytes".to_owned()];
+        head.extend(others.iter().map(|&m| names[m].clone()));
+        let body: Vec<Vec<String>> = s
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(j, &bytes)| {
+                let mut r = vec![human(bytes)];
+                r.extend(others.iter().map(|&m| spread(&rows[j * n + m].to_openmpi)));
+                r
+            })
+            .collect();
+        out += &table(&head, &body);
     }
     if !o.failures.is_empty() {
         let _ = writeln!(out, "\nfailed runs (their figures are missing):");
@@ -196,10 +227,24 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// The systems file: every system measured (name, family, how it ran) and every one skipped
+/// (with why).
+pub fn systems_csv<'a>(measured: impl Iterator<Item = (&'a str, Family, &'a str)>, skipped: &[Skipped]) -> String {
+    let mut systems = String::from("system,family,status,detail\n");
+    for (name, family, detail) in measured {
+        let _ = writeln!(systems, "{},{},measured,{}", field(name), family.name(), field(detail));
+    }
+    for s in skipped {
+        let fam = if s.name.starts_with("nemesis") { Family::Nemesis } else { Family::Peer };
+        let _ = writeln!(systems, "{},{},skipped,{}", field(&s.name), fam.name(), field(&s.reason));
+    }
+    systems
+}
+
 /// The columns of a series' CSV file.
 pub const SERIES_COLUMNS: &str = "system,family,workload,bytes,unit,rounds,median,min,max,baseline,\
 ratio_to_baseline,ratio_to_baseline_min,ratio_to_baseline_max,best_peer,ratio_to_best_peer,ratio_to_best_peer_min,\
-ratio_to_best_peer_max";
+ratio_to_best_peer_max,ratio_to_openmpi,ratio_to_openmpi_min,ratio_to_openmpi_max";
 
 /// Writes `PREFIX-<workload>.csv` for each series, `PREFIX-systems.csv` and
 /// `PREFIX-baseline.csv` into `dir`; returns the files written.
@@ -235,6 +280,9 @@ pub fn write_csv(o: &Outcome, dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> 
                 sm(|x| x.median, &r.to_peer),
                 sm(|x| x.min, &r.to_peer),
                 sm(|x| x.max, &r.to_peer),
+                sm(|x| x.median, &r.to_openmpi),
+                sm(|x| x.min, &r.to_openmpi),
+                sm(|x| x.max, &r.to_openmpi),
             ];
             t += &fields.join(",");
             t.push('\n');
@@ -255,15 +303,8 @@ pub fn write_csv(o: &Outcome, dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> 
             );
         }
     }
-    let mut systems = String::from("system,family,status,detail\n");
-    for s in &o.systems {
-        let _ = writeln!(systems, "{},{},measured,{}", field(&s.name), s.family.name(), field(&s.detail));
-    }
-    for s in &o.skipped {
-        let fam = if s.name.starts_with("nemesis") { Family::Nemesis } else { Family::Peer };
-        let _ = writeln!(systems, "{},{},skipped,{}", field(&s.name), fam.name(), field(&s.reason));
-    }
-    put(format!("{prefix}-systems.csv"), systems)?;
+    let measured = o.systems.iter().map(|s| (s.name.as_str(), s.family, s.detail.as_str()));
+    put(format!("{prefix}-systems.csv"), systems_csv(measured, &o.skipped))?;
     put(format!("{prefix}-baseline.csv"), baseline)?;
     Ok(written)
 }

@@ -64,9 +64,20 @@ pub const DEFAULT: [&str; 9] = [
 /// Environment of every ofi system: IP providers on the loopback interface.
 const OFI_ENV: [(&str, &str); 2] = [("FI_TCP_IFACE", "lo"), ("FI_UDP_IFACE", "lo")];
 
-/// `shared/bench/mpi_pingpong.c`, the program the MPI systems run (kept identical; a unit test
-/// compares them when the shared folder is there).
-const MPI_PINGPONG_C: &str = include_str!("../c/mpi_pingpong.c");
+/// A C benchmark program of `shared/bench/`, built with each MPI's compiler (kept identical to the
+/// shared one; a unit test compares them when the shared folder is there).
+#[derive(Clone, Copy, Debug)]
+pub struct CProgram {
+    /// The file name without `.c`, also the built program's name before its tag.
+    pub stem: &'static str,
+    pub text: &'static str,
+}
+
+/// `shared/bench/mpi_pingpong.c`, the program the MPI systems run for `lat` and `bw`.
+pub const MPI_PINGPONG: CProgram = CProgram { stem: "mpi_pingpong", text: include_str!("../c/mpi_pingpong.c") };
+
+/// `shared/bench/mpi_coll.c`, the program of `coll` (the collectives on any number of ranks).
+pub const MPI_COLL: CProgram = CProgram { stem: "mpi_coll", text: include_str!("../c/mpi_coll.c") };
 
 /// Ours, or one of the alternatives ("peers") users compare us with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -443,7 +454,7 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
         "openmpi-ofi" => {
             let (mpicc, run) =
                 tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")?;
-            let program = build(ctx, "openmpi", &mpicc, &[])?;
+            let program = build(ctx, MPI_PINGPONG, "openmpi", &mpicc, &[])?;
             let prov = ctx.ofi_provider.as_str();
             let mut launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
             for a in ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", prov] {
@@ -479,7 +490,7 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
         "openmpi" => {
             let (mpicc, run) =
                 tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")?;
-            let program = build(ctx, "openmpi", &mpicc, &[])?;
+            let program = build(ctx, MPI_PINGPONG, "openmpi", &mpicc, &[])?;
             let launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.openmpi, mpiexec.openmpi --bind-to core{}", version(&run));
             Ok(System {
@@ -491,7 +502,7 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
         }
         "mpich" => {
             let (mpicc, run) = tools(&["mpicc.mpich", "mpiexec.hydra"], "apt-get install mpich")?;
-            let program = build(ctx, "mpich", &mpicc, &[])?;
+            let program = build(ctx, MPI_PINGPONG, "mpich", &mpicc, &[])?;
             let launcher = args(&run, &["-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.mpich, mpiexec.hydra --bind-to core{}", version(&run));
             let how = How::Mpi { launcher, program, env: Vec::new() };
@@ -525,8 +536,16 @@ fn version(launcher: &Path) -> String {
     v.map(|v| format!(" (version {v})")).unwrap_or_default()
 }
 
-/// The C ABI: the repository's `mpi/bin/mpicc` and a built `libmpi.so`.
-fn c_abi(ctx: &Context) -> std::result::Result<System, String> {
+/// The C ABI of the repository: its `mpi/bin/mpicc`, the folder of a built `libmpi.so`, and
+/// `nemesis-run` if built.
+#[derive(Clone, Debug)]
+struct CAbi {
+    mpicc: PathBuf,
+    libdir: PathBuf,
+    run: Option<PathBuf>,
+}
+
+fn find_c_abi(ctx: &Context) -> std::result::Result<CAbi, String> {
     let mpicc = ctx.repo.join("mpi/bin/mpicc");
     if !mpicc.exists() {
         return Err(format!("no C ABI in this repository ({} does not exist)", mpicc.display()));
@@ -536,25 +555,43 @@ fn c_abi(ctx: &Context) -> std::result::Result<System, String> {
         .into_iter()
         .find(|d| d.join("libmpi.so").exists())
         .ok_or_else(|| "libmpi.so not built (cargo build --release -p nemesis-mpi)".to_owned())?;
-    let program = build(ctx, "nemesis-c-abi", &mpicc, &[("NEMESIS_MPI_LIBDIR", libdir.as_os_str())])?;
     let run = [ctx.exe_dir(), release].into_iter().map(|d| d.join("nemesis-run")).find(|p| p.exists());
-    let (launcher, how) = match run {
-        Some(r) => (args(&r, &["-n", "2", "--bind", "core", "--wait", "poll", "--"]), "nemesis-run"),
-        None => (args(&ctx.exe, &["__launch", "--ranks", "2", "--wait", "poll", "--"]), "nemesis::launch"),
-    };
-    let detail = format!(
-        "mpi_pingpong.c, mpi/bin/mpicc, {} in {}, {how} --bind core --wait poll",
-        "libmpi.so",
-        libdir.display()
-    );
+    Ok(CAbi { mpicc, libdir, run })
+}
+
+impl CAbi {
+    /// Builds `program` against this `libmpi.so`.
+    fn build(&self, ctx: &Context, program: CProgram) -> std::result::Result<PathBuf, String> {
+        build(ctx, program, "nemesis-c-abi", &self.mpicc, &[("NEMESIS_MPI_LIBDIR", self.libdir.as_os_str())])
+    }
+
+    /// The launcher's arguments for `ranks` ranks waiting by `wait`, ready for the program, and
+    /// its name.
+    fn launcher(&self, ctx: &Context, ranks: u32, wait: &str) -> (Vec<OsString>, &'static str) {
+        let n = ranks.to_string();
+        match &self.run {
+            Some(r) => (args(r, &["-n", &n, "--bind", "core", "--wait", wait, "--"]), "nemesis-run"),
+            None => (args(&ctx.exe, &["__launch", "--ranks", &n, "--wait", wait, "--"]), "nemesis::launch"),
+        }
+    }
+}
+
+/// The C ABI system of `compare`.
+fn c_abi(ctx: &Context) -> std::result::Result<System, String> {
+    let abi = find_c_abi(ctx)?;
+    let program = abi.build(ctx, MPI_PINGPONG)?;
+    let (launcher, how) = abi.launcher(ctx, 2, "poll");
+    let detail =
+        format!("mpi_pingpong.c, mpi/bin/mpicc, libmpi.so in {}, {how} --bind core --wait poll", abi.libdir.display());
     let how = How::Mpi { launcher, program, env: Vec::new() };
     Ok(System { name: "nemesis-c-abi".into(), family: Family::Nemesis, detail, how })
 }
 
-/// Builds `mpi_pingpong.c` with `mpicc -O2` into the programs folder as `mpi_pingpong-TAG`
-/// (through a temporary name: runs in parallel do not see a half-written program).
+/// Builds `program` with `mpicc -O2` into the programs folder as `STEM-TAG` (through a temporary
+/// name: runs in parallel do not see a half-written program).
 fn build(
     ctx: &Context,
+    program: CProgram,
     tag: &str,
     mpicc: &Path,
     env: &[(&str, &std::ffi::OsStr)],
@@ -562,11 +599,12 @@ fn build(
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = &ctx.programs;
+    let stem = program.stem;
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let unique = format!("{}-{n}", std::process::id());
-    let src = dir.join(format!("mpi_pingpong-{unique}.c"));
-    std::fs::write(&src, MPI_PINGPONG_C).map_err(|e| format!("write {}: {e}", src.display()))?;
-    let tmp = dir.join(format!("mpi_pingpong-{tag}.{unique}"));
+    let src = dir.join(format!("{stem}-{unique}.c"));
+    std::fs::write(&src, program.text).map_err(|e| format!("write {}: {e}", src.display()))?;
+    let tmp = dir.join(format!("{stem}-{tag}.{unique}"));
     let mut cmd = Command::new(mpicc);
     cmd.arg("-O2").arg("-o").arg(&tmp).arg(&src);
     for (k, v) in env {
@@ -575,21 +613,203 @@ fn build(
     let built = proc::run_tool(&mut cmd);
     let _ = std::fs::remove_file(&src);
     built?;
-    let out = dir.join(format!("mpi_pingpong-{tag}"));
+    let out = dir.join(format!("{stem}-{tag}"));
     std::fs::rename(&tmp, &out).map_err(|e| format!("rename {}: {e}", tmp.display()))?;
     Ok(out)
+}
+
+/// The systems that run MPI programs on any number of ranks (`coll`), in table order.
+pub const MPI_NAMES: [&str; 3] = ["nemesis-c-abi", "openmpi", "mpich"];
+
+/// How an MPI implementation starts its ranks.
+#[derive(Clone, Debug)]
+enum Starter {
+    /// The C ABI under `nemesis-run` (or this program's `__launch`).
+    Nemesis(CAbi),
+    /// `mpiexec.openmpi`.
+    OpenMpi(PathBuf),
+    /// MPICH's `mpiexec.hydra`, and MPICH's device (`mpichversion`'s `MPICH Device:`).
+    Hydra(PathBuf, Option<String>),
+}
+
+/// An MPI implementation with a program built by its compiler, run on any number of ranks.
+#[derive(Clone, Debug)]
+pub struct Mpi {
+    pub name: String,
+    pub family: Family,
+    /// What runs, for the systems table (the program, compiler and launcher).
+    pub detail: String,
+    program: PathBuf,
+    starter: Starter,
+}
+
+/// How the ranks of an oversubscribed nemesis job wait (`--wait` of `nemesis-run`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdleWait {
+    Yield,
+    Block,
+}
+
+impl Mpi {
+    /// The command running the program with `program_args` on `ranks` ranks, and how its ranks
+    /// wait. With at most one rank per CPU they busy-poll (each implementation's default); with
+    /// more (`oversubscribed`) they yield the CPU: nemesis by `idle` (`--wait yield` or `block`),
+    /// Open MPI by `mpi_yield_when_idle`, MPICH's ch3 device by `MPIR_CVAR_POLLS_BEFORE_YIELD`.
+    /// MPICH's ch4 device has no yielding wait (see [`MPICH_CH4_NO_YIELD`]): it is not run
+    /// oversubscribed, and the error says why.
+    pub fn command(
+        &self,
+        ctx: &Context,
+        ranks: u32,
+        oversubscribed: bool,
+        idle: IdleWait,
+        program_args: &[String],
+    ) -> std::result::Result<(Command, String), String> {
+        let n = ranks.to_string();
+        let (launcher, env, wait): (Vec<OsString>, Vec<(&str, &str)>, String) = match &self.starter {
+            Starter::Nemesis(abi) => {
+                let wait = match (oversubscribed, idle) {
+                    (false, _) => "poll",
+                    (true, IdleWait::Yield) => "yield",
+                    (true, IdleWait::Block) => "block",
+                };
+                let (launcher, how) = abi.launcher(ctx, ranks, wait);
+                (launcher, Vec::new(), format!("{wait} ({how} --bind core --wait {wait})"))
+            }
+            Starter::OpenMpi(run) => {
+                let mut a = args(run, &["--allow-run-as-root", "-n", &n]);
+                if oversubscribed {
+                    for x in
+                        ["--oversubscribe", "--bind-to", "core:overload-allowed", "--mca", "mpi_yield_when_idle", "1"]
+                    {
+                        a.push(x.into());
+                    }
+                    let how = "yield (--oversubscribe --bind-to core:overload-allowed --mca mpi_yield_when_idle 1)";
+                    (a, Vec::new(), how.into())
+                } else {
+                    a.extend(["--bind-to".into(), "core".into()]);
+                    (a, Vec::new(), "poll (--bind-to core)".into())
+                }
+            }
+            Starter::Hydra(run, device) => {
+                let a = args(run, &["-n", &n, "--bind-to", "core"]);
+                match device.as_deref() {
+                    _ if !oversubscribed => (a, Vec::new(), "poll (--bind-to core)".into()),
+                    Some(d) if d.starts_with("ch3") => (
+                        a,
+                        vec![("MPIR_CVAR_POLLS_BEFORE_YIELD", "1")],
+                        "yield (MPIR_CVAR_POLLS_BEFORE_YIELD=1 --bind-to core)".into(),
+                    ),
+                    d => {
+                        return Err(format!(
+                            "device {}: {MPICH_CH4_NO_YIELD}",
+                            d.unwrap_or("unknown (no mpichversion)")
+                        ));
+                    }
+                }
+            }
+        };
+        let mut c = Command::new(&launcher[0]);
+        c.args(&launcher[1..]).arg(&self.program).args(program_args);
+        c.envs(env);
+        Ok((c, wait))
+    }
+}
+
+/// Why MPICH's ch4 device is not run with more ranks than CPUs. Its progress wait
+/// (`MPID_Progress_wait`, `src/mpid/ch4/src/ch4_progress.h`) loops on the progress test without
+/// yielding a single-threaded process; `MPIR_CVAR_POLLS_BEFORE_YIELD` belongs to ch3's nemesis
+/// channel (`mpid_nem_inline.h`), and the progress throttle MPICH's own CI sets for
+/// oversubscribed tests (`MPIR_CVAR_CH4_PROGRESS_THROTTLE`) came after 4.0. Measured with
+/// Debian's MPICH 4.0.2 (ch4:ucx; libmpich imports no `sched_yield`): with
+/// `MPIR_CVAR_POLLS_BEFORE_YIELD=1`, `strace -f -c` counted no `sched_yield` and a barrier of 4
+/// ranks on 2 CPUs took 14 ms a call (nemesis yielding: about 1 ms; Open MPI: 13 µs).
+pub const MPICH_CH4_NO_YIELD: &str = "ch4 busy-polls and never yields, so it is not run with more ranks than CPUs \
+(MPIR_CVAR_POLLS_BEFORE_YIELD is ch3's; a 4-rank barrier on 2 CPUs measured 14 ms a call)";
+
+/// MPICH's device as `mpichversion` (next to `mpiexec.hydra`, or in `PATH`) names it: `ch4:ucx`.
+fn mpich_device(run: &Path) -> Option<String> {
+    let tool =
+        run.parent().map(|d| d.join("mpichversion")).filter(|p| p.exists()).or_else(|| proc::which("mpichversion"))?;
+    let o = Command::new(tool).stdin(std::process::Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.lines().find_map(|l| Some(l.trim().strip_prefix("MPICH Device:")?.trim().to_owned()))
+}
+
+/// Finds the MPI implementations named in `names` (each once; all of [`MPI_NAMES`] if empty) and
+/// builds `program` with each: those that can run, and those skipped with their reason. A name
+/// that is not an MPI system is a usage error.
+pub fn discover_mpi(ctx: &Context, names: &[String], program: CProgram) -> Result<(Vec<Mpi>, Vec<Skipped>)> {
+    let mut wanted: Vec<&str> = Vec::new();
+    let all: Vec<String> = MPI_NAMES.iter().map(|s| s.to_string()).collect();
+    for n in if names.is_empty() { &all } else { names } {
+        let n = MPI_NAMES.iter().find(|k| **k == n.as_str()).ok_or_else(|| {
+            Error::Usage(format!(
+                "`{n}` runs no MPI program on several ranks: the MPI systems are {}",
+                MPI_NAMES.join(", ")
+            ))
+        })?;
+        if !wanted.contains(n) {
+            wanted.push(n);
+        }
+    }
+    let c = format!("{}.c", program.stem);
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    for name in wanted {
+        let got = match name {
+            "nemesis-c-abi" => find_c_abi(ctx).and_then(|abi| {
+                let built = abi.build(ctx, program)?;
+                let detail = format!("{c}, mpi/bin/mpicc, libmpi.so in {}", abi.libdir.display());
+                Ok((built, Family::Nemesis, detail, Starter::Nemesis(abi)))
+            }),
+            "openmpi" => tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")
+                .and_then(|(mpicc, run)| {
+                    let built = build(ctx, program, "openmpi", &mpicc, &[])?;
+                    let detail = format!("{c}, mpicc.openmpi, mpiexec.openmpi{}", version(&run));
+                    Ok((built, Family::Peer, detail, Starter::OpenMpi(run)))
+                }),
+            _ => tools(&["mpicc.mpich", "mpiexec.hydra"], "apt-get install mpich libmpich-dev").and_then(
+                |(mpicc, run)| {
+                    let built = build(ctx, program, "mpich", &mpicc, &[])?;
+                    let device = mpich_device(&run);
+                    let dev = device.as_deref().map(|d| format!(", device {d}")).unwrap_or_default();
+                    let detail = format!("{c}, mpicc.mpich, mpiexec.hydra{}{dev}", version(&run));
+                    Ok((built, Family::Peer, detail, Starter::Hydra(run, device)))
+                },
+            ),
+        };
+        match got {
+            Ok((program, family, detail, starter)) => {
+                found.push(Mpi { name: name.to_owned(), family, detail, program, starter })
+            }
+            Err(reason) => skipped.push(Skipped { name: name.to_owned(), reason }),
+        }
+    }
+    Ok((found, skipped))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `shared/bench/NAME` in the nearest folder above this package that has it (the repository's
+    /// parent, or a worktree's further up).
+    fn shared(name: &str) -> Option<PathBuf> {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("shared/bench").join(name))
+            .find(|p| p.exists())
+    }
+
     #[test]
-    fn embedded_mpi_pingpong_matches_the_shared_one() {
-        let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/mpi_pingpong.c");
-        match std::fs::read_to_string(&shared) {
-            Ok(text) => assert_eq!(text, MPI_PINGPONG_C, "benches/c/mpi_pingpong.c differs from {}", shared.display()),
-            Err(_) => eprintln!("{} not here: nothing to compare", shared.display()),
+    fn embedded_c_programs_match_the_shared_ones() {
+        for program in [MPI_PINGPONG, MPI_COLL] {
+            let file = format!("{}.c", program.stem);
+            match shared(&file).map(|p| (std::fs::read_to_string(&p), p)) {
+                Some((Ok(text), p)) => assert_eq!(text, program.text, "benches/c/{file} differs from {}", p.display()),
+                _ => eprintln!("no shared/bench/{file} here: nothing to compare"),
+            }
         }
     }
 

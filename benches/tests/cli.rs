@@ -23,7 +23,7 @@ const SYSTEMS: [&str; 9] = [
     "mpich",
 ];
 
-const SERIES_COLUMNS: [&str; 17] = [
+const SERIES_COLUMNS: [&str; 20] = [
     "system",
     "family",
     "workload",
@@ -41,6 +41,33 @@ const SERIES_COLUMNS: [&str; 17] = [
     "ratio_to_best_peer",
     "ratio_to_best_peer_min",
     "ratio_to_best_peer_max",
+    "ratio_to_openmpi",
+    "ratio_to_openmpi_min",
+    "ratio_to_openmpi_max",
+];
+
+/// The MPI systems the collectives run on.
+const MPI_SYSTEMS: [&str; 3] = ["nemesis-c-abi", "openmpi", "mpich"];
+
+/// The collectives of `mpi_coll.c`, in its order.
+const COLLECTIVES: [&str; 8] =
+    ["barrier", "bcast", "reduce", "allreduce", "alltoall", "allgather", "gather", "scatter"];
+
+const COLL_COLUMNS: [&str; 14] = [
+    "system",
+    "family",
+    "ranks",
+    "wait",
+    "collective",
+    "bytes",
+    "unit",
+    "rounds",
+    "median",
+    "min",
+    "max",
+    "ratio_to_openmpi",
+    "ratio_to_openmpi_min",
+    "ratio_to_openmpi_max",
 ];
 
 fn ci() -> bool {
@@ -175,15 +202,35 @@ fn build_c_abi() {
     assert!(st.success(), "cargo build of libmpi.so failed");
 }
 
-#[test]
-fn compare_writes_tables_csv_and_plots_for_every_system() {
+/// Whether the repository has a C ABI; if so, its `libmpi.so` is built (see [`build_c_abi`]).
+fn c_abi_built() -> bool {
     let c_abi = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpicc").exists();
     if c_abi {
         build_c_abi();
     }
+    c_abi
+}
+
+#[test]
+fn compare_writes_tables_csv_and_plots_for_every_system() {
+    let c_abi = c_abi_built();
     let dir = tempdir("compare");
     let d = dir.to_str().unwrap();
-    let out = ok(&["compare", "--quick", "--max-size", "8", "--rounds", "2", "--iters-scale", "0.02", "--out", d]);
+    // The collectives on 2 ranks only here (4 oversubscribed ranks take long: `coll_*` runs them).
+    let out = ok(&[
+        "compare",
+        "--quick",
+        "--max-size",
+        "8",
+        "--rounds",
+        "2",
+        "--iters-scale",
+        "0.02",
+        "--ranks",
+        "2",
+        "--out",
+        d,
+    ]);
     two_cpus_named(&out, "2 processes per system pinned to CPUs ");
     // Every system is listed: measured with how, or skipped with why.
     for s in SYSTEMS {
@@ -239,7 +286,163 @@ fn compare_writes_tables_csv_and_plots_for_every_system() {
     assert_eq!(base.len(), 4);
     svg_ok(&dir.join("compare-latency.svg"), &measured);
     svg_ok(&dir.join("compare-bw.svg"), &measured);
+    // With Open MPI measured: every other system's ratio to it, from the smallest size.
+    if measured.contains(&"openmpi") {
+        let others: Vec<&str> = measured.iter().copied().filter(|m| *m != "openmpi").collect();
+        let head = rows_per_size(&out, "ratio to openmpi", &[0, 8]);
+        assert_eq!(head[1..], others, "{out}");
+        let bw = out.split_once("\nbandwidth, MB/s").map(|x| x.1).unwrap_or_default();
+        rows_per_size(bw, "ratio to openmpi", &[1, 8]);
+        let (_, rows) = csv(&dir.join("compare-bw.csv"));
+        for r in rows.iter().filter(|r| r[0] != "openmpi") {
+            assert!(r[17].parse::<f64>().is_ok_and(|x| x > 0.0), "no ratio to openmpi: {r:?}");
+        }
+        svg_ok(&dir.join("compare-latency-openmpi.svg"), &others);
+        svg_ok(&dir.join("compare-bw-openmpi.svg"), &others);
+    }
+    // The collectives of the MPI systems measured, in the same run.
+    let coll_measured: Vec<&str> = MPI_SYSTEMS.iter().copied().filter(|s| measured.contains(s)).collect();
+    if !coll_measured.is_empty() {
+        let rows = coll_rows(&out, "collectives on 2 ranks", 8);
+        assert_eq!(rows.0[2..], coll_measured, "{out}");
+        let (head, lines) = csv(&dir.join("compare-coll.csv"));
+        assert_eq!(head, COLL_COLUMNS);
+        assert_eq!(lines.len(), coll_measured.len() * 8, "{lines:?}");
+        svg_ok(&dir.join("compare-coll-2ranks.svg"), &coll_measured);
+    }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The table of collectives under `title`: its header and its rows, one per (collective, bytes)
+/// that `mpi_coll MAX` runs (the barrier at 0, then 8, 64, ... up to `max`).
+fn coll_rows(text: &str, title: &str, max: usize) -> (Vec<String>, Vec<Vec<String>>) {
+    let (head, rows) = table(text, title);
+    assert_eq!(head[..2], ["collective", "bytes"], "{text}");
+    let mut want = vec![("barrier".to_owned(), "0".to_owned())];
+    for c in &COLLECTIVES[1..] {
+        let mut b = 8;
+        while b <= max {
+            want.push((c.to_string(), human(b)));
+            b *= 8;
+        }
+    }
+    let got: Vec<(String, String)> = rows.iter().map(|r| (r[0].clone(), r[1].clone())).collect();
+    assert_eq!(got, want, "rows of `{title}`:\n{text}");
+    for r in &rows {
+        assert_eq!(r.len(), head.len(), "row {r:?} of `{title}`:\n{text}");
+    }
+    (head, rows)
+}
+
+/// The lines under `system`'s in the systems list of a `coll` report: how it waited on each rank
+/// count (`2 ranks: wait poll (...)`).
+fn coll_waits(out: &str, system: &str) -> Vec<String> {
+    let lines: Vec<&str> = out.lines().take_while(|l| !l.is_empty()).collect();
+    let at = lines.iter().position(|l| l.trim_start().starts_with(&format!("{system} ")));
+    let at = at.unwrap_or_else(|| panic!("{system} not listed:\n{out}"));
+    lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn coll_quick_runs_write_tables_csv_and_plots() {
+    c_abi_built();
+    let dir = tempdir("coll");
+    let d = dir.to_str().unwrap();
+    let out = ok(&["coll", "--max-size", "64", "--rounds", "2", "--ranks", "2", "--out", d]);
+    assert!(out.starts_with("nemesis-bench coll: collectives of mpi_coll.c"), "{out}");
+    let (head, sys) = csv(&dir.join("coll-systems.csv"));
+    assert_eq!(head, ["system", "family", "status", "detail"]);
+    assert_eq!(sys.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), MPI_SYSTEMS, "{sys:?}");
+    let measured: Vec<&str> = sys.iter().filter(|r| r[2] == "measured").map(|r| r[0].as_str()).collect();
+    for r in &sys {
+        assert!(!r[3].is_empty(), "{r:?} says nothing");
+        if r[2] == "skipped" {
+            assert!(out.contains(&format!("skipped: {}", r[3])), "{r:?} not in the report:\n{out}");
+        }
+    }
+    if ci() {
+        assert_eq!(measured, MPI_SYSTEMS, "every MPI system must be measured when CI=true: {sys:?}");
+    }
+    for m in &measured {
+        let waits = coll_waits(&out, m);
+        assert!(waits.len() == 1 && waits[0].starts_with("2 ranks: wait poll"), "{m}: {waits:?}\n{out}");
+    }
+    let (head, _) = coll_rows(&out, "collectives on 2 ranks, us per call", 64);
+    assert_eq!(head[2..], measured, "{out}");
+    let (head, lines) = csv(&dir.join("coll.csv"));
+    assert_eq!(head, COLL_COLUMNS);
+    assert_eq!(lines.len(), measured.len() * (1 + 7 * 2), "{lines:?}");
+    for r in &lines {
+        assert_eq!(r.len(), COLL_COLUMNS.len(), "{r:?}");
+        assert_eq!((r[2].as_str(), r[6].as_str(), r[7].as_str()), ("2", "us", "2"), "two rounds on 2 ranks: {r:?}");
+        for f in [8, 9, 10] {
+            assert!(r[f].parse::<f64>().is_ok_and(|x| x >= 0.0), "column {f} of {r:?}");
+        }
+        let ratio = r[11].parse::<f64>();
+        if measured.contains(&"openmpi") && r[0] != "openmpi" {
+            assert!(ratio.is_ok_and(|x| x > 0.0), "no ratio to openmpi: {r:?}");
+        } else {
+            assert!(r[11].is_empty(), "{r:?}");
+        }
+    }
+    svg_ok(&dir.join("coll-2ranks.svg"), &measured);
+    svg_ok(&dir.join("coll-2ranks.svg"), &COLLECTIVES);
+    if measured.contains(&"openmpi") {
+        let others: Vec<&str> = measured.iter().copied().filter(|m| *m != "openmpi").collect();
+        let (head, _) = coll_rows(&out, "ratio to openmpi on 2 ranks", 64);
+        assert_eq!(head[2..], others, "{out}");
+        svg_ok(&dir.join("coll-2ranks-ratio.svg"), &others);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // More ranks than CPUs: every system says how its ranks waited (yielding), or why it did not
+    // run. The barrier alone (`--max-size 0`): oversubscribed runs are slow.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ranks = (cpus + 1).max(3).to_string();
+    let out = ok(&["coll", "--max-size", "0", "--rounds", "1", "--ranks", &ranks]);
+    coll_rows(&out, &format!("collectives on {ranks} ranks"), 0);
+    for m in &measured {
+        let w = &coll_waits(&out, m)[0];
+        assert!(w.starts_with(&format!("{ranks} ranks (on {cpus} CPUs): ")), "{w}");
+        let want = match *m {
+            "nemesis-c-abi" => "wait yield (nemesis-run --bind core --wait yield)",
+            "openmpi" => "wait yield (--oversubscribe --bind-to core:overload-allowed --mca mpi_yield_when_idle 1)",
+            _ => {
+                if w.contains("not run") {
+                    "ch4 busy-polls and never yields"
+                } else {
+                    "wait yield (MPIR_CVAR_POLLS_BEFORE_YIELD=1"
+                }
+            }
+        };
+        assert!(w.contains(want), "{m}: `{w}` should say `{want}`:\n{out}");
+    }
+}
+
+#[test]
+fn coll_skips_missing_systems_with_the_reason() {
+    // No C ABI in this "repository", and no MPI tool in PATH (only the C compiler's folder).
+    let out = Command::new(env!("CARGO_BIN_EXE_nemesis-bench"))
+        .args(["coll", "--max-size", "8", "--rounds", "1", "--ranks", "2"])
+        .env("NEMESIS_BENCH_REPO", "/nonexistent")
+        .env("PATH", "/nonexistent-bin")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    for (system, why) in [
+        ("nemesis-c-abi", "mpi/bin/mpicc"),
+        ("openmpi", "mpicc.openmpi not found (apt-get install openmpi-bin libopenmpi-dev)"),
+        ("mpich", "mpicc.mpich not found (apt-get install mpich libmpich-dev)"),
+    ] {
+        let line = text.lines().find(|l| l.trim_start().starts_with(system)).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains("skipped: ") && line.contains(why), "{system}: `{line}` should say `{why}`");
+    }
+    assert!(text.contains("no ratios: openmpi was not measured"), "{text}");
 }
 
 #[test]
@@ -415,6 +618,15 @@ fn bad_command_lines_are_errors_not_panics() {
         (&["mr", "--pairs", "0"], "--pairs"),
         (&["instructions", "--iters", "10"], "at least 10000"),
         (&["ft-overhead", "--ranks", "1"], "two ranks"),
+        (&["coll", "--ranks", "1"], "--ranks: each count from 2"),
+        (&["coll", "--rounds", "0"], "--rounds must be at least 1"),
+        (&["coll", "--max-size", "32M"], "collectives go up to"),
+        (&["coll", "--systems", "pipe"], "`pipe` runs no MPI program on several ranks"),
+        (&["coll", "--systems", "nemesis-udp"], "the MPI systems are nemesis-c-abi, openmpi, mpich"),
+        (&["coll", "--idle-wait", "poll"], "invalid value 'poll'"),
+        (&["compare", "--workloads", "lat,scan"], "--workloads: unknown `scan`"),
+        (&["compare", "--workloads", "coll", "--systems", "pipe"], "no MPI system among --systems"),
+        (&["compare", "--ranks", "0"], "--ranks: each count from 2"),
     ] {
         let out = bench(args);
         let err = String::from_utf8_lossy(&out.stderr);

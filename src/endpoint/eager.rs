@@ -171,21 +171,19 @@ impl Inner {
         let (hdr, token) = self.eager_header(dest, tag, context, SYNC, token);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
-        let req = match self.port.send(local, &hdr, None, data) {
+        match self.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 self.ring(local);
-                self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len })
+                Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
             }
             Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert(Op::Send { ps, buf: ptr, len, dest, pieces: None });
+                let req = self.reqs.insert_sent(Op::Send { ps, buf: ptr, len, dest, pieces: None }, dest, token);
                 let sync = if SYNC { Some(token) } else { None };
                 self.pending.push_back(Pending { req, internal: false, sync, own: None });
-                req
+                Ok(req)
             }
-            Err(e) => return Err(self.send_error(e, dest)),
-        };
-        self.reqs.set_sent(req, dest, token);
-        Ok(req)
+            Err(e) => Err(self.send_error(e, dest)),
+        }
     }
 
     /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
@@ -241,9 +239,7 @@ impl Inner {
         let data = unsafe { raw_slice(ptr, len) };
         self.net_send(dest, &hdr, None, data)?;
         self.count(dest, len);
-        let req = self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len });
-        self.reqs.set_sent(req, dest, token);
-        Ok(req)
+        Ok(self.eager_sent(sync, token, dest, Status { source: self.rank, tag, len }))
     }
 
     /// The header of eager data marked with `token` (a synchronous send (`sync`) without one
@@ -266,16 +262,16 @@ impl Inner {
         (hdr, token)
     }
 
-    /// The request of eager data handed over: complete, or (`sync`) waiting for the
+    /// The request of eager data handed over (recording the message, for cancellation): complete, or (`sync`) waiting for the
     /// acknowledgement of `token`.
     #[inline(always)]
     pub(super) fn eager_sent(&mut self, sync: bool, token: u32, dest: u32, status: Status) -> Request {
         if sync {
-            let req = self.reqs.insert(Op::Sync);
+            let req = self.reqs.insert_sent(Op::Sync, dest, token);
             self.sync_waiting.push((token, req, dest, status));
             req
         } else {
-            self.reqs.insert_done(Ok(status))
+            self.reqs.insert_done_sent(Ok(status), dest, token)
         }
     }
 

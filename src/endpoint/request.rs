@@ -101,12 +101,23 @@ impl Request {
 impl Requests {
     /// A new request in state `op`.
     pub fn insert(&mut self, op: Op) -> Request {
-        self.insert_state(State::Active(op))
+        self.insert_state(State::Active(op), (0, 0))
+    }
+
+    /// [`insert`](Self::insert) of a send's operation, recording the message it sent
+    /// ([`set_sent`](Self::set_sent)) at once.
+    pub fn insert_sent(&mut self, op: Op, dest: u32, token: u32) -> Request {
+        self.insert_state(State::Active(op), (dest, token))
+    }
+
+    /// [`insert_done`](Self::insert_done) of a send, recording the message it sent at once.
+    pub fn insert_done_sent(&mut self, result: Result<Status>, dest: u32, token: u32) -> Request {
+        self.insert_state(State::Done(result), (dest, token))
     }
 
     /// A new request already complete with `result`.
     pub fn insert_done(&mut self, result: Result<Status>) -> Request {
-        self.insert_state(State::Done(result))
+        self.insert_state(State::Done(result), (0, 0))
     }
 
     /// An existing request `req` given the new operation `op`, or a new request in state `op`.
@@ -126,7 +137,7 @@ impl Requests {
         self.slots.iter().filter(|s| !matches!(s.state, State::Free { .. })).count()
     }
 
-    fn insert_state(&mut self, state: State) -> Request {
+    fn insert_state(&mut self, state: State, sent: (u32, u32)) -> Request {
         match self.free {
             Some(i) => {
                 let slot = &mut self.slots[i as usize];
@@ -135,12 +146,12 @@ impl Requests {
                     _ => None,
                 };
                 slot.state = state;
-                slot.sent = (0, 0);
+                slot.sent = sent;
                 Request { index: i, generation: slot.generation }
             }
             None => {
                 let i = self.slots.len() as u32;
-                self.slots.push(Slot { generation: 0, state, sent: (0, 0) });
+                self.slots.push(Slot { generation: 0, state, sent });
                 Request { index: i, generation: 0 }
             }
         }
