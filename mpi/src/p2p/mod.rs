@@ -41,6 +41,23 @@ pub fn comm_at(comms: &[Arc<Comm>], h: abi::Comm) -> Res<(usize, &Arc<Comm>)> {
     }
 }
 
+/// As [`comm_at`] for calls defined on intracommunicators only (collectives not made for
+/// intercommunicators, topologies, `MPI_Comm_create_group`): an intercommunicator is
+/// `MPI_ERR_COMM`.
+pub fn intra_at(comms: &[Arc<Comm>], h: abi::Comm) -> Res<(usize, &Arc<Comm>)> {
+    let (i, c) = comm_at(comms, h)?;
+    if c.local.is_some() {
+        return Err(not_intra(i));
+    }
+    Ok((i, c))
+}
+
+/// The failure of a call on an intercommunicator that takes intracommunicators only.
+#[cold]
+pub fn not_intra(ci: usize) -> Fail {
+    Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("an intercommunicator where an intracommunicator is required"))
+}
+
 #[cold]
 fn bad_comm(h: abi::Comm) -> Fail {
     Fail::new(abi::ERR_COMM, None, Why::Comm(h))
@@ -375,7 +392,7 @@ pub unsafe fn send_fast(
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`).
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-    let r = if sync { ep.ssend(data, to, tag, f.ctx) } else { ep.send(data, to, tag, f.ctx) };
+    let r = if sync { ep.ssend(data, to, tag, f.send_ctx) } else { ep.send(data, to, tag, f.send_ctx) };
     Some(r.map_err(|e| Fail::endpoint(i, e)))
 }
 
