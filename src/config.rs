@@ -108,6 +108,11 @@ pub struct Config {
     /// `NEMESIS_UNEXPECTED_MAX`: bytes of unexpected messages copied out of the segment before
     /// back-pressure ([`DEFAULT_UNEXPECTED_MAX`]).
     pub unexpected_max: usize,
+    /// `NEMESIS_SPIN_POLLS`: empty polls a `yield` or `block` wait spins before it gives the core
+    /// away. `None`: [`crate::wait::SPIN_POLLS`], or [`crate::wait::OVERSUBSCRIBED_SPIN_POLLS`]
+    /// when the node has more ranks than CPUs (a spinning rank then holds the core the rank it
+    /// waits for needs).
+    pub spin_polls: Option<u32>,
 }
 
 impl Default for Config {
@@ -122,6 +127,7 @@ impl Default for Config {
             split_min: DEFAULT_SPLIT_MIN,
             pairs: crate::topology::distance::MEASURED,
             unexpected_max: DEFAULT_UNEXPECTED_MAX,
+            spin_polls: None,
         }
     }
 }
@@ -159,6 +165,11 @@ impl Config {
             c.pairs.apply(&spec)?;
         }
         c.unexpected_max = size_var("NEMESIS_UNEXPECTED_MAX")?.unwrap_or(c.unexpected_max);
+        if let Ok(v) = std::env::var("NEMESIS_SPIN_POLLS") {
+            let n =
+                v.trim().parse::<u32>().map_err(|_| Error::Config(format!("NEMESIS_SPIN_POLLS={v} is not a count")))?;
+            c.spin_polls = Some(n);
+        }
         Ok(c)
     }
 }
@@ -169,6 +180,11 @@ fn size_var(name: &str) -> Result<Option<usize>> {
         Ok(v) => parse_bytes(&v).map(Some).ok_or_else(|| Error::Config(format!("{name}={v} is not a size"))),
         Err(_) => Ok(None),
     }
+}
+
+/// Parses `NEMESIS_SPIN_POLLS`: a count of empty polls.
+pub fn parse_spin(v: &str) -> Result<u32> {
+    v.trim().parse::<u32>().map_err(|_| Error::Config(format!("NEMESIS_SPIN_POLLS={v} is not a count")))
 }
 
 /// Parses `NEMESIS_LMT`: `auto`, `shm` (or `ring`), `cma`.
@@ -213,5 +229,16 @@ mod tests {
         assert_eq!(parse_lmt("cma").unwrap(), nemesis_lmt::Policy::Cma);
         assert!(matches!(parse_lmt("knem"), Err(Error::Config(_))));
         assert_eq!(parse_bytes(""), None);
+    }
+
+    #[test]
+    fn the_spin_is_set_or_follows_the_node() {
+        assert_eq!(parse_spin(" 16").unwrap(), 16);
+        assert!(matches!(parse_spin("lots"), Err(Error::Config(m)) if m.contains("NEMESIS_SPIN_POLLS=lots")));
+        assert!(parse_spin("-1").is_err());
+        // SAFETY: sysconf reads a system value.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
+        assert_eq!(crate::wait::default_spin(cpus), crate::wait::SPIN_POLLS, "one rank per CPU spins");
+        assert_eq!(crate::wait::default_spin(cpus + 1), crate::wait::OVERSUBSCRIBED_SPIN_POLLS);
     }
 }

@@ -21,8 +21,24 @@ use std::sync::atomic::{AtomicU32, Ordering::*};
 
 use crate::config::WaitMode;
 
-/// Empty polls spent spinning before yielding or blocking.
+/// Empty polls spent spinning before yielding or blocking, when every rank of the node has a CPU.
 pub const SPIN_POLLS: u32 = 2000;
+
+/// The same when the node has more ranks than CPUs: a rank that spins holds a core that the rank
+/// it waits for may need, so it gives it away almost at once (as Open MPI's `mpi_yield_when_idle`
+/// does after every empty poll). A few polls still catch an answer already on its way.
+pub const OVERSUBSCRIBED_SPIN_POLLS: u32 = 8;
+
+/// The spin of a node with `local_ranks` ranks: [`OVERSUBSCRIBED_SPIN_POLLS`] if they outnumber
+/// the CPUs online, else [`SPIN_POLLS`].
+pub fn default_spin(local_ranks: usize) -> u32 {
+    // SAFETY: sysconf reads a system value.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if cpus > 0 && local_ranks > cpus as usize { OVERSUBSCRIBED_SPIN_POLLS } else { SPIN_POLLS }
+}
+
+/// Empty polls after which a wait is long (liveness checks), whatever the spin.
+const LONG_POLLS: u32 = SPIN_POLLS;
 
 /// Longest sleep on a doorbell.
 pub const BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
@@ -32,12 +48,13 @@ pub const BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
 pub struct Waiter {
     mode: WaitMode,
     empty: u32,
+    spin: u32,
 }
 
 impl Waiter {
-    /// A fresh wait in `mode`.
-    pub fn new(mode: WaitMode) -> Waiter {
-        Waiter { mode, empty: 0 }
+    /// A fresh wait in `mode`, spinning `spin` empty polls before it yields or blocks.
+    pub fn new(mode: WaitMode, spin: u32) -> Waiter {
+        Waiter { mode, empty: 0, spin }
     }
 
     /// Called after a progress pass that found nothing. `doorbell` is this rank's doorbell and
@@ -51,7 +68,7 @@ impl Waiter {
             // (tens of cycles or more, depending on the CPU) to every message's detection.
             return;
         }
-        if self.empty < SPIN_POLLS {
+        if self.empty < self.spin {
             core::hint::spin_loop();
             return;
         }
@@ -78,7 +95,7 @@ impl Waiter {
     /// True once the wait has gone on long enough for slow-path checks (liveness).
     #[inline]
     pub fn is_long(&self) -> bool {
-        self.empty >= SPIN_POLLS
+        self.empty >= LONG_POLLS
     }
 }
 
@@ -130,7 +147,7 @@ mod tests {
         let b = bell.clone();
         let t = std::thread::spawn(move || {
             let start = Instant::now();
-            let mut w = Waiter::new(WaitMode::Block);
+            let mut w = Waiter::new(WaitMode::Block, SPIN_POLLS);
             w.empty = SPIN_POLLS;
             // A long sleep: the ring must cut it short (the timeout alone would end it too, so
             // we loop on the waiter until the ringer's flag is seen).
@@ -151,7 +168,7 @@ mod tests {
     #[test]
     fn recheck_success_skips_the_sleep_and_poll_never_sleeps() {
         let bell = AtomicU32::new(0);
-        let mut w = Waiter::new(WaitMode::Block);
+        let mut w = Waiter::new(WaitMode::Block, SPIN_POLLS);
         w.empty = SPIN_POLLS;
         let mut rechecked = false;
         w.idle(&bell, || {
@@ -159,7 +176,7 @@ mod tests {
             true
         });
         assert!(rechecked);
-        let mut p = Waiter::new(WaitMode::Poll);
+        let mut p = Waiter::new(WaitMode::Poll, SPIN_POLLS);
         for _ in 0..10 * SPIN_POLLS {
             p.idle(&bell, || panic!("poll mode never arms"));
         }

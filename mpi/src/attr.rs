@@ -200,6 +200,14 @@ pub fn delete_attr(acc: &mut Access, comm: CommH, k: c_int) -> Res<()> {
 /// The attributes communicator `from` passes to its duplicate `to` (`MPI_Comm_dup`): each
 /// keyval's copy callback decides.
 pub fn copy_all(st: &mut State, from: usize, to: usize) -> Res<()> {
+    let out = copies(st, from)?;
+    Arc::make_mut(&mut st.comms[to]).attrs = out;
+    Ok(())
+}
+
+/// The attributes a duplicate of communicator `from` gets: those whose copy callbacks say so,
+/// with the values they give.
+pub fn copies(st: &mut State, from: usize) -> Res<Vec<(c_int, usize)>> {
     let attrs = st.comms[from].attrs.clone();
     let mut out = Vec::new();
     for (k, v) in attrs {
@@ -217,8 +225,7 @@ pub fn copy_all(st: &mut State, from: usize, to: usize) -> Res<()> {
             out.push((k, new as usize));
         }
     }
-    Arc::make_mut(&mut st.comms[to]).attrs = out;
-    Ok(())
+    Ok(out)
 }
 
 /// Deletes every attribute of communicator `ci` (`MPI_Comm_free`), running the callbacks.

@@ -56,7 +56,7 @@ fn running(acc: &mut Access) -> Res<&mut State> {
 ///
 /// # Safety
 /// `out` null or writable.
-unsafe fn hand_out(st: &mut State, ranks: Vec<u32>, out: *mut Group) -> Res<()> {
+pub(crate) unsafe fn hand_out(st: &mut State, ranks: Vec<u32>, out: *mut Group) -> Res<()> {
     if out.is_null() {
         return Err(null_out());
     }
@@ -90,7 +90,7 @@ unsafe fn put(out: *mut c_int, v: c_int) -> Res<()> {
 pub unsafe fn comm_group(acc: &mut Access, comm: abi::Comm, out: *mut Group) -> Res<()> {
     let st = running(acc)?;
     let (_, c) = comm_at(&st.comms, comm)?;
-    let ranks = c.world.to_vec();
+    let ranks = c.local_world().to_vec();
     // SAFETY: the caller's contract.
     unsafe { hand_out(st, ranks, out) }
 }

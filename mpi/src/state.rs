@@ -53,14 +53,17 @@ pub struct Fast {
     pub world: *const u32,
     /// Communicator rank of each job rank (an entry per job rank).
     pub from_world: *const i32,
-    _pad: u64,
+    /// The context sends carry (`ctx` but on an intercommunicator).
+    pub send_ctx: u32,
+    _pad: u32,
 }
 
 /// Communicators with a fast-path entry.
 pub const FAST_COMMS: usize = 64;
 
 impl Fast {
-    const NONE: Fast = Fast { size: 0, ctx: 0, world: std::ptr::null(), from_world: std::ptr::null(), _pad: 0 };
+    const NONE: Fast =
+        Fast { size: 0, ctx: 0, world: std::ptr::null(), from_world: std::ptr::null(), send_ctx: 0, _pad: 0 };
 
     /// The entry of communicator `c` (the pointers are into its boxed rank maps, which never move
     /// and live as long as the table's `Arc` of it: a change or a free replaces that `Arc` and
@@ -69,7 +72,8 @@ impl Fast {
         if !c.live {
             return Fast::NONE;
         }
-        Fast { size: c.size, ctx: c.ctx, world: c.world.as_ptr(), from_world: c.from_world.as_ptr(), _pad: 0 }
+        let (world, from_world) = (c.world.as_ptr(), c.from_world.as_ptr());
+        Fast { size: c.size, ctx: c.ctx, world, from_world, send_ctx: c.send_ctx, _pad: 0 }
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::abi::{self, Comm as CommH};
 use crate::comm::{index_of, split};
 use crate::error::{Fail, Res, Why};
-use crate::p2p::comm_at;
+use crate::p2p::intra_at;
 use crate::state::{Access, State, not_running};
 
 /// `MPI_GRAPH`, `MPI_CART`, `MPI_DIST_GRAPH` (MPICH's `MPIR_Topo_type`).
@@ -136,7 +136,7 @@ unsafe fn ints(p: *const c_int, n: usize) -> Res<Vec<c_int>> {
 /// `out` null or writable.
 unsafe fn make(acc: &mut Access, comm_old: CommH, n: c_int, t: Topo, out: *mut CommH) -> Res<()> {
     let st = running(acc)?;
-    let (ci, c) = comm_at(&st.comms, comm_old)?;
+    let (ci, c) = intra_at(&st.comms, comm_old)?;
     if n < 0 || n as u32 > c.size {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("the topology has more nodes than the communicator")));
     }
@@ -229,7 +229,7 @@ pub unsafe fn graph_create(
 
 /// The topology of `comm`, and its index.
 fn topo_of(st: &State, comm: CommH) -> Res<(usize, Option<Arc<Topo>>)> {
-    let (ci, c) = comm_at(&st.comms, comm)?;
+    let (ci, c) = intra_at(&st.comms, comm)?;
     Ok((ci, c.topo.clone()))
 }
 
@@ -298,7 +298,7 @@ unsafe fn put(p: *mut c_int, v: c_int) -> Res<()> {
 /// `status` null or writable.
 pub unsafe fn topo_test(acc: &mut Access, comm: CommH, status: *mut c_int) -> Res<()> {
     let st = running(acc)?;
-    let v = match topo_of(st, comm)?.1.as_deref() {
+    let v = match crate::p2p::comm_at(&st.comms, comm)?.1.topo.as_deref() {
         Some(Topo::Cart { .. }) => CART,
         Some(Topo::Graph { .. }) => GRAPH,
         Some(Topo::DistGraph { .. }) => DIST_GRAPH,
@@ -587,7 +587,7 @@ pub unsafe fn dist_graph_create_adjacent(
     out: *mut CommH,
 ) -> Res<()> {
     let st = running(acc)?;
-    let (ci, c) = comm_at(&st.comms, comm_old)?;
+    let (ci, c) = intra_at(&st.comms, comm_old)?;
     let size = c.size;
     if indegree < 0 || outdegree < 0 {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("a negative degree")));
@@ -627,7 +627,7 @@ pub unsafe fn dist_graph_create(
     out: *mut CommH,
 ) -> Res<()> {
     let st = running(acc)?;
-    let (ci, c) = comm_at(&st.comms, comm_old)?;
+    let (ci, c) = intra_at(&st.comms, comm_old)?;
     let (c, tu) = (c.clone(), st.tuning);
     if n < 0 {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("a negative number of sources")));

@@ -12,6 +12,8 @@
 //! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |
 //! | `datatypes` | `datatypes.c`: every constructor, bounds, envelopes/contents, names; non-contiguous data byte by byte in every transfer mode, Pack/Unpack, partial messages, pairs, MPI_BOTTOM | 2, 3; 2 with rings only; 2 over 2 nodes |
 //! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
+//! | `intercommunicators` | `intercomm.c`: Intercomm_create from uneven and interleaved halves of WORLD (one group reversed), test_inter, sizes, local and remote groups rank by rank; p2p both ways with ANY_SOURCE/ANY_TAG, specific sources, PROC_NULL; Intercomm_merge with high false/true/equal rank by rank; dup (attribute copy, compare), two idups in flight, split and create on an intercommunicator; Barrier/Bcast/Reduce/Allreduce/Gather/Scatter/Allgather/Alltoall for every root at counts 1 and 3000, a strided type; the v-forms and Reduce_scatter(_block) with uneven counts and gaps; bad leader, bad root, intercommunicators where intracommunicators are required and the reverse; 1200 create/dup/merge/free rounds (more contexts than a process has) | 1–8; 5 over 2 nodes |
+//! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
@@ -99,6 +101,22 @@ fn groups_and_communicators() {
     run_ok("groups", &[3, 4, 7], &[], &[("GROUPS_ROUNDS", "100")]);
     // Two nodes: MPI_COMM_TYPE_SHARED splits along them.
     run_ok("groups", &[5], &["--nodes", "2"], &[("GROUPS_NODES", "2"), ("GROUPS_ROUNDS", "500")]);
+}
+
+#[test]
+fn intercommunicators() {
+    // Uneven halves (a third and the rest, one in reversed order) and interleaved halves.
+    run_ok("intercomm", &[1, 3, 4, 5, 6, 7, 8], &[], &[]);
+    // 1200 create/dup/merge/free rounds take 7200 contexts, more than a process has: none leaks.
+    run_ok("intercomm", &[2], &[], &[("INTERCOMM_ROUNDS", "1200")]);
+    // Two nodes: the local steps of the collectives run on two levels, the leaders over TCP.
+    run_ok("intercomm", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn nonblocking_communicator_duplication() {
+    run_ok("idup", &[1, 2, 3, 4, 7], &[], &[]);
+    run_ok("idup", &[5], &["--nodes", "2"], &[("IDUP_ROUNDS", "5")]);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! | test | what |
 //! |---|---|
 //! | `abi_with_our_header` | `abi.c` built with `bin/mpicc`: MPICH's values in our header | 2, 3 |
-//! | `mpich_binaries_run_unchanged` | `abi.c`, `pingpong.c`, `datatypes.c`, `p2p_modes.c`, `cancel_mprobe.c`, `collectives.c`, `groups.c`, `user_ops.c`, `attrs.c`, `errhandlers.c`, `topo.c` built with `mpicc.mpich`, run with `--mpich-abi` | 2–4 |
+//! | `mpich_binaries_run_unchanged` | `abi.c`, `pingpong.c`, `datatypes.c`, `p2p_modes.c`, `cancel_mprobe.c`, `collectives.c`, `groups.c`, `user_ops.c`, `attrs.c`, `errhandlers.c`, `topo.c`, `intercomm.c`, `idup.c` built with `mpicc.mpich`, run with `--mpich-abi` | 2–5 |
 //! | `mpich_binary_under_hydra` | `abi.c` built with `mpicc.mpich` under `mpiexec.hydra` and `LD_LIBRARY_PATH` | 3 |
 //! | `the_library_has_its_sonames` | `libmpi.so`'s SONAME, the `libmpi.so.0` and `libmpich.so.12` names | — |
 //! | `mpiexec_takes_hydra_options` | `bin/mpiexec -np -genv -bind-to -l -hosts -wdir`, refusals | 2 |
@@ -46,6 +46,8 @@ fn mpich_binaries_run_unchanged() {
         ("attrs", &[2]),
         ("errhandlers", &[2]),
         ("topo", &[4]),
+        ("intercomm", &[3, 5]),
+        ("idup", &[3]),
     ] {
         let prog = compile_with(name, Cc::Mpich);
         for &n in ranks {

@@ -242,7 +242,7 @@ impl Inner {
     /// Waits until every partner's marker `stage` of `generation` has arrived (stage 1 also counts
     /// a failure marker).
     fn wait_marks(&mut self, partners: &[u32], generation: u64, stage: usize) -> Result<()> {
-        let mut waiter = Waiter::new(self.cfg.wait);
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             let Some(ft) = self.ft.as_deref() else { return Ok(()) };
             let Some(&missing) = partners.iter().find(|&&p| ft.marks[p as usize][stage] < generation) else {
@@ -262,7 +262,7 @@ impl Inner {
     fn settle_unexpected(&mut self) -> Result<()> {
         let mut pulls: Vec<(u64, Request, Vec<u8>)> = Vec::new();
         let mut failure = None;
-        let mut waiter = Waiter::new(self.cfg.wait);
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             for k in 0..self.unexpected.len() {
                 let (id, u) = &mut self.unexpected[k];

@@ -194,6 +194,8 @@ struct Inner {
     /// Local rank → global rank.
     global: Box<[u32]>,
     cfg: Config,
+    /// Empty polls a `yield` or `block` wait spins first ([`Config::spin_polls`], resolved).
+    spin: u32,
     /// Messages to a local peer up to this length go eagerly: the smallest of the pairs' eager
     /// limits (within what the cells carry); a longer one looks at its pair's ([`Self::pairs`]).
     eager: usize,
@@ -412,6 +414,7 @@ impl Endpoint {
             route: route.into(),
             global: local_ranks.into(),
             cfg,
+            spin: cfg.spin_polls.unwrap_or_else(|| crate::wait::default_spin(nlocal)),
             eager,
             eager_blocking,
             eager_net,
@@ -742,7 +745,7 @@ impl Endpoint {
         if !reqs.iter().any(|&r| inner.reqs.is_valid(r)) {
             return Err(Error::InvalidRequest);
         }
-        let mut waiter = Waiter::new(inner.cfg.wait);
+        let mut waiter = Waiter::new(inner.cfg.wait, inner.spin);
         loop {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
@@ -766,7 +769,7 @@ impl Endpoint {
     pub fn probe(&mut self, source: i32, tag: i32, context: u32) -> Result<Status> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let mut waiter = Waiter::new(inner.cfg.wait);
+        let mut waiter = Waiter::new(inner.cfg.wait, inner.spin);
         loop {
             if let Some(st) = inner.find_unexpected(want) {
                 return Ok(st);
@@ -793,7 +796,7 @@ impl Endpoint {
     pub fn mprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<(Message, Status)> {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
-        let mut waiter = Waiter::new(inner.cfg.wait);
+        let mut waiter = Waiter::new(inner.cfg.wait, inner.spin);
         loop {
             if let Some((id, st)) = inner.reserve_unexpected(want) {
                 return Ok((Message { id, source: st.source }, st));
@@ -974,7 +977,7 @@ impl Inner {
         }
         self.finalized = true;
         // Complete outstanding sends (a send to a dead peer completes with an error).
-        let mut waiter = Waiter::new(self.cfg.wait);
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         let mut warned = false;
         while !self.pending.is_empty()
             || self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty() || !ft.replays.is_empty())

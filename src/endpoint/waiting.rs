@@ -45,7 +45,7 @@ impl Bypass {
 impl Inner {
     /// Waits for `req` and takes its result.
     pub(super) fn wait(&mut self, req: Request) -> Result<Status> {
-        let mut waiter = Waiter::new(self.cfg.wait);
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             if let Some(r) = self.reqs.take(req)? {
                 return r;
@@ -178,7 +178,7 @@ impl Inner {
     fn bypass_steps(&mut self, mut by: Bypass, src_local: u16) -> Result<Status> {
         let expected = [src_local];
         let exp: &[u16] = if src_local == NOT_LOCAL || src_local == NOT_LOCAL_SOURCE { &[] } else { &expected };
-        let mut waiter = Waiter::new(self.cfg.wait);
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             if let Some(r) = by.done.take() {
                 return r;

@@ -130,6 +130,8 @@ impl Reduction {
 pub struct Ops<'e> {
     acc: &'e mut Access,
     ctx: u32,
+    /// The context sends carry (`ctx` but between the groups of an intercommunicator).
+    send_ctx: u32,
     tag: i32,
     /// Largest piece (the eager limit).
     chunk: usize,
@@ -163,8 +165,14 @@ fn mismatch(expected: usize, got: usize) -> Fail {
 impl<'e> Ops<'e> {
     /// Collective operations on MPI's running Endpoint.
     pub fn new(acc: &'e mut Access, ctx: u32, tag: i32) -> Res<Ops<'e>> {
+        Ops::between(acc, ctx, ctx, tag)
+    }
+
+    /// Operations received in context `ctx` and sent in `send_ctx` (between the two groups of an
+    /// intercommunicator).
+    pub fn between(acc: &'e mut Access, ctx: u32, send_ctx: u32, tag: i32) -> Res<Ops<'e>> {
         let chunk = acc.ep()?.eager_limit().max(1);
-        Ok(Ops { acc, ctx, tag, chunk, posted: VecDeque::new() })
+        Ok(Ops { acc, ctx, send_ctx, tag, chunk, posted: VecDeque::new() })
     }
 
     /// The largest piece.
@@ -181,7 +189,7 @@ impl<'e> Ops<'e> {
     /// Sends `data` to job rank `to`.
     pub fn send(&mut self, to: u32, data: &[u8]) -> Res<()> {
         for r in self.pieces(data.len()) {
-            self.acc.ep_send(&data[r], to, self.tag, self.ctx, false)?.map_err(ep_fail)?;
+            self.acc.ep_send(&data[r], to, self.tag, self.send_ctx, false)?.map_err(ep_fail)?;
         }
         Ok(())
     }

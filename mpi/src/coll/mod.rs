@@ -22,6 +22,7 @@
 //! point-to-point fast path does not.
 
 pub mod algo;
+pub mod inter;
 pub mod model;
 pub mod nbc;
 pub mod typed;
@@ -39,7 +40,7 @@ use crate::datatype;
 use crate::datatype::Kind;
 use crate::error::{Fail, Res, Why};
 use crate::op::{self, Loc, OpKind, UserCall};
-use crate::p2p::{byte_len, comm_at, in_bytes, out_bytes};
+use crate::p2p::{byte_len, in_bytes, intra_at, out_bytes};
 use crate::state::{Access, not_running};
 
 /// Tags of the collectives in the collective context.
@@ -201,13 +202,25 @@ fn parse_force(s: &str) -> Result<Force, String> {
 }
 
 /// What every collective needs: the communicator (shared, so it outlives a pause of the lock),
-/// its index, and the tuning in force.
+/// its index, and the tuning in force. An intercommunicator is `MPI_ERR_COMM`: the collectives
+/// made for them ([`inter`]) are dispatched before this.
 fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
-    let (ci, c) = comm_at(&st.comms, comm)?;
+    let (ci, c) = intra_at(&st.comms, comm)?;
+    Ok((c.clone(), ci, st.tuning))
+}
+
+/// As [`begin`] for the collectives that take intercommunicators as they are (their partners
+/// are `c.world`, the remote group on an intercommunicator).
+fn begin_any(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = crate::p2p::comm_at(&st.comms, comm)?;
     Ok((c.clone(), ci, st.tuning))
 }
 
@@ -442,6 +455,10 @@ pub unsafe fn bcast(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::bcast(acc, buf, count, dt, root, comm) };
+    }
     if !typed::basic(dt) {
         // SAFETY: the caller's contract.
         return unsafe { typed::bcast(acc, buf, count, dt, root, comm) };
@@ -552,6 +569,10 @@ pub unsafe fn reduce(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::reduce(acc, sendbuf, recvbuf, count, dt, op, root, comm) };
+    }
     if datatype::size_of_handle(dt).is_none() {
         // SAFETY: the caller's contract.
         return unsafe { vector::reduce_any(acc, sendbuf, recvbuf, count, dt, op, Some(root), comm) };
@@ -601,6 +622,10 @@ pub unsafe fn allreduce(
     op: abi::Op,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::allreduce(acc, sendbuf, recvbuf, count, dt, op, comm) };
+    }
     if datatype::size_of_handle(dt).is_none() {
         // SAFETY: the caller's contract.
         return unsafe { vector::reduce_any(acc, sendbuf, recvbuf, count, dt, op, None, comm) };
@@ -672,6 +697,10 @@ pub unsafe fn gather(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let root = check_root(root, c, ci)?;
@@ -750,6 +779,10 @@ pub unsafe fn scatter(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let (c, tu) = (&*c, &tu);
     let root = check_root(root, c, ci)?;
@@ -830,6 +863,10 @@ pub unsafe fn allgather(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
         // SAFETY: the caller's contract.
         return unsafe { typed::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
@@ -897,6 +934,10 @@ pub unsafe fn alltoall(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    }
     if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
         // SAFETY: the caller's contract.
         return unsafe { typed::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
@@ -946,19 +987,26 @@ fn barrier_team(ops: &mut Ops, t: Team, p: Params, tu: &Tuning) -> Res<()> {
 /// `MPI_Barrier`: with several nodes, a node barrier, a leaders' barrier, a node barrier again
 /// (nobody leaves the last before every rank entered the first).
 pub fn barrier(acc: &mut Access, comm: abi::Comm) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        return inter::barrier(acc, comm);
+    }
     let (c, ci, tu) = begin(acc, comm)?;
-    let (c, tu) = (&*c, &tu);
+    barrier_comm(acc, &c, &tu).map_err(on(ci))
+}
+
+/// The barrier over intracommunicator `c`.
+fn barrier_comm(acc: &mut Access, c: &Comm, tu: &Tuning) -> Res<()> {
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::BARRIER)?;
     if c.nodes.count() <= 1 {
-        return barrier_team(&mut ops, whole(c), tu.shm, tu).map_err(on(ci));
+        return barrier_team(&mut ops, whole(c), tu.shm, tu);
     }
     let lv = Levels::of(c);
     let leaders = Levels::leaders(c, None);
-    barrier_team(&mut ops, lv.local_team(), tu.shm, tu).map_err(on(ci))?;
+    barrier_team(&mut ops, lv.local_team(), tu.shm, tu)?;
     if lv.local_me == 0 {
-        barrier_team(&mut ops, Team { ranks: &leaders, me: lv.node }, tu.net, tu).map_err(on(ci))?;
+        barrier_team(&mut ops, Team { ranks: &leaders, me: lv.node }, tu.net, tu)?;
     }
-    barrier_team(&mut ops, lv.local_team(), tu.shm, tu).map_err(on(ci))
+    barrier_team(&mut ops, lv.local_team(), tu.shm, tu)
 }
 
 /// Allgathers `mine` (the same length on every member) over communicator `c` in its collective
@@ -971,6 +1019,19 @@ pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> 
     let p = flat_model(c, tu, &ops).p;
     allgather_team(&mut ops, whole(c), &mut all, block, p, tu)?;
     Ok(all)
+}
+
+/// Broadcasts `data` (any length, known at `root` only) from `root` over communicator `c` in its
+/// collective context: communicator creation.
+pub fn bcast_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, root: usize, data: &mut Vec<u8>) -> Res<()> {
+    let mut len = (data.len() as u64).to_ne_bytes();
+    let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
+    bcast_comm(&mut ops, c, root, &mut len, 8, tu)?;
+    data.resize(u64::from_ne_bytes(len) as usize, 0);
+    if !data.is_empty() {
+        bcast_comm(&mut ops, c, root, data, 1, tu)?;
+    }
+    Ok(())
 }
 
 /// Allreduces `data` over communicator `c` in its collective context with tag `tag`

@@ -30,15 +30,17 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
-use super::vector::{Sink, layout_at, reduction_input, source};
+use super::vector::{Displs, Side, Sink, layout_at, layouts, reduction_input, source};
 use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
+use crate::comm::context::{self, Contexts, Key};
 use crate::datatype::Layout;
 use crate::error::{Fail, Res, Why};
 use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};
-use crate::state::Access;
+use crate::state::{Access, State};
+use std::sync::Arc;
 
 /// The tags of non-blocking collectives: `NBC + (instance mod NBC_SPAN) × NBC_STRIDE + offset`,
 /// above every fixed collective tag and `COMM_GROUP + t` (`t` below 2^30); the offsets (below
@@ -82,12 +84,65 @@ enum Step {
         dst: At,
         src: At,
     },
+    /// A send to the other group of an intercommunicator (in `Sched::across`'s contexts).
+    SendAcross {
+        to: u32,
+        from: At,
+    },
+    /// A receive from the other group of an intercommunicator.
+    RecvAcross {
+        from: u32,
+        into: At,
+    },
+    /// A context agreement's contribution: this process's flag and free mask into its buffer.
+    Contribute,
+    /// The end of an agreement's round: the agreed context, or the rounds again.
+    Settle,
+}
+
+/// A context agreement run as rounds (`MPI_Comm_idup`): contribute, allreduce (bitwise AND) over
+/// `parent`, settle; repeated until every member lent its mask to this creation
+/// (`crate::comm::context`).
+#[derive(Debug)]
+struct Agreement {
+    key: Key,
+    /// The communicator whose members agree (an intercommunicator's local group).
+    parent: Arc<Comm>,
+    /// The round's words.
+    buf: usize,
+    /// The contexts to agree on (2 for an intercommunicator: its receive context and its local
+    /// group's), and those agreed.
+    want: usize,
+    got: Vec<u32>,
+    /// An intercommunicator's: the job rank of the remote group's rank 0, and the buffers of the
+    /// receive contexts the two groups' rank 0s swap then broadcast in their groups.
+    remote: Option<(u32, usize, usize)>,
+}
+
+impl Agreement {
+    /// The other group's receive context, once swapped.
+    fn remote_ctx(&self, bufs: &[Vec<u8>]) -> Option<u32> {
+        let (_, _, theirs) = self.remote?;
+        bufs.get(theirs)?.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes)
+    }
+}
+
+/// What `MPI_Comm_idup` does when its agreement completes: the new communicator, a copy of
+/// `parent` (index `ci`) with the attributes its copy callbacks gave at the call, written to
+/// `out`.
+#[derive(Debug)]
+struct Idup {
+    ci: usize,
+    attrs: Vec<(c_int, usize)>,
+    out: *mut abi::Comm,
 }
 
 /// A compiled non-blocking collective.
 #[derive(Debug)]
 pub struct Sched {
     ctx: u32,
+    /// Between the groups of an intercommunicator: the receive and send contexts.
+    across: Option<(u32, u32)>,
     tag: i32,
     bufs: Vec<Vec<u8>>,
     rounds: VecDeque<Vec<Step>>,
@@ -100,6 +155,13 @@ pub struct Sched {
     /// The layout a user's operation on a non-contiguous type points to (`red`'s `UserCall`),
     /// kept while the schedule lives.
     keep: Option<std::sync::Arc<crate::datatype::TypeDesc>>,
+    /// A context agreement among the rounds (`MPI_Comm_idup`).
+    agree: Option<Box<Agreement>>,
+    /// The communicator `MPI_Comm_idup` makes once complete.
+    idup: Option<Idup>,
+    /// An agreement's round failed: the next waits for the next advance (the creation that holds
+    /// a member's mask must move first, possibly in this process).
+    retry: bool,
 }
 
 impl Sched {
@@ -107,6 +169,7 @@ impl Sched {
         let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
         Sched {
             ctx: c.coll_ctx(),
+            across: None,
             tag: NBC + seq as i32 * NBC_STRIDE,
             bufs: Vec::new(),
             rounds: VecDeque::new(),
@@ -115,6 +178,9 @@ impl Sched {
             outputs: Vec::new(),
             failed: None,
             keep: None,
+            agree: None,
+            idup: None,
+            retry: false,
         }
     }
 
@@ -132,12 +198,49 @@ impl Sched {
 
     /// Runs the local steps of the next round and posts its transfers; an error fails the
     /// schedule (transfers already posted still complete first).
-    fn start_round(&mut self, ep: &mut nemesis::Endpoint, steps: Vec<Step>) {
+    fn start_round(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts, steps: Vec<Step>) {
         for s in steps {
             if self.failed.is_some() {
                 return;
             }
             match s {
+                Step::Contribute => {
+                    let Some(a) = &self.agree else { continue };
+                    let (own, mask) = ctxs.contribute(a.key);
+                    self.bufs[a.buf] = context::words_of(own, &mask);
+                }
+                Step::Settle => {
+                    let Some(a) = self.agree.as_mut() else { continue };
+                    let (owned, all) = context::of_words(&self.bufs[a.buf]);
+                    match ctxs.settle(a.key, owned, &all) {
+                        Some(Ok(ctx)) => {
+                            a.got.push(ctx);
+                            let parent = a.parent.clone();
+                            if a.got.len() < a.want {
+                                self.agreement_rounds(&parent);
+                            } else if let Some((leader, mine, theirs)) = a.remote {
+                                // The rank 0s swap the groups' receive contexts; each
+                                // broadcasts the other's in its group.
+                                // (The first context agreed is the new intercommunicator's.)
+                                self.bufs[mine] = a.got[0].to_ne_bytes().to_vec();
+                                if parent.rank == 0 {
+                                    self.rounds.push_back(vec![
+                                        Step::SendAcross { to: leader, from: at(mine, 0..4) },
+                                        Step::RecvAcross { from: leader, into: at(theirs, 0..4) },
+                                    ]);
+                                }
+                                self.bcast(&parent, 0, theirs);
+                            }
+                        }
+                        Some(Err(())) => self.failed = Some(context::exhausted(0)),
+                        // Another creation held a member's mask: the rounds again.
+                        None => {
+                            let parent = a.parent.clone();
+                            self.agreement_rounds(&parent);
+                            self.retry = true;
+                        }
+                    }
+                }
                 Step::Copy { dst, src } => {
                     let data = self.bufs[src.buf][src.range].to_vec();
                     self.bufs[dst.buf][dst.range].copy_from_slice(&data);
@@ -152,26 +255,40 @@ impl Sched {
                         red.combine_higher(acc, &other);
                     }
                 }
-                Step::Send { to, from, off } => {
-                    let b = &self.bufs[from.buf][from.range];
-                    // SAFETY: the schedule's buffer, whose heap memory stays put and untouched
-                    // until the request completes (the schedule outlives its transfers).
-                    match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, self.tag + off, self.ctx) } {
-                        Ok(r) => self.inflight.push((r, None)),
-                        Err(e) => self.failed = Some(Fail::endpoint(0, e)),
-                    }
+                Step::Send { to, from, off } => self.post_send(ep, to, from, self.tag + off, self.ctx),
+                Step::Recv { from, into, off } => self.post_recv(ep, from, into, self.tag + off, self.ctx),
+                Step::SendAcross { to, from } => {
+                    let ctx = self.across.map_or(self.ctx, |a| a.1);
+                    self.post_send(ep, to, from, self.tag, ctx)
                 }
-                Step::Recv { from, into, off } => {
-                    let len = into.range.len();
-                    let b = &mut self.bufs[into.buf][into.range];
-                    // SAFETY: as for a send; nothing else reads or writes this range until the
-                    // receive completes (steps of a round touch disjoint ranges).
-                    match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, self.tag + off, self.ctx) } {
-                        Ok(r) => self.inflight.push((r, Some(len))),
-                        Err(e) => self.failed = Some(Fail::endpoint(0, e)),
-                    }
+                Step::RecvAcross { from, into } => {
+                    let ctx = self.across.map_or(self.ctx, |a| a.0);
+                    self.post_recv(ep, from, into, self.tag, ctx)
                 }
             }
+        }
+    }
+
+    /// Posts the send of `from` to job rank `to`.
+    fn post_send(&mut self, ep: &mut nemesis::Endpoint, to: u32, from: At, tag: i32, ctx: u32) {
+        let b = &self.bufs[from.buf][from.range];
+        // SAFETY: the schedule's buffer, whose heap memory stays put and untouched until the
+        // request completes (the schedule outlives its transfers).
+        match unsafe { ep.isend_raw(b.as_ptr(), b.len(), to, tag, ctx) } {
+            Ok(r) => self.inflight.push((r, None)),
+            Err(e) => self.failed = Some(Fail::endpoint(0, e)),
+        }
+    }
+
+    /// Posts the receive into `into` from job rank `from`.
+    fn post_recv(&mut self, ep: &mut nemesis::Endpoint, from: u32, into: At, tag: i32, ctx: u32) {
+        let len = into.range.len();
+        let b = &mut self.bufs[into.buf][into.range];
+        // SAFETY: as for a send; nothing else reads or writes this range until the receive
+        // completes (steps of a round touch disjoint ranges).
+        match unsafe { ep.irecv_raw(b.as_mut_ptr(), len, from as i32, tag, ctx) } {
+            Ok(r) => self.inflight.push((r, Some(len))),
+            Err(e) => self.failed = Some(Fail::endpoint(0, e)),
         }
     }
 
@@ -194,7 +311,8 @@ impl Sched {
     }
 
     /// Advances as far as it can without waiting: `Some` once complete (successfully or not).
-    pub fn advance(&mut self, ep: &mut nemesis::Endpoint) -> Option<Completion> {
+    /// `ctxs`: this process's contexts, for an agreement's rounds.
+    pub fn advance(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts) -> Option<Completion> {
         loop {
             let mut k = 0;
             while k < self.inflight.len() {
@@ -216,10 +334,18 @@ impl Sched {
                 return None;
             }
             if let Some(f) = self.failed.take() {
+                if let Some(a) = &self.agree {
+                    ctxs.abandon(a.key);
+                }
                 return Some(Completion { code: f.code, why: Some(f.why), ..Completion::empty() });
             }
             match self.rounds.pop_front() {
-                Some(steps) => self.start_round(ep, steps),
+                Some(steps) => {
+                    self.start_round(ep, ctxs, steps);
+                    if std::mem::take(&mut self.retry) && self.inflight.is_empty() {
+                        return None;
+                    }
+                }
                 None => return Some(self.deliver()),
             }
         }
@@ -252,6 +378,17 @@ impl Sched {
 
     // -----------------------------------------------------------------------------------------
     // Algorithms, as rounds over the schedule's buffers.
+
+    /// One round of a context agreement over `c`: contribute, allreduce (to rank 0, then back),
+    /// settle.
+    fn agreement_rounds(&mut self, c: &Comm) {
+        let Some(b) = self.agree.as_ref().map(|a| a.buf) else { return };
+        self.bufs[b] = vec![0u8; context::ROUND_BYTES];
+        self.rounds.push_back(vec![Step::Contribute]);
+        self.reduce(c, 0, b);
+        self.bcast(c, 0, b);
+        self.rounds.push_back(vec![Step::Settle]);
+    }
 
     /// Dissemination barrier.
     fn barrier(&mut self, c: &Comm) {
@@ -332,14 +469,37 @@ impl Sched {
     }
 }
 
+/// What a schedule does once complete with `done` beyond its outputs: the communicator of an
+/// `MPI_Comm_idup` made and handed out. The request's completion.
+pub fn finished(st: &mut State, s: &mut Sched, done: Completion) -> Completion {
+    let (Some(idup), Some(a)) = (s.idup.take(), s.agree.as_ref()) else { return done };
+    let remote = a.remote_ctx(&s.bufs);
+    let complete = a.got.len() == a.want && (a.remote.is_none() || remote.is_some());
+    if done.code != abi::SUCCESS || !complete {
+        for &ctx in &a.got {
+            st.contexts.release(ctx);
+        }
+        return done;
+    }
+    match crate::comm::made_by_idup(st, idup.ci, &a.got, remote, idup.attrs) {
+        Ok(h) => {
+            // SAFETY: MPI's contract: `newcomm` stays writable until the request completes
+            // (MPI-3.1 §6.4.2: the handle is valid once it has).
+            unsafe { *idup.out = h };
+            done
+        }
+        Err(f) => Completion { code: f.code, why: Some(f.why), ..Completion::empty() },
+    }
+}
+
 /// Stores a schedule as a request and advances it once.
 fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request) -> Res<()> {
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
     let st = acc.st();
-    let state = match st.ep.as_mut().and_then(|ep| s.advance(ep)) {
-        Some(done) => ReqState::Done(done),
+    let state = match st.ep.as_mut().and_then(|ep| s.advance(ep, &mut st.contexts)) {
+        Some(done) => ReqState::Done(finished(st, &mut s, done)),
         None => ReqState::Coll(Box::new(s)),
     };
     let active = matches!(state, ReqState::Coll(_));
@@ -560,62 +720,6 @@ pub unsafe fn iscan(
     submit(acc, ci, s, request)
 }
 
-/// The blocks of a vector argument: `counts[i]` elements of `types[i]` at `base + displs[i] ×
-/// scale` (`scale`: the type's extent, or 1 for byte displacements).
-struct Blocks {
-    layouts: Vec<Layout>,
-}
-
-impl Blocks {
-    /// Block `i` of `n`, each `count` elements of `dt` (the regular collectives' layout).
-    fn regular(acc: &mut Access, base: *const c_void, count: c_int, dt: Datatype, n: usize, ci: usize) -> Res<Blocks> {
-        let ext = extent(acc, dt, ci)?;
-        let layouts = (0..n)
-            .map(|i| {
-                layout_at(acc, (base as *const u8).wrapping_offset(i as isize * count as isize * ext), count, dt, ci)
-            })
-            .collect::<Res<_>>()?;
-        Ok(Blocks { layouts })
-    }
-
-    /// # Safety
-    /// MPI's contract: the arrays hold `n` entries (`types` may be `None`: all `dt`).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn vector(
-        acc: &mut Access,
-        base: *const c_void,
-        counts: *const c_int,
-        displs: *const c_int,
-        dt: Datatype,
-        types: Option<*const Datatype>,
-        n: usize,
-        ci: usize,
-    ) -> Res<Blocks> {
-        if counts.is_null() || displs.is_null() || types.is_some_and(|t| t.is_null()) {
-            return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
-        }
-        let mut layouts = Vec::with_capacity(n);
-        for i in 0..n {
-            // SAFETY: the caller's contract.
-            let (k, d) = unsafe { (*counts.add(i), *displs.add(i)) };
-            let (t, scale) = match types {
-                // SAFETY: the caller's contract: `n` datatypes.
-                Some(ts) => (unsafe { *ts.add(i) }, 1),
-                None => (dt, extent(acc, dt, ci)?),
-            };
-            layouts.push(layout_at(acc, (base as *const u8).wrapping_offset(d as isize * scale), k, t, ci)?);
-        }
-        Ok(Blocks { layouts })
-    }
-}
-
-fn extent(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
-    match crate::datatype::size_of_handle(dt) {
-        Some(s) => Ok(s as isize),
-        None => Ok(crate::datatype::resolve(&acc.st().types, dt, ci)?.extent()),
-    }
-}
-
 /// One round exchanging blocks directly: `send[i]` to rank `i` (skipped when `None` or empty),
 /// `recv[i]` from rank `i` into the caller's memory at completion; this rank's own block copied.
 ///
@@ -666,9 +770,9 @@ unsafe fn direct(s: &mut Sched, c: &Comm, send: Vec<Option<Vec<u8>>>, recv: Vec<
 ///
 /// # Safety
 /// MPI's contract: the blocks are readable.
-unsafe fn packed(b: &Blocks) -> Vec<Option<Vec<u8>>> {
+unsafe fn packed(b: &[Layout]) -> Vec<Option<Vec<u8>>> {
     // SAFETY: the caller's contract.
-    b.layouts.iter().map(|l| Some(unsafe { source(l) }.into_owned())).collect()
+    b.iter().map(|l| Some(unsafe { source(l) }.into_owned())).collect()
 }
 
 /// What a gather-like or scatter-like call gives: per rank, this rank's send and receive sides.
@@ -711,15 +815,14 @@ pub unsafe fn iblocks(
                 dt: Datatype,
                 types: Option<*const Datatype>,
                 many: bool| {
-        if !many {
-            return layout_at(acc, base.cast(), count, dt, ci).map(|l| Blocks { layouts: vec![l] });
-        }
-        if regular {
-            Blocks::regular(acc, base, count, dt, n, ci)
-        } else {
-            // SAFETY: MPI's contract on the arrays.
-            unsafe { Blocks::vector(acc, base, counts, displs, dt, types, n, ci) }
-        }
+        let side = match (many, regular, types) {
+            (false, _, _) => Side::One(count),
+            (true, true, _) => Side::Regular(count),
+            (true, false, None) => Side::V(counts, displs),
+            (true, false, Some(types)) => Side::W(counts, Displs::Int(displs), types),
+        };
+        // SAFETY: MPI's contract on the arrays.
+        unsafe { layouts(acc, base.cast(), side, dt, n, ci) }
     };
     let mut s = Sched::new(&c, None);
     let in_place_send = is_in_place(sbuf);
@@ -738,7 +841,7 @@ pub unsafe fn iblocks(
                     // SAFETY: MPI's contract.
                     sends[me] = unsafe { packed(&mine) }.pop().flatten();
                 }
-                let mut recvs: Vec<Option<Layout>> = recv.layouts.into_iter().map(Some).collect();
+                let mut recvs: Vec<Option<Layout>> = recv.into_iter().map(Some).collect();
                 if in_place_send {
                     recvs[me] = None;
                 }
@@ -762,7 +865,7 @@ pub unsafe fn iblocks(
             if !(is_root && in_place_recv) {
                 let mine =
                     side(acc, rbuf.cast_const(), rcount, std::ptr::null(), std::ptr::null(), rtype, None, false)?;
-                recvs[root] = mine.layouts.into_iter().next();
+                recvs[root] = mine.into_iter().next();
             }
             let sends = if is_root {
                 let all = side(acc, sbuf, scount, scounts, sdispls, stype, stypes, true)?;
@@ -799,7 +902,7 @@ pub unsafe fn iblocks(
                 // SAFETY: MPI's contract.
                 unsafe { packed(&all) }
             };
-            let recvs = recv.layouts.into_iter().map(Some).collect();
+            let recvs = recv.into_iter().map(Some).collect();
             // SAFETY: MPI's contract on the buffers.
             unsafe { direct(&mut s, &c, sends, recvs, ci)? };
         }
@@ -809,66 +912,6 @@ pub unsafe fn iblocks(
 
 // ---------------------------------------------------------------------------------------------
 // Neighbourhood collectives.
-
-/// One side of a neighbourhood collective.
-#[derive(Clone, Copy)]
-pub enum NSide {
-    /// One block of `count` elements (an allgather's send).
-    One(c_int),
-    /// A block of `count` elements per neighbour, one after the other.
-    Regular(c_int),
-    /// Per neighbour `counts[k]` elements at `displs[k]` extents.
-    V(*const c_int, *const c_int),
-    /// Per neighbour `counts[k]` elements of `types[k]` at `displs[k]` bytes.
-    W(*const c_int, *const abi::Aint, *const Datatype),
-}
-
-/// The layouts of a side with `n` neighbours (`One`: a single layout).
-///
-/// # Safety
-/// MPI's contract on the arrays.
-unsafe fn side_layouts(
-    acc: &mut Access,
-    base: *const c_void,
-    side: NSide,
-    dt: Datatype,
-    n: usize,
-    ci: usize,
-) -> Res<Vec<Layout>> {
-    let at = |d: isize| (base as *const u8).wrapping_offset(d);
-    match side {
-        NSide::One(count) => Ok(vec![layout_at(acc, base.cast(), count, dt, ci)?]),
-        NSide::Regular(count) => {
-            let ext = extent(acc, dt, ci)?;
-            (0..n).map(|k| layout_at(acc, at(k as isize * count as isize * ext), count, dt, ci)).collect()
-        }
-        NSide::V(counts, displs) => {
-            if n > 0 && (counts.is_null() || displs.is_null()) {
-                return Err(null_arg(Some(ci), "counts or displacements"));
-            }
-            let ext = extent(acc, dt, ci)?;
-            (0..n)
-                .map(|k| {
-                    // SAFETY: MPI's contract: `n` entries.
-                    let (cnt, d) = unsafe { (*counts.add(k), *displs.add(k)) };
-                    layout_at(acc, at(d as isize * ext), cnt, dt, ci)
-                })
-                .collect()
-        }
-        NSide::W(counts, displs, types) => {
-            if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
-                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
-            }
-            (0..n)
-                .map(|k| {
-                    // SAFETY: MPI's contract: `n` entries.
-                    let (cnt, d, t) = unsafe { (*counts.add(k), *displs.add(k), *types.add(k)) };
-                    layout_at(acc, at(d as isize), cnt, t, ci)
-                })
-                .collect()
-        }
-    }
-}
 
 /// `MPI_(I)neighbor_allgather(v)` (`alltoall` false) and `MPI_(I)neighbor_alltoall(v/w)`: one
 /// round, a message to every out-neighbour and from every in-neighbour (`MPI_PROC_NULL`
@@ -881,17 +924,17 @@ unsafe fn side_layouts(
 pub unsafe fn neighbor(
     acc: &mut Access,
     alltoall: bool,
-    send: (*const c_void, NSide, Datatype),
-    recv: (*mut c_void, NSide, Datatype),
+    send: (*const c_void, Side, Datatype),
+    recv: (*mut c_void, Side, Datatype),
     comm: abi::Comm,
     request: Option<*mut abi::Request>,
 ) -> Res<()> {
     let (c, ci, _) = begin(acc, comm)?;
     let (ins, outs) = crate::topo::neighbour_lists(&c, ci)?;
     // SAFETY: MPI's contract on the arrays.
-    let sends = unsafe { side_layouts(acc, send.0, send.1, send.2, outs.len(), ci)? };
+    let sends = unsafe { layouts(acc, send.0.cast(), send.1, send.2, outs.len(), ci)? };
     // SAFETY: MPI's contract on the arrays.
-    let recvs = unsafe { side_layouts(acc, recv.0.cast_const(), recv.1, recv.2, ins.len(), ci)? };
+    let recvs = unsafe { layouts(acc, recv.0.cast_const().cast(), recv.1, recv.2, ins.len(), ci)? };
     let mut s = Sched::new(&c, None);
     let mut steps = Vec::new();
     let shared = if alltoall {
@@ -936,4 +979,47 @@ pub unsafe fn neighbor(
     submit(acc, ci, s, &mut h)?;
     // SAFETY: `h` is the request just made; the status is ignored.
     unsafe { crate::p2p::complete::wait(acc, &mut h, abi::STATUS_IGNORE as *mut abi::Status) }
+}
+
+/// `MPI_Comm_idup`: the context agreement of `MPI_Comm_dup` as a schedule (its rounds repeat
+/// until the agreement succeeds) with this communicator's next non-blocking collective tag; the
+/// attributes are copied now (their copy callbacks run at the call, as `MPI_Comm_dup`'s), the
+/// new communicator made and its handle written to `newcomm` when the request completes.
+/// Several may be in flight on one communicator, beside other collectives: each is its own
+/// creation (`Key`: the parent's context and the instance's number), ordered as the members
+/// started them. On an intercommunicator the local group agrees on two contexts (the new
+/// intercommunicator's and its local group's) in its local communicator, the groups' rank 0s
+/// swap their receive contexts, and each broadcasts the other's in its group.
+///
+/// # Safety
+/// `newcomm` writable until the request completes; `request` writable.
+pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, request: *mut abi::Request) -> Res<()> {
+    let (c, ci, _) = super::begin_any(acc, comm)?;
+    if newcomm.is_null() {
+        return Err(null_arg(Some(ci), "newcomm"));
+    }
+    if request.is_null() {
+        return Err(null_arg(Some(ci), "request"));
+    }
+    let attrs = crate::attr::copies(acc.st(), ci)?;
+    let mut s = Sched::new(&c, Some(context::round_reduction()));
+    let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
+    let buf = s.buf(Vec::new());
+    // The instance's tag is the intercommunicator's (both groups number its collectives alike);
+    // its local rounds run in the local group's collective context, unused by anything else
+    // with this tag.
+    let (parent, want, remote) = match &c.local {
+        Some(l) => {
+            s.ctx = l.coll_ctx();
+            s.across = Some((c.coll_ctx(), c.coll_send_ctx()));
+            let (mine, theirs) = (s.buf(vec![0u8; 4]), s.buf(vec![0u8; 4]));
+            (l.clone(), 2, Some((c.world[0], mine, theirs)))
+        }
+        None => (c.clone(), 1, None),
+    };
+    let key = (parent.ctx, seq);
+    s.agree = Some(Box::new(Agreement { key, parent: parent.clone(), buf, want, got: Vec::new(), remote }));
+    s.agreement_rounds(&parent);
+    s.idup = Some(Idup { ci, attrs, out: newcomm });
+    submit(acc, ci, s, request)
 }

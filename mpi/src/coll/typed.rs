@@ -37,10 +37,7 @@ fn count_times(count: c_int, n: usize, ci: usize) -> Res<c_int> {
 
 /// Block `i` of `count` elements of `dt` from `buf` (`buf + i × count × extent`).
 fn block_at(acc: &mut Access, buf: *const c_void, i: usize, count: c_int, dt: Datatype, ci: usize) -> Res<*const u8> {
-    let extent = match datatype::size_of_handle(dt) {
-        Some(s) => s as isize,
-        None => datatype::resolve(&acc.st().types, dt, ci)?.extent(),
-    };
+    let extent = super::vector::extent_of(acc, dt, ci)?;
     Ok((buf as *const u8).wrapping_offset(i as isize * count as isize * extent))
 }
 

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
 use super::algo::Ops;
-use super::{allreduce_comm, begin, in_place_misused, is_in_place, mismatch, on, reduction_kept, tag, whole};
+use super::{allreduce_comm, begin, in_place_misused, inter, is_in_place, mismatch, on, reduction_kept, tag, whole};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
 use crate::datatype::{self, Layout, pack};
@@ -28,8 +28,8 @@ use crate::error::{Fail, Res, Why};
 use crate::p2p::{in_bytes, null_arg, out_bytes};
 use crate::state::Access;
 
-/// The extent of `dt` in bytes (a basic type's is its size).
-fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
+/// The extent of `dt` in bytes (a basic type's is its size): the collectives' one lookup.
+pub(super) fn extent_of(acc: &mut Access, dt: Datatype, ci: usize) -> Res<isize> {
     if let Some(size) = datatype::size_of_handle(dt) {
         return Ok(size as isize);
     }
@@ -53,19 +53,97 @@ unsafe fn ints<'a>(p: *const c_int, n: usize, ci: usize, what: &'static str) -> 
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
-/// Block `i` of a vector argument: `counts[i]` elements of `dt` at `base + displs[i] × extent`.
-struct Vector<'a> {
-    base: *const u8,
-    counts: &'a [c_int],
-    displs: &'a [c_int],
-    dt: Datatype,
-    extent: isize,
+/// Where the blocks of a buffer argument are: what the regular, v- and w-forms of the
+/// collectives (blocking, non-blocking and neighbourhood) take.
+#[derive(Clone, Copy)]
+pub enum Side {
+    /// One block of `count` elements (an allgather's send).
+    One(c_int),
+    /// A block of `count` elements per peer, one after the other.
+    Regular(c_int),
+    /// Per peer `counts[k]` elements at `displs[k]` extents.
+    V(*const c_int, *const c_int),
+    /// Per peer `counts[k]` elements of `types[k]` at `displs[k]` bytes.
+    W(*const c_int, Displs, *const Datatype),
 }
 
-impl Vector<'_> {
-    fn block(&self, acc: &mut Access, i: usize, ci: usize) -> Res<Layout> {
-        let at = self.base.wrapping_offset(self.displs[i] as isize * self.extent);
-        layout_at(acc, at, self.counts[i], self.dt, ci)
+/// Byte displacements: `int`s (`MPI_Alltoallw`) or `MPI_Aint`s (`MPI_Neighbor_alltoallw`).
+#[derive(Clone, Copy)]
+pub enum Displs {
+    Int(*const c_int),
+    Aint(*const abi::Aint),
+}
+
+impl Displs {
+    fn is_null(self) -> bool {
+        match self {
+            Displs::Int(p) => p.is_null(),
+            Displs::Aint(p) => p.is_null(),
+        }
+    }
+
+    /// Entry `k`.
+    ///
+    /// # Safety
+    /// The array holds more than `k` entries.
+    unsafe fn at(self, k: usize) -> isize {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self {
+                Displs::Int(p) => *p.add(k) as isize,
+                Displs::Aint(p) => *p.add(k) as isize,
+            }
+        }
+    }
+}
+
+/// The layouts of the `n` blocks of `side` at `base` (one for `Side::One`): the collectives' one
+/// builder of block layouts.
+///
+/// # Safety
+/// MPI's contract: the arrays hold `n` entries.
+pub(super) unsafe fn layouts(
+    acc: &mut Access,
+    base: *const u8,
+    side: Side,
+    dt: Datatype,
+    n: usize,
+    ci: usize,
+) -> Res<Vec<Layout>> {
+    let at = |d: isize| base.wrapping_offset(d);
+    // SAFETY (for the reads below): MPI's contract: `n` entries in each array, checked non-null.
+    let arrays_missing = |ps: &[bool]| n > 0 && ps.iter().any(|&p| p);
+    match side {
+        Side::One(count) => Ok(vec![layout_at(acc, base, count, dt, ci)?]),
+        Side::Regular(count) => {
+            let ext = extent_of(acc, dt, ci)?;
+            (0..n).map(|k| layout_at(acc, at(k as isize * count as isize * ext), count, dt, ci)).collect()
+        }
+        Side::V(counts, displs) => {
+            if arrays_missing(&[counts.is_null(), displs.is_null()]) {
+                return Err(null_arg(Some(ci), "counts or displacements"));
+            }
+            let ext = extent_of(acc, dt, ci)?;
+            (0..n)
+                .map(|k| {
+                    // SAFETY: see above.
+                    let (cnt, d) = unsafe { (*counts.add(k), *displs.add(k)) };
+                    layout_at(acc, at(d as isize * ext), cnt, dt, ci)
+                })
+                .collect()
+        }
+        Side::W(counts, displs, types) => {
+            if arrays_missing(&[counts.is_null(), displs.is_null(), types.is_null()]) {
+                return Err(null_arg(Some(ci), "counts, displacements or datatypes"));
+            }
+            (0..n)
+                .map(|k| {
+                    // SAFETY: see above.
+                    let (cnt, d, t) = unsafe { (*counts.add(k), displs.at(k), *types.add(k)) };
+                    layout_at(acc, at(d), cnt, t, ci)
+                })
+                .collect()
+        }
     }
 }
 
@@ -202,6 +280,31 @@ pub unsafe fn gatherv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        return match inter::role(root, &c, ci)? {
+            inter::Role::Idle => Ok(()),
+            inter::Role::Member(to) => {
+                let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+                // SAFETY: MPI's contract: the send buffer holds the block.
+                let data = unsafe { source(&l) };
+                if data.is_empty() {
+                    return Ok(());
+                }
+                inter::across(acc, &c, tag::GATHERV)?.send(to, &data).map_err(on(ci))
+            }
+            inter::Role::Root => {
+                // SAFETY: MPI's contract: the remote group's size of entries in each array.
+                let blocks =
+                    unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+                let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
+                let mut ops = inter::across(acc, &c, tag::GATHERV)?;
+                // SAFETY: the caller's receive buffer (MPI's contract) and our scratch.
+                unsafe { receive_all(&mut ops, &mut sinks, |i| Some(c.world[i])) }.map_err(on(ci))
+            }
+        };
+    }
     let in_place = is_in_place(sendbuf);
     let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
@@ -215,16 +318,9 @@ pub unsafe fn gatherv(
         let data = unsafe { source(&l) };
         return Ops::new(acc, c.coll_ctx(), tag::GATHERV)?.send(c.world[root], &data).map_err(on(ci));
     }
-    // SAFETY: MPI's contract: `size` ints in each array at the root.
-    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts,
-        displs,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array at the root.
+    let blocks = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+    let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
     if !in_place {
         let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
         // SAFETY: MPI's contract: the send buffer holds the block; the receive buffer is disjoint.
@@ -253,6 +349,31 @@ pub unsafe fn scatterv(
     root: c_int,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        return match inter::role(root, &c, ci)? {
+            inter::Role::Idle => Ok(()),
+            inter::Role::Member(from) => {
+                let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
+                let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
+                // SAFETY: the receive buffer (MPI's contract) or our scratch.
+                unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(from)) }.map_err(on(ci))
+            }
+            inter::Role::Root => {
+                // SAFETY: MPI's contract: the remote group's size of entries in each array.
+                let blocks = unsafe { layouts(acc, sendbuf.cast(), Side::V(sendcounts, displs), sendtype, n, ci) }?;
+                let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
+                for (b, &w) in blocks.iter().zip(c.world.iter()) {
+                    if !b.is_empty() {
+                        // SAFETY: MPI's contract: the send buffer holds every block.
+                        ops.send(w, &unsafe { source(b) }).map_err(on(ci))?;
+                    }
+                }
+                Ok(())
+            }
+        };
+    }
     let in_place = is_in_place(recvbuf);
     let (c, ci, _, root) = super::begin_rooted(acc, comm, root, in_place)?;
     let c = &*c;
@@ -264,10 +385,8 @@ pub unsafe fn scatterv(
         return unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(c.world[root])) }
             .map_err(on(ci));
     }
-    // SAFETY: MPI's contract: `size` ints in each array at the root.
-    let (counts, displs) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector { base: sendbuf.cast(), counts, displs, dt: sendtype, extent: extent_of(acc, sendtype, ci)? };
-    let blocks = (0..n).map(|i| v.block(acc, i, ci)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array at the root.
+    let blocks = unsafe { layouts(acc, sendbuf.cast(), Side::V(sendcounts, displs), sendtype, n, ci) }?;
     if !in_place {
         let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
         // SAFETY: MPI's contract: the root's block is readable, the receive buffer writable and
@@ -301,19 +420,29 @@ pub unsafe fn allgatherv(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // Every member's block to every remote member, directly.
+        let (c, _, ci, _) = inter::begin(acc, comm)?;
+        let n = c.size as usize;
+        if is_in_place(sendbuf) {
+            return Err(in_place_misused(ci));
+        }
+        // SAFETY: MPI's contract: the remote group's size of entries in each array.
+        let recv = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+        let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
+        // SAFETY: MPI's contract: the send buffer holds the block.
+        let own = unsafe { source(&l) };
+        let send = vec![Cow::Borrowed(&*own); n];
+        let mut sinks: Vec<Sink> = recv.into_iter().map(Sink::new).collect();
+        let mut ops = inter::across(acc, &c, tag::ALLGATHERV)?;
+        return alltoall_blocks(&mut ops, &c, &send, &mut sinks, ci).map_err(on(ci));
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let c = &*c;
     let (n, me) = (c.size as usize, c.rank as usize);
-    // SAFETY: MPI's contract: `size` ints in each array.
-    let (counts, displs) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(displs, n, ci, "displs")?) };
-    let v = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts,
-        displs,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let mut sinks = (0..n).map(|i| v.block(acc, i, ci).map(Sink::new)).collect::<Res<Vec<_>>>()?;
+    // SAFETY: MPI's contract: `size` entries in each array.
+    let blocks = unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
+    let mut sinks: Vec<Sink> = blocks.into_iter().map(Sink::new).collect();
     let mut off = vec![0usize; n + 1];
     for i in 0..n {
         off[i + 1] = off[i] + sinks[i].len();
@@ -355,15 +484,22 @@ pub unsafe fn allgatherv(
 type Blocks = Vec<Layout>;
 
 /// Direct exchange with rotated partners: every receive posted, then the sends to `me + 1`,
-/// `me + 2`…, then the waits; this rank's own block copied.
+/// `me + 2`…, then the waits; this rank's own block copied. On an intercommunicator the partners
+/// are the remote group's members, every one of them (from remote rank `rank mod size` on).
 fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sink], ci: usize) -> Res<()> {
-    let (n, me) = (c.size as usize, c.rank as usize);
-    // SAFETY: the sinks are the caller's receive buffer or scratch, alive while this runs;
-    // `send` holds the data to send, apart from them (packed copies under MPI_IN_PLACE).
-    unsafe { sinks[me].put(&send[me], ci)? };
+    let n = c.size as usize;
+    let (first, me) = if c.local.is_some() {
+        (0, c.rank as usize % n.max(1))
+    } else {
+        let me = c.rank as usize;
+        // SAFETY: the sinks are the caller's receive buffer or scratch, alive while this runs;
+        // `send` holds the data to send, apart from them (packed copies under MPI_IN_PLACE).
+        unsafe { sinks[me].put(&send[me], ci)? };
+        (1, me)
+    };
     ops.settled(|ops| {
         let mut pieces = Vec::new();
-        for k in 1..n {
+        for k in first..n {
             let from = (me + n - k) % n;
             let s = &mut sinks[from];
             if s.len() > 0 {
@@ -373,7 +509,7 @@ fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sin
             }
         }
         let mut sent = Ok(());
-        for k in 1..n {
+        for k in first..n {
             let to = (me + k) % n;
             if !send[to].is_empty() {
                 sent = ops.send(c.world[to], &send[to]);
@@ -397,6 +533,9 @@ fn alltoall_blocks(ops: &mut Ops, c: &Comm, send: &[Cow<[u8]>], sinks: &mut [Sin
 /// # Safety
 /// MPI's contract: the blocks describe the caller's valid buffers.
 unsafe fn alltoall_any(acc: &mut Access, c: &Comm, ci: usize, send: Option<Blocks>, recv: Blocks) -> Res<()> {
+    if c.local.is_some() && send.is_none() {
+        return Err(in_place_misused(ci));
+    }
     let data: Vec<Cow<[u8]>> = match &send {
         // SAFETY: the caller's contract.
         Some(blocks) => blocks.iter().map(|l| unsafe { source(l) }).collect(),
@@ -405,12 +544,12 @@ unsafe fn alltoall_any(acc: &mut Access, c: &Comm, ci: usize, send: Option<Block
         None => recv.iter().map(|l| Cow::Owned(unsafe { source(l) }.into_owned())).collect(),
     };
     for (i, (d, r)) in data.iter().zip(&recv).enumerate() {
-        if send.is_some() && i == c.rank as usize && d.len() != r.len() {
+        if send.is_some() && c.local.is_none() && i == c.rank as usize && d.len() != r.len() {
             return Err(mismatch(ci, r.len(), d.len()));
         }
     }
     let mut sinks: Vec<Sink> = recv.into_iter().map(Sink::new).collect();
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLTOALLV)?;
+    let mut ops = Ops::between(acc, c.coll_ctx(), c.coll_send_ctx(), tag::ALLTOALLV)?;
     alltoall_blocks(&mut ops, c, &data, &mut sinks, ci).map_err(on(ci))
 }
 
@@ -431,35 +570,44 @@ pub unsafe fn alltoallv(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
+    let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
+    // SAFETY: MPI's contract on the arrays and buffers.
+    unsafe {
+        alltoall_sides(
+            acc,
+            c,
+            ci,
+            (sendbuf, Side::V(sendcounts, sdispls), sendtype),
+            (recvbuf, Side::V(recvcounts, rdispls), recvtype),
+        )
+    }
+}
+
+/// An all-to-all of the blocks `send` describes (`MPI_IN_PLACE`: in the receive buffer) into
+/// those `recv` describes, `c.size` of each.
+///
+/// # Safety
+/// MPI's contract on the arrays and buffers.
+unsafe fn alltoall_sides(
+    acc: &mut Access,
+    c: &Comm,
+    ci: usize,
+    send: (*const c_void, Side, Datatype),
+    recv: (*mut c_void, Side, Datatype),
+) -> Res<()> {
     let n = c.size as usize;
-    // SAFETY: MPI's contract: `size` ints in each array.
-    let (rc, rd) = unsafe { (ints(recvcounts, n, ci, "recvcounts")?, ints(rdispls, n, ci, "rdispls")?) };
-    let rv = Vector {
-        base: recvbuf.cast_const().cast(),
-        counts: rc,
-        displs: rd,
-        dt: recvtype,
-        extent: extent_of(acc, recvtype, ci)?,
-    };
-    let recv = (0..n).map(|i| rv.block(acc, i, ci)).collect::<Res<Blocks>>()?;
-    let send = if is_in_place(sendbuf) {
+    // SAFETY: the caller's contract.
+    let rblocks = unsafe { layouts(acc, recv.0.cast_const().cast(), recv.1, recv.2, n, ci) }?;
+    let sblocks = if is_in_place(send.0) {
         None
     } else {
-        // SAFETY: MPI's contract: `size` ints in each array.
-        let (sc, sd) = unsafe { (ints(sendcounts, n, ci, "sendcounts")?, ints(sdispls, n, ci, "sdispls")?) };
-        let sv = Vector {
-            base: sendbuf.cast(),
-            counts: sc,
-            displs: sd,
-            dt: sendtype,
-            extent: extent_of(acc, sendtype, ci)?,
-        };
-        Some((0..n).map(|i| sv.block(acc, i, ci)).collect::<Res<Blocks>>()?)
+        // SAFETY: the caller's contract.
+        Some(unsafe { layouts(acc, send.0.cast(), send.1, send.2, n, ci) }?)
     };
-    // SAFETY: MPI's contract on the buffers.
-    unsafe { alltoall_any(acc, c, ci, send, recv) }
+    // SAFETY: the caller's contract.
+    unsafe { alltoall_any(acc, c, ci, sblocks, rblocks) }
 }
 
 /// `MPI_Alltoallw`: per-rank datatypes and byte displacements.
@@ -479,36 +627,13 @@ pub unsafe fn alltoallw(
     recvtypes: *const Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    // On an intercommunicator too: the arrays have the remote group's size (`c.size`).
+    let (c, ci, _) = super::begin_any(acc, comm)?;
     let c = &*c;
-    let n = c.size as usize;
-    /// # Safety
-    /// MPI's contract: `n` entries in each array.
-    unsafe fn blocks(
-        acc: &mut Access,
-        base: *const u8,
-        counts: *const c_int,
-        displs: *const c_int,
-        types: *const Datatype,
-        n: usize,
-        ci: usize,
-    ) -> Res<Blocks> {
-        // SAFETY: the caller's contract.
-        let (counts, displs) = unsafe { (ints(counts, n, ci, "counts")?, ints(displs, n, ci, "displs")?) };
-        // SAFETY: the caller's contract (a datatype handle is an int).
-        let types = unsafe { ints(types.cast(), n, ci, "datatypes")? };
-        (0..n).map(|i| layout_at(acc, base.wrapping_offset(displs[i] as isize), counts[i], types[i], ci)).collect()
-    }
-    // SAFETY: MPI's contract on the arrays.
-    let recv = unsafe { blocks(acc, recvbuf.cast_const().cast(), recvcounts, rdispls, recvtypes, n, ci)? };
-    let send = if is_in_place(sendbuf) {
-        None
-    } else {
-        // SAFETY: MPI's contract on the arrays.
-        Some(unsafe { blocks(acc, sendbuf.cast(), sendcounts, sdispls, sendtypes, n, ci)? })
-    };
-    // SAFETY: MPI's contract on the buffers.
-    unsafe { alltoall_any(acc, c, ci, send, recv) }
+    let sside = Side::W(sendcounts, Displs::Int(sdispls), sendtypes);
+    let rside = Side::W(recvcounts, Displs::Int(rdispls), recvtypes);
+    // SAFETY: MPI's contract on the arrays and buffers.
+    unsafe { alltoall_sides(acc, c, ci, (sendbuf, sside, abi::DATATYPE_NULL), (recvbuf, rside, abi::DATATYPE_NULL)) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -621,18 +746,15 @@ pub unsafe fn reduce_scatter(
     op: abi::Op,
     comm: abi::Comm,
 ) -> Res<()> {
+    if inter::is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::reduce_scatter(acc, sendbuf, recvbuf, counts, block, dt, op, comm) };
+    }
     let (c, ci, tu) = begin(acc, comm)?;
     let c = &*c;
     let (n, me) = (c.size as usize, c.rank as usize);
-    let counts: Vec<usize> = match block {
-        Some(b) if b < 0 => return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(b))),
-        Some(b) => vec![b as usize; n],
-        // SAFETY: MPI's contract: `size` ints.
-        None => unsafe { ints(counts, n, ci, "recvcounts")? }
-            .iter()
-            .map(|&k| if k < 0 { Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k))) } else { Ok(k as usize) })
-            .collect::<Res<_>>()?,
-    };
+    // SAFETY: MPI's contract: `size` ints unless `block`.
+    let counts = unsafe { block_counts(counts, block, n, ci) }?;
     // `_keep` holds the layout a user's operation points to until the reduction is done.
     let (red, _keep) = reduction_kept(acc.st(), op, dt, ci)?;
     let total: usize = counts.iter().sum();
@@ -652,6 +774,24 @@ pub unsafe fn reduce_scatter(
     // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
     // vector in place: the result is taken from our copy before it is written).
     unsafe { sink.put(&data[start..start + counts[me] * per], ci) }
+}
+
+/// The counts of `MPI_Reduce_scatter` (`n` at `counts`) or `MPI_Reduce_scatter_block` (`block`
+/// each), checked.
+///
+/// # Safety
+/// MPI's contract: `n` ints at `counts` unless `block` is given.
+pub(super) unsafe fn block_counts(counts: *const c_int, block: Option<c_int>, n: usize, ci: usize) -> Res<Vec<usize>> {
+    let bad = |k: c_int| Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(k));
+    match block {
+        Some(b) if b < 0 => Err(bad(b)),
+        Some(b) => Ok(vec![b as usize; n]),
+        // SAFETY: the caller's contract.
+        None => unsafe { ints(counts, n, ci, "recvcounts")? }
+            .iter()
+            .map(|&k| if k < 0 { Err(bad(k)) } else { Ok(k as usize) })
+            .collect(),
+    }
 }
 
 /// `MPI_Scan` (`exclusive` false) and `MPI_Exscan` (true), by recursive doubling: at step

@@ -20,6 +20,7 @@ use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
 pub mod context;
+pub mod inter;
 
 use crate::abi::{self, COMM_BASE, Errhandler};
 use crate::coll::{self, Tuning};
@@ -78,9 +79,15 @@ pub struct Comm {
     pub rank: u32,
     /// Number of members.
     pub size: u32,
-    /// Point-to-point context; collectives use `ctx + 1`.
+    /// Point-to-point context this process receives in; collectives use `ctx + 1`.
     pub ctx: u32,
-    /// Job rank of each communicator rank (`size` entries).
+    /// The context messages to the other members carry: `ctx` on an intracommunicator, the
+    /// remote group's receive context on an intercommunicator (each group agrees on its own:
+    /// a context need only be free where it is received).
+    pub send_ctx: u32,
+    /// Job rank of each communicator rank (`size` entries). On an intercommunicator `size`,
+    /// `world`, `from_world` and `nodes` describe the **remote** group, the one point-to-point
+    /// ranks name, so the point-to-point paths serve both kinds unchanged.
     pub world: Box<[u32]>,
     /// Communicator rank of each job rank, -1 for non-members (`job_size` entries).
     pub from_world: Box<[i32]>,
@@ -96,6 +103,10 @@ pub struct Comm {
     /// Non-blocking collectives started on this communicator (their tags); shared by the copies
     /// a change makes (`Arc::make_mut`), fresh for every new communicator.
     pub nbc: Arc<std::sync::atomic::AtomicU32>,
+    /// An intercommunicator's local group as an intracommunicator of its own (its own context
+    /// pair, for the local steps of the intercommunicator's collectives and creations); `rank` is
+    /// this process's rank in it. `None`: an intracommunicator.
+    pub local: Option<Arc<Comm>>,
 }
 
 impl Comm {
@@ -116,17 +127,54 @@ impl Comm {
         let (world, from_world, name) = (world.into(), from_world.into(), String::new());
         let attrs = Vec::new();
         let nbc = Arc::default();
-        Comm { live: true, identity, rank, size, ctx, world, from_world, errh, nodes, name, attrs, topo: None, nbc }
+        let (send_ctx, local, topo) = (ctx, None, None);
+        Comm {
+            live: true,
+            identity,
+            rank,
+            size,
+            ctx,
+            send_ctx,
+            world,
+            from_world,
+            errh,
+            nodes,
+            name,
+            attrs,
+            topo,
+            nbc,
+            local,
+        }
+    }
+
+    /// An intercommunicator: this process's group `local` (an intracommunicator with its own
+    /// context), the remote group's job ranks `remote` (disjoint from `local`'s), received in
+    /// context `ctx` and sent in `send_ctx`.
+    pub fn inter(local: Comm, remote: Vec<u32>, ctx: u32, send_ctx: u32, job_size: u32, node_of_job: &[u32]) -> Comm {
+        let me = local.world_of(local.rank);
+        let mut c = Comm::new(remote, me, job_size, ctx, local.errh, node_of_job);
+        c.identity = false;
+        c.rank = local.rank;
+        c.send_ctx = send_ctx;
+        c.local = Some(Arc::new(local));
+        c
+    }
+
+    /// The local group's size (`MPI_Comm_size`).
+    pub fn local_size(&self) -> u32 {
+        self.local.as_ref().map_or(self.size, |l| l.size)
+    }
+
+    /// The local group's job ranks (`MPI_Comm_group`).
+    pub fn local_world(&self) -> &[u32] {
+        self.local.as_ref().map_or(&self.world, |l| &l.world)
     }
 
     /// What stays of a freed communicator once nothing names it: no maps, no memory.
     fn tombstone() -> Comm {
-        let (world, from_world) = (Box::default(), Box::default());
-        let (errh, nodes, name) = (abi::ERRORS_ARE_FATAL, Nodes::default(), String::new());
-        let attrs = Vec::new();
-        let (live, identity, topo) = (false, false, None);
-        let nbc = Arc::default();
-        Comm { live, identity, rank: 0, size: 0, ctx: 0, world, from_world, errh, nodes, name, attrs, topo, nbc }
+        let mut c = Comm::new(Vec::new(), 0, 0, 0, abi::ERRORS_ARE_FATAL, &[]);
+        (c.live, c.identity) = (false, false);
+        c
     }
 
     /// The communicator rank of job rank `w` (`MPI_PROC_NULL`-free: -1 if not a member).
@@ -141,9 +189,14 @@ impl Comm {
         if self.identity { r } else { self.world.get(r as usize).copied().unwrap_or(u32::MAX) }
     }
 
-    /// The collectives' context.
+    /// The collectives' context (received in).
     pub fn coll_ctx(&self) -> u32 {
         self.ctx + 1
+    }
+
+    /// The collectives' context as sent to the other members.
+    pub fn coll_send_ctx(&self) -> u32 {
+        self.send_ctx + 1
     }
 }
 
@@ -180,7 +233,7 @@ pub unsafe fn rank_or_size(acc: &mut Access, comm: abi::Comm, out: *mut c_int, s
         return Err(null_out(Some(ci)));
     }
     // SAFETY: checked non-null; MPI's contract.
-    unsafe { *out = if size { c.size } else { c.rank } as c_int };
+    unsafe { *out = if size { c.local_size() } else { c.rank } as c_int };
     Ok(())
 }
 
@@ -198,8 +251,20 @@ fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> 
 /// Stores a new communicator over job ranks `world` in the lowest free slot of the table (a
 /// reclaimed one, or a new one at the end) and returns its handle.
 fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
+    let c = intra(st, world, ctx, errh);
+    store(st, c)
+}
+
+/// A new intracommunicator over job ranks `world` (this process among them).
+fn intra(st: &State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
-    let c = Arc::new(Comm::new(world, me, size, ctx, errh, &st.node_of_job));
+    Comm::new(world, me, size, ctx, errh, &st.node_of_job)
+}
+
+/// Stores communicator `c` in the lowest free slot of the table (a reclaimed one, or a new one
+/// at the end) and returns its handle.
+fn store(st: &mut State, c: Comm) -> abi::Comm {
+    let c = Arc::new(c);
     reclaim(st);
     let i = match st.comm_slots.iter().enumerate().min_by_key(|&(_, &i)| i) {
         Some((k, _)) => {
@@ -230,6 +295,10 @@ pub fn reclaim(st: &mut State) {
         st.comms_retired.swap_remove(k);
         let ctx = st.comms[ci].ctx;
         st.contexts.release(ctx);
+        if let Some(l) = &st.comms[ci].local {
+            let lctx = l.ctx;
+            st.contexts.release(lctx);
+        }
         st.comms[ci] = Arc::new(Comm::tombstone());
         st.refresh_fast(ci);
         st.comm_slots.push(ci);
@@ -253,9 +322,13 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
-    let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+    let h = if c.local.is_some() {
+        inter::dup(acc, ci, &c, &tu)?
+    } else {
+        let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
+        push(acc.st(), c.world.to_vec(), ctx, c.errh)
+    };
     let st = acc.st();
-    let h = push(st, c.world.to_vec(), ctx, c.errh);
     // A duplicate keeps the topology (MPI-3.1 §7.4).
     Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
     // The attributes go through their copy callbacks (MPI-3.1 §6.7.2).
@@ -268,6 +341,38 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
+}
+
+/// The communicator an `MPI_Comm_idup` of communicator `ci` makes once its contexts are
+/// agreed (`ctxs`: its own, and an intercommunicator's local group's; `remote`: the other
+/// group's receive context): a copy with attributes `attrs` (copied at the call); its handle.
+pub fn made_by_idup(
+    st: &mut State,
+    ci: usize,
+    ctxs: &[u32],
+    remote: Option<u32>,
+    attrs: Vec<(c_int, usize)>,
+) -> Res<abi::Comm> {
+    let parent = st.comms.get(ci).cloned();
+    let h = match (parent, ctxs, remote) {
+        (Some(c), &[ctx], None) if c.local.is_none() => {
+            let h = push(st, c.world.to_vec(), ctx, c.errh);
+            Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
+            h
+        }
+        (Some(c), &[ctx, lctx], Some(rctx)) if c.local.is_some() => {
+            inter::make(st, c.local_world().to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.errh)
+        }
+        _ => {
+            for &x in ctxs {
+                st.contexts.release(x);
+            }
+            return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("the duplicated communicator is gone")));
+        }
+    };
+    Arc::make_mut(&mut st.comms[index_of(h)]).attrs = attrs;
+    st.refresh_fast(index_of(h));
+    Ok(h)
 }
 
 /// `MPI_Comm_split`: every member agrees on one context for all the new communicators (their
@@ -283,6 +388,12 @@ pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int,
     }
     if color < 0 && color != abi::UNDEFINED {
         return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("color must be non-negative or MPI_UNDEFINED")));
+    }
+    if c.local.is_some() {
+        let h = inter::split(acc, ci, &c, &tu, color, key)?;
+        // SAFETY: checked non-null; MPI's contract.
+        unsafe { *newcomm = h };
+        return Ok(());
     }
     let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
     let mut mine = [0u8; 8];
@@ -343,6 +454,12 @@ pub unsafe fn create(acc: &mut Access, comm: abi::Comm, group: abi::Group, newco
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
+    if c.local.is_some() {
+        let h = inter::create(acc, ci, &c, &tu, group)?;
+        // SAFETY: checked non-null; MPI's contract.
+        unsafe { *newcomm = h };
+        return Ok(());
+    }
     let members = in_comm(acc.st(), &c, group).map_err(on(ci))?;
     let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
     let st = acc.st();
@@ -385,6 +502,9 @@ pub unsafe fn create_group(
     if newcomm.is_null() {
         return Err(null_out(Some(ci)));
     }
+    if c.local.is_some() {
+        return Err(crate::p2p::not_intra(ci));
+    }
     if !(0..1 << 30).contains(&tag) {
         return Err(Fail::new(abi::ERR_TAG, Some(ci), Why::Tag(tag)));
     }
@@ -420,10 +540,19 @@ pub unsafe fn compare(acc: &mut Access, c1: abi::Comm, c2: abi::Comm, result: *m
     if result.is_null() {
         return Err(null_out(Some(i1)));
     }
+    // Intercommunicators compare both groups (MPI-3.1 §6.4.1); an intercommunicator and an
+    // intracommunicator are unequal.
     let v = if i1 == i2 {
         abi::IDENT
+    } else if a.local.is_some() != b.local.is_some() {
+        abi::UNEQUAL
     } else {
-        match crate::group::compare_members(&a.world, &b.world) {
+        let mut v = crate::group::compare_members(a.local_world(), b.local_world());
+        if a.local.is_some() {
+            // IDENT < CONGRUENT < SIMILAR < UNEQUAL: the worse of the two.
+            v = v.max(crate::group::compare_members(&a.world, &b.world));
+        }
+        match v {
             abi::IDENT => abi::CONGRUENT,
             other => other,
         }

@@ -102,24 +102,43 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
 /// `Done`), else the Endpoint requests it waits for.
 fn advance_coll(st: &mut State, i: usize) -> Res<Option<Vec<nemesis::Request>>> {
     let phase = st.phase;
-    let State { ep, reqs, .. } = st;
+    let State { ep, reqs, contexts, .. } = st;
     let Some(ep) = ep.as_mut() else { return Err(not_running(phase)) };
     let Some(req) = reqs.at_mut(i) else { return Err(bad_request(-1)) };
     let ReqState::Coll(s) = &mut req.state else { return Ok(None) };
-    match s.advance(ep) {
+    match s.advance(ep, contexts) {
         Some(done) => {
-            req.state = ReqState::Done(done);
+            let ReqState::Coll(mut s) = std::mem::replace(&mut req.state, ReqState::Inactive) else {
+                return Ok(None);
+            };
+            let done = crate::coll::nbc::finished(st, &mut s, done);
+            if let Some(req) = st.reqs.at_mut(i) {
+                req.state = ReqState::Done(done);
+            }
             Ok(None)
         }
         None => Ok(Some(s.pending())),
     }
 }
 
-/// Waits until collective request slot `i` is complete.
+/// Waits until collective request slot `i` is complete, advancing every schedule in flight
+/// meanwhile and waiting for any of their transfers: one schedule may need another to move first
+/// (an `MPI_Comm_idup` whose agreement waits for an earlier one), and a peer waiting for another
+/// schedule of this process must see it move.
 fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
     let mut spins = 0;
     loop {
-        let Some(pending) = advance_coll(acc.st(), i)? else { return Ok(()) };
+        advance_colls(acc.st());
+        if advance_coll(acc.st(), i)?.is_none() {
+            return Ok(());
+        }
+        let st = acc.st();
+        let mut pending = Vec::new();
+        for &k in &st.colls {
+            if let Some(Req { state: ReqState::Coll(s), .. }) = st.reqs.at(k) {
+                pending.extend(s.pending().into_iter().map(|r| (r, k)));
+            }
+        }
         if acc.threaded() || pending.is_empty() {
             acc.pause(&mut spins);
             if !acc.threaded() {
@@ -127,9 +146,10 @@ fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
             }
             continue;
         }
-        let (j, res) = acc.ep()?.wait_any(&pending).map_err(|e| Fail::endpoint(0, e))?;
-        if let Some(Req { state: ReqState::Coll(s), .. }) = acc.st().reqs.at_mut(i) {
-            s.took(pending[j], res);
+        let reqs: Vec<nemesis::Request> = pending.iter().map(|p| p.0).collect();
+        let (j, res) = acc.ep()?.wait_any(&reqs).map_err(|e| Fail::endpoint(0, e))?;
+        if let Some(Req { state: ReqState::Coll(s), .. }) = acc.st().reqs.at_mut(pending[j].1) {
+            s.took(pending[j].0, res);
         }
     }
 }
@@ -221,7 +241,7 @@ fn check_running(acc: &mut Access) -> Res<()> {
 
 /// Advances every non-blocking collective in flight, so that testing or waiting for any request
 /// moves them all (their rounds overlap whatever the program waits for).
-fn advance_colls(st: &mut State) {
+pub fn advance_colls(st: &mut State) {
     let mut k = 0;
     while k < st.colls.len() {
         match advance_coll(st, st.colls[k]) {

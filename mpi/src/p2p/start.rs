@@ -26,7 +26,7 @@ fn too_many(ci: usize) -> Fail {
 }
 
 /// A send's arguments resolved: the communicator's index, the data, the job rank to send to
-/// (`None`: `MPI_PROC_NULL`) and the context.
+/// (`None`: `MPI_PROC_NULL`) and the context (a send's: `Comm::send_ctx`).
 pub struct Target {
     pub ci: usize,
     pub data: Layout,
@@ -62,7 +62,7 @@ pub fn target(
         }
         source_of(c, ci, peer)?
     };
-    Ok(Target { ci, data, peer, ctx: c.ctx })
+    Ok(Target { ci, data, peer, ctx: if send { c.send_ctx } else { c.ctx } })
 }
 
 /// Typed data as pieces, boxed (at a stable address for the Endpoint), and the Endpoint's
@@ -222,7 +222,7 @@ pub unsafe fn istart_fast(
         (unsafe { ep.irecv_raw(buf as *mut u8, len, peer, tag, f.ctx) }, None)
     } else {
         // SAFETY: MPI's contract on the data (the caller's).
-        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.ctx) };
+        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.send_ctx) };
         let sent = r.as_ref().ok().and_then(|&r| ep.send_id(r));
         (r, sent)
     };
@@ -251,17 +251,8 @@ pub unsafe fn isend(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
-    if request.is_null() {
-        return Err(null_arg(None, "null request pointer"));
-    }
-    let st = acc.st();
-    super::complete::reap(st);
-    let t = target(st, buf, count, dt, dest, tag, comm, true)?;
-    // SAFETY: the caller's contract.
-    let (state, typed) = unsafe { start_send(st, mode, &t.data, t.peer, tag, t.ctx, t.ci) }?;
-    let sent = sent_of(st, &state);
-    // SAFETY: checked non-null.
-    unsafe { hand_out(st, Req { typed, sent, ..Req::new(t.ci, state, false) }, request) }
+    // SAFETY: the caller's contract (the buffer is only read for a send).
+    unsafe { begin(acc, Some(mode), buf.cast_mut(), count, dt, dest, tag, comm, request) }
 }
 
 /// `MPI_Irecv`.
@@ -280,16 +271,63 @@ pub unsafe fn irecv(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { begin(acc, None, buf, count, dt, source, tag, comm, request) }
+}
+
+/// A non-blocking send in `mode` (`send: Some(mode)`) or receive (`None`) started, its request
+/// written to `request`.
+///
+/// # Safety
+/// As for [`isend`] and [`irecv`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn begin(
+    acc: &mut Access,
+    send: Option<Mode>,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    peer: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    request: *mut abi::Request,
+) -> Res<()> {
     if request.is_null() {
         return Err(null_arg(None, "null request pointer"));
     }
     let st = acc.st();
     super::complete::reap(st);
-    let t = target(st, buf, count, dt, source, tag, comm, false)?;
+    let t = target(st, buf, count, dt, peer, tag, comm, send.is_some())?;
     // SAFETY: the caller's contract.
-    let (state, typed) = unsafe { start_recv(st, &t.data, t.peer, tag, t.ctx, t.ci) }?;
+    let (state, typed, sent) = unsafe { start_any(st, send, &t.data, t.peer, tag, t.ctx, t.ci) }?;
     // SAFETY: checked non-null.
-    unsafe { hand_out(st, Req { typed, ..Req::new(t.ci, state, true) }, request) }
+    unsafe { hand_out(st, Req { typed, sent, ..Req::new(t.ci, state, send.is_none()) }, request) }
+}
+
+/// Starts a send in `mode` (`send: Some(mode)`) or a receive (`None`): the request's state,
+/// typed data and sent message.
+///
+/// # Safety
+/// As for [`start_send`] and [`start_recv`].
+#[allow(clippy::type_complexity)]
+unsafe fn start_any(
+    st: &mut St,
+    send: Option<Mode>,
+    data: &Layout,
+    peer: Option<i32>,
+    tag: c_int,
+    ctx: u32,
+    ci: usize,
+) -> Res<(State, Option<Box<TypedBuf>>, Option<nemesis::SendId>)> {
+    // SAFETY: the caller's contract.
+    let (state, typed) = unsafe {
+        match send {
+            Some(mode) => start_send(st, mode, data, peer, tag, ctx, ci),
+            None => start_recv(st, data, peer, tag, ctx, ci),
+        }
+    }?;
+    let sent = if send.is_some() { sent_of(st, &state) } else { None };
+    Ok((state, typed, sent))
 }
 
 /// `MPI_Send_init`, `MPI_Ssend_init`, `MPI_Bsend_init`, `MPI_Rsend_init` (`send: Some(mode)`)
@@ -346,13 +384,7 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
     };
     // SAFETY: the arguments were given to the persistent call under MPI's contract, which holds
     // for each start.
-    let (state, typed) = unsafe {
-        match p.send {
-            Some(mode) => start_send(st, mode, &p.data, p.peer, p.tag, p.ctx, ci),
-            None => start_recv(st, &p.data, p.peer, p.tag, p.ctx, ci),
-        }
-    }?;
-    let sent = sent_of(st, &state);
+    let (state, typed, sent) = unsafe { start_any(st, p.send, &p.data, p.peer, p.tag, p.ctx, ci) }?;
     if let Some(r) = st.reqs.get_mut(h) {
         r.state = state;
         r.typed = typed;

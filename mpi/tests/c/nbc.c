@@ -6,43 +6,11 @@
  * operation in MPI_Ireduce and MPI_Iscan (rank order); a broadcast that advances while its rank
  * tests another request; MPI_Cancel of one is an error.
  * Prints "OK nbc <rank>". */
-#include "check.h"
+#include "affine.h"
 
 static int rank, size;
 
 static int v(int r, int i) { return r * 1000 + i % 997; }
-
-typedef struct {
-    int a, b;
-} affine;
-
-static void compose(void *in, void *inout, int *len, MPI_Datatype *dt) {
-    CHECK(*dt == MPI_2INT, "compose called on type %#x", *dt);
-    affine *x = in, *y = inout;
-    for (int i = 0; i < *len; i++) {
-        unsigned a = (unsigned)y[i].a * (unsigned)x[i].a;
-        unsigned b = (unsigned)y[i].a * (unsigned)x[i].b + (unsigned)y[i].b;
-        y[i].a = (int)a;
-        y[i].b = (int)b;
-    }
-}
-
-static affine map_of(int r, int i) {
-    affine m = {(int)(2u * (unsigned)(r + i) + 1u), r * 7 + i};
-    return m;
-}
-
-static affine composed(int upto, int i) {
-    affine acc = map_of(0, i);
-    for (int r = 1; r < upto; r++) {
-        affine m = map_of(r, i);
-        unsigned a = (unsigned)m.a * (unsigned)acc.a;
-        unsigned b = (unsigned)m.a * (unsigned)acc.b + (unsigned)m.b;
-        acc.a = (int)a;
-        acc.b = (int)b;
-    }
-    return acc;
-}
 
 /* Completes `r` by MPI_Test in a loop (the schedule advances at each call). */
 static void test_until_done(MPI_Request *r) {

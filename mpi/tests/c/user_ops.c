@@ -4,51 +4,14 @@
  * combine in rank order; a commutative one (a sum of doubles by the user's function) must match
  * MPI_SUM. Counts 1, 7, 1000 and 5000 (past the eager limit: segmented algorithms). Run with
  * forced algorithms too (NEMESIS_COLL_ALG). Prints "OK user_ops <rank>". */
-#include "check.h"
+#include "affine.h"
 
 static int rank, size;
-static int calls;
-
-typedef struct {
-    int a, b;
-} affine;
-
-/* inout[i] = in[i] then inout[i]: x -> inout.a (in.a x + in.b) + inout.b. */
-static void compose(void *in, void *inout, int *len, MPI_Datatype *dt) {
-    CHECK(*dt == MPI_2INT, "compose called on type %#x", *dt);
-    affine *x = in, *y = inout;
-    for (int i = 0; i < *len; i++) {
-        unsigned a = (unsigned)y[i].a * (unsigned)x[i].a;
-        unsigned b = (unsigned)y[i].a * (unsigned)x[i].b + (unsigned)y[i].b;
-        y[i].a = (int)a;
-        y[i].b = (int)b;
-    }
-    calls++;
-}
 
 static void dsum(void *in, void *inout, int *len, MPI_Datatype *dt) {
     CHECK(*dt == MPI_DOUBLE, "dsum called on type %#x", *dt);
     double *x = in, *y = inout;
     for (int i = 0; i < *len; i++) y[i] += x[i];
-}
-
-/* Rank r's map for element i. */
-static affine map_of(int r, int i) {
-    affine m = {(int)(2u * (unsigned)(r + i) + 1u), r * 7 + i};
-    return m;
-}
-
-/* The composition of ranks 0..size-1's maps, in rank order. */
-static affine expected(int i) {
-    affine acc = map_of(0, i);
-    for (int r = 1; r < size; r++) {
-        affine m = map_of(r, i);
-        unsigned a = (unsigned)m.a * (unsigned)acc.a;
-        unsigned b = (unsigned)m.a * (unsigned)acc.b + (unsigned)m.b;
-        acc.a = (int)a;
-        acc.b = (int)b;
-    }
-    return acc;
 }
 
 int main(int argc, char **argv) {
@@ -83,7 +46,7 @@ int main(int argc, char **argv) {
             OK(MPI_Reduce(in, out, n, MPI_2INT, comp, root, MPI_COMM_WORLD));
             if (rank == root)
                 for (int i = 0; i < n; i++) {
-                    affine e = expected(i);
+                    affine e = composed(size, i);
                     CHECK(out[i].a == e.a && out[i].b == e.b, "reduce n=%d root=%d [%d]: (%d,%d) not (%d,%d)", n,
                           root, i, out[i].a, out[i].b, e.a, e.b);
                 }
@@ -91,13 +54,13 @@ int main(int argc, char **argv) {
         memset(out, 0, sizeof(affine) * n);
         OK(MPI_Allreduce(in, out, n, MPI_2INT, comp, MPI_COMM_WORLD));
         for (int i = 0; i < n; i++) {
-            affine e = expected(i);
+            affine e = composed(size, i);
             CHECK(out[i].a == e.a && out[i].b == e.b, "allreduce n=%d [%d]", n, i);
         }
         memcpy(out, in, sizeof(affine) * n);
         OK(MPI_Allreduce(MPI_IN_PLACE, out, n, MPI_2INT, comp, MPI_COMM_WORLD));
         for (int i = 0; i < n; i++) {
-            affine e = expected(i);
+            affine e = composed(size, i);
             CHECK(out[i].a == e.a && out[i].b == e.b, "allreduce in place n=%d [%d]", n, i);
         }
         OK(MPI_Allreduce(d, dr, n, MPI_DOUBLE, sum, MPI_COMM_WORLD));
@@ -118,7 +81,7 @@ int main(int argc, char **argv) {
     int li[3] = {1, 2, 3}, lo[3] = {10, 20, 30};
     OK(MPI_Reduce_local(li, lo, 3, MPI_INT, MPI_SUM));
     CHECK(lo[0] == 11 && lo[2] == 33, "reduce_local with MPI_SUM");
-    if (size > 1) CHECK(calls > 0, "the user function was never called");
+    if (size > 1) CHECK(affine_calls > 0, "the user function was never called");
 
     OK(MPI_Op_free(&comp));
     CHECK(comp == MPI_OP_NULL, "freed op is not MPI_OP_NULL");

@@ -11,7 +11,7 @@
  * ranks and plain ints on others (both paths in one collective), in place, and a struct type.
  * A scale of 1 and 3000 (past the eager limit: transfers in pieces).
  * Buffer cells outside the blocks must stay untouched. Prints "OK vcoll <rank>". */
-#include "check.h"
+#include "affine.h"
 #include <stddef.h>
 
 static int rank, size;
@@ -223,39 +223,6 @@ static void test_reduce_scatter(int scale) {
     free(counts);
     free(in);
     free(out);
-}
-
-typedef struct {
-    int a, b;
-} affine;
-
-static void compose(void *in, void *inout, int *len, MPI_Datatype *dt) {
-    CHECK(*dt == MPI_2INT, "compose called on type %#x", *dt);
-    affine *x = in, *y = inout;
-    for (int i = 0; i < *len; i++) {
-        unsigned a = (unsigned)y[i].a * (unsigned)x[i].a;
-        unsigned b = (unsigned)y[i].a * (unsigned)x[i].b + (unsigned)y[i].b;
-        y[i].a = (int)a;
-        y[i].b = (int)b;
-    }
-}
-
-static affine map_of(int r, int i) {
-    affine m = {(int)(2u * (unsigned)(r + i) + 1u), r * 7 + i};
-    return m;
-}
-
-/* Ranks 0..upto-1's maps composed in rank order. */
-static affine composed(int upto, int i) {
-    affine acc = map_of(0, i);
-    for (int r = 1; r < upto; r++) {
-        affine m = map_of(r, i);
-        unsigned a = (unsigned)m.a * (unsigned)acc.a;
-        unsigned b = (unsigned)m.a * (unsigned)acc.b + (unsigned)m.b;
-        acc.a = (int)a;
-        acc.b = (int)b;
-    }
-    return acc;
 }
 
 static void test_scan(int scale, MPI_Op comp) {
