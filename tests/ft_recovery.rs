@@ -32,8 +32,8 @@ mod ft_stencil;
 const RANKS: u32 = 8;
 const GROUPS: u32 = 4;
 const CELLS: usize = 64;
-const ITERATIONS: u64 = 600;
-const INTERVAL: u64 = 40;
+const ITERATIONS: u64 = 8000;
+const INTERVAL: u64 = 200;
 
 /// Entry point of the ranks; a no-op when the test harness runs it directly.
 #[test]
@@ -360,7 +360,8 @@ fn one_rank_killed_mid_run() {
         lines[0].starts_with("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ")
     );
     let gen_: u64 = lines[0].split("checkpoint ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
-    assert!(gen_ >= 2, "{}", lines[0]);
+    // Rank 5 had written generation 2; the group's newest durable one may still be 1.
+    assert!(gen_ >= 1, "{}", lines[0]);
 }
 
 #[test]

@@ -133,7 +133,7 @@ impl Inner {
     /// capture).
     fn ft_await_recovery(&mut self) -> Result<()> {
         if self.ft_recovers() {
-            let mut waiter = Waiter::new(self.cfg.wait);
+            let mut waiter = Waiter::new(self.cfg.wait, self.spin);
             while self.ft.as_deref().is_some_and(|ft| ft.process.in_recovery()) {
                 self.idle_step(&mut waiter, None)?;
             }

@@ -195,7 +195,7 @@ impl Inner {
         let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         let Some(ch) = ft.channel.as_mut() else { return Ok(()) };
         ch.send(&Frame::Finishing);
-        let mut waiter = crate::wait::Waiter::new(self.cfg.wait);
+        let mut waiter = crate::wait::Waiter::new(self.cfg.wait, self.spin);
         while !self.ft.as_deref().is_some_and(|ft| ft.finish) {
             self.idle_step(&mut waiter, None)?;
         }
