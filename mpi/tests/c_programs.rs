@@ -368,7 +368,7 @@ fn ft_stencil_checksums() {
 fn ft_stencil_c_recovers_a_killed_rank() {
     let c = compile_from("examples", "ft_stencil", Cc::Ours);
     let rust = setup().profile_dir.join("examples/ft_stencil");
-    let args = ["64", "600", "40"];
+    let args = ["64", "6000", "200"];
     let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
