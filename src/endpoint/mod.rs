@@ -646,7 +646,10 @@ impl Endpoint {
         let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return r,
+                Found::Done(r, d) => {
+                    inner.ft_deliver(d);
+                    return r;
+                }
                 Found::Claimed(req) => return inner.wait(req),
                 Found::Nothing => {}
             }
@@ -730,7 +733,11 @@ impl Endpoint {
         if !inner.reqs.is_done(req)? {
             inner.progress(None)?;
         }
-        inner.reqs.take(req)?.transpose()
+        let taken = inner.reqs.take(req)?;
+        if taken.is_some() {
+            inner.ft_taken(req);
+        }
+        taken.transpose()
     }
 
     /// Waits for every request; the results are in the order of `reqs`.
@@ -750,6 +757,7 @@ impl Endpoint {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
                     let Some(res) = inner.reqs.take(r)? else { return Err(Error::InvalidRequest) };
+                    inner.ft_taken(r);
                     return Ok((i, res));
                 }
             }

@@ -215,9 +215,12 @@ pub(crate) struct Ft {
     pub(crate) marks: Vec<[u64; 2]>,
     /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
     pub(crate) failed: Vec<u64>,
-    /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
-    /// behind them.
-    pub(crate) held: VecDeque<Request>,
+    /// Sends the engine refused for now (`Outbound::Hold`), in program order, with the phase of
+    /// the application's call; later sends queue behind them.
+    pub(crate) held: VecDeque<(Request, nemesis_ft::Phase)>,
+    /// Deliveries of non-blocking receives, applied when the application takes the request's
+    /// result (the Endpoint's `ft_taken`).
+    pub(crate) deferred: Vec<(Request, nemesis_ft::Delivery)>,
     /// Control messages being reassembled, per sender.
     pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
     /// Buffers of replays that go by rendezvous, until their request completes.
@@ -241,6 +244,16 @@ pub(crate) struct Ft {
 }
 
 impl Ft {
+    /// Applies the delivery that `req`'s receive was waiting for, if any (the application took
+    /// its result).
+    #[inline(never)]
+    pub(crate) fn take_deferred(&mut self, req: Request) {
+        if let Some(i) = self.deferred.iter().position(|&(r, _)| r == req) {
+            let (_, d) = self.deferred.swap_remove(i);
+            self.process.on_deliver(d);
+        }
+    }
+
     /// The FT state of rank `rank` of `size` with settings `cfg`; `job_id` names the job when the
     /// settings do not. A restarting process also returns the messages its checkpoint holds.
     pub(crate) fn new(
@@ -290,6 +303,7 @@ impl Ft {
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
             held: VecDeque::new(),
+            deferred: Vec::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
             staged: Vec::new(),
