@@ -663,7 +663,8 @@ fn ft_recovery_one_round_reports_every_figure_and_the_goals() {
     assert!(value("replayed_messages") >= 1.0, "{row:?}");
     assert_eq!(value("replayed_bytes"), 8.0 * value("replayed_messages"), "{row:?}");
     let (rhead, rounds) = csv(&dir.join("ft-recovery-rounds.csv"));
-    assert_eq!(rhead[..2], ["ranks", "round"]);
+    assert_eq!(rhead[..3], ["ranks", "round", "recovery_ms"]);
+    assert_eq!(rhead[rhead.len() - 2..], ["resume_goal", "growth_goal"]);
     assert_eq!(rounds.len(), 1, "{rounds:?}");
     for (h, v) in rhead.iter().zip(&rounds[0]).take(rhead.len() - 2) {
         assert!(v.parse::<f64>().is_ok_and(f64::is_finite), "{h} = `{v}`");
