@@ -691,6 +691,22 @@ nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from checkpoi
         }
     }
 
+    /// The defaults of the command line, on `ranks`.
+    fn opts(ranks: Vec<u32>) -> Opts {
+        Opts {
+            ranks,
+            rounds: 5,
+            cells: 64,
+            iterations: 1000,
+            interval: 100,
+            victim: None,
+            kill_after: 2,
+            kill_delay: None,
+            out: None,
+            timeout: 60,
+        }
+    }
+
     fn round(recovery_ms: f64, read_ms: f64, lost_ms: f64, free_s: f64, failed_s: f64) -> Round {
         Round { recovery_ms, read_ms, lost_ms, free_s, failed_s, ..Round::EMPTY }
     }
@@ -711,19 +727,7 @@ nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from checkpoi
         };
         assert_eq!(o.resume_verdict(0), Verdict { met_on_medians: Some(true), rounds_met: 2, rounds_judged: 3 });
         assert_eq!(o.growth_verdict(0), Verdict { met_on_medians: Some(false), rounds_met: 1, rounds_judged: 3 });
-        let opts = Opts {
-            ranks: vec![4],
-            rounds: 4,
-            cells: 8,
-            iterations: 1000,
-            interval: 100,
-            victim: None,
-            kill_after: 2,
-            kill_delay: None,
-            out: None,
-            timeout: 1,
-        };
-        let t = text(&o, &opts);
+        let t = text(&o, &opts(vec![4]));
         assert!(t.contains("met (2/3 rounds)") && t.contains("NOT met (1/3 rounds)"), "{t}");
         // Growths over 250 ms against 80 ms lost: the note.
         assert!(t.contains("note: on 4 ranks the survivors' growth spreads over 250 ms"), "{t}");
@@ -740,18 +744,7 @@ nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from checkpoi
 
     #[test]
     fn bad_options_are_usage_errors() {
-        let base = Opts {
-            ranks: Vec::new(),
-            rounds: 5,
-            cells: 64,
-            iterations: 1000,
-            interval: 100,
-            victim: None,
-            kill_after: 2,
-            kill_delay: None,
-            out: None,
-            timeout: 60,
-        };
+        let base = opts(Vec::new());
         assert_eq!(plan(&base).unwrap(), [4, 8]);
         for bad in [
             Opts { ranks: vec![3], ..base.clone() },
