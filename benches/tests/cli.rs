@@ -655,13 +655,17 @@ fn ft_recovery_one_round_reports_every_figure_and_the_goals() {
         assert!(["yes", "no"].contains(&row[i].as_str()), "{goal} = `{}`", row[i]);
     }
     assert!(value("resume_goal_rounds_met") <= 1.0 && value("growth_goal_rounds_met") <= 1.0, "{row:?}");
-    // What one round must show: a recovery, from the second checkpoint or later, some work lost,
-    // and replays of the 8-byte halo messages.
+    // What one round must show: a recovery from the second checkpoint or later, whose replays are
+    // 8-byte halo messages; killed 60 ms after the second one (unless a loaded machine delayed
+    // the watcher past the third): that much work lost, and messages to replay.
     assert!(value("recovery_ms") > 0.0 && value("checkpoint_read_ms") > 0.0, "{row:?}");
     assert!(value("restored_generation") >= 2.0, "{row:?}");
-    assert!(value("lost_work_ms") >= 60.0, "killed 60 ms after a checkpoint: {row:?}");
-    assert!(value("replayed_messages") >= 1.0, "{row:?}");
+    assert!(value("lost_work_ms") > 0.0, "{row:?}");
     assert_eq!(value("replayed_bytes"), 8.0 * value("replayed_messages"), "{row:?}");
+    if value("restored_generation") == 2.0 {
+        assert!(value("lost_work_ms") >= 60.0, "killed 60 ms after the checkpoint: {row:?}");
+        assert!(value("replayed_messages") >= 1.0, "{row:?}");
+    }
     let (rhead, rounds) = csv(&dir.join("ft-recovery-rounds.csv"));
     assert_eq!(rhead[..3], ["ranks", "round", "recovery_ms"]);
     assert_eq!(rhead[rhead.len() - 2..], ["resume_goal", "growth_goal"]);
