@@ -38,6 +38,7 @@ mod kind {
     pub const RUNNING: u8 = 5;
     pub const FINISHING: u8 = 6;
     pub const FINISH: u8 = 7;
+    pub const RESTORED: u8 = 8;
 }
 
 /// One frame.
@@ -57,6 +58,11 @@ pub enum Frame {
     /// Restarted rank → launcher: it restored checkpoint `generation` (0: none, from the start)
     /// and runs.
     Running { generation: u64 },
+    /// Restarted rank → launcher, before [`Frame::Running`]: it took `read_us` µs to find, read,
+    /// check and restore its group's last durable checkpoint (or to find there is none), whose
+    /// file it wrote at `written_unix_us` µs after the Unix epoch (0: no checkpoint). The launcher
+    /// reports them with the recovery (the checkpoint's read time, the work the group lost).
+    Restored { read_us: u64, written_unix_us: u64 },
     /// Rank → launcher: it reached the end of its program (finalize) and waits for
     /// [`Frame::Finish`], serving recovery meanwhile.
     Finishing,
@@ -124,6 +130,12 @@ impl Frame {
                 out.push(kind::RUNNING);
                 out.extend_from_slice(&generation.to_le_bytes());
             }
+            Frame::Restored { read_us, written_unix_us } => {
+                out.push(kind::RESTORED);
+                for v in [*read_us, *written_unix_us] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
         }
@@ -145,6 +157,7 @@ impl Frame {
             kind::RETIRED => Frame::Retired { ranks: f.ranks()? },
             kind::REPLAYED => Frame::Replayed { round: f.u64()?, messages: f.u64()?, bytes: f.u64()? },
             kind::RUNNING => Frame::Running { generation: f.u64()? },
+            kind::RESTORED => Frame::Restored { read_us: f.u64()?, written_unix_us: f.u64()? },
             kind::FINISHING => Frame::Finishing,
             kind::FINISH => Frame::Finish,
             _ => return Err(bad("unknown kind")),
@@ -257,6 +270,7 @@ mod tests {
             Frame::Retired { ranks: vec![] },
             Frame::Replayed { round: 1, messages: 9, bytes: 900 },
             Frame::Running { generation: 4 },
+            Frame::Restored { read_us: 1234, written_unix_us: 1_700_000_000_000_000 },
             Frame::Finishing,
             Frame::Finish,
         ];

@@ -176,6 +176,9 @@ pub struct FtStats {
     /// Logged messages replayed to restarted ranks, and their payload bytes.
     pub replayed: u64,
     pub replayed_bytes: u64,
+    /// A restarted process: the time it took to find, read, check and restore its group's last
+    /// durable checkpoint (or to find there is none).
+    pub restore_time: Duration,
 }
 
 /// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
@@ -316,6 +319,7 @@ impl Ft {
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
+        let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
             match checkpoint::latest_durable(&ft.dir, job, rank, members)? {
@@ -357,11 +361,30 @@ impl Ft {
                 }
             }
         }
+        if let Some(t) = restoring {
+            ft.report_restore(t.elapsed());
+        }
         Ok((ft, saved))
     }
 }
 
 impl Ft {
+    /// A restarted process tells the launcher (before its [`channel::Frame::Running`]) how long
+    /// the restore took and when its checkpoint file was written: the recovery's report.
+    fn report_restore(&mut self, took: Duration) {
+        self.stats.restore_time = took;
+        let written = (self.generation > 0)
+            .then(|| {
+                std::fs::metadata(self.dir.join(checkpoint::file_name(self.job, self.process.rank(), self.generation)))
+            })
+            .and_then(|m| m.ok()?.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_micros() as u64);
+        if let Some(ch) = self.channel.as_mut() {
+            ch.send(&channel::Frame::Restored { read_us: took.as_micros() as u64, written_unix_us: written });
+        }
+    }
+
     /// At the end of a job (every rank past the closing barrier): removes this rank's checkpoint
     /// files, and rank 0 the directory if the ranks made it (best effort: a warning otherwise).
     pub(crate) fn finish(&self, rank: Rank) {
