@@ -10,7 +10,8 @@
 //!   control messages) carries none and consumes no date.
 //! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
 //!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
-//!   the message (`progress.rs`, `matching.rs`, `waiting.rs`).
+//!   the message: a blocking receive at once, a non-blocking one when the application takes the
+//!   request's result (`Ft::deferred`, the Endpoint's `ft_taken` in wait, test and wait_any).
 //! - **Sender log**: inter-group messages are appended before their send can complete, with an
 //!   envelope (tag, context) that a replay needs; memory bound [`ENV_FT_LOG_MAX`], then a spill file
 //!   in the FT directory up to [`ENV_FT_SPILL_MAX`].
