@@ -23,7 +23,7 @@
 //!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
 //! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
 //!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
