@@ -608,6 +608,9 @@ impl Process {
             return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
         if !rec.may_send() {
+            if !rec.holding {
+                tracing::debug!(rank = self.rank, to, taint = rec.taint, horizon = ?rec.horizon, "HydEE: sends held");
+            }
             rec.holding = true;
             self.register_taint();
             return Ok(Outbound::Hold);
@@ -629,6 +632,7 @@ impl Process {
             && let Some(&(_, recorded_phase)) = q.front()
         {
             q.pop_front();
+            tracing::debug!(rank = self.rank, to, date, recorded_phase, phase, "HydEE: orphan regenerated");
             if q.is_empty() {
                 rec.owed.remove(&to);
             }
@@ -1015,6 +1019,16 @@ impl Process {
         rec.reported = true;
         let round = rec.round;
         let phases: BTreeSet<Phase> = rec.to_replay.values().flatten().map(|e| e.1).collect();
+        tracing::debug!(
+            rank = self.rank,
+            round,
+            to_replay = ?rec.to_replay.iter().map(|(k, q)| (k, q.len(), q.front(), q.back())).collect::<Vec<_>>(),
+            orphans = ?rec.orphan_counts,
+            taint = rec.taint,
+            phase = self.phase,
+            date = self.date,
+            "HydEE: report"
+        );
         let counts: Vec<(Phase, u64)> = rec.orphan_counts.iter().map(|(&p, &c)| (p, c)).collect();
         let to = Endpoint::Coordinator(self.coordinator);
         self.actions.push_back(Action::Control {
