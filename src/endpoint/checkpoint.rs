@@ -14,10 +14,12 @@
 //! 3. the state is captured: the application's bytes, the engine's `checkpoint()`, the log's
 //!    `snapshot()` and the unreceived messages, and written (temporary file, fsync, rename);
 //! 4. each member tells the others (stage 1) that its file is durable, or that it failed, and
-//!    waits for theirs; the group's new generation is durable once all are: only then is the
-//!    previous generation removed and the engine told (`checkpoint_durable`: the acknowledgements
-//!    that free the other groups' logs go out). If any member failed, all abandon the new
-//!    generation and the previous one stays in force.
+//!    waits for theirs; the group's new generation is durable once all are: only then are the
+//!    generations before the previous one removed (two are retained, `crate::ft::checkpoint`),
+//!    the acknowledgements and RPP prunings held back for the previous one sent, and the engine
+//!    told (`checkpoint_durable`: the acknowledgements for the new one, held back in turn until
+//!    the next). If any member failed, all abandon the new generation and the previous one stays
+//!    in force.
 //!
 //! A member cannot start its next checkpoint before every member's stage-1 marker of this one has
 //! arrived, so a message it sends after its checkpoint reaches the others after theirs.
@@ -228,7 +230,11 @@ impl Inner {
                 });
             }
         };
-        checkpoint::remove_older(&ft.dir, ft.job, rank, generation)?;
+        // The previous generation becomes the older retained one: older files go, and what
+        // frees the other groups' logs for it leaves (before what the new one allows is held).
+        checkpoint::remove_older(&ft.dir, ft.job, rank, ft.generation)?;
+        self.ft_release_deferred()?;
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         ft.process.checkpoint_durable(&ft.log)?;
         ft.generation = generation;
         ft.stats.checkpoints += 1;

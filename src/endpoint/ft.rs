@@ -407,6 +407,13 @@ impl Inner {
                 return Ok(());
             };
             match action {
+                Action::Control { to: FtEndpoint::Process(j), msg }
+                    if matches!(msg, FtControl::Ack { .. } | FtControl::Checkpointed { .. }) =>
+                {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.defer(j, msg);
+                    }
+                }
                 Action::Control { to: FtEndpoint::Process(j), msg } => self.send_ft_control(j, &msg)?,
                 Action::Control { to: FtEndpoint::Coordinator(c), msg } => {
                     tracing::debug!(coordinator = c, msg = msg.name(), "HydEE: message for a recovery coordinator");
@@ -429,6 +436,17 @@ impl Inner {
                 Action::ResumeSends => self.resume_held()?,
             }
         }
+    }
+
+    /// Sends the acknowledgements and RPP prunings held back since the group's previous durable
+    /// checkpoint (`Ft::defer`): its newest one is durable now, the previous one becomes the
+    /// older of the two retained.
+    pub(super) fn ft_release_deferred(&mut self) -> Result<()> {
+        let deferred = self.ft.as_deref_mut().map(|ft| std::mem::take(&mut ft.deferred)).unwrap_or_default();
+        for (j, msg) in deferred {
+            self.send_ft_control(j, &msg)?;
+        }
+        Ok(())
     }
 
     /// Sends a control message of the engine to process `to`, on the FIFO of its messages.

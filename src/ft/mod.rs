@@ -237,6 +237,11 @@ pub(crate) struct Ft {
     pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
+    /// The engine's `Ack`s and `Checkpointed`s (what frees the other groups' logs and RPP) held
+    /// back until the group's next checkpoint is durable, the newest per peer and kind: they
+    /// stand for the group's newest durable generation, and the older retained one must stay
+    /// covered (`checkpoint`'s module documentation).
+    pub(crate) deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
 }
 
@@ -299,14 +304,32 @@ impl Ft {
             finish: false,
             replays_reported: (0, 0),
             restored: None,
+            deferred: Vec::new(),
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            match checkpoint::latest_durable(&ft.dir, job, rank, members)? {
-                Some(c) => {
+            let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
+            let chosen = match &found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => format!("generation {}", c.generation),
+                _ => "the beginning".to_owned(),
+            };
+            // The owner of a refused file reports it (once: the restart removes it).
+            for (_, g, path, why) in found.refused.iter().filter(|f| f.0 == rank) {
+                let text = format!(
+                    "checkpoint file {} (generation {g}) refused: {why}; group {group} restarts from {chosen}",
+                    path.display()
+                );
+                tracing::warn!("{text}");
+                if let Some(ch) = ft.channel.as_mut() {
+                    ch.send(&channel::Frame::Warning { text });
+                }
+            }
+            match found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => {
                     tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, Some(c.generation))?;
                     ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
                     ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
                     ft.generation = c.generation;
@@ -314,23 +337,26 @@ impl Ft {
                     ft.restored = Some(c.app);
                     saved = c.image.unexpected;
                 }
-                None if checkpoint::generations(&ft.dir, job, rank)?
-                    .iter()
-                    .any(|&g| checkpoint::load(&ft.dir.join(checkpoint::file_name(job, rank, g))).is_err()) =>
-                {
-                    // A damaged file of its own: starting over would contradict what the other
-                    // groups were told (their logs were acknowledged up to the lost checkpoint).
-                    // (A generation some member never wrote was never durable: the start is right.)
-                    return Err(Error::Checkpoint(format!(
-                        "rank {rank} restarts but no checkpoint of its group {group} in {} can be loaded \
-                         (damaged files): cannot recover",
-                        ft.dir.display()
-                    )));
+                checkpoint::RestartPoint::Lost => {
+                    // Starting over would contradict what the other groups may have been told
+                    // (their logs acknowledged up to a lost checkpoint).
+                    let damaged: Vec<String> = found.refused.iter().map(|f| f.2.display().to_string()).collect();
+                    let text = format!(
+                        "no checkpoint of group {group} in {} can be loaded (damaged: {}), and the other groups' \
+                         logs may no longer reach back to the beginning: cannot recover",
+                        ft.dir.display(),
+                        damaged.join(", ")
+                    );
+                    if let Some(ch) = ft.channel.as_mut() {
+                        ch.send(&channel::Frame::Unrecoverable { text: text.clone() });
+                    }
+                    return Err(Error::Checkpoint(format!("rank {rank} restarts but {text}")));
                 }
-                None => {
-                    // Killed before its group's first durable checkpoint: from the start of the
-                    // program, the engine's state at date 0 (Fig 6.3 line 1).
+                checkpoint::RestartPoint::Start => {
+                    // No generation of the group was ever durable: from the start of the program,
+                    // the engine's state at date 0 (Fig 6.3 line 1).
                     tracing::info!(rank, round = r.round, "restarting from the start (no checkpoint)");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, None)?;
                     let start = ProcessState {
                         rank,
                         date: 0,
@@ -348,6 +374,24 @@ impl Ft {
 }
 
 impl Ft {
+    /// Holds `msg` (an `Ack` or `Checkpointed`) for process `to` until the group's next durable
+    /// checkpoint; one of each kind per peer is enough (their dates only grow).
+    pub(crate) fn defer(&mut self, to: Rank, msg: Control) {
+        let kind = std::mem::discriminant(&msg);
+        match self.deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
+            Some((_, held)) => {
+                if let (
+                    Control::Ack { date: a } | Control::Checkpointed { date: a },
+                    Control::Ack { date: b } | Control::Checkpointed { date: b },
+                ) = (&mut *held, &msg)
+                {
+                    *a = (*a).max(*b);
+                }
+            }
+            None => self.deferred.push((to, msg)),
+        }
+    }
+
     /// At the end of a job (every rank past the closing barrier): removes this rank's checkpoint
     /// files, and rank 0 the directory if the ranks made it (best effort: a warning otherwise).
     pub(crate) fn finish(&self, rank: Rank) {

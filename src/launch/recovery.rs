@@ -268,6 +268,11 @@ impl Recovery {
             Frame::Finishing => {
                 self.finishing.insert(rank);
             }
+            Frame::Warning { text } => steps.push(Step::Print(format!("nemesis-run: rank {rank}: {text}"))),
+            Frame::Unrecoverable { text } => {
+                steps.push(Step::Fail { rank, message: format!("rank {rank} cannot restart: {text}: ending the job") });
+                return Ok(steps);
+            }
             other => return Err(Error::Config(format!("rank {rank} sent the launcher {other:?}"))),
         }
         self.complete(&mut steps);
