@@ -16,7 +16,10 @@ use super::matching::{Unexpected, Want, copy_into, finish};
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
-use super::{Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, NOT_LOCAL, Status, raw_slice};
+use super::{
+    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL,
+    Status, raw_slice,
+};
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
@@ -323,13 +326,17 @@ impl Inner {
             let (generation, stage) = (u64::from(inc.aux()), inc.tag());
             self.port.release(inc)?;
             let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
-            let (m, f) = (&mut ft.marks[source as usize], &mut ft.failed[source as usize]);
+            let s = source as usize;
             match stage {
-                0 => m[0] = m[0].max(generation),
-                1 => m[1] = m[1].max(generation),
+                0 => ft.marks[s][0] = ft.marks[s][0].max(generation),
+                MARK_DURABLE => ft.marks[s][1] = ft.marks[s][1].max(generation),
+                MARK_SKIPPED => {
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.skipped[s] = ft.skipped[s].max(generation);
+                }
                 _ => {
-                    m[1] = m[1].max(generation);
-                    *f = (*f).max(generation);
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.failed[s] = ft.failed[s].max(generation);
                 }
             }
             return Ok(());

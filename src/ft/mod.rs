@@ -215,6 +215,14 @@ pub(crate) struct Ft {
     pub(crate) marks: Vec<[u64; 2]>,
     /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
     pub(crate) failed: Vec<u64>,
+    /// Per rank: the highest generation whose stage-1 marker said that it skipped the checkpoint
+    /// (it re-executes in a recovery round).
+    pub(crate) skipped: Vec<u64>,
+    /// The number of the last checkpoint attempt (durable, abandoned or skipped): the next one
+    /// takes a higher number, so that its markers are its own.
+    pub(crate) attempt: u64,
+    /// The recovery round this process was restarted in, if it was.
+    pub(crate) restart_round: Option<Round>,
     /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
     /// behind them.
     pub(crate) held: VecDeque<Request>,
@@ -294,6 +302,9 @@ impl Ft {
             generation: 0,
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
+            skipped: vec![0; size as usize],
+            attempt: 0,
+            restart_round: cfg.restart.as_ref().map(|r| r.round),
             held: VecDeque::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
@@ -312,11 +323,14 @@ impl Ft {
             let members = topology.members(group)?;
             let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
             let chosen = match &found.point {
-                checkpoint::RestartPoint::Checkpoint(c) => format!("generation {}", c.generation),
-                _ => "the beginning".to_owned(),
+                checkpoint::RestartPoint::Checkpoint(c) => Some(format!("generation {}", c.generation)),
+                checkpoint::RestartPoint::Start => Some("the beginning".to_owned()),
+                // The job ends, and says which files it found damaged.
+                checkpoint::RestartPoint::Lost => None,
             };
             // The owner of a refused file reports it (once: the restart removes it).
             for (_, g, path, why) in found.refused.iter().filter(|f| f.0 == rank) {
+                let Some(chosen) = &chosen else { break };
                 let text = format!(
                     "checkpoint file {} (generation {g}) refused: {why}; group {group} restarts from {chosen}",
                     path.display()
