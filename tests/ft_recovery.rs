@@ -15,6 +15,8 @@
 //! (a coordinator per group).
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
+//! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
+//! `off,nemesis::launch=info`), `FT_TEST_LIMIT` the seconds a job may take (300).
 
 mod common;
 
@@ -53,6 +55,7 @@ fn stencil() {
     let dir = PathBuf::from(std::env::var("FT_TEST_DIR").unwrap());
     let args: Vec<u64> =
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
+    // The ranks' own log (`FT_TEST_LOG`, e.g. `info,nemesis_ft=debug`; none by default).
     nemesis::log::init();
     let mut ep = Endpoint::init().unwrap();
     let restored = ep.restored_state().is_some();
@@ -156,7 +159,7 @@ impl Job {
             .env("FT_TEST_DIR", &dir)
             .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL}"))
             .env("NEMESIS_FT_DIR", &ft_dir)
-            .env("NEMESIS_LOG", std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "nemesis::launch=info".into()));
+            .env("NEMESIS_LOG", std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "off,nemesis::launch=info".into()));
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let shm_before = shm_names();
         let mut child = cmd.spawn().unwrap();
@@ -521,6 +524,7 @@ fn stop_with_two_generations(job: &Job, rank: u32) -> (u32, Vec<u64>) {
         if let Some(g) = complete(job) {
             return (pid, g);
         }
+        eprintln!("test: rank {rank}'s files changed before the stop: again");
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
     }
