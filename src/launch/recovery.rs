@@ -441,4 +441,19 @@ mod tests {
         let Some(Step::Fail { rank: 1, message }) = steps.last() else { panic!("{steps:?}") };
         assert!(message.contains("more than --ft-max-restarts 1"), "{message}");
     }
+
+    #[test]
+    fn a_restarted_rank_warns_through_the_launcher_or_ends_the_job() {
+        let mut r = Recovery::new(vec![0, 1], RecoveryMode::Centralised, 10).unwrap();
+        r.on_death(1, "signal 9".into()).unwrap();
+        r.on_frame(0, Frame::Retired { ranks: vec![1] }).unwrap();
+        r.restarted(&[1]);
+        let steps = r.on_frame(1, Frame::Warning { text: "checkpoint file f refused".into() }).unwrap();
+        assert_eq!(steps, [Step::Print("nemesis-run: rank 1: checkpoint file f refused".into())]);
+        let steps = r.on_frame(1, Frame::Unrecoverable { text: "no checkpoint".into() }).unwrap();
+        assert_eq!(
+            steps,
+            [Step::Fail { rank: 1, message: "rank 1 cannot restart: no checkpoint: ending the job".into() }]
+        );
+    }
 }
