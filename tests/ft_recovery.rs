@@ -503,15 +503,16 @@ fn too_many_restarts_end_the_job() {
     );
 }
 
-/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk: rank `rank`'s
-/// files are generations `[.., older, newest]` and every other member has `newest` too. While it
-/// is stopped its files stay as they are, and its group can complete no newer generation. Returns
-/// the pid and rank `rank`'s generations.
-fn stop_with_two_generations(job: &Job, rank: u32) -> (u32, Vec<u64>) {
+/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk, the newest at
+/// least `newest`: rank `rank`'s files are generations `[.., older, newest]` and every other
+/// member has `newest` too. While it is stopped its files stay as they are, and its group can
+/// complete no newer generation. Returns the pid and rank `rank`'s generations.
+fn stop_with_two_generations(job: &Job, rank: u32, newest: u64) -> (u32, Vec<u64>) {
     let group = rank / 2;
     let complete = |j: &Job| {
         let mine = j.generations(rank);
         let ok = mine.len() >= 2
+            && mine.last().is_some_and(|&g| g >= newest)
             && members(group).iter().all(|&m| mine.last().is_some_and(|g| j.generations(m).contains(g)));
         ok.then_some(mine)
     };
@@ -556,7 +557,8 @@ fn kill_pid(pid: u32) {
 #[test]
 fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
     let job = Job::start("fallback", &[], ITERATIONS);
-    let (pid, gens) = stop_with_two_generations(&job, 5);
+    // Mid-run: the acknowledgements of earlier generations have gone out.
+    let (pid, gens) = stop_with_two_generations(&job, 5, 4);
     let (older, newest) = (gens[gens.len() - 2], gens[gens.len() - 1]);
     // Generation `newest` is complete on disk: only the damage makes the group fall back.
     let path = job.damage(5, newest);
@@ -576,12 +578,13 @@ fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
     let want = format!("nemesis-run: rank 5: checkpoint file {} (generation {newest}) refused: ", path.display());
     assert!(warnings[0].starts_with(&want), "want {want}: {}", d.show());
     assert!(warnings[0].ends_with(&format!("; group 2 restarts from generation {older}")), "{}", d.show());
+    eprintln!("{}\n{}", warnings[0], lines[0]);
 }
 
 #[test]
 fn damaged_generations_everywhere_end_the_job() {
     let job = Job::start("damaged", &[], ITERATIONS * 4);
-    let (pid, gens) = stop_with_two_generations(&job, 3);
+    let (pid, gens) = stop_with_two_generations(&job, 3, 2);
     // Every file of rank 3's (the two retained generations, and a third not yet removed if the
     // newest is not durable yet): no generation of group 1 is complete any more.
     let paths: Vec<PathBuf> = gens.iter().map(|&g| job.damage(3, g)).collect();
