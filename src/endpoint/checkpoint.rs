@@ -46,7 +46,8 @@ impl Endpoint {
     /// receive posted): [`Error::CheckpointOutstanding`] otherwise, with or without fault
     /// tolerance. Without fault tolerance there is nothing more to do and nothing is written. If a
     /// member cannot write its file, every member returns an error and the previous checkpoint
-    /// stays in force.
+    /// stays in force. While a restarted group re-executes in its recovery round, the whole group
+    /// skips the checkpoint: `Ok`, and no new generation (`ft_reexecuting`).
     pub fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
         self.inner.checkpoint(state)
     }
