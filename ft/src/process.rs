@@ -494,10 +494,25 @@ impl Process {
             return Err(self.unknown(to));
         };
         if self.date >= self.fast_send_limit {
-            return self.send_checked(to);
+            return self.send_checked(to, self.phase);
         }
         self.date += 1;
         Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
+    }
+
+    /// [`Process::on_send`] for a send the application made when this process was in phase `phase`, tried
+    /// only now: a send [`Outbound::Hold`] held back (or one queued behind it), which a non-blocking send leaves
+    /// to the transport while the application goes on — and may receive meanwhile. \[R+\] The message carries
+    /// the phase of the application's send, not the current one: what the application received after it cannot
+    /// be in the message, and a phase raised by such deliveries depends on when the hold was lifted, so a
+    /// re-execution would log the same message under another phase than its receiver recorded — and a later
+    /// round, releasing replays and orphans by phase, waits forever (`tests/ft_recovery.rs`,
+    /// `early_sequential_failures`, hung that way). The date is the current one: held sends go in order.
+    pub fn on_send_as_of(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
+        if self.peers.get(to as usize).is_none() {
+            return Err(self.unknown(to));
+        }
+        self.send_checked(to, phase.min(self.phase))
     }
 
     /// [`Process::on_send`]'s common case alone, for a transport's inline path: `Some((piggyback, log))` exactly
@@ -583,14 +598,14 @@ impl Process {
 
     #[cold]
     #[inline(never)]
-    fn send_checked(&mut self, to: Rank) -> Result<Outbound> {
+    fn send_checked(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
         if self.date >= MAX_DATE {
             return Err(Error::DateOverflow { date: self.date + 1 });
         }
         let inter = self.peers[to as usize].group != self.group;
         let Some(rec) = self.recovery.as_deref_mut() else {
             self.date += 1;
-            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: inter });
+            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
         if !rec.may_send() {
             rec.holding = true;
@@ -605,7 +620,7 @@ impl Process {
         }
         self.date = date;
         let tag = if rec.complete { 0 } else { rec.tag };
-        let piggyback = Piggyback::from_parts(date, self.phase, tag);
+        let piggyback = Piggyback::from_parts(date, phase, tag);
         if !inter {
             return Ok(Outbound::Transmit { piggyback, log: false });
         }

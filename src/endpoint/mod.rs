@@ -23,7 +23,7 @@
 //!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
 //! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
 //!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
@@ -652,7 +652,10 @@ impl Endpoint {
         let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return r,
+                Found::Done(r, d) => {
+                    inner.ft_deliver(d);
+                    return r;
+                }
                 Found::Claimed(req) => return inner.wait(req),
                 Found::Nothing => {}
             }
@@ -736,7 +739,11 @@ impl Endpoint {
         if !inner.reqs.is_done(req)? {
             inner.progress(None)?;
         }
-        inner.reqs.take(req)?.transpose()
+        let taken = inner.reqs.take(req)?;
+        if taken.is_some() {
+            inner.ft_taken(req);
+        }
+        taken.transpose()
     }
 
     /// Waits for every request; the results are in the order of `reqs`.
@@ -756,6 +763,7 @@ impl Endpoint {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
                     let Some(res) = inner.reqs.take(r)? else { return Err(Error::InvalidRequest) };
+                    inner.ft_taken(r);
                     return Ok((i, res));
                 }
             }

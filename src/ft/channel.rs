@@ -38,8 +38,9 @@ mod kind {
     pub const RUNNING: u8 = 5;
     pub const FINISHING: u8 = 6;
     pub const FINISH: u8 = 7;
-    pub const WARNING: u8 = 8;
-    pub const UNRECOVERABLE: u8 = 9;
+    pub const RESTORED: u8 = 8;
+    pub const WARNING: u8 = 9;
+    pub const UNRECOVERABLE: u8 = 10;
 }
 
 /// One frame.
@@ -59,6 +60,11 @@ pub enum Frame {
     /// Restarted rank → launcher: it restored checkpoint `generation` (0: none, from the start)
     /// and runs.
     Running { generation: u64 },
+    /// Restarted rank → launcher, before [`Frame::Running`]: it took `read_us` µs to find, read,
+    /// check and restore its group's last durable checkpoint (or to find there is none), whose
+    /// file it wrote at `written_unix_us` µs after the Unix epoch (0: no checkpoint). The launcher
+    /// reports them with the recovery (the checkpoint's read time, the work the group lost).
+    Restored { read_us: u64, written_unix_us: u64 },
     /// Rank → launcher: it reached the end of its program (finalize) and waits for
     /// [`Frame::Finish`], serving recovery meanwhile.
     Finishing,
@@ -140,6 +146,12 @@ impl Frame {
                 out.push(kind::RUNNING);
                 out.extend_from_slice(&generation.to_le_bytes());
             }
+            Frame::Restored { read_us, written_unix_us } => {
+                out.push(kind::RESTORED);
+                for v in [*read_us, *written_unix_us] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
             Frame::Warning { text } | Frame::Unrecoverable { text } => {
@@ -171,6 +183,7 @@ impl Frame {
             kind::RETIRED => Frame::Retired { ranks: f.ranks()? },
             kind::REPLAYED => Frame::Replayed { round: f.u64()?, messages: f.u64()?, bytes: f.u64()? },
             kind::RUNNING => Frame::Running { generation: f.u64()? },
+            kind::RESTORED => Frame::Restored { read_us: f.u64()?, written_unix_us: f.u64()? },
             kind::FINISHING => Frame::Finishing,
             kind::FINISH => Frame::Finish,
             kind::WARNING => Frame::Warning { text: f.text()? },
@@ -285,6 +298,7 @@ mod tests {
             Frame::Retired { ranks: vec![] },
             Frame::Replayed { round: 1, messages: 9, bytes: 900 },
             Frame::Running { generation: 4 },
+            Frame::Restored { read_us: 1234, written_unix_us: 1_700_000_000_000_000 },
             Frame::Finishing,
             Frame::Finish,
             Frame::Warning { text: "checkpoint file é refused".into() },

@@ -10,7 +10,8 @@
 //!   control messages) carries none and consumes no date.
 //! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
 //!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
-//!   the message (`progress.rs`, `matching.rs`, `waiting.rs`).
+//!   the message: a blocking receive at once, a non-blocking one when the application takes the
+//!   request's result (`Ft::deferred`, the Endpoint's `ft_taken` in wait, test and wait_any).
 //! - **Sender log**: inter-group messages are appended before their send can complete, with an
 //!   envelope (tag, context) that a replay needs; memory bound [`ENV_FT_LOG_MAX`], then a spill file
 //!   in the FT directory up to [`ENV_FT_SPILL_MAX`].
@@ -176,6 +177,9 @@ pub struct FtStats {
     /// Logged messages replayed to restarted ranks, and their payload bytes.
     pub replayed: u64,
     pub replayed_bytes: u64,
+    /// A restarted process: the time it took to find, read, check and restore its group's last
+    /// durable checkpoint (or to find there is none).
+    pub restore_time: Duration,
 }
 
 /// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
@@ -223,9 +227,12 @@ pub(crate) struct Ft {
     pub(crate) attempt: u64,
     /// The recovery round this process was restarted in, if it was.
     pub(crate) restart_round: Option<Round>,
-    /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
-    /// behind them.
-    pub(crate) held: VecDeque<Request>,
+    /// Sends the engine refused for now (`Outbound::Hold`), in program order, with the phase of
+    /// the application's call; later sends queue behind them.
+    pub(crate) held: VecDeque<(Request, nemesis_ft::Phase)>,
+    /// Deliveries of non-blocking receives, applied when the application takes the request's
+    /// result (the Endpoint's `ft_taken`).
+    pub(crate) deferred: Vec<(Request, nemesis_ft::Delivery)>,
     /// Control messages being reassembled, per sender.
     pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
     /// Buffers of replays that go by rendezvous, until their request completes.
@@ -249,11 +256,21 @@ pub(crate) struct Ft {
     /// back until the group's next checkpoint is durable, the newest per peer and kind: they
     /// stand for the group's newest durable generation, and the older retained one must stay
     /// covered (`checkpoint`'s module documentation).
-    pub(crate) deferred: Vec<(Rank, Control)>,
+    pub(crate) gc_deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
 }
 
 impl Ft {
+    /// Applies the delivery that `req`'s receive was waiting for, if any (the application took
+    /// its result).
+    #[inline(never)]
+    pub(crate) fn take_deferred(&mut self, req: Request) {
+        if let Some(i) = self.deferred.iter().position(|&(r, _)| r == req) {
+            let (_, d) = self.deferred.swap_remove(i);
+            self.process.on_deliver(d);
+        }
+    }
+
     /// The FT state of rank `rank` of `size` with settings `cfg`; `job_id` names the job when the
     /// settings do not. A restarting process also returns the messages its checkpoint holds.
     pub(crate) fn new(
@@ -306,6 +323,7 @@ impl Ft {
             attempt: 0,
             restart_round: cfg.restart.as_ref().map(|r| r.round),
             held: VecDeque::new(),
+            deferred: Vec::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
             staged: Vec::new(),
@@ -315,10 +333,11 @@ impl Ft {
             finish: false,
             replays_reported: (0, 0),
             restored: None,
-            deferred: Vec::new(),
+            gc_deferred: Vec::new(),
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
+        let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
             let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
@@ -383,6 +402,9 @@ impl Ft {
                 }
             }
         }
+        if let Some(t) = restoring {
+            ft.report_restore(t.elapsed());
+        }
         Ok((ft, saved))
     }
 }
@@ -390,9 +412,9 @@ impl Ft {
 impl Ft {
     /// Holds `msg` (an `Ack` or `Checkpointed`) for process `to` until the group's next durable
     /// checkpoint; one of each kind per peer is enough (their dates only grow).
-    pub(crate) fn defer(&mut self, to: Rank, msg: Control) {
+    pub(crate) fn defer_gc(&mut self, to: Rank, msg: Control) {
         let kind = std::mem::discriminant(&msg);
-        match self.deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
+        match self.gc_deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
             Some((_, held)) => {
                 if let (
                     Control::Ack { date: a } | Control::Checkpointed { date: a },
@@ -402,7 +424,23 @@ impl Ft {
                     *a = (*a).max(*b);
                 }
             }
-            None => self.deferred.push((to, msg)),
+            None => self.gc_deferred.push((to, msg)),
+        }
+    }
+
+    /// A restarted process tells the launcher (before its [`channel::Frame::Running`]) how long
+    /// the restore took and when its checkpoint file was written: the recovery's report.
+    fn report_restore(&mut self, took: Duration) {
+        self.stats.restore_time = took;
+        let written = (self.generation > 0)
+            .then(|| {
+                std::fs::metadata(self.dir.join(checkpoint::file_name(self.job, self.process.rank(), self.generation)))
+            })
+            .and_then(|m| m.ok()?.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_micros() as u64);
+        if let Some(ch) = self.channel.as_mut() {
+            ch.send(&channel::Frame::Restored { read_us: took.as_micros() as u64, written_unix_us: written });
         }
     }
 
