@@ -3,16 +3,20 @@
 //! yield`), and after each kill the final checksum equals the failure-free one (computed here, on
 //! one thread, with the same arithmetic), only the failed group's ranks were started again (every
 //! incarnation of a rank leaves a `started-<rank>-<pid>` file; the launcher's line names the
-//! group's ranks), and neither the checkpoint directory nor `/dev/shm` keeps a file.
+//! group's ranks), and neither the checkpoint directory nor `/dev/shm` keeps a file (two
+//! checkpoint generations are retained during the job).
 //!
 //! Scenarios: one rank killed mid-run (after its group's second checkpoint); one killed before
 //! its group's first checkpoint; two ranks of different groups killed together; a rank killed
 //! while another group recovers (a second round over both groups); five failures in one run; a
-//! damaged checkpoint file (the restart refuses it and the job ends with a message); a group that
+//! damaged checkpoint file (the group falls back to the previous generation, and the launcher says
+//! so); every retained generation damaged (the job ends with a message); a group that
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
 //! (a coordinator per group).
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
+//! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
+//! `nemesis::launch=info`), `FT_TEST_LIMIT` the seconds a job may take (300).
 
 mod common;
 
@@ -260,7 +264,7 @@ impl Job {
     }
 
     fn finish(mut self) -> Done {
-        let limit = Duration::from_secs(300);
+        let limit = Duration::from_secs(std::env::var("FT_TEST_LIMIT").map_or(300, |s| s.parse().unwrap()));
         let status = loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 break st;
@@ -328,6 +332,11 @@ impl Done {
             .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
         assert!(left.iter().all(|n| n == "groups"), "left in the checkpoint directory: {left:?}");
+        self.shm_clean();
+    }
+
+    /// Nothing of the job's in `/dev/shm`.
+    fn shm_clean(&self) {
         // New names that stay (another job on this machine may come and go meanwhile).
         let new = |names: Vec<String>| -> Vec<String> {
             names.into_iter().filter(|n| n.starts_with("nemesis") && !self.shm_before.contains(n)).collect()
@@ -522,25 +531,106 @@ fn too_many_restarts_end_the_job() {
     );
 }
 
+/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk, the newest at
+/// least `newest`: rank `rank`'s files are generations `[.., older, newest]` and every other
+/// member has `newest` too. While it is stopped its files stay as they are, and its group can
+/// complete no newer generation. Returns the pid and rank `rank`'s generations.
+fn stop_with_two_generations(job: &Job, rank: u32, newest: u64) -> (u32, Vec<u64>) {
+    let group = rank / 2;
+    let complete = |j: &Job| {
+        let mine = j.generations(rank);
+        let ok = mine.len() >= 2
+            && mine.last().is_some_and(|&g| g >= newest)
+            && members(group).iter().all(|&m| mine.last().is_some_and(|g| j.generations(m).contains(g)));
+        ok.then_some(mine)
+    };
+    loop {
+        job.wait_until("two generations of the group", |j| complete(j).is_some());
+        let pid = job.pid_of(rank).unwrap();
+        // SAFETY: a signal to a process of this job (a rank's pid read from its own start file).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        // Its files may have changed between the look and the stop: look again.
+        if let Some(g) = complete(job) {
+            return (pid, g);
+        }
+        eprintln!("test: rank {rank}'s files changed before the stop: again");
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+    }
+}
+
+impl Job {
+    /// Flips a byte in the middle of rank `rank`'s file of generation `g`; its path.
+    fn damage(&self, rank: u32, g: u64) -> PathBuf {
+        let path = std::fs::read_dir(&self.ft_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(&format!("-{rank}-{g}.nft")))
+            .unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let k = bytes.len() / 2;
+        bytes[k] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+}
+
+/// SIGKILL to a process of the job (stopped or not).
+fn kill_pid(pid: u32) {
+    // SAFETY: a signal to a process of this job.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
 #[test]
-fn a_damaged_checkpoint_is_refused_and_the_job_ends() {
-    let job = Job::start("damaged", &["--ft-max-restarts", "2"], ITERATIONS * 4);
-    job.wait_until("a checkpoint", |j| !j.generations(3).is_empty());
-    // Damage rank 3's newest file, then kill it: the restart refuses the file.
-    let g = *job.generations(3).last().unwrap();
-    let path = std::fs::read_dir(&job.ft_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(&format!("-3-{g}.nft")))
-        .unwrap();
-    let mut bytes = std::fs::read(&path).unwrap();
-    let k = bytes.len() / 2;
-    bytes[k] ^= 0xff;
-    std::fs::write(&path, bytes).unwrap();
-    job.kill(3);
+fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
+    let job = Job::start("fallback", &[], ITERATIONS);
+    // Mid-run: the acknowledgements of earlier generations have gone out.
+    let (pid, gens) = stop_with_two_generations(&job, 5, 4);
+    let (older, newest) = (gens[gens.len() - 2], gens[gens.len() - 1]);
+    // Generation `newest` is complete on disk: only the damage makes the group fall back.
+    let path = job.damage(5, newest);
+    kill_pid(pid);
+    eprintln!("test: damaged {} and killed rank 5 (pid {pid})", path.display());
+    let d = job.finish();
+    d.check(ITERATIONS, &restarted(&[(2, 1)]));
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    let want =
+        format!("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint {older} in ");
+    assert!(lines[0].starts_with(&want), "want {want}: {}", d.show());
+    // One warning, by the file's owner, naming it and the generation taken instead.
+    let warnings: Vec<&str> =
+        d.stderr.lines().filter(|l| l.starts_with("nemesis-run: ") && l.contains(" refused: ")).collect();
+    assert_eq!(warnings.len(), 1, "{}", d.show());
+    let want = format!("nemesis-run: rank 5: checkpoint file {} (generation {newest}) refused: ", path.display());
+    assert!(warnings[0].starts_with(&want), "want {want}: {}", d.show());
+    assert!(warnings[0].ends_with(&format!("; group 2 restarts from generation {older}")), "{}", d.show());
+    eprintln!("{}\n{}", warnings[0], lines[0]);
+}
+
+#[test]
+fn damaged_generations_everywhere_end_the_job() {
+    let job = Job::start("damaged", &[], ITERATIONS * 4);
+    let (pid, gens) = stop_with_two_generations(&job, 3, 2);
+    // Every file of rank 3's (the two retained generations, and a third not yet removed if the
+    // newest is not durable yet): no generation of group 1 is complete any more.
+    let paths: Vec<PathBuf> = gens.iter().map(|&g| job.damage(3, g)).collect();
+    kill_pid(pid);
     let d = job.finish();
     assert!(!d.ok, "{}", d.show());
-    assert!(d.stderr.contains("can be loaded") && d.stderr.contains("damaged"), "{}", d.show());
-    assert!(d.stderr.contains("more than --ft-max-restarts 2: ending the job"), "{}", d.show());
+    let end: Vec<&str> = d.stderr.lines().filter(|l| l.contains(" cannot restart: ")).collect();
+    assert_eq!(end.len(), 1, "{}", d.show());
+    assert!(end[0].starts_with("nemesis-run: rank "), "{}", d.show());
+    assert!(
+        end[0].contains("no checkpoint of group 1 in ") && end[0].ends_with("cannot recover: ending the job"),
+        "{}",
+        d.show()
+    );
+    for p in &paths {
+        assert!(end[0].contains(&p.display().to_string()), "{} not named: {}", p.display(), d.show());
+    }
+    // No restart line, no fallback warning, and no checksum.
+    assert!(d.lines().is_empty() && !d.stderr.contains(" refused: ") && d.checksum().is_none(), "{}", d.show());
+    d.shm_clean();
 }

@@ -16,7 +16,10 @@ use super::matching::{Unexpected, Want, copy_into, finish};
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
-use super::{Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, NOT_LOCAL, Status, raw_slice};
+use super::{
+    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL,
+    Status, raw_slice,
+};
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
@@ -368,13 +371,17 @@ impl Inner {
             let (generation, stage) = (u64::from(inc.aux()), inc.tag());
             self.port.release(inc)?;
             let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
-            let (m, f) = (&mut ft.marks[source as usize], &mut ft.failed[source as usize]);
+            let s = source as usize;
             match stage {
-                0 => m[0] = m[0].max(generation),
-                1 => m[1] = m[1].max(generation),
+                0 => ft.marks[s][0] = ft.marks[s][0].max(generation),
+                MARK_DURABLE => ft.marks[s][1] = ft.marks[s][1].max(generation),
+                MARK_SKIPPED => {
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.skipped[s] = ft.skipped[s].max(generation);
+                }
                 _ => {
-                    m[1] = m[1].max(generation);
-                    *f = (*f).max(generation);
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.failed[s] = ft.failed[s].max(generation);
                 }
             }
             return Ok(());
@@ -452,6 +459,13 @@ impl Inner {
                 return Ok(());
             };
             match action {
+                Action::Control { to: FtEndpoint::Process(j), msg }
+                    if matches!(msg, FtControl::Ack { .. } | FtControl::Checkpointed { .. }) =>
+                {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.defer_gc(j, msg);
+                    }
+                }
                 Action::Control { to: FtEndpoint::Process(j), msg } => self.send_ft_control(j, &msg)?,
                 Action::Control { to: FtEndpoint::Coordinator(c), msg } => {
                     tracing::debug!(coordinator = c, msg = msg.name(), "HydEE: message for a recovery coordinator");
@@ -474,6 +488,17 @@ impl Inner {
                 Action::ResumeSends => self.resume_held()?,
             }
         }
+    }
+
+    /// Sends the acknowledgements and RPP prunings held back since the group's previous durable
+    /// checkpoint (`Ft::defer_gc`): its newest one is durable now, the previous one becomes the
+    /// older of the two retained.
+    pub(super) fn ft_release_deferred(&mut self) -> Result<()> {
+        let deferred = self.ft.as_deref_mut().map(|ft| std::mem::take(&mut ft.gc_deferred)).unwrap_or_default();
+        for (j, msg) in deferred {
+            self.send_ft_control(j, &msg)?;
+        }
+        Ok(())
     }
 
     /// Sends a control message of the engine to process `to`, on the FIFO of its messages.

@@ -106,8 +106,14 @@ const KIND_CANCEL_ACK: u8 = 6;
 /// [`nemesis_ft::Control`]); tag and context unused. No piggyback, no date.
 const KIND_FT_CONTROL: u8 = 7;
 /// A checkpoint marker between the members of a group (`aux`: the generation; `tag`: 0 when the
-/// sender entered the checkpoint, 1 when its file is durable, 2 when it could not be written).
+/// sender entered the checkpoint, else one of `MARK_*`).
 const KIND_FT_MARK: u8 = 8;
+/// Checkpoint marker stage 1: the sender's file is durable.
+const MARK_DURABLE: i32 = 1;
+/// Checkpoint marker stage 1: the sender could not write its file (the group abandons).
+const MARK_FAILED: i32 = 2;
+/// Checkpoint marker stage 1: the sender re-executes in a recovery round (the group skips).
+const MARK_SKIPPED: i32 = 3;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 

@@ -39,6 +39,8 @@ mod kind {
     pub const FINISHING: u8 = 6;
     pub const FINISH: u8 = 7;
     pub const RESTORED: u8 = 8;
+    pub const WARNING: u8 = 9;
+    pub const UNRECOVERABLE: u8 = 10;
 }
 
 /// One frame.
@@ -68,6 +70,11 @@ pub enum Frame {
     Finishing,
     /// Launcher → ranks: every rank is finishing and no recovery is under way.
     Finish,
+    /// Restarted rank → launcher: something to tell the user (the launcher prints it), e.g. a
+    /// damaged checkpoint file its group fell back from.
+    Warning { text: String },
+    /// Restarted rank → launcher: its group cannot restart (why): the job ends.
+    Unrecoverable { text: String },
 }
 
 fn bad(what: &str) -> Error {
@@ -94,6 +101,15 @@ impl Fields<'_> {
             return Err(bad("rank count beyond the frame"));
         }
         (0..n).map(|_| self.u32()).collect()
+    }
+    fn text(&mut self) -> Result<String> {
+        let n = self.u32()? as usize;
+        if n > self.0.len() {
+            return Err(bad("text beyond the frame"));
+        }
+        let (t, rest) = self.0.split_at(n);
+        self.0 = rest;
+        String::from_utf8(t.to_vec()).map_err(|_| bad("text not UTF-8"))
     }
     fn end(self) -> Result<()> {
         if self.0.is_empty() { Ok(()) } else { Err(bad("trailing bytes")) }
@@ -138,6 +154,16 @@ impl Frame {
             }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
+            Frame::Warning { text } | Frame::Unrecoverable { text } => {
+                out.push(if matches!(self, Frame::Warning { .. }) { kind::WARNING } else { kind::UNRECOVERABLE });
+                // Longer texts are cut (at a character boundary) to fit a frame.
+                let mut n = text.len().min(FRAME_MAX - 16);
+                while !text.is_char_boundary(n) {
+                    n -= 1;
+                }
+                out.extend_from_slice(&(n as u32).to_le_bytes());
+                out.extend_from_slice(&text.as_bytes()[..n]);
+            }
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -160,6 +186,8 @@ impl Frame {
             kind::RESTORED => Frame::Restored { read_us: f.u64()?, written_unix_us: f.u64()? },
             kind::FINISHING => Frame::Finishing,
             kind::FINISH => Frame::Finish,
+            kind::WARNING => Frame::Warning { text: f.text()? },
+            kind::UNRECOVERABLE => Frame::Unrecoverable { text: f.text()? },
             _ => return Err(bad("unknown kind")),
         };
         f.end()?;
@@ -273,6 +301,8 @@ mod tests {
             Frame::Restored { read_us: 1234, written_unix_us: 1_700_000_000_000_000 },
             Frame::Finishing,
             Frame::Finish,
+            Frame::Warning { text: "checkpoint file é refused".into() },
+            Frame::Unrecoverable { text: String::new() },
         ];
         let (a, b) = UnixStream::pair().unwrap();
         let (mut a, mut b) = (Channel::new(a).unwrap(), Channel::new(b).unwrap());
@@ -284,7 +314,15 @@ mod tests {
             got.extend(b.receive().unwrap());
         }
         assert_eq!(got, frames);
-        for body in [&[][..], &[99], &[kind::RETIRE, 9, 0, 0, 0], &[kind::FINISH, 0], &[kind::ENGINE, 0, 0, 0, 0, 77]] {
+        for body in [
+            &[][..],
+            &[99],
+            &[kind::RETIRE, 9, 0, 0, 0],
+            &[kind::FINISH, 0],
+            &[kind::WARNING, 2, 0, 0, 0, b'a'],
+            &[kind::WARNING, 1, 0, 0, 0, 0xff],
+            &[kind::ENGINE, 0, 0, 0, 0, 77],
+        ] {
             assert!(Frame::decode(body).is_err(), "{body:?}");
         }
         drop(a);

@@ -219,6 +219,14 @@ pub(crate) struct Ft {
     pub(crate) marks: Vec<[u64; 2]>,
     /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
     pub(crate) failed: Vec<u64>,
+    /// Per rank: the highest generation whose stage-1 marker said that it skipped the checkpoint
+    /// (it re-executes in a recovery round).
+    pub(crate) skipped: Vec<u64>,
+    /// The number of the last checkpoint attempt (durable, abandoned or skipped): the next one
+    /// takes a higher number, so that its markers are its own.
+    pub(crate) attempt: u64,
+    /// The recovery round this process was restarted in, if it was.
+    pub(crate) restart_round: Option<Round>,
     /// Sends the engine refused for now (`Outbound::Hold`), in program order, with the phase of
     /// the application's call; later sends queue behind them.
     pub(crate) held: VecDeque<(Request, nemesis_ft::Phase)>,
@@ -244,6 +252,11 @@ pub(crate) struct Ft {
     pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
+    /// The engine's `Ack`s and `Checkpointed`s (what frees the other groups' logs and RPP) held
+    /// back until the group's next checkpoint is durable, the newest per peer and kind: they
+    /// stand for the group's newest durable generation, and the older retained one must stay
+    /// covered (`checkpoint`'s module documentation).
+    pub(crate) gc_deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
 }
 
@@ -306,6 +319,9 @@ impl Ft {
             generation: 0,
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
+            skipped: vec![0; size as usize],
+            attempt: 0,
+            restart_round: cfg.restart.as_ref().map(|r| r.round),
             held: VecDeque::new(),
             deferred: Vec::new(),
             partial_control: Vec::new(),
@@ -317,15 +333,36 @@ impl Ft {
             finish: false,
             replays_reported: (0, 0),
             restored: None,
+            gc_deferred: Vec::new(),
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
         let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            match checkpoint::latest_durable(&ft.dir, job, rank, members)? {
-                Some(c) => {
+            let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
+            let chosen = match &found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => Some(format!("generation {}", c.generation)),
+                checkpoint::RestartPoint::Start => Some("the beginning".to_owned()),
+                // The job ends, and says which files it found damaged.
+                checkpoint::RestartPoint::Lost => None,
+            };
+            // The owner of a refused file reports it (once: the restart removes it).
+            for (_, g, path, why) in found.refused.iter().filter(|f| f.0 == rank) {
+                let Some(chosen) = &chosen else { break };
+                let text = format!(
+                    "checkpoint file {} (generation {g}) refused: {why}; group {group} restarts from {chosen}",
+                    path.display()
+                );
+                tracing::warn!("{text}");
+                if let Some(ch) = ft.channel.as_mut() {
+                    ch.send(&channel::Frame::Warning { text });
+                }
+            }
+            match found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => {
                     tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, Some(c.generation))?;
                     ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
                     ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
                     ft.generation = c.generation;
@@ -333,23 +370,26 @@ impl Ft {
                     ft.restored = Some(c.app);
                     saved = c.image.unexpected;
                 }
-                None if checkpoint::generations(&ft.dir, job, rank)?
-                    .iter()
-                    .any(|&g| checkpoint::load(&ft.dir.join(checkpoint::file_name(job, rank, g))).is_err()) =>
-                {
-                    // A damaged file of its own: starting over would contradict what the other
-                    // groups were told (their logs were acknowledged up to the lost checkpoint).
-                    // (A generation some member never wrote was never durable: the start is right.)
-                    return Err(Error::Checkpoint(format!(
-                        "rank {rank} restarts but no checkpoint of its group {group} in {} can be loaded \
-                         (damaged files): cannot recover",
-                        ft.dir.display()
-                    )));
+                checkpoint::RestartPoint::Lost => {
+                    // Starting over would contradict what the other groups may have been told
+                    // (their logs acknowledged up to a lost checkpoint).
+                    let damaged: Vec<String> = found.refused.iter().map(|f| f.2.display().to_string()).collect();
+                    let text = format!(
+                        "no checkpoint of group {group} in {} can be loaded (damaged: {}), and the other groups' \
+                         logs may no longer reach back to the beginning: cannot recover",
+                        ft.dir.display(),
+                        damaged.join(", ")
+                    );
+                    if let Some(ch) = ft.channel.as_mut() {
+                        ch.send(&channel::Frame::Unrecoverable { text: text.clone() });
+                    }
+                    return Err(Error::Checkpoint(format!("rank {rank} restarts but {text}")));
                 }
-                None => {
-                    // Killed before its group's first durable checkpoint: from the start of the
-                    // program, the engine's state at date 0 (Fig 6.3 line 1).
+                checkpoint::RestartPoint::Start => {
+                    // No generation of the group was ever durable: from the start of the program,
+                    // the engine's state at date 0 (Fig 6.3 line 1).
                     tracing::info!(rank, round = r.round, "restarting from the start (no checkpoint)");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, None)?;
                     let start = ProcessState {
                         rank,
                         date: 0,
@@ -370,6 +410,24 @@ impl Ft {
 }
 
 impl Ft {
+    /// Holds `msg` (an `Ack` or `Checkpointed`) for process `to` until the group's next durable
+    /// checkpoint; one of each kind per peer is enough (their dates only grow).
+    pub(crate) fn defer_gc(&mut self, to: Rank, msg: Control) {
+        let kind = std::mem::discriminant(&msg);
+        match self.gc_deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
+            Some((_, held)) => {
+                if let (
+                    Control::Ack { date: a } | Control::Checkpointed { date: a },
+                    Control::Ack { date: b } | Control::Checkpointed { date: b },
+                ) = (&mut *held, &msg)
+                {
+                    *a = (*a).max(*b);
+                }
+            }
+            None => self.gc_deferred.push((to, msg)),
+        }
+    }
+
     /// A restarted process tells the launcher (before its [`channel::Frame::Running`]) how long
     /// the restore took and when its checkpoint file was written: the recovery's report.
     fn report_restore(&mut self, took: Duration) {

@@ -320,6 +320,11 @@ impl Recovery {
             Frame::Finishing => {
                 self.finishing.insert(rank);
             }
+            Frame::Warning { text } => steps.push(Step::Print(format!("nemesis-run: rank {rank}: {text}"))),
+            Frame::Unrecoverable { text } => {
+                steps.push(Step::Fail { rank, message: format!("rank {rank} cannot restart: {text}: ending the job") });
+                return Ok(steps);
+            }
             other => return Err(Error::Config(format!("rank {rank} sent the launcher {other:?}"))),
         }
         self.complete(&mut steps);
@@ -525,5 +530,20 @@ mod tests {
         let steps = r.on_death(1, "signal 9".into()).unwrap();
         let Some(Step::Fail { rank: 1, message }) = steps.last() else { panic!("{steps:?}") };
         assert!(message.contains("more than --ft-max-restarts 1"), "{message}");
+    }
+
+    #[test]
+    fn a_restarted_rank_warns_through_the_launcher_or_ends_the_job() {
+        let mut r = Recovery::new(vec![0, 1], RecoveryMode::Centralised, 10).unwrap();
+        r.on_death(1, "signal 9".into()).unwrap();
+        r.on_frame(0, Frame::Retired { ranks: vec![1] }).unwrap();
+        r.restarted(&[1]);
+        let steps = r.on_frame(1, Frame::Warning { text: "checkpoint file f refused".into() }).unwrap();
+        assert_eq!(steps, [Step::Print("nemesis-run: rank 1: checkpoint file f refused".into())]);
+        let steps = r.on_frame(1, Frame::Unrecoverable { text: "no checkpoint".into() }).unwrap();
+        assert_eq!(
+            steps,
+            [Step::Fail { rank: 1, message: "rank 1 cannot restart: no checkpoint: ending the job".into() }]
+        );
     }
 }
