@@ -52,6 +52,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// Whether `date` is one of its elements.
+    fn holds(&self, date: Date) -> bool {
+        self.first <= date && date <= self.last && (date - self.first).is_multiple_of(self.step)
+    }
+
     /// Drops the elements dated at most `date`; false if none is left.
     fn prune_through(&mut self, date: Date) -> bool {
         if self.last <= date {
@@ -259,8 +264,7 @@ impl Rpp {
         }
         let mut runs = std::mem::take(&mut self.closed);
         runs.extend(self.current());
-        let Some(i) = runs.iter().position(|r| r.first <= date && date <= r.last && (date - r.first) % r.step == 0)
-        else {
+        let Some(i) = runs.iter().position(|r| r.holds(date)) else {
             // Put back as they were: the current run stays in its fields.
             if self.first <= self.last {
                 runs.pop();
@@ -439,7 +443,7 @@ impl Rpp {
         }
         let mut below = saved.pruned;
         for &h in &saved.holes {
-            let recorded = saved.runs.iter().any(|r| r.first <= h && h <= r.last && (h - r.first) % r.step == 0);
+            let recorded = saved.runs.iter().any(|r| r.holds(h));
             if h <= below || h >= saved.max_date || recorded {
                 return Err(Error::InvalidCheckpoint("RPP holes must ascend between the pruning bound and Maxdate"));
             }
@@ -740,6 +744,68 @@ mod tests {
     }
 
     proptest! {
+        /// Arrivals undone (`unrecord`) agree with a list too: the records, `Maxdate` (back to the previous arrival or
+        /// the pruning bound), holes accepted once and only them, through prunes and checkpoint round trips.
+        #[test]
+        fn undone_arrivals_match_a_list(
+            ops in proptest::collection::vec((0u8..10, 0usize..8, 1u64..4), 1..150),
+            permit in any::<bool>(),
+        ) {
+            let mut r = Rpp::default();
+            r.set_permit(permit);
+            let mut model: Vec<(Date, Phase)> = Vec::new();
+            let mut holes: Vec<(Date, Phase)> = Vec::new();
+            let (mut date, mut last, mut pruned) = (0, 0, 0);
+            for (op, k, gap) in ops {
+                match op {
+                    0..=3 => {
+                        date += gap;
+                        prop_assert!(matches!(arrive(&mut r, date, 1 + date / 8).0, Reception::Deliver(_)));
+                        model.push((date, 1 + date / 8));
+                        last = date;
+                    }
+                    4 | 5 if !model.is_empty() => {
+                        let (d, ph) = model.remove(model.len() - 1 - k % model.len());
+                        prop_assert!(r.unrecord(d));
+                        if d == last {
+                            last = model.last().map_or(pruned, |e| e.0).max(pruned);
+                            holes.retain(|h| h.0 < last);
+                        } else {
+                            holes.push((d, ph));
+                            holes.sort_unstable();
+                        }
+                        prop_assert!(!r.unrecord(d), "twice");
+                    }
+                    6 if !holes.is_empty() => {
+                        let (d, ph) = holes.remove(k % holes.len());
+                        prop_assert!(matches!(r.accept(pb(d, ph)).unwrap(), Reception::Deliver(_)));
+                        prop_assert_eq!(r.accept(pb(d, ph)).unwrap(), Reception::Duplicate);
+                        model.push((d, ph));
+                        model.sort_unstable();
+                    }
+                    7 => {
+                        let through = date.saturating_sub(gap * 3);
+                        r.prune_through(through);
+                        pruned = pruned.max(through.min(last));
+                        model.retain(|e| e.0 > through);
+                        holes.retain(|h| h.0 > through);
+                    }
+                    8 => {
+                        r = Rpp::restore(&r.to_checkpoint()).unwrap();
+                        r.set_permit(permit);
+                    }
+                    _ => {
+                        if let Some(&(d, ph)) = model.get(k % model.len().max(1)) {
+                            prop_assert_eq!(r.accept(pb(d, ph)).unwrap(), Reception::Duplicate);
+                        }
+                    }
+                }
+                prop_assert_eq!(r.entries(), model.clone());
+                prop_assert_eq!(r.max_date(), last);
+                prop_assert_eq!(r.complete_through(), holes.first().map_or(last, |h| h.0 - 1));
+            }
+        }
+
         /// The runs agree with a plain `(date, phase)` list under random arrivals (with and without the fast path),
         /// duplicates, prunes and checkpoint round trips.
         #[test]
