@@ -10,7 +10,9 @@
 //! while another group recovers (a second round over both groups); five failures in one run; a
 //! damaged checkpoint file (the restart refuses it and the job ends with a message); a group that
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
-//! (a coordinator per group).
+//! (a coordinator per group). With the cargo feature `failpoints`: a rank killed while it sends a
+//! rendezvous message to another group, and while it receives one (64 KiB halos, deaths forced at
+//! named points of the transfer in the victim's first incarnation).
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 
