@@ -12,7 +12,9 @@
 //! damaged checkpoint file (the group falls back to the previous generation, and the launcher says
 //! so); every retained generation damaged (the job ends with a message); a group that
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
-//! (a coordinator per group).
+//! (a coordinator per group). With the cargo feature `failpoints`: a rank killed while it sends a
+//! rendezvous message to another group, and while it receives one (64 KiB halos, deaths forced at
+//! named points of the transfer in the victim's first incarnation).
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 //! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
@@ -57,6 +59,9 @@ fn stencil() {
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
     nemesis::log::init();
     let mut ep = Endpoint::init().unwrap();
+    #[cfg(feature = "failpoints")]
+    arm_failpoint(&ep, &dir);
+    let halo: usize = std::env::var("FT_TEST_HALO").ok().and_then(|h| h.parse().ok()).unwrap_or(8);
     let restored = ep.restored_state().is_some();
     std::fs::write(
         dir.join(format!("started-{}-{}", ep.rank(), std::process::id())),
@@ -64,11 +69,29 @@ fn stencil() {
     )
     .unwrap();
     let nonblocking = args.get(3) == Some(&1);
-    let r = ft_stencil::run_with(&mut ep, args[0] as usize, args[1], args[2], nonblocking).unwrap();
+    let r = match ft_stencil::run_with(&mut ep, args[0] as usize, args[1], args[2], halo, nonblocking) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("RESULT error rank {}: {e}", ep.rank());
+            std::process::exit(1);
+        }
+    };
     if ep.rank() == 0 {
         println!("RESULT checksum {:016x}", r.checksum);
     }
     ep.finalize().unwrap();
+}
+
+/// Arms `FT_TEST_FP` (`<rank>:<point>:<nth>`) in that rank's first incarnation: its `nth` hit of
+/// the point records `hit <point> <pid>` in the test's directory and SIGKILLs it.
+#[cfg(feature = "failpoints")]
+fn arm_failpoint(ep: &Endpoint, dir: &Path) {
+    let Ok(spec) = std::env::var("FT_TEST_FP") else { return };
+    let v: Vec<&str> = spec.split(':').collect();
+    if v[0].parse::<u32>().unwrap() == ep.rank() && std::env::var_os("NEMESIS_FT_RESTART").is_none() {
+        let (point, nth) = (v[1], v[2].parse().unwrap());
+        nemesis_shm::failpoint::arm(point, nth, nemesis_shm::failpoint::Action::Kill, &dir.join("failpoints"));
+    }
 }
 
 /// FNV-1a, as the example computes it.
@@ -129,6 +152,8 @@ struct Done {
     ft_dir: PathBuf,
     shm_before: Vec<String>,
     ranks: u32,
+    /// The failpoints' record (`hit <point> <pid>` lines).
+    hits: String,
 }
 
 fn shm_names() -> Vec<String> {
@@ -150,12 +175,26 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Job {
     fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
-        Job::start_with(name, RANKS, GROUPS, extra, iterations, false)
+        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[])
+    }
+
+    /// [`start`](Self::start) with more environment variables for the launcher and the ranks.
+    fn start_env(name: &str, extra: &[&str], iterations: u64, env: &[(&str, &str)]) -> Job {
+        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, env)
     }
 
     /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
-    /// `irecv`/`isend`/`wait` (`ft_stencil::run_with`).
-    fn start_with(name: &str, ranks: u32, groups: u32, extra: &[&str], iterations: u64, nonblocking: bool) -> Job {
+    /// `irecv`/`isend`/`wait` (`ft_stencil::run_with`); `env`: more environment variables for the
+    /// launcher and the ranks.
+    fn start_with(
+        name: &str,
+        ranks: u32,
+        groups: u32,
+        extra: &[&str],
+        iterations: u64,
+        nonblocking: bool,
+        env: &[(&str, &str)],
+    ) -> Job {
         let serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = scratch(name);
         let ft_dir = dir.join("ckpt");
@@ -168,6 +207,7 @@ impl Job {
             .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
             .env("NEMESIS_FT_DIR", &ft_dir)
             .env("NEMESIS_LOG", std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "nemesis::launch=info".into()));
+        cmd.envs(env.iter().copied());
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let shm_before = shm_names();
         let mut child = cmd.spawn().unwrap();
@@ -281,6 +321,7 @@ impl Job {
         let _ = self.err_thread.join();
         let stderr = String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned();
         let shm_before = std::mem::take(&mut self.shm_before);
+        let hits = std::fs::read_to_string(self.dir.join("failpoints")).unwrap_or_default();
         let done = Done {
             ok: status.success(),
             stdout,
@@ -289,6 +330,7 @@ impl Job {
             ft_dir: self.ft_dir.clone(),
             shm_before,
             ranks: self.ranks,
+            hits,
         };
         let _ = std::fs::remove_dir_all(&self.dir);
         done
@@ -475,7 +517,7 @@ fn early_sequential_failures_with_nonblocking_receives() {
 }
 
 fn sequential_failures(name: &str, nonblocking: bool) {
-    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking);
+    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking, &[]);
     for (k, &r) in [5, 0, 3].iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
         std::thread::sleep(Duration::from_millis(300));
@@ -633,4 +675,72 @@ fn damaged_generations_everywhere_end_the_job() {
     // No restart line, no fallback warning, and no checksum.
     assert!(d.lines().is_empty() && !d.stderr.contains(" refused: ") && d.checksum().is_none(), "{}", d.show());
     d.shm_clean();
+}
+
+/// Halo messages of 64 KiB, every message by rendezvous (eager limits of 4 KiB), through copy
+/// rings of 4 KiB slots (`shm`: a transfer takes several passes of both sides) or by single copy
+/// (`cma`: split with the sender above 32 KiB); rank `victim` dies at the `nth` hit of `point`
+/// in its first incarnation (`failpoints`).
+#[cfg(feature = "failpoints")]
+fn rendezvous_job(name: &str, lmt: &str, victim: u32, point: &str, nth: u64) -> Done {
+    let fp = format!("{victim}:{point}:{nth}");
+    let env = [
+        ("NEMESIS_LMT", lmt),
+        ("NEMESIS_EAGER_MAX", "4K"),
+        ("NEMESIS_EAGER_BLOCKING_MAX", "4K"),
+        ("NEMESIS_LMT_SLOT_SIZE", "4096"),
+        ("FT_TEST_HALO", "65536"),
+        ("FT_TEST_FP", &fp),
+        ("NEMESIS_LOG", "nemesis::launch=info,nemesis::endpoint::recovery=debug"),
+    ];
+    Job::start_env(name, &[], RDV_ITERATIONS, &env).finish()
+}
+
+#[cfg(feature = "failpoints")]
+const RDV_ITERATIONS: u64 = 400;
+
+/// The death landed at `point` in `victim`'s first incarnation, the job ended with the
+/// failure-free checksum, and only `victim`'s group was started again, once.
+#[cfg(feature = "failpoints")]
+fn check_rendezvous_death(d: &Done, victim: u32, point: &str) {
+    let hits: Vec<&str> = d.hits.lines().collect();
+    assert_eq!(hits.len(), 1, "the failpoint once: {hits:?}\n{}", d.show());
+    let pid: u32 = hits[0].strip_prefix(&format!("hit {point} ")).and_then(|p| p.parse().ok()).unwrap_or(0);
+    assert!(d.pids.get(&victim).is_some_and(|p| p.contains(&pid)), "hit by rank {victim}: {hits:?}\n{}", d.show());
+    assert!(!d.stdout.contains("arrived damaged"), "{}", d.show());
+    d.check(RDV_ITERATIONS, &restarted(&[(victim / 2, 1)]));
+    assert_eq!(d.lines().len(), 1, "{}", d.show());
+}
+
+/// A rank dies while it sends a rendezvous message to a rank of another group (rank 5 of group 2
+/// to rank 6 of group 3), its RTS received and recorded: through the rings with part of the data
+/// copied into the receive buffer, by single copy with the receiver reading its half, and with
+/// no data moved at all. The receiver takes the arrival back and receives the message again from
+/// the restarted sender (its log shows it: the arrival taken back), from byte 0.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rank_killed_while_sending_a_rendezvous_message() {
+    for (lmt, point, nth) in
+        [("shm", "rendezvous-send-mid-6", 250), ("cma", "rendezvous-help-6", 250), ("auto", "ft-rendezvous-sent", 250)]
+    {
+        let d = rendezvous_job(&format!("rdv-send-{lmt}"), lmt, 5, point, nth);
+        check_rendezvous_death(&d, 5, point);
+        assert!(d.stderr.contains("HydEE: arrivals of rendezvous taken back"), "{}", d.show());
+        eprintln!("{lmt}: {}", d.lines()[0]);
+    }
+}
+
+/// A rank dies while it receives a rendezvous message from a rank of another group (rank 6 of
+/// group 3 from rank 5 of group 2): through the rings with part of the data copied out, and by
+/// single copy with its half read while the sender writes the other. The sender's transfer ends
+/// with the death, its send completes, and the message is replayed from its log to the new
+/// incarnation.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rank_killed_while_receiving_a_rendezvous_message() {
+    for (lmt, point, nth) in [("shm", "rendezvous-recv-mid-5", 250), ("cma", "rendezvous-recv-half-5", 250)] {
+        let d = rendezvous_job(&format!("rdv-recv-{lmt}"), lmt, 6, point, nth);
+        check_rendezvous_death(&d, 6, point);
+        eprintln!("{lmt}: {}", d.lines()[0]);
+    }
 }

@@ -318,11 +318,17 @@ impl Inner {
                     continue;
                 };
                 let (id, _, data) = pulls.swap_remove(k);
+                let here = self.unexpected.iter().any(|(i, _)| *i == id);
                 if let Err(e) = result {
-                    // Its buffer may go: the transfer is over. The others are waited for first.
-                    failure.get_or_insert(e);
+                    // Its buffer may go: the transfer is over. The others are waited for first. Under
+                    // recovery an RTS whose sender died is gone from the list: it comes again.
+                    if here || !self.ft_recovers() {
+                        failure.get_or_insert(e);
+                    }
                     continue;
                 }
+                // Whole in memory: received, whatever becomes of its sender.
+                self.ft_rts_taken(id);
                 if let Some(k) = self.unexpected.iter().position(|(i, _)| *i == id) {
                     self.count_unexpected(data.len());
                     let u = &mut self.unexpected[k].1;

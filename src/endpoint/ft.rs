@@ -185,8 +185,11 @@ impl Inner {
                 unsafe { self.lmt_send(s.ptr, s.len, None, s.local, s.dest, s.tag, s.context, 0, Some(&pb), req) }?;
             if log {
                 // Copied into the log while the receiver moves the data: done before the send can
-                // complete, and the buffer is the caller's again once it has.
+                // complete, and the buffer is the caller's again once it has (and before a
+                // `Restarted` can ask for a replay: the same call).
                 self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+                // The RTS to another group is out, no data has moved.
+                nemesis_shm::failpoint!("ft-rendezvous-sent");
             }
             return Ok(Attempt::Sent(Some(req)));
         }

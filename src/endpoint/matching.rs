@@ -245,9 +245,11 @@ impl Inner {
         // applied when the application takes the result (`Found::Done`: by the caller).
         let delivery = self.unexpected[i].1.delivery.take();
         if let Some(rts) = self.unexpected[i].1.rts {
-            let (_, u) = self.unexpected.remove(i);
+            let (id, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
             let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
+            let date = self.ft_rts_taken(id);
+            self.ft_rdv_started(req, Want { source: u.source as i32, tag: u.tag, context: u.context }, date, buf);
             self.start_lmt_recv(u.source, req, &rts, buf);
             self.forget_unexpected(u);
             self.ft_deliver_later(req, delivery);

@@ -259,6 +259,8 @@ struct Inner {
     lmt: Lmt,
     netlmt: NetLmt,
     rings: SegRings,
+    /// Rendezvous from other groups under recovery whose data may not all come (`recovery.rs`).
+    ft_rdv: recovery::Rendezvous,
     pid: u32,
     node: String,
     finalized: bool,
@@ -448,6 +450,7 @@ impl Endpoint {
             lmt,
             netlmt: NetLmt::new(),
             rings,
+            ft_rdv: recovery::Rendezvous::default(),
             pid: std::process::id(),
             node,
             finalized: false,

@@ -323,9 +323,12 @@ impl Inner {
                     self.lmt.peer_gone(rank, &self.rings);
                     let dead = self.global[usize::from(rank)];
                     if self.ft_recovers() {
-                        // It will be restarted: what waits on it keeps waiting.
+                        // It will be restarted: what waits on it keeps waiting; its rendezvous
+                        // whose data did not all come are received again (`recovery.rs`).
                         self.drop_partial(dead, by.as_deref_mut());
                         self.ft_peer_silent(dead);
+                        self.lmt_finish();
+                        self.ft_rdv_silent(dead)?;
                     } else {
                         self.peer_silent(dead, by.as_deref_mut())?;
                     }

@@ -14,6 +14,35 @@
 //! - **Sends to a dead rank** are lost with it, as HydEE's model has it (T:502–525): an
 //!   inter-group message is in the sender's log and replayed once the rank restarts; an
 //!   intra-group sender is in the failed group and restarts too. Such a send completes.
+//! - **A rendezvous whose sender dies** (issue 13). HydEE's messages are atomic: a reception takes a
+//!   whole message off the head of its FIFO channel (T:510, model of T:502), and the RPP records it
+//!   then (Fig 6.3 lines 11–15, T:1967). A rendezvous is not atomic: its RTS arrives in channel
+//!   order and is recorded by the arrival hook (`ft.rs`), while its data moves only once a receive
+//!   matched it (mercier-2019-hdr-nemesis-topology.txt:756), through the receiver's copy ring or a
+//!   single copy (:773). If the sender dies in between, the receiver has recorded a message it does
+//!   not have: the restarted sender regenerates it, and the receiver — which counts it as received,
+//!   an orphan (Definition 5.6, T:1612) — would drop the copy, leaving its receive incomplete, or
+//!   half-copied. So here **a rendezvous message counts as received when its data is in**: when
+//!   its sender dies before, its arrival is taken back (`nemesis_ft::Process::on_receive_undone`),
+//!   and its receive is posted again, first in the posted list with the message's own envelope, to
+//!   be matched by the regenerated (or, if the sender's checkpoint holds it, replayed) copy, whose
+//!   transfer starts over from byte 0 into the same buffer. A transfer that completes after the
+//!   death (the sender's last chunk was in the ring) stays received. This is done once the dead
+//!   sender is silent (everything it sent was delivered or dropped: no older message of it can
+//!   match the receive posted again), before it is retired, hence before its new incarnation's
+//!   `Restarted` can be answered with a `LastDate`. Transfers that learn of the death earlier (a
+//!   single-copy read that finds the process gone) wait for that. The RTS of a dead sender still
+//!   in the unexpected list (not matched, or being pulled in by a checkpoint) is dropped and taken
+//!   back the same way (one a matched probe reserved too: its receive then fails with
+//!   `PeerDied`). Only local senders are handled so: a remote sender's death still fails the
+//!   receive. A sender of this rank's own group is handled alike, though nothing is recorded of
+//!   it: its death kills this rank, which waits for that rather than failing.
+//! - **A rendezvous whose receiver dies**: its sender's transfer fails with the receiver's death
+//!   and the send completes (the message is lost with it, as above); it is in the sender's log,
+//!   complete before the RTS could be answered (`ft.rs` logs it in the same call), and replayed
+//!   to the new incarnation if its checkpoint does not hold it. The sender stops writing into the
+//!   dead receiver's ring or buffer when it notices the death (`nemesis_lmt::Lmt::peer_gone`),
+//!   before retiring it, so never into those of the new incarnation.
 //! - **The end**: finalize tells the launcher and keeps serving recovery until every rank has
 //!   finished ([`Frame::Finish`]): a rank that finished may still hold logged messages a
 //!   restarted group needs.
@@ -23,11 +52,37 @@
 
 use std::sync::atomic::Ordering::*;
 
-use nemesis_ft::Endpoint as FtEndpoint;
+use nemesis_ft::{Endpoint as FtEndpoint, Piggyback};
+use nemesis_shm::Incoming;
 
+use super::matching::{Posted, Want};
+use super::request::{Op, RecvBuf, Request};
 use super::{Inner, NOT_LOCAL, Peer};
 use crate::error::{Error, Result};
 use crate::ft::channel::Frame;
+
+/// The rendezvous from local ranks whose data may not all come, under recovery.
+#[derive(Debug, Default)]
+pub(super) struct Rendezvous {
+    /// Receives whose transfer is under way, or failed with its sender's death.
+    recvs: Vec<RdvRecv>,
+    /// `(unexpected id, date)` of each such RTS in the unexpected list.
+    unexpected: Vec<(u64, u64)>,
+}
+
+/// A receive that took the RTS of a message of another group.
+#[derive(Debug)]
+struct RdvRecv {
+    req: Request,
+    /// The message's envelope and date (its sender's).
+    source: u32,
+    tag: i32,
+    context: u32,
+    date: u64,
+    buf: RecvBuf,
+    /// Its transfer failed with the sender's death: posted again once the sender is silent.
+    withdrawn: bool,
+}
 
 impl Inner {
     /// Whether `e`, the failure of a send to `dest`, means the message is lost with its dead
@@ -227,5 +282,116 @@ impl Inner {
             ch.send(&frame);
             ft.replays_reported = (m, b);
         }
+    }
+
+    /// The date of the RTS `inc` from local rank `source`, if it must be tracked: under recovery
+    /// (`delivery`: the engine kept it). A rank of this group too: its death kills this rank, which
+    /// waits for that rather than failing its receive (and exiting first, a death of its own).
+    pub(super) fn ft_rts_date(&self, inc: &Incoming, source: u32, delivery: bool) -> Option<u64> {
+        let ft = self.ft.as_deref()?;
+        if !delivery || ft.channel.is_none() || self.route[source as usize] == NOT_LOCAL {
+            return None;
+        }
+        Some(Piggyback::decode(&inc.piggyback()?).ok()?.date())
+    }
+
+    /// An RTS of another group dated `date` waits in the unexpected list under `id`.
+    pub(super) fn ft_rts_unexpected(&mut self, id: u64, date: Option<u64>) {
+        if let Some(date) = date {
+            self.ft_rdv.unexpected.push((id, date));
+        }
+    }
+
+    /// The date of unexpected RTS `id`, if tracked; it leaves the list.
+    pub(super) fn ft_rts_taken(&mut self, id: u64) -> Option<u64> {
+        if self.ft_rdv.unexpected.is_empty() {
+            return None;
+        }
+        let i = self.ft_rdv.unexpected.iter().position(|e| e.0 == id)?;
+        Some(self.ft_rdv.unexpected.swap_remove(i).1)
+    }
+
+    /// Receive `req` into `buf` took the RTS `(source, tag, context)` dated `date` (if tracked).
+    pub(super) fn ft_rdv_started(&mut self, req: Request, want: Want, date: Option<u64>, buf: RecvBuf) {
+        if let Some(date) = date {
+            let (source, tag, context) = (want.source as u32, want.tag, want.context);
+            self.ft_rdv.recvs.push(RdvRecv { req, source, tag, context, date, buf, withdrawn: false });
+        }
+    }
+
+    /// The transfer of receive `req` ended (`died`: with its sender's death). True if the receive
+    /// waits for its sender's next incarnation instead of completing now.
+    pub(super) fn ft_rdv_ended(&mut self, req: Request, died: bool) -> bool {
+        if self.ft_rdv.recvs.is_empty() {
+            return false;
+        }
+        let Some(i) = self.ft_rdv.recvs.iter().position(|r| r.req == req) else { return false };
+        if died {
+            self.ft_rdv.recvs[i].withdrawn = true;
+            return true;
+        }
+        self.ft_rdv.recvs.swap_remove(i);
+        false
+    }
+
+    /// Dead local rank `dead` is silent (its transfers with us have ended, `Lmt::peer_gone`): the
+    /// rendezvous from it whose data did not all come are taken back from the engine and their
+    /// receives posted again (module documentation); its RTS still unexpected are dropped.
+    pub(super) fn ft_rdv_silent(&mut self, dead: u32) -> Result<()> {
+        if self.ft_rdv.recvs.is_empty() && self.ft_rdv.unexpected.is_empty() {
+            return Ok(());
+        }
+        let mut dates = Vec::new();
+        let mut k = 0;
+        while k < self.unexpected.len() {
+            let (id, u) = &self.unexpected[k];
+            let tracked = u.source == dead && u.rts.is_some();
+            let Some(e) = self.ft_rdv.unexpected.iter().position(|e| tracked && e.0 == *id) else {
+                k += 1;
+                continue;
+            };
+            dates.push(self.ft_rdv.unexpected.swap_remove(e).1);
+            let (_, u) = self.unexpected.remove(k);
+            // A checkpoint pulling it in sees its transfer fail and the message gone.
+            self.forget_unexpected(u);
+        }
+        let mut again = Vec::new();
+        let mut k = 0;
+        while k < self.ft_rdv.recvs.len() {
+            let r = &self.ft_rdv.recvs[k];
+            if r.source == dead && r.withdrawn {
+                again.push(self.ft_rdv.recvs.swap_remove(k));
+            } else {
+                k += 1;
+            }
+        }
+        dates.extend(again.iter().map(|r| r.date));
+        // Last first: each is then the last arrival from `dead` if nothing later came.
+        dates.sort_unstable_by(|a, b| b.cmp(a));
+        if let Some(ft) = self.ft.as_deref_mut() {
+            for &date in &dates {
+                ft.process.on_receive_undone(dead, date)?;
+            }
+        }
+        // Matched in arrival (date) order: posted again first, in that order.
+        again.sort_unstable_by_key(|r| std::cmp::Reverse(r.date));
+        for r in again {
+            tracing::debug!(
+                source = dead,
+                date = r.date,
+                tag = r.tag,
+                "HydEE: rendezvous lost with its sender; receive posted again"
+            );
+            if let Some(op) = self.reqs.op_mut(r.req) {
+                *op = Op::Recv { buf: r.buf, status: None };
+                let want = Want { source: dead as i32, tag: r.tag, context: r.context };
+                self.posted.push_front(Posted { req: r.req, want });
+                self.expect(want.source, true);
+            }
+        }
+        if !dates.is_empty() {
+            tracing::debug!(source = dead, ?dates, "HydEE: arrivals of rendezvous taken back");
+        }
+        Ok(())
     }
 }
