@@ -10,7 +10,10 @@
 //! while another group recovers (a second round over both groups); five failures in one run; a
 //! damaged checkpoint file (the restart refuses it and the job ends with a message); a group that
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
-//! (a coordinator per group).
+//! (a coordinator per group). Over `--nodes 2` (the TCP netmod between the two halves): a rank
+//! killed mid-run whose neighbour is on the other node, a group spanning both nodes, a rank
+//! killed during another group's recovery; the netmods' lines show links to the new
+//! incarnations coming up.
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 
@@ -48,6 +51,8 @@ fn rank_main() {
 
 /// A rank: marks its start in the test's directory, runs the stencil, rank 0 prints the checksum.
 fn stencil() {
+    // The netmod's lines (`NEMESIS_LOG`) show which links to restarted incarnations came up.
+    nemesis::log::init();
     let dir = PathBuf::from(std::env::var("FT_TEST_DIR").unwrap());
     let args: Vec<u64> =
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
@@ -146,14 +151,18 @@ impl Job {
         let dir = scratch(name);
         let ft_dir = dir.join("ckpt");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
-        cmd.args(["-n", &RANKS.to_string(), "--ft-groups", &GROUPS.to_string(), "--wait", "yield"]);
+        cmd.args(["-n", &RANKS.to_string(), "--wait", "yield"]);
+        // A groups file of the test's, or 4 groups of consecutive ranks.
+        if !extra.contains(&"--ft") {
+            cmd.args(["--ft-groups", &GROUPS.to_string()]);
+        }
         cmd.args(extra).arg("--");
         cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
             .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL}"))
             .env("NEMESIS_FT_DIR", &ft_dir)
-            .env("NEMESIS_LOG", "nemesis::launch=info");
+            .env("NEMESIS_LOG", "nemesis::launch=info,nemesis_netmod_tcp=info");
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let shm_before = shm_names();
         let mut child = cmd.spawn().unwrap();
@@ -286,6 +295,19 @@ impl Done {
 
     fn checksum(&self) -> Option<u64> {
         self.stdout.lines().find_map(|l| u64::from_str_radix(l.split("RESULT checksum ").nth(1)?.trim(), 16).ok())
+    }
+
+    /// The TCP netmod's lines saying a link between incarnations other than the first came up:
+    /// `(the rank at the other end, its incarnation, the logging rank's own)`.
+    fn restarted_links(&self) -> Vec<(u32, u32, u32)> {
+        let field = |l: &str, k: &str| -> Option<u32> {
+            l.split_whitespace().find_map(|w| w.strip_prefix(k)?.trim_end_matches(',').parse().ok())
+        };
+        self.stderr
+            .lines()
+            .filter(|l| l.contains("link up with a restarted incarnation"))
+            .filter_map(|l| Some((field(l, "rank=")?, field(l, "incarnation=")?, field(l, "own=")?)))
+            .collect()
     }
 
     /// The launcher's recovery lines.
@@ -513,4 +535,78 @@ fn a_damaged_checkpoint_is_refused_and_the_job_ends() {
     assert!(!d.ok, "{}", d.show());
     assert!(d.stderr.contains("can be loaded") && d.stderr.contains("damaged"), "{}", d.show());
     assert!(d.stderr.contains("more than --ft-max-restarts 2: ending the job"), "{}", d.show());
+}
+
+/// `--nodes 2`: ranks 0–3 on one pretend node, 4–7 on the other, the TCP netmod between them.
+const TWO_NODES: &str = "2";
+
+/// Over two nodes (groups 0 and 1 on the first, 2 and 3 on the second): rank 4 is killed; it
+/// exchanges with rank 3 of group 1 on the other node, so after the restart the TCP link
+/// between rank 3 and rank 4's new incarnation carries the stencil's halos (the netmods' lines
+/// show it came up), and the checksum is the failure-free one.
+#[test]
+fn one_rank_killed_mid_run_over_two_nodes() {
+    let job = Job::start("mid2", &["--nodes", TWO_NODES], ITERATIONS);
+    job.wait_until("group 2's second checkpoint", |j| j.generations(4).last().is_some_and(|&g| g >= 2));
+    job.kill(4);
+    let d = job.finish();
+    d.check(ITERATIONS, &restarted(&[(2, 1)]));
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    assert!(
+        lines[0].starts_with("nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint "),
+        "{}",
+        d.show()
+    );
+    // Rank 3 (first incarnation) and rank 4's second one, from either end.
+    let links = d.restarted_links();
+    assert!(links.iter().any(|&l| l == (4, 1, 0) || l == (3, 0, 1)), "links: {links:?}\n{}", d.show());
+}
+
+/// A group spanning both nodes ({3, 4}: rank 3 on the first, rank 4 on the second): rank 3 is
+/// killed, rank 4 with it, and both restart at once on their nodes; each learns the other's new
+/// card through the launcher (its own bootstrap may come first), and the TCP link between the
+/// two new incarnations comes up.
+#[test]
+fn a_group_spanning_the_nodes_restarts() {
+    let groups = scratch("span-groups").join("groups");
+    std::fs::write(&groups, "0 0\n1 0\n2 1\n5 1\n3 2\n4 2\n6 3\n7 3\n").unwrap();
+    let g = groups.to_string_lossy().into_owned();
+    let job = Job::start("span", &["--nodes", TWO_NODES, "--ft", &g], ITERATIONS);
+    job.wait_until("group 2's second checkpoint", |j| j.generations(3).last().is_some_and(|&g| g >= 2));
+    job.kill(3);
+    let d = job.finish();
+    let _ = std::fs::remove_dir_all(groups.parent().unwrap());
+    d.check(ITERATIONS, &[(3, 1), (4, 1)].into());
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    assert!(
+        lines[0].contains("rank 3 died (signal 9); group 2 (ranks 3,4) restarted from checkpoint "),
+        "{}",
+        d.show()
+    );
+    let links = d.restarted_links();
+    assert!(links.iter().any(|&l| l == (3, 1, 1) || l == (4, 1, 1)), "links: {links:?}\n{}", d.show());
+}
+
+/// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
+/// while group 1 recovers.
+#[test]
+fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
+    let job = Job::start("during2", &["--nodes", TWO_NODES], ITERATIONS);
+    job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
+    job.kill(2);
+    job.wait_until("group 1's restart", |j| j.started().get(&3).map_or(0, Vec::len) == 2);
+    job.kill(7);
+    let d = job.finish();
+    let second_round_over_both = d.stderr.contains("round=2 groups=[1, 3]");
+    let once_more = usize::from(second_round_over_both);
+    d.check(ITERATIONS, &restarted(&[(1, 1 + once_more), (3, 1)]));
+    assert_eq!(d.lines().len(), 2, "{}", d.show());
+    let links = d.restarted_links();
+    assert!(
+        links.iter().any(|&(r, inc, own)| (r == 0 && own >= 1) || (r == 7 && inc >= 1)),
+        "rank 7's new incarnation and rank 0: {links:?}\n{}",
+        d.show()
+    );
 }

@@ -1,7 +1,8 @@
 //! The fault-tolerance channel between `nemesis-run` and each rank: a Unix socket pair per rank
 //! (the rank's end inherited as descriptor [`ENV_FT_FD`]), carrying the HydEE engine's messages
 //! between processes and the recovery coordinators the launcher runs, and the launcher's
-//! restart protocol (`nemesis_shm::incarnation`).
+//! restart protocol (`nemesis_shm::incarnation`; over several nodes, the restarted ranks' new
+//! business cards, [`Frame::Card`], for the TCP netmod's "restarts").
 //!
 //! Why a socket of its own rather than the PMI connection: PMI is a request/reply protocol the
 //! rank drives (it blocks in `barrier`, and a reply it did not ask for would be read as the
@@ -38,6 +39,7 @@ mod kind {
     pub const RUNNING: u8 = 5;
     pub const FINISHING: u8 = 6;
     pub const FINISH: u8 = 7;
+    pub const CARD: u8 = 8;
 }
 
 /// One frame.
@@ -62,6 +64,9 @@ pub enum Frame {
     Finishing,
     /// Launcher → ranks: every rank is finishing and no recovery is under way.
     Finish,
+    /// Launcher → every other rank (`--nodes` above 1): restarted rank `rank` runs as
+    /// incarnation `incarnation` and its netmod is reached at `card` (the business card it put).
+    Card { rank: u32, incarnation: u32, card: String },
 }
 
 fn bad(what: &str) -> Error {
@@ -88,6 +93,15 @@ impl Fields<'_> {
             return Err(bad("rank count beyond the frame"));
         }
         (0..n).map(|_| self.u32()).collect()
+    }
+    fn text(&mut self) -> Result<String> {
+        let n = self.u32()? as usize;
+        if n > self.0.len() {
+            return Err(bad("text beyond the frame"));
+        }
+        let (t, rest) = self.0.split_at(n);
+        self.0 = rest;
+        String::from_utf8(t.to_vec()).map_err(|_| bad("text not UTF-8"))
     }
     fn end(self) -> Result<()> {
         if self.0.is_empty() { Ok(()) } else { Err(bad("trailing bytes")) }
@@ -126,6 +140,13 @@ impl Frame {
             }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
+            Frame::Card { rank, incarnation, card } => {
+                out.push(kind::CARD);
+                for v in [*rank, *incarnation, card.len() as u32] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend_from_slice(card.as_bytes());
+            }
         }
         let len = (out.len() - start - 4) as u32;
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -147,6 +168,7 @@ impl Frame {
             kind::RUNNING => Frame::Running { generation: f.u64()? },
             kind::FINISHING => Frame::Finishing,
             kind::FINISH => Frame::Finish,
+            kind::CARD => Frame::Card { rank: f.u32()?, incarnation: f.u32()?, card: f.text()? },
             _ => return Err(bad("unknown kind")),
         };
         f.end()?;
@@ -259,6 +281,7 @@ mod tests {
             Frame::Running { generation: 4 },
             Frame::Finishing,
             Frame::Finish,
+            Frame::Card { rank: 5, incarnation: 2, card: "tcp:127.0.0.1:4000:4001".into() },
         ];
         let (a, b) = UnixStream::pair().unwrap();
         let (mut a, mut b) = (Channel::new(a).unwrap(), Channel::new(b).unwrap());
@@ -270,7 +293,14 @@ mod tests {
             got.extend(b.receive().unwrap());
         }
         assert_eq!(got, frames);
-        for body in [&[][..], &[99], &[kind::RETIRE, 9, 0, 0, 0], &[kind::FINISH, 0], &[kind::ENGINE, 0, 0, 0, 0, 77]] {
+        for body in [
+            &[][..],
+            &[99],
+            &[kind::RETIRE, 9, 0, 0, 0],
+            &[kind::FINISH, 0],
+            &[kind::ENGINE, 0, 0, 0, 0, 77],
+            &[kind::CARD, 1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0, b'x'],
+        ] {
             assert!(Frame::decode(body).is_err(), "{body:?}");
         }
         drop(a);
