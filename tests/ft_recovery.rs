@@ -425,9 +425,10 @@ fn two_ranks_of_different_groups_killed_together() {
     assert_eq!(d.lines().len(), 2, "{}", d.show());
 }
 
-#[test]
-fn a_rank_killed_during_another_groups_recovery() {
-    let job = Job::start("during", &[], ITERATIONS);
+/// Rank 2 killed, then rank 7 while group 1 recovers (`extra`: more launcher arguments); the
+/// finished job, and whether the second death started a round over both groups.
+fn kill_during_recovery(name: &str, extra: &[&str]) -> (Done, bool) {
+    let job = Job::start(name, extra, ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
     job.kill(2);
     // Group 1 is recovering (its ranks are being killed, retired or restarted): rank 7 dies now.
@@ -436,7 +437,13 @@ fn a_rank_killed_during_another_groups_recovery() {
     let d = job.finish();
     // Whether the second death came before the first round completed decides whether group 1 was
     // restarted once more (a new round over both groups): both outcomes recover, and the log tells.
-    let second_round_over_both = d.stderr.contains("round=2 groups=[1, 3]");
+    let both = d.stderr.contains("round=2 groups=[1, 3]");
+    (d, both)
+}
+
+#[test]
+fn a_rank_killed_during_another_groups_recovery() {
+    let (d, second_round_over_both) = kill_during_recovery("during", &[]);
     let once_more = usize::from(second_round_over_both);
     d.check(ITERATIONS, &restarted(&[(1, 1 + once_more), (3, 1)]));
     assert_eq!(d.lines().len(), 2, "{}", d.show());
@@ -551,28 +558,42 @@ fn a_damaged_checkpoint_is_refused_and_the_job_ends() {
 /// `--nodes 2`: ranks 0–3 on one pretend node, 4–7 on the other, the TCP netmod between them.
 const TWO_NODES: &str = "2";
 
+/// Over two nodes (`extra`: more launcher arguments): kills `victim` after its group's second
+/// checkpoint; the job ends with the failure-free checksum, exactly the ranks of `again` were
+/// started again (by their start files and the launcher's log), one recovery line contains
+/// `line`, and the netmods' lines show a link between incarnations among `links` (`(rank at the
+/// other end, its incarnation, the logging rank's own)`).
+fn one_death_over_two_nodes(
+    name: &str,
+    extra: &[&str],
+    victim: u32,
+    again: &BTreeMap<u32, usize>,
+    line: &str,
+    links: &[(u32, u32, u32)],
+) {
+    let mut args = vec!["--nodes", TWO_NODES];
+    args.extend_from_slice(extra);
+    let job = Job::start(name, &args, ITERATIONS);
+    job.wait_until("the group's second checkpoint", |j| j.generations(victim).last().is_some_and(|&g| g >= 2));
+    job.kill(victim);
+    let d = job.finish();
+    d.check(ITERATIONS, again);
+    assert_eq!(&d.restarts_logged(), again, "{}", d.show());
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    assert!(lines[0].contains(line), "{}", d.show());
+    let got = d.restarted_links();
+    assert!(got.iter().any(|l| links.contains(l)), "links: {got:?}\n{}", d.show());
+}
+
 /// Over two nodes (groups 0 and 1 on the first, 2 and 3 on the second): rank 4 is killed; it
 /// exchanges with rank 3 of group 1 on the other node, so after the restart the TCP link
 /// between rank 3 and rank 4's new incarnation carries the stencil's halos (the netmods' lines
-/// show it came up), and the checksum is the failure-free one.
+/// show it came up, from either end), and the checksum is the failure-free one.
 #[test]
 fn one_rank_killed_mid_run_over_two_nodes() {
-    let job = Job::start("mid2", &["--nodes", TWO_NODES], ITERATIONS);
-    job.wait_until("group 2's second checkpoint", |j| j.generations(4).last().is_some_and(|&g| g >= 2));
-    job.kill(4);
-    let d = job.finish();
-    d.check(ITERATIONS, &restarted(&[(2, 1)]));
-    assert_eq!(d.restarts_logged(), restarted(&[(2, 1)]), "{}", d.show());
-    let lines = d.lines();
-    assert_eq!(lines.len(), 1, "{}", d.show());
-    assert!(
-        lines[0].starts_with("nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint "),
-        "{}",
-        d.show()
-    );
-    // Rank 3 (first incarnation) and rank 4's second one, from either end.
-    let links = d.restarted_links();
-    assert!(links.iter().any(|&l| l == (4, 1, 0) || l == (3, 0, 1)), "links: {links:?}\n{}", d.show());
+    let line = "nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ";
+    one_death_over_two_nodes("mid2", &[], 4, &restarted(&[(2, 1)]), line, &[(4, 1, 0), (3, 0, 1)]);
 }
 
 /// A group spanning both nodes ({3, 4}: rank 3 on the first, rank 4 on the second): rank 3 is
@@ -584,35 +605,16 @@ fn a_group_spanning_the_nodes_restarts() {
     let groups = scratch("span-groups").join("groups");
     std::fs::write(&groups, "0 0\n1 0\n2 1\n5 1\n3 2\n4 2\n6 3\n7 3\n").unwrap();
     let g = groups.to_string_lossy().into_owned();
-    let job = Job::start("span", &["--nodes", TWO_NODES, "--ft", &g], ITERATIONS);
-    job.wait_until("group 2's second checkpoint", |j| j.generations(3).last().is_some_and(|&g| g >= 2));
-    job.kill(3);
-    let d = job.finish();
+    let line = "rank 3 died (signal 9); group 2 (ranks 3,4) restarted from checkpoint ";
+    one_death_over_two_nodes("span", &["--ft", &g], 3, &[(3, 1), (4, 1)].into(), line, &[(3, 1, 1), (4, 1, 1)]);
     let _ = std::fs::remove_dir_all(groups.parent().unwrap());
-    d.check(ITERATIONS, &[(3, 1), (4, 1)].into());
-    assert_eq!(d.restarts_logged(), [(3, 1), (4, 1)].into(), "{}", d.show());
-    let lines = d.lines();
-    assert_eq!(lines.len(), 1, "{}", d.show());
-    assert!(
-        lines[0].contains("rank 3 died (signal 9); group 2 (ranks 3,4) restarted from checkpoint "),
-        "{}",
-        d.show()
-    );
-    let links = d.restarted_links();
-    assert!(links.iter().any(|&l| l == (3, 1, 1) || l == (4, 1, 1)), "links: {links:?}\n{}", d.show());
 }
 
 /// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
 /// while group 1 recovers.
 #[test]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
-    let job = Job::start("during2", &["--nodes", TWO_NODES], ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
-    job.kill(2);
-    job.wait_until("group 1's restart", |j| j.started().get(&3).map_or(0, Vec::len) == 2);
-    job.kill(7);
-    let d = job.finish();
-    let second_round_over_both = d.stderr.contains("round=2 groups=[1, 3]");
+    let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
     let once_more = usize::from(second_round_over_both);
     // Exactly groups 1 and 3 restarted, by the launcher's log (a restarted incarnation of group 1
     // killed by the second round before its start file may have none).

@@ -10,57 +10,21 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use nemesis_netmod_tcp::TcpConfig;
 use nemesis_netmod_tcp::frame::{self, Kind, PREFIX};
-use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
+use nemesis_shm::MsgHeader;
 use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
-use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
-use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+use nemesis_shm::netmod::Netmod;
+
+#[path = "common/netrank.rs"]
+mod netrank;
+use netrank::{Rank, addrs, node};
 
 const BEAT: Duration = Duration::from_millis(50);
 const DEAD_AFTER: Duration = Duration::from_millis(1000);
 
 fn cfg() -> TcpConfig {
     TcpConfig { addr: Some("127.0.0.1".parse().unwrap()), heartbeat: BEAT, timeout: DEAD_AFTER, ..TcpConfig::default() }
-}
-
-fn node() -> HeapNode {
-    HeapNode::new(1, Params { cells_per_rank: 64, ..Params::DEFAULT }).unwrap()
-}
-
-/// A rank: its port, its netmod, what arrived (tag of each message) and the deaths announced.
-struct Rank<'n> {
-    port: Port<'n, HeapNode>,
-    net: TcpNetmod<'n>,
-    tags: Vec<i32>,
-    gone: Vec<u32>,
-}
-
-impl<'n> Rank<'n> {
-    fn new(node: &'n HeapNode, me: u32, secret: &JobSecret) -> Rank<'n> {
-        let mut port = Port::new(node, 0, PortConfig::default()).unwrap();
-        port.netmod_reserve(32).unwrap();
-        Rank { port, net: TcpNetmod::new(me, 2, secret.clone(), cfg()).unwrap(), tags: Vec::new(), gone: Vec::new() }
-    }
-
-    fn step(&mut self) {
-        self.net.poll(&mut self.port).unwrap();
-        while let Some(inc) = self.port.poll(&[]).unwrap() {
-            let h = inc.header();
-            if h.kind == KIND_PEER_GONE {
-                self.gone.push(h.src);
-            } else if inc.is_last() {
-                self.tags.push(h.tag);
-            }
-            self.port.release(inc).unwrap();
-        }
-    }
-}
-
-fn tcp_addr(card: &str) -> SocketAddr {
-    let mut it = card.strip_prefix("tcp:").unwrap().rsplitn(3, ':');
-    let _udp = it.next();
-    let port: u16 = it.next().unwrap().parse().unwrap();
-    SocketAddr::new(it.next().unwrap().parse().unwrap(), port)
 }
 
 /// Polls `ranks` for `d` (or until `until` holds).
@@ -110,11 +74,11 @@ fn late_connect(to: SocketAddr, r: &mut Rank<'_>, secret: &JobSecret, inc: u32) 
 fn a_restarted_remote_rank_is_reached_at_its_new_card_and_its_old_incarnation_is_refused() {
     let secret = JobSecret::generate().unwrap();
     let (n0, n1, n1b) = (node(), node(), node());
-    let mut r0 = Rank::new(&n0, 0, &secret);
+    let mut r0 = Rank::new(&n0, 0, 2, &secret, cfg());
     let card0 = r0.net.card();
     let h = |tag| MsgHeader { tag, ..MsgHeader::default() };
     {
-        let mut r1 = Rank::new(&n1, 1, &secret);
+        let mut r1 = Rank::new(&n1, 1, 2, &secret, cfg());
         r0.net.connect(1, &r1.net.card()).unwrap();
         r1.net.connect(0, &card0).unwrap();
         r1.net.send(0, &h(1), None, b"first incarnation").unwrap();
@@ -132,10 +96,10 @@ fn a_restarted_remote_rank_is_reached_at_its_new_card_and_its_old_incarnation_is
     assert!(matches!(r0.net.send(1, &h(3), None, b"lost"), Err(nemesis_shm::Error::NetPeerDead { rank: 1 })));
 
     // A late connect of the dead incarnation, with the job's secret: refused.
-    assert!(late_connect(tcp_addr(&card0), &mut r0, &secret, 0), "the dead incarnation is refused");
+    assert!(late_connect(addrs(&card0).0, &mut r0, &secret, 0), "the dead incarnation is refused");
 
     // The new incarnation connects and sends before rank 0 was told: its connection waits.
-    let mut r1 = Rank::new(&n1b, 1, &secret);
+    let mut r1 = Rank::new(&n1b, 1, 2, &secret, cfg());
     r1.net.set_incarnation(1);
     r1.net.connect(0, &card0).unwrap();
     r1.net.send(0, &h(4), None, b"from the second incarnation").unwrap();
@@ -148,7 +112,7 @@ fn a_restarted_remote_rank_is_reached_at_its_new_card_and_its_old_incarnation_is
     drive(&mut [&mut r0, &mut r1], Duration::from_secs(20), |rs| rs[0].tags == [1, 4] && rs[1].tags == [5]);
     assert_eq!((r0.tags.as_slice(), r1.tags.as_slice()), (&[1, 4][..], &[5][..]));
     // An older incarnation still is refused once the new one is up.
-    assert!(late_connect(tcp_addr(&card0), &mut r0, &secret, 0), "the dead incarnation is refused");
+    assert!(late_connect(addrs(&card0).0, &mut r0, &secret, 0), "the dead incarnation is refused");
 
     // Heartbeats follow the new incarnation: no death for the old one's silence, none for the new.
     drive(&mut [&mut r0, &mut r1], DEAD_AFTER * 3, |_| false);
