@@ -441,12 +441,29 @@ fn kill_during_recovery(name: &str, extra: &[&str]) -> (Done, bool) {
     (d, both)
 }
 
+/// What [`kill_during_recovery`] must end with: the failure-free checksum, exactly groups 1 and 3
+/// started again (group 1 twice if the second death started a round over both), by the
+/// launcher's log and the start files (an incarnation of group 1 killed by the second round
+/// before it wrote its start file has none), two recovery lines, nothing left.
+fn check_during(d: &Done, second_round_over_both: bool) {
+    let once_more = usize::from(second_round_over_both);
+    let want = restarted(&[(1, 1 + once_more), (3, 1)]);
+    assert_eq!(d.restarts_logged(), want, "{}", d.show());
+    for r in 0..RANKS {
+        let files = d.pids.get(&r).map_or(0, Vec::len);
+        let want = 1 + want.get(&r).copied().unwrap_or(0);
+        assert!(files == want || (once_more == 1 && files + 1 == want), "incarnations of rank {r}: {}", d.show());
+    }
+    assert!(d.ok, "{}", d.show());
+    assert_eq!(d.checksum(), Some(reference(RANKS, CELLS, ITERATIONS)), "{}", d.show());
+    d.nothing_left();
+    assert_eq!(d.lines().len(), 2, "{}", d.show());
+}
+
 #[test]
 fn a_rank_killed_during_another_groups_recovery() {
     let (d, second_round_over_both) = kill_during_recovery("during", &[]);
-    let once_more = usize::from(second_round_over_both);
-    d.check(ITERATIONS, &restarted(&[(1, 1 + once_more), (3, 1)]));
-    assert_eq!(d.lines().len(), 2, "{}", d.show());
+    check_during(&d, second_round_over_both);
     eprintln!("second round over both groups: {second_round_over_both}");
 }
 
@@ -615,20 +632,7 @@ fn a_group_spanning_the_nodes_restarts() {
 #[test]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
     let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
-    let once_more = usize::from(second_round_over_both);
-    // Exactly groups 1 and 3 restarted, by the launcher's log (a restarted incarnation of group 1
-    // killed by the second round before its start file may have none).
-    let want = restarted(&[(1, 1 + once_more), (3, 1)]);
-    assert_eq!(d.restarts_logged(), want, "{}", d.show());
-    for r in 0..RANKS {
-        let files = d.pids.get(&r).map_or(0, Vec::len);
-        let want = 1 + want.get(&r).copied().unwrap_or(0);
-        assert!(files == want || (once_more == 1 && files + 1 == want), "incarnations of rank {r}: {}", d.show());
-    }
-    assert!(d.ok, "{}", d.show());
-    assert_eq!(d.checksum(), Some(reference(RANKS, CELLS, ITERATIONS)), "{}", d.show());
-    d.nothing_left();
-    assert_eq!(d.lines().len(), 2, "{}", d.show());
+    check_during(&d, second_round_over_both);
     let links = d.restarted_links();
     assert!(
         links.iter().any(|&(r, inc, own)| (r == 0 && own >= 1) || (r == 7 && inc >= 1)),
