@@ -9,6 +9,7 @@
 //! cargo build --release --example ft_stencil
 //! target/release/nemesis-run -n 8 --ft-groups 4 -- target/release/examples/ft_stencil
 //! target/release/nemesis-run -n 8 -- target/release/examples/ft_stencil 4096 1000 100  # cells, iterations, interval
+//! target/release/nemesis-run -n 8 -- target/release/examples/ft_stencil 4096 1000 100 irecv  # Irecv/Isend/Wait halos
 //! ```
 //!
 //! Without arguments: [`CELLS`] cells per rank, [`ITERATIONS`] iterations, a checkpoint every
@@ -73,6 +74,18 @@ fn decode(state: &[u8], cells: usize) -> Option<(u64, Vec<f64>)> {
 /// Runs the computation on `ep`: `cells` cells per rank, `iterations` iterations, a checkpoint every
 /// `interval` (0: none). Every rank returns; rank 0's report holds the checksum.
 pub fn run(ep: &mut Endpoint, cells: usize, iterations: u64, interval: u64) -> nemesis::Result<Report> {
+    run_with(ep, cells, iterations, interval, false)
+}
+
+/// [`run`], the halos received by blocking receives, or (`nonblocking`) by receives posted before
+/// the sends and waited for after them (the usual MPI halo exchange: `Irecv`, `Isend`, `Waitall`).
+pub fn run_with(
+    ep: &mut Endpoint,
+    cells: usize,
+    iterations: u64,
+    interval: u64,
+    nonblocking: bool,
+) -> nemesis::Result<Report> {
     let (rank, size) = (ep.rank(), ep.size());
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
     // u[0] and u[cells + 1] are the halo cells.
@@ -96,12 +109,29 @@ pub fn run(ep: &mut Endpoint, cells: usize, iterations: u64, interval: u64) -> n
     for it in next..iterations {
         // My first cell goes left (tag 0), my last right (tag 1).
         let (first, last) = (u[1].to_le_bytes(), u[cells].to_le_bytes());
+        let receives = if nonblocking {
+            // SAFETY: the buffers outlive the requests, waited for in this iteration.
+            let r0 = unsafe { ep.irecv_raw(from_left.as_mut_ptr(), 8, left as i32, 1, WORLD) }?;
+            // SAFETY: as above.
+            let r1 = unsafe { ep.irecv_raw(from_right.as_mut_ptr(), 8, right as i32, 0, WORLD) }?;
+            Some((r0, r1))
+        } else {
+            None
+        };
         // SAFETY: the buffers outlive the requests, waited for in this iteration.
         let s0 = unsafe { ep.isend_raw(first.as_ptr(), 8, left, 0, WORLD) }?;
         // SAFETY: as above.
         let s1 = unsafe { ep.isend_raw(last.as_ptr(), 8, right, 1, WORLD) }?;
-        ep.recv(&mut from_left, left as i32, 1, WORLD)?;
-        ep.recv(&mut from_right, right as i32, 0, WORLD)?;
+        match receives {
+            Some((r0, r1)) => {
+                ep.wait(r0)?;
+                ep.wait(r1)?;
+            }
+            None => {
+                ep.recv(&mut from_left, left as i32, 1, WORLD)?;
+                ep.recv(&mut from_right, right as i32, 0, WORLD)?;
+            }
+        }
         ep.wait(s0)?;
         ep.wait(s1)?;
         u[0] = f64::from_le_bytes(from_left);
@@ -145,8 +175,9 @@ fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
 fn main() -> nemesis::Result<()> {
     nemesis::log::init();
     let (cells, iterations, interval) = (arg(1, CELLS), arg(2, ITERATIONS), arg(3, INTERVAL));
+    let nonblocking = std::env::args().nth(4).is_some_and(|a| a == "irecv");
     let mut ep = Endpoint::init()?;
-    let r = run(&mut ep, cells.max(1), iterations, interval)?;
+    let r = run_with(&mut ep, cells.max(1), iterations, interval, nonblocking)?;
     if ep.rank() == 0 {
         let mean = if r.checkpoints > 0 { 1e3 * r.checkpoint_seconds / r.checkpoints as f64 } else { 0.0 };
         eprintln!(

@@ -3,12 +3,14 @@
 //! yield`), and after each kill the final checksum equals the failure-free one (computed here, on
 //! one thread, with the same arithmetic), only the failed group's ranks were started again (every
 //! incarnation of a rank leaves a `started-<rank>-<pid>` file; the launcher's line names the
-//! group's ranks), and neither the checkpoint directory nor `/dev/shm` keeps a file.
+//! group's ranks), and neither the checkpoint directory nor `/dev/shm` keeps a file (two
+//! checkpoint generations are retained during the job).
 //!
 //! Scenarios: one rank killed mid-run (after its group's second checkpoint); one killed before
 //! its group's first checkpoint; two ranks of different groups killed together; a rank killed
 //! while another group recovers (a second round over both groups); five failures in one run; a
-//! damaged checkpoint file (the restart refuses it and the job ends with a message); a group that
+//! damaged checkpoint file (the group falls back to the previous generation, and the launcher says
+//! so); every retained generation damaged (the job ends with a message); a group that
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
 //! (a coordinator per group). Over `--nodes 2` (the TCP netmod between the two halves): a rank
 //! killed mid-run whose neighbour is on the other node, a group spanning both nodes, a rank
@@ -16,6 +18,8 @@
 //! incarnations coming up.
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
+//! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
+//! `nemesis::launch=info`), `FT_TEST_LIMIT` the seconds a job may take (300).
 
 mod common;
 
@@ -51,11 +55,11 @@ fn rank_main() {
 
 /// A rank: marks its start in the test's directory, runs the stencil, rank 0 prints the checksum.
 fn stencil() {
-    // The netmod's lines (`NEMESIS_LOG`) show which links to restarted incarnations came up.
-    nemesis::log::init();
     let dir = PathBuf::from(std::env::var("FT_TEST_DIR").unwrap());
     let args: Vec<u64> =
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
+    // `NEMESIS_LOG`: e.g. the netmod's lines showing which links to restarted incarnations came up.
+    nemesis::log::init();
     let mut ep = Endpoint::init().unwrap();
     let restored = ep.restored_state().is_some();
     std::fs::write(
@@ -63,7 +67,8 @@ fn stencil() {
         if restored { "restored" } else { "" },
     )
     .unwrap();
-    let r = ft_stencil::run(&mut ep, args[0] as usize, args[1], args[2]).unwrap();
+    let nonblocking = args.get(3) == Some(&1);
+    let r = ft_stencil::run_with(&mut ep, args[0] as usize, args[1], args[2], nonblocking).unwrap();
     if ep.rank() == 0 {
         println!("RESULT checksum {:016x}", r.checksum);
     }
@@ -114,6 +119,7 @@ struct Job {
     start: Instant,
     /// `/dev/shm` before the job.
     shm_before: Vec<String>,
+    ranks: u32,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -126,6 +132,7 @@ struct Done {
     pids: BTreeMap<u32, Vec<u32>>,
     ft_dir: PathBuf,
     shm_before: Vec<String>,
+    ranks: u32,
 }
 
 fn shm_names() -> Vec<String> {
@@ -147,22 +154,31 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Job {
     fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
+        Job::start_with(name, RANKS, GROUPS, extra, iterations, false)
+    }
+
+    /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
+    /// `irecv`/`isend`/`wait` (`ft_stencil::run_with`).
+    fn start_with(name: &str, ranks: u32, groups: u32, extra: &[&str], iterations: u64, nonblocking: bool) -> Job {
         let serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = scratch(name);
         let ft_dir = dir.join("ckpt");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
-        cmd.args(["-n", &RANKS.to_string(), "--wait", "yield"]);
-        // A groups file of the test's, or 4 groups of consecutive ranks.
+        cmd.args(["-n", &ranks.to_string(), "--wait", "yield"]);
+        // A groups file of the test's, or `groups` groups of consecutive ranks.
         if !extra.contains(&"--ft") {
-            cmd.args(["--ft-groups", &GROUPS.to_string()]);
+            cmd.args(["--ft-groups", &groups.to_string()]);
         }
         cmd.args(extra).arg("--");
         cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
-            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL}"))
+            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
             .env("NEMESIS_FT_DIR", &ft_dir)
-            .env("NEMESIS_LOG", "nemesis::launch=info,nemesis_netmod_tcp=info");
+            .env(
+                "NEMESIS_LOG",
+                std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "nemesis::launch=info,nemesis_netmod_tcp=info".into()),
+            );
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let shm_before = shm_names();
         let mut child = cmd.spawn().unwrap();
@@ -184,7 +200,7 @@ impl Job {
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
         });
-        Job { child, out, err, err_thread, dir, ft_dir, start: Instant::now(), shm_before, _serial: serial }
+        Job { child, out, err, err_thread, dir, ft_dir, start: Instant::now(), shm_before, ranks, _serial: serial }
     }
 
     /// Incarnations started so far, per rank: `(pid, restored from a checkpoint)`.
@@ -259,7 +275,7 @@ impl Job {
     }
 
     fn finish(mut self) -> Done {
-        let limit = Duration::from_secs(300);
+        let limit = Duration::from_secs(std::env::var("FT_TEST_LIMIT").map_or(300, |s| s.parse().unwrap()));
         let status = loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 break st;
@@ -276,7 +292,15 @@ impl Job {
         let _ = self.err_thread.join();
         let stderr = String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned();
         let shm_before = std::mem::take(&mut self.shm_before);
-        let done = Done { ok: status.success(), stdout, stderr, pids, ft_dir: self.ft_dir.clone(), shm_before };
+        let done = Done {
+            ok: status.success(),
+            stdout,
+            stderr,
+            pids,
+            ft_dir: self.ft_dir.clone(),
+            shm_before,
+            ranks: self.ranks,
+        };
         let _ = std::fs::remove_dir_all(&self.dir);
         done
     }
@@ -330,8 +354,8 @@ impl Done {
     /// `groups` were started again (`restarts` times each), and that nothing was left behind.
     fn check(&self, iterations: u64, restarted: &BTreeMap<u32, usize>) {
         assert!(self.ok, "{}", self.show());
-        assert_eq!(self.checksum(), Some(reference(RANKS, CELLS, iterations)), "{}", self.show());
-        for r in 0..RANKS {
+        assert_eq!(self.checksum(), Some(reference(self.ranks, CELLS, iterations)), "{}", self.show());
+        for r in 0..self.ranks {
             let n = self.pids.get(&r).map_or(0, Vec::len);
             assert_eq!(n, 1 + restarted.get(&r).copied().unwrap_or(0), "incarnations of rank {r}: {}", self.show());
         }
@@ -343,6 +367,11 @@ impl Done {
             .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
         assert!(left.iter().all(|n| n == "groups"), "left in the checkpoint directory: {left:?}");
+        self.shm_clean();
+    }
+
+    /// Nothing of the job's in `/dev/shm`.
+    fn shm_clean(&self) {
         // New names that stay (another job on this machine may come and go meanwhile).
         let new = |names: Vec<String>| -> Vec<String> {
             names.into_iter().filter(|n| n.starts_with("nemesis") && !self.shm_before.contains(n)).collect()
@@ -484,16 +513,28 @@ fn five_failures_in_one_run() {
     assert_eq!(d.lines().len(), 5, "{}", d.show());
 }
 
-/// KNOWN ISSUE (ignored until fixed): failures in sequence, each 300 ms after the previous
-/// recovery completed, with groups restarted from the start (no checkpoint yet) re-executing
-/// while another group fails, sometimes hang: the third round waits forever for orphans of its
-/// lowest phase (the restarted group waits for a message its neighbour's log does not replay).
-/// The same sequence with a checkpoint between failures (`five_failures_in_one_run`) and
-/// overlapping failures (`failures_faster_than_recoveries`) recover.
+/// Failures in sequence, each 300 ms after the previous recovery completed (groups restarted
+/// from their first checkpoints still catching up when the next one fails). This hung now and
+/// then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
+/// notification for the coordinator without sending it, and the rank then waited for a replay
+/// the coordinator releases only once every orphan of the phase is notified; only an arrival
+/// from its group partner, if it came after that send, flushed it. Sends now flush what the
+/// engine queued, and a wait does before it idles.
 #[test]
-#[ignore = "known hang, see the comment"]
 fn early_sequential_failures() {
-    let job = Job::start("early", &[], ITERATIONS * 2);
+    sequential_failures("early", false);
+}
+
+/// The same with the halos received by non-blocking receives posted before the sends: a message
+/// that arrives before the rank's sends must not raise their phase (the engine's delivery hook
+/// runs when the application takes the receive's result, not when the message arrives).
+#[test]
+fn early_sequential_failures_with_nonblocking_receives() {
+    sequential_failures("early-irecv", true);
+}
+
+fn sequential_failures(name: &str, nonblocking: bool) {
+    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking);
     for (k, &r) in [5, 0, 3].iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
         std::thread::sleep(Duration::from_millis(300));
@@ -549,27 +590,108 @@ fn too_many_restarts_end_the_job() {
     );
 }
 
+/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk, the newest at
+/// least `newest`: rank `rank`'s files are generations `[.., older, newest]` and every other
+/// member has `newest` too. While it is stopped its files stay as they are, and its group can
+/// complete no newer generation. Returns the pid and rank `rank`'s generations.
+fn stop_with_two_generations(job: &Job, rank: u32, newest: u64) -> (u32, Vec<u64>) {
+    let group = rank / 2;
+    let complete = |j: &Job| {
+        let mine = j.generations(rank);
+        let ok = mine.len() >= 2
+            && mine.last().is_some_and(|&g| g >= newest)
+            && members(group).iter().all(|&m| mine.last().is_some_and(|g| j.generations(m).contains(g)));
+        ok.then_some(mine)
+    };
+    loop {
+        job.wait_until("two generations of the group", |j| complete(j).is_some());
+        let pid = job.pid_of(rank).unwrap();
+        // SAFETY: a signal to a process of this job (a rank's pid read from its own start file).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        // Its files may have changed between the look and the stop: look again.
+        if let Some(g) = complete(job) {
+            return (pid, g);
+        }
+        eprintln!("test: rank {rank}'s files changed before the stop: again");
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+    }
+}
+
+impl Job {
+    /// Flips a byte in the middle of rank `rank`'s file of generation `g`; its path.
+    fn damage(&self, rank: u32, g: u64) -> PathBuf {
+        let path = std::fs::read_dir(&self.ft_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(&format!("-{rank}-{g}.nft")))
+            .unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let k = bytes.len() / 2;
+        bytes[k] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+}
+
+/// SIGKILL to a process of the job (stopped or not).
+fn kill_pid(pid: u32) {
+    // SAFETY: a signal to a process of this job.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
 #[test]
-fn a_damaged_checkpoint_is_refused_and_the_job_ends() {
-    let job = Job::start("damaged", &["--ft-max-restarts", "2"], ITERATIONS * 4);
-    job.wait_until("a checkpoint", |j| !j.generations(3).is_empty());
-    // Damage rank 3's newest file, then kill it: the restart refuses the file.
-    let g = *job.generations(3).last().unwrap();
-    let path = std::fs::read_dir(&job.ft_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(&format!("-3-{g}.nft")))
-        .unwrap();
-    let mut bytes = std::fs::read(&path).unwrap();
-    let k = bytes.len() / 2;
-    bytes[k] ^= 0xff;
-    std::fs::write(&path, bytes).unwrap();
-    job.kill(3);
+fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
+    let job = Job::start("fallback", &[], ITERATIONS);
+    // Mid-run: the acknowledgements of earlier generations have gone out.
+    let (pid, gens) = stop_with_two_generations(&job, 5, 4);
+    let (older, newest) = (gens[gens.len() - 2], gens[gens.len() - 1]);
+    // Generation `newest` is complete on disk: only the damage makes the group fall back.
+    let path = job.damage(5, newest);
+    kill_pid(pid);
+    eprintln!("test: damaged {} and killed rank 5 (pid {pid})", path.display());
+    let d = job.finish();
+    d.check(ITERATIONS, &restarted(&[(2, 1)]));
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    let want =
+        format!("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint {older} in ");
+    assert!(lines[0].starts_with(&want), "want {want}: {}", d.show());
+    // One warning, by the file's owner, naming it and the generation taken instead.
+    let warnings: Vec<&str> =
+        d.stderr.lines().filter(|l| l.starts_with("nemesis-run: ") && l.contains(" refused: ")).collect();
+    assert_eq!(warnings.len(), 1, "{}", d.show());
+    let want = format!("nemesis-run: rank 5: checkpoint file {} (generation {newest}) refused: ", path.display());
+    assert!(warnings[0].starts_with(&want), "want {want}: {}", d.show());
+    assert!(warnings[0].ends_with(&format!("; group 2 restarts from generation {older}")), "{}", d.show());
+    eprintln!("{}\n{}", warnings[0], lines[0]);
+}
+
+#[test]
+fn damaged_generations_everywhere_end_the_job() {
+    let job = Job::start("damaged", &[], ITERATIONS * 4);
+    let (pid, gens) = stop_with_two_generations(&job, 3, 2);
+    // Every file of rank 3's (the two retained generations, and a third not yet removed if the
+    // newest is not durable yet): no generation of group 1 is complete any more.
+    let paths: Vec<PathBuf> = gens.iter().map(|&g| job.damage(3, g)).collect();
+    kill_pid(pid);
     let d = job.finish();
     assert!(!d.ok, "{}", d.show());
-    assert!(d.stderr.contains("can be loaded") && d.stderr.contains("damaged"), "{}", d.show());
-    assert!(d.stderr.contains("more than --ft-max-restarts 2: ending the job"), "{}", d.show());
+    let end: Vec<&str> = d.stderr.lines().filter(|l| l.contains(" cannot restart: ")).collect();
+    assert_eq!(end.len(), 1, "{}", d.show());
+    assert!(end[0].starts_with("nemesis-run: rank "), "{}", d.show());
+    assert!(
+        end[0].contains("no checkpoint of group 1 in ") && end[0].ends_with("cannot recover: ending the job"),
+        "{}",
+        d.show()
+    );
+    for p in &paths {
+        assert!(end[0].contains(&p.display().to_string()), "{} not named: {}", p.display(), d.show());
+    }
+    // No restart line, no fallback warning, and no checksum.
+    assert!(d.lines().is_empty() && !d.stderr.contains(" refused: ") && d.checksum().is_none(), "{}", d.show());
+    d.shm_clean();
 }
 
 /// `--nodes 2`: ranks 0–3 on one pretend node, 4–7 on the other, the TCP netmod between them.

@@ -494,10 +494,25 @@ impl Process {
             return Err(self.unknown(to));
         };
         if self.date >= self.fast_send_limit {
-            return self.send_checked(to);
+            return self.send_checked(to, self.phase);
         }
         self.date += 1;
         Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
+    }
+
+    /// [`Process::on_send`] for a send the application made when this process was in phase `phase`, tried
+    /// only now: a send [`Outbound::Hold`] held back (or one queued behind it), which a non-blocking send leaves
+    /// to the transport while the application goes on — and may receive meanwhile. \[R+\] The message carries
+    /// the phase of the application's send, not the current one: what the application received after it cannot
+    /// be in the message, and a phase raised by such deliveries depends on when the hold was lifted, so a
+    /// re-execution would log the same message under another phase than its receiver recorded — and a later
+    /// round, releasing replays and orphans by phase, waits forever (`tests/ft_recovery.rs`,
+    /// `early_sequential_failures`, hung that way). The date is the current one: held sends go in order.
+    pub fn on_send_as_of(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
+        if self.peers.get(to as usize).is_none() {
+            return Err(self.unknown(to));
+        }
+        self.send_checked(to, phase.min(self.phase))
     }
 
     /// [`Process::on_send`]'s common case alone, for a transport's inline path: `Some((piggyback, log))` exactly
@@ -583,16 +598,19 @@ impl Process {
 
     #[cold]
     #[inline(never)]
-    fn send_checked(&mut self, to: Rank) -> Result<Outbound> {
+    fn send_checked(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
         if self.date >= MAX_DATE {
             return Err(Error::DateOverflow { date: self.date + 1 });
         }
         let inter = self.peers[to as usize].group != self.group;
         let Some(rec) = self.recovery.as_deref_mut() else {
             self.date += 1;
-            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: inter });
+            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
         if !rec.may_send() {
+            if !rec.holding {
+                tracing::debug!(rank = self.rank, to, taint = rec.taint, horizon = ?rec.horizon, "HydEE: sends held");
+            }
             rec.holding = true;
             self.register_taint();
             return Ok(Outbound::Hold);
@@ -605,7 +623,7 @@ impl Process {
         }
         self.date = date;
         let tag = if rec.complete { 0 } else { rec.tag };
-        let piggyback = Piggyback::from_parts(date, self.phase, tag);
+        let piggyback = Piggyback::from_parts(date, phase, tag);
         if !inter {
             return Ok(Outbound::Transmit { piggyback, log: false });
         }
@@ -614,6 +632,7 @@ impl Process {
             && let Some(&(_, recorded_phase)) = q.front()
         {
             q.pop_front();
+            tracing::debug!(rank = self.rank, to, date, recorded_phase, phase, "HydEE: orphan regenerated");
             if q.is_empty() {
                 rec.owed.remove(&to);
             }
@@ -1000,6 +1019,16 @@ impl Process {
         rec.reported = true;
         let round = rec.round;
         let phases: BTreeSet<Phase> = rec.to_replay.values().flatten().map(|e| e.1).collect();
+        tracing::debug!(
+            rank = self.rank,
+            round,
+            to_replay = ?rec.to_replay.iter().map(|(k, q)| (k, q.len(), q.front(), q.back())).collect::<Vec<_>>(),
+            orphans = ?rec.orphan_counts,
+            taint = rec.taint,
+            phase = self.phase,
+            date = self.date,
+            "HydEE: report"
+        );
         let counts: Vec<(Phase, u64)> = rec.orphan_counts.iter().map(|(&p, &c)| (p, c)).collect();
         let to = Endpoint::Coordinator(self.coordinator);
         self.actions.push_back(Action::Control {

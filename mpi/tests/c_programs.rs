@@ -366,30 +366,48 @@ fn ft_stencil_checksums() {
 /// so, and the checksum is the failure-free run's (the Rust example's).
 #[test]
 fn ft_stencil_c_recovers_a_killed_rank() {
+    ft_stencil_c_recovers("single", &[(5, 2)]);
+}
+
+/// Two ranks of different groups killed in turn (the second once its own group has checkpointed
+/// twice more, the first recovery done or not): the halos go by `MPI_Irecv`/`MPI_Isend`/
+/// `MPI_Waitall`, whose receives' deliveries follow the application's `Waitall`, not arrivals.
+#[test]
+fn ft_stencil_c_recovers_failures_in_sequence() {
+    ft_stencil_c_recovers("sequence", &[(5, 2), (2, 5)]);
+}
+
+/// `mpi/examples/ft_stencil.c` under `nemesis-run --ft`, 8 ranks in 4 groups: each `(rank,
+/// generation)` of `kills` in turn, rank `rank` is SIGKILLed once its checkpoint file of that
+/// generation exists. The checksum is the Rust example's failure-free one, and one recovery line
+/// per kill names the victim's group.
+fn ft_stencil_c_recovers(name: &str, kills: &[(u32, u64)]) {
     let c = compile_from("examples", "ft_stencil", Cc::Ours);
     let rust = setup().profile_dir.join("examples/ft_stencil");
     let args = ["64", "6000", "200"];
-    let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let run = |prog: &Path, kill: bool| -> std::process::Output {
+    let run = |prog: &Path, kills: &[(u32, u64)]| -> std::process::Output {
         let mut cmd = Command::new(&setup().launcher);
         cmd.args(["-n", "8", "--ft-groups", "4", "--wait", "yield", "--"]).arg(prog).args(args);
         cmd.env("NEMESIS_FT_DIR", &dir).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         let child = cmd.spawn().unwrap();
         let launcher = child.id();
-        if kill {
-            // Rank 5's second checkpoint file, then its process (a child of the launcher whose
-            // initial environment says PMI_RANK=5).
+        for &(rank, generation) in kills {
+            // The rank's checkpoint file of that generation, then its process (a child of the
+            // launcher whose initial environment names the rank; the victims are distinct ranks).
             let t = std::time::Instant::now();
-            let gen2 = |e: &std::fs::DirEntry| {
+            let suffix = format!("-{rank}-{generation}.nft");
+            let written = |e: &std::fs::DirEntry| {
                 let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("nemesis-ckpt-") && n.ends_with("-5-2.nft")
+                n.starts_with("nemesis-ckpt-") && n.ends_with(&suffix)
             };
-            while !std::fs::read_dir(&dir).unwrap().flatten().any(|e| gen2(&e)) {
-                assert!(t.elapsed() < Duration::from_secs(120), "no second checkpoint of rank 5");
+            while !std::fs::read_dir(&dir).unwrap().flatten().any(|e| written(&e)) {
+                assert!(t.elapsed() < Duration::from_secs(120), "no checkpoint {generation} of rank {rank}");
                 std::thread::sleep(Duration::from_millis(5));
             }
+            let env = format!("PMI_RANK={rank}");
             let pid = std::fs::read_dir("/proc")
                 .unwrap()
                 .flatten()
@@ -397,10 +415,10 @@ fn ft_stencil_c_recovers_a_killed_rank() {
                 .find(|p| {
                     let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
                     let ppid = stat.rsplit(')').next().and_then(|t| t.split_whitespace().nth(1)).unwrap_or("");
-                    let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
-                    ppid == launcher.to_string() && env.split(|&b| b == 0).any(|v| v == b"PMI_RANK=5")
+                    let environ = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+                    ppid == launcher.to_string() && environ.split(|&b| b == 0).any(|v| v == env.as_bytes())
                 })
-                .expect("rank 5's process");
+                .unwrap_or_else(|| panic!("rank {rank}'s process"));
             // SAFETY: a signal to a rank of the job this test started.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
@@ -409,18 +427,23 @@ fn ft_stencil_c_recovers_a_killed_rank() {
     let checksum = |o: &std::process::Output| {
         String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("checksum ").map(str::to_owned))
     };
-    let reference = run(&rust, false);
+    let reference = run(&rust, &[]);
     assert!(reference.status.success(), "{}", show(&reference));
-    let o = run(&c, true);
+    let o = run(&c, kills);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(checksum(&o), checksum(&reference), "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains(" restarted from checkpoint ")).collect();
-    assert_eq!(lines.len(), 1, "{}", show(&o));
-    assert!(
-        lines[0].starts_with("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ")
-    );
+    assert_eq!(lines.len(), kills.len(), "{}", show(&o));
+    for &(rank, _) in kills {
+        let (g, first) = (rank / 2, rank / 2 * 2);
+        let line = format!(
+            "nemesis-run: rank {rank} died (signal 9); group {g} (ranks {first},{}) restarted from ",
+            first + 1
+        );
+        assert!(lines.iter().any(|l| l.starts_with(&line)), "{line}: {}", show(&o));
+    }
 }
 
 #[test]

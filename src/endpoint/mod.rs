@@ -23,7 +23,7 @@
 //!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
 //! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
 //!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
@@ -106,8 +106,14 @@ const KIND_CANCEL_ACK: u8 = 6;
 /// [`nemesis_ft::Control`]); tag and context unused. No piggyback, no date.
 const KIND_FT_CONTROL: u8 = 7;
 /// A checkpoint marker between the members of a group (`aux`: the generation; `tag`: 0 when the
-/// sender entered the checkpoint, 1 when its file is durable, 2 when it could not be written).
+/// sender entered the checkpoint, else one of `MARK_*`).
 const KIND_FT_MARK: u8 = 8;
+/// Checkpoint marker stage 1: the sender's file is durable.
+const MARK_DURABLE: i32 = 1;
+/// Checkpoint marker stage 1: the sender could not write its file (the group abandons).
+const MARK_FAILED: i32 = 2;
+/// Checkpoint marker stage 1: the sender re-executes in a recovery round (the group skips).
+const MARK_SKIPPED: i32 = 3;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 
@@ -646,7 +652,10 @@ impl Endpoint {
         let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return r,
+                Found::Done(r, d) => {
+                    inner.ft_deliver(d);
+                    return r;
+                }
                 Found::Claimed(req) => return inner.wait(req),
                 Found::Nothing => {}
             }
@@ -730,7 +739,11 @@ impl Endpoint {
         if !inner.reqs.is_done(req)? {
             inner.progress(None)?;
         }
-        inner.reqs.take(req)?.transpose()
+        let taken = inner.reqs.take(req)?;
+        if taken.is_some() {
+            inner.ft_taken(req);
+        }
+        taken.transpose()
     }
 
     /// Waits for every request; the results are in the order of `reqs`.
@@ -750,6 +763,7 @@ impl Endpoint {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
                     let Some(res) = inner.reqs.take(r)? else { return Err(Error::InvalidRequest) };
+                    inner.ft_taken(r);
                     return Ok((i, res));
                 }
             }

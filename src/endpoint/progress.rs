@@ -142,7 +142,7 @@ impl Inner {
             } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
                 let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
                 self.expect(p.want.source, false);
-                self.ft_deliver(delivery);
+                self.ft_deliver_later(p.req, delivery);
                 if let Some(token) = sync {
                     self.send_ack(source, token)?;
                 }

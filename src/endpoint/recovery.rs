@@ -43,6 +43,15 @@ impl Inner {
         matches!(e, Error::PeerDied { .. }) && self.ft.as_deref().is_some_and(|ft| ft.channel.is_some())
     }
 
+    /// This rank re-executes after its restart: the recovery round it was restarted in is not
+    /// over (a later round supersedes it only by restarting this rank again). Its group's
+    /// checkpoints are skipped meanwhile: the round may need messages it sends after one (when it
+    /// restarted from an older generation than the one it failed after), so it cannot wait for
+    /// the round to end there, and the engine takes no checkpoint during a round.
+    pub(super) fn ft_reexecuting(&self) -> bool {
+        self.ft.as_deref().is_some_and(|ft| ft.process.in_recovery() && ft.restart_round == Some(ft.process.round()))
+    }
+
     /// True with the launcher's channel (recovery of failed groups).
     pub(super) fn ft_recovers(&self) -> bool {
         self.ft.as_deref().is_some_and(|ft| ft.channel.is_some())

@@ -39,7 +39,10 @@ mod kind {
     pub const RUNNING: u8 = 5;
     pub const FINISHING: u8 = 6;
     pub const FINISH: u8 = 7;
-    pub const CARD: u8 = 8;
+    pub const RESTORED: u8 = 8;
+    pub const WARNING: u8 = 9;
+    pub const UNRECOVERABLE: u8 = 10;
+    pub const CARD: u8 = 11;
 }
 
 /// One frame.
@@ -59,11 +62,21 @@ pub enum Frame {
     /// Restarted rank → launcher: it restored checkpoint `generation` (0: none, from the start)
     /// and runs.
     Running { generation: u64 },
+    /// Restarted rank → launcher, before [`Frame::Running`]: it took `read_us` µs to find, read,
+    /// check and restore its group's last durable checkpoint (or to find there is none), whose
+    /// file it wrote at `written_unix_us` µs after the Unix epoch (0: no checkpoint). The launcher
+    /// reports them with the recovery (the checkpoint's read time, the work the group lost).
+    Restored { read_us: u64, written_unix_us: u64 },
     /// Rank → launcher: it reached the end of its program (finalize) and waits for
     /// [`Frame::Finish`], serving recovery meanwhile.
     Finishing,
     /// Launcher → ranks: every rank is finishing and no recovery is under way.
     Finish,
+    /// Restarted rank → launcher: something to tell the user (the launcher prints it), e.g. a
+    /// damaged checkpoint file its group fell back from.
+    Warning { text: String },
+    /// Restarted rank → launcher: its group cannot restart (why): the job ends.
+    Unrecoverable { text: String },
     /// Launcher → every other rank (`--nodes` above 1): restarted rank `rank` runs as
     /// incarnation `incarnation` and its netmod is reached at `card` (the business card it put).
     Card { rank: u32, incarnation: u32, card: String },
@@ -138,6 +151,12 @@ impl Frame {
                 out.push(kind::RUNNING);
                 out.extend_from_slice(&generation.to_le_bytes());
             }
+            Frame::Restored { read_us, written_unix_us } => {
+                out.push(kind::RESTORED);
+                for v in [*read_us, *written_unix_us] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
             Frame::Card { rank, incarnation, card } => {
@@ -146,6 +165,16 @@ impl Frame {
                     out.extend_from_slice(&v.to_le_bytes());
                 }
                 out.extend_from_slice(card.as_bytes());
+            }
+            Frame::Warning { text } | Frame::Unrecoverable { text } => {
+                out.push(if matches!(self, Frame::Warning { .. }) { kind::WARNING } else { kind::UNRECOVERABLE });
+                // Longer texts are cut (at a character boundary) to fit a frame.
+                let mut n = text.len().min(FRAME_MAX - 16);
+                while !text.is_char_boundary(n) {
+                    n -= 1;
+                }
+                out.extend_from_slice(&(n as u32).to_le_bytes());
+                out.extend_from_slice(&text.as_bytes()[..n]);
             }
         }
         let len = (out.len() - start - 4) as u32;
@@ -166,8 +195,11 @@ impl Frame {
             kind::RETIRED => Frame::Retired { ranks: f.ranks()? },
             kind::REPLAYED => Frame::Replayed { round: f.u64()?, messages: f.u64()?, bytes: f.u64()? },
             kind::RUNNING => Frame::Running { generation: f.u64()? },
+            kind::RESTORED => Frame::Restored { read_us: f.u64()?, written_unix_us: f.u64()? },
             kind::FINISHING => Frame::Finishing,
             kind::FINISH => Frame::Finish,
+            kind::WARNING => Frame::Warning { text: f.text()? },
+            kind::UNRECOVERABLE => Frame::Unrecoverable { text: f.text()? },
             kind::CARD => Frame::Card { rank: f.u32()?, incarnation: f.u32()?, card: f.text()? },
             _ => return Err(bad("unknown kind")),
         };
@@ -279,8 +311,11 @@ mod tests {
             Frame::Retired { ranks: vec![] },
             Frame::Replayed { round: 1, messages: 9, bytes: 900 },
             Frame::Running { generation: 4 },
+            Frame::Restored { read_us: 1234, written_unix_us: 1_700_000_000_000_000 },
             Frame::Finishing,
             Frame::Finish,
+            Frame::Warning { text: "checkpoint file é refused".into() },
+            Frame::Unrecoverable { text: String::new() },
             Frame::Card { rank: 5, incarnation: 2, card: "tcp:127.0.0.1:4000:4001".into() },
         ];
         let (a, b) = UnixStream::pair().unwrap();
@@ -298,6 +333,8 @@ mod tests {
             &[99],
             &[kind::RETIRE, 9, 0, 0, 0],
             &[kind::FINISH, 0],
+            &[kind::WARNING, 2, 0, 0, 0, b'a'],
+            &[kind::WARNING, 1, 0, 0, 0, 0xff],
             &[kind::ENGINE, 0, 0, 0, 0, 77],
             &[kind::CARD, 1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0, b'x'],
         ] {

@@ -10,7 +10,8 @@
 //!   control messages) carries none and consumes no date.
 //! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
 //!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
-//!   the message (`progress.rs`, `matching.rs`, `waiting.rs`).
+//!   the message: a blocking receive at once, a non-blocking one when the application takes the
+//!   request's result (`Ft::deferred`, the Endpoint's `ft_taken` in wait, test and wait_any).
 //! - **Sender log**: inter-group messages are appended before their send can complete, with an
 //!   envelope (tag, context) that a replay needs; memory bound [`ENV_FT_LOG_MAX`], then a spill file
 //!   in the FT directory up to [`ENV_FT_SPILL_MAX`].
@@ -176,6 +177,9 @@ pub struct FtStats {
     /// Logged messages replayed to restarted ranks, and their payload bytes.
     pub replayed: u64,
     pub replayed_bytes: u64,
+    /// A restarted process: the time it took to find, read, check and restore its group's last
+    /// durable checkpoint (or to find there is none).
+    pub restore_time: Duration,
 }
 
 /// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
@@ -215,9 +219,20 @@ pub(crate) struct Ft {
     pub(crate) marks: Vec<[u64; 2]>,
     /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
     pub(crate) failed: Vec<u64>,
-    /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
-    /// behind them.
-    pub(crate) held: VecDeque<Request>,
+    /// Per rank: the highest generation whose stage-1 marker said that it skipped the checkpoint
+    /// (it re-executes in a recovery round).
+    pub(crate) skipped: Vec<u64>,
+    /// The number of the last checkpoint attempt (durable, abandoned or skipped): the next one
+    /// takes a higher number, so that its markers are its own.
+    pub(crate) attempt: u64,
+    /// The recovery round this process was restarted in, if it was.
+    pub(crate) restart_round: Option<Round>,
+    /// Sends the engine refused for now (`Outbound::Hold`), in program order, with the phase of
+    /// the application's call; later sends queue behind them.
+    pub(crate) held: VecDeque<(Request, nemesis_ft::Phase)>,
+    /// Deliveries of non-blocking receives, applied when the application takes the request's
+    /// result (the Endpoint's `ft_taken`).
+    pub(crate) deferred: Vec<(Request, nemesis_ft::Delivery)>,
     /// Control messages being reassembled, per sender.
     pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
     /// Buffers of replays that go by rendezvous, until their request completes.
@@ -240,10 +255,25 @@ pub(crate) struct Ft {
     pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
+    /// The engine's `Ack`s and `Checkpointed`s (what frees the other groups' logs and RPP) held
+    /// back until the group's next checkpoint is durable, the newest per peer and kind: they
+    /// stand for the group's newest durable generation, and the older retained one must stay
+    /// covered (`checkpoint`'s module documentation).
+    pub(crate) gc_deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
 }
 
 impl Ft {
+    /// Applies the delivery that `req`'s receive was waiting for, if any (the application took
+    /// its result).
+    #[inline(never)]
+    pub(crate) fn take_deferred(&mut self, req: Request) {
+        if let Some(i) = self.deferred.iter().position(|&(r, _)| r == req) {
+            let (_, d) = self.deferred.swap_remove(i);
+            self.process.on_deliver(d);
+        }
+    }
+
     /// The FT state of rank `rank` of `size` with settings `cfg`; `job_id` names the job when the
     /// settings do not. A restarting process also returns the messages its checkpoint holds.
     pub(crate) fn new(
@@ -292,7 +322,11 @@ impl Ft {
             generation: 0,
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
+            skipped: vec![0; size as usize],
+            attempt: 0,
+            restart_round: cfg.restart.as_ref().map(|r| r.round),
             held: VecDeque::new(),
+            deferred: Vec::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
             staged: Vec::new(),
@@ -303,14 +337,36 @@ impl Ft {
             finish: false,
             replays_reported: (0, 0),
             restored: None,
+            gc_deferred: Vec::new(),
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
+        let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            match checkpoint::latest_durable(&ft.dir, job, rank, members)? {
-                Some(c) => {
+            let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
+            let chosen = match &found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => Some(format!("generation {}", c.generation)),
+                checkpoint::RestartPoint::Start => Some("the beginning".to_owned()),
+                // The job ends, and says which files it found damaged.
+                checkpoint::RestartPoint::Lost => None,
+            };
+            // The owner of a refused file reports it (once: the restart removes it).
+            for (_, g, path, why) in found.refused.iter().filter(|f| f.0 == rank) {
+                let Some(chosen) = &chosen else { break };
+                let text = format!(
+                    "checkpoint file {} (generation {g}) refused: {why}; group {group} restarts from {chosen}",
+                    path.display()
+                );
+                tracing::warn!("{text}");
+                if let Some(ch) = ft.channel.as_mut() {
+                    ch.send(&channel::Frame::Warning { text });
+                }
+            }
+            match found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => {
                     tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, Some(c.generation))?;
                     ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
                     ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
                     ft.generation = c.generation;
@@ -318,23 +374,26 @@ impl Ft {
                     ft.restored = Some(c.app);
                     saved = c.image.unexpected;
                 }
-                None if checkpoint::generations(&ft.dir, job, rank)?
-                    .iter()
-                    .any(|&g| checkpoint::load(&ft.dir.join(checkpoint::file_name(job, rank, g))).is_err()) =>
-                {
-                    // A damaged file of its own: starting over would contradict what the other
-                    // groups were told (their logs were acknowledged up to the lost checkpoint).
-                    // (A generation some member never wrote was never durable: the start is right.)
-                    return Err(Error::Checkpoint(format!(
-                        "rank {rank} restarts but no checkpoint of its group {group} in {} can be loaded \
-                         (damaged files): cannot recover",
-                        ft.dir.display()
-                    )));
+                checkpoint::RestartPoint::Lost => {
+                    // Starting over would contradict what the other groups may have been told
+                    // (their logs acknowledged up to a lost checkpoint).
+                    let damaged: Vec<String> = found.refused.iter().map(|f| f.2.display().to_string()).collect();
+                    let text = format!(
+                        "no checkpoint of group {group} in {} can be loaded (damaged: {}), and the other groups' \
+                         logs may no longer reach back to the beginning: cannot recover",
+                        ft.dir.display(),
+                        damaged.join(", ")
+                    );
+                    if let Some(ch) = ft.channel.as_mut() {
+                        ch.send(&channel::Frame::Unrecoverable { text: text.clone() });
+                    }
+                    return Err(Error::Checkpoint(format!("rank {rank} restarts but {text}")));
                 }
-                None => {
-                    // Killed before its group's first durable checkpoint: from the start of the
-                    // program, the engine's state at date 0 (Fig 6.3 line 1).
+                checkpoint::RestartPoint::Start => {
+                    // No generation of the group was ever durable: from the start of the program,
+                    // the engine's state at date 0 (Fig 6.3 line 1).
                     tracing::info!(rank, round = r.round, "restarting from the start (no checkpoint)");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, None)?;
                     let start = ProcessState {
                         rank,
                         date: 0,
@@ -347,11 +406,48 @@ impl Ft {
                 }
             }
         }
+        if let Some(t) = restoring {
+            ft.report_restore(t.elapsed());
+        }
         Ok((ft, saved))
     }
 }
 
 impl Ft {
+    /// Holds `msg` (an `Ack` or `Checkpointed`) for process `to` until the group's next durable
+    /// checkpoint; one of each kind per peer is enough (their dates only grow).
+    pub(crate) fn defer_gc(&mut self, to: Rank, msg: Control) {
+        let kind = std::mem::discriminant(&msg);
+        match self.gc_deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
+            Some((_, held)) => {
+                if let (
+                    Control::Ack { date: a } | Control::Checkpointed { date: a },
+                    Control::Ack { date: b } | Control::Checkpointed { date: b },
+                ) = (&mut *held, &msg)
+                {
+                    *a = (*a).max(*b);
+                }
+            }
+            None => self.gc_deferred.push((to, msg)),
+        }
+    }
+
+    /// A restarted process tells the launcher (before its [`channel::Frame::Running`]) how long
+    /// the restore took and when its checkpoint file was written: the recovery's report.
+    fn report_restore(&mut self, took: Duration) {
+        self.stats.restore_time = took;
+        let written = (self.generation > 0)
+            .then(|| {
+                std::fs::metadata(self.dir.join(checkpoint::file_name(self.job, self.process.rank(), self.generation)))
+            })
+            .and_then(|m| m.ok()?.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_micros() as u64);
+        if let Some(ch) = self.channel.as_mut() {
+            ch.send(&channel::Frame::Restored { read_us: took.as_micros() as u64, written_unix_us: written });
+        }
+    }
+
     /// At the end of a job (every rank past the closing barrier): removes this rank's checkpoint
     /// files, and rank 0 the directory if the ranks made it (best effort: a warning otherwise).
     pub(crate) fn finish(&self, rank: Rank) {

@@ -20,7 +20,12 @@
 //! 5. when the coordinators have completed the round, one line per death is printed:
 //!    `nemesis-run: rank R died (signal S); group G (ranks …) restarted from checkpoint N in T ms;
 //!    M messages replayed`, where T runs from the death to the last restarted rank of the round
-//!    running again, and M counts the logged messages the survivors replayed in the round.
+//!    running again, and M counts the logged messages the survivors replayed in the round. With it,
+//!    an `info` event of this module (`NEMESIS_LOG=nemesis::launch::recovery=info`) gives the same
+//!    figures with more, for benchmarks (`nemesis-bench ft-recovery`): `recovery_us`, the
+//!    replayed payload `bytes`, the group's checkpoint `read_us` (the slowest member's
+//!    [`Frame::Restored`]) and its `lost_work_us`, from the writing of the checkpoint it restored
+//!    (or the job's start) to the death.
 //!
 //! A death at any point of this starts a new round (steps 1–2 again, over the union of groups).
 //! The job ends once every rank has reached the end of its program ([`Frame::Finishing`]) with no
@@ -28,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use nemesis_ft::{Coordinator, CoordinatorId, Endpoint, GroupId, Rank, Round, Topology};
 
@@ -81,6 +86,28 @@ struct Death {
     how: String,
     group: GroupId,
     at: Instant,
+    /// `at` on the wall clock (to compare with the time a checkpoint file was written).
+    wall: SystemTime,
+}
+
+/// The figures of one recovery, as the `recovered` event gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Figures {
+    pub(crate) rank: Rank,
+    pub(crate) group: GroupId,
+    pub(crate) generation: u64,
+    pub(crate) recovery_us: u64,
+    pub(crate) messages: u64,
+    pub(crate) bytes: u64,
+    pub(crate) read_us: u64,
+    pub(crate) lost_work_us: u64,
+}
+
+/// What a restarted group said of its checkpoint ([`Frame::Restored`]), slowest member first.
+#[derive(Debug, Clone, Copy, Default)]
+struct Restored {
+    read_us: u64,
+    written_unix_us: u64,
 }
 
 /// The launcher's recovery state.
@@ -108,8 +135,15 @@ pub(crate) struct Recovery {
     resumed_at: Option<Instant>,
     /// Checkpoint generation each restarted group restored.
     generation: BTreeMap<GroupId, u64>,
-    /// Messages replayed in the round.
+    /// Messages replayed in the round, and their payload bytes.
     replayed: u64,
+    replayed_bytes: u64,
+    /// Per restarted group, what its members said of its checkpoint.
+    restored: BTreeMap<GroupId, Restored>,
+    /// When the job started (the lost work of a group restarted from the start runs from it).
+    started: SystemTime,
+    /// The figures of every recovery completed so far.
+    reported: Vec<Figures>,
     deaths: Vec<Death>,
     finishing: BTreeSet<Rank>,
     finished: bool,
@@ -145,6 +179,10 @@ impl Recovery {
             resumed_at: None,
             generation: BTreeMap::new(),
             replayed: 0,
+            replayed_bytes: 0,
+            restored: BTreeMap::new(),
+            started: SystemTime::now(),
+            reported: Vec::new(),
             deaths: Vec::new(),
             finishing: BTreeSet::new(),
             finished: false,
@@ -192,7 +230,7 @@ impl Recovery {
             });
             return Ok(steps);
         }
-        self.deaths.push(Death { rank, how, group: g, at: Instant::now() });
+        self.deaths.push(Death { rank, how, group: g, at: Instant::now(), wall: SystemTime::now() });
         // The round's groups: this one, an unfinished round's, and those of ranks still dead.
         let mut groups: BTreeSet<GroupId> = [g].into();
         for c in &self.coordinators {
@@ -203,6 +241,10 @@ impl Recovery {
         }
         self.round += 1;
         self.groups = groups.iter().copied().collect();
+        // Those groups restart (again): what they restore is reported anew.
+        for g in &self.groups {
+            self.restored.remove(g);
+        }
         tracing::info!(rank, round = self.round, groups = ?self.groups, "recovery round starts");
         for c in 0..self.coordinators.len() {
             self.coordinators[c].on_failure(self.round, &self.groups)?;
@@ -256,7 +298,17 @@ impl Recovery {
                 }
                 self.advance(&mut steps);
             }
-            Frame::Replayed { messages, .. } => self.replayed += messages,
+            Frame::Replayed { messages, bytes, .. } => {
+                self.replayed += messages;
+                self.replayed_bytes += bytes;
+            }
+            Frame::Restored { read_us, written_unix_us } => {
+                if self.starting.contains(&rank) {
+                    let r = self.restored.entry(self.topology.group_of(rank)?).or_default();
+                    r.read_us = r.read_us.max(read_us);
+                    r.written_unix_us = r.written_unix_us.max(written_unix_us);
+                }
+            }
             Frame::Running { generation } => {
                 if self.starting.remove(&rank) {
                     self.generation.insert(self.topology.group_of(rank)?, generation);
@@ -267,6 +319,11 @@ impl Recovery {
             }
             Frame::Finishing => {
                 self.finishing.insert(rank);
+            }
+            Frame::Warning { text } => steps.push(Step::Print(format!("nemesis-run: rank {rank}: {text}"))),
+            Frame::Unrecoverable { text } => {
+                steps.push(Step::Fail { rank, message: format!("rank {rank} cannot restart: {text}: ending the job") });
+                return Ok(steps);
             }
             other => return Err(Error::Config(format!("rank {rank} sent the launcher {other:?}"))),
         }
@@ -339,8 +396,35 @@ impl Recovery {
                 "nemesis-run: rank {} died ({}); group {} (ranks {list}) restarted from checkpoint {generation} in {ms} ms; {} messages replayed",
                 d.rank, d.how, d.group, self.replayed
             )));
+            let r = self.restored.get(&d.group).copied().unwrap_or_default();
+            let us = |t: SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+            let from = if r.written_unix_us > 0 { r.written_unix_us } else { us(self.started) };
+            let f = Figures {
+                rank: d.rank,
+                group: d.group,
+                generation,
+                recovery_us: self.resumed_at.map_or(0, |t| t.saturating_duration_since(d.at).as_micros() as u64),
+                messages: self.replayed,
+                bytes: self.replayed_bytes,
+                read_us: r.read_us,
+                lost_work_us: us(d.wall).saturating_sub(from),
+            };
+            tracing::info!(
+                rank = f.rank,
+                group = f.group,
+                generation = f.generation,
+                recovery_us = f.recovery_us,
+                messages = f.messages,
+                bytes = f.bytes,
+                read_us = f.read_us,
+                lost_work_us = f.lost_work_us,
+                "recovered"
+            );
+            self.reported.push(f);
         }
         self.replayed = 0;
+        self.replayed_bytes = 0;
+        self.restored.clear();
         if !self.finished && self.finishing.len() == self.alive.len() {
             self.finished = true;
             for r in 0..self.alive.len() as Rank {
@@ -384,6 +468,12 @@ mod tests {
         assert_eq!(steps, [Step::Restart { ranks: vec![2, 3], round: 1, groups: vec![1] }]);
         r.restarted(&[2, 3]);
         assert!(r.busy());
+        // The checkpoint was written 1.5 s before the death; the slower member's read counts.
+        let death = r.deaths[0].wall.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+        r.on_frame(2, Frame::Restored { read_us: 700, written_unix_us: death - 1_500_000 }).unwrap();
+        r.on_frame(3, Frame::Restored { read_us: 900, written_unix_us: death - 1_500_000 }).unwrap();
+        // Not restarting: ignored.
+        r.on_frame(0, Frame::Restored { read_us: 99_000, written_unix_us: 1 }).unwrap();
         r.on_frame(2, Frame::Running { generation: 3 }).unwrap();
         r.on_frame(3, Frame::Running { generation: 3 }).unwrap();
         for f in [0, 1, 2, 3] {
@@ -423,6 +513,11 @@ mod tests {
             lines[0]
         );
         assert!(lines[0].ends_with("ms; 12 messages replayed"), "{}", lines[0]);
+        let [f] = r.reported[..] else { panic!("{:?}", r.reported) };
+        assert_eq!((f.rank, f.group, f.generation, f.messages, f.bytes), (2, 1, 3, 12, 96));
+        assert_eq!((f.read_us, f.lost_work_us), (900, 1_500_000));
+        let ms: u64 = lines[0].split(" in ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(f.recovery_us / 1000, ms, "the event's time is the line's");
         assert_eq!(sends(&all).iter().filter(|s| *s.1 == Frame::Finish).count(), 4);
     }
 
@@ -435,5 +530,20 @@ mod tests {
         let steps = r.on_death(1, "signal 9".into()).unwrap();
         let Some(Step::Fail { rank: 1, message }) = steps.last() else { panic!("{steps:?}") };
         assert!(message.contains("more than --ft-max-restarts 1"), "{message}");
+    }
+
+    #[test]
+    fn a_restarted_rank_warns_through_the_launcher_or_ends_the_job() {
+        let mut r = Recovery::new(vec![0, 1], RecoveryMode::Centralised, 10).unwrap();
+        r.on_death(1, "signal 9".into()).unwrap();
+        r.on_frame(0, Frame::Retired { ranks: vec![1] }).unwrap();
+        r.restarted(&[1]);
+        let steps = r.on_frame(1, Frame::Warning { text: "checkpoint file f refused".into() }).unwrap();
+        assert_eq!(steps, [Step::Print("nemesis-run: rank 1: checkpoint file f refused".into())]);
+        let steps = r.on_frame(1, Frame::Unrecoverable { text: "no checkpoint".into() }).unwrap();
+        assert_eq!(
+            steps,
+            [Step::Fail { rank: 1, message: "rank 1 cannot restart: no checkpoint: ending the job".into() }]
+        );
     }
 }

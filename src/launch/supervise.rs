@@ -443,8 +443,10 @@ impl Supervisor {
 
     /// Rank `i`'s pidfd is readable: it has exited. Reaps it and marks it.
     fn on_exit(&mut self, i: usize) {
-        // What it wrote before it died comes first (an abort, typically).
+        // What it wrote before it died comes first (an abort, typically; a restarted rank that
+        // cannot restart says why on its fault-tolerance channel).
         self.read_conn(i);
+        self.read_ft(i);
         let r = &mut self.ranks[i];
         let status = match r.child.try_wait() {
             Ok(Some(s)) => s,
