@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use nemesis_shm::auth::{JobSecret, KVS_JOB_SECRET};
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{Backing, Params, Segment};
+use nemesis_shm::{Backing, Node, Params, Segment};
 
 use crate::error::{Error, Result};
 use crate::launch::contract::{
@@ -392,6 +392,15 @@ pub fn bootstrap() -> Result<Boot> {
     }
     if let Some(n) = net.as_mut() {
         for r in (0..size).filter(|r| !local_ranks.contains(r)) {
+            if restarted {
+                // A rank restarted with this one has not put its new card yet (the launcher
+                // removed its old one): the launcher tells it through its channel.
+                match pm.get(r, &card_key(r))? {
+                    Some(card) => n.connect(r, &card)?,
+                    None => tracing::debug!(rank = r, "no card yet: restarted with this rank"),
+                }
+                continue;
+            }
             let card = pm.get_required(r, &card_key(r), "netmod business card")?;
             n.connect(r, &card)?;
         }
@@ -421,6 +430,11 @@ pub fn bootstrap() -> Result<Boot> {
         None => None,
     };
     segment.register(local_rank)?;
+    if let Some(n) = net.as_mut() {
+        // Which incarnation of its rank number this process is (the launcher counts them in the
+        // segment when it restarts a rank): its connections say so.
+        n.set_incarnation(segment.state_of(local_rank)?.incarnation());
+    }
     if !restarted {
         pm.barrier()?;
     }

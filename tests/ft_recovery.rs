@@ -15,6 +15,10 @@
 //! (a coordinator per group). With the cargo feature `failpoints`: a rank killed while it sends a
 //! rendezvous message to another group, and while it receives one (64 KiB halos, deaths forced at
 //! named points of the transfer in the victim's first incarnation).
+//! Over `--nodes 2` (the TCP netmod between the two halves): a rank
+//! killed mid-run whose neighbour is on the other node, a group spanning both nodes, a rank
+//! killed during another group's recovery; the netmods' lines show links to the new
+//! incarnations coming up.
 //!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 //! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
@@ -57,6 +61,7 @@ fn stencil() {
     let dir = PathBuf::from(std::env::var("FT_TEST_DIR").unwrap());
     let args: Vec<u64> =
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
+    // `NEMESIS_LOG`: e.g. the netmod's lines showing which links to restarted incarnations came up.
     nemesis::log::init();
     let mut ep = Endpoint::init().unwrap();
     #[cfg(feature = "failpoints")]
@@ -199,14 +204,21 @@ impl Job {
         let dir = scratch(name);
         let ft_dir = dir.join("ckpt");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
-        cmd.args(["-n", &ranks.to_string(), "--ft-groups", &groups.to_string(), "--wait", "yield"]);
+        cmd.args(["-n", &ranks.to_string(), "--wait", "yield"]);
+        // A groups file of the test's, or `groups` groups of consecutive ranks.
+        if !extra.contains(&"--ft") {
+            cmd.args(["--ft-groups", &groups.to_string()]);
+        }
         cmd.args(extra).arg("--");
         cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
             .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
             .env("NEMESIS_FT_DIR", &ft_dir)
-            .env("NEMESIS_LOG", std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "nemesis::launch=info".into()));
+            .env(
+                "NEMESIS_LOG",
+                std::env::var("FT_TEST_LOG").unwrap_or_else(|_| "nemesis::launch=info,nemesis_netmod_tcp=info".into()),
+            );
         cmd.envs(env.iter().copied());
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let shm_before = shm_names();
@@ -352,6 +364,30 @@ impl Done {
         self.stdout.lines().find_map(|l| u64::from_str_radix(l.split("RESULT checksum ").nth(1)?.trim(), 16).ok())
     }
 
+    /// The TCP netmod's lines saying a link between incarnations other than the first came up:
+    /// `(the rank at the other end, its incarnation, the logging rank's own)`.
+    fn restarted_links(&self) -> Vec<(u32, u32, u32)> {
+        let field = |l: &str, k: &str| -> Option<u32> {
+            l.split_whitespace().find_map(|w| w.strip_prefix(k)?.trim_end_matches(',').parse().ok())
+        };
+        self.stderr
+            .lines()
+            .filter(|l| l.contains("link up with a restarted incarnation"))
+            .filter_map(|l| Some((field(l, "rank=")?, field(l, "incarnation=")?, field(l, "own=")?)))
+            .collect()
+    }
+
+    /// Restarts per rank, from the launcher's log (`rank restarted rank=R pid=P`): an incarnation
+    /// killed before it wrote its start file (a new round while it initialised) counts too.
+    fn restarts_logged(&self) -> BTreeMap<u32, usize> {
+        let mut m = BTreeMap::new();
+        for l in self.stderr.lines().filter(|l| l.contains(" rank restarted rank=")) {
+            let r = l.split(" rank restarted rank=").nth(1).and_then(|t| t.split(' ').next()?.parse().ok());
+            *m.entry(r.unwrap()).or_default() += 1;
+        }
+        m
+    }
+
     /// The launcher's recovery lines.
     fn lines(&self) -> Vec<&str> {
         self.stderr.lines().filter(|l| l.starts_with("nemesis-run: rank ") && l.contains(" restarted from ")).collect()
@@ -461,9 +497,10 @@ fn two_ranks_of_different_groups_killed_together() {
     assert_eq!(d.lines().len(), 2, "{}", d.show());
 }
 
-#[test]
-fn a_rank_killed_during_another_groups_recovery() {
-    let job = Job::start("during", &[], ITERATIONS);
+/// Rank 2 killed, then rank 7 while group 1 recovers (`extra`: more launcher arguments); the
+/// finished job, and whether the second death started a round over both groups.
+fn kill_during_recovery(name: &str, extra: &[&str]) -> (Done, bool) {
+    let job = Job::start(name, extra, ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
     job.kill(2);
     // Group 1 is recovering (its ranks are being killed, retired or restarted): rank 7 dies now.
@@ -472,10 +509,33 @@ fn a_rank_killed_during_another_groups_recovery() {
     let d = job.finish();
     // Whether the second death came before the first round completed decides whether group 1 was
     // restarted once more (a new round over both groups): both outcomes recover, and the log tells.
-    let second_round_over_both = d.stderr.contains("round=2 groups=[1, 3]");
+    let both = d.stderr.contains("round=2 groups=[1, 3]");
+    (d, both)
+}
+
+/// What [`kill_during_recovery`] must end with: the failure-free checksum, exactly groups 1 and 3
+/// started again (group 1 twice if the second death started a round over both), by the
+/// launcher's log and the start files (an incarnation of group 1 killed by the second round
+/// before it wrote its start file has none), two recovery lines, nothing left.
+fn check_during(d: &Done, second_round_over_both: bool) {
     let once_more = usize::from(second_round_over_both);
-    d.check(ITERATIONS, &restarted(&[(1, 1 + once_more), (3, 1)]));
+    let want = restarted(&[(1, 1 + once_more), (3, 1)]);
+    assert_eq!(d.restarts_logged(), want, "{}", d.show());
+    for r in 0..RANKS {
+        let files = d.pids.get(&r).map_or(0, Vec::len);
+        let want = 1 + want.get(&r).copied().unwrap_or(0);
+        assert!(files == want || (once_more == 1 && files + 1 == want), "incarnations of rank {r}: {}", d.show());
+    }
+    assert!(d.ok, "{}", d.show());
+    assert_eq!(d.checksum(), Some(reference(RANKS, CELLS, ITERATIONS)), "{}", d.show());
+    d.nothing_left();
     assert_eq!(d.lines().len(), 2, "{}", d.show());
+}
+
+#[test]
+fn a_rank_killed_during_another_groups_recovery() {
+    let (d, second_round_over_both) = kill_during_recovery("during", &[]);
+    check_during(&d, second_round_over_both);
     eprintln!("second round over both groups: {second_round_over_both}");
 }
 
@@ -743,4 +803,73 @@ fn a_rank_killed_while_receiving_a_rendezvous_message() {
         check_rendezvous_death(&d, 6, point);
         eprintln!("{lmt}: {}", d.lines()[0]);
     }
+}
+
+/// `--nodes 2`: ranks 0–3 on one pretend node, 4–7 on the other, the TCP netmod between them.
+const TWO_NODES: &str = "2";
+
+/// Over two nodes (`extra`: more launcher arguments): kills `victim` after its group's second
+/// checkpoint; the job ends with the failure-free checksum, exactly the ranks of `again` were
+/// started again (by their start files and the launcher's log), one recovery line contains
+/// `line`, and the netmods' lines show a link between incarnations among `links` (`(rank at the
+/// other end, its incarnation, the logging rank's own)`).
+fn one_death_over_two_nodes(
+    name: &str,
+    extra: &[&str],
+    victim: u32,
+    again: &BTreeMap<u32, usize>,
+    line: &str,
+    links: &[(u32, u32, u32)],
+) {
+    let mut args = vec!["--nodes", TWO_NODES];
+    args.extend_from_slice(extra);
+    let job = Job::start(name, &args, ITERATIONS);
+    job.wait_until("the group's second checkpoint", |j| j.generations(victim).last().is_some_and(|&g| g >= 2));
+    job.kill(victim);
+    let d = job.finish();
+    d.check(ITERATIONS, again);
+    assert_eq!(&d.restarts_logged(), again, "{}", d.show());
+    let lines = d.lines();
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    assert!(lines[0].contains(line), "{}", d.show());
+    let got = d.restarted_links();
+    assert!(got.iter().any(|l| links.contains(l)), "links: {got:?}\n{}", d.show());
+}
+
+/// Over two nodes (groups 0 and 1 on the first, 2 and 3 on the second): rank 4 is killed; it
+/// exchanges with rank 3 of group 1 on the other node, so after the restart the TCP link
+/// between rank 3 and rank 4's new incarnation carries the stencil's halos (the netmods' lines
+/// show it came up, from either end), and the checksum is the failure-free one.
+#[test]
+fn one_rank_killed_mid_run_over_two_nodes() {
+    let line = "nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ";
+    one_death_over_two_nodes("mid2", &[], 4, &restarted(&[(2, 1)]), line, &[(4, 1, 0), (3, 0, 1)]);
+}
+
+/// A group spanning both nodes ({3, 4}: rank 3 on the first, rank 4 on the second): rank 3 is
+/// killed, rank 4 with it, and both restart at once on their nodes; each learns the other's new
+/// card through the launcher (its own bootstrap may come first), and the TCP link between the
+/// two new incarnations comes up.
+#[test]
+fn a_group_spanning_the_nodes_restarts() {
+    let groups = scratch("span-groups").join("groups");
+    std::fs::write(&groups, "0 0\n1 0\n2 1\n5 1\n3 2\n4 2\n6 3\n7 3\n").unwrap();
+    let g = groups.to_string_lossy().into_owned();
+    let line = "rank 3 died (signal 9); group 2 (ranks 3,4) restarted from checkpoint ";
+    one_death_over_two_nodes("span", &["--ft", &g], 3, &[(3, 1), (4, 1)].into(), line, &[(3, 1, 1), (4, 1, 1)]);
+    let _ = std::fs::remove_dir_all(groups.parent().unwrap());
+}
+
+/// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
+/// while group 1 recovers.
+#[test]
+fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
+    let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
+    check_during(&d, second_round_over_both);
+    let links = d.restarted_links();
+    assert!(
+        links.iter().any(|&(r, inc, own)| (r == 0 && own >= 1) || (r == 7 && inc >= 1)),
+        "rank 7's new incarnation and rank 0: {links:?}\n{}",
+        d.show()
+    );
 }

@@ -67,9 +67,9 @@ const OPTIONS: &str = "Options:
                         --ft-groups K groups if given, else as many as the cost function chooses
       --ft-recovery <MODE>
                         How failed groups are recovered: one recovery coordinator (centralised) or
-                        one per group (distributed) [default: centralised]. With --ft on one node,
-                        a rank that dies is restarted with its group from the group's last checkpoint
-                        while the other groups go on
+                        one per group (distributed) [default: centralised]. With --ft (over --nodes K
+                        too, with the TCP netmod), a rank that dies is restarted with its group from
+                        the group's last checkpoint while the other groups go on
       --ft-max-restarts <N>
                         End the job when a group fails more than N times [default: 10]
       --comm-matrix <FILE>

@@ -200,8 +200,12 @@ impl Inner {
         // send is not cancelled.
         let (hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
         if s.local == NOT_LOCAL {
-            self.net_send(s.dest, &hdr, Some(&pb), data)?;
-            self.count(s.dest, s.len);
+            match self.net_send(s.dest, &hdr, Some(&pb), data) {
+                Ok(()) => self.count(s.dest, s.len),
+                // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                Err(e) if self.ft_lost(&e) => return Ok(Attempt::Sent(self.complete_send(req, status))),
+                Err(e) => return Err(e),
+            }
         } else {
             match self.port.send(s.local, &hdr, Some(&pb), data) {
                 Ok(Sent::Done) => self.ring(s.local),

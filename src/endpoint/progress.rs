@@ -103,6 +103,10 @@ impl Inner {
                     KIND_RTS | KIND_LMT => return self.deliver_lmt(inc, source, by, delivery),
                     KIND_PEER_GONE if inc.src == REMOTE => {
                         self.port.release(inc)?;
+                        if self.ft_recovers() {
+                            self.ft_remote_silent(source, by);
+                            return Ok(());
+                        }
                         return self.peer_silent(source, by);
                     }
                     KIND_CANCEL | KIND_CANCEL_ACK => {
@@ -333,10 +337,27 @@ impl Inner {
                         self.peer_silent(dead, by.as_deref_mut())?;
                     }
                 }
-                PeerEvent::Restarted { rank } => self.ft_peer_restarted(rank),
+                PeerEvent::Restarted { rank } => self.ft_peer_restarted(self.global[usize::from(rank)]),
             }
         }
         Ok(())
+    }
+
+    /// Under recovery, the netmod's notice that remote rank `dead` is gone came through the receive
+    /// queue after its last arrival: as for a silent local peer under recovery, its partial
+    /// message and large transfers fail and what waits on it keeps waiting for its next
+    /// incarnation; the retirement the launcher asks for may complete (`recovery.rs`).
+    fn ft_remote_silent(&mut self, dead: u32, by: Option<&mut Bypass>) {
+        self.saw_death(dead);
+        self.netlmt.peer_gone(dead);
+        self.drop_partial(dead, by);
+        self.ft_peer_silent(dead);
+        if let Some(ft) = self.ft.as_deref_mut()
+            && !ft.net_silent.contains(&dead)
+        {
+            ft.net_silent.push(dead);
+        }
+        tracing::warn!(rank = dead, "remote peer is gone: what waits on it waits for its restart");
     }
 
     /// The message being received from dead rank `dead` will never complete: its receive fails.

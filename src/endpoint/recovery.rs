@@ -8,7 +8,13 @@
 //! - **Retirement** (`nemesis_shm::incarnation`, step 2): when the launcher asks, a surviving rank
 //!   makes sure it holds nothing of the dead incarnations (unexpected messages kept in their
 //!   cells are copied out, sends waiting for cells to them are dropped), retires them in its
-//!   port, and answers. A dead peer is never *silent* here: receives that name it keep waiting
+//!   port, and answers. A dead rank of another node is retired in the netmod (`Netmod::retire`:
+//!   connection, queue and transfers dropped), and answered for once the netmod's death notice
+//!   has come through the receive queue, behind everything the dead incarnation had sent.
+//! - **Remote restarts**: the launcher sends the new card of a restarted rank of another node
+//!   ([`Frame::Card`]); the netmod reconnects to the new incarnation (`Netmod::restarted`) and,
+//!   if this rank had retired the old one, the peer counts as restarted from then on, as a
+//!   local peer does when the port sees its new incarnation in the segment. A dead peer is never *silent* here: receives that name it keep waiting
 //!   for its new incarnation (its messages are replayed from logs or sent again), where without
 //!   recovery they fail with `PeerDied`.
 //! - **Sends to a dead rank** are lost with it, as HydEE's model has it (T:502–525): an
@@ -54,6 +60,7 @@ use std::sync::atomic::Ordering::*;
 
 use nemesis_ft::{Endpoint as FtEndpoint, Piggyback};
 use nemesis_shm::Incoming;
+use nemesis_shm::netmod::Netmod;
 
 use super::matching::{Posted, Want};
 use super::request::{Op, RecvBuf, Request};
@@ -146,6 +153,7 @@ impl Inner {
                         ft.finish = true;
                     }
                 }
+                Frame::Card { rank, incarnation, card } => self.ft_card(rank, incarnation, &card)?,
                 other => {
                     return Err(Error::Config(format!("fault-tolerance channel: unexpected frame {other:?}")));
                 }
@@ -178,8 +186,18 @@ impl Inner {
                 continue;
             };
             if local == NOT_LOCAL {
-                // Nothing of it in this node's segment.
-                done.push(r);
+                // Nothing of it in this node's segment; its connection goes, and once the
+                // netmod's notice came through the receive queue, so did all it had sent.
+                match self.net.as_mut() {
+                    Some(net) => net.retire(r)?,
+                    None => {
+                        done.push(r);
+                        continue;
+                    }
+                }
+                if self.ft.as_deref().is_some_and(|ft| ft.net_silent.contains(&r)) {
+                    done.push(r);
+                }
                 continue;
             }
             self.release_from(r)?;
@@ -237,9 +255,25 @@ impl Inner {
         }
     }
 
-    /// A retired peer runs again as a new incarnation.
-    pub(super) fn ft_peer_restarted(&mut self, local: u16) {
-        let g = self.global[usize::from(local)];
+    /// The launcher's news that remote rank `rank` runs again as `incarnation`, reached at `card`:
+    /// the netmod reconnects to it; if this rank had retired it, it restarted.
+    fn ft_card(&mut self, rank: u32, incarnation: u32, card: &str) -> Result<()> {
+        if self.route.get(rank as usize) != Some(&NOT_LOCAL) {
+            // A rank of this node: its restart shows in the segment.
+            return Ok(());
+        }
+        let Some(net) = self.net.as_mut() else { return Ok(()) };
+        if net.restarted(rank, incarnation, card)? {
+            if let Some(ft) = self.ft.as_deref_mut() {
+                ft.net_silent.retain(|&r| r != rank);
+            }
+            self.ft_peer_restarted(rank);
+        }
+        Ok(())
+    }
+
+    /// A retired peer (global rank `g`) runs again as a new incarnation.
+    pub(super) fn ft_peer_restarted(&mut self, g: u32) {
         tracing::info!(rank = g, "peer restarted");
         if let Some(p) = self.peers.get_mut(g as usize) {
             *p = Peer::Alive;
@@ -248,7 +282,10 @@ impl Inner {
             *a = super::progress::Active::None;
         }
         // Its pid changed: no single-copy transfer with it until it is known again.
-        if let Some(p) = self.rings.pids.get_mut(usize::from(local)) {
+        if let Some(&local) = self.route.get(g as usize)
+            && local != NOT_LOCAL
+            && let Some(p) = self.rings.pids.get_mut(usize::from(local))
+        {
             *p = None;
         }
     }

@@ -121,6 +121,11 @@ impl Inner {
             if let Some(net) = self.net.as_mut() {
                 self.netlmt.abandon(req.token(), net);
             }
+            if local == NOT_LOCAL && self.ft_lost(&e) {
+                // Under recovery the message is lost with its dead receiver (`recovery.rs`).
+                self.reqs.complete(req, Ok(status));
+                return Ok(req);
+            }
             if fresh {
                 // Nobody has the handle: the error is the call's.
                 self.reqs.complete(req, Ok(status));

@@ -1,7 +1,8 @@
 //! The fault-tolerance channel between `nemesis-run` and each rank: a Unix socket pair per rank
 //! (the rank's end inherited as descriptor [`ENV_FT_FD`]), carrying the HydEE engine's messages
 //! between processes and the recovery coordinators the launcher runs, and the launcher's
-//! restart protocol (`nemesis_shm::incarnation`).
+//! restart protocol (`nemesis_shm::incarnation`; over several nodes, the restarted ranks' new
+//! business cards, [`Frame::Card`], for the TCP netmod's "restarts").
 //!
 //! Why a socket of its own rather than the PMI connection: PMI is a request/reply protocol the
 //! rank drives (it blocks in `barrier`, and a reply it did not ask for would be read as the
@@ -41,6 +42,7 @@ mod kind {
     pub const RESTORED: u8 = 8;
     pub const WARNING: u8 = 9;
     pub const UNRECOVERABLE: u8 = 10;
+    pub const CARD: u8 = 11;
 }
 
 /// One frame.
@@ -75,6 +77,9 @@ pub enum Frame {
     Warning { text: String },
     /// Restarted rank → launcher: its group cannot restart (why): the job ends.
     Unrecoverable { text: String },
+    /// Launcher → every other rank (`--nodes` above 1): restarted rank `rank` runs as
+    /// incarnation `incarnation` and its netmod is reached at `card` (the business card it put).
+    Card { rank: u32, incarnation: u32, card: String },
 }
 
 fn bad(what: &str) -> Error {
@@ -154,6 +159,13 @@ impl Frame {
             }
             Frame::Finishing => out.push(kind::FINISHING),
             Frame::Finish => out.push(kind::FINISH),
+            Frame::Card { rank, incarnation, card } => {
+                out.push(kind::CARD);
+                for v in [*rank, *incarnation, card.len() as u32] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend_from_slice(card.as_bytes());
+            }
             Frame::Warning { text } | Frame::Unrecoverable { text } => {
                 out.push(if matches!(self, Frame::Warning { .. }) { kind::WARNING } else { kind::UNRECOVERABLE });
                 // Longer texts are cut (at a character boundary) to fit a frame.
@@ -188,6 +200,7 @@ impl Frame {
             kind::FINISH => Frame::Finish,
             kind::WARNING => Frame::Warning { text: f.text()? },
             kind::UNRECOVERABLE => Frame::Unrecoverable { text: f.text()? },
+            kind::CARD => Frame::Card { rank: f.u32()?, incarnation: f.u32()?, card: f.text()? },
             _ => return Err(bad("unknown kind")),
         };
         f.end()?;
@@ -303,6 +316,7 @@ mod tests {
             Frame::Finish,
             Frame::Warning { text: "checkpoint file é refused".into() },
             Frame::Unrecoverable { text: String::new() },
+            Frame::Card { rank: 5, incarnation: 2, card: "tcp:127.0.0.1:4000:4001".into() },
         ];
         let (a, b) = UnixStream::pair().unwrap();
         let (mut a, mut b) = (Channel::new(a).unwrap(), Channel::new(b).unwrap());
@@ -322,6 +336,7 @@ mod tests {
             &[kind::WARNING, 2, 0, 0, 0, b'a'],
             &[kind::WARNING, 1, 0, 0, 0, 0xff],
             &[kind::ENGINE, 0, 0, 0, 0, 77],
+            &[kind::CARD, 1, 0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0, b'x'],
         ] {
             assert!(Frame::decode(body).is_err(), "{body:?}");
         }

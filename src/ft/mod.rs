@@ -246,6 +246,9 @@ pub(crate) struct Ft {
     pub(crate) channel: Option<channel::Channel>,
     /// Dead ranks the launcher asked this rank to retire, not done yet.
     pub(crate) retiring: Vec<u32>,
+    /// Remote ranks whose netmod notice of death came through the receive queue (everything
+    /// their dead incarnation delivered was delivered), not restarted since.
+    pub(crate) net_silent: Vec<u32>,
     /// The launcher said every rank finished ([`channel::Frame::Finish`]).
     pub(crate) finish: bool,
     /// Replays reported to the launcher so far (messages, bytes).
@@ -330,6 +333,7 @@ impl Ft {
             to_coordinator: Vec::new(),
             channel,
             retiring: Vec::new(),
+            net_silent: Vec::new(),
             finish: false,
             replays_reported: (0, 0),
             restored: None,

@@ -11,7 +11,7 @@
 //!   (death signal, inherited descriptors, CPU binding);
 //! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM,
 //!   fault-tolerance channels), liveness marks in the segment, teardown, restarts;
-//! - `recovery`: with `--ft` on one node, HydEE's recovery coordinators and the restart of failed
+//! - `recovery`: with `--ft` (one node, or several over the TCP netmod), HydEE's recovery coordinators and the restart of failed
 //!   groups (a sans-I/O state machine the event loop drives);
 //! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
 //!
@@ -366,11 +366,17 @@ impl Job {
         let mut recovery = None;
         if let Some(f) = &ft {
             self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
-            if self.nodes == 1 {
+            // Between pretend nodes the TCP netmod reconnects to restarted ranks; the ofi netmod
+            // cannot (yet): there a death ends the job.
+            let ofi = self.env.iter().rev().find(|(k, _)| k == "NEMESIS_NETMOD").map_or_else(
+                || std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v.trim() == "ofi"),
+                |(_, v)| v.to_str().is_some_and(|v| v.trim() == "ofi"),
+            );
+            if self.nodes == 1 || !ofi {
                 self.env.push((crate::ft::channel::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
                 recovery = Some(recovery::Recovery::new(f.group_of.clone(), self.ft_recovery, self.ft_max_restarts)?);
             } else {
-                tracing::warn!("fault tolerance over several nodes runs failure-free: a death ends the job");
+                tracing::warn!("fault tolerance over the ofi netmod runs failure-free: a death ends the job");
             }
         }
         let outcome = self.start(nodes, plan, recovery);

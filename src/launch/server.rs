@@ -230,6 +230,12 @@ impl PmiServer {
         self.kvs.insert(key.to_owned(), value.to_owned());
     }
 
+    /// Forgets `key` (a dead rank's business card, `nemesis-run --ft`): a `get` finds nothing
+    /// until the key is put again.
+    pub fn remove(&mut self, key: &str) {
+        self.kvs.remove(key);
+    }
+
     /// The value stored under `key`, as a `get` would return it.
     pub fn value(&self, key: &str) -> Option<&str> {
         self.kvs.get(key).map(String::as_str)

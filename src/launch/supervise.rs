@@ -17,6 +17,7 @@
 //!
 //! System calls through `nix` (kill, send, poll); `libc` only for `W_EXITCODE`, a macro nix lacks.
 
+use std::collections::BTreeSet;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -38,6 +39,7 @@ use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
 use super::spawn::{self, Extra, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
+use crate::bootstrap::card_key;
 use crate::error::{Error, Result};
 use crate::ft::channel::{Channel, Frame};
 use crate::topology::Plan;
@@ -64,10 +66,12 @@ struct Rank {
     exit: Option<ExitStatus>,
     /// Signalled by the launcher (teardown).
     stopped: bool,
-    /// Its fault-tolerance channel (`--ft` on one node).
+    /// Its fault-tolerance channel (`--ft`).
     ft: Option<Channel>,
     /// Where it runs, to start it again.
     place: Placement,
+    /// Its incarnation (restarts so far; the segment counts the same).
+    incarnation: u32,
 }
 
 struct Supervisor {
@@ -82,10 +86,13 @@ struct Supervisor {
     /// Order in which ranks were seen failing on their own.
     failures: Vec<usize>,
     actions: Vec<Action>,
-    /// Recovery of failed groups (`--ft` on one node).
+    /// Recovery of failed groups (`--ft`).
     recovery: Option<Recovery>,
     /// A restart the segments were not ready for yet, tried again at every turn.
     restart: Option<(Vec<u32>, u64, Vec<u32>)>,
+    /// Restarted ranks whose new business card the ranks of other nodes have not been told yet
+    /// (`--ft` over several nodes).
+    cards: BTreeSet<u32>,
 }
 
 /// Sends `sig` to our unreaped child `pid`.
@@ -136,6 +143,7 @@ pub(crate) fn run(
         actions: Vec::new(),
         recovery,
         restart: None,
+        cards: BTreeSet::new(),
     };
     let extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
     let mut pipes = Vec::new();
@@ -193,6 +201,7 @@ pub(crate) fn run(
                 stopped: false,
                 ft,
                 place,
+                incarnation: 0,
             });
         }
     }
@@ -313,6 +322,11 @@ impl Supervisor {
             if !(ev - PollFlags::POLLOUT).is_empty() {
                 self.read_conn(i);
             }
+        }
+        // Before the channels: a restarted rank puts its card before it says anything there, and
+        // what others learn of it through their channels must come after its card.
+        if !self.cards.is_empty() {
+            self.announce_cards();
         }
         for i in fts {
             self.read_ft(i);
@@ -468,6 +482,10 @@ impl Supervisor {
                 _ => format!("wait status {:#x}", status.into_raw()),
             };
             tracing::info!(rank, pid, %how, "rank died: recovery");
+            // Its card names a listener that is gone: nobody gets it any more, and the next
+            // incarnation puts its own.
+            self.server.remove(&card_key(rank));
+            self.cards.remove(&rank);
             let steps = rec.on_death(rank, how);
             self.apply_steps(steps);
             return;
@@ -578,7 +596,10 @@ impl Supervisor {
             let seg = &self.segments[r.node];
             if seg.state_of(r.local).map(|s| s.is_gone()).unwrap_or(false) {
                 match nemesis_shm::incarnation::reset_rank(seg, r.local) {
-                    Ok(inc) => tracing::debug!(rank, incarnation = inc, "rank reset in the segment"),
+                    Ok(inc) => {
+                        tracing::debug!(rank, incarnation = inc, "rank reset in the segment");
+                        self.ranks[rank as usize].incarnation = inc;
+                    }
                     Err(nemesis_shm::Error::NotReady { what, rank: l }) => {
                         tracing::debug!(rank, local = l, what, "restart waits");
                         return;
@@ -618,9 +639,32 @@ impl Supervisor {
             r.exit = None;
             r.ft = ft;
             self.server.rejoin(rank);
+            if self.segments.len() > 1 {
+                self.cards.insert(rank);
+            }
         }
         if let Some(rec) = self.recovery.as_mut() {
             rec.restarted(&ranks);
+        }
+    }
+
+    /// Tells the ranks of the other nodes the new card of each restarted rank that has put it
+    /// (`Frame::Card`): their netmods reconnect to the new incarnation.
+    fn announce_cards(&mut self) {
+        let ready: Vec<u32> =
+            self.cards.iter().copied().filter(|&r| self.server.value(&card_key(r)).is_some()).collect();
+        for rank in ready {
+            self.cards.remove(&rank);
+            let Some(card) = self.server.value(&card_key(rank)).map(str::to_owned) else { continue };
+            let (node, incarnation) = (self.ranks[rank as usize].node, self.ranks[rank as usize].incarnation);
+            tracing::debug!(rank, incarnation, %card, "restarted rank's card to the other nodes");
+            let frame = Frame::Card { rank, incarnation, card };
+            for other in 0..self.ranks.len() {
+                let o = &self.ranks[other];
+                if o.node != node && o.exit.is_none() {
+                    self.send_ft(o.rank, &frame);
+                }
+            }
         }
     }
 
