@@ -158,6 +158,7 @@ struct Done {
     shm_before: Vec<String>,
     ranks: u32,
     /// The failpoints' record (`hit <point> <pid>` lines).
+    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
     hits: String,
 }
 
@@ -184,6 +185,7 @@ impl Job {
     }
 
     /// [`start`](Self::start) with more environment variables for the launcher and the ranks.
+    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
     fn start_env(name: &str, extra: &[&str], iterations: u64, env: &[(&str, &str)]) -> Job {
         Job::start_with(name, RANKS, GROUPS, extra, iterations, false, env)
     }
