@@ -9,6 +9,7 @@
 //! cargo build --release --example ft_stencil
 //! target/release/nemesis-run -n 8 --ft-groups 4 -- target/release/examples/ft_stencil
 //! target/release/nemesis-run -n 8 -- target/release/examples/ft_stencil 4096 1000 100  # cells, iterations, interval
+//! target/release/nemesis-run -n 8 -- target/release/examples/ft_stencil 4096 1000 100 irecv  # Irecv/Isend/Wait halos
 //! ```
 //!
 //! Without arguments: [`CELLS`] cells per rank, [`ITERATIONS`] iterations, a checkpoint every
@@ -73,6 +74,34 @@ fn decode(state: &[u8], cells: usize) -> Option<(u64, Vec<f64>)> {
 /// Runs the computation on `ep`: `cells` cells per rank, `iterations` iterations, a checkpoint every
 /// `interval` (0: none). Every rank returns; rank 0's report holds the checksum.
 pub fn run(ep: &mut Endpoint, cells: usize, iterations: u64, interval: u64) -> nemesis::Result<Report> {
+    run_halo(ep, cells, iterations, interval, 8)
+}
+
+/// [`run`] with halo messages of `halo` bytes (at least 8, a multiple of 8): the boundary cell
+/// repeated, so that halos above the eager limit go by rendezvous. The receiver checks that every
+/// copy agrees: a message delivered half-copied is an error, not a wrong checksum by chance.
+pub fn run_halo(
+    ep: &mut Endpoint,
+    cells: usize,
+    iterations: u64,
+    interval: u64,
+    halo: usize,
+) -> nemesis::Result<Report> {
+    run_with(ep, cells, iterations, interval, halo, false)
+}
+
+/// [`run_halo`], the halos received by blocking receives, or (`nonblocking`) by receives posted
+/// before the sends and waited for after them (the usual MPI halo exchange: `Irecv`, `Isend`,
+/// `Waitall`).
+pub fn run_with(
+    ep: &mut Endpoint,
+    cells: usize,
+    iterations: u64,
+    interval: u64,
+    halo: usize,
+    nonblocking: bool,
+) -> nemesis::Result<Report> {
+    let halo = halo.max(8).next_multiple_of(8);
     let (rank, size) = (ep.rank(), ep.size());
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
     // u[0] and u[cells + 1] are the halo cells.
@@ -92,20 +121,39 @@ pub fn run(ep: &mut Endpoint, cells: usize, iterations: u64, interval: u64) -> n
     let mut v = u.clone();
     let (mut checkpoints, mut in_checkpoints) = (0, 0.0);
     let t0 = Instant::now();
-    let (mut from_left, mut from_right) = ([0u8; 8], [0u8; 8]);
+    let (mut from_left, mut from_right) = (vec![0u8; halo], vec![0u8; halo]);
+    let (mut first, mut last) = (vec![0u8; halo], vec![0u8; halo]);
     for it in next..iterations {
         // My first cell goes left (tag 0), my last right (tag 1).
-        let (first, last) = (u[1].to_le_bytes(), u[cells].to_le_bytes());
+        fill(&mut first, u[1]);
+        fill(&mut last, u[cells]);
+        let receives = if nonblocking {
+            // SAFETY: the buffers outlive the requests, waited for in this iteration.
+            let r0 = unsafe { ep.irecv_raw(from_left.as_mut_ptr(), halo, left as i32, 1, WORLD) }?;
+            // SAFETY: as above.
+            let r1 = unsafe { ep.irecv_raw(from_right.as_mut_ptr(), halo, right as i32, 0, WORLD) }?;
+            Some((r0, r1))
+        } else {
+            None
+        };
         // SAFETY: the buffers outlive the requests, waited for in this iteration.
-        let s0 = unsafe { ep.isend_raw(first.as_ptr(), 8, left, 0, WORLD) }?;
+        let s0 = unsafe { ep.isend_raw(first.as_ptr(), halo, left, 0, WORLD) }?;
         // SAFETY: as above.
-        let s1 = unsafe { ep.isend_raw(last.as_ptr(), 8, right, 1, WORLD) }?;
-        ep.recv(&mut from_left, left as i32, 1, WORLD)?;
-        ep.recv(&mut from_right, right as i32, 0, WORLD)?;
+        let s1 = unsafe { ep.isend_raw(last.as_ptr(), halo, right, 1, WORLD) }?;
+        match receives {
+            Some((r0, r1)) => {
+                ep.wait(r0)?;
+                ep.wait(r1)?;
+            }
+            None => {
+                ep.recv(&mut from_left, left as i32, 1, WORLD)?;
+                ep.recv(&mut from_right, right as i32, 0, WORLD)?;
+            }
+        }
         ep.wait(s0)?;
         ep.wait(s1)?;
-        u[0] = f64::from_le_bytes(from_left);
-        u[cells + 1] = f64::from_le_bytes(from_right);
+        u[0] = cell(&from_left, left)?;
+        u[cells + 1] = cell(&from_right, right)?;
         for i in 1..=cells {
             v[i] = (u[i - 1] + 2.0 * u[i] + u[i + 1]) * 0.25;
         }
@@ -137,15 +185,33 @@ pub fn run(ep: &mut Endpoint, cells: usize, iterations: u64, interval: u64) -> n
     Ok(Report { checksum, seconds, checkpoints, checkpoint_seconds: in_checkpoints })
 }
 
+/// A halo message: `x` in every 8 bytes.
+fn fill(msg: &mut [u8], x: f64) {
+    for c in msg.chunks_exact_mut(8) {
+        c.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// The cell a halo message from `from` carries, if all its copies agree.
+fn cell(msg: &[u8], from: u32) -> nemesis::Result<f64> {
+    let first = &msg[..8];
+    if msg.chunks_exact(8).any(|c| c != first) {
+        return Err(nemesis::Error::Config(format!("ft_stencil: the halo from rank {from} arrived damaged")));
+    }
+    Ok(f64::from_le_bytes([first[0], first[1], first[2], first[3], first[4], first[5], first[6], first[7]]))
+}
+
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
     std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or(default)
 }
 
 #[allow(dead_code)]
 fn main() -> nemesis::Result<()> {
+    nemesis::log::init();
     let (cells, iterations, interval) = (arg(1, CELLS), arg(2, ITERATIONS), arg(3, INTERVAL));
+    let nonblocking = std::env::args().nth(4).is_some_and(|a| a == "irecv");
     let mut ep = Endpoint::init()?;
-    let r = run(&mut ep, cells.max(1), iterations, interval)?;
+    let r = run_with(&mut ep, cells.max(1), iterations, interval, 8, nonblocking)?;
     if ep.rank() == 0 {
         let mean = if r.checkpoints > 0 { 1e3 * r.checkpoint_seconds / r.checkpoints as f64 } else { 0.0 };
         eprintln!(

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use nemesis_shm::auth::{JobSecret, KVS_JOB_SECRET};
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{Backing, Params, Segment};
+use nemesis_shm::{Backing, Node, Params, Segment};
 
 use crate::error::{Error, Result};
 use crate::launch::contract::{
@@ -301,6 +301,9 @@ fn connect(choice: &Choice) -> Result<Option<ProcessManager>> {
 /// Runs the start-up sequence of the module documentation.
 pub fn bootstrap() -> Result<Boot> {
     let choice = choose(&|v| std::env::var(v).ok())?;
+    // A rank `nemesis-run --ft` restarts after a failure joins a running job: the others are past
+    // the start-up barriers, and everything it reads from the key-value space is there already.
+    let restarted = std::env::var_os(crate::ft::ENV_FT_RESTART).is_some();
     if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
         crate::hygiene::check_pmi_fd()?;
     }
@@ -333,7 +336,9 @@ pub fn bootstrap() -> Result<Boot> {
             // Node ids through the key-value space: ranks with the same id share a node.
             let node = local_node_id()?;
             pm.put(&node_key(rank), &node)?;
-            pm.barrier()?;
+            if !restarted {
+                pm.barrier()?;
+            }
             let mut local_ranks = Vec::new();
             for r in 0..size {
                 let n = if r == rank { node.clone() } else { pm.get_required(r, &node_key(r), "node id")? };
@@ -382,9 +387,20 @@ pub fn bootstrap() -> Result<Boot> {
         pm.put(&card_key(rank), &n.card())?;
         net = Some(n);
     }
-    pm.barrier()?;
+    if !restarted {
+        pm.barrier()?;
+    }
     if let Some(n) = net.as_mut() {
         for r in (0..size).filter(|r| !local_ranks.contains(r)) {
+            if restarted {
+                // A rank restarted with this one has not put its new card yet (the launcher
+                // removed its old one): the launcher tells it through its channel.
+                match pm.get(r, &card_key(r))? {
+                    Some(card) => n.connect(r, &card)?,
+                    None => tracing::debug!(rank = r, "no card yet: restarted with this rank"),
+                }
+                continue;
+            }
             let card = pm.get_required(r, &card_key(r), "netmod business card")?;
             n.connect(r, &card)?;
         }
@@ -414,7 +430,14 @@ pub fn bootstrap() -> Result<Boot> {
         None => None,
     };
     segment.register(local_rank)?;
-    pm.barrier()?;
+    if let Some(n) = net.as_mut() {
+        // Which incarnation of its rank number this process is (the launcher counts them in the
+        // segment when it restarts a rank): its connections say so.
+        n.set_incarnation(segment.state_of(local_rank)?.incarnation());
+    }
+    if !restarted {
+        pm.barrier()?;
+    }
     // Every rank attached: the name goes now, whoever registered last (a rank that died before
     // registering would have left it).
     segment.unlink()?;

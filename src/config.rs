@@ -109,8 +109,7 @@ pub struct Config {
     /// back-pressure ([`DEFAULT_UNEXPECTED_MAX`]).
     pub unexpected_max: usize,
     /// `NEMESIS_SPIN_POLLS`: empty polls a `yield` or `block` wait spins before it gives the core
-    /// away. `None`: [`crate::wait::SPIN_POLLS`], or [`crate::wait::OVERSUBSCRIBED_SPIN_POLLS`]
-    /// when the node has more ranks than CPUs (a spinning rank then holds the core the rank it
+    /// away. `None`: 2,000, or 8 when the node has more ranks than CPUs (a spinning rank then holds the core the rank it
     /// waits for needs).
     pub spin_polls: Option<u32>,
 }

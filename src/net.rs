@@ -115,6 +115,15 @@ impl<'n> Netmod<'n> for Net<'n> {
     fn finalize(&mut self) -> nemesis_shm::Result<()> {
         each!(self, n => n.finalize())
     }
+    fn set_incarnation(&mut self, incarnation: u32) {
+        each!(self, n => n.set_incarnation(incarnation))
+    }
+    fn retire(&mut self, rank: u32) -> nemesis_shm::Result<()> {
+        each!(self, n => n.retire(rank))
+    }
+    fn restarted(&mut self, rank: u32, incarnation: u32, card: &str) -> nemesis_shm::Result<bool> {
+        each!(self, n => n.restarted(rank, incarnation, card))
+    }
 }
 
 impl LmtBackend for Net<'_> {

@@ -323,12 +323,15 @@ fn piggyback_with_groups_computed_and_under_hydra() {
 // Acknowledgements free the log.
 
 /// Groups {0} and {1}. Rank 0 logs ten messages to rank 1; rank 1 checkpoints; the next message
-/// from rank 0 is acknowledged (Fig 6.3 lines 27–29): rank 0 drops the older entries and keeps the
-/// acknowledged one. Rank 0's checkpoint then prunes rank 1's record of it.
+/// from rank 0 is acknowledged (Fig 6.3 lines 27–29), but the acknowledgement leaves only with
+/// rank 1's next checkpoint (two generations are retained, and the older must stay covered by
+/// rank 0's log): rank 0 then drops the older entries and keeps the acknowledged one. Rank 0's
+/// checkpoints prune rank 1's record of its messages the same way, one checkpoint later.
 fn acks() {
     let mut ep = Endpoint::init().unwrap();
     let me = ep.rank();
     let mut b = [0u8; 16];
+    let dates = |v: Vec<(u64, u64)>| v.iter().map(|e| e.0).collect::<Vec<_>>();
     if me == 0 {
         for i in 0..10 {
             ep.send(&[i; 16], 1, 1, WORLD).unwrap();
@@ -336,11 +339,15 @@ fn acks() {
         assert_eq!(ep.ft_logged(1).len(), 10);
         ep.recv(&mut b, 1, 2, WORLD).unwrap(); // rank 1 checkpointed
         ep.send(&[10; 16], 1, 3, WORLD).unwrap();
-        ep.recv(&mut b, 1, 4, WORLD).unwrap(); // behind the acknowledgement on the FIFO
-        assert_eq!(ep.ft_logged(1).iter().map(|e| e.0).collect::<Vec<_>>(), [11], "acknowledged entry kept alone");
+        ep.recv(&mut b, 1, 4, WORLD).unwrap(); // rank 1 received it
+        assert_eq!(ep.ft_logged(1).len(), 11, "the acknowledgement waits for rank 1's next checkpoint");
+        ep.recv(&mut b, 1, 6, WORLD).unwrap(); // rank 1 checkpointed again: behind the acknowledgement
+        assert_eq!(dates(ep.ft_logged(1)), [11], "acknowledged entry kept alone");
         assert_eq!(ep.ft_log_bytes().0, 16 + 8, "one entry and its envelope in memory");
         ep.checkpoint(b"rank 0").unwrap();
         ep.send(&[12; 16], 1, 5, WORLD).unwrap();
+        ep.checkpoint(b"rank 0 again").unwrap();
+        ep.send(&[13; 16], 1, 7, WORLD).unwrap();
     } else {
         for _ in 0..10 {
             ep.recv(&mut b, 0, 1, WORLD).unwrap();
@@ -349,12 +356,18 @@ fn acks() {
         ep.checkpoint(b"rank 1").unwrap();
         ep.send(&[0; 16], 0, 2, WORLD).unwrap();
         ep.recv(&mut b, 0, 3, WORLD).unwrap();
-        assert!(ep.ft_stats().unwrap().control_sent >= 1, "an acknowledgement went out");
+        let sent = ep.ft_stats().unwrap().control_sent;
         ep.send(&[0; 16], 0, 4, WORLD).unwrap();
+        ep.checkpoint(b"rank 1 again").unwrap();
+        assert!(ep.ft_stats().unwrap().control_sent > sent, "the acknowledgement went out");
+        ep.send(&[0; 16], 0, 6, WORLD).unwrap();
         ep.recv(&mut b, 0, 5, WORLD).unwrap();
-        // Rank 0's checkpoint (date 11) holds its sends: rank 1's record keeps only what came after.
-        let rec: Vec<u64> = ep.ft_received_from(0).iter().map(|e| e.0).collect();
-        assert_eq!(rec, [12], "pruned by rank 0's checkpoint");
+        // Rank 0's first checkpoint (date 11) holds its sends, but it is its newest: rank 1's
+        // record still has them all (rank 0 may yet restart from the start).
+        assert_eq!(dates(ep.ft_received_from(0)), (1..=12).collect::<Vec<_>>(), "nothing pruned yet");
+        ep.recv(&mut b, 0, 7, WORLD).unwrap();
+        // Rank 0's second checkpoint made the first the older retained one: pruned through 11.
+        assert_eq!(dates(ep.ft_received_from(0)), [12, 13], "pruned by rank 0's first checkpoint");
     }
     println!("RESULT ok {me}");
     ep.finalize().unwrap();
@@ -371,8 +384,8 @@ fn acknowledgements_free_the_log() {
 // Checkpoint files.
 
 /// Groups {0, 1} and {2, 3}; three checkpoints with ring traffic in between. After each, a rank's
-/// only file is the new generation (no temporary file, the previous one removed); it reads back;
-/// damaged copies are refused; the group's last durable generation is found.
+/// files are the new generation and the previous one (no temporary file, older ones removed);
+/// they read back; damaged copies are refused; the group's last durable generation is found.
 fn files() {
     let mut ep = Endpoint::init().unwrap();
     let (me, n) = (ep.rank(), ep.size());
@@ -397,12 +410,13 @@ fn files() {
         let state = format!("rank {me} generation {g}").repeat(100);
         ep.checkpoint(state.as_bytes()).unwrap();
         let files = mine(&dir);
-        assert_eq!(files.len(), 1, "rank {me} after generation {g}: {files:?}");
-        assert!(files[0].ends_with(&format!("-{me}-{g}.nft")), "{files:?}");
+        let want: Vec<String> = (g.max(2) - 1..=g).map(|k| format!("-{me}-{k}.nft")).collect();
+        assert_eq!(files.len(), want.len(), "rank {me} after generation {g}: {files:?}");
+        assert!(files.iter().zip(&want).all(|(f, w)| f.ends_with(w)), "{files:?}");
         let stats = ep.ft_stats().unwrap();
         assert_eq!((stats.checkpoints, stats.generation), (g, g));
     }
-    let path = dir.join(&mine(&dir)[0]);
+    let path = dir.join(mine(&dir).last().unwrap());
     let c = nemesis::ft::checkpoint::load(&path).unwrap();
     assert_eq!((c.rank, c.generation, c.group), (me, 3, me / 2));
     assert_eq!(c.app, format!("rank {me} generation 3").repeat(100).into_bytes());

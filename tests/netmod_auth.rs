@@ -5,62 +5,24 @@
 //! notice), and the real peers then talk as if nothing happened.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use nemesis_netmod_tcp::TcpConfig;
 use nemesis_netmod_tcp::frame::{self, Kind, PREFIX};
-use nemesis_netmod_tcp::{TcpConfig, TcpNetmod};
+use nemesis_shm::MsgHeader;
 use nemesis_shm::auth::{self, BeatKey, JobSecret, NONCE_BYTES};
-use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
-use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+use nemesis_shm::netmod::Netmod;
+
+#[path = "common/netrank.rs"]
+mod netrank;
+use netrank::{Rank, addrs, node};
 
 const BEAT: Duration = Duration::from_millis(50);
 const DEAD_AFTER: Duration = Duration::from_millis(1500);
 
 fn cfg() -> TcpConfig {
     TcpConfig { addr: Some("127.0.0.1".parse().unwrap()), heartbeat: BEAT, timeout: DEAD_AFTER, ..TcpConfig::default() }
-}
-
-fn node() -> HeapNode {
-    HeapNode::new(1, Params { cells_per_rank: 64, ..Params::DEFAULT }).unwrap()
-}
-
-/// A rank: its port, its netmod, what arrived (tag of each message) and the deaths announced.
-struct Rank<'n> {
-    port: Port<'n, HeapNode>,
-    net: TcpNetmod<'n>,
-    tags: Vec<i32>,
-    gone: Vec<u32>,
-}
-
-impl<'n> Rank<'n> {
-    fn new(node: &'n HeapNode, me: u32, size: u32, secret: &JobSecret) -> Rank<'n> {
-        let mut port = Port::new(node, 0, PortConfig::default()).unwrap();
-        port.netmod_reserve(32).unwrap();
-        Rank { port, net: TcpNetmod::new(me, size, secret.clone(), cfg()).unwrap(), tags: Vec::new(), gone: Vec::new() }
-    }
-
-    fn step(&mut self) {
-        self.net.poll(&mut self.port).unwrap();
-        while let Some(inc) = self.port.poll(&[]).unwrap() {
-            let h = inc.header();
-            if h.kind == KIND_PEER_GONE {
-                self.gone.push(h.src);
-            } else if inc.is_last() {
-                self.tags.push(h.tag);
-            }
-            self.port.release(inc).unwrap();
-        }
-    }
-}
-
-/// `tcp:<ip>:<port>:<udp>` → (TCP address, UDP address).
-fn addrs(card: &str) -> (SocketAddr, SocketAddr) {
-    let mut it = card.strip_prefix("tcp:").unwrap().rsplitn(3, ':');
-    let udp: u16 = it.next().unwrap().parse().unwrap();
-    let port: u16 = it.next().unwrap().parse().unwrap();
-    let ip: std::net::IpAddr = it.next().unwrap().parse().unwrap();
-    (SocketAddr::new(ip, port), SocketAddr::new(ip, udp))
 }
 
 /// Polls `ranks` while `f` says to go on, at most `limit`.
@@ -119,8 +81,8 @@ fn connections_without_the_secret_are_dropped_and_touch_no_rank() {
     let secret = JobSecret::generate().unwrap();
     let stranger = JobSecret::generate().unwrap();
     let (n0, n1) = (node(), node());
-    let mut r0 = Rank::new(&n0, 0, 3, &secret);
-    let mut r1 = Rank::new(&n1, 1, 3, &secret);
+    let mut r0 = Rank::new(&n0, 0, 3, &secret, cfg());
+    let mut r1 = Rank::new(&n1, 1, 3, &secret, cfg());
     let (tcp0, _) = addrs(&r0.net.card());
     r0.net.connect(1, &r1.net.card()).unwrap();
     r1.net.connect(0, &r0.net.card()).unwrap();
@@ -174,7 +136,7 @@ fn connections_without_the_secret_are_dropped_and_touch_no_rank() {
 fn an_impostor_at_a_peers_address_is_dropped_without_a_death() {
     let secret = JobSecret::generate().unwrap();
     let n0 = node();
-    let mut r0 = Rank::new(&n0, 0, 2, &secret);
+    let mut r0 = Rank::new(&n0, 0, 2, &secret, cfg());
     // Rank 1's card names a listener that does not know the secret (its heartbeats go nowhere:
     // the timeout is what would end rank 1, not the impostor's bytes).
     let impostor = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -219,9 +181,9 @@ fn an_impostor_at_a_peers_address_is_dropped_without_a_death() {
 fn forged_heartbeats_neither_revive_nor_kill() {
     let secret = JobSecret::generate().unwrap();
     let (n0, n1, n2) = (node(), node(), node());
-    let mut r0 = Rank::new(&n0, 0, 3, &secret);
-    let mut r1 = Rank::new(&n1, 1, 3, &secret);
-    let r2 = Rank::new(&n2, 2, 3, &secret);
+    let mut r0 = Rank::new(&n0, 0, 3, &secret, cfg());
+    let mut r1 = Rank::new(&n1, 1, 3, &secret, cfg());
+    let r2 = Rank::new(&n2, 2, 3, &secret, cfg());
     let (_, udp0) = addrs(&r0.net.card());
     let (_, udp2) = addrs(&r2.net.card());
     let (c0, c1) = (r0.net.card(), r1.net.card());

@@ -2,7 +2,7 @@
 //! command line over) in a child process of the suite, so that the suite captures their output
 //! and can end them at a deadline like any other measured program.
 
-use nemesis::launch::{Bind, Job, Wait};
+use nemesis::launch::{Bind, FtGroups, Job, Wait};
 
 use crate::error::{Error, Result};
 
@@ -17,6 +17,13 @@ pub struct Opts {
     /// poll, yield or block.
     #[arg(long, default_value = "poll")]
     pub wait: String,
+    /// CPU binding: core (one rank per CPU, wrapping around) or none.
+    #[arg(long, default_value = "core")]
+    pub bind: String,
+    /// Fault tolerance in K groups of consecutive ranks, with recovery of failed groups (what
+    /// `nemesis-run --ft-groups K` runs).
+    #[arg(long)]
+    pub ft_groups: Option<u32>,
     /// `VAR=value` for every rank (repeatable).
     #[arg(long)]
     pub env: Vec<String>,
@@ -25,12 +32,15 @@ pub struct Opts {
     pub command: Vec<String>,
 }
 
-/// Runs the job, pinned one rank per CPU; returns its exit code.
+/// Runs the job (pinned one rank per CPU unless `--bind none`); returns its exit code.
 pub fn run(o: &Opts) -> Result<i32> {
     let wait = Wait::parse(&o.wait)?;
     let (program, args) = o.command.split_first().ok_or_else(|| Error::Usage("no program to launch".into()))?;
-    let mut job =
-        Job::new(program, args).ranks(o.ranks).nodes(o.nodes).bind(Bind::Core).wait(wait).handle_signals(true);
+    let bind = Bind::parse(&o.bind)?;
+    let mut job = Job::new(program, args).ranks(o.ranks).nodes(o.nodes).bind(bind).wait(wait).handle_signals(true);
+    if let Some(k) = o.ft_groups {
+        job = job.ft(FtGroups::Blocks(k));
+    }
     for kv in &o.env {
         let (k, v) = kv.split_once('=').ok_or_else(|| Error::Usage(format!("--env {kv}: expected VAR=value")))?;
         job = job.env(k, v);

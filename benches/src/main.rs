@@ -10,6 +10,7 @@ mod coll;
 mod compare;
 mod error;
 mod ft;
+mod ft_recovery;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod instructions;
@@ -107,6 +108,14 @@ enum Cmd {
         #[command(flatten)]
         opts: ft::Opts,
     },
+    /// What recovering a failed group costs (HydEE): ft_stencil under the launcher with recovery
+    /// at 4 and 8 ranks, failure-free and with a rank SIGKILLed after a checkpoint, interleaved:
+    /// the time to the group running again, the checkpoint's read time, the messages and bytes
+    /// replayed, the work lost, the survivors' longer run, and the two goals.
+    FtRecovery {
+        #[command(flatten)]
+        opts: ft_recovery::Opts,
+    },
     /// Instructions per enqueue, dequeue and fastbox send + receive, under callgrind.
     Instructions {
         /// Operations per measured region.
@@ -199,6 +208,7 @@ fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Compare { opts } => compare::compare(&opts)?,
         Cmd::Coll { opts } => coll::command(&opts)?,
         Cmd::FtOverhead { opts } => ft::run(&opts)?,
+        Cmd::FtRecovery { opts } => ft_recovery::command(&opts)?,
         Cmd::Stencil { cells, iterations, interval } => ft::stencil_rank(cells, iterations, interval)?,
         Cmd::Instructions { iters } => {
             if iters < 10_000 {

@@ -596,6 +596,86 @@ fn ft_overhead_quick_ends_with_the_ratio_line() {
     assert!(!ckpt.starts_with("checkpoint: 0 checkpoints"), "the checkpoint run took none: {ckpt}");
 }
 
+/// The figures of `ft-recovery`, in its table's and CSV's order (CSV: a time's unit as a suffix).
+const FT_RECOVERY_FIGURES: [(&str, &str); 11] = [
+    ("recovery", "ms"),
+    ("checkpoint read", "ms"),
+    ("replayed messages", ""),
+    ("replayed bytes", ""),
+    ("restored generation", ""),
+    ("checkpoint file bytes", ""),
+    ("lost work", "ms"),
+    ("survivors failure free", "s"),
+    ("survivors with failure", "s"),
+    ("survivors growth", "ms"),
+    ("recovery minus read", "ms"),
+];
+
+#[test]
+fn ft_recovery_one_round_reports_every_figure_and_the_goals() {
+    let dir = tempdir("ftr");
+    let d = dir.to_str().unwrap();
+    // A debug build of the ranks: a small computation; the kill 60 ms after the second checkpoint.
+    let args = ["--rounds", "1", "--ranks", "4", "--cells", "512", "--iterations", "600", "--kill-delay", "60"];
+    let out = ok(&[&["ft-recovery"][..], &args, &["--out", d]].concat());
+    assert!(out.starts_with("nemesis-bench ft-recovery: ft_stencil 512 cells x 600 iterations"), "{out}");
+    let (head, rows) = table(&out, "nemesis-bench ft-recovery:");
+    assert_eq!(head, ["figure", "unit", "4 ranks (rank 3 killed)"], "{out}");
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    let mut want: Vec<&str> = FT_RECOVERY_FIGURES.iter().map(|f| f.0).collect();
+    want.extend(["goal: recovery <= 100 ms + read", "goal: growth <= lost work"]);
+    assert_eq!(names, want, "{out}");
+    for r in &rows[FT_RECOVERY_FIGURES.len()..] {
+        let v = r.last().unwrap();
+        assert!(v.starts_with("met (") || v.starts_with("NOT met ("), "a goal without its verdict: {r:?}\n{out}");
+    }
+    // The CSV: every figure's median, min and max are numbers; the goals are yes/no and counts.
+    let (head, lines) = csv(&dir.join("ft-recovery.csv"));
+    let mut want = vec!["ranks".to_owned(), "victim".to_owned(), "rounds".to_owned()];
+    for (name, unit) in FT_RECOVERY_FIGURES {
+        let col = name.replace(' ', "_") + &if unit.is_empty() { String::new() } else { format!("_{unit}") };
+        want.extend(["", "_min", "_max"].map(|s| format!("{col}{s}")));
+    }
+    want.extend(
+        ["resume_goal_met", "resume_goal_rounds_met", "growth_goal_met", "growth_goal_rounds_met"].map(String::from),
+    );
+    assert_eq!(head, want);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let row = &lines[0];
+    let value = |col: &str| -> f64 {
+        let i = head.iter().position(|h| h == col).unwrap();
+        row[i].parse::<f64>().unwrap_or_else(|_| panic!("{col} = `{}` is not a number: {row:?}", row[i]))
+    };
+    for col in &head[..head.len() - 4] {
+        assert!(value(col).is_finite(), "{col}: {row:?}");
+    }
+    assert_eq!((value("ranks"), value("victim"), value("rounds")), (4.0, 3.0, 1.0));
+    for goal in ["resume_goal_met", "growth_goal_met"] {
+        let i = head.iter().position(|h| h == goal).unwrap();
+        assert!(["yes", "no"].contains(&row[i].as_str()), "{goal} = `{}`", row[i]);
+    }
+    assert!(value("resume_goal_rounds_met") <= 1.0 && value("growth_goal_rounds_met") <= 1.0, "{row:?}");
+    // What one round must show: a recovery from the second checkpoint or later, whose replays are
+    // 8-byte halo messages; killed 60 ms after the second one (unless a loaded machine delayed
+    // the watcher past the third): that much work lost, and messages to replay.
+    assert!(value("recovery_ms") > 0.0 && value("checkpoint_read_ms") > 0.0, "{row:?}");
+    assert!(value("restored_generation") >= 2.0, "{row:?}");
+    assert!(value("lost_work_ms") > 0.0, "{row:?}");
+    assert_eq!(value("replayed_bytes"), 8.0 * value("replayed_messages"), "{row:?}");
+    if value("restored_generation") == 2.0 {
+        assert!(value("lost_work_ms") >= 60.0, "killed 60 ms after the checkpoint: {row:?}");
+        assert!(value("replayed_messages") >= 1.0, "{row:?}");
+    }
+    let (rhead, rounds) = csv(&dir.join("ft-recovery-rounds.csv"));
+    assert_eq!(rhead[..3], ["ranks", "round", "recovery_ms"]);
+    assert_eq!(rhead[rhead.len() - 2..], ["resume_goal", "growth_goal"]);
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    for (h, v) in rhead.iter().zip(&rounds[0]).take(rhead.len() - 2) {
+        assert!(v.parse::<f64>().is_ok_and(f64::is_finite), "{h} = `{v}`");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn mpi_peers_run_when_installed() {
     if !need(&["mpicc.openmpi", "mpiexec.openmpi", "mpicc.mpich", "mpiexec.hydra"]) {
@@ -618,6 +698,9 @@ fn bad_command_lines_are_errors_not_panics() {
         (&["mr", "--pairs", "0"], "--pairs"),
         (&["instructions", "--iters", "10"], "at least 10000"),
         (&["ft-overhead", "--ranks", "1"], "two ranks"),
+        (&["ft-recovery", "--ranks", "3"], "--ranks: even counts"),
+        (&["ft-recovery", "--iterations", "200"], "leaves no checkpoint 2"),
+        (&["ft-recovery", "--victim", "1"], "--victim 1"),
         (&["coll", "--ranks", "1"], "--ranks: each count from 2"),
         (&["coll", "--rounds", "0"], "--rounds must be at least 1"),
         (&["coll", "--max-size", "32M"], "collectives go up to"),

@@ -73,6 +73,12 @@
 //! - **Logs after a restart.** A restored log may hold entries an `Ack` had dropped before the failure: each
 //!   process answers a `Restarted` with an `Ack` for what its own durable checkpoint holds; and a regenerated
 //!   orphan that checkpoint holds is not logged again ([`Outbound::Drop`]).
+//! - **Arrivals undone.** HydEE's messages are atomic (T:502–525: reliable FIFO channels, fail-stop processes); a
+//!   rendezvous is not: its announcement arrives (and is recorded, in channel order) long before its data. If the
+//!   sender dies in between, the receiver has recorded a message it never got, and would drop the restarted
+//!   sender's copy as an orphan. [`Process::on_receive_undone`] takes such an arrival back (a hole in the RPP if a
+//!   later one from that sender arrived meanwhile); `Restarted` and `LastDate` then report dates below a hole
+//!   where the message must be replayed rather than regenerated.
 //! - **Failures during recovery.** A new round supersedes an unfinished one; its groups restart again (see
 //!   [`crate::coordinator`]) and every process recomputes its part.
 //!
@@ -494,10 +500,25 @@ impl Process {
             return Err(self.unknown(to));
         };
         if self.date >= self.fast_send_limit {
-            return self.send_checked(to);
+            return self.send_checked(to, self.phase);
         }
         self.date += 1;
         Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
+    }
+
+    /// [`Process::on_send`] for a send the application made when this process was in phase `phase`, tried
+    /// only now: a send [`Outbound::Hold`] held back (or one queued behind it), which a non-blocking send leaves
+    /// to the transport while the application goes on — and may receive meanwhile. \[R+\] The message carries
+    /// the phase of the application's send, not the current one: what the application received after it cannot
+    /// be in the message, and a phase raised by such deliveries depends on when the hold was lifted, so a
+    /// re-execution would log the same message under another phase than its receiver recorded — and a later
+    /// round, releasing replays and orphans by phase, waits forever (`tests/ft_recovery.rs`,
+    /// `early_sequential_failures`, hung that way). The date is the current one: held sends go in order.
+    pub fn on_send_as_of(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
+        if self.peers.get(to as usize).is_none() {
+            return Err(self.unknown(to));
+        }
+        self.send_checked(to, phase.min(self.phase))
     }
 
     /// [`Process::on_send`]'s common case alone, for a transport's inline path: `Some((piggyback, log))` exactly
@@ -581,18 +602,47 @@ impl Process {
         }
     }
 
+    /// Undoes an arrival that [`Process::on_receive`] accepted from `from` at `date` when the transport cannot give
+    /// the message to the application whole: a rendezvous whose sender died before its data had all moved (the
+    /// message is the *arrival of its data*, not of its announcement). The sender restarts and regenerates it,
+    /// and the arrival of that copy is accepted as new, where it would otherwise be dropped as an orphan. Its
+    /// record leaves the RPP (`LastDate` does not list it as an orphan, so no `OrphanNotification` is waited
+    /// for), and `RPP[j].Maxdate` goes back to the previous arrival, or, if a later message from `from` arrived
+    /// meanwhile, the date stays a hole that the next arrival at that date fills. A phase the message brought
+    /// with [`Process::on_deliver`] stays: a phase only orders replays, and a higher one only delays them.
+    ///
+    /// Call it once nothing more can arrive from the dead incarnation (the transport's channel from it is
+    /// drained), before answering its restart's `Restarted`. Returns whether anything was recorded at `date`
+    /// (nothing is for a sender of this process's group).
+    pub fn on_receive_undone(&mut self, from: Rank, date: Date) -> Result<bool> {
+        let slow_inter = self.slow_inter;
+        let Some(peer) = self.peers.get_mut(from as usize) else {
+            return Err(self.unknown(from));
+        };
+        if peer.inter == 0 {
+            return Ok(false);
+        }
+        let undone = peer.received.unrecord(date);
+        let permit = Process::fast_arrivals(slow_inter, peer);
+        peer.received.set_permit(permit);
+        Ok(undone)
+    }
+
     #[cold]
     #[inline(never)]
-    fn send_checked(&mut self, to: Rank) -> Result<Outbound> {
+    fn send_checked(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
         if self.date >= MAX_DATE {
             return Err(Error::DateOverflow { date: self.date + 1 });
         }
         let inter = self.peers[to as usize].group != self.group;
         let Some(rec) = self.recovery.as_deref_mut() else {
             self.date += 1;
-            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: inter });
+            return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
         if !rec.may_send() {
+            if !rec.holding {
+                tracing::debug!(rank = self.rank, to, taint = rec.taint, horizon = ?rec.horizon, "HydEE: sends held");
+            }
             rec.holding = true;
             self.register_taint();
             return Ok(Outbound::Hold);
@@ -605,7 +655,7 @@ impl Process {
         }
         self.date = date;
         let tag = if rec.complete { 0 } else { rec.tag };
-        let piggyback = Piggyback::from_parts(date, self.phase, tag);
+        let piggyback = Piggyback::from_parts(date, phase, tag);
         if !inter {
             return Ok(Outbound::Transmit { piggyback, log: false });
         }
@@ -614,6 +664,7 @@ impl Process {
             && let Some(&(_, recorded_phase)) = q.front()
         {
             q.pop_front();
+            tracing::debug!(rank = self.rank, to, date, recorded_phase, phase, "HydEE: orphan regenerated");
             if q.is_empty() {
                 rec.owed.remove(&to);
             }
@@ -813,7 +864,8 @@ impl Process {
             if restarting.contains(&peer.group) {
                 rec.awaiting_restarted.insert(j);
             }
-            let msg = Control::Restarted { round, date: p.date, last_received: peer.received.max_date() };
+            // Below a hole (an arrival undone, `on_receive_undone`): that message must come again.
+            let msg = Control::Restarted { round, date: p.date, last_received: peer.received.complete_through() };
             p.actions.push_back(Action::Control { to: Endpoint::Process(j), msg });
         }
         rec.registered = p.phase;
@@ -965,7 +1017,8 @@ impl Process {
         for &(_, phase) in &orphans {
             *rec.orphan_counts.entry(phase).or_default() += 1;
         }
-        let msg = Control::LastDate { round: rec.round, last_date: rpp.max_date(), orphans };
+        // Below a hole that k's checkpoint holds in its log (`on_receive_undone`), so that k replays it.
+        let msg = Control::LastDate { round: rec.round, last_date: rpp.last_date_for(date), orphans };
         self.actions.push_back(Action::Control { to: Endpoint::Process(k), msg });
         // k's restored log may hold entries an earlier Ack had dropped: acknowledge again what this process's
         // durable checkpoint holds, or they would wait for its next checkpoint.
@@ -1000,6 +1053,16 @@ impl Process {
         rec.reported = true;
         let round = rec.round;
         let phases: BTreeSet<Phase> = rec.to_replay.values().flatten().map(|e| e.1).collect();
+        tracing::debug!(
+            rank = self.rank,
+            round,
+            to_replay = ?rec.to_replay.iter().map(|(k, q)| (k, q.len(), q.front(), q.back())).collect::<Vec<_>>(),
+            orphans = ?rec.orphan_counts,
+            taint = rec.taint,
+            phase = self.phase,
+            date = self.date,
+            "HydEE: report"
+        );
         let counts: Vec<(Phase, u64)> = rec.orphan_counts.iter().map(|(&p, &c)| (p, c)).collect();
         let to = Endpoint::Coordinator(self.coordinator);
         self.actions.push_back(Action::Control {

@@ -52,6 +52,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// Whether `date` is one of its elements.
+    fn holds(&self, date: Date) -> bool {
+        self.first <= date && date <= self.last && (date - self.first).is_multiple_of(self.step)
+    }
+
     /// Drops the elements dated at most `date`; false if none is left.
     fn prune_through(&mut self, date: Date) -> bool {
         if self.last <= date {
@@ -109,6 +114,13 @@ pub struct ReceivedFrom {
     /// The accepted messages not yet covered by the sender's group checkpoint, ascending, all dated at most
     /// `max_date`.
     pub runs: Vec<Run>,
+    /// Dates below `max_date` whose arrival was undone ([`Rpp::unrecord`]), ascending: accepted when they come
+    /// again.
+    #[serde(default)]
+    pub holes: Vec<Date>,
+    /// Records dated at most this were pruned (0: none).
+    #[serde(default)]
+    pub pruned: Date,
 }
 
 impl ReceivedFrom {
@@ -149,6 +161,12 @@ pub(crate) struct Rpp {
     closed: Vec<Run>,
     /// Whether the owner lets arrivals take the fast path.
     permit: bool,
+    /// Dates below `last` whose arrival was undone ([`Rpp::unrecord`]), ascending; empty but after a death in a
+    /// rendezvous. Not on the fast paths: a hole is below `last`, which they never accept.
+    holes: Vec<Date>,
+    /// Records dated at most this were pruned ([`Rpp::prune_through`]): the previous arrival of one whose record
+    /// goes is at most this if it is not in the runs.
+    pruned: Date,
 }
 
 impl Default for Rpp {
@@ -164,6 +182,8 @@ impl Default for Rpp {
             phase: 0,
             closed: Vec::new(),
             permit: false,
+            holes: Vec::new(),
+            pruned: 0,
         }
     }
 }
@@ -211,13 +231,93 @@ impl Rpp {
     /// records the rest.
     pub(crate) fn accept(&mut self, pb: Piggyback) -> Result<Reception> {
         if pb.date() <= self.last {
-            return Ok(Reception::Duplicate);
+            // Below the last arrival: a duplicate, unless its earlier arrival was undone.
+            let Ok(h) = self.holes.binary_search(&pb.date()) else {
+                return Ok(Reception::Duplicate);
+            };
+            if pb.phase() >= MAX_PHASE {
+                return Err(Error::PhaseOverflow { phase: MAX_PHASE + 1 });
+            }
+            self.holes.remove(h);
+            // Every run is past the hole or before it (`unrecord` split the one that held it); the current one
+            // holds `last`, above the hole: a run of its own among the closed ones.
+            let at = self.closed.partition_point(|r| r.last < pb.date());
+            let run = Run { first: pb.date(), last: pb.date(), step: 1, phase: pb.phase(), pstep: 0 };
+            self.closed.insert(at, run);
+            return Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())));
         }
         if pb.phase() >= MAX_PHASE {
             return Err(Error::PhaseOverflow { phase: MAX_PHASE + 1 });
         }
         self.record(pb.date(), pb.phase());
         Ok(Reception::Deliver(Delivery::new(pb.phase() + 1, pb.tag())))
+    }
+
+    /// Undoes the record of the arrival dated `date` (the transport lost the message before the application
+    /// could take it whole: a rendezvous whose sender died before its data moved), so that the same date is
+    /// accepted again. If it was the last arrival, `RPP[j].Maxdate` goes back to the previous one (exactly: the
+    /// run's step, the previous run, or, when that was pruned, the pruning bound, which lies between it and
+    /// `date`); otherwise the date becomes a hole. False if nothing was recorded at `date`.
+    pub(crate) fn unrecord(&mut self, date: Date) -> bool {
+        if date > self.last || date <= self.pruned || self.holes.binary_search(&date).is_ok() {
+            return false;
+        }
+        let mut runs = std::mem::take(&mut self.closed);
+        runs.extend(self.current());
+        let Some(i) = runs.iter().position(|r| r.holds(date)) else {
+            // Put back as they were: the current run stays in its fields.
+            if self.first <= self.last {
+                runs.pop();
+            }
+            self.closed = runs;
+            return false;
+        };
+        let r = runs[i];
+        let k = (date - r.first) / r.step;
+        let mut parts = Vec::with_capacity(2);
+        if date > r.first {
+            parts.push(Run { last: date - r.step, ..r });
+        }
+        if date < r.last {
+            parts.push(Run { first: date + r.step, phase: r.phase + (k + 1) * r.pstep, ..r });
+        }
+        runs.splice(i..=i, parts);
+        if date < self.last {
+            let at = self.holes.partition_point(|&h| h < date);
+            self.holes.insert(at, date);
+        } else {
+            // The previous arrival: the last record left, or at most the pruning bound (and above every hole).
+            self.last = runs.last().map_or(self.pruned, |r| r.last).max(self.pruned);
+            let below = self.holes.partition_point(|&h| h <= self.last);
+            self.holes.truncate(below);
+        }
+        // The run holding `last` (if any is left) is the current one again.
+        match runs.pop_if(|r| r.last == self.last) {
+            Some(c) => {
+                let n = (c.last - c.first) / c.step;
+                (self.first, self.phase) = (c.first, c.phase);
+                (self.step, self.pstep) = if n == 0 { (0, 0) } else { (c.step, c.pstep) };
+                self.last_phase = c.phase + n * c.pstep;
+            }
+            None => (self.first, self.step, self.pstep) = (self.last + 1, 0, 0),
+        }
+        self.closed = runs;
+        self.refresh_key();
+        true
+    }
+
+    /// The date up to which every message from the sender arrived (`RPP[j].Maxdate` below its first hole).
+    pub(crate) fn complete_through(&self) -> Date {
+        self.holes.first().map_or(self.last, |&h| h - 1)
+    }
+
+    /// The `Maxdate` to tell the sender restarting from its checkpoint dated `date`: the real one, unless a
+    /// hole lies at or below `date` (a message its checkpoint holds in its log and that must be replayed).
+    pub(crate) fn last_date_for(&self, date: Date) -> Date {
+        match self.holes.first() {
+            Some(&h) if h <= date => h - 1,
+            _ => self.last,
+        }
     }
 
     /// Records a message dated `date > last` in phase `phase < MAX_PHASE`.
@@ -273,6 +373,9 @@ impl Rpp {
     /// Drops the records dated at most `date` (hydee.md \[R\]: covered by the sender's group checkpoint).
     /// `RPP[j].Maxdate` stays.
     pub(crate) fn prune_through(&mut self, date: Date) {
+        self.pruned = self.pruned.max(date.min(self.last));
+        let covered = self.holes.partition_point(|&h| h <= date);
+        self.holes.drain(..covered);
         let gone = self.closed.iter().take_while(|r| r.last <= date).count();
         self.closed.drain(..gone);
         if let Some(run) = self.closed.first_mut() {
@@ -320,7 +423,7 @@ impl Rpp {
     pub(crate) fn to_checkpoint(&self) -> ReceivedFrom {
         let mut runs = self.closed.clone();
         runs.extend(self.current());
-        ReceivedFrom { max_date: self.last, runs }
+        ReceivedFrom { max_date: self.last, runs, holes: self.holes.clone(), pruned: self.pruned }
     }
 
     /// The record saved in `saved`, checked (a checkpoint is read back from storage); the fast path stays off
@@ -334,8 +437,27 @@ impl Rpp {
         if after > saved.max_date || saved.max_date > MAX_DATE {
             return Err(Error::InvalidCheckpoint("RPP runs must lie at or below Maxdate, within the date range"));
         }
+        let first_run = saved.runs.first().map_or(Date::MAX, |r| r.first);
+        if saved.pruned > saved.max_date || saved.pruned >= first_run {
+            return Err(Error::InvalidCheckpoint("the RPP pruning bound must lie below its runs and Maxdate"));
+        }
+        let mut below = saved.pruned;
+        for &h in &saved.holes {
+            let recorded = saved.runs.iter().any(|r| r.holds(h));
+            if h <= below || h >= saved.max_date || recorded {
+                return Err(Error::InvalidCheckpoint("RPP holes must ascend between the pruning bound and Maxdate"));
+            }
+            below = h;
+        }
         // Every saved run is closed; the next arrival opens a new one.
-        Ok(Rpp { last: saved.max_date, first: saved.max_date + 1, closed: saved.runs.clone(), ..Rpp::default() })
+        Ok(Rpp {
+            last: saved.max_date,
+            first: saved.max_date + 1,
+            closed: saved.runs.clone(),
+            holes: saved.holes.clone(),
+            pruned: saved.pruned,
+            ..Rpp::default()
+        })
     }
 }
 
@@ -528,6 +650,68 @@ mod tests {
     }
 
     #[test]
+    fn an_arrival_undone_last_moves_maxdate_back_exactly() {
+        // A steady run: Maxdate goes back by its step, and the run goes on.
+        let mut r = fast();
+        for d in [3, 6, 9, 12] {
+            arrive(&mut r, d, 2);
+        }
+        assert!(r.unrecord(12));
+        assert_eq!((r.max_date(), r.entries()), (9, vec![(3, 2), (6, 2), (9, 2)]));
+        assert_eq!(arrive(&mut r, 12, 2), (Reception::Deliver(Delivery::new(3, 0)), true), "the run goes on");
+        assert_eq!(r.entries().len(), 4);
+        // A one-message run after a closed one: back to the closed run's end.
+        let mut r = fast();
+        for d in [1, 2, 7] {
+            arrive(&mut r, d, 1);
+        }
+        assert!(r.unrecord(7));
+        assert_eq!((r.max_date(), r.entries()), (2, vec![(1, 1), (2, 1)]));
+        // Everything before it pruned: back to the pruning bound, which lies between the previous and it.
+        let mut r = fast();
+        for d in [2, 4, 9] {
+            arrive(&mut r, d, 1);
+        }
+        r.prune_through(5);
+        assert!(!r.unrecord(4), "pruned: nothing recorded");
+        assert!(r.unrecord(9));
+        assert_eq!((r.max_date(), r.entries()), (5, vec![]), "between 4, the previous, and 9");
+        assert!(matches!(r.accept(pb(9, 1)).unwrap(), Reception::Deliver(_)));
+        assert!(!r.unrecord(8) && !r.unrecord(10), "never recorded");
+    }
+
+    #[test]
+    fn an_arrival_undone_below_a_later_one_is_a_hole_filled_once() {
+        let mut r = fast();
+        for d in 1..=6 {
+            arrive(&mut r, d, 1);
+        }
+        assert!(r.unrecord(3));
+        assert!(r.unrecord(5));
+        assert_eq!(r.max_date(), 6);
+        assert_eq!(r.complete_through(), 2);
+        assert_eq!((r.last_date_for(2), r.last_date_for(4)), (6, 2));
+        assert_eq!(r.entries(), vec![(1, 1), (2, 1), (4, 1), (6, 1)]);
+        let saved = r.to_checkpoint();
+        assert_eq!(saved.holes, vec![3, 5]);
+        let mut back = Rpp::restore(&saved).unwrap();
+        for r in [&mut r, &mut back] {
+            assert_eq!(r.accept(pb(4, 1)).unwrap(), Reception::Duplicate);
+            assert!(matches!(r.accept(pb(5, 1)).unwrap(), Reception::Deliver(_)));
+            assert_eq!(r.accept(pb(5, 1)).unwrap(), Reception::Duplicate);
+            assert_eq!(r.complete_through(), 2);
+            r.prune_through(3);
+            assert_eq!(r.complete_through(), 6, "a pruned hole is covered by the sender's checkpoint");
+            assert_eq!(r.entries(), vec![(4, 1), (5, 1), (6, 1)]);
+            assert!(matches!(r.accept(pb(7, 1)).unwrap(), Reception::Deliver(_)));
+        }
+        let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![6], pruned: 0 };
+        assert!(Rpp::restore(&bad).is_err(), "a hole at Maxdate");
+        let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![2], pruned: 3 };
+        assert!(Rpp::restore(&bad).is_err(), "a hole below the pruning bound");
+    }
+
+    #[test]
     fn checkpoints_round_trip_and_are_checked() {
         let mut r = fast();
         for (d, p) in [(1, 1), (2, 1), (5, 2), (9, 3), (10, 3)] {
@@ -553,13 +737,75 @@ mod tests {
             vec![run(1, 3, 1, 1, 0), run(3, 4, 1, 1, 0)],
             vec![run(1, 20, 1, 1, 0)],
         ] {
-            let saved = ReceivedFrom { max_date: 10, runs: bad.clone() };
+            let saved = ReceivedFrom { max_date: 10, runs: bad.clone(), ..Default::default() };
             assert!(matches!(Rpp::restore(&saved), Err(Error::InvalidCheckpoint(_))), "{bad:?}");
         }
-        assert!(Rpp::restore(&ReceivedFrom { max_date: MAX_DATE + 1, runs: vec![] }).is_err());
+        assert!(Rpp::restore(&ReceivedFrom { max_date: MAX_DATE + 1, ..Default::default() }).is_err());
     }
 
     proptest! {
+        /// Arrivals undone (`unrecord`) agree with a list too: the records, `Maxdate` (back to the previous arrival or
+        /// the pruning bound), holes accepted once and only them, through prunes and checkpoint round trips.
+        #[test]
+        fn undone_arrivals_match_a_list(
+            ops in proptest::collection::vec((0u8..10, 0usize..8, 1u64..4), 1..150),
+            permit in any::<bool>(),
+        ) {
+            let mut r = Rpp::default();
+            r.set_permit(permit);
+            let mut model: Vec<(Date, Phase)> = Vec::new();
+            let mut holes: Vec<(Date, Phase)> = Vec::new();
+            let (mut date, mut last, mut pruned) = (0, 0, 0);
+            for (op, k, gap) in ops {
+                match op {
+                    0..=3 => {
+                        date += gap;
+                        prop_assert!(matches!(arrive(&mut r, date, 1 + date / 8).0, Reception::Deliver(_)));
+                        model.push((date, 1 + date / 8));
+                        last = date;
+                    }
+                    4 | 5 if !model.is_empty() => {
+                        let (d, ph) = model.remove(model.len() - 1 - k % model.len());
+                        prop_assert!(r.unrecord(d));
+                        if d == last {
+                            last = model.last().map_or(pruned, |e| e.0).max(pruned);
+                            holes.retain(|h| h.0 < last);
+                        } else {
+                            holes.push((d, ph));
+                            holes.sort_unstable();
+                        }
+                        prop_assert!(!r.unrecord(d), "twice");
+                    }
+                    6 if !holes.is_empty() => {
+                        let (d, ph) = holes.remove(k % holes.len());
+                        prop_assert!(matches!(r.accept(pb(d, ph)).unwrap(), Reception::Deliver(_)));
+                        prop_assert_eq!(r.accept(pb(d, ph)).unwrap(), Reception::Duplicate);
+                        model.push((d, ph));
+                        model.sort_unstable();
+                    }
+                    7 => {
+                        let through = date.saturating_sub(gap * 3);
+                        r.prune_through(through);
+                        pruned = pruned.max(through.min(last));
+                        model.retain(|e| e.0 > through);
+                        holes.retain(|h| h.0 > through);
+                    }
+                    8 => {
+                        r = Rpp::restore(&r.to_checkpoint()).unwrap();
+                        r.set_permit(permit);
+                    }
+                    _ => {
+                        if let Some(&(d, ph)) = model.get(k % model.len().max(1)) {
+                            prop_assert_eq!(r.accept(pb(d, ph)).unwrap(), Reception::Duplicate);
+                        }
+                    }
+                }
+                prop_assert_eq!(r.entries(), model.clone());
+                prop_assert_eq!(r.max_date(), last);
+                prop_assert_eq!(r.complete_through(), holes.first().map_or(last, |h| h.0 - 1));
+            }
+        }
+
         /// The runs agree with a plain `(date, phase)` list under random arrivals (with and without the fast path),
         /// duplicates, prunes and checkpoint round trips.
         #[test]

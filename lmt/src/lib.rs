@@ -8,6 +8,13 @@
 //!
 //! [`transfer`] is the state machine (sans I/O) the Endpoint's progress engine drives; [`wire`]
 //! the encoding of its messages (RTS, CTS, DONE, COOKIE).
+//!
+//! With the cargo feature `failpoints` (tests only, `nemesis_shm::failpoint`), a side can be made to
+//! die mid-transfer with the local rank `<peer>` of the other side: `rendezvous-send-mid-<peer>`
+//! (part of the message is in the receiver's ring), `rendezvous-help-<peer>` (the receiver reads its
+//! part of a split single copy; we are to write the rest), `rendezvous-recv-mid-<peer>` (part of the
+//! message is copied out of our ring), `rendezvous-recv-half-<peer>` (our part of a split single copy
+//! is read; the sender writes the rest).
 
 #[cfg(not(loom))]
 pub mod cma;

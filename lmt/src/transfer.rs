@@ -583,6 +583,8 @@ impl Lmt {
         };
         match (registered, refused) {
             (Some(pid), None) => {
+                // The receiver reads its part from our buffer; we are to write the rest into its.
+                nemesis_shm::failpoint!("rendezvous-help-{}", x.peer);
                 self.sends[i].state = SendState::Help { pid, dst, offset, at: offset, end };
                 Ok(())
             }
@@ -620,6 +622,8 @@ impl Lmt {
     fn own_part_read<R: Rings + ?Sized>(&mut self, i: usize, rings: &R) -> Step {
         let x = &mut self.recvs[i];
         if matches!(x.help, Help::Waiting { .. }) {
+            // Our part is in the buffer; the sender writes the rest.
+            nemesis_shm::failpoint!("rendezvous-recv-half-{}", x.peer);
             return Step::Same(false);
         }
         if let Some(e) = x.error.take() {
@@ -765,6 +769,10 @@ impl Lmt {
         if offset == bytes {
             let _ = self.post_send(i, bytes);
             return Step::Removed;
+        }
+        if moved {
+            // Part of the message is in the receiver's ring, not all.
+            nemesis_shm::failpoint!("rendezvous-send-mid-{}", x.peer);
         }
         Step::Same(moved)
     }
@@ -1018,6 +1026,10 @@ impl Lmt {
         self.recvs[i].state = RecvState::Ring { ring, offset, chunk };
         if offset == self.recvs[i].bytes {
             return self.post_recv(i, rings);
+        }
+        if moved {
+            // Part of the message is in the buffer, not all.
+            nemesis_shm::failpoint!("rendezvous-recv-mid-{}", self.recvs[i].peer);
         }
         Step::Same(moved)
     }

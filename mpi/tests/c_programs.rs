@@ -40,6 +40,7 @@
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
 //! | `checkpoints` | `checkpoint.c`: `MPIX_Checkpoint`, `MPIX_Checkpoint_restore`, their `PMPIX_` twins, with and without fault tolerance | 4 |
+//! | `ft_stencil_c_recovers_a_killed_rank` | `examples/ft_stencil.c` under `nemesis-run --ft-groups 4`, a rank killed from outside mid-run: its group restarts from its checkpoint and the checksum is the failure-free one | 8 |
 //! | `ft_stencil_checksums` | `examples/ft_stencil.c` and the Rust `examples/ft_stencil.rs`: the same checksum with fault tolerance off and on (one node, two nodes) | 4 |
 //! | `nemesis_log_from_a_c_program` | `ring.c` with `NEMESIS_LOG=debug`: `MPI_Init` installs nemesis's logger (plain lines on stderr) | 2 |
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
@@ -356,6 +357,92 @@ fn ft_stencil_checksums() {
             assert_eq!(sum, reference, "{} {launcher:?}", prog.display());
             assert_eq!(checkpoints, 7, "{} {launcher:?}", prog.display());
         }
+    }
+}
+
+/// Recovery with the C API (`MPIX_Checkpoint`, `MPIX_Checkpoint_restore`): `examples/ft_stencil.c`
+/// on 8 ranks in 4 groups under `nemesis-run --ft-groups 4`, rank 5 killed from outside (SIGKILL)
+/// after its group's second checkpoint: its group is restarted from its checkpoint, one line says
+/// so, and the checksum is the failure-free run's (the Rust example's).
+#[test]
+fn ft_stencil_c_recovers_a_killed_rank() {
+    ft_stencil_c_recovers("single", &[(5, 2)]);
+}
+
+/// Two ranks of different groups killed in turn (the second once its own group has checkpointed
+/// twice more, the first recovery done or not): the halos go by `MPI_Irecv`/`MPI_Isend`/
+/// `MPI_Waitall`, whose receives' deliveries follow the application's `Waitall`, not arrivals.
+#[test]
+fn ft_stencil_c_recovers_failures_in_sequence() {
+    ft_stencil_c_recovers("sequence", &[(5, 2), (2, 5)]);
+}
+
+/// `mpi/examples/ft_stencil.c` under `nemesis-run --ft`, 8 ranks in 4 groups: each `(rank,
+/// generation)` of `kills` in turn, rank `rank` is SIGKILLed once its checkpoint file of that
+/// generation exists. The checksum is the Rust example's failure-free one, and one recovery line
+/// per kill names the victim's group.
+fn ft_stencil_c_recovers(name: &str, kills: &[(u32, u64)]) {
+    let c = compile_from("examples", "ft_stencil", Cc::Ours);
+    let rust = setup().profile_dir.join("examples/ft_stencil");
+    let args = ["64", "6000", "200"];
+    let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |prog: &Path, kills: &[(u32, u64)]| -> std::process::Output {
+        let mut cmd = Command::new(&setup().launcher);
+        cmd.args(["-n", "8", "--ft-groups", "4", "--wait", "yield", "--"]).arg(prog).args(args);
+        cmd.env("NEMESIS_FT_DIR", &dir).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let launcher = child.id();
+        for &(rank, generation) in kills {
+            // The rank's checkpoint file of that generation, then its process (a child of the
+            // launcher whose initial environment names the rank; the victims are distinct ranks).
+            let t = std::time::Instant::now();
+            let suffix = format!("-{rank}-{generation}.nft");
+            let written = |e: &std::fs::DirEntry| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("nemesis-ckpt-") && n.ends_with(&suffix)
+            };
+            while !std::fs::read_dir(&dir).unwrap().flatten().any(|e| written(&e)) {
+                assert!(t.elapsed() < Duration::from_secs(120), "no checkpoint {generation} of rank {rank}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let env = format!("PMI_RANK={rank}");
+            let pid = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .find(|p| {
+                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                    let ppid = stat.rsplit(')').next().and_then(|t| t.split_whitespace().nth(1)).unwrap_or("");
+                    let environ = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+                    ppid == launcher.to_string() && environ.split(|&b| b == 0).any(|v| v == env.as_bytes())
+                })
+                .unwrap_or_else(|| panic!("rank {rank}'s process"));
+            // SAFETY: a signal to a rank of the job this test started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        child.wait_with_output().unwrap()
+    };
+    let checksum = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("checksum ").map(str::to_owned))
+    };
+    let reference = run(&rust, &[]);
+    assert!(reference.status.success(), "{}", show(&reference));
+    let o = run(&c, kills);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(checksum(&o), checksum(&reference), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" restarted from checkpoint ")).collect();
+    assert_eq!(lines.len(), kills.len(), "{}", show(&o));
+    for &(rank, _) in kills {
+        let (g, first) = (rank / 2, rank / 2 * 2);
+        let line = format!(
+            "nemesis-run: rank {rank} died (signal 9); group {g} (ranks {first},{}) restarted from ",
+            first + 1
+        );
+        assert!(lines.iter().any(|l| l.starts_with(&line)), "{line}: {}", show(&o));
     }
 }
 

@@ -1,6 +1,7 @@
 //! The TCP netmod's frames. Every frame starts with an 8-byte prefix
 //! `[type u8][version u8][0 u16][body length u32]` (little-endian), then its body:
-//! - HELLO: `[rank u32][job size u32][nonce 16]`, from the connecting side;
+//! - HELLO: `[rank u32][job size u32][incarnation u32][0 u32][nonce 16]`, from the connecting
+//!   side (the incarnation: how many times its rank number was restarted, `nemesis-run --ft`);
 //! - CHALLENGE: `[nonce 16][proof 32]`, the accepting side's answer: its nonce and its proof of the
 //!   job's secret over both ranks and both nonces ([`nemesis_shm::auth::accept_proof`]);
 //! - PROOF: `[proof 32]`, the connecting side's proof ([`nemesis_shm::auth::connect_proof`]);
@@ -20,11 +21,11 @@ use nemesis_shm::auth::{MAC_BYTES, NONCE_BYTES};
 use nemesis_shm::cell::HEADER_BYTES;
 
 /// Version of this framing.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the prefix.
 pub const PREFIX: usize = 8;
 /// Bytes of a HELLO body.
-pub const HELLO: usize = 8 + NONCE_BYTES;
+pub const HELLO: usize = 16 + NONCE_BYTES;
 /// Bytes of a CHALLENGE body.
 pub const CHALLENGE: usize = NONCE_BYTES + MAC_BYTES;
 /// Bytes of a PROOF body.
@@ -94,12 +95,18 @@ pub fn parse_prefix(p: &[u8; PREFIX]) -> Result<(Kind, usize), String> {
     Ok((kind, len))
 }
 
-/// A HELLO body.
+/// A HELLO body of a rank's first incarnation.
 pub fn hello(rank: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
+    hello_of(rank, 0, size, nonce)
+}
+
+/// A HELLO body of incarnation `incarnation` of `rank`.
+pub fn hello_of(rank: u32, incarnation: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
     let mut b = [0u8; HELLO];
     b[0..4].copy_from_slice(&rank.to_le_bytes());
     b[4..8].copy_from_slice(&size.to_le_bytes());
-    b[8..].copy_from_slice(nonce);
+    b[8..12].copy_from_slice(&incarnation.to_le_bytes());
+    b[16..].copy_from_slice(nonce);
     b
 }
 
@@ -107,8 +114,13 @@ pub fn hello(rank: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
 pub fn parse_hello(b: &[u8; HELLO]) -> (u32, u32, [u8; NONCE_BYTES]) {
     let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     let mut nonce = [0u8; NONCE_BYTES];
-    nonce.copy_from_slice(&b[8..]);
+    nonce.copy_from_slice(&b[16..]);
     (w(0), w(4), nonce)
+}
+
+/// The incarnation a HELLO frame (prefix and body) names.
+pub fn hello_incarnation(b: &[u8; PREFIX + HELLO]) -> u32 {
+    u32::from_le_bytes([b[PREFIX + 8], b[PREFIX + 9], b[PREFIX + 10], b[PREFIX + 11]])
 }
 
 /// Checks the HELLO frame (prefix and body) of a connection to rank `me` of a job of `size`
@@ -175,6 +187,9 @@ mod tests {
         p[0] = 0;
         assert!(parse_prefix(&p).is_err());
         assert_eq!(parse_hello(&hello(3, 8, &[9; NONCE_BYTES])), (3, 8, [9; NONCE_BYTES]));
+        let h = frame(Kind::Hello, &hello_of(3, 7, 8, &[9; NONCE_BYTES]));
+        assert_eq!(hello_incarnation(h[..].try_into().unwrap()), 7);
+        assert_eq!(check_hello(h[..].try_into().unwrap(), 0, 8), Some((3, [9; NONCE_BYTES])));
         for (k, len) in [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF)] {
             assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
             assert!(parse_prefix(&prefix(k, len - 1)).is_err());

@@ -20,6 +20,35 @@
 //!   [`nemesis_shm::netmod::heartbeat`]) missing
 //!   for the timeout, make the peer dead: a [`KIND_PEER_GONE`] notice follows its last arrival
 //!   in the receive queue; its transfers fail.
+//! - **restarts** (`nemesis-run --ft` over several nodes, HydEE's recovery): a restarted rank is
+//!   a new *incarnation* of its rank number (`nemesis_shm::incarnation`), with a new listener, a
+//!   new heartbeat socket and so a new card, which it puts through PMI (the launcher's server
+//!   takes the put and removed the dead incarnation's card at its death, so no stale card is
+//!   served). Who tells the others: the launcher. It alone knows for sure that a rank died and
+//!   when its next incarnation runs (it restarts it), while a peer's own view is partial: a peer
+//!   that never had a connection learns of a death only by heartbeat silence, seconds later,
+//!   and a connection from a new incarnation proves nothing about what became of the old one's
+//!   messages. So the protocol is driven from the launcher's fault-tolerance channel, and the
+//!   handshake only guards it:
+//!   1. [`Netmod::retire`] (the launcher asks every survivor to retire the dead ranks): the link
+//!      is declared dead if it was not (connection, queue and transfers dropped; the
+//!      [`KIND_PEER_GONE`] notice follows its last arrival, so the Endpoint knows every message
+//!      of the dead incarnation was delivered before it answers: HydEE's "delivered before its
+//!      `Restarted` or not at all"), its card forgotten, its heartbeats unwatched (no death
+//!      declared later for the old incarnation's silence).
+//!   2. [`Netmod::restarted`] (the launcher's `Card` frame, once the new incarnation put its card):
+//!      a fresh link, made on first use, to the new card; heartbeats watched at its new address
+//!      from now on. The Endpoint reports the restart to the engine at the same moment.
+//!   3. The HELLO carries the connecting process's incarnation ([`frame::hello_of`]): a
+//!      connection of an incarnation older than the one known, or of the retired one, is refused
+//!      (a late connect); one of a newer incarnation that comes before step 2 (the new process
+//!      can be quicker than the survivor's reading of its channel) is authenticated, then
+//!      *parked* — neither accepted nor refused, nothing read from it — and accepted at step 2, so
+//!      nothing of the new incarnation is delivered before its restart is known. A parked
+//!      connection not taken within the timeout is dropped, as any connection not set up in time.
+//!
+//!   A rank restarted together with `rank` may not find its card at start-up (not put yet): its
+//!   sends to it wait in the queue until step 2 brings the card.
 //!
 //! Configuration (`NEMESIS_TCP_*`, see [`TcpConfig::from_env`]): the address or interface to use,
 //! a port range, the heartbeat period and timeout.
@@ -171,6 +200,10 @@ struct Peer<'n> {
     recvs: Vec<DataRecv>,
     /// Our nonce of the handshake of our connection to it.
     nonce: [u8; NONCE_BYTES],
+    /// The incarnation of its rank number we talk to (0 until a restart, see "Restarts").
+    inc: u32,
+    /// Retired for a restart ([`Netmod::retire`]): dead, and waiting for its next incarnation.
+    awaiting: bool,
 }
 
 impl Peer<'_> {
@@ -186,6 +219,8 @@ impl Peer<'_> {
             out: VecDeque::new(),
             recvs: Vec::new(),
             nonce: [0; NONCE_BYTES],
+            inc: 0,
+            awaiting: false,
         }
     }
 }
@@ -200,6 +235,18 @@ struct Pending {
     got: usize,
     since: Instant,
     claim: Option<(u32, [u8; NONCE_BYTES], [u8; NONCE_BYTES])>,
+    /// The incarnation its HELLO named.
+    inc: u32,
+}
+
+/// An authenticated connection from a restarted rank's new incarnation that arrived before this
+/// process was told of the restart ([`Netmod::restarted`]): neither accepted nor refused yet,
+/// and out of epoll meanwhile. Dropped after the timeout, as any connection not set up in time.
+struct Parked {
+    rank: u32,
+    inc: u32,
+    sock: TcpStream,
+    since: Instant,
 }
 
 /// Marks a parse error of a connection not yet authenticated: the connection is dropped, and
@@ -227,6 +274,9 @@ pub struct TcpNetmod<'n> {
     epoll: OwnedFd,
     peers: Vec<Peer<'n>>,
     pending: Vec<Option<Pending>>,
+    parked: Vec<Parked>,
+    /// This process's incarnation of its rank number ([`Netmod::set_incarnation`]).
+    incarnation: u32,
     hb: Heartbeat,
     /// Deaths whose notice waits for a free cell.
     deaths: Vec<u32>,
@@ -310,6 +360,8 @@ impl<'n> TcpNetmod<'n> {
             epoll,
             peers: (0..size).map(|_| Peer::new()).collect(),
             pending: Vec::new(),
+            parked: Vec::new(),
+            incarnation: 0,
             hb,
             deaths: Vec::new(),
             spare: Vec::new(),
@@ -440,7 +492,8 @@ impl<'n> TcpNetmod<'n> {
                     self.ctl(libc::EPOLL_CTL_ADD, s.as_raw_fd(), libc::EPOLLIN as u32, PENDING + i as u64)?;
                     let buf = [0u8; PENDING_BUF];
                     let want = PREFIX + frame::HELLO;
-                    self.pending[i] = Some(Pending { sock: s, buf, want, got: 0, since: Instant::now(), claim: None });
+                    let since = Instant::now();
+                    self.pending[i] = Some(Pending { sock: s, buf, want, got: 0, since, claim: None, inc: 0 });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -483,6 +536,7 @@ impl<'n> TcpNetmod<'n> {
                 tracing::warn!("refused a connection that is not a HELLO of this job");
                 return Ok(());
             };
+            pc.inc = pc.buf.first_chunk().map_or(0, frame::hello_incarnation);
             let na = auth::nonce()?;
             let mut body = [0u8; frame::CHALLENGE];
             body[..NONCE_BYTES].copy_from_slice(&na);
@@ -501,22 +555,45 @@ impl<'n> TcpNetmod<'n> {
             tracing::warn!(claimed = rank, "refused a connection that failed authentication");
             return Ok(());
         }
-        let accept = settle(self.peers[rank as usize].link, rank, self.me);
-        let sock = pc.sock;
-        if !accept {
+        let (inc, sock) = (pc.inc, pc.sock);
+        let p = &self.peers[rank as usize];
+        if inc < p.inc || (p.awaiting && inc == p.inc) {
+            // A late connect of a dead incarnation: it must not stand for the rank.
+            tracing::warn!(rank, incarnation = inc, current = p.inc, "refused a connection of a dead incarnation");
+            return Ok(());
+        }
+        if p.awaiting {
+            // A newer incarnation than the one retired, before we were told of it: it waits.
+            tracing::debug!(
+                rank,
+                incarnation = inc,
+                "connection of a restarted rank parked until its restart is known"
+            );
+            self.ctl(libc::EPOLL_CTL_DEL, sock.as_raw_fd(), 0, 0)?;
+            self.parked.push(Parked { rank, inc, sock, since: Instant::now() });
+            return Ok(());
+        }
+        if !settle(p.link, rank, self.me) {
             let _ = send_all(&sock, &frame::prefix(Kind::Reject, 0));
             return Ok(());
         }
+        self.accept_link(rank, inc, sock, libc::EPOLL_CTL_MOD)
+    }
+
+    /// Accepts the authenticated connection `sock` of incarnation `inc` of `rank` as its link
+    /// (`op`: how to enter it in epoll under the rank's token).
+    fn accept_link(&mut self, rank: u32, inc: u32, sock: TcpStream, op: libc::c_int) -> Result<()> {
         if send_all(&sock, &frame::prefix(Kind::Accept, 0)).is_err() {
             return Ok(());
         }
         // Our own attempt, if any, is dropped (closing it removes it from epoll).
         let p = &mut self.peers[rank as usize];
         p.sock = None;
-        self.ctl(libc::EPOLL_CTL_MOD, sock.as_raw_fd(), libc::EPOLLIN as u32, u64::from(rank))?;
+        self.ctl(op, sock.as_raw_fd(), libc::EPOLLIN as u32, u64::from(rank))?;
         let p = &mut self.peers[rank as usize];
         p.sock = Some(sock);
         p.link = Link::Up;
+        p.inc = inc;
         self.relist = true;
         p.buf = vec![0u8; RX_BUF].into_boxed_slice();
         p.start = 0;
@@ -525,7 +602,17 @@ impl<'n> TcpNetmod<'n> {
         if let Some((_, udp)) = p.card {
             self.hb.watch(rank, udp);
         }
+        self.log_restarted_link(rank);
         Ok(())
+    }
+
+    /// Says when a link between incarnations other than the first comes up (the proof, in logs,
+    /// that recovery reconnected through this netmod).
+    fn log_restarted_link(&self, rank: u32) {
+        let inc = self.peers[rank as usize].inc;
+        if inc > 0 || self.incarnation > 0 {
+            tracing::info!(rank, incarnation = inc, own = self.incarnation, "link up with a restarted incarnation");
+        }
     }
 
     /// Our connect to `rank` finished: sends HELLO.
@@ -544,7 +631,7 @@ impl<'n> TcpNetmod<'n> {
             return Ok(()); // still connecting
         }
         p.nonce = auth::nonce()?;
-        let hello = frame::frame(Kind::Hello, &frame::hello(self.me, self.size, &p.nonce));
+        let hello = frame::frame(Kind::Hello, &frame::hello_of(self.me, self.incarnation, self.size, &p.nonce));
         if let Err(e) = send_all(sock, &hello) {
             let why = format!("HELLO: {e}");
             self.died(rank, &why);
@@ -690,6 +777,7 @@ impl<'n> TcpNetmod<'n> {
                             p.start += PREFIX;
                             if kind == Kind::Accept {
                                 p.link = Link::Up;
+                                self.log_restarted_link(rank);
                             } else {
                                 p.link = Link::Waiting { since: Instant::now() };
                                 p.sock = None;
@@ -877,6 +965,7 @@ impl<'n> TcpNetmod<'n> {
                 *slot = None;
             }
         }
+        self.parked.retain(|c| now.duration_since(c.since) <= limit);
     }
 
     /// Puts the notices of deaths into the receive queue, as cells allow; cells of arrivals that
@@ -920,7 +1009,11 @@ impl<'n> TcpNetmod<'n> {
 
     /// Makes sure a connection to `rank` exists or is under way; errors if it is dead or gone.
     fn ensure_link(&mut self, rank: u32) -> Result<()> {
-        match self.peers[rank as usize].link {
+        let p = &self.peers[rank as usize];
+        match p.link {
+            // A restarted process whose peer restarts with it: the card comes from the launcher
+            // ([`Netmod::restarted`]); what is sent meanwhile waits.
+            Link::Idle if p.card.is_none() && self.incarnation > 0 => Ok(()),
             Link::Idle => self.start_connect(rank),
             Link::Dead | Link::Bye => Err(Error::NetPeerDead { rank }),
             _ => Ok(()),
@@ -1102,6 +1195,67 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
             }
         }
         Ok(())
+    }
+
+    fn set_incarnation(&mut self, incarnation: u32) {
+        self.incarnation = incarnation;
+    }
+
+    fn retire(&mut self, rank: u32) -> Result<()> {
+        let i = self.peer_index(rank)?;
+        if self.peers[i].link != Link::Dead {
+            self.died(rank, "retired: it restarts");
+        }
+        let p = &mut self.peers[i];
+        p.awaiting = true;
+        p.card = None;
+        let retired = p.inc;
+        self.hb.unwatch(rank);
+        self.parked.retain(|c| c.rank != rank || c.inc > retired);
+        Ok(())
+    }
+
+    fn restarted(&mut self, rank: u32, incarnation: u32, card: &str) -> Result<bool> {
+        let i = self.peer_index(rank)?;
+        let parsed =
+            parse_card(card).ok_or_else(|| Error::Net(format!("bad business card {card:?} for rank {rank}")))?;
+        let p = &mut self.peers[i];
+        if incarnation < p.inc || (incarnation == p.inc && (p.awaiting || p.link == Link::Dead)) {
+            // Old news: that incarnation is dead already.
+            return Ok(false);
+        }
+        let was_retired = p.awaiting;
+        if p.link == Link::Dead {
+            // Everything of the dead incarnation went when it died: a fresh link, made on first
+            // use as at the start.
+            p.link = Link::Idle;
+            p.sock = None;
+            p.buf = Box::new([]);
+            (p.start, p.end) = (0, 0);
+            p.rx = Rx::Frame;
+            p.out.clear();
+            p.recvs.clear();
+        }
+        p.card = Some(parsed);
+        p.inc = incarnation;
+        p.awaiting = false;
+        // Its heartbeats come from its new address, counted from now.
+        self.hb.unwatch(rank);
+        self.hb.watch(rank, parsed.1);
+        for c in std::mem::take(&mut self.parked) {
+            if c.rank != rank || c.inc > incarnation {
+                self.parked.push(c);
+            } else if c.inc == incarnation && self.peers[i].link == Link::Idle {
+                self.accept_link(rank, c.inc, c.sock, libc::EPOLL_CTL_ADD)?;
+            }
+        }
+        if self.peers[i].link == Link::Idle && !self.peers[i].out.is_empty() {
+            // Sends waited for the card (a rank restarted with this one); a failed connect
+            // declares the peer dead, as on first use.
+            let _ = self.start_connect(rank);
+        }
+        tracing::debug!(rank, incarnation, card, was_retired, "restarted peer's card");
+        Ok(was_retired)
     }
 }
 

@@ -108,6 +108,15 @@ pub enum Error {
     /// A fragment was released on a port other than the one that polled it (it stays unreleased).
     #[error("a fragment was released on a port that did not poll it")]
     ForeignFragment,
+    /// A dead rank cannot be restarted yet ([`crate::incarnation::reset_rank`]): try again once
+    /// the live ranks have done their part.
+    #[error("local rank {rank}: {what}")]
+    NotReady {
+        /// What is missing.
+        what: &'static str,
+        /// The rank concerned.
+        rank: u16,
+    },
     /// This process already has a port for that local rank: a rank has one consumer.
     #[error("local rank {rank} already has a port in this process")]
     PortOpen {

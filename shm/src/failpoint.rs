@@ -68,10 +68,15 @@ mod imp {
 
     #[inline(always)]
     pub fn hit(point: &str) {
-        // ORDERING: Relaxed; a hint, `reached` takes the lock.
-        if ANY.load(Relaxed) {
+        if armed() {
             reached(point);
         }
+    }
+
+    #[inline(always)]
+    pub fn armed() -> bool {
+        // ORDERING: Relaxed; a hint, `reached` takes the lock.
+        ANY.load(Relaxed)
     }
 }
 
@@ -90,11 +95,29 @@ pub fn hit(point: &str) {
     imp::hit(point);
 }
 
-/// Marks a named crash point; nothing unless the using crate's `failpoints` feature is on.
+/// Whether any point is armed in this process (a named point built at run time is formatted only then).
+#[cfg(all(feature = "failpoints", not(loom)))]
+#[doc(hidden)]
+#[inline(always)]
+pub fn armed() -> bool {
+    imp::armed()
+}
+
+/// Marks a named crash point; nothing unless the using crate's `failpoints` feature is on. With format
+/// arguments the name is built when the point is reached (and a point is armed): `failpoint!("x-{}", peer)`
+/// is a point per peer.
 #[macro_export]
 macro_rules! failpoint {
     ($point:literal) => {
         #[cfg(all(feature = "failpoints", not(loom)))]
         $crate::failpoint::hit($point);
+    };
+    ($fmt:literal, $($arg:expr),+ $(,)?) => {
+        #[cfg(all(feature = "failpoints", not(loom)))]
+        {
+            if $crate::failpoint::armed() {
+                $crate::failpoint::hit(&format!($fmt, $($arg),+));
+            }
+        }
     };
 }

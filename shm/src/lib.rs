@@ -57,6 +57,7 @@ pub mod cell;
 pub mod error;
 pub mod failpoint;
 pub mod fastbox;
+pub mod incarnation;
 pub mod layout;
 #[cfg(not(loom))]
 pub mod netmod;

@@ -78,6 +78,28 @@ pub trait Netmod<'n> {
     fn busy(&self) -> bool;
     /// Flushes queued sends, says goodbye to connected peers and closes.
     fn finalize(&mut self) -> Result<()>;
+
+    /// This process is incarnation `incarnation` of its rank number (a rank restarted by fault
+    /// tolerance's recovery, `crate::incarnation`); its connections say so. Called before any
+    /// connection is made. Netmods that cannot restart peers ignore it.
+    fn set_incarnation(&mut self, _incarnation: u32) {}
+
+    /// Recovery: remote rank `rank` is dead and will be restarted. Its connection, what is queued
+    /// for it and its transfers are dropped, its card forgotten, its heartbeats no longer
+    /// watched; unless it was already declared dead, a [`KIND_PEER_GONE`] notice follows its last
+    /// arrival in the receive queue (as for any death). Nothing of it is accepted again before
+    /// [`restarted`](Netmod::restarted) names its next incarnation.
+    fn retire(&mut self, rank: u32) -> Result<()> {
+        Err(crate::Error::Net(format!("this netmod cannot retire rank {rank} for a restart")))
+    }
+
+    /// Recovery: remote rank `rank` runs again as incarnation `incarnation`, reached at `card`.
+    /// True if this process had retired an older incarnation (the peer restarted, from its point
+    /// of view); false if it only learns the card (it was itself restarted with `rank`).
+    fn restarted(&mut self, rank: u32, incarnation: u32, card: &str) -> Result<bool> {
+        let _ = (incarnation, card);
+        Err(crate::Error::Net(format!("this netmod cannot reconnect to a restarted rank {rank}")))
+    }
 }
 
 /// A message from a remote peer being put into cells of the receive queue as its bytes come (a

@@ -35,7 +35,8 @@ pub const STATUS_ABANDONED: u32 = u32::MAX;
 pub struct RankState {
     /// [`STATE_EMPTY`], [`STATE_ALIVE`] or [`STATE_GONE`]. Set ALIVE by the rank when it attaches;
     /// set GONE by whoever learns it ended (its launcher after `waitpid`, a peer through its pidfd,
-    /// or the rank itself at finalize), never reset.
+    /// or the rank itself at finalize). Set back to EMPTY only by a launcher restarting the rank
+    /// as a new incarnation ([`crate::incarnation::reset_rank`]); never otherwise.
     pub(crate) state: AtomicU32,
     /// How it ended, valid once GONE: [`STATUS_CLEAN`], [`STATUS_ABANDONED`] or the raw wait status.
     pub(crate) status: AtomicU32,
@@ -52,11 +53,18 @@ pub struct RankState {
     /// sleeps or is about to, set back to 0 by a sender that rings it or by the rank on waking.
     /// Shared between processes: never used with `FUTEX_PRIVATE_FLAG`.
     pub doorbell: AtomicU32,
-    _pad0: u32,
+    /// Incarnation of the rank number: 0 for the process started with the job, bumped (Release,
+    /// before `state` goes back to EMPTY) each time a launcher restarts the rank
+    /// ([`crate::incarnation`]).
+    pub(crate) incarnation: AtomicU32,
     /// Identity of its pid namespace (the inode of `/proc/self/ns/pid`; 0 if unknown): `pid`
     /// means that process only to a watcher in the same namespace.
     pub(crate) pidns: AtomicU64,
-    _pad: [u64; 3],
+    /// Mail flag of the launcher's fault-tolerance channel: set (Release) by a launcher that wrote
+    /// to the rank's control socket, cleared (Acquire swap) by the rank before it reads the socket.
+    pub mail: AtomicU32,
+    _pad1: u32,
+    _pad: [u64; 2],
 }
 
 /// [`RankState::doorbell`] while its rank sleeps, or is about to.
@@ -90,6 +98,13 @@ impl RankState {
         (pid != 0 && self.pid_namespace() == crate::os::pid_namespace()).then_some(pid)
     }
 
+    /// The rank number's incarnation (0 until a launcher restarts it).
+    pub fn incarnation(&self) -> u32 {
+        // ORDERING: Acquire; pairs with the Release increment in `reset_rank`, which follows the
+        // reset of the rank's queues and boxes.
+        self.incarnation.load(Acquire)
+    }
+
     /// True once the rank ended.
     pub fn is_gone(&self) -> bool {
         // ORDERING: Acquire, as in `Node::is_gone`.
@@ -105,9 +120,11 @@ impl RankState {
             drain: AtomicU32::new(0),
             start_time: AtomicU64::new(0),
             doorbell: AtomicU32::new(0),
-            _pad0: 0,
+            incarnation: AtomicU32::new(0),
             pidns: AtomicU64::new(0),
-            _pad: [0; 3],
+            mail: AtomicU32::new(0),
+            _pad1: 0,
+            _pad: [0; 2],
         }
     }
 }

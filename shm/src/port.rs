@@ -350,6 +350,13 @@ pub enum PeerEvent {
         /// The message's sequence number.
         seq: u32,
     },
+    /// A peer this port retired ([`Port::retire_peer`]) runs again as a new incarnation
+    /// ([`crate::incarnation`]): sends to it work again, and what arrives from it starts at
+    /// sequence number 0.
+    Restarted {
+        /// Its local rank.
+        rank: u16,
+    },
 }
 
 /// Sender state toward one peer (private to this process).
@@ -403,6 +410,10 @@ struct Gone {
     queue_passed: bool,
     /// [`PeerEvent::Silent`] was reported.
     silent: bool,
+    /// The peer's incarnation when its death was seen.
+    incarnation: u32,
+    /// [`Port::retire_peer`] was called: a new incarnation is awaited.
+    retired: bool,
 }
 
 /// A cell dequeued ahead of fastbox messages that precede it.
@@ -622,10 +633,10 @@ impl<'n, N: Node> Port<'n, N> {
         if payload.len() > self.max_message {
             return Err(Error::TooLarge { len: payload.len(), max: self.max_message });
         }
-        let t = &mut self.tx[dst as usize];
-        if t.gone {
+        if self.tx[dst as usize].gone && !self.observe_restart(dst)? {
             return Err(Error::PeerDead { rank: dst });
         }
+        let t = &mut self.tx[dst as usize];
         let mut h = *hdr;
         let seq = t.seq;
         h.seq = seq as u32;
@@ -672,10 +683,10 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     fn resume_from<P: Payload + ?Sized>(&mut self, ps: &mut PendingSend, payload: &P) -> Result<bool> {
-        let t = &self.tx[ps.dst as usize];
-        if t.gone {
+        if self.tx[ps.dst as usize].gone && !self.observe_restart(ps.dst)? {
             return Err(Error::PeerDead { rank: ps.dst });
         }
+        let t = &self.tx[ps.dst as usize];
         if t.seq.wrapping_sub(t.queued) != ps.seq {
             // Not the oldest message waiting for `dst`.
             return Ok(false);
@@ -1226,12 +1237,14 @@ impl<'n, N: Node> Port<'n, N> {
         let epoch = self.node.death_epoch();
         if epoch != self.epoch {
             self.epoch = epoch;
+            self.observe_restarts()?;
             let q = self.node.recv_queue(self.me);
             for r in 0..self.node.ranks() {
                 if self.gone[r as usize].known || !self.node.is_gone(r) || r == self.me {
                     continue;
                 }
                 self.gone[r as usize].known = true;
+                self.gone[r as usize].incarnation = self.node.state_of(r)?.incarnation();
                 self.tx[r as usize].gone = true;
                 self.tx[r as usize].fb = None;
                 self.events.push(PeerEvent::Gone { rank: r });
@@ -1245,6 +1258,56 @@ impl<'n, N: Node> Port<'n, N> {
         self.check_markers();
         self.report_silent();
         Ok(())
+    }
+
+    /// Retires gone peer `r` so that it can be restarted as a new incarnation
+    /// ([`crate::incarnation`], step 2): true once done, false if not possible yet (its death is
+    /// not known yet, or it is not silent, or cells it held are not taken back yet, or its
+    /// fastbox among ours is not freed yet: call [`check_peers`](Self::check_peers) and try again).
+    ///
+    /// The caller guarantees it holds no cell of `r`'s pool any more (every fragment from `r` was
+    /// released) and no [`PendingSend`] to `r`. The per-pair state with `r` starts again from
+    /// zero; sends to `r` fail with [`Error::PeerDead`] until [`PeerEvent::Restarted`].
+    /// Idempotent.
+    pub fn retire_peer(&mut self, r: u16) -> Result<bool> {
+        self.node.check_rank(r)?;
+        let g = self.gone[usize::from(r)];
+        if g.retired {
+            return Ok(true);
+        }
+        if r == self.me || !g.known || !g.reclaimed || !g.silent || self.rx[usize::from(r)].fb.is_some() {
+            return Ok(false);
+        }
+        self.tx[usize::from(r)] = Tx { gone: true, ..Tx::default() };
+        self.rx[usize::from(r)] = Rx::default();
+        self.gone[usize::from(r)].retired = true;
+        Ok(true)
+    }
+
+    /// Peers retired by this port that run as another incarnation now: their per-pair state
+    /// starts afresh and [`PeerEvent::Restarted`] is reported (the new incarnation may be gone
+    /// already: the death check that follows sees it then).
+    fn observe_restarts(&mut self) -> Result<()> {
+        for r in 0..self.node.ranks() {
+            self.observe_restart(r)?;
+        }
+        Ok(())
+    }
+
+    /// [`observe_restarts`](Self::observe_restarts) for peer `r` (checked): true if it runs again.
+    /// Also called by a send to a retired peer, which may come before the next death-epoch check
+    /// (answering a message the new incarnation sent: its traffic is taken from sequence number 0
+    /// since the retirement).
+    #[cold]
+    fn observe_restart(&mut self, r: u16) -> Result<bool> {
+        let g = self.gone[usize::from(r)];
+        if !g.retired || self.node.state_of(r)?.incarnation() == g.incarnation {
+            return Ok(false);
+        }
+        self.gone[usize::from(r)] = Gone::default();
+        self.tx[usize::from(r)].gone = false;
+        self.events.push(PeerEvent::Restarted { rank: r });
+        Ok(true)
     }
 
     /// Reports gone peers from which nothing more can be polled: queue passed, fastbox holding

@@ -136,6 +136,24 @@ impl QueueShared {
     }
 }
 
+impl QueueShared {
+    /// Empties the queue for a new incarnation of its consumer (or, for a free queue, of its
+    /// owner): unsealed, no cell, one generation past the last tail value so that no value seen
+    /// before the reset is seen again (a drainer's or a marker's comparison stays meaningful).
+    ///
+    /// Only with no producer and no consumer left: the launcher calls it for a dead rank once
+    /// every live rank has retired it and its queue was drained ([`crate::incarnation`]).
+    pub(crate) fn reset(&self) {
+        // ORDERING: Relaxed throughout; the reset is published by the Release store of the rank's
+        // state (EMPTY) that follows, which every later producer or consumer Acquires first.
+        let g = tail_gen(self.tail.load(Relaxed)).wrapping_add(1);
+        self.head.store(NULL, Relaxed);
+        self.shadow.store(NULL, Relaxed);
+        self.null_gen.store(g, Relaxed);
+        self.tail.store(tail_value(g, NULL), Relaxed);
+    }
+}
+
 impl Default for QueueShared {
     fn default() -> Self {
         Self::new()

@@ -123,7 +123,9 @@ pub struct Segment {
 #[derive(Default)]
 struct Watch {
     enabled: bool,
-    pidfds: Vec<Option<PidFd>>,
+    /// Per rank: the pid watched and its pidfd (a restarted rank has another pid: its old pidfd
+    /// must not mark the new incarnation gone).
+    pidfds: Vec<Option<(u32, PidFd)>>,
     last: Option<Instant>,
     /// This process's pid namespace, read at the first sweep.
     pidns: Option<u64>,
@@ -439,6 +441,9 @@ impl Segment {
                 continue;
             }
             let slot = &mut w.pidfds[usize::from(r)];
+            if slot.as_ref().is_some_and(|(watched, _)| *watched != pid) {
+                *slot = None;
+            }
             if slot.is_none() {
                 match PidFd::open(pid) {
                     Ok(Some(fd)) => {
@@ -448,7 +453,7 @@ impl Segment {
                             let _ = self.mark_gone(r, u32::MAX);
                             continue;
                         }
-                        *slot = Some(fd);
+                        *slot = Some((pid, fd));
                     }
                     Ok(None) => {
                         let _ = self.mark_gone(r, u32::MAX);
@@ -457,7 +462,7 @@ impl Segment {
                     Err(_) => continue,
                 }
             }
-            if slot.as_ref().is_some_and(PidFd::exited) {
+            if slot.as_ref().is_some_and(|(_, fd)| fd.exited()) {
                 let _ = self.mark_gone(r, u32::MAX);
             }
         }

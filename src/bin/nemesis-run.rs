@@ -23,13 +23,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use nemesis::Error;
-use nemesis::launch::{Bind, FtGroups, Job, MapBy, Wait};
+use nemesis::launch::{Bind, DEFAULT_MAX_RESTARTS, FtGroups, Job, MapBy, RecoveryMode, Wait};
 use nemesis::net::NetKind;
 
 const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none] \
                      [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] \
                      [--wait poll|yield|block] [--tag-output] [--keep-going] [--mpich-abi] \
-                     [--ft FILE | --ft-groups K [--ft-matrix FILE] | --ft-matrix FILE] [--comm-matrix FILE] \
+                     [--ft FILE | --ft-groups K [--ft-matrix FILE] | --ft-matrix FILE] \
+                     [--ft-recovery centralised|distributed] [--ft-max-restarts N] [--comm-matrix FILE] \
                      [--] PROGRAM [ARGS]...";
 
 const ABOUT: &str = "Start the ranks of a nemesis job on this machine";
@@ -64,6 +65,13 @@ const OPTIONS: &str = "Options:
                         Fault tolerance in groups computed from this communication matrix (P x P CSV
                         of bytes sent, as --comm-matrix writes it) by HydEE's bisection; into
                         --ft-groups K groups if given, else as many as the cost function chooses
+      --ft-recovery <MODE>
+                        How failed groups are recovered: one recovery coordinator (centralised) or
+                        one per group (distributed) [default: centralised]. With --ft (over --nodes K
+                        too, with the TCP netmod), a rank that dies is restarted with its group from
+                        the group's last checkpoint while the other groups go on
+      --ft-max-restarts <N>
+                        End the job when a group fails more than N times [default: 10]
       --comm-matrix <FILE>
                         Write the job's communication matrix (messages and bytes each rank sent to
                         each rank) to FILE at the end, in the CSV that `nemesis-ft groups --matrix` reads
@@ -88,6 +96,9 @@ struct Cli {
     mpich_abi: bool,
     /// Fault tolerance and where its groups come from (`--ft`, `--ft-groups`, `--ft-matrix`).
     ft: Option<FtGroups>,
+    /// `--ft-recovery`, `--ft-max-restarts`.
+    ft_recovery: RecoveryMode,
+    ft_max_restarts: u32,
     /// `--comm-matrix FILE`.
     comm_matrix: Option<PathBuf>,
     /// The program and its arguments (never empty).
@@ -110,6 +121,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let (mut tag_output, mut keep_going, mut mpich_abi) = (false, false, false);
     let (mut map, mut report_bindings, mut dry_run) = (None, false, false);
     let (mut ft_file, mut ft_groups, mut ft_matrix, mut comm_matrix) = (None, None, None, None);
+    let (mut ft_recovery, mut ft_max_restarts) = (RecoveryMode::Centralised, DEFAULT_MAX_RESTARTS);
     let mut command = Vec::new();
     while let Some(arg) = args.next() {
         let Some(a) = arg.to_str() else {
@@ -170,6 +182,24 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
             "--ft" => ft_file = Some(PathBuf::from(value("--ft <FILE>")?)),
             "--ft-groups" => ft_groups = Some(count(&value("--ft-groups <K>")?, "--ft-groups <K>")?),
             "--ft-matrix" => ft_matrix = Some(PathBuf::from(value("--ft-matrix <FILE>")?)),
+            "--ft-recovery" => {
+                let v = value("--ft-recovery <MODE>")?;
+                ft_recovery = match v.as_str() {
+                    "centralised" | "centralized" => RecoveryMode::Centralised,
+                    "distributed" => RecoveryMode::Distributed,
+                    _ => {
+                        return Err(format!(
+                            "invalid value '{v}' for '--ft-recovery <MODE>': expected centralised or distributed"
+                        ));
+                    }
+                };
+            }
+            "--ft-max-restarts" => {
+                let v = value("--ft-max-restarts <N>")?;
+                ft_max_restarts = v
+                    .parse()
+                    .map_err(|_| format!("invalid value '{v}' for '--ft-max-restarts <N>': expected a whole number"))?;
+            }
             "--comm-matrix" => comm_matrix = Some(PathBuf::from(value("--comm-matrix <FILE>")?)),
             "--tag-output" | "--keep-going" | "--report-bindings" | "--dry-run" | "--mpich-abi" if inline.is_some() => {
                 return Err(format!("'{name}' takes no value"));
@@ -209,6 +239,8 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
         netmod,
         mpich_abi,
         ft,
+        ft_recovery,
+        ft_max_restarts,
         comm_matrix,
         command,
     }))
@@ -252,7 +284,7 @@ fn main() -> ExitCode {
         job = job.map_by(m);
     }
     if let Some(g) = cli.ft {
-        job = job.ft(g);
+        job = job.ft(g).ft_recovery(cli.ft_recovery).ft_max_restarts(cli.ft_max_restarts);
     }
     if let Some(file) = cli.comm_matrix {
         job = job.comm_matrix(file);
@@ -357,6 +389,8 @@ mod tests {
                 netmod: None,
                 mpich_abi: false,
                 ft: None,
+                ft_recovery: RecoveryMode::Centralised,
+                ft_max_restarts: DEFAULT_MAX_RESTARTS,
                 comm_matrix: None,
                 command: ["prog", "-n", "x"].map(OsString::from).to_vec(),
             }

@@ -14,10 +14,12 @@
 //! 3. the state is captured: the application's bytes, the engine's `checkpoint()`, the log's
 //!    `snapshot()` and the unreceived messages, and written (temporary file, fsync, rename);
 //! 4. each member tells the others (stage 1) that its file is durable, or that it failed, and
-//!    waits for theirs; the group's new generation is durable once all are: only then is the
-//!    previous generation removed and the engine told (`checkpoint_durable`: the acknowledgements
-//!    that free the other groups' logs go out). If any member failed, all abandon the new
-//!    generation and the previous one stays in force.
+//!    waits for theirs; the group's new generation is durable once all are: only then are the
+//!    generations before the previous one removed (two are retained, `crate::ft::checkpoint`),
+//!    the acknowledgements and RPP prunings held back for the previous one sent, and the engine
+//!    told (`checkpoint_durable`: the acknowledgements for the new one, held back in turn until
+//!    the next). If any member failed, all abandon the new generation and the previous one stays
+//!    in force.
 //!
 //! A member cannot start its next checkpoint before every member's stage-1 marker of this one has
 //! arrived, so a message it sends after its checkpoint reaches the others after theirs.
@@ -28,7 +30,7 @@ use std::time::Instant;
 use super::matching::copy_into;
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
-use super::{Endpoint, Inner, Peer, Status};
+use super::{Endpoint, Inner, MARK_DURABLE, MARK_FAILED, MARK_SKIPPED, Peer, Status};
 
 use crate::error::{Error, Result};
 use crate::ft::FtStats;
@@ -44,7 +46,8 @@ impl Endpoint {
     /// receive posted): [`Error::CheckpointOutstanding`] otherwise, with or without fault
     /// tolerance. Without fault tolerance there is nothing more to do and nothing is written. If a
     /// member cannot write its file, every member returns an error and the previous checkpoint
-    /// stays in force.
+    /// stays in force. While a restarted group re-executes in its recovery round, the whole group
+    /// skips the checkpoint: `Ok`, and no new generation (`ft_reexecuting`).
     pub fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
         self.inner.checkpoint(state)
     }
@@ -116,21 +119,39 @@ impl Inner {
         if self.ft.is_none() {
             return Ok(());
         }
+        if !self.ft_reexecuting() {
+            self.ft_await_recovery()?;
+        }
         // Unexpected messages are copied out whatever their bound (`NEMESIS_UNEXPECTED_MAX`) while
         // the group checkpoints: the state holds their bytes, and a sender whose cells they held
         // must be able to send its marker.
         let bound = std::mem::replace(&mut self.cfg.unexpected_max, usize::MAX);
-        let r = self.unhold_unexpected().and_then(|()| self.group_checkpoint(state));
+        let r = self.unhold_unexpected(None).and_then(|()| self.group_checkpoint(state));
         self.cfg.unexpected_max = bound;
         self.count_unexpected(0);
         r
     }
 
-    /// Copies the unexpected messages held in their cells out of the segment, and releases them.
-    fn unhold_unexpected(&mut self) -> Result<()> {
+    /// The engine takes no checkpoint during a recovery round: under the launcher's recovery,
+    /// serves it until it is over (this rank's group-mates wait at the same point; a round may
+    /// start while the group's channels are being flushed, so this runs again before the
+    /// capture).
+    fn ft_await_recovery(&mut self) -> Result<()> {
+        if self.ft_recovers() {
+            let mut waiter = Waiter::new(self.cfg.wait, self.spin);
+            while self.ft.as_deref().is_some_and(|ft| ft.process.in_recovery()) {
+                self.idle_step(&mut waiter, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the unexpected messages held in their cells out of the segment (those from
+    /// `source` only, if given), and releases them.
+    pub(super) fn unhold_unexpected(&mut self, source: Option<u32>) -> Result<()> {
         for k in 0..self.unexpected.len() {
             let u = &mut self.unexpected[k].1;
-            if u.held.is_empty() {
+            if u.held.is_empty() || source.is_some_and(|s| s != u.source) {
                 continue;
             }
             let held = std::mem::take(&mut u.held);
@@ -152,18 +173,82 @@ impl Inner {
 
     /// The group checkpoint proper (module documentation), fault tolerance on.
     fn group_checkpoint(&mut self, state: &[u8]) -> Result<()> {
-        let Some(ft) = self.ft.as_deref() else { return Ok(()) };
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         let t0 = Instant::now();
-        let generation = ft.generation + 1;
+        // An abandoned or skipped attempt used its number: its markers are not this one's.
+        let generation = ft.generation.max(ft.attempt) + 1;
+        ft.attempt = generation;
         let partners = ft.partners.clone();
         // 1. The group's channels are flushed.
         for &p in &partners {
             self.send_ft_mark(p, generation, 0)?;
         }
         self.wait_marks(&partners, generation, 0)?;
-        // 2. Whole messages only.
+        // 2. Whole messages only, and no recovery round under way (unless this rank re-executes:
+        //    then the group skips this checkpoint).
         self.settle_unexpected()?;
+        let skip = self.ft_reexecuting();
+        if !skip {
+            self.ft_await_recovery()?;
+        }
         // 3. Capture and write.
+        let written = if skip { None } else { Some(self.capture_and_write(state, generation)) };
+        // 4. Durable for the whole group, or abandoned (or skipped) by all.
+        let stage = match &written {
+            None => MARK_SKIPPED,
+            Some(Ok(_)) => MARK_DURABLE,
+            Some(Err(_)) => MARK_FAILED,
+        };
+        for &p in &partners {
+            self.send_ft_mark(p, generation, stage)?;
+        }
+        self.wait_marks(&partners, generation, 1)?;
+        let rank = self.rank;
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let skipped = skip || partners.iter().any(|&p| ft.skipped[p as usize] >= generation);
+        let failed = partners.iter().copied().find(|&p| ft.failed[p as usize] >= generation);
+        let (path, bytes) = match (written, failed) {
+            (Some(Ok(w)), None) if !skipped => w,
+            (written, failed) => {
+                if written.is_some() {
+                    // Nothing to abandon if the engine refused the capture.
+                    let _ = ft.process.checkpoint_abandoned();
+                }
+                if let Some(Ok((path, _))) = &written {
+                    let _ = std::fs::remove_file(path);
+                }
+                self.ft_drain()?;
+                if skipped {
+                    tracing::debug!(rank, generation, "checkpoint skipped: the group re-executes in a recovery round");
+                    return Ok(());
+                }
+                return Err(match (written, failed) {
+                    (Some(Err(e)), _) => e,
+                    (_, Some(p)) => Error::Checkpoint(format!(
+                        "rank {p} of the group could not write its file: generation {generation} abandoned"
+                    )),
+                    _ => Error::Checkpoint("abandoned".into()),
+                });
+            }
+        };
+        // The previous generation becomes the older retained one: older files go, and what
+        // frees the other groups' logs for it leaves (before what the new one allows is held).
+        checkpoint::remove_older(&ft.dir, ft.job, rank, ft.generation)?;
+        self.ft_release_deferred()?;
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        ft.process.checkpoint_durable(&ft.log)?;
+        ft.generation = generation;
+        ft.stats.checkpoints += 1;
+        ft.stats.generation = generation;
+        ft.stats.checkpoint_bytes = bytes;
+        ft.stats.checkpoint_time = t0.elapsed();
+        tracing::debug!(rank, generation, bytes, path = %path.display(), time = ?ft.stats.checkpoint_time, "checkpoint durable");
+        self.ft_drain()
+    }
+
+    /// Step 3: captures this rank's state (the application's bytes, the engine's, the log, the
+    /// unreceived messages) and writes its file of `generation`; its path and size.
+    fn capture_and_write(&mut self, state: &[u8], generation: u64) -> Result<(std::path::PathBuf, u64)> {
         let unexpected: Vec<SavedMessage> = self
             .unexpected
             .iter()
@@ -177,49 +262,15 @@ impl Inner {
             })
             .collect();
         let (rank, size) = (self.rank, self.size);
-        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let Some(ft) = self.ft.as_deref_mut() else { return Err(Error::Checkpoint("fault tolerance off".into())) };
         let process = ft.process.checkpoint()?;
-        let written = ft.log.snapshot().map_err(Error::from).and_then(|log| {
+        ft.log.snapshot().map_err(Error::from).and_then(|log| {
             let image = FtImage { process, log, unexpected };
             let w0 = Instant::now();
             let r = checkpoint::write(&ft.dir, ft.job, rank, ft.group, generation, size, state, &image);
             ft.stats.checkpoint_write_time = w0.elapsed();
             r
-        });
-        // 4. Durable for the whole group, or abandoned by all.
-        let stage = if written.is_ok() { 1 } else { 2 };
-        for &p in &partners {
-            self.send_ft_mark(p, generation, stage)?;
-        }
-        self.wait_marks(&partners, generation, 1)?;
-        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
-        let failed = partners.iter().copied().find(|&p| ft.failed[p as usize] >= generation);
-        let (path, bytes) = match (written, failed) {
-            (Ok(w), None) => w,
-            (written, failed) => {
-                ft.process.checkpoint_abandoned()?;
-                if let Ok((path, _)) = &written {
-                    let _ = std::fs::remove_file(path);
-                }
-                self.ft_drain()?;
-                return Err(match (written, failed) {
-                    (Err(e), _) => e,
-                    (_, Some(p)) => Error::Checkpoint(format!(
-                        "rank {p} of the group could not write its file: generation {generation} abandoned"
-                    )),
-                    _ => Error::Checkpoint("abandoned".into()),
-                });
-            }
-        };
-        checkpoint::remove_older(&ft.dir, ft.job, rank, generation)?;
-        ft.process.checkpoint_durable(&ft.log)?;
-        ft.generation = generation;
-        ft.stats.checkpoints += 1;
-        ft.stats.generation = generation;
-        ft.stats.checkpoint_bytes = bytes;
-        ft.stats.checkpoint_time = t0.elapsed();
-        tracing::debug!(rank, generation, bytes, path = %path.display(), time = ?ft.stats.checkpoint_time, "checkpoint durable");
-        self.ft_drain()
+        })
     }
 
     /// Waits until every partner's marker `stage` of `generation` has arrived (stage 1 also counts
@@ -231,7 +282,9 @@ impl Inner {
             let Some(&missing) = partners.iter().find(|&&p| ft.marks[p as usize][stage] < generation) else {
                 return Ok(());
             };
-            if self.peer(missing) != Peer::Alive {
+            // Under the launcher's recovery a dead member's group (ours) is killed and restarted:
+            // wait for it.
+            if self.peer(missing) != Peer::Alive && !self.ft_recovers() {
                 return Err(Error::PeerDied { rank: missing });
             }
             self.idle_step(&mut waiter, None)?;
@@ -265,11 +318,17 @@ impl Inner {
                     continue;
                 };
                 let (id, _, data) = pulls.swap_remove(k);
+                let here = self.unexpected.iter().any(|(i, _)| *i == id);
                 if let Err(e) = result {
-                    // Its buffer may go: the transfer is over. The others are waited for first.
-                    failure.get_or_insert(e);
+                    // Its buffer may go: the transfer is over. The others are waited for first. Under
+                    // recovery an RTS whose sender died is gone from the list: it comes again.
+                    if here || !self.ft_recovers() {
+                        failure.get_or_insert(e);
+                    }
                     continue;
                 }
+                // Whole in memory: received, whatever becomes of its sender.
+                self.ft_rts_taken(id);
                 if let Some(k) = self.unexpected.iter().position(|(i, _)| *i == id) {
                     self.count_unexpected(data.len());
                     let u = &mut self.unexpected[k].1;

@@ -16,7 +16,10 @@ use super::matching::{Unexpected, Want, copy_into, finish};
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
-use super::{Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, NOT_LOCAL, Status, raw_slice};
+use super::{
+    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL,
+    Status, raw_slice,
+};
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
@@ -59,7 +62,13 @@ impl Inner {
         let held = self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty());
         if !held {
             // SAFETY: the caller's contract.
-            match unsafe { self.ft_attempt(s, None) }? {
+            let attempt = unsafe { self.ft_attempt(s, None, None) }?;
+            // The send hook may have queued control messages: a regenerated orphan's
+            // `OrphanNotification`, a held send's `MyPhase`. They go out now: the caller may next
+            // block in a receive that only they can unblock (the coordinator's horizon waits for
+            // them), and nothing else is bound to drain the engine before that.
+            self.ft_drain_if_any()?;
+            match attempt {
                 Attempt::Sent(req) => return Ok(req),
                 Attempt::Held => {}
             }
@@ -67,11 +76,20 @@ impl Inner {
         Ok(Some(self.hold(s)))
     }
 
+    /// [`ft_drain`](Self::ft_drain) if the engine has actions waiting.
+    #[inline]
+    fn ft_drain_if_any(&mut self) -> Result<()> {
+        if self.ft.as_deref().is_some_and(|ft| ft.process.has_actions()) { self.ft_drain() } else { Ok(()) }
+    }
+
     /// Keeps a send the engine holds back (or one behind it), in order: its request.
+    /// It keeps the phase of this call: tried again later, after deliveries the application made
+    /// meanwhile, it still carries it ([`on_send_as_of`](nemesis_ft::Process::on_send_as_of)).
     fn hold(&mut self, s: FtSend) -> Request {
         let req = self.reqs.insert(Op::Held(s));
         if let Some(ft) = self.ft.as_deref_mut() {
-            ft.held.push_back(req);
+            let phase = ft.process.phase();
+            ft.held.push_back((req, phase));
         }
         req
     }
@@ -98,7 +116,7 @@ impl Inner {
                     Ok(())
                 }
                 Ok(Sent::Pending(ps)) => self.send_ft_wait_cells(ps, buf, dest),
-                Err(e) => Err(self.send_error(e, dest)),
+                Err(e) => self.send_ft_failed(e, dest),
             };
         }
         self.send_ft_blocking_slow(buf, local, dest, tag, context)
@@ -129,11 +147,15 @@ impl Inner {
     ///
     /// # Safety
     /// As for [`send_ft`](Self::send_ft).
-    unsafe fn ft_attempt(&mut self, s: FtSend, req: Option<Request>) -> Result<Attempt> {
+    /// `as_of`: the phase of a held send's call.
+    unsafe fn ft_attempt(&mut self, s: FtSend, req: Option<Request>, as_of: Option<u64>) -> Result<Attempt> {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
         };
-        let out = ft.process.on_send(s.dest)?;
+        let out = match as_of {
+            None => ft.process.on_send(s.dest)?,
+            Some(phase) => ft.process.on_send_as_of(s.dest, phase)?,
+        };
         // SAFETY: the caller's contract.
         unsafe { self.ft_outbound(s, req, out) }
     }
@@ -163,8 +185,11 @@ impl Inner {
                 unsafe { self.lmt_send(s.ptr, s.len, None, s.local, s.dest, s.tag, s.context, 0, Some(&pb), req) }?;
             if log {
                 // Copied into the log while the receiver moves the data: done before the send can
-                // complete, and the buffer is the caller's again once it has.
+                // complete, and the buffer is the caller's again once it has (and before a
+                // `Restarted` can ask for a replay: the same call).
                 self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+                // The RTS to another group is out, no data has moved.
+                nemesis_shm::failpoint!("ft-rendezvous-sent");
             }
             return Ok(Attempt::Sent(Some(req)));
         }
@@ -175,8 +200,12 @@ impl Inner {
         // send is not cancelled.
         let (hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
         if s.local == NOT_LOCAL {
-            self.net_send(s.dest, &hdr, Some(&pb), data)?;
-            self.count(s.dest, s.len);
+            match self.net_send(s.dest, &hdr, Some(&pb), data) {
+                Ok(()) => self.count(s.dest, s.len),
+                // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                Err(e) if self.ft_lost(&e) => return Ok(Attempt::Sent(self.complete_send(req, status))),
+                Err(e) => return Err(e),
+            }
         } else {
             match self.port.send(s.local, &hdr, Some(&pb), data) {
                 Ok(Sent::Done) => self.ring(s.local),
@@ -186,7 +215,10 @@ impl Inner {
                     self.pending.push_back(Pending { req, internal: false, sync, own: None });
                     return Ok(Attempt::Sent(Some(req)));
                 }
-                Err(e) => return Err(self.send_error(e, s.dest)),
+                Err(e) => {
+                    self.send_ft_failed(e, s.dest)?;
+                    return Ok(Attempt::Sent(self.complete_send(req, status)));
+                }
             }
         }
         if s.sync {
@@ -195,6 +227,14 @@ impl Inner {
             return Ok(Attempt::Sent(Some(req)));
         }
         Ok(Attempt::Sent(self.complete_send(req, status)))
+    }
+
+    /// A send to local rank `dest` failed: under recovery, a message to a dead rank is lost with
+    /// it (`recovery.rs`) and the send completes; otherwise the error.
+    #[cold]
+    fn send_ft_failed(&mut self, e: nemesis_shm::Error, dest: u32) -> Result<()> {
+        let e = self.send_error(e, dest);
+        if self.ft_lost(&e) { Ok(()) } else { Err(e) }
     }
 
     /// A send complete at once: its request (if it has one) completes.
@@ -213,6 +253,32 @@ impl Inner {
         ft.stats.logged += 1;
         ft.stats.logged_bytes += data.len() as u64;
         Ok(())
+    }
+
+    /// The delivery hook of a message that request `req` receives: applied when the application
+    /// takes the request's result ([`ft_taken`](Self::ft_taken)), not when the message arrives.
+    /// \[R+\] Phases must follow what the application has received: with the hook at arrival, a
+    /// send made between a non-blocking receive and its wait carries a phase that depends on
+    /// whether the message happened to have arrived, a re-execution computes other phases than the
+    /// first run, and a later recovery round waits forever for orphans in phases no regenerated
+    /// message has (`ft/tests/hydee/properties.rs`, `phases_follow_deliveries_not_arrivals`).
+    #[inline(always)]
+    pub(super) fn ft_deliver_later(&mut self, req: Request, d: Option<Delivery>) {
+        if let Some(d) = d
+            && let Some(ft) = self.ft.as_deref_mut()
+        {
+            ft.deferred.push((req, d));
+        }
+    }
+
+    /// The application took `req`'s result: the delivery it was waiting for, if any.
+    #[inline(always)]
+    pub(super) fn ft_taken(&mut self, req: Request) {
+        if let Some(ft) = self.ft.as_deref_mut()
+            && !ft.deferred.is_empty()
+        {
+            ft.take_deferred(req);
+        }
     }
 
     /// The engine's delivery hook: the application receives a message whose arrival gave `d`.
@@ -312,13 +378,17 @@ impl Inner {
             let (generation, stage) = (u64::from(inc.aux()), inc.tag());
             self.port.release(inc)?;
             let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
-            let (m, f) = (&mut ft.marks[source as usize], &mut ft.failed[source as usize]);
+            let s = source as usize;
             match stage {
-                0 => m[0] = m[0].max(generation),
-                1 => m[1] = m[1].max(generation),
+                0 => ft.marks[s][0] = ft.marks[s][0].max(generation),
+                MARK_DURABLE => ft.marks[s][1] = ft.marks[s][1].max(generation),
+                MARK_SKIPPED => {
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.skipped[s] = ft.skipped[s].max(generation);
+                }
                 _ => {
-                    m[1] = m[1].max(generation);
-                    *f = (*f).max(generation);
+                    ft.marks[s][1] = ft.marks[s][1].max(generation);
+                    ft.failed[s] = ft.failed[s].max(generation);
                 }
             }
             return Ok(());
@@ -368,6 +438,20 @@ impl Inner {
         };
         ft.stats.control_received += 1;
         tracing::debug!(source, msg = msg.name(), "HydEE: control message");
+        if let FtControl::Restarted { date, last_received, .. } = &msg
+            && tracing::enabled!(tracing::Level::DEBUG)
+        {
+            let logged = ft.log.entries(source);
+            tracing::debug!(
+                source,
+                date,
+                last_received,
+                logged = logged.len(),
+                first = ?logged.first(),
+                last = ?logged.last(),
+                "HydEE: Restarted; log for it"
+            );
+        }
         ft.process.on_control(FtEndpoint::Process(source), msg, &ft.log)?;
         self.ft_drain()
     }
@@ -378,14 +462,28 @@ impl Inner {
     pub(super) fn ft_drain(&mut self) -> Result<()> {
         loop {
             let Some(action) = self.ft.as_deref_mut().and_then(|ft| ft.process.poll_action()) else {
+                self.ft_report_replays();
                 return Ok(());
             };
             match action {
+                Action::Control { to: FtEndpoint::Process(j), msg }
+                    if matches!(msg, FtControl::Ack { .. } | FtControl::Checkpointed { .. }) =>
+                {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.defer_gc(j, msg);
+                    }
+                }
                 Action::Control { to: FtEndpoint::Process(j), msg } => self.send_ft_control(j, &msg)?,
                 Action::Control { to: FtEndpoint::Coordinator(c), msg } => {
                     tracing::debug!(coordinator = c, msg = msg.name(), "HydEE: message for a recovery coordinator");
                     if let Some(ft) = self.ft.as_deref_mut() {
-                        ft.to_coordinator.push((c, msg));
+                        match ft.channel.as_mut() {
+                            Some(ch) => {
+                                ch.send(&crate::ft::channel::Frame::Engine { coordinator: c, msg });
+                                ft.stats.control_sent += 1;
+                            }
+                            None => ft.to_coordinator.push((c, msg)),
+                        }
                     }
                 }
                 Action::Replay { to, piggyback } => self.replay(to, piggyback)?,
@@ -397,6 +495,17 @@ impl Inner {
                 Action::ResumeSends => self.resume_held()?,
             }
         }
+    }
+
+    /// Sends the acknowledgements and RPP prunings held back since the group's previous durable
+    /// checkpoint (`Ft::defer_gc`): its newest one is durable now, the previous one becomes the
+    /// older of the two retained.
+    pub(super) fn ft_release_deferred(&mut self) -> Result<()> {
+        let deferred = self.ft.as_deref_mut().map(|ft| std::mem::take(&mut ft.gc_deferred)).unwrap_or_default();
+        for (j, msg) in deferred {
+            self.send_ft_control(j, &msg)?;
+        }
+        Ok(())
     }
 
     /// Sends a control message of the engine to process `to`, on the FIFO of its messages.
@@ -423,7 +532,7 @@ impl Inner {
     /// Tries the held sends again, in order, until the engine holds one back again.
     fn resume_held(&mut self) -> Result<()> {
         loop {
-            let Some(req) = self.ft.as_deref().and_then(|ft| ft.held.front().copied()) else {
+            let Some((req, phase)) = self.ft.as_deref().and_then(|ft| ft.held.front().copied()) else {
                 return Ok(());
             };
             let s = match self.reqs.op_mut(req) {
@@ -438,7 +547,7 @@ impl Inner {
             };
             // SAFETY: a held send's buffer stays valid until its request completes (the contract
             // of the call that started it).
-            let attempt = unsafe { self.ft_attempt(s, Some(req)) };
+            let attempt = unsafe { self.ft_attempt(s, Some(req), Some(phase)) };
             if matches!(attempt, Ok(Attempt::Held)) {
                 return Ok(());
             }
@@ -461,6 +570,8 @@ impl Inner {
         let bytes = pb.encode();
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
+        ft.stats.replayed += 1;
+        ft.stats.replayed_bytes += len as u64;
         tracing::debug!(to, date = pb.date(), len, "HydEE: replay");
         if len > self.eager_limit_of(local, Mode::Standard) {
             let payload = buf.split_off(ENVELOPE);

@@ -96,8 +96,10 @@ impl Unexpected {
 
 /// What the unexpected list had for a receive.
 pub(super) enum Found {
-    /// A complete message: the receive's result.
-    Done(Result<Status>),
+    /// A complete message: the receive's result, and what receiving it does to the engine (the
+    /// caller applies it: at once for a blocking receive, when the application takes the
+    /// request's result for a non-blocking one).
+    Done(Result<Status>, Option<Delivery>),
     /// A message still arriving, now claimed by this request.
     Claimed(Request),
     Nothing,
@@ -148,7 +150,11 @@ impl Inner {
     pub(super) fn irecv(&mut self, want: Want, buf: RecvBuf) -> Result<Request> {
         if !self.unexpected.is_empty() {
             match self.take_unexpected(want, buf) {
-                Found::Done(r) => return Ok(self.reqs.insert_done(r)),
+                Found::Done(r, d) => {
+                    let req = self.reqs.insert_done(r);
+                    self.ft_deliver_later(req, d);
+                    return Ok(req);
+                }
                 Found::Claimed(req) => return Ok(req),
                 Found::Nothing => {}
             }
@@ -160,7 +166,11 @@ impl Inner {
     /// Starts the receive of reserved message `msg` into `buf`.
     pub(super) fn imrecv(&mut self, msg: Message, buf: RecvBuf) -> Result<Request> {
         match self.take_reserved(msg.id, buf) {
-            Found::Done(r) => Ok(self.reqs.insert_done(r)),
+            Found::Done(r, d) => {
+                let req = self.reqs.insert_done(r);
+                self.ft_deliver_later(req, d);
+                Ok(req)
+            }
             Found::Claimed(req) => Ok(req),
             // Dropped while arriving: its sender died.
             Found::Nothing => Err(Error::PeerDied { rank: msg.source }),
@@ -231,15 +241,18 @@ impl Inner {
     /// Takes unexpected message `i` for a receive into `buf` (see [`take_unexpected`](
     /// Self::take_unexpected)).
     pub(super) fn take_unexpected_at(&mut self, i: usize, buf: RecvBuf) -> Found {
-        // The application receives it (a matched probe's receive included): the engine's delivery.
+        // The application receives it (a matched probe's receive included): the engine's delivery,
+        // applied when the application takes the result (`Found::Done`: by the caller).
         let delivery = self.unexpected[i].1.delivery.take();
-        self.ft_deliver(delivery);
         if let Some(rts) = self.unexpected[i].1.rts {
-            let (_, u) = self.unexpected.remove(i);
+            let (id, u) = self.unexpected.remove(i);
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
             let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
+            let date = self.ft_rts_taken(id);
+            self.ft_rdv_started(req, Want { source: u.source as i32, tag: u.tag, context: u.context }, date, buf);
             self.start_lmt_recv(u.source, req, &rts, buf);
             self.forget_unexpected(u);
+            self.ft_deliver_later(req, delivery);
             return Found::Claimed(req);
         }
         let u = &mut self.unexpected[i].1;
@@ -247,7 +260,7 @@ impl Inner {
         if let Some(token) = sync
             && let Err(e) = self.send_ack(source, token)
         {
-            return Found::Done(Err(e));
+            return Found::Done(Err(e), delivery);
         }
         let u = &self.unexpected[i].1;
         if u.got < u.len && !u.held.is_empty() {
@@ -261,15 +274,17 @@ impl Inner {
                 self.reqs.complete(req, Err(e));
             }
             self.forget_unexpected(u);
+            self.ft_deliver_later(req, delivery);
             return Found::Claimed(req);
         }
         if u.got < u.len {
             let req = self.reqs.insert(Op::Recv { buf, status: None });
             self.unexpected[i].1.claimed = Some(req);
+            self.ft_deliver_later(req, delivery);
             return Found::Claimed(req);
         }
         let (_, u) = self.unexpected.remove(i);
-        Found::Done(self.consume_unexpected(u, buf))
+        Found::Done(self.consume_unexpected(u, buf), delivery)
     }
 
     fn consume_unexpected(&mut self, mut u: Unexpected, buf: RecvBuf) -> Result<Status> {

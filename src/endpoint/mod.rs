@@ -23,7 +23,7 @@
 //!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`] (`NEMESIS_WAIT`).
+//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
 //! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
 //!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
@@ -49,6 +49,7 @@ mod ft;
 mod matching;
 mod pieces;
 mod progress;
+mod recovery;
 mod rendezvous;
 mod request;
 mod waiting;
@@ -105,8 +106,14 @@ const KIND_CANCEL_ACK: u8 = 6;
 /// [`nemesis_ft::Control`]); tag and context unused. No piggyback, no date.
 const KIND_FT_CONTROL: u8 = 7;
 /// A checkpoint marker between the members of a group (`aux`: the generation; `tag`: 0 when the
-/// sender entered the checkpoint, 1 when its file is durable, 2 when it could not be written).
+/// sender entered the checkpoint, else one of `MARK_*`).
 const KIND_FT_MARK: u8 = 8;
+/// Checkpoint marker stage 1: the sender's file is durable.
+const MARK_DURABLE: i32 = 1;
+/// Checkpoint marker stage 1: the sender could not write its file (the group abandons).
+const MARK_FAILED: i32 = 2;
+/// Checkpoint marker stage 1: the sender re-executes in a recovery round (the group skips).
+const MARK_SKIPPED: i32 = 3;
 /// Fragments taken per progress pass: bounds the time a pass can take.
 const POLL_BUDGET: usize = 32;
 
@@ -181,6 +188,9 @@ struct Inner {
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
     bells: Box<[&'static AtomicU32]>,
+    /// This rank's mail flag in the segment, with the launcher's fault-tolerance channel
+    /// (`recovery.rs`); `None` otherwise.
+    ft_mail: Option<&'static AtomicU32>,
     pmi: Option<ProcessManager>,
     rank: u32,
     size: u32,
@@ -249,6 +259,8 @@ struct Inner {
     lmt: Lmt,
     netlmt: NetLmt,
     rings: SegRings,
+    /// Rendezvous from other groups under recovery whose data may not all come (`recovery.rs`).
+    ft_rdv: recovery::Rendezvous,
     pid: u32,
     node: String,
     finalized: bool,
@@ -308,7 +320,7 @@ impl Endpoint {
         }
         let segment = Box::new(segment);
         // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
-        // `net` and `port` before it; they, the rings and the doorbells borrowed from `seg` never
+        // `net` and `port` before it; they, the rings, the doorbells and the mail flag borrowed from `seg` never
         // leave `Inner`, so the `'static` borrows never outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
         let mut port = Port::new(seg, local_rank, PortConfig::default())?;
@@ -392,12 +404,17 @@ impl Endpoint {
             None => (None, Vec::new()),
         };
         let ft_off = ft.is_none();
+        let ft_mail = match ft.as_deref() {
+            Some(f) if f.channel.is_some() => Some(&seg.state_of(local_rank)?.mail),
+            _ => None,
+        };
         let mut inner = Inner {
             net,
             port,
             segment,
             bell,
             bells,
+            ft_mail,
             pmi,
             rank,
             size,
@@ -433,11 +450,23 @@ impl Endpoint {
             lmt,
             netlmt: NetLmt::new(),
             rings,
+            ft_rdv: recovery::Rendezvous::default(),
             pid: std::process::id(),
             node,
             finalized: false,
         };
         inner.restore_unexpected(saved);
+        if let Some(ft) = inner.ft.as_deref_mut()
+            && ft.process.in_recovery()
+        {
+            // Restarted: tell the launcher, and send the engine's first messages (`Restarted` to
+            // the other groups, `MyPhase` to the coordinator).
+            let generation = ft.generation;
+            if let Some(ch) = ft.channel.as_mut() {
+                ch.send(&crate::ft::channel::Frame::Running { generation });
+            }
+            inner.ft_drain()?;
+        }
         tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, ft = !ft_off, "endpoint ready");
         Ok(Endpoint { inner: Box::new(inner) })
     }
@@ -626,7 +655,10 @@ impl Endpoint {
         let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
         if !inner.unexpected.is_empty() {
             match inner.take_unexpected(want, rb) {
-                Found::Done(r) => return r,
+                Found::Done(r, d) => {
+                    inner.ft_deliver(d);
+                    return r;
+                }
                 Found::Claimed(req) => return inner.wait(req),
                 Found::Nothing => {}
             }
@@ -710,7 +742,11 @@ impl Endpoint {
         if !inner.reqs.is_done(req)? {
             inner.progress(None)?;
         }
-        inner.reqs.take(req)?.transpose()
+        let taken = inner.reqs.take(req)?;
+        if taken.is_some() {
+            inner.ft_taken(req);
+        }
+        taken.transpose()
     }
 
     /// Waits for every request; the results are in the order of `reqs`.
@@ -730,6 +766,7 @@ impl Endpoint {
             for (i, &r) in reqs.iter().enumerate() {
                 if inner.reqs.is_valid(r) && inner.reqs.is_done(r)? {
                     let Some(res) = inner.reqs.take(r)? else { return Err(Error::InvalidRequest) };
+                    inner.ft_taken(r);
                     return Ok((i, res));
                 }
             }
@@ -982,6 +1019,8 @@ impl Inner {
         if let Some(file) = &matrix {
             crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic())?;
         }
+        // Under recovery, a rank that finished may still hold what a restarted group needs.
+        self.ft_finish_wait()?;
         // A process manager other than ours waits in its barrier for every rank, dead ones too:
         // with a peer known dead, the survivors leave without it.
         let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();

@@ -36,6 +36,9 @@ impl Inner {
     /// True if anything happened.
     pub(super) fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
+        if self.ft_mail.is_some() {
+            got |= self.ft_mail()?;
+        }
         got |= self.lmt_step()?;
         if let Some(net) = self.net.as_mut() {
             got |= net.poll(&mut self.port)?;
@@ -100,6 +103,10 @@ impl Inner {
                     KIND_RTS | KIND_LMT => return self.deliver_lmt(inc, source, by, delivery),
                     KIND_PEER_GONE if inc.src == REMOTE => {
                         self.port.release(inc)?;
+                        if self.ft_recovers() {
+                            self.ft_remote_silent(source, by);
+                            return Ok(());
+                        }
                         return self.peer_silent(source, by);
                     }
                     KIND_CANCEL | KIND_CANCEL_ACK => {
@@ -135,7 +142,7 @@ impl Inner {
             } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
                 let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
                 self.expect(p.want.source, false);
-                self.ft_deliver(delivery);
+                self.ft_deliver_later(p.req, delivery);
                 if let Some(token) = sync {
                     self.send_ack(source, token)?;
                 }
@@ -286,7 +293,9 @@ impl Inner {
                 Ok(false) => i += 1,
                 Err(e) => {
                     let e = self.send_error(e, dest);
-                    self.reqs.complete(req, Err(e));
+                    // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                    let result = if self.ft_lost(&e) { Ok(Status { source: self.rank, tag, len }) } else { Err(e) };
+                    self.reqs.complete(req, result);
                     if internal {
                         let _ = self.reqs.take(req);
                     }
@@ -317,11 +326,38 @@ impl Inner {
                     // Large messages with it fail (their requests complete at the next step).
                     self.lmt.peer_gone(rank, &self.rings);
                     let dead = self.global[usize::from(rank)];
-                    self.peer_silent(dead, by.as_deref_mut())?;
+                    if self.ft_recovers() {
+                        // It will be restarted: what waits on it keeps waiting; its rendezvous
+                        // whose data did not all come are received again (`recovery.rs`).
+                        self.drop_partial(dead, by.as_deref_mut());
+                        self.ft_peer_silent(dead);
+                        self.lmt_finish();
+                        self.ft_rdv_silent(dead)?;
+                    } else {
+                        self.peer_silent(dead, by.as_deref_mut())?;
+                    }
                 }
+                PeerEvent::Restarted { rank } => self.ft_peer_restarted(self.global[usize::from(rank)]),
             }
         }
         Ok(())
+    }
+
+    /// Under recovery, the netmod's notice that remote rank `dead` is gone came through the receive
+    /// queue after its last arrival: as for a silent local peer under recovery, its partial
+    /// message and large transfers fail and what waits on it keeps waiting for its next
+    /// incarnation; the retirement the launcher asks for may complete (`recovery.rs`).
+    fn ft_remote_silent(&mut self, dead: u32, by: Option<&mut Bypass>) {
+        self.saw_death(dead);
+        self.netlmt.peer_gone(dead);
+        self.drop_partial(dead, by);
+        self.ft_peer_silent(dead);
+        if let Some(ft) = self.ft.as_deref_mut()
+            && !ft.net_silent.contains(&dead)
+        {
+            ft.net_silent.push(dead);
+        }
+        tracing::warn!(rank = dead, "remote peer is gone: what waits on it waits for its restart");
     }
 
     /// The message being received from dead rank `dead` will never complete: its receive fails.

@@ -7,7 +7,7 @@ use nemesis_ft::Delivery;
 use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
 use nemesis_shm::{Incoming, MsgHeader, Node, Pieces, PiggybackBytes, Segment};
 
-use super::matching::{Unexpected, finish};
+use super::matching::{Unexpected, Want, finish};
 use super::request::{Op, RecvBuf, Request, Stage};
 use super::waiting::Bypass;
 use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
@@ -121,6 +121,11 @@ impl Inner {
             if let Some(net) = self.net.as_mut() {
                 self.netlmt.abandon(req.token(), net);
             }
+            if local == NOT_LOCAL && self.ft_lost(&e) {
+                // Under recovery the message is lost with its dead receiver (`recovery.rs`).
+                self.reqs.complete(req, Ok(status));
+                return Ok(req);
+            }
             if fresh {
                 // Nobody has the handle: the error is the call's.
                 self.reqs.complete(req, Ok(status));
@@ -136,7 +141,10 @@ impl Inner {
     pub(super) fn start_lmt_recv(&mut self, source: u32, req: Request, rts: &Rts, buf: RecvBuf) {
         if self.peer(source) != Peer::Alive {
             // The sender ended: its buffer is gone (its send cannot have completed unmatched).
-            self.reqs.complete(req, Err(Error::PeerDied { rank: source }));
+            // Under recovery the message comes again (`recovery.rs`).
+            if !self.ft_rdv_ended(req, true) {
+                self.reqs.complete(req, Err(Error::PeerDied { rank: source }));
+            }
             return;
         }
         let local = self.route[source as usize];
@@ -182,6 +190,9 @@ impl Inner {
         let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
         let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
+        // Under recovery, an RTS of a local rank: its date, to take its arrival back if its sender
+        // dies before the data is in (`recovery.rs`).
+        let rts_date = if delivery.is_some() { self.ft_rts_date(&inc, source, kind == KIND_RTS) } else { None };
         self.port.release(inc)?;
         if !whole {
             let what = "rendezvous message length";
@@ -208,6 +219,7 @@ impl Inner {
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
         };
         let status = Status { source, tag, len: rts.len as usize };
+        let msg = Want { source: source as i32, tag, context };
         if let Some(b) = by
             && b.open()
             && b.want.matches(source, tag, context)
@@ -215,15 +227,17 @@ impl Inner {
             self.ft_deliver(delivery);
             let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true, stage: None });
             b.lmt = Some(req);
+            self.ft_rdv_started(req, msg, rts_date, b.buf);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
             let Some(p) = self.take_posted(i) else { return Err(Error::InvalidRequest) };
             self.expect(p.want.source, false);
-            self.ft_deliver(delivery);
+            self.ft_deliver_later(p.req, delivery);
             if let Some(op) = self.reqs.op_mut(p.req)
                 && let Op::Recv { buf, .. } = *op
             {
                 *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true, stage: None };
+                self.ft_rdv_started(p.req, msg, rts_date, buf);
                 self.start_lmt_recv(source, p.req, &rts, buf);
             }
         } else {
@@ -233,6 +247,7 @@ impl Inner {
             u.rts = Some(rts);
             u.delivery = delivery;
             self.unexpected.push((id, u));
+            self.ft_rts_unexpected(id, rts_date);
         }
         Ok(())
     }
@@ -294,12 +309,24 @@ impl Inner {
                 Err(e) => return Err(e),
             }
         }
+        self.lmt_finish();
+        Ok(any)
+    }
+
+    /// Completes the requests of the transfers that ended.
+    pub(super) fn lmt_finish(&mut self) {
         let mut done: Vec<(u64, Outcome)> = self.lmt.take_done().collect();
         done.extend(self.netlmt.take_done());
         for (token, outcome) in done {
             let req = Request::from_token(token);
-            let Some(Op::Lmt { status, cap, peer, recv, stage }) = self.reqs.op_mut(req) else { continue };
-            let (status, cap, peer, recv) = (*status, *cap, *peer, *recv);
+            let Some(&mut Op::Lmt { status, cap, peer, recv, .. }) = self.reqs.op_mut(req) else { continue };
+            let died = matches!(outcome, Outcome::Failed(nemesis_lmt::Error::PeerDied));
+            if recv && self.ft_rdv_ended(req, died) {
+                // Its sender died before the data was in: the message comes again (`recovery.rs`).
+                self.saw_death(peer);
+                continue;
+            }
+            let Some(Op::Lmt { stage, .. }) = self.reqs.op_mut(req) else { continue };
             if let (Outcome::Moved { .. }, Some(st)) = (&outcome, stage.as_deref())
                 && let Some(p) = st.into
             {
@@ -313,13 +340,14 @@ impl Inner {
                 Outcome::Moved { .. } => Ok(status),
                 Outcome::Failed(nemesis_lmt::Error::PeerDied) => {
                     self.saw_death(peer);
-                    Err(Error::PeerDied { rank: peer })
+                    let e = Error::PeerDied { rank: peer };
+                    // Under recovery a message to a dead rank is lost with it (`recovery.rs`).
+                    if !recv && self.ft_lost(&e) { Ok(status) } else { Err(e) }
                 }
                 Outcome::Failed(e) => Err(Error::Lmt(e)),
             };
             self.reqs.complete(req, result);
         }
         self.ft_reap_replays();
-        Ok(any)
     }
 }

@@ -48,6 +48,7 @@ impl Inner {
         let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             if let Some(r) = self.reqs.take(req)? {
+                self.ft_taken(req);
                 return r;
             }
             self.idle_step(&mut waiter, None)?;
@@ -67,6 +68,14 @@ impl Inner {
 
     /// Nothing happened: liveness checks once the wait is long, then spin, yield or block.
     fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
+        // Control messages the engine queued where nothing drains it at once (a delivery that
+        // raised the taint of a process in recovery: its `MyPhase`): out before this process
+        // waits, since the wait may be for what they unblock.
+        if self.ft.as_deref().is_some_and(|ft| ft.process.has_actions()) {
+            self.ft_drain()?;
+            waiter.progressed();
+            return Ok(());
+        }
         if waiter.is_long() || bootstrap::take_failure_notice() {
             self.port.check_peers()?;
             if self.port.has_events() {
@@ -236,6 +245,9 @@ impl Inner {
                 continue;
             }
             got |= self.resume_pending()?;
+            if self.ft_mail.is_some() {
+                got |= self.ft_mail()?;
+            }
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {
                 got |= net.poll(&mut self.port)?;

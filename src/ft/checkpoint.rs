@@ -21,10 +21,28 @@
 //! | 64 + `a` | `f` | the [`FtImage`] (postcard): the engine's `checkpoint()`, the log's `snapshot()`, the messages that had arrived and were not yet received |
 //! | 64 + `a` + `f` | 8 | XXH64 of every byte before it |
 //!
-//! The group's generations: a rank removes its previous generation only once every member of its
-//! group has made the new one durable (the Endpoint's checkpoint protocol), so after a failure the
-//! newest generation that every member holds, valid, is the group's last durable checkpoint
-//! ([`latest_durable`]).
+//! # Two generations, and what a damaged file does
+//! A rank keeps its two newest durable generations: once every member of its group has made
+//! generation `g` durable (the Endpoint's checkpoint protocol), it removes its files older than
+//! the previous durable one. After a failure, every member of the group restores the same
+//! generation ([`restart_point`]): the newest one for which every member holds a valid file
+//! (header and checksum checked, the whole file read). A damaged file (torn, corrupt, or naming
+//! another job, rank or generation) makes that generation incomplete, so the whole group falls
+//! back to the previous one; the file's owner reports it once.
+//!
+//! The fallback is only sound if the other groups can still replay what the older generation
+//! needs, so what frees their logs lags by one generation (the Endpoint holds them back,
+//! `crate::endpoint::ft`): HydEE's `Ack` (sender-log garbage collection, T:2097 of
+//! `guermouche-2011-thesis-send-determinism-hydee.txt`) and `Checkpointed` (RPP pruning, \[R\] of
+//! `shared/reference/hydee.md`) that generation `g`'s durability or the receptions after it would
+//! send leave only when generation `g + 1` is durable, i.e. when `g` has become the older of the
+//! two retained. A restart from generation `g` makes the survivors drop what `g` holds (their
+//! answer to `Restarted`): from then on only `g` is covered, and the restarted ranks remove every
+//! other file of theirs. With no complete valid generation: if no file is damaged, no generation
+//! was ever durable (the newest durable one is never removed before a newer one is), no
+//! acknowledgement left, and the group restarts from the beginning; if one is, the group cannot
+//! tell whether the logs still cover the beginning, and the job cannot recover
+//! ([`RestartPoint::Lost`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -233,9 +251,14 @@ pub fn generations(dir: &Path, job: u64, rank: Rank) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// Removes rank `rank`'s files of generations below `keep` (the group made `keep` durable).
+/// Removes rank `rank`'s files of generations below `keep` (once the group made the generation
+/// after `keep` durable, `keep` is the older of the two it retains).
 pub fn remove_older(dir: &Path, job: u64, rank: Rank, keep: u64) -> Result<()> {
-    for g in generations(dir, job, rank)?.into_iter().filter(|&g| g < keep) {
+    remove_where(dir, job, rank, |g| g < keep)
+}
+
+fn remove_where(dir: &Path, job: u64, rank: Rank, gone: impl Fn(u64) -> bool) -> Result<()> {
+    for g in generations(dir, job, rank)?.into_iter().filter(|&g| gone(g)) {
         let p = dir.join(file_name(job, rank, g));
         if let Err(e) = std::fs::remove_file(&p)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -246,35 +269,98 @@ pub fn remove_older(dir: &Path, job: u64, rank: Rank, keep: u64) -> Result<()> {
     sync_dir(dir)
 }
 
-/// The group's last durable checkpoint, as rank `rank` of the group `members` (every rank of the
-/// group, `rank` among them) finds it in `dir`: the newest generation for which every member has
-/// a valid file (checked whole); rank `rank`'s file of it. Files that fail their check are never
-/// loaded (a warning names them). `None` if no generation is complete.
-pub fn latest_durable(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Result<Option<Checkpoint>> {
-    for g in generations(dir, job, rank)?.into_iter().rev() {
-        let mine = match load(&dir.join(file_name(job, rank, g))) {
-            Ok(c) if c.job == job && c.rank == rank && c.generation == g => c,
-            Ok(_) => {
-                tracing::warn!(generation = g, "checkpoint file names another job, rank or generation: skipped");
+/// Where a restarted group resumes ([`restart_point`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestartPoint {
+    /// From this checkpoint (the caller's file of the chosen generation).
+    Checkpoint(Checkpoint),
+    /// From the beginning of the program: no generation of the group was ever durable.
+    Start,
+    /// Nowhere: no complete valid generation, and a damaged file.
+    Lost,
+}
+
+/// What [`restart_point`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restore {
+    pub point: RestartPoint,
+    /// Files of the group refused on the way (newer than the chosen generation, or all of them
+    /// if none was chosen): `(owner, generation, path, why)`.
+    pub refused: Vec<(Rank, u64, PathBuf, String)>,
+}
+
+/// Rank `rank`'s file of generation `g`, checked against its name (`Err`: why it is refused).
+fn check(dir: &Path, job: u64, rank: Rank, g: u64) -> std::result::Result<Checkpoint, String> {
+    match load(&dir.join(file_name(job, rank, g))) {
+        Ok(c) if c.job == job && c.rank == rank && c.generation == g => Ok(c),
+        Ok(c) => Err(format!("it holds job {:016x} rank {} generation {}", c.job, c.rank, c.generation)),
+        Err(Error::CheckpointCorrupt(b)) => Err(b.1),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Where the group `members` (every rank of the group, `rank` among them) restarts, as rank
+/// `rank` finds it in `dir`: the newest generation for which every member has a valid file
+/// (module documentation); [`RestartPoint::Start`] if there is none and no file of the group is
+/// damaged, [`RestartPoint::Lost`] if one is. Every member finds the same point (the files
+/// change only by removals of generations the point is not).
+pub fn restart_point(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Result<Restore> {
+    let mut present: Vec<(u64, Rank)> = Vec::new();
+    for &m in members {
+        present.extend(generations(dir, job, m)?.into_iter().map(|g| (g, m)));
+    }
+    let mut all: Vec<u64> = present.iter().map(|p| p.0).collect();
+    all.sort_unstable();
+    all.dedup();
+    let mut refused = Vec::new();
+    for &g in all.iter().rev() {
+        let mut mine = None;
+        let mut complete = true;
+        for &m in members {
+            if !present.contains(&(g, m)) {
+                // Never written (a failure inside that checkpoint), or removed.
+                complete = false;
                 continue;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "checkpoint refused");
-                continue;
+            match check(dir, job, m, g) {
+                Ok(c) if m == rank => mine = Some(c),
+                Ok(_) => {}
+                Err(why) => {
+                    complete = false;
+                    refused.push((m, g, dir.join(file_name(job, m, g)), why));
+                }
             }
-        };
-        let complete = members.iter().filter(|&&m| m != rank).all(|&m| match load(&dir.join(file_name(job, m, g))) {
-            Ok(c) => c.job == job && c.rank == m && c.generation == g,
-            Err(e) => {
-                tracing::debug!(error = %e, member = m, generation = g, "generation incomplete for the group");
-                false
-            }
-        });
-        if complete {
-            return Ok(Some(mine));
+        }
+        if let (true, Some(c)) = (complete, mine) {
+            return Ok(Restore { point: RestartPoint::Checkpoint(c), refused });
         }
     }
-    Ok(None)
+    let point = if refused.is_empty() { RestartPoint::Start } else { RestartPoint::Lost };
+    Ok(Restore { point, refused })
+}
+
+/// The group's last durable checkpoint, as rank `rank` of the group `members` finds it in `dir`
+/// ([`restart_point`]'s choice; `None` to start from the beginning or if it cannot restart).
+pub fn latest_durable(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Result<Option<Checkpoint>> {
+    Ok(match restart_point(dir, job, rank, members)?.point {
+        RestartPoint::Checkpoint(c) => Some(c),
+        RestartPoint::Start | RestartPoint::Lost => None,
+    })
+}
+
+/// Removes rank `rank`'s files of every generation but `keep` (a restart: every other
+/// generation is stale or no longer covered by the other groups' logs, module documentation).
+/// Temporary files a killed writer left go too.
+pub fn remove_all_but(dir: &Path, job: u64, rank: Rank, keep: Option<u64>) -> Result<()> {
+    let tmp = format!(".nemesis-ckpt-{job:016x}-{rank}-");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_str().is_some_and(|n| n.starts_with(&tmp) && n.ends_with(".nft.tmp")) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    remove_where(dir, job, rank, |g| Some(g) != keep)
 }
 
 /// XXH64 (Collet), streaming: the checksum of checkpoint files.
@@ -502,6 +588,60 @@ mod tests {
         remove_older(&dir, 5, 0, 2).unwrap();
         assert_eq!(generations(&dir, 5, 0).unwrap(), [2]);
         assert_eq!(generations(&dir, 5, 1).unwrap(), [1, 2]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_file_makes_the_group_fall_back_and_everything_damaged_is_lost() {
+        let dir = scratch("fallback");
+        let members = [0, 1];
+        let w = |rank, g| write(&dir, 5, rank, 0, g, 2, &[rank as u8, g as u8], &image()).unwrap();
+        let damage = |rank, g| {
+            let p = dir.join(file_name(5, rank, g));
+            let mut b = std::fs::read(&p).unwrap();
+            let k = b.len() - 1;
+            b[k] ^= 0xff;
+            std::fs::write(&p, b).unwrap();
+        };
+        let point = |rank| restart_point(&dir, 5, rank, &members).unwrap();
+        // Nothing written, or a first generation some member never wrote: from the start.
+        assert_eq!(point(0), Restore { point: RestartPoint::Start, refused: vec![] });
+        w(1, 1);
+        assert_eq!(point(0).point, RestartPoint::Start);
+        w(0, 1);
+        for r in members {
+            w(r, 2);
+        }
+        // Rank 1's newest file is damaged: both members take generation 1, rank 1's file is
+        // named as refused.
+        damage(1, 2);
+        for r in members {
+            let f = point(r);
+            let RestartPoint::Checkpoint(c) = &f.point else { panic!("{f:?}") };
+            assert_eq!((c.rank, c.generation, c.app.clone()), (r, 1, vec![r as u8, 1]));
+            assert_eq!(f.refused.len(), 1, "{f:?}");
+            assert_eq!((f.refused[0].0, f.refused[0].1), (1, 2));
+            assert_eq!(f.refused[0].2, dir.join(file_name(5, 1, 2)));
+            assert!(f.refused[0].3.contains("checksum"), "{f:?}");
+        }
+        // A file under another rank's name is refused as well.
+        std::fs::copy(dir.join(file_name(5, 0, 1)), dir.join(file_name(5, 1, 1))).unwrap();
+        let f = point(0);
+        assert_eq!(f.point, RestartPoint::Lost);
+        assert!(f.refused.iter().any(|r| r.3.contains("rank 0 generation 1")), "{f:?}");
+        w(1, 1);
+        // Both generations damaged: no restart point.
+        damage(0, 1);
+        assert_eq!(point(1).point, RestartPoint::Lost);
+        assert_eq!(point(1).refused.len(), 2);
+        // The restart keeps the chosen generation only (and no temporary file).
+        std::fs::write(dir.join(format!(".{}.tmp", file_name(5, 1, 3))), b"torn").unwrap();
+        remove_all_but(&dir, 5, 1, Some(1)).unwrap();
+        assert_eq!(generations(&dir, 5, 1).unwrap(), [1]);
+        remove_all_but(&dir, 5, 0, None).unwrap();
+        assert!(generations(&dir, 5, 0).unwrap().is_empty());
+        remove_all_but(&dir, 5, 1, None).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,7 +10,8 @@
 //!   control messages) carries none and consumes no date.
 //! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
 //!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
-//!   the message (`progress.rs`, `matching.rs`, `waiting.rs`).
+//!   the message: a blocking receive at once, a non-blocking one when the application takes the
+//!   request's result (`Ft::deferred`, the Endpoint's `ft_taken` in wait, test and wait_any).
 //! - **Sender log**: inter-group messages are appended before their send can complete, with an
 //!   envelope (tag, context) that a replay needs; memory bound [`ENV_FT_LOG_MAX`], then a spill file
 //!   in the FT directory up to [`ENV_FT_SPILL_MAX`].
@@ -19,10 +20,12 @@
 //!   can produce them (the Endpoint's `ft.rs`).
 //! - **Checkpoints** ([`checkpoint`]): group-coordinated, one file per rank and generation.
 //!
-//! The recovery coordinator and the restart of failed groups belong to the launcher (the next
-//! step); a process restarted with [`ENV_FT_RESTART`] already restores its group's last durable
-//! checkpoint and enters the engine's restarting role.
+//! - **Recovery** ([`channel`], the Endpoint's `recovery.rs`): under `nemesis-run --ft` the
+//!   launcher runs the recovery coordinators and restarts failed groups (`crate::launch`); a
+//!   process restarted with [`ENV_FT_RESTART`] restores its group's last durable checkpoint (or
+//!   starts over if the group had none) and enters the engine's restarting role.
 
+pub mod channel;
 pub mod checkpoint;
 
 use std::collections::VecDeque;
@@ -31,7 +34,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nemesis_ft::{
-    Control, CoordinatorId, GroupId, LogConfig, Process, ProcessConfig, Rank, Round, SenderLog, Topology,
+    Control, CoordinatorId, DateRule, GroupId, LogConfig, Process, ProcessConfig, ProcessState, Rank, Round, SenderLog,
+    Topology,
 };
 
 use crate::config::parse_bytes;
@@ -80,6 +84,11 @@ pub struct FtConfig {
     pub job: Option<String>,
     /// Set when this process is restarted by recovery.
     pub restart: Option<Restart>,
+    /// The launcher's fault-tolerance channel (`nemesis-run --ft`): recovery of failed groups.
+    /// Without it (another process manager) fault tolerance runs failure-free only.
+    pub channel_fd: Option<i32>,
+    /// One recovery coordinator per group (`distributed`, Fig 6.7) rather than one for the job.
+    pub distributed: bool,
 }
 
 impl FtConfig {
@@ -98,7 +107,28 @@ impl FtConfig {
             Ok(v) => Some(parse_restart(&v)?),
             Err(_) => None,
         };
+        let channel_fd =
+            match std::env::var(channel::ENV_FT_FD) {
+                Ok(v) => {
+                    Some(v.trim().parse::<i32>().ok().filter(|&fd| fd > 2).ok_or_else(|| {
+                        Error::Config(format!("{}={v} is not a descriptor number", channel::ENV_FT_FD))
+                    })?)
+                }
+                Err(_) => None,
+            };
+        let distributed = match std::env::var(channel::ENV_FT_RECOVERY).as_deref() {
+            Ok("distributed") => true,
+            Ok("centralised" | "centralized" | "") | Err(_) => false,
+            Ok(v) => {
+                return Err(Error::Config(format!(
+                    "{}={v}: expected centralised or distributed",
+                    channel::ENV_FT_RECOVERY
+                )));
+            }
+        };
         Ok(Some(FtConfig {
+            channel_fd,
+            distributed,
             groups: PathBuf::from(groups),
             dir: std::env::var_os(ENV_FT_DIR).filter(|v| !v.is_empty()).map(PathBuf::from),
             log_max: size(ENV_FT_LOG_MAX)?.unwrap_or(DEFAULT_LOG_MAX),
@@ -144,6 +174,12 @@ pub struct FtStats {
     pub checkpoint_time: Duration,
     /// Of `checkpoint_time`, the writing of the file (temporary file, fsync, rename).
     pub checkpoint_write_time: Duration,
+    /// Logged messages replayed to restarted ranks, and their payload bytes.
+    pub replayed: u64,
+    pub replayed_bytes: u64,
+    /// A restarted process: the time it took to find, read, check and restore its group's last
+    /// durable checkpoint (or to find there is none).
+    pub restore_time: Duration,
 }
 
 /// Bytes of the envelope logged in front of each message: tag and context (a replay needs them).
@@ -183,24 +219,61 @@ pub(crate) struct Ft {
     pub(crate) marks: Vec<[u64; 2]>,
     /// Per rank: the highest generation whose stage-1 marker said that its file could not be written.
     pub(crate) failed: Vec<u64>,
-    /// Sends the engine refused for now (`Outbound::Hold`), in program order; later sends queue
-    /// behind them.
-    pub(crate) held: VecDeque<Request>,
+    /// Per rank: the highest generation whose stage-1 marker said that it skipped the checkpoint
+    /// (it re-executes in a recovery round).
+    pub(crate) skipped: Vec<u64>,
+    /// The number of the last checkpoint attempt (durable, abandoned or skipped): the next one
+    /// takes a higher number, so that its markers are its own.
+    pub(crate) attempt: u64,
+    /// The recovery round this process was restarted in, if it was.
+    pub(crate) restart_round: Option<Round>,
+    /// Sends the engine refused for now (`Outbound::Hold`), in program order, with the phase of
+    /// the application's call; later sends queue behind them.
+    pub(crate) held: VecDeque<(Request, nemesis_ft::Phase)>,
+    /// Deliveries of non-blocking receives, applied when the application takes the request's
+    /// result (the Endpoint's `ft_taken`).
+    pub(crate) deferred: Vec<(Request, nemesis_ft::Delivery)>,
     /// Control messages being reassembled, per sender.
     pub(crate) partial_control: Vec<(u32, Vec<u8>)>,
     /// Buffers of replays that go by rendezvous, until their request completes.
     pub(crate) replays: Vec<(Request, Vec<u8>)>,
     /// Contiguous copies of the application's sends in pieces, until their request completes.
     pub(crate) staged: Vec<(Request, Box<[u8]>)>,
-    /// Messages for recovery coordinators: the launcher runs them (next step), nothing carries
-    /// these yet; they are kept, in order, for it.
+    /// Messages for recovery coordinators when no launcher channel carries them (fault
+    /// tolerance under another process manager: failure-free only), kept in order.
     pub(crate) to_coordinator: Vec<(CoordinatorId, Control)>,
+    /// The launcher's channel (`nemesis-run --ft`): recovery coordinators, restarts.
+    pub(crate) channel: Option<channel::Channel>,
+    /// Dead ranks the launcher asked this rank to retire, not done yet.
+    pub(crate) retiring: Vec<u32>,
+    /// Remote ranks whose netmod notice of death came through the receive queue (everything
+    /// their dead incarnation delivered was delivered), not restarted since.
+    pub(crate) net_silent: Vec<u32>,
+    /// The launcher said every rank finished ([`channel::Frame::Finish`]).
+    pub(crate) finish: bool,
+    /// Replays reported to the launcher so far (messages, bytes).
+    pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
+    /// The engine's `Ack`s and `Checkpointed`s (what frees the other groups' logs and RPP) held
+    /// back until the group's next checkpoint is durable, the newest per peer and kind: they
+    /// stand for the group's newest durable generation, and the older retained one must stay
+    /// covered (`checkpoint`'s module documentation).
+    pub(crate) gc_deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
 }
 
 impl Ft {
+    /// Applies the delivery that `req`'s receive was waiting for, if any (the application took
+    /// its result).
+    #[inline(never)]
+    pub(crate) fn take_deferred(&mut self, req: Request) {
+        if let Some(i) = self.deferred.iter().position(|&(r, _)| r == req) {
+            let (_, d) = self.deferred.swap_remove(i);
+            self.process.on_deliver(d);
+        }
+    }
+
     /// The FT state of rank `rank` of `size` with settings `cfg`; `job_id` names the job when the
     /// settings do not. A restarting process also returns the messages its checkpoint holds.
     pub(crate) fn new(
@@ -210,7 +283,23 @@ impl Ft {
         job_id: &str,
     ) -> Result<(Ft, Vec<checkpoint::SavedMessage>)> {
         let group_of = read_groups(&cfg.groups, size as usize)?;
-        let topology = Arc::new(Topology::new(group_of).map_err(|e| Error::Config(format!("groups: {e}")))?);
+        let topology = if cfg.distributed {
+            Topology::with_coordinators(group_of.clone(), group_of)
+        } else {
+            Topology::new(group_of)
+        };
+        let topology = Arc::new(topology.map_err(|e| Error::Config(format!("groups: {e}")))?);
+        let channel = match cfg.channel_fd {
+            Some(fd) => {
+                use std::os::fd::FromRawFd;
+                // SAFETY: `nemesis-run` passed this descriptor, its end of the rank's channel, to
+                // this process only; it is taken over once, here (the variable is read once).
+                let sock = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+                nemesis_shm::os::set_cloexec(fd)?;
+                Some(channel::Channel::new(sock)?)
+            }
+            None => None,
+        };
         let group = topology.group_of(rank)?;
         let partners: Vec<Rank> = topology.members(group)?.iter().copied().filter(|&r| r != rank).collect();
         let job_id = cfg.job.clone().unwrap_or_else(|| job_id.to_owned());
@@ -233,36 +322,132 @@ impl Ft {
             generation: 0,
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
+            skipped: vec![0; size as usize],
+            attempt: 0,
+            restart_round: cfg.restart.as_ref().map(|r| r.round),
             held: VecDeque::new(),
+            deferred: Vec::new(),
             partial_control: Vec::new(),
             replays: Vec::new(),
             staged: Vec::new(),
             to_coordinator: Vec::new(),
+            channel,
+            retiring: Vec::new(),
+            net_silent: Vec::new(),
+            finish: false,
+            replays_reported: (0, 0),
             restored: None,
+            gc_deferred: Vec::new(),
             stats: FtStats::default(),
         };
         let mut saved = Vec::new();
+        let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            let c = checkpoint::latest_durable(&ft.dir, job, rank, members)?.ok_or_else(|| {
-                Error::Checkpoint(format!(
-                    "rank {rank} restarts but {} holds no durable checkpoint of its group {group}",
-                    ft.dir.display()
-                ))
-            })?;
-            tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
-            ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
-            ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
-            ft.generation = c.generation;
-            ft.stats.generation = c.generation;
-            ft.restored = Some(c.app);
-            saved = c.image.unexpected;
+            let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
+            let chosen = match &found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => Some(format!("generation {}", c.generation)),
+                checkpoint::RestartPoint::Start => Some("the beginning".to_owned()),
+                // The job ends, and says which files it found damaged.
+                checkpoint::RestartPoint::Lost => None,
+            };
+            // The owner of a refused file reports it (once: the restart removes it).
+            for (_, g, path, why) in found.refused.iter().filter(|f| f.0 == rank) {
+                let Some(chosen) = &chosen else { break };
+                let text = format!(
+                    "checkpoint file {} (generation {g}) refused: {why}; group {group} restarts from {chosen}",
+                    path.display()
+                );
+                tracing::warn!("{text}");
+                if let Some(ch) = ft.channel.as_mut() {
+                    ch.send(&channel::Frame::Warning { text });
+                }
+            }
+            match found.point {
+                checkpoint::RestartPoint::Checkpoint(c) => {
+                    tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, Some(c.generation))?;
+                    ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
+                    ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
+                    ft.generation = c.generation;
+                    ft.stats.generation = c.generation;
+                    ft.restored = Some(c.app);
+                    saved = c.image.unexpected;
+                }
+                checkpoint::RestartPoint::Lost => {
+                    // Starting over would contradict what the other groups may have been told
+                    // (their logs acknowledged up to a lost checkpoint).
+                    let damaged: Vec<String> = found.refused.iter().map(|f| f.2.display().to_string()).collect();
+                    let text = format!(
+                        "no checkpoint of group {group} in {} can be loaded (damaged: {}), and the other groups' \
+                         logs may no longer reach back to the beginning: cannot recover",
+                        ft.dir.display(),
+                        damaged.join(", ")
+                    );
+                    if let Some(ch) = ft.channel.as_mut() {
+                        ch.send(&channel::Frame::Unrecoverable { text: text.clone() });
+                    }
+                    return Err(Error::Checkpoint(format!("rank {rank} restarts but {text}")));
+                }
+                checkpoint::RestartPoint::Start => {
+                    // No generation of the group was ever durable: from the start of the program,
+                    // the engine's state at date 0 (Fig 6.3 line 1).
+                    tracing::info!(rank, round = r.round, "restarting from the start (no checkpoint)");
+                    checkpoint::remove_all_but(&ft.dir, job, rank, None)?;
+                    let start = ProcessState {
+                        rank,
+                        date: 0,
+                        phase: 1,
+                        received: Vec::new(),
+                        last_checkpoint_date: 0,
+                        date_rule: DateRule::default(),
+                    };
+                    ft.process = Process::restart(topology, start, r.round, &r.groups)?;
+                }
+            }
+        }
+        if let Some(t) = restoring {
+            ft.report_restore(t.elapsed());
         }
         Ok((ft, saved))
     }
 }
 
 impl Ft {
+    /// Holds `msg` (an `Ack` or `Checkpointed`) for process `to` until the group's next durable
+    /// checkpoint; one of each kind per peer is enough (their dates only grow).
+    pub(crate) fn defer_gc(&mut self, to: Rank, msg: Control) {
+        let kind = std::mem::discriminant(&msg);
+        match self.gc_deferred.iter_mut().find(|(j, m)| *j == to && std::mem::discriminant(m) == kind) {
+            Some((_, held)) => {
+                if let (
+                    Control::Ack { date: a } | Control::Checkpointed { date: a },
+                    Control::Ack { date: b } | Control::Checkpointed { date: b },
+                ) = (&mut *held, &msg)
+                {
+                    *a = (*a).max(*b);
+                }
+            }
+            None => self.gc_deferred.push((to, msg)),
+        }
+    }
+
+    /// A restarted process tells the launcher (before its [`channel::Frame::Running`]) how long
+    /// the restore took and when its checkpoint file was written: the recovery's report.
+    fn report_restore(&mut self, took: Duration) {
+        self.stats.restore_time = took;
+        let written = (self.generation > 0)
+            .then(|| {
+                std::fs::metadata(self.dir.join(checkpoint::file_name(self.job, self.process.rank(), self.generation)))
+            })
+            .and_then(|m| m.ok()?.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_micros() as u64);
+        if let Some(ch) = self.channel.as_mut() {
+            ch.send(&channel::Frame::Restored { read_us: took.as_micros() as u64, written_unix_us: written });
+        }
+    }
+
     /// At the end of a job (every rank past the closing barrier): removes this rank's checkpoint
     /// files, and rank 0 the directory if the ranks made it (best effort: a warning otherwise).
     pub(crate) fn finish(&self, rank: Rank) {

@@ -32,6 +32,8 @@ pub(crate) struct FtSetup {
     pub env: Vec<(String, PathBuf)>,
     /// A directory made for the job, removed after it.
     pub made_dir: Option<PathBuf>,
+    /// The group of each rank.
+    pub group_of: Vec<GroupId>,
 }
 
 impl FtSetup {
@@ -118,7 +120,7 @@ pub(crate) fn setup(
             p
         }
     };
-    Ok(FtSetup { env: vec![(ENV_FT_GROUPS.into(), groups_file), (ENV_FT_DIR.into(), dir)], made_dir })
+    Ok(FtSetup { env: vec![(ENV_FT_GROUPS.into(), groups_file), (ENV_FT_DIR.into(), dir)], made_dir, group_of })
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

@@ -9,8 +9,10 @@
 //! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
 //! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
 //!   (death signal, inherited descriptors, CPU binding);
-//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM),
-//!   liveness marks in the segment, teardown;
+//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM,
+//!   fault-tolerance channels), liveness marks in the segment, teardown, restarts;
+//! - `recovery`: with `--ft` (one node, or several over the TCP netmod), HydEE's recovery coordinators and the restart of failed
+//!   groups (a sans-I/O state machine the event loop drives);
 //! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
 //!
 //! # What a job does
@@ -47,6 +49,7 @@
 pub mod contract;
 mod ft;
 mod output;
+mod recovery;
 pub mod server;
 mod signals;
 mod spawn;
@@ -63,6 +66,7 @@ use crate::error::{Error, Result};
 use crate::topology::{self, Machine, Plan};
 
 pub use ft::FtGroups;
+pub use recovery::{DEFAULT_MAX_RESTARTS, RecoveryMode};
 
 /// How ranks are bound to CPUs (`--bind`; [`crate::topology::plan`]).
 pub use crate::topology::Bind;
@@ -91,6 +95,8 @@ pub struct Job {
     node: Option<String>,
     nodes: u32,
     ft: Option<FtGroups>,
+    ft_recovery: RecoveryMode,
+    ft_max_restarts: u32,
     comm_matrix: Option<std::path::PathBuf>,
 }
 
@@ -120,6 +126,8 @@ impl Job {
             node: None,
             nodes: 1,
             ft: None,
+            ft_recovery: RecoveryMode::Centralised,
+            ft_max_restarts: recovery::DEFAULT_MAX_RESTARTS,
             comm_matrix: None,
         }
     }
@@ -274,6 +282,20 @@ impl Job {
         self
     }
 
+    /// With [`ft`](Self::ft): how many recovery coordinators restart failed groups
+    /// (`--ft-recovery centralised|distributed`; centralised by default).
+    pub fn ft_recovery(mut self, mode: RecoveryMode) -> Job {
+        self.ft_recovery = mode;
+        self
+    }
+
+    /// With [`ft`](Self::ft): a group that fails more than `n` times ends the job
+    /// (`--ft-max-restarts N`, [`DEFAULT_MAX_RESTARTS`] by default).
+    pub fn ft_max_restarts(mut self, n: u32) -> Job {
+        self.ft_max_restarts = n;
+        self
+    }
+
     /// Writes the job's communication matrix (bytes each rank sent to each rank; the CSV that
     /// `nemesis-ft groups --matrix` reads) to `file` at the end (`--comm-matrix FILE`): sets
     /// `NEMESIS_COMM_MATRIX` in every rank; rank 0 writes it when the ranks finalize.
@@ -341,10 +363,23 @@ impl Job {
             Some(g) => Some(ft::setup(g, self.ranks, &self.env)?),
             None => None,
         };
+        let mut recovery = None;
         if let Some(f) = &ft {
             self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
+            // Between pretend nodes the TCP netmod reconnects to restarted ranks; the ofi netmod
+            // cannot (yet): there a death ends the job.
+            let ofi = self.env.iter().rev().find(|(k, _)| k == "NEMESIS_NETMOD").map_or_else(
+                || std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v.trim() == "ofi"),
+                |(_, v)| v.to_str().is_some_and(|v| v.trim() == "ofi"),
+            );
+            if self.nodes == 1 || !ofi {
+                self.env.push((crate::ft::channel::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
+                recovery = Some(recovery::Recovery::new(f.group_of.clone(), self.ft_recovery, self.ft_max_restarts)?);
+            } else {
+                tracing::warn!("fault tolerance over the ofi netmod runs failure-free: a death ends the job");
+            }
         }
-        let outcome = self.start(nodes, plan);
+        let outcome = self.start(nodes, plan, recovery);
         if let Some(f) = ft {
             f.finish();
         }
@@ -352,7 +387,7 @@ impl Job {
     }
 
     /// Creates the segments and runs the ranks of `nodes`.
-    fn start(self, nodes: Vec<NodePlan>, plan: Option<Plan>) -> Result<Outcome> {
+    fn start(self, nodes: Vec<NodePlan>, plan: Option<Plan>, recovery: Option<recovery::Recovery>) -> Result<Outcome> {
         let node = nodes.first().map(|n| n.id.clone()).unwrap_or_default();
         let params = Params::from_env()?;
         let mut segments = Vec::with_capacity(nodes.len());
@@ -378,7 +413,7 @@ impl Job {
             program = %self.program.to_string_lossy(),
             "starting job"
         );
-        supervise::run(self, nodes, segments, plan)
+        supervise::run(self, nodes, segments, plan, recovery)
     }
 }
 

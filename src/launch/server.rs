@@ -230,6 +230,12 @@ impl PmiServer {
         self.kvs.insert(key.to_owned(), value.to_owned());
     }
 
+    /// Forgets `key` (a dead rank's business card, `nemesis-run --ft`): a `get` finds nothing
+    /// until the key is put again.
+    pub fn remove(&mut self, key: &str) {
+        self.kvs.remove(key);
+    }
+
     /// The value stored under `key`, as a `get` would return it.
     pub fn value(&self, key: &str) -> Option<&str> {
         self.kvs.get(key).map(String::as_str)
@@ -554,6 +560,14 @@ impl PmiServer {
                     Wire::V2 => Self::reply2(out, r as u32, "cmd=kvs-fence-response;rc=0;".into()),
                 }
             }
+        }
+    }
+
+    /// `rank` was started again (`nemesis-run --ft` restarts a failed group): it takes part in
+    /// barriers again, as a fresh rank.
+    pub fn rejoin(&mut self, rank: u32) {
+        if let Some(st) = self.ranks.get_mut(rank as usize) {
+            *st = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 };
         }
     }
 

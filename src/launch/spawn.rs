@@ -5,9 +5,10 @@
 //! on values computed before the fork (no allocation, no lock):
 //! 1. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, so that a launcher killed with SIGKILL takes its ranks
 //!    with it; then `getppid()`: if the launcher already died, the rank must not start;
-//! 2. `fcntl` to clear close-on-exec on the two descriptors the rank inherits (its end of the PMI
-//!    socket pair and the node's segment) — in the child only, so that no other rank, and no
-//!    process a multi-threaded host starts meanwhile, inherits them;
+//! 2. `fcntl` to clear close-on-exec on the descriptors the rank inherits (its end of the PMI
+//!    socket pair, the node's segment, and with `--ft` its end of the fault-tolerance channel) —
+//!    in the child only, so that no other rank, and no process a multi-threaded host starts
+//!    meanwhile, inherits them;
 //! 3. `sched_setaffinity` to the CPUs of the rank's slot in the plan (`--bind`).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends: [`super::Job::run`]
@@ -48,6 +49,18 @@ pub(crate) struct Placement {
     pub locality: Option<String>,
 }
 
+/// What differs for a rank started under fault-tolerance recovery (`nemesis-run --ft`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Extra {
+    /// Give the rank a fault-tolerance channel (`NEMESIS_FT_FD`).
+    pub ft_channel: bool,
+    /// More variables (a restarted rank's `NEMESIS_FT_RESTART`).
+    pub env: Vec<(String, String)>,
+    /// Let the rank write to the launcher's standard output and error even with
+    /// `--tag-output` (a restarted rank: the forwarder started with the job).
+    pub inherit_output: bool,
+}
+
 /// A started rank.
 #[derive(Debug)]
 pub(crate) struct Started {
@@ -57,6 +70,8 @@ pub(crate) struct Started {
     pub pidfd: OwnedFd,
     /// The launcher's end of the PMI socket pair.
     pub pmi: UnixStream,
+    /// The launcher's end of the fault-tolerance channel, if asked for.
+    pub ft: Option<UnixStream>,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
 }
@@ -80,10 +95,13 @@ fn pidfd_open(pid: u32) -> Result<OwnedFd> {
 }
 
 /// Starts one rank of `job` at `place`, passing it the segment descriptor `seg_fd`.
-pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Started> {
+pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd, extra: &Extra) -> Result<Started> {
     let (ours, theirs) = UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
     ours.set_nonblocking(true).map_err(|e| Error::io("PMI socket O_NONBLOCK", e))?;
     let pmi_fd = theirs.as_raw_fd();
+    let ft = if extra.ft_channel { Some(UnixStream::pair().map_err(|e| Error::io("socketpair", e))?) } else { None };
+    // -1: none (checked in the child before use).
+    let ft_fd = ft.as_ref().map_or(-1, |(_, t)| t.as_raw_fd());
 
     let mut cmd = Command::new(&job.program);
     cmd.args(&job.args);
@@ -115,11 +133,17 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     if let Some(l) = &place.locality {
         cmd.env(ENV_LOCALITY, l);
     }
+    if ft_fd >= 0 {
+        cmd.env(crate::ft::channel::ENV_FT_FD, ft_fd.to_string());
+    }
+    for (k, v) in &extra.env {
+        cmd.env(k, v);
+    }
     // As mpiexec: the terminal's input goes to rank 0 only.
     if place.rank != 0 {
         cmd.stdin(Stdio::null());
     }
-    if job.tag_output {
+    if job.tag_output && !extra.inherit_output {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
 
@@ -144,6 +168,10 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
         let (pmi, seg) = unsafe { (BorrowedFd::borrow_raw(pmi_fd), BorrowedFd::borrow_raw(seg_fd)) };
         clear_cloexec(pmi)?;
         clear_cloexec(seg)?;
+        if ft_fd >= 0 {
+            // SAFETY: open in the child until exec, as above.
+            clear_cloexec(unsafe { BorrowedFd::borrow_raw(ft_fd) })?;
+        }
         if let Some(set) = &cpuset {
             sched_setaffinity(Pid::from_raw(0), set)?;
         }
@@ -160,6 +188,10 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     })?;
     // The rank has its copy now; ours must go so that its end of the pair closes with it.
     drop(theirs);
+    let ft = ft.map(|(ours, theirs)| {
+        drop(theirs);
+        ours
+    });
     let pid = child.id();
     let pidfd = match pidfd_open(pid) {
         Ok(fd) => fd,
@@ -171,5 +203,5 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd) -> Result<Start
     };
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    Ok(Started { child, pid, pidfd, pmi: ours, stdout, stderr })
+    Ok(Started { child, pid, pidfd, pmi: ours, ft, stdout, stderr })
 }

@@ -17,6 +17,7 @@
 //!
 //! System calls through `nix` (kill, send, poll); `libc` only for `W_EXITCODE`, a macro nix lacks.
 
+use std::collections::BTreeSet;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -33,11 +34,14 @@ use nix::unistd::Pid;
 
 use super::contract::{HANDLE_FD, process_mapping, segment_key};
 use super::output::{Forwarder, Stream};
+use super::recovery::{Recovery, Step};
 use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
-use super::spawn::{self, Placement, Started};
+use super::spawn::{self, Extra, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
+use crate::bootstrap::card_key;
 use crate::error::{Error, Result};
+use crate::ft::channel::{Channel, Frame};
 use crate::topology::Plan;
 
 /// One rank's PMI connection.
@@ -62,6 +66,12 @@ struct Rank {
     exit: Option<ExitStatus>,
     /// Signalled by the launcher (teardown).
     stopped: bool,
+    /// Its fault-tolerance channel (`--ft`).
+    ft: Option<Channel>,
+    /// Where it runs, to start it again.
+    place: Placement,
+    /// Its incarnation (restarts so far; the segment counts the same).
+    incarnation: u32,
 }
 
 struct Supervisor {
@@ -76,6 +86,13 @@ struct Supervisor {
     /// Order in which ranks were seen failing on their own.
     failures: Vec<usize>,
     actions: Vec<Action>,
+    /// Recovery of failed groups (`--ft`).
+    recovery: Option<Recovery>,
+    /// A restart the segments were not ready for yet, tried again at every turn.
+    restart: Option<(Vec<u32>, u64, Vec<u32>)>,
+    /// Restarted ranks whose new business card the ranks of other nodes have not been told yet
+    /// (`--ft` over several nodes).
+    cards: BTreeSet<u32>,
 }
 
 /// Sends `sig` to our unreaped child `pid`.
@@ -98,7 +115,13 @@ fn send_some(sock: &UnixStream, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// Starts the ranks of `job` over `nodes` (one segment each) and supervises them to the end.
-pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: Option<Plan>) -> Result<Outcome> {
+pub(crate) fn run(
+    job: Job,
+    nodes: Vec<NodePlan>,
+    segments: Vec<Segment>,
+    plan: Option<Plan>,
+    recovery: Option<Recovery>,
+) -> Result<Outcome> {
     let size = job.ranks;
     let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
     let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
@@ -118,7 +141,11 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: 
         kill_at: None,
         failures: Vec::new(),
         actions: Vec::new(),
+        recovery,
+        restart: None,
+        cards: BTreeSet::new(),
     };
+    let extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
     let mut pipes = Vec::new();
     for (ni, n) in nodes.iter().enumerate() {
         let local_size = n.ranks.len() as u16;
@@ -140,14 +167,21 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: 
                 cpus: plan.as_ref().map(|p| p.slots[rank as usize].cpus.clone()).unwrap_or_default(),
                 locality: locality.clone(),
             };
-            let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd()) {
+            let started = match spawn::start(&sup.job, &place, sup.segments[ni].fd(), &extra) {
                 Ok(s) => s,
                 Err(e) => {
                     sup.abandon();
                     return Err(e);
                 }
             };
-            let Started { child, pid, pidfd, pmi, stdout, stderr } = started;
+            let Started { child, pid, pidfd, pmi, ft, stdout, stderr } = started;
+            let ft = match ft.map(Channel::new).transpose() {
+                Ok(c) => c,
+                Err(e) => {
+                    sup.abandon();
+                    return Err(e);
+                }
+            };
             tracing::debug!(rank, pid, cpus = ?place.cpus, "rank started");
             if let Some(o) = stdout {
                 pipes.push((rank, Stream::Stdout, OwnedFd::from(o)));
@@ -165,6 +199,9 @@ pub(crate) fn run(job: Job, nodes: Vec<NodePlan>, segments: Vec<Segment>, plan: 
                 conn: Some(Conn { sock: pmi, input: Vec::new(), output: Vec::new() }),
                 exit: None,
                 stopped: false,
+                ft,
+                place,
+                incarnation: 0,
             });
         }
     }
@@ -195,7 +232,8 @@ impl Supervisor {
     }
 
     fn supervise(mut self) -> Result<Outcome> {
-        while self.ranks.iter().any(|r| r.exit.is_none()) {
+        // A restart may be pending with every rank dead (all groups failed at once).
+        while self.ranks.iter().any(|r| r.exit.is_none()) || (self.restart.is_some() && self.ending.is_none()) {
             self.turn()?;
         }
         let ending = self.ending.take().unwrap_or(Ending::Completed);
@@ -220,6 +258,7 @@ impl Supervisor {
             Signals,
             Conn(usize),
             Exit(usize),
+            Ft(usize),
         }
         let mut pfds = Vec::with_capacity(2 * self.ranks.len() + 1);
         let mut srcs = Vec::with_capacity(pfds.capacity());
@@ -238,8 +277,14 @@ impl Supervisor {
                 pfds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
                 srcs.push(Src::Exit(i));
             }
+            if let Some(c) = r.ft.as_ref().filter(|c| !c.is_closed()) {
+                let events = if c.has_output() { PollFlags::POLLIN | PollFlags::POLLOUT } else { PollFlags::POLLIN };
+                pfds.push(PollFd::new(c.socket().as_fd(), events));
+                srcs.push(Src::Ft(i));
+            }
         }
         let timeout = match self.kill_at {
+            None if self.restart.is_some() => PollTimeout::from(10u8),
             None => PollTimeout::NONE,
             Some(t) => PollTimeout::try_from(t.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::MAX),
         };
@@ -264,6 +309,9 @@ impl Supervisor {
         let exits: Vec<usize> = ready(|s| matches!(s, Src::Exit(_)))
             .filter_map(|(_, s)| if let Src::Exit(i) = s { Some(*i) } else { None })
             .collect();
+        let fts: Vec<usize> = ready(|s| matches!(s, Src::Ft(_)))
+            .filter_map(|(_, s)| if let Src::Ft(i) = s { Some(*i) } else { None })
+            .collect();
         if signalled {
             self.on_signals();
         }
@@ -275,8 +323,19 @@ impl Supervisor {
                 self.read_conn(i);
             }
         }
+        // Before the channels: a restarted rank puts its card before it says anything there, and
+        // what others learn of it through their channels must come after its card.
+        if !self.cards.is_empty() {
+            self.announce_cards();
+        }
+        for i in fts {
+            self.read_ft(i);
+        }
         for i in exits {
             self.on_exit(i);
+        }
+        if self.restart.is_some() && self.ending.is_none() {
+            self.try_restart();
         }
         if self.kill_at.is_some_and(|t| Instant::now() >= t) {
             self.kill_survivors();
@@ -384,8 +443,10 @@ impl Supervisor {
 
     /// Rank `i`'s pidfd is readable: it has exited. Reaps it and marks it.
     fn on_exit(&mut self, i: usize) {
-        // What it wrote before it died comes first (an abort, typically).
+        // What it wrote before it died comes first (an abort, typically; a restarted rank that
+        // cannot restart says why on its fault-tolerance channel).
         self.read_conn(i);
+        self.read_ft(i);
         let r = &mut self.ranks[i];
         let status = match r.child.try_wait() {
             Ok(Some(s)) => s,
@@ -407,6 +468,28 @@ impl Supervisor {
         }
         self.close_conn(i);
         let exit = RankExit { rank, pid, status, stopped_by_launcher: stopped };
+        if let Some(rec) = self.recovery.as_mut()
+            && self.ending.is_none()
+        {
+            self.ranks[i].ft = None;
+            if status.success() {
+                rec.on_clean_exit(rank);
+                return;
+            }
+            let how = match (status.code(), status.signal()) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => format!("wait status {:#x}", status.into_raw()),
+            };
+            tracing::info!(rank, pid, %how, "rank died: recovery");
+            // Its card names a listener that is gone: nobody gets it any more, and the next
+            // incarnation puts its own.
+            self.server.remove(&card_key(rank));
+            self.cards.remove(&rank);
+            let steps = rec.on_death(rank, how);
+            self.apply_steps(steps);
+            return;
+        }
         if status.success() {
             tracing::debug!(rank, pid, "rank exited");
             return;
@@ -421,6 +504,167 @@ impl Supervisor {
         tracing::info!(rank, pid, status = %exit.describe(), "rank failed");
         if !self.job.keep_going {
             self.teardown(Ending::RankFailed { rank });
+        }
+    }
+
+    /// Reads rank `i`'s fault-tolerance channel and hands its frames to recovery.
+    fn read_ft(&mut self, i: usize) {
+        let rank = self.ranks[i].rank;
+        let Some(c) = self.ranks[i].ft.as_mut() else { return };
+        c.flush();
+        let frames = c.receive();
+        let steps = match (frames, self.recovery.as_mut()) {
+            (Ok(frames), Some(rec)) => {
+                let mut all = Vec::new();
+                let mut res = Ok(());
+                for f in frames {
+                    match rec.on_frame(rank, f) {
+                        Ok(s) => all.extend(s),
+                        Err(e) => {
+                            res = Err(e);
+                            break;
+                        }
+                    }
+                }
+                res.map(|()| all)
+            }
+            (Ok(_), None) => Ok(Vec::new()),
+            (Err(e), _) => Err(e),
+        };
+        self.apply_steps(steps);
+    }
+
+    /// Carries out what recovery asked for; an error of recovery ends the job.
+    fn apply_steps(&mut self, steps: Result<Vec<Step>>) {
+        let steps = match steps {
+            Ok(s) => s,
+            Err(e) => {
+                if self.ending.is_none() {
+                    eprintln!("nemesis-run: fault-tolerance recovery failed: {e}");
+                    self.teardown(Ending::RankFailed { rank: 0 });
+                }
+                return;
+            }
+        };
+        for step in steps {
+            match step {
+                Step::Send { rank, frame } => self.send_ft(rank, &frame),
+                Step::Kill { rank } => {
+                    if let Some(r) = self.ranks.get(rank as usize).filter(|r| r.exit.is_none()) {
+                        tracing::debug!(rank, pid = r.pid, "SIGKILL: its group restarts");
+                        signal(r.pid, Signal::SIGKILL);
+                    }
+                }
+                Step::Restart { ranks, round, groups } => {
+                    self.restart = Some((ranks, round, groups));
+                    self.try_restart();
+                }
+                Step::Print(line) => eprintln!("{line}"),
+                Step::Fail { rank, message } => {
+                    if self.ending.is_none() {
+                        eprintln!("nemesis-run: {message}");
+                        self.failures.push(rank as usize);
+                        self.teardown(Ending::RankFailed { rank });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `frame` to `rank`'s channel, raises its mail flag and rings its doorbell.
+    fn send_ft(&mut self, rank: u32, frame: &Frame) {
+        let Some(r) = self.ranks.get_mut(rank as usize) else { return };
+        let Some(c) = r.ft.as_mut() else { return };
+        c.send(frame);
+        if let Ok(st) = self.segments[r.node].state_of(r.local) {
+            // ORDERING: Release; the rank's Acquire swap of the flag orders its read of the
+            // socket after (the bytes are in the socket already).
+            st.mail.store(1, std::sync::atomic::Ordering::Release);
+            crate::wait::ring(&st.doorbell);
+        }
+    }
+
+    /// Resets the dead ranks of the pending restart in their segments and starts them again;
+    /// if a segment is not ready yet (a drain under way), tries again at the next turn.
+    fn try_restart(&mut self) {
+        let Some((ranks, round, groups)) = self.restart.clone() else { return };
+        for &rank in &ranks {
+            let Some(r) = self.ranks.get(rank as usize) else { continue };
+            if r.exit.is_none() {
+                return; // not reaped yet
+            }
+            let seg = &self.segments[r.node];
+            if seg.state_of(r.local).map(|s| s.is_gone()).unwrap_or(false) {
+                match nemesis_shm::incarnation::reset_rank(seg, r.local) {
+                    Ok(inc) => {
+                        tracing::debug!(rank, incarnation = inc, "rank reset in the segment");
+                        self.ranks[rank as usize].incarnation = inc;
+                    }
+                    Err(nemesis_shm::Error::NotReady { what, rank: l }) => {
+                        tracing::debug!(rank, local = l, what, "restart waits");
+                        return;
+                    }
+                    Err(e) => {
+                        self.apply_steps(Err(e.into()));
+                        return;
+                    }
+                }
+            }
+        }
+        self.restart = None;
+        let list = groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let extra = Extra {
+            ft_channel: true,
+            env: vec![(crate::ft::ENV_FT_RESTART.into(), format!("{round}:{list}"))],
+            inherit_output: true,
+        };
+        for &rank in &ranks {
+            let i = rank as usize;
+            let (node, place) = (self.ranks[i].node, self.ranks[i].place.clone());
+            let started = spawn::start(&self.job, &place, self.segments[node].fd(), &extra)
+                .and_then(|mut s| Ok((s.ft.take().map(Channel::new).transpose()?, s)));
+            let (ft, s) = match started {
+                Ok(x) => x,
+                Err(e) => {
+                    self.apply_steps(Err(e));
+                    return;
+                }
+            };
+            tracing::info!(rank, pid = s.pid, round, "rank restarted");
+            let r = &mut self.ranks[i];
+            r.pid = s.pid;
+            r.child = s.child;
+            r.pidfd = Some(s.pidfd);
+            r.conn = Some(Conn { sock: s.pmi, input: Vec::new(), output: Vec::new() });
+            r.exit = None;
+            r.ft = ft;
+            self.server.rejoin(rank);
+            if self.segments.len() > 1 {
+                self.cards.insert(rank);
+            }
+        }
+        if let Some(rec) = self.recovery.as_mut() {
+            rec.restarted(&ranks);
+        }
+    }
+
+    /// Tells the ranks of the other nodes the new card of each restarted rank that has put it
+    /// (`Frame::Card`): their netmods reconnect to the new incarnation.
+    fn announce_cards(&mut self) {
+        let ready: Vec<u32> =
+            self.cards.iter().copied().filter(|&r| self.server.value(&card_key(r)).is_some()).collect();
+        for rank in ready {
+            self.cards.remove(&rank);
+            let Some(card) = self.server.value(&card_key(rank)).map(str::to_owned) else { continue };
+            let (node, incarnation) = (self.ranks[rank as usize].node, self.ranks[rank as usize].incarnation);
+            tracing::debug!(rank, incarnation, %card, "restarted rank's card to the other nodes");
+            let frame = Frame::Card { rank, incarnation, card };
+            for other in 0..self.ranks.len() {
+                let o = &self.ranks[other];
+                if o.node != node && o.exit.is_none() {
+                    self.send_ft(o.rank, &frame);
+                }
+            }
         }
     }
 

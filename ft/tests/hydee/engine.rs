@@ -397,6 +397,66 @@ fn restarting_process() {
     assert!(matches!(p.on_send(1), Err(Error::SendDeterminismViolated { to: 1, date: 2, expected: 2 })));
 }
 
+/// A rendezvous whose sender dies before its data moved: the receiver undoes the arrival it recorded
+/// (`on_receive_undone`), so that the restarted sender's copy is regenerated and accepted, not dropped as an orphan
+/// that nobody delivers. Undone last, the RPP's `Maxdate` goes back; undone below a later arrival (an eager message
+/// that overtook the data), it is a hole: the later one stays an orphan, the hole is filled once, and a restart of
+/// the receiver itself asks for it again (`Restarted.last_received` below the hole).
+#[test]
+fn an_undone_rendezvous_arrival_is_regenerated_not_an_orphan() {
+    for later in [false, true] {
+        // Group 0 = {0} receives and survives; group 1 = {1} sends and restarts from its checkpoint at date 1.
+        let t = topo(vec![0, 1]);
+        let l = log(&t);
+        let (mut s, mut k) = (process(&t, 0), process(&t, 1));
+        receive(&mut s, 1, send(&mut k, 0));
+        let state = k.checkpoint().unwrap();
+        k.checkpoint_durable(&l).unwrap();
+        let rts = send(&mut k, 0);
+        receive(&mut s, 1, rts);
+        let last = if later {
+            receive(&mut s, 1, send(&mut k, 0));
+            3
+        } else {
+            1
+        };
+        // Rank 1 dies before the data of its message 2 moved.
+        assert!(s.on_receive_undone(1, 2).unwrap());
+        assert!(!s.on_receive_undone(1, 2).unwrap(), "once");
+        assert_eq!(s.last_received(1), last);
+        let recorded: Vec<u64> = s.received_from(1).iter().map(|e| e.0).collect();
+        assert_eq!(recorded, if later { vec![1, 3] } else { vec![1] });
+        let image = s.state();
+        // Recovery of group 1.
+        let c = Endpoint::Coordinator(0);
+        s.on_control(c, Control::FailureNotice { round: 1, restarting: vec![1] }, &l).unwrap();
+        let mut k = Process::restart(t.clone(), state, 1, &[1]).unwrap();
+        let _ = controls(&mut k);
+        s.on_control(Endpoint::Process(1), Control::Restarted { round: 1, date: 1, last_received: 0 }, &l).unwrap();
+        let orphans = if later { vec![(3, 1)] } else { vec![] };
+        let last_date = Control::LastDate { round: 1, last_date: last, orphans: orphans.clone() };
+        assert!(controls(&mut s).contains(&(Endpoint::Process(1), last_date.clone())));
+        k.on_control(Endpoint::Process(0), last_date, &l).unwrap();
+        k.on_control(c, Control::NotifySendMsg { round: 1, horizon: Horizon::UpTo(1) }, &l).unwrap();
+        // Message 2 is regenerated and sent (logged: another group), accepted once; message 3 is an orphan.
+        let again = match k.on_send(0).unwrap() {
+            Outbound::Transmit { piggyback, log: true } => piggyback,
+            other => panic!("message 2 must be sent again: {other:?}"),
+        };
+        assert!(matches!(s.on_receive(1, again).unwrap(), Reception::Deliver(_)));
+        assert_eq!(s.on_receive(1, again).unwrap(), Reception::Duplicate);
+        if later {
+            assert!(matches!(k.on_send(0).unwrap(), Outbound::LogOnly { .. }));
+        }
+        let recorded: Vec<u64> = s.received_from(1).iter().map(|e| e.0).collect();
+        assert_eq!(recorded, (1..=last.max(2)).collect::<Vec<u64>>());
+        // The receiver's state captured with the hole: restarted from it, it asks for message 2 again.
+        let mut r = Process::restart(t.clone(), image, 2, &[0]).unwrap();
+        let restarted = Control::Restarted { round: 2, date: 0, last_received: 1 };
+        assert!(controls(&mut r).contains(&(Endpoint::Process(1), restarted)));
+    }
+}
+
 /// Out-of-place events are typed errors, never panics.
 #[test]
 fn protocol_errors() {

@@ -133,6 +133,21 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The same with non-blocking sends: a send the engine holds back lets the script go on (and receive) until
+    /// it is resumed, with the phase of the application's send.
+    #[test]
+    fn recovery_is_correct_with_nonblocking_sends(s in scenario(7, 40, 3)) {
+        let mut cfg = s.config(DateRule::Sends);
+        cfg.nonblocking_sends = true;
+        if let Err(e) = Sim::new(s.program(), cfg).and_then(Sim::run) {
+            return Err(TestCaseError::fail(format!("{e}\n{s:?}")));
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { cases: cases(8), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// The same at a larger scale: up to 12 ranks, 120 messages, 4 failures.

@@ -496,3 +496,60 @@ fn recovery_replays_from_the_spill_file() {
         assert_eq!(r.count(|t| matches!(t, Trace::Replay { id, .. } if *id == M7)), 1);
     }
 }
+
+/// The ring stencil of `examples/ft_stencil.rs` (each iteration: send left, send right, receive from left, receive
+/// from right), 8 ranks in 4 groups of 2, every group checkpointing now and then, and failures in sequence, each
+/// while the groups restarted before are still re-executing or have just caught up.
+fn stencil_program(ranks: u32, iterations: u32) -> Program {
+    let mut scripts = vec![Vec::new(); ranks as usize];
+    for (r, s) in scripts.iter_mut().enumerate() {
+        let r = r as u32;
+        let (left, right) = ((r + ranks - 1) % ranks, (r + 1) % ranks);
+        for _ in 0..iterations {
+            s.push(Op::Send(left));
+            s.push(Op::Send(right));
+            s.push(Op::Recv(vec![left]));
+            s.push(Op::Recv(vec![right]));
+        }
+    }
+    Program { scripts }
+}
+
+fn stencil_runs(nonblocking: bool) -> (u64, Option<String>) {
+    let program = stencil_program(8, 40);
+    let groups = vec![0, 0, 1, 1, 2, 2, 3, 3];
+    let mut failed = 0;
+    let mut first = None;
+    for seed in 0..SEEDS {
+        let mut cfg = Config::new(groups.clone());
+        cfg.seed = seed;
+        cfg.nonblocking_sends = nonblocking;
+        let gap = 40 + (seed % 7) * 30;
+        let ckpt = seed % 3 == 0;
+        let mut schedule = Vec::new();
+        for g in [2, 0, 1] {
+            if ckpt {
+                for h in 0..4 {
+                    schedule.push((When::After(5), Event::Checkpoint(h)));
+                }
+            }
+            schedule.push((When::After(gap), Event::Fail(vec![g])));
+        }
+        cfg.schedule = schedule;
+        if let Err(e) = Sim::new(program.clone(), cfg).and_then(Sim::run) {
+            failed += 1;
+            first.get_or_insert(format!("seed {seed}: {e}"));
+        }
+    }
+    (failed, first)
+}
+
+/// Three failures in sequence on the stencil, with blocking sends and with non-blocking ones (a held send lets
+/// the rank go on receiving, as `isend_raw` does in the example).
+#[test]
+fn stencil_sequential_failures() {
+    for nonblocking in [false, true] {
+        let (failed, first) = stencil_runs(nonblocking);
+        assert_eq!(failed, 0, "non-blocking {nonblocking}: {failed} runs failed; first: {}", first.unwrap_or_default());
+    }
+}

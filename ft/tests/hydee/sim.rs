@@ -84,6 +84,9 @@ pub struct Config {
     /// Call the delivery hook when a message arrives instead of when the application receives it: deliveries
     /// then follow timing, as in an application that tests for completions.
     pub deliver_on_arrival: bool,
+    /// Sends the engine holds back do not block the script (a transport's non-blocking send: the application goes
+    /// on, and may receive, while the send waits); they go out in order once the engine resumes them.
+    pub nonblocking_sends: bool,
     pub max_steps: u64,
 }
 
@@ -98,6 +101,7 @@ impl Config {
             log_memory: 1 << 20,
             date_rule: DateRule::Sends,
             deliver_on_arrival: false,
+            nonblocking_sends: false,
             max_steps: 200_000,
         }
     }
@@ -375,6 +379,19 @@ struct Proc {
     app: App,
     /// A send was answered `Hold` and no `ResumeSends` came since.
     hold: bool,
+    /// With `nonblocking_sends`: sends the application made that wait for the engine, in order.
+    queued: VecDeque<Issued>,
+}
+
+/// A send as the application made it: its message, and the phase of the process and the phase floor then.
+#[derive(Clone, Debug)]
+struct Issued {
+    to: Rank,
+    id: MsgId,
+    value: u64,
+    past: Bits,
+    phase: Phase,
+    floor: Phase,
 }
 
 #[derive(Clone)]
@@ -450,7 +467,13 @@ impl Sim {
         for r in 0..n as Rank {
             let engine =
                 Process::new(topo.clone(), r, ProcessConfig { date_rule: cfg.date_rule }).map_err(err("process"))?;
-            procs.push(Proc { engine, log: SenderLog::new(n, log_config.clone()), app: App::default(), hold: false });
+            procs.push(Proc {
+                engine,
+                log: SenderLog::new(n, log_config.clone()),
+                app: App::default(),
+                hold: false,
+                queued: VecDeque::new(),
+            });
         }
         let coordinators = (0..topo.coordinators() as CoordinatorId)
             .map(|c| Coordinator::new(topo.clone(), c))
@@ -587,11 +610,15 @@ impl Sim {
     fn enabled(&self) -> Vec<Choice> {
         let mut out = Vec::new();
         for (p, proc_) in self.procs.iter().enumerate() {
+            if !proc_.queued.is_empty() && !proc_.hold {
+                out.push(Choice::App(p as Rank));
+                continue;
+            }
             let Some(op) = self.program.scripts[p].get(proc_.app.pc) else {
                 continue;
             };
             let ok = match op {
-                Op::Send(_) => !proc_.hold,
+                Op::Send(_) => !proc_.hold || self.cfg.nonblocking_sends,
                 Op::Gate(k) => self.gates >= *k,
                 Op::Recv(from) => {
                     let batch = proc_.app.batch.as_ref().unwrap_or(from);
@@ -615,6 +642,9 @@ impl Sim {
 
     fn app_step(&mut self, p: Rank) -> SimResult<()> {
         let pi = p as usize;
+        if !self.procs[pi].queued.is_empty() && !self.procs[pi].hold {
+            return self.flush_queued(p);
+        }
         let op = self.program.scripts[pi][self.procs[pi].app.pc].clone();
         match op {
             Op::Gate(_) => self.procs[pi].app.pc += 1,
@@ -644,9 +674,63 @@ impl Sim {
         Ok(())
     }
 
+    /// The application's send of its next message to `to`.
     fn send(&mut self, p: Rank, to: Rank) -> SimResult<()> {
         let pi = p as usize;
-        let outcome = self.procs[pi].engine.on_send(to).map_err(|e| format!("rank {p} on_send({to}): {e}"))?;
+        let proc_ = &self.procs[pi];
+        let app = &proc_.app;
+        let issued = Issued {
+            to,
+            id: (p, app.sent),
+            value: value_of(p, app.sent, app.acc),
+            past: app.past.clone(),
+            phase: proc_.engine.phase(),
+            floor: app.phase_floor,
+        };
+        if !self.cfg.nonblocking_sends {
+            // A blocking send: the script stays at it while the engine holds it.
+            if self.try_send(p, &issued, None)? {
+                self.issue(p, &issued);
+            }
+            return self.drain(p);
+        }
+        self.issue(p, &issued);
+        self.procs[pi].queued.push_back(issued);
+        if self.procs[pi].hold { Ok(()) } else { self.flush_queued(p) }
+    }
+
+    /// The script moves past a send.
+    fn issue(&mut self, p: Rank, issued: &Issued) {
+        let app = &mut self.procs[p as usize].app;
+        app.sent += 1;
+        app.pc += 1;
+        app.sends.push((issued.to, issued.value));
+    }
+
+    /// Non-blocking sends: tries the queued ones in order until the engine holds one back.
+    fn flush_queued(&mut self, p: Rank) -> SimResult<()> {
+        let pi = p as usize;
+        while !self.procs[pi].hold
+            && let Some(issued) = self.procs[pi].queued.front().cloned()
+        {
+            if !self.try_send(p, &issued, Some(issued.phase))? {
+                break;
+            }
+            self.procs[pi].queued.pop_front();
+        }
+        self.drain(p)
+    }
+
+    /// The engine's send hook for `issued` (with the phase of the application's send if `as_of`), and what it
+    /// allows. False if held.
+    fn try_send(&mut self, p: Rank, issued: &Issued, as_of: Option<Phase>) -> SimResult<bool> {
+        let pi = p as usize;
+        let to = issued.to;
+        let outcome = match as_of {
+            None => self.procs[pi].engine.on_send(to),
+            Some(phase) => self.procs[pi].engine.on_send_as_of(to, phase),
+        }
+        .map_err(|e| format!("rank {p} on_send({to}): {e}"))?;
         let inter = self.group(p) != self.group(to);
         let (pb, transmit) = match outcome {
             Outbound::Hold => {
@@ -654,8 +738,7 @@ impl Sim {
                 self.stats.holds += 1;
                 let phase = self.procs[pi].engine.phase();
                 self.trace.push(Trace::Send { rank: p, to, id: None, outcome: "hold", phase });
-                self.drain(p)?;
-                return Ok(());
+                return Ok(false);
             }
             Outbound::Transmit { piggyback, log } => {
                 if log != inter {
@@ -676,22 +759,17 @@ impl Sim {
                 (None, false)
             }
         };
-        let app = &mut self.procs[pi].app;
-        let id = (p, app.sent);
-        let value = value_of(p, app.sent, app.acc);
+        let id = issued.id;
         if let Some(pb) = pb
-            && pb.phase() < app.phase_floor
+            && pb.phase() < issued.floor
         {
             return Err(format!(
                 "phase decreased along a causal chain: {id:?} sent in phase {} after consuming phase {}",
                 pb.phase(),
-                app.phase_floor
+                issued.floor
             ));
         }
-        let msg = AppMsg { id, value, past: app.past.clone(), delivery: None, phase: 0 };
-        app.sent += 1;
-        app.pc += 1;
-        app.sends.push((to, value));
+        let msg = AppMsg { id, value: issued.value, past: issued.past.clone(), delivery: None, phase: 0 };
         let payload = msg.encode();
         if inter && let Some(pb) = pb {
             self.procs[pi].log.append(to, pb, &payload).map_err(|e| format!("rank {p} log append: {e}"))?;
@@ -717,7 +795,7 @@ impl Sim {
                 return Err(format!("rank {p} suppressed {id:?} as an orphan but rank {to} does not have it: lost"));
             }
         }
-        self.drain(p)
+        Ok(true)
     }
 
     // --------------------------------------------------------------------------------------------------------------
@@ -873,6 +951,7 @@ impl Sim {
                     let remaining = log.entries(to).into_iter().map(|e| e.0).collect();
                     self.trace.push(Trace::Discard { rank: p, to, before, remaining });
                 }
+                // Queued non-blocking sends go at the process's next step.
                 Action::ResumeSends => self.procs[p as usize].hold = false,
             }
         }
@@ -891,7 +970,11 @@ impl Sim {
 
     fn capture_checkpoint(&mut self, g: GroupId) -> SimResult<()> {
         let members: Vec<Rank> = self.topo.members(g).map_err(err("members"))?.to_vec();
-        if self.pending.contains_key(&g) || members.iter().any(|&r| self.procs[r as usize].engine.in_recovery()) {
+        if self.pending.contains_key(&g)
+            || members
+                .iter()
+                .any(|&r| self.procs[r as usize].engine.in_recovery() || !self.procs[r as usize].queued.is_empty())
+        {
             // The protocol refuses checkpoints during recovery; the group will checkpoint another time.
             return Ok(());
         }
@@ -976,7 +1059,8 @@ impl Sim {
                     .map_err(|e| format!("rank {r} restart: {e}"))?;
                 let log =
                     SenderLog::restore(self.procs.len(), log_config.clone(), &saved.log).map_err(err("log restore"))?;
-                self.procs[r as usize] = Proc { engine, log, app: saved.app.clone(), hold: false };
+                self.procs[r as usize] =
+                    Proc { engine, log, app: saved.app.clone(), hold: false, queued: VecDeque::new() };
                 *self.stats.rollbacks.entry(r).or_default() += 1;
                 self.trace.push(Trace::Rollback { rank: r, round });
             }
@@ -1011,7 +1095,7 @@ impl Sim {
                     self.schedule.len()
                 ));
             }
-            if proc_.engine.in_recovery() || proc_.hold {
+            if proc_.engine.in_recovery() || proc_.hold || !proc_.queued.is_empty() {
                 return Err(format!("rank {p} ends in recovery or holding a send"));
             }
             if proc_.app.sends != self.reference.sends[p] {

@@ -1,0 +1,434 @@
+//! Recovery of failed groups with `nemesis-run --ft` (its channel, `crate::ft::channel`): the
+//! launcher runs the recovery coordinators and restarts failed groups; a rank serves its part.
+//!
+//! - **Engine messages** from a coordinator come through the channel and go to the engine
+//!   (`on_control`); the engine's messages for coordinators go back through it (`ft.rs`,
+//!   `ft_drain`). Messages between processes (`Restarted`, `LastDate`, replays) travel on the
+//!   per-pair FIFOs as in failure-free operation.
+//! - **Retirement** (`nemesis_shm::incarnation`, step 2): when the launcher asks, a surviving rank
+//!   makes sure it holds nothing of the dead incarnations (unexpected messages kept in their
+//!   cells are copied out, sends waiting for cells to them are dropped), retires them in its
+//!   port, and answers. A dead rank of another node is retired in the netmod (`Netmod::retire`:
+//!   connection, queue and transfers dropped), and answered for once the netmod's death notice
+//!   has come through the receive queue, behind everything the dead incarnation had sent.
+//! - **Remote restarts**: the launcher sends the new card of a restarted rank of another node
+//!   ([`Frame::Card`]); the netmod reconnects to the new incarnation (`Netmod::restarted`) and,
+//!   if this rank had retired the old one, the peer counts as restarted from then on, as a
+//!   local peer does when the port sees its new incarnation in the segment. A dead peer is never *silent* here: receives that name it keep waiting
+//!   for its new incarnation (its messages are replayed from logs or sent again), where without
+//!   recovery they fail with `PeerDied`.
+//! - **Sends to a dead rank** are lost with it, as HydEE's model has it (T:502–525): an
+//!   inter-group message is in the sender's log and replayed once the rank restarts; an
+//!   intra-group sender is in the failed group and restarts too. Such a send completes.
+//! - **A rendezvous whose sender dies** (issue 13). HydEE's messages are atomic: a reception takes a
+//!   whole message off the head of its FIFO channel (T:510, model of T:502), and the RPP records it
+//!   then (Fig 6.3 lines 11–15, T:1967). A rendezvous is not atomic: its RTS arrives in channel
+//!   order and is recorded by the arrival hook (`ft.rs`), while its data moves only once a receive
+//!   matched it (mercier-2019-hdr-nemesis-topology.txt:756), through the receiver's copy ring or a
+//!   single copy (:773). If the sender dies in between, the receiver has recorded a message it does
+//!   not have: the restarted sender regenerates it, and the receiver — which counts it as received,
+//!   an orphan (Definition 5.6, T:1612) — would drop the copy, leaving its receive incomplete, or
+//!   half-copied. So here **a rendezvous message counts as received when its data is in**: when
+//!   its sender dies before, its arrival is taken back (`nemesis_ft::Process::on_receive_undone`),
+//!   and its receive is posted again, first in the posted list with the message's own envelope, to
+//!   be matched by the regenerated (or, if the sender's checkpoint holds it, replayed) copy, whose
+//!   transfer starts over from byte 0 into the same buffer. A transfer that completes after the
+//!   death (the sender's last chunk was in the ring) stays received. This is done once the dead
+//!   sender is silent (everything it sent was delivered or dropped: no older message of it can
+//!   match the receive posted again), before it is retired, hence before its new incarnation's
+//!   `Restarted` can be answered with a `LastDate`. Transfers that learn of the death earlier (a
+//!   single-copy read that finds the process gone) wait for that. The RTS of a dead sender still
+//!   in the unexpected list (not matched, or being pulled in by a checkpoint) is dropped and taken
+//!   back the same way (one a matched probe reserved too: its receive then fails with
+//!   `PeerDied`). Only local senders are handled so: a remote sender's death still fails the
+//!   receive. A sender of this rank's own group is handled alike, though nothing is recorded of
+//!   it: its death kills this rank, which waits for that rather than failing.
+//! - **A rendezvous whose receiver dies**: its sender's transfer fails with the receiver's death
+//!   and the send completes (the message is lost with it, as above); it is in the sender's log,
+//!   complete before the RTS could be answered (`ft.rs` logs it in the same call), and replayed
+//!   to the new incarnation if its checkpoint does not hold it. The sender stops writing into the
+//!   dead receiver's ring or buffer when it notices the death (`nemesis_lmt::Lmt::peer_gone`),
+//!   before retiring it, so never into those of the new incarnation.
+//! - **The end**: finalize tells the launcher and keeps serving recovery until every rank has
+//!   finished ([`Frame::Finish`]): a rank that finished may still hold logged messages a
+//!   restarted group needs.
+//!
+//! The launcher sets the rank's mail flag in the segment after writing to the channel: one load
+//! per progress pass tells whether to read it.
+
+use std::sync::atomic::Ordering::*;
+
+use nemesis_ft::{Endpoint as FtEndpoint, Piggyback};
+use nemesis_shm::Incoming;
+use nemesis_shm::netmod::Netmod;
+
+use super::matching::{Posted, Want};
+use super::request::{Op, RecvBuf, Request};
+use super::{Inner, NOT_LOCAL, Peer};
+use crate::error::{Error, Result};
+use crate::ft::channel::Frame;
+
+/// The rendezvous from local ranks whose data may not all come, under recovery.
+#[derive(Debug, Default)]
+pub(super) struct Rendezvous {
+    /// Receives whose transfer is under way, or failed with its sender's death.
+    recvs: Vec<RdvRecv>,
+    /// `(unexpected id, date)` of each such RTS in the unexpected list.
+    unexpected: Vec<(u64, u64)>,
+}
+
+/// A receive that took the RTS of a message of another group.
+#[derive(Debug)]
+struct RdvRecv {
+    req: Request,
+    /// The message's envelope and date (its sender's).
+    source: u32,
+    tag: i32,
+    context: u32,
+    date: u64,
+    buf: RecvBuf,
+    /// Its transfer failed with the sender's death: posted again once the sender is silent.
+    withdrawn: bool,
+}
+
+impl Inner {
+    /// Whether `e`, the failure of a send to `dest`, means the message is lost with its dead
+    /// receiver under recovery (the send then completes; module documentation).
+    pub(super) fn ft_lost(&self, e: &Error) -> bool {
+        matches!(e, Error::PeerDied { .. }) && self.ft.as_deref().is_some_and(|ft| ft.channel.is_some())
+    }
+
+    /// This rank re-executes after its restart: the recovery round it was restarted in is not
+    /// over (a later round supersedes it only by restarting this rank again). Its group's
+    /// checkpoints are skipped meanwhile: the round may need messages it sends after one (when it
+    /// restarted from an older generation than the one it failed after), so it cannot wait for
+    /// the round to end there, and the engine takes no checkpoint during a round.
+    pub(super) fn ft_reexecuting(&self) -> bool {
+        self.ft.as_deref().is_some_and(|ft| ft.process.in_recovery() && ft.restart_round == Some(ft.process.round()))
+    }
+
+    /// True with the launcher's channel (recovery of failed groups).
+    pub(super) fn ft_recovers(&self) -> bool {
+        self.ft.as_deref().is_some_and(|ft| ft.channel.is_some())
+    }
+
+    /// The launcher's channel, if its mail flag is up (or a retirement is pending): reads and
+    /// handles its frames. True if anything happened.
+    #[inline]
+    pub(super) fn ft_mail(&mut self) -> Result<bool> {
+        match self.ft_mail {
+            // ORDERING: Relaxed; a hint, the swap in `ft_channel` orders the reads.
+            Some(m) if m.load(Relaxed) != 0 => self.ft_channel(),
+            _ => Ok(false),
+        }
+    }
+
+    #[inline(never)]
+    fn ft_channel(&mut self) -> Result<bool> {
+        if let Some(m) = self.ft_mail {
+            // ORDERING: Acquire; pairs with the launcher's Release store after its write (the
+            // socket orders the bytes themselves).
+            m.swap(0, Acquire);
+        }
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(false) };
+        let Some(ch) = ft.channel.as_mut() else { return Ok(false) };
+        let frames = ch.receive()?;
+        let got = !frames.is_empty();
+        for f in frames {
+            match f {
+                Frame::Engine { coordinator, msg } => {
+                    let Some(ft) = self.ft.as_deref_mut() else { break };
+                    tracing::debug!(coordinator, msg = msg.name(), "HydEE: from the coordinator");
+                    ft.stats.control_received += 1;
+                    ft.process.on_control(FtEndpoint::Coordinator(coordinator), msg, &ft.log)?;
+                    self.ft_drain()?;
+                }
+                Frame::Retire { ranks } => {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.retiring.extend(ranks);
+                    }
+                }
+                Frame::Finish => {
+                    if let Some(ft) = self.ft.as_deref_mut() {
+                        ft.finish = true;
+                    }
+                }
+                Frame::Card { rank, incarnation, card } => self.ft_card(rank, incarnation, &card)?,
+                other => {
+                    return Err(Error::Config(format!("fault-tolerance channel: unexpected frame {other:?}")));
+                }
+            }
+        }
+        if self.ft.as_deref().is_some_and(|ft| !ft.retiring.is_empty()) {
+            self.ft_retire()?;
+            if self.ft.as_deref().is_some_and(|ft| !ft.retiring.is_empty())
+                && let Some(m) = self.ft_mail
+            {
+                // Not done: look again at the next pass.
+                // ORDERING: Relaxed; our own reminder.
+                m.store(1, Relaxed);
+            }
+        }
+        Ok(got)
+    }
+
+    /// Retires the dead ranks the launcher named, as far as possible now; tells it which.
+    fn ft_retire(&mut self) -> Result<()> {
+        self.port.check_peers()?;
+        if self.port.has_events() {
+            self.handle_events(None)?;
+        }
+        let retiring = self.ft.as_deref().map(|ft| ft.retiring.clone()).unwrap_or_default();
+        let mut done = Vec::new();
+        for r in retiring {
+            let Some(&local) = self.route.get(r as usize) else {
+                done.push(r);
+                continue;
+            };
+            if local == NOT_LOCAL {
+                // Nothing of it in this node's segment; its connection goes, and once the
+                // netmod's notice came through the receive queue, so did all it had sent.
+                match self.net.as_mut() {
+                    Some(net) => net.retire(r)?,
+                    None => {
+                        done.push(r);
+                        continue;
+                    }
+                }
+                if self.ft.as_deref().is_some_and(|ft| ft.net_silent.contains(&r)) {
+                    done.push(r);
+                }
+                continue;
+            }
+            self.release_from(r)?;
+            if self.port.retire_peer(local)? {
+                done.push(r);
+            }
+        }
+        if done.is_empty() {
+            return Ok(());
+        }
+        tracing::debug!(?done, "HydEE: dead ranks retired");
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.retiring.retain(|r| !done.contains(r));
+            if let Some(ch) = ft.channel.as_mut() {
+                ch.send(&Frame::Retired { ranks: done });
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets go of everything of dead rank `r`'s that this rank holds: unexpected messages still
+    /// in its cells are copied out, sends waiting for cells to it are dropped (lost with it).
+    fn release_from(&mut self, r: u32) -> Result<()> {
+        self.unhold_unexpected(Some(r))?;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let p = &self.pending[i];
+            let to_r = matches!(self.reqs.op_mut(p.req), Some(super::request::Op::Send { dest, .. }) if *dest == r);
+            if !to_r {
+                i += 1;
+                continue;
+            }
+            let Some(p) = self.pending.remove(i) else { break };
+            let status = super::Status { source: self.rank, tag: 0, len: 0 };
+            self.reqs.complete(p.req, Ok(status));
+            if p.internal {
+                let _ = self.reqs.take(p.req);
+            }
+        }
+        Ok(())
+    }
+
+    /// A dead peer is silent (everything it sent was delivered or dropped), under recovery: what
+    /// waits on it keeps waiting for its next incarnation, but synchronous sends to it complete
+    /// (their message is lost with it and replayed from the log).
+    pub(super) fn ft_peer_silent(&mut self, dead: u32) {
+        let mut i = 0;
+        while i < self.sync_waiting.len() {
+            if self.sync_waiting[i].2 == dead {
+                let (_, req, _, status) = self.sync_waiting.swap_remove(i);
+                self.reqs.complete(req, Ok(status));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The launcher's news that remote rank `rank` runs again as `incarnation`, reached at `card`:
+    /// the netmod reconnects to it; if this rank had retired it, it restarted.
+    fn ft_card(&mut self, rank: u32, incarnation: u32, card: &str) -> Result<()> {
+        if self.route.get(rank as usize) != Some(&NOT_LOCAL) {
+            // A rank of this node: its restart shows in the segment.
+            return Ok(());
+        }
+        let Some(net) = self.net.as_mut() else { return Ok(()) };
+        if net.restarted(rank, incarnation, card)? {
+            if let Some(ft) = self.ft.as_deref_mut() {
+                ft.net_silent.retain(|&r| r != rank);
+            }
+            self.ft_peer_restarted(rank);
+        }
+        Ok(())
+    }
+
+    /// A retired peer (global rank `g`) runs again as a new incarnation.
+    pub(super) fn ft_peer_restarted(&mut self, g: u32) {
+        tracing::info!(rank = g, "peer restarted");
+        if let Some(p) = self.peers.get_mut(g as usize) {
+            *p = Peer::Alive;
+        }
+        if let Some(a) = self.active.get_mut(g as usize) {
+            *a = super::progress::Active::None;
+        }
+        // Its pid changed: no single-copy transfer with it until it is known again.
+        if let Some(&local) = self.route.get(g as usize)
+            && local != NOT_LOCAL
+            && let Some(p) = self.rings.pids.get_mut(usize::from(local))
+        {
+            *p = None;
+        }
+    }
+
+    /// At finalize, under recovery: tells the launcher and serves recovery until every rank has
+    /// finished.
+    pub(super) fn ft_finish_wait(&mut self) -> Result<()> {
+        let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
+        let Some(ch) = ft.channel.as_mut() else { return Ok(()) };
+        ch.send(&Frame::Finishing);
+        let mut waiter = crate::wait::Waiter::new(self.cfg.wait, self.spin);
+        while !self.ft.as_deref().is_some_and(|ft| ft.finish) {
+            self.idle_step(&mut waiter, None)?;
+        }
+        Ok(())
+    }
+
+    /// Tells the launcher what this rank replayed since its last report.
+    pub(super) fn ft_report_replays(&mut self) {
+        let Some(ft) = self.ft.as_deref_mut() else { return };
+        let (m, b) = (ft.stats.replayed, ft.stats.replayed_bytes);
+        if (m, b) == ft.replays_reported {
+            return;
+        }
+        let frame = Frame::Replayed {
+            round: ft.process.round(),
+            messages: m - ft.replays_reported.0,
+            bytes: b - ft.replays_reported.1,
+        };
+        if let Some(ch) = ft.channel.as_mut() {
+            ch.send(&frame);
+            ft.replays_reported = (m, b);
+        }
+    }
+
+    /// The date of the RTS `inc` from local rank `source`, if it must be tracked: under recovery
+    /// (`delivery`: the engine kept it). A rank of this group too: its death kills this rank, which
+    /// waits for that rather than failing its receive (and exiting first, a death of its own).
+    pub(super) fn ft_rts_date(&self, inc: &Incoming, source: u32, delivery: bool) -> Option<u64> {
+        let ft = self.ft.as_deref()?;
+        if !delivery || ft.channel.is_none() || self.route[source as usize] == NOT_LOCAL {
+            return None;
+        }
+        Some(Piggyback::decode(&inc.piggyback()?).ok()?.date())
+    }
+
+    /// An RTS of another group dated `date` waits in the unexpected list under `id`.
+    pub(super) fn ft_rts_unexpected(&mut self, id: u64, date: Option<u64>) {
+        if let Some(date) = date {
+            self.ft_rdv.unexpected.push((id, date));
+        }
+    }
+
+    /// The date of unexpected RTS `id`, if tracked; it leaves the list.
+    pub(super) fn ft_rts_taken(&mut self, id: u64) -> Option<u64> {
+        if self.ft_rdv.unexpected.is_empty() {
+            return None;
+        }
+        let i = self.ft_rdv.unexpected.iter().position(|e| e.0 == id)?;
+        Some(self.ft_rdv.unexpected.swap_remove(i).1)
+    }
+
+    /// Receive `req` into `buf` took the RTS `(source, tag, context)` dated `date` (if tracked).
+    pub(super) fn ft_rdv_started(&mut self, req: Request, want: Want, date: Option<u64>, buf: RecvBuf) {
+        if let Some(date) = date {
+            let (source, tag, context) = (want.source as u32, want.tag, want.context);
+            self.ft_rdv.recvs.push(RdvRecv { req, source, tag, context, date, buf, withdrawn: false });
+        }
+    }
+
+    /// The transfer of receive `req` ended (`died`: with its sender's death). True if the receive
+    /// waits for its sender's next incarnation instead of completing now.
+    pub(super) fn ft_rdv_ended(&mut self, req: Request, died: bool) -> bool {
+        if self.ft_rdv.recvs.is_empty() {
+            return false;
+        }
+        let Some(i) = self.ft_rdv.recvs.iter().position(|r| r.req == req) else { return false };
+        if died {
+            self.ft_rdv.recvs[i].withdrawn = true;
+            return true;
+        }
+        self.ft_rdv.recvs.swap_remove(i);
+        false
+    }
+
+    /// Dead local rank `dead` is silent (its transfers with us have ended, `Lmt::peer_gone`): the
+    /// rendezvous from it whose data did not all come are taken back from the engine and their
+    /// receives posted again (module documentation); its RTS still unexpected are dropped.
+    pub(super) fn ft_rdv_silent(&mut self, dead: u32) -> Result<()> {
+        if self.ft_rdv.recvs.is_empty() && self.ft_rdv.unexpected.is_empty() {
+            return Ok(());
+        }
+        let mut dates = Vec::new();
+        let mut k = 0;
+        while k < self.unexpected.len() {
+            let (id, u) = &self.unexpected[k];
+            let tracked = u.source == dead && u.rts.is_some();
+            let Some(e) = self.ft_rdv.unexpected.iter().position(|e| tracked && e.0 == *id) else {
+                k += 1;
+                continue;
+            };
+            dates.push(self.ft_rdv.unexpected.swap_remove(e).1);
+            let (_, u) = self.unexpected.remove(k);
+            // A checkpoint pulling it in sees its transfer fail and the message gone.
+            self.forget_unexpected(u);
+        }
+        let mut again = Vec::new();
+        let mut k = 0;
+        while k < self.ft_rdv.recvs.len() {
+            let r = &self.ft_rdv.recvs[k];
+            if r.source == dead && r.withdrawn {
+                again.push(self.ft_rdv.recvs.swap_remove(k));
+            } else {
+                k += 1;
+            }
+        }
+        dates.extend(again.iter().map(|r| r.date));
+        // Last first: each is then the last arrival from `dead` if nothing later came.
+        dates.sort_unstable_by(|a, b| b.cmp(a));
+        if let Some(ft) = self.ft.as_deref_mut() {
+            for &date in &dates {
+                ft.process.on_receive_undone(dead, date)?;
+            }
+        }
+        // Matched in arrival (date) order: posted again first, in that order.
+        again.sort_unstable_by_key(|r| std::cmp::Reverse(r.date));
+        for r in again {
+            tracing::debug!(
+                source = dead,
+                date = r.date,
+                tag = r.tag,
+                "HydEE: rendezvous lost with its sender; receive posted again"
+            );
+            if let Some(op) = self.reqs.op_mut(r.req) {
+                *op = Op::Recv { buf: r.buf, status: None };
+                let want = Want { source: dead as i32, tag: r.tag, context: r.context };
+                self.posted.push_front(Posted { req: r.req, want });
+                self.expect(want.source, true);
+            }
+        }
+        if !dates.is_empty() {
+            tracing::debug!(source = dead, ?dates, "HydEE: arrivals of rendezvous taken back");
+        }
+        Ok(())
+    }
+}
