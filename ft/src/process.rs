@@ -279,10 +279,17 @@ struct Recovery {
     taint: Phase,
     /// Best horizon heard from the coordinator; `None` before the first `NotifySendMsg`.
     horizon: Option<Horizon>,
-    /// Highest taint announced with `MyPhase`.
+    /// The phase last announced with `MyPhase`.
     registered: Phase,
     /// Whether a send was refused since the last `ResumeSends`.
     holding: bool,
+    /// While `holding`: the phase the refused send waits for the horizon to admit — the taint of the process when
+    /// the application made it (its call's phase, or less). \[R+\] Not the taint of now: a non-blocking send held
+    /// back while the application goes on receiving would otherwise wait for phases its own message does not depend
+    /// on, which can only clear once that message (a regenerated orphan, say) has gone: the round never ends
+    /// (`tests/ft_recovery.rs`, `five_failures_in_one_run`, hung that way: the horizon at the restarted group's
+    /// lowest orphan phase, its held sends waiting for a taint raised by the receives that followed them).
+    hold_bound: Phase,
     /// `NotifySendMsg(Unbounded)` arrived; only the stale-message filter may remain.
     complete: bool,
 }
@@ -305,18 +312,20 @@ impl Recovery {
             horizon: None,
             registered: 0,
             holding: false,
+            hold_bound: 0,
             complete: false,
         }
     }
 
-    fn may_send(&self) -> bool {
+    /// Whether a send whose taint bound is `bound` may go.
+    fn may_send_at(&self, bound: Phase) -> bool {
         if self.complete {
             return true;
         }
         if self.restarting && !self.awaiting_last_date.is_empty() {
             return false;
         }
-        self.horizon.is_some_and(|h| h.admits(self.taint))
+        self.horizon.is_some_and(|h| h.admits(bound))
     }
 
     /// Whether the process is waiting for the coordinator to admit its taint (as opposed to waiting for its first
@@ -639,11 +648,13 @@ impl Process {
             self.date += 1;
             return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
-        if !rec.may_send() {
+        let bound = phase.min(rec.taint);
+        if !rec.may_send_at(bound) {
             if !rec.holding {
-                tracing::debug!(rank = self.rank, to, taint = rec.taint, horizon = ?rec.horizon, "HydEE: sends held");
+                tracing::debug!(rank = self.rank, to, bound, taint = rec.taint, horizon = ?rec.horizon, "HydEE: sends held");
             }
             rec.holding = true;
+            rec.hold_bound = bound;
             self.register_taint();
             return Ok(Outbound::Hold);
         }
@@ -1076,14 +1087,18 @@ impl Process {
         }
     }
 
-    /// Announces a taint above what the coordinator last heard, if a send is waiting on it.
+    /// Announces the phase a held send waits for (`hold_bound`), if the coordinator has not heard it last.
     fn register_taint(&mut self) {
         let Some(rec) = self.recovery.as_deref_mut() else {
             return;
         };
-        if rec.holding && rec.waiting_for_phase() && !rec.may_send() && rec.taint > rec.registered {
-            rec.registered = rec.taint;
-            let msg = Control::MyPhase { round: rec.round, phase: rec.taint };
+        if rec.holding
+            && rec.waiting_for_phase()
+            && !rec.may_send_at(rec.hold_bound)
+            && rec.hold_bound != rec.registered
+        {
+            rec.registered = rec.hold_bound;
+            let msg = Control::MyPhase { round: rec.round, phase: rec.hold_bound };
             self.actions.push_back(Action::Control { to: Endpoint::Coordinator(self.coordinator), msg });
         }
     }
@@ -1181,7 +1196,7 @@ impl Process {
         let Some(rec) = self.recovery.as_deref_mut() else {
             return;
         };
-        if rec.holding && rec.may_send() {
+        if rec.holding && rec.may_send_at(rec.hold_bound) {
             rec.holding = false;
             self.actions.push_back(Action::ResumeSends);
         }
