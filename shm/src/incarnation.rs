@@ -236,6 +236,40 @@ mod tests {
         drop(c);
     }
 
+    /// The live rank polls the new incarnation's messages (cells of a two-cell message, then a
+    /// fastbox message) with no liveness check since the reset: `Restarted` is reported by the
+    /// poll that returns the first fragment, before it (loom
+    /// `sender_dies_between_swap_and_link_then_restarts` found it reported after, or never).
+    #[test]
+    fn restarted_comes_before_the_new_incarnations_first_fragment() {
+        for fastbox_first in [false, true] {
+            let node = HeapNode::new(2, params()).unwrap();
+            let mut a = Port::new(&node, 0, PortConfig { check_every: 1 << 20, ..cfg() }).unwrap();
+            node.mark_gone(1, 9).unwrap();
+            checks(&mut a, 3);
+            assert!(a.retire_peer(1).unwrap());
+            reset_rank(&node, 1).unwrap();
+            node.register(1).unwrap();
+            let mut c = Port::new(&node, 1, PortConfig { fastbox_after: 1, ..cfg() }).unwrap();
+            let first = if fastbox_first { vec![7; 10] } else { vec![7; 300] };
+            assert!(matches!(c.send(0, &hdr(1), None, &first).unwrap(), Sent::Done));
+            assert!(matches!(c.send(0, &hdr(2), None, &[8; 10]).unwrap(), Sent::Done));
+            let inc = a.poll(&[1]).unwrap().expect("the new incarnation's first fragment");
+            assert_eq!((inc.src, inc.tag(), inc.header().seq, inc.offset()), (1, 1, 0, 0));
+            assert_eq!(a.take_events(), [PeerEvent::Restarted { rank: 1 }], "fastbox first: {fastbox_first}");
+            a.release(inc).unwrap();
+            let mut rest = Vec::new();
+            while let Some(inc) = a.poll(&[1]).unwrap() {
+                rest.push((inc.tag(), inc.header().seq, inc.offset()));
+                a.release(inc).unwrap();
+            }
+            let second = (2, 1, 0);
+            let expected = if fastbox_first { vec![second] } else { vec![(1, 0, a.cell_payload()), second] };
+            assert_eq!(rest, expected);
+            assert!(a.take_events().is_empty());
+        }
+    }
+
     /// The new incarnation dies before a retired peer looked: the peer sees the restart, then
     /// the new death, and drains what the new incarnation had sent.
     #[test]

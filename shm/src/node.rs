@@ -111,6 +111,19 @@ impl RankState {
         self.state.load(Acquire) == STATE_GONE
     }
 
+    /// Claims the record for the process registering as this rank: EMPTY → ALIVE, at the start of
+    /// a job or after a launcher reset it for a new incarnation ([`crate::incarnation::reset_rank`]).
+    /// Fails (nothing changed) if the rank is registered already or gone.
+    pub(crate) fn claim(&self) -> Result<()> {
+        // ORDERING: AcqRel; Acquire takes in a reset's Release store of EMPTY (the rank's queues,
+        // pool and boxes as the launcher left them); the claim orders nothing else by itself (a
+        // segment publishes the pid on its own), and a failed claim reads the state it reports.
+        match self.state.compare_exchange(STATE_EMPTY, STATE_ALIVE, AcqRel, Acquire) {
+            Ok(_) => Ok(()),
+            Err(s) => Err(Error::corrupt("rank already registered, state", s)),
+        }
+    }
+
     /// A record for a heap node, in state `state`.
     pub fn new(state: u32) -> Self {
         RankState {
@@ -317,6 +330,13 @@ impl HeapNode {
         };
         node.fill_free_queues()?;
         Ok(node)
+    }
+
+    /// Registers rank `r` as a process attaching to a segment does (`Segment::register`): its
+    /// record goes from EMPTY to ALIVE. Every rank of a new heap node is ALIVE already; this is for
+    /// a rank reset by [`crate::incarnation::reset_rank`], to run it as its new incarnation.
+    pub fn register(&self, r: u16) -> Result<()> {
+        self.state_of(r)?.claim()
     }
 
     /// Puts every cell into its owner's free queue, as segment creation does.

@@ -391,7 +391,8 @@ struct Tx<'n> {
 struct Rx<'n> {
     /// Sequence number of the next message expected from this peer.
     expected: u32,
-    /// Next fragment expected of the message being received (0: between messages).
+    /// Next fragment expected of the message being received (0: between messages);
+    /// [`RETIRED_FRAG`] once the peer is retired, until its restart is observed.
     next_frag: u16,
     /// The box this peer owns among ours, once seen, and its index.
     fb: Option<FastboxRef<'n>>,
@@ -426,6 +427,13 @@ struct Stashed {
 
 /// `Port::epoch` before the port looked at its peers for the first time.
 const NO_EPOCH_SEEN: u64 = u64::MAX;
+
+/// [`Rx::next_frag`] of a retired peer ([`Port::retire_peer`]): no fragment index (a message has
+/// at most `u16::MAX` fragments, numbered from 0, and `next_frag` goes back to 0 after the last),
+/// so the first cell or fastbox message of the peer's new incarnation fails the in-order tests of
+/// the poll paths and reaches their slow end, where the restart is observed and
+/// [`PeerEvent::Restarted`] reported before that message is returned. The fast paths pay nothing.
+const RETIRED_FRAG: u16 = u16::MAX;
 
 /// A process's port onto a [`Node`] as local rank `me`. Driven by one thread at a time.
 pub struct Port<'n, N: Node> {
@@ -979,6 +987,11 @@ impl<'n, N: Node> Port<'n, N> {
         let Some(fb) = r.fb else { return Ok(None) };
         let Some(m) = fb.peek(r.fnext)? else { return Ok(None) };
         if m.seq != r.expected || r.next_frag != 0 {
+            // A box of a retired peer with a message in it is its new incarnation's (the dead
+            // one's box was freed before the retirement): `Restarted` first, as for a cell.
+            if r.next_frag == RETIRED_FRAG && self.observe_restart(src)? {
+                return self.take_from_box(src);
+            }
             return Ok(None);
         }
         r.expected = r.expected.wrapping_add(1);
@@ -997,29 +1010,36 @@ impl<'n, N: Node> Port<'n, N> {
         if hdr.flags & flags::NETMOD != 0 {
             return self.netmod_fragment(c, src, hdr);
         }
-        let r = &mut self.rx[src as usize];
-        if hdr.seq == r.expected && hdr.frag == r.next_frag {
-            let inc = self.cell_fragment(c, src, hdr)?;
-            crate::failpoint!("dequeue-before-pop");
-            q.pop(c, self.node)?;
-            self.advance(src, &inc);
-            if !self.markers.is_empty() {
-                self.note_dequeued(c);
+        loop {
+            let r = &mut self.rx[src as usize];
+            if hdr.seq == r.expected && hdr.frag == r.next_frag {
+                let inc = self.cell_fragment(c, src, hdr)?;
+                crate::failpoint!("dequeue-before-pop");
+                q.pop(c, self.node)?;
+                self.advance(src, &inc);
+                if !self.markers.is_empty() {
+                    self.note_dequeued(c);
+                }
+                return Ok(Some(inc));
             }
-            return Ok(Some(inc));
-        }
-        if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
-            // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
-            // checked now; the stash makes it again when it is its turn.
-            let _checked = self.cell_fragment(c, src, hdr)?;
-            q.pop(c, self.node)?;
-            if !self.markers.is_empty() {
-                self.note_dequeued(c);
+            if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
+                // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
+                // checked now; the stash makes it again when it is its turn.
+                let _checked = self.cell_fragment(c, src, hdr)?;
+                q.pop(c, self.node)?;
+                if !self.markers.is_empty() {
+                    self.note_dequeued(c);
+                }
+                self.stash = Some(Stashed { cell: c.handle(), src, hdr });
+                return self.poll_stash();
             }
-            self.stash = Some(Stashed { cell: c.handle(), src, hdr });
-            return self.poll_stash();
+            // A cell of a retired peer can only be its new incarnation's (the dead one's were all
+            // polled before the retirement): `Restarted` first, then the cell, from number 0.
+            if r.next_frag == RETIRED_FRAG && self.observe_restart(src)? {
+                continue;
+            }
+            return Err(Error::corrupt("cell sequence number", hdr.seq));
         }
-        Err(Error::corrupt("cell sequence number", hdr.seq))
     }
 
     /// Builds the fragment for cell `c`, validating its length fields.
@@ -1279,7 +1299,7 @@ impl<'n, N: Node> Port<'n, N> {
             return Ok(false);
         }
         self.tx[usize::from(r)] = Tx { gone: true, ..Tx::default() };
-        self.rx[usize::from(r)] = Rx::default();
+        self.rx[usize::from(r)] = Rx { next_frag: RETIRED_FRAG, ..Rx::default() };
         self.gone[usize::from(r)].retired = true;
         Ok(true)
     }
@@ -1295,9 +1315,11 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// [`observe_restarts`](Self::observe_restarts) for peer `r` (checked): true if it runs again.
-    /// Also called by a send to a retired peer, which may come before the next death-epoch check
-    /// (answering a message the new incarnation sent: its traffic is taken from sequence number 0
-    /// since the retirement).
+    /// Also called by a send to a retired peer, which may come before the next death-epoch check,
+    /// and by a poll that finds a message of a retired peer: a message of the new incarnation is
+    /// returned only after its `Restarted` (loom `sender_dies_between_swap_and_link_then_restarts`).
+    /// The incarnation is visible then: the new process started after the reset that bumped it,
+    /// and its message was acquired from the queue or box it published it in.
     #[cold]
     fn observe_restart(&mut self, r: u16) -> Result<bool> {
         let g = self.gone[usize::from(r)];
@@ -1306,6 +1328,9 @@ impl<'n, N: Node> Port<'n, N> {
         }
         self.gone[usize::from(r)] = Gone::default();
         self.tx[usize::from(r)].gone = false;
+        // Its traffic starts at number 0 (`expected` is 0 since the retirement); a box it claimed
+        // and we adopted since is kept.
+        self.rx[usize::from(r)].next_frag = 0;
         self.events.push(PeerEvent::Restarted { rank: r });
         Ok(true)
     }

@@ -24,7 +24,7 @@ use crate::cell::{CellHandle, LINK_BYTES};
 use crate::error::{Error, Result};
 use crate::fastbox::{FastboxRef, STAMP_BYTES};
 use crate::layout::{FASTBOX_HEAD_BYTES, HEADER_AREA, LAYOUT_VERSION, Layout, MAX_LOCAL_RANKS, Params, QueueKind};
-use crate::node::{Node, RankState, STATE_ALIVE, STATE_EMPTY};
+use crate::node::{Node, RankState, STATE_ALIVE};
 use crate::os::{self, PidFd};
 use crate::queue::QueueShared;
 use crate::sync::{AtomicU32, AtomicU64, Ordering::*};
@@ -328,11 +328,7 @@ impl Segment {
     /// could overwrite the first one's pid (watchers would then watch the wrong process).
     pub fn register(&self, rank: u16) -> Result<()> {
         let st = self.state_of(rank)?;
-        // ORDERING: AcqRel; the claim orders nothing by itself (the pid below is published on its
-        // own), Acquire so a failed claim reads the state it reports.
-        if let Err(s) = st.state.compare_exchange(STATE_EMPTY, STATE_ALIVE, AcqRel, Acquire) {
-            return Err(Error::corrupt("rank already registered, state", s));
-        }
+        st.claim()?;
         let pid = std::process::id();
         // ORDERING: Relaxed; published by the Release store of the pid below.
         st.pidns.store(os::pid_namespace(), Relaxed);
