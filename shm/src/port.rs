@@ -431,8 +431,12 @@ const NO_EPOCH_SEEN: u64 = u64::MAX;
 /// [`Rx::next_frag`] of a retired peer ([`Port::retire_peer`]): no fragment index (a message has
 /// at most `u16::MAX` fragments, numbered from 0, and `next_frag` goes back to 0 after the last),
 /// so the first cell or fastbox message of the peer's new incarnation fails the in-order tests of
-/// the poll paths and reaches their slow end, where the restart is observed and
-/// [`PeerEvent::Restarted`] reported before that message is returned. The fast paths pay nothing.
+/// the poll paths and reaches their slow end, where the restart is observed (if no death-epoch
+/// check or send did it first): that poll reports [`PeerEvent::Restarted`] and returns nothing.
+/// The messages come once the caller took that event ([`Port::take_events`] clears the mark).
+/// So the layer above handles `Restarted` before it sees anything of the new incarnation (its
+/// state for the peer is reset there: a message of the new incarnation taken for the dead one's
+/// would be lost; loom `incarnation.rs`). The fast paths pay nothing.
 const RETIRED_FRAG: u16 = u16::MAX;
 
 /// A process's port onto a [`Node`] as local rank `me`. Driven by one thread at a time.
@@ -846,6 +850,11 @@ impl<'n, N: Node> Port<'n, N> {
     /// Returns the next fragment in per-pair order, if any. `expected` lists the sources whose
     /// fastboxes are polled first (the sources of posted receives).
     ///
+    /// A poll that finds the first message of a retired peer's new incarnation reports
+    /// [`PeerEvent::Restarted`] and returns `None`; the new incarnation's messages come once that
+    /// event was taken ([`take_events`](Self::take_events)). A caller that waits handles
+    /// [`has_events`](Self::has_events) before it sleeps.
+    ///
     /// The common case, the next message of an expected source waiting in its fastbox, is done
     /// inline; everything else in [`poll_slow`](Self::poll_slow).
     #[inline(always)]
@@ -988,9 +997,9 @@ impl<'n, N: Node> Port<'n, N> {
         let Some(m) = fb.peek(r.fnext)? else { return Ok(None) };
         if m.seq != r.expected || r.next_frag != 0 {
             // A box of a retired peer with a message in it is its new incarnation's (the dead
-            // one's box was freed before the retirement): `Restarted` first, as for a cell.
-            if r.next_frag == RETIRED_FRAG && self.observe_restart(src)? {
-                return self.take_from_box(src);
+            // one's box was freed before the retirement): `Restarted` now, as for a cell.
+            if r.next_frag == RETIRED_FRAG && self.gone[usize::from(src)].retired {
+                self.observe_restart(src)?;
             }
             return Ok(None);
         }
@@ -1010,36 +1019,34 @@ impl<'n, N: Node> Port<'n, N> {
         if hdr.flags & flags::NETMOD != 0 {
             return self.netmod_fragment(c, src, hdr);
         }
-        loop {
-            let r = &mut self.rx[src as usize];
-            if hdr.seq == r.expected && hdr.frag == r.next_frag {
-                let inc = self.cell_fragment(c, src, hdr)?;
-                crate::failpoint!("dequeue-before-pop");
-                q.pop(c, self.node)?;
-                self.advance(src, &inc);
-                if !self.markers.is_empty() {
-                    self.note_dequeued(c);
-                }
-                return Ok(Some(inc));
+        let r = &mut self.rx[src as usize];
+        if hdr.seq == r.expected && hdr.frag == r.next_frag {
+            let inc = self.cell_fragment(c, src, hdr)?;
+            crate::failpoint!("dequeue-before-pop");
+            q.pop(c, self.node)?;
+            self.advance(src, &inc);
+            if !self.markers.is_empty() {
+                self.note_dequeued(c);
             }
-            if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
-                // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
-                // checked now; the stash makes it again when it is its turn.
-                let _checked = self.cell_fragment(c, src, hdr)?;
-                q.pop(c, self.node)?;
-                if !self.markers.is_empty() {
-                    self.note_dequeued(c);
-                }
-                self.stash = Some(Stashed { cell: c.handle(), src, hdr });
-                return self.poll_stash();
-            }
-            // A cell of a retired peer can only be its new incarnation's (the dead one's were all
-            // polled before the retirement): `Restarted` first, then the cell, from number 0.
-            if r.next_frag == RETIRED_FRAG && self.observe_restart(src)? {
-                continue;
-            }
-            return Err(Error::corrupt("cell sequence number", hdr.seq));
+            return Ok(Some(inc));
         }
+        if hdr.frag == 0 && r.next_frag == 0 && (hdr.seq.wrapping_sub(r.expected) as i32) > 0 {
+            // Fastbox messages from `src` precede this cell: deliver them first. Its fields are
+            // checked now; the stash makes it again when it is its turn.
+            let _checked = self.cell_fragment(c, src, hdr)?;
+            q.pop(c, self.node)?;
+            if !self.markers.is_empty() {
+                self.note_dequeued(c);
+            }
+            self.stash = Some(Stashed { cell: c.handle(), src, hdr });
+            return self.poll_stash();
+        }
+        // A cell of a retired peer can only be its new incarnation's (the dead one's were all
+        // polled before the retirement): `Restarted` now, the cell once it was taken.
+        if r.next_frag == RETIRED_FRAG && (!self.gone[usize::from(src)].retired || self.observe_restart(src)?) {
+            return Ok(None);
+        }
+        Err(Error::corrupt("cell sequence number", hdr.seq))
     }
 
     /// Builds the fragment for cell `c`, validating its length fields.
@@ -1235,8 +1242,20 @@ impl<'n, N: Node> Port<'n, N> {
     }
 
     /// Events about peers since the last call.
+    ///
+    /// Taking a [`PeerEvent::Restarted`] lets the peer's new incarnation's messages through: its
+    /// traffic starts at number 0 (`expected` is 0 since the retirement; a box it claimed and we
+    /// adopted since is kept), unless it was retired again meanwhile.
     pub fn take_events(&mut self) -> Vec<PeerEvent> {
-        core::mem::take(&mut self.events)
+        let events = core::mem::take(&mut self.events);
+        for e in &events {
+            if let PeerEvent::Restarted { rank } = *e
+                && !self.gone[usize::from(rank)].retired
+            {
+                self.rx[usize::from(rank)].next_frag = 0;
+            }
+        }
+        events
     }
 
     /// True if local rank `r` is known to this port to have ended.
@@ -1316,8 +1335,9 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// [`observe_restarts`](Self::observe_restarts) for peer `r` (checked): true if it runs again.
     /// Also called by a send to a retired peer, which may come before the next death-epoch check,
-    /// and by a poll that finds a message of a retired peer: a message of the new incarnation is
-    /// returned only after its `Restarted` (loom `sender_dies_between_swap_and_link_then_restarts`).
+    /// and by a poll that finds a message of a retired peer. The new incarnation's messages are
+    /// returned only once the caller took its `Restarted` (`RETIRED_FRAG`; loom
+    /// `sender_dies_between_swap_and_link_then_restarts` found them returned before).
     /// The incarnation is visible then: the new process started after the reset that bumped it,
     /// and its message was acquired from the queue or box it published it in.
     #[cold]
@@ -1328,9 +1348,6 @@ impl<'n, N: Node> Port<'n, N> {
         }
         self.gone[usize::from(r)] = Gone::default();
         self.tx[usize::from(r)].gone = false;
-        // Its traffic starts at number 0 (`expected` is 0 since the retirement); a box it claimed
-        // and we adopted since is kept.
-        self.rx[usize::from(r)].next_frag = 0;
         self.events.push(PeerEvent::Restarted { rank: r });
         Ok(true)
     }

@@ -93,6 +93,14 @@ impl Inner {
                 }
                 true
             }
+            // The poll learnt something (a retired peer's restart, reported before its first
+            // message): handled before the next poll returns what follows.
+            Ok(None) if self.port.has_events() => {
+                if let Err(e) = self.handle_events(by) {
+                    recheck_error = Some(e);
+                }
+                true
+            }
             Ok(None) => false,
             Err(e) => {
                 recheck_error = Some(e.into());
