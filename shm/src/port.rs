@@ -439,6 +439,9 @@ const NO_EPOCH_SEEN: u64 = u64::MAX;
 /// would be lost; loom `incarnation.rs`). The fast paths pay nothing.
 const RETIRED_FRAG: u16 = u16::MAX;
 
+/// What `poll_queue` calls a cell out of order (`Error::Corrupt`), which `queue_refused` looks at.
+const OUT_OF_ORDER: &str = "cell sequence number";
+
 /// A process's port onto a [`Node`] as local rank `me`. Driven by one thread at a time.
 pub struct Port<'n, N: Node> {
     node: &'n N,
@@ -916,8 +919,13 @@ impl<'n, N: Node> Port<'n, N> {
                 return Ok(Some(i));
             }
         }
-        if let Some(i) = self.poll_queue()? {
-            return Ok(Some(i));
+        match self.poll_queue() {
+            Ok(Some(i)) => return Ok(Some(i)),
+            Ok(None) => {}
+            Err(e) => {
+                self.queue_refused(e)?;
+                return Ok(None);
+            }
         }
         if self.polls & (self.cfg.scan_every - 1) == 0
             && let Some(i) = self.scan_fastboxes()?
@@ -996,9 +1004,9 @@ impl<'n, N: Node> Port<'n, N> {
         let Some(fb) = r.fb else { return Ok(None) };
         let Some(m) = fb.peek(r.fnext)? else { return Ok(None) };
         if m.seq != r.expected || r.next_frag != 0 {
-            // A box of a retired peer with a message in it is its new incarnation's (the dead
-            // one's box was freed before the retirement): `Restarted` now, as for a cell.
-            if r.next_frag == RETIRED_FRAG && self.gone[usize::from(src)].retired {
+            if r.next_frag == RETIRED_FRAG {
+                // A box of a retired peer with a message in it is its new incarnation's (the dead
+                // one's box was freed before the retirement): `Restarted` now, as for a cell.
                 self.observe_restart(src)?;
             }
             return Ok(None);
@@ -1041,12 +1049,29 @@ impl<'n, N: Node> Port<'n, N> {
             self.stash = Some(Stashed { cell: c.handle(), src, hdr });
             return self.poll_stash();
         }
-        // A cell of a retired peer can only be its new incarnation's (the dead one's were all
-        // polled before the retirement): `Restarted` now, the cell once it was taken.
-        if r.next_frag == RETIRED_FRAG && (!self.gone[usize::from(src)].retired || self.observe_restart(src)?) {
-            return Ok(None);
+        Err(Error::corrupt(OUT_OF_ORDER, hdr.seq))
+    }
+
+    /// `poll_queue` refused the cell at the head of our queue (`e`): it was neither the next
+    /// fragment expected from its sender nor a message to stash behind fastbox messages. The
+    /// first cell of a retired peer's new incarnation is such a cell (the dead one's were all
+    /// polled before the retirement): `Restarted` now, the cell once that event was taken
+    /// (`Ok`: the poll returns nothing). Any other is a faulty sender's: `e`. Out of
+    /// `poll_queue`, whose hot path stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn queue_refused(&mut self, e: Error) -> Result<()> {
+        if !matches!(e, Error::Corrupt { what: OUT_OF_ORDER, .. }) {
+            return Err(e);
         }
-        Err(Error::corrupt("cell sequence number", hdr.seq))
+        let Some(c) = self.node.recv_queue(self.me).peek()? else { return Err(e) };
+        let src = self.node.owner_of(c.handle());
+        if self.rx[usize::from(src)].next_frag == RETIRED_FRAG
+            && (!self.gone[usize::from(src)].retired || self.observe_restart(src)?)
+        {
+            return Ok(());
+        }
+        Err(e)
     }
 
     /// Builds the fragment for cell `c`, validating its length fields.
