@@ -246,7 +246,7 @@ impl Inner {
             }
             got |= self.resume_pending()?;
             if self.ft_mail.is_some() {
-                got |= self.ft_mail()?;
+                got |= self.ft_mail(Some(&mut by))?;
             }
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {
