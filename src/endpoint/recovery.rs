@@ -351,10 +351,10 @@ impl Inner {
         }
     }
 
-    /// The date of the RTS `inc` from rank `source`, local or remote, if it must be tracked: under
-    /// recovery (`delivery`: the engine kept it). A rank of this group too: its death kills this
-    /// rank, which waits for that rather than failing its receive (and exiting first, a death of
-    /// its own).
+    /// The date of the RTS `inc`, from a local or a remote rank, if it must be tracked: under
+    /// recovery (`delivery`: the engine kept it). From a rank of this group too: its death kills
+    /// this rank, which waits for that rather than failing its receive (and exiting first, a death
+    /// of its own).
     pub(super) fn ft_rts_date(&self, inc: &Incoming, delivery: bool) -> Option<u64> {
         let ft = self.ft.as_deref()?;
         if !delivery || ft.channel.is_none() {
