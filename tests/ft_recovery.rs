@@ -531,7 +531,6 @@ fn check_during(d: &Done, second_round_over_both: bool) {
 }
 
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn a_rank_killed_during_another_groups_recovery() {
     let (d, second_round_over_both) = kill_during_recovery("during", &[]);
     check_during(&d, second_round_over_both);
@@ -539,7 +538,6 @@ fn a_rank_killed_during_another_groups_recovery() {
 }
 
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn five_failures_in_one_run() {
     let job = Job::start("five", &[], ITERATIONS * 2);
     let order = [5, 0, 3, 6, 5];
@@ -564,7 +562,6 @@ fn five_failures_in_one_run() {
 /// from its group partner, if it came after that send, flushed it. Sends now flush what the
 /// engine queued, and a wait does before it idles.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn early_sequential_failures() {
     sequential_failures("early", false);
 }
@@ -573,7 +570,6 @@ fn early_sequential_failures() {
 /// that arrives before the rank's sends must not raise their phase (the engine's delivery hook
 /// runs when the application takes the receive's result, not when the message arrives).
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn early_sequential_failures_with_nonblocking_receives() {
     sequential_failures("early-irecv", true);
 }
@@ -592,7 +588,6 @@ fn sequential_failures(name: &str, nonblocking: bool) {
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
 /// the unfinished one too.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn failures_faster_than_recoveries() {
     let job = Job::start("rapid", &[], ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(5).is_empty());
@@ -948,7 +943,6 @@ fn a_group_spanning_the_nodes_restarts() {
 /// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
 /// while group 1 recovers.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
     let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
     check_during(&d, second_round_over_both);

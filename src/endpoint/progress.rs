@@ -215,7 +215,7 @@ impl Inner {
                 }
                 Active::FtControl => return self.ft_control_fragment(inc, source),
                 Active::Unexpected(id) => {
-                    if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                    if let Some(i) = self.unexpected.find_id(Some(source), id) {
                         let last = inc.is_last();
                         let u = &mut self.unexpected[i].1;
                         let copied = if u.held.is_empty() {
@@ -385,7 +385,7 @@ impl Inner {
             }
             Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
             Active::Unexpected(id) => {
-                if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                if let Some(i) = self.unexpected.find_id(Some(dead), id) {
                     let (_, mut u) = self.unexpected.remove(i);
                     if let Some(r) = u.claimed {
                         self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));

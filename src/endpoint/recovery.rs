@@ -401,7 +401,7 @@ impl Inner {
                 }
             }
             Active::Unexpected(id) => {
-                if let Some(k) = self.unexpected.iter().position(|(u, _)| *u == id) {
+                if let Some(k) = self.unexpected.find_id(Some(dead), id) {
                     let (_, mut u) = self.unexpected.remove(k);
                     if let Some(r) = u.claimed
                         && let Some(&mut Op::Recv { buf, .. }) = self.reqs.op_mut(r)
@@ -493,16 +493,17 @@ impl Inner {
             return Ok(());
         }
         let mut dates = Vec::new();
+        // The dead rank's queue only, front to back; a removal keeps the next one at `k`.
         let mut k = 0;
-        while k < self.unexpected.len() {
-            let (id, u) = &self.unexpected[k];
-            let tracked = u.source == dead && u.rts.is_some();
+        while let Some(slot) = self.unexpected.nth_of(dead, k) {
+            let (id, u) = &self.unexpected[slot];
+            let tracked = u.rts.is_some();
             let Some(e) = self.ft_rdv.unexpected.iter().position(|e| tracked && e.0 == *id) else {
                 k += 1;
                 continue;
             };
             dates.push(self.ft_rdv.unexpected.swap_remove(e).1);
-            let (_, u) = self.unexpected.remove(k);
+            let (_, u) = self.unexpected.remove(slot);
             // A checkpoint pulling it in sees its transfer fail and the message gone.
             self.forget_unexpected(u);
         }
