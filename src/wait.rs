@@ -86,6 +86,28 @@ impl Waiter {
         doorbell.store(0, Relaxed);
     }
 
+    /// How many of `max` quick checks of one awaited place (a fastbox) the wait may spend before
+    /// its next full poll: all of them in poll mode; in yield and block modes only what is left of
+    /// the spin, and none once it gives the core away. Such checks are empty polls too: a rank
+    /// that spun them after every yield would hold the core the awaited rank needs when ranks
+    /// outnumber CPUs (64 checks of ~100 ns between two yields made 4 ranks on 2 CPUs take
+    /// 40–60 µs per 8-byte `MPI_Reduce` or `MPI_Gather`, against ~1 µs for Open MPI).
+    #[inline]
+    pub fn quick_checks(&self, max: u32) -> u32 {
+        match self.mode {
+            WaitMode::Poll => max,
+            _ => self.spin.saturating_sub(self.empty).min(max),
+        }
+    }
+
+    /// Counts `n` empty quick checks ([`quick_checks`](Self::quick_checks)) against the spin.
+    #[inline]
+    pub fn checked(&mut self, n: u32) {
+        if self.mode != WaitMode::Poll {
+            self.empty = self.empty.saturating_add(n);
+        }
+    }
+
     /// Called after progress: the next empty poll starts a fresh spin.
     #[inline]
     pub fn progressed(&mut self) {

@@ -14,7 +14,9 @@
 //! fails more than `--ft-max-restarts` times ends the job with its message; distributed recovery
 //! (a coordinator per group). With the cargo feature `failpoints`: a rank killed while it sends a
 //! rendezvous message to another group, and while it receives one (64 KiB halos, deaths forced at
-//! named points of the transfer in the victim's first incarnation).
+//! named points of the transfer in the victim's first incarnation); killed in the middle of an
+//! eager message of several cells (16 KiB halos in 4 KiB cells); over two nodes, killed with half
+//! a rendezvous message's data or half an eager message frame on the TCP connection.
 //! Over `--nodes 2` (the TCP netmod between the two halves): a rank
 //! killed mid-run whose neighbour is on the other node, a group spanning both nodes, a rank
 //! killed during another group's recovery; the netmods' lines show links to the new
@@ -182,12 +184,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Job {
     fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
         Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[])
-    }
-
-    /// [`start`](Self::start) with more environment variables for the launcher and the ranks.
-    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
-    fn start_env(name: &str, extra: &[&str], iterations: u64, env: &[(&str, &str)]) -> Job {
-        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, env)
     }
 
     /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
@@ -535,7 +531,6 @@ fn check_during(d: &Done, second_round_over_both: bool) {
 }
 
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn a_rank_killed_during_another_groups_recovery() {
     let (d, second_round_over_both) = kill_during_recovery("during", &[]);
     check_during(&d, second_round_over_both);
@@ -543,7 +538,6 @@ fn a_rank_killed_during_another_groups_recovery() {
 }
 
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn five_failures_in_one_run() {
     let job = Job::start("five", &[], ITERATIONS * 2);
     let order = [5, 0, 3, 6, 5];
@@ -568,7 +562,6 @@ fn five_failures_in_one_run() {
 /// from its group partner, if it came after that send, flushed it. Sends now flush what the
 /// engine queued, and a wait does before it idles.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn early_sequential_failures() {
     sequential_failures("early", false);
 }
@@ -577,7 +570,6 @@ fn early_sequential_failures() {
 /// that arrives before the rank's sends must not raise their phase (the engine's delivery hook
 /// runs when the application takes the receive's result, not when the message arrives).
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn early_sequential_failures_with_nonblocking_receives() {
     sequential_failures("early-irecv", true);
 }
@@ -596,7 +588,6 @@ fn sequential_failures(name: &str, nonblocking: bool) {
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
 /// the unfinished one too.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn failures_faster_than_recoveries() {
     let job = Job::start("rapid", &[], ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(5).is_empty());
@@ -750,17 +741,33 @@ fn damaged_generations_everywhere_end_the_job() {
 /// in its first incarnation (`failpoints`).
 #[cfg(feature = "failpoints")]
 fn rendezvous_job(name: &str, lmt: &str, victim: u32, point: &str, nth: u64) -> Done {
-    let fp = format!("{victim}:{point}:{nth}");
     let env = [
         ("NEMESIS_LMT", lmt),
         ("NEMESIS_EAGER_MAX", "4K"),
         ("NEMESIS_EAGER_BLOCKING_MAX", "4K"),
         ("NEMESIS_LMT_SLOT_SIZE", "4096"),
         ("FT_TEST_HALO", "65536"),
-        ("FT_TEST_FP", &fp),
-        ("NEMESIS_LOG", "nemesis::launch=info,nemesis::endpoint::recovery=debug"),
     ];
-    Job::start_env(name, &[], RDV_ITERATIONS, &env).finish()
+    failpoint_job(name, &[], &env, false, (victim, point, nth))
+}
+
+/// A job of [`RDV_ITERATIONS`] with more launcher arguments `extra` and environment `env`
+/// (halos by `irecv`/`wait` if `nonblocking`), whose rank `victim` dies at the `nth` hit of
+/// `point` in its first incarnation; the recovery module's debug lines are in its standard
+/// error.
+#[cfg(feature = "failpoints")]
+fn failpoint_job(
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    nonblocking: bool,
+    (victim, point, nth): (u32, &str, u64),
+) -> Done {
+    let fp = format!("{victim}:{point}:{nth}");
+    let mut env = env.to_vec();
+    env.push(("FT_TEST_FP", &fp));
+    env.push(("NEMESIS_LOG", "nemesis::launch=info,nemesis::endpoint::recovery=debug,nemesis_netmod_tcp=info"));
+    Job::start_with(name, RANKS, GROUPS, extra, RDV_ITERATIONS, nonblocking, &env).finish()
 }
 
 #[cfg(feature = "failpoints")]
@@ -769,7 +776,7 @@ const RDV_ITERATIONS: u64 = 400;
 /// The death landed at `point` in `victim`'s first incarnation, the job ended with the
 /// failure-free checksum, and only `victim`'s group was started again, once.
 #[cfg(feature = "failpoints")]
-fn check_rendezvous_death(d: &Done, victim: u32, point: &str) {
+fn check_failpoint_death(d: &Done, victim: u32, point: &str) {
     let hits: Vec<&str> = d.hits.lines().collect();
     assert_eq!(hits.len(), 1, "the failpoint once: {hits:?}\n{}", d.show());
     let pid: u32 = hits[0].strip_prefix(&format!("hit {point} ")).and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -791,7 +798,7 @@ fn a_rank_killed_while_sending_a_rendezvous_message() {
         [("shm", "rendezvous-send-mid-6", 250), ("cma", "rendezvous-help-6", 250), ("auto", "ft-rendezvous-sent", 250)]
     {
         let d = rendezvous_job(&format!("rdv-send-{lmt}"), lmt, 5, point, nth);
-        check_rendezvous_death(&d, 5, point);
+        check_failpoint_death(&d, 5, point);
         assert!(d.stderr.contains("HydEE: arrivals of rendezvous taken back"), "{}", d.show());
         eprintln!("{lmt}: {}", d.lines()[0]);
     }
@@ -807,9 +814,75 @@ fn a_rank_killed_while_sending_a_rendezvous_message() {
 fn a_rank_killed_while_receiving_a_rendezvous_message() {
     for (lmt, point, nth) in [("shm", "rendezvous-recv-mid-5", 250), ("cma", "rendezvous-recv-half-5", 250)] {
         let d = rendezvous_job(&format!("rdv-recv-{lmt}"), lmt, 6, point, nth);
-        check_rendezvous_death(&d, 6, point);
+        check_failpoint_death(&d, 6, point);
         eprintln!("{lmt}: {}", d.lines()[0]);
     }
+}
+
+/// Eager halos of 16 KiB in cells of 4 KiB (five cells a message; eager up to 64 KiB).
+#[cfg(feature = "failpoints")]
+const MULTI_CELL: [(&str, &str); 4] = [
+    ("NEMESIS_CELL_SIZE", "4096"),
+    ("NEMESIS_EAGER_MAX", "64K"),
+    ("NEMESIS_EAGER_BLOCKING_MAX", "64K"),
+    ("FT_TEST_HALO", "16384"),
+];
+
+/// The receiver's log: an eager message in several cells taken back after its sender's death.
+#[cfg(feature = "failpoints")]
+const EAGER_TAKEN_BACK: &str = "HydEE: partial eager message lost with its sender; arrival taken back";
+
+/// A rank dies in the middle of an eager message in several cells to a rank of another group
+/// (rank 5 of group 2 to rank 6 of group 3, one node), two of its five cells enqueued: the
+/// segment drops the message whole, the receiver takes its arrival back and its receive (a
+/// blocking receive waiting in the bypass, or a posted `irecv`) waits for the restarted
+/// sender's copy, which completes it. Without recovery it fails with `PeerDied`
+/// (`tests/failpoints.rs`, `sender_dies_in_the_middle_of_a_multi_cell_message`).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
+    for nonblocking in [false, true] {
+        let point = "send-mid-message-to-6";
+        // Four hits per message (between its five cells): the tenth message after the first
+        // checkpoint (iteration 200), after its second cell.
+        let nth = 4 * 210 + 2;
+        let name = format!("cells-{}", u8::from(nonblocking));
+        let d = failpoint_job(&name, &[], &MULTI_CELL, nonblocking, (5, point, nth));
+        check_failpoint_death(&d, 5, point);
+        assert!(d.stderr.contains(EAGER_TAKEN_BACK), "{}", d.show());
+        eprintln!("nonblocking {nonblocking}: {}", d.lines()[0]);
+    }
+}
+
+/// Over two nodes (`--nodes 2`, the TCP netmod between them): rank 4 (group 2, second node)
+/// dies while it sends a rendezvous message to rank 3 (group 1, first node), half of the 64 KiB
+/// of data written to the connection (rank 3 has matched the RTS, recorded it and answered CTS).
+/// Rank 3's transfer fails with the connection, the netmod's death notice says the sender is
+/// silent, the arrival is taken back, and the restarted rank 4's copy is received from byte 0.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes() {
+    let env = [("NEMESIS_EAGER_MAX", "4K"), ("NEMESIS_EAGER_BLOCKING_MAX", "4K"), ("FT_TEST_HALO", "65536")];
+    let point = "tcp-data-mid-3";
+    let d = failpoint_job("rdv-send-tcp", &["--nodes", TWO_NODES], &env, false, (4, point, 250));
+    check_failpoint_death(&d, 4, point);
+    assert!(d.stderr.contains("HydEE: arrivals of rendezvous taken back"), "{}", d.show());
+    assert!(!d.restarted_links().is_empty(), "no link to the new incarnation: {}", d.show());
+    eprintln!("{}", d.lines()[0]);
+}
+
+/// Over two nodes: rank 4 dies in the middle of an eager message frame to rank 3 (16 KiB, half
+/// of it written): rank 3's netmod has put the first cells into its receive queue, then the
+/// death notice; the arrival is taken back and the receive waits for the restarted sender's
+/// copy.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_rank_killed_in_the_middle_of_a_message_frame_over_two_nodes() {
+    let point = "tcp-send-mid-3";
+    let d = failpoint_job("frame-tcp", &["--nodes", TWO_NODES], &MULTI_CELL, false, (4, point, 210));
+    check_failpoint_death(&d, 4, point);
+    assert!(d.stderr.contains(EAGER_TAKEN_BACK), "{}", d.show());
+    eprintln!("{}", d.lines()[0]);
 }
 
 /// `--nodes 2`: ranks 0–3 on one pretend node, 4–7 on the other, the TCP netmod between them.
@@ -870,7 +943,6 @@ fn a_group_spanning_the_nodes_restarts() {
 /// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
 /// while group 1 recovers.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
     let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
     check_during(&d, second_round_over_both);

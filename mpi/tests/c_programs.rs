@@ -373,7 +373,6 @@ fn ft_stencil_c_recovers_a_killed_rank() {
 /// twice more, the first recovery done or not): the halos go by `MPI_Irecv`/`MPI_Isend`/
 /// `MPI_Waitall`, whose receives' deliveries follow the application's `Waitall`, not arrivals.
 #[test]
-#[ignore = "multi-round recovery hangs in about 2% of runs (README, Recovery: known issue); run with --ignored"]
 fn ft_stencil_c_recovers_failures_in_sequence() {
     ft_stencil_c_recovers("sequence", &[(5, 2), (2, 5)]);
 }

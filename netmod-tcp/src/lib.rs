@@ -321,6 +321,22 @@ fn send_all(sock: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Where a write of a frame of `total` bytes, `at` of them written, stops: the frame's end, but
+/// with the cargo feature `failpoints` and a point armed in this process, a frame of at least 4
+/// KiB is written in two halves, with a failpoint between them (`tcp-send-mid-<rank>` for a
+/// message, `tcp-data-mid-<rank>` for the data of a large message, naming the receiver): a sender
+/// can be made to die with half a frame on the wire, as a crash in the middle of a large write
+/// would leave it. Tests only.
+#[inline(always)]
+fn failpoint_stop(at: usize, total: usize) -> usize {
+    #[cfg(feature = "failpoints")]
+    if total >= 4096 && at < total / 2 && nemesis_shm::failpoint::armed() {
+        return total / 2;
+    }
+    let _ = at;
+    total
+}
+
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::Net(format!("{what}: {e}"))
 }
@@ -910,13 +926,17 @@ impl<'n> TcpNetmod<'n> {
                     // SAFETY: the sender's buffer holds `len` bytes here until the transfer is
                     // reported (start_send's contract).
                     let data = unsafe { std::slice::from_raw_parts(*ptr, *len) };
+                    let stop = failpoint_stop(*at, h + *len);
                     let r = if *at < h {
-                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(data)])
+                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(&data[..stop - h])])
                     } else {
-                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..])])
+                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..stop - h])])
                     };
                     r.map(|n| {
                         *at += n;
+                        if *at == stop && stop < h + *len {
+                            nemesis_shm::failpoint!("tcp-data-mid-{}", rank);
+                        }
                         *at == h + *len
                     })
                 }
@@ -985,10 +1005,15 @@ impl<'n> TcpNetmod<'n> {
             && p.out.is_empty()
             && let Some(sock) = p.sock.as_mut()
         {
-            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body)]) {
+            let stop = failpoint_stop(0, total);
+            let body_part = &body[..(stop - head.len()).min(body.len())];
+            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body_part)]) {
                 Ok(n) => written = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.died(rank, &format!("write: {e}"))),
+            }
+            if written == stop && stop < total {
+                nemesis_shm::failpoint!("tcp-send-mid-{}", rank);
             }
         }
         if written < total {

@@ -847,6 +847,7 @@ impl<'n, N: Node> Port<'n, N> {
                 return Ok(true);
             }
             crate::failpoint!("send-mid-message");
+            crate::failpoint!("send-mid-message-to-{}", dst);
         }
     }
 

@@ -82,7 +82,7 @@ impl Inner {
 
     /// Receiver: rank `source` asks to drop its message `token` if no receive matched it yet.
     pub(super) fn cancel_requested(&mut self, source: u32, token: u32) -> Result<()> {
-        let found = self.unexpected.iter().position(|(_, u)| u.source == source && u.token == token && u.open());
+        let found = self.unexpected.find_from(source, |_, u| u.token == token && u.open());
         let dropped = match found {
             Some(i) => {
                 let (id, u) = self.unexpected.remove(i);

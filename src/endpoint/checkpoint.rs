@@ -149,7 +149,7 @@ impl Inner {
     /// Copies the unexpected messages held in their cells out of the segment (those from
     /// `source` only, if given), and releases them.
     pub(super) fn unhold_unexpected(&mut self, source: Option<u32>) -> Result<()> {
-        for k in 0..self.unexpected.len() {
+        for k in self.unexpected.slots() {
             let u = &mut self.unexpected[k].1;
             if u.held.is_empty() || source.is_some_and(|s| s != u.source) {
                 continue;
@@ -251,8 +251,10 @@ impl Inner {
     fn capture_and_write(&mut self, state: &[u8], generation: u64) -> Result<(std::path::PathBuf, u64)> {
         let unexpected: Vec<SavedMessage> = self
             .unexpected
-            .iter()
-            .map(|(_, u)| SavedMessage {
+            .slots()
+            .into_iter()
+            .map(|k| &self.unexpected[k].1)
+            .map(|u| SavedMessage {
                 source: u.source,
                 tag: u.tag,
                 context: u.context,
@@ -298,7 +300,7 @@ impl Inner {
         let mut failure = None;
         let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
-            for k in 0..self.unexpected.len() {
+            for k in self.unexpected.slots() {
                 let (id, u) = &mut self.unexpected[k];
                 let (Some(rts), None) = (u.rts, u.claimed) else { continue };
                 let mut buf = vec![0u8; rts.len as usize];
@@ -318,7 +320,7 @@ impl Inner {
                     continue;
                 };
                 let (id, _, data) = pulls.swap_remove(k);
-                let here = self.unexpected.iter().any(|(i, _)| *i == id);
+                let here = self.unexpected.find_id(None, id).is_some();
                 if let Err(e) = result {
                     // Its buffer may go: the transfer is over. The others are waited for first. Under
                     // recovery an RTS whose sender died is gone from the list: it comes again.
@@ -329,7 +331,7 @@ impl Inner {
                 }
                 // Whole in memory: received, whatever becomes of its sender.
                 self.ft_rts_taken(id);
-                if let Some(k) = self.unexpected.iter().position(|(i, _)| *i == id) {
+                if let Some(k) = self.unexpected.find_id(None, id) {
                     self.count_unexpected(data.len());
                     let u = &mut self.unexpected[k].1;
                     u.got = data.len();

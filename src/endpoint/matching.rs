@@ -7,6 +7,7 @@ use nemesis_shm::Incoming;
 
 use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
+use super::unexpected::Slot;
 use super::{ANY_SOURCE, ANY_TAG, Inner, Message, NOT_LOCAL, Peer, Status};
 
 use crate::error::{Error, Result};
@@ -231,8 +232,7 @@ impl Inner {
     /// or, if that message is still arriving, the receive claims it and completes with its last
     /// fragment.
     pub(super) fn take_unexpected(&mut self, want: Want, buf: RecvBuf) -> Found {
-        let Some(i) = self.unexpected.iter().position(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
-        else {
+        let Some(i) = self.unexpected.find(want) else {
             return Found::Nothing;
         };
         self.take_unexpected_at(i, buf)
@@ -240,7 +240,7 @@ impl Inner {
 
     /// Takes unexpected message `i` for a receive into `buf` (see [`take_unexpected`](
     /// Self::take_unexpected)).
-    pub(super) fn take_unexpected_at(&mut self, i: usize, buf: RecvBuf) -> Found {
+    pub(super) fn take_unexpected_at(&mut self, i: Slot, buf: RecvBuf) -> Found {
         // The application receives it (a matched probe's receive included): the engine's delivery,
         // applied when the application takes the result (`Found::Done`: by the caller).
         let delivery = self.unexpected[i].1.delivery.take();
@@ -369,7 +369,8 @@ impl Inner {
     /// and status. No receive matches it afterwards but the one naming it ([`take_reserved`](
     /// Self::take_reserved)).
     pub(super) fn reserve_unexpected(&mut self, want: Want) -> Option<(u64, Status)> {
-        let (id, u) = self.unexpected.iter_mut().find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))?;
+        let i = self.unexpected.find(want)?;
+        let (id, u) = &mut self.unexpected[i];
         u.reserved = true;
         Some((*id, Status { source: u.source, tag: u.tag, len: u.len }))
     }
@@ -377,16 +378,14 @@ impl Inner {
     /// Takes reserved message `id` for a receive into `buf`; `Found::Nothing` if it is gone (its
     /// sender died while it was arriving).
     pub(super) fn take_reserved(&mut self, id: u64, buf: RecvBuf) -> Found {
-        let Some(i) = self.unexpected.iter().position(|(k, u)| *k == id && u.reserved) else { return Found::Nothing };
+        let Some(i) = self.unexpected.find_any(|k, u| k == id && u.reserved) else { return Found::Nothing };
         self.unexpected[i].1.reserved = false;
         self.take_unexpected_at(i, buf)
     }
 
     pub(super) fn find_unexpected(&self, want: Want) -> Option<Status> {
-        self.unexpected
-            .iter()
-            .find(|(_, u)| u.open() && want.matches(u.source, u.tag, u.context))
-            .map(|(_, u)| Status { source: u.source, tag: u.tag, len: u.len })
+        let u = &self.unexpected[self.unexpected.find(want)?].1;
+        Some(Status { source: u.source, tag: u.tag, len: u.len })
     }
 
     pub(super) fn complete_claimed(&mut self, r: Request, mut u: Unexpected) {

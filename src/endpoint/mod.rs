@@ -52,6 +52,7 @@ mod progress;
 mod recovery;
 mod rendezvous;
 mod request;
+mod unexpected;
 mod waiting;
 
 use std::collections::VecDeque;
@@ -63,11 +64,12 @@ use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
 use eager::{Mode, Pending};
-use matching::{Found, Posted, Unexpected};
+use matching::{Found, Posted};
 use progress::Active;
 use rendezvous::SegRings;
 pub use request::Request;
 use request::{Op, RecvBuf, Requests};
+use unexpected::UnexpectedList;
 
 use crate::bootstrap::{self, Boot};
 use crate::config::Config;
@@ -229,8 +231,8 @@ struct Inner {
     pairs: Box<[Pair]>,
     reqs: Requests,
     posted: VecDeque<Posted>,
-    /// Unexpected messages by id, and their arrival order.
-    unexpected: Vec<(u64, Unexpected)>,
+    /// Unexpected messages by source, with their ids (which give their arrival order).
+    unexpected: UnexpectedList,
     next_unexpected: u64,
     /// Bytes of unexpected messages copied out of the segment (their `data`).
     unexpected_bytes: usize,
@@ -434,7 +436,7 @@ impl Endpoint {
             other: vec![Traffic::default(); size as usize].into(),
             reqs: Requests::default(),
             posted: VecDeque::new(),
-            unexpected: Vec::new(),
+            unexpected: UnexpectedList::new(size),
             next_unexpected: 0,
             unexpected_bytes: 0,
             throttled: false,
@@ -1012,7 +1014,7 @@ impl Inner {
         }
         // Unexpected messages never received give their cells back to their senders, which may
         // wait for them to finish.
-        for (_, mut u) in std::mem::take(&mut self.unexpected) {
+        for (_, mut u) in self.unexpected.take_all() {
             let _ = self.release_held(&mut u, None);
         }
         let matrix = std::env::var_os(crate::matrix::ENV_COMM_MATRIX).filter(|v| !v.is_empty());

@@ -34,16 +34,15 @@ pub(super) enum Active {
 impl Inner {
     /// One progress pass for waits other than the bypass: pending sends, the node, peer events.
     /// True if anything happened.
-    pub(super) fn progress(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
+    pub(super) fn progress(&mut self, mut by: Option<&mut Bypass>) -> Result<bool> {
         let mut got = self.resume_pending()?;
         if self.ft_mail.is_some() {
-            got |= self.ft_mail()?;
+            got |= self.ft_mail(by.as_deref_mut())?;
         }
         got |= self.lmt_step()?;
         if let Some(net) = self.net.as_mut() {
             got |= net.poll(&mut self.port)?;
         }
-        let mut by = by;
         for _ in 0..POLL_BUDGET {
             let Some(inc) = self.port.poll(&self.expected)? else { break };
             got = true;
@@ -82,7 +81,14 @@ impl Inner {
                 if kind_flags & (u16::from(flags::FT_PIGGYBACK) << 8) != 0 {
                     // The engine's arrival hook, in channel order; stale and duplicate messages go.
                     match self.ft_arrival(&inc, source) {
-                        Ok(Some(d)) => delivery = Some(d),
+                        Ok(Some(d)) => {
+                            delivery = Some(d);
+                            if !inc.is_last() && self.ft_recovers() {
+                                // Its arrival is taken back if its sender dies before the last
+                                // fragment (`recovery.rs`).
+                                self.ft_eager_started(&inc, source);
+                            }
+                        }
                         Ok(None) => return self.drop_arrival(inc, source, by),
                         Err(e) => {
                             self.port.release(inc)?;
@@ -104,8 +110,7 @@ impl Inner {
                     KIND_PEER_GONE if inc.src == REMOTE => {
                         self.port.release(inc)?;
                         if self.ft_recovers() {
-                            self.ft_remote_silent(source, by);
-                            return Ok(());
+                            return self.ft_remote_silent(source, by);
                         }
                         return self.peer_silent(source, by);
                     }
@@ -210,7 +215,7 @@ impl Inner {
                 }
                 Active::FtControl => return self.ft_control_fragment(inc, source),
                 Active::Unexpected(id) => {
-                    if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                    if let Some(i) = self.unexpected.find_id(Some(source), id) {
                         let last = inc.is_last();
                         let u = &mut self.unexpected[i].1;
                         let copied = if u.held.is_empty() {
@@ -320,7 +325,7 @@ impl Inner {
                 }
                 PeerEvent::PartialDropped { rank, .. } => {
                     let dead = self.global[usize::from(rank)];
-                    self.drop_partial(dead, by.as_deref_mut());
+                    self.drop_partial(dead, by.as_deref_mut())?;
                 }
                 PeerEvent::Silent { rank } => {
                     // Large messages with it fail (their requests complete at the next step).
@@ -328,8 +333,9 @@ impl Inner {
                     let dead = self.global[usize::from(rank)];
                     if self.ft_recovers() {
                         // It will be restarted: what waits on it keeps waiting; its rendezvous
-                        // whose data did not all come are received again (`recovery.rs`).
-                        self.drop_partial(dead, by.as_deref_mut());
+                        // or eager messages whose data did not all come are received again
+                        // (`recovery.rs`).
+                        self.drop_partial(dead, by.as_deref_mut())?;
                         self.ft_peer_silent(dead);
                         self.lmt_finish();
                         self.ft_rdv_silent(dead)?;
@@ -344,24 +350,33 @@ impl Inner {
     }
 
     /// Under recovery, the netmod's notice that remote rank `dead` is gone came through the receive
-    /// queue after its last arrival: as for a silent local peer under recovery, its partial
-    /// message and large transfers fail and what waits on it keeps waiting for its next
-    /// incarnation; the retirement the launcher asks for may complete (`recovery.rs`).
-    fn ft_remote_silent(&mut self, dead: u32, by: Option<&mut Bypass>) {
+    /// queue after its last arrival: as for a silent local peer under recovery, its large
+    /// transfers fail, its partial message and rendezvous whose data did not all come are received
+    /// again from its next incarnation, and what waits on it keeps waiting for that; the
+    /// retirement the launcher asks for may complete (`recovery.rs`).
+    fn ft_remote_silent(&mut self, dead: u32, by: Option<&mut Bypass>) -> Result<()> {
         self.saw_death(dead);
         self.netlmt.peer_gone(dead);
-        self.drop_partial(dead, by);
+        self.drop_partial(dead, by)?;
         self.ft_peer_silent(dead);
+        self.lmt_finish();
+        self.ft_rdv_silent(dead)?;
         if let Some(ft) = self.ft.as_deref_mut()
             && !ft.net_silent.contains(&dead)
         {
             ft.net_silent.push(dead);
         }
         tracing::warn!(rank = dead, "remote peer is gone: what waits on it waits for its restart");
+        Ok(())
     }
 
-    /// The message being received from dead rank `dead` will never complete: its receive fails.
-    fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) {
+    /// The message being received from dead rank `dead` will never complete: its receive fails,
+    /// or under recovery waits for the sender's next incarnation (`recovery.rs`).
+    fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) -> Result<()> {
+        let mut by = by;
+        if self.ft_recovers() && self.ft_eager_withdrawn(dead, by.as_deref_mut())? {
+            return Ok(());
+        }
         match std::mem::take(&mut self.active[dead as usize]) {
             Active::Bypass => {
                 if let Some(b) = by {
@@ -370,7 +385,7 @@ impl Inner {
             }
             Active::Req(r) => self.reqs.complete(r, Err(Error::PeerDied { rank: dead })),
             Active::Unexpected(id) => {
-                if let Some(i) = self.unexpected.iter().position(|(k, _)| *k == id) {
+                if let Some(i) = self.unexpected.find_id(Some(dead), id) {
                     let (_, mut u) = self.unexpected.remove(i);
                     if let Some(r) = u.claimed {
                         self.reqs.complete(r, Err(Error::PeerDied { rank: dead }));
@@ -387,6 +402,7 @@ impl Inner {
             }
             Active::None | Active::Discard => {}
         }
+        Ok(())
     }
 
     /// Nothing more can arrive from rank `dead` (a local peer whose queue traffic was drained, or
@@ -397,7 +413,7 @@ impl Inner {
             return Ok(());
         }
         self.peers[dead as usize] = Peer::Silent;
-        self.drop_partial(dead, by.as_deref_mut());
+        self.drop_partial(dead, by.as_deref_mut())?;
         self.cancels_to_dead(dead);
         if self.route[dead as usize] == NOT_LOCAL {
             self.netlmt.peer_gone(dead);

@@ -40,9 +40,22 @@
 //!   single-copy read that finds the process gone) wait for that. The RTS of a dead sender still
 //!   in the unexpected list (not matched, or being pulled in by a checkpoint) is dropped and taken
 //!   back the same way (one a matched probe reserved too: its receive then fails with
-//!   `PeerDied`). Only local senders are handled so: a remote sender's death still fails the
-//!   receive. A sender of this rank's own group is handled alike, though nothing is recorded of
-//!   it: its death kills this rank, which waits for that rather than failing.
+//!   `PeerDied`). A remote sender (the TCP netmod's rendezvous) is handled the same way: its
+//!   transfer fails when its connection dies, and the netmod's death notice, behind its last
+//!   arrival in the receive queue, says it is silent. A sender of this rank's own group is
+//!   handled alike, though nothing is recorded of it: its death kills this rank, which waits for
+//!   that rather than failing.
+//! - **An eager message in several cells whose sender dies** between its first cell and its last
+//!   (on one node, `shm` drops such a message whole, [`nemesis_shm::PeerEvent::PartialDropped`];
+//!   over TCP, a message frame cut short delivers its first cells and then the death notice):
+//!   the same reasoning, the same remedy. Its arrival was recorded with its first fragment; once
+//!   the message is known to be dropped (everything its sender sent before it was delivered, so
+//!   nothing older of it can match), the arrival is taken back and the receive that had matched
+//!   it (a posted receive, a blocking receive waiting in the bypass, or one that claimed it from
+//!   the unexpected list) takes the message's own envelope and waits for the restarted sender's
+//!   copy, which fills the buffer from byte 0. An unmatched one is dropped from the unexpected
+//!   list (one a matched probe reserved: its receive then fails with `PeerDied`). Without
+//!   recovery such a receive fails with `PeerDied`.
 //! - **A rendezvous whose receiver dies**: its sender's transfer fails with the receiver's death
 //!   and the send completes (the message is lost with it, as above); it is in the sender's log,
 //!   complete before the RTS could be answered (`ft.rs` logs it in the same call), and replayed
@@ -63,18 +76,34 @@ use nemesis_shm::Incoming;
 use nemesis_shm::netmod::Netmod;
 
 use super::matching::{Posted, Want};
+use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
+use super::waiting::Bypass;
 use super::{Inner, NOT_LOCAL, Peer};
 use crate::error::{Error, Result};
 use crate::ft::channel::Frame;
 
-/// The rendezvous from local ranks whose data may not all come, under recovery.
+/// The messages whose data may not all come, under recovery: rendezvous, and eager messages in
+/// several cells.
 #[derive(Debug, Default)]
 pub(super) struct Rendezvous {
     /// Receives whose transfer is under way, or failed with its sender's death.
     recvs: Vec<RdvRecv>,
     /// `(unexpected id, date)` of each such RTS in the unexpected list.
     unexpected: Vec<(u64, u64)>,
+    /// The eager message in several cells (or netmod cells) being received from each source, as
+    /// its first fragment announced it (one per source: a source's messages come in order).
+    eager: Vec<EagerArrival>,
+}
+
+/// The first fragment of an eager message in several fragments arrived (kept by the engine).
+#[derive(Clone, Copy, Debug)]
+struct EagerArrival {
+    /// The message's envelope and date (its sender's).
+    source: u32,
+    tag: i32,
+    context: u32,
+    date: u64,
 }
 
 /// A receive that took the RTS of a message of another group.
@@ -115,16 +144,17 @@ impl Inner {
     /// The launcher's channel, if its mail flag is up (or a retirement is pending): reads and
     /// handles its frames. True if anything happened.
     #[inline]
-    pub(super) fn ft_mail(&mut self) -> Result<bool> {
+    pub(super) fn ft_mail(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         match self.ft_mail {
             // ORDERING: Relaxed; a hint, the swap in `ft_channel` orders the reads.
-            Some(m) if m.load(Relaxed) != 0 => self.ft_channel(),
+            Some(m) if m.load(Relaxed) != 0 => self.ft_channel(by),
             _ => Ok(false),
         }
     }
 
+    /// (`by`: the blocking receive waiting, if any: the peer events handled here may concern it.)
     #[inline(never)]
-    fn ft_channel(&mut self) -> Result<bool> {
+    fn ft_channel(&mut self, by: Option<&mut Bypass>) -> Result<bool> {
         if let Some(m) = self.ft_mail {
             // ORDERING: Acquire; pairs with the launcher's Release store after its write (the
             // socket orders the bytes themselves).
@@ -160,7 +190,7 @@ impl Inner {
             }
         }
         if self.ft.as_deref().is_some_and(|ft| !ft.retiring.is_empty()) {
-            self.ft_retire()?;
+            self.ft_retire(by)?;
             if self.ft.as_deref().is_some_and(|ft| !ft.retiring.is_empty())
                 && let Some(m) = self.ft_mail
             {
@@ -173,10 +203,10 @@ impl Inner {
     }
 
     /// Retires the dead ranks the launcher named, as far as possible now; tells it which.
-    fn ft_retire(&mut self) -> Result<()> {
+    fn ft_retire(&mut self, by: Option<&mut Bypass>) -> Result<()> {
         self.port.check_peers()?;
         if self.port.has_events() {
-            self.handle_events(None)?;
+            self.handle_events(by)?;
         }
         let retiring = self.ft.as_deref().map(|ft| ft.retiring.clone()).unwrap_or_default();
         let mut done = Vec::new();
@@ -321,15 +351,98 @@ impl Inner {
         }
     }
 
-    /// The date of the RTS `inc` from local rank `source`, if it must be tracked: under recovery
-    /// (`delivery`: the engine kept it). A rank of this group too: its death kills this rank, which
-    /// waits for that rather than failing its receive (and exiting first, a death of its own).
-    pub(super) fn ft_rts_date(&self, inc: &Incoming, source: u32, delivery: bool) -> Option<u64> {
+    /// The date of the RTS `inc`, from a local or a remote rank, if it must be tracked: under
+    /// recovery (`delivery`: the engine kept it). From a rank of this group too: its death kills
+    /// this rank, which waits for that rather than failing its receive (and exiting first, a death
+    /// of its own).
+    pub(super) fn ft_rts_date(&self, inc: &Incoming, delivery: bool) -> Option<u64> {
         let ft = self.ft.as_deref()?;
-        if !delivery || ft.channel.is_none() || self.route[source as usize] == NOT_LOCAL {
+        if !delivery || ft.channel.is_none() {
             return None;
         }
         Some(Piggyback::decode(&inc.piggyback()?).ok()?.date())
+    }
+
+    /// Under recovery, the first fragment `inc` of an eager message in several fragments from
+    /// `source` was kept by the engine: its envelope and date, to take its arrival back if its
+    /// sender dies before the last fragment.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn ft_eager_started(&mut self, inc: &Incoming, source: u32) {
+        let Some(date) = self.ft_rts_date(inc, true) else { return };
+        let e = EagerArrival { source, tag: inc.tag(), context: inc.context(), date };
+        match self.ft_rdv.eager.iter_mut().find(|e| e.source == source) {
+            Some(slot) => *slot = e,
+            None => self.ft_rdv.eager.push(e),
+        }
+    }
+
+    /// Under recovery, the eager message being received from dead rank `dead` will never
+    /// complete (its sender is silent): its arrival is taken back from the engine and the receive
+    /// that matched it waits for the restarted sender's copy (module documentation). False if
+    /// nothing of the kind was under way (the caller then fails what waited on it).
+    pub(super) fn ft_eager_withdrawn(&mut self, dead: u32, by: Option<&mut Bypass>) -> Result<bool> {
+        let Some(i) = self.ft_rdv.eager.iter().position(|e| e.source == dead) else { return Ok(false) };
+        let e = self.ft_rdv.eager.swap_remove(i);
+        let want = Want { source: dead as i32, tag: e.tag, context: e.context };
+        match std::mem::take(&mut self.active[dead as usize]) {
+            Active::Bypass => match by {
+                // The blocking receive waits again, for this message alone.
+                Some(b) => {
+                    b.status = None;
+                    b.want = want;
+                }
+                // Not possible: a bypass that leaves turns its state into `Discard`.
+                None => return Ok(false),
+            },
+            Active::Req(r) => {
+                if let Some(&mut Op::Recv { buf, .. }) = self.reqs.op_mut(r) {
+                    self.ft_repost(r, want, buf);
+                }
+            }
+            Active::Unexpected(id) => {
+                if let Some(k) = self.unexpected.find_id(Some(dead), id) {
+                    let (_, mut u) = self.unexpected.remove(k);
+                    if let Some(r) = u.claimed
+                        && let Some(&mut Op::Recv { buf, .. }) = self.reqs.op_mut(r)
+                    {
+                        self.ft_repost(r, want, buf);
+                    }
+                    // Its cells go back; the message is dropped whole.
+                    let _ = self.release_held(&mut u, None);
+                    self.forget_unexpected(u);
+                }
+            }
+            other => {
+                // Nothing this rank keeps (a message already being discarded, a control message).
+                self.active[dead as usize] = other;
+                return Ok(false);
+            }
+        }
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.process.on_receive_undone(dead, e.date)?;
+        }
+        tracing::debug!(
+            source = dead,
+            date = e.date,
+            tag = e.tag,
+            "HydEE: partial eager message lost with its sender; arrival taken back, receive waits again"
+        );
+        Ok(true)
+    }
+
+    /// Receive `req` into `buf` waits again for a message `want` names exactly, first among the
+    /// posted receives; the delivery its lost message had promised goes (the new copy brings its
+    /// own).
+    fn ft_repost(&mut self, req: Request, want: Want, buf: RecvBuf) {
+        if let Some(op) = self.reqs.op_mut(req) {
+            *op = Op::Recv { buf, status: None };
+            self.posted.push_front(Posted { req, want });
+            self.expect(want.source, true);
+        }
+        if let Some(ft) = self.ft.as_deref_mut() {
+            ft.deferred.retain(|&(r, _)| r != req);
+        }
     }
 
     /// An RTS of another group dated `date` waits in the unexpected list under `id`.
@@ -371,24 +484,26 @@ impl Inner {
         false
     }
 
-    /// Dead local rank `dead` is silent (its transfers with us have ended, `Lmt::peer_gone`): the
-    /// rendezvous from it whose data did not all come are taken back from the engine and their
-    /// receives posted again (module documentation); its RTS still unexpected are dropped.
+    /// Dead rank `dead` is silent (its transfers with us have ended, `Lmt::peer_gone` or
+    /// `NetLmt::peer_gone`): the rendezvous from it whose data did not all come are taken back
+    /// from the engine and their receives posted again (module documentation); its RTS still
+    /// unexpected are dropped.
     pub(super) fn ft_rdv_silent(&mut self, dead: u32) -> Result<()> {
         if self.ft_rdv.recvs.is_empty() && self.ft_rdv.unexpected.is_empty() {
             return Ok(());
         }
         let mut dates = Vec::new();
+        // The dead rank's queue only, front to back; a removal keeps the next one at `k`.
         let mut k = 0;
-        while k < self.unexpected.len() {
-            let (id, u) = &self.unexpected[k];
-            let tracked = u.source == dead && u.rts.is_some();
+        while let Some(slot) = self.unexpected.nth_of(dead, k) {
+            let (id, u) = &self.unexpected[slot];
+            let tracked = u.rts.is_some();
             let Some(e) = self.ft_rdv.unexpected.iter().position(|e| tracked && e.0 == *id) else {
                 k += 1;
                 continue;
             };
             dates.push(self.ft_rdv.unexpected.swap_remove(e).1);
-            let (_, u) = self.unexpected.remove(k);
+            let (_, u) = self.unexpected.remove(slot);
             // A checkpoint pulling it in sees its transfer fail and the message gone.
             self.forget_unexpected(u);
         }
@@ -419,12 +534,8 @@ impl Inner {
                 tag = r.tag,
                 "HydEE: rendezvous lost with its sender; receive posted again"
             );
-            if let Some(op) = self.reqs.op_mut(r.req) {
-                *op = Op::Recv { buf: r.buf, status: None };
-                let want = Want { source: dead as i32, tag: r.tag, context: r.context };
-                self.posted.push_front(Posted { req: r.req, want });
-                self.expect(want.source, true);
-            }
+            let want = Want { source: dead as i32, tag: r.tag, context: r.context };
+            self.ft_repost(r.req, want, r.buf);
         }
         if !dates.is_empty() {
             tracing::debug!(source = dead, ?dates, "HydEE: arrivals of rendezvous taken back");

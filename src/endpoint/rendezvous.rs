@@ -190,9 +190,9 @@ impl Inner {
         let src = self.route[source as usize];
         let whole = inc.is_last() && len <= bytes.len();
         let n = if whole { inc.copy_to(&mut bytes) } else { 0 };
-        // Under recovery, an RTS of a local rank: its date, to take its arrival back if its sender
-        // dies before the data is in (`recovery.rs`).
-        let rts_date = if delivery.is_some() { self.ft_rts_date(&inc, source, kind == KIND_RTS) } else { None };
+        // Under recovery, an RTS: its date, to take its arrival back if its sender dies before the
+        // data is in (`recovery.rs`).
+        let rts_date = if delivery.is_some() { self.ft_rts_date(&inc, kind == KIND_RTS) } else { None };
         self.port.release(inc)?;
         if !whole {
             let what = "rendezvous message length";

@@ -205,8 +205,10 @@ impl Inner {
             }
             let mut got = false;
             // Tight: only the awaited source's fastbox (the whole poll is much longer).
-            if !exp.is_empty() && by.status.is_none() {
-                for _ in 0..Self::TIGHT_SPINS {
+            let quick = waiter.quick_checks(Self::TIGHT_SPINS);
+            if !exp.is_empty() && by.status.is_none() && quick > 0 {
+                let mut empty = 0;
+                for _ in 0..quick {
                     if let Some(inc) = self.port.poll_fastbox(src_local)? {
                         got = true;
                         let source = self.global[usize::from(inc.src)];
@@ -226,10 +228,12 @@ impl Inner {
                     if self.port.has_queued() {
                         break;
                     }
+                    empty += 1;
                     for _ in 0..Self::TIGHT_PAUSES {
                         core::hint::spin_loop();
                     }
                 }
+                waiter.checked(empty);
                 if let Some(r) = by.done.take() {
                     return r;
                 }
@@ -254,7 +258,7 @@ impl Inner {
             }
             got |= self.resume_pending()?;
             if self.ft_mail.is_some() {
-                got |= self.ft_mail()?;
+                got |= self.ft_mail(Some(&mut by))?;
             }
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {

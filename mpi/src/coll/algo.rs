@@ -603,10 +603,25 @@ pub fn reduce_rabenseifner(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], 
 // Gather and scatter: `block` bytes per member; `all` is the root's buffer of `size × block`
 // bytes in team order (the root's own block included).
 
-/// Flat gather: the root posts a receive per member straight into its place.
+/// Blocks up to this size are gathered flat by blocking receives in turn rather than posted
+/// receives: a blocking receive reads its source's fastbox straight into the buffer and makes no
+/// request, and a block that arrives while the root waits for another is copied out once, which
+/// costs little at this size.
+pub const GATHER_IN_TURN_MAX: usize = 4096;
+
+/// Flat gather: the root posts a receive per member straight into its place (small blocks:
+/// receives them in turn, [`GATHER_IN_TURN_MAX`]).
 pub fn gather_flat(ops: &mut Ops, t: Team, root: usize, mine: &[u8], all: &mut [u8], block: usize) -> Res<()> {
     if t.me != root {
         return ops.send(t.at(root), mine);
+    }
+    if block <= GATHER_IN_TURN_MAX {
+        let n = t.size();
+        for rel in 1..n {
+            let i = (root + rel) % n;
+            ops.recv(t.at(i), &mut all[i * block..(i + 1) * block])?;
+        }
+        return Ok(());
     }
     let base = all.as_mut_ptr();
     ops.settled(|ops| {

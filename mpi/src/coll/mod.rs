@@ -734,23 +734,27 @@ pub unsafe fn gather(
     if block == 0 {
         return Ok(());
     }
-    let mine: Vec<u8> = if in_place {
-        // SAFETY: MPI's contract: the root's block is in place in `recvbuf`.
-        unsafe { in_bytes(recvbuf.cast_const().byte_add(root * block), block) }.to_vec()
+    let copy: Vec<u8>;
+    let mine: &[u8] = if in_place {
+        // SAFETY: MPI's contract: the root's block is in place in `recvbuf`, which the gather
+        // writes: a copy.
+        copy = unsafe { in_bytes(recvbuf.cast_const().byte_add(root * block), block) }.to_vec();
+        &copy
     } else {
         let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
         if len != block {
             return Err(mismatch(ci, block, len));
         }
         disjoint(sendbuf, len, recvbuf, total, ci)?;
-        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
-        unsafe { in_bytes(sendbuf, len) }.to_vec()
+        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`, disjoint from `recvbuf`
+        // (checked).
+        unsafe { in_bytes(sendbuf, len) }
     };
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let all = unsafe { out_bytes(recvbuf, total) };
-    all[root * block..(root + 1) * block].copy_from_slice(&mine);
+    all[root * block..(root + 1) * block].copy_from_slice(mine);
     let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, block).1);
-    run_gather(&mut ops, alg, t, root, &mine, all, block).map_err(on(ci))
+    run_gather(&mut ops, alg, t, root, mine, all, block).map_err(on(ci))
 }
 
 fn run_gather(ops: &mut Ops, alg: Gather, t: Team, root: usize, mine: &[u8], all: &mut [u8], block: usize) -> Res<()> {
