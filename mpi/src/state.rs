@@ -404,6 +404,22 @@ pub fn call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int
     guard(call, || body(call, f))
 }
 
+/// The state for a fused path (`p2p::send_fused`), outside the panic guard: `None` under
+/// `MPI_THREAD_MULTIPLE` (the call then takes the lock, in `call_fast`).
+///
+/// # Safety
+/// The caller holds no other reference to the state while it uses this one (one call at a time).
+#[inline(always)]
+pub unsafe fn unlocked() -> Option<&'static mut State> {
+    // ORDERING: Relaxed: see `THREADED`.
+    if THREADED.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: not threaded: the application calls MPI from one thread at a time (the levels'
+    // contract, see `Global`), and the caller holds no other reference.
+    Some(unsafe { &mut *STATE.0.get() })
+}
+
 /// [`call`] for the functions with a fast path (`MPI_Send`, `MPI_Recv`...): below
 /// `MPI_THREAD_MULTIPLE`, `fast` runs first on the state itself and settles the common call
 /// (`Some`); anything else, and every call under `MPI_THREAD_MULTIPLE`, goes to `slow`, a

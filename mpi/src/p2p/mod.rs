@@ -357,6 +357,102 @@ pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int
     }
 }
 
+/// `MPI_Send`'s fused path (`exports::mpi_fused!`): a standard send of `count` elements of a
+/// predefined datatype to a member of a communicator of the fast table, written straight into the
+/// destination's fastbox ([`nemesis::Endpoint::try_send_fastbox`]) when it can go there at once.
+/// `Some(MPI_SUCCESS)` once sent; `None` when nothing was done and the call goes on to
+/// [`send_fast`] and the validating path: another thread level, a communicator past the table, a
+/// derived datatype, an argument to check, `MPI_PROC_NULL`, a remote rank, fault tolerance, a
+/// message too long for a slot or behind earlier ones waiting for cells, a full fastbox.
+///
+/// It runs before the call's panic guard: nothing in it can panic (lookups through `get`, no
+/// indexing, no allocation).
+///
+/// # Safety
+/// MPI's contract: `buf` holds `count` elements of `dt`.
+#[inline(always)]
+pub unsafe fn send_fused(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+) -> Option<c_int> {
+    // SAFETY: the call's only reference to the state.
+    let st = unsafe { crate::state::unlocked() }?;
+    let f = st.fast.get(index_of(comm))?;
+    if dest as u32 >= f.size {
+        return None;
+    }
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 {
+        return None;
+    }
+    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    if buf.is_null() {
+        return None;
+    }
+    let len = count as usize * size;
+    // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
+    let to = unsafe { *f.world.add(dest as usize) };
+    let ctx = f.send_ctx;
+    // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
+    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+    ep.try_send_fastbox(data, to, tag, ctx).then_some(abi::SUCCESS)
+}
+
+/// `MPI_Recv`'s fused path (`exports::mpi_fused!`): a receive of `count` elements of a
+/// predefined datatype from a named member of a communicator of the fast table whose message
+/// already waits in its fastbox and nothing could match before it
+/// ([`nemesis::Endpoint::try_recv_fastbox`]): copied out, the status filled. `None` when nothing
+/// was consumed and the call goes on to [`recv_fast`] and the validating path (`MPI_ANY_SOURCE`,
+/// a message not there yet, posted receives or unexpected messages, truncation, errors...).
+/// Runs before the panic guard, as [`send_fused`].
+///
+/// # Safety
+/// MPI's contract: `buf` has room for `count` elements of `dt`; `status` is null,
+/// `MPI_STATUS_IGNORE` or writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn recv_fused(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    status: *mut Status,
+) -> Option<c_int> {
+    // SAFETY: the call's only reference to the state.
+    let st = unsafe { crate::state::unlocked() }?;
+    let f = st.fast.get(index_of(comm))?;
+    if source as u32 >= f.size {
+        return None;
+    }
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 {
+        return None;
+    }
+    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    if buf.is_null() {
+        return None;
+    }
+    let len = count as usize * size;
+    // SAFETY: `world` has `size` entries and `source < size`.
+    let from = unsafe { *f.world.add(source as usize) };
+    let ctx = f.ctx;
+    // SAFETY: a non-empty fast entry exists only while the Endpoint does.
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
+    let s = unsafe { ep.try_recv_fastbox(buf.cast(), len, from, tag, ctx) }?;
+    // SAFETY: MPI's contract on `status`; the sender is `source`, named.
+    unsafe { put_status(status, source, s.tag, s.len as i64) };
+    Some(abi::SUCCESS)
+}
+
 /// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path, run on the state itself when calls are not
 /// locked (`state::call_fast`). One combined test admits the common call — a communicator among
 /// the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype, a count ≥ 0, a
