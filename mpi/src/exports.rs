@@ -113,10 +113,10 @@ macro_rules! mpi_fast {
 }
 
 /// Defines `MPI_X` and `PMPI_X` for a function with a fused path before its fast path
-/// (`MPI_Send`, `MPI_Recv`): `fused` (an `Option<c_int>`: `Some` settles the call) runs first,
-/// outside the panic guard (it cannot panic) and inline in the exported function; anything it
-/// does not settle goes to a function of its own holding the [`mpi_fast!`] body, called with the
-/// arguments as they came (so the fused path's code keeps nothing else alive).
+/// (`MPI_Send`, `MPI_Recv`): when `state::fused_on`, `fused` (an `Option<c_int>`: `Some` settles
+/// the call) runs first, outside the panic guard (it cannot panic); anything it does not settle
+/// goes to a function of its own holding the [`mpi_fast!`] body, called with the arguments as they
+/// came (so the fused path's code keeps nothing else alive).
 macro_rules! mpi_fused {
     ($( fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) => fused $fused:expr, fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr ; )*) => {$(
         mpi_fused!(@one $name, $name ( $($a : $t),* ) => fused $fused, fast |$st| $fast, slow |$acc| $slow);
@@ -135,7 +135,7 @@ macro_rules! mpi_fused {
         pub unsafe extern "C" fn $sym($($a: $t),*) -> c_int {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
-            unsafe fn rest($($a: $t),*) -> c_int {
+            unsafe extern "C" fn rest($($a: $t),*) -> c_int {
                 #[inline(never)]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn slow($($a: $t),*) -> c_int {
@@ -151,12 +151,26 @@ macro_rules! mpi_fused {
                     move || unsafe { slow($($a),*) },
                 )
             }
-            // SAFETY: as above.
-            if let Some(code) = unsafe { $fused } {
-                return code;
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn fused($($a: $t),*) -> c_int {
+                // SAFETY: as above; `fused_on` was true.
+                if let Some(code) = unsafe { $fused } {
+                    return code;
+                }
+                // SAFETY: as above.
+                unsafe { rest($($a),*) }
             }
-            // SAFETY: as above.
-            unsafe { rest($($a),*) }
+            // One test before anything else, both ways a tail call (`rest` and `fused` have this
+            // function's C calling convention): a call the fused path would decline (fault
+            // tolerance, `MPI_THREAD_MULTIPLE`) pays nothing more.
+            if crate::state::fused_on() {
+                // SAFETY: as above.
+                unsafe { fused($($a),*) }
+            } else {
+                // SAFETY: as above.
+                unsafe { rest($($a),*) }
+            }
         }
     };
 }

@@ -303,9 +303,10 @@ impl<'a> FastboxRef<'a> {
         self.note(*next, false);
         let h = body as *const MsgHeader;
         // Each field is read when it is tested (fewer values live at once).
-        // SAFETY (this read and the next ones): the message is published and the sender does not
+        // SAFETY: (this read and the next ones) the message is published and the sender does not
         // touch the slot until we ack it; the body holds at least a header.
-        if unsafe { ptr::read_unaligned(ptr::addr_of!((*h).seq)) } != seq {
+        let s = unsafe { ptr::read_unaligned(ptr::addr_of!((*h).seq)) };
+        if s != seq {
             return None;
         }
         // Fragment 0, kind `kind`, no flag: the word after `seq` (`frag`, `kind`, `flags`).

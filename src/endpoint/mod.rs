@@ -599,6 +599,15 @@ impl Endpoint {
         true
     }
 
+    /// True if nothing could match a message before a new blocking receive: no receive posted,
+    /// no unexpected message, fault tolerance off. The first test of
+    /// [`try_recv_fastbox`](Self::try_recv_fastbox), for a caller that wants to leave early.
+    #[inline(always)]
+    pub fn receives_idle(&self) -> bool {
+        let inner = &*self.inner;
+        inner.ft.is_none() && inner.unexpected.is_empty() && inner.posted.is_empty()
+    }
+
     /// The fused blocking receive: the next message of `source` (a rank of this node, not
     /// `ANY_SOURCE`) into `buf` when it already waits in its fastbox and nothing else could take
     /// it first — fault tolerance off, no receive posted and no unexpected message (either could
@@ -618,10 +627,10 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Option<Status> {
-        let inner = &mut *self.inner;
-        if inner.ft.is_some() || !inner.unexpected.is_empty() || !inner.posted.is_empty() || tag < ANY_TAG {
+        if !self.receives_idle() || tag < ANY_TAG {
             return None;
         }
+        let inner = &mut *self.inner;
         let local = *inner.route.get(source as usize)?;
         // SAFETY: the caller's contract.
         let (len, tag) = unsafe { inner.port.take_plain(local, KIND_EAGER, tag, tag == ANY_TAG, context, ptr, cap) }?;
