@@ -156,6 +156,22 @@ impl<'a> FastboxRef<'a> {
         unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
     }
 
+    /// Sender: true if message `next`'s slot is free: the receiver has consumed the message
+    /// before it in that slot, by `acked` (the cached ack count), or else by the ack line, read
+    /// into `acked`.
+    #[inline(always)]
+    fn slot_free(&self, next: u32, acked: &mut u32) -> bool {
+        if next.wrapping_sub(*acked) > self.mask {
+            // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
+            // the messages it acknowledges, so we never overwrite a slot it still reads.
+            *acked = self.ack.load(Acquire);
+            if next.wrapping_sub(*acked) > self.mask {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
     /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
@@ -192,13 +208,8 @@ impl<'a> FastboxRef<'a> {
         let offset = HEADER_BYTES + if ft.is_some() { FT_ROOM } else { 0 };
         debug_assert!(offset + payload.len() <= self.body_size);
         debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
-        if next.wrapping_sub(*acked) > self.mask {
-            // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
-            // the messages it acknowledges, so we never overwrite a slot it still reads.
-            *acked = self.ack.load(Acquire);
-            if next.wrapping_sub(*acked) > self.mask {
-                return false;
-            }
+        if !self.slot_free(*next, acked) {
+            return false;
         }
         let body = self.body(*next);
         self.note(*next, true);
@@ -242,12 +253,8 @@ impl<'a> FastboxRef<'a> {
         payload: &[u8],
     ) -> bool {
         debug_assert!(HEADER_BYTES + payload.len() <= self.body_size);
-        if next.wrapping_sub(*acked) > self.mask {
-            // ORDERING: Acquire, as in `try_send_from`.
-            *acked = self.ack.load(Acquire);
-            if next.wrapping_sub(*acked) > self.mask {
-                return false;
-            }
+        if !self.slot_free(*next, acked) {
+            return false;
         }
         let body = self.body(*next);
         self.note(*next, true);

@@ -357,6 +357,32 @@ pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int
     }
 }
 
+/// What the fused paths admit ([`send_fused`], [`recv_fused`]): a communicator of the fast
+/// table, `rank` one of its members, a predefined datatype, a count ≥ 0 and a buffer (a null one,
+/// of no data or erroneous, goes the general way: one test here). Returns the entry, the member's
+/// job rank and the data's length in bytes; `None` for anything else.
+#[inline(always)]
+fn fused_admit(
+    st: &State,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    rank: c_int,
+    comm: abi::Comm,
+) -> Option<(crate::state::Fast, u32, usize)> {
+    let f = *st.fast.get(index_of(comm))?;
+    if rank as u32 >= f.size {
+        return None;
+    }
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 || buf.is_null() {
+        return None;
+    }
+    // SAFETY: `world` has `size` entries (the fast table's invariant) and `rank < size`.
+    let job = unsafe { *f.world.add(rank as usize) };
+    Some((f, job, count as usize * size))
+}
+
 /// `MPI_Send`'s fused path (`exports::mpi_fused!`): a standard send of `count` elements of a
 /// predefined datatype to a member of a communicator of the fast table, written straight into the
 /// destination's fastbox ([`nemesis::Endpoint::try_send_fastbox`]) when it can go there at once.
@@ -382,23 +408,9 @@ pub unsafe fn send_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    let f = st.fast.get(index_of(comm))?;
-    if dest as u32 >= f.size {
-        return None;
-    }
+    let (f, to, len) = fused_admit(st, buf, count, dt, dest, comm)?;
     // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 {
-        return None;
-    }
-    // A null buffer (of no data, or erroneous) goes the general way: one test here.
-    if buf.is_null() {
-        return None;
-    }
-    let len = count as usize * size;
-    // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
-    let to = unsafe { *f.world.add(dest as usize) };
     let ctx = f.send_ctx;
     // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
     let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
@@ -442,27 +454,13 @@ pub unsafe fn recv_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    let f = st.fast.get(index_of(comm))?;
-    if source as u32 >= f.size {
-        return None;
-    }
+    let (f, from, len) = fused_admit(st, buf.cast_const(), count, dt, source, comm)?;
     // SAFETY: a non-empty fast entry exists only while the Endpoint does.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-    // Something could match first: leave before the other tests.
+    // Something could match first.
     if !ep.receives_idle() {
         return None;
     }
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 {
-        return None;
-    }
-    // A null buffer (of no data, or erroneous) goes the general way: one test here.
-    if buf.is_null() {
-        return None;
-    }
-    let len = count as usize * size;
-    // SAFETY: `world` has `size` entries and `source < size`.
-    let from = unsafe { *f.world.add(source as usize) };
     let ctx = f.ctx;
     // SAFETY: MPI's contract: `len` writable bytes at `buf`.
     let Some(s) = (unsafe { ep.try_recv_fastbox(buf.cast(), len, from, tag, ctx) }) else {
