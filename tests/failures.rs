@@ -95,7 +95,8 @@ fn unexpected_messages_are_bounded_by_back_pressure() {
     let first = r.iter().find(|l| l.starts_with("RESULT peak")).unwrap_or_else(|| panic!("{}", show(&o)));
     let peak: usize = first.split_whitespace().nth(2).unwrap().parse().unwrap();
     // Each local sender may add its fastbox slots once acknowledgements stop.
-    let slack = 2 * 16 * 256;
+    let p = nemesis_shm::Params::DEFAULT;
+    let slack = 2 * p.fastbox_slots as usize * p.fastbox_slot_size as usize;
     assert!(peak <= FLOOD_MAX + slack, "peak of {peak} unexpected bytes: {}", show(&o));
     assert!(first.ends_with("last-arrived false"), "the flood was not held back: {}", show(&o));
     assert!(r.iter().any(|l| l.starts_with("RESULT received all") && l.ends_with("left 0")), "{}", show(&o));

@@ -112,11 +112,77 @@ macro_rules! mpi_fast {
     )*};
 }
 
+/// Defines `MPI_X` and `PMPI_X` for a function with a fused path before its fast path
+/// (`MPI_Send`, `MPI_Recv`): when `state::fused_on`, `fused` (an `Option<c_int>`: `Some` settles
+/// the call) runs first, outside the panic guard (it cannot panic); anything it does not settle
+/// goes to a function of its own holding the [`mpi_fast!`] body, called with the arguments as they
+/// came (so the fused path's code keeps nothing else alive).
+macro_rules! mpi_fused {
+    ($( fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) => fused $fused:expr, fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr ; )*) => {$(
+        mpi_fused!(@one $name, $name ( $($a : $t),* ) => fused $fused, fast |$st| $fast, slow |$acc| $slow);
+        // The same body as the `MPI_` twin's, not a call to it: a tool's `MPI_` wrapper reaches
+        // the library through this one.
+        mpi_fused!(@one $pname, $name ( $($a : $t),* ) => fused $fused, fast |$st| $fast, slow |$acc| $slow);
+    )*};
+    (@one $sym:ident, $name:ident ( $($a:ident : $t:ty),* ) => fused $fused:expr, fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr) => {
+        #[doc = concat!("`", stringify!($sym), "` (MPI-3.1; `PMPI_` is the profiling-interface twin).")]
+        ///
+        /// # Safety
+        /// The caller keeps MPI's contract for the arguments: pointers valid for what the
+        /// standard says the function reads or writes (buffers for their count and datatype).
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $sym($($a: $t),*) -> c_int {
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn rest($($a: $t),*) -> c_int {
+                #[inline(never)]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn slow($($a: $t),*) -> c_int {
+                    // SAFETY: the arguments come from the C caller under MPI's contract, which
+                    // is the contract of the implementation function.
+                    slow_call(stringify!($name), |$acc| unsafe { $slow })
+                }
+                call_fast(
+                    stringify!($name),
+                    // SAFETY: as above.
+                    move |$st| unsafe { $fast },
+                    // SAFETY: as above.
+                    move || unsafe { slow($($a),*) },
+                )
+            }
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "C" fn fused($($a: $t),*) -> c_int {
+                // SAFETY: as above; `fused_on` was true.
+                if let Some(code) = unsafe { $fused } {
+                    return code;
+                }
+                // SAFETY: as above.
+                unsafe { rest($($a),*) }
+            }
+            // One test before anything else, both ways a tail call (`rest` and `fused` have this
+            // function's C calling convention): a call the fused path would decline (fault
+            // tolerance, `MPI_THREAD_MULTIPLE`) pays nothing more.
+            if crate::state::fused_on() {
+                // SAFETY: as above.
+                unsafe { fused($($a),*) }
+            } else {
+                // SAFETY: as above.
+                unsafe { rest($($a),*) }
+            }
+        }
+    };
+}
+
+mpi_fused! {
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fused p2p::send_fused(buf, count, datatype, dest, tag, comm), fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Standard);
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => fused p2p::recv_fused(buf, count, datatype, source, tag, comm, status), fast |st| p2p::recv_fast(st, buf, count, datatype, source, tag, comm, status), slow |acc| p2p::recv_checked(acc, buf, count, datatype, source, tag, comm, status);
+}
+
 mpi_fast! {
-    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Standard);
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, true), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Synchronous);
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => fast |st| p2p::send_fast(st, buf, count, datatype, dest, tag, comm, false), slow |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Ready);
-    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => fast |st| p2p::recv_fast(st, buf, count, datatype, source, tag, comm, status), slow |acc| p2p::recv_checked(acc, buf, count, datatype, source, tag, comm, status);
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => fast |st| start::istart_fast(st, false, buf, count, datatype, dest, tag, comm, request), slow |acc| start::isend(acc, Mode::Standard, buf, count, datatype, dest, tag, comm, request);
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) => fast |st| start::istart_fast(st, true, buf.cast_const(), count, datatype, source, tag, comm, request), slow |acc| start::irecv(acc, buf, count, datatype, source, tag, comm, request);
     fn MPI_Waitall / PMPI_Waitall(count: c_int, array_of_requests: *mut Request, array_of_statuses: *mut Status) => fast |st| complete::waitall_fast(st, count, array_of_requests, array_of_statuses), slow |acc| complete::waitall(acc, count, array_of_requests, array_of_statuses);

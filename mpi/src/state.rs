@@ -239,6 +239,19 @@ static LOCK: RawLock = RawLock::new();
 /// loads, so `Relaxed` suffices), and never cleared (calls after `MPI_Finalize` still lock).
 static THREADED: AtomicBool = AtomicBool::new(false);
 
+/// The fused paths (`p2p::send_fused`, `p2p::recv_fused`) may run: MPI is running, below
+/// `MPI_THREAD_MULTIPLE` and without fault tolerance (whose hooks every message takes). One load
+/// decides, before anything else, so that a call they would decline pays nothing more. Set by
+/// `MPI_Init` once the Endpoint and the thread level are known (before the application's threads
+/// could call: `Relaxed`, as `THREADED`), cleared by `MPI_Finalize`.
+static FUSED: AtomicBool = AtomicBool::new(false);
+
+/// Allows (or stops) the fused paths ([`FUSED`]).
+pub fn set_fused(on: bool) {
+    // ORDERING: Relaxed: see `FUSED`.
+    FUSED.store(on, Ordering::Relaxed);
+}
+
 /// The right to use the state for the length of one MPI call: the big lock's guard under
 /// `MPI_THREAD_MULTIPLE`, nothing otherwise.
 ///
@@ -402,6 +415,44 @@ impl Drop for Access {
 #[inline(always)]
 pub fn call(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
     guard(call, || body(call, f))
+}
+
+/// True if the fused paths may run ([`FUSED`]). The exported function tests it first, alone, so
+/// that a call the fused paths would decline (fault tolerance, `MPI_THREAD_MULTIPLE`) goes on at
+/// once (`exports::mpi_fused!`).
+#[inline(always)]
+pub fn fused_on() -> bool {
+    // ORDERING: Relaxed: see `FUSED`.
+    FUSED.load(Ordering::Relaxed)
+}
+
+/// The state for a fused path (`p2p::send_fused`), outside the panic guard.
+///
+/// # Safety
+/// [`fused_on`] was true for this call (so it is not under `MPI_THREAD_MULTIPLE`: one call at a
+/// time), and the caller holds no other reference to the state while it uses this one.
+#[inline(always)]
+pub unsafe fn unlocked() -> &'static mut State {
+    // SAFETY: not threaded (`FUSED` is never set under `MPI_THREAD_MULTIPLE`): the application
+    // calls MPI from one thread at a time (the levels' contract, see `Global`), and the caller
+    // holds no other reference.
+    unsafe { &mut *STATE.0.get() }
+}
+
+/// The general path after a fused path declined the call (`p2p::send_fused`): `f` on the
+/// state, unlocked (the fused path ran, so the call is not locked), inside the panic guard; its
+/// failure goes to the error handler.
+#[inline(always)]
+pub fn after_fused(call: &'static str, f: impl FnOnce(&mut State) -> Res<()>) -> c_int {
+    guard(call, || {
+        // SAFETY: the fused path found the call unlocked (`unlocked`); this is its only
+        // reference now.
+        let st = unsafe { &mut *STATE.0.get() };
+        match f(st) {
+            Ok(()) => abi::SUCCESS,
+            Err(e) => st.fail(call, e),
+        }
+    })
 }
 
 /// [`call`] for the functions with a fast path (`MPI_Send`, `MPI_Recv`...): below

@@ -109,6 +109,8 @@ pub struct MsgHeader {
 const _: () = assert!(core::mem::size_of::<MsgHeader>() == HEADER_BYTES);
 // `Incoming::kind_flags` reads `kind` and `flags` as one word.
 const _: () = assert!(core::mem::offset_of!(MsgHeader, flags) == core::mem::offset_of!(MsgHeader, kind) + 1);
+// `FastboxRef::take_plain` reads `frag`, `kind` and `flags` as one 4-byte word.
+const _: () = assert!(core::mem::offset_of!(MsgHeader, kind) == core::mem::offset_of!(MsgHeader, frag) + 2);
 #[cfg(not(loom))]
 const _: () = assert!(core::mem::size_of::<CellLink>() == LINK_BYTES);
 

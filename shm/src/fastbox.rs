@@ -156,6 +156,22 @@ impl<'a> FastboxRef<'a> {
         unsafe { self.bodies.add((i & self.mask) as usize * self.body_stride) }
     }
 
+    /// Sender: true if message `next`'s slot is free: the receiver has consumed the message
+    /// before it in that slot, by `acked` (the cached ack count), or else by the ack line, read
+    /// into `acked`.
+    #[inline(always)]
+    fn slot_free(&self, next: u32, acked: &mut u32) -> bool {
+        if next.wrapping_sub(*acked) > self.mask {
+            // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
+            // the messages it acknowledges, so we never overwrite a slot it still reads.
+            *acked = self.ack.load(Acquire);
+            if next.wrapping_sub(*acked) > self.mask {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
     /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
@@ -192,13 +208,8 @@ impl<'a> FastboxRef<'a> {
         let offset = HEADER_BYTES + if ft.is_some() { FT_ROOM } else { 0 };
         debug_assert!(offset + payload.len() <= self.body_size);
         debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
-        if next.wrapping_sub(*acked) > self.mask {
-            // ORDERING: Acquire; pairs with the receiver's Release store after it finished reading
-            // the messages it acknowledges, so we never overwrite a slot it still reads.
-            *acked = self.ack.load(Acquire);
-            if next.wrapping_sub(*acked) > self.mask {
-                return false;
-            }
+        if !self.slot_free(*next, acked) {
+            return false;
         }
         let body = self.body(*next);
         self.note(*next, true);
@@ -221,6 +232,122 @@ impl<'a> FastboxRef<'a> {
         self.stamp(*next).store(next.wrapping_add(1), Release);
         *next = next.wrapping_add(1);
         true
+    }
+
+    /// Sender, the fused path of a plain message (`Port::try_send_plain`): as
+    /// [`try_send`](Self::try_send) for the header `src`, `dst`, `tag`, `context`, kind `kind`, no
+    /// flag, `aux` 0, fragment 0, and contiguous bytes, each header field stored once (no header
+    /// built aside and copied). The caller checked `payload.len() <= capacity()`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_send_plain(
+        &self,
+        next: &mut u32,
+        acked: &mut u32,
+        src: u32,
+        dst: u32,
+        tag: i32,
+        context: u32,
+        kind: u8,
+        seq: u32,
+        payload: &[u8],
+    ) -> bool {
+        debug_assert!(HEADER_BYTES + payload.len() <= self.body_size);
+        if !self.slot_free(*next, acked) {
+            return false;
+        }
+        let body = self.body(*next);
+        self.note(*next, true);
+        // SAFETY: as in `try_send_from`: the slot is free (ack above), and it holds a header and
+        // `payload.len()` bytes after it (caller's check).
+        unsafe {
+            let h = body as *mut MsgHeader;
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).src), src);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).dst), dst);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).tag), tag);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).context), context);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).len), payload.len() as u32);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).seq), seq);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).kind), kind);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), 0);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).aux), 0);
+            crate::cell::copy_bytes(payload.as_ptr(), body.add(HEADER_BYTES), payload.len());
+        }
+        // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.
+        self.stamp(*next).store(next.wrapping_add(1), Release);
+        *next = next.wrapping_add(1);
+        true
+    }
+
+    /// Receiver, the fused path (`Port::take_plain`): message `*next` of the box if the sender
+    /// published it and it is plain — number `seq`, fragment 0, kind `kind`, no flag — with
+    /// context `context`, tag `tag` (any tag with `any_tag`) and a payload of at most `cap` bytes:
+    /// the payload is copied to `dst`, the slot released ([`release`](Self::release)), and its
+    /// length and tag returned. Anything else returns `None` and consumes nothing (the general
+    /// path then takes the message, or reports its truncation).
+    ///
+    /// # Safety
+    /// `dst` is valid for `cap` bytes of writes (any pointer if `cap` is 0).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn take_plain(
+        &self,
+        next: &mut u32,
+        seq: u32,
+        kind: u8,
+        tag: i32,
+        any_tag: bool,
+        context: u32,
+        dst: *mut u8,
+        cap: usize,
+    ) -> Option<(u32, i32)> {
+        // ORDERING: Acquire; pairs with the sender's Release publication.
+        if self.stamp(*next).load(Acquire) != next.wrapping_add(1) {
+            return None;
+        }
+        let body = self.body(*next);
+        self.note(*next, false);
+        let h = body as *const MsgHeader;
+        // Each field is read when it is tested (fewer values live at once).
+        // SAFETY: (this read and the next ones) the message is published and the sender does not
+        // touch the slot until we ack it; the body holds at least a header.
+        let s = unsafe { ptr::read_unaligned(ptr::addr_of!((*h).seq)) };
+        if s != seq {
+            return None;
+        }
+        // Fragment 0, kind `kind`, no flag: the word after `seq` (`frag`, `kind`, `flags`).
+        let plain = u32::from_ne_bytes({
+            let mut w = [0u8; 4];
+            w[2] = kind;
+            w
+        });
+        // SAFETY: as above; `frag`, `kind` and `flags` are the header's bytes 24..28 (checked
+        // below the header's definition).
+        if unsafe { ptr::read_unaligned(ptr::addr_of!((*h).frag) as *const u32) } != plain {
+            return None;
+        }
+        // SAFETY: as above.
+        if unsafe { ptr::read_unaligned(ptr::addr_of!((*h).context)) } != context {
+            return None;
+        }
+        // SAFETY: as above.
+        let t = unsafe { ptr::read_unaligned(ptr::addr_of!((*h).tag)) };
+        if t != tag && !any_tag {
+            return None;
+        }
+        // SAFETY: as above.
+        let len = unsafe { ptr::read_unaligned(ptr::addr_of!((*h).len)) };
+        // Bounds: the length fits the receiver's buffer and (a faulty sender's length must not
+        // make us read past it) the slot; no flag, so no piggyback room before the payload.
+        if len as usize > cap || len as usize > self.body_size - HEADER_BYTES {
+            return None;
+        }
+        // SAFETY: `HEADER_BYTES + len <= body_size` and `len <= cap` were just checked; `dst` has
+        // `cap` writable bytes (the caller's contract).
+        unsafe { crate::cell::copy_bytes(body.add(HEADER_BYTES), dst, len as usize) };
+        self.release(next);
+        Some((len, t))
     }
 
     /// Receiver: message `next` of the box, if the sender published it. Its length is validated

@@ -61,7 +61,8 @@ pub struct Params {
     /// Cells in each rank's pool, a power of two (a cell's owner is its index shifted).
     /// `NEMESIS_CELLS_PER_RANK`.
     pub cells_per_rank: u32,
-    /// Slots per fastbox: 1 is NEMESIS's single buffer, more a ring. A power of two.
+    /// Slots per fastbox: 1 is NEMESIS's single buffer, more a ring. A power of two. The default,
+    /// 64, holds a window of 64 non-blocking sends (OSU's, `mpi_pingpong.c bw`) whole.
     /// `NEMESIS_FASTBOX_SLOTS`.
     pub fastbox_slots: u32,
     /// Bytes per fastbox slot, stamp and header included. A multiple of 64.
@@ -90,7 +91,7 @@ impl Params {
     pub const DEFAULT: Params = Params {
         cell_size: 16 * 1024,
         cells_per_rank: 64,
-        fastbox_slots: 16,
+        fastbox_slots: 64,
         fastbox_slot_size: 256,
         fastboxes_per_rank: 16,
         lmt_rings_per_rank: 2,

@@ -41,7 +41,12 @@
 //!   messages, medians): one 256-byte slot (NEMESIS) 339 ns one-way and 8.3 M msg/s; rings of
 //!   4, 8 and 16 slots of 256 bytes 283, 260 and 255 ns and 8.0, 10.8 and 14.8 M msg/s. The ring
 //!   wins on both: a single slot must be acknowledged after every message, which puts the ack's
-//!   cache-line transfer on the critical path, and it cannot pipeline. Kept: 16 × 256 B.
+//!   cache-line transfer on the critical path, and it cannot pipeline. 16 × 256 B first; then
+//!   64 × 256 B (2026-11-24, issue 16): a window of 64 non-blocking sends (OSU's, `mpi_pingpong.c
+//!   bw`) then goes whole through the ring instead of 48 of its messages through cells, which
+//!   costs the sender of 8-byte messages 608 instructions per message in `MPI_Isend` +
+//!   `MPI_Waitall` instead of 844 (`mpi/bench/stream-instructions.sh`; callgrind, so the loaded
+//!   machine did not matter), for 192 KiB more per rank.
 //! - **Cells** (`nemesis-bench shm-cells --rounds 7`, streaming, 1 MiB pool per rank): 16 KiB cells
 //!   give 8.0, 11.3, 11.4 and 10.1 GB/s for 4, 16, 64 and 256 KiB messages, within 10 % of the
 //!   best cell size for each; kept: 64 × 16 KiB.

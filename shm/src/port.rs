@@ -593,6 +593,73 @@ impl<'n, N: Node> Port<'n, N> {
         self.send_from(dst, hdr, ft, payload)
     }
 
+    /// The fused send of a plain message (kind `kind`, no flag, `aux` 0; header `src`, `dst`,
+    /// `tag`, `context`): into our fastbox at local rank `to` when we hold one, no earlier message
+    /// to `to` waits for cells, the payload fits a slot and the next slot is free. True if sent;
+    /// false if nothing was done, and [`send`](Self::send) takes the message (it claims boxes,
+    /// checks ranks and lengths, uses cells). A `to` that is no local rank (such as `u16::MAX`:
+    /// local ranks are fewer) finds no entry and returns false.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_send_plain(
+        &mut self,
+        to: u16,
+        src: u32,
+        dst: u32,
+        tag: i32,
+        context: u32,
+        kind: u8,
+        payload: &[u8],
+    ) -> bool {
+        // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
+        if let Some(t) = self.tx.get_mut(usize::from(to))
+            && let Some(fb) = t.fb.as_ref()
+            && t.queued == 0
+            && payload.len() < self.fbox_lim
+            && fb.try_send_plain(&mut t.fnext, &mut t.facked, src, dst, tag, context, kind, t.seq as u32, payload)
+        {
+            t.seq = t.seq.wrapping_add(1);
+            t.bytes += payload.len() as u64;
+            return true;
+        }
+        false
+    }
+
+    /// The fused receive of a plain message: the next message of local rank `from` if it waits in
+    /// its fastbox in order (no stashed cell, no message of `from` half received) and is plain
+    /// (kind `kind`, no flag) with context `context`, tag `tag` (any with `any_tag`), and at most
+    /// `cap` bytes: copied to `dst` and released; returns its length and tag. `None` consumes
+    /// nothing: the general path ([`poll`](Self::poll)) then takes whatever waits. A `from` that
+    /// is no local rank returns `None`.
+    ///
+    /// # Safety
+    /// `dst` is valid for `cap` bytes of writes (any pointer if `cap` is 0).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn take_plain(
+        &mut self,
+        from: u16,
+        kind: u8,
+        tag: i32,
+        any_tag: bool,
+        context: u32,
+        dst: *mut u8,
+        cap: usize,
+    ) -> Option<(u32, i32)> {
+        if self.stash.is_some() {
+            return None;
+        }
+        let r = self.rx.get_mut(usize::from(from))?;
+        let fb = r.fb.as_ref()?;
+        if r.next_frag != 0 {
+            return None;
+        }
+        // SAFETY: the caller's contract.
+        let got = unsafe { fb.take_plain(&mut r.fnext, r.expected, kind, tag, any_tag, context, dst, cap) }?;
+        r.expected = r.expected.wrapping_add(1);
+        Some(got)
+    }
+
     /// As [`send`](Self::send) for a payload in pieces, gathered as it is copied into the slot or
     /// the cells.
     #[inline]

@@ -59,6 +59,7 @@ impl Endpoint {
     }
 
     /// Whether fault tolerance is on.
+    #[inline(always)]
     pub fn ft_enabled(&self) -> bool {
         self.inner.ft.is_some()
     }

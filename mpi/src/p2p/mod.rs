@@ -357,6 +357,154 @@ pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int
     }
 }
 
+/// What the fused paths admit ([`send_fused`], [`recv_fused`]): a communicator of the fast
+/// table, `rank` one of its members, a predefined datatype, a count ≥ 0 and a buffer (a null one,
+/// of no data or erroneous, goes the general way: one test here). Returns the entry, the member's
+/// job rank and the data's length in bytes; `None` for anything else.
+#[inline(always)]
+fn fused_admit(
+    st: &State,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    rank: c_int,
+    comm: abi::Comm,
+) -> Option<(crate::state::Fast, u32, usize)> {
+    let f = *st.fast.get(index_of(comm))?;
+    if rank as u32 >= f.size {
+        return None;
+    }
+    let size = datatype::size_of_handle(dt)?;
+    if count < 0 || buf.is_null() {
+        return None;
+    }
+    // SAFETY: `world` has `size` entries (the fast table's invariant) and `rank < size`.
+    let job = unsafe { *f.world.add(rank as usize) };
+    Some((f, job, count as usize * size))
+}
+
+/// `MPI_Send`'s fused path (`exports::mpi_fused!`): a standard send of `count` elements of a
+/// predefined datatype to a member of a communicator of the fast table, written straight into the
+/// destination's fastbox ([`nemesis::Endpoint::try_send_fastbox`]) when it can go there at once.
+/// `Some(MPI_SUCCESS)` once sent; `None` when nothing was done and the call goes on to
+/// [`send_fast`] and the validating path: a communicator past the table, a
+/// derived datatype, an argument to check, `MPI_PROC_NULL`, a remote rank, a
+/// message too long for a slot or behind earlier ones waiting for cells, a full fastbox.
+///
+/// It runs before the call's panic guard: nothing in it can panic (lookups through `get`, no
+/// indexing, no allocation).
+///
+/// # Safety
+/// Called only if [`crate::state::fused_on`]. MPI's contract: `buf` holds `count` elements of
+/// `dt`.
+#[inline(always)]
+pub unsafe fn send_fused(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+) -> Option<c_int> {
+    // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
+    let st = unsafe { crate::state::unlocked() };
+    let (f, to, len) = fused_admit(st, buf, count, dt, dest, comm)?;
+    // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    let ctx = f.send_ctx;
+    // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
+    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+    if ep.try_send_fastbox(data, to, tag, ctx) {
+        return Some(abi::SUCCESS);
+    }
+    Some(send_after_fused(data, to, tag, ctx, comm))
+}
+
+/// `MPI_Send` once its fused path declined an admitted call: the Endpoint's general blocking
+/// send (out of line, with only what it needs: the fused path's code keeps less alive).
+#[inline(never)]
+fn send_after_fused(data: &[u8], to: u32, tag: c_int, ctx: u32, comm: abi::Comm) -> c_int {
+    crate::state::after_fused("MPI_Send", |st| {
+        let ep = st.ep.as_mut().ok_or_else(|| not_running(st.phase))?;
+        ep.send(data, to, tag, ctx).map_err(|e| Fail::endpoint(index_of(comm), e))
+    })
+}
+
+/// `MPI_Recv`'s fused path (`exports::mpi_fused!`): a receive of `count` elements of a
+/// predefined datatype from a named member of a communicator of the fast table whose message
+/// already waits in its fastbox and nothing could match before it
+/// ([`nemesis::Endpoint::try_recv_fastbox`]): copied out, the status filled. `None` when nothing
+/// was consumed and the call goes on to [`recv_fast`] and the validating path (`MPI_ANY_SOURCE`,
+/// a message not there yet, posted receives or unexpected messages, truncation, errors...).
+/// Runs before the panic guard, as [`send_fused`].
+///
+/// # Safety
+/// Called only if [`crate::state::fused_on`]. MPI's contract: `buf` has room for `count`
+/// elements of `dt`; `status` is null, `MPI_STATUS_IGNORE` or writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn recv_fused(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: abi::Comm,
+    status: *mut Status,
+) -> Option<c_int> {
+    // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
+    let st = unsafe { crate::state::unlocked() };
+    let (f, from, len) = fused_admit(st, buf.cast_const(), count, dt, source, comm)?;
+    // SAFETY: a non-empty fast entry exists only while the Endpoint does.
+    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+    // Something could match first.
+    if !ep.receives_idle() {
+        return None;
+    }
+    let ctx = f.ctx;
+    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
+    let Some(s) = (unsafe { ep.try_recv_fastbox(buf.cast(), len, from, tag, ctx) }) else {
+        // SAFETY: as above.
+        return Some(unsafe { recv_after_fused(buf.cast(), len, source, from, tag, ctx, comm, status) });
+    };
+    // SAFETY: MPI's contract on `status`; the sender is `source`, named.
+    unsafe { put_status(status, source, s.tag, s.len as i64) };
+    Some(abi::SUCCESS)
+}
+
+/// `MPI_Recv` once its fused path declined an admitted call (`source`, job rank `from`): the
+/// Endpoint's general blocking receive (out of line, as [`send_after_fused`]).
+///
+/// # Safety
+/// `len` writable bytes at `buf`; MPI's contract on `status`.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_after_fused(
+    buf: *mut u8,
+    len: usize,
+    source: c_int,
+    from: u32,
+    tag: c_int,
+    ctx: u32,
+    comm: abi::Comm,
+    status: *mut Status,
+) -> c_int {
+    crate::state::after_fused("MPI_Recv", |st| {
+        let ci = index_of(comm);
+        let ep = st.ep.as_mut().ok_or_else(|| not_running(st.phase))?;
+        // SAFETY: the caller's contract.
+        let data = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+        match ep.recv(data, from as c_int, tag, ctx) {
+            Ok(s) => {
+                // SAFETY: MPI's contract on `status`; the sender is `source`, named.
+                unsafe { put_status(status, source, s.tag, s.len as i64) };
+                Ok(())
+            }
+            Err(e) => Err(recv_failed(&st.comms, ci, e, status)),
+        }
+    })
+}
+
 /// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path, run on the state itself when calls are not
 /// locked (`state::call_fast`). One combined test admits the common call — a communicator among
 /// the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype, a count ≥ 0, a
