@@ -469,7 +469,18 @@ fn one_rank_killed_mid_run() {
 
 #[test]
 fn one_rank_killed_before_its_first_checkpoint() {
-    let job = Job::start("first", &[], ITERATIONS);
+    killed_before_its_first_checkpoint("first", &[]);
+}
+
+/// The same over two nodes (rank 3 of group 1 on the first node, its neighbour rank 4 on the
+/// second): the group restarts from the start of the program.
+#[test]
+fn one_rank_killed_before_its_first_checkpoint_over_two_nodes() {
+    killed_before_its_first_checkpoint("first2", &["--nodes", TWO_NODES]);
+}
+
+fn killed_before_its_first_checkpoint(name: &str, extra: &[&str]) {
+    let job = Job::start(name, extra, ITERATIONS);
     job.wait_until("every rank to run", |j| j.started().len() == RANKS as usize);
     assert!(job.generations(3).is_empty(), "a checkpoint came first: kill earlier");
     job.kill(3);
@@ -482,7 +493,17 @@ fn one_rank_killed_before_its_first_checkpoint() {
 
 #[test]
 fn two_ranks_of_different_groups_killed_together() {
-    let job = Job::start("two", &[], ITERATIONS);
+    killed_together("two", &[]);
+}
+
+/// The same over two nodes: rank 1 (group 0) on the first node, rank 6 (group 3) on the second.
+#[test]
+fn two_ranks_of_different_groups_killed_together_over_two_nodes() {
+    killed_together("two2", &["--nodes", TWO_NODES]);
+}
+
+fn killed_together(name: &str, extra: &[&str]) {
+    let job = Job::start(name, extra, ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(1).is_empty() && !j.generations(6).is_empty());
     let (a, b) = (job.pid_of(1).unwrap(), job.pid_of(6).unwrap());
     // SAFETY: signals to processes of this job.
@@ -539,7 +560,17 @@ fn a_rank_killed_during_another_groups_recovery() {
 
 #[test]
 fn five_failures_in_one_run() {
-    let job = Job::start("five", &[], ITERATIONS * 2);
+    five_failures("five", &[]);
+}
+
+/// The same over two nodes: ranks 0 and 3 on the first node, 5 and 6 on the second.
+#[test]
+fn five_failures_in_one_run_over_two_nodes() {
+    five_failures("five2", &["--nodes", TWO_NODES]);
+}
+
+fn five_failures(name: &str, extra: &[&str]) {
+    let job = Job::start(name, extra, ITERATIONS * 2);
     let order = [5, 0, 3, 6, 5];
     for (k, &r) in order.iter().enumerate() {
         // Each failure once the previous one is recovered (its line printed) and the victim's group
