@@ -617,14 +617,20 @@ fn sequential_failures(name: &str, nonblocking: bool) {
 }
 
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
-/// the unfinished one too.
+/// the unfinished one too. Each victim is killed as soon as the launcher has seen the previous
+/// death, while its round runs (a fixed pause of 400 ms made the deaths overlap only on a
+/// loaded machine: on a quiet one each recovery took 10–20 ms, and the job was over before the
+/// fourth kill).
 #[test]
 fn failures_faster_than_recoveries() {
     let job = Job::start("rapid", &[], ITERATIONS);
     job.wait_until("a checkpoint", |j| !j.generations(5).is_empty());
     for r in [5, 0, 3, 6] {
         job.kill(r);
-        std::thread::sleep(Duration::from_millis(400));
+        let seen = format!("rank died: recovery rank={r} ");
+        job.wait_until("the launcher to see the death", |j| {
+            String::from_utf8_lossy(&j.err.lock().unwrap()).contains(&seen)
+        });
     }
     let d = job.finish();
     assert!(d.ok, "{}", d.show());
