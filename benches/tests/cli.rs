@@ -618,10 +618,11 @@ const FT_RECOVERY_FIGURES: [(&str, &str); 11] = [
 fn ft_recovery_one_round_reports_every_figure_and_the_goals() {
     let dir = tempdir("ftr");
     let d = dir.to_str().unwrap();
-    // A debug build of the ranks: a small computation; the kill 60 ms after the second checkpoint.
-    let args = ["--rounds", "1", "--ranks", "4", "--cells", "512", "--iterations", "600", "--kill-delay", "60"];
+    // A debug build of the ranks: a small computation; the kill 60 ms after the second checkpoint
+    // (iteration 200). 3000 iterations: 600 took 64 ms on a quiet machine, over before the kill.
+    let args = ["--rounds", "1", "--ranks", "4", "--cells", "512", "--iterations", "3000", "--kill-delay", "60"];
     let out = ok(&[&["ft-recovery"][..], &args, &["--out", d]].concat());
-    assert!(out.starts_with("nemesis-bench ft-recovery: ft_stencil 512 cells x 600 iterations"), "{out}");
+    assert!(out.starts_with("nemesis-bench ft-recovery: ft_stencil 512 cells x 3000 iterations"), "{out}");
     let (head, rows) = table(&out, "nemesis-bench ft-recovery:");
     assert_eq!(head, ["figure", "unit", "4 ranks (rank 3 killed)"], "{out}");
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
