@@ -667,8 +667,15 @@ impl<'n> TcpNetmod<'n> {
     /// Reads from `rank`'s connection and moves what arrived on. True if anything did.
     fn pump(&mut self, rank: u32, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
         let mut moved = false;
+        // A read that returned less than it asked for emptied the socket's receive queue (the
+        // kernel's `tcp_recvmsg` stops short of the length only when no data is queued): what it
+        // brought is used, and the next read waits for the next pass instead of costing a system
+        // call that finds nothing (one `EAGAIN` after every arrival, on the path of every small
+        // message and its reply; an end of stream is seen at the next pass).
+        let mut drained = false;
         loop {
             match self.parse(rank, inbox) {
+                Ok(Flow::More) if drained => return Ok(moved),
                 Ok(Flow::More) => {}
                 Ok(Flow::Blocked) => return Ok(moved),
                 Err(why) if why.starts_with(UNAUTHENTICATED) => {
@@ -700,6 +707,7 @@ impl<'n> TcpNetmod<'n> {
                             d.got += n as u64;
                             p.rx = Rx::Data { k, left: left - n };
                             moved = true;
+                            drained = n < left;
                             continue;
                         }
                         other => other,
@@ -714,6 +722,7 @@ impl<'n> TcpNetmod<'n> {
                     let end = p.end;
                     match sock.read(&mut p.buf[end..]) {
                         Ok(n) if n > 0 => {
+                            drained = n < p.buf.len() - end;
                             p.end += n;
                             moved = true;
                             continue;
