@@ -44,6 +44,12 @@ impl UnexpectedList {
         self.len == 0
     }
 
+    /// True if no message of `source` waits.
+    #[inline(always)]
+    pub(super) fn queue_is_empty(&self, source: u32) -> bool {
+        self.queues.get(source as usize).is_none_or(VecDeque::is_empty)
+    }
+
     /// Appends message `id` (larger than every id its source's queue holds, as ids are given in
     /// arrival order; an older one is put in its place all the same).
     pub(super) fn push(&mut self, (id, u): (u64, Unexpected)) {
