@@ -404,10 +404,14 @@ pub unsafe fn send_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
+    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    if buf.is_null() {
+        return None;
+    }
     let (_, f, len) = admit(st, buf, count, dt, comm)?;
     let to = f.member(dest)?;
-    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let data = unsafe { in_bytes(buf, len) };
+    // SAFETY: MPI's contract: `len` readable bytes at `buf`, not null.
+    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -464,6 +468,10 @@ pub unsafe fn recv_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
+    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    if buf.is_null() {
+        return None;
+    }
     let (_, f, len) = admit(st, buf.cast_const(), count, dt, comm)?;
     let from = f.member(source)?;
     if len <= INLINE_MAX {
