@@ -333,17 +333,11 @@ pub unsafe fn recv_checked(
 
 /// What every point-to-point fast path admits of its arguments (the fused paths, [`send_fast`],
 /// [`recv_fast`], `start::istart_fast`): a communicator of the fast table, a count ≥ 0 of a
-/// predefined datatype, a buffer unless there is no data. Returns the communicator's index, its
-/// entry and the data's length in bytes; `None` (the validating path) for anything else. The
-/// peer is the caller's to test ([`Fast::member`](crate::state::Fast::member), [`fast_source`]).
+/// predefined datatype, a buffer unless there is no data. `None` (the validating path) for
+/// anything else. The peer is the caller's to test ([`Fast::member`](crate::state::Fast::member),
+/// [`fast_source`]).
 #[inline(always)]
-pub(crate) fn admit(
-    st: &State,
-    buf: *const c_void,
-    count: c_int,
-    dt: Datatype,
-    comm: abi::Comm,
-) -> Option<(usize, crate::state::Fast, usize)> {
+pub(crate) fn admit(st: &State, buf: *const c_void, count: c_int, dt: Datatype, comm: abi::Comm) -> Option<Admitted> {
     let ci = index_of(comm);
     let f = *st.fast.get(ci)?;
     let size = datatype::size_of_handle(dt)?;
@@ -351,10 +345,50 @@ pub(crate) fn admit(
         return None;
     }
     let len = count as usize * size;
-    if buf.is_null() && len != 0 {
-        return None;
+    // One test of the pointer in the common case.
+    let ptr = if buf.is_null() {
+        if len != 0 {
+            return None;
+        }
+        std::ptr::NonNull::dangling().as_ptr()
+    } else {
+        buf as *mut u8
+    };
+    Some(Admitted { ci, f, ptr, len })
+}
+
+/// A call [`admit`] admitted.
+#[derive(Clone, Copy)]
+pub(crate) struct Admitted {
+    /// The communicator's index and its fast entry.
+    pub ci: usize,
+    pub f: crate::state::Fast,
+    /// The user's buffer (not null: dangling when `len` is 0) and its length in bytes.
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl Admitted {
+    /// The data to send.
+    ///
+    /// # Safety
+    /// MPI's contract: `len` readable bytes at the buffer while the slice lives.
+    #[inline(always)]
+    pub unsafe fn data<'a>(&self) -> &'a [u8] {
+        // SAFETY: not null (dangling for 0 bytes); the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
-    Some((ci, f, len))
+
+    /// The buffer to receive into.
+    ///
+    /// # Safety
+    /// MPI's contract: `len` writable bytes at the buffer, not otherwise accessed while the slice
+    /// lives (they may be uninitialized in C's sense: the Endpoint only writes them).
+    #[inline(always)]
+    pub unsafe fn room<'a>(&self) -> &'a mut [u8] {
+        // SAFETY: as for `data`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
 }
 
 /// The fast paths' test of a source: the Endpoint's source for communicator rank `source` of
@@ -404,14 +438,15 @@ pub unsafe fn send_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    // A null buffer (of no data, or erroneous) goes the general way: one test, first.
     if buf.is_null() {
         return None;
     }
-    let (_, f, len) = admit(st, buf, count, dt, comm)?;
+    let a = admit(st, buf, count, dt, comm)?;
+    let (f, len) = (a.f, a.len);
     let to = f.member(dest)?;
-    // SAFETY: MPI's contract: `len` readable bytes at `buf`, not null.
-    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
+    let data = unsafe { a.data() };
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -468,24 +503,25 @@ pub unsafe fn recv_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    // A null buffer (of no data, or erroneous) goes the general way: one test here.
+    // As for `send_fused`.
     if buf.is_null() {
         return None;
     }
-    let (_, f, len) = admit(st, buf.cast_const(), count, dt, comm)?;
+    let a = admit(st, buf.cast_const(), count, dt, comm)?;
+    let (f, len) = (a.f, a.len);
     let from = f.member(source)?;
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-        // SAFETY: MPI's contract: `len` writable bytes at `buf` (any pointer if 0).
-        if let Some((n, t)) = unsafe { ep.try_recv_link(buf.cast(), len, from, tag, f.ctx) } {
+        // SAFETY: MPI's contract: `len` writable bytes at the buffer.
+        if let Some((n, t)) = unsafe { ep.try_recv_link(a.ptr, len, from, tag, f.ctx) } {
             // SAFETY: MPI's contract on `status`; the sender is `source`, named.
             unsafe { put_status(status, source, t, i64::from(n)) };
             return Some(abi::SUCCESS);
         }
     }
     // SAFETY: as above.
-    Some(unsafe { recv_admitted(buf.cast(), len, source, tag, comm, status) })
+    Some(unsafe { recv_admitted(a.ptr, len, source, tag, comm, status) })
 }
 
 /// `MPI_Recv` admitted by its fused path (from member `source` of `comm`) but not received
@@ -546,10 +582,11 @@ pub unsafe fn send_fast(
     comm: abi::Comm,
     sync: bool,
 ) -> Option<Res<()>> {
-    let (i, f, len) = admit(st, buf, count, dt, comm)?;
+    let a = admit(st, buf, count, dt, comm)?;
+    let (i, f) = (a.ci, a.f);
     let to = f.member(dest)?.rank();
     // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let data = unsafe { in_bytes(buf, len) };
+    let data = unsafe { a.data() };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`).
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -575,11 +612,11 @@ pub unsafe fn recv_fast(
     comm: abi::Comm,
     status: *mut Status,
 ) -> Option<Res<()>> {
-    let (i, f, len) = admit(st, buf.cast_const(), count, dt, comm)?;
+    let a = admit(st, buf.cast_const(), count, dt, comm)?;
+    let (i, f) = (a.ci, a.f);
     let from = fast_source(&f, source)?;
-    // SAFETY: MPI's contract: `len` writable bytes at `buf`; they may be uninitialized in C's
-    // sense, the Endpoint only writes them.
-    let data = unsafe { out_bytes(buf, len) };
+    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
+    let data = unsafe { a.room() };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
     Some(match ep.recv(data, from, tag, f.ctx) {

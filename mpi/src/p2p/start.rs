@@ -203,7 +203,7 @@ pub unsafe fn istart_fast(
     if request.is_null() || !st.freed.is_empty() {
         return None;
     }
-    let (ci, f, len) = super::admit(st, buf, count, dt, comm)?;
+    let super::Admitted { ci, f, len, .. } = super::admit(st, buf, count, dt, comm)?;
     let peer = if recv { super::fast_source(&f, peer)? } else { f.member(peer)?.rank() as c_int };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`), and a peer was found in this one.
