@@ -42,39 +42,58 @@ pub enum Phase {
 /// communicator table (first [`FAST_COMMS`] communicators), so a lookup is one bounds check
 /// against a constant and loads at a fixed offset from the state. An entry whose `size` is 0
 /// (no such communicator, freed, or MPI not running) sends every call to the validating path.
+/// (64 bytes: an entry is found with one shift, as with 32, and fills one cache line.)
 #[derive(Clone, Copy, Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Fast {
     /// Members (0: not a live communicator).
     pub size: u32,
     /// Point-to-point context.
     pub ctx: u32,
-    /// The Endpoint's link to each member (`size` entries, `comm::links`): its job rank, and its
-    /// fastbox's local rank for the fused paths.
-    pub links: *const nemesis::Link,
+    /// Job rank of each member (`size` entries).
+    pub world: *const u32,
     /// Communicator rank of each job rank (an entry per job rank).
     pub from_world: *const i32,
     /// The context sends carry (`ctx` but on an intercommunicator).
     pub send_ctx: u32,
-    _pad: u32,
+    /// The Endpoint's link to each member (`size` entries, `comm::links`): its job rank, local
+    /// rank and doorbell, for the fused paths.
+    pub links: *const nemesis::Link,
 }
 
 /// Communicators with a fast-path entry.
 pub const FAST_COMMS: usize = 64;
 
 impl Fast {
-    const NONE: Fast =
-        Fast { size: 0, ctx: 0, links: std::ptr::null(), from_world: std::ptr::null(), send_ctx: 0, _pad: 0 };
+    const NONE: Fast = Fast {
+        size: 0,
+        ctx: 0,
+        world: std::ptr::null(),
+        from_world: std::ptr::null(),
+        send_ctx: 0,
+        links: std::ptr::null(),
+    };
 
-    /// The entry of communicator `c`, whose links are at `links` (`from_world` points into its
-    /// boxed rank map, which never moves and lives as long as the table's `Arc` of it; `links`
-    /// into the state's table for it: a change or a free replaces that `Arc` and refreshes the
-    /// entry and its links at once).
+    /// The entry of communicator `c`, whose links are at `links` (`world` and `from_world` point
+    /// into its boxed rank maps, which never move and live as long as the table's `Arc` of it;
+    /// `links` into the state's table for it: a change or a free replaces that `Arc` and
+    /// refreshes the entry and its links at once).
     fn of(c: &Comm, links: *const nemesis::Link) -> Fast {
-        Fast { size: c.size, ctx: c.ctx, links, from_world: c.from_world.as_ptr(), send_ctx: c.send_ctx, _pad: 0 }
+        let (world, from_world) = (c.world.as_ptr(), c.from_world.as_ptr());
+        Fast { size: c.size, ctx: c.ctx, world, from_world, send_ctx: c.send_ctx, links }
     }
 
-    /// The link to member `rank`, if it is one.
+    /// The job rank of member `rank`, if it is one.
+    #[inline(always)]
+    pub fn job(&self, rank: c_int) -> Option<u32> {
+        if rank as u32 >= self.size {
+            return None;
+        }
+        // SAFETY: `world` has `size` entries (the table's invariant) and `rank < size`.
+        Some(unsafe { *self.world.add(rank as usize) })
+    }
+
+    /// The link to member `rank`, if it is one (the fused paths).
     #[inline(always)]
     pub fn member(&self, rank: c_int) -> Option<nemesis::Link> {
         if rank as u32 >= self.size {

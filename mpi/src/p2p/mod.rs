@@ -7,11 +7,11 @@
 //! they start with a fused path ([`send_fused`], [`recv_fused`]) straight into or out of the
 //! peer's fastbox; what it declines goes to the fast path ([`send_fast`], [`recv_fast`]) and the
 //! validating path ([`send_checked`], [`recv_checked`]). Every fast path admits the same common
-//! call ([`admit`]): a communicator of the fast-path table (`State::fast`: size, contexts and the
-//! links to the members of the first communicators at a fixed offset), a predefined datatype (its
-//! size is one load from a table and a comparison), a count ≥ 0 and a buffer; a member is found
-//! with one load of its link (`comm::links`: its job rank, and for the fused paths its local rank
-//! and doorbell). Everything rarely taken (`MPI_PROC_NULL`, errors, communicators past the table,
+//! call ([`admit`]): a communicator of the fast-path table (`State::fast`: size, contexts and rank
+//! maps of the first communicators at a fixed offset), a predefined datatype (its size is one load
+//! from a table and a comparison), a count ≥ 0, a member (one load translates its rank; the fused
+//! paths load its link instead, `comm::links`: its job rank, local rank and doorbell) and a
+//! buffer. Everything rarely taken (`MPI_PROC_NULL`, errors, communicators past the table,
 //! MPI not running, `MPI_THREAD_MULTIPLE`) goes to the validating path. No allocation, hashing or
 //! locking on the fast paths; under `MPI_THREAD_MULTIPLE` every call holds the big lock and waits
 //! release it (`state::Access`).
@@ -26,6 +26,7 @@ pub mod mprobe;
 pub mod start;
 
 use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::abi::{self, ANY_SOURCE, Datatype, PROC_NULL, STATUS_IGNORE, Status};
@@ -332,62 +333,37 @@ pub unsafe fn recv_checked(
 }
 
 /// What every point-to-point fast path admits of its arguments (the fused paths, [`send_fast`],
-/// [`recv_fast`], `start::istart_fast`): a communicator of the fast table, a count ≥ 0 of a
-/// predefined datatype, a buffer unless there is no data. `None` (the validating path) for
-/// anything else. The peer is the caller's to test ([`Fast::member`](crate::state::Fast::member),
-/// [`fast_source`]).
+/// [`recv_fast`], `start::istart_fast`): a communicator of the fast table and a count ≥ 0 of a
+/// predefined datatype. Returns the communicator's index, its entry and the data's length in
+/// bytes; `None` (the validating path) for anything else. The buffer ([`buffer`]) and the peer
+/// ([`Fast::job`](crate::state::Fast::job), [`fast_source`]; the fused paths
+/// [`Fast::member`](crate::state::Fast::member)) are the caller's to test, in the order that
+/// costs it least.
 #[inline(always)]
-pub(crate) fn admit(st: &State, buf: *const c_void, count: c_int, dt: Datatype, comm: abi::Comm) -> Option<Admitted> {
+pub(crate) fn admit(
+    st: &State,
+    count: c_int,
+    dt: Datatype,
+    comm: abi::Comm,
+) -> Option<(usize, crate::state::Fast, usize)> {
     let ci = index_of(comm);
     let f = *st.fast.get(ci)?;
     let size = datatype::size_of_handle(dt)?;
     if count < 0 {
         return None;
     }
-    let len = count as usize * size;
-    // One test of the pointer in the common case.
-    let ptr = if buf.is_null() {
-        if len != 0 {
-            return None;
-        }
-        std::ptr::NonNull::dangling().as_ptr()
-    } else {
-        buf as *mut u8
-    };
-    Some(Admitted { ci, f, ptr, len })
+    Some((ci, f, count as usize * size))
 }
 
-/// A call [`admit`] admitted.
-#[derive(Clone, Copy)]
-pub(crate) struct Admitted {
-    /// The communicator's index and its fast entry.
-    pub ci: usize,
-    pub f: crate::state::Fast,
-    /// The user's buffer (not null: dangling when `len` is 0) and its length in bytes.
-    pub ptr: *mut u8,
-    pub len: usize,
-}
-
-impl Admitted {
-    /// The data to send.
-    ///
-    /// # Safety
-    /// MPI's contract: `len` readable bytes at the buffer while the slice lives.
-    #[inline(always)]
-    pub unsafe fn data<'a>(&self) -> &'a [u8] {
-        // SAFETY: not null (dangling for 0 bytes); the caller's contract.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// The buffer to receive into.
-    ///
-    /// # Safety
-    /// MPI's contract: `len` writable bytes at the buffer, not otherwise accessed while the slice
-    /// lives (they may be uninitialized in C's sense: the Endpoint only writes them).
-    #[inline(always)]
-    pub unsafe fn room<'a>(&self) -> &'a mut [u8] {
-        // SAFETY: as for `data`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+/// The fast paths' test of the buffer of `len` bytes at `buf`: not null unless there is no data.
+/// Returns it as a pointer that is never null (dangling for no data); `None` for a null buffer
+/// that should hold data (the validating path reports it).
+#[inline(always)]
+pub(crate) fn buffer(buf: *const c_void, len: usize) -> Option<NonNull<u8>> {
+    match NonNull::new(buf as *mut u8) {
+        Some(p) => Some(p),
+        None if len == 0 => Some(NonNull::dangling()),
+        None => None,
     }
 }
 
@@ -396,8 +372,8 @@ impl Admitted {
 /// (`MPI_PROC_NULL`, errors).
 #[inline(always)]
 pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int> {
-    if let Some(l) = f.member(source) {
-        Some(l.rank() as c_int)
+    if let Some(j) = f.job(source) {
+        Some(j as c_int)
     } else if source == ANY_SOURCE && f.size != 0 {
         Some(nemesis::ANY_SOURCE)
     } else {
@@ -439,14 +415,11 @@ pub unsafe fn send_fused(
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
     // A null buffer (of no data, or erroneous) goes the general way: one test, first.
-    if buf.is_null() {
-        return None;
-    }
-    let a = admit(st, buf, count, dt, comm)?;
-    let (f, len) = (a.f, a.len);
+    let buf = NonNull::new(buf as *mut u8)?;
+    let (_, f, len) = admit(st, count, dt, comm)?;
     let to = f.member(dest)?;
     // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let data = unsafe { a.data() };
+    let data = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -504,24 +477,21 @@ pub unsafe fn recv_fused(
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
     // As for `send_fused`.
-    if buf.is_null() {
-        return None;
-    }
-    let a = admit(st, buf.cast_const(), count, dt, comm)?;
-    let (f, len) = (a.f, a.len);
+    let buf = NonNull::new(buf as *mut u8)?.as_ptr();
+    let (_, f, len) = admit(st, count, dt, comm)?;
     let from = f.member(source)?;
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
         // SAFETY: MPI's contract: `len` writable bytes at the buffer.
-        if let Some((n, t)) = unsafe { ep.try_recv_link(a.ptr, len, from, tag, f.ctx) } {
+        if let Some((n, t)) = unsafe { ep.try_recv_link(buf, len, from, tag, f.ctx) } {
             // SAFETY: MPI's contract on `status`; the sender is `source`, named.
             unsafe { put_status(status, source, t, i64::from(n)) };
             return Some(abi::SUCCESS);
         }
     }
     // SAFETY: as above.
-    Some(unsafe { recv_admitted(a.ptr, len, source, tag, comm, status) })
+    Some(unsafe { recv_admitted(buf, len, source, tag, comm, status) })
 }
 
 /// `MPI_Recv` admitted by its fused path (from member `source` of `comm`) but not received
@@ -582,11 +552,15 @@ pub unsafe fn send_fast(
     comm: abi::Comm,
     sync: bool,
 ) -> Option<Res<()>> {
-    let a = admit(st, buf, count, dt, comm)?;
-    let (i, f) = (a.ci, a.f);
-    let to = f.member(dest)?.rank();
-    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
-    let data = unsafe { a.data() };
+    let (i, f, len) = admit(st, count, dt, comm)?;
+    // The member's bound, the buffer, then its rank (the cheapest order: one register fewer).
+    if dest as u32 >= f.size {
+        return None;
+    }
+    let buf = buffer(buf, len)?;
+    let to = f.job(dest)?;
+    // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
+    let data = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`).
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -612,11 +586,12 @@ pub unsafe fn recv_fast(
     comm: abi::Comm,
     status: *mut Status,
 ) -> Option<Res<()>> {
-    let a = admit(st, buf.cast_const(), count, dt, comm)?;
-    let (i, f) = (a.ci, a.f);
+    let (i, f, len) = admit(st, count, dt, comm)?;
     let from = fast_source(&f, source)?;
-    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
-    let data = unsafe { a.room() };
+    let buf = buffer(buf, len)?;
+    // SAFETY: MPI's contract: `len` writable bytes at `buf` (not null); they may be
+    // uninitialized in C's sense, the Endpoint only writes them.
+    let data = unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), len) };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
     Some(match ep.recv(data, from, tag, f.ctx) {

@@ -203,8 +203,9 @@ pub unsafe fn istart_fast(
     if request.is_null() || !st.freed.is_empty() {
         return None;
     }
-    let super::Admitted { ci, f, len, .. } = super::admit(st, buf, count, dt, comm)?;
-    let peer = if recv { super::fast_source(&f, peer)? } else { f.member(peer)?.rank() as c_int };
+    let (ci, f, len) = super::admit(st, count, dt, comm)?;
+    let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
+    super::buffer(buf, len)?;
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`), and a peer was found in this one.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
