@@ -204,8 +204,8 @@ pub unsafe fn istart_fast(
         return None;
     }
     let (ci, f, len) = super::admit(st, count, dt, comm)?;
-    let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
     super::buffer(buf, len)?;
+    let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`), and a peer was found in this one.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
