@@ -190,6 +190,8 @@ mod tests {
             l.push((id as u64, msg(s, t)));
         }
         assert_eq!(l.iter().count(), 5);
+        assert!(!l.queue_is_empty(1) && !l.queue_is_empty(3));
+        assert!(l.queue_is_empty(0) && l.queue_is_empty(9), "no message of 0, and 9 never sent");
         let s = l.find(want(1, 10)).unwrap();
         assert_eq!(l.remove(s).0, 0);
         let s = l.find(want(1, 10)).unwrap();
