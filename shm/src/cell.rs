@@ -188,15 +188,11 @@ pub(crate) const fn tail_handle(v: u64) -> u32 {
 /// `src` must be valid for `n` bytes of reads and `dst` for `n` bytes of writes, not overlapping.
 #[inline(always)]
 pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    use core::ptr::{copy_nonoverlapping, read_unaligned, write_unaligned};
+    use core::ptr::{read_unaligned, write_unaligned};
     // SAFETY: every access below stays within `[0, n)` of both buffers (the caller's contract).
     unsafe {
         if n > 16 {
-            if n >= SHORT_DISTANCE_MIN && short_distance(src, dst) {
-                copy_short_distance(src, dst, n);
-            } else {
-                copy_nonoverlapping(src, dst, n);
-            }
+            copy_long(src, dst, n);
         } else if n >= 8 {
             let (a, b) = (read_unaligned(src as *const u64), read_unaligned(src.add(n - 8) as *const u64));
             write_unaligned(dst as *mut u64, a);
@@ -209,6 +205,23 @@ pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
             *dst = *src;
             *dst.add(n / 2) = *src.add(n / 2);
             *dst.add(n - 1) = *src.add(n - 1);
+        }
+    }
+}
+
+/// [`copy_bytes`] of more than 16 bytes, out of line so that the short copies inlined on the
+/// fast path stay as they were.
+///
+/// # Safety
+/// As for [`copy_bytes`].
+#[inline(never)]
+unsafe fn copy_long(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n >= SHORT_DISTANCE_MIN && short_distance(src, dst) {
+            copy_short_distance(src, dst, n);
+        } else {
+            core::ptr::copy_nonoverlapping(src, dst, n);
         }
     }
 }
