@@ -300,7 +300,7 @@ impl Inner {
         } else if n > 0 {
             // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
             // our own buffer.
-            unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
+            unsafe { nemesis_shm::cell::copy_bytes(u.data.as_ptr(), buf.ptr, n) };
         }
         let status = Status { source: u.source, tag: u.tag, len: u.len };
         let released = self.release_held(&mut u, Some(buf));
