@@ -19,7 +19,7 @@ pub mod topology;
 mod wait;
 
 pub use config::{Config, WaitMode};
-pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Message, Request, Scope, SendId, Status, Traffic, WORLD};
+pub use endpoint::{ANY_SOURCE, ANY_TAG, Endpoint, Link, Message, Request, Scope, SendId, Status, Traffic, WORLD};
 pub use error::{Error, Result};
 pub use ft::FtStats;
 pub use nemesis_shm::{PieceList, Pieces};

@@ -14,6 +14,9 @@
 //! | `openmpi` | `mpi_pingpong.c` built with `mpicc.openmpi`, under `mpiexec.openmpi --bind-to core` |
 //! | `mpich` | `mpi_pingpong.c` built with `mpicc.mpich`, under `mpiexec.hydra --bind-to core` |
 //!
+//! The MPI systems run `bibw` with `benches/c/mpi_bibw.c` (ours: OSU's osu_bibw with
+//! `mpi_pingpong.c`'s window, sizes and iterations), built with the same compiler.
+//!
 //! A system that cannot run here is [`Skipped`] with the reason, never dropped. The C programs
 //! are built at run time into `nemesis-bench-programs/` next to this executable. The three ofi
 //! systems use the provider of [`Context::ofi_provider`] on the loopback interface
@@ -64,8 +67,8 @@ pub const DEFAULT: [&str; 9] = [
 /// Environment of every ofi system: IP providers on the loopback interface.
 const OFI_ENV: [(&str, &str); 2] = [("FI_TCP_IFACE", "lo"), ("FI_UDP_IFACE", "lo")];
 
-/// A C benchmark program of `shared/bench/`, built with each MPI's compiler (kept identical to the
-/// shared one; a unit test compares them when the shared folder is there).
+/// A C benchmark program built with each MPI's compiler: those of `shared/bench/` are kept
+/// identical to the shared ones (a unit test compares them when the shared folder is there).
 #[derive(Clone, Copy, Debug)]
 pub struct CProgram {
     /// The file name without `.c`, also the built program's name before its tag.
@@ -75,6 +78,10 @@ pub struct CProgram {
 
 /// `shared/bench/mpi_pingpong.c`, the program the MPI systems run for `lat` and `bw`.
 pub const MPI_PINGPONG: CProgram = CProgram { stem: "mpi_pingpong", text: include_str!("../c/mpi_pingpong.c") };
+
+/// Ours, `mpi_pingpong.c`'s companion for `bibw` (OSU's osu_bibw: the same window, sizes and
+/// iterations as its `bw`), so the MPI systems are measured bidirectionally like the others.
+pub const MPI_BIBW: CProgram = CProgram { stem: "mpi_bibw", text: include_str!("../c/mpi_bibw.c") };
 
 /// `shared/bench/mpi_coll.c`, the program of `coll` (the collectives on any number of ranks).
 pub const MPI_COLL: CProgram = CProgram { stem: "mpi_coll", text: include_str!("../c/mpi_coll.c") };
@@ -109,11 +116,27 @@ enum How {
     Endpoint { env: Vec<(String, String)>, nodes: u32 },
     /// Two processes of this program's rank side.
     Pair(Stream),
-    /// `mpi_pingpong` under its launcher (the launcher's arguments, ready for the program), with
-    /// extra environment.
-    Mpi { launcher: Vec<OsString>, program: PathBuf, env: Vec<(String, String)> },
+    /// `mpi_pingpong` (and `mpi_bibw` for `bibw`) under its launcher (the launcher's arguments,
+    /// ready for the program), with extra environment.
+    Mpi { launcher: Vec<OsString>, programs: MpiPrograms, env: Vec<(String, String)> },
     /// libfabric's `fi_pingpong` with this provider (`fi_pingpong` itself).
     FiPingpong { program: PathBuf, prov: String },
+}
+
+/// The two programs an MPI system runs, built with its `mpicc`.
+#[derive(Clone, Debug)]
+struct MpiPrograms {
+    pingpong: PathBuf,
+    bibw: PathBuf,
+}
+
+impl MpiPrograms {
+    /// Builds both with `build` (one MPI's compiler and environment).
+    fn build(
+        mut build: impl FnMut(CProgram) -> std::result::Result<PathBuf, String>,
+    ) -> std::result::Result<MpiPrograms, String> {
+        Ok(MpiPrograms { pingpong: build(MPI_PINGPONG)?, bibw: build(MPI_BIBW)? })
+    }
 }
 
 /// A system that can run here.
@@ -214,11 +237,11 @@ impl System {
         System { name: name.to_owned(), family: Family::Nemesis, detail, how: How::Endpoint { env, nodes: 2 } }
     }
 
-    /// Whether it can run `w` (`mpi_pingpong.c` and the stream systems have no `bibw`;
-    /// `fi_pingpong` measures latency only).
+    /// Whether it can run `w` (the stream systems have no `bibw`; `fi_pingpong` measures
+    /// latency only).
     pub fn supports(&self, w: Workload) -> bool {
         match self.how {
-            How::Endpoint { .. } => true,
+            How::Endpoint { .. } | How::Mpi { .. } => true,
             How::FiPingpong { .. } => w == Workload::Latency,
             _ => w != Workload::BiBandwidth,
         }
@@ -263,12 +286,13 @@ impl System {
                 }
                 cmds
             }
-            How::Mpi { launcher, program, env } => {
+            How::Mpi { launcher, programs, env } => {
                 let max = sizes.iter().copied().max().unwrap_or(0);
                 if max > i32::MAX as usize {
                     return Err(Error::Usage(format!("{}: mpi_pingpong takes sizes up to {}", self.name, i32::MAX)));
                 }
                 let mut c = Command::new(&launcher[0]);
+                let program = if w == Workload::BiBandwidth { &programs.bibw } else { &programs.pingpong };
                 c.args(&launcher[1..]).arg(program).args([w.key(), &max.to_string()]);
                 c.envs(env.iter().map(|(k, v)| (k, v)));
                 _fds = Vec::new();
@@ -454,7 +478,7 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
         "openmpi-ofi" => {
             let (mpicc, run) =
                 tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")?;
-            let program = build(ctx, MPI_PINGPONG, "openmpi", &mpicc, &[])?;
+            let programs = MpiPrograms::build(|p| build(ctx, p, "openmpi", &mpicc, &[]))?;
             let prov = ctx.ofi_provider.as_str();
             let mut launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
             for a in ["--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "mtl_ofi_provider_include", prov] {
@@ -469,7 +493,7 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
                  --mca mtl_ofi_provider_include {prov}{}",
                 version(&run)
             );
-            Ok(System { name: name.into(), family: Family::Peer, detail, how: How::Mpi { launcher, program, env } })
+            Ok(System { name: name.into(), family: Family::Peer, detail, how: How::Mpi { launcher, programs, env } })
         }
         "unix-socket" => Ok(peer(
             name,
@@ -490,22 +514,22 @@ fn find(ctx: &Context, name: &str) -> std::result::Result<System, String> {
         "openmpi" => {
             let (mpicc, run) =
                 tools(&["mpicc.openmpi", "mpiexec.openmpi"], "apt-get install openmpi-bin libopenmpi-dev")?;
-            let program = build(ctx, MPI_PINGPONG, "openmpi", &mpicc, &[])?;
+            let programs = MpiPrograms::build(|p| build(ctx, p, "openmpi", &mpicc, &[]))?;
             let launcher = args(&run, &["--allow-run-as-root", "-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.openmpi, mpiexec.openmpi --bind-to core{}", version(&run));
             Ok(System {
                 name: name.into(),
                 family: Family::Peer,
                 detail,
-                how: How::Mpi { launcher, program, env: Vec::new() },
+                how: How::Mpi { launcher, programs, env: Vec::new() },
             })
         }
         "mpich" => {
             let (mpicc, run) = tools(&["mpicc.mpich", "mpiexec.hydra"], "apt-get install mpich")?;
-            let program = build(ctx, MPI_PINGPONG, "mpich", &mpicc, &[])?;
+            let programs = MpiPrograms::build(|p| build(ctx, p, "mpich", &mpicc, &[]))?;
             let launcher = args(&run, &["-n", "2", "--bind-to", "core"]);
             let detail = format!("mpi_pingpong.c, mpicc.mpich, mpiexec.hydra --bind-to core{}", version(&run));
-            let how = How::Mpi { launcher, program, env: Vec::new() };
+            let how = How::Mpi { launcher, programs, env: Vec::new() };
             Ok(System { name: name.into(), family: Family::Peer, detail, how })
         }
         "nemesis-c-abi" => c_abi(ctx),
@@ -579,11 +603,11 @@ impl CAbi {
 /// The C ABI system of `compare`.
 fn c_abi(ctx: &Context) -> std::result::Result<System, String> {
     let abi = find_c_abi(ctx)?;
-    let program = abi.build(ctx, MPI_PINGPONG)?;
+    let programs = MpiPrograms::build(|p| abi.build(ctx, p))?;
     let (launcher, how) = abi.launcher(ctx, 2, "poll");
     let detail =
         format!("mpi_pingpong.c, mpi/bin/mpicc, libmpi.so in {}, {how} --bind core --wait poll", abi.libdir.display());
-    let how = How::Mpi { launcher, program, env: Vec::new() };
+    let how = How::Mpi { launcher, programs, env: Vec::new() };
     Ok(System { name: "nemesis-c-abi".into(), family: Family::Nemesis, detail, how })
 }
 

@@ -487,6 +487,17 @@ fn bandwidths_eager_and_rendezvous() {
     let head = rows_per_size(&out, "bidirectional bandwidth, MB/s", &[8, 65537]);
     assert_eq!(head, ["bytes", "memcpy", "nemesis-shm"]);
     assert!(out.contains("pipe") && out.contains("skipped: no bibw workload"), "{out}");
+    // The MPI systems run benches/c/mpi_bibw.c (all its iterations: small sizes only here).
+    if need(&["mpicc.openmpi", "mpiexec.openmpi"]) {
+        let out = ok(&["bibw", "--sizes", "8,64", "--rounds", "1", "--iters-scale", "0.05", "--with", "openmpi"]);
+        let rows = rows_per_size(&out, "bidirectional bandwidth, MB/s", &[8, 64]);
+        assert_eq!(rows, ["bytes", "memcpy", "nemesis-shm", "openmpi"]);
+        let (_, table) = table(&out, "bidirectional bandwidth, MB/s");
+        for r in &table {
+            let mbs: f64 = r[3].split_whitespace().next().unwrap().parse().unwrap_or(f64::NAN);
+            assert!(mbs > 0.0, "openmpi's bibw not measured: {r:?}\n{out}");
+        }
+    }
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //! transfer; the CTS carries it, and the sender refuses to write into a ring whose epoch differs.
 
 use core::marker::PhantomData;
-use core::ptr;
 
+use nemesis_shm::cell::copy_bytes;
 use nemesis_shm::sync::{AtomicU32, Ordering::*};
 
 use crate::error::{Error, Result};
@@ -147,7 +147,7 @@ impl<'a> RingRef<'a> {
     #[inline]
     pub fn try_put(&self, chunk: u64, data: &[u8]) -> bool {
         // SAFETY: `fill` writes `data.len()` bytes into the slot, which holds at least that many.
-        unsafe { self.try_put_with(chunk, data.len(), |dst| ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len())) }
+        unsafe { self.try_put_with(chunk, data.len(), |dst| copy_bytes(data.as_ptr(), dst, data.len())) }
     }
 
     /// Sender: as [`try_put`](Self::try_put) for a chunk of `n` bytes (at most one slot) that
@@ -181,7 +181,7 @@ impl<'a> RingRef<'a> {
     pub fn try_take(&self, chunk: u64, dst: &mut [u8]) -> Result<bool> {
         let n = dst.len();
         // SAFETY: `drain` reads the `n` bytes of the chunk into `dst`, which holds `n`.
-        unsafe { self.try_take_with(chunk, n, |src| ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n)) }
+        unsafe { self.try_take_with(chunk, n, |src| copy_bytes(src, dst.as_mut_ptr(), n)) }
     }
 
     /// Receiver: as [`try_take`](Self::try_take) for a chunk of `n` bytes that `drain` copies

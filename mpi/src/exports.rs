@@ -57,65 +57,55 @@ macro_rules! mpi {
     )*};
 }
 
-/// Defines `MPI_X` and `PMPI_X` for a function with a fast path (`state::call_fast`): `fast` on
-/// the state, unlocked, for the common call; `slow` with an `Access` for the rest, in a function
-/// of its own that takes the arguments by value (so the fast path's code stores nothing for it).
+/// The body of a function with a fast path (`state::call_fast`): `fast` on the state, unlocked,
+/// for the common call; `slow` with an `Access` for the rest, in a function of its own that takes
+/// the arguments by value (so the fast path's code stores nothing for it). Expanded in the
+/// exported functions of [`mpi_fast!`] and in the general path of [`mpi_fused!`]'s.
+macro_rules! fast_body {
+    ($name:ident ( $($a:ident : $t:ty),* ) => fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr) => {{
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn slow($($a: $t),*) -> c_int {
+            // SAFETY: the arguments come from the C caller under MPI's contract, which is the
+            // contract of the implementation function.
+            slow_call(stringify!($name), |$acc| unsafe { $slow })
+        }
+        call_fast(
+            stringify!($name),
+            // SAFETY: as above.
+            move |$st| unsafe { $fast },
+            // SAFETY: as above.
+            move || unsafe { slow($($a),*) },
+        )
+    }};
+}
+
+/// Defines `MPI_X` and `PMPI_X` for a function with a fast path: both run [`fast_body!`] (the
+/// same body in each, not a call to the other: a tool's `MPI_` wrapper reaches the library
+/// through `PMPI_`).
 macro_rules! mpi_fast {
     ($( fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) => fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr ; )*) => {$(
-        #[doc = concat!("`", stringify!($name), "` (MPI-3.1).")]
+        mpi_fast!(@one $name, $name ( $($a : $t),* ) => fast |$st| $fast, slow |$acc| $slow);
+        mpi_fast!(@one $pname, $name ( $($a : $t),* ) => fast |$st| $fast, slow |$acc| $slow);
+    )*};
+    (@one $sym:ident, $name:ident ( $($a:ident : $t:ty),* ) => fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr) => {
+        #[doc = concat!("`", stringify!($sym), "` (MPI-3.1; `PMPI_` is the profiling-interface twin).")]
         ///
         /// # Safety
         /// The caller keeps MPI's contract for the arguments: pointers valid for what the
         /// standard says the function reads or writes (buffers for their count and datatype).
         #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn slow($($a: $t),*) -> c_int {
-                // SAFETY: the arguments come from the C caller under MPI's contract, which is
-                // the contract of the implementation function.
-                slow_call(stringify!($name), |$acc| unsafe { $slow })
-            }
-            call_fast(
-                stringify!($name),
-                // SAFETY: as above.
-                move |$st| unsafe { $fast },
-                // SAFETY: as above.
-                move || unsafe { slow($($a),*) },
-            )
+        pub unsafe extern "C" fn $sym($($a: $t),*) -> c_int {
+            fast_body!($name ( $($a : $t),* ) => fast |$st| $fast, slow |$acc| $slow)
         }
-
-        #[doc = concat!("`", stringify!($pname), "`: the profiling-interface twin of `", stringify!($name), "`.")]
-        ///
-        /// # Safety
-        #[doc = concat!("As for `", stringify!($name), "`.")]
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "C" fn $pname($($a: $t),*) -> c_int {
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn slow($($a: $t),*) -> c_int {
-                // SAFETY: as for the `MPI_` twin.
-                slow_call(stringify!($name), |$acc| unsafe { $slow })
-            }
-            // The same body as the `MPI_` twin's, not a call to it: a tool's `MPI_` wrapper reaches
-            // the library through this one.
-            call_fast(
-                stringify!($name),
-                // SAFETY: as for the `MPI_` twin.
-                move |$st| unsafe { $fast },
-                // SAFETY: as for the `MPI_` twin.
-                move || unsafe { slow($($a),*) },
-            )
-        }
-    )*};
+    };
 }
 
 /// Defines `MPI_X` and `PMPI_X` for a function with a fused path before its fast path
 /// (`MPI_Send`, `MPI_Recv`): when `state::fused_on`, `fused` (an `Option<c_int>`: `Some` settles
 /// the call) runs first, outside the panic guard (it cannot panic); anything it does not settle
-/// goes to a function of its own holding the [`mpi_fast!`] body, called with the arguments as they
+/// goes to a function of its own holding the [`fast_body!`], called with the arguments as they
 /// came (so the fused path's code keeps nothing else alive).
 macro_rules! mpi_fused {
     ($( fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) => fused $fused:expr, fast |$st:ident| $fast:expr, slow |$acc:ident| $slow:expr ; )*) => {$(
@@ -136,25 +126,13 @@ macro_rules! mpi_fused {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             unsafe extern "C" fn rest($($a: $t),*) -> c_int {
-                #[inline(never)]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn slow($($a: $t),*) -> c_int {
-                    // SAFETY: the arguments come from the C caller under MPI's contract, which
-                    // is the contract of the implementation function.
-                    slow_call(stringify!($name), |$acc| unsafe { $slow })
-                }
-                call_fast(
-                    stringify!($name),
-                    // SAFETY: as above.
-                    move |$st| unsafe { $fast },
-                    // SAFETY: as above.
-                    move || unsafe { slow($($a),*) },
-                )
+                fast_body!($name ( $($a : $t),* ) => fast |$st| $fast, slow |$acc| $slow)
             }
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             unsafe extern "C" fn fused($($a: $t),*) -> c_int {
-                // SAFETY: as above; `fused_on` was true.
+                // SAFETY: the arguments come from the C caller under MPI's contract, which is
+                // the contract of the implementation function; `fused_on` was true.
                 if let Some(code) = unsafe { $fused } {
                     return code;
                 }

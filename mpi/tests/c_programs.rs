@@ -7,7 +7,7 @@
 //! | test | program(s) | ranks |
 //! |---|---|---|
 //! | `pingpong` | `pingpong.c`: 0 B – 1 MiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
-//! | `fused_send_and_receive` | `fastpath.c`: the fused MPI_Send/MPI_Recv path's corner cases — order among fastbox-sized and longer messages and behind sends waiting for cells, an unexpected message of the same source queued first, an earlier posted receive, truncation, ANY_SOURCE/ANY_TAG, STATUS_IGNORE, longer than a slot — with fault tolerance off and on | 2, 3; 2 in 2 FT groups |
+//! | `fused_send_and_receive` | `fastpath.c`: the fused MPI_Send/MPI_Recv path's corner cases — order among fastbox-sized and longer messages and behind sends waiting for cells, an unexpected message of the same source queued first (of another source: taken past it), an earlier posted receive (ANY_SOURCE, or for another source), truncation, ANY_SOURCE/ANY_TAG, STATUS_IGNORE, longer than a slot — with fault tolerance off and on | 2, 3; 2 in 2 FT groups |
 //! | `p2p_modes` | `p2p_modes.c`: Ssend/Bsend/Rsend and non-blocking forms, attached buffer, Sendrecv_replace, persistent requests, Request_free, get_status, Waitsome/Testsome/Testany, PROC_NULL everywhere | 2, 3 |
 //! | `cancel_and_matched_probes` | `cancel_mprobe.c`: MPI_Cancel of receives and of eager, rendezvous, synchronous, persistent sends (not matched: withdrawn; matched: not); Mprobe/Improbe/Mrecv/Imrecv, typed and large; MESSAGE_NO_PROC | 2, 3, 2 over 2 nodes |
 //! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |

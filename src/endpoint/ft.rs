@@ -62,7 +62,7 @@ impl Inner {
         let held = self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty());
         if !held {
             // SAFETY: the caller's contract.
-            let attempt = unsafe { self.ft_attempt(s, None, None) }?;
+            let attempt = unsafe { self.ft_attempt(s, None) }?;
             // The send hook may have queued control messages: a regenerated orphan's
             // `OrphanNotification`, a held send's `MyPhase`. They go out now: the caller may next
             // block in a receive that only they can unblock (the coordinator's horizon waits for
@@ -143,18 +143,18 @@ impl Inner {
         }
     }
 
-    /// The engine's send hook, then the send it allows. `req`: the request of a held send.
+    /// The engine's send hook, then the send it allows. `held`: a held send's request and the
+    /// phase of its call (`None` for a new send).
     ///
     /// # Safety
     /// As for [`send_ft`](Self::send_ft).
-    /// `as_of`: the phase of a held send's call.
-    unsafe fn ft_attempt(&mut self, s: FtSend, req: Option<Request>, as_of: Option<u64>) -> Result<Attempt> {
+    unsafe fn ft_attempt(&mut self, s: FtSend, held: Option<(Request, u64)>) -> Result<Attempt> {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
         };
-        let out = match as_of {
-            None => ft.process.on_send(s.dest)?,
-            Some(phase) => ft.process.on_send_as_of(s.dest, phase)?,
+        let (out, req) = match held {
+            None => (ft.process.on_send(s.dest)?, None),
+            Some((req, phase)) => (ft.process.on_send_as_of(s.dest, phase)?, Some(req)),
         };
         // SAFETY: the caller's contract.
         unsafe { self.ft_outbound(s, req, out) }
@@ -547,7 +547,7 @@ impl Inner {
             };
             // SAFETY: a held send's buffer stays valid until its request completes (the contract
             // of the call that started it).
-            let attempt = unsafe { self.ft_attempt(s, Some(req), Some(phase)) };
+            let attempt = unsafe { self.ft_attempt(s, Some((req, phase))) };
             if matches!(attempt, Ok(Attempt::Held)) {
                 return Ok(());
             }

@@ -196,9 +196,12 @@ impl Inner {
         if i == 0 { self.posted.pop_front() } else { self.posted.remove(i) }
     }
 
-    /// A posted receive naming `source` was added (`add`) or removed: keeps `expected`.
+    /// A posted receive naming `source` (or `ANY_SOURCE`) was added (`add`) or removed: keeps
+    /// `expected`, `expected_count` and `any_posted`.
     pub(super) fn expect(&mut self, source: i32, add: bool) {
         if source < 0 {
+            // `ANY_SOURCE`.
+            self.any_posted = if add { self.any_posted + 1 } else { self.any_posted.saturating_sub(1) };
             return;
         }
         let l = self.route.get(source as usize).copied().unwrap_or(NOT_LOCAL);
@@ -222,6 +225,7 @@ impl Inner {
     pub(super) fn rebuild_expected(&mut self) {
         self.expected.clear();
         self.expected_count.fill(0);
+        self.any_posted = 0;
         for k in 0..self.posted.len() {
             let source = self.posted[k].want.source;
             self.expect(source, true);
@@ -296,7 +300,7 @@ impl Inner {
         } else if n > 0 {
             // SAFETY: `buf` is valid for `cap >= n` bytes (the receive's contract); the source is
             // our own buffer.
-            unsafe { std::ptr::copy_nonoverlapping(u.data.as_ptr(), buf.ptr, n) };
+            unsafe { nemesis_shm::cell::copy_bytes(u.data.as_ptr(), buf.ptr, n) };
         }
         let status = Status { source: u.source, tag: u.tag, len: u.len };
         let released = self.release_held(&mut u, Some(buf));

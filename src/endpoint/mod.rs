@@ -46,6 +46,7 @@ mod cancel;
 mod checkpoint;
 mod eager;
 mod ft;
+mod fused;
 mod matching;
 mod pieces;
 mod progress;
@@ -64,6 +65,7 @@ use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
 use eager::{Mode, Pending};
+pub use fused::Link;
 use matching::{Found, Posted};
 use progress::Active;
 use rendezvous::SegRings;
@@ -247,6 +249,8 @@ struct Inner {
     /// Per local rank: posted receives naming it (`expected` lists those above 0). Kept
     /// incrementally: a window of posted receives costs O(1) each, not a rebuild per post.
     expected_count: Box<[u32]>,
+    /// Posted receives from `ANY_SOURCE` (kept with `expected_count`).
+    any_posted: u32,
     /// Per global rank.
     peers: Box<[Peer]>,
     /// Buffers of consumed unexpected messages, for reuse.
@@ -444,6 +448,7 @@ impl Endpoint {
             pending: VecDeque::new(),
             expected: Vec::new(),
             expected_count: vec![0; nlocal].into(),
+            any_posted: 0,
             peers: vec![Peer::Alive; size as usize].into(),
             spare: Vec::new(),
             sync_waiting: Vec::new(),
@@ -577,66 +582,6 @@ impl Endpoint {
             }
             Err(e) => Err(inner.send_error(e, dest)),
         }
-    }
-
-    /// The fused blocking send: `buf` straight into the fastbox of local rank `dest` when it can
-    /// go there at once — fault tolerance off, a valid tag, our box at `dest` held with its next
-    /// slot free, no earlier message to `dest` waiting for cells (which this one would overtake),
-    /// the message within a slot. True if sent (as [`send`](Self::send) would have: `buf` may be
-    /// reused); false if nothing was done and the caller goes the general way ([`send`](
-    /// Self::send)), which also reports errors. For layers above (the C ABI's `MPI_Send`) that
-    /// inline this check and keep the general call out of line.
-    #[inline(always)]
-    pub fn try_send_fastbox(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> bool {
-        let inner = &mut *self.inner;
-        if inner.ft.is_some() || tag < 0 {
-            return false;
-        }
-        // A remote rank's `NOT_LOCAL` names no local rank: the port finds no box for it.
-        let Some(&local) = inner.route.get(dest as usize) else { return false };
-        if !inner.port.try_send_plain(local, inner.rank, dest, tag, context, KIND_EAGER, buf) {
-            return false;
-        }
-        inner.ring(local);
-        true
-    }
-
-    /// True if nothing could match a message before a new blocking receive: no receive posted,
-    /// no unexpected message, fault tolerance off. The first test of
-    /// [`try_recv_fastbox`](Self::try_recv_fastbox), for a caller that wants to leave early.
-    #[inline(always)]
-    pub fn receives_idle(&self) -> bool {
-        let inner = &*self.inner;
-        inner.ft.is_none() && inner.unexpected.is_empty() && inner.posted.is_empty()
-    }
-
-    /// The fused blocking receive: the next message of `source` (a rank of this node, not
-    /// `ANY_SOURCE`) into `buf` when it already waits in its fastbox and nothing else could take
-    /// it first — fault tolerance off, no receive posted and no unexpected message (either could
-    /// come first in MPI's order), the message plain eager data of `context` whose tag is `tag`
-    /// (or `tag` is [`ANY_TAG`]) and that fits `buf`. `Some` as [`recv`](Self::recv) would have
-    /// returned it; `None` if nothing was consumed and the caller goes the general way
-    /// ([`recv`](Self::recv)): a message still on its way, a truncation, errors.
-    ///
-    /// # Safety
-    /// `ptr` is valid for `cap` bytes of writes (any pointer if `cap` is 0).
-    #[inline(always)]
-    pub unsafe fn try_recv_fastbox(
-        &mut self,
-        ptr: *mut u8,
-        cap: usize,
-        source: u32,
-        tag: i32,
-        context: u32,
-    ) -> Option<Status> {
-        if !self.receives_idle() || tag < ANY_TAG {
-            return None;
-        }
-        let inner = &mut *self.inner;
-        let local = *inner.route.get(source as usize)?;
-        // SAFETY: the caller's contract.
-        let (len, tag) = unsafe { inner.port.take_plain(local, KIND_EAGER, tag, tag == ANY_TAG, context, ptr, cap) }?;
-        Some(Status { source, tag, len: len as usize })
     }
 
     /// Sends `buf` synchronously: returns once a matching receive has taken the message (MPI's

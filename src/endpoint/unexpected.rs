@@ -44,6 +44,12 @@ impl UnexpectedList {
         self.len == 0
     }
 
+    /// True if no message of `source` waits.
+    #[inline(always)]
+    pub(super) fn queue_is_empty(&self, source: u32) -> bool {
+        self.queues.get(source as usize).is_none_or(VecDeque::is_empty)
+    }
+
     /// Appends message `id` (larger than every id its source's queue holds, as ids are given in
     /// arrival order; an older one is put in its place all the same).
     pub(super) fn push(&mut self, (id, u): (u64, Unexpected)) {
@@ -184,6 +190,8 @@ mod tests {
             l.push((id as u64, msg(s, t)));
         }
         assert_eq!(l.iter().count(), 5);
+        assert!(!l.queue_is_empty(1) && !l.queue_is_empty(3));
+        assert!(l.queue_is_empty(0) && l.queue_is_empty(9), "no message of 0, and 9 never sent");
         let s = l.find(want(1, 10)).unwrap();
         assert_eq!(l.remove(s).0, 0);
         let s = l.find(want(1, 10)).unwrap();

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 pub mod context;
 pub mod inter;
+pub mod links;
 
 use crate::abi::{self, COMM_BASE, Errhandler};
 use crate::coll::{self, Tuning};

@@ -3,14 +3,18 @@
 //! [`complete`], the buffered mode's attached buffer in [`bsend`], matched probes in [`mprobe`].
 //!
 //! The blocking send and receive are the paths the Table 2.1 measurement counts
-//! (`shared/bench/mpi_instructions.c`): one combined test on the fast-path table
-//! (`State::fast`: size, context and rank maps of the first communicators at a fixed offset), the
-//! datatype's size (one load from a table and a comparison) and the count admits the common call,
-//! which goes straight to `Endpoint::send` / `Endpoint::recv`; ranks are translated with one load,
-//! no branch. Everything rarely taken (`MPI_PROC_NULL`, errors, communicators past the table, MPI
-//! not running, `MPI_THREAD_MULTIPLE`) goes to a validating path ([`send_checked`],
-//! [`recv_checked`]). No allocation, hashing or locking on the fast path; under
-//! `MPI_THREAD_MULTIPLE` every call holds the big lock and waits release it (`state::Access`).
+//! (`shared/bench/mpi_instructions.c`). Below `MPI_THREAD_MULTIPLE` and without fault tolerance
+//! they start with a fused path ([`send_fused`], [`recv_fused`]) straight into or out of the
+//! peer's fastbox; what it declines goes to the fast path ([`send_fast`], [`recv_fast`]) and the
+//! validating path ([`send_checked`], [`recv_checked`]). Every fast path admits the same common
+//! call ([`admit`]): a communicator of the fast-path table (`State::fast`: size, contexts and rank
+//! maps of the first communicators at a fixed offset), a predefined datatype (its size is one load
+//! from a table and a comparison), a count ≥ 0, a member (one load translates its rank; the fused
+//! paths load its link instead, `comm::links`: its job rank, local rank and doorbell) and a
+//! buffer. Everything rarely taken (`MPI_PROC_NULL`, errors, communicators past the table,
+//! MPI not running, `MPI_THREAD_MULTIPLE`) goes to the validating path. No allocation, hashing or
+//! locking on the fast paths; under `MPI_THREAD_MULTIPLE` every call holds the big lock and waits
+//! release it (`state::Access`).
 //!
 //! Ranks in statuses are communicator ranks; `MPI_ERROR` is set only by the calls that return
 //! several statuses (`MPI_Waitall`, `MPI_Testall`, `MPI_Waitsome`, `MPI_Testsome`), as MPI-3.1
@@ -22,6 +26,7 @@ pub mod mprobe;
 pub mod start;
 
 use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::abi::{self, ANY_SOURCE, Datatype, PROC_NULL, STATUS_IGNORE, Status};
@@ -327,19 +332,39 @@ pub unsafe fn recv_checked(
     Ok(())
 }
 
-/// The non-blocking fast paths' test of the data: `count` elements of the predefined type `dt`
-/// at `buf`, in bytes; `None` (the validating path) for a derived type, a negative count, or a
-/// null buffer that should hold data. ([`send_fast`] and [`recv_fast`] write the same test out
-/// in their own order: through this function they cost 8 and 7 instructions more, callgrind's
-/// `mpi/bench/instructions.sh` 385.0 against 370.0.)
+/// What every point-to-point fast path admits of its arguments (the fused paths, [`send_fast`],
+/// [`recv_fast`], `start::istart_fast`): a communicator of the fast table and a count ≥ 0 of a
+/// predefined datatype. Returns the communicator's index, its entry and the data's length in
+/// bytes; `None` (the validating path) for anything else. The buffer ([`buffer`]) and the peer
+/// ([`Fast::job`](crate::state::Fast::job), [`fast_source`]; the fused paths
+/// [`Fast::member`](crate::state::Fast::member)) are the caller's to test, in the order that
+/// costs it least.
 #[inline(always)]
-pub(crate) fn fast_len(buf: *const c_void, count: c_int, dt: Datatype) -> Option<usize> {
+pub(crate) fn admit(
+    st: &State,
+    count: c_int,
+    dt: Datatype,
+    comm: abi::Comm,
+) -> Option<(usize, crate::state::Fast, usize)> {
+    let ci = index_of(comm);
+    let f = *st.fast.get(ci)?;
     let size = datatype::size_of_handle(dt)?;
     if count < 0 {
         return None;
     }
-    let len = count as usize * size;
-    (len == 0 || !buf.is_null()).then_some(len)
+    Some((ci, f, count as usize * size))
+}
+
+/// The fast paths' test of the buffer of `len` bytes at `buf`: not null unless there is no data.
+/// Returns it as a pointer that is never null (dangling for no data); `None` for a null buffer
+/// that should hold data (the validating path reports it).
+#[inline(always)]
+pub(crate) fn buffer(buf: *const c_void, len: usize) -> Option<NonNull<u8>> {
+    match NonNull::new(buf as *mut u8) {
+        Some(p) => Some(p),
+        None if len == 0 => Some(NonNull::dangling()),
+        None => None,
+    }
 }
 
 /// The fast paths' test of a source: the Endpoint's source for communicator rank `source` of
@@ -347,9 +372,8 @@ pub(crate) fn fast_len(buf: *const c_void, count: c_int, dt: Datatype) -> Option
 /// (`MPI_PROC_NULL`, errors).
 #[inline(always)]
 pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int> {
-    if (source as u32) < f.size {
-        // SAFETY: `world` has `size` entries (the fast table's invariant) and `source < size`.
-        Some(unsafe { *f.world.add(source as usize) as c_int })
+    if let Some(j) = f.job(source) {
+        Some(j as c_int)
     } else if source == ANY_SOURCE && f.size != 0 {
         Some(nemesis::ANY_SOURCE)
     } else {
@@ -357,39 +381,21 @@ pub(crate) fn fast_source(f: &crate::state::Fast, source: c_int) -> Option<c_int
     }
 }
 
-/// What the fused paths admit ([`send_fused`], [`recv_fused`]): a communicator of the fast
-/// table, `rank` one of its members, a predefined datatype, a count ≥ 0 and a buffer (a null one,
-/// of no data or erroneous, goes the general way: one test here). Returns the entry, the member's
-/// job rank and the data's length in bytes; `None` for anything else.
-#[inline(always)]
-fn fused_admit(
-    st: &State,
-    buf: *const c_void,
-    count: c_int,
-    dt: Datatype,
-    rank: c_int,
-    comm: abi::Comm,
-) -> Option<(crate::state::Fast, u32, usize)> {
-    let f = *st.fast.get(index_of(comm))?;
-    if rank as u32 >= f.size {
-        return None;
-    }
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 || buf.is_null() {
-        return None;
-    }
-    // SAFETY: `world` has `size` entries (the fast table's invariant) and `rank < size`.
-    let job = unsafe { *f.world.add(rank as usize) };
-    Some((f, job, count as usize * size))
-}
+/// The longest message (receive buffer) the fused paths handle inline, in the exported function:
+/// its bytes are copied by two loads and two stores at most (`nemesis_shm::cell::copy_bytes`), so
+/// that code calls nothing and keeps nothing in the callee-saved registers — no frame. A longer
+/// one takes the same path in a function of its own, which calls `memcpy`
+/// ([`send_admitted`], [`recv_admitted`]).
+const INLINE_MAX: usize = 16;
 
 /// `MPI_Send`'s fused path (`exports::mpi_fused!`): a standard send of `count` elements of a
-/// predefined datatype to a member of a communicator of the fast table, written straight into the
-/// destination's fastbox ([`nemesis::Endpoint::try_send_fastbox`]) when it can go there at once.
-/// `Some(MPI_SUCCESS)` once sent; `None` when nothing was done and the call goes on to
-/// [`send_fast`] and the validating path: a communicator past the table, a
-/// derived datatype, an argument to check, `MPI_PROC_NULL`, a remote rank, a
-/// message too long for a slot or behind earlier ones waiting for cells, a full fastbox.
+/// predefined datatype to a member of a communicator of the fast table ([`admit`]), written
+/// straight into the destination's fastbox ([`nemesis::Endpoint::try_send_link`]) when it can go
+/// there at once. `Some(MPI_SUCCESS)` once sent; `None` when nothing was done and the call goes
+/// on to [`send_fast`] and the validating path (a communicator past the table, a derived
+/// datatype, an argument to check, `MPI_PROC_NULL`). An admitted message longer than
+/// [`INLINE_MAX`], or that cannot go into the fastbox at once (a remote rank, too long for a slot,
+/// behind earlier ones waiting for cells, a full fastbox), is sent by [`send_admitted`].
 ///
 /// It runs before the call's panic guard: nothing in it can panic (lookups through `get`, no
 /// indexing, no allocation).
@@ -408,35 +414,51 @@ pub unsafe fn send_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    let (f, to, len) = fused_admit(st, buf, count, dt, dest, comm)?;
-    // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
-    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-    let ctx = f.send_ctx;
-    // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
-    let data = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
-    if ep.try_send_fastbox(data, to, tag, ctx) {
-        return Some(abi::SUCCESS);
+    // A null buffer (of no data, or erroneous) goes the general way: one test, first.
+    let buf = NonNull::new(buf as *mut u8)?;
+    let (_, f, len) = admit(st, count, dt, comm)?;
+    let to = f.member(dest)?;
+    // SAFETY: MPI's contract: `len` readable bytes at `buf`.
+    let data = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
+    if len <= INLINE_MAX {
+        // SAFETY: a non-empty fast entry exists only while the Endpoint does (`State::fast`).
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+        // SAFETY: the links of the fast table are this Endpoint's (`comm::links`).
+        if unsafe { ep.try_send_link(data, to, tag, f.send_ctx) } {
+            return Some(abi::SUCCESS);
+        }
     }
-    Some(send_after_fused(data, to, tag, ctx, comm))
+    Some(send_admitted(data, dest, tag, comm))
 }
 
-/// `MPI_Send` once its fused path declined an admitted call: the Endpoint's general blocking
-/// send (out of line, with only what it needs: the fused path's code keeps less alive).
+/// `MPI_Send` admitted by its fused path (to member `dest` of `comm`) but not sent inline: into
+/// the fastbox if it can go there at once, else by the Endpoint's general blocking send. Out of
+/// line: the fused path's code keeps little alive.
 #[inline(never)]
-fn send_after_fused(data: &[u8], to: u32, tag: c_int, ctx: u32, comm: abi::Comm) -> c_int {
+fn send_admitted(data: &[u8], dest: c_int, tag: c_int, comm: abi::Comm) -> c_int {
     crate::state::after_fused("MPI_Send", |st| {
-        let ep = st.ep.as_mut().ok_or_else(|| not_running(st.phase))?;
-        ep.send(data, to, tag, ctx).map_err(|e| Fail::endpoint(index_of(comm), e))
+        let ci = index_of(comm);
+        let f = st.fast.get(ci).copied();
+        let (Some(f), Some(to), Some(ep)) = (f, f.and_then(|f| f.member(dest)), st.ep.as_mut()) else {
+            return Err(not_running(st.phase));
+        };
+        // SAFETY: the links of the fast table are this Endpoint's (`comm::links`).
+        if unsafe { ep.try_send_link(data, to, tag, f.send_ctx) } {
+            return Ok(());
+        }
+        ep.send(data, to.rank(), tag, f.send_ctx).map_err(|e| Fail::endpoint(ci, e))
     })
 }
 
 /// `MPI_Recv`'s fused path (`exports::mpi_fused!`): a receive of `count` elements of a
-/// predefined datatype from a named member of a communicator of the fast table whose message
-/// already waits in its fastbox and nothing could match before it
-/// ([`nemesis::Endpoint::try_recv_fastbox`]): copied out, the status filled. `None` when nothing
+/// predefined datatype from a named member of a communicator of the fast table ([`admit`]) whose
+/// message already waits in its fastbox and nothing could match before it
+/// ([`nemesis::Endpoint::try_recv_link`]): copied out, the status filled. `None` when nothing
 /// was consumed and the call goes on to [`recv_fast`] and the validating path (`MPI_ANY_SOURCE`,
-/// a message not there yet, posted receives or unexpected messages, truncation, errors...).
-/// Runs before the panic guard, as [`send_fused`].
+/// `MPI_PROC_NULL`, errors...); an admitted receive into more than [`INLINE_MAX`] bytes, or whose
+/// message is not there yet (or is not the fused path's to take: behind an unexpected message of
+/// the same source or a posted receive that could match it, truncated...) goes to
+/// [`recv_admitted`]. Runs before the panic guard, as [`send_fused`].
 ///
 /// # Safety
 /// Called only if [`crate::state::fused_on`]. MPI's contract: `buf` has room for `count`
@@ -454,47 +476,53 @@ pub unsafe fn recv_fused(
 ) -> Option<c_int> {
     // SAFETY: the caller's contract (`fused_on`); the call's only reference to the state.
     let st = unsafe { crate::state::unlocked() };
-    let (f, from, len) = fused_admit(st, buf.cast_const(), count, dt, source, comm)?;
-    // SAFETY: a non-empty fast entry exists only while the Endpoint does.
-    let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
-    // Something could match first.
-    if !ep.receives_idle() {
-        return None;
+    // As for `send_fused`.
+    let buf = NonNull::new(buf as *mut u8)?.as_ptr();
+    let (_, f, len) = admit(st, count, dt, comm)?;
+    let from = f.member(source)?;
+    if len <= INLINE_MAX {
+        // SAFETY: a non-empty fast entry exists only while the Endpoint does.
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+        // SAFETY: MPI's contract: `len` writable bytes at the buffer.
+        if let Some((n, t)) = unsafe { ep.try_recv_link(buf, len, from, tag, f.ctx) } {
+            // SAFETY: MPI's contract on `status`; the sender is `source`, named.
+            unsafe { put_status(status, source, t, i64::from(n)) };
+            return Some(abi::SUCCESS);
+        }
     }
-    let ctx = f.ctx;
-    // SAFETY: MPI's contract: `len` writable bytes at `buf`.
-    let Some(s) = (unsafe { ep.try_recv_fastbox(buf.cast(), len, from, tag, ctx) }) else {
-        // SAFETY: as above.
-        return Some(unsafe { recv_after_fused(buf.cast(), len, source, from, tag, ctx, comm, status) });
-    };
-    // SAFETY: MPI's contract on `status`; the sender is `source`, named.
-    unsafe { put_status(status, source, s.tag, s.len as i64) };
-    Some(abi::SUCCESS)
+    // SAFETY: as above.
+    Some(unsafe { recv_admitted(buf, len, source, tag, comm, status) })
 }
 
-/// `MPI_Recv` once its fused path declined an admitted call (`source`, job rank `from`): the
-/// Endpoint's general blocking receive (out of line, as [`send_after_fused`]).
+/// `MPI_Recv` admitted by its fused path (from member `source` of `comm`) but not received
+/// inline: from the fastbox if the message waits there and nothing could come before it, else by
+/// the Endpoint's general blocking receive (out of line, as [`send_admitted`]).
 ///
 /// # Safety
-/// `len` writable bytes at `buf`; MPI's contract on `status`.
+/// `len` writable bytes at `buf` (any pointer if 0); MPI's contract on `status`.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn recv_after_fused(
+unsafe fn recv_admitted(
     buf: *mut u8,
     len: usize,
     source: c_int,
-    from: u32,
     tag: c_int,
-    ctx: u32,
     comm: abi::Comm,
     status: *mut Status,
 ) -> c_int {
     crate::state::after_fused("MPI_Recv", |st| {
         let ci = index_of(comm);
-        let ep = st.ep.as_mut().ok_or_else(|| not_running(st.phase))?;
+        let f = st.fast.get(ci).copied();
+        let (Some(f), Some(from), Some(ep)) = (f, f.and_then(|f| f.member(source)), st.ep.as_mut()) else {
+            return Err(not_running(st.phase));
+        };
         // SAFETY: the caller's contract.
-        let data = unsafe { std::slice::from_raw_parts_mut(buf, len) };
-        match ep.recv(data, from as c_int, tag, ctx) {
+        let got = unsafe { ep.try_recv_link(buf, len, from, tag, f.ctx) };
+        let r = match got {
+            Some((n, t)) => Ok(nemesis::Status { source: from.rank(), tag: t, len: n as usize }),
+            // SAFETY: the caller's contract.
+            None => ep.recv(unsafe { out_bytes(buf.cast(), len) }, from.rank() as c_int, tag, f.ctx),
+        };
+        match r {
             Ok(s) => {
                 // SAFETY: MPI's contract on `status`; the sender is `source`, named.
                 unsafe { put_status(status, source, s.tag, s.len as i64) };
@@ -506,10 +534,9 @@ unsafe fn recv_after_fused(
 }
 
 /// `MPI_Send` (`sync`: `MPI_Ssend`): the fast path, run on the state itself when calls are not
-/// locked (`state::call_fast`). One combined test admits the common call — a communicator among
-/// the first [`FAST_COMMS`](crate::state::FAST_COMMS), a predefined datatype, a count ≥ 0, a
-/// destination in the communicator, a buffer — and goes straight to `Endpoint::send`; anything
-/// else (`MPI_PROC_NULL`, errors, MPI not running) returns `None` for [`send_checked`].
+/// locked (`state::call_fast`). The common call ([`admit`], and a destination in the
+/// communicator) goes straight to `Endpoint::send`; anything else (`MPI_PROC_NULL`, errors, MPI
+/// not running) returns `None` for [`send_checked`].
 ///
 /// # Safety
 /// MPI's contract: `buf` holds `count` elements of `dt`.
@@ -525,24 +552,15 @@ pub unsafe fn send_fast(
     comm: abi::Comm,
     sync: bool,
 ) -> Option<Res<()>> {
-    let i = index_of(comm);
-    let f = *st.fast.get(i)?;
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 || dest as u32 >= f.size {
+    let (i, f, len) = admit(st, count, dt, comm)?;
+    // The member's bound, the buffer, then its rank (the cheapest order: one register fewer).
+    if dest as u32 >= f.size {
         return None;
     }
-    let len = count as usize * size;
-    let data: &[u8] = if buf.is_null() {
-        if len != 0 {
-            return None;
-        }
-        &[]
-    } else {
-        // SAFETY: MPI's contract: `len` readable bytes at `buf` (non-null).
-        unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
-    };
-    // SAFETY: `world` has `size` entries (the fast table's invariant) and `dest < size`.
-    let to = unsafe { *f.world.add(dest as usize) };
+    let buf = buffer(buf, len)?;
+    let to = f.job(dest)?;
+    // SAFETY: MPI's contract: `len` readable bytes at `buf` (not null).
+    let data = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`).
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -568,31 +586,12 @@ pub unsafe fn recv_fast(
     comm: abi::Comm,
     status: *mut Status,
 ) -> Option<Res<()>> {
-    let i = index_of(comm);
-    let f = *st.fast.get(i)?;
-    let size = datatype::size_of_handle(dt)?;
-    if count < 0 {
-        return None;
-    }
-    let from = if (source as u32) < f.size {
-        // SAFETY: `world` has `size` entries and `source < size`.
-        unsafe { *f.world.add(source as usize) as c_int }
-    } else if source == ANY_SOURCE && f.size != 0 {
-        nemesis::ANY_SOURCE
-    } else {
-        return None;
-    };
-    let len = count as usize * size;
-    let data: &mut [u8] = if buf.is_null() {
-        if len != 0 {
-            return None;
-        }
-        &mut []
-    } else {
-        // SAFETY: MPI's contract: `len` writable bytes at `buf` (non-null); they may be
-        // uninitialized in C's sense, the Endpoint only writes them.
-        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
-    };
+    let (i, f, len) = admit(st, count, dt, comm)?;
+    let from = fast_source(&f, source)?;
+    let buf = buffer(buf, len)?;
+    // SAFETY: MPI's contract: `len` writable bytes at `buf` (not null); they may be
+    // uninitialized in C's sense, the Endpoint only writes them.
+    let data = unsafe { std::slice::from_raw_parts_mut(buf.as_ptr(), len) };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
     Some(match ep.recv(data, from, tag, f.ctx) {

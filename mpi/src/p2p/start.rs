@@ -203,17 +203,9 @@ pub unsafe fn istart_fast(
     if request.is_null() || !st.freed.is_empty() {
         return None;
     }
-    let ci = crate::comm::index_of(comm);
-    let f = *st.fast.get(ci)?;
-    let len = super::fast_len(buf, count, dt)?;
-    let peer = if recv {
-        super::fast_source(&f, peer)?
-    } else if (peer as u32) < f.size {
-        // SAFETY: `world` has `size` entries (the fast table's invariant) and `peer < size`.
-        unsafe { *f.world.add(peer as usize) as c_int }
-    } else {
-        return None;
-    };
+    let (ci, f, len) = super::admit(st, count, dt, comm)?;
+    super::buffer(buf, len)?;
+    let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`), and a peer was found in this one.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };

@@ -9,7 +9,10 @@
  *    earlier posted receive matches the message in the fastbox;
  *  - truncation (MPI_ERR_TRUNCATE under MPI_ERRORS_RETURN, the status, the next message intact);
  *  - MPI_ANY_SOURCE and MPI_ANY_TAG; MPI_STATUS_IGNORE and a status; MPI_INT data;
- *  - a message longer than a fastbox slot.
+ *  - a message longer than a fastbox slot;
+ *  - with 3 ranks, a message of another source waiting unexpected, and a receive posted for another
+ *    source, while the fused receive takes its own source's message; an earlier MPI_ANY_SOURCE
+ *    receive that must get the message first.
  * Run with fault tolerance on too (every call then takes the general path). Prints "OK fastpath
  * <rank>". */
 #include "check.h"
@@ -23,6 +26,8 @@ static void send_n(int n, int len, int tag) {
     memcpy(buf, &n, sizeof n);
     OK(MPI_Send(buf, len, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
 }
+
+static void send_to(int to, int v, int tag) { OK(MPI_Send(&v, 1, MPI_INT, to, tag, MPI_COMM_WORLD)); }
 
 static void recv_n(int n, int len, int tag) {
     unsigned char buf[BIG + 1];
@@ -190,6 +195,62 @@ int main(int argc, char **argv) {
             recv_n(2, 217, 50);
             recv_n(3, BIG - 1, 50);
             recv_n(4, 8, 50);
+        }
+
+        /* 8. What may wait while the fused receive takes a named source's message from its
+         * fastbox: an unexpected message of another source (8a, 3 ranks), a receive posted for
+         * another source (8b, 3 ranks); and what must not: a receive posted earlier from
+         * MPI_ANY_SOURCE that matches it (8c). */
+        if (size >= 3) {
+            if (rank == 2) send_to(1, 21, 60);
+            if (rank == 1) {
+                /* Rank 2's message is in the unexpected list once probed. */
+                OK(MPI_Probe(2, 60, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            }
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            if (rank == 0) send_n(1, 8, 60);
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            if (rank == 1) {
+                recv_n(1, 8, 60);
+                int v = -1;
+                MPI_Status st;
+                OK(MPI_Recv(&v, 1, MPI_INT, 2, 60, MPI_COMM_WORLD, &st));
+                CHECK(v == 21 && st.MPI_SOURCE == 2, "8a: from rank 2: %d from %d", v, st.MPI_SOURCE);
+            }
+
+            if (rank == 0) send_n(2, 8, 61);
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            if (rank == 1) {
+                int v = -1;
+                MPI_Request r;
+                MPI_Status st;
+                OK(MPI_Irecv(&v, 1, MPI_INT, 2, MPI_ANY_TAG, MPI_COMM_WORLD, &r));
+                recv_n(2, 8, 61);
+                OK(MPI_Barrier(MPI_COMM_WORLD));
+                OK(MPI_Wait(&r, &st));
+                CHECK(v == 22 && st.MPI_SOURCE == 2 && st.MPI_TAG == 62, "8b: posted for rank 2: %d from %d, tag %d",
+                      v, st.MPI_SOURCE, st.MPI_TAG);
+            } else {
+                OK(MPI_Barrier(MPI_COMM_WORLD));
+                if (rank == 2) send_to(1, 22, 62);
+            }
+        }
+        if (rank == 0) {
+            send_n(1, 8, 63);
+            send_n(2, 8, 63);
+        }
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        if (rank == 1) {
+            unsigned char buf[8];
+            int a = -1;
+            MPI_Request r;
+            MPI_Status st;
+            OK(MPI_Irecv(buf, 8, MPI_BYTE, MPI_ANY_SOURCE, 63, MPI_COMM_WORLD, &r));
+            recv_n(2, 8, 63);
+            OK(MPI_Wait(&r, &st));
+            memcpy(&a, buf, sizeof a);
+            CHECK(a == 1 && st.MPI_SOURCE == 0, "8c: the earlier MPI_ANY_SOURCE receive got message %d from %d", a,
+                  st.MPI_SOURCE);
         }
     }
     OK(MPI_Barrier(MPI_COMM_WORLD));
