@@ -897,7 +897,7 @@ impl<'n> TcpNetmod<'n> {
                         // SAFETY: `d.dst` holds `d.bytes` bytes and `got + n <= bytes` (checked
                         // when the frame began).
                         unsafe {
-                            std::ptr::copy_nonoverlapping(p.buf.as_ptr().add(p.start), d.dst.add(d.got as usize), n)
+                            nemesis_shm::cell::copy_bytes(p.buf.as_ptr().add(p.start), d.dst.add(d.got as usize), n)
                         };
                         d.got += n as u64;
                         p.start += n;
