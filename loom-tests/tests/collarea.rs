@@ -1,7 +1,9 @@
 //! loom models of the collectives' shared area (`nemesis_shm::collarea`, the code that ships,
-//! over a heap area): sequence words and two banks over consecutive collectives, a fast member
-//! reusing a bank while a slow one may still read it, and an area handed from one team to the
-//! next through its release and claim. Every bank write is tracked against the reads before it.
+//! over a heap area with 2 banks per member, so that a bank is reused within three collectives;
+//! the segment's areas have 8): sequence words and banks over consecutive collectives, a fast
+//! member reusing a bank while a slow one may still read it, and an area handed from one team to
+//! the next through its release and claim. Every bank write is tracked against the reads before
+//! it.
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -44,7 +46,7 @@ fn a_allreduce_then_bcast_three_members() {
     static EX: Executions = Executions("a_allreduce_then_bcast_three_members", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(3));
+        let h = Arc::new(HeapArea::new(3, 2));
         h.get().claim(3).unwrap();
         let run = |h: Arc<HeapArea>, me: u32| {
             let a = h.get();
@@ -73,7 +75,7 @@ fn b_bank_reuse_two_members() {
     static EX: Executions = Executions("b_bank_reuse_two_members", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(2));
+        let h = Arc::new(HeapArea::new(2, 2));
         h.get().claim(2).unwrap();
         let reader = {
             let h = h.clone();
@@ -101,7 +103,7 @@ fn c_area_handed_to_the_next_team() {
     static EX: Executions = Executions("c_area_handed_to_the_next_team", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(2));
+        let h = Arc::new(HeapArea::new(2, 2));
         let stamp = h.get().claim(2).unwrap();
         let old: Vec<_> = (0..2u32)
             .map(|me| {

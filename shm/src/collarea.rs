@@ -11,17 +11,19 @@
 //! one frees it ([`AreaRef::release`]).
 //!
 //! An area has, per member `i` (its rank in the communicator), a **sequence word** on its own
-//! cache line and two **banks** of [`BANK_BYTES`]. Members number the collectives that use the
-//! area `1, 2, ...` (the same on every member: MPI has them call collectives in the same order).
-//! Collective `s` uses bank `s mod 2`:
+//! cache line and `K` **banks** of [`BANK_BYTES`] ([`BANKS`] in the segment). Members number the
+//! collectives that use the area `1, 2, ...` (the same on every member: MPI has them call
+//! collectives in the same order). Collective `s` uses bank `s mod K`:
 //! - member `i` **enters** collective `s` by storing `s` in its sequence word (Release), after
-//!   writing its data, if any, into its bank `s mod 2`;
+//!   writing its data, if any, into its bank `s mod K`;
 //! - a member **reads** member `j`'s bank for `s` once `j`'s sequence word is at least `s`
 //!   (Acquire);
-//! - a member **writes** its bank for `s` only once every member's word is at least `s − 1`:
-//!   a member that entered `s − 1` has finished `s − 2`, the last collective that used this bank,
-//!   so nobody still reads it. A fast member may thus run one collective ahead of the slowest
-//!   (the two banks), never two.
+//! - a member **writes** its bank for `s` only once every member's word is at least
+//!   `s − (K − 1)`: a member that entered that collective has finished `s − K`, the last one that
+//!   used this bank, so nobody still reads it. A member may thus run up to `K − 1` collectives
+//!   ahead of the slowest: a broadcast's root, or a reduction's contributors, go on while the
+//!   others catch up (Open MPI's `coll/sm` keeps 8 segments in flight the same way), and a rank
+//!   that loses its core costs the others one wait per `K − 1` collectives, not one each.
 //!
 //! Sequence words only grow while the area is claimed (no flag is ever reset between two
 //! collectives, so no reset can race with a reader); the claimer zeroes them when it claims the
@@ -42,10 +44,11 @@ pub const AREAS: u32 = 8;
 /// Bytes of one member's bank: the largest contribution of a member to one collective through
 /// the area (a broadcast's or a reduction's data; a scatter's or an all-to-all's whole send
 /// buffer). Larger collectives use point-to-point messages.
-pub const BANK_BYTES: usize = 4096;
+pub const BANK_BYTES: usize = 2048;
 
-/// Banks per member: collectives use them in turns.
-const BANKS: usize = 2;
+/// Banks per member in the segment's areas: collectives use them in turns, so a member may run
+/// `BANKS − 1` collectives ahead of the slowest.
+pub const BANKS: u32 = 8;
 
 /// Bytes of an area's control part for `members` members: its head line (state and references),
 /// one sequence line per member, rounded to a page so that the banks start page-aligned.
@@ -55,7 +58,7 @@ pub const fn control_bytes(members: u32) -> u64 {
 
 /// Bytes of one area for `members` members.
 pub const fn area_bytes(members: u32) -> u64 {
-    control_bytes(members) + members as u64 * (BANKS * BANK_BYTES) as u64
+    control_bytes(members) + members as u64 * BANKS as u64 * BANK_BYTES as u64
 }
 
 /// A view of one area.
@@ -71,9 +74,11 @@ pub struct AreaRef<'a> {
     /// entered.
     seqs: *const u8,
     seq_stride: usize,
-    /// Member 0's bank 0; member `i`'s bank `b` is `(2i + b) × BANK_BYTES` bytes further. Written
-    /// by its member alone, read by the others, as the module documentation says.
+    /// Member 0's bank 0; member `i`'s bank `b` is `(depth × i + b) × BANK_BYTES` bytes further.
+    /// Written by its member alone, read by the others, as the module documentation says.
     banks: *mut u8,
+    /// Banks per member (`K`).
+    depth: u32,
     members: u32,
     _memory: PhantomData<&'a AtomicU64>,
     /// One tracked cell per bank (loom checks every bank write against the reads before it).
@@ -91,14 +96,16 @@ impl<'a> AreaRef<'a> {
     ///
     /// # Safety
     /// `state` and `refs` must be valid for `'a`; for every `i < members`, `seqs + i ×
-    /// seq_stride` must be a valid, aligned `AtomicU64`, and `banks` must start `2 × members ×`
-    /// [`BANK_BYTES`] bytes shared only through this protocol, all living for `'a`.
+    /// seq_stride` must be a valid, aligned `AtomicU64`, and `banks` must start `depth × members
+    /// ×` [`BANK_BYTES`] bytes shared only through this protocol, all living for `'a`; `depth`
+    /// at least 2.
     pub unsafe fn from_raw(
         state: &'a AtomicU64,
         refs: &'a AtomicU64,
         seqs: *const u8,
         seq_stride: usize,
         banks: *mut u8,
+        depth: u32,
         members: u32,
     ) -> Self {
         AreaRef {
@@ -107,6 +114,7 @@ impl<'a> AreaRef<'a> {
             seqs,
             seq_stride,
             banks,
+            depth,
             members,
             _memory: PhantomData,
             #[cfg(loom)]
@@ -133,6 +141,7 @@ impl<'a> AreaRef<'a> {
                 base.add(64),
                 64,
                 base.add(control),
+                BANKS,
                 members,
             )
         }
@@ -151,13 +160,19 @@ impl<'a> AreaRef<'a> {
         unsafe { &*(self.seqs.add(i as usize * self.seq_stride) as *const AtomicU64) }
     }
 
-    /// Bank `s mod 2` of member `i` (checked below `members`).
+    /// Index of member `i`'s bank for collective `s` among all banks.
+    #[inline(always)]
+    fn bank_index(&self, i: u32, s: u64) -> usize {
+        i as usize * self.depth as usize + (s % u64::from(self.depth)) as usize
+    }
+
+    /// Bank `s mod K` of member `i` (checked below `members`).
     #[inline(always)]
     fn bank_ptr(&self, i: u32, s: u64) -> Result<*mut u8> {
         if i >= self.members {
             return Err(Error::BadRank { rank: i, ranks: self.members.min(u32::from(u16::MAX)) as u16 });
         }
-        let k = i as usize * BANKS + (s % BANKS as u64) as usize;
+        let k = self.bank_index(i, s);
         // SAFETY: `i < members`, so bank `k` lies inside the banks (`from_raw`'s contract).
         Ok(unsafe { self.banks.add(k * BANK_BYTES) })
     }
@@ -166,7 +181,7 @@ impl<'a> AreaRef<'a> {
     fn note(&self, _i: u32, _s: u64, _write: bool) {
         #[cfg(loom)]
         if let Some(t) = self.tracks {
-            let k = _i as usize * BANKS + (_s % BANKS as u64) as usize;
+            let k = self.bank_index(_i, _s);
             if _write { t[k].with_mut(|_| ()) } else { t[k].with(|_| ()) }
         }
     }
@@ -285,7 +300,8 @@ impl<'a> AreaRef<'a> {
     }
 
     /// Member `me` enters collective `s` of a team of `n`, with `len` bytes of data that `fill`
-    /// writes into its bank for `s` once the bank is free (every member has entered `s − 1`).
+    /// writes into its bank for `s` once the bank is free (every member has entered
+    /// `s − (K − 1)`).
     pub fn enter_with<E: From<Error>>(
         &self,
         me: u32,
@@ -299,13 +315,14 @@ impl<'a> AreaRef<'a> {
             return Err(Error::TooLarge { len, max: BANK_BYTES }.into());
         }
         let bank = self.bank_ptr(me, s)?;
-        if s > 1 {
-            self.await_all(n, s - 1, wait)?;
+        let behind = u64::from(self.depth - 1);
+        if s > behind {
+            self.await_all(n, s - behind, wait)?;
         }
         self.note(me, s, true);
         // SAFETY: `len <= BANK_BYTES` bytes of our own bank for `s`: every member entered
-        // `s − 1`, so none reads this bank any more (the last collective that used it was
-        // `s − 2`), and none reads it for `s` before we enter `s` below.
+        // `s − (K − 1)`, so none reads this bank any more (the last collective that used it was
+        // `s − K`), and none reads it for `s` before we enter `s` below.
         fill(unsafe { core::slice::from_raw_parts_mut(bank, len) });
         self.enter(me, s)?;
         Ok(())
@@ -328,7 +345,8 @@ impl<'a> AreaRef<'a> {
         self.await_member(j, s, wait)?;
         self.note(j, s, false);
         // SAFETY: member j entered `s` after writing its bank for `s` (Acquire in `reached`),
-        // and writes it again only once we have entered `s + 1`, after this read; `len <=
+        // and writes it again (for `s + K`) only once we have entered `s + 1`, after this read;
+        // `len <=
         // BANK_BYTES`.
         Ok(f(unsafe { core::slice::from_raw_parts(bank, len) }))
     }
@@ -336,6 +354,7 @@ impl<'a> AreaRef<'a> {
 
 /// An area on the heap: loom models and unit tests.
 pub struct HeapArea {
+    depth: u32,
     state: AtomicU64,
     refs: AtomicU64,
     seqs: Box<[AtomicU64]>,
@@ -350,10 +369,12 @@ unsafe impl Sync for HeapArea {}
 unsafe impl Send for HeapArea {}
 
 impl HeapArea {
-    /// A free area for up to `members` members.
-    pub fn new(members: u32) -> Self {
-        let banks = members as usize * BANKS;
+    /// A free area for up to `members` members with `depth` banks each (at least 2).
+    pub fn new(members: u32, depth: u32) -> Self {
+        let depth = depth.max(2);
+        let banks = members as usize * depth as usize;
         HeapArea {
+            depth,
             state: AtomicU64::new(0),
             refs: AtomicU64::new(0),
             seqs: (0..members).map(|_| AtomicU64::new(0)).collect(),
@@ -366,7 +387,7 @@ impl HeapArea {
     /// A view of the area.
     pub fn get(&self) -> AreaRef<'_> {
         // SAFETY: `seqs` holds `members` atomics at the stride of one AtomicU64; `banks` holds
-        // `2 × members` banks; all live as long as `self`.
+        // `depth × members` banks (`depth >= 2`); all live as long as `self`.
         #[allow(unused_mut)]
         let mut a = unsafe {
             AreaRef::from_raw(
@@ -375,6 +396,7 @@ impl HeapArea {
                 self.seqs.as_ptr() as *const u8,
                 core::mem::size_of::<AtomicU64>(),
                 self.banks.as_ptr() as *mut u8,
+                self.depth,
                 self.seqs.len() as u32,
             )
         };
@@ -399,7 +421,7 @@ mod tests {
 
     #[test]
     fn claims_are_exclusive_and_the_last_release_frees() {
-        let h = HeapArea::new(4);
+        let h = HeapArea::new(4, 2);
         let a = h.get();
         assert_eq!(a.claim(5), None, "more members than the area holds");
         let stamp = a.claim(3).expect("free");
@@ -416,7 +438,7 @@ mod tests {
 
     #[test]
     fn a_claim_zeroes_the_sequence_words() {
-        let h = HeapArea::new(2);
+        let h = HeapArea::new(2, 2);
         let a = h.get();
         let s = a.claim(2).unwrap();
         a.enter(0, 7).unwrap();
@@ -429,7 +451,7 @@ mod tests {
 
     #[test]
     fn bounds_are_typed_errors() {
-        let h = HeapArea::new(2);
+        let h = HeapArea::new(2, 2);
         let a = h.get();
         let mut w = spin;
         assert!(matches!(a.enter(2, 1), Err(Error::BadRank { rank: 2, .. })));
@@ -439,8 +461,24 @@ mod tests {
     }
 
     #[test]
+    fn a_member_runs_at_most_depth_minus_one_ahead() {
+        let h = HeapArea::new(2, 4);
+        let a = h.get();
+        a.claim(2).unwrap();
+        let mut refuse = |_: u32, _: &mut dyn FnMut() -> bool| Err(Error::corrupt("would wait", 0u64));
+        for s in 1..=3 {
+            a.enter_with(0, 2, s, 1, |b| b[0] = s as u8, &mut refuse).unwrap();
+        }
+        assert!(a.enter_with(0, 2, 4, 1, |_| (), &mut refuse).is_ok(), "bank 0 was never used");
+        let early = a.enter_with(0, 2, 5, 1, |_| (), &mut refuse);
+        assert!(early.is_err(), "bank 1 is collective 1's: member 1 must enter 2 first");
+        a.enter(1, 2).unwrap();
+        assert!(a.enter_with(0, 2, 5, 1, |_| (), &mut refuse).is_ok());
+    }
+
+    #[test]
     fn three_threads_alternate_banks() {
-        let h = std::sync::Arc::new(HeapArea::new(3));
+        let h = std::sync::Arc::new(HeapArea::new(3, 3));
         h.get().claim(3).unwrap();
         let ts: Vec<_> = (0..3u32)
             .map(|me| {

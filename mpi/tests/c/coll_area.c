@@ -1,6 +1,6 @@
 /* The shared collective areas (mpi/README.md, "Shared collective areas"): MPI_Barrier, MPI_Bcast, MPI_Reduce,
  * MPI_Allreduce, MPI_Gather, MPI_Scatter, MPI_Allgather and MPI_Alltoall on communicators within one node, at sizes
- * inside the 4 KiB banks and just past them (messages): every root, MPI_IN_PLACE, a non-commutative user operation (rank order), many consecutive calls (banks reused
+ * inside the 2 KiB banks and just past them (messages): every root, MPI_IN_PLACE, a non-commutative user operation (rank order), many consecutive calls (banks reused
  * while slow ranks still read), several communicators used alternately (a dup, a split by parity, WORLD reversed),
  * a communicator created and freed 40 times (areas recycled), and 12 at once (more than the node's areas: the rest
  * use messages). The driver counts the areas claimed and refused in the debug log (NEMESIS_LOG=mpi::coll::area=debug).
@@ -150,18 +150,19 @@ int main(int argc, char **argv) {
     MPI_Op comp;
     OK(MPI_Op_create(compose, 0, &comp));
 
-    /* WORLD: inside the banks (1 int, 128 ints = 512 B, 1024 ints = 4 KiB) and past them (1025 ints). */
-    const int counts[] = {1, 2, 128, 1024, 1025};
+    /* WORLD: inside the banks (1 int, 128 ints = 512 B, 512 ints = 2 KiB) and past them (513 ints). */
+    const int counts[] = {1, 2, 128, 512, 513};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) round_trip(MPI_COMM_WORLD, counts[k], 3, (int)k);
-    /* Blocks that fit every bank on up to 4 ranks (256 ints: 1 KiB, 4 KiB for scatter and alltoall), and past. */
-    const int blocks[] = {1, 3, 256, 257, 1025};
+    /* Blocks that fit every bank on up to 4 ranks (128 ints: 512 B, 2 KiB for scatter and alltoall), and past
+     * (for scatter and alltoall: 129; for all: 513). */
+    const int blocks[] = {1, 3, 128, 129, 513};
     for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) personal(MPI_COMM_WORLD, blocks[k], (int)k);
     for (int t = 0; t < 200; t++) personal(MPI_COMM_WORLD, 2, t);
     /* Many consecutive calls: a fast rank reuses a bank while slow ones may still read the other. */
     round_trip(MPI_COMM_WORLD, 2, 300, 99);
     for (int i = 0; i < 2000; i++) OK(MPI_Barrier(MPI_COMM_WORLD));
     rank_order(MPI_COMM_WORLD, comp, 1);
-    rank_order(MPI_COMM_WORLD, comp, 500);  /* 4000 B: in the banks */
+    rank_order(MPI_COMM_WORLD, comp, 250);  /* 2000 B: in the banks */
     rank_order(MPI_COMM_WORLD, comp, 1000); /* 8000 B: messages */
 
     /* Several communicators used alternately: a dup, a split by parity, WORLD reversed (member 0 = last rank). */
