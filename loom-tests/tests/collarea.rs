@@ -1,5 +1,5 @@
 //! loom models of the collectives' shared area (`nemesis_shm::collarea`, the code that ships,
-//! over a heap area with 2 banks per member, so that a bank is reused within three collectives;
+//! over a heap area with 2 one-byte banks per member in each lane, so that a bank is reused within three collectives;
 //! the segment's areas have 8): sequence words and banks over consecutive collectives, a fast
 //! member reusing a bank while a slow one may still read it, and an area handed from one team to
 //! the next through its release and claim. Every bank write is tracked against the reads before
@@ -10,7 +10,7 @@ use loom::sync::Arc;
 use loom::thread;
 use nemesis_loom_tests::{Executions, builder};
 use nemesis_shm::HeapArea;
-use nemesis_shm::collarea::AreaRef;
+use nemesis_shm::collarea::Lane;
 
 /// A flag wait as the C ABI's, with the model's scheduler in place of the Endpoint.
 fn wait(_: u32, ready: &mut dyn FnMut() -> bool) -> Result<(), nemesis_shm::Error> {
@@ -21,14 +21,14 @@ fn wait(_: u32, ready: &mut dyn FnMut() -> bool) -> Result<(), nemesis_shm::Erro
 }
 
 /// Allreduce of one byte through the area: every member writes its own, then sums all.
-fn allreduce(a: &AreaRef, me: u32, n: u32, s: u64, v: u8) -> u8 {
+fn allreduce(a: &Lane, me: u32, n: u32, s: u64, v: u8) -> u8 {
     let mut w = wait;
     a.enter_with(me, n, s, 1, |b| b[0] = v, &mut w).unwrap();
     (0..n).map(|j| a.read(j, s, 1, |b| b[0], &mut w).unwrap()).sum()
 }
 
 /// Broadcast of one byte from `root`.
-fn bcast(a: &AreaRef, me: u32, n: u32, s: u64, root: u32, v: u8) -> u8 {
+fn bcast(a: &Lane, me: u32, n: u32, s: u64, root: u32, v: u8) -> u8 {
     let mut w = wait;
     if me == root {
         a.enter_with(me, n, s, 1, |b| b[0] = v, &mut w).unwrap();
@@ -46,12 +46,12 @@ fn a_allreduce_then_bcast_three_members() {
     static EX: Executions = Executions("a_allreduce_then_bcast_three_members", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(3, 2));
+        let h = Arc::new(HeapArea::new(3, 2, 1));
         h.get().claim(3).unwrap();
         let run = |h: Arc<HeapArea>, me: u32| {
             let a = h.get();
-            assert_eq!(allreduce(&a, me, 3, 1, me as u8 + 1), 6);
-            assert_eq!(bcast(&a, me, 3, 2, 1, 42), 42);
+            assert_eq!(allreduce(a.lane(0), me, 3, 1, me as u8 + 1), 6);
+            assert_eq!(bcast(a.lane(0), me, 3, 2, 1, 42), 42);
         };
         let ts: Vec<_> = (1..3)
             .map(|me| {
@@ -75,20 +75,20 @@ fn b_bank_reuse_two_members() {
     static EX: Executions = Executions("b_bank_reuse_two_members", std::sync::atomic::AtomicUsize::new(0));
     builder(3).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(2, 2));
+        let h = Arc::new(HeapArea::new(2, 2, 1));
         h.get().claim(2).unwrap();
         let reader = {
             let h = h.clone();
             thread::spawn(move || {
                 let a = h.get();
                 for s in 1..=3u64 {
-                    assert_eq!(bcast(&a, 1, 2, s, 0, s as u8 * 10), s as u8 * 10);
+                    assert_eq!(bcast(a.lane(0), 1, 2, s, 0, s as u8 * 10), s as u8 * 10);
                 }
             })
         };
         let a = h.get();
         for s in 1..=3u64 {
-            bcast(&a, 0, 2, s, 0, s as u8 * 10);
+            bcast(a.lane(0), 0, 2, s, 0, s as u8 * 10);
         }
         reader.join().unwrap();
     });
@@ -103,14 +103,14 @@ fn c_area_handed_to_the_next_team() {
     static EX: Executions = Executions("c_area_handed_to_the_next_team", std::sync::atomic::AtomicUsize::new(0));
     builder(2).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(2, 2));
+        let h = Arc::new(HeapArea::new(2, 2, 1));
         let stamp = h.get().claim(2).unwrap();
         let old: Vec<_> = (0..2u32)
             .map(|me| {
                 let h = h.clone();
                 thread::spawn(move || {
                     let a = h.get();
-                    assert_eq!(bcast(&a, me, 2, 1, 0, 7), 7);
+                    assert_eq!(bcast(a.lane(0), me, 2, 1, 0, 7), 7);
                     a.release(stamp).unwrap();
                 })
             })
@@ -123,8 +123,8 @@ fn c_area_handed_to_the_next_team() {
             }
         };
         assert_ne!(next, stamp);
-        assert!(!a.reached(1, 1), "the claim zeroed the old member's word");
-        assert_eq!(bcast(&a, 0, 1, 1, 0, 9), 9);
+        assert!(!a.lane(0).reached(1, 1), "the claim zeroed the old member's word");
+        assert_eq!(bcast(a.lane(0), 0, 1, 1, 0, 9), 9);
         for t in old {
             t.join().unwrap();
         }

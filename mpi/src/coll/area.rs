@@ -28,7 +28,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES};
+use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES, Lane, lane_of};
 
 use super::algo::{self, Ops, Reduction, Team};
 use super::{Tuning, tag};
@@ -48,8 +48,9 @@ pub struct AreaUse {
     state: AtomicU64,
     /// The claim's stamp (`AreaRef::claim`), for the release.
     stamp: AtomicU64,
-    /// Collectives this process has run through the area (the last one's sequence number).
-    seq: AtomicU64,
+    /// Per lane, the collectives this process has run through it (the last one's sequence
+    /// number).
+    seq: [AtomicU64; 2],
     /// The job waits in block mode: setting a flag rings the members' doorbells.
     block: AtomicBool,
 }
@@ -111,10 +112,10 @@ fn unfail(f: Failed) -> Fail {
     f.0
 }
 
-/// One collective on an area: the area, this collective's sequence number, this member and the
-/// team's size, and the members' job ranks (whose deaths end a wait).
+/// One collective on an area: the area's lane it uses, this collective's sequence number in it,
+/// this member and the team's size, and the members' job ranks (whose deaths end a wait).
 struct Area<'c> {
-    area: AreaRef<'static>,
+    area: Lane<'static>,
     s: u64,
     me: u32,
     n: u32,
@@ -123,10 +124,11 @@ struct Area<'c> {
 }
 
 /// The area collective `c` runs through (its sequence number taken), or `None`: point-to-point.
-/// `fits`: the operation's data fits the banks; `forced`: `NEMESIS_COLL_ALG` names an algorithm
-/// for it. Both are the same on every member.
-fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, fits: bool, forced: bool) -> Res<Option<Area<'c>>> {
-    if !tu.area || forced || !fits || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
+/// `len`: the bytes each member puts in its bank (`None`: too many); `forced`: `NEMESIS_COLL_ALG`
+/// names an algorithm for the operation. Both are the same on every member.
+fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, forced: bool) -> Res<Option<Area<'c>>> {
+    let Some(len) = len.filter(|&l| l <= BANK_BYTES) else { return Ok(None) };
+    if !tu.area || forced || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
         return Ok(None);
     }
     // ORDERING: Relaxed: as in `AreaUse::index`.
@@ -140,9 +142,10 @@ fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, fits: bool, forced: boo
     // SAFETY: `coll_area_base` gave the start of area `index` inside the mapping, which the
     // Endpoint keeps until `MPI_Finalize`; no MPI call of this process runs past it (MPI's
     // contract), and this one ends before it returns.
-    let area = unsafe { AreaRef::in_segment(base, members) };
+    let lane = lane_of(len);
+    let area = *unsafe { AreaRef::in_segment(base, members) }.lane(lane);
     // ORDERING: Relaxed: this process's own counter.
-    let s = c.area.seq.fetch_add(1, Relaxed) + 1;
+    let s = c.area.seq[lane].fetch_add(1, Relaxed) + 1;
     Ok(Some(Area { area, s, me: c.rank, n: c.size, world: &c.world, block: c.area.block.load(Relaxed) }))
 }
 
@@ -261,7 +264,7 @@ fn ep_fail(e: nemesis::Error) -> Fail {
 
 /// `MPI_Barrier`: every member enters, then waits until all have.
 pub fn barrier(acc: &mut Access, c: &Comm, tu: &Tuning) -> Res<bool> {
-    let Some(a) = begin(acc, c, tu, true, tu.force.barrier.is_some())? else { return Ok(false) };
+    let Some(a) = begin(acc, c, tu, Some(0), tu.force.barrier.is_some())? else { return Ok(false) };
     a.enter(acc)?;
     let mut w = Area::wait(acc, a.world);
     a.area.await_all(a.n, a.s, &mut w).map_err(unfail)?;
@@ -270,8 +273,7 @@ pub fn barrier(acc: &mut Access, c: &Comm, tu: &Tuning) -> Res<bool> {
 
 /// Broadcast of `buf` from `root`: the root's bank, read by every other member.
 pub fn bcast(acc: &mut Access, c: &Comm, root: usize, buf: &mut [u8], tu: &Tuning) -> Res<bool> {
-    let fits = buf.len() <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, tu.force.bcast.is_some())? else { return Ok(false) };
+    let Some(a) = begin(acc, c, tu, Some(buf.len()), tu.force.bcast.is_some())? else { return Ok(false) };
     if root as u32 == a.me {
         a.enter_with(acc, buf, None)?;
     } else {
@@ -302,8 +304,7 @@ fn combine_all(a: &Area, acc: &mut Access, mine: &[u8], out: &mut [u8], red: Red
 /// Reduce of `data` (every member's contribution; the result at `root`) in rank order: the root
 /// reads every other member's bank.
 pub fn reduce(acc: &mut Access, c: &Comm, root: usize, data: &mut [u8], red: Reduction, tu: &Tuning) -> Res<bool> {
-    let fits = data.len() <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, tu.force.reduce.is_some())? else { return Ok(false) };
+    let Some(a) = begin(acc, c, tu, Some(data.len()), tu.force.reduce.is_some())? else { return Ok(false) };
     if root as u32 != a.me {
         a.enter_with(acc, data, Some(root as u32))?;
         return Ok(true);
@@ -325,8 +326,7 @@ pub fn reduce(acc: &mut Access, c: &Comm, root: usize, data: &mut [u8], red: Red
 /// Allreduce of `data`: every member writes its contribution, then combines all of them in rank
 /// order (the same bits everywhere).
 pub fn allreduce(acc: &mut Access, c: &Comm, data: &mut [u8], red: Reduction, tu: &Tuning) -> Res<bool> {
-    let fits = data.len() <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, tu.force.allreduce.is_some())? else { return Ok(false) };
+    let Some(a) = begin(acc, c, tu, Some(data.len()), tu.force.allreduce.is_some())? else { return Ok(false) };
     a.enter_with(acc, data, None)?;
     if a.me == 0 {
         for j in 1..a.n {
@@ -344,8 +344,8 @@ pub fn allreduce(acc: &mut Access, c: &Comm, data: &mut [u8], red: Reduction, tu
 /// is empty elsewhere): the root reads every other member's bank.
 pub fn gather(acc: &mut Access, c: &Comm, root: usize, mine: &[u8], all: &mut [u8], tu: &Tuning) -> Res<bool> {
     let block = mine.len();
-    let fits = block > 0 && block <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, tu.force.gather.is_some())? else { return Ok(false) };
+    let len = Some(block).filter(|&b| b > 0);
+    let Some(a) = begin(acc, c, tu, len, tu.force.gather.is_some())? else { return Ok(false) };
     if root as u32 != a.me {
         a.enter_with(acc, mine, Some(root as u32))?;
         return Ok(true);
@@ -363,8 +363,8 @@ pub fn gather(acc: &mut Access, c: &Comm, root: usize, mine: &[u8], all: &mut [u
 /// writes the whole buffer into its bank, every member reads its block.
 pub fn scatter(acc: &mut Access, c: &Comm, root: usize, all: &[u8], mine: &mut [u8], tu: &Tuning) -> Res<bool> {
     let block = mine.len();
-    let fits = block > 0 && block.checked_mul(c.size as usize).is_some_and(|t| t <= BANK_BYTES);
-    let Some(a) = begin(acc, c, tu, fits, tu.force.scatter.is_some())? else { return Ok(false) };
+    let len = block.checked_mul(c.size as usize).filter(|_| block > 0);
+    let Some(a) = begin(acc, c, tu, len, tu.force.scatter.is_some())? else { return Ok(false) };
     let at = a.me as usize * block;
     if root as u32 == a.me {
         a.enter_with(acc, all, None)?;
@@ -378,8 +378,8 @@ pub fn scatter(acc: &mut Access, c: &Comm, root: usize, all: &[u8], mine: &mut [
 
 /// Allgather of `block` bytes per member into `all` (this member's block already in place).
 pub fn allgather(acc: &mut Access, c: &Comm, all: &mut [u8], block: usize, tu: &Tuning) -> Res<bool> {
-    let fits = block > 0 && block <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, tu.force.allgather.is_some())? else { return Ok(false) };
+    let len = Some(block).filter(|&b| b > 0);
+    let Some(a) = begin(acc, c, tu, len, tu.force.allgather.is_some())? else { return Ok(false) };
     let me = a.me as usize;
     a.enter_with(acc, &all[me * block..(me + 1) * block], None)?;
     for (j, out) in all.chunks_exact_mut(block).enumerate() {
@@ -393,8 +393,8 @@ pub fn allgather(acc: &mut Access, c: &Comm, all: &mut [u8], block: usize, tu: &
 /// All-to-all of `block` bytes per pair: every member writes its whole send buffer into its
 /// bank and reads its block from every other member's.
 pub fn alltoall(acc: &mut Access, c: &Comm, send: &[u8], recv: &mut [u8], block: usize, tu: &Tuning) -> Res<bool> {
-    let fits = block > 0 && send.len() <= BANK_BYTES;
-    let Some(a) = begin(acc, c, tu, fits, false)? else { return Ok(false) };
+    let len = Some(send.len()).filter(|_| block > 0);
+    let Some(a) = begin(acc, c, tu, len, false)? else { return Ok(false) };
     let at = a.me as usize * block;
     a.enter_with(acc, send, None)?;
     for (j, out) in recv.chunks_exact_mut(block).enumerate() {
