@@ -23,15 +23,15 @@ fn wait(_: u32, ready: &mut dyn FnMut() -> bool) -> Result<(), nemesis_shm::Erro
 /// Allreduce of one byte through the area: every member writes its own, then sums all.
 fn allreduce(a: &Lane, me: u32, n: u32, s: u64, v: u8) -> u8 {
     let mut w = wait;
-    a.enter_with(me, n, s, 1, |b| b[0] = v, &mut w).unwrap();
+    a.enter_with(me, n, s, 1, |b| b[0] = v, &mut 0, &mut w).unwrap();
     (0..n).map(|j| a.read(j, s, 1, |b| b[0], &mut w).unwrap()).sum()
 }
 
-/// Broadcast of one byte from `root`.
-fn bcast(a: &Lane, me: u32, n: u32, s: u64, root: u32, v: u8) -> u8 {
+/// Broadcast of one byte from `root`; `floor` is the root's memory of the members' progress.
+fn bcast(a: &Lane, me: u32, n: u32, s: u64, root: u32, v: u8, floor: &mut u64) -> u8 {
     let mut w = wait;
     if me == root {
-        a.enter_with(me, n, s, 1, |b| b[0] = v, &mut w).unwrap();
+        a.enter_with(me, n, s, 1, |b| b[0] = v, floor, &mut w).unwrap();
         v
     } else {
         a.enter(me, s).unwrap();
@@ -51,7 +51,7 @@ fn a_allreduce_then_bcast_three_members() {
         let run = |h: Arc<HeapArea>, me: u32| {
             let a = h.get();
             assert_eq!(allreduce(a.lane(0), me, 3, 1, me as u8 + 1), 6);
-            assert_eq!(bcast(a.lane(0), me, 3, 2, 1, 42), 42);
+            assert_eq!(bcast(a.lane(0), me, 3, 2, 1, 42, &mut 0), 42);
         };
         let ts: Vec<_> = (1..3)
             .map(|me| {
@@ -82,13 +82,15 @@ fn b_bank_reuse_two_members() {
             thread::spawn(move || {
                 let a = h.get();
                 for s in 1..=3u64 {
-                    assert_eq!(bcast(a.lane(0), 1, 2, s, 0, s as u8 * 10), s as u8 * 10);
+                    assert_eq!(bcast(a.lane(0), 1, 2, s, 0, s as u8 * 10, &mut 0), s as u8 * 10);
                 }
             })
         };
         let a = h.get();
+        // The root keeps its memory of the reader's progress across the three, as the C ABI does.
+        let mut floor = 0;
         for s in 1..=3u64 {
-            bcast(a.lane(0), 0, 2, s, 0, s as u8 * 10);
+            bcast(a.lane(0), 0, 2, s, 0, s as u8 * 10, &mut floor);
         }
         reader.join().unwrap();
     });
@@ -110,7 +112,7 @@ fn c_area_handed_to_the_next_team() {
                 let h = h.clone();
                 thread::spawn(move || {
                     let a = h.get();
-                    assert_eq!(bcast(a.lane(0), me, 2, 1, 0, 7), 7);
+                    assert_eq!(bcast(a.lane(0), me, 2, 1, 0, 7, &mut 0), 7);
                     a.release(stamp).unwrap();
                 })
             })
@@ -124,7 +126,7 @@ fn c_area_handed_to_the_next_team() {
         };
         assert_ne!(next, stamp);
         assert!(!a.lane(0).reached(1, 1), "the claim zeroed the old member's word");
-        assert_eq!(bcast(a.lane(0), 0, 1, 1, 0, 9), 9);
+        assert_eq!(bcast(a.lane(0), 0, 1, 1, 0, 9, &mut 0), 9);
         for t in old {
             t.join().unwrap();
         }

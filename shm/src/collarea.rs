@@ -250,9 +250,31 @@ impl<'a> Lane<'a> {
         Ok(())
     }
 
+    /// Waits until members `0..n` have all entered collective `s`; returns the lowest
+    /// collective they were seen to have entered (at least `s`).
+    fn await_lowest<E: From<Error>>(
+        &self,
+        n: u32,
+        s: u64,
+        wait: &mut impl FnMut(u32, &mut dyn FnMut() -> bool) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut lowest = u64::MAX;
+        for j in 0..n {
+            self.await_member(j, s, wait)?;
+            // ORDERING: Acquire, as in `reached`: what member j did before entering the value
+            // seen happens-before our later writes that rely on it (`enter_with`'s `floor`).
+            lowest = lowest.min(self.seq(j).load(Acquire));
+        }
+        Ok(lowest)
+    }
+
     /// Member `me` enters collective `s` of a team of `n`, with `len` bytes of data that `fill`
     /// writes into its bank for `s` once the bank is free (every member has entered
-    /// `s − (K − 1)`).
+    /// `s − (K − 1)`). `floor` is the caller's memory of the lowest collective every member was
+    /// seen to have entered (0 at first; kept per team and lane): the members' words are read
+    /// again only when it is too low, so that a member running ahead does not miss on every
+    /// other member's line at every collective.
+    #[allow(clippy::too_many_arguments)]
     pub fn enter_with<E: From<Error>>(
         &self,
         me: u32,
@@ -260,6 +282,7 @@ impl<'a> Lane<'a> {
         s: u64,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
+        floor: &mut u64,
         wait: &mut impl FnMut(u32, &mut dyn FnMut() -> bool) -> Result<(), E>,
     ) -> Result<(), E> {
         if len > self.shape.bank_bytes {
@@ -267,8 +290,9 @@ impl<'a> Lane<'a> {
         }
         let bank = self.bank_ptr(me, s)?;
         let behind = u64::from(self.shape.depth - 1);
-        if s > behind {
-            self.await_all(n, s - behind, wait)?;
+        if s > behind && *floor < s - behind {
+            // Sequence words only grow: a member seen at `floor` is there still.
+            *floor = self.await_lowest(n, s - behind, wait)?;
         }
         self.note(me, s, true);
         // SAFETY: `len <= bank_bytes` bytes of our own bank for `s`: every member entered
@@ -513,7 +537,7 @@ mod tests {
         let l = *h.get().lane(0);
         let mut w = spin;
         assert!(matches!(l.enter(2, 1), Err(Error::BadRank { rank: 2, .. })));
-        assert!(matches!(l.enter_with(0, 2, 1, 9, |_| (), &mut w), Err(Error::TooLarge { .. })));
+        assert!(matches!(l.enter_with(0, 2, 1, 9, |_| (), &mut 0, &mut w), Err(Error::TooLarge { .. })));
         assert!(matches!(l.read(5, 1, 8, |_| (), &mut w), Err(Error::BadRank { .. })));
         assert!(!l.reached(9, 0));
     }
@@ -535,13 +559,16 @@ mod tests {
         let l = a.lane(0);
         let mut refuse = |_: u32, _: &mut dyn FnMut() -> bool| Err(Error::corrupt("would wait", 0u64));
         for s in 1..=3 {
-            l.enter_with(0, 2, s, 1, |b| b[0] = s as u8, &mut refuse).unwrap();
+            l.enter_with(0, 2, s, 1, |b| b[0] = s as u8, &mut 0, &mut refuse).unwrap();
         }
-        assert!(l.enter_with(0, 2, 4, 1, |_| (), &mut refuse).is_ok(), "bank 0 was never used");
-        let early = l.enter_with(0, 2, 5, 1, |_| (), &mut refuse);
+        let mut floor = 0;
+        assert!(l.enter_with(0, 2, 4, 1, |_| (), &mut floor, &mut refuse).is_ok(), "bank 0 was never used");
+        let early = l.enter_with(0, 2, 5, 1, |_| (), &mut floor, &mut refuse);
         assert!(early.is_err(), "bank 1 is collective 1's: member 1 must enter 2 first");
-        l.enter(1, 2).unwrap();
-        assert!(l.enter_with(0, 2, 5, 1, |_| (), &mut refuse).is_ok());
+        l.enter(1, 3).unwrap();
+        assert!(l.enter_with(0, 2, 5, 1, |_| (), &mut floor, &mut refuse).is_ok());
+        assert_eq!(floor, 3, "member 1 was seen at 3");
+        l.enter_with(0, 2, 6, 1, |_| (), &mut floor, &mut refuse).expect("known without reading");
         assert!(!a.lane(1).reached(0, 1), "the other lane is untouched");
     }
 
@@ -556,13 +583,15 @@ mod tests {
                     let a = h.get();
                     let mut w = spin;
                     let mut seq = [0u64; 2];
+                    let mut floor = [0u64; 2];
                     for t in 1..=300u64 {
                         // An allreduce of one u64 on lane t mod 2: the sum of (member + t).
                         let l = a.lane(t as usize % 2);
                         let s = &mut seq[t as usize % 2];
                         *s += 1;
                         let v = u64::from(me) + t;
-                        l.enter_with(me, 3, *s, 8, |b| b.copy_from_slice(&v.to_le_bytes()), &mut w).unwrap();
+                        let fl = &mut floor[t as usize % 2];
+                        l.enter_with(me, 3, *s, 8, |b| b.copy_from_slice(&v.to_le_bytes()), fl, &mut w).unwrap();
                         let mut sum = 0;
                         for j in 0..3 {
                             sum += l.read(j, *s, 8, |b| u64::from_le_bytes(b.try_into().unwrap()), &mut w).unwrap();

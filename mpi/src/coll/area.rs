@@ -51,6 +51,8 @@ pub struct AreaUse {
     /// Per lane, the collectives this process has run through it (the last one's sequence
     /// number).
     seq: [AtomicU64; 2],
+    /// Per lane, the lowest collective every member was seen to have entered (`Lane::enter_with`).
+    floor: [AtomicU64; 2],
     /// The job waits in block mode: setting a flag rings the members' doorbells.
     block: AtomicBool,
 }
@@ -116,6 +118,8 @@ fn unfail(f: Failed) -> Fail {
 /// this member and the team's size, and the members' job ranks (whose deaths end a wait).
 struct Area<'c> {
     area: Lane<'static>,
+    lane: usize,
+    use_: &'c AreaUse,
     s: u64,
     me: u32,
     n: u32,
@@ -146,7 +150,8 @@ fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, for
     let area = *unsafe { AreaRef::in_segment(base, members) }.lane(lane);
     // ORDERING: Relaxed: this process's own counter.
     let s = c.area.seq[lane].fetch_add(1, Relaxed) + 1;
-    Ok(Some(Area { area, s, me: c.rank, n: c.size, world: &c.world, block: c.area.block.load(Relaxed) }))
+    let block = c.area.block.load(Relaxed);
+    Ok(Some(Area { area, lane, use_: &c.area, s, me: c.rank, n: c.size, world: &c.world, block }))
 }
 
 /// The first collective that may use an area: member 0 claims one and broadcasts its index and
@@ -190,6 +195,10 @@ fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
     }
     // ORDERING: Relaxed: as in `AreaUse::index`.
     c.area.stamp.store(stamp, Relaxed);
+    for k in 0..2 {
+        c.area.seq[k].store(0, Relaxed);
+        c.area.floor[k].store(0, Relaxed);
+    }
     c.area.block.store(block, Relaxed);
     c.area.state.store(if state >= 2 { state } else { NONE }, Relaxed);
     Ok(())
@@ -236,7 +245,11 @@ impl Area<'_> {
         {
             let mut w = Self::wait(acc, self.world);
             let fill = |b: &mut [u8]| b.copy_from_slice(data);
-            self.area.enter_with(self.me, self.n, self.s, data.len(), fill, &mut w).map_err(unfail)?;
+            // ORDERING: Relaxed: this process's own memory (one thread per communicator).
+            let mut floor = self.use_.floor[self.lane].load(Relaxed);
+            let r = self.area.enter_with(self.me, self.n, self.s, data.len(), fill, &mut floor, &mut w);
+            self.use_.floor[self.lane].store(floor, Relaxed);
+            r.map_err(unfail)?;
         }
         self.wake(acc, only)
     }
