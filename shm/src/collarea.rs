@@ -289,8 +289,9 @@ impl<'a> Lane<'a> {
             return Err(Error::TooLarge { len, max: self.shape.bank_bytes }.into());
         }
         let bank = self.bank_ptr(me, s)?;
+        // Bank `s mod K` was last used by `s − K` (none before collective K + 1).
         let behind = u64::from(self.shape.depth - 1);
-        if s > behind && *floor < s - behind {
+        if s > u64::from(self.shape.depth) && *floor < s - behind {
             // Sequence words only grow: a member seen at `floor` is there still.
             *floor = self.await_lowest(n, s - behind, wait)?;
         }
