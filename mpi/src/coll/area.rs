@@ -296,21 +296,26 @@ pub fn bcast(acc: &mut Access, c: &Comm, root: usize, buf: &mut [u8], tu: &Tunin
     Ok(true)
 }
 
-/// Combines every member's contribution in rank order into `out`; this member's is `mine`.
-fn combine_all(a: &Area, acc: &mut Access, mine: &[u8], out: &mut [u8], red: Reduction) -> Res<()> {
-    let len = mine.len();
+/// Combines every member's contribution in rank order into `data`, which holds this member's.
+fn combine_all(a: &Area, acc: &mut Access, data: &mut [u8], red: Reduction) -> Res<()> {
+    let len = data.len();
     if a.me == 0 {
-        out.copy_from_slice(mine);
-    } else {
-        a.read(acc, 0, len, |b| out.copy_from_slice(b))?;
+        // The lowest rank's data on the left: the result builds in place.
+        for j in 1..a.n {
+            a.read(acc, j, len, |b| red.combine_higher(data, b))?;
+        }
+        return Ok(());
     }
+    let mut out = vec![0u8; len];
+    a.read(acc, 0, len, |b| out.copy_from_slice(b))?;
     for j in 1..a.n {
         if j == a.me {
-            red.combine_higher(out, mine);
+            red.combine_higher(&mut out, data);
         } else {
-            a.read(acc, j, len, |b| red.combine_higher(out, b))?;
+            a.read(acc, j, len, |b| red.combine_higher(&mut out, b))?;
         }
     }
+    data.copy_from_slice(&out);
     Ok(())
 }
 
@@ -323,16 +328,7 @@ pub fn reduce(acc: &mut Access, c: &Comm, root: usize, data: &mut [u8], red: Red
         return Ok(true);
     }
     a.enter(acc)?;
-    if a.me == 0 {
-        // The lowest rank's data on the left: the result builds in place.
-        for j in 1..a.n {
-            a.read(acc, j, data.len(), |b| red.combine_higher(data, b))?;
-        }
-    } else {
-        let mut out = vec![0u8; data.len()];
-        combine_all(&a, acc, data, &mut out, red)?;
-        data.copy_from_slice(&out);
-    }
+    combine_all(&a, acc, data, red)?;
     Ok(true)
 }
 
@@ -341,15 +337,7 @@ pub fn reduce(acc: &mut Access, c: &Comm, root: usize, data: &mut [u8], red: Red
 pub fn allreduce(acc: &mut Access, c: &Comm, data: &mut [u8], red: Reduction, tu: &Tuning) -> Res<bool> {
     let Some(a) = begin(acc, c, tu, Some(data.len()), tu.force.allreduce.is_some())? else { return Ok(false) };
     a.enter_with(acc, data, None)?;
-    if a.me == 0 {
-        for j in 1..a.n {
-            a.read(acc, j, data.len(), |b| red.combine_higher(data, b))?;
-        }
-    } else {
-        let mut out = vec![0u8; data.len()];
-        combine_all(&a, acc, data, &mut out, red)?;
-        data.copy_from_slice(&out);
-    }
+    combine_all(&a, acc, data, red)?;
     Ok(true)
 }
 
