@@ -143,11 +143,12 @@ fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, for
     let seg = acc.ep()?.segment();
     let members = u32::from(seg.layout().ranks);
     let base = seg.coll_area_base(index).ok_or_else(|| bad_index(u64::from(index)))?;
+    let lane = lane_of(len);
     // SAFETY: `coll_area_base` gave the start of area `index` inside the mapping, which the
     // Endpoint keeps until `MPI_Finalize`; no MPI call of this process runs past it (MPI's
     // contract), and this one ends before it returns.
-    let lane = lane_of(len);
-    let area = *unsafe { AreaRef::in_segment(base, members) }.lane(lane);
+    let area = unsafe { AreaRef::in_segment(base, members) };
+    let area = *area.lane(lane);
     // ORDERING: Relaxed: this process's own counter.
     let s = c.area.seq[lane].fetch_add(1, Relaxed) + 1;
     let block = c.area.block.load(Relaxed);
