@@ -28,7 +28,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES, Lane, lane_of};
+use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES, LANES, Lane, lane_of};
 
 use super::algo::{self, Ops, Reduction, Team};
 use super::{Tuning, tag};
@@ -132,6 +132,28 @@ struct Area<'c> {
 /// names an algorithm for the operation. Both are the same on every member.
 fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, forced: bool) -> Res<Option<Area<'c>>> {
     let Some(len) = len.filter(|&l| l <= BANK_BYTES) else { return Ok(None) };
+    begin_within(acc, c, tu, len, forced)
+}
+
+/// [`begin`] for a rooted operation (broadcast, reduce, gather, scatter): through the small lane
+/// only. Its 31 collectives in flight let the root (or the contributors) run ahead as eager
+/// messages do; the large lane's 3 do not, and with more ranks than cores messages won: 512-byte
+/// rooted operations on 4 ranks and 2 CPUs took 0.11–0.16 × Open MPI's time by messages against
+/// 0.17–0.98 × through the large lane (`nemesis-bench coll --rounds 5 --max-size 512`, medians,
+/// 2026-11-24); on 2 ranks messages took 0.45–0.67 ×.
+fn begin_rooted<'c>(
+    acc: &mut Access,
+    c: &'c Comm,
+    tu: &Tuning,
+    len: Option<usize>,
+    forced: bool,
+) -> Res<Option<Area<'c>>> {
+    let Some(len) = len.filter(|&l| l <= LANES[0].bank_bytes) else { return Ok(None) };
+    begin_within(acc, c, tu, len, forced)
+}
+
+/// [`begin`] for `len` bytes that fit a bank.
+fn begin_within<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: usize, forced: bool) -> Res<Option<Area<'c>>> {
     if !tu.area || forced || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
         return Ok(None);
     }
@@ -287,7 +309,7 @@ pub fn barrier(acc: &mut Access, c: &Comm, tu: &Tuning) -> Res<bool> {
 
 /// Broadcast of `buf` from `root`: the root's bank, read by every other member.
 pub fn bcast(acc: &mut Access, c: &Comm, root: usize, buf: &mut [u8], tu: &Tuning) -> Res<bool> {
-    let Some(a) = begin(acc, c, tu, Some(buf.len()), tu.force.bcast.is_some())? else { return Ok(false) };
+    let Some(a) = begin_rooted(acc, c, tu, Some(buf.len()), tu.force.bcast.is_some())? else { return Ok(false) };
     if root as u32 == a.me {
         a.enter_with(acc, buf, None)?;
     } else {
@@ -323,7 +345,7 @@ fn combine_all(a: &Area, acc: &mut Access, data: &mut [u8], red: Reduction) -> R
 /// Reduce of `data` (every member's contribution; the result at `root`) in rank order: the root
 /// reads every other member's bank.
 pub fn reduce(acc: &mut Access, c: &Comm, root: usize, data: &mut [u8], red: Reduction, tu: &Tuning) -> Res<bool> {
-    let Some(a) = begin(acc, c, tu, Some(data.len()), tu.force.reduce.is_some())? else { return Ok(false) };
+    let Some(a) = begin_rooted(acc, c, tu, Some(data.len()), tu.force.reduce.is_some())? else { return Ok(false) };
     if root as u32 != a.me {
         a.enter_with(acc, data, Some(root as u32))?;
         return Ok(true);
@@ -347,7 +369,7 @@ pub fn allreduce(acc: &mut Access, c: &Comm, data: &mut [u8], red: Reduction, tu
 pub fn gather(acc: &mut Access, c: &Comm, root: usize, mine: &[u8], all: &mut [u8], tu: &Tuning) -> Res<bool> {
     let block = mine.len();
     let len = Some(block).filter(|&b| b > 0);
-    let Some(a) = begin(acc, c, tu, len, tu.force.gather.is_some())? else { return Ok(false) };
+    let Some(a) = begin_rooted(acc, c, tu, len, tu.force.gather.is_some())? else { return Ok(false) };
     if root as u32 != a.me {
         a.enter_with(acc, mine, Some(root as u32))?;
         return Ok(true);
@@ -366,7 +388,7 @@ pub fn gather(acc: &mut Access, c: &Comm, root: usize, mine: &[u8], all: &mut [u
 pub fn scatter(acc: &mut Access, c: &Comm, root: usize, all: &[u8], mine: &mut [u8], tu: &Tuning) -> Res<bool> {
     let block = mine.len();
     let len = block.checked_mul(c.size as usize).filter(|_| block > 0);
-    let Some(a) = begin(acc, c, tu, len, tu.force.scatter.is_some())? else { return Ok(false) };
+    let Some(a) = begin_rooted(acc, c, tu, len, tu.force.scatter.is_some())? else { return Ok(false) };
     let at = a.me as usize * block;
     if root as u32 == a.me {
         a.enter_with(acc, all, None)?;
