@@ -154,6 +154,13 @@ fn begin_rooted<'c>(
 
 /// [`begin`] for `len` bytes that fit a bank.
 fn begin_within<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: usize, forced: bool) -> Res<Option<Area<'c>>> {
+    // A communicator that started a non-blocking collective keeps to messages: a blocking wait
+    // on a flag does not advance the schedules of the non-blocking ones, which a member waiting
+    // for them may need (`idup.c` hung in 4 of 6 runs). Every member has started the same ones.
+    // ORDERING: Relaxed: this process's own count.
+    if c.nbc.load(Relaxed) != 0 {
+        return Ok(None);
+    }
     if !tu.area || forced || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
         return Ok(None);
     }
