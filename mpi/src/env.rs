@@ -87,6 +87,9 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
     crate::state::set_fused(false);
     st.phase = Phase::After;
     st.refresh_all_fast();
+    for c in &st.comms {
+        coll::area::release(&ep, c);
+    }
     st.comms.clear();
     st.reqs = crate::request::table();
     st.types.clear();

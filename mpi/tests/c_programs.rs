@@ -24,6 +24,8 @@
 //! | `irregular_collectives` | `vcoll.c`: Gatherv/Scatterv at every root, Allgatherv, Alltoallv with counts varying by rank (zero too) and gaps between blocks, in place; a strided derived type on either side; Alltoallw with a type per peer; Reduce_scatter(_block), in place too; Scan/Exscan with MPI_SUM and a non-commutative user operation (rank order); MINLOC/MAXLOC on every C pair type; reductions on derived types; Bcast/Gather/Scatter/Allgather/Alltoall with a strided type on some ranks and ints on others, in place, a struct type; argument errors; scales 1 and 3000 (pieces) | 1, 2, 3, 4, 5, 8; 5 over 2 nodes; 7 on 3 pretend nodes; 6 and 3 with algorithms forced |
 //! | `nonblocking_collectives` | `nbc.c`: every MPI_I* collective (counts 1 and 3000, every root class, in place), four in flight completed in reverse by Waitall and by Test loops, an Ibarrier interleaved with a Send/Recv only a non-blocking barrier survives, a non-commutative Ireduce/Iscan, two communicators at once, Cancel refused | 1, 2, 3, 4, 5, 8; 5 over 2 nodes |
 //! | `neighbourhood_collectives` | `neighbor.c`: Dist_graph_create(_adjacent) with and without weights, Dist_graph_neighbors(_count), Topo_test; Neighbor_allgather(v) and Neighbor_alltoall(v/w), blocking and not, on periodic (one rank as both neighbours) and non-periodic Cartesian grids (MPI_PROC_NULL slots untouched), a graph, a distributed graph with double edges; no topology: MPI_ERR_TOPOLOGY | 1, 2, 3, 4, 6; 4 over 2 nodes |
+//! | `collective_areas` | `coll_area.c`: Barrier, Bcast, Reduce, Allreduce through the shared collective areas — every root, in place, a non-commutative operation (rank order), sizes inside and just past the banks (256 B and 2 KiB), 2,000 barriers and 300 rounds back to back, a dup, a split and WORLD reversed used alternately, 40 communicators created and freed (areas recycled: none refused), 12 at once (5 refused: messages); the areas claimed and refused counted in the debug log; with `NEMESIS_COLL_AREA=1` (off by default for now), also in block wait mode; with `NEMESIS_COLL_AREA=0` none claimed | 2, 3, 4 |
+//! | `a_member_dying_in_a_collective_area_is_proc_failed` | `coll_area_death.c` with `--keep-going`: the last rank SIGKILLs itself; the others' Allreduce, Bcast from it and Barrier return `MPIX_ERR_PROC_FAILED` (a Bcast from a live root may succeed), never hang | 2, 3 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
@@ -189,6 +191,47 @@ fn irregular_collectives() {
     run_ok("vcoll", &[6], &[], &[("NEMESIS_COLL_ALG", forced)]);
     let forced = "bcast=chain,allgather=gather-bcast,gather=flat,scatter=flat";
     run_ok("vcoll", &[3], &[], &[("NEMESIS_COLL_ALG", forced), ("NEMESIS_COLL_SEGMENT", "1000")]);
+}
+
+/// Areas claimed and refused in a job's debug log (`mpi::coll::area`).
+fn areas_in_log(o: &std::process::Output) -> (usize, usize) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let count = |what: &str| err.lines().filter(|l| l.contains(what)).count();
+    (count("collective area claimed"), count("no collective area free"))
+}
+
+#[test]
+fn collective_areas() {
+    let prog = compile("coll_area", false);
+    let log = ("NEMESIS_LOG", "warn,mpi::coll::area=debug");
+    let on = ("NEMESIS_COLL_AREA", "1");
+    for n in [2u32, 3, 4] {
+        let o = job(n, &prog, &[], &[log, on]);
+        assert_all_ok(&o, "coll_area", n);
+        // WORLD, the dup, the reversed WORLD, the parity halves of two members or more, 40 created
+        // and freed one after the other, then 7 of the 12 held at once (WORLD holds the 8th).
+        let halves = [0, 0, 1, 2][n as usize - 1];
+        assert_eq!(areas_in_log(&o), (50 + halves, 5), "areas claimed and refused on {n} ranks: {}", show(&o));
+    }
+    let o = job(4, &prog, &["--wait", "block"], &[log, on]);
+    assert_all_ok(&o, "coll_area", 4);
+    assert_eq!(areas_in_log(&o), (52, 5), "{}", show(&o));
+    let o = job(3, &prog, &[], &[log, ("NEMESIS_COLL_AREA", "0")]);
+    assert_all_ok(&o, "coll_area", 3);
+    assert_eq!(areas_in_log(&o), (0, 0), "NEMESIS_COLL_AREA=0: {}", show(&o));
+}
+
+#[test]
+fn a_member_dying_in_a_collective_area_is_proc_failed() {
+    let prog = compile("coll_area_death", false);
+    for n in [2u32, 3] {
+        let o = job(n, &prog, &["--keep-going"], &[("NEMESIS_COLL_AREA", "1")]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        for r in 0..n - 1 {
+            let ok = format!("OK coll_area_death {r}");
+            assert!(text.lines().any(|l| l.trim() == ok), "rank {r} of {n}: {}", show(&o));
+        }
+    }
 }
 
 #[test]

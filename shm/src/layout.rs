@@ -9,14 +9,16 @@
 //! fastboxes    R × K boxes of [owner line | ack line | slots × slot size]
 //! copy rings   R × L rings of [epoch line | a line per slot (page-rounded) | slots × slot size]
 //! cells        R × C cells of cell_size bytes, page-aligned
+//! coll areas   AREAS × [head line | a line per rank (page-rounded) | R × 2 banks] (`collarea.rs`)
 //! ```
 
 use crate::cell::{FT_ROOM, HEADER_BYTES, LINK_BYTES};
+use crate::collarea;
 use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
 
 /// Version of the layout below; bumped whenever any shared structure changes.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// Most local ranks a segment supports (queue ids and the fastbox map are sized for it).
 pub const MAX_LOCAL_RANKS: u16 = 1024;
@@ -239,6 +241,8 @@ pub struct Layout {
     pub lmt_off: u64,
     /// Start of the cells.
     pub cells_off: u64,
+    /// Start of the collectives' areas (page-aligned; [`crate::collarea`]).
+    pub coll_off: u64,
     /// Total bytes.
     pub total: u64,
 }
@@ -255,8 +259,9 @@ impl Layout {
         let fbox_bytes = FASTBOX_HEAD_BYTES + u64::from(params.fastbox_slots) * u64::from(params.fastbox_slot_size);
         let lmt_off = (fbox_off + r * u64::from(params.fastboxes_per_rank) * fbox_bytes).next_multiple_of(4096);
         let cells_off = lmt_off + r * u64::from(params.lmt_rings_per_rank) * params.lmt_ring_bytes();
-        let total =
+        let coll_off =
             (cells_off + r * u64::from(params.cells_per_rank) * u64::from(params.cell_size)).next_multiple_of(4096);
+        let total = coll_off + u64::from(collarea::AREAS) * collarea::area_bytes(u32::from(ranks));
         Ok(Layout {
             ranks,
             params,
@@ -267,6 +272,7 @@ impl Layout {
             fbox_bytes,
             lmt_off,
             cells_off,
+            coll_off,
             total,
         })
     }
@@ -322,6 +328,12 @@ impl Layout {
         (self.lmt_off - self.fbox_map_off) / u64::from(self.ranks)
     }
 
+    /// Offset of the collectives' area `index` (below [`collarea::AREAS`]).
+    pub fn coll_area_off(&self, index: u32) -> Option<u64> {
+        (index < collarea::AREAS)
+            .then(|| self.coll_off + u64::from(index) * collarea::area_bytes(u32::from(self.ranks)))
+    }
+
     /// Bytes of copy rings per local rank.
     pub fn lmt_bytes_per_rank(&self) -> u64 {
         (self.cells_off - self.lmt_off) / u64::from(self.ranks)
@@ -341,7 +353,12 @@ mod tests {
         assert_eq!(a.queues_off % 4096, 0);
         assert_eq!(a.fbox_off % 64, 0);
         assert_eq!(a.cells_off % 4096, 0);
-        assert!(a.total >= a.cells_off + 8 * 64 * 16384);
+        assert!(a.coll_off >= a.cells_off + 8 * 64 * 16384);
+        assert_eq!(a.coll_off % 4096, 0);
+        let last = a.coll_area_off(collarea::AREAS - 1).unwrap();
+        assert_eq!(last % 4096, 0);
+        assert_eq!(last + collarea::area_bytes(8), a.total, "the last area ends the segment");
+        assert_eq!(a.coll_area_off(collarea::AREAS), None);
     }
 
     #[test]

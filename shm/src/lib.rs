@@ -9,6 +9,7 @@
 //! - [`arena`], [`cell`]: cell memory addressed by handles, link words, the message header;
 //! - [`queue`]: the NEMESIS MPSC queue with shadow head, and its failure repairs;
 //! - [`fastbox`]: per-pair rings of slots;
+//! - [`collarea`]: the collectives' shared areas (flags and banks per communicator member);
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
 //! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery; [`pieces`]:
 //!   payloads gathered from (and fragments scattered into) non-contiguous buffers;
@@ -59,6 +60,7 @@ pub mod arena;
 #[cfg(not(loom))]
 pub mod auth;
 pub mod cell;
+pub mod collarea;
 pub mod error;
 pub mod failpoint;
 pub mod fastbox;
@@ -78,6 +80,7 @@ pub mod sync;
 
 pub use arena::{Arena, HeapArena};
 pub use cell::{CellHandle, MsgHeader, NULL, PiggybackBytes};
+pub use collarea::{AreaRef, HeapArea};
 pub use error::{Error, Result};
 pub use fastbox::FastboxRef;
 pub use layout::{Layout, Params, QueueKind};

@@ -393,6 +393,23 @@ impl Segment {
         }
     }
 
+    /// The collectives' area `index` (`None` past [`crate::collarea::AREAS`]), for teams of up to
+    /// the segment's local ranks.
+    pub fn coll_area(&self, index: u32) -> Option<crate::collarea::AreaRef<'_>> {
+        let base = self.coll_area_base(index)?;
+        // SAFETY: `coll_area_base`'s guarantee, for as long as `self` lives.
+        Some(unsafe { crate::collarea::AreaRef::in_segment(base, u32::from(self.layout.ranks)) })
+    }
+
+    /// The start of the collectives' area `index` (`None` past [`crate::collarea::AREAS`]): page
+    /// aligned, `area_bytes(local ranks)` bytes inside the mapping, which lives as long as `self`
+    /// (for callers that hold the area across calls that borrow the segment's owner mutably).
+    pub fn coll_area_base(&self, index: u32) -> Option<*mut u8> {
+        let off = self.layout.coll_area_off(index)?;
+        // In bounds: the layout ends the mapping with the `AREAS` areas (checked index).
+        Some(self.map.as_mut_ptr().wrapping_add(off as usize))
+    }
+
     /// Base address of the mapping (for tests that corrupt shared state on purpose).
     #[doc(hidden)]
     pub fn base_ptr(&self) -> *mut u8 {

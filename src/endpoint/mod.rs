@@ -875,6 +875,30 @@ impl Endpoint {
         self.inner.progress(None).map(drop)
     }
 
+    /// Waits until `ready()`, a condition another rank of this node makes true in the segment
+    /// (the collectives' areas of the C ABI): progress continues meanwhile, the wait mode applies
+    /// as for a blocking receive, and the wait fails with [`Error::PeerDied`] once one of `peers`
+    /// (the ranks that may make it true) is known to have ended with `ready()` still false.
+    pub fn wait_until(&mut self, peers: &[u32], ready: &mut dyn FnMut() -> bool) -> Result<()> {
+        self.inner.wait_until(peers, ready)
+    }
+
+    /// One step of [`wait_until`](Self::wait_until) that never sleeps, for callers that let
+    /// other threads in between steps: true once `ready()`.
+    pub fn poll_until(&mut self, peers: &[u32], ready: &mut dyn FnMut() -> bool) -> Result<bool> {
+        self.inner.poll_until(peers, ready)
+    }
+
+    /// Wakes `rank`, a rank of this node, if it sleeps on its doorbell (block mode): after making
+    /// true a condition it may wait for in [`wait_until`](Self::wait_until).
+    pub fn wake(&self, rank: u32) {
+        if let Some(&l) = self.inner.route.get(rank as usize)
+            && l != NOT_LOCAL
+        {
+            self.inner.ring(l);
+        }
+    }
+
     /// True once `rank` is known to have ended.
     pub fn peer_gone(&self, rank: u32) -> bool {
         rank < self.inner.size && self.inner.peer(rank) != Peer::Alive

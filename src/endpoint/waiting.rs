@@ -55,6 +55,62 @@ impl Inner {
         }
     }
 
+    /// Waits until `ready()`, a condition outside the Endpoint that another rank of this node
+    /// makes true (a flag in the segment), with progress meanwhile; `peers` are the ranks that
+    /// may make it true: once one of them is known to have ended with `ready()` still false, the
+    /// wait fails with [`Error::PeerDied`]. The wait mode applies as for a blocking receive:
+    /// quick checks of the condition between full polls, then spin, yield or block (the rank
+    /// that makes it true rings our doorbell in block mode: [`Endpoint::wake`](
+    /// super::Endpoint::wake)).
+    pub(super) fn wait_until(&mut self, peers: &[u32], ready: &mut dyn FnMut() -> bool) -> Result<()> {
+        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
+        loop {
+            let quick = waiter.quick_checks(Self::TIGHT_SPINS);
+            for _ in 0..quick {
+                if ready() {
+                    return Ok(());
+                }
+                for _ in 0..Self::TIGHT_PAUSES {
+                    core::hint::spin_loop();
+                }
+            }
+            waiter.checked(quick);
+            if ready() {
+                return Ok(());
+            }
+            self.no_dead_peer(peers, ready)?;
+            if self.progress(None)? {
+                waiter.progressed();
+                continue;
+            }
+            self.idle_for(&mut waiter, None, ready)?;
+        }
+    }
+
+    /// One step of [`wait_until`](Self::wait_until) that never sleeps (for callers that release
+    /// a lock between steps): a check, a progress pass and liveness checks; true once `ready()`.
+    pub(super) fn poll_until(&mut self, peers: &[u32], ready: &mut dyn FnMut() -> bool) -> Result<bool> {
+        if ready() {
+            return Ok(true);
+        }
+        self.progress(None)?;
+        self.port.check_peers()?;
+        if self.port.has_events() {
+            self.handle_events(None)?;
+        }
+        self.no_dead_peer(peers, ready)?;
+        Ok(ready())
+    }
+
+    /// `Err(PeerDied)` if one of `peers` is known to have ended while `ready()` is still false
+    /// (checked after the death was seen: what it did before it died counts).
+    fn no_dead_peer(&self, peers: &[u32], ready: &mut dyn FnMut() -> bool) -> Result<()> {
+        match peers.iter().find(|&&r| r != self.rank && self.peer(r) != Peer::Alive) {
+            Some(&rank) if !ready() => Err(Error::PeerDied { rank }),
+            _ => Ok(()),
+        }
+    }
+
     /// A progress pass, then waiting according to the mode if nothing happened.
     pub(super) fn idle_step(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
         let mut by = by;
@@ -68,6 +124,17 @@ impl Inner {
 
     /// Nothing happened: liveness checks once the wait is long, then spin, yield or block.
     fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
+        self.idle_for(waiter, by, &mut || false)
+    }
+
+    /// [`idle`](Self::idle) for a wait that `ready` may also end (checked again once the doorbell
+    /// is armed, as the queues are).
+    fn idle_for(
+        &mut self,
+        waiter: &mut Waiter,
+        by: Option<&mut Bypass>,
+        ready: &mut dyn FnMut() -> bool,
+    ) -> Result<()> {
         // Control messages the engine queued where nothing drains it at once (a delivery that
         // raised the taint of a process in recovery: its `MyPhase`): out before this process
         // waits, since the wait may be for what they unblock.
@@ -87,6 +154,7 @@ impl Inner {
         let bell = self.bell;
         let mut recheck_error = None;
         waiter.idle(bell, || match self.port.poll(&[]) {
+            Ok(None) if ready() => true,
             Ok(Some(inc)) => {
                 if let Err(e) = self.deliver(inc, by) {
                     recheck_error = Some(e);

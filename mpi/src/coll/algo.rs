@@ -175,6 +175,11 @@ impl<'e> Ops<'e> {
         Ok(Ops { acc, ctx, send_ctx, tag, chunk, posted: VecDeque::new() })
     }
 
+    /// The call's access to the state (no receive of these operations may be pending).
+    pub fn access(&mut self) -> &mut Access {
+        self.acc
+    }
+
     /// The largest piece.
     pub fn chunk(&self) -> usize {
         self.chunk

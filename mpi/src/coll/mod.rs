@@ -22,6 +22,7 @@
 //! point-to-point fast path does not.
 
 pub mod algo;
+pub mod area;
 pub mod inter;
 pub mod model;
 pub mod nbc;
@@ -45,6 +46,8 @@ use crate::state::{Access, not_running};
 
 /// Tags of the collectives in the collective context.
 pub mod tag {
+    /// The set-up of a communicator's shared area ([`super::area`]).
+    pub const AREA: i32 = 0;
     pub const BARRIER: i32 = 1;
     pub const BCAST: i32 = 2;
     pub const REDUCE: i32 = 3;
@@ -94,6 +97,9 @@ pub struct Tuning {
     pub segment: Option<usize>,
     /// `NEMESIS_COLL_NODES`: pretend the job spans this many nodes (testing).
     pub fake_nodes: Option<u32>,
+    /// `NEMESIS_COLL_AREA`: small collectives of a communicator on one node go through a shared
+    /// area of the segment ([`area`]).
+    pub area: bool,
 }
 
 impl Tuning {
@@ -111,6 +117,8 @@ impl Tuning {
         },
         segment: None,
         fake_nodes: None,
+        // Off until the hang of `idup.c` with areas on (1 run in 3) is understood.
+        area: false,
     };
 
     /// The defaults with the `NEMESIS_COLL_*` overrides from `var`.
@@ -129,6 +137,13 @@ impl Tuning {
         if let Some(v) = var("NEMESIS_COLL_NODES") {
             let k = v.trim().parse::<u32>().ok().filter(|&k| k > 0);
             t.fake_nodes = Some(k.ok_or_else(|| format!("NEMESIS_COLL_NODES={v}: not a positive number"))?);
+        }
+        if let Some(v) = var("NEMESIS_COLL_AREA") {
+            t.area = match v.trim() {
+                "1" | "on" => true,
+                "0" | "off" => false,
+                _ => return Err(format!("NEMESIS_COLL_AREA={v}: expected 1 or 0 (on or off)")),
+            };
         }
         if let Some(v) = var("NEMESIS_COLL_ALG") {
             t.force = parse_force(&v).map_err(|e| format!("NEMESIS_COLL_ALG: {e}"))?;
@@ -429,6 +444,9 @@ fn bcast_team(ops: &mut Ops, t: Team, root: usize, buf: &mut [u8], elem: usize, 
 }
 
 fn bcast_comm(ops: &mut Ops, c: &Comm, root: usize, buf: &mut [u8], elem: usize, tu: &Tuning) -> Res<()> {
+    if area::bcast(ops.access(), c, root, buf, tu)? {
+        return Ok(());
+    }
     if c.nodes.count() <= 1 {
         return bcast_team(ops, whole(c), root, buf, elem, tu.shm, tu);
     }
@@ -498,6 +516,9 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
 }
 
 fn reduce_comm(ops: &mut Ops, c: &Comm, root: usize, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if area::reduce(ops.access(), c, root, acc, red, tu)? {
+        return Ok(());
+    }
     if !red.commutative() {
         // A non-commutative operation combines in rank order: over the whole communicator, to
         // rank 0 (the trees run on ranks relative to the root), then to the root.
@@ -542,6 +563,9 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
 }
 
 fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if area::allreduce(ops.access(), c, acc, red, tu)? {
+        return Ok(());
+    }
     if c.nodes.count() <= 1 || !red.commutative() {
         return allreduce_team(ops, whole(c), acc, red, tu.shm, tu);
     }
@@ -718,7 +742,6 @@ pub unsafe fn gather(
     }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
     let m = flat_model(c, tu, &ops);
-    let t = whole(c);
     if !is_root {
         let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
         if len == 0 {
@@ -727,7 +750,7 @@ pub unsafe fn gather(
         // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
         let mine = unsafe { in_bytes(sendbuf, len) };
         let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, len).1);
-        return run_gather(&mut ops, alg, t, root, mine, &mut [], len).map_err(on(ci));
+        return gather_whole(&mut ops, c, tu, alg, root, mine, &mut [], len).map_err(on(ci));
     }
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
     let total = times(block, n, ci)?;
@@ -754,7 +777,63 @@ pub unsafe fn gather(
     let all = unsafe { out_bytes(recvbuf, total) };
     all[root * block..(root + 1) * block].copy_from_slice(mine);
     let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, block).1);
-    run_gather(&mut ops, alg, t, root, mine, all, block).map_err(on(ci))
+    gather_whole(&mut ops, c, tu, alg, root, mine, all, block).map_err(on(ci))
+}
+
+/// A gather over the whole communicator: through its shared area when it has one
+/// ([`area::gather`]), else algorithm `alg`.
+#[allow(clippy::too_many_arguments)]
+fn gather_whole(
+    ops: &mut Ops,
+    c: &Comm,
+    tu: &Tuning,
+    alg: Gather,
+    root: usize,
+    mine: &[u8],
+    all: &mut [u8],
+    block: usize,
+) -> Res<()> {
+    if area::gather(ops.access(), c, root, mine, all, tu)? {
+        return Ok(());
+    }
+    run_gather(ops, alg, whole(c), root, mine, all, block)
+}
+
+/// A scatter over the whole communicator: through its shared area when it has one
+/// ([`area::scatter`]), else algorithm `alg`.
+#[allow(clippy::too_many_arguments)]
+fn scatter_whole(
+    ops: &mut Ops,
+    c: &Comm,
+    tu: &Tuning,
+    alg: Gather,
+    root: usize,
+    all: &[u8],
+    mine: &mut [u8],
+    block: usize,
+) -> Res<()> {
+    if area::scatter(ops.access(), c, root, all, mine, tu)? {
+        return Ok(());
+    }
+    run_scatter(ops, alg, whole(c), root, all, mine, block)
+}
+
+/// An allgather over the whole communicator: through its shared area when it has one
+/// ([`area::allgather`]), else [`allgather_team`].
+fn allgather_whole(ops: &mut Ops, c: &Comm, all: &mut [u8], block: usize, p: Params, tu: &Tuning) -> Res<()> {
+    if area::allgather(ops.access(), c, all, block, tu)? {
+        return Ok(());
+    }
+    allgather_team(ops, whole(c), all, block, p, tu)
+}
+
+/// An all-to-all over the whole communicator: through its shared area when it has one
+/// ([`area::alltoall`]), else the direct exchange.
+fn alltoall_whole(ops: &mut Ops, c: &Comm, tu: &Tuning, send: &[u8], recv: &mut [u8], block: usize) -> Res<()> {
+    if area::alltoall(ops.access(), c, send, recv, block, tu)? {
+        return Ok(());
+    }
+    algo::alltoall_direct(ops, whole(c), send, recv, block)
 }
 
 fn run_gather(ops: &mut Ops, alg: Gather, t: Team, root: usize, mine: &[u8], all: &mut [u8], block: usize) -> Res<()> {
@@ -804,7 +883,6 @@ pub unsafe fn scatter(
     }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
     let m = flat_model(c, tu, &ops);
-    let t = whole(c);
     if !is_root {
         let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
         if len == 0 {
@@ -813,7 +891,7 @@ pub unsafe fn scatter(
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
         let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, len).1);
-        return run_scatter(&mut ops, alg, t, root, &[], mine, len).map_err(on(ci));
+        return scatter_whole(&mut ops, c, tu, alg, root, &[], mine, len).map_err(on(ci));
     }
     let block = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
     let total = times(block, n, ci)?;
@@ -825,7 +903,7 @@ pub unsafe fn scatter(
     let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, block).1);
     if in_place {
         let mut scratch = vec![0u8; block];
-        run_scatter(&mut ops, alg, t, root, all, &mut scratch, block).map_err(on(ci))
+        scatter_whole(&mut ops, c, tu, alg, root, all, &mut scratch, block).map_err(on(ci))
     } else {
         let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
         if len != block {
@@ -834,7 +912,7 @@ pub unsafe fn scatter(
         disjoint(sendbuf, total, recvbuf, len, ci)?;
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`, disjoint from `sendbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
-        run_scatter(&mut ops, alg, t, root, all, mine, block).map_err(on(ci))
+        scatter_whole(&mut ops, c, tu, alg, root, all, mine, block).map_err(on(ci))
     }
 }
 
@@ -897,7 +975,7 @@ pub unsafe fn allgather(
     let all = unsafe { out_bytes(recvbuf, total) };
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHER)?;
     let p = flat_model(c, tu, &ops).p;
-    allgather_team(&mut ops, whole(c), all, block, p, tu).map_err(on(ci))
+    allgather_whole(&mut ops, c, all, block, p, tu).map_err(on(ci))
 }
 
 /// Allgather of `block` bytes per member into `all` (this member's block already in place).
@@ -946,7 +1024,7 @@ pub unsafe fn alltoall(
         // SAFETY: the caller's contract.
         return unsafe { typed::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     }
-    let (c, ci, _) = begin(acc, comm)?;
+    let (c, ci, tu) = begin(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
@@ -972,7 +1050,7 @@ pub unsafe fn alltoall(
     };
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let recv = unsafe { out_bytes(recvbuf, total) };
-    algo::alltoall_direct(&mut Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?, whole(c), send, recv, block).map_err(on(ci))
+    alltoall_whole(&mut Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?, c, &tu, send, recv, block).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1000,6 +1078,9 @@ pub fn barrier(acc: &mut Access, comm: abi::Comm) -> Res<()> {
 
 /// The barrier over intracommunicator `c`.
 fn barrier_comm(acc: &mut Access, c: &Comm, tu: &Tuning) -> Res<()> {
+    if area::barrier(acc, c, tu)? {
+        return Ok(());
+    }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::BARRIER)?;
     if c.nodes.count() <= 1 {
         return barrier_team(&mut ops, whole(c), tu.shm, tu);
@@ -1021,7 +1102,7 @@ pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> 
     all[c.rank as usize * block..(c.rank as usize + 1) * block].copy_from_slice(mine);
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
     let p = flat_model(c, tu, &ops).p;
-    allgather_team(&mut ops, whole(c), &mut all, block, p, tu)?;
+    allgather_whole(&mut ops, c, &mut all, block, p, tu)?;
     Ok(all)
 }
 
@@ -1056,6 +1137,7 @@ mod tests {
             "NEMESIS_COLL_ALG" => Some("bcast=chain, allreduce=rabenseifner,barrier=fan".to_string()),
             "NEMESIS_COLL_SEGMENT" => Some("8k".to_string()),
             "NEMESIS_COLL_NODES" => Some("2".to_string()),
+            "NEMESIS_COLL_AREA" => Some("0".to_string()),
             _ => None,
         };
         let t = Tuning::from_vars(vars).unwrap();
@@ -1066,6 +1148,8 @@ mod tests {
         assert_eq!(t.force.barrier, Some(Barrier::FanInOut));
         assert_eq!(t.force.reduce, None);
         assert_eq!((t.segment, t.fake_nodes), (Some(8192), Some(2)));
+        assert!(!t.area);
+        assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_AREA").then(|| "maybe".into())).is_err());
         assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_ALG").then(|| "bcast=tree".into())).is_err());
         assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_ALG").then(|| "scan=ring".into())).is_err());
         assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_NODES").then(|| "0".into())).is_err());

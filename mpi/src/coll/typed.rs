@@ -8,11 +8,11 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::algo::{self, Ops};
+use super::algo::Ops;
 use super::vector::{Sink, layout_at, source};
 use super::{
-    allgather_team, bcast_comm, begin, begin_rooted, check_root, flat_model, is_in_place, mismatch, on, run_gather,
-    run_scatter, tag, whole,
+    allgather_whole, alltoall_whole, bcast_comm, begin, begin_rooted, check_root, flat_model, gather_whole,
+    is_in_place, mismatch, on, scatter_whole, tag,
 };
 use crate::abi::{self, Datatype};
 use crate::datatype;
@@ -113,7 +113,7 @@ pub unsafe fn gather(
         let mine = unsafe { source(&l) };
         let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
         let alg = tu.force.gather.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, mine.len()).1);
-        return run_gather(&mut ops, alg, whole(c), root, &mine, &mut [], mine.len()).map_err(on(ci));
+        return gather_whole(&mut ops, c, &tu, alg, root, &mine, &mut [], mine.len()).map_err(on(ci));
     }
     let all_count = count_times(recvcount, n, ci)?;
     let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), all_count, recvtype, ci)?);
@@ -135,7 +135,7 @@ pub unsafe fn gather(
     all[root * block..(root + 1) * block].copy_from_slice(&mine);
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
     let alg = tu.force.gather.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, block).1);
-    run_gather(&mut ops, alg, whole(c), root, &mine, all, block).map_err(on(ci))?;
+    gather_whole(&mut ops, c, &tu, alg, root, &mine, all, block).map_err(on(ci))?;
     drop(ops);
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };
@@ -172,7 +172,7 @@ pub unsafe fn scatter(
         let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
         let alg = tu.force.scatter.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, len).1);
         // SAFETY: MPI's contract: the receive buffer is writable (or our scratch).
-        run_scatter(&mut ops, alg, whole(c), root, &[], unsafe { sink.bytes() }, len).map_err(on(ci))?;
+        scatter_whole(&mut ops, c, &tu, alg, root, &[], unsafe { sink.bytes() }, len).map_err(on(ci))?;
         drop(ops);
         // SAFETY: as above; the data is in.
         unsafe { sink.finish() };
@@ -206,7 +206,7 @@ pub unsafe fn scatter(
     };
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
     let alg = tu.force.scatter.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, block).1);
-    run_scatter(&mut ops, alg, whole(c), root, &all, out, block).map_err(on(ci))?;
+    scatter_whole(&mut ops, c, &tu, alg, root, &all, out, block).map_err(on(ci))?;
     drop(ops);
     if let Some(s) = mine {
         // SAFETY: as above; the data is in.
@@ -255,7 +255,7 @@ pub unsafe fn allgather(
     all[me * block..(me + 1) * block].copy_from_slice(&mine);
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHER)?;
     let p = flat_model(c, &tu, &ops).p;
-    allgather_team(&mut ops, whole(c), all, block, p, &tu).map_err(on(ci))?;
+    allgather_whole(&mut ops, c, all, block, p, &tu).map_err(on(ci))?;
     drop(ops);
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };
@@ -277,7 +277,7 @@ pub unsafe fn alltoall(
     recvtype: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
-    let (c, ci, _) = begin(acc, comm)?;
+    let (c, ci, tu) = begin(acc, comm)?;
     let c = &*c;
     let n = c.size as usize;
     let mut sink =
@@ -300,7 +300,7 @@ pub unsafe fn alltoall(
     }
     let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?;
     // SAFETY: MPI's contract: the receive buffer is writable (or our scratch).
-    algo::alltoall_direct(&mut ops, whole(c), &send, unsafe { sink.bytes() }, block).map_err(on(ci))?;
+    alltoall_whole(&mut ops, c, &tu, &send, unsafe { sink.bytes() }, block).map_err(on(ci))?;
     drop(ops);
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };

@@ -108,6 +108,8 @@ pub struct Comm {
     /// pair, for the local steps of the intercommunicator's collectives and creations); `rank` is
     /// this process's rank in it. `None`: an intracommunicator.
     pub local: Option<Arc<Comm>>,
+    /// Its shared area for small collectives (`crate::coll::area`), shared by its copies.
+    pub area: Arc<coll::area::AreaUse>,
 }
 
 impl Comm {
@@ -145,6 +147,7 @@ impl Comm {
             topo,
             nbc,
             local,
+            area: coll::area::AreaUse::new(),
         }
     }
 
@@ -294,6 +297,9 @@ pub fn reclaim(st: &mut State) {
             continue;
         }
         st.comms_retired.swap_remove(k);
+        if let Some(ep) = st.ep.as_ref() {
+            coll::area::release(ep, &st.comms[ci]);
+        }
         let ctx = st.comms[ci].ctx;
         st.contexts.release(ctx);
         if let Some(l) = &st.comms[ci].local {
@@ -519,7 +525,9 @@ pub unsafe fn create_group(
     }
     let size = st.ep.as_ref().map_or(1, |e| e.size());
     // The group as a communicator whose collective context is `comm`'s.
-    let over = Comm::new(members.to_vec(), me, size, c.ctx, c.errh, &st.node_of_job);
+    let mut over = Comm::new(members.to_vec(), me, size, c.ctx, c.errh, &st.node_of_job);
+    // A temporary, never freed: it must not hold an area.
+    over.area = coll::area::AreaUse::off();
     let ctx = context::agree_among(acc, ci, &over, &tu, coll::tag::COMM_GROUP + tag).map_err(on(ci))?;
     let h = push(acc.st(), members.to_vec(), ctx, c.errh);
     // SAFETY: checked non-null; MPI's contract.
