@@ -283,6 +283,19 @@ pub fn set_fused(on: bool) {
     FUSED.store(on, Ordering::Relaxed);
 }
 
+/// One pause of a waiting loop: a short spin for the first 64 looks (`spins` counts them),
+/// then a yield of the core (ranks may outnumber cores).
+fn back_off(spins: &mut u32) {
+    *spins = spins.saturating_add(1);
+    if *spins < 64 {
+        for _ in 0..32 {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 /// The right to use the state for the length of one MPI call: the big lock's guard under
 /// `MPI_THREAD_MULTIPLE`, nothing otherwise.
 ///
@@ -292,7 +305,8 @@ pub fn set_fused(on: bool) {
 /// `MPI_Recv` does not stop another one's `MPI_Send` that it may be waiting for. The blocking
 /// Endpoint operations go through here ([`Access::ep_send`], [`Access::ep_recv`],
 /// [`Access::ep_wait`], [`Access::ep_probe`]): the Endpoint's own blocking calls (and the
-/// receive's bypass of the posted list) when unthreaded, a start and a test loop otherwise.
+/// receive's bypass of the posted list) when they may block ([`Access::may_block`]), a start and a
+/// test loop otherwise.
 pub struct Access {
     /// This call holds the big lock.
     locked: bool,
@@ -336,22 +350,31 @@ impl Access {
         }
     }
 
-    /// Lets other threads in for a moment (threaded waits only): releases the lock, spins or
-    /// yields according to how long the wait has lasted (`spins`), and takes the lock again.
+    /// True if a wait may block in the Endpoint's own blocking calls: no other thread needs the
+    /// lock, and no non-blocking collective is in flight. A schedule's next round starts only
+    /// when the schedule is advanced, and MPI's progress rule asks every blocking call to move
+    /// them: a peer may wait in `MPI_Wait` for the round this process would post next while it
+    /// waits here for that peer. Otherwise waits poll and [`Access::pause`] between looks.
+    #[inline(always)]
+    pub fn may_block(&mut self) -> bool {
+        !self.locked && self.st().colls.is_empty()
+    }
+
+    /// Between two looks of a wait that does not block in the Endpoint ([`Access::may_block`]):
+    /// advances the non-blocking collectives in flight, lets other threads in for a moment
+    /// (releasing the lock when calls lock), spins or yields according to how long the wait has
+    /// lasted (`spins`), and takes the lock again.
     pub fn pause(&mut self, spins: &mut u32) {
-        if !self.locked {
-            return;
+        if !self.st().colls.is_empty() {
+            crate::p2p::complete::advance_colls(self.st());
         }
-        LOCK.unlock();
-        *spins = spins.saturating_add(1);
-        if *spins < 64 {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
+        if self.locked {
+            LOCK.unlock();
+            back_off(spins);
+            LOCK.lock();
         } else {
-            std::thread::yield_now();
+            back_off(spins);
         }
-        LOCK.lock();
     }
 
     /// The Endpoint (MPI running).
@@ -366,7 +389,7 @@ impl Access {
 
     /// Waits for Endpoint request `r`.
     pub fn ep_wait(&mut self, r: nemesis::Request) -> Res<nemesis::Result<nemesis::Status>> {
-        if !self.threaded() {
+        if self.may_block() {
             return Ok(self.ep()?.wait(r));
         }
         let mut spins = 0;
@@ -381,9 +404,9 @@ impl Access {
 
     /// Sends `data` to job rank `to` (synchronously with `sync`), blocking until it may be reused.
     pub fn ep_send(&mut self, data: &[u8], to: u32, tag: i32, ctx: u32, sync: bool) -> Res<nemesis::Result<()>> {
-        let threaded = self.threaded();
+        let block = self.may_block();
         let ep = self.ep()?;
-        if !threaded {
+        if block {
             return Ok(if sync { ep.ssend(data, to, tag, ctx) } else { ep.send(data, to, tag, ctx) });
         }
         // SAFETY: `data` outlives the request, which is waited for before returning.
@@ -402,9 +425,9 @@ impl Access {
 
     /// Receives into `buf` a message from job rank `from` (or `nemesis::ANY_SOURCE`).
     pub fn ep_recv(&mut self, buf: &mut [u8], from: i32, tag: i32, ctx: u32) -> Res<nemesis::Result<nemesis::Status>> {
-        let threaded = self.threaded();
+        let block = self.may_block();
         let ep = self.ep()?;
-        if !threaded {
+        if block {
             return Ok(ep.recv(buf, from, tag, ctx));
         }
         // SAFETY: `buf` is borrowed for this whole call, and the request is waited for.
@@ -416,7 +439,7 @@ impl Access {
 
     /// Waits until a message matching `(from, tag, ctx)` has arrived, without receiving it.
     pub fn ep_probe(&mut self, from: i32, tag: i32, ctx: u32) -> Res<nemesis::Result<nemesis::Status>> {
-        if !self.threaded() {
+        if self.may_block() {
             return Ok(self.ep()?.probe(from, tag, ctx));
         }
         let mut spins = 0;

@@ -20,7 +20,9 @@
 //! collective still completes, as MPI's progress rule wants), the wait mode applies (spin, then
 //! yield or block: in block mode a member that sets a flag rings the others' doorbells), and a
 //! member that died turns into `MPI_ERR_PROC_FAILED` instead of a hang. Under
-//! `MPI_THREAD_MULTIPLE` the wait lets other threads in between its steps.
+//! `MPI_THREAD_MULTIPLE`, or while non-blocking collectives are in flight, the wait polls and
+//! pauses between its looks ([`Access::may_block`]): other threads come in, and the schedules
+//! advance (a member waiting for one of them may be what this flag waits for).
 //!
 //! **Reductions** combine in rank order (`((c0 ⊕ c1) ⊕ c2) ...`), so user operations that do
 //! not commute get MPI's order, and every member of an allreduce computes the same bits.
@@ -154,13 +156,6 @@ fn begin_rooted<'c>(
 
 /// [`begin`] for `len` bytes that fit a bank.
 fn begin_within<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: usize, forced: bool) -> Res<Option<Area<'c>>> {
-    // A communicator that started a non-blocking collective keeps to messages: a blocking wait
-    // on a flag does not advance the schedules of the non-blocking ones, which a member waiting
-    // for them may need (`idup.c` hung in 4 of 6 runs). Every member has started the same ones.
-    // ORDERING: Relaxed: this process's own count.
-    if c.nbc.load(Relaxed) != 0 {
-        return Ok(None);
-    }
     if !tu.area || forced || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
         return Ok(None);
     }
@@ -242,7 +237,7 @@ impl Area<'_> {
     ) -> impl FnMut(u32, &mut dyn FnMut() -> bool) -> Result<(), Failed> + 'a {
         move |_, ready| {
             let step = |acc: &mut Access, ready: &mut dyn FnMut() -> bool| -> Res<bool> {
-                if !acc.threaded() {
+                if acc.may_block() {
                     return acc.ep()?.wait_until(world, ready).map(|()| true).map_err(ep_fail);
                 }
                 acc.ep()?.poll_until(world, ready).map_err(ep_fail)

@@ -134,12 +134,18 @@ fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
         }
         let st = acc.st();
         let mut pending = Vec::new();
+        // A schedule with nothing in flight waits to be advanced again (an agreement's round
+        // that must retry): blocking on the others' transfers would not advance it, and a peer
+        // may wait for the round it posts next.
+        let mut ready = false;
         for &k in &st.colls {
             if let Some(Req { state: ReqState::Coll(s), .. }) = st.reqs.at(k) {
-                pending.extend(s.pending().into_iter().map(|r| (r, k)));
+                let p = s.pending();
+                ready |= p.is_empty();
+                pending.extend(p.into_iter().map(|r| (r, k)));
             }
         }
-        if acc.threaded() || pending.is_empty() {
+        if acc.threaded() || ready || pending.is_empty() {
             acc.pause(&mut spins);
             if !acc.threaded() {
                 acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
@@ -653,22 +659,16 @@ fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
     let st = acc.st();
     let cancelling =
         hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some() || matches!(r.state, ReqState::Coll(_))));
-    if cancelling && !acc.threaded() {
+    if cancelling || !acc.may_block() {
         // Answers of the receivers (or a collective's rounds) are among what completes them:
-        // poll the whole progress.
+        // poll the whole progress (the pause advances the collectives in flight).
+        let mut spins = 0;
         loop {
             if !complete_ones(acc.st(), hs, true)?.0.is_empty() {
                 return Ok(());
             }
-            acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
-        }
-    }
-    if acc.threaded() {
-        let mut spins = 0;
-        loop {
-            let (done, _) = complete_ones(acc.st(), hs, true)?;
-            if !done.is_empty() {
-                return Ok(());
+            if !acc.threaded() {
+                acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
             }
             acc.pause(&mut spins);
         }

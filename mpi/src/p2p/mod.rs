@@ -428,6 +428,11 @@ pub unsafe fn send_fused(
             return Some(abi::SUCCESS);
         }
     }
+    // A send that may block goes the general way while non-blocking collectives are in flight
+    // (it advances them while waiting: `Access::may_block`).
+    if !st.colls.is_empty() {
+        return None;
+    }
     Some(send_admitted(data, dest, tag, comm))
 }
 
@@ -489,6 +494,10 @@ pub unsafe fn recv_fused(
             unsafe { put_status(status, source, t, i64::from(n)) };
             return Some(abi::SUCCESS);
         }
+    }
+    // As for `send_fused`: nothing was consumed.
+    if !st.colls.is_empty() {
+        return None;
     }
     // SAFETY: as above.
     Some(unsafe { recv_admitted(buf, len, source, tag, comm, status) })
@@ -554,7 +563,9 @@ pub unsafe fn send_fast(
 ) -> Option<Res<()>> {
     let (i, f, len) = admit(st, count, dt, comm)?;
     // The member's bound, the buffer, then its rank (the cheapest order: one register fewer).
-    if dest as u32 >= f.size {
+    // A blocking send while non-blocking collectives are in flight goes the general way, which
+    // advances them while it waits (`Access::may_block`).
+    if dest as u32 >= f.size || !st.colls.is_empty() {
         return None;
     }
     let buf = buffer(buf, len)?;
@@ -588,6 +599,10 @@ pub unsafe fn recv_fast(
 ) -> Option<Res<()>> {
     let (i, f, len) = admit(st, count, dt, comm)?;
     let from = fast_source(&f, source)?;
+    // As for `send_fast`.
+    if !st.colls.is_empty() {
+        return None;
+    }
     let buf = buffer(buf, len)?;
     // SAFETY: MPI's contract: `len` writable bytes at `buf` (not null); they may be
     // uninitialized in C's sense, the Endpoint only writes them.

@@ -72,7 +72,7 @@ pub unsafe fn mprobe(
         return Ok(());
     };
     let ctx = c.ctx;
-    let found = if blocking && !acc.threaded() {
+    let found = if blocking && acc.may_block() {
         Some(acc.ep()?.mprobe(from, tag, ctx).map_err(|e| Fail::endpoint(ci, e))?)
     } else {
         let mut spins = 0;

@@ -4,8 +4,10 @@
  * interleaved with point-to-point messages the way only a real non-blocking one survives (rank 0
  * starts it, then sends to rank 1, which receives before starting it); a non-commutative user
  * operation in MPI_Ireduce and MPI_Iscan (rank order); a broadcast that advances while its rank
- * tests another request; MPI_Cancel of one is an error.
+ * tests another request, and while it waits in each blocking call; MPI_Cancel of one is an error.
  * Prints "OK nbc <rank>". */
+#include <unistd.h>
+
 #include "affine.h"
 
 static int rank, size;
@@ -219,6 +221,67 @@ static void test_progress_elsewhere(void) {
     if (rank == 3) OK(MPI_Send(&data, 1, MPI_INT, 2, 77, MPI_COMM_WORLD));
 }
 
+/* MPI's progress rule in the blocking calls: as above, but rank 2 waits in a blocking call
+ * (MPI_Recv, MPI_Probe, MPI_Mprobe, MPI_Wait, MPI_Waitany, MPI_Ssend, a blocking barrier on a
+ * communicator of ranks 2 and 3) that completes only once rank 3's broadcast is complete, which
+ * needs rank 2 to forward it: each blocking call must advance the schedules in flight. */
+static void test_progress_in_blocking_calls(MPI_Comm pair) {
+    if (size < 4) return;
+    for (int how = 0; how < 8; how++) {
+        MPI_Request b, rr;
+        int data = rank == 0 ? 4321 + how : -1, token = 0, idx = -1;
+        MPI_Status st;
+        MPI_Message m;
+        /* Rank 0 starts late, so that rank 2's first round is still in flight when it enters
+         * the blocking call (else its forwarding round could start inside MPI_Ibcast). */
+        if (rank == 0) usleep(20000);
+        OK(MPI_Ibcast(&data, 1, MPI_INT, 0, MPI_COMM_WORLD, &b));
+        if (rank == 2) {
+            switch (how) {
+            case 0: OK(MPI_Recv(&token, 1, MPI_INT, 3, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE)); break;
+            case 1:
+                OK(MPI_Probe(3, 78, MPI_COMM_WORLD, &st));
+                OK(MPI_Recv(&token, 1, MPI_INT, 3, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                break;
+            case 2:
+                OK(MPI_Mprobe(MPI_ANY_SOURCE, 78, MPI_COMM_WORLD, &m, &st));
+                OK(MPI_Mrecv(&token, 1, MPI_INT, &m, MPI_STATUS_IGNORE));
+                break;
+            case 3:
+                OK(MPI_Irecv(&token, 1, MPI_INT, 3, 78, MPI_COMM_WORLD, &rr));
+                OK(MPI_Wait(&rr, MPI_STATUS_IGNORE));
+                break;
+            case 4:
+                OK(MPI_Irecv(&token, 1, MPI_INT, MPI_ANY_SOURCE, 78, MPI_COMM_WORLD, &rr));
+                OK(MPI_Waitany(1, &rr, &idx, MPI_STATUS_IGNORE));
+                break;
+            case 5: OK(MPI_Recv(&token, 1, MPI_INT, MPI_ANY_SOURCE, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE)); break;
+            case 6:
+                token = 4321 + how;
+                OK(MPI_Ssend(&token, 1, MPI_INT, 3, 78, MPI_COMM_WORLD));
+                break;
+            case 7:
+                OK(MPI_Barrier(pair));
+                token = 4321 + how;
+                break;
+            }
+            CHECK(token == 4321 + how, "blocking call %d: token %d", how, token);
+        }
+        OK(MPI_Wait(&b, MPI_STATUS_IGNORE));
+        CHECK(data == 4321 + how, "ibcast %d gave %d", how, data);
+        if (rank == 3) {
+            if (how == 6) {
+                OK(MPI_Recv(&token, 1, MPI_INT, 2, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                CHECK(token == data, "ssend token %d", token);
+            } else if (how == 7) {
+                OK(MPI_Barrier(pair));
+            } else {
+                OK(MPI_Send(&data, 1, MPI_INT, 2, 78, MPI_COMM_WORLD));
+            }
+        }
+    }
+}
+
 static void test_noncommutative(int n, MPI_Op comp) {
     affine *m = xmalloc(sizeof(affine) * (size_t)n), *res = xmalloc(sizeof(affine) * (size_t)n);
     for (int i = 0; i < n; i++) m[i] = map_of(rank, i);
@@ -256,6 +319,10 @@ int main(int argc, char **argv) {
     }
     test_overlap_with_p2p();
     test_progress_elsewhere();
+    MPI_Comm pair;
+    OK(MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair));
+    test_progress_in_blocking_calls(pair);
+    OK(MPI_Comm_free(&pair));
     /* A duplicate communicator numbers its own: collectives on both in flight. */
     MPI_Comm dup;
     OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
