@@ -20,11 +20,11 @@
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
 //! | `topologies` | `topo.c`: Dims_create; a 2-D Cartesian grid (coords, ranks, periodic wrap, shifts with a halo exchange, Cart_sub rows and columns), a grid smaller than the job; a graph (neighbours, an exchange along the edges); Topo_test; dup keeps the topology | 1, 2, 3, 4, 6, 7 |
 //! | `ring` | `ring.c`: blocking, non-blocking and Sendrecv rings; messages to oneself | 1, 2, 3, 5, 8 |
-//! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place | 1, 2, 3, 4, 5, 8 |
+//! | `collectives_by_the_model` | `collectives.c`: every collective, 6 counts (past the eager limit), 3 roots, types, ops, in place (through the collective areas by default, then with `NEMESIS_COLL_AREA=0` by messages) | 1, 2, 3, 4, 5, 8; 2, 3, 4 without areas |
 //! | `irregular_collectives` | `vcoll.c`: Gatherv/Scatterv at every root, Allgatherv, Alltoallv with counts varying by rank (zero too) and gaps between blocks, in place; a strided derived type on either side; Alltoallw with a type per peer; Reduce_scatter(_block), in place too; Scan/Exscan with MPI_SUM and a non-commutative user operation (rank order); MINLOC/MAXLOC on every C pair type; reductions on derived types; Bcast/Gather/Scatter/Allgather/Alltoall with a strided type on some ranks and ints on others, in place, a struct type; argument errors; scales 1 and 3000 (pieces) | 1, 2, 3, 4, 5, 8; 5 over 2 nodes; 7 on 3 pretend nodes; 6 and 3 with algorithms forced |
 //! | `nonblocking_collectives` | `nbc.c`: every MPI_I* collective (counts 1 and 3000, every root class, in place), four in flight completed in reverse by Waitall and by Test loops, an Ibarrier interleaved with a Send/Recv only a non-blocking barrier survives, a non-commutative Ireduce/Iscan, an Ibcast that must advance while its forwarding rank waits in each blocking call (Recv, Probe, Mprobe, Wait, Waitany, Ssend, a Barrier), two communicators at once, Cancel refused | 1, 2, 3, 4, 5, 8; 5 over 2 nodes |
 //! | `neighbourhood_collectives` | `neighbor.c`: Dist_graph_create(_adjacent) with and without weights, Dist_graph_neighbors(_count), Topo_test; Neighbor_allgather(v) and Neighbor_alltoall(v/w), blocking and not, on periodic (one rank as both neighbours) and non-periodic Cartesian grids (MPI_PROC_NULL slots untouched), a graph, a distributed graph with double edges; no topology: MPI_ERR_TOPOLOGY | 1, 2, 3, 4, 6; 4 over 2 nodes |
-//! | `collective_areas` | `coll_area.c`: Barrier, Bcast, Reduce, Allreduce through the shared collective areas — every root, in place, a non-commutative operation (rank order), sizes inside and just past the banks (256 B and 2 KiB), 2,000 barriers and 300 rounds back to back, a dup, a split and WORLD reversed used alternately, 40 communicators created and freed (areas recycled: none refused), 12 at once (5 refused: messages); the areas claimed and refused counted in the debug log; with `NEMESIS_COLL_AREA=1` (off by default for now), also in block wait mode; with `NEMESIS_COLL_AREA=0` none claimed | 2, 3, 4 |
+//! | `collective_areas` | `coll_area.c`: Barrier, Bcast, Reduce, Allreduce through the shared collective areas — every root, in place, a non-commutative operation (rank order), sizes inside and just past the banks (256 B and 2 KiB), 2,000 barriers and 300 rounds back to back, a dup, a split and WORLD reversed used alternately, 40 communicators created and freed (areas recycled: none refused), 12 at once (5 refused: messages); the areas claimed and refused counted in the debug log; on by default and with `NEMESIS_COLL_AREA=1`, also in block wait mode; with `NEMESIS_COLL_AREA=0` none claimed | 2, 3, 4 |
 //! | `a_member_dying_in_a_collective_area_is_proc_failed` | `coll_area_death.c` with `--keep-going`: the last rank SIGKILLs itself; the others' Allreduce, Bcast from it and Barrier return `MPIX_ERR_PROC_FAILED` (a Bcast from a live root may succeed), never hang | 2, 3 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
@@ -167,6 +167,8 @@ fn ring() {
 #[test]
 fn collectives_by_the_model() {
     run_ok("collectives", &[1, 2, 3, 4, 5, 8], &[], &[]);
+    // The small ones by point-to-point messages (the collective areas take them by default).
+    run_ok("collectives", &[2, 3, 4], &[], &[("NEMESIS_COLL_AREA", "0")]);
 }
 
 #[test]
@@ -216,6 +218,10 @@ fn collective_areas() {
     let o = job(4, &prog, &["--wait", "block"], &[log, on]);
     assert_all_ok(&o, "coll_area", 4);
     assert_eq!(areas_in_log(&o), (52, 5), "{}", show(&o));
+    // On by default.
+    let o = job(3, &prog, &[], &[log]);
+    assert_all_ok(&o, "coll_area", 3);
+    assert_eq!(areas_in_log(&o), (51, 5), "by default: {}", show(&o));
     let o = job(3, &prog, &[], &[log, ("NEMESIS_COLL_AREA", "0")]);
     assert_all_ok(&o, "coll_area", 3);
     assert_eq!(areas_in_log(&o), (0, 0), "NEMESIS_COLL_AREA=0: {}", show(&o));

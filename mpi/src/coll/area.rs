@@ -3,7 +3,7 @@
 //! MPI's shared-memory collectives do, for communicators whose members all share this node's
 //! segment.
 //!
-//! **When.** `NEMESIS_COLL_AREA=1` (off by default: README), fault tolerance off (HydEE logs and replays
+//! **When.** `NEMESIS_COLL_AREA` not `0` (on by default), fault tolerance off (HydEE logs and replays
 //! messages: collectives must stay messages), every member on this node, no algorithm forced for
 //! the operation (`NEMESIS_COLL_ALG`), and the data within a bank ([`BANK_BYTES`] per member);
 //! otherwise, or when the node's areas are all taken, the point-to-point algorithms run. Every

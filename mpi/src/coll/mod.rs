@@ -117,8 +117,7 @@ impl Tuning {
         },
         segment: None,
         fake_nodes: None,
-        // Off until the hang of `idup.c` with areas on (1 run in 3) is understood.
-        area: false,
+        area: true,
     };
 
     /// The defaults with the `NEMESIS_COLL_*` overrides from `var`.
@@ -1154,6 +1153,7 @@ mod tests {
         assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_ALG").then(|| "scan=ring".into())).is_err());
         assert!(Tuning::from_vars(|k| (k == "NEMESIS_COLL_NODES").then(|| "0".into())).is_err());
         assert_eq!(Tuning::from_vars(|_| None).unwrap(), Tuning::DEFAULT);
+        assert!(Tuning::DEFAULT.area, "the collective areas are on by default");
     }
 
     #[test]
