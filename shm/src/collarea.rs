@@ -106,6 +106,16 @@ pub struct Lane<'a> {
     tracks: Option<&'a [loom::cell::UnsafeCell<()>]>,
 }
 
+impl core::fmt::Debug for Lane<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Lane")
+            .field("banks", &self.banks)
+            .field("shape", &self.shape)
+            .field("members", &self.members)
+            .finish()
+    }
+}
+
 // SAFETY: a view of shared memory used only through this protocol; nothing is tied to a thread.
 unsafe impl Send for Lane<'_> {}
 // SAFETY: as above.

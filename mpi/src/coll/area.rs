@@ -27,8 +27,8 @@
 //! **Reductions** combine in rank order (`((c0 ⊕ c1) ⊕ c2) ...`), so user operations that do
 //! not commute get MPI's order, and every member of an allreduce computes the same bits.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES, LANES, Lane, lane_of};
 
@@ -57,6 +57,9 @@ pub struct AreaUse {
     floor: [AtomicU64; 2],
     /// The job waits in block mode: setting a flag rings the members' doorbells.
     block: AtomicBool,
+    /// The claimed area's lanes, resolved once at set-up (a collective then starts without
+    /// finding the area in the segment again).
+    lanes: OnceLock<[Lane<'static>; 2]>,
 }
 
 impl AreaUse {
@@ -119,14 +122,13 @@ fn unfail(f: Failed) -> Fail {
 /// One collective on an area: the area's lane it uses, this collective's sequence number in it,
 /// this member and the team's size, and the members' job ranks (whose deaths end a wait).
 struct Area<'c> {
-    area: Lane<'static>,
+    area: &'c Lane<'static>,
     lane: usize,
     use_: &'c AreaUse,
     s: u64,
     me: u32,
     n: u32,
     world: &'c [u32],
-    block: bool,
 }
 
 /// The area collective `c` runs through (its sequence number taken), or `None`: point-to-point.
@@ -155,38 +157,35 @@ fn begin_rooted<'c>(
 }
 
 /// [`begin`] for `len` bytes that fit a bank.
+#[inline]
 fn begin_within<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: usize, forced: bool) -> Res<Option<Area<'c>>> {
-    if !tu.area || forced || c.size < 2 || c.local.is_some() || c.nodes.count() != 1 {
+    if !tu.area || forced {
         return Ok(None);
     }
     // ORDERING: Relaxed: as in `AreaUse::index`.
     if c.area.state.load(Relaxed) == UNTRIED {
         setup(acc, c)?;
     }
-    let Some(index) = c.area.index() else { return Ok(None) };
-    let seg = acc.ep()?.segment();
-    let members = u32::from(seg.layout().ranks);
-    let base = seg.coll_area_base(index).ok_or_else(|| bad_index(u64::from(index)))?;
+    let Some(lanes) = c.area.lanes.get() else { return Ok(None) };
     let lane = lane_of(len);
-    // SAFETY: `coll_area_base` gave the start of area `index` inside the mapping, which the
-    // Endpoint keeps until `MPI_Finalize`; no MPI call of this process runs past it (MPI's
-    // contract), and this one ends before it returns.
-    let area = unsafe { AreaRef::in_segment(base, members) };
-    let area = *area.lane(lane);
     // ORDERING: Relaxed: this process's own counter.
     let s = c.area.seq[lane].fetch_add(1, Relaxed) + 1;
-    let block = c.area.block.load(Relaxed);
-    Ok(Some(Area { area, lane, use_: &c.area, s, me: c.rank, n: c.size, world: &c.world, block }))
+    Ok(Some(Area { area: &lanes[lane], lane, use_: &c.area, s, me: c.rank, n: c.size, world: &c.world }))
 }
 
 /// The first collective that may use an area: member 0 claims one and broadcasts its index and
 /// stamp (0: none); the others check the area bears that stamp. A communicator that cannot use
 /// one (fault tolerance, a member off this node, more members than the segment's ranks) skips
 /// the exchange: every member sees the same.
+#[cold]
 fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
     let ep = acc.ep()?;
-    let usable =
-        !ep.ft_enabled() && c.size <= u32::from(ep.segment().layout().ranks) && c.world.iter().all(|&w| ep.is_local(w));
+    let usable = c.size >= 2
+        && c.local.is_none()
+        && c.nodes.count() == 1
+        && !ep.ft_enabled()
+        && c.size <= u32::from(ep.segment().layout().ranks)
+        && c.world.iter().all(|&w| ep.is_local(w));
     if !usable {
         // ORDERING: Relaxed: as in `AreaUse::index`.
         c.area.state.store(NONE, Relaxed);
@@ -212,11 +211,19 @@ fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
     let (state, stamp) = (word(0), word(1));
     if state >= 2 {
         let index = state - 2;
-        let a = u32::try_from(index).ok().and_then(|i| acc.ep().ok()?.segment().coll_area(i));
-        let Some(a) = a else { return Err(bad_index(index)) };
+        let seg = acc.ep()?.segment();
+        let found = u32::try_from(index).ok().and_then(|i| Some((seg.coll_area(i)?, seg.coll_area_base(i)?)));
+        let Some((a, base)) = found else { return Err(bad_index(index)) };
         if a.stamp() != stamp {
             return Err(shm_fail(nemesis_shm::Error::Corrupt { what: "collective area stamp", value: a.stamp() }));
         }
+        // SAFETY: `coll_area_base` gave the start of area `index` inside the mapping, which the
+        // Endpoint keeps until `MPI_Finalize`; the lanes are used only by this communicator's
+        // collectives, which no MPI program calls after it (MPI's contract), and the area is
+        // released at the latest then ([`release`]).
+        let area = unsafe { AreaRef::in_segment(base, u32::from(seg.layout().ranks)) };
+        // A communicator sets up once (its state was UNTRIED): the cell is empty.
+        let _ = c.area.lanes.set([*area.lane(0), *area.lane(1)]);
     }
     // ORDERING: Relaxed: as in `AreaUse::index`.
     c.area.stamp.store(stamp, Relaxed);
@@ -253,7 +260,8 @@ impl Area<'_> {
     /// Wakes the members that may sleep on their doorbells (block mode) after a flag was set:
     /// `only` one of them, or all.
     fn wake(&self, acc: &mut Access, only: Option<u32>) -> Res<()> {
-        if !self.block {
+        // ORDERING: Relaxed: as in `AreaUse::index`.
+        if !self.use_.block.load(Relaxed) {
             return Ok(());
         }
         let ep = acc.ep()?;

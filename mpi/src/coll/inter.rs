@@ -157,7 +157,7 @@ pub unsafe fn bcast(
                 across(acc, &c, tag::BCAST)?.recv(from, &mut data).map_err(on(ci))?;
             }
             if !data.is_empty() {
-                bcast_comm(&mut inside(acc, &local, tag::BCAST)?, &local, 0, &mut data, 1, &tu).map_err(on(ci))?;
+                bcast_comm(acc, tag::BCAST, &local, 0, &mut data, 1, &tu).map_err(on(ci))?;
             }
             deliver(s, &data, ci)
         }
@@ -205,7 +205,7 @@ pub unsafe fn reduce(
             if data.is_empty() {
                 return Ok(());
             }
-            reduce_comm(&mut inside(acc, &local, tag::REDUCE)?, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
+            reduce_comm(acc, tag::REDUCE, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
             if local.rank == 0 {
                 across(acc, &c, tag::REDUCE)?.send(to, &data).map_err(on(ci))?;
             }
@@ -237,10 +237,10 @@ pub unsafe fn allreduce(
         return Ok(());
     }
     let len = data.len();
-    reduce_comm(&mut inside(acc, &local, tag::ALLREDUCE)?, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
+    reduce_comm(acc, tag::ALLREDUCE, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
     let mut theirs =
         if local.rank == 0 { swap_exact(acc, &c, tag::ALLREDUCE, &data, len, ci)? } else { vec![0u8; len] };
-    bcast_comm(&mut inside(acc, &local, tag::ALLREDUCE)?, &local, 0, &mut theirs, red.elem, &tu).map_err(on(ci))?;
+    bcast_comm(acc, tag::ALLREDUCE, &local, 0, &mut theirs, red.elem, &tu).map_err(on(ci))?;
     deliver(s, &theirs, ci)
 }
 
@@ -357,7 +357,7 @@ pub unsafe fn allgather(
     let mut theirs =
         if local.rank == 0 { swap_exact(acc, &c, tag::ALLGATHER, &all, s.len(), ci)? } else { vec![0u8; s.len()] };
     if !theirs.is_empty() {
-        bcast_comm(&mut inside(acc, &local, tag::ALLGATHER)?, &local, 0, &mut theirs, 1, &tu).map_err(on(ci))?;
+        bcast_comm(acc, tag::ALLGATHER, &local, 0, &mut theirs, 1, &tu).map_err(on(ci))?;
     }
     deliver(s, &theirs, ci)
 }
@@ -438,7 +438,7 @@ pub unsafe fn reduce_scatter(
     }
     let per = data.len() / total;
     let len = data.len();
-    reduce_comm(&mut inside(acc, &local, tag::REDUCE_SCATTER)?, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
+    reduce_comm(acc, tag::REDUCE_SCATTER, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
     let mine = if me == 0 {
         let theirs = swap_exact(acc, &c, tag::REDUCE_SCATTER, &data, len, ci)?;
         let mut ops = inside(acc, &local, tag::REDUCE_SCATTER)?;

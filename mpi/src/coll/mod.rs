@@ -442,10 +442,19 @@ fn bcast_team(ops: &mut Ops, t: Team, root: usize, buf: &mut [u8], elem: usize, 
     }
 }
 
-fn bcast_comm(ops: &mut Ops, c: &Comm, root: usize, buf: &mut [u8], elem: usize, tu: &Tuning) -> Res<()> {
-    if area::bcast(ops.access(), c, root, buf, tu)? {
+fn bcast_comm(
+    access: &mut Access,
+    tag: i32,
+    c: &Comm,
+    root: usize,
+    buf: &mut [u8],
+    elem: usize,
+    tu: &Tuning,
+) -> Res<()> {
+    if area::bcast(access, c, root, buf, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
     if c.nodes.count() <= 1 {
         return bcast_team(ops, whole(c), root, buf, elem, tu.shm, tu);
     }
@@ -491,7 +500,7 @@ pub unsafe fn bcast(
     }
     // SAFETY: MPI's contract: `len` bytes at `buf`, read at the root and written elsewhere.
     let data = unsafe { out_bytes(buf, len) };
-    bcast_comm(&mut Ops::new(acc, c.coll_ctx(), tag::BCAST)?, c, root, data, elem, tu).map_err(on(ci))
+    bcast_comm(acc, tag::BCAST, c, root, data, elem, tu).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,10 +523,19 @@ fn reduce_team(ops: &mut Ops, t: Team, root: usize, acc: &mut [u8], red: Reducti
     }
 }
 
-fn reduce_comm(ops: &mut Ops, c: &Comm, root: usize, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
-    if area::reduce(ops.access(), c, root, acc, red, tu)? {
+fn reduce_comm(
+    access: &mut Access,
+    tag: i32,
+    c: &Comm,
+    root: usize,
+    acc: &mut [u8],
+    red: Reduction,
+    tu: &Tuning,
+) -> Res<()> {
+    if area::reduce(access, c, root, acc, red, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
     if !red.commutative() {
         // A non-commutative operation combines in rank order: over the whole communicator, to
         // rank 0 (the trees run on ranks relative to the root), then to the root.
@@ -561,10 +579,11 @@ fn allreduce_team(ops: &mut Ops, t: Team, acc: &mut [u8], red: Reduction, p: Par
     }
 }
 
-fn allreduce_comm(ops: &mut Ops, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
-    if area::allreduce(ops.access(), c, acc, red, tu)? {
+fn allreduce_comm(access: &mut Access, tag: i32, c: &Comm, acc: &mut [u8], red: Reduction, tu: &Tuning) -> Res<()> {
+    if area::allreduce(access, c, acc, red, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
     if c.nodes.count() <= 1 || !red.commutative() {
         return allreduce_team(ops, whole(c), acc, red, tu.shm, tu);
     }
@@ -623,11 +642,11 @@ pub unsafe fn reduce(
         }
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
         let data = unsafe { out_bytes(recvbuf, len) };
-        reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, root, data, red, tu).map_err(on(ci))
+        reduce_comm(acc, tag::REDUCE, c, root, data, red, tu).map_err(on(ci))
     } else {
         // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
         let mut data = unsafe { in_bytes(sendbuf, len) }.to_vec();
-        reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, root, &mut data, red, tu).map_err(on(ci))
+        reduce_comm(acc, tag::REDUCE, c, root, &mut data, red, tu).map_err(on(ci))
     }
 }
 
@@ -668,7 +687,7 @@ pub unsafe fn allreduce(
     }
     // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
     let data = unsafe { out_bytes(recvbuf, len) };
-    allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, data, red, tu).map_err(on(ci))
+    allreduce_comm(acc, tag::ALLREDUCE, c, data, red, tu).map_err(on(ci))
 }
 
 /// `MPI_Reduce_local`: `inoutbuf = inbuf ⊕ inoutbuf`, element by element.
@@ -739,8 +758,6 @@ pub unsafe fn gather(
             typed::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
         };
     }
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
-    let m = flat_model(c, tu, &ops);
     if !is_root {
         let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
         if len == 0 {
@@ -748,8 +765,7 @@ pub unsafe fn gather(
         }
         // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
         let mine = unsafe { in_bytes(sendbuf, len) };
-        let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, len).1);
-        return gather_whole(&mut ops, c, tu, alg, root, mine, &mut [], len).map_err(on(ci));
+        return gather_whole(acc, tag::GATHER, c, tu, root, mine, &mut [], len).map_err(on(ci));
     }
     let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
     let total = times(block, n, ci)?;
@@ -775,63 +791,84 @@ pub unsafe fn gather(
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let all = unsafe { out_bytes(recvbuf, total) };
     all[root * block..(root + 1) * block].copy_from_slice(mine);
-    let alg = tu.force.gather.unwrap_or_else(|| m.best_gather(n, block).1);
-    gather_whole(&mut ops, c, tu, alg, root, mine, all, block).map_err(on(ci))
+    gather_whole(acc, tag::GATHER, c, tu, root, mine, all, block).map_err(on(ci))
+}
+
+/// The gather (and scatter) algorithm for `block` bytes per member over the whole of `c`:
+/// `forced`, else the model's choice. Asked only once the shared area declined: the model's
+/// evaluation cost more than the area's whole collective (about 300 instructions a call).
+fn gather_alg(ops: &Ops, c: &Comm, tu: &Tuning, forced: Option<Gather>, block: usize) -> Gather {
+    forced.unwrap_or_else(|| flat_model(c, tu, ops).best_gather(c.size as usize, block).1)
 }
 
 /// A gather over the whole communicator: through its shared area when it has one
-/// ([`area::gather`]), else algorithm `alg`.
+/// ([`area::gather`]), else the algorithm [`gather_alg`] picks.
 #[allow(clippy::too_many_arguments)]
 fn gather_whole(
-    ops: &mut Ops,
+    access: &mut Access,
+    tag: i32,
     c: &Comm,
     tu: &Tuning,
-    alg: Gather,
     root: usize,
     mine: &[u8],
     all: &mut [u8],
     block: usize,
 ) -> Res<()> {
-    if area::gather(ops.access(), c, root, mine, all, tu)? {
+    if area::gather(access, c, root, mine, all, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
+    let alg = gather_alg(ops, c, tu, tu.force.gather, block);
     run_gather(ops, alg, whole(c), root, mine, all, block)
 }
 
 /// A scatter over the whole communicator: through its shared area when it has one
-/// ([`area::scatter`]), else algorithm `alg`.
+/// ([`area::scatter`]), else the algorithm [`gather_alg`] picks.
 #[allow(clippy::too_many_arguments)]
 fn scatter_whole(
-    ops: &mut Ops,
+    access: &mut Access,
+    tag: i32,
     c: &Comm,
     tu: &Tuning,
-    alg: Gather,
     root: usize,
     all: &[u8],
     mine: &mut [u8],
     block: usize,
 ) -> Res<()> {
-    if area::scatter(ops.access(), c, root, all, mine, tu)? {
+    if area::scatter(access, c, root, all, mine, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
+    let alg = gather_alg(ops, c, tu, tu.force.scatter, block);
     run_scatter(ops, alg, whole(c), root, all, mine, block)
 }
 
 /// An allgather over the whole communicator: through its shared area when it has one
 /// ([`area::allgather`]), else [`allgather_team`].
-fn allgather_whole(ops: &mut Ops, c: &Comm, all: &mut [u8], block: usize, p: Params, tu: &Tuning) -> Res<()> {
-    if area::allgather(ops.access(), c, all, block, tu)? {
+fn allgather_whole(access: &mut Access, tag: i32, c: &Comm, all: &mut [u8], block: usize, tu: &Tuning) -> Res<()> {
+    if area::allgather(access, c, all, block, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
+    let p = flat_model(c, tu, ops).p;
     allgather_team(ops, whole(c), all, block, p, tu)
 }
 
 /// An all-to-all over the whole communicator: through its shared area when it has one
 /// ([`area::alltoall`]), else the direct exchange.
-fn alltoall_whole(ops: &mut Ops, c: &Comm, tu: &Tuning, send: &[u8], recv: &mut [u8], block: usize) -> Res<()> {
-    if area::alltoall(ops.access(), c, send, recv, block, tu)? {
+fn alltoall_whole(
+    access: &mut Access,
+    tag: i32,
+    c: &Comm,
+    tu: &Tuning,
+    send: &[u8],
+    recv: &mut [u8],
+    block: usize,
+) -> Res<()> {
+    if area::alltoall(access, c, send, recv, block, tu)? {
         return Ok(());
     }
+    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
     algo::alltoall_direct(ops, whole(c), send, recv, block)
 }
 
@@ -880,8 +917,6 @@ pub unsafe fn scatter(
             typed::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
         };
     }
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
-    let m = flat_model(c, tu, &ops);
     if !is_root {
         let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
         if len == 0 {
@@ -889,8 +924,7 @@ pub unsafe fn scatter(
         }
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
-        let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, len).1);
-        return scatter_whole(&mut ops, c, tu, alg, root, &[], mine, len).map_err(on(ci));
+        return scatter_whole(acc, tag::SCATTER, c, tu, root, &[], mine, len).map_err(on(ci));
     }
     let block = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
     let total = times(block, n, ci)?;
@@ -899,10 +933,9 @@ pub unsafe fn scatter(
     }
     // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`.
     let all = unsafe { in_bytes(sendbuf, total) };
-    let alg = tu.force.scatter.unwrap_or_else(|| m.best_gather(n, block).1);
     if in_place {
         let mut scratch = vec![0u8; block];
-        scatter_whole(&mut ops, c, tu, alg, root, all, &mut scratch, block).map_err(on(ci))
+        scatter_whole(acc, tag::SCATTER, c, tu, root, all, &mut scratch, block).map_err(on(ci))
     } else {
         let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
         if len != block {
@@ -911,7 +944,7 @@ pub unsafe fn scatter(
         disjoint(sendbuf, total, recvbuf, len, ci)?;
         // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`, disjoint from `sendbuf`.
         let mine = unsafe { out_bytes(recvbuf, len) };
-        scatter_whole(&mut ops, c, tu, alg, root, all, mine, block).map_err(on(ci))
+        scatter_whole(acc, tag::SCATTER, c, tu, root, all, mine, block).map_err(on(ci))
     }
 }
 
@@ -972,9 +1005,7 @@ pub unsafe fn allgather(
     }
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let all = unsafe { out_bytes(recvbuf, total) };
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHER)?;
-    let p = flat_model(c, tu, &ops).p;
-    allgather_whole(&mut ops, c, all, block, p, tu).map_err(on(ci))
+    allgather_whole(acc, tag::ALLGATHER, c, all, block, tu).map_err(on(ci))
 }
 
 /// Allgather of `block` bytes per member into `all` (this member's block already in place).
@@ -1049,7 +1080,7 @@ pub unsafe fn alltoall(
     };
     // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
     let recv = unsafe { out_bytes(recvbuf, total) };
-    alltoall_whole(&mut Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?, c, &tu, send, recv, block).map_err(on(ci))
+    alltoall_whole(acc, tag::ALLTOALL, c, &tu, send, recv, block).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1099,9 +1130,7 @@ pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> 
     let (n, block) = (c.size as usize, mine.len());
     let mut all = vec![0u8; n * block];
     all[c.rank as usize * block..(c.rank as usize + 1) * block].copy_from_slice(mine);
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
-    let p = flat_model(c, tu, &ops).p;
-    allgather_whole(&mut ops, c, &mut all, block, p, tu)?;
+    allgather_whole(acc, tag::COMM, c, &mut all, block, tu)?;
     Ok(all)
 }
 
@@ -1109,11 +1138,10 @@ pub fn allgather_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, mine: &[u8]) -> 
 /// collective context: communicator creation.
 pub fn bcast_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, root: usize, data: &mut Vec<u8>) -> Res<()> {
     let mut len = (data.len() as u64).to_ne_bytes();
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::COMM)?;
-    bcast_comm(&mut ops, c, root, &mut len, 8, tu)?;
+    bcast_comm(acc, tag::COMM, c, root, &mut len, 8, tu)?;
     data.resize(u64::from_ne_bytes(len) as usize, 0);
     if !data.is_empty() {
-        bcast_comm(&mut ops, c, root, data, 1, tu)?;
+        bcast_comm(acc, tag::COMM, c, root, data, 1, tu)?;
     }
     Ok(())
 }
@@ -1121,8 +1149,7 @@ pub fn bcast_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, root: usize, data: &
 /// Allreduces `data` over communicator `c` in its collective context with tag `tag`
 /// (communicator creation).
 pub fn allreduce_bytes(acc: &mut Access, c: &Comm, tu: &Tuning, data: &mut [u8], red: Reduction, tag: i32) -> Res<()> {
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag)?;
-    allreduce_comm(&mut ops, c, data, red, tu)
+    allreduce_comm(acc, tag, c, data, red, tu)
 }
 
 #[cfg(test)]

@@ -8,11 +8,10 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::algo::Ops;
 use super::vector::{Sink, layout_at, source};
 use super::{
-    allgather_whole, alltoall_whole, bcast_comm, begin, begin_rooted, check_root, flat_model, gather_whole,
-    is_in_place, mismatch, on, scatter_whole, tag,
+    allgather_whole, alltoall_whole, bcast_comm, begin, begin_rooted, check_root, gather_whole, is_in_place, mismatch,
+    on, scatter_whole, tag,
 };
 use crate::abi::{self, Datatype};
 use crate::datatype;
@@ -70,14 +69,13 @@ pub unsafe fn bcast(
     if sink.len() == 0 {
         return Ok(());
     }
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::BCAST)?;
     if c.rank as usize == root {
         // SAFETY: MPI's contract: the root's buffer holds the data.
         let mut data = unsafe { source(&sink.layout) }.into_owned();
-        return bcast_comm(&mut ops, c, root, &mut data, elem, &tu).map_err(on(ci));
+        return bcast_comm(acc, tag::BCAST, c, root, &mut data, elem, &tu).map_err(on(ci));
     }
     // SAFETY: MPI's contract: the buffer is writable; nothing else uses it meanwhile.
-    bcast_comm(&mut ops, c, root, unsafe { sink.bytes() }, elem, &tu).map_err(on(ci))?;
+    bcast_comm(acc, tag::BCAST, c, root, unsafe { sink.bytes() }, elem, &tu).map_err(on(ci))?;
     // SAFETY: as above; the data is in.
     unsafe { sink.finish() };
     Ok(())
@@ -111,9 +109,7 @@ pub unsafe fn gather(
         }
         // SAFETY: MPI's contract: the send buffer holds the block.
         let mine = unsafe { source(&l) };
-        let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
-        let alg = tu.force.gather.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, mine.len()).1);
-        return gather_whole(&mut ops, c, &tu, alg, root, &mine, &mut [], mine.len()).map_err(on(ci));
+        return gather_whole(acc, tag::GATHER, c, &tu, root, &mine, &mut [], mine.len()).map_err(on(ci));
     }
     let all_count = count_times(recvcount, n, ci)?;
     let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), all_count, recvtype, ci)?);
@@ -133,10 +129,7 @@ pub unsafe fn gather(
     // uses it meanwhile.
     let all = unsafe { sink.bytes() };
     all[root * block..(root + 1) * block].copy_from_slice(&mine);
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::GATHER)?;
-    let alg = tu.force.gather.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, block).1);
-    gather_whole(&mut ops, c, &tu, alg, root, &mine, all, block).map_err(on(ci))?;
-    drop(ops);
+    gather_whole(acc, tag::GATHER, c, &tu, root, &mine, all, block).map_err(on(ci))?;
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };
     Ok(())
@@ -169,11 +162,8 @@ pub unsafe fn scatter(
         if len == 0 {
             return Ok(());
         }
-        let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
-        let alg = tu.force.scatter.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, len).1);
         // SAFETY: MPI's contract: the receive buffer is writable (or our scratch).
-        scatter_whole(&mut ops, c, &tu, alg, root, &[], unsafe { sink.bytes() }, len).map_err(on(ci))?;
-        drop(ops);
+        scatter_whole(acc, tag::SCATTER, c, &tu, root, &[], unsafe { sink.bytes() }, len).map_err(on(ci))?;
         // SAFETY: as above; the data is in.
         unsafe { sink.finish() };
         return Ok(());
@@ -204,10 +194,7 @@ pub unsafe fn scatter(
             &mut scratch[..]
         }
     };
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::SCATTER)?;
-    let alg = tu.force.scatter.unwrap_or_else(|| flat_model(c, &tu, &ops).best_gather(n, block).1);
-    scatter_whole(&mut ops, c, &tu, alg, root, &all, out, block).map_err(on(ci))?;
-    drop(ops);
+    scatter_whole(acc, tag::SCATTER, c, &tu, root, &all, out, block).map_err(on(ci))?;
     if let Some(s) = mine {
         // SAFETY: as above; the data is in.
         unsafe { s.finish() };
@@ -253,10 +240,7 @@ pub unsafe fn allgather(
     // SAFETY: MPI's contract: the receive buffer is writable (or our scratch).
     let all = unsafe { sink.bytes() };
     all[me * block..(me + 1) * block].copy_from_slice(&mine);
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLGATHER)?;
-    let p = flat_model(c, &tu, &ops).p;
-    allgather_whole(&mut ops, c, all, block, p, &tu).map_err(on(ci))?;
-    drop(ops);
+    allgather_whole(acc, tag::ALLGATHER, c, all, block, &tu).map_err(on(ci))?;
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };
     Ok(())
@@ -298,10 +282,8 @@ pub unsafe fn alltoall(
     if send.len() != sink.len() {
         return Err(mismatch(ci, sink.len(), send.len()));
     }
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::ALLTOALL)?;
     // SAFETY: MPI's contract: the receive buffer is writable (or our scratch).
-    alltoall_whole(&mut ops, c, &tu, &send, unsafe { sink.bytes() }, block).map_err(on(ci))?;
-    drop(ops);
+    alltoall_whole(acc, tag::ALLTOALL, c, &tu, &send, unsafe { sink.bytes() }, block).map_err(on(ci))?;
     // SAFETY: as above; every block is in.
     unsafe { sink.finish() };
     Ok(())

@@ -691,8 +691,8 @@ pub unsafe fn reduce_any(
     let mut sink =
         if receives { Some(Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?)) } else { None };
     match root {
-        Some(r) => super::reduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::REDUCE)?, c, r, &mut data, red, &tu),
-        None => allreduce_comm(&mut Ops::new(acc, c.coll_ctx(), tag::ALLREDUCE)?, c, &mut data, red, &tu),
+        Some(r) => super::reduce_comm(acc, tag::REDUCE, c, r, &mut data, red, &tu),
+        None => allreduce_comm(acc, tag::ALLREDUCE, c, &mut data, red, &tu),
     }
     .map_err(on(ci))?;
     if let Some(s) = sink.as_mut() {
@@ -768,8 +768,7 @@ pub unsafe fn reduce_scatter(
     }
     let per = data.len() / total;
     let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), counts[me] as c_int, dt, ci)?);
-    let mut ops = Ops::new(acc, c.coll_ctx(), tag::REDUCE_SCATTER)?;
-    allreduce_comm(&mut ops, c, &mut data, red, &tu).map_err(on(ci))?;
+    allreduce_comm(acc, tag::REDUCE_SCATTER, c, &mut data, red, &tu).map_err(on(ci))?;
     let start = counts[..me].iter().sum::<usize>() * per;
     // SAFETY: MPI's contract: `counts[me]` elements writable at `recvbuf` (the start of the
     // vector in place: the result is taken from our copy before it is written).
