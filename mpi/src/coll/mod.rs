@@ -442,6 +442,9 @@ fn bcast_team(ops: &mut Ops, t: Team, root: usize, buf: &mut [u8], elem: usize, 
     }
 }
 
+/// The broadcast over intracommunicator `c`. This and the other `*_comm` and `*_whole` entries
+/// make their point-to-point operations (`Ops`, in `c`'s collective context with `tag`) only once
+/// the shared area declined: a collective through the area does not pay for them.
 fn bcast_comm(
     access: &mut Access,
     tag: i32,
