@@ -28,7 +28,7 @@ for size in "${sizes[@]}"; do
         >/dev/null 2>&1
     msgs=$((windows * 64))
     for r in 0 1; do
-        callgrind_annotate --inclusive=yes cg.$r 2>/dev/null | grep libmpi.so |
+        callgrind_annotate --inclusive=yes --threshold=100 cg.$r 2>/dev/null | grep libmpi.so |
             grep -E ':P?MPI_(Isend|Irecv|Waitall) ' >lines.$r || true
     done
     awk -v m="$msgs" -v size="$size" '
