@@ -28,6 +28,14 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
+    let defer = match std::env::var("NEMESIS_DEFER_RECV").as_deref() {
+        Err(_) | Ok("1") => true,
+        Ok("0") => false,
+        Ok(v) => {
+            let why = format!("NEMESIS_DEFER_RECV={v}: expected 0 or 1");
+            return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
+        }
+    };
     // A C program has no other way to see nemesis's warnings (NEMESIS_LOG); a process that set
     // its own subscriber keeps it.
     nemesis::log::init();
@@ -67,6 +75,11 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     st.node_of_job = node_of_job;
     st.contexts = crate::comm::context::Contexts::new();
     st.tuning = tuning;
+    st.deferred.clear();
+    st.defer_below = match &st.ep {
+        Some(ep) if defer => ep.fastbox_payload() + 1,
+        _ => 0,
+    };
     st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE);
     st.main_thread = Some(std::thread::current().id());
     st.phase = Phase::Running;

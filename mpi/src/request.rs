@@ -78,6 +78,24 @@ pub enum State {
     Done(Completion),
     /// A non-blocking collective's schedule, advanced when the request is tested or waited for.
     Coll(Box<crate::coll::nbc::Sched>),
+    /// A receive not yet given to the Endpoint (`crate::state::State::deferred`).
+    Deferred(Deferred),
+}
+
+/// A deferred receive: what `MPI_Irecv` was asked, kept until `MPI_Waitall` takes the message
+/// straight from the fastbox ([`nemesis::Endpoint::try_recv_link`]) or any other call posts it
+/// ([`crate::state::State::post_deferred`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Deferred {
+    /// Where the message goes (`len` bytes; any pointer if 0).
+    pub buf: *mut u8,
+    pub len: usize,
+    /// The source: its communicator rank (for the status) and its link (a rank of this node).
+    pub source: c_int,
+    pub from: nemesis::Link,
+    pub tag: c_int,
+    /// The communicator's point-to-point context.
+    pub ctx: u32,
 }
 
 /// The send modes (MPI-3.1 §3.4); ready sends are standard sends (the receive is posted, by the
@@ -168,6 +186,11 @@ impl Requests {
 
     /// Stores `r`; `None` if the handle space is exhausted.
     pub fn insert(&mut self, r: Req) -> Option<c_int> {
+        self.insert_slot(r).map(|(_, h)| h)
+    }
+
+    /// [`insert`](Self::insert), also returning the slot.
+    pub fn insert_slot(&mut self, r: Req) -> Option<(usize, c_int)> {
         let reuse = self.free.len() >= REUSE_AFTER || (self.slots.len() >= abi::REQUEST_MAX && !self.free.is_empty());
         let i = if reuse {
             let i = self.free.pop_front()? as usize;
@@ -181,7 +204,7 @@ impl Requests {
             self.generations.push(0);
             self.slots.len() - 1
         };
-        Some(self.handle(i))
+        Some((i, self.handle(i)))
     }
 
     /// The slot index of handle `h` if it names a live request of the current generation.

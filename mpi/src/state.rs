@@ -9,7 +9,7 @@
 //! boundary ([`call`]) and becomes `MPI_ERR_INTERN` through the error handler.
 
 use std::cell::UnsafeCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_int;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,6 +149,18 @@ pub struct State {
     pub freed: Vec<usize>,
     /// Slots of non-blocking collectives in flight: every completion call advances them all.
     pub colls: Vec<usize>,
+    /// Slots of the deferred receives (`request::State::Deferred`), in the order they were
+    /// started: `MPI_Irecv`'s fast path keeps a small receive from a rank of this node here
+    /// instead of posting it, and `MPI_Waitall`'s takes its message straight from the fastbox
+    /// when it already waits there, the oldest first ([`nemesis::Endpoint::try_recv_link`]:
+    /// nothing posted nor unexpected could match before it). Every other call that may match,
+    /// probe or wait posts them all first, in order ([`State::post_deferred`]): MPI's matching
+    /// order holds, and no peer waits on a receive that was started but not posted (an
+    /// `MPI_Ssend` that needs its match to return, a rendezvous).
+    pub deferred: VecDeque<usize>,
+    /// Receives shorter than this may be deferred: one more than the fastbox's payload, or 0
+    /// (none) with `NEMESIS_DEFER_RECV=0`.
+    pub defer_below: usize,
     /// Attributes on datatypes: (datatype, keyval, value), in the order they were set.
     pub type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     /// The buffered mode's attached buffer.
@@ -166,6 +178,14 @@ pub struct State {
 }
 
 impl State {
+    /// Posts the deferred receives to the Endpoint, oldest first (see [`State::deferred`]).
+    #[inline]
+    pub fn post_deferred(&mut self) {
+        if !self.deferred.is_empty() {
+            crate::p2p::complete::post_deferred(self);
+        }
+    }
+
     const fn new() -> State {
         State {
             fast: [Fast::NONE; FAST_COMMS],
@@ -188,6 +208,8 @@ impl State {
             type_names: BTreeMap::new(),
             freed: Vec::new(),
             colls: Vec::new(),
+            deferred: VecDeque::new(),
+            defer_below: 0,
             type_attrs: Vec::new(),
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,
@@ -321,7 +343,10 @@ impl Access {
         if locked {
             LOCK.lock();
         }
-        Access { locked }
+        let mut acc = Access { locked };
+        // Every call with an `Access` may match, probe or wait: the deferred receives go first.
+        acc.st().post_deferred();
+        acc
     }
 
     /// The state, for as long as this borrow lasts.

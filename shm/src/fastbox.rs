@@ -350,6 +350,15 @@ impl<'a> FastboxRef<'a> {
         Some((len, t))
     }
 
+    /// Receiver: true if message `next` of the box is published (its slot filled): a hint for a
+    /// receiver deciding whether to wait on; the message is read through [`peek`](Self::peek).
+    #[inline(always)]
+    pub fn published(&self, next: u32) -> bool {
+        // ORDERING: Relaxed: nothing is read on the strength of it (`peek` loads the stamp again
+        // with Acquire before reading the slot).
+        self.stamp(next).load(Relaxed) == next.wrapping_add(1)
+    }
+
     /// Receiver: message `next` of the box, if the sender published it. Its length is validated
     /// against the slot.
     #[inline(always)]

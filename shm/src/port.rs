@@ -660,6 +660,16 @@ impl<'n, N: Node> Port<'n, N> {
         Some(got)
     }
 
+    /// True if the next message of local rank `from` may still arrive in its fastbox: it has one
+    /// into this port and its next slot is empty. False when it has none, or a message already
+    /// waits there (one that [`take_plain`](Self::take_plain) declined stays declined however
+    /// long the caller waits).
+    #[inline(always)]
+    pub fn fastbox_awaited(&self, from: u16) -> bool {
+        let Some(r) = self.rx.get(usize::from(from)) else { return false };
+        r.fb.as_ref().is_some_and(|fb| self.stash.is_none() && r.next_frag == 0 && !fb.published(r.fnext))
+    }
+
     /// As [`send`](Self::send) for a payload in pieces, gathered as it is copied into the slot or
     /// the cells.
     #[inline]

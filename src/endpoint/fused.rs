@@ -41,9 +41,23 @@ impl Link {
     pub fn rank(&self) -> u32 {
         self.rank
     }
+
+    /// True if the fused paths may take this peer's messages from its fastbox: a rank of this
+    /// node, fault tolerance off.
+    #[inline(always)]
+    pub fn is_local(&self) -> bool {
+        self.local != NOT_LOCAL
+    }
 }
 
 impl Endpoint {
+    /// The longest message that travels in a fastbox (0 if fastboxes are off): the most a fused
+    /// or deferred receive ([`try_recv_link`](Self::try_recv_link)) may take.
+    #[inline(always)]
+    pub fn fastbox_payload(&self) -> usize {
+        self.inner.port.fastbox_payload()
+    }
+
     /// The fused paths' link to job rank `rank` ([`Link::NONE`] for a rank outside the job).
     pub fn link(&self, rank: u32) -> Link {
         let inner = &*self.inner;
@@ -103,6 +117,39 @@ impl Endpoint {
         }
         // SAFETY: the caller's contract.
         unsafe { inner.port.take_plain(from.local, KIND_EAGER, tag, tag == ANY_TAG, context, ptr, cap) }
+    }
+}
+
+impl Endpoint {
+    /// [`try_recv_link`](Self::try_recv_link) that keeps trying while the message may be on its
+    /// way (the peer's fastbox into this rank's next slot is empty): as many tries as a wait spins empty polls before it yields or blocks (the node's
+    /// spin, `NEMESIS_SPIN_POLLS`; few when ranks outnumber CPUs), for a receive the caller
+    /// would otherwise post and wait for (`MPI_Waitall` on a deferred `MPI_Irecv`). Nothing
+    /// else progresses meanwhile, as in the spin of a wait that finds nothing.
+    ///
+    /// # Safety
+    /// As for [`try_recv_link`](Self::try_recv_link).
+    pub unsafe fn try_recv_link_spin(
+        &mut self,
+        ptr: *mut u8,
+        cap: usize,
+        from: Link,
+        tag: i32,
+        context: u32,
+    ) -> Option<(u32, i32)> {
+        for _ in 0..=self.inner.spin {
+            // SAFETY: the caller's contract.
+            if let Some(got) = unsafe { self.try_recv_link(ptr, cap, from, tag, context) } {
+                return Some(got);
+            }
+            // No fastbox from that peer (its messages come in cells), or a message there that
+            // was declined: waiting changes nothing.
+            if !self.inner.port.fastbox_awaited(from.local) {
+                return None;
+            }
+            core::hint::spin_loop();
+        }
+        None
     }
 }
 

@@ -36,6 +36,31 @@ fn finish(st: &mut State, i: usize, res: nemesis::Result<nemesis::Status>) {
     }
 }
 
+/// Posts every deferred receive (`State::deferred`) to the Endpoint, in the order they were
+/// started; one the Endpoint refuses (a peer known dead...) completes with its error.
+#[cold]
+#[inline(never)]
+pub(crate) fn post_deferred(st: &mut State) {
+    while let Some(i) = st.deferred.pop_front() {
+        let Some(Req { state: ReqState::Deferred(d), .. }) = st.reqs.at(i) else { continue };
+        let d = *d;
+        let Some(ep) = st.ep.as_mut() else {
+            finish(st, i, Err(nemesis::Error::InvalidRequest));
+            continue;
+        };
+        // SAFETY: MPI's contract on the buffer of the `MPI_Irecv` that deferred it: `len`
+        // writable bytes, untouched until the request completes.
+        match unsafe { ep.irecv_raw(d.buf, d.len, d.from.rank() as c_int, d.tag, d.ctx) } {
+            Ok(r) => {
+                if let Some(req) = st.reqs.at_mut(i) {
+                    req.state = ReqState::Pending(r);
+                }
+            }
+            Err(e) => finish(st, i, Err(e)),
+        }
+    }
+}
+
 /// The receiver dropped the message of send slot `i` (`MPI_Cancel`): the request completes as
 /// cancelled; its Endpoint request, completed the same way (or already done), is freed.
 fn cancelled(st: &mut State, i: usize) {
@@ -86,6 +111,8 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     let r = match st.reqs.at(i).map(|q| &q.state) {
         Some(ReqState::Pending(r)) => *r,
         Some(ReqState::Coll(_)) => return Ok(advance_coll(st, i)?.is_none()),
+        // Not reached: calls that test post the deferred receives first (`Access::enter`).
+        Some(ReqState::Deferred(_)) => return Ok(false),
         _ => return Ok(true),
     };
     let Some(ep) = st.ep.as_mut() else { return Err(not_running(st.phase)) };
@@ -189,7 +216,7 @@ pub fn take(st: &mut State, i: usize) -> Option<(u32, Completion, bool)> {
     let done = match std::mem::replace(&mut req.state, ReqState::Inactive) {
         ReqState::Done(d) => d,
         ReqState::Inactive => Completion::empty(),
-        p @ (ReqState::Pending(_) | ReqState::Coll(_)) => {
+        p @ (ReqState::Pending(_) | ReqState::Coll(_) | ReqState::Deferred(_)) => {
             req.state = p;
             return None;
         }
@@ -420,6 +447,12 @@ pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> 
         }
         // A receive already complete: nothing to cancel.
         (ReqState::Done(_), true) => Ok(()),
+        // Every call but the fast ones posts the deferred receives first (`Access::enter`).
+        (ReqState::Deferred(_), true) => Err(Fail::new(
+            abi::ERR_INTERN,
+            Some(req.comm as usize),
+            Why::Arg("MPI_Cancel found a deferred receive not posted"),
+        )),
     }
 }
 
@@ -560,7 +593,7 @@ pub unsafe fn waitall_fast(
     let hs = unsafe { std::slice::from_raw_parts_mut(reqs, count as usize) };
     for &h in hs.iter() {
         let r = st.reqs.get(h)?;
-        let plain = matches!(r.state, ReqState::Pending(_))
+        let plain = matches!(r.state, ReqState::Pending(_) | ReqState::Deferred(_))
             && !r.freed
             && r.persistent.is_none()
             && r.typed.is_none()
@@ -573,6 +606,33 @@ pub unsafe fn waitall_fast(
     for k in 0..hs.len() {
         // A handle given twice is stale the second time, as on the general path.
         let Some(i) = st.reqs.index(hs[k]) else { return Some(Err(bad_request(hs[k]))) };
+        if let Some(Req { state: ReqState::Deferred(d), .. }) = st.reqs.at(i)
+            && st.deferred.front() == Some(&i)
+        {
+            // The oldest deferred receive: its message straight from the fastbox once it waits
+            // there (within a wait's spin) and if nothing could match before it.
+            let d = *d;
+            // SAFETY: checked `Some` above; nothing since ended the Endpoint.
+            let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+            // SAFETY: MPI's contract on the buffer of the `MPI_Irecv` that deferred it.
+            if let Some((n, t)) = unsafe { ep.try_recv_link_spin(d.buf, d.len, d.from, d.tag, d.ctx) } {
+                st.deferred.pop_front();
+                // SAFETY: MPI's contract on `statuses`.
+                unsafe { put_status_at(statuses, k, Status::new(d.source, t, abi::SUCCESS, i64::from(n))) };
+                st.reqs.remove_at(i);
+                hs[k] = REQUEST_NULL;
+                continue;
+            }
+        }
+        // This one waits: every deferred receive is posted first (see `State::deferred`).
+        st.post_deferred();
+        if let Some(Req { state: ReqState::Done(_), .. }) = st.reqs.at(i) {
+            // A deferred receive the Endpoint refused when posted.
+            // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
+            let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
+            first = first.or(failed);
+            continue;
+        }
         let Some(Req { state: ReqState::Pending(r), comm, .. }) = st.reqs.at(i) else {
             return Some(Err(bad_request(hs[k])));
         };

@@ -429,8 +429,9 @@ pub unsafe fn send_fused(
         }
     }
     // A send that may block goes the general way while non-blocking collectives are in flight
-    // (it advances them while waiting: `Access::may_block`).
-    if !st.colls.is_empty() {
+    // (it advances them while waiting: `Access::may_block`), or receives are deferred (it posts
+    // them first: `send_fast`). One sent inline neither waits nor matches.
+    if !st.colls.is_empty() || !st.deferred.is_empty() {
         return None;
     }
     Some(send_admitted(data, dest, tag, comm))
@@ -485,6 +486,11 @@ pub unsafe fn recv_fused(
     let buf = NonNull::new(buf as *mut u8)?.as_ptr();
     let (_, f, len) = admit(st, count, dt, comm)?;
     let from = f.member(source)?;
+    // A deferred receive started earlier may match this message: they are posted first, on the
+    // general path.
+    if !st.deferred.is_empty() {
+        return None;
+    }
     if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
@@ -564,8 +570,9 @@ pub unsafe fn send_fast(
     let (i, f, len) = admit(st, count, dt, comm)?;
     // The member's bound, the buffer, then its rank (the cheapest order: one register fewer).
     // A blocking send while non-blocking collectives are in flight goes the general way, which
-    // advances them while it waits (`Access::may_block`).
-    if dest as u32 >= f.size || !st.colls.is_empty() {
+    // advances them while it waits (`Access::may_block`); while receives are deferred too, which
+    // posts them first (a peer's `MPI_Ssend` may wait for one of them to match).
+    if dest as u32 >= f.size || !st.colls.is_empty() || !st.deferred.is_empty() {
         return None;
     }
     let buf = buffer(buf, len)?;
@@ -600,7 +607,7 @@ pub unsafe fn recv_fast(
     let (i, f, len) = admit(st, count, dt, comm)?;
     let from = fast_source(&f, source)?;
     // As for `send_fast`.
-    if !st.colls.is_empty() {
+    if !st.colls.is_empty() || !st.deferred.is_empty() {
         return None;
     }
     let buf = buffer(buf, len)?;

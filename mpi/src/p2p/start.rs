@@ -17,7 +17,7 @@ use crate::abi::{self, Datatype};
 use crate::datatype::pack::TypedBuf;
 use crate::datatype::{self, Layout};
 use crate::error::{Fail, Res, Why};
-use crate::request::{Completion, Mode, Persistent, Req, State};
+use crate::request::{Completion, Deferred, Mode, Persistent, Req, State};
 use crate::state::{Access, State as St, not_running};
 
 #[cold]
@@ -180,8 +180,9 @@ unsafe fn hand_out(st: &mut St, req: Req, request: *mut abi::Request) -> Res<()>
 /// `MPI_Isend` and `MPI_Irecv` (`recv`): the fast path, run on the state itself when calls are
 /// not locked (`state::call_fast`), on the terms of [`super::send_fast`] and
 /// [`super::recv_fast`] (a fast communicator, a predefined type, a member or `MPI_ANY_SOURCE`): the
-/// user's buffer goes straight to the Endpoint, and the request is the plain kind
-/// [`super::complete::waitall_fast`] completes. `None` (the validating path) for everything else,
+/// user's buffer goes straight to the Endpoint — or, for a small receive from a member on this
+/// node, into a deferred request that nothing posts yet (`State::deferred`) — and the request is
+/// the plain kind [`super::complete::waitall_fast`] completes. `None` (the validating path) for everything else,
 /// and while freed requests wait to be reaped.
 ///
 /// # Safety
@@ -204,8 +205,29 @@ pub unsafe fn istart_fast(
         return None;
     }
     let (ci, f, len) = super::admit(st, count, dt, comm)?;
-    super::buffer(buf, len)?;
+    let ptr = super::buffer(buf, len)?;
+    // A receive of a message that fits a fastbox, from a named member on this node (fault
+    // tolerance off: `Link::is_local`), with a valid tag: deferred (`State::deferred`).
+    if recv
+        && len < st.defer_below
+        && let Some(from) = f.member(peer)
+        && from.is_local()
+        && (tag >= 0 || tag == nemesis::ANY_TAG)
+    {
+        let d = Deferred { buf: ptr.as_ptr(), len, source: peer, from, tag, ctx: f.ctx };
+        let Some((i, h)) = st.reqs.insert_slot(Req::new(ci, State::Deferred(d), true)) else {
+            return Some(Err(too_many(ci)));
+        };
+        st.deferred.push_back(i);
+        // SAFETY: checked non-null.
+        unsafe { *request = h };
+        return Some(Ok(()));
+    }
     let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
+    if recv {
+        // A receive posted now must not overtake the deferred ones (MPI's matching order).
+        st.post_deferred();
+    }
     // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does (the table's
     // invariant, `State::fast`), and a peer was found in this one.
     let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };

@@ -40,6 +40,22 @@ static inline int class_of(int code) {
               class_of(rc_), (class), #class);                                                             \
     } while (0)
 
+/* Ranks 0 and 1 exchange 40 messages, so that each claims its fastbox at the other (a sender claims
+ * one after 16 messages to a peer); other ranks do nothing. */
+static inline void warm_up_pair(int rank, int tag) {
+    for (int i = 0; i < 40 && rank < 2; i++) {
+        int v = i, w = -1;
+        if (rank == 0) {
+            OK(MPI_Send(&v, 1, MPI_INT, 1, tag, MPI_COMM_WORLD));
+            OK(MPI_Recv(&w, 1, MPI_INT, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        } else {
+            OK(MPI_Recv(&w, 1, MPI_INT, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            OK(MPI_Send(&w, 1, MPI_INT, 0, tag, MPI_COMM_WORLD));
+        }
+        CHECK(rank == 1 || w == i, "warm-up %d: %d", i, w);
+    }
+}
+
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     CHECK(p != NULL, "out of memory");

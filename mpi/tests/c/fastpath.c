@@ -52,20 +52,9 @@ int main(int argc, char **argv) {
     check_rank = rank;
     CHECK(size >= 2, "needs 2 ranks, has %d", size);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    int peer = 1 - rank;
     {
         /* Warm-up: both directions claim their fastboxes. (Other ranks only join the barriers.) */
-        for (int i = 0; i < 40 && rank < 2; i++) {
-            int v = i, w = -1;
-            if (rank == 0) {
-                OK(MPI_Send(&v, 1, MPI_INT, peer, 1, MPI_COMM_WORLD));
-                OK(MPI_Recv(&w, 1, MPI_INT, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            } else {
-                OK(MPI_Recv(&w, 1, MPI_INT, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-                OK(MPI_Send(&w, 1, MPI_INT, peer, 1, MPI_COMM_WORLD));
-            }
-            CHECK(rank == 1 || w == i, "warm-up %d: %d", i, w);
-        }
+        warm_up_pair(rank, 1);
 
         /* 1. Fastbox-sized and longer messages (cells) interleaved, sent before the receiver
          * looks: more than the fastbox ring holds, so later small ones go in cells too. */
