@@ -6,7 +6,7 @@ use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{MsgHeader, PiggybackBytes, Sent};
 
 use super::request::{Op, Request};
-use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, Status, raw_slice};
+use super::{Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_SYNC_ACK, NOT_LOCAL, SendId, Status, raw_slice};
 
 use crate::error::{Error, Result};
 use crate::wait;
@@ -176,14 +176,55 @@ impl Inner {
                 self.ring(local);
                 Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
             }
-            Ok(Sent::Pending(ps)) => {
-                let req = self.reqs.insert_sent(Op::Send { ps, buf: ptr, len, dest, pieces: None }, dest, token);
-                let sync = if SYNC { Some(token) } else { None };
-                self.pending.push_back(Pending { req, internal: false, sync, own: None });
-                Ok(req)
-            }
+            Ok(Sent::Pending(ps)) => Ok(self.send_pending(ps, ptr, len, dest, SYNC.then_some(token), token)),
             Err(e) => Err(self.send_error(e, dest)),
         }
+    }
+
+    /// [`send_eager`](Self::send_eager) of a standard send that makes no request when the
+    /// message goes out whole at once (`Endpoint::isend_now`): `Ok(Ok(id))` then, `id` naming
+    /// the message for a cancellation; `Ok(Err(req))` for one left waiting for cells.
+    ///
+    /// # Safety
+    /// As for [`send_eager`](Self::send_eager).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn send_eager_now(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        token: u32,
+    ) -> Result<core::result::Result<SendId, Request>> {
+        let (hdr, token) = self.eager_header(dest, tag, context, false, token);
+        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+        let data = unsafe { raw_slice(ptr, len) };
+        match self.port.send(local, &hdr, None, data) {
+            Ok(Sent::Done) => {
+                self.ring(local);
+                Ok(Ok(SendId { dest, token, req: Request::NONE }))
+            }
+            Ok(Sent::Pending(ps)) => Ok(Err(self.send_pending(ps, ptr, len, dest, None, token))),
+            Err(e) => Err(self.send_error(e, dest)),
+        }
+    }
+
+    /// The request of an eager send left waiting for cells (`sync`: its token, for a synchronous
+    /// one), resumed by progress.
+    fn send_pending(
+        &mut self,
+        ps: nemesis_shm::PendingSend,
+        ptr: *const u8,
+        len: usize,
+        dest: u32,
+        sync: Option<u32>,
+        token: u32,
+    ) -> Request {
+        let req = self.reqs.insert_sent(Op::Send { ps, buf: ptr, len, dest, pieces: None }, dest, token);
+        self.pending.push_back(Pending { req, internal: false, sync, own: None });
+        req
     }
 
     /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager

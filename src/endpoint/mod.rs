@@ -703,6 +703,35 @@ impl Endpoint {
         unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context, token) }
     }
 
+    /// [`isend_raw`](Self::isend_raw) for a caller that keeps its own record of a send complete
+    /// at once: `Ok(Ok(id))` when the message went out whole to a rank of this node (into its
+    /// fastbox or cells; the buffer may be reused and no request was made), `id` naming the
+    /// message for [`cancel_send`](Self::cancel_send); `Ok(Err(req))` otherwise, the request
+    /// [`isend_raw`](Self::isend_raw) would have returned. The C ABI's `MPI_Isend` uses it: a
+    /// stream of small sends then makes and completes no Endpoint request.
+    ///
+    /// # Safety
+    /// As for [`isend_raw`](Self::isend_raw).
+    pub unsafe fn isend_now(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+        context: u32,
+    ) -> Result<core::result::Result<SendId, Request>> {
+        let inner = &mut *self.inner;
+        Inner::check_len(len)?;
+        let local = inner.check_send(dest, tag)?;
+        let token = inner.token();
+        if len >= inner.inline_below || local == NOT_LOCAL {
+            // SAFETY: the caller's contract.
+            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard, token) }.map(Err);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.send_eager_now(ptr, len, local, dest, tag, context, token) }
+    }
+
     /// Starts receiving into the `cap` bytes at `ptr`.
     ///
     /// # Safety

@@ -87,6 +87,9 @@ pub(crate) struct Requests {
 }
 
 impl Request {
+    /// A handle that names no request (no slot has its index): stale for every lookup.
+    pub(crate) const NONE: Request = Request { index: u32::MAX, generation: 0 };
+
     /// The request as a transfer token for `nemesis-lmt`.
     pub(crate) fn token(self) -> u64 {
         u64::from(self.index) << 32 | u64::from(self.generation)

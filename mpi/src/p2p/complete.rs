@@ -593,7 +593,7 @@ pub unsafe fn waitall_fast(
     let hs = unsafe { std::slice::from_raw_parts_mut(reqs, count as usize) };
     for &h in hs.iter() {
         let r = st.reqs.get(h)?;
-        let plain = matches!(r.state, ReqState::Pending(_) | ReqState::Deferred(_))
+        let plain = matches!(r.state, ReqState::Pending(_) | ReqState::Deferred(_) | ReqState::Done(_))
             && !r.freed
             && r.persistent.is_none()
             && r.typed.is_none()
@@ -624,13 +624,23 @@ pub unsafe fn waitall_fast(
                 continue;
             }
         }
-        // This one waits: every deferred receive is posted first (see `State::deferred`).
-        st.post_deferred();
-        if let Some(Req { state: ReqState::Done(_), .. }) = st.reqs.at(i) {
-            // A deferred receive the Endpoint refused when posted.
-            // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
-            let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
-            first = first.or(failed);
+        // This one may wait: every deferred receive is posted first (see `State::deferred`).
+        if !matches!(st.reqs.at(i), Some(Req { state: ReqState::Done(_), .. })) {
+            st.post_deferred();
+        }
+        if let Some(Req { state: ReqState::Done(d), .. }) = st.reqs.at(i) {
+            // Complete already: a send that went out whole at once (`Endpoint::isend_now`), or a
+            // deferred receive the Endpoint refused when posted. (Not persistent: see `plain`.)
+            if d.code == abi::SUCCESS {
+                // SAFETY: MPI's contract on `statuses`.
+                unsafe { put_status_at(statuses, k, d.status()) };
+                st.reqs.remove_at(i);
+                hs[k] = REQUEST_NULL;
+            } else {
+                // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
+                let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
+                first = first.or(failed);
+            }
             continue;
         }
         let Some(Req { state: ReqState::Pending(r), comm, .. }) = st.reqs.at(i) else {

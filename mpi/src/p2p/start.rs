@@ -236,9 +236,18 @@ pub unsafe fn istart_fast(
         (unsafe { ep.irecv_raw(buf as *mut u8, len, peer, tag, f.ctx) }, None)
     } else {
         // SAFETY: MPI's contract on the data (the caller's).
-        let r = unsafe { ep.isend_raw(buf.cast(), len, peer as u32, tag, f.send_ctx) };
-        let sent = r.as_ref().ok().and_then(|&r| ep.send_id(r));
-        (r, sent)
+        match unsafe { ep.isend_now(buf.cast(), len, peer as u32, tag, f.send_ctx) } {
+            // Out whole at once: the request is complete from the start, and names the message
+            // for `MPI_Cancel`.
+            Ok(Ok(id)) => {
+                let me = nemesis::Status { source: ep.rank(), tag, len };
+                let done = State::Done(super::completion_in(st, ci, Ok(me)));
+                // SAFETY: checked non-null.
+                return Some(unsafe { hand_out(st, Req { sent: Some(id), ..Req::new(ci, done, false) }, request) });
+            }
+            Ok(Err(r)) => (Ok(r), ep.send_id(r)),
+            Err(e) => (Err(e), None),
+        }
     };
     let r = match r {
         Ok(r) => r,
