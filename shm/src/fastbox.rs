@@ -249,6 +249,7 @@ impl<'a> FastboxRef<'a> {
         tag: i32,
         context: u32,
         kind: u8,
+        aux: u32,
         seq: u32,
         payload: &[u8],
     ) -> bool {
@@ -271,7 +272,7 @@ impl<'a> FastboxRef<'a> {
             ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).kind), kind);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), 0);
-            ptr::write_unaligned(ptr::addr_of_mut!((*h).aux), 0);
+            ptr::write_unaligned(ptr::addr_of_mut!((*h).aux), aux);
             crate::cell::copy_bytes(payload.as_ptr(), body.add(HEADER_BYTES), payload.len());
         }
         // ORDERING: Release; publishes the header and payload to the receiver's Acquire load.

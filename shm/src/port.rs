@@ -593,8 +593,8 @@ impl<'n, N: Node> Port<'n, N> {
         self.send_from(dst, hdr, ft, payload)
     }
 
-    /// The fused send of a plain message (kind `kind`, no flag, `aux` 0; header `src`, `dst`,
-    /// `tag`, `context`): into our fastbox at local rank `to` when we hold one, no earlier message
+    /// The fused send of a plain message (kind `kind`, no flag; header `src`, `dst`, `tag`,
+    /// `context`, `aux`: 0, or the token that names a non-blocking send for a cancellation): into our fastbox at local rank `to` when we hold one, no earlier message
     /// to `to` waits for cells, the payload fits a slot and the next slot is free. True if sent;
     /// false if nothing was done, and [`send`](Self::send) takes the message (it claims boxes,
     /// checks ranks and lengths, uses cells). A `to` that is no local rank (such as `u16::MAX`:
@@ -609,6 +609,7 @@ impl<'n, N: Node> Port<'n, N> {
         tag: i32,
         context: u32,
         kind: u8,
+        aux: u32,
         payload: &[u8],
     ) -> bool {
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
@@ -616,7 +617,7 @@ impl<'n, N: Node> Port<'n, N> {
             && let Some(fb) = t.fb.as_ref()
             && t.queued == 0
             && payload.len() < self.fbox_lim
-            && fb.try_send_plain(&mut t.fnext, &mut t.facked, src, dst, tag, context, kind, t.seq as u32, payload)
+            && fb.try_send_plain(&mut t.fnext, &mut t.facked, src, dst, tag, context, kind, aux, t.seq as u32, payload)
         {
             t.seq = t.seq.wrapping_add(1);
             t.bytes += payload.len() as u64;

@@ -11,7 +11,8 @@
 
 use std::sync::atomic::AtomicU32;
 
-use super::{ANY_TAG, Endpoint, Inner, KIND_EAGER, NOT_LOCAL};
+use super::request::Request;
+use super::{ANY_TAG, Endpoint, Inner, KIND_EAGER, NOT_LOCAL, SendId};
 
 /// What the fused paths need of one peer: made by [`Endpoint::link`] for a caller's table (8-byte
 /// aligned, 16 bytes: one load finds the ranks, one the doorbell).
@@ -80,12 +81,34 @@ impl Endpoint {
     #[inline(always)]
     pub unsafe fn try_send_link(&mut self, buf: &[u8], to: Link, tag: i32, context: u32) -> bool {
         let inner = &mut *self.inner;
-        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, buf) {
+        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, 0, buf) {
             return false;
         }
         // SAFETY: the caller's contract: the doorbell of a rank of our segment, or `NO_BELL`.
         crate::wait::ring(unsafe { &*to.bell });
         true
+    }
+
+    /// The fused non-blocking send (`MPI_Isend`): as [`try_send_link`](Self::try_send_link), the
+    /// message marked with a fresh token as [`isend_raw`](Self::isend_raw) marks it. Returns the
+    /// [`SendId`] that names it for [`cancel_send`](Self::cancel_send): the send is complete (the
+    /// buffer may be reused) and no request was made. `None` if nothing was done: the caller goes
+    /// the general way ([`isend_now`](Self::isend_now)).
+    ///
+    /// # Safety
+    /// As for [`try_send_link`](Self::try_send_link).
+    #[inline(always)]
+    pub unsafe fn try_isend_link(&mut self, buf: &[u8], to: Link, tag: i32, context: u32) -> Option<SendId> {
+        let inner = &mut *self.inner;
+        // The token `Inner::token` would take, taken only if the message goes.
+        let token = inner.next_token.wrapping_add(1).max(1);
+        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, token, buf) {
+            return None;
+        }
+        inner.next_token = token;
+        // SAFETY: the caller's contract: the doorbell of a rank of our segment, or `NO_BELL`.
+        crate::wait::ring(unsafe { &*to.bell });
+        Some(SendId { dest: to.rank, token, req: Request::NONE })
     }
 
     /// The fused blocking receive: the next message of `from`'s peer (a rank of this node) into

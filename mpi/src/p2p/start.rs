@@ -223,6 +223,16 @@ pub unsafe fn istart_fast(
         unsafe { *request = h };
         return Some(Ok(()));
     }
+    if !recv && let Some(to) = f.member(peer) {
+        // SAFETY: a fast entry with a non-zero size exists only while the Endpoint does.
+        let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
+        // SAFETY: MPI's contract: `len` readable bytes at the buffer (not null, or no data).
+        let data = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) };
+        // SAFETY: the links of the fast table are this Endpoint's (`comm::links`).
+        if let Some(id) = unsafe { ep.try_isend_link(data, to, tag, f.send_ctx) } {
+            return Some(sent_at_once(st, ci, id, tag, len, request));
+        }
+    }
     let peer = if recv { super::fast_source(&f, peer)? } else { f.job(peer)? as c_int };
     if recv {
         // A receive posted now must not overtake the deferred ones (MPI's matching order).
@@ -239,12 +249,7 @@ pub unsafe fn istart_fast(
         match unsafe { ep.isend_now(buf.cast(), len, peer as u32, tag, f.send_ctx) } {
             // Out whole at once: the request is complete from the start, and names the message
             // for `MPI_Cancel`.
-            Ok(Ok(id)) => {
-                let me = nemesis::Status { source: ep.rank(), tag, len };
-                let done = State::Done(super::completion_in(st, ci, Ok(me)));
-                // SAFETY: checked non-null.
-                return Some(unsafe { hand_out(st, Req { sent: Some(id), ..Req::new(ci, done, false) }, request) });
-            }
+            Ok(Ok(id)) => return Some(sent_at_once(st, ci, id, tag, len, request)),
             Ok(Err(r)) => (Ok(r), ep.send_id(r)),
             Err(e) => (Err(e), None),
         }
@@ -255,6 +260,24 @@ pub unsafe fn istart_fast(
     };
     // SAFETY: checked non-null.
     Some(unsafe { hand_out(st, Req { sent, ..Req::new(ci, State::Pending(r), recv) }, request) })
+}
+
+/// The request of a send of communicator `ci` that went out whole at once (message `id`, `len`
+/// bytes with tag `tag`): complete from the start, naming the message for `MPI_Cancel`; its handle
+/// goes to `request` (not null).
+fn sent_at_once(
+    st: &mut St,
+    ci: usize,
+    id: nemesis::SendId,
+    tag: c_int,
+    len: usize,
+    request: *mut abi::Request,
+) -> Res<()> {
+    // Not `None`: the caller found a fast entry, which exists only while the Endpoint does.
+    let me = st.ep.as_ref().map_or(0, |ep| ep.rank());
+    let done = State::Done(super::completion_in(st, ci, Ok(nemesis::Status { source: me, tag, len })));
+    // SAFETY: the caller's contract: `request` is not null (and MPI's: writable).
+    unsafe { hand_out(st, Req { sent: Some(id), ..Req::new(ci, done, false) }, request) }
 }
 
 /// `MPI_Isend`, `MPI_Issend`, `MPI_Ibsend`, `MPI_Irsend` by `mode`.
