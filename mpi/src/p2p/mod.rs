@@ -428,12 +428,8 @@ pub unsafe fn send_fused(
             return Some(abi::SUCCESS);
         }
     }
-    // A send that may block goes the general way while non-blocking collectives are in flight
-    // (it advances them while waiting: `Access::may_block`), or receives are deferred (it posts
-    // them first: `send_fast`). One sent inline neither waits nor matches.
-    if !st.colls.is_empty() || !st.deferred.is_empty() {
-        return None;
-    }
+    // Never `None` from here: the exported function would then keep every argument alive across
+    // the inline send for `rest`, and save registers for it on every call (7 instructions).
     Some(send_admitted(data, dest, tag, comm))
 }
 
@@ -442,6 +438,18 @@ pub unsafe fn send_fused(
 /// line: the fused path's code keeps little alive.
 #[inline(never)]
 fn send_admitted(data: &[u8], dest: c_int, tag: c_int, comm: abi::Comm) -> c_int {
+    // SAFETY: called by the fused path (`fused_on`), which no longer uses its reference.
+    let st = unsafe { crate::state::unlocked() };
+    // A send that may block goes with an `Access` while non-blocking collectives are in flight
+    // (it advances them while it waits: `Access::may_block`) or receives are deferred (the
+    // `Access` posts them first: `State::deferred`). One sent inline neither waits nor matches.
+    if !st.colls.is_empty() || !st.deferred.is_empty() {
+        return crate::state::call("MPI_Send", |acc| {
+            let ci = index_of(comm);
+            let (f, to) = fused_member(acc.st(), ci, dest)?;
+            acc.ep_send(data, to.rank(), tag, f.send_ctx, false)?.map_err(|e| Fail::endpoint(ci, e))
+        });
+    }
     crate::state::after_fused("MPI_Send", |st| {
         let ci = index_of(comm);
         let f = st.fast.get(ci).copied();
@@ -486,12 +494,8 @@ pub unsafe fn recv_fused(
     let buf = NonNull::new(buf as *mut u8)?.as_ptr();
     let (_, f, len) = admit(st, count, dt, comm)?;
     let from = f.member(source)?;
-    // A deferred receive started earlier may match this message: they are posted first, on the
-    // general path.
-    if !st.deferred.is_empty() {
-        return None;
-    }
-    if len <= INLINE_MAX {
+    // A deferred receive started earlier may match the message: `recv_admitted` posts them first.
+    if len <= INLINE_MAX && st.deferred.is_empty() {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
         // SAFETY: MPI's contract: `len` writable bytes at the buffer.
@@ -501,12 +505,19 @@ pub unsafe fn recv_fused(
             return Some(abi::SUCCESS);
         }
     }
-    // As for `send_fused`: nothing was consumed.
-    if !st.colls.is_empty() {
-        return None;
-    }
+    // As for `send_fused`: never `None` from here (nothing was consumed).
     // SAFETY: as above.
     Some(unsafe { recv_admitted(buf, len, source, tag, comm, status) })
+}
+
+/// The fast entry of communicator `ci` and its member `rank`'s link, for a call its fused path
+/// admitted (so both exist unless MPI ended meanwhile).
+fn fused_member(st: &State, ci: usize, rank: c_int) -> Res<(crate::state::Fast, nemesis::Link)> {
+    let f = st.fast.get(ci).copied();
+    match (f, f.and_then(|f| f.member(rank))) {
+        (Some(f), Some(l)) => Ok((f, l)),
+        _ => Err(not_running(st.phase)),
+    }
 }
 
 /// `MPI_Recv` admitted by its fused path (from member `source` of `comm`) but not received
@@ -524,6 +535,26 @@ unsafe fn recv_admitted(
     comm: abi::Comm,
     status: *mut Status,
 ) -> c_int {
+    // SAFETY: as in `send_admitted`.
+    let st = unsafe { crate::state::unlocked() };
+    // As in `send_admitted`: with an `Access` (which also posts the deferred receives, one of
+    // which may match this message first).
+    if !st.colls.is_empty() || !st.deferred.is_empty() {
+        return crate::state::call("MPI_Recv", |acc| {
+            let ci = index_of(comm);
+            let (f, from) = fused_member(acc.st(), ci, source)?;
+            // SAFETY: the caller's contract.
+            let data = unsafe { out_bytes(buf.cast(), len) };
+            match acc.ep_recv(data, from.rank() as c_int, tag, f.ctx)? {
+                Ok(s) => {
+                    // SAFETY: MPI's contract on `status`; the sender is `source`, named.
+                    unsafe { put_status(status, source, s.tag, s.len as i64) };
+                    Ok(())
+                }
+                Err(e) => Err(recv_failed(&acc.st().comms, ci, e, status)),
+            }
+        });
+    }
     crate::state::after_fused("MPI_Recv", |st| {
         let ci = index_of(comm);
         let f = st.fast.get(ci).copied();
