@@ -85,7 +85,8 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     st.phase = Phase::Running;
     st.refresh_all_fast();
     let ft = st.ep.as_ref().is_some_and(|ep| ep.ft_enabled());
-    crate::state::set_fused(st.provided != abi::THREAD_MULTIPLE && !ft);
+    st.fused = st.provided != abi::THREAD_MULTIPLE && !ft;
+    crate::state::set_fused(st.fused);
     if st.provided == abi::THREAD_MULTIPLE {
         acc.become_threaded();
     }
@@ -97,6 +98,7 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
 pub fn finalize(acc: &mut Access) -> Res<()> {
     let st = acc.st();
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
+    st.fused = false;
     crate::state::set_fused(false);
     st.phase = Phase::After;
     st.refresh_all_fast();

@@ -156,11 +156,17 @@ pub struct State {
     /// nothing posted nor unexpected could match before it). Every other call that may match,
     /// probe or wait posts them all first, in order ([`State::post_deferred`]): MPI's matching
     /// order holds, and no peer waits on a receive that was started but not posted (an
-    /// `MPI_Ssend` that needs its match to return, a rendezvous).
+    /// `MPI_Ssend` that needs its match to return, a rendezvous). The fused paths do not run
+    /// while any is deferred ([`State::fused`]). Changed through [`State::defer`],
+    /// [`State::undefer_oldest`] and [`State::post_deferred`].
     pub deferred: VecDeque<usize>,
     /// Receives shorter than this may be deferred: one more than the fastbox's payload, or 0
     /// (none) with `NEMESIS_DEFER_RECV=0`.
     pub defer_below: usize,
+    /// The fused paths may run while no receive is deferred ([`FUSED`] is this, or false while
+    /// some are: the fused `MPI_Recv` must not take a message a deferred receive matches first,
+    /// and a blocking call must post them; so the fused paths test nothing for them).
+    pub fused: bool,
     /// Attributes on datatypes: (datatype, keyval, value), in the order they were set.
     pub type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     /// The buffered mode's attached buffer.
@@ -183,6 +189,26 @@ impl State {
     pub fn post_deferred(&mut self) {
         if !self.deferred.is_empty() {
             crate::p2p::complete::post_deferred(self);
+            set_fused(self.fused);
+        }
+    }
+
+    /// Defers the receive of slot `i` (after those deferred before it); the fused paths stop
+    /// until none is deferred any more.
+    #[inline(always)]
+    pub fn defer(&mut self, i: usize) {
+        if self.deferred.is_empty() {
+            set_fused(false);
+        }
+        self.deferred.push_back(i);
+    }
+
+    /// The oldest deferred receive completed (taken from the fastbox): no longer deferred.
+    #[inline(always)]
+    pub fn undefer_oldest(&mut self) {
+        self.deferred.pop_front();
+        if self.deferred.is_empty() {
+            set_fused(self.fused);
         }
     }
 
@@ -210,6 +236,7 @@ impl State {
             colls: Vec::new(),
             deferred: VecDeque::new(),
             defer_below: 0,
+            fused: false,
             type_attrs: Vec::new(),
             bsend: Bsend::new(),
             provided: abi::THREAD_SINGLE,

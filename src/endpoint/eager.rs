@@ -168,16 +168,10 @@ impl Inner {
         context: u32,
         token: u32,
     ) -> Result<Request> {
-        let (hdr, token) = self.eager_header(dest, tag, context, SYNC, token);
-        // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
-        let data = unsafe { raw_slice(ptr, len) };
-        match self.port.send(local, &hdr, None, data) {
-            Ok(Sent::Done) => {
-                self.ring(local);
-                Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len }))
-            }
-            Ok(Sent::Pending(ps)) => Ok(self.send_pending(ps, ptr, len, dest, SYNC.then_some(token), token)),
-            Err(e) => Err(self.send_error(e, dest)),
+        // SAFETY: the caller's contract.
+        match unsafe { self.eager_out::<SYNC>(ptr, len, local, dest, tag, context, token) }? {
+            Ok(token) => Ok(self.eager_sent(SYNC, token, dest, Status { source: self.rank, tag, len })),
+            Err(req) => Ok(req),
         }
     }
 
@@ -187,6 +181,7 @@ impl Inner {
     ///
     /// # Safety
     /// As for [`send_eager`](Self::send_eager).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn send_eager_now(
         &mut self,
@@ -198,33 +193,45 @@ impl Inner {
         context: u32,
         token: u32,
     ) -> Result<core::result::Result<SendId, Request>> {
-        let (hdr, token) = self.eager_header(dest, tag, context, false, token);
+        // SAFETY: the caller's contract.
+        let out = unsafe { self.eager_out::<false>(ptr, len, local, dest, tag, context, token) }?;
+        Ok(out.map(|token| SendId { dest, token, req: Request::NONE }))
+    }
+
+    /// The message of [`send_eager`](Self::send_eager) handed to the port: `Ok(Ok(token))` when
+    /// it went out whole at once (the token it carries), `Ok(Err(req))` for one left waiting for
+    /// cells (its request, in the pending list).
+    ///
+    /// # Safety
+    /// As for [`send_eager`](Self::send_eager).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn eager_out<const SYNC: bool>(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        local: u16,
+        dest: u32,
+        tag: i32,
+        context: u32,
+        token: u32,
+    ) -> Result<core::result::Result<u32, Request>> {
+        let (hdr, token) = self.eager_header(dest, tag, context, SYNC, token);
         // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
         let data = unsafe { raw_slice(ptr, len) };
         match self.port.send(local, &hdr, None, data) {
             Ok(Sent::Done) => {
                 self.ring(local);
-                Ok(Ok(SendId { dest, token, req: Request::NONE }))
+                Ok(Ok(token))
             }
-            Ok(Sent::Pending(ps)) => Ok(Err(self.send_pending(ps, ptr, len, dest, None, token))),
+            Ok(Sent::Pending(ps)) => {
+                let req = self.reqs.insert_sent(Op::Send { ps, buf: ptr, len, dest, pieces: None }, dest, token);
+                let sync = SYNC.then_some(token);
+                self.pending.push_back(Pending { req, internal: false, sync, own: None });
+                Ok(Err(req))
+            }
             Err(e) => Err(self.send_error(e, dest)),
         }
-    }
-
-    /// The request of an eager send left waiting for cells (`sync`: its token, for a synchronous
-    /// one), resumed by progress.
-    fn send_pending(
-        &mut self,
-        ps: nemesis_shm::PendingSend,
-        ptr: *const u8,
-        len: usize,
-        dest: u32,
-        sync: Option<u32>,
-        token: u32,
-    ) -> Request {
-        let req = self.reqs.insert_sent(Op::Send { ps, buf: ptr, len, dest, pieces: None }, dest, token);
-        self.pending.push_back(Pending { req, internal: false, sync, own: None });
-        req
     }
 
     /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager

@@ -80,8 +80,18 @@ impl Endpoint {
     /// `to` was made by this Endpoint's [`link`](Self::link) (its doorbell lives in our segment).
     #[inline(always)]
     pub unsafe fn try_send_link(&mut self, buf: &[u8], to: Link, tag: i32, context: u32) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.send_link(buf, to, tag, context, 0) }
+    }
+
+    /// [`try_send_link`](Self::try_send_link) of a message whose header's `aux` is `aux`.
+    ///
+    /// # Safety
+    /// As for [`try_send_link`](Self::try_send_link).
+    #[inline(always)]
+    unsafe fn send_link(&mut self, buf: &[u8], to: Link, tag: i32, context: u32, aux: u32) -> bool {
         let inner = &mut *self.inner;
-        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, 0, buf) {
+        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, aux, buf) {
             return false;
         }
         // SAFETY: the caller's contract: the doorbell of a rank of our segment, or `NO_BELL`.
@@ -99,15 +109,13 @@ impl Endpoint {
     /// As for [`try_send_link`](Self::try_send_link).
     #[inline(always)]
     pub unsafe fn try_isend_link(&mut self, buf: &[u8], to: Link, tag: i32, context: u32) -> Option<SendId> {
-        let inner = &mut *self.inner;
         // The token `Inner::token` would take, taken only if the message goes.
-        let token = inner.next_token.wrapping_add(1).max(1);
-        if tag < 0 || !inner.port.try_send_plain(to.local, inner.rank, to.rank, tag, context, KIND_EAGER, token, buf) {
+        let token = self.inner.next_token.wrapping_add(1).max(1);
+        // SAFETY: the caller's contract.
+        if !unsafe { self.send_link(buf, to, tag, context, token) } {
             return None;
         }
-        inner.next_token = token;
-        // SAFETY: the caller's contract: the doorbell of a rank of our segment, or `NO_BELL`.
-        crate::wait::ring(unsafe { &*to.bell });
+        self.inner.next_token = token;
         Some(SendId { dest: to.rank, token, req: Request::NONE })
     }
 

@@ -691,16 +691,15 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request> {
-        let inner = &mut *self.inner;
-        Inner::check_len(len)?;
-        let local = inner.check_send(dest, tag)?;
-        let token = inner.token();
-        if len >= inner.inline_below || local == NOT_LOCAL {
-            // SAFETY: the caller's contract.
-            return unsafe { inner.send_slow(ptr, len, local, dest, tag, context, Mode::Standard, token) };
-        }
         // SAFETY: the caller's contract.
-        unsafe { inner.send_eager::<false>(ptr, len, local, dest, tag, context, token) }
+        match unsafe { self.isend_now(ptr, len, dest, tag, context) }? {
+            // Out at once: recorded as a complete request, for `wait` and `cancel_send`.
+            Ok(id) => {
+                let inner = &mut *self.inner;
+                Ok(inner.eager_sent(false, id.token, dest, Status { source: inner.rank, tag, len }))
+            }
+            Err(req) => Ok(req),
+        }
     }
 
     /// [`isend_raw`](Self::isend_raw) for a caller that keeps its own record of a send complete

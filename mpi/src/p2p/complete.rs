@@ -616,7 +616,7 @@ pub unsafe fn waitall_fast(
             let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
             // SAFETY: MPI's contract on the buffer of the `MPI_Irecv` that deferred it.
             if let Some((n, t)) = unsafe { ep.try_recv_link_spin(d.buf, d.len, d.from, d.tag, d.ctx) } {
-                st.deferred.pop_front();
+                st.undefer_oldest();
                 // SAFETY: MPI's contract on `statuses`.
                 unsafe { put_status_at(statuses, k, Status::new(d.source, t, abi::SUCCESS, i64::from(n))) };
                 st.reqs.remove_at(i);
@@ -624,23 +624,16 @@ pub unsafe fn waitall_fast(
                 continue;
             }
         }
-        // This one may wait: every deferred receive is posted first (see `State::deferred`).
-        if !matches!(st.reqs.at(i), Some(Req { state: ReqState::Done(_), .. })) {
-            st.post_deferred();
+        // Complete already: a send that went out whole at once (`Endpoint::isend_now`). Else
+        // this one may wait: every deferred receive is posted first (see `State::deferred`); one
+        // the Endpoint refused is complete then.
+        // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
+        if unsafe { report_done(st, hs, k, i, statuses, &mut first) } {
+            continue;
         }
-        if let Some(Req { state: ReqState::Done(d), .. }) = st.reqs.at(i) {
-            // Complete already: a send that went out whole at once (`Endpoint::isend_now`), or a
-            // deferred receive the Endpoint refused when posted. (Not persistent: see `plain`.)
-            if d.code == abi::SUCCESS {
-                // SAFETY: MPI's contract on `statuses`.
-                unsafe { put_status_at(statuses, k, d.status()) };
-                st.reqs.remove_at(i);
-                hs[k] = REQUEST_NULL;
-            } else {
-                // SAFETY: `hs[k]` names slot `i`; MPI's contract on `statuses`.
-                let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
-                first = first.or(failed);
-            }
+        st.post_deferred();
+        // SAFETY: as above.
+        if unsafe { report_done(st, hs, k, i, statuses, &mut first) } {
             continue;
         }
         let Some(Req { state: ReqState::Pending(r), comm, .. }) = st.reqs.at(i) else {
@@ -666,6 +659,35 @@ pub unsafe fn waitall_fast(
         }
     }
     Some(in_status(first))
+}
+
+/// `MPI_Waitall`'s fast path on request slot `i` (handle `hs[k]`, not persistent): if it is
+/// complete, reports it in `statuses[k]` and frees it (a failure goes to `first`), and returns
+/// true.
+///
+/// # Safety
+/// As for [`report_at`].
+#[inline(always)]
+unsafe fn report_done(
+    st: &mut State,
+    hs: &mut [abi::Request],
+    k: usize,
+    i: usize,
+    statuses: *mut Status,
+    first: &mut Option<(usize, u32, c_int)>,
+) -> bool {
+    let Some(Req { state: ReqState::Done(d), .. }) = st.reqs.at(i) else { return false };
+    if d.code == abi::SUCCESS {
+        // SAFETY: the caller's contract.
+        unsafe { put_status_at(statuses, k, d.status()) };
+        st.reqs.remove_at(i);
+        hs[k] = REQUEST_NULL;
+    } else {
+        // SAFETY: the caller's contract.
+        let failed = unsafe { report_at(st, hs, k, i, statuses, k) };
+        *first = first.or(failed);
+    }
+    true
 }
 
 /// `MPI_Testall`: completes all the requests if all are complete, else none (their results,

@@ -441,9 +441,9 @@ fn send_admitted(data: &[u8], dest: c_int, tag: c_int, comm: abi::Comm) -> c_int
     // SAFETY: called by the fused path (`fused_on`), which no longer uses its reference.
     let st = unsafe { crate::state::unlocked() };
     // A send that may block goes with an `Access` while non-blocking collectives are in flight
-    // (it advances them while it waits: `Access::may_block`) or receives are deferred (the
-    // `Access` posts them first: `State::deferred`). One sent inline neither waits nor matches.
-    if !st.colls.is_empty() || !st.deferred.is_empty() {
+    // (it advances them while it waits: `Access::may_block`). One sent inline does not wait.
+    // (No receive is deferred: the fused paths do not run while one is, `State::fused`.)
+    if !st.colls.is_empty() {
         return crate::state::call("MPI_Send", |acc| {
             let ci = index_of(comm);
             let (f, to) = fused_member(acc.st(), ci, dest)?;
@@ -494,8 +494,10 @@ pub unsafe fn recv_fused(
     let buf = NonNull::new(buf as *mut u8)?.as_ptr();
     let (_, f, len) = admit(st, count, dt, comm)?;
     let from = f.member(source)?;
-    // A deferred receive started earlier may match the message: `recv_admitted` posts them first.
-    if len <= INLINE_MAX && st.deferred.is_empty() {
+    // No receive is deferred (which one might match the message first): the fused paths do not
+    // run while one is (`State::fused`).
+    debug_assert!(st.deferred.is_empty());
+    if len <= INLINE_MAX {
         // SAFETY: a non-empty fast entry exists only while the Endpoint does.
         let ep = unsafe { st.ep.as_mut().unwrap_unchecked() };
         // SAFETY: MPI's contract: `len` writable bytes at the buffer.
@@ -537,9 +539,8 @@ unsafe fn recv_admitted(
 ) -> c_int {
     // SAFETY: as in `send_admitted`.
     let st = unsafe { crate::state::unlocked() };
-    // As in `send_admitted`: with an `Access` (which also posts the deferred receives, one of
-    // which may match this message first).
-    if !st.colls.is_empty() || !st.deferred.is_empty() {
+    // As in `send_admitted`.
+    if !st.colls.is_empty() {
         return crate::state::call("MPI_Recv", |acc| {
             let ci = index_of(comm);
             let (f, from) = fused_member(acc.st(), ci, source)?;

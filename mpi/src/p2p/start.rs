@@ -218,7 +218,7 @@ pub unsafe fn istart_fast(
         let Some((i, h)) = st.reqs.insert_slot(Req::new(ci, State::Deferred(d), true)) else {
             return Some(Err(too_many(ci)));
         };
-        st.deferred.push_back(i);
+        st.defer(i);
         // SAFETY: checked non-null.
         unsafe { *request = h };
         return Some(Ok(()));
