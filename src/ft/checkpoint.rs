@@ -373,7 +373,7 @@ fn refused(path: &Path, why: Refusal) -> Error {
 }
 
 /// Checks and decodes the bytes of a checkpoint file under `key`: length, magic, version, the
-/// checksum, then the MAC, and only then the image.
+/// checksum, then the MAC and the job in the header, and only then the image.
 pub fn decode(b: &[u8], key: &CheckpointKey) -> std::result::Result<Checkpoint, Refusal> {
     if b.len() < HEADER + TRAILER {
         return Err(Refusal::Short { len: b.len() });
@@ -407,6 +407,9 @@ pub fn decode(b: &[u8], key: &CheckpointKey) -> std::result::Result<Checkpoint, 
     let (head, app, ft) = (&b[..HEADER], &b[HEADER..app_end], &b[app_end..body]);
     if !key.verify(head, app, ft, &b[body..sum_at]) {
         return Err(Refusal::Mac);
+    }
+    if u64_at(16) != key.job {
+        return Err(Refusal::Misnamed { job: u64_at(16), rank: u32_at(24), generation: u64_at(32) });
     }
     let image: FtImage = postcard::from_bytes(ft).map_err(|e| Refusal::Image(e.to_string()))?;
     Ok(Checkpoint {
