@@ -92,6 +92,14 @@ pub enum Error {
     /// A checkpoint file is torn or corrupt: it is never loaded.
     #[error("checkpoint file {} refused: {}", .0.0.display(), .0.1)]
     CheckpointCorrupt(Box<(std::path::PathBuf, String)>),
+    /// A checkpoint file that is not this job's: its MAC (keyed by the job's secret) does not
+    /// verify, or an authentic file lies under another rank's or generation's name. Never loaded.
+    #[error("checkpoint file {} refused: {}", .0.0.display(), .0.1)]
+    CheckpointForged(Box<(std::path::PathBuf, String)>),
+    /// The fault-tolerance directory is not safe to use (another user's, writable by others, a
+    /// link, not private): its path, owner, mode and what is wrong.
+    #[error(transparent)]
+    FtDir(Box<crate::ft::files::UnsafeDir>),
     /// The launcher could not start a rank's program (not found: a shell's exit code 127;
     /// found but not executable: 126).
     #[error("cannot start {program} (rank {rank}): {source}")]

@@ -417,7 +417,8 @@ fn files() {
         assert_eq!((stats.checkpoints, stats.generation), (g, g));
     }
     let path = dir.join(mine(&dir).last().unwrap());
-    let c = nemesis::ft::checkpoint::load(&path).unwrap();
+    let key = ep.ft_checkpoint_key().unwrap().clone();
+    let c = nemesis::ft::checkpoint::load(&path, &key).unwrap();
     assert_eq!((c.rank, c.generation, c.group), (me, 3, me / 2));
     assert_eq!(c.app, format!("rank {me} generation 3").repeat(100).into_bytes());
     let good = std::fs::read(&path).unwrap();
@@ -425,12 +426,12 @@ fn files() {
     let mut bad = good.clone();
     bad[good.len() / 2] ^= 1;
     std::fs::write(&copy, &bad).unwrap();
-    assert!(matches!(nemesis::ft::checkpoint::load(&copy), Err(Error::CheckpointCorrupt { .. })));
+    assert!(matches!(nemesis::ft::checkpoint::load(&copy, &key), Err(Error::CheckpointCorrupt { .. })));
     std::fs::write(&copy, &good[..good.len() - 5]).unwrap();
-    assert!(matches!(nemesis::ft::checkpoint::load(&copy), Err(Error::CheckpointCorrupt { .. })));
+    assert!(matches!(nemesis::ft::checkpoint::load(&copy, &key), Err(Error::CheckpointCorrupt { .. })));
     std::fs::remove_file(&copy).unwrap();
     let members = [me & !1, me | 1];
-    let latest = nemesis::ft::checkpoint::latest_durable(&dir, c.job, me, &members).unwrap().unwrap();
+    let latest = nemesis::ft::checkpoint::latest_durable(&dir, &key, me, &members).unwrap().unwrap();
     assert_eq!(latest.generation, 3);
     println!(
         "RESULT ok {me} {} bytes in {:?}",
@@ -515,7 +516,7 @@ fn held() {
             .map(|e| e.unwrap().path())
             .find(|p| p.file_name().unwrap().to_string_lossy().ends_with("-1-1.nft"))
             .expect("rank 1's checkpoint file");
-        let c = nemesis::ft::checkpoint::load(&file).unwrap();
+        let c = nemesis::ft::checkpoint::load(&file, ep.ft_checkpoint_key().unwrap()).unwrap();
         assert_eq!(c.image.unexpected.len(), HELD as usize, "every message arrived before the checkpoint is in it");
         for (i, m) in c.image.unexpected.iter().enumerate() {
             assert_eq!((m.source, m.tag), (0, i as i32));

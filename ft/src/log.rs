@@ -14,9 +14,11 @@
 //! reads the in-memory index through [`LogIndex`] and asks for replays and drops with
 //! [`Action`](crate::Action)s that the driver applies here.
 //!
-//! The spill file is created on first use in [`LogConfig::spill_dir`] and unlinked at once, so a crash leaves
-//! nothing behind. Space freed by drops is reclaimed when every spilled entry is gone (the file is truncated) or
-//! when dead bytes outnumber live ones past [`COMPACT_MIN`] (live entries are rewritten to a fresh file).
+//! The spill file is created on first use in [`LogConfig::spill_dir`] without a name (`O_TMPFILE`, mode 0600):
+//! no other process can open it, and a crash leaves nothing behind. Where the file system refuses unnamed files,
+//! it is created under a new name (`O_EXCL | O_NOFOLLOW`, mode 0600) and unlinked at once. Space freed by drops
+//! is reclaimed when every spilled entry is gone (the file is truncated) or when dead bytes outnumber live ones
+//! past [`COMPACT_MIN`] (live entries are rewritten to a fresh file).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -236,15 +238,59 @@ struct Spill {
 
 static SPILL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Tries of [`Spill::create_named`] before it gives up on finding a free name.
+const NAME_TRIES: u64 = 16;
+
 impl Spill {
+    /// A file in `dir` that no other process can open: an unnamed one (`O_TMPFILE`, mode 0600),
+    /// or where the file system refuses those, [`Spill::create_named`].
     fn create(dir: &std::path::Path) -> Result<Spill> {
-        // Relaxed: the counter only makes names unique within this process.
-        let n = SPILL_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("nemesis-ft-log-{}-{n}.spill", std::process::id()));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        // Unlinked at once: the descriptor keeps it alive, a crash cannot leave it behind.
-        std::fs::remove_file(&path)?;
-        Ok(Spill { file, end: 0, live: 0 })
+        use std::os::unix::fs::OpenOptionsExt;
+        let unnamed = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+            .open(dir);
+        match unnamed {
+            Ok(file) => Ok(Spill { file, end: 0, live: 0 }),
+            // Not supported by the kernel (EISDIR: it took O_DIRECTORY alone) or by the file
+            // system (EOPNOTSUPP).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+                Self::create_named(dir)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The fallback: a new name (`O_CREAT | O_EXCL | O_NOFOLLOW`: never an existing file nor a
+    /// link planted there), mode 0600 from its creation, unlinked at once. A crash cannot leave
+    /// it behind, and while it has a name only its owner may open it.
+    fn create_named(dir: &std::path::Path) -> Result<Spill> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut last = None;
+        for _ in 0..NAME_TRIES {
+            // Relaxed: the counter only makes names unique within this process.
+            let n = SPILL_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!("nemesis-ft-log-{}-{n}.spill", std::process::id()));
+            let created = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path);
+            match created {
+                Ok(file) => {
+                    std::fs::remove_file(&path)?;
+                    return Ok(Spill { file, end: 0, live: 0 });
+                }
+                // Someone else's file or link under that name: another one.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free spill file name")).into())
     }
 }
 
@@ -655,6 +701,89 @@ mod tests {
             restored.read(1, d, &mut b).unwrap();
             assert_eq!(a, b);
         }
+    }
+
+    /// A fresh directory of this test process.
+    fn scratch_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nemesis-ft-log-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    /// Events inotify reported for a watch on the spill directory (names created or moved in).
+    fn created_names(fd: i32) -> Vec<String> {
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into `buf`, of the length given, from the inotify descriptor of this test.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let mut names = Vec::new();
+        let mut at = 0usize;
+        let head = std::mem::size_of::<libc::inotify_event>();
+        while n > 0 && at + head <= n as usize {
+            let len = u32::from_ne_bytes([buf[at + 12], buf[at + 13], buf[at + 14], buf[at + 15]]) as usize;
+            let name = &buf[at + head..(at + head + len).min(n as usize)];
+            names.push(String::from_utf8_lossy(name).trim_end_matches('\0').to_owned());
+            at += head + len;
+        }
+        names
+    }
+
+    #[test]
+    fn the_spill_file_never_has_a_name_and_only_its_owner_may_open_it() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = scratch_dir("private");
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: plain system calls on a descriptor this test owns and a valid C string.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: as above.
+        let wd = unsafe { libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_CREATE | libc::IN_MOVED_TO) };
+        assert!(wd >= 0);
+        let mut log =
+            SenderLog::new(2, LogConfig { memory_limit: 64, spill_dir: Some(dir.clone()), spill_limit: None });
+        for d in 1..=40 {
+            log.append(1, pb(d, 1), &payload(d)).unwrap();
+        }
+        assert!(log.spilled_bytes() > 0);
+        // No name ever appeared in the directory: nobody could open the file between its creation
+        // and its removal.
+        let seen = created_names(fd);
+        // SAFETY: closes the descriptor this test opened.
+        unsafe { libc::close(fd) };
+        assert!(seen.is_empty(), "the spill file had a name in {}: {seen:?}", dir.display());
+        let meta = log.spill.as_ref().unwrap().file.metadata().unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "mode {:o}", meta.permissions().mode());
+        assert_eq!(meta.nlink(), 0);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let mut out = Vec::new();
+        log.read(1, 1, &mut out).unwrap();
+        assert_eq!(out, payload(1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_named_fallback_is_private_unlinked_and_steps_over_planted_links() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = scratch_dir("named");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        // Links at the next names this process would take (only this test takes named files
+        // where the file system has O_TMPFILE).
+        let next = SPILL_COUNTER.load(Ordering::Relaxed);
+        for n in next..next + 4 {
+            let name = format!("nemesis-ft-log-{}-{n}.spill", std::process::id());
+            std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+        }
+        let spill = Spill::create_named(&dir).unwrap();
+        spill.file.write_all_at(b"spilled", 0).unwrap();
+        let meta = spill.file.metadata().unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(meta.nlink(), 0, "unlinked at once");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "a planted link was followed");
+        // The victim and the four links: nothing else is left.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "pmi1_client" => pmi1_client(),
         "pmi2_client" => pmi2_client(),
         "pmi_mapping" => pmi_mapping(),
+        "ft_checkpoint" => ft_checkpoint(),
         _ => Vec::new(),
     }
 }
@@ -207,5 +208,44 @@ fn pmi_mapping() -> Vec<Vec<u8>> {
     [(4u8, "(vector,(0,2,2))"), (6, "(vector,(0,2,1),(1,1,2))"), (3, "(vector,(0,1,3))")]
         .iter()
         .map(|(n, m)| [vec![*n], m.as_bytes().to_vec()].concat())
+        .collect()
+}
+
+// --- ft_checkpoint (issue 30) ---
+
+/// Valid checkpoint files under the target's key: an empty image, and one with a record of
+/// receptions, logged messages and unreceived ones.
+fn ft_checkpoint() -> Vec<Vec<u8>> {
+    use nemesis::ft::checkpoint::{FtImage, SavedMessage, encode};
+    use nemesis_ft::{DateRule, LogSnapshot, LoggedMessage, ProcessState, ReceivedFrom};
+    let key = crate::targets::ft_checkpoint_key();
+    let state = |rank, date| ProcessState {
+        rank,
+        date,
+        phase: 1,
+        received: Vec::new(),
+        last_checkpoint_date: 0,
+        date_rule: DateRule::Sends,
+    };
+    let empty = FtImage { process: state(0, 0), log: LogSnapshot::default(), unexpected: Vec::new() };
+    let full = FtImage {
+        process: ProcessState {
+            received: vec![(2, ReceivedFrom { max_date: 9, ..ReceivedFrom::default() })],
+            last_checkpoint_date: 4,
+            ..state(1, 12)
+        },
+        log: LogSnapshot { channels: vec![(3, 11, vec![LoggedMessage { date: 11, phase: 2, payload: vec![7; 24] }])] },
+        unexpected: vec![SavedMessage {
+            source: 2,
+            tag: 5,
+            context: 0,
+            data: b"halo".to_vec(),
+            sync: Some(1),
+            delivery: None,
+        }],
+    };
+    [encode(&key, 0, 0, 1, 2, b"", &empty), encode(&key, 1, 0, 3, 4, b"application state", &full)]
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("seed: {e}")))
         .collect()
 }

@@ -314,3 +314,43 @@ pub fn pmi_mapping(data: &[u8]) {
         assert_eq!(nodes.len(), usize::from(size));
     }
 }
+
+// --- ft_checkpoint: checkpoint files read back at a restart (issue 30) ---
+
+/// The key the `ft_checkpoint` target and its seeds use: a fixed secret and job id.
+pub fn ft_checkpoint_key() -> nemesis::ft::checkpoint::CheckpointKey {
+    let secret = nemesis_shm::auth::JobSecret::from_hex(&"6e".repeat(nemesis_shm::auth::SECRET_BYTES))
+        .unwrap_or_else(|_| unreachable!("64 hexadecimal digits"));
+    nemesis::ft::checkpoint::CheckpointKey::new(&secret, "fuzz-job")
+}
+
+/// A checkpoint file as a restarted rank reads it (`nemesis::ft::checkpoint::decode`): `data` as
+/// found in the directory (refused unless made with the job's key), then `data` and `data` less
+/// a trailer sealed with the key as a writer holding it would, so that the header's lengths and
+/// the image's decoder are reached past the MAC. A refusal is a typed [`Refusal`], never a
+/// panic; a file that decodes encodes to a file that decodes the same.
+///
+/// [`Refusal`]: nemesis::ft::checkpoint::Refusal
+pub fn ft_checkpoint(data: &[u8]) {
+    use nemesis::ft::checkpoint::{TRAILER, decode, encode, seal_body};
+    let key = ft_checkpoint_key();
+    let again = |c: nemesis::ft::checkpoint::Checkpoint| {
+        let bytes = encode(&key, c.rank, c.group, c.generation, c.ranks, &c.app, &c.image);
+        let bytes = bytes.unwrap_or_else(|e| panic!("a decoded checkpoint does not encode: {e}"));
+        let back = decode(&bytes, &key).unwrap_or_else(|e| panic!("an encoded checkpoint does not decode: {e}"));
+        assert_eq!(
+            (back.job, back.rank, back.group, back.generation, back.ranks, back.app, back.image),
+            (c.job, c.rank, c.group, c.generation, c.ranks, c.app, c.image)
+        );
+    };
+    if let Ok(c) = decode(data, &key) {
+        again(c);
+    }
+    for body in [data, &data[..data.len().saturating_sub(TRAILER)]] {
+        if let Some(sealed) = seal_body(&key, body)
+            && let Ok(c) = decode(&sealed, &key)
+        {
+            again(c);
+        }
+    }
+}

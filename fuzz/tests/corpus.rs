@@ -167,3 +167,10 @@ fn pmi2_client() {
 fn pmi_mapping() {
     run("pmi_mapping");
 }
+
+// --- ft_checkpoint (issue 30) ---
+
+#[test]
+fn ft_checkpoint() {
+    run("ft_checkpoint");
+}

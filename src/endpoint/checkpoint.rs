@@ -100,6 +100,11 @@ impl Endpoint {
     pub fn ft_dir(&self) -> Option<&Path> {
         self.inner.ft.as_deref().map(|ft| ft.dir.as_path())
     }
+
+    /// The key of this job's checkpoint files ([`checkpoint::load`]), if fault tolerance is on.
+    pub fn ft_checkpoint_key(&self) -> Option<&checkpoint::CheckpointKey> {
+        self.inner.ft.as_deref().map(|ft| &ft.key)
+    }
 }
 
 impl Inner {
@@ -270,7 +275,7 @@ impl Inner {
         ft.log.snapshot().map_err(Error::from).and_then(|log| {
             let image = FtImage { process, log, unexpected };
             let w0 = Instant::now();
-            let r = checkpoint::write(&ft.dir, ft.job, rank, ft.group, generation, size, state, &image);
+            let r = checkpoint::write(&ft.dir, &ft.key, rank, ft.group, generation, size, state, &image);
             ft.stats.checkpoint_write_time = w0.elapsed();
             r
         })

@@ -1,6 +1,6 @@
 //! Checkpoint files: one per rank and generation, written atomically (temporary file, `fsync`,
-//! `rename`, `fsync` of the directory) and checked on reading (a torn or corrupt file is refused,
-//! never loaded).
+//! `rename`, `fsync` of the directory) and checked on reading (a torn, corrupt, forged or foreign
+//! file is refused, never loaded).
 //!
 //! A file `nemesis-ckpt-<job>-<rank>-<generation>.nft` holds, little-endian:
 //!
@@ -19,15 +19,27 @@
 //! | 56 | 8 | `f`: bytes of the fault-tolerance image |
 //! | 64 | `a` | the application state, as the application gave it |
 //! | 64 + `a` | `f` | the [`FtImage`] (postcard): the engine's `checkpoint()`, the log's `snapshot()`, the messages that had arrived and were not yet received |
-//! | 64 + `a` + `f` | 8 | XXH64 of every byte before it |
+//! | 64 + `a` + `f` | 32 | MAC: HMAC-SHA256 of every byte before it, under the job's [`CheckpointKey`] |
+//! | 96 + `a` + `f` | 8 | XXH64 of every byte before it |
+//!
+//! # Damage and forgery
+//! XXH64 tells damage (a torn write, a flipped bit: [`Error::CheckpointCorrupt`]); the MAC tells
+//! who made the file. Its key is derived from the job's secret (`NEMESIS_JOB_SECRET`, which
+//! `nemesis-run` gives every rank, restarted ones included) and the job's id
+//! ([`CheckpointKey::new`]), so a file made without the secret, or by another job, does not verify
+//! ([`Error::CheckpointForged`]). The MAC covers the header, so an authentic file copied under
+//! another rank's or generation's name (an older generation replayed as a newer one) is refused
+//! by the header's rank and generation. Temporary files are created `O_EXCL | O_NOFOLLOW`, mode
+//! 0600 (a stale one of a crashed attempt, or a link planted there, is removed first, never
+//! followed); files are read `O_NOFOLLOW`.
 //!
 //! # Two generations, and what a damaged file does
 //! A rank keeps its two newest durable generations: once every member of its group has made
 //! generation `g` durable (the Endpoint's checkpoint protocol), it removes its files older than
 //! the previous durable one. After a failure, every member of the group restores the same
 //! generation ([`restart_point`]): the newest one for which every member holds a valid file
-//! (header and checksum checked, the whole file read). A damaged file (torn, corrupt, or naming
-//! another job, rank or generation) makes that generation incomplete, so the whole group falls
+//! (header, checksum and MAC checked, the whole file read). A damaged file (torn, corrupt, forged,
+//! or naming another job, rank or generation) makes that generation incomplete, so the whole group falls
 //! back to the previous one; the file's owner reports it once.
 //!
 //! The fallback is only sound if the other groups can still replay what the older generation
@@ -44,23 +56,121 @@
 //! tell whether the logs still cover the beginning, and the job cannot recover
 //! ([`RestartPoint::Lost`]).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use nemesis_ft::{Delivery, GroupId, LogSnapshot, ProcessState, Rank};
+use nemesis_shm::auth::{JobSecret, MAC_BYTES};
 use serde::{Deserialize, Serialize};
 
+use super::files;
 use crate::error::{Error, Result};
 
 /// The file's magic bytes.
 pub const MAGIC: [u8; 8] = *b"NEMFTCK\0";
-/// Version of the layout above.
-pub const VERSION: u32 = 1;
+/// Version of the layout above (1: no MAC).
+pub const VERSION: u32 = 2;
 /// Bytes before the application state.
 pub const HEADER: usize = 64;
-/// Bytes of the trailing checksum.
-pub const TRAILER: usize = 8;
+/// Bytes of the trailer: the MAC and the checksum.
+pub const TRAILER: usize = MAC_BYTES + 8;
+
+/// Label of the derivation of a job's checkpoint key from its secret.
+const KEY_LABEL: &[u8] = b"nemesis checkpoint v1";
+/// Label of a file's MAC.
+const FILE_LABEL: &[u8] = b"nemesis checkpoint file v2";
+
+/// The key that authenticates a job's checkpoint files: HMAC-SHA256 of the job's id under the
+/// job's secret (with its own label), so the transport holds only what checkpoints need, and
+/// two jobs given the same secret still have different keys. Its `Debug` does not show it.
+#[derive(Clone, Debug)]
+pub struct CheckpointKey {
+    /// The job key of file names and headers ([`job_key`]).
+    job: u64,
+    key: JobSecret,
+}
+
+impl CheckpointKey {
+    /// The key of job `job_id` whose secret is `secret`.
+    pub fn new(secret: &JobSecret, job_id: &str) -> CheckpointKey {
+        let derived = secret.mac(KEY_LABEL, &[job_id.as_bytes()]);
+        let hex: String = derived.iter().map(|b| format!("{b:02x}")).collect();
+        // `JobSecret` is the workspace's HMAC key type; 32 bytes in hex always parse.
+        let key = JobSecret::from_hex(&hex).unwrap_or_else(|_| unreachable!("64 hexadecimal digits"));
+        CheckpointKey { job: job_key(job_id), key }
+    }
+
+    /// The job key of file names and headers.
+    pub fn job(&self) -> u64 {
+        self.job
+    }
+
+    fn mac(&self, head: &[u8], app: &[u8], ft: &[u8]) -> [u8; MAC_BYTES] {
+        self.key.mac(FILE_LABEL, &[head, app, ft])
+    }
+
+    fn verify(&self, head: &[u8], app: &[u8], ft: &[u8], tag: &[u8]) -> bool {
+        tag.len() == MAC_BYTES && self.key.verify(FILE_LABEL, &[head, app, ft], tag)
+    }
+}
+
+/// Why a checkpoint file is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Shorter than a header and a trailer.
+    Short { len: usize },
+    /// Not a nemesis checkpoint.
+    Magic,
+    /// A layout this build does not read.
+    Version(u32),
+    /// Its length is not what its header announces.
+    Torn { len: usize, app: u64, ft: u64 },
+    /// The checksum does not match: damaged.
+    Checksum,
+    /// The MAC does not verify under this job's key: forged, or another job's.
+    Mac,
+    /// Authentic, but another job's, rank's or generation's than its name says: copied or
+    /// replayed under this name.
+    Misnamed { job: u64, rank: Rank, generation: u64 },
+    /// The fault-tolerance image does not decode (authentic: a bug, not an attack).
+    Image(String),
+    /// The file could not be read.
+    Unreadable(String),
+}
+
+impl Refusal {
+    /// Whether the file was made by someone without this job's key, or moved under a name not
+    /// its own ([`Error::CheckpointForged`]), rather than damaged ([`Error::CheckpointCorrupt`]).
+    pub fn is_forgery(&self) -> bool {
+        matches!(self, Refusal::Mac | Refusal::Misnamed { .. })
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Short { len } => write!(f, "{len} bytes, shorter than a header"),
+            Refusal::Magic => f.write_str("not a nemesis checkpoint (magic)"),
+            Refusal::Version(v) => write!(f, "format version {v}, this build reads {VERSION}"),
+            Refusal::Torn { len, app, ft } => {
+                write!(f, "{len} bytes where the header announces {app} + {ft} of content (torn?)")
+            }
+            Refusal::Checksum => f.write_str("checksum mismatch (corrupt)"),
+            Refusal::Mac => f.write_str(
+                "MAC mismatch: not made with this job's checkpoint key (forged, or another job's: another secret \
+                 or job id)",
+            ),
+            Refusal::Misnamed { job, rank, generation } => write!(
+                f,
+                "it holds job {job:016x} rank {rank} generation {generation} (authentic, but not the file this name \
+                 stands for: copied or replayed)"
+            ),
+            Refusal::Image(e) => write!(f, "fault-tolerance state unreadable: {e}"),
+            Refusal::Unreadable(e) => write!(f, "cannot read it: {e}"),
+        }
+    }
+}
 
 /// A message that had arrived and that the application had not received when the checkpoint was
 /// taken: part of the rank's state (its arrival is recorded in the engine's state).
@@ -122,13 +232,92 @@ fn io(op: &'static str, e: std::io::Error) -> Error {
     Error::io(op, e)
 }
 
+/// The header, the postcard image and the trailer of a file (the application state goes between
+/// the header and the image).
+#[allow(clippy::too_many_arguments)]
+fn frame(
+    key: &CheckpointKey,
+    rank: Rank,
+    group: GroupId,
+    generation: u64,
+    ranks: u32,
+    app: &[u8],
+    image: &FtImage,
+) -> Result<([u8; HEADER], Vec<u8>, [u8; TRAILER])> {
+    let ft = postcard::to_allocvec(image)
+        .map_err(|e| Error::Checkpoint(format!("encoding the fault-tolerance state: {e}")))?;
+    let mut head = [0u8; HEADER];
+    head[..8].copy_from_slice(&MAGIC);
+    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    head[16..24].copy_from_slice(&key.job.to_le_bytes());
+    head[24..28].copy_from_slice(&rank.to_le_bytes());
+    head[28..32].copy_from_slice(&group.to_le_bytes());
+    head[32..40].copy_from_slice(&generation.to_le_bytes());
+    head[40..44].copy_from_slice(&ranks.to_le_bytes());
+    head[48..56].copy_from_slice(&(app.len() as u64).to_le_bytes());
+    head[56..64].copy_from_slice(&(ft.len() as u64).to_le_bytes());
+    let trailer = seal(key, &head, app, &ft);
+    Ok((head, ft, trailer))
+}
+
+/// The trailer of a file whose header, application state and image are these: their MAC, then
+/// the XXH64 of the three and the MAC.
+fn seal(key: &CheckpointKey, head: &[u8], app: &[u8], ft: &[u8]) -> [u8; TRAILER] {
+    let mut trailer = [0u8; TRAILER];
+    trailer[..MAC_BYTES].copy_from_slice(&key.mac(head, app, ft));
+    let mut h = Xxh64::new(0);
+    h.update(head);
+    h.update(app);
+    h.update(ft);
+    h.update(&trailer[..MAC_BYTES]);
+    trailer[MAC_BYTES..].copy_from_slice(&h.finish().to_le_bytes());
+    trailer
+}
+
+/// The bytes of rank `rank`'s file of generation `generation` ([`write`] puts them in place).
+#[allow(clippy::too_many_arguments)]
+pub fn encode(
+    key: &CheckpointKey,
+    rank: Rank,
+    group: GroupId,
+    generation: u64,
+    ranks: u32,
+    app: &[u8],
+    image: &FtImage,
+) -> Result<Vec<u8>> {
+    let (head, ft, trailer) = frame(key, rank, group, generation, ranks, app, image)?;
+    Ok([&head[..], app, &ft, &trailer].concat())
+}
+
+/// `body` (a header and what it announces, as a file holds them before its trailer) followed by
+/// a valid trailer under `key`: what a writer holding the key would make of these bytes (for the
+/// fuzz target, which must reach the image's decoder past the MAC). `None` if `body` is shorter
+/// than a header or its lengths do not add up to its size.
+pub fn seal_body(key: &CheckpointKey, body: &[u8]) -> Option<Vec<u8>> {
+    let head = body.get(..HEADER)?;
+    let len = |i: usize| head.get(i..i + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let (a, f) = (len(48)?, len(56)?);
+    if (HEADER as u64).checked_add(a)?.checked_add(f)? != body.len() as u64 {
+        return None;
+    }
+    let a = HEADER + a as usize;
+    let trailer = seal(key, head, &body[HEADER..a], &body[a..]);
+    Some([body, &trailer[..]].concat())
+}
+
+/// The temporary name of a file being written.
+fn tmp_name(job: u64, rank: Rank, generation: u64) -> String {
+    format!(".{}.tmp", file_name(job, rank, generation))
+}
+
 /// Writes rank `rank`'s checkpoint of generation `generation` into `dir`, atomically: the bytes go
-/// to a temporary file which is synced, then renamed into place, then the directory is synced.
-/// Returns the file's path and size.
+/// to a new temporary file (mode 0600, `O_EXCL | O_NOFOLLOW`: a stale one, or a link planted at
+/// its name, is removed first and never written through) which is synced, then renamed into
+/// place, then the directory is synced. Returns the file's path and size.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
     dir: &Path,
-    job: u64,
+    key: &CheckpointKey,
     rank: Rank,
     group: GroupId,
     generation: u64,
@@ -136,37 +325,16 @@ pub fn write(
     app: &[u8],
     image: &FtImage,
 ) -> Result<(PathBuf, u64)> {
-    let ft = postcard::to_allocvec(image)
-        .map_err(|e| Error::Checkpoint(format!("encoding the fault-tolerance state: {e}")))?;
-    let mut head = [0u8; HEADER];
-    head[..8].copy_from_slice(&MAGIC);
-    head[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    head[16..24].copy_from_slice(&job.to_le_bytes());
-    head[24..28].copy_from_slice(&rank.to_le_bytes());
-    head[28..32].copy_from_slice(&group.to_le_bytes());
-    head[32..40].copy_from_slice(&generation.to_le_bytes());
-    head[40..44].copy_from_slice(&ranks.to_le_bytes());
-    head[48..56].copy_from_slice(&(app.len() as u64).to_le_bytes());
-    head[56..64].copy_from_slice(&(ft.len() as u64).to_le_bytes());
-    let mut h = Xxh64::new(0);
-    h.update(&head);
-    h.update(app);
-    h.update(&ft);
-    let sum = h.finish();
-
-    let path = dir.join(file_name(job, rank, generation));
-    let tmp = dir.join(format!(".{}.tmp", file_name(job, rank, generation)));
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(|e| Error::Checkpoint(format!("creating {}: {e}", tmp.display())))?;
+    let (head, ft, trailer) = frame(key, rank, group, generation, ranks, app, image)?;
+    let path = dir.join(file_name(key.job, rank, generation));
+    let tmp = dir.join(tmp_name(key.job, rank, generation));
+    let mut f =
+        files::create_replacing(&tmp).map_err(|e| Error::Checkpoint(format!("creating {}: {e}", tmp.display())))?;
     let written = (|| {
         f.write_all(&head)?;
         f.write_all(app)?;
         f.write_all(&ft)?;
-        f.write_all(&sum.to_le_bytes())?;
+        f.write_all(&trailer)?;
         f.sync_all()
     })();
     if let Err(e) = written {
@@ -187,47 +355,70 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync of the checkpoint directory", e))
 }
 
-/// Reads and checks a checkpoint file: a file that is not one, torn (shorter or longer than its
-/// header says) or corrupt (checksum) is [`Error::CheckpointCorrupt`].
-pub fn load(path: &Path) -> Result<Checkpoint> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Checkpoint(format!("reading {}: {e}", path.display())))?;
-    decode(&bytes).map_err(|why| Error::CheckpointCorrupt(Box::new((path.to_owned(), why))))
+/// Reads and checks a checkpoint file under `key`: a file that is not one, torn (shorter or
+/// longer than its header says) or corrupt (checksum) is [`Error::CheckpointCorrupt`]; one whose
+/// MAC does not verify (forged, another job's) is [`Error::CheckpointForged`].
+pub fn load(path: &Path, key: &CheckpointKey) -> Result<Checkpoint> {
+    let mut bytes = Vec::new();
+    files::open_read(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| Error::Checkpoint(format!("reading {}: {e}", path.display())))?;
+    decode(&bytes, key).map_err(|why| refused(path, why))
 }
 
-fn decode(b: &[u8]) -> std::result::Result<Checkpoint, String> {
+/// The error of a file refused.
+fn refused(path: &Path, why: Refusal) -> Error {
+    let b = Box::new((path.to_owned(), why.to_string()));
+    if why.is_forgery() { Error::CheckpointForged(b) } else { Error::CheckpointCorrupt(b) }
+}
+
+/// Checks and decodes the bytes of a checkpoint file under `key`: length, magic, version, the
+/// checksum, then the MAC and the job in the header, and only then the image.
+pub fn decode(b: &[u8], key: &CheckpointKey) -> std::result::Result<Checkpoint, Refusal> {
     if b.len() < HEADER + TRAILER {
-        return Err(format!("{} bytes, shorter than a header", b.len()));
+        return Err(Refusal::Short { len: b.len() });
     }
     if b[..8] != MAGIC {
-        return Err("not a nemesis checkpoint (magic)".into());
+        return Err(Refusal::Magic);
     }
     let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     let u64_at = |i: usize| u64::from(u32_at(i)) | u64::from(u32_at(i + 4)) << 32;
     let version = u32_at(8);
     if version != VERSION {
-        return Err(format!("format version {version}, this build reads {VERSION}"));
+        return Err(Refusal::Version(version));
     }
     let (app_len, ft_len) = (u64_at(48), u64_at(56));
-    let want = (HEADER as u64).checked_add(app_len).and_then(|n| n.checked_add(ft_len)).and_then(|n| n.checked_add(8));
+    let want = (HEADER as u64)
+        .checked_add(app_len)
+        .and_then(|n| n.checked_add(ft_len))
+        .and_then(|n| n.checked_add(TRAILER as u64));
     if want != Some(b.len() as u64) {
-        return Err(format!("{} bytes where the header announces {app_len} + {ft_len} of content (torn?)", b.len()));
+        return Err(Refusal::Torn { len: b.len(), app: app_len, ft: ft_len });
     }
+    // In bounds: the lengths add up to the file's (checked above).
     let body = b.len() - TRAILER;
+    let sum_at = body + MAC_BYTES;
     let mut h = Xxh64::new(0);
-    h.update(&b[..body]);
-    if h.finish() != u64_at(body) {
-        return Err("checksum mismatch (corrupt)".into());
+    h.update(&b[..sum_at]);
+    if h.finish() != u64_at(sum_at) {
+        return Err(Refusal::Checksum);
     }
     let app_end = HEADER + app_len as usize;
-    let image: FtImage =
-        postcard::from_bytes(&b[app_end..body]).map_err(|e| format!("fault-tolerance state unreadable: {e}"))?;
+    let (head, app, ft) = (&b[..HEADER], &b[HEADER..app_end], &b[app_end..body]);
+    if !key.verify(head, app, ft, &b[body..sum_at]) {
+        return Err(Refusal::Mac);
+    }
+    if u64_at(16) != key.job {
+        return Err(Refusal::Misnamed { job: u64_at(16), rank: u32_at(24), generation: u64_at(32) });
+    }
+    let image: FtImage = postcard::from_bytes(ft).map_err(|e| Refusal::Image(e.to_string()))?;
     Ok(Checkpoint {
         job: u64_at(16),
         rank: u32_at(24),
         group: u32_at(28),
         generation: u64_at(32),
         ranks: u32_at(40),
-        app: b[HEADER..app_end].to_vec(),
+        app: app.to_vec(),
         image,
     })
 }
@@ -286,16 +477,19 @@ pub struct Restore {
     pub point: RestartPoint,
     /// Files of the group refused on the way (newer than the chosen generation, or all of them
     /// if none was chosen): `(owner, generation, path, why)`.
-    pub refused: Vec<(Rank, u64, PathBuf, String)>,
+    pub refused: Vec<(Rank, u64, PathBuf, Refusal)>,
 }
 
 /// Rank `rank`'s file of generation `g`, checked against its name (`Err`: why it is refused).
-fn check(dir: &Path, job: u64, rank: Rank, g: u64) -> std::result::Result<Checkpoint, String> {
-    match load(&dir.join(file_name(job, rank, g))) {
-        Ok(c) if c.job == job && c.rank == rank && c.generation == g => Ok(c),
-        Ok(c) => Err(format!("it holds job {:016x} rank {} generation {}", c.job, c.rank, c.generation)),
-        Err(Error::CheckpointCorrupt(b)) => Err(b.1),
-        Err(e) => Err(e.to_string()),
+fn check(dir: &Path, key: &CheckpointKey, rank: Rank, g: u64) -> std::result::Result<Checkpoint, Refusal> {
+    let path = dir.join(file_name(key.job, rank, g));
+    let mut bytes = Vec::new();
+    files::open_read(&path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| Refusal::Unreadable(e.to_string()))?;
+    match decode(&bytes, key)? {
+        c if c.job == key.job && c.rank == rank && c.generation == g => Ok(c),
+        c => Err(Refusal::Misnamed { job: c.job, rank: c.rank, generation: c.generation }),
     }
 }
 
@@ -304,7 +498,8 @@ fn check(dir: &Path, job: u64, rank: Rank, g: u64) -> std::result::Result<Checkp
 /// (module documentation); [`RestartPoint::Start`] if there is none and no file of the group is
 /// damaged, [`RestartPoint::Lost`] if one is. Every member finds the same point (the files
 /// change only by removals of generations the point is not).
-pub fn restart_point(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Result<Restore> {
+pub fn restart_point(dir: &Path, key: &CheckpointKey, rank: Rank, members: &[Rank]) -> Result<Restore> {
+    let job = key.job;
     let mut present: Vec<(u64, Rank)> = Vec::new();
     for &m in members {
         present.extend(generations(dir, job, m)?.into_iter().map(|g| (g, m)));
@@ -322,7 +517,7 @@ pub fn restart_point(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Resu
                 complete = false;
                 continue;
             }
-            match check(dir, job, m, g) {
+            match check(dir, key, m, g) {
                 Ok(c) if m == rank => mine = Some(c),
                 Ok(_) => {}
                 Err(why) => {
@@ -341,8 +536,8 @@ pub fn restart_point(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Resu
 
 /// The group's last durable checkpoint, as rank `rank` of the group `members` finds it in `dir`
 /// ([`restart_point`]'s choice; `None` to start from the beginning or if it cannot restart).
-pub fn latest_durable(dir: &Path, job: u64, rank: Rank, members: &[Rank]) -> Result<Option<Checkpoint>> {
-    Ok(match restart_point(dir, job, rank, members)?.point {
+pub fn latest_durable(dir: &Path, key: &CheckpointKey, rank: Rank, members: &[Rank]) -> Result<Option<Checkpoint>> {
+    Ok(match restart_point(dir, key, rank, members)?.point {
         RestartPoint::Checkpoint(c) => Some(c),
         RestartPoint::Start | RestartPoint::Lost => None,
     })
@@ -522,6 +717,11 @@ mod tests {
         }
     }
 
+    /// The key of job `job` under a fixed secret.
+    fn key(job: &str) -> CheckpointKey {
+        CheckpointKey::new(&JobSecret::from_hex(&"5a".repeat(32)).unwrap(), job)
+    }
+
     fn scratch(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("nemesis-ckpt-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -532,14 +732,16 @@ mod tests {
     #[test]
     fn written_files_read_back_and_damage_is_refused() {
         let dir = scratch("damage");
+        let k = key("damage");
         let app: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
-        let (path, size) = write(&dir, 77, 1, 0, 3, 4, &app, &image()).unwrap();
+        let (path, size) = write(&dir, &k, 1, 0, 3, 4, &app, &image()).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
         let names: Vec<String> =
             std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-        assert_eq!(names, [file_name(77, 1, 3)], "no temporary file is left");
-        let c = load(&path).unwrap();
-        assert_eq!((c.job, c.rank, c.group, c.generation, c.ranks), (77, 1, 0, 3, 4));
+        assert_eq!(names, [file_name(k.job(), 1, 3)], "no temporary file is left");
+        let c = load(&path, &k).unwrap();
+        assert_eq!((c.job, c.rank, c.group, c.generation, c.ranks), (k.job(), 1, 0, 3, 4));
+        assert_eq!(std::fs::read(&path).unwrap(), encode(&k, 1, 0, 3, 4, &app, &image()).unwrap());
         assert_eq!(c.app, app);
         assert_eq!(c.image, image());
         let good = std::fs::read(&path).unwrap();
@@ -548,62 +750,65 @@ mod tests {
             let mut bad = good.clone();
             bad[at] ^= 0x40;
             std::fs::write(&path, &bad).unwrap();
-            assert!(matches!(load(&path), Err(Error::CheckpointCorrupt { .. })), "flipped byte {at}");
+            assert!(matches!(load(&path, &k), Err(Error::CheckpointCorrupt { .. })), "flipped byte {at}");
         }
         for len in [0, 10, HEADER + 8, good.len() - 1] {
             std::fs::write(&path, &good[..len]).unwrap();
-            assert!(matches!(load(&path), Err(Error::CheckpointCorrupt { .. })), "torn at {len}");
+            assert!(matches!(load(&path, &k), Err(Error::CheckpointCorrupt { .. })), "torn at {len}");
         }
         let mut long = good.clone();
         long.push(0);
         std::fs::write(&path, &long).unwrap();
-        assert!(matches!(load(&path), Err(Error::CheckpointCorrupt { .. })));
+        assert!(matches!(load(&path, &k), Err(Error::CheckpointCorrupt { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_latest_generation_every_member_holds_is_chosen() {
         let dir = scratch("latest");
+        let (k, other) = (key("latest"), key("another job"));
         let members = [0, 1, 2];
-        let w = |rank, g| write(&dir, 5, rank, 0, g, 3, &[rank as u8, g as u8], &image()).unwrap();
-        assert_eq!(latest_durable(&dir, 5, 0, &members).unwrap(), None);
+        let w = |rank, g| write(&dir, &k, rank, 0, g, 3, &[rank as u8, g as u8], &image()).unwrap();
+        assert_eq!(latest_durable(&dir, &k, 0, &members).unwrap(), None);
         for r in members {
             w(r, 1);
         }
         // Generation 2 reached ranks 0 and 1 only (a failure in the middle of the checkpoint).
         w(0, 2);
         w(1, 2);
-        let c = latest_durable(&dir, 5, 1, &members).unwrap().unwrap();
+        let c = latest_durable(&dir, &k, 1, &members).unwrap().unwrap();
         assert_eq!((c.generation, c.app.clone()), (1, vec![1, 1]));
         w(2, 2);
-        assert_eq!(latest_durable(&dir, 5, 1, &members).unwrap().unwrap().generation, 2);
+        assert_eq!(latest_durable(&dir, &k, 1, &members).unwrap().unwrap().generation, 2);
         // A corrupt member file makes its generation incomplete: the previous one is taken.
-        let p = dir.join(file_name(5, 2, 2));
+        let p = dir.join(file_name(k.job(), 2, 2));
         let mut b = std::fs::read(&p).unwrap();
         b[HEADER] ^= 1;
         std::fs::write(&p, b).unwrap();
-        assert_eq!(latest_durable(&dir, 5, 0, &members).unwrap().unwrap().generation, 1);
+        assert_eq!(latest_durable(&dir, &k, 0, &members).unwrap().unwrap().generation, 1);
         // Other jobs' files are not looked at.
-        assert_eq!(latest_durable(&dir, 6, 0, &members).unwrap(), None);
-        remove_older(&dir, 5, 0, 2).unwrap();
-        assert_eq!(generations(&dir, 5, 0).unwrap(), [2]);
-        assert_eq!(generations(&dir, 5, 1).unwrap(), [1, 2]);
+        assert_eq!(latest_durable(&dir, &other, 0, &members).unwrap(), None);
+        remove_older(&dir, k.job(), 0, 2).unwrap();
+        assert_eq!(generations(&dir, k.job(), 0).unwrap(), [2]);
+        assert_eq!(generations(&dir, k.job(), 1).unwrap(), [1, 2]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_damaged_file_makes_the_group_fall_back_and_everything_damaged_is_lost() {
         let dir = scratch("fallback");
+        let k = key("fallback");
+        let job = k.job();
         let members = [0, 1];
-        let w = |rank, g| write(&dir, 5, rank, 0, g, 2, &[rank as u8, g as u8], &image()).unwrap();
+        let w = |rank, g| write(&dir, &k, rank, 0, g, 2, &[rank as u8, g as u8], &image()).unwrap();
         let damage = |rank, g| {
-            let p = dir.join(file_name(5, rank, g));
+            let p = dir.join(file_name(job, rank, g));
             let mut b = std::fs::read(&p).unwrap();
             let k = b.len() - 1;
             b[k] ^= 0xff;
             std::fs::write(&p, b).unwrap();
         };
-        let point = |rank| restart_point(&dir, 5, rank, &members).unwrap();
+        let point = |rank| restart_point(&dir, &k, rank, &members).unwrap();
         // Nothing written, or a first generation some member never wrote: from the start.
         assert_eq!(point(0), Restore { point: RestartPoint::Start, refused: vec![] });
         w(1, 1);
@@ -621,27 +826,138 @@ mod tests {
             assert_eq!((c.rank, c.generation, c.app.clone()), (r, 1, vec![r as u8, 1]));
             assert_eq!(f.refused.len(), 1, "{f:?}");
             assert_eq!((f.refused[0].0, f.refused[0].1), (1, 2));
-            assert_eq!(f.refused[0].2, dir.join(file_name(5, 1, 2)));
-            assert!(f.refused[0].3.contains("checksum"), "{f:?}");
+            assert_eq!(f.refused[0].2, dir.join(file_name(job, 1, 2)));
+            assert_eq!(f.refused[0].3, Refusal::Checksum, "{f:?}");
         }
         // A file under another rank's name is refused as well.
-        std::fs::copy(dir.join(file_name(5, 0, 1)), dir.join(file_name(5, 1, 1))).unwrap();
+        std::fs::copy(dir.join(file_name(job, 0, 1)), dir.join(file_name(job, 1, 1))).unwrap();
         let f = point(0);
         assert_eq!(f.point, RestartPoint::Lost);
-        assert!(f.refused.iter().any(|r| r.3.contains("rank 0 generation 1")), "{f:?}");
+        assert!(f.refused.iter().any(|r| r.3.to_string().contains("rank 0 generation 1")), "{f:?}");
         w(1, 1);
         // Both generations damaged: no restart point.
         damage(0, 1);
         assert_eq!(point(1).point, RestartPoint::Lost);
         assert_eq!(point(1).refused.len(), 2);
         // The restart keeps the chosen generation only (and no temporary file).
-        std::fs::write(dir.join(format!(".{}.tmp", file_name(5, 1, 3))), b"torn").unwrap();
-        remove_all_but(&dir, 5, 1, Some(1)).unwrap();
-        assert_eq!(generations(&dir, 5, 1).unwrap(), [1]);
-        remove_all_but(&dir, 5, 0, None).unwrap();
-        assert!(generations(&dir, 5, 0).unwrap().is_empty());
-        remove_all_but(&dir, 5, 1, None).unwrap();
+        std::fs::write(dir.join(tmp_name(job, 1, 3)), b"torn").unwrap();
+        remove_all_but(&dir, job, 1, Some(1)).unwrap();
+        assert_eq!(generations(&dir, job, 1).unwrap(), [1]);
+        remove_all_but(&dir, job, 0, None).unwrap();
+        assert!(generations(&dir, job, 0).unwrap().is_empty());
+        remove_all_but(&dir, job, 1, None).unwrap();
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+    #[test]
+    fn a_planted_link_or_a_stale_file_at_the_temporary_name_is_never_written_through() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("planted");
+        let k = key("planted");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let tmp = dir.join(tmp_name(k.job(), 1, 3));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let (path, _) = write(&dir, &k, 1, 0, 3, 4, b"state", &image()).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "the planted link was followed");
+        assert_eq!(load(&path, &k).unwrap().app, b"state");
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        // A stale temporary file of a crashed attempt, of another mode: replaced, not reused.
+        std::fs::write(&tmp, b"torn remains of an earlier attempt").unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        let (path, _) = write(&dir, &k, 1, 0, 3, 4, b"again", &image()).unwrap();
+        assert_eq!(load(&path, &k).unwrap().app, b"again");
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        assert!(!tmp.exists());
+        // A link at the file's own name is not read through.
+        let linked = dir.join(file_name(k.job(), 2, 3));
+        std::os::unix::fs::symlink(&path, &linked).unwrap();
+        assert!(matches!(load(&linked, &k), Err(Error::Checkpoint(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Recomputes the XXH64 of a file's bytes after a change (a forger knows the layout).
+    fn fix_checksum(b: &mut [u8]) {
+        let at = b.len() - 8;
+        let mut h = Xxh64::new(0);
+        h.update(&b[..at]);
+        let sum = h.finish().to_le_bytes();
+        b[at..].copy_from_slice(&sum);
+    }
+
+    #[test]
+    fn a_forged_or_foreign_checkpoint_is_refused() {
+        let dir = scratch("forged");
+        let k = key("forged");
+        let (path, _) = write(&dir, &k, 1, 0, 3, 4, b"honest state", &image()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        // The application state changed and the checksum made valid again: the MAC does not verify.
+        let mut forged = good.clone();
+        forged[HEADER..HEADER + 6].copy_from_slice(b"forged");
+        fix_checksum(&mut forged);
+        assert_eq!(decode(&forged, &k), Err(Refusal::Mac));
+        std::fs::write(&path, &forged).unwrap();
+        let e = load(&path, &k).unwrap_err();
+        assert!(matches!(e, Error::CheckpointForged(_)), "{e}");
+        assert!(e.to_string().contains("MAC mismatch") && e.to_string().contains(&path.display().to_string()), "{e}");
+        // Header fields too (the generation raised, so that a restart prefers it).
+        let mut newer = good.clone();
+        newer[32] += 1;
+        fix_checksum(&mut newer);
+        assert_eq!(decode(&newer, &k), Err(Refusal::Mac));
+        // The whole trailer recomputed with the checksum but another key: another job's secret, or
+        // the same secret and another job id.
+        let other_secret = CheckpointKey::new(&JobSecret::from_hex(&"a5".repeat(32)).unwrap(), "forged");
+        let other_job = key("forged, again");
+        for other in [&other_secret, &other_job] {
+            let foreign = encode(other, 1, 0, 3, 4, b"honest state", &image()).unwrap();
+            assert_eq!(foreign.len(), good.len());
+            assert_eq!(decode(&foreign, &k), Err(Refusal::Mac));
+            std::fs::write(&path, &foreign).unwrap();
+            assert!(matches!(load(&path, &k), Err(Error::CheckpointForged(_))));
+        }
+        // In a restart: the group falls back to the generation before, and the forgery is named.
+        std::fs::write(&path, &good).unwrap();
+        for g in [1, 2] {
+            write(&dir, &k, 1, 0, g, 4, b"older", &image()).unwrap();
+        }
+        std::fs::write(dir.join(file_name(k.job(), 1, 2)), &newer).unwrap();
+        std::fs::write(&path, &forged).unwrap();
+        let f = restart_point(&dir, &k, 1, &[1]).unwrap();
+        let RestartPoint::Checkpoint(c) = &f.point else { panic!("{f:?}") };
+        assert_eq!(c.generation, 1);
+        assert_eq!(
+            f.refused.iter().map(|r| (r.1, r.3.clone())).collect::<Vec<_>>(),
+            [(3, Refusal::Mac), (2, Refusal::Mac)]
+        );
+        // An authentic older generation replayed under a newer name.
+        std::fs::copy(dir.join(file_name(k.job(), 1, 1)), dir.join(file_name(k.job(), 1, 2))).unwrap();
+        let f = restart_point(&dir, &k, 1, &[1]).unwrap();
+        assert!(matches!(&f.point, RestartPoint::Checkpoint(c) if c.generation == 1), "{f:?}");
+        assert!(
+            f.refused.contains(&(
+                1,
+                2,
+                dir.join(file_name(k.job(), 1, 2)),
+                Refusal::Misnamed { job: k.job(), rank: 1, generation: 1 }
+            )),
+            "{f:?}"
+        );
+        assert!(f.refused[1].3.is_forgery());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_key_is_the_secrets_and_the_jobs_and_is_not_shown() {
+        let s = JobSecret::from_hex(&"5a".repeat(32)).unwrap();
+        let k = CheckpointKey::new(&s, "job");
+        assert_eq!(k.job(), job_key("job"));
+        let body = encode(&k, 0, 0, 1, 1, b"x", &image()).unwrap();
+        assert!(decode(&body, &CheckpointKey::new(&s, "job")).is_ok(), "the same secret and job: the same key");
+        assert!(!format!("{k:?}").contains("5a5a"), "{k:?}");
+        // Sealing a file's own body gives the file back.
+        assert_eq!(seal_body(&k, &body[..body.len() - TRAILER]).unwrap(), body);
+        assert_eq!(seal_body(&k, &body[..HEADER]), None, "lengths that do not add up");
+        assert_eq!(seal_body(&k, &body[..10]), None);
     }
 }

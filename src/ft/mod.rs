@@ -18,7 +18,11 @@
 //! - **Control plane**: the engine's control messages travel as a message kind of their own on the
 //!   same per-pair FIFO as application messages; its actions are drained after every event that
 //!   can produce them (the Endpoint's `ft.rs`).
-//! - **Checkpoints** ([`checkpoint`]): group-coordinated, one file per rank and generation.
+//! - **Checkpoints** ([`checkpoint`]): group-coordinated, one file per rank and generation,
+//!   authenticated by a key derived from the job's secret.
+//! - **Files** ([`files`]): the FT directory is this user's alone (a directory the ranks make:
+//!   mode 0700, checked if it exists; one the user names: refused if other users can write it),
+//!   files in it are created `O_EXCL | O_NOFOLLOW`, mode 0600, the spill file without a name.
 //!
 //! - **Recovery** ([`channel`], the Endpoint's `recovery.rs`): under `nemesis-run --ft` the
 //!   launcher runs the recovery coordinators and restarts failed groups (`crate::launch`); a
@@ -27,6 +31,7 @@
 
 pub mod channel;
 pub mod checkpoint;
+pub mod files;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -37,6 +42,8 @@ use nemesis_ft::{
     Control, CoordinatorId, DateRule, GroupId, LogConfig, Process, ProcessConfig, ProcessState, Rank, Round, SenderLog,
     Topology,
 };
+
+use nemesis_shm::auth::{ENV_JOB_SECRET, JobSecret};
 
 use crate::config::parse_bytes;
 use crate::endpoint::Request;
@@ -89,6 +96,10 @@ pub struct FtConfig {
     pub channel_fd: Option<i32>,
     /// One recovery coordinator per group (`distributed`, Fig 6.7) rather than one for the job.
     pub distributed: bool,
+    /// The job's secret (`NEMESIS_JOB_SECRET`), which keys the checkpoints' MACs. `None` (another
+    /// process manager, nothing given): each rank keys its files with a random key of its own,
+    /// and a restart from them is refused.
+    pub secret: Option<JobSecret>,
 }
 
 impl FtConfig {
@@ -126,7 +137,10 @@ impl FtConfig {
                 )));
             }
         };
+        // Read before the bootstrap removes it from the environment.
+        let secret = JobSecret::from_env()?;
         Ok(Some(FtConfig {
+            secret,
             channel_fd,
             distributed,
             groups: PathBuf::from(groups),
@@ -212,6 +226,8 @@ pub(crate) struct Ft {
     /// The directory was made by this job's ranks (no launcher made it): rank 0 removes it at the end.
     pub(crate) own_dir: bool,
     pub(crate) job: u64,
+    /// Authenticates the job's checkpoint files.
+    pub(crate) key: checkpoint::CheckpointKey,
     /// Last generation made durable by the group (0: none).
     pub(crate) generation: u64,
     /// Per rank: the highest generation of each checkpoint marker received from it (stage 0: it
@@ -303,13 +319,30 @@ impl Ft {
         let group = topology.group_of(rank)?;
         let partners: Vec<Rank> = topology.members(group)?.iter().copied().filter(|&r| r != rank).collect();
         let job_id = cfg.job.clone().unwrap_or_else(|| job_id.to_owned());
-        let job = checkpoint::job_key(&job_id);
-        let (dir, own_dir) = match cfg.dir.clone() {
-            Some(d) => (d, false),
-            None => (std::env::temp_dir().join(format!("nemesis-ft-{job:016x}")), true),
+        let key = match &cfg.secret {
+            Some(s) => checkpoint::CheckpointKey::new(s, &job_id),
+            // Nothing reads these files but a restart, refused here: under another process
+            // manager a restart by hand needs the secret the job ran with.
+            None if cfg.restart.is_some() => {
+                return Err(Error::Config(format!(
+                    "{ENV_FT_RESTART} is set but {ENV_JOB_SECRET} is not: a restarted process checks its \
+                     group's checkpoints with the job's secret (set it, the same, for the job and its restart)"
+                )));
+            }
+            None => checkpoint::CheckpointKey::new(&JobSecret::generate()?, &job_id),
         };
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::Config(format!("{ENV_FT_DIR}={}: cannot create it: {e}", dir.display())))?;
+        let job = key.job();
+        let (dir, own_dir) = match cfg.dir.clone() {
+            Some(d) => {
+                files::given_dir(&d)?;
+                (d, false)
+            }
+            None => {
+                let d = std::env::temp_dir().join(format!("nemesis-ft-{job:016x}"));
+                files::private_dir(&d)?;
+                (d, true)
+            }
+        };
         let log_cfg = LogConfig { memory_limit: cfg.log_max, spill_dir: Some(dir.clone()), spill_limit: cfg.spill_max };
         let mut ft = Ft {
             process: Process::new(topology.clone(), rank, ProcessConfig::default())?,
@@ -319,6 +352,7 @@ impl Ft {
             dir,
             own_dir,
             job,
+            key,
             generation: 0,
             marks: vec![[0; 2]; size as usize],
             failed: vec![0; size as usize],
@@ -344,7 +378,7 @@ impl Ft {
         let restoring = cfg.restart.is_some().then(std::time::Instant::now);
         if let Some(r) = cfg.restart {
             let members = topology.members(group)?;
-            let found = checkpoint::restart_point(&ft.dir, job, rank, members)?;
+            let found = checkpoint::restart_point(&ft.dir, &ft.key, rank, members)?;
             let chosen = match &found.point {
                 checkpoint::RestartPoint::Checkpoint(c) => Some(format!("generation {}", c.generation)),
                 checkpoint::RestartPoint::Start => Some("the beginning".to_owned()),
@@ -472,5 +506,102 @@ mod tests {
         assert!(parse_restart("1:a").is_err());
         assert_eq!(parse_envelope(&envelope(-5, 9)), Some((-5, 9)));
         assert_eq!(parse_envelope(&[1, 2]), None);
+    }
+
+    /// Settings of a one-rank job `job` with checkpoints in `dir` (`None`: the default one).
+    fn one_rank(job: &str, dir: Option<PathBuf>) -> FtConfig {
+        let groups = std::env::temp_dir().join(format!("nemesis-ft-groups-{}-{job}", std::process::id()));
+        std::fs::write(&groups, "0 0\n").unwrap();
+        FtConfig {
+            groups,
+            dir,
+            log_max: 1 << 20,
+            spill_max: None,
+            job: Some(job.into()),
+            restart: None,
+            channel_fd: None,
+            distributed: false,
+            secret: Some(JobSecret::generate().unwrap()),
+        }
+    }
+
+    fn refused(r: Result<(Ft, Vec<checkpoint::SavedMessage>)>) -> files::UnsafeDir {
+        match r {
+            Err(Error::FtDir(u)) => *u,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn a_squatted_default_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let pid = std::process::id();
+        let default = |job: &str| std::env::temp_dir().join(format!("nemesis-ft-{:016x}", checkpoint::job_key(job)));
+        // Made by the job's ranks: 0700, taken by the next rank.
+        let job = format!("fresh-{pid}");
+        let d = default(&job);
+        let (ft, _) = Ft::new(one_rank(&job, None), 0, 1, "x").unwrap();
+        assert!(ft.own_dir && ft.dir == d);
+        assert!(Ft::new(one_rank(&job, None), 0, 1, "x").is_ok());
+        ft.finish(0);
+        assert!(!d.exists());
+        // Writable by everyone.
+        let job = format!("squat-{pid}-0");
+        let d = default(&job);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let u = refused(Ft::new(one_rank(&job, None), 0, 1, "x"));
+        assert_eq!((u.fault, u.mode, &u.path), (files::DirFault::NotPrivate, 0o777, &d));
+        std::fs::remove_dir(&d).unwrap();
+        // A link to a directory elsewhere.
+        let job = format!("squat-{pid}-1");
+        let d = default(&job);
+        let target = std::env::temp_dir().join(format!("nemesis-ft-squat-target-{pid}"));
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&target, &d).unwrap();
+        assert_eq!(refused(Ft::new(one_rank(&job, None), 0, 1, "x")).fault, files::DirFault::Symlink);
+        std::fs::remove_file(&d).unwrap();
+        std::fs::remove_dir(&target).unwrap();
+        // Another user's, private to them (as root in CI: made, then given to `nobody`).
+        let job = format!("squat-{pid}-2");
+        let d = default(&job);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        if std::os::unix::fs::chown(&d, Some(65534), Some(65534)).is_ok() {
+            let r = Ft::new(one_rank(&job, None), 0, 1, "x");
+            let text = match &r {
+                Err(e) => e.to_string(),
+                Ok(_) => String::new(),
+            };
+            let u = refused(r);
+            assert_eq!((u.fault, u.owner, u.mode), (files::DirFault::Owner, 65534, 0o700));
+            assert!(text.contains(&d.display().to_string()) && text.contains("uid 65534"), "{text}");
+        } else {
+            eprintln!("not root: the other-owner case is not tried");
+        }
+        std::fs::remove_dir(&d).unwrap();
+        for k in ["fresh-", "squat-"] {
+            for n in ["", "-0", "-1", "-2"] {
+                let _ = std::fs::remove_file(std::env::temp_dir().join(format!("nemesis-ft-groups-{pid}-{k}{pid}{n}")));
+            }
+        }
+    }
+
+    #[test]
+    fn a_restart_without_the_jobs_secret_is_refused() {
+        let dir = std::env::temp_dir().join(format!("nemesis-ft-nosecret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut cfg = one_rank(&format!("nosecret-{}", std::process::id()), Some(dir.clone()));
+        cfg.secret = None;
+        cfg.restart = Some(Restart { round: 1, groups: vec![0] });
+        let e = Ft::new(cfg.clone(), 0, 1, "x").err().unwrap();
+        assert!(matches!(&e, Error::Config(t) if t.contains(ENV_JOB_SECRET)), "{e}");
+        // Without a restart: a key of the rank's own.
+        cfg.restart = None;
+        assert!(Ft::new(cfg.clone(), 0, 1, "x").is_ok());
+        std::fs::remove_file(&cfg.groups).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

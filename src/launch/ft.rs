@@ -1,8 +1,9 @@
 //! The launcher's part of fault tolerance for the failure-free path: the job's groups (a groups
 //! file, consecutive blocks, or the bisection of chapter 4 over a communication matrix), checked
-//! before any rank starts, and the checkpoint directory (made for the job and removed after it,
-//! unless `NEMESIS_FT_DIR` names one). Ranks learn both through the environment
-//! (`NEMESIS_FT_GROUPS`, `NEMESIS_FT_DIR`), as they would under another process manager.
+//! before any rank starts, and the checkpoint directory (made for the job, mode 0700, and removed
+//! after it, unless `NEMESIS_FT_DIR` names one: that one is refused if another user can write it,
+//! `crate::ft::files`). Ranks learn both through the environment (`NEMESIS_FT_GROUPS`,
+//! `NEMESIS_FT_DIR`), as they would under another process manager.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use nemesis_ft::matrix::CommMatrix;
 use nemesis_ft::partition::{self, Bisector, CostModel};
 
 use crate::error::{Error, Result};
-use crate::ft::{ENV_FT_DIR, ENV_FT_GROUPS, read_groups};
+use crate::ft::{ENV_FT_DIR, ENV_FT_GROUPS, files, read_groups};
 
 /// Where a job's fault-tolerance groups come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +104,7 @@ pub(crate) fn setup(
         .filter(|p| !p.as_os_str().is_empty());
     let (dir, made_dir) = match given {
         Some(d) => {
-            std::fs::create_dir_all(&d).map_err(|e| cfg(format!("{ENV_FT_DIR}={}: {e}", d.display())))?;
+            files::given_dir(&d)?;
             (d, None)
         }
         None => {
@@ -127,14 +128,19 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).map_err(|e| cfg(format!("{}: {e}", p.display())))
 }
 
-/// A fresh directory for the job's checkpoints: `$TMPDIR/nemesis-ft-<pid>-<n>`, mode 0700.
+/// A fresh directory for the job's checkpoints: `$TMPDIR/nemesis-ft-<pid>-<n>`, mode 0700. A name
+/// taken already (by anyone: a directory, a file, a link) is skipped, never used; the one made is
+/// checked as the ranks check it ([`files::private_dir`]).
 fn make_job_dir() -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
     for n in 0..1000u32 {
         let d = base.join(format!("nemesis-ft-{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-            Ok(()) => return Ok(d),
+            Ok(()) => {
+                files::private_dir(&d)?;
+                return Ok(d);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::io("creating the checkpoint directory", e)),
         }
@@ -171,5 +177,43 @@ mod tests {
         s.finish();
         assert!(!made.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `setup` with `NEMESIS_FT_DIR` set to `d` in the job's variables.
+    fn setup_in(d: &Path) -> Result<FtSetup> {
+        setup(&FtGroups::Blocks(2), 4, &[(ENV_FT_DIR.into(), d.as_os_str().to_owned())])
+    }
+
+    #[test]
+    fn a_given_directory_other_users_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("nemesis-launch-ft-given-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = setup_in(&d).unwrap_err();
+        let Error::FtDir(u) = &e else { panic!("{e}") };
+        assert_eq!((u.fault, u.mode), (files::DirFault::Writable, 0o777));
+        assert!(e.to_string().contains(&d.display().to_string()), "{e}");
+        assert!(!d.join("groups").exists(), "nothing was written into it");
+        // Another user's (as root in CI: `nobody`'s), even without write access for others.
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if std::os::unix::fs::chown(&d, Some(65534), Some(65534)).is_ok() {
+            let e = setup_in(&d).unwrap_err();
+            let Error::FtDir(u) = &e else { panic!("{e}") };
+            assert_eq!((u.fault, u.owner), (files::DirFault::Owner, 65534));
+            assert!(e.to_string().contains("uid 65534"), "{e}");
+        } else {
+            eprintln!("not root: the other-owner case is not tried");
+        }
+        // The user's own, not writable by others: taken, and left after the job.
+        // SAFETY: `geteuid` takes no argument and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        std::os::unix::fs::chown(&d, Some(me), None).unwrap();
+        let s = setup_in(&d).unwrap();
+        assert!(s.made_dir.is_none());
+        s.finish();
+        assert!(d.join("groups").exists());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }
