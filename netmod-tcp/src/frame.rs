@@ -210,7 +210,8 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_bad_prefixes_are_refused() {
-        for (k, len) in [(Kind::Hello, HELLO), (Kind::Accept, PROOF), (Kind::Msg, 40), (Kind::Data, 17), (Kind::Bye, 0)] {
+        for (k, len) in [(Kind::Hello, HELLO), (Kind::Accept, PROOF), (Kind::Msg, 40), (Kind::Data, 17), (Kind::Bye, 0)]
+        {
             assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
         }
         assert!(parse_prefix(&prefix(Kind::Hello, 3)).is_err());
@@ -230,7 +231,9 @@ mod tests {
         assert_eq!(hello_flags(h[..].try_into().unwrap()), 1);
         assert_eq!(parse_challenge(&challenge(&[4; NONCE_BYTES], 5, 1)), ([4; NONCE_BYTES], 5, 1));
         assert!(parse_prefix(&prefix(Kind::Accept, 0)).is_err(), "an ACCEPT carries a proof");
-        for (k, len) in [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF), (Kind::Accept, PROOF), (Kind::Reject, PROOF)] {
+        for (k, len) in
+            [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF), (Kind::Accept, PROOF), (Kind::Reject, PROOF)]
+        {
             assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
             assert!(parse_prefix(&prefix(k, len - 1)).is_err());
         }

@@ -610,7 +610,11 @@ impl<'n> TcpNetmod<'n> {
             }
             if p.awaiting {
                 // A newer incarnation than the one retired, before we were told of it: it waits.
-                tracing::debug!(rank, incarnation = inc, "connection of a restarted rank parked until its restart is known");
+                tracing::debug!(
+                    rank,
+                    incarnation = inc,
+                    "connection of a restarted rank parked until its restart is known"
+                );
                 self.parked.push(Parked { t, sock, since: Instant::now() });
                 continue;
             }
@@ -713,7 +717,11 @@ impl<'n> TcpNetmod<'n> {
                 Ok(Flow::More) if drained => return Ok(moved),
                 Ok(Flow::More) => {}
                 Ok(Flow::Blocked) => return Ok(moved),
-                Err(why) if why.starts_with(UNAUTHENTICATED) => {
+                // Before ACCEPT nothing is authenticated: whatever it sent, no death for it.
+                Err(why)
+                    if why.starts_with(UNAUTHENTICATED)
+                        || matches!(self.peers[rank as usize].link, Link::Connecting { .. }) =>
+                {
                     self.unauthenticated(rank, &why);
                     return Ok(true);
                 }

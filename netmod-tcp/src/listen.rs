@@ -163,10 +163,15 @@ impl Run {
             fds.clear();
             fds.push(libc::pollfd { fd: self.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 });
             fds.push(libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            fds.extend(self.held.iter().map(|h| libc::pollfd { fd: h.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+            fds.extend(self.held.iter().map(|h| libc::pollfd {
+                fd: h.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
             let now = Instant::now();
             let next = self.held.iter().map(|h| h.since + self.job.limit).min();
-            let wait = next.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(now)).min(Duration::from_secs(1));
+            let wait =
+                next.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(now)).min(Duration::from_secs(1));
             let ms = wait.as_millis() as i32 + 1;
             // SAFETY: `fds` holds that many valid pollfds for the call.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
@@ -220,7 +225,14 @@ impl Run {
                 self.dropped += 1;
             }
             let since = Instant::now();
-            self.held.push(Held { sock: s, buf: [0; HELD_BUF], want: PREFIX + frame::HELLO, got: 0, since, claim: None });
+            self.held.push(Held {
+                sock: s,
+                buf: [0; HELD_BUF],
+                want: PREFIX + frame::HELLO,
+                got: 0,
+                since,
+                claim: None,
+            });
         }
     }
 
@@ -272,8 +284,9 @@ impl Run {
             }
             return;
         };
-        let proved = h.buf.first_chunk::<PREFIX>().is_some_and(|p| matches!(frame::parse_prefix(p), Ok((Kind::Proof, _))))
-            && t.check(&self.job.secret, Step::Connect, &h.buf[PREFIX..PREFIX + frame::PROOF]);
+        let proved =
+            h.buf.first_chunk::<PREFIX>().is_some_and(|p| matches!(frame::parse_prefix(p), Ok((Kind::Proof, _))))
+                && t.check(&self.job.secret, Step::Connect, &h.buf[PREFIX..PREFIX + frame::PROOF]);
         if !proved {
             tracing::debug!(claimed = t.from, "refused a connection that failed authentication");
             self.dropped += 1;

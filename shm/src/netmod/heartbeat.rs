@@ -342,7 +342,8 @@ fn drops(sock: &UdpSocket) -> u32 {
     let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
     let mut len = size_of_val(&info) as libc::socklen_t;
     // SAFETY: the socket is open; `info` holds `len` bytes for the kernel to fill.
-    let r = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr().cast(), &mut len) };
+    let r =
+        unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr().cast(), &mut len) };
     if r == 0 && len as usize >= size_of_val(&info) { info[libc::SK_MEMINFO_DROPS as usize] } else { 0 }
 }
 
