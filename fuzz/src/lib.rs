@@ -20,6 +20,8 @@
 //! | `pmi_server` | what ranks send `nemesis-run`'s PMI server: PMI-1 lines and PMI-2 messages, several ranks interleaved |
 //! | `pmi1_client`, `pmi2_client` | what a process manager answers a PMI-1 / PMI-2 client, from start-up to finalize |
 //! | `pmi_mapping` | a `PMI_process_mapping` value |
+//! | `tcp_card` | a TCP netmod business card (`tcp:<ip>:<port>:<udp port>`) as the KVS hands it |
+//! | `beat_open` | a heartbeat datagram from anyone (`BeatKey::open`): only a sealed one opens |
 
 mod seeds;
 mod targets;
@@ -42,4 +44,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pmi1_client", pmi1_client),
     ("pmi2_client", pmi2_client),
     ("pmi_mapping", pmi_mapping),
+    ("tcp_card", tcp_card),
+    ("beat_open", beat_open),
 ];

@@ -167,3 +167,13 @@ fn pmi2_client() {
 fn pmi_mapping() {
     run("pmi_mapping");
 }
+
+#[test]
+fn tcp_card() {
+    run("tcp_card");
+}
+
+#[test]
+fn beat_open() {
+    run("beat_open");
+}

@@ -173,7 +173,12 @@ pub fn parse_card(card: &str) -> Option<(SocketAddr, SocketAddr)> {
     let mut it = rest.rsplitn(3, ':');
     let udp: u16 = it.next()?.parse().ok()?;
     let port: u16 = it.next()?.parse().ok()?;
-    let ip: IpAddr = it.next()?.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    let host = it.next()?;
+    // Brackets only around an IPv6 address, and both of them.
+    let ip: IpAddr = match host.strip_prefix('[') {
+        Some(h) => IpAddr::V6(h.strip_suffix(']')?.parse().ok()?),
+        None => host.parse().ok()?,
+    };
     Some((SocketAddr::new(ip, port), SocketAddr::new(ip, udp)))
 }
 
@@ -1571,7 +1576,14 @@ mod tests {
         assert_eq!((t.to_string(), u.port()), ("10.1.2.3:4000".into(), 4001));
         let (t, _) = parse_card("tcp:[::1]:5:6").unwrap();
         assert_eq!(t.to_string(), "[::1]:5");
-        for bad in ["udp:1.2.3.4:1:2", "tcp:1.2.3.4:1", "tcp:x:1:2", "tcp:1.2.3.4:99999:1"] {
+        for bad in [
+            "udp:1.2.3.4:1:2",
+            "tcp:1.2.3.4:1",
+            "tcp:x:1:2",
+            "tcp:1.2.3.4:99999:1",
+            "tcp:[1.2.3.4]:1:2",
+            "tcp:[::1:1:2",
+        ] {
             assert!(parse_card(bad).is_none(), "{bad}");
         }
         let c = TcpConfig::default();
