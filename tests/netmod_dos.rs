@@ -94,6 +94,22 @@ fn ping_pong(a: &mut Rank<'_>, b: &mut Rank<'_>, rounds: i32, limit: Duration, m
     }
 }
 
+/// One ping from rank 0 and its pong, polling both until they arrive (or a death).
+fn ping_pong_one(a: &mut Rank<'_>, b: &mut Rank<'_>, i: i32) {
+    a.net.send(1, &MsgHeader { tag: i, ..MsgHeader::default() }, None, b"ping").unwrap();
+    while !b.tags.contains(&i) && a.gone.is_empty() {
+        a.step();
+        b.step();
+    }
+    if a.gone.is_empty() {
+        b.net.send(0, &MsgHeader { tag: i, ..MsgHeader::default() }, None, b"pong").unwrap();
+    }
+    while !a.tags.contains(&i) && a.gone.is_empty() {
+        a.step();
+        b.step();
+    }
+}
+
 #[test]
 fn a_thousand_idle_connections_neither_stop_the_job_nor_pile_up() {
     let _one = one_at_a_time();
@@ -161,9 +177,9 @@ fn a_datagram_flood_at_the_heartbeat_port_kills_no_live_peer() {
     r1.net.connect(0, &c0).unwrap();
     ping_pong(&mut r0, &mut r1, 3, Duration::from_secs(20), || {});
     let (_, udp0) = addrs(&c0);
-    // Strangers flood rank 0's heartbeat port while the job computes (no message between the
-    // ranks: heartbeats alone say rank 1 lives): junk, and datagrams shaped like heartbeats
-    // claiming rank 1 under another job's secret (each one a MAC to check if taken seriously).
+    // Strangers flood rank 0's heartbeat port while the job runs: junk, and datagrams shaped like
+    // heartbeats claiming rank 1 under another job's secret (each one a MAC to check if taken
+    // seriously). Enough of them overflow the socket, and the kernel drops real heartbeats too.
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let flooders: Vec<_> = (0..4)
@@ -183,11 +199,18 @@ fn a_datagram_flood_at_the_heartbeat_port_kills_no_live_peer() {
             })
         })
         .collect();
+    // The job runs on meanwhile: a message each way every 100 ms (a fifth of the timeout).
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(8) && r0.gone.is_empty() {
-        r0.step();
-        r1.step();
-        std::thread::sleep(Duration::from_millis(1));
+    let mut i = 100;
+    while t0.elapsed() < Duration::from_secs(10) && r0.gone.is_empty() {
+        ping_pong_one(&mut r0, &mut r1, i);
+        i += 1;
+        let pause = Instant::now();
+        while pause.elapsed() < Duration::from_millis(100) && r0.gone.is_empty() {
+            r0.step();
+            r1.step();
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     stop.store(true, Ordering::Relaxed);
     for f in flooders {

@@ -279,6 +279,8 @@ struct Peer<'n> {
     /// delivers is alive whatever happens to heartbeats).
     rx_bytes: u64,
     rx_seen: u64,
+    /// The last check of silence that found `rx_bytes` moved.
+    rx_at: Option<Instant>,
 }
 
 impl Peer<'_> {
@@ -304,6 +306,7 @@ impl Peer<'_> {
             mac: None,
             rx_bytes: 0,
             rx_seen: 0,
+            rx_at: None,
         }
     }
 
@@ -1164,21 +1167,21 @@ impl<'n> TcpNetmod<'n> {
             return;
         }
         self.next_check = now + self.cfg.heartbeat / 2;
-        for (rank, quiet) in self.hb.silent(self.cfg.timeout) {
-            let p = &mut self.peers[rank as usize];
+        for p in &mut self.peers {
             if p.rx_bytes != p.rx_seen {
-                // Its connection delivered since the last check: alive, heartbeats or not (a
-                // flood may have drowned them).
-                p.rx_seen = p.rx_bytes;
-                self.hb.heard(rank);
+                (p.rx_seen, p.rx_at) = (p.rx_bytes, Some(now));
+            }
+        }
+        for (rank, quiet) in self.hb.silent(self.cfg.timeout) {
+            let p = &self.peers[rank as usize];
+            if p.rx_at.is_some_and(|t| now.duration_since(t) <= self.cfg.timeout) {
+                // Its connection delivered within the timeout: alive, whatever became of its
+                // heartbeats (a flood may have drowned them).
                 continue;
             }
             if !matches!(p.link, Link::Bye | Link::Dead) {
                 self.died(rank, &format!("no heartbeat for {quiet:?}"));
             }
-        }
-        for p in &mut self.peers {
-            p.rx_seen = p.rx_bytes;
         }
         for rank in 0..self.size {
             match self.peers[rank as usize].link {
