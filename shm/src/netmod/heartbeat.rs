@@ -258,14 +258,6 @@ impl Heartbeat {
         }
     }
 
-    /// Counts `rank` as heard now: the caller has other proof that it lives (its connection
-    /// delivered bytes since the last check).
-    pub fn heard(&self, rank: u32) {
-        let mut p = self.shared.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = p.by_rank.get_mut(&rank) {
-            e.1 = Instant::now();
-        }
-    }
 
     /// Watched peers not heard for longer than `limit`, with how long; while the socket lost
     /// datagrams within the last `limit`, only those silent for [`FLOOD_GRACE`] times `limit`.
