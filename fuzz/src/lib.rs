@@ -21,6 +21,8 @@
 //! | `pmi1_client`, `pmi2_client` | what a process manager answers a PMI-1 / PMI-2 client, from start-up to finalize |
 //! | `pmi_mapping` | a `PMI_process_mapping` value |
 //! | `ft_checkpoint` | a checkpoint file read back at a restart (`nemesis::ft::checkpoint::decode`), as found and sealed with the job's key |
+//! | `tcp_card` | a TCP netmod business card (`tcp:<ip>:<port>:<udp port>`) as the KVS hands it |
+//! | `beat_open` | a heartbeat datagram from anyone (`BeatKey::open`): only a sealed one opens |
 
 mod seeds;
 mod targets;
@@ -44,4 +46,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pmi2_client", pmi2_client),
     ("pmi_mapping", pmi_mapping),
     ("ft_checkpoint", ft_checkpoint),
+    ("tcp_card", tcp_card),
+    ("beat_open", beat_open),
 ];

@@ -23,6 +23,8 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "pmi2_client" => pmi2_client(),
         "pmi_mapping" => pmi_mapping(),
         "ft_checkpoint" => ft_checkpoint(),
+        "tcp_card" => tcp_card(),
+        "beat_open" => beat_open(),
         _ => Vec::new(),
     }
 }
@@ -83,26 +85,30 @@ fn tcp_frames() -> Vec<Vec<u8>> {
         // Up: two DATA frames of transfer 0, then a message.
         [vec![0], data(0, 1000), data(1000, 500), msg_frame(1, &[], false)].concat(),
         // Proved, waiting for ACCEPT: ACCEPT, then a message.
-        [vec![2], frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(2, b"x", false)].concat(),
+        [vec![2], accept(Kind::Accept), msg_frame(2, b"x", false)].concat(),
         // Proved, waiting: REJECT.
-        [vec![2], frame::prefix(Kind::Reject, 0).to_vec()].concat(),
+        [vec![2], accept(Kind::Reject)].concat(),
         // HELLO sent: the peer's CHALLENGE (a valid proof), ACCEPT, a message.
-        [vec![1], challenge(), frame::prefix(Kind::Accept, 0).to_vec(), msg_frame(3, b"y", false)].concat(),
+        [vec![1], challenge(), accept(Kind::Accept), msg_frame(3, b"y", false)].concat(),
     ]
 }
 
-/// Rank 1's CHALLENGE to rank 0 (the fuzzed netmod), valid for its fixed secret and nonce.
+/// Rank 1's CHALLENGE to rank 0 (the fuzzed netmod): its nonce, incarnation 0, no options.
 fn challenge() -> Vec<u8> {
-    let na = [3u8; auth::NONCE_BYTES];
-    let proof = auth::accept_proof(&fuzzing::secret(), 0, 1, &fuzzing::NONCE, &na);
-    frame::frame(Kind::Challenge, &[&na[..], &proof[..]].concat())
+    frame::frame(Kind::Challenge, &frame::challenge(&fuzzing::PEER_NONCE, 0, 0))
+}
+
+/// Rank 1's ACCEPT or REJECT of rank 0's connection, with a valid proof.
+fn accept(kind: Kind) -> Vec<u8> {
+    let step = if kind == Kind::Accept { auth::Step::Accept } else { auth::Step::Reject };
+    frame::frame(kind, &fuzzing::ours().proof(&fuzzing::secret(), step))
 }
 
 fn tcp_hello() -> Vec<Vec<u8>> {
     (1..4u32)
         .map(|rank| {
             let nc = [rank as u8; auth::NONCE_BYTES];
-            let proof = auth::connect_proof(&fuzzing::secret(), rank, 0, &nc, &fuzzing::NONCE);
+            let proof = fuzzing::transcript(rank, 0, 0, nc).proof(&fuzzing::secret(), auth::Step::Connect);
             [frame::frame(Kind::Hello, &frame::hello(rank, 4, &nc)), frame::frame(Kind::Proof, &proof)].concat()
         })
         .collect()
@@ -248,4 +254,17 @@ fn ft_checkpoint() -> Vec<Vec<u8>> {
         .into_iter()
         .map(|r| r.unwrap_or_else(|e| panic!("seed: {e}")))
         .collect()
+}
+
+fn tcp_card() -> Vec<Vec<u8>> {
+    ["tcp:10.1.2.3:4000:4001", "tcp:[::1]:5:6", "tcp:127.0.0.1:65535:1"].iter().map(|c| c.as_bytes().to_vec()).collect()
+}
+
+fn beat_open() -> Vec<Vec<u8>> {
+    let key = nemesis_shm::auth::BeatKey::new(crate::targets::beat_secret());
+    vec![
+        key.seal(0, 1).to_vec(),
+        key.seal(7, u64::MAX).to_vec(),
+        key.seal(u32::MAX, 1_700_000_000_000_000_000).to_vec(),
+    ]
 }

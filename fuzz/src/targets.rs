@@ -354,3 +354,24 @@ pub fn ft_checkpoint(data: &[u8]) {
         }
     }
 }
+
+// --- tcp_card, beat_open: what the TCP netmod reads from the KVS and from anyone (issue 30) ---
+
+/// A peer's business card as the KVS hands it (see [`nemesis_netmod_tcp::fuzzing::card`]).
+pub fn tcp_card(data: &[u8]) {
+    nemesis_netmod_tcp::fuzzing::card(data);
+}
+
+/// The secret of [`beat_open`]'s job (fixed, so that seeds hold valid heartbeats).
+pub fn beat_secret() -> nemesis_shm::auth::JobSecret {
+    nemesis_shm::auth::JobSecret::from_hex(&"3c".repeat(32)).expect("a secret")
+}
+
+/// A heartbeat datagram from anyone (`nemesis_shm::auth::BeatKey::open`): `None`, or a rank and
+/// sequence number whose sealed datagram is exactly the bytes given (nothing else opens).
+pub fn beat_open(data: &[u8]) {
+    let key = nemesis_shm::auth::BeatKey::new(beat_secret());
+    if let Some((rank, seq)) = key.open(data) {
+        assert_eq!(&key.seal(rank, seq)[..], data, "only a sealed datagram opens");
+    }
+}

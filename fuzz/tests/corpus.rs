@@ -174,3 +174,13 @@ fn pmi_mapping() {
 fn ft_checkpoint() {
     run("ft_checkpoint");
 }
+
+#[test]
+fn tcp_card() {
+    run("tcp_card");
+}
+
+#[test]
+fn beat_open() {
+    run("beat_open");
+}

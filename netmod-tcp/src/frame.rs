@@ -1,35 +1,43 @@
 //! The TCP netmod's frames. Every frame starts with an 8-byte prefix
 //! `[type u8][version u8][0 u16][body length u32]` (little-endian), then its body:
-//! - HELLO: `[rank u32][job size u32][incarnation u32][0 u32][nonce 16]`, from the connecting
-//!   side (the incarnation: how many times its rank number was restarted, `nemesis-run --ft`);
-//! - CHALLENGE: `[nonce 16][proof 32]`, the accepting side's answer: its nonce and its proof of the
-//!   job's secret over both ranks and both nonces ([`nemesis_shm::auth::accept_proof`]);
-//! - PROOF: `[proof 32]`, the connecting side's proof ([`nemesis_shm::auth::connect_proof`]);
-//! - ACCEPT, REJECT: empty; the accepting side's answer once the PROOF verified (REJECT settles
-//!   simultaneous connects);
+//! - HELLO: `[rank u32][job size u32][incarnation u32][options u32][nonce 16]`, from the
+//!   connecting side (the incarnation: how many times its rank number was restarted, `nemesis-run
+//!   --ft`; options bit 0: per-frame MACs wanted);
+//! - CHALLENGE: `[nonce 16][incarnation u32][options u32]`, the accepting side's answer: nothing
+//!   made with the job's secret, so a stranger's HELLO earns nothing;
+//! - PROOF: `[proof 32]`, the connecting side's proof of the job's secret over the whole
+//!   transcript ([`nemesis_shm::auth::Transcript`], step `Connect`): it proves first;
+//! - ACCEPT, REJECT: `[proof 32]`, the accepting side's answer once the PROOF verified, with its
+//!   own proof (steps `Accept`, `Reject`; REJECT settles simultaneous connects);
 //! - MSG: the 32-byte message header as in a cell (native byte order: both ends run this build),
 //!   the 16-byte fault-tolerance room if the header's piggyback flag is set, then the payload;
 //! - DATA: `[transfer id u32][0 u32][offset u64]` then bytes of a large message, streamed from the
 //!   sender's buffer into the receiver's;
 //! - BYE: empty; the sender finalizes and sends nothing more.
 //!
+//! On a link with per-frame MACs (either side asked), every frame after ACCEPT is followed by a
+//! [`TAG`]-byte tag (`nemesis_shm::auth::StreamKey`) not counted in its prefix's length.
+//!
 //! A peer's bytes are never trusted: lengths are checked against what the frame type allows
 //! before anything is read or allocated.
 
 use nemesis_shm::MsgHeader;
-use nemesis_shm::auth::{MAC_BYTES, NONCE_BYTES};
+use nemesis_shm::auth::{FRAME_TAG, MAC_BYTES, NONCE_BYTES};
 use nemesis_shm::cell::HEADER_BYTES;
 
-/// Version of this framing.
-pub const VERSION: u8 = 2;
+/// Version of this framing (3: the connecting side proves first, every proof covers the whole
+/// transcript, per-frame MACs).
+pub const VERSION: u8 = 3;
 /// Bytes of the prefix.
 pub const PREFIX: usize = 8;
 /// Bytes of a HELLO body.
 pub const HELLO: usize = 16 + NONCE_BYTES;
 /// Bytes of a CHALLENGE body.
-pub const CHALLENGE: usize = NONCE_BYTES + MAC_BYTES;
-/// Bytes of a PROOF body.
+pub const CHALLENGE: usize = NONCE_BYTES + 8;
+/// Bytes of a PROOF body, and of an ACCEPT's or a REJECT's.
 pub const PROOF: usize = MAC_BYTES;
+/// Bytes of a per-frame MAC, after each frame on a link with them.
+pub const TAG: usize = FRAME_TAG;
 /// Bytes of a DATA sub-header.
 pub const DATA_HEAD: usize = 16;
 /// Largest DATA frame: a large message goes in frames of this size, so that messages queued
@@ -84,8 +92,8 @@ pub fn parse_prefix(p: &[u8; PREFIX]) -> Result<(Kind, usize), String> {
     let ok = match kind {
         Kind::Hello => len == HELLO,
         Kind::Challenge => len == CHALLENGE,
-        Kind::Proof => len == PROOF,
-        Kind::Accept | Kind::Reject | Kind::Bye => len == 0,
+        Kind::Proof | Kind::Accept | Kind::Reject => len == PROOF,
+        Kind::Bye => len == 0,
         Kind::Msg => len >= HEADER_BYTES,
         Kind::Data => len > DATA_HEAD && len <= DATA_HEAD + DATA_FRAME,
     };
@@ -100,14 +108,42 @@ pub fn hello(rank: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
     hello_of(rank, 0, size, nonce)
 }
 
-/// A HELLO body of incarnation `incarnation` of `rank`.
+/// A HELLO body of incarnation `incarnation` of `rank`, without options.
 pub fn hello_of(rank: u32, incarnation: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
+    hello_with(rank, incarnation, 0, size, nonce)
+}
+
+/// A HELLO body of incarnation `incarnation` of `rank` with options `flags`.
+pub fn hello_with(rank: u32, incarnation: u32, flags: u32, size: u32, nonce: &[u8; NONCE_BYTES]) -> [u8; HELLO] {
     let mut b = [0u8; HELLO];
     b[0..4].copy_from_slice(&rank.to_le_bytes());
     b[4..8].copy_from_slice(&size.to_le_bytes());
     b[8..12].copy_from_slice(&incarnation.to_le_bytes());
+    b[12..16].copy_from_slice(&flags.to_le_bytes());
     b[16..].copy_from_slice(nonce);
     b
+}
+
+/// The options a HELLO frame (prefix and body) names.
+pub fn hello_flags(b: &[u8; PREFIX + HELLO]) -> u32 {
+    u32::from_le_bytes([b[PREFIX + 12], b[PREFIX + 13], b[PREFIX + 14], b[PREFIX + 15]])
+}
+
+/// A CHALLENGE body: the accepting side's nonce, incarnation and options.
+pub fn challenge(nonce: &[u8; NONCE_BYTES], incarnation: u32, flags: u32) -> [u8; CHALLENGE] {
+    let mut b = [0u8; CHALLENGE];
+    b[..NONCE_BYTES].copy_from_slice(nonce);
+    b[NONCE_BYTES..NONCE_BYTES + 4].copy_from_slice(&incarnation.to_le_bytes());
+    b[NONCE_BYTES + 4..].copy_from_slice(&flags.to_le_bytes());
+    b
+}
+
+/// Decodes a CHALLENGE body: `(nonce, incarnation, options)`.
+pub fn parse_challenge(b: &[u8; CHALLENGE]) -> ([u8; NONCE_BYTES], u32, u32) {
+    let mut nonce = [0u8; NONCE_BYTES];
+    nonce.copy_from_slice(&b[..NONCE_BYTES]);
+    let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    (nonce, w(NONCE_BYTES), w(NONCE_BYTES + 4))
 }
 
 /// Decodes a HELLO body: `(rank, size, nonce)`.
@@ -174,7 +210,8 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_bad_prefixes_are_refused() {
-        for (k, len) in [(Kind::Hello, HELLO), (Kind::Accept, 0), (Kind::Msg, 40), (Kind::Data, 17), (Kind::Bye, 0)] {
+        for (k, len) in [(Kind::Hello, HELLO), (Kind::Accept, PROOF), (Kind::Msg, 40), (Kind::Data, 17), (Kind::Bye, 0)]
+        {
             assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
         }
         assert!(parse_prefix(&prefix(Kind::Hello, 3)).is_err());
@@ -190,7 +227,13 @@ mod tests {
         let h = frame(Kind::Hello, &hello_of(3, 7, 8, &[9; NONCE_BYTES]));
         assert_eq!(hello_incarnation(h[..].try_into().unwrap()), 7);
         assert_eq!(check_hello(h[..].try_into().unwrap(), 0, 8), Some((3, [9; NONCE_BYTES])));
-        for (k, len) in [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF)] {
+        let h = frame(Kind::Hello, &hello_with(3, 7, 1, 8, &[9; NONCE_BYTES]));
+        assert_eq!(hello_flags(h[..].try_into().unwrap()), 1);
+        assert_eq!(parse_challenge(&challenge(&[4; NONCE_BYTES], 5, 1)), ([4; NONCE_BYTES], 5, 1));
+        assert!(parse_prefix(&prefix(Kind::Accept, 0)).is_err(), "an ACCEPT carries a proof");
+        for (k, len) in
+            [(Kind::Challenge, CHALLENGE), (Kind::Proof, PROOF), (Kind::Accept, PROOF), (Kind::Reject, PROOF)]
+        {
             assert_eq!(parse_prefix(&prefix(k, len)).unwrap(), (k, len));
             assert!(parse_prefix(&prefix(k, len - 1)).is_err());
         }

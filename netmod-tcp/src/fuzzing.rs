@@ -3,14 +3,15 @@
 //!
 //! - [`frames`]: a connection's byte stream (frames, message headers and payloads into cells,
 //!   large-message DATA into an expected transfer), as [`TcpNetmod`]'s parser takes it;
-//! - [`hello`]: the HELLO and PROOF an accepting side reads from a new connection.
+//! - [`hello`]: the HELLO and PROOF an accepting side reads from a new connection;
+//! - [`card`]: a peer's business card, as the KVS hands it.
 //!
 //! Neither may panic, loop or touch memory outside what it owns, whatever the bytes: a peer's
 //! bytes are refused with a protocol error, never trusted.
 
 use std::cell::RefCell;
 
-use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
+use nemesis_shm::auth::{JobSecret, NONCE_BYTES, Step, Transcript};
 use nemesis_shm::{HeapNode, Params, Port, PortConfig};
 
 use crate::frame::{self, HELLO, PREFIX};
@@ -65,6 +66,12 @@ pub fn frames(data: &[u8]) {
             1 => Link::Connecting { since, hello: true, proved: false },
             _ => Link::Connecting { since, hello: true, proved: true },
         };
+        p.reset_keys();
+        if first % 3 == 2 {
+            p.hs = Some(ours());
+        }
+        let dialed: std::net::SocketAddr = DIALED.parse().expect("an address");
+        p.card = Some((dialed, dialed));
         p.nonce = NONCE;
         p.buf = stream.into();
         (p.start, p.end) = (0, stream.len());
@@ -105,16 +112,69 @@ pub fn frames(data: &[u8]) {
     });
 }
 
+/// The address the fuzzed acceptor's card gives (which proofs of [`hello`] name), and the one
+/// [`frames`]' rank 0 dialed for rank 1.
+pub const DIALED: &str = "127.0.0.1:4000";
+
+/// Rank 1's nonce in the CHALLENGE of [`frames`] (fixed, as [`secret`]).
+pub const PEER_NONCE: [u8; NONCE_BYTES] = [3; NONCE_BYTES];
+
+/// The handshake of [`frames`]' connection from rank 0 to rank 1 once rank 1's CHALLENGE
+/// ([`PEER_NONCE`], incarnation 0, no options) came: its ACCEPT's proof is
+/// `ours().proof(&secret(), Step::Accept)`.
+pub fn ours() -> Transcript {
+    Transcript {
+        from: 0,
+        from_inc: 0,
+        from_flags: 0,
+        nc: NONCE,
+        to: 1,
+        to_inc: 0,
+        to_flags: 0,
+        na: PEER_NONCE,
+        dialed: DIALED.into(),
+    }
+}
+
+/// The transcript of a handshake to rank 0 (incarnation 0, no options, nonce [`NONCE`]) that
+/// HELLO body fields `rank`, `inc`, `flags` and `nc` open.
+pub fn transcript(rank: u32, inc: u32, flags: u32, nc: [u8; NONCE_BYTES]) -> Transcript {
+    Transcript {
+        from: rank,
+        from_inc: inc,
+        from_flags: flags,
+        nc,
+        to: 0,
+        to_inc: 0,
+        to_flags: 0,
+        na: NONCE,
+        dialed: DIALED.into(),
+    }
+}
+
 /// Checks `data` as the HELLO of a new connection to rank 0 of a job of 4 ranks, then (what
-/// follows it) as the PROOF answering our CHALLENGE.
+/// follows it) as the PROOF answering our CHALLENGE, as the listener's thread does.
 pub fn hello(data: &[u8]) {
     let Some((h, rest)) = data.split_first_chunk::<{ PREFIX + HELLO }>() else { return };
     if let Some((rank, nc)) = frame::check_hello(h, 0, 4) {
         assert!(rank > 0 && rank < 4);
+        let t = transcript(rank, frame::hello_incarnation(h), frame::hello_flags(h), nc);
         if let Some((pre, proof)) = rest.split_first_chunk::<PREFIX>() {
             let ok = matches!(frame::parse_prefix(pre), Ok((frame::Kind::Proof, _)))
-                && auth::check_proof(&secret(), false, rank, 0, &nc, &NONCE, proof);
-            assert!(!ok || proof == auth::connect_proof(&secret(), rank, 0, &nc, &NONCE));
+                && t.check(&secret(), Step::Connect, proof);
+            assert!(!ok || proof == t.proof(&secret(), Step::Connect));
         }
+    }
+}
+
+/// Parses `data` as a business card: an error, or two addresses on one host that print back as
+/// a card that parses the same.
+pub fn card(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Some((tcp, udp)) = crate::parse_card(text) {
+        assert_eq!(tcp.ip(), udp.ip());
+        let host = if tcp.is_ipv6() { format!("[{}]", tcp.ip()) } else { tcp.ip().to_string() };
+        let again = format!("tcp:{host}:{}:{}", tcp.port(), udp.port());
+        assert_eq!(crate::parse_card(&again), Some((tcp, udp)), "{again}");
     }
 }

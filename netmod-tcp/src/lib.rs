@@ -3,23 +3,36 @@
 //! Implements [`nemesis_shm::netmod::Netmod`] (messages, through the receive queue) and
 //! [`nemesis_lmt::LmtBackend`] (the data of large messages, streamed) over TCP:
 //! - **connections**: one per pair of ranks, made on first use (non-blocking connect, then the
-//!   handshake: HELLO naming the rank with a nonce, CHALLENGE and PROOF, each side proving the
-//!   job's secret over both ranks and both nonces, `nemesis_shm::auth`; a connection that fails
-//!   it is closed and changes no rank's state). Simultaneous connects are settled by rank: the accepting
+//!   handshake: HELLO naming the rank, its incarnation and a nonce; CHALLENGE, the acceptor's
+//!   nonce and incarnation; PROOF, the connecting side's proof of the job's secret over the whole
+//!   transcript, including the address it dialed; ACCEPT or REJECT with the accepting side's own
+//!   proof, `nemesis_shm::auth::Transcript`). The connecting side proves first, so a stranger's
+//!   HELLO earns nothing made with the secret, and a handshake relayed from an address other than
+//!   the one the accepting rank's card gives does not verify. A connection that fails is closed
+//!   and changes no rank's state; the connecting side tries again until the connection timeout.
+//!   The accepting side's first half runs in a thread of its own ([`listen`]): connections not
+//!   authenticated are bounded ([`TcpConfig::pending_max`]) and closed after the timeout whether
+//!   or not the application calls in. Simultaneous connects are settled by rank: the accepting
 //!   side refuses (REJECT) a connection from a higher rank while its own attempt to that rank is
 //!   under way, and accepts one from a lower rank, dropping its own attempt. Data flows only after
 //!   ACCEPT, so nothing is ever written on a connection that loses; messages wait per peer, not
 //!   per socket. `TCP_NODELAY` on every socket.
 //! - **framing** ([`frame`]): the cell header, so arrivals are cells already; a direct write when
 //!   nothing is queued for the peer, else queued (copied) behind, keeping the order.
+//! - **integrity** (`NEMESIS_TCP_INTEGRITY=1`, off by default: see [`TcpConfig::integrity`]):
+//!   each link has two stream keys derived from the secret and its handshake, and every frame
+//!   after ACCEPT carries a MAC over its number and bytes; a frame changed, injected, dropped or
+//!   replayed ends the link (the peer is declared dead). A message is delivered only once its
+//!   MAC verified (the cells before its last may be handed over earlier, and are abandoned with
+//!   the peer), a large message's transfer completes only once its last frame's did.
 //! - **arrivals** are copied from the socket's buffer into cells of the process's netmod pool and
 //!   enqueued on its receive queue; with no free cell the socket is left alone (flow control).
 //! - **large messages**: after the rendezvous, DATA frames are written from the sender's buffer and
 //!   read into the receiver's buffer, without staging.
 //! - **failures**: a reset, or an end of stream without BYE, or heartbeats (the shared
-//!   [`nemesis_shm::netmod::heartbeat`]) missing
-//!   for the timeout, make the peer dead: a [`KIND_PEER_GONE`] notice follows its last arrival
-//!   in the receive queue; its transfers fail.
+//!   [`nemesis_shm::netmod::heartbeat`]) missing for the timeout while the connection delivered
+//!   nothing either, make the peer dead: a [`KIND_PEER_GONE`] notice follows its last arrival in
+//!   the receive queue; its transfers fail.
 //! - **restarts** (`nemesis-run --ft` over several nodes, HydEE's recovery): a restarted rank is
 //!   a new *incarnation* of its rank number (`nemesis_shm::incarnation`), with a new listener, a
 //!   new heartbeat socket and so a new card, which it puts through PMI (the launcher's server
@@ -56,6 +69,7 @@
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod listen;
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read};
@@ -64,12 +78,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nemesis_lmt::{LmtBackend, NetDone, Outcome};
-use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
+use nemesis_shm::auth::{self, FLAG_INTEGRITY, FrameMac, JobSecret, NONCE_BYTES, Step, StreamKey, Transcript};
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
 
-use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX};
+use frame::{DATA_FRAME, DATA_HEAD, Kind, PREFIX, TAG};
 pub use nemesis_shm::netmod::addr::{default_addr, interface_addr};
 use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity, Timing};
 
@@ -89,6 +103,13 @@ pub struct TcpConfig {
     pub timeout: Duration,
     /// Largest message frame accepted from a peer (eager messages; larger ones go by rendezvous).
     pub max_message: usize,
+    /// Per-frame MACs on every link (`NEMESIS_TCP_INTEGRITY=1`; a link has them if either side
+    /// asks). Off by default: HMAC-SHA256 runs at about 1 GB/s here, which halves the bandwidth
+    /// of large messages (README, "Security"); the handshake authenticates every link either way.
+    pub integrity: bool,
+    /// Connections held at most before they prove the job's secret (`NEMESIS_TCP_PENDING_MAX`,
+    /// default 64); beyond it a new one evicts the oldest.
+    pub pending_max: usize,
 }
 
 impl Default for TcpConfig {
@@ -99,6 +120,8 @@ impl Default for TcpConfig {
             heartbeat: Timing::default().period,
             timeout: Timing::default().timeout,
             max_message: 16 << 20,
+            integrity: false,
+            pending_max: 64,
         }
     }
 }
@@ -117,6 +140,21 @@ impl TcpConfig {
             }
             c.ports = Some((lo, hi));
         }
+        if let Some(v) = std::env::var("NEMESIS_TCP_INTEGRITY").ok().filter(|v| !v.trim().is_empty()) {
+            c.integrity = match v.trim() {
+                "1" | "on" | "yes" => true,
+                "0" | "off" | "no" => false,
+                _ => return Err(Error::Net(format!("NEMESIS_TCP_INTEGRITY={v}: expected 1 or 0"))),
+            };
+        }
+        if let Some(v) = std::env::var("NEMESIS_TCP_PENDING_MAX").ok().filter(|v| !v.trim().is_empty()) {
+            c.pending_max = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| Error::Net(format!("NEMESIS_TCP_PENDING_MAX={v}: expected a positive number")))?;
+        }
         let t = Timing::from_env("NEMESIS_TCP_HEARTBEAT_MS", "NEMESIS_TCP_TIMEOUT_MS")?;
         (c.heartbeat, c.timeout) = (t.period, t.timeout);
         Ok(c)
@@ -130,12 +168,17 @@ impl TcpConfig {
 }
 
 /// A peer's card: `tcp:<ip>:<port>:<heartbeat port>`.
-fn parse_card(card: &str) -> Option<(SocketAddr, SocketAddr)> {
+pub fn parse_card(card: &str) -> Option<(SocketAddr, SocketAddr)> {
     let rest = card.strip_prefix("tcp:")?;
     let mut it = rest.rsplitn(3, ':');
     let udp: u16 = it.next()?.parse().ok()?;
     let port: u16 = it.next()?.parse().ok()?;
-    let ip: IpAddr = it.next()?.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    let host = it.next()?;
+    // Brackets only around an IPv6 address, and both of them.
+    let ip: IpAddr = match host.strip_prefix('[') {
+        Some(h) => IpAddr::V6(h.strip_suffix(']')?.parse().ok()?),
+        None => host.parse().ok()?,
+    };
     Some((SocketAddr::new(ip, port), SocketAddr::new(ip, udp)))
 }
 
@@ -155,6 +198,12 @@ enum Link {
     Waiting {
         since: Instant,
     },
+    /// Our attempt failed before it was authenticated (closed, or a proof that did not verify):
+    /// another at `at`, until the timeout counted from `since`.
+    Retry {
+        since: Instant,
+        at: Instant,
+    },
     Up,
     /// The peer said BYE: it sends nothing more, and takes nothing more.
     Bye,
@@ -163,10 +212,23 @@ enum Link {
 
 /// What is queued for a peer.
 enum Out {
-    /// A frame, or what is left of it.
-    Bytes { buf: Vec<u8>, at: usize },
+    /// A frame, or what is left of it (then its tag).
+    Bytes { buf: Vec<u8>, at: usize, tag: Tag },
     /// A DATA frame of a large message, written from the sender's buffer.
-    Data { head: [u8; PREFIX + DATA_HEAD], ptr: *const u8, len: usize, at: usize, id: u32, end: Option<u64> },
+    Data { head: [u8; PREFIX + DATA_HEAD], ptr: *const u8, len: usize, at: usize, id: u32, end: Option<u64>, tag: Tag },
+}
+
+/// The per-frame MAC of a frame being written: computed when the frame reaches the front of the
+/// queue (frames are numbered in the order they go), empty on a link without MACs.
+#[derive(Clone, Copy)]
+struct Tag {
+    bytes: [u8; TAG],
+    len: usize,
+    sealed: bool,
+}
+
+impl Tag {
+    const NONE: Tag = Tag { bytes: [0; TAG], len: 0, sealed: false };
 }
 
 /// Where the bytes read from a peer go.
@@ -204,6 +266,21 @@ struct Peer<'n> {
     inc: u32,
     /// Retired for a restart ([`Netmod::retire`]): dead, and waiting for its next incarnation.
     awaiting: bool,
+    /// Our connection's handshake once the CHALLENGE came (checks the ACCEPT or REJECT).
+    hs: Option<Transcript>,
+    /// The link's per-frame MAC keys (when it has them) and frame numbers, each way.
+    tx_key: Option<StreamKey>,
+    rx_key: Option<StreamKey>,
+    tx_seq: u64,
+    rx_seq: u64,
+    /// The MAC of the frame being read, until it verified.
+    mac: Option<FrameMac>,
+    /// Bytes read from its connection, and their count at the last check of silence (a link that
+    /// delivers is alive whatever happens to heartbeats).
+    rx_bytes: u64,
+    rx_seen: u64,
+    /// The last check of silence that found `rx_bytes` moved.
+    rx_at: Option<Instant>,
 }
 
 impl Peer<'_> {
@@ -221,30 +298,30 @@ impl Peer<'_> {
             nonce: [0; NONCE_BYTES],
             inc: 0,
             awaiting: false,
+            hs: None,
+            tx_key: None,
+            rx_key: None,
+            tx_seq: 0,
+            rx_seq: 0,
+            mac: None,
+            rx_bytes: 0,
+            rx_seen: 0,
+            rx_at: None,
         }
     }
-}
 
-/// An accepted connection before it is authenticated: reading its HELLO (`claim` empty), then,
-/// once CHALLENGE is sent, its PROOF (`claim`: the rank it claims, its nonce and ours). Nothing
-/// of any rank's state is touched before the PROOF verifies.
-struct Pending {
-    sock: TcpStream,
-    buf: [u8; PENDING_BUF],
-    want: usize,
-    got: usize,
-    since: Instant,
-    claim: Option<(u32, [u8; NONCE_BYTES], [u8; NONCE_BYTES])>,
-    /// The incarnation its HELLO named.
-    inc: u32,
+    /// Forgets the keys and numbers of a link (a new connection starts afresh).
+    fn reset_keys(&mut self) {
+        (self.hs, self.tx_key, self.rx_key, self.mac) = (None, None, None, None);
+        (self.tx_seq, self.rx_seq) = (0, 0);
+    }
 }
 
 /// An authenticated connection from a restarted rank's new incarnation that arrived before this
 /// process was told of the restart ([`Netmod::restarted`]): neither accepted nor refused yet,
 /// and out of epoll meanwhile. Dropped after the timeout, as any connection not set up in time.
 struct Parked {
-    rank: u32,
-    inc: u32,
+    t: Transcript,
     sock: TcpStream,
     since: Instant,
 }
@@ -253,15 +330,10 @@ struct Parked {
 /// the peer's state is not touched (no death for a frame from who knows whom).
 const UNAUTHENTICATED: &str = "unauthenticated: ";
 
-/// Room for a HELLO frame, then for a PROOF frame.
-const PENDING_BUF: usize = PREFIX + if frame::HELLO > frame::PROOF { frame::HELLO } else { frame::PROOF };
-
 /// Size of each connection's receive buffer.
 const RX_BUF: usize = 64 << 10;
-/// epoll token of the listener; accepted connections before HELLO are `PENDING + index`; peers
-/// are their rank.
-const LISTENER: u64 = u64::MAX;
-const PENDING: u64 = 1 << 40;
+/// epoll token of the listener thread's hand-over; peers are their rank.
+const HANDOFF: u64 = u64::MAX;
 
 /// The TCP netmod of one process.
 pub struct TcpNetmod<'n> {
@@ -269,11 +341,10 @@ pub struct TcpNetmod<'n> {
     size: u32,
     secret: JobSecret,
     cfg: TcpConfig,
-    listener: TcpListener,
+    listener: listen::Listener,
     card: String,
     epoll: OwnedFd,
     peers: Vec<Peer<'n>>,
-    pending: Vec<Option<Pending>>,
     parked: Vec<Parked>,
     /// This process's incarnation of its rank number ([`Netmod::set_incarnation`]).
     incarnation: u32,
@@ -337,6 +408,15 @@ fn failpoint_stop(at: usize, total: usize) -> usize {
     total
 }
 
+/// A listener on `ip`:`port` with room for a burst of connections in the kernel's queue.
+fn bind(ip: IpAddr, port: u16) -> io::Result<TcpListener> {
+    let addr = SocketAddr::new(ip, port);
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::Net(format!("{what}: {e}"))
 }
@@ -347,10 +427,13 @@ impl<'n> TcpNetmod<'n> {
     /// card is [`Netmod::card`].
     pub fn new(me: u32, size: u32, secret: JobSecret, cfg: TcpConfig) -> Result<TcpNetmod<'n>> {
         let ip = cfg.addr.unwrap_or_else(default_addr);
+        if ip.is_unspecified() || ip.is_multicast() {
+            return Err(Error::Net(format!("cannot listen on {ip}: the address of one interface is needed")));
+        }
         let listener = match cfg.ports {
-            None => TcpListener::bind((ip, 0)).map_err(|e| io_err(&format!("listen on {ip}"), e))?,
+            None => bind(ip, 0).map_err(|e| io_err(&format!("listen on {ip}"), e))?,
             Some((lo, hi)) => (lo..=hi)
-                .find_map(|p| TcpListener::bind((ip, p)).ok())
+                .find_map(|p| bind(ip, p).ok())
                 .ok_or_else(|| Error::Net(format!("no free port in {lo}-{hi} on {ip}")))?,
         };
         listener.set_nonblocking(true).map_err(|e| io_err("listener", e))?;
@@ -366,6 +449,16 @@ impl<'n> TcpNetmod<'n> {
             .map_err(|e| io_err("heartbeat socket", e))?;
         let host = if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() };
         let card = format!("tcp:{host}:{port}:{}", hb.port());
+        let job = listen::Job {
+            me,
+            size,
+            secret: secret.clone(),
+            flags: if cfg.integrity { FLAG_INTEGRITY } else { 0 },
+            limit: cfg.timeout,
+            max: cfg.pending_max,
+        };
+        let listener = listen::Listener::start(listener, job, SocketAddr::new(ip, port).to_string())
+            .map_err(|e| io_err("listener thread", e))?;
         let nm = TcpNetmod {
             me,
             size,
@@ -375,7 +468,6 @@ impl<'n> TcpNetmod<'n> {
             card,
             epoll,
             peers: (0..size).map(|_| Peer::new()).collect(),
-            pending: Vec::new(),
             parked: Vec::new(),
             incarnation: 0,
             hb,
@@ -388,13 +480,28 @@ impl<'n> TcpNetmod<'n> {
             relist: false,
             polls: 0,
         };
-        nm.ctl(libc::EPOLL_CTL_ADD, nm.listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
+        nm.ctl(libc::EPOLL_CTL_ADD, nm.listener.handoff.as_raw_fd(), libc::EPOLLIN as u32, HANDOFF)?;
         Ok(nm)
     }
 
     /// The settings in force.
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
+    }
+
+    /// Connections the listener holds that have not proved the job's secret yet.
+    pub fn held_unauthenticated(&self) -> usize {
+        self.listener.shared.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tests only: peers are to reach this process at `addr` (a forwarder in front of its
+    /// listener): the card names it, and so do the proofs this process checks.
+    #[doc(hidden)]
+    pub fn advertise(&mut self, addr: SocketAddr) {
+        let udp = self.hb.port();
+        let host = if addr.is_ipv6() { format!("[{}]", addr.ip()) } else { addr.ip().to_string() };
+        self.card = format!("tcp:{host}:{}:{udp}", addr.port());
+        *self.listener.shared.dialed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = addr.to_string();
     }
 
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> Result<()> {
@@ -415,6 +522,11 @@ impl<'n> TcpNetmod<'n> {
 
     /// Starts connecting to `rank` (its card is known).
     fn start_connect(&mut self, rank: u32) -> Result<()> {
+        self.connect_since(rank, Instant::now())
+    }
+
+    /// Starts connecting to `rank`, the timeout counted from `since` (a first attempt's start).
+    fn connect_since(&mut self, rank: u32, since: Instant) -> Result<()> {
         let p = &self.peers[rank as usize];
         let Some((addr, _)) = p.card else {
             return Err(Error::Net(format!("no business card for rank {rank}")));
@@ -432,7 +544,8 @@ impl<'n> TcpNetmod<'n> {
         self.ctl(libc::EPOLL_CTL_ADD, stream.as_raw_fd(), (libc::EPOLLIN | libc::EPOLLOUT) as u32, u64::from(rank))?;
         let p = &mut self.peers[rank as usize];
         p.sock = Some(stream);
-        p.link = Link::Connecting { since: Instant::now(), hello: false, proved: false };
+        p.link = Link::Connecting { since, hello: false, proved: false };
+        p.reset_keys();
         self.relist = true;
         if let Some((_, udp)) = p.card {
             self.hb.watch(rank, udp);
@@ -474,142 +587,74 @@ impl<'n> TcpNetmod<'n> {
         Error::NetPeerDead { rank }
     }
 
-    /// Our connection to `rank` failed authentication (`why` is logged): it is closed, and the
-    /// attempt waits as if refused; the peer is not declared dead for it (only if no connection
-    /// is made within the timeout, as for any attempt).
+    /// Our connection to `rank` failed before it was authenticated (`why` is logged): it is
+    /// closed, and another attempt follows shortly; the peer is not declared dead for it (only if
+    /// no connection is made within the timeout, as for any attempt).
     fn unauthenticated(&mut self, rank: u32, why: &str) {
+        let retry = self.cfg.heartbeat.min(Duration::from_millis(200));
         let p = &mut self.peers[rank as usize];
         tracing::warn!(rank, why, "dropped a connection that failed authentication");
         p.sock = None;
         p.buf = Box::new([]);
         (p.start, p.end) = (0, 0);
+        p.reset_keys();
         if let Link::Connecting { since, .. } = p.link {
-            p.link = Link::Waiting { since };
+            p.link = Link::Retry { since, at: Instant::now() + retry };
         }
         self.relist = true;
     }
 
-    /// Accepts waiting connections.
-    fn accept(&mut self) -> Result<bool> {
-        let mut any = false;
-        loop {
-            match self.listener.accept() {
-                Ok((s, _)) => {
-                    any = true;
-                    s.set_nonblocking(true).map_err(|e| io_err("accept", e))?;
-                    s.set_nodelay(true).map_err(|e| io_err("TCP_NODELAY", e))?;
-                    let i = match self.pending.iter().position(Option::is_none) {
-                        Some(i) => i,
-                        None => {
-                            self.pending.push(None);
-                            self.pending.len() - 1
-                        }
-                    };
-                    self.ctl(libc::EPOLL_CTL_ADD, s.as_raw_fd(), libc::EPOLLIN as u32, PENDING + i as u64)?;
-                    let buf = [0u8; PENDING_BUF];
-                    let want = PREFIX + frame::HELLO;
-                    let since = Instant::now();
-                    self.pending[i] = Some(Pending { sock: s, buf, want, got: 0, since, claim: None, inc: 0 });
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // Out of descriptors or a connection reset before accept: try again later.
-                Err(e) => {
-                    tracing::debug!(error = %e, "accept");
-                    return Ok(any);
-                }
+    /// Takes the connections the listener authenticated: refuses those of a dead incarnation,
+    /// parks those of an incarnation not announced yet, settles simultaneous connects (REJECT,
+    /// with our proof), accepts the rest.
+    fn take_authenticated(&mut self) -> Result<()> {
+        for listen::Authed { t, sock } in self.listener.take() {
+            let (rank, inc) = (t.from, t.from_inc);
+            let p = &self.peers[rank as usize];
+            if inc < p.inc || (p.awaiting && inc == p.inc) {
+                // A late connect of a dead incarnation: it must not stand for the rank.
+                tracing::warn!(rank, incarnation = inc, current = p.inc, "refused a connection of a dead incarnation");
+                continue;
             }
+            if p.awaiting {
+                // A newer incarnation than the one retired, before we were told of it: it waits.
+                tracing::debug!(
+                    rank,
+                    incarnation = inc,
+                    "connection of a restarted rank parked until its restart is known"
+                );
+                self.parked.push(Parked { t, sock, since: Instant::now() });
+                continue;
+            }
+            if !settle(p.link, rank, self.me) {
+                let _ = send_all(&sock, &frame::frame(Kind::Reject, &t.proof(&self.secret, Step::Reject)));
+                continue;
+            }
+            self.accept_link(t, sock)?;
         }
+        Ok(())
     }
 
-    /// Reads the HELLO, then the PROOF, of accepted connection `i`, answers the HELLO with
-    /// CHALLENGE, and once the PROOF verifies accepts or refuses the connection. A connection that
-    /// fails is closed, nothing else changes.
-    fn read_hello(&mut self, i: usize) -> Result<()> {
-        let Some(pc) = self.pending[i].as_mut() else { return Ok(()) };
-        let want = pc.want;
-        let n = match pc.sock.read(&mut pc.buf[pc.got..want]) {
-            Ok(0) => {
-                self.pending[i] = None;
-                return Ok(());
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-            Err(_) => {
-                self.pending[i] = None;
-                return Ok(());
-            }
-        };
-        pc.got += n;
-        if pc.got < want {
-            return Ok(());
-        }
-        let Some(mut pc) = self.pending[i].take() else { return Ok(()) };
-        let Some((rank, nc, na)) = pc.claim else {
-            // The HELLO: answer our nonce and our proof, then wait for the PROOF.
-            let hello = pc.buf.first_chunk().and_then(|h| frame::check_hello(h, self.me, self.size));
-            let Some((rank, nc)) = hello else {
-                tracing::warn!("refused a connection that is not a HELLO of this job");
-                return Ok(());
-            };
-            pc.inc = pc.buf.first_chunk().map_or(0, frame::hello_incarnation);
-            let na = auth::nonce()?;
-            let mut body = [0u8; frame::CHALLENGE];
-            body[..NONCE_BYTES].copy_from_slice(&na);
-            body[NONCE_BYTES..].copy_from_slice(&auth::accept_proof(&self.secret, rank, self.me, &nc, &na));
-            if send_all(&pc.sock, &frame::frame(Kind::Challenge, &body)).is_ok() {
-                (pc.claim, pc.want, pc.got) = (Some((rank, nc, na)), PREFIX + frame::PROOF, 0);
-                self.pending[i] = Some(pc);
-            }
-            return Ok(());
-        };
-        let prefix: Option<&[u8; PREFIX]> = pc.buf.first_chunk();
-        let proof = &pc.buf[PREFIX..PREFIX + frame::PROOF];
-        let proved = prefix.is_some_and(|p| matches!(frame::parse_prefix(p), Ok((Kind::Proof, _))))
-            && auth::check_proof(&self.secret, false, rank, self.me, &nc, &na, proof);
-        if !proved {
-            tracing::warn!(claimed = rank, "refused a connection that failed authentication");
-            return Ok(());
-        }
-        let (inc, sock) = (pc.inc, pc.sock);
-        let p = &self.peers[rank as usize];
-        if inc < p.inc || (p.awaiting && inc == p.inc) {
-            // A late connect of a dead incarnation: it must not stand for the rank.
-            tracing::warn!(rank, incarnation = inc, current = p.inc, "refused a connection of a dead incarnation");
-            return Ok(());
-        }
-        if p.awaiting {
-            // A newer incarnation than the one retired, before we were told of it: it waits.
-            tracing::debug!(
-                rank,
-                incarnation = inc,
-                "connection of a restarted rank parked until its restart is known"
-            );
-            self.ctl(libc::EPOLL_CTL_DEL, sock.as_raw_fd(), 0, 0)?;
-            self.parked.push(Parked { rank, inc, sock, since: Instant::now() });
-            return Ok(());
-        }
-        if !settle(p.link, rank, self.me) {
-            let _ = send_all(&sock, &frame::prefix(Kind::Reject, 0));
-            return Ok(());
-        }
-        self.accept_link(rank, inc, sock, libc::EPOLL_CTL_MOD)
-    }
-
-    /// Accepts the authenticated connection `sock` of incarnation `inc` of `rank` as its link
-    /// (`op`: how to enter it in epoll under the rank's token).
-    fn accept_link(&mut self, rank: u32, inc: u32, sock: TcpStream, op: libc::c_int) -> Result<()> {
-        if send_all(&sock, &frame::prefix(Kind::Accept, 0)).is_err() {
+    /// Accepts the authenticated connection `sock`, whose handshake was `t`, as the link of its
+    /// rank: ACCEPT with our proof, and the link's keys if it has per-frame MACs.
+    fn accept_link(&mut self, t: Transcript, sock: TcpStream) -> Result<()> {
+        let rank = t.from;
+        if send_all(&sock, &frame::frame(Kind::Accept, &t.proof(&self.secret, Step::Accept))).is_err() {
             return Ok(());
         }
         // Our own attempt, if any, is dropped (closing it removes it from epoll).
         let p = &mut self.peers[rank as usize];
         p.sock = None;
-        self.ctl(op, sock.as_raw_fd(), libc::EPOLLIN as u32, u64::from(rank))?;
+        self.ctl(libc::EPOLL_CTL_ADD, sock.as_raw_fd(), libc::EPOLLIN as u32, u64::from(rank))?;
+        let keys = t.integrity().then(|| t.stream_keys(&self.secret));
         let p = &mut self.peers[rank as usize];
+        p.reset_keys();
+        if let Some((up, down)) = keys {
+            (p.tx_key, p.rx_key) = (Some(down), Some(up));
+        }
         p.sock = Some(sock);
         p.link = Link::Up;
-        p.inc = inc;
+        p.inc = t.from_inc;
         self.relist = true;
         p.buf = vec![0u8; RX_BUF].into_boxed_slice();
         p.start = 0;
@@ -647,7 +692,9 @@ impl<'n> TcpNetmod<'n> {
             return Ok(()); // still connecting
         }
         p.nonce = auth::nonce()?;
-        let hello = frame::frame(Kind::Hello, &frame::hello_of(self.me, self.incarnation, self.size, &p.nonce));
+        let flags = if self.cfg.integrity { FLAG_INTEGRITY } else { 0 };
+        let hello =
+            frame::frame(Kind::Hello, &frame::hello_with(self.me, self.incarnation, flags, self.size, &p.nonce));
         if let Err(e) = send_all(sock, &hello) {
             let why = format!("HELLO: {e}");
             self.died(rank, &why);
@@ -678,7 +725,11 @@ impl<'n> TcpNetmod<'n> {
                 Ok(Flow::More) if drained => return Ok(moved),
                 Ok(Flow::More) => {}
                 Ok(Flow::Blocked) => return Ok(moved),
-                Err(why) if why.starts_with(UNAUTHENTICATED) => {
+                // Before ACCEPT nothing is authenticated: whatever it sent, no death for it.
+                Err(why)
+                    if why.starts_with(UNAUTHENTICATED)
+                        || matches!(self.peers[rank as usize].link, Link::Connecting { .. }) =>
+                {
                     self.unauthenticated(rank, &why);
                     return Ok(true);
                 }
@@ -696,13 +747,17 @@ impl<'n> TcpNetmod<'n> {
             // Large-message bytes go straight to the receiver's buffer once the staging buffer is
             // used up.
             let r = match p.rx {
-                Rx::Data { k, left } if p.start == p.end => {
+                Rx::Data { k, left } if p.start == p.end && left > 0 => {
                     let d = &p.recvs[k];
                     // SAFETY: `d.dst` holds `d.bytes` bytes (start_recv's contract) and
                     // `got + left <= bytes` (checked when the frame began).
                     let dst = unsafe { std::slice::from_raw_parts_mut(d.dst.add(d.got as usize), left) };
                     match sock.read(dst) {
                         Ok(n) if n > 0 => {
+                            if let Some(m) = p.mac.as_mut() {
+                                m.update(&dst[..n]);
+                            }
+                            p.rx_bytes += n as u64;
                             let d = &mut p.recvs[k];
                             d.got += n as u64;
                             p.rx = Rx::Data { k, left: left - n };
@@ -724,6 +779,7 @@ impl<'n> TcpNetmod<'n> {
                         Ok(n) if n > 0 => {
                             drained = n < p.buf.len() - end;
                             p.end += n;
+                            p.rx_bytes += n as u64;
                             moved = true;
                             continue;
                         }
@@ -768,26 +824,42 @@ impl<'n> TcpNetmod<'n> {
                     let pre: [u8; PREFIX] = p.buf[p.start..p.start + PREFIX].try_into().map_err(|_| "prefix")?;
                     let parsed = frame::parse_prefix(&pre);
                     if let Link::Connecting { since, hello: true, proved: false } = p.link {
-                        // Our connection, not authenticated yet: only the peer's CHALLENGE, with
-                        // a proof of the job's secret for our nonce and its own.
+                        // Our connection, not authenticated yet: only the peer's CHALLENGE (its
+                        // nonce, incarnation and options), which we answer with our proof first.
                         let Ok((Kind::Challenge, _)) = parsed else {
                             return Err(format!("{UNAUTHENTICATED}{parsed:?} before CHALLENGE"));
                         };
                         if avail < PREFIX + frame::CHALLENGE {
                             return Ok(Flow::More);
                         }
-                        let body = &p.buf[p.start + PREFIX..p.start + PREFIX + frame::CHALLENGE];
-                        let mut na = [0u8; NONCE_BYTES];
-                        na.copy_from_slice(&body[..NONCE_BYTES]);
-                        let theirs = &body[NONCE_BYTES..];
-                        if !auth::check_proof(&self.secret, true, me, rank, &p.nonce, &na, theirs) {
-                            return Err(format!("{UNAUTHENTICATED}CHALLENGE without the job's secret"));
+                        let at = p.start + PREFIX;
+                        let body: &[u8; frame::CHALLENGE] =
+                            p.buf[at..at + frame::CHALLENGE].try_into().map_err(|_| "challenge")?;
+                        let (na, inc, flags) = frame::parse_challenge(body);
+                        if inc < p.inc {
+                            return Err(format!(
+                                "{UNAUTHENTICATED}incarnation {inc} answered, {} or later expected",
+                                p.inc
+                            ));
                         }
+                        let Some((dialed, _)) = p.card else { return Err(format!("{UNAUTHENTICATED}no card")) };
+                        let t = Transcript {
+                            from: me,
+                            from_inc: self.incarnation,
+                            from_flags: if self.cfg.integrity { FLAG_INTEGRITY } else { 0 },
+                            nc: p.nonce,
+                            to: rank,
+                            to_inc: inc,
+                            to_flags: flags,
+                            na,
+                            dialed: dialed.to_string(),
+                        };
                         p.start += PREFIX + frame::CHALLENGE;
-                        let ours = auth::connect_proof(&self.secret, me, rank, &p.nonce, &na);
+                        let ours = t.proof(&self.secret, Step::Connect);
+                        p.hs = Some(t);
                         let sent = p.sock.as_ref().map(|s| send_all(s, &frame::frame(Kind::Proof, &ours)));
                         if let Some(Err(e)) = sent {
-                            return Err(format!("PROOF: {e}"));
+                            return Err(format!("{UNAUTHENTICATED}PROOF: {e}"));
                         }
                         p.link = Link::Connecting { since, hello: true, proved: true };
                         continue;
@@ -799,8 +871,22 @@ impl<'n> TcpNetmod<'n> {
                             let Link::Connecting { proved: true, .. } = p.link else {
                                 return Err(format!("{kind:?} outside a connection attempt"));
                             };
-                            p.start += PREFIX;
+                            if avail < PREFIX + frame::PROOF {
+                                return Ok(Flow::More);
+                            }
+                            // The accepting side's proof, over the handshake we proved.
+                            let step = if kind == Kind::Accept { Step::Accept } else { Step::Reject };
+                            let theirs = &p.buf[p.start + PREFIX..p.start + PREFIX + frame::PROOF];
+                            let Some(t) = p.hs.take().filter(|t| t.check(&self.secret, step, theirs)) else {
+                                return Err(format!("{UNAUTHENTICATED}{kind:?} without the job's secret"));
+                            };
+                            p.start += PREFIX + frame::PROOF;
                             if kind == Kind::Accept {
+                                if t.integrity() {
+                                    let (up, down) = t.stream_keys(&self.secret);
+                                    (p.tx_key, p.rx_key) = (Some(up), Some(down));
+                                }
+                                p.inc = t.to_inc;
                                 p.link = Link::Up;
                                 self.log_restarted_link(rank);
                             } else {
@@ -813,6 +899,18 @@ impl<'n> TcpNetmod<'n> {
                         Kind::Bye => {
                             if p.link != Link::Up {
                                 return Err("BYE outside a connection".into());
+                            }
+                            if let Some(k) = &p.rx_key {
+                                if avail < PREFIX + TAG {
+                                    return Ok(Flow::More);
+                                }
+                                let mut m = k.begin(p.rx_seq);
+                                m.update(&p.buf[p.start..p.start + PREFIX]);
+                                if !m.verify(&p.buf[p.start + PREFIX..p.start + PREFIX + TAG]) {
+                                    return Err(format!("BYE (frame {}) fails its MAC", p.rx_seq));
+                                }
+                                p.rx_seq += 1;
+                                p.start += TAG;
                             }
                             p.start += PREFIX;
                             p.link = Link::Bye;
@@ -846,6 +944,12 @@ impl<'n> TcpNetmod<'n> {
                                 return Ok(Flow::More);
                             }
                             let ft = &p.buf[at + HEADER_BYTES..at + HEADER_BYTES + room];
+                            if let Some(k) = &p.rx_key {
+                                let mut m = k.begin(p.rx_seq);
+                                m.update(&p.buf[p.start..at + HEADER_BYTES + room]);
+                                p.mac = Some(m);
+                                p.rx_seq += 1;
+                            }
                             p.rx = Rx::Msg(Arrival::new(&hdr, ft, inbox));
                             p.start = at + HEADER_BYTES + room;
                         }
@@ -869,10 +973,52 @@ impl<'n> TcpNetmod<'n> {
                                     d.got, d.bytes
                                 ));
                             }
+                            if let Some(key) = &p.rx_key {
+                                let mut m = key.begin(p.rx_seq);
+                                m.update(&p.buf[p.start..at + DATA_HEAD]);
+                                p.mac = Some(m);
+                                p.rx_seq += 1;
+                            }
                             p.start = at + DATA_HEAD;
                             p.rx = Rx::Data { k, left: n };
                         }
                     }
+                }
+                Rx::Msg(a) if p.rx_key.is_some() => {
+                    // With MACs, the message's last byte (or, empty, the message) is handed over
+                    // only once the frame's MAC verified: until then its last cell is held.
+                    let left = a.left();
+                    if let Some(m) = p.mac.as_mut() {
+                        if left > 1 {
+                            let n = avail.min(left - 1);
+                            if n == 0 {
+                                return Ok(Flow::More);
+                            }
+                            let used = a.feed(&p.buf[p.start..p.start + n], &mut self.spare, inbox)?;
+                            m.update(&p.buf[p.start..p.start + used]);
+                            p.start += used;
+                            if used < n {
+                                return Ok(Flow::Blocked);
+                            }
+                            continue;
+                        }
+                        if avail < left + TAG {
+                            return Ok(Flow::More);
+                        }
+                        m.update(&p.buf[p.start..p.start + left]);
+                        let tag = &p.buf[p.start + left..p.start + left + TAG];
+                        if !p.mac.take().is_some_and(|m| m.verify(tag)) {
+                            return Err(format!("message frame {} fails its MAC", p.rx_seq - 1));
+                        }
+                    }
+                    // Verified: the rest, then past the tag.
+                    let used = a.feed(&p.buf[p.start..p.start + left], &mut self.spare, inbox)?;
+                    p.start += used;
+                    if !a.is_whole() {
+                        return Ok(Flow::Blocked);
+                    }
+                    p.start += TAG;
+                    p.rx = Rx::Frame;
                 }
                 Rx::Msg(a) => {
                     let used = a.feed(&p.buf[p.start..p.end], &mut self.spare, inbox)?;
@@ -893,6 +1039,9 @@ impl<'n> TcpNetmod<'n> {
                             return Ok(Flow::More);
                         }
                         let n = left.min(avail);
+                        if let Some(m) = p.mac.as_mut() {
+                            m.update(&p.buf[p.start..p.start + n]);
+                        }
                         let d = &mut p.recvs[k];
                         // SAFETY: `d.dst` holds `d.bytes` bytes and `got + n <= bytes` (checked
                         // when the frame began).
@@ -903,6 +1052,17 @@ impl<'n> TcpNetmod<'n> {
                         p.start += n;
                         p.rx = Rx::Data { k, left: left - n };
                         continue;
+                    }
+                    if p.rx_key.is_some() {
+                        // The frame's MAC before its bytes count.
+                        if avail < TAG {
+                            return Ok(Flow::More);
+                        }
+                        let tag = &p.buf[p.start..p.start + TAG];
+                        if !p.mac.take().is_some_and(|m| m.verify(tag)) {
+                            return Err(format!("data frame {} fails its MAC", p.rx_seq - 1));
+                        }
+                        p.start += TAG;
                     }
                     p.rx = Rx::Frame;
                     if p.recvs[k].got == p.recvs[k].bytes {
@@ -926,27 +1086,58 @@ impl<'n> TcpNetmod<'n> {
             let Some(sock) = p.sock.as_mut() else { return moved };
             let Some(front) = p.out.front_mut() else { return moved };
             let r = match front {
-                Out::Bytes { buf, at } => send_nosignal(sock, &[IoSlice::new(&buf[*at..])]).map(|n| {
-                    *at += n;
-                    *at == buf.len()
-                }),
-                Out::Data { head, ptr, len, at, .. } => {
+                Out::Bytes { buf, at, tag } => {
+                    if !tag.sealed {
+                        // At the front of the queue: this frame is the next to go, numbered now.
+                        if let Some(k) = &p.tx_key {
+                            *tag = Tag { bytes: k.tag(p.tx_seq, &[buf]), len: TAG, sealed: true };
+                            p.tx_seq += 1;
+                        }
+                        tag.sealed = true;
+                    }
+                    let n = buf.len();
+                    let r = if *at < n {
+                        send_nosignal(sock, &[IoSlice::new(&buf[*at..]), IoSlice::new(&tag.bytes[..tag.len])])
+                    } else {
+                        send_nosignal(sock, &[IoSlice::new(&tag.bytes[*at - n..tag.len])])
+                    };
+                    r.map(|w| {
+                        *at += w;
+                        *at == n + tag.len
+                    })
+                }
+                Out::Data { head, ptr, len, at, tag, .. } => {
                     let h = head.len();
                     // SAFETY: the sender's buffer holds `len` bytes here until the transfer is
                     // reported (start_send's contract).
                     let data = unsafe { std::slice::from_raw_parts(*ptr, *len) };
-                    let stop = failpoint_stop(*at, h + *len);
+                    if !tag.sealed {
+                        if let Some(k) = &p.tx_key {
+                            *tag = Tag { bytes: k.tag(p.tx_seq, &[head, data]), len: TAG, sealed: true };
+                            p.tx_seq += 1;
+                        }
+                        tag.sealed = true;
+                    }
+                    let body = h + *len;
+                    let stop = failpoint_stop(*at, body);
+                    let stop = if stop < body { stop } else { body + tag.len };
+                    let t = &tag.bytes[..tag.len];
                     let r = if *at < h {
-                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(&data[..stop - h])])
+                        let d = &data[..stop.min(body) - h];
+                        let t = if stop > body { t } else { &[][..] };
+                        send_nosignal(sock, &[IoSlice::new(&head[*at..]), IoSlice::new(d), IoSlice::new(t)])
+                    } else if *at < body {
+                        let t = if stop > body { t } else { &[][..] };
+                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..stop.min(body) - h]), IoSlice::new(t)])
                     } else {
-                        send_nosignal(sock, &[IoSlice::new(&data[*at - h..stop - h])])
+                        send_nosignal(sock, &[IoSlice::new(&t[*at - body..])])
                     };
                     r.map(|n| {
                         *at += n;
-                        if *at == stop && stop < h + *len {
+                        if *at == stop && stop < body {
                             nemesis_shm::failpoint!("tcp-data-mid-{}", rank);
                         }
-                        *at == h + *len
+                        *at == body + tag.len
                     })
                 }
             };
@@ -976,24 +1167,37 @@ impl<'n> TcpNetmod<'n> {
             return;
         }
         self.next_check = now + self.cfg.heartbeat / 2;
+        for p in &mut self.peers {
+            if p.rx_bytes != p.rx_seen {
+                (p.rx_seen, p.rx_at) = (p.rx_bytes, Some(now));
+            }
+        }
         for (rank, quiet) in self.hb.silent(self.cfg.timeout) {
-            if !matches!(self.peers[rank as usize].link, Link::Bye | Link::Dead) {
+            let p = &self.peers[rank as usize];
+            if p.rx_at.is_some_and(|t| now.duration_since(t) <= self.cfg.timeout) {
+                // Its connection delivered within the timeout: alive, whatever became of its
+                // heartbeats (a flood may have drowned them).
+                continue;
+            }
+            if !matches!(p.link, Link::Bye | Link::Dead) {
                 self.died(rank, &format!("no heartbeat for {quiet:?}"));
             }
         }
         for rank in 0..self.size {
-            if let Link::Connecting { since, .. } | Link::Waiting { since } = self.peers[rank as usize].link
-                && now.duration_since(since) > self.cfg.timeout
-            {
-                self.died(rank, "connection not set up in time");
+            match self.peers[rank as usize].link {
+                Link::Connecting { since, .. } | Link::Waiting { since } | Link::Retry { since, .. }
+                    if now.duration_since(since) > self.cfg.timeout =>
+                {
+                    self.died(rank, "connection not set up in time");
+                }
+                Link::Retry { since, at } if now >= at => {
+                    // A failed connect declares the peer dead, as on first use.
+                    let _ = self.connect_since(rank, since);
+                }
+                _ => {}
             }
         }
         let limit = self.cfg.timeout;
-        for slot in &mut self.pending {
-            if slot.as_ref().is_some_and(|p| now.duration_since(p.since) > limit) {
-                *slot = None;
-            }
-        }
         self.parked.retain(|c| now.duration_since(c.since) <= limit);
     }
 
@@ -1004,19 +1208,25 @@ impl<'n> TcpNetmod<'n> {
     }
 
     /// Queues a whole frame (`head` then `body`) for `rank`, or writes it at once if nothing is
-    /// queued.
+    /// queued (with its MAC, on a link with them).
     fn send_frame(&mut self, rank: u32, head: &[u8], body: &[u8]) -> Result<()> {
         let p = &mut self.peers[rank as usize];
-        let parts = [head, body];
         let total = head.len() + body.len();
         let mut written = 0;
+        let mut tag = Tag::NONE;
         if p.link == Link::Up
             && p.out.is_empty()
             && let Some(sock) = p.sock.as_mut()
         {
+            if let Some(k) = &p.tx_key {
+                tag = Tag { bytes: k.tag(p.tx_seq, &[head, body]), len: TAG, sealed: true };
+                p.tx_seq += 1;
+            }
+            tag.sealed = true;
             let stop = failpoint_stop(0, total);
             let body_part = &body[..(stop - head.len()).min(body.len())];
-            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body_part)]) {
+            let t = if stop == total { &tag.bytes[..tag.len] } else { &[][..] };
+            match send_nosignal(sock, &[IoSlice::new(head), IoSlice::new(body_part), IoSlice::new(t)]) {
                 Ok(n) => written = n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.died(rank, &format!("write: {e}"))),
@@ -1025,10 +1235,11 @@ impl<'n> TcpNetmod<'n> {
                 nemesis_shm::failpoint!("tcp-send-mid-{}", rank);
             }
         }
-        if written < total {
-            let mut buf = Vec::with_capacity(total - written);
-            let mut skip = written;
-            for b in parts {
+        if written < total + tag.len {
+            // What is left of the frame, then of its tag (whose bytes are kept in `tag`).
+            let mut buf = Vec::with_capacity(total);
+            let mut skip = written.min(total);
+            for b in [head, body] {
                 if skip >= b.len() {
                     skip -= b.len();
                     continue;
@@ -1036,7 +1247,14 @@ impl<'n> TcpNetmod<'n> {
                 buf.extend_from_slice(&b[skip..]);
                 skip = 0;
             }
-            self.peers[rank as usize].out.push_back(Out::Bytes { buf, at: 0 });
+            let mut t = tag;
+            if written > total {
+                // Part of the tag went: the rest only.
+                let w = written - total;
+                t.bytes.copy_within(w..t.len, 0);
+                t.len -= w;
+            }
+            self.peers[rank as usize].out.push_back(Out::Bytes { buf, at: 0, tag: t });
         }
         Ok(())
     }
@@ -1061,7 +1279,7 @@ impl<'n> TcpNetmod<'n> {
 /// alone, and both decide for the same connection.
 fn settle(link: Link, from: u32, me: u32) -> bool {
     match link {
-        Link::Idle | Link::Waiting { .. } => true,
+        Link::Idle | Link::Waiting { .. } | Link::Retry { .. } => true,
         Link::Connecting { .. } => from < me,
         Link::Up | Link::Bye | Link::Dead => false,
     }
@@ -1162,8 +1380,7 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
             }
         }
         self.polls = self.polls.wrapping_add(1);
-        let setting_up = !self.pending.iter().all(Option::is_none)
-            || self.live.iter().any(|&r| self.peers[r as usize].link != Link::Up);
+        let setting_up = self.live.iter().any(|&r| self.peers[r as usize].link != Link::Up);
         if direct && !setting_up && !self.polls.is_multiple_of(EPOLL_EVERY) {
             moved |= self.after_reads(inbox)?;
             return Ok(moved);
@@ -1179,10 +1396,8 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         }
         for k in 0..n.max(0) as usize {
             let token = self.events[k].u64;
-            if token == LISTENER {
-                moved |= self.accept()?;
-            } else if token >= PENDING {
-                self.read_hello((token - PENDING) as usize)?;
+            if token == HANDOFF {
+                self.take_authenticated()?;
                 moved = true;
             } else if token < u64::from(self.size) {
                 let rank = token as u32;
@@ -1245,7 +1460,7 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         p.card = None;
         let retired = p.inc;
         self.hb.unwatch(rank);
-        self.parked.retain(|c| c.rank != rank || c.inc > retired);
+        self.parked.retain(|c| c.t.from != rank || c.t.from_inc > retired);
         Ok(())
     }
 
@@ -1277,10 +1492,10 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         self.hb.unwatch(rank);
         self.hb.watch(rank, parsed.1);
         for c in std::mem::take(&mut self.parked) {
-            if c.rank != rank || c.inc > incarnation {
+            if c.t.from != rank || c.t.from_inc > incarnation {
                 self.parked.push(c);
-            } else if c.inc == incarnation && self.peers[i].link == Link::Idle {
-                self.accept_link(rank, c.inc, c.sock, libc::EPOLL_CTL_ADD)?;
+            } else if c.t.from_inc == incarnation && self.peers[i].link == Link::Idle {
+                self.accept_link(c.t, c.sock)?;
             }
         }
         if self.peers[i].link == Link::Idle && !self.peers[i].out.is_empty() {
@@ -1306,7 +1521,7 @@ impl LmtBackend for TcpNetmod<'_> {
             let head = frame::data_head(id, offset, n);
             // SAFETY: `offset + n <= bytes`: inside the sender's buffer (the caller's contract).
             let ptr = unsafe { addr.add(offset as usize) };
-            self.peers[peer as usize].out.push_back(Out::Data { head, ptr, len: n, at: 0, id, end });
+            self.peers[peer as usize].out.push_back(Out::Data { head, ptr, len: n, at: 0, id, end, tag: Tag::NONE });
             offset += n as u64;
         }
         self.flush(peer);
@@ -1364,7 +1579,14 @@ mod tests {
         assert_eq!((t.to_string(), u.port()), ("10.1.2.3:4000".into(), 4001));
         let (t, _) = parse_card("tcp:[::1]:5:6").unwrap();
         assert_eq!(t.to_string(), "[::1]:5");
-        for bad in ["udp:1.2.3.4:1:2", "tcp:1.2.3.4:1", "tcp:x:1:2", "tcp:1.2.3.4:99999:1"] {
+        for bad in [
+            "udp:1.2.3.4:1:2",
+            "tcp:1.2.3.4:1",
+            "tcp:x:1:2",
+            "tcp:1.2.3.4:99999:1",
+            "tcp:[1.2.3.4]:1:2",
+            "tcp:[::1:1:2",
+        ] {
             assert!(parse_card(bad).is_none(), "{bad}");
         }
         let c = TcpConfig::default();

@@ -5,11 +5,17 @@
 //!   pids. `nemesis-run` makes one per job and gives it to its ranks in `NEMESIS_JOB_SECRET`
 //!   (removed from a rank's environment at start-up, with `PMI_*`); under another process manager
 //!   rank 0 makes it and publishes it in the job's KVS, which only the job's processes read.
-//! - The connection handshake ([`accept_proof`], [`connect_proof`]): the connecting rank sends its
-//!   rank and a nonce; the accepting rank answers its own nonce and a MAC over both ranks and both
-//!   nonces (it knows the secret, and is the rank that was meant); the connecting rank answers a
-//!   MAC over the same with another label (it knows the secret, and is the rank it claims). Fresh
-//!   nonces on both sides: a recorded handshake replayed does not verify.
+//! - The connection handshake ([`Transcript`], the TCP netmod's): the connecting rank sends its
+//!   rank, incarnation and a nonce (HELLO); the accepting rank answers its nonce and incarnation
+//!   and nothing made with the secret (CHALLENGE); the connecting rank proves first (PROOF, a MAC
+//!   over the whole transcript: both ranks, both incarnations, both nonces, both sides' options
+//!   and the address it dialed), then the accepting rank (ACCEPT or REJECT, a MAC over the same
+//!   with its own label). A stranger's HELLO gets no MAC at all; a proof made for one address does
+//!   not verify at another, so a party that relays a handshake between two ranks from an address
+//!   of its own is refused; fresh nonces on both sides: a recorded handshake replayed does not
+//!   verify. Each link then has two stream keys ([`StreamKey`], one per direction) for per-frame
+//!   MACs. ([`accept_proof`], [`connect_proof`]: the first handshake, acceptor first, kept for
+//!   callers of this API.)
 //! - Heartbeats ([`BeatKey`]): `[magic][rank][sequence][MAC over the three]`, the sequence
 //!   strictly increasing per sender, so a datagram replayed, or claiming another rank, does not
 //!   count.
@@ -163,6 +169,153 @@ pub fn check_proof(
     tag.len() == MAC_BYTES && proof(s, accept, from, to, nc, na).verify_slice(tag).is_ok()
 }
 
+const CONNECT_V3: &[u8] = b"nemesis-netmod connect v3";
+const ACCEPT_V3: &[u8] = b"nemesis-netmod accept v3";
+const REJECT_V3: &[u8] = b"nemesis-netmod reject v3";
+const STREAM_UP: &[u8] = b"nemesis-netmod stream connector-to-acceptor v3";
+const STREAM_DOWN: &[u8] = b"nemesis-netmod stream acceptor-to-connector v3";
+
+/// Which message of a handshake a proof is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The connecting side's PROOF (sent first).
+    Connect,
+    /// The accepting side's ACCEPT.
+    Accept,
+    /// The accepting side's REJECT (it keeps its own attempt: simultaneous connects).
+    Reject,
+}
+
+/// Everything a connection's handshake said, which both proofs and the stream keys cover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transcript {
+    /// The connecting rank, its incarnation, its options (bit 0: per-frame MACs) and nonce.
+    pub from: u32,
+    pub from_inc: u32,
+    pub from_flags: u32,
+    pub nc: [u8; NONCE_BYTES],
+    /// The accepting rank, its incarnation, its options and nonce.
+    pub to: u32,
+    pub to_inc: u32,
+    pub to_flags: u32,
+    pub na: [u8; NONCE_BYTES],
+    /// The address the connecting side dialed, as the accepting rank's card gives it (the
+    /// accepting side checks it against its own card): a proof made for a connection to another
+    /// address (a relay's) does not verify.
+    pub dialed: String,
+}
+
+impl Transcript {
+    fn mac(&self, s: &JobSecret, label: &[u8]) -> HmacSha256 {
+        let words = [self.from, self.from_inc, self.from_flags, self.to, self.to_inc, self.to_flags];
+        let mut w = [0u8; 24];
+        for (i, v) in words.iter().enumerate() {
+            w[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        s.hmac(label, &[&w, &self.nc, &self.na, self.dialed.as_bytes()])
+    }
+
+    fn label(step: Step) -> &'static [u8] {
+        match step {
+            Step::Connect => CONNECT_V3,
+            Step::Accept => ACCEPT_V3,
+            Step::Reject => REJECT_V3,
+        }
+    }
+
+    /// The proof of `step` for this transcript.
+    pub fn proof(&self, s: &JobSecret, step: Step) -> [u8; MAC_BYTES] {
+        self.mac(s, Self::label(step)).finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is the proof of `step` for this transcript, whole, compared in constant time.
+    pub fn check(&self, s: &JobSecret, step: Step, tag: &[u8]) -> bool {
+        tag.len() == MAC_BYTES && self.mac(s, Self::label(step)).verify_slice(tag).is_ok()
+    }
+
+    /// Whether the link asked for per-frame MACs (either side's option bit 0).
+    pub fn integrity(&self) -> bool {
+        (self.from_flags | self.to_flags) & FLAG_INTEGRITY != 0
+    }
+
+    /// The link's stream keys: `(connector to acceptor, acceptor to connector)`, derived from the
+    /// secret and the whole transcript (fresh for every connection).
+    pub fn stream_keys(&self, s: &JobSecret) -> (StreamKey, StreamKey) {
+        let key = |label: &[u8]| -> [u8; MAC_BYTES] { self.mac(s, label).finalize().into_bytes().into() };
+        (StreamKey::new(&key(STREAM_UP)), StreamKey::new(&key(STREAM_DOWN)))
+    }
+}
+
+/// Option bit of a handshake: per-frame MACs on the link.
+pub const FLAG_INTEGRITY: u32 = 1;
+
+/// Bytes of a per-frame MAC (HMAC-SHA256 truncated).
+pub const FRAME_TAG: usize = 16;
+
+/// One direction of a link's per-frame MACs: frame number `seq` (counted from 0 in each
+/// direction) is tagged with HMAC-SHA256(key, seq ‖ frame bytes), truncated. A frame changed,
+/// dropped, replayed or reordered does not verify.
+#[derive(Clone)]
+pub struct StreamKey(HmacSha256);
+
+impl std::fmt::Debug for StreamKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamKey(..)")
+    }
+}
+
+impl StreamKey {
+    fn new(key: &[u8; MAC_BYTES]) -> StreamKey {
+        StreamKey(HmacSha256::new_from_slice(key).unwrap_or_else(|_| unreachable!("HMAC takes any key")))
+    }
+
+    /// Starts the MAC of frame `seq`.
+    pub fn begin(&self, seq: u64) -> FrameMac {
+        let mut m = self.0.clone();
+        m.update(&seq.to_le_bytes());
+        FrameMac(m)
+    }
+
+    /// The tag of frame `seq` made of `parts`, in order.
+    pub fn tag(&self, seq: u64, parts: &[&[u8]]) -> [u8; FRAME_TAG] {
+        let mut m = self.begin(seq);
+        for p in parts {
+            m.update(p);
+        }
+        m.finish()
+    }
+}
+
+/// The MAC of one frame, fed as its bytes come.
+#[derive(Clone)]
+pub struct FrameMac(HmacSha256);
+
+impl std::fmt::Debug for FrameMac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FrameMac(..)")
+    }
+}
+
+impl FrameMac {
+    /// The next bytes of the frame.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The tag.
+    pub fn finish(self) -> [u8; FRAME_TAG] {
+        let full: [u8; MAC_BYTES] = self.0.finalize().into_bytes().into();
+        let mut t = [0u8; FRAME_TAG];
+        t.copy_from_slice(&full[..FRAME_TAG]);
+        t
+    }
+
+    /// Whether `tag` is this frame's tag, compared in constant time.
+    pub fn verify(self, tag: &[u8]) -> bool {
+        tag.len() == FRAME_TAG && self.0.verify_truncated_left(tag).is_ok()
+    }
+}
+
 /// Magic of a heartbeat datagram.
 const BEAT_MAGIC: u32 = 0x6e68_6232;
 /// Bytes of a heartbeat's MAC (HMAC-SHA256 truncated).
@@ -171,19 +324,41 @@ const BEAT_MAC: usize = 16;
 pub const BEAT_BYTES: usize = 16 + BEAT_MAC;
 
 /// Seals and opens heartbeat datagrams with a job's secret.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct BeatKey {
     secret: JobSecret,
+    /// HMAC keyed and fed the label once: each datagram costs a clone and its own bytes.
+    keyed: HmacSha256,
+}
+
+impl std::fmt::Debug for BeatKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeatKey(..)")
+    }
 }
 
 impl BeatKey {
     /// The key of a job.
     pub fn new(secret: JobSecret) -> BeatKey {
-        BeatKey { secret }
+        let keyed = secret.hmac(BEAT, &[]);
+        BeatKey { secret, keyed }
+    }
+
+    /// The secret's MAC of `head` under the heartbeat label (as `JobSecret::mac(BEAT, [head])`).
+    fn mac_of(&self, head: &[u8]) -> HmacSha256 {
+        let mut m = self.keyed.clone();
+        m.update(&(head.len() as u32).to_le_bytes());
+        m.update(head);
+        m
     }
 
     fn tag(&self, head: &[u8]) -> [u8; MAC_BYTES] {
-        self.secret.mac(BEAT, &[head])
+        self.mac_of(head).finalize().into_bytes().into()
+    }
+
+    /// The job's secret this key seals with.
+    pub fn secret(&self) -> &JobSecret {
+        &self.secret
     }
 
     /// The datagram of rank `rank`'s heartbeat number `seq` (which must grow from one to the
@@ -204,7 +379,7 @@ impl BeatKey {
         if buf.len() != BEAT_BYTES || buf[0..4] != BEAT_MAGIC.to_le_bytes() {
             return None;
         }
-        if !self.secret.verify(BEAT, &[&buf[..16]], &buf[16..]) {
+        if self.mac_of(&buf[..16]).verify_truncated_left(&buf[16..]).is_err() {
             return None;
         }
         let rank = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
@@ -253,6 +428,70 @@ mod tests {
         let c = connect_proof(&s, 3, 1, &nc, &na);
         assert!(check_proof(&s, false, 3, 1, &nc, &na, &c));
         assert_ne!(c, p);
+    }
+
+    fn transcript() -> Transcript {
+        Transcript {
+            from: 3,
+            from_inc: 0,
+            from_flags: 0,
+            nc: nonce().unwrap(),
+            to: 1,
+            to_inc: 2,
+            to_flags: FLAG_INTEGRITY,
+            na: nonce().unwrap(),
+            dialed: "10.0.0.1:4000".into(),
+        }
+    }
+
+    #[test]
+    fn v3_proofs_bind_every_field_of_the_transcript_and_their_step() {
+        let s = JobSecret::generate().unwrap();
+        let t = transcript();
+        let p = t.proof(&s, Step::Connect);
+        assert!(t.check(&s, Step::Connect, &p));
+        assert!(!t.check(&s, Step::Accept, &p) && !t.check(&s, Step::Reject, &p), "steps differ");
+        assert!(!t.check(&JobSecret::generate().unwrap(), Step::Connect, &p), "another secret");
+        assert!(!t.check(&s, Step::Connect, &p[..16]), "a proof is whole");
+        let changed: [fn(&mut Transcript); 9] = [
+            |t| t.from = 2,
+            |t| t.from_inc = 1,
+            |t| t.from_flags = 1,
+            |t| t.nc[0] ^= 1,
+            |t| t.to = 0,
+            |t| t.to_inc = 1,
+            |t| t.to_flags = 0,
+            |t| t.na[15] ^= 1,
+            |t| t.dialed = "10.0.0.2:4000".into(),
+        ];
+        for (i, f) in changed.iter().enumerate() {
+            let mut o = t.clone();
+            f(&mut o);
+            assert!(!o.check(&s, Step::Connect, &p), "field {i} is not covered");
+            assert_ne!(o.stream_keys(&s).0.tag(0, &[b"x"]), t.stream_keys(&s).0.tag(0, &[b"x"]), "field {i}");
+        }
+        assert!(t.integrity() && !Transcript { to_flags: 0, ..t.clone() }.integrity());
+    }
+
+    #[test]
+    fn frame_tags_bind_key_direction_number_and_every_byte() {
+        let s = JobSecret::generate().unwrap();
+        let (up, down) = transcript().stream_keys(&s);
+        let frame = b"a frame of some bytes";
+        let tag = up.tag(5, &[&frame[..4], &frame[4..]]);
+        let mut m = up.begin(5);
+        m.update(frame);
+        assert!(m.verify(&tag), "fed in pieces or whole: the same tag");
+        assert_ne!(down.tag(5, &[frame]), tag, "the two directions differ");
+        assert_ne!(up.tag(6, &[frame]), tag, "the frame number counts");
+        for i in 0..frame.len() {
+            let mut bad = *frame;
+            bad[i] ^= 0x20;
+            let mut m = up.begin(5);
+            m.update(&bad);
+            assert!(!m.verify(&tag), "byte {i} flipped");
+        }
+        assert!(!up.begin(5).verify(&tag[..8]));
     }
 
     #[test]

@@ -1,5 +1,12 @@
 //! The IP addresses of this machine's interfaces, for the sockets of netmods (the TCP netmod's
 //! listener, every netmod's heartbeats).
+//!
+//! What holds: a netmod's sockets are bound to one address, the one its card advertises, never a
+//! wildcard (`0.0.0.0`, `::`: refused in the variables): the address named (`NEMESIS_TCP_ADDR`)
+//! or the interface named (`NEMESIS_TCP_IF`), which `nemesis-run` hands to every rank; 127.0.0.1
+//! when `nemesis-run --nodes K` pretends nodes on one host; else [`default_addr`], the first
+//! non-loopback IPv4 address of an interface that is up (on a host with several networks, name
+//! the job's own).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -58,7 +65,12 @@ pub fn addr_from_env(addr_var: &str, if_var: &str) -> crate::Result<Option<IpAdd
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let bad = |k: &str, v: &str, want: &str| crate::Error::Net(format!("{k}={v}: expected {want}"));
     if let Some(v) = var(addr_var) {
-        return v.trim().parse().map(Some).map_err(|_| bad(addr_var, &v, "an IP address"));
+        let ip: IpAddr = v.trim().parse().map_err(|_| bad(addr_var, &v, "an IP address"))?;
+        // A wildcard listens on every network this host has, and a card naming it reaches nobody.
+        if ip.is_unspecified() || ip.is_multicast() {
+            return Err(bad(addr_var, &v, "the address of one interface of this host (not a wildcard or multicast)"));
+        }
+        return Ok(Some(ip));
     }
     if let Some(v) = var(if_var) {
         return interface_addr(v.trim()).map(Some).ok_or_else(|| bad(if_var, &v, "an interface with an address"));
@@ -75,5 +87,21 @@ mod tests {
         assert!(!default_addr().is_unspecified());
         assert_eq!(interface_addr("lo"), Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
         assert_eq!(interface_addr("no-such-interface-here"), None);
+    }
+
+    #[test]
+    fn wildcards_are_refused_in_the_variables() {
+        // Variables no other test sets.
+        for (v, ok) in [("0.0.0.0", false), ("::", false), ("224.0.0.1", false), ("127.0.0.1", true), ("x", false)] {
+            // SAFETY: this test alone touches this name.
+            unsafe { std::env::set_var("NEMESIS_ADDR_TEST_A", v) };
+            let r = addr_from_env("NEMESIS_ADDR_TEST_A", "NEMESIS_ADDR_TEST_I");
+            assert_eq!(r.is_ok(), ok, "{v}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("NEMESIS_ADDR_TEST_A"), "the error names the variable: {e}");
+            }
+        }
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("NEMESIS_ADDR_TEST_A") };
     }
 }
