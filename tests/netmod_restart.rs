@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nemesis_netmod_tcp::TcpConfig;
 use nemesis_netmod_tcp::frame::{self, Kind, PREFIX};
 use nemesis_shm::MsgHeader;
-use nemesis_shm::auth::{self, JobSecret, NONCE_BYTES};
+use nemesis_shm::auth::{self, JobSecret, Step, Transcript};
 use nemesis_shm::netmod::Netmod;
 
 #[path = "common/netrank.rs"]
@@ -38,9 +38,10 @@ fn drive(ranks: &mut [&mut Rank<'_>], d: Duration, mut until: impl FnMut(&mut [&
     }
 }
 
-/// A connection claiming incarnation `inc` of rank 1 that proves the job's secret: reads
-/// the CHALLENGE, sends the PROOF, then reports whether the acceptor closed it without an answer
-/// (true) or answered (false), polling `r` meanwhile.
+/// A connection claiming incarnation `inc` of rank 1 that proves the job's secret (the connecting
+/// side's PROOF over the whole transcript, as the netmod makes it): reads the CHALLENGE, sends the
+/// PROOF, then reports whether the acceptor closed it without an answer (true) or answered
+/// (false), polling `r` meanwhile.
 fn late_connect(to: SocketAddr, r: &mut Rank<'_>, secret: &JobSecret, inc: u32) -> bool {
     let mut s = TcpStream::connect(to).unwrap();
     let nc = auth::nonce().unwrap();
@@ -59,8 +60,20 @@ fn late_connect(to: SocketAddr, r: &mut Rank<'_>, secret: &JobSecret, inc: u32) 
             Err(_) => return true,
         }
         if !proved && got.len() >= PREFIX + frame::CHALLENGE {
-            let na: [u8; NONCE_BYTES] = got[PREFIX..PREFIX + NONCE_BYTES].try_into().unwrap();
-            s.write_all(&frame::frame(Kind::Proof, &auth::connect_proof(secret, 1, 0, &nc, &na))).unwrap();
+            let body: [u8; frame::CHALLENGE] = got[PREFIX..PREFIX + frame::CHALLENGE].try_into().unwrap();
+            let (na, to_inc, to_flags) = frame::parse_challenge(&body);
+            let t = Transcript {
+                from: 1,
+                from_inc: inc,
+                from_flags: 0,
+                nc,
+                to: 0,
+                to_inc,
+                to_flags,
+                na,
+                dialed: to.to_string(),
+            };
+            s.write_all(&frame::frame(Kind::Proof, &t.proof(secret, Step::Connect))).unwrap();
             got.drain(..PREFIX + frame::CHALLENGE);
             proved = true;
         } else if proved && !got.is_empty() {
@@ -68,6 +81,17 @@ fn late_connect(to: SocketAddr, r: &mut Rank<'_>, secret: &JobSecret, inc: u32) 
         }
     }
     panic!("the late connect was neither refused nor answered");
+}
+
+#[test]
+fn a_proper_late_connect_is_answered() {
+    // The control of the refusals below: the same connection to a rank that knows no death of
+    // rank 1 is answered, so a refusal there is the incarnation's, not a malformed handshake's.
+    let secret = JobSecret::generate().unwrap();
+    let n = node();
+    let mut r0 = Rank::new(&n, 0, 2, &secret, cfg());
+    let card0 = r0.net.card();
+    assert!(!late_connect(addrs(&card0).0, &mut r0, &secret, 0), "a proof of the secret is answered");
 }
 
 #[test]

@@ -14,8 +14,7 @@
 //!   not verify at another, so a party that relays a handshake between two ranks from an address
 //!   of its own is refused; fresh nonces on both sides: a recorded handshake replayed does not
 //!   verify. Each link then has two stream keys ([`StreamKey`], one per direction) for per-frame
-//!   MACs. ([`accept_proof`], [`connect_proof`]: the first handshake, acceptor first, kept for
-//!   callers of this API.)
+//!   MACs.
 //! - Heartbeats ([`BeatKey`]): `[magic][rank][sequence][MAC over the three]`, the sequence
 //!   strictly increasing per sender, so a datagram replayed, or claiming another rank, does not
 //!   count.
@@ -114,60 +113,7 @@ pub fn nonce() -> Result<[u8; NONCE_BYTES]> {
     Ok(n)
 }
 
-const ACCEPT: &[u8] = b"nemesis-netmod accept v1";
-const CONNECT: &[u8] = b"nemesis-netmod connect v1";
 const BEAT: &[u8] = b"nemesis-netmod heartbeat v1";
-
-/// The MAC of one side of a handshake: from rank `from` (connecting, nonce `nc`) to rank `to`
-/// (accepting, nonce `na`); `accept` picks the accepting side's label.
-fn proof(
-    s: &JobSecret,
-    accept: bool,
-    from: u32,
-    to: u32,
-    nc: &[u8; NONCE_BYTES],
-    na: &[u8; NONCE_BYTES],
-) -> HmacSha256 {
-    let label = if accept { ACCEPT } else { CONNECT };
-    s.hmac(label, &[&from.to_le_bytes(), &to.to_le_bytes(), nc, na])
-}
-
-/// The accepting side's proof, for a connection from rank `from` to rank `to` with the
-/// connecting side's nonce `nc` and the accepting side's `na`.
-pub fn accept_proof(
-    s: &JobSecret,
-    from: u32,
-    to: u32,
-    nc: &[u8; NONCE_BYTES],
-    na: &[u8; NONCE_BYTES],
-) -> [u8; MAC_BYTES] {
-    proof(s, true, from, to, nc, na).finalize().into_bytes().into()
-}
-
-/// The connecting side's proof (see [`accept_proof`]).
-pub fn connect_proof(
-    s: &JobSecret,
-    from: u32,
-    to: u32,
-    nc: &[u8; NONCE_BYTES],
-    na: &[u8; NONCE_BYTES],
-) -> [u8; MAC_BYTES] {
-    proof(s, false, from, to, nc, na).finalize().into_bytes().into()
-}
-
-/// Whether `tag` is [`accept_proof`] (`accept`) or [`connect_proof`] for these values, whole,
-/// compared in constant time.
-pub fn check_proof(
-    s: &JobSecret,
-    accept: bool,
-    from: u32,
-    to: u32,
-    nc: &[u8; NONCE_BYTES],
-    na: &[u8; NONCE_BYTES],
-    tag: &[u8],
-) -> bool {
-    tag.len() == MAC_BYTES && proof(s, accept, from, to, nc, na).verify_slice(tag).is_ok()
-}
 
 const CONNECT_V3: &[u8] = b"nemesis-netmod connect v3";
 const ACCEPT_V3: &[u8] = b"nemesis-netmod accept v3";
@@ -408,26 +354,6 @@ mod tests {
         for bad in ["", "00", &"g".repeat(64), &"0".repeat(63), &"0".repeat(65), &"é".repeat(32)] {
             assert!(JobSecret::from_hex(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn handshake_proofs_bind_the_secret_both_ranks_and_both_nonces() {
-        let s = JobSecret::generate().unwrap();
-        let other = JobSecret::generate().unwrap();
-        let (nc, na) = (nonce().unwrap(), nonce().unwrap());
-        let p = accept_proof(&s, 3, 1, &nc, &na);
-        assert!(check_proof(&s, true, 3, 1, &nc, &na, &p));
-        assert!(!check_proof(&s, false, 3, 1, &nc, &na, &p), "the two directions differ");
-        assert!(!check_proof(&other, true, 3, 1, &nc, &na, &p), "another secret");
-        assert!(!check_proof(&s, true, 2, 1, &nc, &na, &p), "another claimed rank");
-        assert!(!check_proof(&s, true, 3, 0, &nc, &na, &p), "another accepting rank");
-        let fresh = nonce().unwrap();
-        assert!(!check_proof(&s, true, 3, 1, &fresh, &na, &p), "a replay with another nonce");
-        assert!(!check_proof(&s, true, 3, 1, &nc, &fresh, &p));
-        assert!(!check_proof(&s, true, 3, 1, &nc, &na, &p[..16]), "a handshake proof is whole");
-        let c = connect_proof(&s, 3, 1, &nc, &na);
-        assert!(check_proof(&s, false, 3, 1, &nc, &na, &c));
-        assert_ne!(c, p);
     }
 
     fn transcript() -> Transcript {
