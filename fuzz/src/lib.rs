@@ -20,6 +20,8 @@
 //! | `pmi_server` | what ranks send `nemesis-run`'s PMI server: PMI-1 lines and PMI-2 messages, several ranks interleaved |
 //! | `pmi1_client`, `pmi2_client` | what a process manager answers a PMI-1 / PMI-2 client, from start-up to finalize |
 //! | `pmi_mapping` | a `PMI_process_mapping` value |
+//! | `ft_frame` | a frame of the launcher's fault-tolerance channel (`nemesis::ft::channel::Frame::decode`), and a channel's byte stream |
+//! | `locality` | a rank's locality as `nemesis-run` passes it (`nemesis::topology::Locality::decode`) |
 
 mod seeds;
 mod targets;
@@ -42,4 +44,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pmi1_client", pmi1_client),
     ("pmi2_client", pmi2_client),
     ("pmi_mapping", pmi_mapping),
+    ("ft_frame", ft_frame),
+    ("locality", locality),
 ];

@@ -22,6 +22,8 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "pmi1_client" => pmi1_client(),
         "pmi2_client" => pmi2_client(),
         "pmi_mapping" => pmi_mapping(),
+        "ft_frame" => ft_frame(),
+        "locality" => locality(),
         _ => Vec::new(),
     }
 }
@@ -207,5 +209,46 @@ fn pmi_mapping() -> Vec<Vec<u8>> {
     [(4u8, "(vector,(0,2,2))"), (6, "(vector,(0,2,1),(1,1,2))"), (3, "(vector,(0,1,3))")]
         .iter()
         .map(|(n, m)| [vec![*n], m.as_bytes().to_vec()].concat())
+        .collect()
+}
+
+// --- Issue 30 (second pass): seeds of `ft_frame` and `locality`. ---
+
+/// Every kind of fault-tolerance frame (bodies), and two frames as a channel's byte stream.
+fn ft_frame() -> Vec<Vec<u8>> {
+    use nemesis::ft::channel::Frame;
+    let frames = [
+        Frame::Engine { coordinator: 1, msg: FtControl::Ack { date: 5 } },
+        Frame::Retire { ranks: vec![1, 3] },
+        Frame::Retired { ranks: vec![2] },
+        Frame::Replayed { round: 1, messages: 9, bytes: 4096 },
+        Frame::Running { generation: 3 },
+        Frame::Restored { read_us: 120, written_unix_us: 1_700_000_000_000_000 },
+        Frame::Finishing,
+        Frame::Finish,
+        Frame::Warning { text: "checkpoint file refused".into() },
+        Frame::Unrecoverable { text: "no checkpoint".into() },
+        Frame::Card { rank: 2, incarnation: 1, card: "tcp:127.0.0.1:4000:4001".into() },
+    ];
+    let mut out: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut b = Vec::new();
+            f.encode(&mut b);
+            b[4..].to_vec()
+        })
+        .collect();
+    let mut stream = Vec::new();
+    frames[1].encode(&mut stream);
+    frames[8].encode(&mut stream);
+    out.push(stream);
+    out
+}
+
+/// Localities as `nemesis-run` gives them: one, and a node's list.
+fn locality() -> Vec<Vec<u8>> {
+    ["0.0.0.0.0", "1.-.3.4.5", "-.-.-.-.-", "0.0.0.0.0;0.0.0.1.1;0.0.1.2.2;1.1.2.3.3;-.-.-.-.-"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
         .collect()
 }

@@ -167,3 +167,13 @@ fn pmi2_client() {
 fn pmi_mapping() {
     run("pmi_mapping");
 }
+
+#[test]
+fn ft_frame() {
+    run("ft_frame");
+}
+
+#[test]
+fn locality() {
+    run("locality");
+}
