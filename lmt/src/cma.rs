@@ -112,7 +112,14 @@ unsafe fn vectored(call: VmCall, pid: u32, local: &[libc::iovec], remote: &[libc
 pub struct PeerProcess {
     pid: u32,
     pidfd: Option<OwnedFd>,
+    /// When [`alive_lately`](Self::alive_lately) last found it running.
+    seen: std::cell::Cell<Option<std::time::Instant>>,
 }
+
+/// How long [`PeerProcess::alive_lately`] trusts a finding: far less than the kernel takes to
+/// give an ended process's pid to another (it must be reaped, then the pid allocator must cycle
+/// through every free pid below `pid_max` before it hands that one out again).
+pub const ALIVE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How far [`PeerProcess::open`] walks up the named process's ancestors looking for us.
 const ANCESTRY_MAX: usize = 64;
@@ -145,7 +152,7 @@ impl PeerProcess {
                 _ => None,
             }
         };
-        let peer = PeerProcess { pid, pidfd };
+        let peer = PeerProcess { pid, pidfd, seen: std::cell::Cell::new(None) };
         if !peer.alive() {
             return refuse(Refusal::Dead);
         }
@@ -182,6 +189,19 @@ impl PeerProcess {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// As [`alive`](Self::alive), trusting a `true` for [`ALIVE_RECHECK`]: for the reads, which
+    /// take a system call each and whose worst case, a pid reused within that time, is another
+    /// process's bytes in a receive buffer (writes ask [`alive`](Self::alive) every time).
+    pub fn alive_lately(&self) -> bool {
+        let now = std::time::Instant::now();
+        if self.seen.get().is_some_and(|t| now.duration_since(t) < ALIVE_RECHECK) {
+            return true;
+        }
+        let alive = self.alive();
+        self.seen.set(alive.then_some(now));
+        alive
     }
 
     /// Whether the process still runs (its pidfd is not readable; without a pidfd, whether the

@@ -356,13 +356,20 @@ impl Lmt {
     }
 
     /// Whether process `pid` of local rank `peer`, checked by [`copy_pid`](Self::copy_pid), still
-    /// runs (ours always does).
-    fn copy_alive(&self, peer: u16, pid: u32) -> bool {
+    /// runs (ours always does): asked of the kernel now for a `write`, lately for a read
+    /// ([`PeerProcess::alive_lately`]).
+    fn copy_alive(&self, peer: u16, pid: u32, write: bool) -> bool {
         if pid == self.pid {
             return true;
         }
         match self.procs.get(usize::from(peer)) {
-            Some(Some((_, Ok(p)))) if p.pid() == pid => p.alive(),
+            Some(Some((_, Ok(p)))) if p.pid() == pid => {
+                if write {
+                    p.alive()
+                } else {
+                    p.alive_lately()
+                }
+            }
             _ => false,
         }
     }
@@ -937,7 +944,7 @@ impl Lmt {
         unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
         let members = &group[..self.iov_took.len()];
         // A pid is reused only after its process exited: alive now, it names the receiver.
-        if !self.copy_alive(self.sends[members[0].1].peer, pid) {
+        if !self.copy_alive(self.sends[members[0].1].peer, pid, true) {
             return true;
         }
         // SAFETY: `pid` passed `copy_pid`: another process than this one and not sharing its
@@ -1051,10 +1058,11 @@ impl Lmt {
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
         // outcome is taken (pre_recv's contract).
         let read = unsafe { cma::read_vectored(pid, &self.iov_local, &self.iov_remote) };
-        // Still running after the read: the pid named the sender throughout (a pid is reused only
-        // after its process exited). Gone: what was read may be another process's.
+        // Still running after the read (or found so within `ALIVE_RECHECK`): the pid named the
+        // sender throughout (a pid is reused only after its process exited and was reaped, and
+        // the pid allocator came round). Gone: what was read may be another process's.
         let read = match read {
-            Ok(_) if !self.copy_alive(self.recvs[members[0].1].peer, pid) => {
+            Ok(_) if !self.copy_alive(self.recvs[members[0].1].peer, pid, false) => {
                 Err(io::Error::from_raw_os_error(libc::ESRCH))
             }
             r => r,
