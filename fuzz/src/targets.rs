@@ -154,8 +154,8 @@ impl LmtBackend for NoNet {
 /// HELP), to a receiver with transfers in flight (a single copy being read, a ring being
 /// drained), and to the network rendezvous. Handling is an error or a step of a transfer, never
 /// a panic; progress is bounded; a HELP may name only a process that is not this one (the
-/// registered pid of the fuzzed peer is `None` here: the refusal path) so that nothing writes into
-/// the fuzzer.
+/// fuzzed peer's slot names this process, which `Lmt` refuses: the refusal path) so that nothing
+/// writes into the fuzzer.
 pub fn lmt_control(data: &[u8]) {
     let mut batch = Vec::new();
     let decoded = LmtControl::decode_all(data, |m| batch.push(m));
@@ -167,7 +167,7 @@ pub fn lmt_control(data: &[u8]) {
     if decoded.is_err() && batch.is_empty() {
         return;
     }
-    let rings = HeapRings { rings: vec![HeapRing::new(4, 512), HeapRing::new(4, 512)], pid: None };
+    let rings = HeapRings { rings: vec![HeapRing::new(4, 512), HeapRing::new(4, 512)], pid: Some(std::process::id()) };
     let cfg = nemesis_lmt::Config {
         policy: nemesis_lmt::Policy::Cma,
         cma_chunk: 700,
@@ -186,7 +186,7 @@ pub fn lmt_control(data: &[u8]) {
         for t in 0..3 {
             s.pre_send(1, t, msg.as_ptr(), 5000 + t * 5000, me);
         }
-        // The receiver reads from our own buffer (the peer registered no pid: rings instead).
+        // The receiver would read from our own buffer (the peer's slot names us: rings instead).
         let rts =
             Rts { id: 0, len: 20_000, addr: msg.as_ptr() as u64, pid: me, key: 0, backend: nemesis_lmt::Backend::Cma };
         r.pre_recv(0, 10, &rts, dst.as_mut_ptr(), dst.len(), &rings);

@@ -17,6 +17,9 @@
 //! - HELPED: `bytes u64` (sender → receiver: that many bytes of the HELP range are written, from
 //!   its start; fewer than asked when the sender could not write, and the receiver reads the rest).
 //!
+//! An RTS longer than [`LEN_MAX`], or a single-copy RTS whose buffer ends past it, does not decode
+//! ([`Error::TooLong`], [`Error::Wire`]); a receiver may set a lower limit (`Config::max_len`).
+//!
 //! Messages other than RTS to one peer may travel several to a payload, back to back
 //! ([`Control::decode_all`]); each type's encoding has a fixed length ([`Control::encoded_len`]).
 
