@@ -23,6 +23,8 @@
 //! | `ft_checkpoint` | a checkpoint file read back at a restart (`nemesis::ft::checkpoint::decode`), as found and sealed with the job's key |
 //! | `tcp_card` | a TCP netmod business card (`tcp:<ip>:<port>:<udp port>`) as the KVS hands it |
 //! | `beat_open` | a heartbeat datagram from anyone (`BeatKey::open`): only a sealed one opens |
+//! | `ft_frame` | a frame of the launcher's fault-tolerance channel (`nemesis::ft::channel::Frame::decode`), and a channel's byte stream |
+//! | `locality` | a rank's locality as `nemesis-run` passes it (`nemesis::topology::Locality::decode`) |
 
 mod seeds;
 mod targets;
@@ -48,4 +50,6 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ft_checkpoint", ft_checkpoint),
     ("tcp_card", tcp_card),
     ("beat_open", beat_open),
+    ("ft_frame", ft_frame),
+    ("locality", locality),
 ];

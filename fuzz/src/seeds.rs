@@ -25,6 +25,8 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "ft_checkpoint" => ft_checkpoint(),
         "tcp_card" => tcp_card(),
         "beat_open" => beat_open(),
+        "ft_frame" => ft_frame(),
+        "locality" => locality(),
         _ => Vec::new(),
     }
 }
@@ -267,4 +269,45 @@ fn beat_open() -> Vec<Vec<u8>> {
         key.seal(7, u64::MAX).to_vec(),
         key.seal(u32::MAX, 1_700_000_000_000_000_000).to_vec(),
     ]
+}
+
+// --- Issue 30 (second pass): seeds of `ft_frame` and `locality`. ---
+
+/// Every kind of fault-tolerance frame (bodies), and two frames as a channel's byte stream.
+fn ft_frame() -> Vec<Vec<u8>> {
+    use nemesis::ft::channel::Frame;
+    let frames = [
+        Frame::Engine { coordinator: 1, msg: FtControl::Ack { date: 5 } },
+        Frame::Retire { ranks: vec![1, 3] },
+        Frame::Retired { ranks: vec![2] },
+        Frame::Replayed { round: 1, messages: 9, bytes: 4096 },
+        Frame::Running { generation: 3 },
+        Frame::Restored { read_us: 120, written_unix_us: 1_700_000_000_000_000 },
+        Frame::Finishing,
+        Frame::Finish,
+        Frame::Warning { text: "checkpoint file refused".into() },
+        Frame::Unrecoverable { text: "no checkpoint".into() },
+        Frame::Card { rank: 2, incarnation: 1, card: "tcp:127.0.0.1:4000:4001".into() },
+    ];
+    let mut out: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut b = Vec::new();
+            f.encode(&mut b);
+            b[4..].to_vec()
+        })
+        .collect();
+    let mut stream = Vec::new();
+    frames[1].encode(&mut stream);
+    frames[8].encode(&mut stream);
+    out.push(stream);
+    out
+}
+
+/// Localities as `nemesis-run` gives them: one, and a node's list.
+fn locality() -> Vec<Vec<u8>> {
+    ["0.0.0.0.0", "1.-.3.4.5", "-.-.-.-.-", "0.0.0.0.0;0.0.0.1.1;0.0.1.2.2;1.1.2.3.3;-.-.-.-.-"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect()
 }

@@ -375,3 +375,54 @@ pub fn beat_open(data: &[u8]) {
         assert_eq!(&key.seal(rank, seq)[..], data, "only a sealed datagram opens");
     }
 }
+
+// --- Issue 30 (second pass): the launcher's fault-tolerance frames and the ranks' localities. ---
+
+/// A frame body of the launcher's fault-tolerance channel
+/// ([`nemesis::ft::channel::Frame::decode`]): an error, or a frame whose encoding decodes to the
+/// same frame. Then the same bytes as a channel's byte stream (length-prefixed frames, read by
+/// [`nemesis::ft::channel::Channel::receive`]): frames or an error, never a panic.
+pub fn ft_frame(data: &[u8]) {
+    use nemesis::ft::channel::{Channel, FRAME_MAX, Frame};
+    use std::io::Write;
+    if data.len() > FRAME_MAX {
+        return;
+    }
+    if let Ok(f) = Frame::decode(data) {
+        let mut enc = Vec::new();
+        f.encode(&mut enc);
+        // A text longer than a frame is cut when encoded: only shorter bodies round-trip.
+        if data.len() < FRAME_MAX - 16 {
+            assert_eq!(Frame::decode(&enc[4..]).ok(), Some(f), "a decoded frame re-encodes to itself");
+        }
+    }
+    let Ok((mut a, b)) = std::os::unix::net::UnixStream::pair() else { return };
+    // What the socket holds at once (a few hundred KiB): the rest of a longer input is left out.
+    let _ = a.set_nonblocking(true);
+    let _ = a.write(data);
+    drop(a);
+    if let Ok(mut c) = Channel::new(b) {
+        for _ in 0..2 {
+            if c.receive().is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// A rank's locality as `nemesis-run` passes it (`NEMESIS_LOCALITY`, `;`-separated, one
+/// `package.numa.l3.l2.core` per local rank; [`nemesis::topology::Locality::decode`]): `None`, or
+/// a locality whose encoding decodes the same; the distances between decoded ones never panic.
+pub fn locality(data: &[u8]) {
+    use nemesis::topology::Locality;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Some(l) = Locality::decode(text) {
+        assert_eq!(Locality::decode(&l.encode()), Some(l), "a decoded locality re-encodes to itself");
+    }
+    let all: Vec<Locality> = text.split(';').filter_map(Locality::decode).collect();
+    for a in &all {
+        for b in &all {
+            assert_eq!(a.distance(b), b.distance(a), "distances are symmetric");
+        }
+    }
+}

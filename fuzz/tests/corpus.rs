@@ -184,3 +184,13 @@ fn tcp_card() {
 fn beat_open() {
     run("beat_open");
 }
+
+#[test]
+fn ft_frame() {
+    run("ft_frame");
+}
+
+#[test]
+fn locality() {
+    run("locality");
+}

@@ -13,9 +13,14 @@
 //! nix has no `PR_SET_PTRACER` either.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::error::{Error, Refusal, Result};
 
 /// Reads `dst.len()` bytes at `addr` in process `pid`; returns how many were read (fewer only if
-/// the kernel stopped early).
+/// the kernel stopped early). Safe whatever `pid` names, this process included: only `dst` is
+/// written, and the kernel checks `addr` (an unmapped range is EFAULT). Which memory a peer may
+/// have us read is [`PeerProcess`]'s business.
 pub fn read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     if dst.is_empty() {
         return Ok(0);
@@ -49,9 +54,16 @@ pub unsafe fn read_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iov
 /// stopped at a fault, at an iovec boundary). At most [`IOV_MAX`] iovecs on each side. The
 /// target must have asked for it: a receiver names the range of its own receive buffer a sender
 /// is to fill (HELP). Our `local` ranges are only read, by the kernel, which checks them.
-pub fn write_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
+///
+/// # Safety
+/// If `pid` names this process, or a process sharing its memory (a thread of ours, a `CLONE_VM`
+/// child), the kernel writes our own memory where `remote` says: every `remote` iovec must then
+/// describe memory of ours valid for writes of its length and not otherwise accessed during the
+/// call. Otherwise there is nothing to uphold: a pid a peer supplied must first pass
+/// [`PeerProcess::open`], which refuses ours.
+pub unsafe fn write_vectored(pid: u32, local: &[libc::iovec], remote: &[libc::iovec]) -> io::Result<usize> {
     // SAFETY: the kernel only reads the `local` ranges (it checks them: an unmapped one is EFAULT,
-    // not undefined behaviour).
+    // not undefined behaviour); what it writes through `remote` is the caller's contract.
     unsafe { vectored(libc::process_vm_writev, pid, local, remote) }
 }
 
@@ -90,6 +102,143 @@ unsafe fn vectored(call: VmCall, pid: u32, local: &[libc::iovec], remote: &[libc
         )
     };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// A local peer's process, checked fit for single copies: not this process nor one sharing its
+/// memory, alive, the process that registered (same start time), and not one this process
+/// started. Holds a pidfd where the kernel has them (Linux 5.3), so that [`alive`](Self::alive)
+/// can tell whether the pid still names it: a pid is reused only after its process exited.
+#[derive(Debug)]
+pub struct PeerProcess {
+    pid: u32,
+    pidfd: Option<OwnedFd>,
+    /// When [`alive_lately`](Self::alive_lately) last found it running.
+    seen: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+/// How long [`PeerProcess::alive_lately`] trusts a finding: far less than the kernel takes to
+/// give an ended process's pid to another (it must be reaped, then the pid allocator must cycle
+/// through every free pid below `pid_max` before it hands that one out again).
+pub const ALIVE_RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How far [`PeerProcess::open`] walks up the named process's ancestors looking for us.
+const ANCESTRY_MAX: usize = 64;
+
+impl PeerProcess {
+    /// Checks the process local rank `slot` registered, `pid`, started at `start` (clock ticks
+    /// since boot, as `/proc/<pid>/stat` says; `None` or 0: not known). Refused with
+    /// [`Error::PeerProcess`] naming the slot, the pid and why.
+    pub fn open(slot: u16, pid: u32, start: Option<u64>) -> Result<PeerProcess> {
+        let refuse = |why| Err(Error::PeerProcess { slot, pid, why });
+        let me = std::process::id();
+        if pid == me {
+            return refuse(Refusal::Own);
+        }
+        if pid == 0 || pid > i32::MAX as u32 {
+            return refuse(Refusal::Dead);
+        }
+        // `libc`: nix 0.31 has no pidfd_open.
+        // SAFETY: plain syscall with integer arguments.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        let pidfd = if fd >= 0 {
+            // SAFETY: a fresh descriptor, ours alone.
+            Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        } else {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ESRCH) => return refuse(Refusal::Dead),
+                // Not a thread-group leader: a thread id, maybe one of ours.
+                Some(libc::EINVAL) => return refuse(Refusal::NotProcess),
+                // No pidfds here (an old kernel, a seccomp filter): the pid and /proc.
+                _ => None,
+            }
+        };
+        let peer = PeerProcess { pid, pidfd, seen: std::cell::Cell::new(None) };
+        if !peer.alive() {
+            return refuse(Refusal::Dead);
+        }
+        if peer.pidfd.is_none() && tgid(pid) != Some(pid) {
+            return refuse(if tgid(pid).is_none() { Refusal::Dead } else { Refusal::NotProcess });
+        }
+        // KCMP_VM: 0 if both share one address space. Where kcmp is missing or refused, the
+        // checks above (not our pid, not a thread) stand alone.
+        // SAFETY: plain syscall with integer arguments.
+        let same = unsafe { libc::syscall(libc::SYS_kcmp, me as libc::pid_t, pid as libc::pid_t, KCMP_VM, 0, 0) };
+        if same == 0 {
+            return refuse(Refusal::SameMemory);
+        }
+        if let Some(want) = start.filter(|&s| s != 0)
+            && nemesis_shm::os::process_start_time(pid) != Some(want)
+        {
+            return refuse(Refusal::Reused);
+        }
+        let mut p = pid;
+        for _ in 0..ANCESTRY_MAX {
+            match parent(p) {
+                Some(q) if q == me => return refuse(Refusal::Descendant),
+                Some(q) if q > 1 => p = q,
+                _ => break,
+            }
+        }
+        // What /proc said was about the process the pidfd holds only if it still runs.
+        if !peer.alive() {
+            return refuse(Refusal::Dead);
+        }
+        Ok(peer)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// As [`alive`](Self::alive), trusting a `true` for [`ALIVE_RECHECK`]: for the reads, which
+    /// take a system call each and whose worst case, a pid reused within that time, is another
+    /// process's bytes in a receive buffer (writes ask [`alive`](Self::alive) every time).
+    pub fn alive_lately(&self) -> bool {
+        let now = std::time::Instant::now();
+        if self.seen.get().is_some_and(|t| now.duration_since(t) < ALIVE_RECHECK) {
+            return true;
+        }
+        let alive = self.alive();
+        self.seen.set(alive.then_some(now));
+        alive
+    }
+
+    /// Whether the process still runs (its pidfd is not readable; without a pidfd, whether the
+    /// pid names a process). A copy after `true` names it unless it exits and its pid is reused
+    /// meanwhile; `true` after a copy means the copy reached it.
+    pub fn alive(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => {
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                n == 0
+            }
+            None => {
+                // SAFETY: signal 0 only checks the pid.
+                let r = unsafe { libc::kill(self.pid as libc::pid_t, 0) };
+                r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+            }
+        }
+    }
+}
+
+/// `kcmp` type comparing address spaces (`linux/kcmp.h`).
+const KCMP_VM: libc::c_long = 1;
+
+/// The `Tgid:` of `/proc/<pid>/status` (the process a thread id belongs to).
+fn tgid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// The parent of process `pid` (`/proc/<pid>/stat`, field 4).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// Under Yama's restricted ptrace (`/proc/sys/kernel/yama/ptrace_scope` = 1), lets the job's

@@ -31,12 +31,66 @@ pub enum Error {
         /// The value found.
         value: u64,
     },
+    /// The process local rank `slot` registered in the node's rank table may not be named by a
+    /// single copy (`process_vm_readv`/`writev`): it is this process, shares its memory, is gone,
+    /// or is not the process that registered. Refused before any copy: the transfers with that
+    /// peer go through rings, a HELP naming it is answered HELPED of nothing.
+    #[error("local rank {slot}'s registered pid {pid} refused for single copies: {why}")]
+    PeerProcess {
+        /// The local rank whose slot names the pid.
+        slot: u16,
+        /// The pid the slot names.
+        pid: u32,
+        /// Why it is refused.
+        why: Refusal,
+    },
+    /// An RTS announces a message longer than this process accepts ([`crate::Config::max_len`],
+    /// at most [`crate::wire::LEN_MAX`]). Refused before anything moves.
+    #[error("RTS of {len} bytes refused: longer than the {max}-byte limit")]
+    TooLong {
+        /// The length the RTS announced.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The peer of the transfer died.
     #[error("the peer of the transfer died")]
     PeerDied,
     /// A single-copy read failed for a reason other than permission.
     #[error("process_vm_readv: {0}")]
     Cma(String),
+}
+
+/// Why a peer's registered pid is refused for single copies ([`Error::PeerProcess`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// It is this process: a copy would read or write our own memory where the peer says.
+    Own,
+    /// It shares this process's address space (a thread of ours, or a `CLONE_VM` child).
+    SameMemory,
+    /// No live process has it (or it is not a process id).
+    Dead,
+    /// It is a thread, not a process (`pidfd_open` refuses it).
+    NotProcess,
+    /// A process lives there, but not the one that registered (its start time differs): the
+    /// pid was reused.
+    Reused,
+    /// A process this one started (a copy would reach memory the peer cannot reach itself).
+    Descendant,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::Own => "it is this process",
+            Refusal::SameMemory => "it shares this process's memory",
+            Refusal::Dead => "no live process has it",
+            Refusal::NotProcess => "it names a thread, not a process",
+            Refusal::Reused => "the process there is not the one that registered (pid reused)",
+            Refusal::Descendant => "it is a process this one started",
+        })
+    }
 }
 
 /// Result with this crate's [`Error`].

@@ -26,7 +26,7 @@ pub mod ring;
 pub mod transfer;
 pub mod wire;
 
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 #[cfg(not(loom))]
 pub use net::{LmtBackend, NetDone, NetLmt, RecvPlan, RemoteBuf};
 pub use ring::{HeapRing, RingRef};

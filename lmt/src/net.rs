@@ -116,8 +116,10 @@ struct Recv {
 }
 
 /// The rendezvous transfers of one process with remote peers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NetLmt {
+    /// Longest message an RTS may announce ([`crate::Config::max_len`]).
+    max_len: u64,
     next_id: u32,
     sends: Vec<Send>,
     recvs: Vec<Recv>,
@@ -129,10 +131,29 @@ pub struct NetLmt {
 // outcome is taken (the caller's contract); nothing is tied to a thread.
 unsafe impl std::marker::Send for NetLmt {}
 
+impl Default for NetLmt {
+    fn default() -> Self {
+        NetLmt::new()
+    }
+}
+
 impl NetLmt {
     /// No transfers yet.
     pub fn new() -> NetLmt {
-        NetLmt::default()
+        NetLmt {
+            max_len: crate::wire::LEN_MAX,
+            next_id: 0,
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            out: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Refuses RTSs announcing more than `max` bytes ([`Error::TooLong`]; at most
+    /// [`crate::wire::LEN_MAX`] in any case).
+    pub fn set_max_len(&mut self, max: u64) {
+        self.max_len = max.min(crate::wire::LEN_MAX);
     }
 
     /// True while transfers are in flight.
@@ -201,6 +222,12 @@ impl NetLmt {
         cap: usize,
         backend: &mut B,
     ) {
+        if rts.len > self.max_len {
+            // The sender still waits: tell it no bytes are taken.
+            self.out.push((peer, Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 0 }));
+            self.done.push((token, Outcome::Failed(Error::TooLong { len: rts.len, max: self.max_len })));
+            return;
+        }
         let bytes = rts.len.min(cap as u64);
         let cts = Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes };
         if bytes == 0 {

@@ -24,7 +24,7 @@ use std::ptr::NonNull;
 
 use nemesis_shm::Pieces;
 
-use crate::cma;
+use crate::cma::{self, PeerProcess};
 use crate::error::{Error, Result};
 use crate::ring::RingRef;
 use crate::wire::{Backend, Control, Rts};
@@ -43,7 +43,15 @@ pub trait Rings {
     /// may name it from here (it registered, from our pid namespace); `None` otherwise (its
     /// transfers then go through rings). Every `process_vm_readv`/`writev` names this pid, never
     /// one a message carries: an RTS or HELP whose pid differs is refused ([`Error::Forged`]).
+    /// What the slot says is the peer's word: [`Lmt`] checks the process
+    /// ([`PeerProcess::open`]) before its first copy, and refuses this process's own pid.
     fn pid(&self, rank: u16) -> Option<u32>;
+    /// The start time local rank `rank` registered with its pid (clock ticks since boot), so
+    /// that a reused pid is refused; `None` (the default) if not known.
+    fn start_time(&self, rank: u16) -> Option<u64> {
+        let _ = rank;
+        None
+    }
 }
 
 /// Which backend moves the data (`NEMESIS_LMT`).
@@ -75,6 +83,9 @@ pub struct Config {
     /// Single-copy transfers from this length are split: the receiver reads the first half while
     /// the sender, asked by HELP, writes the second (`u64::MAX`: never).
     pub split_min: u64,
+    /// Longest message an RTS may announce (at most [`crate::wire::LEN_MAX`], which decoding
+    /// enforces); longer ones are refused with [`Error::TooLong`].
+    pub max_len: u64,
 }
 
 impl Default for Config {
@@ -86,6 +97,7 @@ impl Default for Config {
             chunks_per_pass: 8,
             cma_chunk: 1 << 20,
             split_min: 32 << 10,
+            max_len: crate::wire::LEN_MAX,
         }
     }
 }
@@ -164,6 +176,17 @@ struct SendX {
     pieces: Option<NonNull<dyn Pieces>>,
     len: u64,
     state: SendState,
+}
+
+impl SendX {
+    /// Whether `rts` is this send's, to rank `me` (ourselves), of contiguous bytes.
+    fn own_rts(&self, me: u16, rts: &Rts) -> bool {
+        self.peer == me
+            && self.id == rts.id
+            && self.addr as u64 == rts.addr
+            && self.len == rts.len
+            && self.pieces.is_none()
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -246,6 +269,10 @@ pub struct Lmt {
     iov_remote: Vec<libc::iovec>,
     /// Bytes of each range in the iovecs (`gather`).
     iov_took: Vec<u64>,
+    /// Per local peer: the pid its slot named when last checked, and the check's result.
+    procs: Vec<Option<(u32, Result<PeerProcess>)>>,
+    /// Peers whose slot names this process are ranks of this process ([`Lmt::allow_own_process`]).
+    own_process: bool,
 }
 
 // SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
@@ -273,6 +300,77 @@ impl Lmt {
             iov_local: Vec::new(),
             iov_remote: Vec::new(),
             iov_took: Vec::new(),
+            procs: Vec::new(),
+            own_process: false,
+        }
+    }
+
+    /// Lets single copies name this process for the peers whose slot names it: ranks run as
+    /// threads of one process (and this crate's tests). Without it such a slot is refused
+    /// ([`Error::PeerProcess`]) and those transfers go through rings.
+    ///
+    /// # Safety
+    /// Every local peer whose slot names this process must be a rank of this process, and every
+    /// HELP such a peer sends must name a range of its receive buffer under the contract of
+    /// [`pre_recv`](Self::pre_recv): the sender writes it with `process_vm_writev` on ourselves.
+    pub unsafe fn allow_own_process(&mut self) {
+        self.own_process = true;
+    }
+
+    /// Why single copies with local rank `peer` were refused, if they were
+    /// ([`Error::PeerProcess`]): its transfers go through rings.
+    pub fn peer_refusal(&self, peer: u16) -> Option<&Error> {
+        match self.procs.get(usize::from(peer)) {
+            Some(Some((_, Err(e)))) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The process single copies with local rank `peer` name: its registered pid once checked
+    /// ([`PeerProcess::open`], once per pid), our own for ourselves; `Ok(None)` if it registered
+    /// none usable from here.
+    fn copy_pid<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) -> Result<Option<u32>> {
+        if peer == self.me {
+            return Ok(Some(self.pid));
+        }
+        let Some(pid) = rings.pid(peer) else { return Ok(None) };
+        if pid == self.pid && self.own_process {
+            return Ok(Some(pid));
+        }
+        let i = usize::from(peer);
+        if self.procs.len() <= i {
+            self.procs.resize_with(i + 1, || None);
+        }
+        if !matches!(&self.procs[i], Some((p, _)) if *p == pid) {
+            let checked = PeerProcess::open(peer, pid, rings.start_time(peer));
+            if let Err(e) = &checked {
+                tracing::warn!(error = %e, "single copies with this peer refused: its large messages go through rings");
+            }
+            self.procs[i] = Some((pid, checked));
+        }
+        match &self.procs[i] {
+            Some((_, Ok(p))) => Ok(Some(p.pid())),
+            Some((_, Err(e))) => Err(e.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether process `pid` of local rank `peer`, checked by [`copy_pid`](Self::copy_pid), still
+    /// runs (ours always does): asked of the kernel now for a `write`, lately for a read
+    /// ([`PeerProcess::alive_lately`]).
+    fn copy_alive(&self, peer: u16, pid: u32, write: bool) -> bool {
+        if pid == self.pid {
+            return true;
+        }
+        match self.procs.get(usize::from(peer)) {
+            Some(Some((_, Ok(p)))) if p.pid() == pid => {
+                if write {
+                    p.alive()
+                } else {
+                    p.alive_lately()
+                }
+            }
+            _ => false,
         }
     }
 
@@ -437,6 +535,17 @@ impl Lmt {
         cap: usize,
         rings: &R,
     ) {
+        let refuse = |lmt: &mut Lmt, e: Error| {
+            // Refused: nothing is read; the sender is released (DONE of nothing), the receive
+            // fails with the reason.
+            lmt.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
+            lmt.stats.failed += 1;
+            lmt.done.push((token, Outcome::Failed(e)));
+        };
+        let max = self.cfg.max_len.min(crate::wire::LEN_MAX);
+        if rts.len > max {
+            return refuse(self, Error::TooLong { len: rts.len, max });
+        }
         let bytes = rts.len.min(cap as u64);
         if bytes == 0 {
             self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
@@ -444,24 +553,25 @@ impl Lmt {
             return;
         }
         let mut pull = rts.backend == Backend::Cma && self.cma != Cma::Refused && self.cfg.policy != Policy::Ring;
-        // Single copies name the sender's registered process and stay inside the buffer it
-        // announced (the kernel checks that range against that process's own memory).
-        let registered = if pull { rings.pid(peer) } else { None };
+        // Single copies name the sender's registered process, checked (a slot naming us, a dead
+        // or reused pid: rings instead), and stay inside the buffer it announced (the kernel
+        // checks that range against that process's own memory).
+        let registered = if pull { self.copy_pid(peer, rings).ok().flatten() } else { None };
         if pull {
+            let own = peer == self.me;
             let forged = match registered {
                 Some(p) if p != rts.pid => Some(Error::Forged { what: "RTS pid", value: u64::from(rts.pid) }),
-                _ if rts.addr.checked_add(rts.len).is_none() => {
+                _ if rts.addr.checked_add(rts.len).is_none_or(|end| end > crate::wire::LEN_MAX) => {
                     Some(Error::Forged { what: "RTS address", value: rts.addr })
+                }
+                // From ourselves, only what we are sending ourselves.
+                _ if own && !self.sends.iter().any(|s| s.own_rts(self.me, rts)) => {
+                    Some(Error::Forged { what: "RTS of this rank", value: rts.addr })
                 }
                 _ => None,
             };
             if let Some(e) = forged {
-                // Refused: nothing is read; the sender is released (DONE of nothing), the
-                // receive fails with the reason.
-                self.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
-                self.stats.failed += 1;
-                self.done.push((token, Outcome::Failed(e)));
-                return;
+                return refuse(self, e);
             }
             pull = registered.is_some();
         }
@@ -474,8 +584,9 @@ impl Lmt {
         let mut help = Help::No;
         let state = if pull {
             let mut end = bytes;
-            // The sender writes its part into one contiguous range: not into pieces.
-            if bytes >= self.peer(peer).split_min && pieces.is_none() {
+            // The sender writes its part into one contiguous range: not into pieces, nor from this
+            // rank (one thread does both sides: nothing to share).
+            if bytes >= self.peer(peer).split_min && pieces.is_none() && peer != self.me {
                 // Both cores copy: we read the first half, the sender writes the second (from a
                 // page boundary of the message).
                 let from = (bytes * receiver_share(bytes) / 16) & !4095;
@@ -550,7 +661,11 @@ impl Lmt {
             }
             Control::Done { bytes, .. } => self.post_send(i, bytes),
             Control::Help { offset, bytes, dst, pid, .. } => {
-                let registered = rings.pid(peer);
+                // We never ask ourselves for help: a HELP from this rank is forged.
+                let registered = match peer == self.me {
+                    true => Err(Error::Forged { what: "HELP from this rank", value: dst }),
+                    false => self.copy_pid(peer, rings),
+                };
                 self.start_help(i, offset, bytes, dst, pid, registered)
             }
             Control::Rts(_) | Control::Helped { .. } => Err(Error::Wire { what: "RTS outside matching", value: 0 }),
@@ -558,10 +673,10 @@ impl Lmt {
     }
 
     /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer, in
-    /// the receiver's registered process (`registered`) only. A HELP naming another process, or
-    /// a destination range that wraps, is refused: nothing is written, HELPED of nothing tells
-    /// the receiver to read the whole range itself, and the error is returned (the transfer
-    /// goes on and completes).
+    /// the receiver's registered process (`registered`, checked by `copy_pid`) only. A HELP
+    /// naming another process, a destination range that wraps, or a receiver whose process is
+    /// refused is refused: nothing is written, HELPED of nothing tells the receiver to read the
+    /// whole range itself, and the error is returned (the transfer goes on and completes).
     fn start_help(
         &mut self,
         i: usize,
@@ -569,18 +684,22 @@ impl Lmt {
         bytes: u64,
         dst: u64,
         pid: u32,
-        registered: Option<u32>,
+        registered: Result<Option<u32>>,
     ) -> Result<()> {
         let x = &self.sends[i];
         let end = offset.checked_add(bytes).filter(|&e| e <= x.len);
         let Some(end) = end.filter(|_| matches!(x.state, SendState::AwaitReply) && x.pieces.is_none()) else {
             return self.fail_send(i, Error::Corrupt { what: "HELP range", value: offset });
         };
-        let refused = match registered {
+        let (registered, refused) = match registered {
+            Ok(r) => (r, None),
+            Err(e) => (None, Some(e)),
+        };
+        let refused = refused.or(match registered {
             Some(p) if p != pid => Some(Error::Forged { what: "HELP pid", value: u64::from(pid) }),
             _ if dst.checked_add(bytes).is_none() => Some(Error::Forged { what: "HELP destination", value: dst }),
             _ => None,
-        };
+        });
         match (registered, refused) {
             (Some(pid), None) => {
                 // The receiver reads its part from our buffer; we are to write the rest into its.
@@ -824,7 +943,14 @@ impl Lmt {
         // SAFETY: every range is of a contiguous buffer (a send in pieces gets no HELP).
         unsafe { gather(&mut self.iov_local, &mut self.iov_remote, took, budget, ranges) };
         let members = &group[..self.iov_took.len()];
-        let wrote = cma::write_vectored(pid, &self.iov_local, &self.iov_remote);
+        // A pid is reused only after its process exited: alive now, it names the receiver.
+        if !self.copy_alive(self.sends[members[0].1].peer, pid, true) {
+            return true;
+        }
+        // SAFETY: `pid` passed `copy_pid`: another process than this one and not sharing its
+        // memory, or this one under `allow_own_process`, whose contract makes every HELP range a
+        // receive buffer of one of our ranks, valid for writes and not otherwise accessed.
+        let wrote = unsafe { cma::write_vectored(pid, &self.iov_local, &self.iov_remote) };
         let mut got = match wrote {
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return true,
@@ -932,6 +1058,15 @@ impl Lmt {
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
         // outcome is taken (pre_recv's contract).
         let read = unsafe { cma::read_vectored(pid, &self.iov_local, &self.iov_remote) };
+        // Still running after the read (or found so within `ALIVE_RECHECK`): the pid named the
+        // sender throughout (a pid is reused only after its process exited and was reaped, and
+        // the pid allocator came round). Gone: what was read may be another process's.
+        let read = match read {
+            Ok(_) if !self.copy_alive(self.recvs[members[0].1].peer, pid, false) => {
+                Err(io::Error::from_raw_os_error(libc::ESRCH))
+            }
+            r => r,
+        };
         match read {
             Ok(0) => {
                 ends.push((members[0].1, Some(Error::Cma("read nothing".into()))));
@@ -1094,6 +1229,10 @@ impl Lmt {
     /// Local rank `peer` died: every transfer with it fails with [`Error::PeerDied`]; rings it
     /// was writing into are emptied and freed.
     pub fn peer_gone<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) {
+        // A restarted peer is checked again.
+        if let Some(p) = self.procs.get_mut(usize::from(peer)) {
+            *p = None;
+        }
         let mut i = 0;
         while i < self.sends.len() {
             if self.sends[i].peer == peer {
@@ -1214,6 +1353,7 @@ fn cma_error(e: &io::Error) -> String {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::error::Refusal;
     use crate::ring::HeapRing;
 
     /// Two ranks' rings on the heap.
@@ -1239,6 +1379,16 @@ mod tests {
         }
     }
 
+    /// The transfers of rank `me` of a test, whose ranks are all this process.
+    fn own_lmt(me: u16, rings: u16, cfg: Config) -> Lmt {
+        let mut l = Lmt::new(me, rings, cfg);
+        // SAFETY: both ranks of every test are this process, and their HELPs name their receive
+        // buffers, or are refused, or (`a_sender_that_cannot_write...`) name address 64, below
+        // `vm.mmap_min_addr`: never mapped, the kernel faults without writing.
+        unsafe { l.allow_own_process() };
+        l
+    }
+
     fn node(per: u16) -> TwoRanks {
         TwoRanks { rings: (0..2 * per).map(|_| HeapRing::new(4, 1000)).collect(), per, pid: Some(std::process::id()) }
     }
@@ -1246,8 +1396,7 @@ mod tests {
     /// Runs a transfer of `msg` from a sender (rank 0) to a receiver (rank 1) of capacity `cap`,
     /// passing the control messages by hand.
     fn transfer(msg: &[u8], cap: usize, policy: Policy, per: u16) -> (Outcome, Outcome, Vec<u8>) {
-        let cfg =
-            Config { policy, cma_min: 0, cma_max: u64::MAX, chunks_per_pass: 2, cma_chunk: 700, split_min: u64::MAX };
+        let cfg = Config { policy, chunks_per_pass: 2, cma_chunk: 700, split_min: u64::MAX, ..Config::default() };
         transfer_with(msg, cap, cfg, per, |m| m)
     }
 
@@ -1286,7 +1435,7 @@ mod tests {
         tamper: impl Fn(Control) -> Control,
     ) -> (Outcome, Outcome, Vec<u8>, Vec<Error>) {
         let per = n.per;
-        let (mut s, mut r) = (Lmt::new(0, per, cfg), Lmt::new(1, per, cfg));
+        let (mut s, mut r) = (own_lmt(0, per, cfg), own_lmt(1, per, cfg));
         if let Some(p) = pair {
             s.set_peer(1, p);
             r.set_peer(0, p);
@@ -1350,6 +1499,7 @@ mod tests {
             chunks_per_pass: 2,
             cma_chunk: 700,
             split_min: 1000,
+            ..Config::default()
         };
         let can_cma = cma::probe_startup().is_ok();
         // (piece length, stride): short pieces (a ring), long ones (a single copy if allowed).
@@ -1361,7 +1511,7 @@ mod tests {
             for policy in [Policy::Ring, Policy::Cma] {
                 let n = node(2);
                 // A sender in pieces, a contiguous receiver.
-                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let (mut s, mut r) = (own_lmt(0, 2, cfg(policy)), own_lmt(1, 2, cfg(policy)));
                 let mut src = src_mem.clone();
                 let sp = strided(&mut src, plen, stride);
                 let mut dst = vec![0u8; total];
@@ -1376,7 +1526,7 @@ mod tests {
                 assert_eq!(r.stats().ring, 1);
 
                 // A contiguous sender, a receiver in pieces (one byte short: truncation).
-                let (mut s, mut r) = (Lmt::new(0, 2, cfg(policy)), Lmt::new(1, 2, cfg(policy)));
+                let (mut s, mut r) = (own_lmt(0, 2, cfg(policy)), own_lmt(1, 2, cfg(policy)));
                 let msg: Vec<u8> = want.iter().map(|b| b ^ 0x5a).chain([9]).collect();
                 let mut out = vec![0xeeu8; stride * pieces];
                 let rp = strided(&mut out, plen, stride);
@@ -1406,7 +1556,7 @@ mod tests {
         let cfg = Config { policy: Policy::Auto, split_min: u64::MAX, ..Config::default() };
         // Rings for this pair up to 5000 bytes, in chunks of 300 of the 1000-byte slots.
         let pair = PeerConfig { cma_min: 5000, cma_max: u64::MAX, split_min: u64::MAX, ring_chunk: 300 };
-        let mut lmt = Lmt::new(0, 1, cfg);
+        let mut lmt = own_lmt(0, 1, cfg);
         lmt.set_cma(true);
         lmt.set_peer(1, pair);
         assert_eq!(lmt.backend_for(1, 4999), Backend::Ring);
@@ -1421,7 +1571,7 @@ mod tests {
         // Chunks of different lengths on the two sides are a protocol error, never a wrong copy.
         let msg = data(2000);
         let n = node(1);
-        let (mut s, mut r) = (Lmt::new(0, 1, cfg), Lmt::new(1, 1, cfg));
+        let (mut s, mut r) = (own_lmt(0, 1, cfg), own_lmt(1, 1, cfg));
         s.set_peer(1, pair);
         let mut dst = vec![0u8; 2000];
         // SAFETY: `msg` and `dst` outlive the transfer, driven below until it fails.
@@ -1467,7 +1617,7 @@ mod tests {
     }
 
     fn split(cma_chunk: usize) -> Config {
-        Config { policy: Policy::Cma, cma_min: 0, cma_max: u64::MAX, chunks_per_pass: 2, cma_chunk, split_min: 0 }
+        Config { policy: Policy::Cma, chunks_per_pass: 2, cma_chunk, split_min: 0, ..Config::default() }
     }
 
     #[test]
@@ -1501,7 +1651,7 @@ mod tests {
     #[test]
     fn bad_help_messages_fail_the_transfer() {
         let n = node(1);
-        let (mut s, mut r) = (Lmt::new(0, 1, split(1 << 20)), Lmt::new(1, 1, split(1 << 20)));
+        let (mut s, mut r) = (own_lmt(0, 1, split(1 << 20)), own_lmt(1, 1, split(1 << 20)));
         let msg = data(100);
         let pid = std::process::id();
         // SAFETY: `msg` outlives the transfers.
@@ -1544,7 +1694,7 @@ mod tests {
             // A range that wraps around the address space.
             (std::process::id(), u64::MAX - 100, "RTS address"),
         ] {
-            let (mut s, mut r) = (Lmt::new(0, 1, split(1 << 20)), Lmt::new(1, 1, split(1 << 20)));
+            let (mut s, mut r) = (own_lmt(0, 1, split(1 << 20)), own_lmt(1, 1, split(1 << 20)));
             // SAFETY: `msg` outlives the transfer.
             let mut rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 20_000, std::process::id()) };
             (rts.pid, rts.addr) = (pid, addr);
@@ -1614,7 +1764,7 @@ mod tests {
     #[test]
     fn a_dead_helper_fails_the_receive() {
         let n = node(1);
-        let mut r = Lmt::new(1, 1, split(1 << 20));
+        let mut r = own_lmt(1, 1, split(1 << 20));
         let big = data(20_000);
         let mut d = vec![0u8; 20_000];
         let rts = Rts {
@@ -1637,7 +1787,7 @@ mod tests {
     #[test]
     fn a_failed_read_ends_only_once_the_sender_stopped_writing() {
         let n = node(1);
-        let mut r = Lmt::new(1, 1, split(1 << 20));
+        let mut r = own_lmt(1, 1, split(1 << 20));
         let mut d = vec![0u8; 20_000];
         // The sender's buffer address is unmapped: our half faults at once.
         let rts = Rts { id: 5, len: 20_000, addr: 64, pid: std::process::id(), key: 0, backend: Backend::Cma };
@@ -1656,7 +1806,7 @@ mod tests {
     fn transfers_wait_for_a_ring_and_peers_death_fails_them() {
         let n = node(1);
         let cfg = Config { policy: Policy::Ring, ..Config::default() };
-        let (mut s, mut r) = (Lmt::new(0, 1, cfg), Lmt::new(1, 1, cfg));
+        let (mut s, mut r) = (own_lmt(0, 1, cfg), own_lmt(1, 1, cfg));
         let a = data(3000);
         let mut d1 = vec![0u8; 3000];
         let mut d2 = vec![0u8; 3000];
@@ -1683,7 +1833,7 @@ mod tests {
     #[test]
     fn bad_control_messages_are_errors_not_panics() {
         let n = node(1);
-        let mut s = Lmt::new(0, 1, Config::default());
+        let mut s = own_lmt(0, 1, Config::default());
         let msg = data(100);
         // SAFETY: `msg` outlives the transfer.
         let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 100, 1) };
@@ -1699,5 +1849,300 @@ mod tests {
         assert!(s.handle(1, Control::Done { id: 999, bytes: 1 }, &n).is_ok());
         assert!(s.handle(1, Control::Rts(rts), &n).is_err());
         assert_eq!(s.take_done().filter(|d| matches!(d.1, Outcome::Failed(_))).count(), 3);
+    }
+
+    /// Two ranks whose slots name `pids` (and `starts`), rings on the heap.
+    struct Slots {
+        rings: Vec<HeapRing>,
+        pids: [Option<u32>; 2],
+        starts: [Option<u64>; 2],
+    }
+
+    impl Rings for Slots {
+        fn ring(&self, host: u16, index: u16) -> Option<RingRef<'_>> {
+            (host < 2 && index < 1).then(|| self.rings[usize::from(host)].get())
+        }
+        fn rings_per_rank(&self) -> u16 {
+            1
+        }
+        fn pid(&self, rank: u16) -> Option<u32> {
+            self.pids.get(usize::from(rank)).copied().flatten()
+        }
+        fn start_time(&self, rank: u16) -> Option<u64> {
+            self.starts.get(usize::from(rank)).copied().flatten()
+        }
+    }
+
+    fn slots(pids: [Option<u32>; 2], starts: [Option<u64>; 2]) -> Slots {
+        Slots { rings: vec![HeapRing::new(4, 1000), HeapRing::new(4, 1000)], pids, starts }
+    }
+
+    fn cma_cfg(split_min: u64) -> Config {
+        Config { policy: Policy::Cma, split_min, ..Config::default() }
+    }
+
+    /// What [`receive_from`] saw: the receiver, what it sent, its outcome if any, its buffer.
+    type Received = (Lmt, Vec<(u16, Control)>, Option<Outcome>, Vec<u8>);
+
+    /// Receiver rank 1 takes an RTS from rank 0 naming `addr` in rank 0's registered process,
+    /// and makes a few passes.
+    fn receive_from(n: &Slots, addr: u64, len: usize) -> Received {
+        let mut r = Lmt::new(1, 1, cma_cfg(u64::MAX));
+        r.set_cma(true);
+        let mut d = vec![0u8; len];
+        let pid = n.pid(0).unwrap_or(0);
+        let rts = Rts { id: 1, len: len as u64, addr, pid, key: 0, backend: Backend::Cma };
+        // SAFETY: `d` outlives the transfer (it is ended by `peer_gone` below or by its outcome).
+        unsafe { r.pre_recv(0, 9, &rts, d.as_mut_ptr(), len, n) };
+        for _ in 0..4 {
+            r.progress(n);
+        }
+        let out = r.take_out().collect();
+        let done = r.take_done().next().map(|d| d.1);
+        r.peer_gone(0, n);
+        (r, out, done, d)
+    }
+
+    #[test]
+    fn a_slot_naming_this_process_is_refused_before_any_copy() {
+        let me = std::process::id();
+        let n = slots([Some(me), Some(me)], [None; 2]);
+        let secret = vec![0x5au8; 4096];
+        // Reads: an RTS naming our own memory goes through a ring (CTS), nothing is read.
+        let (r, out, done, d) = receive_from(&n, secret.as_ptr() as u64, 4096);
+        assert!(matches!(out[..], [(0, Control::Cts { .. })]), "{out:?}");
+        assert_eq!(done, None, "the transfer waits for the ring");
+        assert!(d.iter().all(|&b| b == 0), "nothing of ours was read");
+        assert_eq!(r.stats().cma, 0);
+        assert_eq!(r.peer_refusal(0), None, "forgotten once the peer is gone");
+        let mut r = Lmt::new(1, 1, cma_cfg(u64::MAX));
+        assert!(r.copy_pid(0, &n).is_err());
+        assert_eq!(r.peer_refusal(0), Some(&Error::PeerProcess { slot: 0, pid: me, why: Refusal::Own }));
+        // Writes: a HELP naming our own memory is answered HELPED of nothing, nothing is written.
+        let mut s = Lmt::new(0, 1, cma_cfg(0));
+        let msg = vec![0xa5u8; 8192];
+        let victim = vec![0u8; 4096];
+        // SAFETY: `msg` outlives the transfer.
+        let rts = unsafe { s.pre_send(1, 1, msg.as_ptr(), 8192, me) };
+        let help = Control::Help { id: rts.id, offset: 4096, bytes: 4096, dst: victim.as_ptr() as u64, pid: me };
+        let e = s.handle(1, help, &n).unwrap_err();
+        assert_eq!(e, Error::PeerProcess { slot: 1, pid: me, why: Refusal::Own });
+        assert!(e.to_string().contains("local rank 1's registered pid") && e.to_string().contains("this process"));
+        for _ in 0..4 {
+            s.progress(&n);
+        }
+        assert_eq!(s.take_out().collect::<Vec<_>>(), [(1, Control::Helped { id: rts.id, bytes: 0 })]);
+        assert!(victim.iter().all(|&b| b == 0), "nothing of ours was written");
+        // A thread of ours is not a process.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let refused = PeerProcess::open(0, tid, None).unwrap_err();
+        assert!(
+            matches!(refused, Error::PeerProcess { slot: 0, pid, why: Refusal::NotProcess | Refusal::SameMemory } if pid == tid),
+            "{refused:?}"
+        );
+        drop(stop_tx);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_dead_reused_or_child_pid_is_refused_before_any_copy() {
+        let secret = vec![0x5au8; 4096];
+        // A dead process (reaped: its pid names nothing, or someone else later).
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        // A live process whose start time is not the registered one (a reused pid), and the
+        // same process registered as it is: a child of ours.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let start = nemesis_shm::os::process_start_time(child.id()).unwrap();
+        for (pid, registered, why) in [
+            (dead_pid, None, Refusal::Dead),
+            (child.id(), Some(start + 1), Refusal::Reused),
+            (child.id(), Some(start), Refusal::Descendant),
+            (0, None, Refusal::Dead),
+        ] {
+            let n = slots([Some(pid), None], [registered, None]);
+            let (r, out, done, d) = receive_from(&n, secret.as_ptr() as u64, 4096);
+            assert!(matches!(out[..], [(0, Control::Cts { .. })]), "{why:?}: through a ring: {out:?}");
+            assert_eq!((done, r.stats().cma), (None, 0), "{why:?}");
+            assert!(d.iter().all(|&b| b == 0), "{why:?}");
+            let e = PeerProcess::open(0, pid, registered).unwrap_err();
+            assert_eq!(e, Error::PeerProcess { slot: 0, pid, why });
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn single_copies_read_another_process_that_passes_the_check() {
+        if cma::probe_startup().is_err() {
+            return eprintln!("skipped: CMA refused here");
+        }
+        // A grandchild of ours, orphaned (so not our descendant any more), holds a copy of our
+        // memory: the message is at the same address there.
+        let msg: Vec<u8> = (0..50_000u32).map(|i| (i * 13 + 1) as u8).collect();
+        let mut fds = [0i32; 2];
+        // SAFETY: a pipe for the grandchild's pid.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fork in a test; the children only fork, write, sleep and exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above.
+            let grandchild = unsafe { libc::fork() };
+            if grandchild == 0 {
+                std::thread::sleep(std::time::Duration::from_secs(30));
+            } else {
+                let pid = (grandchild as u32).to_le_bytes();
+                // SAFETY: writing 4 bytes to the pipe.
+                unsafe { libc::write(fds[1], pid.as_ptr().cast(), 4) };
+            }
+            // SAFETY: ending a child without unwinding.
+            unsafe { libc::_exit(0) };
+        }
+        let mut pid = [0u8; 4];
+        // SAFETY: reading 4 bytes from the pipe; reaping our child.
+        unsafe {
+            assert_eq!(libc::read(fds[0], pid.as_mut_ptr().cast(), 4), 4);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        let pid = u32::from_le_bytes(pid);
+        let start = nemesis_shm::os::process_start_time(pid);
+        let n = slots([Some(pid), None], [start, None]);
+        let mut r = Lmt::new(1, 1, cma_cfg(u64::MAX));
+        r.set_cma(true);
+        let mut d = vec![0u8; msg.len()];
+        let rts = Rts { id: 1, len: msg.len() as u64, addr: msg.as_ptr() as u64, pid, key: 0, backend: Backend::Cma };
+        // SAFETY: `d` outlives the transfer, driven to its end here.
+        unsafe { r.pre_recv(0, 9, &rts, d.as_mut_ptr(), d.len(), &n) };
+        while r.progress(&n) {}
+        let done = r.take_done().next();
+        assert_eq!(r.peer_refusal(0), None);
+        assert_eq!(done, Some((9, Outcome::Moved { bytes: msg.len() as u64 })));
+        assert!(d == msg && r.stats().cma == 1);
+        // Once it is gone, a read fails (nothing of a later process with its pid is taken).
+        // SAFETY: killing the grandchild we started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let t = std::time::Instant::now();
+        while PeerProcess::open(0, pid, start).is_ok() {
+            assert!(t.elapsed().as_secs() < 10, "SIGKILL did not end {pid}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 10, &Rts { id: 2, ..rts }, d.as_mut_ptr(), d.len(), &n) };
+        while r.progress(&n) {}
+        assert_eq!(r.take_done().next(), Some((10, Outcome::Failed(Error::PeerDied))));
+    }
+
+    #[test]
+    fn this_ranks_own_transfers_are_single_copies_and_nothing_else_from_it_is() {
+        let me = std::process::id();
+        let n = slots([Some(me), Some(me)], [None; 2]);
+        let mut l = Lmt::new(0, 1, cma_cfg(0));
+        l.set_cma(true);
+        let msg: Vec<u8> = (0..70_000u32).map(|i| (i * 3) as u8).collect();
+        let mut d = vec![0u8; msg.len()];
+        // SAFETY: `msg` and `d` outlive the transfer, driven to its end here.
+        let rts = unsafe { l.pre_send(0, 1, msg.as_ptr(), msg.len() as u64, me) };
+        // SAFETY: as above.
+        unsafe { l.pre_recv(0, 2, &rts, d.as_mut_ptr(), d.len(), &n) };
+        while l.progress(&n) {}
+        for (_, m) in l.take_out().collect::<Vec<_>>() {
+            l.handle(0, m, &n).unwrap();
+        }
+        let mut done: Vec<_> = l.take_done().collect();
+        done.sort_by_key(|d| d.0);
+        let moved = Outcome::Moved { bytes: msg.len() as u64 };
+        assert_eq!(done, [(1, moved.clone()), (2, moved)]);
+        assert!(d == msg);
+        assert_eq!((l.stats().cma, l.stats().split), (1, 0), "a single copy, not split with ourselves");
+        // An RTS "from ourselves" that is none of our sends, and a HELP from ourselves: forged.
+        let secret = vec![0x5au8; 4096];
+        let mut d = vec![0u8; 4096];
+        let forged = Rts { id: 7, len: 4096, addr: secret.as_ptr() as u64, pid: me, key: 0, backend: Backend::Cma };
+        // SAFETY: `d` outlives the transfer, which fails at once.
+        unsafe { l.pre_recv(0, 3, &forged, d.as_mut_ptr(), 4096, &n) };
+        assert!(matches!(
+            l.take_done().next(),
+            Some((3, Outcome::Failed(Error::Forged { what: "RTS of this rank", .. })))
+        ));
+        assert!(d.iter().all(|&b| b == 0));
+        l.take_out().for_each(drop);
+        // SAFETY: `msg` outlives the transfer.
+        let rts = unsafe { l.pre_send(0, 4, msg.as_ptr(), msg.len() as u64, me) };
+        let help = Control::Help { id: rts.id, offset: 0, bytes: 4096, dst: secret.as_ptr() as u64, pid: me };
+        assert!(matches!(l.handle(0, help, &n), Err(Error::Forged { what: "HELP from this rank", .. })));
+        l.progress(&n);
+        assert!(secret.iter().all(|&b| b == 0x5a), "nothing written");
+    }
+
+    #[test]
+    fn an_oversize_rts_is_refused_and_nothing_moves() {
+        // Decoding: longer than any address space, or a single-copy buffer past its end.
+        let enc = |rts: Rts| {
+            let mut b = [0u8; crate::wire::MAX_ENCODED];
+            let n = Control::Rts(rts).encode(&mut b);
+            Control::decode(&b[..n])
+        };
+        let rts = Rts { id: 1, len: u64::MAX, addr: 0, pid: 1, key: 0, backend: Backend::Ring };
+        let max = crate::wire::LEN_MAX;
+        assert_eq!(enc(rts), Err(Error::TooLong { len: u64::MAX, max }));
+        assert_eq!(enc(Rts { len: max + 1, ..rts }), Err(Error::TooLong { len: max + 1, max }));
+        assert!(enc(Rts { len: max, ..rts }).is_ok());
+        let far = Rts { len: 4096, addr: max - 100, backend: Backend::Cma, ..rts };
+        assert!(matches!(enc(far), Err(Error::Wire { what: "RTS buffer address", .. })));
+        // Validation: above the configured maximum; the sender is released, nothing is read.
+        let me = std::process::id();
+        let n = slots([Some(me), Some(me)], [None; 2]);
+        let mut r = own_lmt(1, 1, Config { max_len: 1 << 20, ..cma_cfg(u64::MAX) });
+        let msg = vec![7u8; 4096];
+        let mut d = vec![0u8; 4096];
+        let big = Rts { id: 3, len: (1 << 20) + 1, addr: msg.as_ptr() as u64, pid: me, key: 0, backend: Backend::Cma };
+        // SAFETY: `d` outlives the transfer, which fails at once.
+        unsafe { r.pre_recv(0, 5, &big, d.as_mut_ptr(), 4096, &n) };
+        assert_eq!(
+            r.take_done().next(),
+            Some((5, Outcome::Failed(Error::TooLong { len: (1 << 20) + 1, max: 1 << 20 })))
+        );
+        assert_eq!(r.take_out().collect::<Vec<_>>(), [(0, Control::Done { id: 3, bytes: 0 })]);
+        assert!(d.iter().all(|&b| b == 0) && !r.busy());
+        // The network rendezvous alike: CTS of nothing.
+        let mut net = crate::NetLmt::new();
+        net.set_max_len(1 << 20);
+        struct Refuse;
+        impl crate::LmtBackend for Refuse {
+            unsafe fn start_send(&mut self, _: u32, _: u32, _: *const u8, _: u64) -> Result<()> {
+                unreachable!("nothing is sent")
+            }
+            unsafe fn start_recv(
+                &mut self,
+                _: u32,
+                _: u32,
+                _: *mut u8,
+                _: u64,
+                _: Option<crate::RemoteBuf>,
+            ) -> Result<crate::RecvPlan> {
+                unreachable!("nothing is received")
+            }
+            fn take_lmt_done(&mut self) -> Vec<crate::NetDone> {
+                Vec::new()
+            }
+        }
+        let big = Rts { backend: Backend::Net, ..big };
+        // SAFETY: `d` outlives the transfer, which fails at once.
+        unsafe { net.pre_recv(4, 6, &big, d.as_mut_ptr(), 4096, &mut Refuse) };
+        assert_eq!(
+            net.take_done().next(),
+            Some((6, Outcome::Failed(Error::TooLong { len: (1 << 20) + 1, max: 1 << 20 })))
+        );
+        assert_eq!(net.take_out().collect::<Vec<_>>(), [(4, Control::Cts { id: 3, ring: 0, epoch: 0, bytes: 0 })]);
     }
 }

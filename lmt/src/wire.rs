@@ -17,6 +17,9 @@
 //! - HELPED: `bytes u64` (sender → receiver: that many bytes of the HELP range are written, from
 //!   its start; fewer than asked when the sender could not write, and the receiver reads the rest).
 //!
+//! An RTS longer than [`LEN_MAX`], or a single-copy RTS whose buffer ends past it, does not decode
+//! ([`Error::TooLong`], [`Error::Wire`]); a receiver may set a lower limit (`Config::max_len`).
+//!
 //! Messages other than RTS to one peer may travel several to a payload, back to back
 //! ([`Control::decode_all`]); each type's encoding has a fixed length ([`Control::encoded_len`]).
 
@@ -27,6 +30,12 @@ pub const VERSION: u8 = 1;
 
 /// Largest encoded message.
 pub const MAX_ENCODED: usize = 40;
+
+/// End of the addresses a process may hold, and so the longest message an RTS may announce: a
+/// 64-bit Linux gives user space at most 2^56 bytes (x86-64 with 5-level paging, RISC-V Sv57;
+/// arm64 and 4-level x86-64 give less), a 32-bit one 2^32. A longer RTS, or a single-copy RTS
+/// whose buffer ends past it, does not decode.
+pub const LEN_MAX: u64 = if usize::BITS >= 64 { 1 << 56 } else { 1 << 32 };
 
 /// How the data of a transfer moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -78,6 +87,21 @@ pub struct Rts {
     pub key: u64,
     /// The backend the sender proposes.
     pub backend: Backend,
+}
+
+impl Rts {
+    /// Refuses an RTS announcing more than `max` bytes (or [`LEN_MAX`]) with [`Error::TooLong`],
+    /// or, for a single copy, a buffer that ends past [`LEN_MAX`] with [`Error::Wire`].
+    pub fn check(&self, max: u64) -> Result<()> {
+        let max = max.min(LEN_MAX);
+        if self.len > max {
+            return Err(Error::TooLong { len: self.len, max });
+        }
+        if self.backend == Backend::Cma && self.addr.checked_add(self.len).is_none_or(|end| end > LEN_MAX) {
+            return Err(Error::Wire { what: "RTS buffer address", value: self.addr });
+        }
+        Ok(())
+    }
 }
 
 /// A rendezvous message.
@@ -256,14 +280,16 @@ impl Control {
         match b[1] {
             RTS => {
                 need(36)?;
-                Ok(Control::Rts(Rts {
+                let rts = Rts {
                     id,
                     len: u64_at(8),
                     addr: u64_at(16),
                     pid: u32_at(24),
                     key: u64_at(28),
                     backend: Backend::from_code(b[2])?,
-                }))
+                };
+                rts.check(LEN_MAX)?;
+                Ok(Control::Rts(rts))
             }
             CTS => {
                 need(22)?;

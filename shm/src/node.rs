@@ -89,13 +89,28 @@ impl RankState {
     }
 
     /// The pid the rank registered, if it names that process here: it registered (a pid was
-    /// published) from this process's pid namespace. A pid from another namespace names another
-    /// process here, or none. What a single-copy transfer (`process_vm_readv`/`writev`) may name
-    /// for this rank, whatever the pid its messages carry.
+    /// published) from this process's pid namespace, and a process with that pid runs with the
+    /// start time registered with it (when one was). A pid from another namespace names another
+    /// process here, or none; a pid whose process ended names none, or a later process. What a
+    /// single-copy transfer (`process_vm_readv`/`writev`) may name for this rank, whatever the
+    /// pid its messages carry (`nemesis_lmt` checks it further before the first copy).
     #[cfg(not(loom))]
     pub fn pid_here(&self) -> Option<u32> {
         let pid = self.pid();
-        (pid != 0 && self.pid_namespace() == crate::os::pid_namespace()).then_some(pid)
+        if pid == 0 || self.pid_namespace() != crate::os::pid_namespace() {
+            return None;
+        }
+        match self.start_time() {
+            0 => Some(pid),
+            start => (crate::os::process_start_time(pid) == Some(start)).then_some(pid),
+        }
+    }
+
+    /// The start time of the process that registered (clock ticks since boot, `/proc/<pid>/stat`
+    /// field 22; 0 if unknown), valid once [`pid`](Self::pid) is not 0.
+    pub fn start_time(&self) -> u64 {
+        // ORDERING: Relaxed; read after `pid` (Acquire), which was published after it.
+        self.start_time.load(Relaxed)
     }
 
     /// The rank number's incarnation (0 until a launcher restarts it).
@@ -384,5 +399,36 @@ unsafe impl Node for HeapNode {
     unsafe fn fastbox_map(&self, receiver: u16, sender: u16) -> &AtomicU32 {
         // SAFETY: the caller guarantees both ranks are below `ranks`.
         unsafe { self.map.get_unchecked(receiver as usize * self.ranks as usize + sender as usize) }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A record as a rank registering `pid`, started at `start`, from our pid namespace.
+    fn registered(pid: u32, start: u64) -> RankState {
+        let st = RankState::new(STATE_ALIVE);
+        st.pidns.store(crate::os::pid_namespace(), Relaxed);
+        st.start_time.store(start, Relaxed);
+        st.pid.store(pid, Release);
+        st
+    }
+
+    #[test]
+    fn a_pid_names_a_rank_only_while_its_registered_process_runs() {
+        let me = std::process::id();
+        let start = crate::os::process_start_time(me).unwrap();
+        assert_eq!(registered(me, start).pid_here(), Some(me));
+        assert_eq!(registered(me, 0).pid_here(), Some(me), "start time unknown: the pid alone");
+        // Another process now has the pid (its start time differs): a reused pid.
+        assert_eq!(registered(me, start + 1).pid_here(), None);
+        // The process ended.
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let pid = dead.id();
+        let dead_start = crate::os::process_start_time(pid).unwrap_or(1);
+        dead.wait().unwrap();
+        assert_eq!(registered(pid, dead_start).pid_here(), None);
+        assert_eq!(registered(0, 0).pid_here(), None);
     }
 }

@@ -6,6 +6,9 @@
 //! never delays PMI replies or the teardown of a failed job.
 //!
 //! Its system calls (fcntl, pipe2, read, poll) go through `nix`: no `unsafe` here.
+//!
+//! [`sanitize`] makes text a rank sent the launcher (an abort message, a fault-tolerance warning)
+//! safe for the operator's terminal; the ranks' own output is forwarded as they wrote it.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -167,5 +170,56 @@ fn forward(mut sources: Vec<Source>, stop: OwnedFd) {
     for s in &mut sources {
         read_some(s, 64);
         emit(s, true);
+    }
+}
+
+/// `text` as the launcher prints it for a rank: printable characters kept (any script), every
+/// other one — control characters (so no escape sequence reaches the terminal), and the
+/// invisible ones that reorder or hide text (bidirectional overrides, zero-width characters) —
+/// written `\x1b` or `\u{202e}`; cut after `max` bytes of the result, saying how many bytes of
+/// the text were left out.
+pub(crate) fn sanitize(text: &str, max: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len().min(max) + 32);
+    for (at, c) in text.char_indices() {
+        if out.len() >= max {
+            let _ = write!(out, "... ({} more bytes)", text.len() - at);
+            break;
+        }
+        if shown(c) {
+            out.push(c);
+        } else if (c as u32) < 0x100 {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    out
+}
+
+/// Whether `c` prints as itself: not a control character (C0, DEL, C1), not a format character
+/// that moves or hides text.
+fn shown(c: char) -> bool {
+    !c.is_control()
+        && !matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitized_text_has_no_escapes_and_a_bound() {
+        let evil = "boom\x1b]0;pwned\x07\x1b[2J\r\n\u{9b}31m\u{202e}txt.exe\u{7f}\0 \u{e9}t\u{e9} \u{1f600}";
+        let s = sanitize(evil, 1000);
+        assert_eq!(
+            s,
+            "boom\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x0a\\x9b31m\\u{202e}txt.exe\\x7f\\x00 \u{e9}t\u{e9} \u{1f600}"
+        );
+        assert!(!s.chars().any(|c| c.is_control()));
+        let long = "a".repeat(5000);
+        let s = sanitize(&long, 100);
+        assert_eq!(s, format!("{}... (4900 more bytes)", "a".repeat(100)));
+        assert_eq!(sanitize("", 10), "");
     }
 }

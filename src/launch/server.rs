@@ -21,10 +21,21 @@
 //!
 //! Differences from Hydra, on purpose: the replies carry `rc=0` where Hydra's carry none (clients,
 //! MPICH's and ours, read a missing `rc` as 0); an unknown or malformed command gets
-//! `cmd=error rc=-1 msg=<why>` instead of ending the job; a put whose value or key is too long
-//! gets `rc=-1`. As in Hydra, a put may overwrite a key, values are stored and returned as sent
-//! (backslash escapes of MPICH 4 clients included), and a put is visible to every rank at once
-//! (PMI only promises it after the next barrier).
+//! `cmd=error rc=-1 msg=<why>` instead of ending the job; a put whose value or key is too long,
+//! or a rank's put of a new key beyond [`KEYS_PER_RANK`], gets `rc=-1`. As in Hydra, a put may
+//! overwrite a key, values are stored and returned as sent (backslash escapes of MPICH 4 clients
+//! included), and a put is visible to every rank at once (PMI only promises it after the next
+//! barrier).
+//!
+//! **Limits.** What a rank can make the launcher hold is bounded: a PMI-1 line of [`LINE_MAX`]
+//! bytes, a PMI-2 message of [`MESSAGE2_MAX`] (a longer one, or a bad length field, closes that
+//! rank's connection, with a message on the launcher's standard error); keys of [`KEY_MAX`] and
+//! values of [`VALUE_MAX`] bytes, as Hydra (`PMI_MAXKEYLEN` 64, `PMI_MAXVALLEN` 1024 and
+//! `PMI_MAXKVSLEN` 256 in Hydra's `pm/pmiserv/common.h`); at most [`KEYS_PER_RANK`] keys put by
+//! each rank; an abort message of [`ABORT_TEXT_MAX`] bytes. MPICH's simple PMI client reads
+//! lines of `PMIU_MAXLINE` = 1024 bytes (`simple_pmiutil.h`); [`LINE_MAX`] is larger because an
+//! MPICH 4 client escapes a value of 1024 bytes into up to twice that. Every reply is bounded by
+//! these (a value, and tokens of at most 200 bytes).
 //!
 //! **Barriers and departed ranks.** A barrier completes once every rank *still taking part* has
 //! entered it. A rank stops taking part when it finalizes, when its connection closes, or when its
@@ -54,6 +65,10 @@ pub const KEY_MAX: usize = 64;
 pub const VALUE_MAX: usize = 1024;
 /// Longest line accepted from a rank (a `put` of the longest key and value fits with room).
 pub const LINE_MAX: usize = 4096;
+/// Most keys (of the KVS and node attributes) one rank may create; overwriting a key is free.
+pub const KEYS_PER_RANK: usize = 1024;
+/// Longest abort message kept (longer ones are cut at a character boundary).
+pub const ABORT_TEXT_MAX: usize = 1024;
 
 /// Longest PMI-2 message accepted from a rank (MPICH's `PMII_MAX_COMMAND_LEN`).
 pub const MESSAGE2_MAX: usize = crate::pmi::v2::MESSAGE_MAX;
@@ -102,6 +117,10 @@ enum Stage {
 
 #[derive(Debug, Clone, Copy)]
 struct RankPmi {
+    /// Keys it created (they count against [`KEYS_PER_RANK`]).
+    keys: usize,
+    /// Why its connection must close, once [`PmiServer::on_bytes`] said so.
+    refused: Option<&'static str>,
     stage: Stage,
     /// True while the rank waits in the current barrier.
     in_barrier: bool,
@@ -115,12 +134,46 @@ struct RankPmi {
 #[derive(Debug)]
 pub struct PmiServer {
     kvsname: String,
-    kvs: HashMap<String, String>,
+    kvs: Table,
     /// PMI-2 node attributes (one table: the launcher does not tell its pretend nodes apart here).
-    node_attrs: HashMap<String, String>,
+    node_attrs: Table,
     ranks: Vec<RankPmi>,
     /// Universe size announced (the job's rank count).
     universe: u32,
+}
+
+/// Keys and values, each with the rank that created it (`None`: the launcher's).
+#[derive(Debug, Default)]
+struct Table(HashMap<String, (String, Option<u32>)>);
+
+impl Table {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(|(v, _)| v.as_str())
+    }
+
+    /// Stores `key = value` for `rank`, counting a new key in its [`RankPmi::keys`]; a new key
+    /// beyond [`KEYS_PER_RANK`] is refused.
+    fn put(&mut self, ranks: &mut [RankPmi], rank: u32, key: &str, value: &str) -> Result<(), ()> {
+        if let Some(e) = self.0.get_mut(key) {
+            e.0 = value.to_owned();
+            return Ok(());
+        }
+        let st = ranks.get_mut(rank as usize).ok_or(())?;
+        if st.keys >= KEYS_PER_RANK {
+            return Err(());
+        }
+        st.keys += 1;
+        self.0.insert(key.to_owned(), (value.to_owned(), Some(rank)));
+        Ok(())
+    }
+
+    fn remove(&mut self, ranks: &mut [RankPmi], key: &str) {
+        if let Some((_, Some(r))) = self.0.remove(key)
+            && let Some(st) = ranks.get_mut(r as usize)
+        {
+            st.keys = st.keys.saturating_sub(1);
+        }
+    }
 }
 
 /// One parsed line: `cmd` and the other attributes in order. Values are kept as sent.
@@ -181,6 +234,24 @@ impl<'a> Query<'a> {
     }
 }
 
+impl RankPmi {
+    fn fresh() -> RankPmi {
+        RankPmi { keys: 0, refused: None, stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 }
+    }
+}
+
+/// `text` cut to [`ABORT_TEXT_MAX`] bytes, at a character boundary.
+fn cut(mut text: String) -> String {
+    if text.len() > ABORT_TEXT_MAX {
+        let mut n = ABORT_TEXT_MAX;
+        while !text.is_char_boundary(n) {
+            n -= 1;
+        }
+        text.truncate(n);
+    }
+    text
+}
+
 /// The exit code of an `abort` (1 if absent or not a number, as Hydra).
 fn exit_code(v: Option<&str>) -> i32 {
     v.map_or(1, |v| v.trim().parse().unwrap_or(1))
@@ -210,12 +281,11 @@ fn token(s: &str) -> String {
 impl PmiServer {
     /// A server for `size` ranks whose KVS is called `kvsname`.
     pub fn new(size: u32, kvsname: &str) -> PmiServer {
-        let fresh = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 };
         PmiServer {
             kvsname: token(kvsname),
-            kvs: HashMap::new(),
-            node_attrs: HashMap::new(),
-            ranks: vec![fresh; size as usize],
+            kvs: Table::default(),
+            node_attrs: Table::default(),
+            ranks: vec![RankPmi::fresh(); size as usize],
             universe: size,
         }
     }
@@ -227,18 +297,23 @@ impl PmiServer {
 
     /// Stores `key = value` before any rank starts (the launcher's pre-put keys).
     pub fn preput(&mut self, key: &str, value: &str) {
-        self.kvs.insert(key.to_owned(), value.to_owned());
+        self.kvs.0.insert(key.to_owned(), (value.to_owned(), None));
     }
 
     /// Forgets `key` (a dead rank's business card, `nemesis-run --ft`): a `get` finds nothing
     /// until the key is put again.
     pub fn remove(&mut self, key: &str) {
-        self.kvs.remove(key);
+        self.kvs.remove(&mut self.ranks, key);
     }
 
     /// The value stored under `key`, as a `get` would return it.
     pub fn value(&self, key: &str) -> Option<&str> {
-        self.kvs.get(key).map(String::as_str)
+        self.kvs.get(key)
+    }
+
+    /// Why `rank`'s connection must close, once [`on_bytes`](Self::on_bytes) returned false.
+    pub fn refusal(&self, rank: u32) -> Option<&'static str> {
+        self.ranks.get(rank as usize).and_then(|r| r.refused)
     }
 
     fn reply(out: &mut Vec<Action>, rank: u32, line: String) {
@@ -268,9 +343,10 @@ impl PmiServer {
             let rest = &input[start..];
             match self.wire(rank) {
                 Wire::V1 => {
-                    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                    let nl = rest.iter().take(LINE_MAX + 1).position(|&b| b == b'\n');
+                    let Some(nl) = nl else {
                         if rest.len() > LINE_MAX {
-                            tracing::warn!(rank, "PMI line longer than {LINE_MAX} bytes: closing the connection");
+                            self.refuse(rank, "a PMI line longer than 4096 bytes");
                             Self::reply(out, rank, "cmd=error rc=-1 msg=line_too_long".into());
                             break false;
                         }
@@ -286,7 +362,7 @@ impl PmiServer {
                     }
                     let len = std::str::from_utf8(&rest[..6]).ok().and_then(|s| s.trim().parse::<usize>().ok());
                     let Some(len) = len.filter(|&n| n <= MESSAGE2_MAX) else {
-                        tracing::warn!(rank, "bad PMI-2 length field: closing the connection");
+                        self.refuse(rank, "a PMI-2 length field that is not a number up to 65536");
                         Self::reply2(out, rank, "cmd=error;rc=-1;errmsg=bad length field;".into());
                         break false;
                     };
@@ -301,6 +377,14 @@ impl PmiServer {
         };
         input.drain(..start);
         ok
+    }
+
+    /// Records why `rank`'s connection closes.
+    fn refuse(&mut self, rank: u32, why: &'static str) {
+        tracing::debug!(rank, why, "PMI connection refused");
+        if let Some(r) = self.ranks.get_mut(rank as usize) {
+            r.refused = Some(why);
+        }
     }
 
     /// Handles one line (without its newline) from `rank`.
@@ -356,7 +440,7 @@ impl PmiServer {
             "get_my_kvsname" => Self::reply(out, rank, format!("cmd=my_kvsname kvsname={} rc=0", self.kvsname)),
             "get_universe_size" => Self::reply(out, rank, format!("cmd=universe_size size={} rc=0", self.universe)),
             "put" => {
-                let line = self.put(&q);
+                let line = self.put(rank, &q);
                 Self::reply(out, rank, line);
             }
             "get" => {
@@ -370,7 +454,7 @@ impl PmiServer {
             }
             "finalize" => self.finalize_rank(rank, out),
             "abort" => {
-                let message = unescape(q.get("message").or_else(|| q.get("msg")).unwrap_or(""));
+                let message = cut(unescape(q.get("message").or_else(|| q.get("msg")).unwrap_or("")));
                 out.push(Action::Abort { rank, code: exit_code(q.get("exitcode")), message });
             }
             other => {
@@ -419,7 +503,7 @@ impl PmiServer {
             "info-getjobattr" => {
                 let value = match m.get("key") {
                     Some("universeSize") => Some(self.universe.to_string()),
-                    Some(k) => self.kvs.get(k).filter(|_| k.starts_with("PMI_")).cloned(),
+                    Some(k) => self.kvs.get(k).filter(|_| k.starts_with("PMI_")).map(str::to_owned),
                     None => return err(out, "missing key"),
                 };
                 let line = match value.filter(|v| clean(v)) {
@@ -435,7 +519,9 @@ impl PmiServer {
                 if k.is_empty() || k.len() > KEY_MAX || v.len() > VALUE_MAX {
                     return err(out, "key or value too long");
                 }
-                self.node_attrs.insert(k.to_owned(), v.to_owned());
+                if self.node_attrs.put(&mut self.ranks, rank, k, v).is_err() {
+                    return err(out, "too many keys");
+                }
                 Self::reply2(out, rank, "cmd=info-putnodeattr-response;rc=0;".into());
             }
             "info-getnodeattr" => {
@@ -456,7 +542,9 @@ impl PmiServer {
                 if v.len() > VALUE_MAX {
                     return err(out, "value too long");
                 }
-                self.kvs.insert(k.to_owned(), v.to_owned());
+                if self.kvs.put(&mut self.ranks, rank, k, v).is_err() {
+                    return err(out, "too many keys");
+                }
                 Self::reply2(out, rank, "cmd=kvs-put-response;rc=0;".into());
             }
             "kvs-get" => {
@@ -477,7 +565,7 @@ impl PmiServer {
             }
             "finalize" => self.finalize_rank(rank, out),
             "abort" => {
-                let message = m.get("message").or_else(|| m.get("msg")).unwrap_or("").to_owned();
+                let message = cut(m.get("message").or_else(|| m.get("msg")).unwrap_or("").to_owned());
                 out.push(Action::Abort { rank, code: exit_code(m.get("exitcode")), message });
             }
             other => {
@@ -487,7 +575,7 @@ impl PmiServer {
         }
     }
 
-    fn put(&mut self, q: &Query<'_>) -> String {
+    fn put(&mut self, rank: u32, q: &Query<'_>) -> String {
         let (Some(key), Some(value)) = (q.get("key"), q.get("value")) else {
             return "cmd=put_result rc=-1 msg=missing_key_or_value".into();
         };
@@ -502,7 +590,9 @@ impl PmiServer {
         if value.len() > VALUE_MAX {
             return "cmd=put_result rc=-1 msg=value_too_long".into();
         }
-        self.kvs.insert(key.to_owned(), value.to_owned());
+        if self.kvs.put(&mut self.ranks, rank, key, value).is_err() {
+            return "cmd=put_result rc=-1 msg=too_many_keys".into();
+        }
         "cmd=put_result rc=0 msg=success".into()
     }
 
@@ -567,7 +657,8 @@ impl PmiServer {
     /// barriers again, as a fresh rank.
     pub fn rejoin(&mut self, rank: u32) {
         if let Some(st) = self.ranks.get_mut(rank as usize) {
-            *st = RankPmi { stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 };
+            // Its keys stay, and count against it still.
+            *st = RankPmi { keys: st.keys, ..RankPmi::fresh() };
         }
     }
 
@@ -866,5 +957,64 @@ mod tests {
         // PMI-1 lines too long still close.
         let (_, ok, _) = bytes(&mut s, 1, &"x".repeat(LINE_MAX + 1));
         assert!(!ok);
+    }
+
+    #[test]
+    fn a_rank_creates_a_bounded_number_of_keys() {
+        let mut s = PmiServer::new(2, "kvs");
+        let ok = [reply(0, "cmd=put_result rc=0 msg=success")];
+        for k in 0..KEYS_PER_RANK {
+            assert_eq!(replies(&mut s, 0, &format!("cmd=put kvsname=kvs key=k{k} value=v")), ok, "key {k}");
+        }
+        assert_eq!(
+            replies(&mut s, 0, "cmd=put kvsname=kvs key=one-more value=v"),
+            [reply(0, "cmd=put_result rc=-1 msg=too_many_keys")]
+        );
+        assert_eq!(s.value("one-more"), None);
+        // Overwriting costs nothing; another rank has its own allowance.
+        assert_eq!(replies(&mut s, 0, "cmd=put kvsname=kvs key=k0 value=w"), ok);
+        assert_eq!(s.value("k0"), Some("w"));
+        assert_eq!(
+            replies(&mut s, 1, "cmd=put kvsname=kvs key=r1 value=v"),
+            [reply(1, "cmd=put_result rc=0 msg=success")]
+        );
+        // A key removed (a dead rank's card) frees its place.
+        s.remove("k1");
+        assert_eq!(replies(&mut s, 0, "cmd=put kvsname=kvs key=one-more value=v"), ok);
+        // PMI-2 puts and node attributes count alike.
+        let mut out = Vec::new();
+        s.on_bytes(0, &mut b"cmd=init pmi_version=2 pmi_subversion=0\n".to_vec(), &mut out);
+        out.clear();
+        s.on_message2(0, "cmd=kvs-put;key=two-more;value=v;", &mut out);
+        s.on_message2(0, "cmd=info-putnodeattr;key=n;value=v;", &mut out);
+        assert_eq!(
+            out,
+            [
+                reply2(0, "cmd=kvs-put-response;rc=-1;errmsg=too many keys;"),
+                reply2(0, "cmd=info-putnodeattr-response;rc=-1;errmsg=too many keys;")
+            ]
+        );
+        // Keys too long are refused as before.
+        let long = "k".repeat(KEY_MAX + 1);
+        assert_eq!(
+            replies(&mut s, 1, &format!("cmd=put kvsname=kvs key={long} value=v")),
+            [reply(1, "cmd=put_result rc=-1 msg=key_too_long")]
+        );
+    }
+
+    #[test]
+    fn over_long_input_closes_even_in_one_piece_and_aborts_are_cut() {
+        let mut s = PmiServer::new(2, "kvs");
+        // A whole line over the limit, newline included, in one read.
+        let (out, ok, _) = bytes(&mut s, 0, &format!("cmd=get key={}\n", "x".repeat(LINE_MAX)));
+        assert!(!ok, "{out:?}");
+        assert_eq!(out, [reply(0, "cmd=error rc=-1 msg=line_too_long")]);
+        assert_eq!(s.refusal(0), Some("a PMI line longer than 4096 bytes"));
+        let (_, ok, left) = bytes(&mut s, 1, &format!("cmd=get key={}\n", "x".repeat(LINE_MAX - 12)));
+        assert!(ok && left == 0, "a line of exactly the limit is fine");
+        let msg = "\u{e9}".repeat(ABORT_TEXT_MAX);
+        let out = replies(&mut s, 1, &format!("cmd=abort exitcode=2 message=x{msg}"));
+        let [Action::Abort { message, .. }] = &out[..] else { panic!("{out:?}") };
+        assert_eq!(message.len(), ABORT_TEXT_MAX - 1, "cut at a character boundary");
     }
 }

@@ -33,7 +33,7 @@ use nix::sys::socket::MsgFlags;
 use nix::unistd::Pid;
 
 use super::contract::{HANDLE_FD, process_mapping, segment_key};
-use super::output::{Forwarder, Stream};
+use super::output::{Forwarder, Stream, sanitize};
 use super::recovery::{Recovery, Step};
 use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
@@ -47,11 +47,22 @@ use crate::topology::Plan;
 /// One rank's PMI connection.
 struct Conn {
     sock: UnixStream,
-    /// Bytes received after the last newline.
+    /// Bytes received after the last complete message: at most one message's limit
+    /// ([`super::server::LINE_MAX`], [`super::server::MESSAGE2_MAX`]) and one read.
     input: Vec<u8>,
-    /// Replies not yet written.
+    /// Replies not yet written (at most [`OUTPUT_MAX`]).
     output: Vec<u8>,
 }
+
+/// Bytes one read of a PMI connection takes.
+const READ_CHUNK: usize = 8192;
+/// Reads of one PMI connection per turn of the event loop, so a rank that writes without end
+/// neither starves the others nor fills the launcher's memory.
+const READS_PER_TURN: usize = 16;
+/// Replies held for a rank that does not read them: past this its connection is closed.
+const OUTPUT_MAX: usize = 1 << 20;
+/// Longest text of a rank the launcher prints (an abort message, a recovery warning).
+const TEXT_MAX: usize = 1024;
 
 /// One running (or ended) rank.
 struct Rank {
@@ -93,6 +104,51 @@ struct Supervisor {
     /// Restarted ranks whose new business card the ranks of other nodes have not been told yet
     /// (`--ft` over several nodes).
     cards: BTreeSet<u32>,
+}
+
+/// How [`read_bounded`] stopped.
+#[derive(Debug)]
+enum ReadEnd {
+    /// Nothing more to read now.
+    Drained,
+    /// Its reads are done; more may be there.
+    Budget,
+    /// The other end closed.
+    Closed,
+    /// The socket failed.
+    Failed(io::Error),
+    /// The input can never become a message.
+    Refused,
+}
+
+/// Reads at most `reads` chunks of [`READ_CHUNK`] bytes from `src` into `input`, handing `input`
+/// to `take` after each: it handles the complete messages and removes them, and answers false if
+/// what is left can never become one. So `input` never holds more than what `take` leaves (an
+/// incomplete message within its limit) and one chunk, whatever `src` has.
+fn read_bounded(
+    src: &mut impl Read,
+    input: &mut Vec<u8>,
+    reads: usize,
+    mut take: impl FnMut(&mut Vec<u8>) -> bool,
+) -> ReadEnd {
+    let mut buf = [0u8; READ_CHUNK];
+    let mut done = 0;
+    while done < reads {
+        match src.read(&mut buf) {
+            Ok(0) => return ReadEnd::Closed,
+            Ok(n) => {
+                done += 1;
+                input.extend_from_slice(&buf[..n]);
+                if !take(input) {
+                    return ReadEnd::Refused;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Drained,
+            Err(e) => return ReadEnd::Failed(e),
+        }
+    }
+    ReadEnd::Budget
 }
 
 /// Sends `sig` to our unreaped child `pid`.
@@ -320,7 +376,7 @@ impl Supervisor {
                 self.flush(i);
             }
             if !(ev - PollFlags::POLLOUT).is_empty() {
-                self.read_conn(i);
+                self.read_conn(i, false);
             }
         }
         // Before the channels: a restarted rank puts its card before it says anything there, and
@@ -357,40 +413,37 @@ impl Supervisor {
         }
     }
 
-    /// Reads what rank `i` sent and handles each complete line.
-    fn read_conn(&mut self, i: usize) {
+    /// Reads what rank `i` sent (at most [`READS_PER_TURN`] reads, or all there is once it
+    /// `exited`: that is finite) and handles each complete message as it comes, so that what is
+    /// held stays below one message's limit and one read.
+    fn read_conn(&mut self, i: usize, exited: bool) {
+        let reads = if exited { usize::MAX } else { READS_PER_TURN };
         let rank = self.ranks[i].rank;
         let Some(conn) = self.ranks[i].conn.as_mut() else {
             return;
         };
-        let mut buf = [0u8; 8192];
-        let mut closed = false;
-        loop {
-            match (&conn.sock).read(&mut buf) {
-                Ok(0) => {
-                    closed = true;
-                    break;
-                }
-                Ok(n) => conn.input.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    tracing::debug!(rank, error = %e, "PMI connection failed");
-                    closed = true;
-                    break;
-                }
-            }
-        }
-        let framing_ok = self.server.on_bytes(rank, &mut conn.input, &mut self.actions);
+        let (server, actions) = (&mut self.server, &mut self.actions);
+        let end = read_bounded(&mut &conn.sock, &mut conn.input, reads, |input| server.on_bytes(rank, input, actions));
         self.apply_actions();
-        if closed || !framing_ok {
-            self.close_conn(i);
+        match end {
+            ReadEnd::Drained | ReadEnd::Budget => {}
+            ReadEnd::Closed => self.close_conn(i),
+            ReadEnd::Failed(e) => {
+                tracing::debug!(rank, error = %e, "PMI connection failed");
+                self.close_conn(i);
+            }
+            ReadEnd::Refused => {
+                let why = self.server.refusal(rank).unwrap_or("a malformed PMI message");
+                eprintln!("nemesis-run: rank {rank} sent {why}: its PMI connection is closed");
+                self.close_conn(i);
+            }
         }
     }
 
     /// Carries out what the PMI server asked for.
     fn apply_actions(&mut self) {
         let actions = std::mem::take(&mut self.actions);
+        let mut overflowing = Vec::new();
         for a in actions {
             match a {
                 Action::Reply { rank, line } => {
@@ -399,16 +452,30 @@ impl Supervisor {
                         c.output.extend_from_slice(line.as_bytes());
                         self.flush(i);
                     }
+                    if self.ranks.get(i).and_then(|r| r.conn.as_ref()).is_some_and(|c| c.output.len() > OUTPUT_MAX) {
+                        overflowing.push(i);
+                    }
                 }
                 Action::Abort { rank, code, message } => {
                     let pid = self.ranks.get(rank as usize).map_or(0, |r| r.pid);
                     if self.ending.is_none() {
+                        // The rank's words reach the operator's terminal: no escape sequences.
+                        let message = sanitize(&message, TEXT_MAX);
                         let msg = if message.is_empty() { String::new() } else { format!(": {message}") };
                         eprintln!("nemesis-run: rank {rank} (pid {pid}) called abort with exit code {code}{msg}");
                         tracing::info!(rank, pid, code, %message, "rank aborted the job");
                         self.teardown(Ending::Aborted { rank, code, message });
                     }
                 }
+            }
+        }
+        for i in overflowing {
+            if self.ranks[i].conn.is_some() {
+                let rank = self.ranks[i].rank;
+                eprintln!(
+                    "nemesis-run: rank {rank} does not read its PMI replies ({OUTPUT_MAX} bytes pending): its PMI connection is closed"
+                );
+                self.close_conn(i);
             }
         }
     }
@@ -445,7 +512,7 @@ impl Supervisor {
     fn on_exit(&mut self, i: usize) {
         // What it wrote before it died comes first (an abort, typically; a restarted rank that
         // cannot restart says why on its fault-tolerance channel).
-        self.read_conn(i);
+        self.read_conn(i, true);
         self.read_ft(i);
         let r = &mut self.ranks[i];
         let status = match r.child.try_wait() {
@@ -559,10 +626,11 @@ impl Supervisor {
                     self.restart = Some((ranks, round, groups));
                     self.try_restart();
                 }
-                Step::Print(line) => eprintln!("{line}"),
+                // Both carry text a rank sent (a warning, why it cannot restart).
+                Step::Print(line) => eprintln!("{}", sanitize(&line, 2 * TEXT_MAX)),
                 Step::Fail { rank, message } => {
                     if self.ending.is_none() {
-                        eprintln!("nemesis-run: {message}");
+                        eprintln!("nemesis-run: {}", sanitize(&message, 2 * TEXT_MAX));
                         self.failures.push(rank as usize);
                         self.teardown(Ending::RankFailed { rank });
                     }
@@ -707,5 +775,73 @@ fn signal_name(sig: i32) -> String {
     match Signal::try_from(sig) {
         Ok(s @ (Signal::SIGINT | Signal::SIGTERM)) => s.as_str().into(),
         _ => format!("signal {sig}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::server::{LINE_MAX, MESSAGE2_MAX};
+
+    /// A rank that writes `left` bytes of `fill` as fast as they are read, never blocking.
+    struct Flood {
+        fill: Vec<u8>,
+        left: usize,
+        read: usize,
+    }
+
+    impl Read for Flood {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.left);
+            for (k, b) in buf[..n].iter_mut().enumerate() {
+                *b = self.fill[(self.read + k) % self.fill.len()];
+            }
+            self.left -= n;
+            self.read += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_rank_writing_without_end_is_read_in_bounded_steps() {
+        let mut server = PmiServer::new(2, "kvs");
+        let mut out = Vec::new();
+        // 64 MiB without a newline: refused after one line's worth, nothing more is read.
+        let mut flood = Flood { fill: b"x".to_vec(), left: 64 << 20, read: 0 };
+        let mut input = Vec::new();
+        let mut most = 0;
+        let end = read_bounded(&mut flood, &mut input, usize::MAX, |i| {
+            most = most.max(i.len());
+            server.on_bytes(0, i, &mut out)
+        });
+        assert!(matches!(end, ReadEnd::Refused), "{end:?}");
+        assert!(flood.read <= LINE_MAX + READ_CHUNK && most <= LINE_MAX + READ_CHUNK, "{} {most}", flood.read);
+        assert_eq!(server.refusal(0), Some("a PMI line longer than 4096 bytes"));
+        assert_eq!(server.refusal(1), None);
+        // Valid requests without end: one turn's reads, each handled as it comes.
+        let mut flood = Flood { fill: b"cmd=get_appnum\n".to_vec(), left: 64 << 20, read: 0 };
+        let (mut input, mut most) = (Vec::new(), 0);
+        out.clear();
+        let end = read_bounded(&mut flood, &mut input, READS_PER_TURN, |i| {
+            most = most.max(i.len());
+            server.on_bytes(1, i, &mut out)
+        });
+        assert!(matches!(end, ReadEnd::Budget), "{end:?}");
+        assert_eq!(flood.read, READS_PER_TURN * READ_CHUNK);
+        assert!(most <= READ_CHUNK + 16 && input.len() < 16);
+        assert_eq!(out.len(), flood.read / 15, "every request answered");
+        // PMI-2: a length field up to the limit, then a body that never ends.
+        let mut server = PmiServer::new(1, "kvs");
+        let mut input = Vec::new();
+        server.on_bytes(0, &mut b"cmd=init pmi_version=2 pmi_subversion=0\n".to_vec(), &mut out);
+        let mut framed = format!("{MESSAGE2_MAX:6}").into_bytes();
+        framed.resize(64 << 10, b'y');
+        let mut flood = Flood { fill: framed, left: 64 << 20, read: 0 };
+        let mut most = 0;
+        read_bounded(&mut flood, &mut input, usize::MAX, |i| {
+            most = most.max(i.len());
+            server.on_bytes(0, i, &mut out)
+        });
+        assert!(most <= 6 + MESSAGE2_MAX + READ_CHUNK, "{most}");
     }
 }

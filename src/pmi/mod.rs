@@ -64,6 +64,47 @@ pub(crate) fn check_token(pm: &str, op: &'static str, what: &str, v: &str, max: 
     Ok(())
 }
 
+/// Longest reply line a PMI client reads: far above what any server sends (MPICH's simple PMI
+/// reads lines of `PMIU_MAXLINE` = 1024 bytes; values are at most 1024 bytes, escaped at most
+/// twice that), the same as PMI-2's longest message ([`v2::MESSAGE_MAX`]).
+pub const REPLY_LINE_MAX: usize = 64 * 1024;
+
+/// Reads one reply line of at most `max` bytes, its newline included: `Ok(None)` at end of file
+/// before any byte; an error (naming `pm` and `op`, quoting at most 200 bytes of it) for a longer
+/// line, one the connection cut short, or a failed read. Reads no further than `max + 1` bytes,
+/// whatever the server sends.
+pub(crate) fn read_line_bounded(
+    r: &mut impl std::io::BufRead,
+    max: usize,
+    pm: &str,
+    op: &'static str,
+) -> Result<Option<String>> {
+    use std::io::{BufRead as _, Read as _};
+    let mut line = Vec::new();
+    let n =
+        r.take(max as u64 + 1).read_until(b'\n', &mut line).map_err(|e| Error::pmi(pm, op, format!("read: {e}")))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let text = String::from_utf8_lossy(&line).into_owned();
+    let quoted = || {
+        let mut cut = text.len().min(200);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{:?}{}", &text[..cut], if cut < text.len() { "..." } else { "" })
+    };
+    if !text.ends_with('\n') {
+        let why = if line.len() > max {
+            format!("a reply longer than {max} bytes ({})", quoted())
+        } else {
+            format!("the connection closed in the middle of a reply ({})", quoted())
+        };
+        return Err(Error::pmi(pm, op, why));
+    }
+    Ok(Some(text))
+}
+
 /// Writes all of `bytes` to the process manager's descriptor without raising SIGPIPE if it has
 /// gone (a C program through `libmpi.so` keeps SIGPIPE's default action, which would kill it
 /// silently); a closed connection is an error naming `pm` and `op`.

@@ -9,10 +9,10 @@
 //! them rather than corrupting the exchange.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::fd::{FromRawFd, RawFd};
 
-use super::{Session, check_token, env_num, pm_label, send_all};
+use super::{REPLY_LINE_MAX, Session, check_token, env_num, pm_label, read_line_bounded, send_all};
 use crate::error::{Error, Result};
 
 /// A connection to a PMI-1 server.
@@ -143,15 +143,10 @@ impl PmiClient {
     }
 
     fn read_reply(&mut self, op: &'static str) -> Result<Reply> {
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| self.s.err(op, format!("read: {e}")))?;
-        if n == 0 {
-            return Err(self.s.err(op, "the process manager closed the connection".into()));
+        match read_line_bounded(&mut self.reader, REPLY_LINE_MAX, &self.s.pm, op)? {
+            Some(line) => Ok(Reply::parse(&line)),
+            None => Err(self.s.err(op, "the process manager closed the connection".into())),
         }
-        if !line.ends_with('\n') {
-            return Err(self.s.err(op, format!("the connection closed in the middle of a reply ({line:?})")));
-        }
-        Ok(Reply::parse(&line))
     }
 
     fn exchange(&mut self, op: &'static str, line: &str, want: &str) -> Result<Reply> {
@@ -206,6 +201,7 @@ impl PmiClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufRead;
     use std::io::Write;
     use std::os::unix::net::UnixStream;
 
@@ -274,5 +270,23 @@ mod tests {
         server.join().unwrap();
         // The server is gone: the next exchange reports it.
         assert!(matches!(c.barrier(), Err(Error::Pmi { .. })));
+    }
+
+    #[test]
+    fn an_endless_reply_is_an_error_after_a_bounded_read() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let server = serve(b.try_clone().unwrap(), startup());
+        let mut c = PmiClient::connect(File::from(std::os::fd::OwnedFd::from(a)), 0, 2).unwrap();
+        server.join().unwrap();
+        // 8 MiB without a newline, then the server hangs up (or is hung up on).
+        let flood = std::thread::spawn(move || {
+            let mut b = b;
+            let _ = b.write_all(&vec![b'x'; 8 << 20]);
+        });
+        let e = c.barrier().unwrap_err().to_string();
+        assert!(e.contains("a reply longer than 65536 bytes"), "{e}");
+        assert!(e.len() < 1000, "the error quotes a bounded part of the reply ({} bytes)", e.len());
+        drop(c);
+        flood.join().unwrap();
     }
 }

@@ -23,10 +23,10 @@
 //! `;` (PMI-2 has no escape that every server reads alike): [`Pmi2Client::put`] refuses them.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::{BufReader, ErrorKind, Read};
 use std::os::fd::{FromRawFd, RawFd};
 
-use super::{Session, check_token, env_num, pm_label, send_all};
+use super::{REPLY_LINE_MAX, Session, check_token, env_num, pm_label, read_line_bounded, send_all};
 use crate::error::{Error, Result};
 
 /// Longest key and value sent (`PMI2_MAX_KEYLEN`, `PMI2_MAX_VALLEN` of MPICH's and Slurm's
@@ -152,11 +152,9 @@ impl Pmi2Client {
         };
         // The opening exchange is in PMI-1's line format.
         c.write("init", b"cmd=init pmi_version=2 pmi_subversion=0\n")?;
-        let mut line = String::new();
-        let n = c.reader.read_line(&mut line).map_err(|e| c.s.err("init", format!("read: {e}")))?;
-        if n == 0 || !line.ends_with('\n') {
+        let Some(line) = read_line_bounded(&mut c.reader, REPLY_LINE_MAX, &c.s.pm, "init")? else {
             return Err(c.s.err("init", "the process manager closed the connection".into()));
-        }
+        };
         let words: Vec<(&str, &str)> = line.split_ascii_whitespace().filter_map(|w| w.split_once('=')).collect();
         let attr = |k: &str| words.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
         if attr("cmd") != Some("response_to_init") {
@@ -296,6 +294,7 @@ impl Pmi2Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufRead;
     use std::io::Write;
     use std::os::unix::net::UnixStream;
 
