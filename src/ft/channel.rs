@@ -266,14 +266,25 @@ impl Channel {
 
     /// Reads what is there and returns the complete frames.
     pub fn receive(&mut self) -> Result<Vec<Frame>> {
+        self.receive_bounded(usize::MAX)
+    }
+
+    /// [`receive`](Self::receive) in at most `reads` reads of 8 KiB (the launcher's, whose
+    /// level-triggered poll comes back for the rest): what a rank can make it hold is one frame
+    /// and one read, since frames are taken after every read.
+    pub fn receive_bounded(&mut self, reads: usize) -> Result<Vec<Frame>> {
         let mut buf = [0u8; 8192];
-        loop {
+        let mut frames = Vec::new();
+        for _ in 0..reads {
             match (&self.sock).read(&mut buf) {
                 Ok(0) => {
                     self.closed = true;
                     break;
                 }
-                Ok(n) => self.input.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.input.extend_from_slice(&buf[..n]);
+                    self.take_frames(&mut frames)?;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
@@ -282,7 +293,11 @@ impl Channel {
                 }
             }
         }
-        let mut frames = Vec::new();
+        Ok(frames)
+    }
+
+    /// Moves the complete frames at the head of the input to `frames`.
+    fn take_frames(&mut self, frames: &mut Vec<Frame>) -> Result<()> {
         let mut at = 0;
         while let Some(len) = self.input.get(at..at + 4) {
             let n = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
@@ -295,7 +310,7 @@ impl Channel {
             at += 4 + n;
         }
         self.input.drain(..at);
-        Ok(frames)
+        Ok(())
     }
 }
 
@@ -343,5 +358,35 @@ mod tests {
         drop(a);
         assert!(b.receive().unwrap().is_empty());
         assert!(b.is_closed());
+    }
+
+    #[test]
+    fn a_rank_writing_without_end_is_read_in_bounded_steps() {
+        // A rank that writes frames without end: each bounded receive returns after its reads,
+        // holding at most one partial frame, and the frames come whole and in order.
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut b = Channel::new(b).unwrap();
+        let writer = std::thread::spawn(move || {
+            let mut a = a;
+            let mut one = Vec::new();
+            Frame::Running { generation: 7 }.encode(&mut one);
+            let block: Vec<u8> = one.iter().copied().cycle().take(one.len() * 4096).collect();
+            // Until the reader closes its end (EPIPE: the write fails).
+            while std::io::Write::write_all(&mut a, &block).is_ok() {}
+        });
+        // Frames of 9 bytes: 16 reads of 8 KiB take at most 16 * 8192 / 9 of them.
+        let mut total = 0;
+        while total < 200_000 {
+            let frames = b.receive_bounded(16).unwrap();
+            if frames.is_empty() {
+                std::thread::yield_now();
+            }
+            assert!(frames.len() <= 16 * 8192 / 9, "{} frames from 16 reads", frames.len());
+            assert!(frames.iter().all(|f| *f == Frame::Running { generation: 7 }));
+            assert!(b.input.len() < 4 + FRAME_MAX, "input held: {}", b.input.len());
+            total += frames.len();
+        }
+        drop(b);
+        writer.join().unwrap();
     }
 }

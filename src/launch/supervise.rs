@@ -56,8 +56,8 @@ struct Conn {
 
 /// Bytes one read of a PMI connection takes.
 const READ_CHUNK: usize = 8192;
-/// Reads of one PMI connection per turn of the event loop, so a rank that writes without end
-/// neither starves the others nor fills the launcher's memory.
+/// Reads of one PMI or fault-tolerance connection per turn of the event loop, so a rank that
+/// writes without end neither starves the others nor fills the launcher's memory.
 const READS_PER_TURN: usize = 16;
 /// Replies held for a rank that does not read them: past this its connection is closed.
 const OUTPUT_MAX: usize = 1 << 20;
@@ -385,7 +385,7 @@ impl Supervisor {
             self.announce_cards();
         }
         for i in fts {
-            self.read_ft(i);
+            self.read_ft(i, READS_PER_TURN);
         }
         for i in exits {
             self.on_exit(i);
@@ -513,7 +513,7 @@ impl Supervisor {
         // What it wrote before it died comes first (an abort, typically; a restarted rank that
         // cannot restart says why on its fault-tolerance channel).
         self.read_conn(i, true);
-        self.read_ft(i);
+        self.read_ft(i, usize::MAX);
         let r = &mut self.ranks[i];
         let status = match r.child.try_wait() {
             Ok(Some(s)) => s,
@@ -574,12 +574,13 @@ impl Supervisor {
         }
     }
 
-    /// Reads rank `i`'s fault-tolerance channel and hands its frames to recovery.
-    fn read_ft(&mut self, i: usize) {
+    /// Reads rank `i`'s fault-tolerance channel (at most `reads` reads: all there is once it
+    /// exited) and hands its frames to recovery.
+    fn read_ft(&mut self, i: usize, reads: usize) {
         let rank = self.ranks[i].rank;
         let Some(c) = self.ranks[i].ft.as_mut() else { return };
         c.flush();
-        let frames = c.receive();
+        let frames = c.receive_bounded(reads);
         let steps = match (frames, self.recovery.as_mut()) {
             (Ok(frames), Some(rec)) => {
                 let mut all = Vec::new();
