@@ -31,8 +31,11 @@ fn rank_main() {
         "scope" => scope(),
         "rendezvous-recv" => rendezvous_recv(),
         "rendezvous-send" => rendezvous_send(),
+        "rendezvous-cancelled" => rendezvous_cancelled(),
+        "bypass-rendezvous" => bypass_rendezvous(),
         "pending" => pending(),
         "checkpoint" => checkpoint(),
+        "checkpoint-pull" => checkpoint_pull(),
         other => panic!("unknown role {other}"),
     });
     std::process::exit(if result.is_ok() { 0 } else { 1 });
@@ -388,6 +391,104 @@ fn a_rendezvous_send_returns_only_once_its_buffer_is_not_read() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The same, but rank 1 looks at its messages before it receives: the RTS waits unexpected when
+// rank 0's cancellation comes, and is dropped; rank 0's send fails without anything read.
+
+fn rendezvous_cancelled() {
+    let mut ep = Endpoint::init().unwrap();
+    let msg = data(6, BIG);
+    match ep.rank() {
+        0 => {
+            let mut out = msg.clone();
+            ep.send(&[1], 2, TAG_GO, WORLD).unwrap();
+            let sent = ep.send(&out, 1, TAG_B, WORLD);
+            out.fill(0x5A);
+            ep.send(&[2], 1, TAG_DONE, WORLD).unwrap();
+            match sent {
+                Err(e) if is_forged_error(&e) => {}
+                other => panic!("the send met the forged RTS: {other:?}"),
+            }
+        }
+        1 => {
+            await_signal("forged");
+            // The RTS goes unexpected, then the cancellation drops it; rank 0 says when its send
+            // has returned.
+            let mut done = [0u8; 1];
+            ep.recv(&mut done, 0, TAG_DONE, WORLD).unwrap();
+            assert_eq!(ep.iprobe(0, TAG_B, WORLD).unwrap(), None, "the RTS was withdrawn");
+        }
+        _ => {
+            let mut go = [0u8; 1];
+            ep.recv(&mut go, 0, TAG_GO, WORLD).unwrap();
+            forge(&ep, 0, &[(KIND_RTS, TAG_FORGED, &GARBAGE)]);
+            raise("forged");
+        }
+    }
+    println!("RESULT rank {} ok", ep.rank());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn a_rendezvous_send_not_taken_is_cancelled_before_the_call_returns() {
+    run(3, "rendezvous-cancelled", &[("NEMESIS_LMT", "shm")]);
+    run(3, "rendezvous-cancelled", &[("NEMESIS_LMT", "cma")]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A blocking receive (rank 0, through the bypass) matched a rendezvous when a corrupt cell comes
+// from its own sender (rank 1 sends its RTS, then a cell out of sequence through a port of its
+// own, which stays at the head of rank 0's queue: every later poll fails). The transfer through
+// rank 0's ring needs no message of rank 1's to end: it is finished before the receive returns,
+// and the pages, handed out again once it returned, keep their pattern while rank 0 goes on
+// calling its Endpoint.
+
+fn bypass_rendezvous() {
+    let mut ep = Endpoint::init().unwrap();
+    let msg = data(7, BIG);
+    match ep.rank() {
+        0 => {
+            let mut pages = Pages::new(BIG);
+            let res = ep.recv(pages.bytes(), 1, TAG_B, WORLD);
+            let whole = *pages.bytes() == msg[..];
+            let reused = pages.reuse(0xA5);
+            while !signal("sent").exists() {
+                let _ = ep.progress();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for _ in 0..100 {
+                let _ = ep.progress();
+            }
+            if reused {
+                assert!(pages.bytes().iter().all(|&x| x == 0xA5), "a transfer wrote into the pages after the receive");
+                pages.unmap();
+            }
+            match res {
+                Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "cell sequence number", .. })) => {}
+                other => panic!("the receive met the corrupt cell: {other:?}"),
+            }
+            assert!(whole, "the transfer under way was finished before the receive returned");
+        }
+        _ => {
+            // Every message in cells, in the order sent: the RTS, then the forged cell.
+            ep.set_fastboxes(false);
+            // SAFETY: `msg` outlives the request, waited for below.
+            let r = unsafe { ep.isend_raw(msg.as_ptr(), msg.len(), 0, TAG_B, WORLD) }.unwrap();
+            // Its sequence number is the RTS's again: out of order where it arrives.
+            forge(&ep, 0, &[(KIND_RTS, TAG_FORGED, &GARBAGE)]);
+            ep.wait(r).unwrap();
+            raise("sent");
+        }
+    }
+    println!("RESULT rank {} ok", ep.rank());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn a_blocking_receive_that_took_a_rendezvous_finishes_it_before_it_returns() {
+    run(2, "bypass-rendezvous", &[("NEMESIS_LMT", "shm")]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // A blocking send waiting for cells (rank 0: its receiver, rank 1, holds every cell of rank 0's
 // without receiving) meets garbage: once it returned, its buffer is written over; rank 1 must
 // receive the message as sent.
@@ -505,16 +606,69 @@ fn checkpoint() {
 
 #[test]
 fn an_absurd_rts_length_is_refused_never_allocated() {
-    let dir = scratch("checkpoint");
+    run_ft("checkpoint", &[]);
+}
+
+/// Runs `role` on three ranks with fault tolerance on (failure-free: no launcher recovery), each
+/// rank its own group, with `env`.
+fn run_ft(role: &str, env: &[(&str, &str)]) {
+    let dir = scratch(role);
     std::fs::write(dir.join("groups"), "0 0\n1 1\n2 2\n").unwrap();
     std::fs::create_dir_all(dir.join("ckpt")).unwrap();
-    let env = [
+    let mut env: Vec<(&str, String)> = env.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+    env.extend([
         ("NEMESIS_FT_GROUPS", dir.join("groups").display().to_string()),
         ("NEMESIS_FT_DIR", dir.join("ckpt").display().to_string()),
+        ("NEMESIS_TEST_DIR", dir.display().to_string()),
         ("NEMESIS_WAIT", "yield".to_owned()),
-    ];
-    let o = job(3, &[], "checkpoint", &env);
+    ]);
+    let o = job(3, &[], role, &env);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success(), "{}", show(&o));
-    assert_eq!(results(&o).len(), 3, "{}", show(&o));
+    assert!(o.status.success(), "{role}: {}", show(&o));
+    assert_eq!(results(&o).len(), 3, "{role}: {}", show(&o));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A checkpoint pulls an unexpected rendezvous message (rank 1's, held: it does not call its
+// Endpoint) into a buffer of its own when garbage comes from rank 2: the checkpoint fails with
+// that error, but only once the pull is over (its buffer is not freed under its transfer), and
+// the message is kept whole for the receive that comes next.
+
+fn checkpoint_pull() {
+    let mut ep = Endpoint::init().unwrap();
+    let msg = data(8, BIG);
+    match ep.rank() {
+        0 => {
+            while ep.iprobe(1, TAG_B, WORLD).unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            raise("probed");
+            match ep.checkpoint(b"state") {
+                Err(e) if is_forged_error(&e) => {}
+                other => panic!("the checkpoint met the forged RTS: {other:?}"),
+            }
+            let mut got = vec![0u8; BIG];
+            assert_eq!(ep.recv(&mut got, 1, TAG_B, WORLD).unwrap().len, BIG);
+            assert!(got == msg, "the message pulled in, whole");
+        }
+        1 => {
+            // SAFETY: `msg` outlives the request, waited for below.
+            let r = unsafe { ep.isend_raw(msg.as_ptr(), msg.len(), 0, TAG_B, WORLD) }.unwrap();
+            await_signal("forged");
+            ep.wait(r).unwrap();
+        }
+        _ => {
+            await_signal("probed");
+            forge(&ep, 0, &[(KIND_RTS, TAG_FORGED, &GARBAGE)]);
+            raise("forged");
+        }
+    }
+    println!("RESULT rank {} ok", ep.rank());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn a_checkpoint_finishes_its_pulls_before_it_fails() {
+    run_ft("checkpoint-pull", &[("NEMESIS_LMT", "shm")]);
+    run_ft("checkpoint-pull", &[("NEMESIS_LMT", "cma")]);
 }
