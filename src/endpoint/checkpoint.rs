@@ -387,10 +387,34 @@ fn node_memory() -> u64 {
     }
 }
 
-/// `len` zero bytes, or `None` if the memory cannot be had (never an abort).
+/// `len` zero bytes (pages the kernel zeroes as they are touched, as `vec![0; len]` has them), or
+/// `None` if the memory cannot be had: never an abort.
 fn zeroed(len: usize) -> Option<Vec<u8>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).ok()?;
-    v.resize(len, 0);
-    Some(v)
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` is not zero-sized.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `len` bytes (a `Vec<u8>`'s of
+    // capacity `len`), and its `len` bytes are initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(p, len, len) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_buffers_are_bounded_and_never_abort() {
+        assert!(node_memory() > 1 << 20);
+        assert_eq!(zeroed(0), Some(Vec::new()));
+        assert!(zeroed(4096).is_some_and(|v| v.len() == 4096 && v.iter().all(|&b| b == 0)));
+        // More than any allocation can be: refused, not an abort or a capacity panic.
+        assert_eq!(zeroed(isize::MAX as usize), None);
+        assert_eq!(zeroed(usize::MAX), None);
+    }
 }
