@@ -29,6 +29,7 @@ fn rank_main() {
     let result = std::panic::catch_unwind(|| match role.as_str() {
         "posted" => posted(),
         "scope" => scope(),
+        "raw" => raw(),
         "rendezvous-recv" => rendezvous_recv(),
         "rendezvous-send" => rendezvous_send(),
         "rendezvous-cancelled" => rendezvous_cancelled(),
@@ -279,6 +280,63 @@ fn scope() {
 #[test]
 fn a_scope_whose_peer_sends_garbage_returns_its_buffers_untouched() {
     run(3, "scope", &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw receives (rank 0) whose `test` and `wait_any` meet garbage (rank 2 sends two messages):
+// each call returns the error with its requests over (stale handles), their pages free.
+
+fn raw() {
+    let mut ep = Endpoint::init().unwrap();
+    let a = data(11, 30);
+    let b = data(12, 50);
+    match ep.rank() {
+        0 => {
+            let (mut pa, mut pb) = (Pages::new(4096), Pages::new(4096));
+            // SAFETY: the pages stay mapped until the requests are over (below).
+            let ra = unsafe { ep.irecv_raw(pa.ptr, pa.len, 1, TAG_A, WORLD) }.unwrap();
+            // SAFETY: as above.
+            let rb = unsafe { ep.irecv_raw(pb.ptr, pb.len, 1, TAG_B, WORLD) }.unwrap();
+            ep.send(&[1], 2, TAG_GO, WORLD).unwrap();
+            let tested = loop {
+                match ep.test(ra) {
+                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                    other => break other,
+                }
+            };
+            assert!(matches!(&tested, Err(e) if is_forged_error(e)), "test met the garbage: {tested:?}");
+            assert!(matches!(ep.test(ra), Err(Error::InvalidRequest)), "the request is over");
+            let any = ep.wait_any(&[rb]);
+            assert!(matches!(&any, Err(e) if is_forged_error(e)), "wait_any met the garbage: {any:?}");
+            assert!(matches!(ep.wait_any(&[rb]), Err(Error::InvalidRequest)), "the request is over");
+            pa.unmap();
+            pb.unmap();
+            ep.send(&[2], 1, TAG_GO, WORLD).unwrap();
+            let mut got = [0u8; 64];
+            let st = ep.recv(&mut got, 1, TAG_A, WORLD).unwrap();
+            assert_eq!(&got[..st.len], &a[..]);
+            let st = ep.recv(&mut got, 1, TAG_B, WORLD).unwrap();
+            assert_eq!(&got[..st.len], &b[..]);
+        }
+        1 => {
+            let mut go = [0u8; 1];
+            ep.recv(&mut go, 0, TAG_GO, WORLD).unwrap();
+            ep.send(&a, 0, TAG_A, WORLD).unwrap();
+            ep.send(&b, 0, TAG_B, WORLD).unwrap();
+        }
+        _ => {
+            let mut go = [0u8; 1];
+            ep.recv(&mut go, 0, TAG_GO, WORLD).unwrap();
+            forge(&ep, 0, &[(KIND_RTS, TAG_FORGED, &GARBAGE), (KIND_RTS, TAG_FORGED, &GARBAGE)]);
+        }
+    }
+    println!("RESULT rank {} ok", ep.rank());
+    ep.finalize().unwrap();
+}
+
+#[test]
+fn test_and_wait_any_end_their_requests_before_returning_an_error() {
+    run(3, "raw", &[]);
 }
 
 // ---------------------------------------------------------------------------------------------
