@@ -46,6 +46,20 @@ pub enum Error {
         /// The eager limit.
         limit: usize,
     },
+    /// A peer announced a rendezvous message (RTS) longer than the Endpoint can hold: more than
+    /// any buffer can be (`isize::MAX` bytes: no send makes a longer one), refused where it
+    /// arrived; or more than this node's memory, refused where a checkpoint would pull it in.
+    /// Nothing was allocated for it; [`Endpoint::refused_rts`](crate::Endpoint::refused_rts)
+    /// counts these.
+    #[error("rank {sender} announced a rendezvous message of {len} bytes, over the {limit}-byte limit: refused")]
+    RtsTooLong {
+        /// The sender's rank.
+        sender: u32,
+        /// The length it claimed.
+        len: u64,
+        /// The limit it passed.
+        limit: u64,
+    },
     /// A request handle that is not (or no longer) valid.
     #[error("invalid or completed request")]
     InvalidRequest,

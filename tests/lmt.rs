@@ -143,7 +143,8 @@ fn cases() {
                 r.unwrap();
             }
             s.wait(mid).unwrap();
-        });
+        })
+        .expect("scope");
         for (k, b) in inb.iter().enumerate() {
             assert_same(b, &want[k], &format!("transfer {k} of {count}"));
         }

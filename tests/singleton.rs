@@ -59,7 +59,8 @@ fn truncation_reports_the_real_length_and_writes_nothing_past_the_buffer() {
         let r = s.irecv(&mut out, 0, 9, WORLD).unwrap();
         s.send(&[1, 2, 3, 4], 0, 9, WORLD).unwrap();
         assert!(matches!(s.wait(r), Err(Error::Truncated { len: 4, capacity: 2, sender: 0, tag: 9 })));
-    });
+    })
+    .expect("scope");
     assert_eq!(out, [1, 2]);
 }
 
@@ -108,7 +109,8 @@ fn nonblocking_requests_complete_in_any_order() {
         }
         // Stale handles are refused.
         assert!(matches!(s.wait(recvs[0]), Err(Error::InvalidRequest)));
-    });
+    })
+    .expect("scope");
     for (b, m) in bufs.iter().zip(&msgs) {
         assert_eq!(b, m);
     }
@@ -136,7 +138,8 @@ fn wait_any_and_test() {
         }
         assert_eq!(done.unwrap().tag, 1);
         assert!(matches!(s.wait_any(&[ra, rb]), Err(Error::InvalidRequest)));
-    });
+    })
+    .expect("scope");
     assert_eq!((a, b), ([11], [22]));
 }
 
@@ -176,7 +179,8 @@ fn large_messages_to_oneself_by_rendezvous() {
         let r = s.isend(&msg, 0, 1, WORLD).unwrap();
         assert_eq!(s.recv(&mut buf, 0, 1, WORLD).unwrap().len, len);
         s.wait(r).unwrap();
-    });
+    })
+    .expect("scope");
     assert!(buf == msg);
     buf.fill(0);
     e.scope(|s| {
@@ -185,7 +189,8 @@ fn large_messages_to_oneself_by_rendezvous() {
         for r in s.wait_all(&[sr, rr]) {
             assert_eq!(r.unwrap().len, len);
         }
-    });
+    })
+    .expect("scope");
     assert!(buf == msg);
 }
 

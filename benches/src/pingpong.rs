@@ -192,7 +192,8 @@ fn windows(ep: &mut Endpoint, ping: bool, peer: u32, n: usize) {
             for r in s.wait_all(&reqs) {
                 r.expect("wait");
             }
-        });
+        })
+        .expect("scope");
     }
     let mut ack = [0u8; 0];
     if ping {

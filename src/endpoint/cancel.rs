@@ -114,11 +114,16 @@ impl Inner {
         if let Some(i) = self.sync_waiting.iter().position(|w| w.0 == token && w.2 == source) {
             self.sync_waiting.swap_remove(i);
         }
-        if let Some(Op::Lmt { recv: false, .. }) = self.reqs.op_mut(c.send) {
-            self.lmt.abandon(c.send.token());
-            if let Some(net) = self.net.as_mut() {
-                self.netlmt.abandon(c.send.token(), net);
+        match self.reqs.op_mut(c.send) {
+            Some(Op::Lmt { recv: false, .. }) => {
+                self.lmt.abandon(c.send.token());
+                if let Some(net) = self.net.as_mut() {
+                    self.netlmt.abandon(c.send.token(), net);
+                }
             }
+            // Still waiting for cells: the rest goes (the receiver discards it), from a copy.
+            Some(Op::Send { .. }) => self.detach_pending(c.send),
+            _ => {}
         }
         if self.reqs.op_mut(c.send).is_some() {
             self.reqs.complete(c.send, Err(Error::Cancelled));

@@ -301,19 +301,35 @@ impl Inner {
 
     /// Progress until no message is arriving in fragments and every unexpected RTS has been pulled
     /// into memory (in its place in the unexpected list: matching order is kept).
+    ///
+    /// A pull reads into a buffer of ours, of the length its RTS announced: one longer than this
+    /// node's memory is not pulled ([`Error::RtsTooLong`], the RTS stays for a receive), nor one
+    /// whose buffer cannot be had. An error met while pulls are under way does not drop their
+    /// buffers under their transfers: they are finished first (through further errors, as a failed
+    /// call's transfers are, `settle.rs`), and the messages they bring kept; then the error is
+    /// returned.
     fn settle_unexpected(&mut self) -> Result<()> {
         let mut pulls: Vec<(u64, Request, Vec<u8>)> = Vec::new();
         let mut failure = None;
+        let mut errors = 0;
+        let limit = node_memory();
         let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             for k in self.unexpected.slots() {
+                if failure.is_some() {
+                    break;
+                }
                 let (id, u) = &mut self.unexpected[k];
                 let (Some(rts), None) = (u.rts, u.claimed) else { continue };
-                let mut buf = vec![0u8; rts.len as usize];
-                let status = Status { source: u.source, tag: u.tag, len: buf.len() };
-                let req = self.reqs.insert(Op::Lmt { status, cap: buf.len(), peer: u.source, recv: true, stage: None });
-                u.claimed = Some(req);
                 let (id, source) = (*id, u.source);
+                let Some(mut buf) = (rts.len <= limit).then(|| zeroed(rts.len as usize)).flatten() else {
+                    self.refused_rts += 1;
+                    failure = Some(Error::RtsTooLong { sender: source, len: rts.len, limit });
+                    break;
+                };
+                let status = Status { source, tag: u.tag, len: buf.len() };
+                let req = self.reqs.insert(Op::Lmt { status, cap: buf.len(), peer: source, recv: true, stage: None });
+                u.claimed = Some(req);
                 let rb = RecvBuf::bytes(buf.as_mut_ptr(), buf.len());
                 // The buffer's heap memory stays where it is when the Vec moves into `pulls`.
                 self.start_lmt_recv(source, req, &rts, rb);
@@ -321,9 +337,14 @@ impl Inner {
             }
             let mut k = 0;
             while k < pulls.len() {
-                let Some(result) = self.reqs.take(pulls[k].1)? else {
-                    k += 1;
-                    continue;
+                let result = match self.reqs.take(pulls[k].1) {
+                    Ok(None) => {
+                        k += 1;
+                        continue;
+                    }
+                    Ok(Some(result)) => result,
+                    // Not possible: a pull's request lives until taken here.
+                    Err(e) => Err(e),
                 };
                 let (id, _, data) = pulls.swap_remove(k);
                 let here = self.unexpected.find_id(None, id).is_some();
@@ -350,7 +371,55 @@ impl Inner {
             if pulls.is_empty() && (!arriving || failure.is_some()) {
                 return failure.map_or(Ok(()), Err);
             }
-            self.idle_step(&mut waiter, None)?;
+            if failure.is_some() {
+                // Finishing the pulls under way: every step of progress runs whatever the
+                // others meet.
+                self.settle_pass(&mut waiter, &mut errors);
+            } else if let Err(e) = self.idle_step(&mut waiter, None) {
+                failure = Some(e);
+            }
         }
+    }
+}
+
+/// This node's memory in bytes (`u64::MAX` if unknown): no buffer of ours is longer.
+fn node_memory() -> u64 {
+    // SAFETY: `sysconf` reads system values; no memory of ours is involved.
+    let (pages, size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    match (u64::try_from(pages), u64::try_from(size)) {
+        (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
+        _ => u64::MAX,
+    }
+}
+
+/// `len` zero bytes (pages the kernel zeroes as they are touched, as `vec![0; len]` has them), or
+/// `None` if the memory cannot be had: never an abort.
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` is not zero-sized.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `len` bytes (a `Vec<u8>`'s of
+    // capacity `len`), and its `len` bytes are initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(p, len, len) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_buffers_are_bounded_and_never_abort() {
+        assert!(node_memory() > 1 << 20);
+        assert_eq!(zeroed(0), Some(Vec::new()));
+        assert!(zeroed(4096).is_some_and(|v| v.len() == 4096 && v.iter().all(|&b| b == 0)));
+        // More than any allocation can be: refused, not an abort or a capacity panic.
+        assert_eq!(zeroed(isize::MAX as usize), None);
+        assert_eq!(zeroed(usize::MAX), None);
     }
 }

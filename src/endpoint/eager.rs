@@ -133,8 +133,11 @@ impl Inner {
             self.count(dest, buf.len());
             return Ok(());
         }
+        // A token, though nobody cancels a blocking send: a rendezvous send that meets an error not
+        // its own is cancelled at its receiver if the RTS is not taken yet (`settle.rs`).
+        let token = self.token();
         // SAFETY: `buf` outlives the request, which we wait for before returning.
-        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, 0) }?;
+        let req = unsafe { self.send_slow(buf.as_ptr(), buf.len(), local, dest, tag, context, Mode::Blocking, token) }?;
         self.wait(req).map(drop)
     }
 
@@ -237,8 +240,8 @@ impl Inner {
     /// Sends that leave the inline path: above the node's smallest eager limit of `mode` (eager
     /// still if within the pair's, else rendezvous), every send to a remote peer (through the
     /// netmod, or rendezvous above its limit; `Mode::Sync`: acknowledged when matched), and every
-    /// send with fault tolerance on (`ft.rs`). `token` marks the message for cancellation (0: a
-    /// blocking send, never cancelled; a synchronous one gets one; with fault tolerance none is).
+    /// send with fault tolerance on (`ft.rs`). `token` marks the message for cancellation (0:
+    /// none; a synchronous send gets one; with fault tolerance none is).
     ///
     /// # Safety
     /// The `len` bytes at `ptr` must stay valid and unchanged until the request completes.

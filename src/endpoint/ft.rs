@@ -17,8 +17,8 @@ use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
 use super::{
-    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_LMT, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL,
-    Status, raw_slice,
+    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL, Status,
+    raw_slice,
 };
 
 use crate::error::{Error, Result};
@@ -353,20 +353,7 @@ impl Inner {
             self.send_ack(source, aux)?;
         }
         if let Some(rts) = rts {
-            // Nothing will be read: the transfer ends with no bytes moved.
-            let local = self.route[source as usize];
-            let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
-            if local == NOT_LOCAL {
-                let n = Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 0 }.encode(&mut bytes);
-                let hdr = MsgHeader { kind: KIND_LMT, ..self.header(source, 0, 0) };
-                match self.net_send(source, &hdr, None, &bytes[..n]) {
-                    Ok(()) | Err(Error::PeerDied { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            } else {
-                let n = Control::Done { id: rts.id, bytes: 0 }.encode(&mut bytes);
-                self.send_lmt_batch(local, &bytes[..n])?;
-            }
+            self.release_rts(source, &rts)?;
         }
         Ok(())
     }

@@ -24,6 +24,10 @@
 //! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
 //!   complete with [`Error::PeerDied`]; sends to it fail the same way.
 //! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
+//! - **Errors not a call's own** (another peer's malformed message, a failure of the node, met
+//!   while a call waits): the call returns such an error only once none of its requests can
+//!   touch the caller's memory — withdrawn, or their transfer finished (`settle.rs`). An RTS
+//!   announcing more than any buffer holds is refused where it arrives ([`Error::RtsTooLong`]).
 //! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
 //!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
 //!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
@@ -39,8 +43,9 @@
 //! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
 //! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
 //! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends), `pieces.rs`
-//! (buffers in pieces: non-contiguous data moved without a packed copy); this file holds the
-//! public API, `Inner` and init/finalize.
+//! (buffers in pieces: non-contiguous data moved without a packed copy), `settle.rs` (what a call
+//! that meets an error not its own does with its requests before it returns: no transfer touches
+//! the caller's memory afterwards); this file holds the public API, `Inner` and init/finalize.
 
 mod cancel;
 mod checkpoint;
@@ -53,6 +58,7 @@ mod progress;
 mod recovery;
 mod rendezvous;
 mod request;
+mod settle;
 mod unexpected;
 mod waiting;
 
@@ -267,6 +273,8 @@ struct Inner {
     rings: SegRings,
     /// Rendezvous from other groups under recovery whose data may not all come (`recovery.rs`).
     ft_rdv: recovery::Rendezvous,
+    /// RTSs refused for their length ([`Error::RtsTooLong`]): on arrival, or by a checkpoint.
+    refused_rts: u64,
     pid: u32,
     node: String,
     finalized: bool,
@@ -458,6 +466,7 @@ impl Endpoint {
             netlmt: NetLmt::new(),
             rings,
             ft_rdv: recovery::Rendezvous::default(),
+            refused_rts: 0,
             pid: std::process::id(),
             node,
             finalized: false,
@@ -512,6 +521,12 @@ impl Endpoint {
     /// local sender (README, "Failures").
     pub fn unexpected_bytes(&self) -> usize {
         self.inner.unexpected_bytes
+    }
+
+    /// RTSs refused for the length they announced ([`Error::RtsTooLong`]): longer than any buffer
+    /// (on arrival), or than this node's memory (by a checkpoint that would have pulled them in).
+    pub fn refused_rts(&self) -> u64 {
+        self.inner.refused_rts
     }
 
     /// How the large messages received so far moved (shared-copy ring or single copy).
@@ -750,32 +765,48 @@ impl Endpoint {
     }
 
     /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
-    /// operation started in the scope is complete when `scope` returns (it waits for those `f`
-    /// left outstanding, even if `f` panics).
-    pub fn scope<'env, R>(&mut self, f: impl for<'s> FnOnce(&mut Scope<'s, 'env>) -> R) -> R {
+    /// operation started in the scope is over when `scope` returns (it waits for those `f` left
+    /// outstanding, even if `f` panics), and none touches its buffer any more. `f`'s result, or
+    /// the first error of a request it left outstanding: its own (a truncation...), or one its
+    /// wait met that was not its own (another peer's malformed message), after which the request
+    /// was settled (`settle.rs`: withdrawn, or its transfer finished).
+    pub fn scope<'env, R>(&mut self, f: impl for<'s> FnOnce(&mut Scope<'s, 'env>) -> R) -> Result<R> {
         let mut s = Scope { ep: self, outstanding: Vec::new(), _env: PhantomData };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut s)));
+        let mut failed = None;
         for req in std::mem::take(&mut s.outstanding) {
-            if s.ep.inner.reqs.is_valid(req) {
-                let _ = s.ep.inner.wait(req);
+            if s.ep.inner.reqs.is_valid(req)
+                && let Err(e) = s.ep.inner.wait(req)
+            {
+                failed.get_or_insert(e);
             }
         }
-        match r {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
+        match (r, failed) {
+            (Ok(v), None) => Ok(v),
+            (Ok(_), Some(e)) => Err(e),
+            (Err(p), _) => std::panic::resume_unwind(p),
         }
     }
 
-    /// Waits for `req` to complete and returns its status (or its error).
+    /// Waits for `req` to complete and returns its status (or its error). Whatever it returns,
+    /// `req` is over and its buffer free: an error that is not the request's own (met while
+    /// progressing: another peer's malformed message, a failure of the node) is returned once
+    /// the request was settled (`settle.rs`: withdrawn if no peer can touch its buffer, else its
+    /// transfer finished).
     pub fn wait(&mut self, req: Request) -> Result<Status> {
         self.inner.wait(req)
     }
 
-    /// Completes `req` if it can: `Ok(None)` if still in flight.
+    /// Completes `req` if it can: `Ok(None)` if still in flight. An error that is not the
+    /// request's own (met while progressing) settles it first (as [`wait`](Self::wait)): after
+    /// any `Err`, `req` is stale and its buffer free.
     pub fn test(&mut self, req: Request) -> Result<Option<Status>> {
         let inner = &mut *self.inner;
-        if !inner.reqs.is_done(req)? {
-            inner.progress(None)?;
+        if !inner.reqs.is_done(req)?
+            && let Err(e) = inner.progress(None)
+        {
+            inner.settle(&[req]);
+            return Err(e);
         }
         let taken = inner.reqs.take(req)?;
         if taken.is_some() {
@@ -790,7 +821,9 @@ impl Endpoint {
     }
 
     /// Waits for one of `reqs` to complete: its index and result. Invalid (stale) handles are
-    /// skipped; if none is valid, [`Error::InvalidRequest`].
+    /// skipped; if none is valid, [`Error::InvalidRequest`]. An error that is not theirs (met
+    /// while progressing) settles every one of them (as [`wait`](Self::wait)) before it is
+    /// returned: after an outer `Err`, none is in flight.
     pub fn wait_any(&mut self, reqs: &[Request]) -> Result<(usize, Result<Status>)> {
         let inner = &mut *self.inner;
         if !reqs.iter().any(|&r| inner.reqs.is_valid(r)) {
@@ -805,7 +838,10 @@ impl Endpoint {
                     return Ok((i, res));
                 }
             }
-            inner.idle_step(&mut waiter, None)?;
+            if let Err(e) = inner.idle_step(&mut waiter, None) {
+                inner.settle(reqs);
+                return Err(e);
+            }
         }
     }
 

@@ -14,6 +14,10 @@ use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
 
 use crate::error::{Error, Result};
 
+/// Longest rendezvous message an RTS may announce: no buffer is longer (a send's length is
+/// checked against it, `Inner::check_len`), so a longer one is refused where it arrives.
+const RTS_MAX: u64 = isize::MAX as u64;
+
 /// Largest payload of a KIND_LMT message: control messages to one peer are sent back to back in
 /// one message, up to what a fastbox slot carries (and at most this).
 const LMT_BATCH_MAX: usize = 256;
@@ -218,6 +222,13 @@ impl Inner {
         let Control::Rts(rts) = msg else {
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
         };
+        if rts.len > RTS_MAX {
+            // No send makes such a message: its length is never stored (nor allocated by a
+            // checkpoint that would pull it in).
+            self.refused_rts += 1;
+            self.release_rts(source, &rts)?;
+            return Err(Error::RtsTooLong { sender: source, len: rts.len, limit: RTS_MAX });
+        }
         let status = Status { source, tag, len: rts.len as usize };
         let msg = Want { source: source as i32, tag, context };
         if let Some(b) = by
@@ -250,6 +261,24 @@ impl Inner {
             self.ft_rts_unexpected(id, rts_date);
         }
         Ok(())
+    }
+
+    /// Releases the sender of `rts` (rank `source`), whose message nobody will take: its transfer
+    /// ends with no bytes moved.
+    pub(super) fn release_rts(&mut self, source: u32, rts: &Rts) -> Result<()> {
+        let local = self.route[source as usize];
+        let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
+        if local == NOT_LOCAL {
+            let n = Control::Cts { id: rts.id, ring: 0, epoch: 0, bytes: 0 }.encode(&mut bytes);
+            let hdr = MsgHeader { kind: KIND_LMT, ..self.header(source, 0, 0) };
+            match self.net_send(source, &hdr, None, &bytes[..n]) {
+                Ok(()) | Err(Error::PeerDied { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        } else {
+            let n = Control::Done { id: rts.id, bytes: 0 }.encode(&mut bytes);
+            self.send_lmt_batch(local, &bytes[..n])
+        }
     }
 
     /// Drives the large messages in flight, if any. True if anything happened.

@@ -43,7 +43,9 @@ impl Bypass {
 }
 
 impl Inner {
-    /// Waits for `req` and takes its result.
+    /// Waits for `req` and takes its result. An error that is not the request's own (met while
+    /// progressing) is returned once the request was settled (`settle.rs`): whatever this
+    /// returns, `req` is stale and touches its buffer no more.
     pub(super) fn wait(&mut self, req: Request) -> Result<Status> {
         let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
@@ -51,7 +53,10 @@ impl Inner {
                 self.ft_taken(req);
                 return r;
             }
-            self.idle_step(&mut waiter, None)?;
+            if let Err(e) = self.idle_step(&mut waiter, None) {
+                self.settle(&[req]);
+                return Err(e);
+            }
         }
     }
 
@@ -123,7 +128,7 @@ impl Inner {
     }
 
     /// Nothing happened: liveness checks once the wait is long, then spin, yield or block.
-    fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
+    pub(super) fn idle(&mut self, waiter: &mut Waiter, by: Option<&mut Bypass>) -> Result<()> {
         self.idle_for(waiter, by, &mut || false)
     }
 
@@ -218,7 +223,9 @@ impl Inner {
             return self.recv_ft_fastbox(inc, want, buf, src_local);
         }
         let mut by = Bypass::new(want, buf);
-        self.deliver(inc, Some(&mut by))?;
+        if let Err(e) = self.deliver(inc, Some(&mut by)) {
+            return Err(self.bypass_failed(&mut by, e));
+        }
         match by.done {
             Some(r) => r,
             // Not taken: if it began a message (or a rendezvous) for this receive, the general
@@ -235,19 +242,41 @@ impl Inner {
     }
 
     /// Waits for the blocking receive `by` to complete.
-    fn recv_finish(&mut self, by: Bypass, src_local: u16) -> Result<Status> {
+    fn recv_finish(&mut self, mut by: Bypass, src_local: u16) -> Result<Status> {
         let source = by.want.source;
         if by.open() && source >= 0 && self.peer(source as u32) == Peer::Silent {
             return Err(Error::PeerDied { rank: source as u32 });
         }
-        let r = self.bypass_steps(by, src_local);
-        // A message still arriving for this receive (it ended with an error) is dropped whole.
+        match self.bypass_steps(&mut by, src_local) {
+            Ok(r) => {
+                // A message still arriving for this receive (it ended with an error of its own)
+                // is dropped whole.
+                self.bypass_left();
+                r
+            }
+            Err(e) => Err(self.bypass_failed(&mut by, e)),
+        }
+    }
+
+    /// The blocking receive `by` met error `e`, not its own, while progressing: what it had
+    /// matched is settled (`settle.rs`) before the error is returned: the rest of an eager
+    /// message goes into a sink, a rendezvous is finished.
+    #[cold]
+    fn bypass_failed(&mut self, by: &mut Bypass, e: Error) -> Error {
+        self.bypass_left();
+        if let Some(req) = by.lmt.take() {
+            self.settle(&[req]);
+        }
+        e
+    }
+
+    /// The blocking receive leaves: the rest of a message still arriving for it is dropped.
+    fn bypass_left(&mut self) {
         for a in self.active.iter_mut() {
             if matches!(a, Active::Bypass) {
                 *a = Active::Discard;
             }
         }
-        r
     }
 
     /// Fastbox checks of the awaited source between two full polls while waiting.
@@ -260,16 +289,19 @@ impl Inner {
     /// three runs: 16 pauses 0.55, 0.47, 0.52; 4 pauses 0.43, 0.36, 0.43; 1 pause 0.49.
     const TIGHT_PAUSES: u32 = 4;
 
-    fn bypass_steps(&mut self, mut by: Bypass, src_local: u16) -> Result<Status> {
+    /// The loop of a blocking receive: `Ok` with its own result; `Err` with an error not its own
+    /// (met while progressing), `by` left as it was then for [`bypass_failed`](Self::bypass_failed).
+    fn bypass_steps(&mut self, by: &mut Bypass, src_local: u16) -> Result<Result<Status>> {
         let expected = [src_local];
         let exp: &[u16] = if src_local == NOT_LOCAL || src_local == NOT_LOCAL_SOURCE { &[] } else { &expected };
         let mut waiter = Waiter::new(self.cfg.wait, self.spin);
         loop {
             if let Some(r) = by.done.take() {
-                return r;
+                return Ok(r);
             }
             if let Some(req) = by.lmt.take() {
-                return self.wait(req);
+                // The wait settles the transfer itself if it meets an error not its own.
+                return Ok(self.wait(req));
             }
             let mut got = false;
             // Tight: only the awaited source's fastbox (the whole poll is much longer).
@@ -288,9 +320,9 @@ impl Inner {
                             let status = Status { source, tag: inc.tag(), len: inc.len() };
                             copy_into(by.buf, &inc);
                             self.port.release(inc)?;
-                            return finish(status, by.buf.cap);
+                            return Ok(finish(status, by.buf.cap));
                         }
-                        self.deliver(inc, Some(&mut by))?;
+                        self.deliver(inc, Some(by))?;
                         break;
                     }
                     if self.port.has_queued() {
@@ -303,14 +335,14 @@ impl Inner {
                 }
                 waiter.checked(empty);
                 if let Some(r) = by.done.take() {
-                    return r;
+                    return Ok(r);
                 }
             }
             for _ in 0..POLL_BUDGET {
                 match self.port.poll(exp)? {
                     Some(inc) => {
                         got = true;
-                        self.deliver(inc, Some(&mut by))?;
+                        self.deliver(inc, Some(by))?;
                         if by.done.is_some() || by.lmt.is_some() {
                             break;
                         }
@@ -326,14 +358,14 @@ impl Inner {
             }
             got |= self.resume_pending()?;
             if self.ft_mail.is_some() {
-                got |= self.ft_mail(Some(&mut by))?;
+                got |= self.ft_mail(Some(by))?;
             }
             got |= self.lmt_step()?;
             if let Some(net) = self.net.as_mut() {
                 got |= net.poll(&mut self.port)?;
             }
             if self.port.has_events() {
-                self.handle_events(Some(&mut by))?;
+                self.handle_events(Some(by))?;
             }
             if by.done.is_some() || by.lmt.is_some() {
                 continue;
@@ -341,7 +373,7 @@ impl Inner {
             if got {
                 waiter.progressed();
             } else {
-                self.idle(&mut waiter, Some(&mut by))?;
+                self.idle(&mut waiter, Some(by))?;
             }
         }
     }

@@ -180,7 +180,8 @@ pub fn traffic() {
         for r in s.wait_all(&large) {
             r.unwrap();
         }
-    });
+    })
+    .expect("scope");
     // Order in context 0: the window matched first (posting order), then the rest.
     for b in &bufs {
         let st = nemesis::Status { source: word(b, 0), tag: word(b, 2) as i32, len: word(b, 5) as usize };
@@ -270,7 +271,8 @@ pub fn ring() {
         for r in s.wait_all(&[r, w]) {
             r.unwrap();
         }
-    });
+    })
+    .expect("scope");
     assert!(inp.iter().enumerate().all(|(i, &b)| b == (i as u32).wrapping_mul(31).wrapping_add(prev) as u8));
     println!("RESULT ring {me} on {} with {} local", ep.node(), ep.local_ranks().len());
     ep.finalize().unwrap();
