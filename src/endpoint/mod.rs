@@ -346,7 +346,9 @@ impl Endpoint {
         let bells =
             (0..local_ranks.len() as u16).map(|l| seg.state_of(l).map(|st| &st.doorbell)).collect::<Result<_, _>>()?;
         let p = *seg.params();
-        let pids = (0..local_ranks.len() as u16).map(|l| seg.state_of(l).ok().and_then(|st| st.pid_here())).collect();
+        let pids = (0..local_ranks.len() as u16)
+            .map(|l| seg.state_of(l).ok().and_then(|st| Some((st.pid_here()?, st.start_time()))))
+            .collect();
         let rings = SegRings {
             seg,
             per: p.lmt_rings_per_rank as u16,

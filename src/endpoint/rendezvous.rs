@@ -30,8 +30,9 @@ pub(super) struct SegRings {
     pub(super) slot_size: usize,
     /// The pid each local rank registered, read once after start-up (every rank registered
     /// before the bootstrap's barrier; a later write into the shared rank table changes nothing
-    /// here), where it names that process from here ([`nemesis_shm::RankState::pid_here`]).
-    pub(super) pids: Vec<Option<u32>>,
+    /// here), where it names that process from here ([`nemesis_shm::RankState::pid_here`]), with
+    /// the start time it registered (0: unknown), so that a pid reused later is refused.
+    pub(super) pids: Vec<Option<(u32, u64)>>,
 }
 
 impl Rings for SegRings {
@@ -48,7 +49,11 @@ impl Rings for SegRings {
     }
 
     fn pid(&self, rank: u16) -> Option<u32> {
-        self.pids.get(usize::from(rank)).copied().flatten()
+        self.pids.get(usize::from(rank)).copied().flatten().map(|(pid, _)| pid)
+    }
+
+    fn start_time(&self, rank: u16) -> Option<u64> {
+        self.pids.get(usize::from(rank)).copied().flatten().map(|(_, start)| start).filter(|&s| s != 0)
     }
 }
 
