@@ -47,8 +47,9 @@ pub enum Error {
         limit: usize,
     },
     /// A peer announced a rendezvous message (RTS) longer than the Endpoint can hold: more than
-    /// any buffer can be (`isize::MAX` bytes: no send makes a longer one), refused where it
-    /// arrived; or more than this node's memory, refused where a checkpoint would pull it in.
+    /// any buffer can be (what user space maps, `nemesis_lmt::wire::LEN_MAX`: no send makes a
+    /// longer one), refused where it arrived; or more than this node's memory, refused where a
+    /// checkpoint would pull it in.
     /// Nothing was allocated for it; [`Endpoint::refused_rts`](crate::Endpoint::refused_rts)
     /// counts these.
     #[error("rank {sender} announced a rendezvous message of {len} bytes, over the {limit}-byte limit: refused")]

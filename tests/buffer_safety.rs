@@ -630,7 +630,7 @@ fn checkpoint() {
             // The first was refused where it arrived (the call that met it failed), the second
             // stored: no receive has taken it.
             match &refused[..] {
-                [Error::RtsTooLong { sender: 1, len: u64::MAX, limit }] if *limit == isize::MAX as u64 => {}
+                [Error::RtsTooLong { sender: 1, len: u64::MAX, limit }] if *limit == nemesis_lmt::wire::LEN_MAX => {}
                 other => panic!("the u64::MAX-byte RTS refused on arrival: {other:?}"),
             }
             assert_eq!(seen.len as u64, 1 << 50);

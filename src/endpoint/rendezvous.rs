@@ -14,9 +14,10 @@ use super::{Inner, KIND_LMT, KIND_RTS, NOT_LOCAL, Peer, Status};
 
 use crate::error::{Error, Result};
 
-/// Longest rendezvous message an RTS may announce: no buffer is longer (a send's length is
-/// checked against it, `Inner::check_len`), so a longer one is refused where it arrives.
-const RTS_MAX: u64 = isize::MAX as u64;
+/// Longest rendezvous message an RTS may announce: what user space can map
+/// ([`nemesis_lmt::wire::LEN_MAX`]); no buffer is longer, so an RTS announcing more does not
+/// decode and is refused where it arrives.
+const RTS_MAX: u64 = nemesis_lmt::wire::LEN_MAX;
 
 /// Largest payload of a KIND_LMT message: control messages to one peer are sent back to back in
 /// one message, up to what a fastbox slot carries (and at most this).
@@ -223,17 +224,19 @@ impl Inner {
             });
             return decoded.map_err(Error::Lmt);
         }
-        let msg = Control::decode(&bytes[..n])?;
+        let msg = match Control::decode(&bytes[..n]) {
+            Ok(msg) => msg,
+            Err(nemesis_lmt::Error::TooLong { len, .. }) => {
+                // No send makes such a message (none has a buffer that long): its length is never
+                // stored, nor allocated by a checkpoint that would pull it in.
+                self.refused_rts += 1;
+                return Err(Error::RtsTooLong { sender: source, len, limit: RTS_MAX });
+            }
+            Err(e) => return Err(e.into()),
+        };
         let Control::Rts(rts) = msg else {
             return Err(Error::Lmt(nemesis_lmt::Error::Wire { what: "RTS message type", value: u64::from(kind) }));
         };
-        if rts.len > RTS_MAX {
-            // No send makes such a message: its length is never stored (nor allocated by a
-            // checkpoint that would pull it in).
-            self.refused_rts += 1;
-            self.release_rts(source, &rts)?;
-            return Err(Error::RtsTooLong { sender: source, len: rts.len, limit: RTS_MAX });
-        }
         let status = Status { source, tag, len: rts.len as usize };
         let msg = Want { source: source as i32, tag, context };
         if let Some(b) = by
