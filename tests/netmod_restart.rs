@@ -145,3 +145,34 @@ fn a_restarted_remote_rank_is_reached_at_its_new_card_and_its_old_incarnation_is
     drive(&mut [&mut r0, &mut r1], Duration::from_secs(20), |rs| rs[0].tags.len() == 3);
     assert_eq!(r0.tags, [1, 4, 6]);
 }
+
+#[test]
+fn a_survivor_dials_a_restarted_rank_and_meets_its_new_incarnation() {
+    // The survivor makes the connection this time: the restarted rank's listener must answer as
+    // its new incarnation (it was answering as incarnation 0, which the survivor refused until
+    // the link timed out).
+    let secret = JobSecret::generate().unwrap();
+    let (n0, n1, n1b) = (node(), node(), node());
+    let mut r0 = Rank::new(&n0, 0, 2, &secret, cfg());
+    let card0 = r0.net.card();
+    let h = |tag| MsgHeader { tag, ..MsgHeader::default() };
+    {
+        let mut r1 = Rank::new(&n1, 1, 2, &secret, cfg());
+        r0.net.connect(1, &r1.net.card()).unwrap();
+        r1.net.connect(0, &card0).unwrap();
+        r0.net.send(1, &h(1), None, b"to the first").unwrap();
+        drive(&mut [&mut r0, &mut r1], Duration::from_secs(20), |rs| rs[1].tags == [1]);
+        assert_eq!(r1.tags, [1]);
+    }
+    drive(&mut [&mut r0], Duration::from_secs(20), |rs| !rs[0].gone.is_empty());
+    assert_eq!(r0.gone, [1]);
+    r0.net.retire(1).unwrap();
+    let mut r1 = Rank::new(&n1b, 1, 2, &secret, cfg());
+    r1.net.set_incarnation(1);
+    r1.net.connect(0, &card0).unwrap();
+    assert!(r0.net.restarted(1, 1, &r1.net.card()).unwrap());
+    r0.net.send(1, &h(2), None, b"to the second").unwrap();
+    drive(&mut [&mut r0, &mut r1], Duration::from_secs(20), |rs| rs[1].tags == [2]);
+    assert_eq!(r1.tags, [2], "the survivor's message reaches the new incarnation");
+    assert_eq!(r0.gone, [1], "no second death");
+}

@@ -1448,6 +1448,9 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
 
     fn set_incarnation(&mut self, incarnation: u32) {
         self.incarnation = incarnation;
+        // The listener thread answers HELLOs with it (its CHALLENGE): a restarted rank is dialed
+        // as its new incarnation.
+        self.listener.shared.incarnation.store(incarnation, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn retire(&mut self, rank: u32) -> Result<()> {
