@@ -47,15 +47,49 @@ const CELLS: usize = 64;
 const ITERATIONS: u64 = 8000;
 const INTERVAL: u64 = 200;
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            the_reference_checksum_is_the_examples,
+            one_rank_killed_mid_run,
+            one_rank_killed_before_its_first_checkpoint,
+            one_rank_killed_before_its_first_checkpoint_over_two_nodes,
+            two_ranks_of_different_groups_killed_together,
+            two_ranks_of_different_groups_killed_together_over_two_nodes,
+            a_rank_killed_during_another_groups_recovery,
+            five_failures_in_one_run,
+            five_failures_in_one_run_over_two_nodes,
+            early_sequential_failures,
+            early_sequential_failures_with_nonblocking_receives,
+            failures_faster_than_recoveries,
+            distributed_recovery,
+            too_many_restarts_end_the_job,
+            a_damaged_checkpoint_falls_back_to_the_previous_generation,
+            damaged_generations_everywhere_end_the_job,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_sending_a_rendezvous_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_receiving_a_rendezvous_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_in_the_middle_of_a_multi_cell_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_in_the_middle_of_a_message_frame_over_two_nodes,
+            one_rank_killed_mid_run_over_two_nodes,
+            a_group_spanning_the_nodes_restarts,
+            a_rank_killed_during_another_groups_recovery_over_two_nodes,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "stencil" => stencil(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// A rank: marks its start in the test's directory, runs the stencil, rank 0 prints the checksum.
@@ -70,13 +104,40 @@ fn stencil() {
     arm_failpoint(&ep, &dir);
     let halo: usize = std::env::var("FT_TEST_HALO").ok().and_then(|h| h.parse().ok()).unwrap_or(8);
     let restored = ep.restored_state().is_some();
-    std::fs::write(
-        dir.join(format!("started-{}-{}", ep.rank(), std::process::id())),
-        if restored { "restored" } else { "" },
-    )
-    .unwrap();
+    let me = ep.rank();
+    // Incarnations of this rank before this one: their start files.
+    let incarnation = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("started-{me}-")))
+        .count() as u32;
+    std::fs::write(dir.join(format!("started-{me}-{}", std::process::id())), if restored { "restored" } else { "" })
+        .unwrap();
+    let holds: Vec<u64> = std::env::var("FT_TEST_HOLD")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .filter_map(|h| {
+            let (who, it) = h.split_once(':').unwrap();
+            (who == format!("{me}@{incarnation}")).then(|| it.parse().unwrap())
+        })
+        .collect();
+    // At a hold: says so (`held-<rank>-<incarnation>-<iteration>`, holding the pid) and waits to
+    // be killed, serving its endpoint (recovery rounds, replays) but computing nothing.
+    let mut at = |ep: &mut Endpoint, it: u64| {
+        if !holds.contains(&it) {
+            return;
+        }
+        let marker = dir.join(format!("held-{me}-{incarnation}-{it}"));
+        std::fs::write(marker.with_extension("tmp"), std::process::id().to_string()).unwrap();
+        std::fs::rename(marker.with_extension("tmp"), &marker).unwrap();
+        loop {
+            let _ = ep.progress();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     let nonblocking = args.get(3) == Some(&1);
-    let r = match ft_stencil::run_with(&mut ep, args[0] as usize, args[1], args[2], halo, nonblocking) {
+    let r = match ft_stencil::run_observed(&mut ep, args[0] as usize, args[1], args[2], halo, nonblocking, &mut at) {
         Ok(r) => r,
         Err(e) => {
             println!("RESULT error rank {}: {e}", ep.rank());
@@ -182,8 +243,11 @@ fn scratch(name: &str) -> PathBuf {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Job {
-    fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
-        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[])
+    /// A job whose ranks hold at `holds` (`(rank, incarnation, iteration)`: that incarnation of
+    /// the rank, 0 the first, stops at the start of that iteration and waits to be killed).
+    fn start(name: &str, extra: &[&str], iterations: u64, holds: &[(u32, u32, u64)]) -> Job {
+        let holds = hold_spec(holds);
+        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[("FT_TEST_HOLD", &holds)])
     }
 
     /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
@@ -208,7 +272,7 @@ impl Job {
             cmd.args(["--ft-groups", &groups.to_string()]);
         }
         cmd.args(extra).arg("--");
-        cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+        cmd.args(common::harness::me_as_rank());
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
             .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
@@ -303,13 +367,21 @@ impl Job {
         }
     }
 
-    /// SIGKILL the running process of `rank` (from outside); its pid.
-    fn kill(&self, rank: u32) -> u32 {
-        self.wait_until(&format!("rank {rank} to run"), |j| j.pid_of(rank).is_some());
-        let pid = self.pid_of(rank).unwrap();
-        // SAFETY: a signal to a process of this job (a rank's pid read from its own start file).
+    /// The pid of `rank`'s incarnation `inc` if it holds at iteration `it` (its marker).
+    fn held(&self, rank: u32, inc: u32, it: u64) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join(format!("held-{rank}-{inc}-{it}"))).ok()?.trim().parse().ok()
+    }
+
+    /// Waits for `rank`'s incarnation `inc` to hold at iteration `it`, then SIGKILLs it (from
+    /// outside); its pid. It cannot have gone further: the kill lands where the test chose.
+    fn kill_held(&self, (rank, inc, it): (u32, u32, u64)) -> u32 {
+        self.wait_until(&format!("rank {rank} (incarnation {inc}) to hold at iteration {it}"), |j| {
+            j.held(rank, inc, it).is_some()
+        });
+        let pid = self.held(rank, inc, it).unwrap();
+        // SAFETY: a signal to a process of this job (a rank's pid from its own marker).
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-        eprintln!("test: killed rank {rank} (pid {pid}) at {:?}", self.start.elapsed());
+        eprintln!("test: killed rank {rank} (pid {pid}) held at iteration {it} at {:?}", self.start.elapsed());
         pid
     }
 
@@ -345,6 +417,11 @@ impl Job {
         let _ = std::fs::remove_dir_all(&self.dir);
         done
     }
+}
+
+/// `FT_TEST_HOLD` for `holds`: `<rank>@<incarnation>:<iteration>,...`.
+fn hold_spec(holds: &[(u32, u32, u64)]) -> String {
+    holds.iter().map(|(r, i, it)| format!("{r}@{i}:{it}")).collect::<Vec<_>>().join(",")
 }
 
 fn zombie(pid: u32) -> bool {
@@ -441,20 +518,19 @@ fn restarted(groups: &[(u32, usize)]) -> BTreeMap<u32, usize> {
     m
 }
 
-#[test]
 fn the_reference_checksum_is_the_examples() {
     // One rank per block as the example lays it out; a run of the example without failures.
-    let mut job = Job::start("reference", &[], 50);
+    let mut job = Job::start("reference", &[], 50, &[]);
     job.start = Instant::now();
     let d = job.finish();
     d.check(50, &BTreeMap::new());
 }
 
-#[test]
 fn one_rank_killed_mid_run() {
-    let job = Job::start("mid", &[], ITERATIONS);
-    job.wait_until("group 2's second checkpoint", |j| j.generations(5).last().is_some_and(|&g| g >= 2));
-    job.kill(5);
+    // Rank 5 right after its second checkpoint (iteration 400).
+    let hold = (5, 0, 2 * INTERVAL);
+    let job = Job::start("mid", &[], ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(2, 1)]));
     let lines = d.lines();
@@ -467,23 +543,23 @@ fn one_rank_killed_mid_run() {
     assert!(gen_ >= 1, "{}", lines[0]);
 }
 
-#[test]
 fn one_rank_killed_before_its_first_checkpoint() {
     killed_before_its_first_checkpoint("first", &[]);
 }
 
 /// The same over two nodes (rank 3 of group 1 on the first node, its neighbour rank 4 on the
 /// second): the group restarts from the start of the program.
-#[test]
 fn one_rank_killed_before_its_first_checkpoint_over_two_nodes() {
     killed_before_its_first_checkpoint("first2", &["--nodes", TWO_NODES]);
 }
 
 fn killed_before_its_first_checkpoint(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("every rank to run", |j| j.started().len() == RANKS as usize);
-    assert!(job.generations(3).is_empty(), "a checkpoint came first: kill earlier");
-    job.kill(3);
+    // Halfway to its first checkpoint; every rank has started (its neighbours' halos came).
+    let hold = (3, 0, INTERVAL / 2);
+    let job = Job::start(name, extra, ITERATIONS, &[hold]);
+    job.kill_held(hold);
+    assert_eq!(job.started().len(), RANKS as usize);
+    assert!(job.generations(3).is_empty(), "a checkpoint of rank 3's before iteration {}", INTERVAL / 2);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(1, 1)]));
     let lines = d.lines();
@@ -491,21 +567,21 @@ fn killed_before_its_first_checkpoint(name: &str, extra: &[&str]) {
     assert!(lines[0].contains("group 1 (ranks 2,3) restarted from checkpoint 0 "), "{}", lines[0]);
 }
 
-#[test]
 fn two_ranks_of_different_groups_killed_together() {
     killed_together("two", &[]);
 }
 
 /// The same over two nodes: rank 1 (group 0) on the first node, rank 6 (group 3) on the second.
-#[test]
 fn two_ranks_of_different_groups_killed_together_over_two_nodes() {
     killed_together("two2", &["--nodes", TWO_NODES]);
 }
 
 fn killed_together(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(1).is_empty() && !j.generations(6).is_empty());
-    let (a, b) = (job.pid_of(1).unwrap(), job.pid_of(6).unwrap());
+    // Both right after their first checkpoint (each can reach it while the other holds).
+    let holds = [(1, 0, INTERVAL), (6, 0, INTERVAL)];
+    let job = Job::start(name, extra, ITERATIONS, &holds);
+    job.wait_until("ranks 1 and 6 to hold", |j| holds.iter().all(|&(r, i, it)| j.held(r, i, it).is_some()));
+    let (a, b) = (job.held(1, 0, INTERVAL).unwrap(), job.held(6, 0, INTERVAL).unwrap());
     // SAFETY: signals to processes of this job.
     unsafe {
         libc::kill(a as libc::pid_t, libc::SIGKILL);
@@ -519,12 +595,14 @@ fn killed_together(name: &str, extra: &[&str]) {
 /// Rank 2 killed, then rank 7 while group 1 recovers (`extra`: more launcher arguments); the
 /// finished job, and whether the second death started a round over both groups.
 fn kill_during_recovery(name: &str, extra: &[&str]) -> (Done, bool) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
-    job.kill(2);
+    // Rank 2 after its first checkpoint; rank 7 holds one iteration later (it can get there
+    // while rank 2 holds: three ranks away), so that it is there to die whenever group 1 restarts.
+    let holds = [(2, 0, INTERVAL), (7, 0, INTERVAL + 1)];
+    let job = Job::start(name, extra, ITERATIONS, &holds);
+    job.kill_held(holds[0]);
     // Group 1 is recovering (its ranks are being killed, retired or restarted): rank 7 dies now.
     job.wait_until("group 1's restart", |j| j.started().get(&3).map_or(0, Vec::len) == 2);
-    job.kill(7);
+    job.kill_held(holds[1]);
     let d = job.finish();
     // Whether the second death came before the first round completed decides whether group 1 was
     // restarted once more (a new round over both groups): both outcomes recover, and the log tells.
@@ -551,48 +629,44 @@ fn check_during(d: &Done, second_round_over_both: bool) {
     assert_eq!(d.lines().len(), 2, "{}", d.show());
 }
 
-#[test]
 fn a_rank_killed_during_another_groups_recovery() {
     let (d, second_round_over_both) = kill_during_recovery("during", &[]);
     check_during(&d, second_round_over_both);
     eprintln!("second round over both groups: {second_round_over_both}");
 }
 
-#[test]
 fn five_failures_in_one_run() {
     five_failures("five", &[]);
 }
 
 /// The same over two nodes: ranks 0 and 3 on the first node, 5 and 6 on the second.
-#[test]
 fn five_failures_in_one_run_over_two_nodes() {
     five_failures("five2", &["--nodes", TWO_NODES]);
 }
 
 fn five_failures(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS * 2);
-    let order = [5, 0, 3, 6, 5];
-    for (k, &r) in order.iter().enumerate() {
-        // Each failure once the previous one is recovered (its line printed) and the victim's group
-        // has checkpointed since (see `early_sequential_failures` for kills closer together).
+    // Each failure two checkpoints after the previous one (no rank gets there before the previous
+    // victim's group is back), once the previous one is recovered (its line printed): see
+    // `early_sequential_failures` for kills closer together. Rank 5 dies twice.
+    let holds = [(5, 0, 2), (0, 0, 4), (3, 0, 6), (6, 0, 8), (5, 1, 10)].map(|(r, i, k)| (r, i, k * INTERVAL));
+    let job = Job::start(name, extra, ITERATIONS * 2, &holds);
+    for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
-        let seen = job.generations(r).last().copied().unwrap_or(0);
-        job.wait_until("a new checkpoint", |j| j.generations(r).last().is_some_and(|&g| g > seen));
-        job.kill(r);
+        job.kill_held(hold);
     }
     let d = job.finish();
     d.check(ITERATIONS * 2, &restarted(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
     assert_eq!(d.lines().len(), 5, "{}", d.show());
 }
 
-/// Failures in sequence, each 300 ms after the previous recovery completed (groups restarted
-/// from their first checkpoints still catching up when the next one fails). This hung now and
-/// then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
+/// Failures in sequence, each as soon as the previous recovery completed: ranks 5, 0 and 3 all
+/// hold at iteration 300 (between the first and the second checkpoint; each can get there while
+/// the others hold), and each is killed once the previous death's recovery line is printed, while
+/// the groups restarted from their first checkpoints still catch up. This hung now and then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
 /// notification for the coordinator without sending it, and the rank then waited for a replay
 /// the coordinator releases only once every orphan of the phase is notified; only an arrival
 /// from its group partner, if it came after that send, flushed it. Sends now flush what the
 /// engine queued, and a wait does before it idles.
-#[test]
 fn early_sequential_failures() {
     sequential_failures("early", false);
 }
@@ -600,33 +674,34 @@ fn early_sequential_failures() {
 /// The same with the halos received by non-blocking receives posted before the sends: a message
 /// that arrives before the rank's sends must not raise their phase (the engine's delivery hook
 /// runs when the application takes the receive's result, not when the message arrives).
-#[test]
 fn early_sequential_failures_with_nonblocking_receives() {
     sequential_failures("early-irecv", true);
 }
 
 fn sequential_failures(name: &str, nonblocking: bool) {
-    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking, &[]);
-    for (k, &r) in [5, 0, 3].iter().enumerate() {
+    let holds = [5, 0, 3].map(|r| (r, 0, INTERVAL + INTERVAL / 2));
+    let env = [("FT_TEST_HOLD", hold_spec(&holds))];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking, &env);
+    for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
-        std::thread::sleep(Duration::from_millis(300));
-        job.kill(r);
+        job.kill_held(hold);
     }
     let d = job.finish();
     d.check(ITERATIONS * 2, &restarted(&[(2, 1), (0, 1), (1, 1)]));
 }
 
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
-/// the unfinished one too. Each victim is killed as soon as the launcher has seen the previous
-/// death, while its round runs (a fixed pause of 400 ms made the deaths overlap only on a
-/// loaded machine: on a quiet one each recovery took 10–20 ms, and the job was over before the
-/// fourth kill).
-#[test]
+/// the unfinished one too. The victims all hold after their first checkpoint; each is killed as
+/// soon as the launcher has seen the previous death, while its round runs (a fixed pause of
+/// 400 ms made the deaths overlap only on a loaded machine: on a quiet one each recovery took
+/// 10–20 ms, and the job was over before the fourth kill).
 fn failures_faster_than_recoveries() {
-    let job = Job::start("rapid", &[], ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(5).is_empty());
-    for r in [5, 0, 3, 6] {
-        job.kill(r);
+    let holds = [5, 0, 3, 6].map(|r| (r, 0, INTERVAL));
+    let job = Job::start("rapid", &[], ITERATIONS, &holds);
+    for hold in holds {
+        let r = hold.0;
+        job.kill_held(hold);
         let seen = format!("rank died: recovery rank={r} ");
         job.wait_until("the launcher to see the death", |j| {
             String::from_utf8_lossy(&j.err.lock().unwrap()).contains(&seen)
@@ -639,23 +714,21 @@ fn failures_faster_than_recoveries() {
     d.nothing_left();
 }
 
-#[test]
 fn distributed_recovery() {
-    let job = Job::start("distributed", &["--ft-recovery", "distributed"], ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(4).is_empty());
-    job.kill(4);
+    let hold = (4, 0, INTERVAL);
+    let job = Job::start("distributed", &["--ft-recovery", "distributed"], ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(2, 1)]));
     assert_eq!(d.lines().len(), 1, "{}", d.show());
 }
 
-#[test]
 fn too_many_restarts_end_the_job() {
-    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS * 4);
-    for k in 0..2 {
-        job.wait_until("rank 6 to run", |j| j.started().get(&6).map_or(0, Vec::len) == k + 1);
-        std::thread::sleep(Duration::from_millis(300));
-        job.kill(6);
+    // Rank 6 twice before its first checkpoint: its second incarnation starts from the beginning.
+    let holds = [(6, 0, INTERVAL / 2), (6, 1, INTERVAL / 2)];
+    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS * 4, &holds);
+    for hold in holds {
+        job.kill_held(hold);
     }
     let d = job.finish();
     assert!(!d.ok, "{}", d.show());
@@ -668,11 +741,14 @@ fn too_many_restarts_end_the_job() {
     );
 }
 
-/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk, the newest at
-/// least `newest`: rank `rank`'s files are generations `[.., older, newest]` and every other
-/// member has `newest` too. While it is stopped its files stay as they are, and its group can
-/// complete no newer generation. Returns the pid and rank `rank`'s generations.
+/// Stops `rank` (SIGSTOP; it holds after its checkpoint `newest`: [`newest_hold`]) once its
+/// group holds two complete generations on disk, the newest at least `newest`: rank `rank`'s files
+/// are generations `[.., older, newest]` and every other member has `newest` too. While it is
+/// stopped its files stay as they are, and its group can complete no newer generation. Returns
+/// the pid and rank `rank`'s generations.
 fn stop_with_two_generations(job: &Job, rank: u32, newest: u64) -> (u32, Vec<u64>) {
+    let (_, inc, it) = newest_hold(rank, newest);
+    job.wait_until(&format!("rank {rank} to hold after checkpoint {newest}"), |j| j.held(rank, inc, it).is_some());
     let group = rank / 2;
     let complete = |j: &Job| {
         let mine = j.generations(rank);
@@ -713,15 +789,19 @@ impl Job {
     }
 }
 
+/// Where [`stop_with_two_generations`] needs `rank` to hold: after its checkpoint `newest`.
+fn newest_hold(rank: u32, newest: u64) -> (u32, u32, u64) {
+    (rank, 0, newest * INTERVAL)
+}
+
 /// SIGKILL to a process of the job (stopped or not).
 fn kill_pid(pid: u32) {
     // SAFETY: a signal to a process of this job.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
 }
 
-#[test]
 fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
-    let job = Job::start("fallback", &[], ITERATIONS);
+    let job = Job::start("fallback", &[], ITERATIONS, &[newest_hold(5, 4)]);
     // Mid-run: the acknowledgements of earlier generations have gone out.
     let (pid, gens) = stop_with_two_generations(&job, 5, 4);
     let (older, newest) = (gens[gens.len() - 2], gens[gens.len() - 1]);
@@ -746,9 +826,8 @@ fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
     eprintln!("{}\n{}", warnings[0], lines[0]);
 }
 
-#[test]
 fn damaged_generations_everywhere_end_the_job() {
-    let job = Job::start("damaged", &[], ITERATIONS * 4);
+    let job = Job::start("damaged", &[], ITERATIONS * 4, &[newest_hold(3, 2)]);
     let (pid, gens) = stop_with_two_generations(&job, 3, 2);
     // Every file of rank 3's (the two retained generations, and a third not yet removed if the
     // newest is not durable yet): no generation of group 1 is complete any more.
@@ -829,7 +908,6 @@ fn check_failpoint_death(d: &Done, victim: u32, point: &str) {
 /// no data moved at all. The receiver takes the arrival back and receives the message again from
 /// the restarted sender (its log shows it: the arrival taken back), from byte 0.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_sending_a_rendezvous_message() {
     for (lmt, point, nth) in
         [("shm", "rendezvous-send-mid-6", 250), ("cma", "rendezvous-help-6", 250), ("auto", "ft-rendezvous-sent", 250)]
@@ -847,7 +925,6 @@ fn a_rank_killed_while_sending_a_rendezvous_message() {
 /// with the death, its send completes, and the message is replayed from its log to the new
 /// incarnation.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_receiving_a_rendezvous_message() {
     for (lmt, point, nth) in [("shm", "rendezvous-recv-mid-5", 250), ("cma", "rendezvous-recv-half-5", 250)] {
         let d = rendezvous_job(&format!("rdv-recv-{lmt}"), lmt, 6, point, nth);
@@ -876,7 +953,6 @@ const EAGER_TAKEN_BACK: &str = "HydEE: partial eager message lost with its sende
 /// sender's copy, which completes it. Without recovery it fails with `PeerDied`
 /// (`tests/failpoints.rs`, `sender_dies_in_the_middle_of_a_multi_cell_message`).
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
     for nonblocking in [false, true] {
         let point = "send-mid-message-to-6";
@@ -897,7 +973,6 @@ fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
 /// Rank 3's transfer fails with the connection, the netmod's death notice says the sender is
 /// silent, the arrival is taken back, and the restarted rank 4's copy is received from byte 0.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes() {
     let env = [("NEMESIS_EAGER_MAX", "4K"), ("NEMESIS_EAGER_BLOCKING_MAX", "4K"), ("FT_TEST_HALO", "65536")];
     let point = "tcp-data-mid-3";
@@ -913,7 +988,6 @@ fn a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes() {
 /// death notice; the arrival is taken back and the receive waits for the restarted sender's
 /// copy.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_in_the_middle_of_a_message_frame_over_two_nodes() {
     let point = "tcp-send-mid-3";
     let d = failpoint_job("frame-tcp", &["--nodes", TWO_NODES], &MULTI_CELL, false, (4, point, 210));
@@ -940,9 +1014,9 @@ fn one_death_over_two_nodes(
 ) {
     let mut args = vec!["--nodes", TWO_NODES];
     args.extend_from_slice(extra);
-    let job = Job::start(name, &args, ITERATIONS);
-    job.wait_until("the group's second checkpoint", |j| j.generations(victim).last().is_some_and(|&g| g >= 2));
-    job.kill(victim);
+    let hold = (victim, 0, 2 * INTERVAL);
+    let job = Job::start(name, &args, ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, again);
     assert_eq!(&d.restarts_logged(), again, "{}", d.show());
@@ -957,7 +1031,6 @@ fn one_death_over_two_nodes(
 /// exchanges with rank 3 of group 1 on the other node, so after the restart the TCP link
 /// between rank 3 and rank 4's new incarnation carries the stencil's halos (the netmods' lines
 /// show it came up, from either end), and the checksum is the failure-free one.
-#[test]
 fn one_rank_killed_mid_run_over_two_nodes() {
     let line = "nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ";
     one_death_over_two_nodes("mid2", &[], 4, &restarted(&[(2, 1)]), line, &[(4, 1, 0), (3, 0, 1)]);
@@ -967,7 +1040,6 @@ fn one_rank_killed_mid_run_over_two_nodes() {
 /// killed, rank 4 with it, and both restart at once on their nodes; each learns the other's new
 /// card through the launcher (its own bootstrap may come first), and the TCP link between the
 /// two new incarnations comes up.
-#[test]
 fn a_group_spanning_the_nodes_restarts() {
     let groups = scratch("span-groups").join("groups");
     std::fs::write(&groups, "0 0\n1 0\n2 1\n5 1\n3 2\n4 2\n6 3\n7 3\n").unwrap();
@@ -979,7 +1051,6 @@ fn a_group_spanning_the_nodes_restarts() {
 
 /// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
 /// while group 1 recovers.
-#[test]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
     let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
     check_during(&d, second_round_over_both);

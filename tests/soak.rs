@@ -28,13 +28,8 @@ fn seconds() -> u64 {
     std::env::var("NEMESIS_SOAK").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
 }
 
-#[test]
-fn rank_main() {
-    if std::env::var("NEMESIS_TEST_ROLE").as_deref() != Ok("soak") {
-        return;
-    }
-    let result = std::panic::catch_unwind(soak_rank);
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+fn main() {
+    common::harness::main(soak_rank, tests![soak_with_random_kills]);
 }
 
 /// The bytes of message `idx` of (`src`, `dst`, `tag`), `len` long.
@@ -282,7 +277,6 @@ fn soak_rank() {
     let _ = ep.finalize();
 }
 
-#[test]
 fn soak_with_random_kills() {
     let secs = seconds();
     let seed: u64 = std::env::var("NEMESIS_SOAK_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
@@ -294,7 +288,7 @@ fn soak_with_random_kills() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
     cmd.args(["-n", &RANKS.to_string(), "--keep-going", "--wait", "yield", "--"]);
-    cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.args(common::harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", "soak")
         .env("NEMESIS_SOAK", secs.to_string())
         .env("NEMESIS_SOAK_SEED", seed.to_string())
