@@ -22,6 +22,11 @@
 //! killed during another group's recovery; the netmods' lines show links to the new
 //! incarnations coming up.
 //!
+//! Every kill lands where the test chose, never against a clock the job may beat: the victim
+//! holds at the start of an iteration of one of its incarnations (`FT_TEST_HOLD`; e.g. right
+//! after its second checkpoint), serving its endpoint but computing nothing, until the test
+//! SIGKILLs it; the failpoints kill at the `n`-th hit of a named point.
+//!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 //! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
 //! `nemesis::launch=info`), `FT_TEST_LIMIT` the seconds a job may take (300).
@@ -40,12 +45,13 @@ use nemesis::Endpoint;
 #[allow(dead_code)]
 mod ft_stencil;
 
-/// Ranks, groups, cells per rank, iterations, checkpoint interval.
+/// Ranks, groups, cells per rank, iterations, checkpoint interval. The kills wait for no clock:
+/// a job need only be long enough to hold its victims (at most ten checkpoints in).
 const RANKS: u32 = 8;
 const GROUPS: u32 = 4;
 const CELLS: usize = 64;
-const ITERATIONS: u64 = 8000;
-const INTERVAL: u64 = 200;
+const ITERATIONS: u64 = 600;
+const INTERVAL: u64 = 40;
 
 fn main() {
     common::harness::main(
@@ -247,18 +253,18 @@ impl Job {
     /// the rank, 0 the first, stops at the start of that iteration and waits to be killed).
     fn start(name: &str, extra: &[&str], iterations: u64, holds: &[(u32, u32, u64)]) -> Job {
         let holds = hold_spec(holds);
-        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[("FT_TEST_HOLD", &holds)])
+        Job::start_with(name, RANKS, GROUPS, extra, (iterations, INTERVAL), false, &[("FT_TEST_HOLD", &holds)])
     }
 
-    /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
-    /// `irecv`/`isend`/`wait` (`ft_stencil::run_with`); `env`: more environment variables for the
-    /// launcher and the ranks.
+    /// A job of `ranks` ranks in `groups` groups, `iterations` with a checkpoint every
+    /// `interval`; `nonblocking`: the stencil's halos by `irecv`/`isend`/`wait`
+    /// (`ft_stencil::run_with`); `env`: more environment variables for the launcher and the ranks.
     fn start_with(
         name: &str,
         ranks: u32,
         groups: u32,
         extra: &[&str],
-        iterations: u64,
+        (iterations, interval): (u64, u64),
         nonblocking: bool,
         env: &[(&str, &str)],
     ) -> Job {
@@ -275,7 +281,7 @@ impl Job {
         cmd.args(common::harness::me_as_rank());
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
-            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
+            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {interval} {}", u8::from(nonblocking)))
             .env("NEMESIS_FT_DIR", &ft_dir)
             .env(
                 "NEMESIS_LOG",
@@ -527,7 +533,7 @@ fn the_reference_checksum_is_the_examples() {
 }
 
 fn one_rank_killed_mid_run() {
-    // Rank 5 right after its second checkpoint (iteration 400).
+    // Rank 5 right after its second checkpoint.
     let hold = (5, 0, 2 * INTERVAL);
     let job = Job::start("mid", &[], ITERATIONS, &[hold]);
     job.kill_held(hold);
@@ -649,18 +655,18 @@ fn five_failures(name: &str, extra: &[&str]) {
     // victim's group is back), once the previous one is recovered (its line printed): see
     // `early_sequential_failures` for kills closer together. Rank 5 dies twice.
     let holds = [(5, 0, 2), (0, 0, 4), (3, 0, 6), (6, 0, 8), (5, 1, 10)].map(|(r, i, k)| (r, i, k * INTERVAL));
-    let job = Job::start(name, extra, ITERATIONS * 2, &holds);
+    let job = Job::start(name, extra, ITERATIONS, &holds);
     for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
         job.kill_held(hold);
     }
     let d = job.finish();
-    d.check(ITERATIONS * 2, &restarted(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
+    d.check(ITERATIONS, &restarted(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
     assert_eq!(d.lines().len(), 5, "{}", d.show());
 }
 
 /// Failures in sequence, each as soon as the previous recovery completed: ranks 5, 0 and 3 all
-/// hold at iteration 300 (between the first and the second checkpoint; each can get there while
+/// hold halfway between the first and the second checkpoint (each can get there while
 /// the others hold), and each is killed once the previous death's recovery line is printed, while
 /// the groups restarted from their first checkpoints still catch up. This hung now and then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
 /// notification for the coordinator without sending it, and the rank then waited for a replay
@@ -682,13 +688,13 @@ fn sequential_failures(name: &str, nonblocking: bool) {
     let holds = [5, 0, 3].map(|r| (r, 0, INTERVAL + INTERVAL / 2));
     let env = [("FT_TEST_HOLD", hold_spec(&holds))];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking, &env);
+    let job = Job::start_with(name, RANKS, GROUPS, &[], (ITERATIONS, INTERVAL), nonblocking, &env);
     for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
         job.kill_held(hold);
     }
     let d = job.finish();
-    d.check(ITERATIONS * 2, &restarted(&[(2, 1), (0, 1), (1, 1)]));
+    d.check(ITERATIONS, &restarted(&[(2, 1), (0, 1), (1, 1)]));
 }
 
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
@@ -726,7 +732,7 @@ fn distributed_recovery() {
 fn too_many_restarts_end_the_job() {
     // Rank 6 twice before its first checkpoint: its second incarnation starts from the beginning.
     let holds = [(6, 0, INTERVAL / 2), (6, 1, INTERVAL / 2)];
-    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS * 4, &holds);
+    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS, &holds);
     for hold in holds {
         job.kill_held(hold);
     }
@@ -827,7 +833,7 @@ fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
 }
 
 fn damaged_generations_everywhere_end_the_job() {
-    let job = Job::start("damaged", &[], ITERATIONS * 4, &[newest_hold(3, 2)]);
+    let job = Job::start("damaged", &[], ITERATIONS, &[newest_hold(3, 2)]);
     let (pid, gens) = stop_with_two_generations(&job, 3, 2);
     // Every file of rank 3's (the two retained generations, and a third not yet removed if the
     // newest is not durable yet): no generation of group 1 is complete any more.
@@ -883,11 +889,14 @@ fn failpoint_job(
     let mut env = env.to_vec();
     env.push(("FT_TEST_FP", &fp));
     env.push(("NEMESIS_LOG", "nemesis::launch=info,nemesis::endpoint::recovery=debug,nemesis_netmod_tcp=info"));
-    Job::start_with(name, RANKS, GROUPS, extra, RDV_ITERATIONS, nonblocking, &env).finish()
+    Job::start_with(name, RANKS, GROUPS, extra, (RDV_ITERATIONS, RDV_INTERVAL), nonblocking, &env).finish()
 }
 
 #[cfg(feature = "failpoints")]
 const RDV_ITERATIONS: u64 = 400;
+/// The checkpoint interval of the failpoint jobs (the `nth` hits below count from it).
+#[cfg(feature = "failpoints")]
+const RDV_INTERVAL: u64 = 200;
 
 /// The death landed at `point` in `victim`'s first incarnation, the job ended with the
 /// failure-free checksum, and only `victim`'s group was started again, once.
