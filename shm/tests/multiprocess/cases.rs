@@ -53,7 +53,8 @@ fn size(p: u16, i: u32) -> usize {
     }
 }
 
-/// A page of counters shared with the children: `[p]` = messages producer p fully handed over.
+/// A page of counters shared with the children: `[p]` = messages producer p fully handed over
+/// (`[0]`: messages the slow consumer took). The test kills a child once its count is reached.
 struct Stats {
     map: memmap2::MmapMut,
     fd: OwnedFd,
@@ -160,6 +161,7 @@ fn run_child(role: Role) -> Result<(), String> {
         Role::SlowConsumer => loop {
             if let Some(inc) = port.poll(&[]).map_err(|e| e.to_string())? {
                 port.release(inc).map_err(|e| e.to_string())?;
+                stats.get(0).fetch_add(1, Release);
             }
             std::thread::sleep(Duration::from_micros(50));
         },
@@ -347,6 +349,22 @@ impl Job {
         let _ = c.kill();
     }
 
+    /// Waits until counter `slot` of [`Stats`] reaches `n` (a child that cannot end by itself
+    /// reports its progress there), then kills `rank`.
+    fn kill_at(&mut self, rank: u16, slot: usize, n: u64) {
+        let t = Instant::now();
+        while self.stats.get(slot).load(Acquire) < n {
+            if let Some((_, c)) = self.children.iter_mut().find(|(r, _)| *r == rank)
+                && let Some(st) = c.try_wait().unwrap()
+            {
+                panic!("rank {rank} ended ({st}) before its count {n}");
+            }
+            assert!(t.elapsed() < Duration::from_secs(120), "counter {slot} never reached {n}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.kill(rank);
+    }
+
     /// Waits for every child, marking each GONE when it ends (unless `mark` is false: then peers
     /// must learn of deaths through pidfds). Returns each child's status and output.
     fn wait(mut self, mark: bool, limit: Duration) -> Vec<(u16, std::process::ExitStatus, String)> {
@@ -412,28 +430,31 @@ fn one_consumer_seven_producers() {
     assert!(!summary.contains("multi-cell=0 "), "multi-cell messages were sent: {summary}");
 }
 
-/// Producers are killed with SIGKILL at random moments, repeatedly; the consumer receives every
-/// message each completed, drops their partial messages, and gets everything the live ones send.
+/// Producers are killed with SIGKILL mid-stream, repeatedly: three that never end by themselves,
+/// each once it has handed over a random number of messages (at a random point of the ones after);
+/// the consumer receives every message each completed, drops their partial messages, and gets
+/// everything the live ones send.
 fn producers_killed_mid_stream() {
     let rounds = if stress() { 20 } else { 3 };
     for round in 0..rounds {
         let per = if stress() { 20_000 } else { 1_500 };
+        let victims = [1u16, 3, 4];
         let mut job = Job::new(6);
         job.spawn(0, Role::Consumer, &[]);
         for p in 1..6 {
-            job.spawn(p, Role::Producer { messages: per }, &[]);
+            let messages = if victims.contains(&p) { u32::MAX } else { per };
+            job.spawn(p, Role::Producer { messages }, &[]);
         }
         let seed = nemesis_shm::os::random_u64().unwrap();
-        for (k, p) in [1u16, 3, 4].into_iter().enumerate() {
-            std::thread::sleep(Duration::from_millis(5 + (seed >> (8 * k)) % 40));
-            job.kill(p);
+        for (k, p) in victims.into_iter().enumerate() {
+            job.kill_at(p, usize::from(p), 1 + (seed >> (16 * k)) % u64::from(per / 2));
         }
         let done = job.wait(true, Duration::from_secs(300));
         let summary = assert_consumer_ok(&done);
         eprintln!("round {round}: {summary}");
         for (r, st, out) in &done[1..] {
-            if [1, 3, 4].contains(r) {
-                assert!(st.success() || st.signal() == Some(9), "producer {r}: {st}");
+            if victims.contains(r) {
+                assert_eq!(st.signal(), Some(9), "producer {r}: {st}");
             } else {
                 assert!(st.success(), "producer {r}: {}", result_line(out));
             }
@@ -441,8 +462,9 @@ fn producers_killed_mid_stream() {
     }
 }
 
-/// The consumer is killed mid-stream: the producers (and the drain one of them runs) give every
-/// cell back to its owner, marks from the launcher or, without them, pidfds.
+/// The consumer is killed mid-stream (once it has taken 100 messages): the producers (and the
+/// drain one of them runs) give every cell back to its owner, marks from the launcher or, without
+/// them, pidfds.
 fn consumer_killed_gives_cells_back() {
     for mark in [true, false] {
         let mut job = Job::new(4);
@@ -452,8 +474,7 @@ fn consumer_killed_gives_cells_back() {
         for p in 1..4 {
             job.spawn(p, Role::ProducerUntilDeath, extra);
         }
-        std::thread::sleep(Duration::from_millis(300));
-        job.kill(0);
+        job.kill_at(0, 0, 100);
         let done = job.wait(mark, Duration::from_secs(120));
         assert_eq!(done[0].1.signal(), Some(9));
         for (r, st, out) in &done[1..] {
