@@ -105,9 +105,13 @@ fn stencil() {
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
     // `NEMESIS_LOG`: e.g. the netmod's lines showing which links to restarted incarnations came up.
     nemesis::log::init();
+    // Read before `Endpoint::init`, which takes it out of the environment of a rank running one
+    // thread (as this one does: `common/harness.rs`).
+    #[cfg(feature = "failpoints")]
+    let first_incarnation = std::env::var_os("NEMESIS_FT_RESTART").is_none();
     let mut ep = Endpoint::init().unwrap();
     #[cfg(feature = "failpoints")]
-    arm_failpoint(&ep, &dir);
+    arm_failpoint(&ep, &dir, first_incarnation);
     let halo: usize = std::env::var("FT_TEST_HALO").ok().and_then(|h| h.parse().ok()).unwrap_or(8);
     let restored = ep.restored_state().is_some();
     let me = ep.rank();
@@ -159,10 +163,10 @@ fn stencil() {
 /// Arms `FT_TEST_FP` (`<rank>:<point>:<nth>`) in that rank's first incarnation: its `nth` hit of
 /// the point records `hit <point> <pid>` in the test's directory and SIGKILLs it.
 #[cfg(feature = "failpoints")]
-fn arm_failpoint(ep: &Endpoint, dir: &Path) {
+fn arm_failpoint(ep: &Endpoint, dir: &Path, first_incarnation: bool) {
     let Ok(spec) = std::env::var("FT_TEST_FP") else { return };
     let v: Vec<&str> = spec.split(':').collect();
-    if v[0].parse::<u32>().unwrap() == ep.rank() && std::env::var_os("NEMESIS_FT_RESTART").is_none() {
+    if v[0].parse::<u32>().unwrap() == ep.rank() && first_incarnation {
         let (point, nth) = (v[1], v[2].parse().unwrap());
         nemesis_shm::failpoint::arm(point, nth, nemesis_shm::failpoint::Action::Kill, &dir.join("failpoints"));
     }
