@@ -341,6 +341,9 @@ fn dead_peer(l: Launcher) {
     }
 }
 
+/// A program's test under one launcher.
+type Program = fn(Launcher);
+
 /// Every test: the four programs under each launcher (`<launcher>::<program>`, as the module
 /// table above names them), then the rest.
 fn every_test() -> Vec<Test> {
@@ -354,7 +357,7 @@ fn every_test() -> Vec<Test> {
         ("srun_pmix", SrunPmix),
         ("openmpi", OpenMpi),
     ];
-    let programs: [(&str, fn(Launcher)); 4] =
+    let programs: [(&str, Program); 4] =
         [("traffic", traffic), ("ring", ring), ("two_nodes", two_nodes), ("dead_peer", dead_peer)];
     let mut v = Vec::new();
     for (module, l) in launchers {

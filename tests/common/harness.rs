@@ -41,9 +41,14 @@ impl From<(&'static str, fn())> for Test {
 #[macro_export]
 macro_rules! tests {
     ($($(#[$m:meta])* $f:ident),* $(,)?) => {{
-        let mut v: Vec<(&'static str, fn())> = Vec::new();
-        $( $(#[$m])* v.push((stringify!($f), $f as fn())); )*
-        v
+        // Pushes, not `vec![]`: an element may carry a `#[cfg]`.
+        #[allow(clippy::vec_init_then_push)]
+        fn list() -> Vec<(&'static str, fn())> {
+            let mut v: Vec<(&'static str, fn())> = Vec::new();
+            $( $(#[$m])* v.push((stringify!($f), $f as fn())); )*
+            v
+        }
+        list()
     }};
 }
 
@@ -156,8 +161,7 @@ fn run(o: Options, tests: Vec<Test>) -> i32 {
     std::thread::scope(|s| {
         for _ in 0..threads.min(chosen.len()) {
             s.spawn(move || {
-                loop {
-                    let Some(t) = chosen.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                while let Some(t) = chosen.get(next.fetch_add(1, Ordering::Relaxed)) {
                     // A thread named after the test, as libtest does: its panic message names it.
                     let r = std::thread::Builder::new()
                         .name(t.name.clone())
