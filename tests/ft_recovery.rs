@@ -68,6 +68,7 @@ fn main() {
             five_failures_in_one_run_over_two_nodes,
             early_sequential_failures,
             early_sequential_failures_with_nonblocking_receives,
+            kills_land_where_the_test_chose_however_late_it_is,
             failures_faster_than_recoveries,
             distributed_recovery,
             too_many_restarts_end_the_job,
@@ -688,17 +689,43 @@ fn early_sequential_failures_with_nonblocking_receives() {
     sequential_failures("early-irecv", true);
 }
 
-fn sequential_failures(name: &str, nonblocking: bool) {
+fn sequential_failures(name: &str, nonblocking: bool) -> Done {
+    sequential_failures_late(name, nonblocking, Duration::ZERO)
+}
+
+/// [`sequential_failures`] with the test pausing `late` between seeing each victim hold and
+/// killing it.
+fn sequential_failures_late(name: &str, nonblocking: bool, late: Duration) -> Done {
     let holds = [5, 0, 3].map(|r| (r, 0, INTERVAL + INTERVAL / 2));
     let env = [("FT_TEST_HOLD", hold_spec(&holds))];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let job = Job::start_with(name, RANKS, GROUPS, &[], (ITERATIONS, INTERVAL), nonblocking, &env);
     for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
+        job.wait_until("the victim's hold", |j| j.held(hold.0, hold.1, hold.2).is_some());
+        std::thread::sleep(late);
         job.kill_held(hold);
     }
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(2, 1), (0, 1), (1, 1)]));
+    d
+}
+
+/// The kills wait for no clock: the test pauses a second before each of the early sequential
+/// failures (as a test thread descheduled on a loaded machine may), and each victim is still
+/// where it held, halfway between its first and second checkpoints: its group restarts from
+/// checkpoint 1 at the latest. With kills at a time after the previous recovery, this job would
+/// be over before the first pause ended on a quiet machine (600 iterations take well under a
+/// second), and later kills would find the victims past their second checkpoint.
+fn kills_land_where_the_test_chose_however_late_it_is() {
+    let d = sequential_failures_late("late", false, Duration::from_secs(1));
+    let lines = d.lines();
+    assert_eq!(lines.len(), 3, "{}", d.show());
+    for l in lines {
+        let g: u64 =
+            l.split("restarted from checkpoint ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
+        assert!(g <= 1, "a victim went past its hold: {l}\n{}", d.show());
+    }
 }
 
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
