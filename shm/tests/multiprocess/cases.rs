@@ -401,7 +401,7 @@ impl Job {
     }
 }
 
-/// The child's `RESULT` or `CHILD-ERROR` line (libtest may print on the same line before it).
+/// The child's `RESULT` or `CHILD-ERROR` line.
 fn result_line(out: &str) -> &str {
     out.lines().find_map(|l| l.find("RESULT").or_else(|| l.find("CHILD-ERROR")).map(|i| &l[i..])).unwrap_or(out)
 }
