@@ -101,6 +101,21 @@ pub fn run_with(
     halo: usize,
     nonblocking: bool,
 ) -> nemesis::Result<Report> {
+    run_observed(ep, cells, iterations, interval, halo, nonblocking, &mut |_, _| {})
+}
+
+/// [`run_with`], calling `at(ep, it)` at the start of every iteration `it` (after the checkpoint
+/// of the iterations before it, if one was due; no request outstanding): where a test holds a rank
+/// to kill it.
+pub fn run_observed(
+    ep: &mut Endpoint,
+    cells: usize,
+    iterations: u64,
+    interval: u64,
+    halo: usize,
+    nonblocking: bool,
+    at: &mut dyn FnMut(&mut Endpoint, u64),
+) -> nemesis::Result<Report> {
     let halo = halo.max(8).next_multiple_of(8);
     let (rank, size) = (ep.rank(), ep.size());
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
@@ -124,6 +139,7 @@ pub fn run_with(
     let (mut from_left, mut from_right) = (vec![0u8; halo], vec![0u8; halo]);
     let (mut first, mut last) = (vec![0u8; halo], vec![0u8; halo]);
     for it in next..iterations {
+        at(ep, it);
         // My first cell goes left (tag 0), my last right (tag 1).
         fill(&mut first, u[1]);
         fill(&mut last, u[cells]);

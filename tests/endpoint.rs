@@ -4,7 +4,7 @@
 //! (8 is oversubscribed on 2 cores) and every wait mode; errors between processes; a peer killed
 //! while others wait on it; the CPU use of a rank blocked in `block` mode.
 //!
-//! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
+//! The test binary is itself the rank program: `nemesis-run` starts it with `--nemesis-test-rank`
 //! and a role in `NEMESIS_TEST_ROLE`. `NEMESIS_STRESS=1` multiplies the traffic.
 
 mod common;
@@ -17,11 +17,33 @@ use std::ptr::NonNull;
 
 use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, PieceList, Pieces, Request, WORLD};
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            traffic_2_ranks,
+            traffic_4_ranks_block_mode,
+            traffic_8_ranks_oversubscribed,
+            traffic_over_two_nodes,
+            errors_between_processes,
+            synchronous_sends_between_processes,
+            messages_in_pieces_between_processes,
+            cancellation_and_matched_probes_between_processes,
+            peer_killed_while_others_wait_on_it,
+            peer_death_is_found_through_pidfds_without_marks,
+            two_nodes_in_two_network_namespaces,
+            a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound,
+            idle_rank_in_block_mode_uses_little_cpu,
+            hydra_with_two_node_identities,
+            hydra_starts_an_unmodified_nemesis_program,
+            readme_examples_run_under_nemesis_run,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "traffic" => roles::traffic(),
         "errors" => errors(),
         "peer-killed" => roles::peer_killed(),
@@ -30,9 +52,8 @@ fn rank_main() {
         "cancel" => cancel(),
         "pieces" => pieces(),
         "stopped" => stopped(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -50,24 +71,20 @@ fn run_traffic(n: u32, wait: &str, count: u32) {
     assert_eq!(results(&o).len(), n as usize, "{}", show(&o));
 }
 
-#[test]
 fn traffic_2_ranks() {
     run_traffic(2, "poll", 400);
 }
 
-#[test]
 fn traffic_4_ranks_block_mode() {
     run_traffic(4, "block", 200);
 }
 
-#[test]
 fn traffic_8_ranks_oversubscribed() {
     run_traffic(8, "yield", 100);
 }
 
 /// 2 × 2 ranks over two nodes (and 5 over three): local pairs through the segment, the others
 /// through each netmod; `ANY_SOURCE` receives mix local and remote senders.
-#[test]
 fn traffic_over_two_nodes() {
     for (label, net) in common::netmods(true) {
         for (n, k, wait) in [(4, 2, "poll"), (5, 3, "yield")] {
@@ -107,7 +124,6 @@ fn errors() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn errors_between_processes() {
     let o = job(2, &[], "errors", &[]);
     assert!(o.status.success(), "{}", show(&o));
@@ -143,7 +159,6 @@ fn ssend() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn synchronous_sends_between_processes() {
     let o = job(2, &[], "ssend", &[]);
     assert!(o.status.success(), "{}", show(&o));
@@ -399,7 +414,6 @@ fn pieces() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn messages_in_pieces_between_processes() {
     for nodes in [&[][..], &["--nodes", "2"]] {
         for lmt in ["ring", "cma"] {
@@ -410,7 +424,6 @@ fn messages_in_pieces_between_processes() {
     }
 }
 
-#[test]
 fn cancellation_and_matched_probes_between_processes() {
     for nodes in [&[][..], &["--nodes", "2"]] {
         let o = job(2, nodes, "cancel", &[]);
@@ -422,7 +435,6 @@ fn cancellation_and_matched_probes_between_processes() {
 // ---------------------------------------------------------------------------------------------
 // A peer killed while others wait on it.
 
-#[test]
 fn peer_killed_while_others_wait_on_it() {
     for wait in ["poll", "block"] {
         let o = job(3, &["--keep-going", "--wait", wait], "peer-killed", &[]);
@@ -433,7 +445,6 @@ fn peer_killed_while_others_wait_on_it() {
 
 /// The same without the launcher's marks in the segment, as under a process manager that knows
 /// nothing of nemesis: the survivors find the death through pidfds on the pids ranks publish.
-#[test]
 fn peer_death_is_found_through_pidfds_without_marks() {
     let o = job(3, &["--keep-going"], "peer-killed", &[("NEMESIS_RUN_NO_MARKS", "1".into())]);
     assert_eq!(o.status.code(), Some(128 + 9), "{}", show(&o));
@@ -514,7 +525,6 @@ impl Drop for Netns {
 /// Two nodes in two network namespaces joined by a veth pair, as two machines: each rank runs
 /// in its namespace (`ip netns exec`) with its own address. Skipped with a message where network
 /// namespaces cannot be made (not root); under CI it must run unless `NEMESIS_NO_NETNS=1`.
-#[test]
 fn two_nodes_in_two_network_namespaces() {
     let ns = match Netns::new() {
         Ok(ns) => ns,
@@ -528,8 +538,12 @@ fn two_nodes_in_two_network_namespaces() {
     let exe = std::env::current_exe().unwrap().display().to_string();
     let script = format!(
         "if [ \"$PMI_RANK\" = 0 ]; then n={} a={}; else n={} a={}; fi; \
-         exec ip netns exec \"$n\" env NEMESIS_TCP_ADDR=\"$a\" {exe} --exact rank_main --nocapture --test-threads=1",
-        ns.names[0], ns.addrs[0], ns.names[1], ns.addrs[1]
+         exec ip netns exec \"$n\" env NEMESIS_TCP_ADDR=\"$a\" {exe} {rank_arg}",
+        ns.names[0],
+        ns.addrs[0],
+        ns.names[1],
+        ns.addrs[1],
+        rank_arg = common::harness::RANK_ARG
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
     cmd.args(["-n", "2", "--nodes", "2", "--", "sh", "-c", &script]);
@@ -571,7 +585,6 @@ fn stopped() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound() {
     for (label, net) in common::netmods(true) {
         let mut env: Vec<(&str, String)> = HB.iter().map(|&(k, v)| (k, v.to_owned())).collect();
@@ -614,7 +627,6 @@ fn idle_block() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn idle_rank_in_block_mode_uses_little_cpu() {
     let o = job(2, &["--wait", "block"], "idle-block", &[]);
     assert!(o.status.success(), "{}", show(&o));
@@ -650,7 +662,7 @@ fn shm_entries() -> Vec<String> {
 
 fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> Output {
     let mut cmd = Command::new(hydra);
-    cmd.args(args).arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture"]);
+    cmd.args(args).args(common::harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", role);
     for (k, v) in env {
         cmd.env(k, v);
@@ -660,7 +672,6 @@ fn hydra_job(hydra: &str, args: &[&str], role: &str, env: &[(&str, String)]) -> 
 
 /// Under Hydra with two node identities (`NEMESIS_NODE` per MPMD section): traffic between them
 /// goes through each netmod.
-#[test]
 fn hydra_with_two_node_identities() {
     let Some(h) = hydra() else { return };
     for (label, net) in common::netmods(true) {
@@ -673,7 +684,7 @@ fn hydra_with_two_node_identities() {
             args.extend(["-env", "NEMESIS_TEST_ROLE", "traffic", "-env", "NEMESIS_TEST_SEED", "91"].map(str::to_owned));
             args.extend(["-env", "NEMESIS_TEST_COUNT", "100"].map(str::to_owned));
             args.push(std::env::current_exe().unwrap().display().to_string());
-            args.extend(["--exact", "rank_main", "--nocapture"].map(str::to_owned));
+            args.push(common::harness::RANK_ARG.to_owned());
         }
         let mut c = Command::new(h);
         c.args(&args).envs(net.iter().map(|(k, v)| (k, v)));
@@ -683,7 +694,6 @@ fn hydra_with_two_node_identities() {
     }
 }
 
-#[test]
 fn hydra_starts_an_unmodified_nemesis_program() {
     let Some(h) = hydra() else { return };
     let before = shm_entries();
@@ -708,7 +718,6 @@ fn example(name: &str) -> std::path::PathBuf {
     exe.parent().unwrap().parent().unwrap().join("examples").join(name)
 }
 
-#[test]
 fn readme_examples_run_under_nemesis_run() {
     let o =
         Command::new(env!("CARGO_BIN_EXE_nemesis-run")).args(["-n", "3", "--"]).arg(example("hello")).output().unwrap();

@@ -16,17 +16,29 @@ use nemesis::{Endpoint, Error, WORLD};
 use nemesis_shm::Node;
 use nemesis_shm::failpoint::{Action, arm};
 
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            sender_dies_between_swap_and_link,
+            sender_dies_before_its_swap,
+            receiver_dies_inside_a_dequeue,
+            drainer_dies_in_the_middle_of_a_drain,
+            sender_dies_in_the_middle_of_a_multi_cell_message,
+            rendezvous_loses_a_side_in_the_middle,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "two-senders" => two_senders(),
         "dead-receiver" => dead_receiver(),
         "partial" => partial(),
         "rendezvous" => rendezvous(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// Inits, prints this rank's pid, and arms the failpoints the test gave this rank
@@ -56,9 +68,12 @@ fn free_cells(ep: &Endpoint) -> usize {
     ep.segment().free_queue(l).count_linked().unwrap()
 }
 
-/// Calls progress until all `want` cells of this rank are home (or 30 s pass).
+/// Longest a rank waits for another's step (a death, a report): only a bound on a failure.
+const BOUND: Duration = Duration::from_secs(120);
+
+/// Calls progress until all `want` cells of this rank are home (or [`BOUND`] passes).
 fn wait_all_cells_home(ep: &mut Endpoint, want: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + BOUND;
     loop {
         let _ = ep.progress();
         let free = free_cells(ep);
@@ -69,12 +84,17 @@ fn wait_all_cells_home(ep: &mut Endpoint, want: usize) -> usize {
     }
 }
 
-/// Waits until the record file has a hit of `point` (or 30 s pass).
+/// Waits until the record file has a hit of `point` (or [`BOUND`] passes).
 fn wait_for_hit(point: &str) -> bool {
     let file = std::env::var("NEMESIS_FP_FILE").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    wait_for(|| std::fs::read_to_string(&file).is_ok_and(|s| s.contains(&format!("hit {point} "))))
+}
+
+/// Polls `f` (without progress) until it holds (or [`BOUND`] passes).
+fn wait_for(f: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + BOUND;
     while Instant::now() < deadline {
-        if std::fs::read_to_string(&file).is_ok_and(|s| s.contains(&format!("hit {point} "))) {
+        if f() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -82,7 +102,21 @@ fn wait_for_hit(point: &str) -> bool {
     false
 }
 
+/// The file by which a rank reports a step to the others (beside the record file).
+fn report_file(what: &str) -> std::path::PathBuf {
+    std::path::Path::new(&std::env::var("NEMESIS_FP_FILE").unwrap()).with_file_name(format!("report-{what}"))
+}
+
+/// Reports step `what` to the other ranks.
+fn report(what: &str) {
+    std::fs::write(report_file(what), "").unwrap();
+}
+
 const TWO_SENDERS_COUNT: u32 = 200;
+
+/// Messages of rank 1's in rank 0's queue before rank 0 dies (fewer than a pool's cells: the
+/// sends complete while rank 0 receives nothing).
+const DEAD_RECEIVER_REPORT: u32 = 20;
 
 /// Ranks 1 and 2 send 1000-byte messages (cells, never fastboxes) to rank 0; rank 1 may die in
 /// the middle. Rank 0 receives all of rank 2's, then rank 1's until `PeerDied`, checking every
@@ -153,7 +187,6 @@ fn run(n: u32, role: &str, fp: &str, env: &[(&str, String)]) -> (std::process::O
 /// A sender dies between its tail swap and its link, with another sender linking behind it: the
 /// receiver links the dead sender's cell itself, so the message it swapped in (its 50th) is
 /// delivered, and nothing of the other sender is stuck behind it.
-#[test]
 fn sender_dies_between_swap_and_link() {
     let (o, h) = run(3, "two-senders", "1:send-after-swap:50", &[]);
     assert_eq!(h, vec![("send-after-swap".to_owned(), pid_of(&o, 1))], "{}", show(&o));
@@ -162,16 +195,16 @@ fn sender_dies_between_swap_and_link() {
 
 /// A sender dies after writing its enqueue records and before its swap: its 50th message is in
 /// nobody's queue and is not delivered; the first 49 are.
-#[test]
 fn sender_dies_before_its_swap() {
     let (o, h) = run(3, "two-senders", "1:enqueue-before-swap:50", &[]);
     assert_eq!(h, vec![("enqueue-before-swap".to_owned(), pid_of(&o, 1))], "{}", show(&o));
     assert!(results(&o).contains(&"RESULT rank 0 got 49 from rank 1".to_owned()), "{}", show(&o));
 }
 
-/// Rank 0 waits until ranks 1 and 2 have filled its queue, then dies in its first dequeue (at the
-/// failpoint the test arms). Ranks 1 and 2 send until `PeerDied`; one of them drains rank 0's
-/// queue; each gets every cell of its pool back. With a second failpoint, rank 1 dies in the
+/// Rank 0 waits until ranks 1 and 2 have put messages in its queue (rank 2 all of its 10, rank 1
+/// [`DEAD_RECEIVER_REPORT`] of its stream: they say so), then dies in its first dequeue (at the
+/// failpoint the test arms). Rank 1 sends until `PeerDied`; one of them drains rank 0's queue;
+/// each gets every cell of its pool back. With a second failpoint, rank 1 dies in the
 /// middle of that drain, and rank 2, which waits for that death before it looks at its peers,
 /// finishes the drain.
 fn dead_receiver() {
@@ -180,7 +213,9 @@ fn dead_receiver() {
     let pool = ep.segment().params().cells_per_rank as usize;
     match me {
         0 => {
-            std::thread::sleep(Duration::from_millis(500));
+            // Not on a clock: a rank slow to start would find its peer already dead.
+            let reported = |w: &str| report_file(w).exists();
+            assert!(wait_for(|| reported("rank-1-sent") && reported("rank-2-sent")), "ranks 1 and 2 never sent");
             let mut buf = vec![0u8; 1000];
             let _ = ep.recv(&mut buf, 1, 0, WORLD);
             panic!("rank 0 should have died in its first dequeue");
@@ -189,7 +224,12 @@ fn dead_receiver() {
             let mut sent = 0;
             loop {
                 match ep.send(&payload(1, sent, 1000), 0, sent as i32, WORLD) {
-                    Ok(()) => sent += 1,
+                    Ok(()) => {
+                        sent += 1;
+                        if sent == DEAD_RECEIVER_REPORT {
+                            report("rank-1-sent");
+                        }
+                    }
                     Err(Error::PeerDied { rank: 0 }) => break,
                     Err(e) => panic!("{e}"),
                 }
@@ -201,6 +241,7 @@ fn dead_receiver() {
             for i in 0..10 {
                 ep.send(&payload(2, i, 1000), 0, i as i32, WORLD).unwrap();
             }
+            report("rank-2-sent");
             if std::env::var("NEMESIS_FP").unwrap().contains("drain-mid") {
                 assert!(wait_for_hit("drain-mid"), "rank 1 never died mid-drain");
             }
@@ -213,7 +254,6 @@ fn dead_receiver() {
 
 /// The receiver dies with a cell in its shadow head and `head` not yet cleared (inside `peek`):
 /// the drain takes that cell once; both senders get every cell back.
-#[test]
 fn receiver_dies_inside_a_dequeue() {
     for point in ["dequeue-mid-peek", "dequeue-before-pop"] {
         let (o, h) = run(3, "dead-receiver", &format!("0:{point}:1"), &[]);
@@ -231,7 +271,6 @@ fn receiver_dies_inside_a_dequeue() {
 /// The receiver dies inside a dequeue, the first drainer of its queue dies in the middle of the
 /// drain (a cell taken out, not returned): the second survivor finishes the drain and gets all its
 /// cells back, including the one in the dead drainer's hands.
-#[test]
 fn drainer_dies_in_the_middle_of_a_drain() {
     let (o, h) = run(3, "dead-receiver", "0:dequeue-before-pop:1,1:drain-mid:1", &[]);
     let want = vec![("dequeue-before-pop".to_owned(), pid_of(&o, 0)), ("drain-mid".to_owned(), pid_of(&o, 1))];
@@ -274,7 +313,6 @@ fn partial() {
 
 /// A sender dies in the middle of a multi-cell message; the receiver, looking only afterwards,
 /// never delivers part of it.
-#[test]
 fn sender_dies_in_the_middle_of_a_multi_cell_message() {
     let (o, h) = run(3, "partial", "1:send-mid-message:3", &[]);
     assert_eq!(h, vec![("send-mid-message".to_owned(), pid_of(&o, 1))], "{}", show(&o));
@@ -323,7 +361,6 @@ fn rendezvous() {
 
 /// A rendezvous through the copy rings loses its sender, or its receiver, in the middle of the
 /// copy: the survivor's request fails with `PeerDied`, and the rings serve the next transfer.
-#[test]
 fn rendezvous_loses_a_side_in_the_middle() {
     let env = [
         ("NEMESIS_LMT", "shm".to_owned()),

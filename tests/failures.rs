@@ -2,7 +2,7 @@
 //! unexpected messages is bounded and a flooding sender is slowed down rather than buffered
 //! without end, while other senders go on.
 //!
-//! The test binary is itself the rank program (`--exact rank_main`, role in `NEMESIS_TEST_ROLE`).
+//! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 
 mod common;
 
@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 use common::{Rng, job, results, show};
 use nemesis::{Endpoint, WORLD};
 
-#[test]
+fn main() {
+    common::harness::main(rank_main, tests![unexpected_messages_are_bounded_by_back_pressure]);
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "flood" => flood(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,7 +88,6 @@ fn flood() {
 /// local sender), the sender is held back (its last message has not arrived when the receiver
 /// starts receiving), another sender's messages get through meanwhile, and every message of the
 /// flood is then received whole and in order.
-#[test]
 fn unexpected_messages_are_bounded_by_back_pressure() {
     let o = job(3, &[], "flood", &[("NEMESIS_UNEXPECTED_MAX", FLOOD_MAX.to_string())]);
     assert!(o.status.success(), "{}", show(&o));

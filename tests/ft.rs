@@ -6,7 +6,7 @@
 //! requests refused; unexpected messages held in their cells by back-pressure saved whole; groups-file
 //! errors; an exhausted log; the communication matrix of known patterns.
 //!
-//! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
+//! The test binary is itself the rank program: `nemesis-run` starts it with `--nemesis-test-rank`
 //! and a role in `NEMESIS_TEST_ROLE`.
 
 mod common;
@@ -18,11 +18,27 @@ use std::ptr::NonNull;
 use common::{in_ci, job, results, run_with_timeout, show};
 use nemesis::{Endpoint, Error, PieceList, Pieces, WORLD};
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            piggyback_on_every_path_in_one_node,
+            piggyback_on_every_path_over_each_netmod,
+            piggyback_with_groups_computed_and_under_hydra,
+            acknowledgements_free_the_log,
+            checkpoint_files_are_replaced_and_damage_is_refused,
+            checkpoints_with_outstanding_requests_are_refused,
+            unexpected_messages_held_by_back_pressure_are_checkpointed_whole,
+            an_exhausted_sender_log_is_a_clear_error,
+            bad_groups_files_are_refused_at_start,
+            the_communication_matrix_of_known_patterns,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "paths" => paths(),
         "acks" => acks(),
         "files" => files(),
@@ -31,9 +47,8 @@ fn rank_main() {
         "exhausted" => exhausted(),
         "init-error" => init_error(),
         "matrix" => matrix(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// A scratch directory for one test.
@@ -280,14 +295,12 @@ fn paths() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn piggyback_on_every_path_in_one_node() {
     let dir = scratch("paths");
     let g = groups_file(&dir, "0 0\n1 0\n2 1\n3 1\n");
     ok(&job(4, &["--ft", &g], "paths", &[]), 4);
 }
 
-#[test]
 fn piggyback_on_every_path_over_each_netmod() {
     let dir = scratch("paths-tcp");
     let g = groups_file(&dir, "0 0\n1 0\n2 1\n3 1\n");
@@ -300,7 +313,6 @@ fn piggyback_on_every_path_over_each_netmod() {
     }
 }
 
-#[test]
 fn piggyback_with_groups_computed_and_under_hydra() {
     // K blocks of consecutive ranks: the same groups as the file.
     ok(&job(4, &["--ft-groups", "2"], "paths", &[]), 4);
@@ -313,7 +325,7 @@ fn piggyback_with_groups_computed_and_under_hydra() {
     let dir = scratch("paths-hydra");
     let g = groups_file(&dir, "0 0\n1 0\n2 1\n3 1\n");
     let mut cmd = Command::new("mpiexec.hydra");
-    cmd.args(["-n", "4"]).arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture"]);
+    cmd.args(["-n", "4"]).args(common::harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", "paths").env("NEMESIS_FT_GROUPS", &g).env("NEMESIS_FT_DIR", dir.join("ckpt"));
     let o = run_with_timeout(cmd, std::time::Duration::from_secs(300));
     ok(&o, 4);
@@ -373,7 +385,6 @@ fn acks() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn acknowledgements_free_the_log() {
     let dir = scratch("acks");
     let g = groups_file(&dir, "0 0\n1 1\n");
@@ -441,7 +452,6 @@ fn files() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn checkpoint_files_are_replaced_and_damage_is_refused() {
     let dir = scratch("files");
     let g = groups_file(&dir, "0 0\n1 0\n2 1\n3 1\n");
@@ -483,7 +493,6 @@ fn outstanding() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn checkpoints_with_outstanding_requests_are_refused() {
     let dir = scratch("outstanding");
     let g = groups_file(&dir, "0 0\n1 0\n");
@@ -532,13 +541,11 @@ fn held() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn unexpected_messages_held_by_back_pressure_are_checkpointed_whole() {
     let dir = scratch("held");
     let g = groups_file(&dir, "0 0\n1 0\n");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
-    cmd.args(["-n", "2", "--ft", &g, "--"]).arg(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.args(["-n", "2", "--ft", &g, "--"]).args(common::harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", "held").env("NEMESIS_UNEXPECTED_MAX", "4k");
     ok(&run_with_timeout(cmd, std::time::Duration::from_secs(120)), 2);
 }
@@ -564,7 +571,6 @@ fn exhausted() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn an_exhausted_sender_log_is_a_clear_error() {
     let dir = scratch("exhausted");
     let g = groups_file(&dir, "0 0\n1 1\n");
@@ -582,7 +588,6 @@ fn init_error() {
     }
 }
 
-#[test]
 fn bad_groups_files_are_refused_at_start() {
     let dir = scratch("bad-groups");
     for (text, expect) in [
@@ -667,7 +672,6 @@ fn matrix() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn the_communication_matrix_of_known_patterns() {
     let dir = scratch("matrix");
     let n = 4u32;

@@ -22,6 +22,11 @@
 //! killed during another group's recovery; the netmods' lines show links to the new
 //! incarnations coming up.
 //!
+//! Every kill lands where the test chose, never against a clock the job may beat: the victim
+//! holds at the start of an iteration of one of its incarnations (`FT_TEST_HOLD`; e.g. right
+//! after its second checkpoint), serving its endpoint but computing nothing, until the test
+//! SIGKILLs it; the failpoints kill at the `n`-th hit of a named point.
+//!
 //! The test binary is itself the rank program (`rank_main`, role in `NEMESIS_TEST_ROLE`).
 //! `FT_TEST_LOG` sets the job's `NEMESIS_LOG` (the launcher's and the ranks'; default
 //! `nemesis::launch=info`), `FT_TEST_LIMIT` the seconds a job may take (300).
@@ -40,22 +45,58 @@ use nemesis::Endpoint;
 #[allow(dead_code)]
 mod ft_stencil;
 
-/// Ranks, groups, cells per rank, iterations, checkpoint interval.
+/// Ranks, groups, cells per rank, iterations, checkpoint interval. The kills wait for no clock:
+/// a job need only be long enough to hold its victims (at most ten checkpoints in).
 const RANKS: u32 = 8;
 const GROUPS: u32 = 4;
 const CELLS: usize = 64;
-const ITERATIONS: u64 = 8000;
-const INTERVAL: u64 = 200;
+const ITERATIONS: u64 = 600;
+const INTERVAL: u64 = 40;
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            the_reference_checksum_is_the_examples,
+            one_rank_killed_mid_run,
+            one_rank_killed_before_its_first_checkpoint,
+            one_rank_killed_before_its_first_checkpoint_over_two_nodes,
+            two_ranks_of_different_groups_killed_together,
+            two_ranks_of_different_groups_killed_together_over_two_nodes,
+            a_rank_killed_during_another_groups_recovery,
+            five_failures_in_one_run,
+            five_failures_in_one_run_over_two_nodes,
+            early_sequential_failures,
+            early_sequential_failures_with_nonblocking_receives,
+            kills_land_where_the_test_chose_however_late_it_is,
+            failures_faster_than_recoveries,
+            distributed_recovery,
+            too_many_restarts_end_the_job,
+            a_damaged_checkpoint_falls_back_to_the_previous_generation,
+            damaged_generations_everywhere_end_the_job,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_sending_a_rendezvous_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_receiving_a_rendezvous_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_in_the_middle_of_a_multi_cell_message,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes,
+            #[cfg(feature = "failpoints")]
+            a_rank_killed_in_the_middle_of_a_message_frame_over_two_nodes,
+            one_rank_killed_mid_run_over_two_nodes,
+            a_group_spanning_the_nodes_restarts,
+            a_rank_killed_during_another_groups_recovery_over_two_nodes,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "stencil" => stencil(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// A rank: marks its start in the test's directory, runs the stencil, rank 0 prints the checksum.
@@ -65,18 +106,54 @@ fn stencil() {
         std::env::var("FT_TEST_ARGS").unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
     // `NEMESIS_LOG`: e.g. the netmod's lines showing which links to restarted incarnations came up.
     nemesis::log::init();
+    // Read before `Endpoint::init`, which takes it out of the environment of a rank running one
+    // thread (as this one does: `common/harness.rs`).
+    #[cfg(feature = "failpoints")]
+    let first_incarnation = std::env::var_os("NEMESIS_FT_RESTART").is_none();
     let mut ep = Endpoint::init().unwrap();
     #[cfg(feature = "failpoints")]
-    arm_failpoint(&ep, &dir);
+    let mut failpoint = failpoint_of(&ep, first_incarnation);
     let halo: usize = std::env::var("FT_TEST_HALO").ok().and_then(|h| h.parse().ok()).unwrap_or(8);
     let restored = ep.restored_state().is_some();
-    std::fs::write(
-        dir.join(format!("started-{}-{}", ep.rank(), std::process::id())),
-        if restored { "restored" } else { "" },
-    )
-    .unwrap();
+    let me = ep.rank();
+    // Incarnations of this rank before this one: their start files.
+    let incarnation = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("started-{me}-")))
+        .count() as u32;
+    std::fs::write(dir.join(format!("started-{me}-{}", std::process::id())), if restored { "restored" } else { "" })
+        .unwrap();
+    let holds: Vec<u64> = std::env::var("FT_TEST_HOLD")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .filter_map(|h| {
+            let (who, it) = h.split_once(':').unwrap();
+            (who == format!("{me}@{incarnation}")).then(|| it.parse().unwrap())
+        })
+        .collect();
+    // At a hold: says so (`held-<rank>-<incarnation>-<iteration>`, holding the pid) and waits to
+    // be killed, serving its endpoint (recovery rounds, replays) but computing nothing.
+    let mut at = |ep: &mut Endpoint, it: u64| {
+        #[cfg(feature = "failpoints")]
+        if failpoint.as_ref().is_some_and(|f| f.2 <= it) {
+            let (point, nth, _) = failpoint.take().unwrap();
+            nemesis_shm::failpoint::arm(&point, nth, nemesis_shm::failpoint::Action::Kill, &dir.join("failpoints"));
+        }
+        if !holds.contains(&it) {
+            return;
+        }
+        let marker = dir.join(format!("held-{me}-{incarnation}-{it}"));
+        std::fs::write(marker.with_extension("tmp"), std::process::id().to_string()).unwrap();
+        std::fs::rename(marker.with_extension("tmp"), &marker).unwrap();
+        loop {
+            let _ = ep.progress();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     let nonblocking = args.get(3) == Some(&1);
-    let r = match ft_stencil::run_with(&mut ep, args[0] as usize, args[1], args[2], halo, nonblocking) {
+    let r = match ft_stencil::run_observed(&mut ep, args[0] as usize, args[1], args[2], halo, nonblocking, &mut at) {
         Ok(r) => r,
         Err(e) => {
             println!("RESULT error rank {}: {e}", ep.rank());
@@ -89,16 +166,15 @@ fn stencil() {
     ep.finalize().unwrap();
 }
 
-/// Arms `FT_TEST_FP` (`<rank>:<point>:<nth>`) in that rank's first incarnation: its `nth` hit of
-/// the point records `hit <point> <pid>` in the test's directory and SIGKILLs it.
+/// This rank's `FT_TEST_FP` (`<rank>:<point>:<nth>:<iteration>`) in its first incarnation:
+/// `(point, nth, iteration)`. The point is armed at the start of that iteration; its `nth` hit
+/// from there records `hit <point> <pid>` in the test's directory and SIGKILLs the rank.
 #[cfg(feature = "failpoints")]
-fn arm_failpoint(ep: &Endpoint, dir: &Path) {
-    let Ok(spec) = std::env::var("FT_TEST_FP") else { return };
+fn failpoint_of(ep: &Endpoint, first_incarnation: bool) -> Option<(String, u64, u64)> {
+    let spec = std::env::var("FT_TEST_FP").ok()?;
     let v: Vec<&str> = spec.split(':').collect();
-    if v[0].parse::<u32>().unwrap() == ep.rank() && std::env::var_os("NEMESIS_FT_RESTART").is_none() {
-        let (point, nth) = (v[1], v[2].parse().unwrap());
-        nemesis_shm::failpoint::arm(point, nth, nemesis_shm::failpoint::Action::Kill, &dir.join("failpoints"));
-    }
+    (v[0].parse::<u32>().unwrap() == ep.rank() && first_incarnation)
+        .then(|| (v[1].to_owned(), v[2].parse().unwrap(), v[3].parse().unwrap()))
 }
 
 /// FNV-1a, as the example computes it.
@@ -182,19 +258,22 @@ fn scratch(name: &str) -> PathBuf {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Job {
-    fn start(name: &str, extra: &[&str], iterations: u64) -> Job {
-        Job::start_with(name, RANKS, GROUPS, extra, iterations, false, &[])
+    /// A job whose ranks hold at `holds` (`(rank, incarnation, iteration)`: that incarnation of
+    /// the rank, 0 the first, stops at the start of that iteration and waits to be killed).
+    fn start(name: &str, extra: &[&str], iterations: u64, holds: &[(u32, u32, u64)]) -> Job {
+        let holds = hold_spec(holds);
+        Job::start_with(name, RANKS, GROUPS, extra, (iterations, INTERVAL), false, &[("FT_TEST_HOLD", &holds)])
     }
 
-    /// A job of `ranks` ranks in `groups` groups; `nonblocking`: the stencil's halos by
-    /// `irecv`/`isend`/`wait` (`ft_stencil::run_with`); `env`: more environment variables for the
-    /// launcher and the ranks.
+    /// A job of `ranks` ranks in `groups` groups, `iterations` with a checkpoint every
+    /// `interval`; `nonblocking`: the stencil's halos by `irecv`/`isend`/`wait`
+    /// (`ft_stencil::run_with`); `env`: more environment variables for the launcher and the ranks.
     fn start_with(
         name: &str,
         ranks: u32,
         groups: u32,
         extra: &[&str],
-        iterations: u64,
+        (iterations, interval): (u64, u64),
         nonblocking: bool,
         env: &[(&str, &str)],
     ) -> Job {
@@ -208,10 +287,10 @@ impl Job {
             cmd.args(["--ft-groups", &groups.to_string()]);
         }
         cmd.args(extra).arg("--");
-        cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+        cmd.args(common::harness::me_as_rank());
         cmd.env("NEMESIS_TEST_ROLE", "stencil")
             .env("FT_TEST_DIR", &dir)
-            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {INTERVAL} {}", u8::from(nonblocking)))
+            .env("FT_TEST_ARGS", format!("{CELLS} {iterations} {interval} {}", u8::from(nonblocking)))
             .env("NEMESIS_FT_DIR", &ft_dir)
             .env(
                 "NEMESIS_LOG",
@@ -303,13 +382,21 @@ impl Job {
         }
     }
 
-    /// SIGKILL the running process of `rank` (from outside); its pid.
-    fn kill(&self, rank: u32) -> u32 {
-        self.wait_until(&format!("rank {rank} to run"), |j| j.pid_of(rank).is_some());
-        let pid = self.pid_of(rank).unwrap();
-        // SAFETY: a signal to a process of this job (a rank's pid read from its own start file).
+    /// The pid of `rank`'s incarnation `inc` if it holds at iteration `it` (its marker).
+    fn held(&self, rank: u32, inc: u32, it: u64) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join(format!("held-{rank}-{inc}-{it}"))).ok()?.trim().parse().ok()
+    }
+
+    /// Waits for `rank`'s incarnation `inc` to hold at iteration `it`, then SIGKILLs it (from
+    /// outside); its pid. It cannot have gone further: the kill lands where the test chose.
+    fn kill_held(&self, (rank, inc, it): (u32, u32, u64)) -> u32 {
+        self.wait_until(&format!("rank {rank} (incarnation {inc}) to hold at iteration {it}"), |j| {
+            j.held(rank, inc, it).is_some()
+        });
+        let pid = self.held(rank, inc, it).unwrap();
+        // SAFETY: a signal to a process of this job (a rank's pid from its own marker).
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-        eprintln!("test: killed rank {rank} (pid {pid}) at {:?}", self.start.elapsed());
+        eprintln!("test: killed rank {rank} (pid {pid}) held at iteration {it} at {:?}", self.start.elapsed());
         pid
     }
 
@@ -345,6 +432,11 @@ impl Job {
         let _ = std::fs::remove_dir_all(&self.dir);
         done
     }
+}
+
+/// `FT_TEST_HOLD` for `holds`: `<rank>@<incarnation>:<iteration>,...`.
+fn hold_spec(holds: &[(u32, u32, u64)]) -> String {
+    holds.iter().map(|(r, i, it)| format!("{r}@{i}:{it}")).collect::<Vec<_>>().join(",")
 }
 
 fn zombie(pid: u32) -> bool {
@@ -441,20 +533,19 @@ fn restarted(groups: &[(u32, usize)]) -> BTreeMap<u32, usize> {
     m
 }
 
-#[test]
 fn the_reference_checksum_is_the_examples() {
     // One rank per block as the example lays it out; a run of the example without failures.
-    let mut job = Job::start("reference", &[], 50);
+    let mut job = Job::start("reference", &[], 50, &[]);
     job.start = Instant::now();
     let d = job.finish();
     d.check(50, &BTreeMap::new());
 }
 
-#[test]
 fn one_rank_killed_mid_run() {
-    let job = Job::start("mid", &[], ITERATIONS);
-    job.wait_until("group 2's second checkpoint", |j| j.generations(5).last().is_some_and(|&g| g >= 2));
-    job.kill(5);
+    // Rank 5 right after its second checkpoint.
+    let hold = (5, 0, 2 * INTERVAL);
+    let job = Job::start("mid", &[], ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(2, 1)]));
     let lines = d.lines();
@@ -467,23 +558,23 @@ fn one_rank_killed_mid_run() {
     assert!(gen_ >= 1, "{}", lines[0]);
 }
 
-#[test]
 fn one_rank_killed_before_its_first_checkpoint() {
     killed_before_its_first_checkpoint("first", &[]);
 }
 
 /// The same over two nodes (rank 3 of group 1 on the first node, its neighbour rank 4 on the
 /// second): the group restarts from the start of the program.
-#[test]
 fn one_rank_killed_before_its_first_checkpoint_over_two_nodes() {
     killed_before_its_first_checkpoint("first2", &["--nodes", TWO_NODES]);
 }
 
 fn killed_before_its_first_checkpoint(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("every rank to run", |j| j.started().len() == RANKS as usize);
-    assert!(job.generations(3).is_empty(), "a checkpoint came first: kill earlier");
-    job.kill(3);
+    // Halfway to its first checkpoint; every rank has started (its neighbours' halos came).
+    let hold = (3, 0, INTERVAL / 2);
+    let job = Job::start(name, extra, ITERATIONS, &[hold]);
+    job.kill_held(hold);
+    assert_eq!(job.started().len(), RANKS as usize);
+    assert!(job.generations(3).is_empty(), "a checkpoint of rank 3's before iteration {}", INTERVAL / 2);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(1, 1)]));
     let lines = d.lines();
@@ -491,21 +582,21 @@ fn killed_before_its_first_checkpoint(name: &str, extra: &[&str]) {
     assert!(lines[0].contains("group 1 (ranks 2,3) restarted from checkpoint 0 "), "{}", lines[0]);
 }
 
-#[test]
 fn two_ranks_of_different_groups_killed_together() {
     killed_together("two", &[]);
 }
 
 /// The same over two nodes: rank 1 (group 0) on the first node, rank 6 (group 3) on the second.
-#[test]
 fn two_ranks_of_different_groups_killed_together_over_two_nodes() {
     killed_together("two2", &["--nodes", TWO_NODES]);
 }
 
 fn killed_together(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(1).is_empty() && !j.generations(6).is_empty());
-    let (a, b) = (job.pid_of(1).unwrap(), job.pid_of(6).unwrap());
+    // Both right after their first checkpoint (each can reach it while the other holds).
+    let holds = [(1, 0, INTERVAL), (6, 0, INTERVAL)];
+    let job = Job::start(name, extra, ITERATIONS, &holds);
+    job.wait_until("ranks 1 and 6 to hold", |j| holds.iter().all(|&(r, i, it)| j.held(r, i, it).is_some()));
+    let (a, b) = (job.held(1, 0, INTERVAL).unwrap(), job.held(6, 0, INTERVAL).unwrap());
     // SAFETY: signals to processes of this job.
     unsafe {
         libc::kill(a as libc::pid_t, libc::SIGKILL);
@@ -519,12 +610,14 @@ fn killed_together(name: &str, extra: &[&str]) {
 /// Rank 2 killed, then rank 7 while group 1 recovers (`extra`: more launcher arguments); the
 /// finished job, and whether the second death started a round over both groups.
 fn kill_during_recovery(name: &str, extra: &[&str]) -> (Done, bool) {
-    let job = Job::start(name, extra, ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(2).is_empty());
-    job.kill(2);
+    // Rank 2 after its first checkpoint; rank 7 holds one iteration later (it can get there
+    // while rank 2 holds: three ranks away), so that it is there to die whenever group 1 restarts.
+    let holds = [(2, 0, INTERVAL), (7, 0, INTERVAL + 1)];
+    let job = Job::start(name, extra, ITERATIONS, &holds);
+    job.kill_held(holds[0]);
     // Group 1 is recovering (its ranks are being killed, retired or restarted): rank 7 dies now.
     job.wait_until("group 1's restart", |j| j.started().get(&3).map_or(0, Vec::len) == 2);
-    job.kill(7);
+    job.kill_held(holds[1]);
     let d = job.finish();
     // Whether the second death came before the first round completed decides whether group 1 was
     // restarted once more (a new round over both groups): both outcomes recover, and the log tells.
@@ -551,48 +644,44 @@ fn check_during(d: &Done, second_round_over_both: bool) {
     assert_eq!(d.lines().len(), 2, "{}", d.show());
 }
 
-#[test]
 fn a_rank_killed_during_another_groups_recovery() {
     let (d, second_round_over_both) = kill_during_recovery("during", &[]);
     check_during(&d, second_round_over_both);
     eprintln!("second round over both groups: {second_round_over_both}");
 }
 
-#[test]
 fn five_failures_in_one_run() {
     five_failures("five", &[]);
 }
 
 /// The same over two nodes: ranks 0 and 3 on the first node, 5 and 6 on the second.
-#[test]
 fn five_failures_in_one_run_over_two_nodes() {
     five_failures("five2", &["--nodes", TWO_NODES]);
 }
 
 fn five_failures(name: &str, extra: &[&str]) {
-    let job = Job::start(name, extra, ITERATIONS * 2);
-    let order = [5, 0, 3, 6, 5];
-    for (k, &r) in order.iter().enumerate() {
-        // Each failure once the previous one is recovered (its line printed) and the victim's group
-        // has checkpointed since (see `early_sequential_failures` for kills closer together).
+    // Each failure two checkpoints after the previous one (no rank gets there before the previous
+    // victim's group is back), once the previous one is recovered (its line printed): see
+    // `early_sequential_failures` for kills closer together. Rank 5 dies twice.
+    let holds = [(5, 0, 2), (0, 0, 4), (3, 0, 6), (6, 0, 8), (5, 1, 10)].map(|(r, i, k)| (r, i, k * INTERVAL));
+    let job = Job::start(name, extra, ITERATIONS, &holds);
+    for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
-        let seen = job.generations(r).last().copied().unwrap_or(0);
-        job.wait_until("a new checkpoint", |j| j.generations(r).last().is_some_and(|&g| g > seen));
-        job.kill(r);
+        job.kill_held(hold);
     }
     let d = job.finish();
-    d.check(ITERATIONS * 2, &restarted(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
+    d.check(ITERATIONS, &restarted(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
     assert_eq!(d.lines().len(), 5, "{}", d.show());
 }
 
-/// Failures in sequence, each 300 ms after the previous recovery completed (groups restarted
-/// from their first checkpoints still catching up when the next one fails). This hung now and
-/// then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
+/// Failures in sequence, each as soon as the previous recovery completed: ranks 5, 0 and 3 all
+/// hold halfway between the first and the second checkpoint (each can get there while
+/// the others hold), and each is killed once the previous death's recovery line is printed, while
+/// the groups restarted from their first checkpoints still catch up. This hung now and then (2 runs in 17): a restarted rank's send that regenerates an orphan queued the
 /// notification for the coordinator without sending it, and the rank then waited for a replay
 /// the coordinator releases only once every orphan of the phase is notified; only an arrival
 /// from its group partner, if it came after that send, flushed it. Sends now flush what the
 /// engine queued, and a wait does before it idles.
-#[test]
 fn early_sequential_failures() {
     sequential_failures("early", false);
 }
@@ -600,33 +689,60 @@ fn early_sequential_failures() {
 /// The same with the halos received by non-blocking receives posted before the sends: a message
 /// that arrives before the rank's sends must not raise their phase (the engine's delivery hook
 /// runs when the application takes the receive's result, not when the message arrives).
-#[test]
 fn early_sequential_failures_with_nonblocking_receives() {
     sequential_failures("early-irecv", true);
 }
 
-fn sequential_failures(name: &str, nonblocking: bool) {
-    let job = Job::start_with(name, RANKS, GROUPS, &[], ITERATIONS * 2, nonblocking, &[]);
-    for (k, &r) in [5, 0, 3].iter().enumerate() {
+fn sequential_failures(name: &str, nonblocking: bool) -> Done {
+    sequential_failures_late(name, nonblocking, Duration::ZERO)
+}
+
+/// [`sequential_failures`] with the test pausing `late` between seeing each victim hold and
+/// killing it.
+fn sequential_failures_late(name: &str, nonblocking: bool, late: Duration) -> Done {
+    let holds = [5, 0, 3].map(|r| (r, 0, INTERVAL + INTERVAL / 2));
+    let env = [("FT_TEST_HOLD", hold_spec(&holds))];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let job = Job::start_with(name, RANKS, GROUPS, &[], (ITERATIONS, INTERVAL), nonblocking, &env);
+    for (k, &hold) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
-        std::thread::sleep(Duration::from_millis(300));
-        job.kill(r);
+        job.wait_until("the victim's hold", |j| j.held(hold.0, hold.1, hold.2).is_some());
+        std::thread::sleep(late);
+        job.kill_held(hold);
     }
     let d = job.finish();
-    d.check(ITERATIONS * 2, &restarted(&[(2, 1), (0, 1), (1, 1)]));
+    d.check(ITERATIONS, &restarted(&[(2, 1), (0, 1), (1, 1)]));
+    d
+}
+
+/// The kills wait for no clock: the test pauses a second before each of the early sequential
+/// failures (as a test thread descheduled on a loaded machine may), and each victim is still
+/// where it held, halfway between its first and second checkpoints: its group restarts from
+/// checkpoint 1 at the latest. With kills at a time after the previous recovery, this job would
+/// be over before the first pause ended on a quiet machine (600 iterations take well under a
+/// second), and later kills would find the victims past their second checkpoint.
+fn kills_land_where_the_test_chose_however_late_it_is() {
+    let d = sequential_failures_late("late", false, Duration::from_secs(1));
+    let lines = d.lines();
+    assert_eq!(lines.len(), 3, "{}", d.show());
+    for l in lines {
+        let g: u64 =
+            l.split("restarted from checkpoint ").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()).unwrap();
+        assert!(g <= 1, "a victim went past its hold: {l}\n{}", d.show());
+    }
 }
 
 /// Failures that come faster than recoveries: each new death starts a round over the groups of
-/// the unfinished one too. Each victim is killed as soon as the launcher has seen the previous
-/// death, while its round runs (a fixed pause of 400 ms made the deaths overlap only on a
-/// loaded machine: on a quiet one each recovery took 10–20 ms, and the job was over before the
-/// fourth kill).
-#[test]
+/// the unfinished one too. The victims all hold after their first checkpoint; each is killed as
+/// soon as the launcher has seen the previous death, while its round runs (a fixed pause of
+/// 400 ms made the deaths overlap only on a loaded machine: on a quiet one each recovery took
+/// 10–20 ms, and the job was over before the fourth kill).
 fn failures_faster_than_recoveries() {
-    let job = Job::start("rapid", &[], ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(5).is_empty());
-    for r in [5, 0, 3, 6] {
-        job.kill(r);
+    let holds = [5, 0, 3, 6].map(|r| (r, 0, INTERVAL));
+    let job = Job::start("rapid", &[], ITERATIONS, &holds);
+    for hold in holds {
+        let r = hold.0;
+        job.kill_held(hold);
         let seen = format!("rank died: recovery rank={r} ");
         job.wait_until("the launcher to see the death", |j| {
             String::from_utf8_lossy(&j.err.lock().unwrap()).contains(&seen)
@@ -639,23 +755,21 @@ fn failures_faster_than_recoveries() {
     d.nothing_left();
 }
 
-#[test]
 fn distributed_recovery() {
-    let job = Job::start("distributed", &["--ft-recovery", "distributed"], ITERATIONS);
-    job.wait_until("a checkpoint", |j| !j.generations(4).is_empty());
-    job.kill(4);
+    let hold = (4, 0, INTERVAL);
+    let job = Job::start("distributed", &["--ft-recovery", "distributed"], ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, &restarted(&[(2, 1)]));
     assert_eq!(d.lines().len(), 1, "{}", d.show());
 }
 
-#[test]
 fn too_many_restarts_end_the_job() {
-    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS * 4);
-    for k in 0..2 {
-        job.wait_until("rank 6 to run", |j| j.started().get(&6).map_or(0, Vec::len) == k + 1);
-        std::thread::sleep(Duration::from_millis(300));
-        job.kill(6);
+    // Rank 6 twice before its first checkpoint: its second incarnation starts from the beginning.
+    let holds = [(6, 0, INTERVAL / 2), (6, 1, INTERVAL / 2)];
+    let job = Job::start("max", &["--ft-max-restarts", "1"], ITERATIONS, &holds);
+    for hold in holds {
+        job.kill_held(hold);
     }
     let d = job.finish();
     assert!(!d.ok, "{}", d.show());
@@ -668,11 +782,14 @@ fn too_many_restarts_end_the_job() {
     );
 }
 
-/// Stops `rank` (SIGSTOP) once its group holds two complete generations on disk, the newest at
-/// least `newest`: rank `rank`'s files are generations `[.., older, newest]` and every other
-/// member has `newest` too. While it is stopped its files stay as they are, and its group can
-/// complete no newer generation. Returns the pid and rank `rank`'s generations.
+/// Stops `rank` (SIGSTOP; it holds after its checkpoint `newest`: [`newest_hold`]) once its
+/// group holds two complete generations on disk, the newest at least `newest`: rank `rank`'s files
+/// are generations `[.., older, newest]` and every other member has `newest` too. While it is
+/// stopped its files stay as they are, and its group can complete no newer generation. Returns
+/// the pid and rank `rank`'s generations.
 fn stop_with_two_generations(job: &Job, rank: u32, newest: u64) -> (u32, Vec<u64>) {
+    let (_, inc, it) = newest_hold(rank, newest);
+    job.wait_until(&format!("rank {rank} to hold after checkpoint {newest}"), |j| j.held(rank, inc, it).is_some());
     let group = rank / 2;
     let complete = |j: &Job| {
         let mine = j.generations(rank);
@@ -713,15 +830,19 @@ impl Job {
     }
 }
 
+/// Where [`stop_with_two_generations`] needs `rank` to hold: after its checkpoint `newest`.
+fn newest_hold(rank: u32, newest: u64) -> (u32, u32, u64) {
+    (rank, 0, newest * INTERVAL)
+}
+
 /// SIGKILL to a process of the job (stopped or not).
 fn kill_pid(pid: u32) {
     // SAFETY: a signal to a process of this job.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
 }
 
-#[test]
 fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
-    let job = Job::start("fallback", &[], ITERATIONS);
+    let job = Job::start("fallback", &[], ITERATIONS, &[newest_hold(5, 4)]);
     // Mid-run: the acknowledgements of earlier generations have gone out.
     let (pid, gens) = stop_with_two_generations(&job, 5, 4);
     let (older, newest) = (gens[gens.len() - 2], gens[gens.len() - 1]);
@@ -746,9 +867,8 @@ fn a_damaged_checkpoint_falls_back_to_the_previous_generation() {
     eprintln!("{}\n{}", warnings[0], lines[0]);
 }
 
-#[test]
 fn damaged_generations_everywhere_end_the_job() {
-    let job = Job::start("damaged", &[], ITERATIONS * 4);
+    let job = Job::start("damaged", &[], ITERATIONS, &[newest_hold(3, 2)]);
     let (pid, gens) = stop_with_two_generations(&job, 3, 2);
     // Every file of rank 3's (the two retained generations, and a third not yet removed if the
     // newest is not durable yet): no generation of group 1 is complete any more.
@@ -785,30 +905,33 @@ fn rendezvous_job(name: &str, lmt: &str, victim: u32, point: &str, nth: u64) -> 
         ("NEMESIS_LMT_SLOT_SIZE", "4096"),
         ("FT_TEST_HALO", "65536"),
     ];
-    failpoint_job(name, &[], &env, false, (victim, point, nth))
+    failpoint_job(name, &[], &env, false, (victim, point, nth, 0))
 }
 
 /// A job of [`RDV_ITERATIONS`] with more launcher arguments `extra` and environment `env`
 /// (halos by `irecv`/`wait` if `nonblocking`), whose rank `victim` dies at the `nth` hit of
-/// `point` in its first incarnation; the recovery module's debug lines are in its standard
-/// error.
+/// `point` from iteration `from` on, in its first incarnation; the recovery module's debug lines
+/// are in its standard error.
 #[cfg(feature = "failpoints")]
 fn failpoint_job(
     name: &str,
     extra: &[&str],
     env: &[(&str, &str)],
     nonblocking: bool,
-    (victim, point, nth): (u32, &str, u64),
+    (victim, point, nth, from): (u32, &str, u64, u64),
 ) -> Done {
-    let fp = format!("{victim}:{point}:{nth}");
+    let fp = format!("{victim}:{point}:{nth}:{from}");
     let mut env = env.to_vec();
     env.push(("FT_TEST_FP", &fp));
     env.push(("NEMESIS_LOG", "nemesis::launch=info,nemesis::endpoint::recovery=debug,nemesis_netmod_tcp=info"));
-    Job::start_with(name, RANKS, GROUPS, extra, RDV_ITERATIONS, nonblocking, &env).finish()
+    Job::start_with(name, RANKS, GROUPS, extra, (RDV_ITERATIONS, RDV_INTERVAL), nonblocking, &env).finish()
 }
 
 #[cfg(feature = "failpoints")]
 const RDV_ITERATIONS: u64 = 400;
+/// The checkpoint interval of the failpoint jobs (the `nth` hits below count from it).
+#[cfg(feature = "failpoints")]
+const RDV_INTERVAL: u64 = 200;
 
 /// The death landed at `point` in `victim`'s first incarnation, the job ended with the
 /// failure-free checksum, and only `victim`'s group was started again, once.
@@ -829,7 +952,6 @@ fn check_failpoint_death(d: &Done, victim: u32, point: &str) {
 /// no data moved at all. The receiver takes the arrival back and receives the message again from
 /// the restarted sender (its log shows it: the arrival taken back), from byte 0.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_sending_a_rendezvous_message() {
     for (lmt, point, nth) in
         [("shm", "rendezvous-send-mid-6", 250), ("cma", "rendezvous-help-6", 250), ("auto", "ft-rendezvous-sent", 250)]
@@ -847,7 +969,6 @@ fn a_rank_killed_while_sending_a_rendezvous_message() {
 /// with the death, its send completes, and the message is replayed from its log to the new
 /// incarnation.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_receiving_a_rendezvous_message() {
     for (lmt, point, nth) in [("shm", "rendezvous-recv-mid-5", 250), ("cma", "rendezvous-recv-half-5", 250)] {
         let d = rendezvous_job(&format!("rdv-recv-{lmt}"), lmt, 6, point, nth);
@@ -876,7 +997,6 @@ const EAGER_TAKEN_BACK: &str = "HydEE: partial eager message lost with its sende
 /// sender's copy, which completes it. Without recovery it fails with `PeerDied`
 /// (`tests/failpoints.rs`, `sender_dies_in_the_middle_of_a_multi_cell_message`).
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
     for nonblocking in [false, true] {
         let point = "send-mid-message-to-6";
@@ -884,7 +1004,7 @@ fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
         // checkpoint (iteration 200), after its second cell.
         let nth = 4 * 210 + 2;
         let name = format!("cells-{}", u8::from(nonblocking));
-        let d = failpoint_job(&name, &[], &MULTI_CELL, nonblocking, (5, point, nth));
+        let d = failpoint_job(&name, &[], &MULTI_CELL, nonblocking, (5, point, nth, 0));
         check_failpoint_death(&d, 5, point);
         assert!(d.stderr.contains(EAGER_TAKEN_BACK), "{}", d.show());
         eprintln!("nonblocking {nonblocking}: {}", d.lines()[0]);
@@ -897,11 +1017,10 @@ fn a_rank_killed_in_the_middle_of_a_multi_cell_message() {
 /// Rank 3's transfer fails with the connection, the netmod's death notice says the sender is
 /// silent, the arrival is taken back, and the restarted rank 4's copy is received from byte 0.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes() {
     let env = [("NEMESIS_EAGER_MAX", "4K"), ("NEMESIS_EAGER_BLOCKING_MAX", "4K"), ("FT_TEST_HALO", "65536")];
     let point = "tcp-data-mid-3";
-    let d = failpoint_job("rdv-send-tcp", &["--nodes", TWO_NODES], &env, false, (4, point, 250));
+    let d = failpoint_job("rdv-send-tcp", &["--nodes", TWO_NODES], &env, false, (4, point, 250, 0));
     check_failpoint_death(&d, 4, point);
     assert!(d.stderr.contains("HydEE: arrivals of rendezvous taken back"), "{}", d.show());
     assert!(!d.restarted_links().is_empty(), "no link to the new incarnation: {}", d.show());
@@ -911,12 +1030,14 @@ fn a_rank_killed_while_sending_a_rendezvous_message_over_two_nodes() {
 /// Over two nodes: rank 4 dies in the middle of an eager message frame to rank 3 (16 KiB, half
 /// of it written): rank 3's netmod has put the first cells into its receive queue, then the
 /// death notice; the arrival is taken back and the receive waits for the restarted sender's
-/// copy.
+/// copy. The point is armed after the first checkpoint (iteration 210) and fires at its first
+/// hit: it is reached only by a frame written at once (none queued before it), which not every
+/// frame is on a loaded machine, so a count of hits from the start (210) was sometimes never
+/// reached in the job.
 #[cfg(feature = "failpoints")]
-#[test]
 fn a_rank_killed_in_the_middle_of_a_message_frame_over_two_nodes() {
     let point = "tcp-send-mid-3";
-    let d = failpoint_job("frame-tcp", &["--nodes", TWO_NODES], &MULTI_CELL, false, (4, point, 210));
+    let d = failpoint_job("frame-tcp", &["--nodes", TWO_NODES], &MULTI_CELL, false, (4, point, 1, 210));
     check_failpoint_death(&d, 4, point);
     assert!(d.stderr.contains(EAGER_TAKEN_BACK), "{}", d.show());
     eprintln!("{}", d.lines()[0]);
@@ -940,9 +1061,9 @@ fn one_death_over_two_nodes(
 ) {
     let mut args = vec!["--nodes", TWO_NODES];
     args.extend_from_slice(extra);
-    let job = Job::start(name, &args, ITERATIONS);
-    job.wait_until("the group's second checkpoint", |j| j.generations(victim).last().is_some_and(|&g| g >= 2));
-    job.kill(victim);
+    let hold = (victim, 0, 2 * INTERVAL);
+    let job = Job::start(name, &args, ITERATIONS, &[hold]);
+    job.kill_held(hold);
     let d = job.finish();
     d.check(ITERATIONS, again);
     assert_eq!(&d.restarts_logged(), again, "{}", d.show());
@@ -957,7 +1078,6 @@ fn one_death_over_two_nodes(
 /// exchanges with rank 3 of group 1 on the other node, so after the restart the TCP link
 /// between rank 3 and rank 4's new incarnation carries the stencil's halos (the netmods' lines
 /// show it came up, from either end), and the checksum is the failure-free one.
-#[test]
 fn one_rank_killed_mid_run_over_two_nodes() {
     let line = "nemesis-run: rank 4 died (signal 9); group 2 (ranks 4,5) restarted from checkpoint ";
     one_death_over_two_nodes("mid2", &[], 4, &restarted(&[(2, 1)]), line, &[(4, 1, 0), (3, 0, 1)]);
@@ -967,7 +1087,6 @@ fn one_rank_killed_mid_run_over_two_nodes() {
 /// killed, rank 4 with it, and both restart at once on their nodes; each learns the other's new
 /// card through the launcher (its own bootstrap may come first), and the TCP link between the
 /// two new incarnations comes up.
-#[test]
 fn a_group_spanning_the_nodes_restarts() {
     let groups = scratch("span-groups").join("groups");
     std::fs::write(&groups, "0 0\n1 0\n2 1\n5 1\n3 2\n4 2\n6 3\n7 3\n").unwrap();
@@ -979,7 +1098,6 @@ fn a_group_spanning_the_nodes_restarts() {
 
 /// Over two nodes: rank 2 (group 1, first node) is killed, and rank 7 (group 3, second node)
 /// while group 1 recovers.
-#[test]
 fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
     let (d, second_round_over_both) = kill_during_recovery("during2", &["--nodes", TWO_NODES]);
     check_during(&d, second_round_over_both);

@@ -4,37 +4,50 @@
 //! variables stay, and such a program's start-up fails with a clear error instead of speaking PMI
 //! on a descriptor it does not have.
 //!
-//! A test without the libtest harness: its rank program must run a single thread at
-//! `Endpoint::init`, as a real program does.
+//! The rank program runs a single thread at `Endpoint::init` (`--nemesis-test-rank`, our harness:
+//! `common/harness.rs`), as a real program does.
 
 use std::ffi::CString;
 use std::process::Command;
 
+#[path = "common/harness.rs"]
+mod harness;
+
 fn main() {
-    match std::env::var("NEMESIS_HYGIENE_ROLE").as_deref() {
-        Ok("rank") => rank(false),
-        Ok("rank-threaded") => rank(true),
-        Ok("nested") => nested(),
-        _ => {
-            check_job("rank", |out| {
-                assert!(out.contains("RESULT 0 open: none"), "{out}");
-                assert!(out.contains("RESULT 0 PMI variables: 0"), "{out}");
-                assert!(out.contains("NESTED singleton of size 1"), "{out}");
-            });
-            check_job("rank-threaded", |out| {
-                assert!(out.contains("RESULT 0 open: none"), "{out}");
-                assert!(out.contains("NESTED error") && out.contains("names no socket"), "{out}");
-            });
-            println!("hygiene: ok");
-        }
-    }
+    harness::main(
+        || match std::env::var("NEMESIS_HYGIENE_ROLE").as_deref() {
+            Ok("rank") => rank(false),
+            Ok("rank-threaded") => rank(true),
+            Ok("nested") => nested(),
+            other => panic!("unknown role {other:?}"),
+        },
+        tests![
+            a_program_started_by_a_rank_gets_neither_descriptor_nor_pmi_variables,
+            with_other_threads_the_variables_stay
+        ],
+    );
+}
+
+fn a_program_started_by_a_rank_gets_neither_descriptor_nor_pmi_variables() {
+    check_job("rank", |out| {
+        assert!(out.contains("RESULT 0 open: none"), "{out}");
+        assert!(out.contains("RESULT 0 PMI variables: 0"), "{out}");
+        assert!(out.contains("NESTED singleton of size 1"), "{out}");
+    });
+}
+
+fn with_other_threads_the_variables_stay() {
+    check_job("rank-threaded", |out| {
+        assert!(out.contains("RESULT 0 open: none"), "{out}");
+        assert!(out.contains("NESTED error") && out.contains("names no socket"), "{out}");
+    });
 }
 
 /// Runs a two-rank job of this program in `role` under `nemesis-run` and checks its output.
 fn check_job(role: &str, check: impl Fn(&str)) {
     let out = Command::new(env!("CARGO_BIN_EXE_nemesis-run"))
         .args(["-n", "2", "--"])
-        .arg(std::env::current_exe().unwrap())
+        .args(harness::me_as_rank())
         .env("NEMESIS_HYGIENE_ROLE", role)
         .output()
         .unwrap();
@@ -70,7 +83,7 @@ fn rank(threaded: bool) {
         ));
         assert_eq!(r, 0);
         let me = std::env::current_exe().unwrap();
-        let r = system(&format!("NEMESIS_HYGIENE_ROLE=nested {}", me.display()));
+        let r = system(&format!("NEMESIS_HYGIENE_ROLE=nested {} {}", me.display(), harness::RANK_ARG));
         assert!(r != -1);
     }
     ep.finalize().expect("finalize");

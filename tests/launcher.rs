@@ -1,8 +1,8 @@
 //! `nemesis-run` end to end: the real binary starts real processes.
 //!
 //! Ranks are either `sh -c` snippets or this test binary itself, re-executed with a *plan* in
-//! `NT_PLAN` (or `NT_PLAN_<rank>` for one rank): a comma-separated list of steps that the `child`
-//! test below carries out (connect to PMI, put/barrier/get, abort, exit, kill itself, read the
+//! `NT_PLAN` (or `NT_PLAN_<rank>` for one rank): a comma-separated list of steps that `child`
+//! below carries out (connect to PMI, put/barrier/get, abort, exit, kill itself, read the
 //! segment's liveness marks...). Every launcher run also checks that `/dev/shm` holds nothing new
 //! afterwards. Time bounds are generous (a rank that should have been killed sleeps a minute; the
 //! bound is ten seconds): the tests never measure speed.
@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+#[path = "common/harness.rs"]
+mod harness;
 
 use nemesis::launch::contract::{self, segment_key};
 use nemesis::launch::{Ending, Job};
@@ -39,12 +42,33 @@ fn ci() -> bool {
 // ---------------------------------------------------------------------------------------------
 // The rank side: plans.
 
-/// Entry point of re-executed ranks; a no-op in the test run itself.
-#[test]
+fn main() {
+    harness::main(
+        child,
+        tests![
+            pmi_conversation_among_eight_ranks,
+            abort_ends_the_job_with_its_code,
+            any_program_runs_hostname,
+            exit_status_is_zero_or_the_first_failure,
+            a_killed_rank_takes_the_job_down,
+            keep_going_lets_the_others_finish,
+            the_segment_marks_a_killed_rank_gone,
+            a_barrier_does_not_wait_for_a_rank_that_left,
+            junk_on_the_pmi_socket_gets_errors_and_stalls_nobody,
+            sigint_and_sigterm_end_the_job,
+            sigkill_to_the_launcher_kills_the_ranks,
+            tag_output_prefixes_whole_lines,
+            bind_core_pins_rank_i_to_cpu_i_mod_n,
+            bad_command_lines_are_clear_errors,
+            the_library_reports_each_rank,
+            hydra_starts_ranks_that_speak_our_pmi_client,
+        ],
+    );
+}
+
+/// The rank program: carries out its plan.
 fn child() {
-    let Some(plan) = plan() else {
-        return;
-    };
+    let plan = plan().expect("a rank without a plan (NT_PLAN)");
     let mut rank = RankCtx::default();
     for step in plan.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if let Err(e) = rank.step(step) {
@@ -287,8 +311,7 @@ fn assert_shm_clean(before: &BTreeSet<String>) {
 /// A launcher command whose ranks are this test binary carrying out `plan`.
 fn plan_cmd(launcher_args: &[&str], plan: &[(&str, &str)], dir: &TempDir) -> Command {
     let mut c = Command::new(LAUNCHER);
-    c.args(launcher_args).arg("--").arg(std::env::current_exe().unwrap());
-    c.args(["--exact", "child", "--nocapture", "-q", "--test-threads=1"]);
+    c.args(launcher_args).arg("--").args(harness::me_as_rank());
     for (k, v) in plan {
         c.env(if k.is_empty() { "NT_PLAN".to_owned() } else { format!("NT_PLAN_{k}") }, v);
     }
@@ -420,7 +443,6 @@ fn assert_dead_soon(procs: &[(u32, u64)]) {
 // ---------------------------------------------------------------------------------------------
 // Tests.
 
-#[test]
 fn pmi_conversation_among_eight_ranks() {
     let dir = TempDir::new();
     let r = run({
@@ -433,7 +455,6 @@ fn pmi_conversation_among_eight_ranks() {
     assert_eq!(ok.len(), 8, "stdout:\n{}", r.stdout);
 }
 
-#[test]
 fn abort_ends_the_job_with_its_code() {
     let dir = TempDir::new();
     let r = run(plan_cmd(&["-n", "3"], &[("", "pmi,barrier,sleep"), ("1", "pmi,abort:7")], &dir));
@@ -445,7 +466,6 @@ fn abort_ends_the_job_with_its_code() {
     );
 }
 
-#[test]
 fn any_program_runs_hostname() {
     let host = contract::hostname().unwrap();
     let r = run({
@@ -457,7 +477,6 @@ fn any_program_runs_hostname() {
     assert_eq!(r.lines(), [host.as_str(), host.as_str()]);
 }
 
-#[test]
 fn exit_status_is_zero_or_the_first_failure() {
     assert_eq!(run(sh_cmd(&["-n", "3"], "exit 0")).code(), Some(0));
     let r = run(sh_cmd(&["-n", "3"], "exit $(( PMI_RANK == 2 ? 5 : 0 ))"));
@@ -483,7 +502,6 @@ fn exit_status_is_zero_or_the_first_failure() {
     assert!(!r.stderr.contains("code 6"), "rank 2 was torn down, not a failure: {}", r.stderr);
 }
 
-#[test]
 fn a_killed_rank_takes_the_job_down() {
     let dir = TempDir::new();
     // Rank 3 ignores SIGTERM: it needs the SIGKILL that follows the grace period.
@@ -501,7 +519,6 @@ fn a_killed_rank_takes_the_job_down() {
     assert_dead_soon(&procs);
 }
 
-#[test]
 fn keep_going_lets_the_others_finish() {
     let dir = TempDir::new();
     let plan = [("0", "pmi,attach,barrier,wait-gone:1,print:rank-0-saw-rank-1-gone"), ("1", "pmi,barrier,exit:3")];
@@ -511,7 +528,6 @@ fn keep_going_lets_the_others_finish() {
     assert!(r.stderr.contains("rank 1 (pid ") && r.stderr.contains("exited with code 3"), "{}", r.stderr);
 }
 
-#[test]
 fn the_segment_marks_a_killed_rank_gone() {
     let dir = TempDir::new();
     // Rank 1 attaches the inherited segment, sees rank 0 alive (it cannot die before the barrier),
@@ -523,7 +539,6 @@ fn the_segment_marks_a_killed_rank_gone() {
     assert!(r.lines().contains(&"rank-1-saw-rank-0-gone"), "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
 }
 
-#[test]
 fn a_barrier_does_not_wait_for_a_rank_that_left() {
     let dir = TempDir::new();
     // Rank 1 never speaks PMI and exits 0: not a failure, and the barrier goes on without it.
@@ -533,7 +548,6 @@ fn a_barrier_does_not_wait_for_a_rank_that_left() {
     assert!(r.lines().contains(&"barrier-passed"), "{}", r.stdout);
 }
 
-#[test]
 fn junk_on_the_pmi_socket_gets_errors_and_stalls_nobody() {
     let dir = TempDir::new();
     // Rank 1's connection is closed after its overlong line: rank 0's barrier goes on without it.
@@ -543,7 +557,6 @@ fn junk_on_the_pmi_socket_gets_errors_and_stalls_nobody() {
     assert!(r.lines().contains(&"junk-ok") && r.lines().contains(&"rank-0-passed"), "{}", r.stdout);
 }
 
-#[test]
 fn sigint_and_sigterm_end_the_job() {
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let dir = TempDir::new();
@@ -558,7 +571,6 @@ fn sigint_and_sigterm_end_the_job() {
     }
 }
 
-#[test]
 fn sigkill_to_the_launcher_kills_the_ranks() {
     // Orphaned ranks come to this process (not to an init that may never reap them), which
     // reaps them below.
@@ -580,7 +592,6 @@ fn sigkill_to_the_launcher_kills_the_ranks() {
     running.finish();
 }
 
-#[test]
 fn tag_output_prefixes_whole_lines() {
     let long = "x".repeat(3000);
     let script = format!(
@@ -622,7 +633,6 @@ fn own_cpus() -> (String, Vec<u32>) {
     (list, cpus)
 }
 
-#[test]
 fn bind_core_pins_rank_i_to_cpu_i_mod_n() {
     let (list, cpus) = own_cpus();
     let script = "grep Cpus_allowed_list /proc/self/status";
@@ -637,7 +647,6 @@ fn bind_core_pins_rank_i_to_cpu_i_mod_n() {
     assert_eq!(r.lines(), [format!("Cpus_allowed_list:\t{list}"), format!("Cpus_allowed_list:\t{list}")]);
 }
 
-#[test]
 fn bad_command_lines_are_clear_errors() {
     let launch = |args: &[&str]| {
         let mut c = Command::new(LAUNCHER);
@@ -667,7 +676,6 @@ fn bad_command_lines_are_clear_errors() {
     assert_eq!((r.code(), r.stdout.trim()), (Some(0), "--frobnicate"));
 }
 
-#[test]
 fn the_library_reports_each_rank() {
     let shm_before = shm_entries();
     let outcome = Job::new("sh", ["-c", "[ \"$NT_X\" = y ] || exit 9; [ $PMI_RANK = 1 ] && exit 3; exec sleep 60"])
@@ -685,7 +693,6 @@ fn the_library_reports_each_rank() {
     assert!(matches!(e, nemesis::Error::Config(_)), "{e}");
 }
 
-#[test]
 fn hydra_starts_ranks_that_speak_our_pmi_client() {
     let Some(hydra) = ["mpiexec.hydra", "/usr/bin/mpiexec.hydra"]
         .into_iter()
@@ -696,8 +703,7 @@ fn hydra_starts_ranks_that_speak_our_pmi_client() {
         return;
     };
     let mut c = Command::new(hydra);
-    c.args(["-n", "4"]).arg(std::env::current_exe().unwrap());
-    c.args(["--exact", "child", "--nocapture", "-q", "--test-threads=1"]);
+    c.args(["-n", "4"]).args(harness::me_as_rank());
     c.env("NT_PLAN", "pmi,exchange,finalize");
     let r = run(c);
     assert_eq!(r.code(), Some(0), "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);

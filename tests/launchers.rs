@@ -32,22 +32,24 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::harness::Test;
 use common::{in_ci, results, roles, run_with_timeout, show};
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(rank_main, every_test());
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
     // The library logs nowhere of itself: the ranks report their interface through our logger.
     nemesis::log::init();
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "traffic" => roles::traffic(),
         "ring" => roles::ring(),
         "peer-killed" => roles::peer_killed(),
         "init-error" => roles::init_error(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// A launcher and the interface its ranks speak.
@@ -178,8 +180,7 @@ impl Launcher {
 
 /// This test binary as a rank program.
 fn rank_program() -> Vec<String> {
-    let exe = std::env::current_exe().unwrap().display().to_string();
-    [exe.as_str(), "--exact", "rank_main", "--nocapture", "--test-threads=1"].map(str::to_owned).to_vec()
+    common::harness::me_as_rank().into_iter().map(|a| a.to_string_lossy().into_owned()).collect()
 }
 
 /// The rank program behind a wrapper that gives ranks `0..n/2` the node id `node0` and the
@@ -340,37 +341,43 @@ fn dead_peer(l: Launcher) {
     }
 }
 
-macro_rules! under {
-    ($m:ident, $l:expr) => {
-        mod $m {
-            #[test]
-            fn traffic() {
-                super::traffic($l);
-            }
-            #[test]
-            fn ring() {
-                super::ring($l);
-            }
-            #[test]
-            fn two_nodes() {
-                super::two_nodes($l);
-            }
-            #[test]
-            fn dead_peer() {
-                super::dead_peer($l);
-            }
-        }
-    };
-}
+/// A program's test under one launcher.
+type Program = fn(Launcher);
 
-under!(nemesis_run_pmi1, super::RunPmi1);
-under!(nemesis_run_pmi2, super::RunPmi2);
-under!(hydra_pmi1, super::HydraPmi1);
-under!(hydra_pmi2, super::HydraPmi2);
-under!(srun_pmi2, super::SrunPmi2);
-under!(srun_pmi1, super::SrunPmi1);
-under!(srun_pmix, super::SrunPmix);
-under!(openmpi, super::OpenMpi);
+/// Every test: the four programs under each launcher (`<launcher>::<program>`, as the module
+/// table above names them), then the rest.
+fn every_test() -> Vec<Test> {
+    let launchers = [
+        ("nemesis_run_pmi1", RunPmi1),
+        ("nemesis_run_pmi2", RunPmi2),
+        ("hydra_pmi1", HydraPmi1),
+        ("hydra_pmi2", HydraPmi2),
+        ("srun_pmi2", SrunPmi2),
+        ("srun_pmi1", SrunPmi1),
+        ("srun_pmix", SrunPmix),
+        ("openmpi", OpenMpi),
+    ];
+    let programs: [(&str, Program); 4] =
+        [("traffic", traffic), ("ring", ring), ("two_nodes", two_nodes), ("dead_peer", dead_peer)];
+    let mut v = Vec::new();
+    for (module, l) in launchers {
+        for (name, f) in programs {
+            v.push(Test::new(format!("{module}::{name}"), move || f(l)));
+        }
+    }
+    v.extend(
+        tests![
+            several_processes_without_a_process_manager_fail_naming_what_is_missing,
+            srun_without_a_pmi_plugin_is_refused,
+            a_process_manager_that_closes_is_named,
+            a_malformed_reply_is_named,
+            a_missing_key_is_named,
+        ]
+        .into_iter()
+        .map(Test::from),
+    );
+    v
+}
 
 // ---------------------------------------------------------------------------------------------
 // No silent singletons: a job of several processes without a process manager it can reach.
@@ -397,7 +404,6 @@ fn init_error(o: &Output) -> String {
     found.unwrap_or_else(|| panic!("no INIT-ERROR line: {}", show(o)))
 }
 
-#[test]
 fn several_processes_without_a_process_manager_fail_naming_what_is_missing() {
     let e = init_error(&alone(&[("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_NTASKS", "4")]));
     assert!(e.contains("one of 4 (SLURM_STEP_NUM_TASKS=4)") && e.contains("srun --mpi=pmi2 or srun --mpi=pmix"), "{e}");
@@ -417,7 +423,6 @@ fn several_processes_without_a_process_manager_fail_naming_what_is_missing() {
 
 /// `srun` without an MPI plugin (`--mpi=none`, the default of many sites) starts processes that
 /// must refuse to run as singletons.
-#[test]
 fn srun_without_a_pmi_plugin_is_refused() {
     if !SrunPmi2.available() {
         return;
@@ -524,7 +529,6 @@ fn pmi2_startup() -> Vec<Step> {
     ]
 }
 
-#[test]
 fn a_process_manager_that_closes_is_named() {
     let e = against_fake_server("1", vec![close(false, "cmd=init")]);
     assert_eq!(e, "PMI-1 (Slurm): init: the process manager closed the connection");
@@ -535,7 +539,6 @@ fn a_process_manager_that_closes_is_named() {
     assert_eq!(e, "PMI-2 (Slurm): kvs-fence: the process manager closed the connection");
 }
 
-#[test]
 fn a_malformed_reply_is_named() {
     let e = against_fake_server(
         "1",
@@ -555,7 +558,6 @@ fn a_malformed_reply_is_named() {
     assert!(e.starts_with("PMI-2 (Slurm): fullinit: malformed reply: length field"), "{e}");
 }
 
-#[test]
 fn a_missing_key_is_named() {
     let mut s = pmi1_startup();
     s.push(v1("cmd=put kvsname=kvs_1 key=nemesis-node-0 value=fake", "cmd=put_result rc=0 msg=success"));

@@ -14,17 +14,29 @@ use std::time::Duration;
 use common::{Rng, job, results, show, stress};
 use nemesis::{ANY_SOURCE, ANY_TAG, Endpoint, Error, Request, WORLD};
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            shared_copy_rings,
+            single_copy_cma,
+            single_copy_cma_unsplit,
+            auto_mixes_both_backends,
+            over_each_netmod_between_two_nodes,
+            tiny_rings_and_a_small_eager_limit,
+            a_peer_killed_mid_transfer_fails_it_with_peer_died,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "cases" => cases(),
         "sender-dies" => sender_dies(),
         "receiver-dies" => receiver_dies(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// The bytes of message `id` of `len` bytes.
@@ -205,24 +217,20 @@ fn run_cases(env: &[(&str, &str)]) {
     assert_eq!(results(&o).len(), 2, "{}", show(&o));
 }
 
-#[test]
 fn shared_copy_rings() {
     run_cases(&[("NEMESIS_LMT", "shm")]);
 }
 
-#[test]
 fn single_copy_cma() {
     run_cases(&[("NEMESIS_LMT", "cma")]);
 }
 
 /// Single copies never split: the receiver reads everything.
-#[test]
 fn single_copy_cma_unsplit() {
     run_cases(&[("NEMESIS_LMT", "cma"), ("NEMESIS_CMA_SPLIT_MIN", "1g")]);
 }
 
 /// Rings below 1 MiB and from 8 MiB, split single copies between.
-#[test]
 fn auto_mixes_both_backends() {
     run_cases(&[("NEMESIS_LMT", "auto"), ("NEMESIS_CMA_MIN", "1m"), ("NEMESIS_CMA_MAX", "8m")]);
 }
@@ -231,7 +239,6 @@ fn auto_mixes_both_backends() {
 /// most wait for the ring.
 /// The same cases between two nodes: every transfer goes through the netmod (TCP; ofi reading
 /// the sender's buffer, and ofi streaming it two-sided).
-#[test]
 fn over_each_netmod_between_two_nodes() {
     let mut nets = common::netmods(true);
     nets.extend(common::netmods(false).into_iter().filter(|n| n.0 != "tcp"));
@@ -242,7 +249,6 @@ fn over_each_netmod_between_two_nodes() {
     }
 }
 
-#[test]
 fn tiny_rings_and_a_small_eager_limit() {
     run_cases(&[
         ("NEMESIS_LMT", "shm"),
@@ -332,7 +338,6 @@ fn receiver_dies() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_peer_killed_mid_transfer_fails_it_with_peer_died() {
     // (label, nodes, environment)
     type Case = (String, &'static str, Vec<(&'static str, String)>);

@@ -2,8 +2,10 @@
 //! `Endpoint::init`, takes effect; the log of `nemesis-run` and of its ranks, written to a file,
 //! is plain text (no colour codes).
 //!
-//! The rank programs are this test binary, re-executed with `--exact rank_main` and a role in
+//! The rank programs are this test binary, re-executed with `--nemesis-test-rank` and a role in
 //! `NT_LOG_ROLE`.
+
+mod common;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -13,13 +15,23 @@ use nemesis::Endpoint;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
+use common::harness;
+
 const ROLE: &str = "NT_LOG_ROLE";
 
-/// Entry point of re-executed ranks; a no-op in the test run itself.
-#[test]
+fn main() {
+    harness::main(
+        rank_main,
+        tests![
+            an_application_installs_its_own_subscriber_after_endpoint_init,
+            launcher_log_in_a_file_has_no_escape_codes
+        ],
+    );
+}
+
+/// The rank program, by `NT_LOG_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var(ROLE) else { return };
-    match role.as_str() {
+    match std::env::var(ROLE).unwrap_or_default().as_str() {
         // Our programs' logger, as nemesis-run's ranks would run it.
         "log" => {
             assert!(nemesis::log::init(), "a subscriber was already set");
@@ -41,7 +53,7 @@ fn rank_main() {
             ep.finalize().expect("finalize");
             println!("APP-SUBSCRIBER-OK events={}", seen.load(Ordering::Relaxed));
         }
-        other => panic!("unknown role {other}"),
+        other => panic!("unknown role {other:?}"),
     }
 }
 
@@ -69,11 +81,10 @@ impl Subscriber for Counting {
 /// This test binary as a rank program in `role`.
 fn me(role: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "rank_main", "--nocapture", "--test-threads", "1"]).env(ROLE, role);
+    c.arg(harness::RANK_ARG).env(ROLE, role);
     c
 }
 
-#[test]
 fn an_application_installs_its_own_subscriber_after_endpoint_init() {
     // A singleton: no launcher, no PMI variables.
     let mut c = me("app");
@@ -90,7 +101,6 @@ fn an_application_installs_its_own_subscriber_after_endpoint_init() {
     );
 }
 
-#[test]
 fn launcher_log_in_a_file_has_no_escape_codes() {
     let path = std::env::temp_dir().join(format!("nemesis-log-test-{}.log", std::process::id()));
     let file = std::fs::File::create(&path).unwrap();

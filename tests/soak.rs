@@ -1,6 +1,8 @@
 //! Soak: 16 ranks (oversubscribed, `yield` waits) send each other random traffic for
 //! `NEMESIS_SOAK` seconds (3 by default; CI runs 60 in release mode) while the test SIGKILLs some
-//! of them at random times (`nemesis-run --keep-going`): sizes from 0 bytes to 4 MiB (fastboxes,
+//! of them at random points of their traffic (`nemesis-run --keep-going`): each victim holds
+//! after a random number of sends (its traffic lasts until then, however slow the machine), its
+//! messages in flight, and is killed there, never racing a clock it could beat. Sizes from 0 bytes to 4 MiB (fastboxes,
 //! cells, rendezvous), standard and synchronous non-blocking sends, receives through
 //! `ANY_SOURCE`/`ANY_TAG` and named ones, probes. Every rank checks every byte it receives, that
 //! messages of one (source, tag) come in the order sent and none twice, and at the end that it got
@@ -28,13 +30,8 @@ fn seconds() -> u64 {
     std::env::var("NEMESIS_SOAK").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
 }
 
-#[test]
-fn rank_main() {
-    if std::env::var("NEMESIS_TEST_ROLE").as_deref() != Ok("soak") {
-        return;
-    }
-    let result = std::panic::catch_unwind(soak_rank);
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+fn main() {
+    common::harness::main(soak_rank, tests![soak_with_random_kills]);
 }
 
 /// The bytes of message `idx` of (`src`, `dst`, `tag`), `len` long.
@@ -144,11 +141,30 @@ impl Arrivals {
     }
 }
 
+/// `NEMESIS_SOAK_HOLD` (`<rank>:<sends>,...`): after how many sends this rank holds, if a victim.
+fn hold_of(me: u32) -> Option<u64> {
+    std::env::var("NEMESIS_SOAK_HOLD").unwrap_or_default().split(',').find_map(|h| {
+        let (r, n) = h.split_once(':')?;
+        (r.parse() == Ok(me)).then(|| n.parse().unwrap())
+    })
+}
+
+/// A victim at its hold: says so (`held-<rank>` holding its pid) and waits to be killed, its
+/// sends in flight and nothing received meanwhile.
+fn hold(dir: &str, me: u32) -> ! {
+    let marker = format!("{dir}/held-{me}");
+    std::fs::write(format!("{marker}.tmp"), std::process::id().to_string()).unwrap();
+    std::fs::rename(format!("{marker}.tmp"), &marker).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 fn soak_rank() {
     let mut ep = Endpoint::init().unwrap();
     let (me, size) = (ep.rank(), ep.size());
     let dir = std::env::var("NEMESIS_SOAK_DIR").unwrap();
-    std::fs::write(format!("{dir}/pid-{me}"), std::process::id().to_string()).unwrap();
+    let hold_at = hold_of(me);
     let seed: u64 = std::env::var("NEMESIS_SOAK_SEED").unwrap().parse().unwrap();
     let mut r = Rng::new(seed ^ u64::from(me) << 20);
     let deadline = Instant::now() + Duration::from_secs(seconds());
@@ -173,7 +189,7 @@ fn soak_rank() {
         Err(Error::PeerDied { rank }) if rank == f.dst => assert!(ep.peer_gone(f.dst)),
         Err(e) => panic!("rank {me}: send to {}: {e}", f.dst),
     };
-    while Instant::now() < deadline {
+    while Instant::now() < deadline || hold_at.is_some_and(|h| sent < h) {
         if inflight.len() < WINDOW {
             let dst = (me + 1 + r.below(u64::from(size - 1)) as u32) % size;
             if !ep.peer_gone(dst) {
@@ -195,6 +211,9 @@ fn soak_rank() {
                         *i += 1;
                         sent += 1;
                         inflight.push((InFlight { req, _buf: buf, dst }, tag));
+                        if hold_at == Some(sent) {
+                            hold(&dir, me);
+                        }
                     }
                     Err(Error::PeerDied { .. }) => {}
                     Err(e) => panic!("rank {me}: send to {dst}: {e}"),
@@ -282,7 +301,6 @@ fn soak_rank() {
     let _ = ep.finalize();
 }
 
-#[test]
 fn soak_with_random_kills() {
     let secs = seconds();
     let seed: u64 = std::env::var("NEMESIS_SOAK_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
@@ -294,12 +312,14 @@ fn soak_with_random_kills() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
     cmd.args(["-n", &RANKS.to_string(), "--keep-going", "--wait", "yield", "--"]);
-    cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.args(common::harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", "soak")
         .env("NEMESIS_SOAK", secs.to_string())
         .env("NEMESIS_SOAK_SEED", seed.to_string())
         .env("NEMESIS_SOAK_DIR", &dir);
-    // Kills at random times of the traffic phase: one, plus one per 20 s, at most four.
+    // Kills at random points of the traffic: one, plus one per 20 s, at most four; each victim
+    // holds after a random number of sends (3 to 20 per second of traffic: the first seconds in
+    // a debug build under load) and is killed there.
     let mut r = Rng::new(seed);
     let kills = (1 + secs / 20).min(4) as usize;
     let mut victims: Vec<u32> = Vec::new();
@@ -309,32 +329,30 @@ fn soak_with_random_kills() {
             victims.push(v);
         }
     }
-    let mut at: Vec<Duration> =
-        (0..kills).map(|_| Duration::from_millis(secs * 1000 / 10 + r.below(secs * 1000 * 6 / 10 + 1))).collect();
-    at.sort();
+    let plan: Vec<(u32, u64)> = victims.iter().map(|&v| (v, 3 * secs + r.below(17 * secs + 1))).collect();
+    let spec: Vec<String> = plan.iter().map(|(v, n)| format!("{v}:{n}")).collect();
+    cmd.env("NEMESIS_SOAK_HOLD", spec.join(","));
     let killer_dir = dir.clone();
-    let plan: Vec<(Duration, u32)> = at.into_iter().zip(victims.iter().copied()).collect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let over = done.clone();
     let killer = std::thread::spawn(move || {
-        // Starts counting once every rank has written its pid.
-        let t0 = loop {
-            if (0..RANKS).all(|k| killer_dir.join(format!("pid-{k}")).exists()) {
-                break Instant::now();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        for (when, v) in plan {
-            let now = t0.elapsed();
-            if when > now {
-                std::thread::sleep(when - now);
-            }
-            let pid: i32 =
-                std::fs::read_to_string(killer_dir.join(format!("pid-{v}"))).unwrap().trim().parse().unwrap();
-            // SAFETY: signalling a rank of our job.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            eprintln!("soak: killed rank {v} (pid {pid}) at {when:?}");
+        let mut left = plan;
+        // ORDERING: Relaxed; a flag to stop polling, nothing published with it.
+        while !left.is_empty() && !over.load(std::sync::atomic::Ordering::Relaxed) {
+            left.retain(|&(v, n)| {
+                let Ok(pid) = std::fs::read_to_string(killer_dir.join(format!("held-{v}"))) else { return true };
+                let pid: i32 = pid.trim().parse().unwrap();
+                // SAFETY: signalling a rank of our job (its pid from its own marker).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                eprintln!("soak: killed rank {v} (pid {pid}) after its {n} sends");
+                false
+            });
+            std::thread::sleep(Duration::from_millis(5));
         }
     });
     let o = run_with_timeout(cmd, Duration::from_secs(secs + 240));
+    // ORDERING: Relaxed; see above.
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
     killer.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let ok: Vec<String> = common::results(&o).into_iter().filter(|l| l.starts_with("RESULT ok")).collect();
@@ -349,5 +367,5 @@ fn soak_with_random_kills() {
             show(&o)
         );
     }
-    assert_eq!(ok.len(), survivors.len(), "a victim finished (killed too late?) or a line is missing: {}", show(&o));
+    assert_eq!(ok.len(), survivors.len(), "a victim finished or a line is missing: {}", show(&o));
 }

@@ -49,7 +49,6 @@ fn pus(m: Machine, n: u32, map: &str) -> Vec<u32> {
     plan(m, n, map, Bind::HwThread).pus()
 }
 
-#[test]
 fn one_package_of_two_cores() {
     for map in ["core", "core:spread", "numa", "numa:compact", "package", "package:compact", "l3", "l3:compact"] {
         assert_eq!(pus(small(), 2, map), [0, 1], "{map}");
@@ -63,7 +62,6 @@ fn one_package_of_two_cores() {
     assert_eq!(plan(small(), 2, "core", Bind::None).slots[0].cpus, Vec::<u32>::new());
 }
 
-#[test]
 fn two_sockets_each_mapping_rank_by_rank() {
     let core_pu = |c: u32| 2 * c;
     // Compact: cores in order, then the second PU of each core (physical cores first).
@@ -92,7 +90,6 @@ fn two_sockets_each_mapping_rank_by_rank() {
     assert_eq!((p.pus()[64], p.slots[64].oversubscribed, p.slots[63].oversubscribed), (0, true, false));
 }
 
-#[test]
 fn two_sockets_each_binding_rank_by_rank() {
     let m = two_sockets;
     let range = |a: u32, b: u32| (a..b).collect::<Vec<u32>>();
@@ -113,7 +110,6 @@ fn two_sockets_each_binding_rank_by_rank() {
     }
 }
 
-#[test]
 fn four_numa_nodes_rank_by_rank() {
     // Round robin over the nodes: rank i on node i % 4, its (i / 4)-th core.
     let want: Vec<u32> = (0..10u32).map(|i| 16 * (i % 4) + i / 4).collect();
@@ -132,7 +128,6 @@ fn four_numa_nodes_rank_by_rank() {
     }
 }
 
-#[test]
 fn numa_placement_decisions() {
     // Bound within one node: the rank's memory goes there; across nodes or unbound: the kernel's.
     let p = plan(two_sockets(), 8, "numa", Bind::Core);
@@ -149,7 +144,6 @@ fn numa_placement_decisions() {
     assert!(p.describe(0, &[]).ends_with("memory on NUMA node P#7"), "{}", p.describe(0, &[]));
 }
 
-#[test]
 fn pair_distances_from_plans() {
     let p = plan(two_sockets(), 8, "core", Bind::HwThread);
     let loc = |r: usize| p.machine.locality_of(&p.slots[r].cpus);
@@ -212,7 +206,6 @@ fn reported_and_real(args: &[&str]) -> (Vec<RankCpus>, Vec<RankCpus>) {
     (reported, real)
 }
 
-#[test]
 fn report_bindings_match_the_ranks_affinity() {
     let mut cases: Vec<Vec<&str>> = vec![vec!["-n", "3", "--bind", "core"], vec!["-n", "2", "--bind", "none"]];
     if nemesis::topology::HWLOC {
@@ -231,7 +224,6 @@ fn report_bindings_match_the_ranks_affinity() {
     }
 }
 
-#[test]
 fn dry_run_prints_the_plan_and_starts_nothing() {
     let marker = std::env::temp_dir().join(format!("nemesis-dry-run-{}", std::process::id()));
     let touch = format!("touch {}", marker.display());
@@ -244,7 +236,6 @@ fn dry_run_prints_the_plan_and_starts_nothing() {
 }
 
 #[cfg(not(feature = "hwloc"))]
-#[test]
 fn without_hwloc_the_fallback_and_clear_errors() {
     for args in [
         vec!["-n", "2", "--bind", "numa", "--", "true"],
@@ -265,7 +256,6 @@ fn without_hwloc_the_fallback_and_clear_errors() {
 }
 
 #[cfg(feature = "hwloc")]
-#[test]
 fn hwloc_reads_the_synthetic_machines_as_built() {
     let m = Machine::synthetic("pack:2 numa:2 l3:1 core:8 l2:1 pu:2").unwrap();
     assert_eq!(m.pus, two_sockets().pus);
@@ -280,7 +270,6 @@ fn hwloc_reads_the_synthetic_machines_as_built() {
 }
 
 #[cfg(feature = "hwloc")]
-#[test]
 fn dry_run_plans_a_two_socket_64_core_machine() {
     // 2 packages × 2 NUMA nodes × 16 cores × 2 PUs: core c has PUs 2c, 2c + 1.
     let desc = ("HWLOC_SYNTHETIC", "pack:2 numa:2 l3:1 core:16 pu:2");
@@ -306,14 +295,37 @@ fn dry_run_plans_a_two_socket_64_core_machine() {
 // ---------------------------------------------------------------------------------------------
 // Pair distances choosing thresholds in a real job.
 
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            one_package_of_two_cores,
+            two_sockets_each_mapping_rank_by_rank,
+            two_sockets_each_binding_rank_by_rank,
+            four_numa_nodes_rank_by_rank,
+            numa_placement_decisions,
+            pair_distances_from_plans,
+            report_bindings_match_the_ranks_affinity,
+            dry_run_prints_the_plan_and_starts_nothing,
+            #[cfg(not(feature = "hwloc"))]
+            without_hwloc_the_fallback_and_clear_errors,
+            #[cfg(feature = "hwloc")]
+            hwloc_reads_the_synthetic_machines_as_built,
+            #[cfg(feature = "hwloc")]
+            dry_run_plans_a_two_socket_64_core_machine,
+            pair_distances_choose_the_thresholds,
+            bound_ranks_know_their_distance_and_node_here,
+            ranks_bound_by_hydra_publish_their_localities,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "distances" => distances(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// Rank 0 sends 4 KiB to each other rank; the receivers report how it moved and every rank
@@ -344,7 +356,6 @@ fn distances() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn pair_distances_choose_the_thresholds() {
     // Synthetic localities: ranks 0 and 1 share an L3, rank 2 is on the other package. The table
     // sends 4 KiB eagerly to the first and by rendezvous to the second (blocking sends included).
@@ -385,7 +396,6 @@ fn pair_distances_choose_the_thresholds() {
 
 /// On this machine, ranks bound by the plan know their real distance, and (with hwloc, which
 /// knows the NUMA nodes) their memory in the segment is placed on their node.
-#[test]
 fn bound_ranks_know_their_distance_and_node_here() {
     let m = Machine::load().unwrap();
     let p = Plan::new(m, 2, MapBy::default(), Bind::Core).unwrap();
@@ -407,7 +417,6 @@ fn bound_ranks_know_their_distance_and_node_here() {
 /// publish their own localities at start-up (with hwloc) and know their distance without
 /// `nemesis-run`'s plan; unbound, or without hwloc (whose fallback cannot compare two
 /// processes' CPUs), the distance is unknown.
-#[test]
 fn ranks_bound_by_hydra_publish_their_localities() {
     let found = Command::new("mpiexec.hydra").arg("--version").output().is_ok_and(|o| o.status.success());
     if !found {
@@ -423,8 +432,7 @@ fn ranks_bound_by_hydra_publish_their_localities() {
         let o = Command::new("mpiexec.hydra")
             .args(["-n", "2"])
             .args(args)
-            .arg(std::env::current_exe().unwrap())
-            .args(["--exact", "rank_main", "--nocapture"])
+            .args(common::harness::me_as_rank())
             .env("NEMESIS_TEST_ROLE", "distances")
             .env_remove("NEMESIS_LOCALITY")
             .output()

@@ -447,48 +447,41 @@ fn ft_stencil_c_recovers_failures_in_sequence() {
 }
 
 /// `mpi/examples/ft_stencil.c` under `nemesis-run --ft`, 8 ranks in 4 groups: each `(rank,
-/// generation)` of `kills` in turn, rank `rank` is SIGKILLed once its checkpoint file of that
-/// generation exists. The checksum is the Rust example's failure-free one, and one recovery line
-/// per kill names the victim's group.
+/// generation)` of `kills` in turn, rank `rank` holds after that checkpoint of its own
+/// (`tests/c/ft_stencil_hold.c`, the example with a hold after its checkpoints) and is SIGKILLed
+/// there: never racing the end of the job. The checksum is the Rust example's failure-free one,
+/// and one recovery line per kill names the victim's group.
 fn ft_stencil_c_recovers(name: &str, kills: &[(u32, u64)]) {
-    let c = compile_from("examples", "ft_stencil", Cc::Ours);
+    let c = compile_from("tests/c", "ft_stencil_hold", Cc::Ours);
     let rust = setup().profile_dir.join("examples/ft_stencil");
-    let args = ["64", "6000", "200"];
+    // Long enough to hold the victims (the kills wait for no clock).
+    let args = ["64", "1500", "200"];
     let dir = std::env::temp_dir().join(format!("nemesis-c-ftr-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // The holds' markers, beside the checkpoint directory.
+    let held = dir.with_extension("held");
     let run = |prog: &Path, kills: &[(u32, u64)]| -> std::process::Output {
+        let _ = std::fs::remove_dir_all(&held);
+        std::fs::create_dir_all(&held).unwrap();
+        let spec: Vec<String> = kills.iter().map(|(r, g)| format!("{r}:{g}")).collect();
         let mut cmd = Command::new(&setup().launcher);
         cmd.args(["-n", "8", "--ft-groups", "4", "--wait", "yield", "--"]).arg(prog).args(args);
-        cmd.env("NEMESIS_FT_DIR", &dir).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd.env("NEMESIS_FT_DIR", &dir).env("FT_TEST_DIR", &held).env("FT_TEST_HOLD", spec.join(","));
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         let child = cmd.spawn().unwrap();
-        let launcher = child.id();
         for &(rank, generation) in kills {
-            // The rank's checkpoint file of that generation, then its process (a child of the
-            // launcher whose initial environment names the rank; the victims are distinct ranks).
+            // The rank holds after that checkpoint, its pid in its marker.
             let t = std::time::Instant::now();
-            let suffix = format!("-{rank}-{generation}.nft");
-            let written = |e: &std::fs::DirEntry| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("nemesis-ckpt-") && n.ends_with(&suffix)
-            };
-            while !std::fs::read_dir(&dir).unwrap().flatten().any(|e| written(&e)) {
-                assert!(t.elapsed() < Duration::from_secs(120), "no checkpoint {generation} of rank {rank}");
+            let marker = held.join(format!("held-{rank}"));
+            let pid: u32 = loop {
+                if let Some(p) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse().ok()) {
+                    break p;
+                }
+                assert!(t.elapsed() < Duration::from_secs(120), "rank {rank} never held after checkpoint {generation}");
                 std::thread::sleep(Duration::from_millis(5));
-            }
-            let env = format!("PMI_RANK={rank}");
-            let pid = std::fs::read_dir("/proc")
-                .unwrap()
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .find(|p| {
-                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-                    let ppid = stat.rsplit(')').next().and_then(|t| t.split_whitespace().nth(1)).unwrap_or("");
-                    let environ = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
-                    ppid == launcher.to_string() && environ.split(|&b| b == 0).any(|v| v == env.as_bytes())
-                })
-                .unwrap_or_else(|| panic!("rank {rank}'s process"));
-            // SAFETY: a signal to a rank of the job this test started.
+            };
+            // SAFETY: a signal to a rank of the job this test started (its pid from its marker).
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
         child.wait_with_output().unwrap()
@@ -500,6 +493,7 @@ fn ft_stencil_c_recovers(name: &str, kills: &[(u32, u64)]) {
     assert!(reference.status.success(), "{}", show(&reference));
     let o = run(&c, kills);
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&held);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(checksum(&o), checksum(&reference), "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);

@@ -1,7 +1,9 @@
-//! What the multi-process test binaries share: starting a job of the test binary itself under
-//! `nemesis-run`, reading what its ranks printed, and a deterministic generator.
+//! What the multi-process test binaries share: their harness (`harness.rs`: the binary is also
+//! the rank program), starting a job of the test binary itself under `nemesis-run`, reading what
+//! its ranks printed, and a deterministic generator.
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod roles;
 
 use std::io::Read;
@@ -25,11 +27,12 @@ fn job_timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// Runs `nemesis-run -n <n> <args> -- <this test binary> rank_main` with `NEMESIS_TEST_ROLE=role`.
+/// Runs `nemesis-run -n <n> <args> -- <this test binary as a rank program>` with
+/// `NEMESIS_TEST_ROLE=role`.
 pub fn job(n: u32, launcher_args: &[&str], role: &str, env: &[(&str, String)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
     cmd.arg("-n").arg(n.to_string()).args(launcher_args).arg("--");
-    cmd.arg(std::env::current_exe().unwrap()).args(["--exact", "rank_main", "--nocapture", "--test-threads=1"]);
+    cmd.args(harness::me_as_rank());
     cmd.env("NEMESIS_TEST_ROLE", role);
     for (k, v) in env {
         cmd.env(k, v);
