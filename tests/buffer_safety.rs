@@ -8,8 +8,8 @@
 //! sends. A buffer that must not be touched after a call returned lives in pages of its own
 //! ([`Pages`]): unmapped, or handed out again filled with a pattern, once the call returned.
 //!
-//! The test binary is itself the rank program: `nemesis-run` starts it with `--exact rank_main`
-//! and a role in `NEMESIS_TEST_ROLE`; a role's process must exit cleanly (a SIGSEGV or a
+//! The test binary is itself the rank program: `nemesis-run` starts it with
+//! `--nemesis-test-rank` and a role in `NEMESIS_TEST_ROLE` (`tests/common/harness.rs`); a role's process must exit cleanly (a SIGSEGV or a
 //! corrupted pattern fails the job).
 
 mod common;
@@ -22,11 +22,27 @@ use common::{job, results, show};
 use nemesis::{ANY_TAG, Endpoint, Error, WORLD};
 use nemesis_shm::{MsgHeader, Node, Port, PortConfig, Segment, Sent};
 
-/// Entry point of the ranks; a no-op when the test harness runs it directly.
-#[test]
+fn main() {
+    common::harness::main(
+        rank_main,
+        tests![
+            a_forged_rts_during_a_queued_receive_leaves_its_buffer_alone,
+            a_scope_whose_peer_sends_garbage_returns_its_buffers_untouched,
+            test_and_wait_any_end_their_requests_before_returning_an_error,
+            a_rendezvous_receive_in_flight_is_finished_before_the_call_returns,
+            a_rendezvous_send_returns_only_once_its_buffer_is_not_read,
+            a_rendezvous_send_not_taken_is_cancelled_before_the_call_returns,
+            a_blocking_receive_that_took_a_rendezvous_finishes_it_before_it_returns,
+            a_send_waiting_for_cells_goes_on_from_a_copy_after_an_error,
+            an_absurd_rts_length_is_refused_never_allocated,
+            a_checkpoint_finishes_its_pulls_before_it_fails,
+        ],
+    );
+}
+
+/// The rank program, by `NEMESIS_TEST_ROLE`.
 fn rank_main() {
-    let Ok(role) = std::env::var("NEMESIS_TEST_ROLE") else { return };
-    let result = std::panic::catch_unwind(|| match role.as_str() {
+    match std::env::var("NEMESIS_TEST_ROLE").unwrap_or_default().as_str() {
         "posted" => posted(),
         "scope" => scope(),
         "raw" => raw(),
@@ -37,9 +53,8 @@ fn rank_main() {
         "pending" => pending(),
         "checkpoint" => checkpoint(),
         "checkpoint-pull" => checkpoint_pull(),
-        other => panic!("unknown role {other}"),
-    });
-    std::process::exit(if result.is_ok() { 0 } else { 1 });
+        other => panic!("unknown role {other:?}"),
+    }
 }
 
 /// The message kind of an RTS (`nemesis::endpoint`'s `KIND_RTS`).
@@ -232,7 +247,6 @@ fn posted() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_forged_rts_during_a_queued_receive_leaves_its_buffer_alone() {
     run(3, "posted", &[]);
 }
@@ -277,7 +291,6 @@ fn scope() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_scope_whose_peer_sends_garbage_returns_its_buffers_untouched() {
     run(3, "scope", &[]);
 }
@@ -334,7 +347,6 @@ fn raw() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn test_and_wait_any_end_their_requests_before_returning_an_error() {
     run(3, "raw", &[]);
 }
@@ -394,7 +406,6 @@ fn rendezvous_recv() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_rendezvous_receive_in_flight_is_finished_before_the_call_returns() {
     // Through rank 0's ring, and by single copy split with the sender (HELP: rank 1 writes the
     // second half into rank 0's buffer), where the kernel allows single copies.
@@ -442,7 +453,6 @@ fn rendezvous_send() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_rendezvous_send_returns_only_once_its_buffer_is_not_read() {
     run(3, "rendezvous-send", &[("NEMESIS_LMT", "shm")]);
     run(3, "rendezvous-send", &[("NEMESIS_LMT", "cma")]);
@@ -486,7 +496,6 @@ fn rendezvous_cancelled() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_rendezvous_send_not_taken_is_cancelled_before_the_call_returns() {
     run(3, "rendezvous-cancelled", &[("NEMESIS_LMT", "shm")]);
     run(3, "rendezvous-cancelled", &[("NEMESIS_LMT", "cma")]);
@@ -541,7 +550,6 @@ fn bypass_rendezvous() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_blocking_receive_that_took_a_rendezvous_finishes_it_before_it_returns() {
     run(2, "bypass-rendezvous", &[("NEMESIS_LMT", "shm")]);
 }
@@ -598,7 +606,6 @@ fn pending() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_send_waiting_for_cells_goes_on_from_a_copy_after_an_error() {
     let cells = CELLS.to_string();
     run(3, "pending", &[("NEMESIS_CELLS_PER_RANK", &cells)]);
@@ -662,7 +669,6 @@ fn checkpoint() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn an_absurd_rts_length_is_refused_never_allocated() {
     run_ft("checkpoint", &[]);
 }
@@ -725,7 +731,6 @@ fn checkpoint_pull() {
     ep.finalize().unwrap();
 }
 
-#[test]
 fn a_checkpoint_finishes_its_pulls_before_it_fails() {
     run_ft("checkpoint-pull", &[("NEMESIS_LMT", "shm")]);
     run_ft("checkpoint-pull", &[("NEMESIS_LMT", "cma")]);

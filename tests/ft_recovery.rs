@@ -240,9 +240,16 @@ struct Done {
     hits: String,
 }
 
+/// Nemesis's entries of `/dev/shm` (its named segments: `nemesis-…`); other programs of the
+/// machine may come and go meanwhile.
 fn shm_names() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("nemesis"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

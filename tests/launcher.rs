@@ -291,9 +291,16 @@ impl Drop for TempDir {
     }
 }
 
+/// Nemesis's entries of `/dev/shm` (its named segments: `nemesis-…`); other programs of the
+/// machine may come and go meanwhile.
 fn shm_entries() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("nemesis"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
