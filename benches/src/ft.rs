@@ -60,10 +60,28 @@ struct StencilRun {
     checkpoint_bytes: u64,
 }
 
-/// The rank program of the computation (`__stencil`).
+/// Names the rank that `ft-recovery` will kill in its first incarnation.
+pub const ENV_HOLD_LAST: &str = "NEMESIS_BENCH_HOLD_LAST";
+
+/// The rank program of the computation (`__stencil`). The rank [`ENV_HOLD_LAST`] names, in its
+/// first incarnation, holds at its last iteration (serving its endpoint) until it is killed: a
+/// kill that comes late lands all the same, never after the job ended.
 pub fn stencil_rank(cells: usize, iterations: u64, interval: u64) -> Result<()> {
+    // Read before `init`, which takes the launcher's variables out of a rank's environment.
+    let first = std::env::var_os("NEMESIS_FT_RESTART").is_none();
+    let victim: Option<u32> = std::env::var(ENV_HOLD_LAST).ok().and_then(|v| v.parse().ok());
     let mut ep = nemesis::Endpoint::init()?;
-    let r = stencil::run(&mut ep, cells, iterations, interval)?;
+    let hold = first && victim == Some(ep.rank());
+    let last = iterations.saturating_sub(1);
+    let mut at = |ep: &mut nemesis::Endpoint, it: u64| {
+        if hold && it == last {
+            loop {
+                let _ = ep.progress();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    };
+    let r = stencil::run_observed(&mut ep, cells, iterations, interval, 8, false, &mut at)?;
     if ep.rank() == 0 {
         let bytes = ep.ft_stats().map_or(0, |s| s.checkpoint_bytes);
         println!("stencil {} {} {} {bytes} {:016x}", r.seconds, r.checkpoints, r.checkpoint_seconds, r.checksum);

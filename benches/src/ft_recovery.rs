@@ -420,6 +420,10 @@ fn run_once(ctx: &Context, o: &Opts, dir: &Path, ranks: u32, kill: Option<Kill>)
     c.args(["--ft-groups", &(ranks / 2).to_string(), "--env", &marker, "--"]);
     c.arg(&ctx.exe).arg("__stencil");
     c.args([o.cells.to_string(), o.iterations.to_string(), o.interval.to_string()]);
+    if let Some(k) = kill {
+        // The victim cannot finish before the watcher kills it, however late that is.
+        c.env(crate::ft::ENV_HOLD_LAST, k.victim.to_string());
+    }
     // The launcher's `recovered` event (the ranks log nothing under this target).
     c.env("NEMESIS_LOG", "warn,nemesis::launch::recovery=info");
     let done = Arc::new(AtomicBool::new(false));
