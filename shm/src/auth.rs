@@ -1,5 +1,7 @@
-//! Job authentication for the netmods: a random per-job secret and what is made of it. The secret
-//! never crosses the wire; what does is keyed MACs (HMAC-SHA256) over fresh values.
+//! Job authentication for the netmods: a random per-job secret and what is made of it. Between
+//! ranks only keyed MACs of it travel (HMAC-SHA256 over fresh values; keyed BLAKE3 per frame);
+//! the secret itself reaches the ranks from `nemesis-run` or, under another process manager,
+//! through that process manager's KVS (README, "Security").
 //!
 //! - [`JobSecret`]: 256 random bits from the kernel (`getrandom`), never derived from names or
 //!   pids. `nemesis-run` makes one per job and gives it to its ranks in `NEMESIS_JOB_SECRET`
@@ -195,14 +197,18 @@ impl Transcript {
 /// Option bit of a handshake: per-frame MACs on the link.
 pub const FLAG_INTEGRITY: u32 = 1;
 
-/// Bytes of a per-frame MAC (HMAC-SHA256 truncated).
+/// Bytes of a per-frame MAC (keyed BLAKE3, truncated).
 pub const FRAME_TAG: usize = 16;
 
 /// One direction of a link's per-frame MACs: frame number `seq` (counted from 0 in each
-/// direction) is tagged with HMAC-SHA256(key, seq ‖ frame bytes), truncated. A frame changed,
-/// dropped, replayed or reordered does not verify.
+/// direction) is tagged with keyed BLAKE3(key, seq ‖ frame bytes), truncated. A frame changed,
+/// dropped, replayed or reordered does not verify. BLAKE3 in its keyed mode is a PRF, so a MAC;
+/// it is used here rather than HMAC-SHA256 for its speed on long frames (its SIMD tree hashing):
+/// 1 MiB messages over loopback with per-frame MACs ran at 0.28 × the bandwidth without them
+/// under HMAC-SHA256 (with SHA-NI), at 0.59 × under BLAKE3 (AVX-512), medians of 9 interleaved
+/// rounds each (netmod-tcp's `integrity_cost` example).
 #[derive(Clone)]
-pub struct StreamKey(HmacSha256);
+pub struct StreamKey(blake3::Hasher);
 
 impl std::fmt::Debug for StreamKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -212,7 +218,7 @@ impl std::fmt::Debug for StreamKey {
 
 impl StreamKey {
     fn new(key: &[u8; MAC_BYTES]) -> StreamKey {
-        StreamKey(HmacSha256::new_from_slice(key).unwrap_or_else(|_| unreachable!("HMAC takes any key")))
+        StreamKey(blake3::Hasher::new_keyed(key))
     }
 
     /// Starts the MAC of frame `seq`.
@@ -234,7 +240,7 @@ impl StreamKey {
 
 /// The MAC of one frame, fed as its bytes come.
 #[derive(Clone)]
-pub struct FrameMac(HmacSha256);
+pub struct FrameMac(blake3::Hasher);
 
 impl std::fmt::Debug for FrameMac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -250,15 +256,21 @@ impl FrameMac {
 
     /// The tag.
     pub fn finish(self) -> [u8; FRAME_TAG] {
-        let full: [u8; MAC_BYTES] = self.0.finalize().into_bytes().into();
+        let full = self.0.finalize();
         let mut t = [0u8; FRAME_TAG];
-        t.copy_from_slice(&full[..FRAME_TAG]);
+        t.copy_from_slice(&full.as_bytes()[..FRAME_TAG]);
         t
     }
 
     /// Whether `tag` is this frame's tag, compared in constant time.
     pub fn verify(self, tag: &[u8]) -> bool {
-        tag.len() == FRAME_TAG && self.0.verify_truncated_left(tag).is_ok()
+        if tag.len() != FRAME_TAG {
+            return false;
+        }
+        let want = self.finish();
+        // Every byte compared whatever the first difference: the time says nothing of the tag.
+        let diff = want.iter().zip(tag).fold(0u8, |d, (a, b)| d | (a ^ b));
+        core::hint::black_box(diff) == 0
     }
 }
 
