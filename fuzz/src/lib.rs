@@ -20,6 +20,7 @@
 //! | `pmi_server` | what ranks send `nemesis-run`'s PMI server: PMI-1 lines and PMI-2 messages, several ranks interleaved |
 //! | `pmi1_client`, `pmi2_client` | what a process manager answers a PMI-1 / PMI-2 client, from start-up to finalize |
 //! | `pmi_mapping` | a `PMI_process_mapping` value |
+//! | `ofi_fragments` | the eager fragments an ofi rank receives: MAC check, each sender's order (parking, duplicates, replays), cells; strangers' bytes and a job peer's garbage between; no receive buffer lost |
 
 mod seeds;
 mod targets;
@@ -42,4 +43,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pmi1_client", pmi1_client),
     ("pmi2_client", pmi2_client),
     ("pmi_mapping", pmi_mapping),
+    ("ofi_fragments", ofi_fragments),
 ];

@@ -314,3 +314,8 @@ pub fn pmi_mapping(data: &[u8]) {
         assert_eq!(nodes.len(), usize::from(size));
     }
 }
+
+/// The eager fragments an ofi rank receives (see [`nemesis_netmod_rdma::fuzzing::fragments`]).
+pub fn ofi_fragments(data: &[u8]) {
+    nemesis_netmod_rdma::fuzzing::fragments(data);
+}

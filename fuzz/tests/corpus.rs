@@ -167,3 +167,8 @@ fn pmi2_client() {
 fn pmi_mapping() {
     run("pmi_mapping");
 }
+
+#[test]
+fn ofi_fragments() {
+    run("ofi_fragments");
+}
