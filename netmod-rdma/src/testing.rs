@@ -4,6 +4,7 @@
 //! receiver.
 
 use std::ffi::c_void;
+use std::ptr;
 
 use nemesis_shm::{Error, Result};
 
@@ -40,18 +41,37 @@ impl Stranger {
         self.fi.insert(&name)
     }
 
-    /// Sends `bytes` (at most the provider's inject size) to `to` with the eager fragments' tag,
-    /// progressing this endpoint, and calling `between` (which progresses the receiver), until the
-    /// provider takes them (a connection may have to be made first).
+    /// Sends `bytes` to `to` with the eager fragments' tag, progressing this endpoint, and calling
+    /// `between` (which progresses the receiver), until the provider takes them (a connection may
+    /// have to be made first) and, beyond the inject size, until the send completes.
     pub fn send(&mut self, to: fi_addr_t, bytes: &[u8], mut between: impl FnMut()) -> Result<()> {
-        if bytes.len() > self.fi.caps.inject_size {
-            return Err(Error::Net(format!("{} bytes: more than the inject size", bytes.len())));
-        }
+        let inject = bytes.len() <= self.fi.caps.inject_size;
+        let mut ctx = fi_context2::default();
         let t0 = std::time::Instant::now();
         loop {
-            // SAFETY: `bytes` is read before the call returns (inject semantics).
-            let rc = unsafe { nm_tinject(self.fi.ep.0, bytes.as_ptr() as *const c_void, bytes.len(), to, tags::MSG) };
+            let rc = if inject {
+                // SAFETY: `bytes` is read before the call returns (inject semantics).
+                unsafe { nm_tinject(self.fi.ep.0, bytes.as_ptr() as *const c_void, bytes.len(), to, tags::MSG) }
+            } else {
+                let ctx = &mut ctx as *mut fi_context2 as *mut c_void;
+                // SAFETY: `bytes` and `ctx` outlive the operation: this call waits for its
+                // completion below (no FI_MR_LOCAL: the software providers need no descriptor).
+                unsafe {
+                    nm_tsend(
+                        self.fi.ep.0,
+                        bytes.as_ptr() as *const c_void,
+                        bytes.len(),
+                        ptr::null_mut(),
+                        to,
+                        tags::MSG,
+                        ctx,
+                    )
+                }
+            };
             if rc == 0 {
+                if !inject {
+                    self.wait(&mut ctx, t0, &mut between)?;
+                }
                 return Ok(());
             }
             if rc != -(FI_EAGAIN as isize) {
@@ -65,14 +85,36 @@ impl Stranger {
         }
     }
 
+    /// Progresses until the operation of `ctx` completes (successfully or not).
+    fn wait(&mut self, ctx: &mut fi_context2, t0: std::time::Instant, between: &mut impl FnMut()) -> Result<()> {
+        let want = ctx as *mut fi_context2 as *mut c_void;
+        while !self.progress_for(want) {
+            if t0.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(Error::Net("the stranger's fi_tsend: no completion for 60 s".into()));
+            }
+            between();
+        }
+        Ok(())
+    }
+
     /// Reads this endpoint's completions (libfabric moves data when it is polled).
     pub fn progress(&mut self) {
+        self.progress_for(ptr::null_mut());
+    }
+
+    /// As [`Stranger::progress`]; true if the operation of context `want` completed.
+    fn progress_for(&mut self, want: *mut c_void) -> bool {
         // SAFETY: `cq` holds 16 entries of the queue's format (tagged).
         let n = unsafe { nm_cq_read(self.fi.cq.0, self.cq.as_mut_ptr() as *mut c_void, self.cq.len()) };
+        if n > 0 {
+            return self.cq[..n as usize].iter().any(|e| e.op_context == want);
+        }
         if n == -(FI_EAVAIL as isize) {
             let mut e = fi_cq_err_entry::default();
             // SAFETY: `e` receives one error entry.
             unsafe { nm_cq_readerr(self.fi.cq.0, &mut e, 0) };
+            return e.op_context == want;
         }
+        false
     }
 }
