@@ -3,11 +3,19 @@
 //! buffers).
 //!
 //! A fragment is `[header][piggyback room, with the flag][data][MAC]`: the MAC is HMAC-SHA256,
-//! truncated to [`TAG_BYTES`], keyed by a key derived from the job's secret, over everything
-//! before it and the count of wraps of the header's 32-bit sequence number (both ends keep it:
-//! the pair's 64-bit sequence number is authenticated, so a fragment replayed, even after the
-//! 32 bits wrap, is a duplicate). libfabric does not say reliably who sent a message (see the
-//! crate documentation), so a fragment is its claimed sender's only if the MAC verifies.
+//! truncated to [`TAG_BYTES`], keyed by a key derived from the job's secret, over the header, the
+//! room, the fragment's length and the count of wraps of the header's 32-bit sequence number
+//! (both ends keep it: the pair's 64-bit sequence number is authenticated, so a fragment
+//! replayed, even after the 32 bits wrap, is a duplicate). libfabric does not say reliably who
+//! sent a message (see the crate documentation), so a fragment is its claimed sender's only if
+//! the MAC verifies.
+//!
+//! The data is not under the MAC: what it proves is who sent the fragment, which one of theirs it
+//! is and how long it is, which a stranger who cannot read the job's traffic cannot make. An
+//! attacker on the network path, who can, is out of scope as for the TCP netmod's frames (and for
+//! the large messages' data): a MAC over the data costs its bytes' hashing twice per fragment
+//! (measured: a 12 KiB message's one-way time over `shm` from 3.2 to 29 µs), over the header a
+//! constant 0.1–0.2 µs on each side.
 //!
 //! A fragment that fails a check is refused ([`Refusal`]): its buffer is posted again, it is
 //! counted ([`Refusals`]), and no peer's state changes. Only a fragment that verifies moves its
@@ -51,15 +59,19 @@ impl FragKey {
         FragKey { keyed }
     }
 
+    /// The MAC's state over fragment body `body` (header, room, data) and `wraps`.
     fn state(&self, body: &[u8], wraps: u32) -> Hmac<Sha256> {
+        let room =
+            MsgHeader::from_bytes(body).map_or(0, |h| if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 });
         let mut m = self.keyed.clone();
-        m.update(body);
+        m.update(&body[..body.len().min(HEADER_BYTES + room)]);
+        m.update(&(body.len() as u64).to_le_bytes());
         m.update(&wraps.to_le_bytes());
         m
     }
 
-    /// Writes the MAC of `buf[..body]` (with `wraps`, the wraps of its sequence number) at
-    /// `buf[body..body + TAG_BYTES]`.
+    /// Writes the MAC of fragment body `buf[..body]` (with `wraps`, the wraps of its sequence
+    /// number) at `buf[body..body + TAG_BYTES]`.
     pub fn seal(&self, buf: &mut [u8], body: usize, wraps: u32) {
         let tag = self.state(&buf[..body], wraps).finalize().into_bytes();
         buf[body..body + TAG_BYTES].copy_from_slice(&tag[..TAG_BYTES]);
@@ -452,19 +464,39 @@ mod tests {
     }
 
     #[test]
-    fn a_mac_binds_every_byte_the_key_and_the_wraps() {
+    fn a_mac_binds_the_header_the_room_the_length_the_key_and_the_wraps() {
         let k = key();
-        let f = frag(&k, 1, 7, 0, b"payload");
-        assert!(k.verify(&f, 0));
-        assert!(!k.verify(&f, 1), "another wrap of the sequence");
-        let other = FragKey::new(&JobSecret::generate().unwrap());
-        assert!(!other.verify(&f, 0), "another job's key");
-        for i in 0..f.len() {
-            let mut g = f.clone();
-            g[i] ^= 1;
-            assert!(!k.verify(&g, 0), "byte {i} altered");
+        let data = b"payload";
+        for ft in [false, true] {
+            let h = MsgHeader {
+                src: 1,
+                seq: 7,
+                len: data.len() as u32,
+                flags: if ft { flags::FT_PIGGYBACK } else { 0 },
+                ..MsgHeader::default()
+            };
+            let mut f = vec![0u8; wire_len(ft, data.len())];
+            build(&k, &h, 0, ft.then_some(&[9u8; FT_ROOM][..]), data, &mut f);
+            assert!(k.verify(&f, 0));
+            assert!(!k.verify(&f, 1), "another wrap of the sequence");
+            let other = FragKey::new(&JobSecret::generate().unwrap());
+            assert!(!other.verify(&f, 0), "another job's key");
+            let head = HEADER_BYTES + if ft { FT_ROOM } else { 0 };
+            let body = f.len() - TAG_BYTES;
+            for i in 0..f.len() {
+                let mut g = f.clone();
+                g[i] ^= 1;
+                // The data is not under the MAC (see the module documentation).
+                assert_eq!(k.verify(&g, 0), (head..body).contains(&i), "byte {i} altered");
+            }
+            let mut longer = f[..body].to_vec();
+            longer.push(0);
+            longer.extend_from_slice(&f[body..]);
+            assert!(!k.verify(&longer, 0), "a longer fragment");
+            let shorter = [&f[..body - 1], &f[body..]].concat();
+            assert!(!k.verify(&shorter, 0), "a shorter fragment");
         }
-        assert!(!k.verify(&f[..TAG_BYTES - 1], 0));
+        assert!(!k.verify(&[0; TAG_BYTES - 1], 0));
         assert_eq!(format!("{k:?}"), "FragKey(..)");
     }
 

@@ -22,12 +22,13 @@
 //!   1.17's `shm` and `udp;ofi_rxd` report a stranger's message as coming from the first address
 //!   of the address vector, and `tcp;ofi_rxm` names the peer by the IP of the connection and the
 //!   port its connection request claims. So every fragment carries an HMAC-SHA256 (truncated to
-//!   128 bits) keyed from the job's secret over its bytes and the pair's 64-bit sequence number;
-//!   one that does not verify, or repeats a sequence number, or comes further ahead than the
-//!   receive buffers reach, is dropped and counted (`OfiStats::refused`, each [`frag::Refusal`]
-//!   naming the rank the fragment claims): it moves no peer's sequence, parks no buffer and kills
-//!   no one. The large messages' data (read, or streamed into a receive posted for the peer's
-//!   address) carries no MAC; their RTS and DONE, eager messages, do.
+//!   128 bits) keyed from the job's secret over its header, piggyback and length and the pair's
+//!   64-bit sequence number (not its data: see [`frag`]); one that does not verify, or repeats a
+//!   sequence number, or comes further ahead than the receive buffers reach, is dropped and
+//!   counted (`OfiStats::refused`, each [`frag::Refusal`] naming the rank the fragment claims): it
+//!   moves no peer's sequence, parks no buffer and kills no one. The large messages' data (read,
+//!   or streamed into a receive posted for the peer's address) carries no MAC; their RTS and
+//!   DONE, eager messages, do.
 //! - **large messages** ([`nemesis_lmt::NetLmt`]): where the provider has `FI_RMA`, the sender
 //!   registers its buffer and offers it in the RTS; the receiver reads it with `fi_read` (zero
 //!   copy, one round trip) and answers DONE. Otherwise (or with `NEMESIS_OFI_RNDV=send`) the
