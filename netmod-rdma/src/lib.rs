@@ -34,7 +34,9 @@
 //!   copy, one round trip) and answers DONE. Otherwise (or with `NEMESIS_OFI_RNDV=send`) the
 //!   receiver posts tagged receives into its buffer and answers CTS, and the sender sends the data
 //!   two-sided. Registrations are cached ([`mrcache`]). The provider's `mr_mode` is honoured
-//!   (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_ENDPOINT`).
+//!   (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_ENDPOINT`);
+//!   keys we choose are random (the key is all a read needs: one who reaches the endpoint must
+//!   not guess it).
 //! - **failures**: a completion error, a send the provider refuses, or an address it cannot
 //!   insert make the peer dead, and so does silence: the heartbeats of
 //!   [`nemesis_shm::netmod::heartbeat`], as for the TCP netmod. A [`KIND_PEER_GONE`] notice

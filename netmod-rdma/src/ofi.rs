@@ -256,6 +256,16 @@ fn coarse_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// A random registration key of `size` bytes (at most 8), never the slab's 1 nor 0.
+fn random_key(size: usize) -> Result<u64> {
+    let n = nemesis_shm::auth::nonce()?;
+    let mut k = [0u8; 8];
+    k.copy_from_slice(&n[..8]);
+    let bits = 8 * size.clamp(1, 8) as u32;
+    let k = u64::from_le_bytes(k) & (u64::MAX >> (64 - bits));
+    Ok(k.max(2))
+}
+
 fn peer_dead(rank: u32) -> Error {
     Error::NetPeerDead { rank }
 }
@@ -901,13 +911,21 @@ impl<'n> OfiNetmod<'n> {
         let access = if exposed { FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ } else { FI_SEND | FI_RECV | FI_READ };
         let prov_key = self.fi.caps.mr_mode & FI_MR_PROV_KEY != 0;
         let fi = &self.fi;
-        let mut requested = 0;
-        if !prov_key {
-            // Our keys: unique per registration (the slab took 1).
-            requested = 2 + self.mrs.made;
-        }
         self.mrs.acquire(addr as usize, len as usize, exposed, |start, bytes| {
-            fi.register(start as *const u8, bytes, access, requested)
+            if prov_key {
+                return fi.register(start as *const u8, bytes, access, 0);
+            }
+            // Our keys: random, since the key is all a peer needs to read an exposed
+            // registration (and the pages around the buffer): one who can reach the endpoint must
+            // not guess it. A key in use already is refused: another is drawn.
+            let mut r = Err(Error::Net("no key".into()));
+            for _ in 0..4 {
+                r = fi.register(start as *const u8, bytes, access, random_key(fi.caps.mr_key_size)?);
+                if r.is_ok() {
+                    break;
+                }
+            }
+            r
         })
     }
 

@@ -28,9 +28,10 @@ impl std::fmt::Debug for Stranger {
 }
 
 impl Stranger {
-    /// An endpoint of provider `prov` on `domain` (as [`crate::OfiConfig`]'s).
-    pub fn new(prov: &str, domain: Option<&str>) -> Result<Stranger> {
-        let info = Info::get(Some(prov), domain, false)?;
+    /// An endpoint of provider `prov` on `domain` (as [`crate::OfiConfig`]'s), with RMA reads if
+    /// `rma`.
+    pub fn new(prov: &str, domain: Option<&str>, rma: bool) -> Result<Stranger> {
+        let info = Info::get(Some(prov), domain, rma)?;
         let fi = Objects::open(&info)?;
         Ok(Stranger { fi, cq: vec![fi_cq_tagged_entry::default(); 16].into_boxed_slice() })
     }
@@ -85,16 +86,72 @@ impl Stranger {
         }
     }
 
-    /// Progresses until the operation of `ctx` completes (successfully or not).
-    fn wait(&mut self, ctx: &mut fi_context2, t0: std::time::Instant, between: &mut impl FnMut()) -> Result<()> {
+    /// Reads `len` bytes at `addr` of the memory registered under `key` at `from` (`fi_read`),
+    /// progressing as [`Stranger::send`] does: the bytes, or `None` if the read failed or did
+    /// not complete within `patience` (a provider may never answer a read it refuses: its buffer
+    /// and context are then leaked, the provider may still write them).
+    pub fn read(
+        &mut self,
+        from: fi_addr_t,
+        addr: u64,
+        key: u64,
+        len: usize,
+        patience: std::time::Duration,
+        mut between: impl FnMut(),
+    ) -> Result<Option<Vec<u8>>> {
+        let buf: *mut [u8] = Box::into_raw(vec![0u8; len].into_boxed_slice());
+        let ctx: *mut fi_context2 = Box::into_raw(Box::default());
+        // SAFETY: both allocations were just made and are freed once (below, when the provider is
+        // done with them).
+        let free = || unsafe { (Box::from_raw(buf), Box::from_raw(ctx)).0.into_vec() };
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: `buf` and `ctx` live until the operation completes (or forever).
+            let rc = unsafe {
+                nm_read(
+                    self.fi.ep.0,
+                    buf as *mut u8 as *mut c_void,
+                    len,
+                    ptr::null_mut(),
+                    from,
+                    addr,
+                    key,
+                    ctx as *mut c_void,
+                )
+            };
+            if rc == 0 {
+                loop {
+                    if let Some(ok) = self.progress_for(ctx as *mut c_void) {
+                        let b = free();
+                        return Ok(ok.then_some(b));
+                    }
+                    if t0.elapsed() > patience {
+                        return Ok(None);
+                    }
+                    between();
+                }
+            }
+            if rc != -(FI_EAGAIN as isize) || t0.elapsed() > patience {
+                free();
+                return Ok(None);
+            }
+            self.progress();
+            between();
+        }
+    }
+
+    /// Progresses until the operation of `ctx` completes: true if it succeeded.
+    fn wait(&mut self, ctx: &mut fi_context2, t0: std::time::Instant, between: &mut impl FnMut()) -> Result<bool> {
         let want = ctx as *mut fi_context2 as *mut c_void;
-        while !self.progress_for(want) {
+        loop {
+            if let Some(ok) = self.progress_for(want) {
+                return Ok(ok);
+            }
             if t0.elapsed() > std::time::Duration::from_secs(60) {
-                return Err(Error::Net("the stranger's fi_tsend: no completion for 60 s".into()));
+                return Err(Error::Net("the stranger's operation: no completion for 60 s".into()));
             }
             between();
         }
-        Ok(())
     }
 
     /// Reads this endpoint's completions (libfabric moves data when it is polled).
@@ -102,19 +159,20 @@ impl Stranger {
         self.progress_for(ptr::null_mut());
     }
 
-    /// As [`Stranger::progress`]; true if the operation of context `want` completed.
-    fn progress_for(&mut self, want: *mut c_void) -> bool {
+    /// As [`Stranger::progress`]; whether the operation of context `want` succeeded, once it
+    /// completed.
+    fn progress_for(&mut self, want: *mut c_void) -> Option<bool> {
         // SAFETY: `cq` holds 16 entries of the queue's format (tagged).
         let n = unsafe { nm_cq_read(self.fi.cq.0, self.cq.as_mut_ptr() as *mut c_void, self.cq.len()) };
         if n > 0 {
-            return self.cq[..n as usize].iter().any(|e| e.op_context == want);
+            return self.cq[..n as usize].iter().any(|e| e.op_context == want).then_some(true);
         }
         if n == -(FI_EAVAIL as isize) {
             let mut e = fi_cq_err_entry::default();
             // SAFETY: `e` receives one error entry.
             unsafe { nm_cq_readerr(self.fi.cq.0, &mut e, 0) };
-            return e.op_context == want;
+            return (e.op_context == want).then_some(false);
         }
-        false
+        None
     }
 }

@@ -3,7 +3,8 @@
 //! delivered, a stale sequence number or a goodbye from it kills no one, future sequence numbers
 //! exhaust no receive buffer and duplicates leak none; each is refused, counted and named by the
 //! rank it claims; rank 1's messages all arrive. Rank 1's own fragments replayed (byte for byte)
-//! are duplicates, dropped without a death or a lost buffer.
+//! are duplicates, dropped without a death or a lost buffer. A buffer offered for a large message
+//! cannot be read by a stranger guessing its registration key.
 #![cfg(feature = "libfabric")]
 
 use std::time::{Duration, Instant};
@@ -83,7 +84,7 @@ fn job<'n>(prov: &str, nodes: &'n [HeapNode; 2]) -> Option<(Rank<'n>, Rank<'n>, 
     let r0 = Rank { net: n0, port: port(&nodes[0]), got: Vec::new(), gone: Vec::new() };
     let r1 = Rank { net: n1, port: port(&nodes[1]), got: Vec::new(), gone: Vec::new() };
     let domain = (prov != "shm").then_some("lo");
-    let s = Stranger::new(prov, domain).unwrap();
+    let s = Stranger::new(prov, domain, true).unwrap();
     let to = s.target(&c0).unwrap();
     Some((r0, r1, s, to, secret))
 }
@@ -264,5 +265,31 @@ fn replayed_fragments_are_duplicates_and_leak_no_buffer() {
         }
         assert!(r0.got.is_empty() && r0.gone.is_empty(), "{prov}: {:?} {:?}", r0.got, r0.gone);
         no_buffer_lost(prov, &mut r0);
+    }
+}
+
+#[test]
+fn a_stranger_cannot_read_a_buffer_offered_for_a_large_message_by_guessing_its_key() {
+    // Not over shm: its reads are copies between processes (CMA) that check no key, open only to
+    // the user's own processes.
+    for prov in PROVIDERS.into_iter().filter(|p| *p != "shm") {
+        let nodes = nodes();
+        let Some((mut r0, mut r1, mut s, to, _)) = job(prov, &nodes) else { continue };
+        genuine(&mut r0, &mut r1, &mut s, 1, 1);
+        let secret: Vec<u8> = (0..64u32 << 10).map(|i| (i * 7 + 3) as u8).collect();
+        // SAFETY: `secret` outlives the transfer (abandoned below) and is not written meanwhile.
+        let offer =
+            unsafe { nemesis_lmt::LmtBackend::pre_send(&mut r0.net, 1, 7, secret.as_ptr(), secret.len() as u64) };
+        let offer = offer.unwrap().expect("the providers read large messages here");
+        // With the key (which only the RTS carries, under the MAC) the read works...
+        let got = s.read(to, offer.addr, offer.key, 4096, Duration::from_secs(60), || r0.poll()).unwrap();
+        assert_eq!(got.as_deref(), Some(&secret[..4096]), "{prov}: the read works with the key");
+        // ...without it, no guess does: the first keys a netmod would number from 2, others.
+        // (`udp;ofi_rxd` never answers a read it refuses: a guess unanswered for 3 s failed.)
+        for key in [2, 3, 4, 0, 1, u64::MAX] {
+            let got = s.read(to, offer.addr, key, 4096, Duration::from_secs(3), || r0.poll()).unwrap();
+            assert!(got.is_none(), "{prov}: a stranger read the buffer with key {key}");
+        }
+        nemesis_lmt::LmtBackend::abandon_send(&mut r0.net, 1, 7);
     }
 }
