@@ -25,6 +25,7 @@
 //! | `beat_open` | a heartbeat datagram from anyone (`BeatKey::open`): only a sealed one opens |
 //! | `ft_frame` | a frame of the launcher's fault-tolerance channel (`nemesis::ft::channel::Frame::decode`), and a channel's byte stream |
 //! | `locality` | a rank's locality as `nemesis-run` passes it (`nemesis::topology::Locality::decode`) |
+//! | `ofi_fragments` | the eager fragments an ofi rank receives: MAC check, each sender's order (parking, duplicates, replays), cells; strangers' bytes and a job peer's garbage between; no receive buffer lost |
 
 mod seeds;
 mod targets;
@@ -52,4 +53,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("beat_open", beat_open),
     ("ft_frame", ft_frame),
     ("locality", locality),
+    ("ofi_fragments", ofi_fragments),
 ];

@@ -27,6 +27,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "beat_open" => beat_open(),
         "ft_frame" => ft_frame(),
         "locality" => locality(),
+        "ofi_fragments" => ofi_fragments(),
         _ => Vec::new(),
     }
 }
@@ -310,4 +311,56 @@ fn locality() -> Vec<Vec<u8>> {
         .iter()
         .map(|s| s.as_bytes().to_vec())
         .collect()
+}
+
+/// Inputs of `ofi_fragments` (operations: see `nemesis_netmod_rdma::fuzzing::fragments`).
+fn ofi_fragments() -> Vec<Vec<u8>> {
+    use nemesis_netmod_rdma::fuzzing::BUF;
+    // Operations: send (rank, len / 4, tag, flags), deliver (rank, index), flip (rank, index,
+    // bit), stranger's bytes (n, bytes), a job peer's garbage (rank, ahead, n, bytes), replay
+    // (index), drain, receive.
+    let send = |p: u8, len4: u8, tag: u8, fl: u8| vec![0, p, len4, tag, fl];
+    let deliver = |p: u8, k: u8| vec![1, p, k];
+    let (drain, recv) = (vec![6], vec![7]);
+    let garbage = |p: u8, ahead: u8| {
+        let h = MsgHeader { len: 8, frag: 1, ..MsgHeader::default() };
+        [vec![4, p, ahead, 48], h.to_bytes().to_vec(), vec![1; 16]].concat()
+    };
+    let mut seeds = vec![
+        // Both peers, in order: small messages, one of several fragments with a piggyback.
+        [send(0, 2, 1, 0), send(1, 0, 2, 0), send(0, 100, 3, 1), deliver(0, 0), deliver(1, 0)]
+            .into_iter()
+            .chain([deliver(0, 0), deliver(0, 0), deliver(0, 0), drain.clone(), recv.clone()])
+            .chain([drain.clone(), recv.clone(), drain.clone(), recv.clone()])
+            .collect::<Vec<_>>()
+            .concat(),
+        // Out of order (parked), then a replay of each, a goodbye, fragments after it.
+        [send(0, 100, 4, 0), send(0, 1, 5, 0), deliver(0, 3), deliver(0, 1), deliver(0, 0), deliver(0, 0)]
+            .into_iter()
+            .chain([vec![5, 0], vec![5, 2], drain.clone(), recv.clone(), send(0, 0, 0, 2), send(0, 1, 6, 0)])
+            .chain([deliver(0, 1), deliver(0, 0), drain.clone(), recv.clone()])
+            .collect::<Vec<_>>()
+            .concat(),
+        // A stranger's bytes, a flipped bit, a peer of the job breaking the protocol.
+        [vec![3, 60], vec![0xee; 60], send(1, 3, 7, 0), vec![2, 1, 0, 40], deliver(1, 0)]
+            .into_iter()
+            .chain([send(1, 3, 8, 0), deliver(1, 0), garbage(0, 1), send(0, 2, 9, 0), deliver(0, 0)])
+            .chain([drain.clone(), recv.clone(), drain.clone(), recv.clone()])
+            .collect::<Vec<_>>()
+            .concat(),
+    ];
+    // More fragments than receive buffers, delivered last first: beyond the window, refused;
+    // then fewer cells than fragments.
+    let mut many = Vec::new();
+    for t in 0..12u8 {
+        many.extend(send(0, (BUF / 8) as u8, t, 0));
+    }
+    for _ in 0..12 {
+        many.extend(deliver(0, 255));
+    }
+    for _ in 0..6 {
+        many.extend([drain.clone(), recv.clone()].concat());
+    }
+    seeds.push(many);
+    seeds
 }

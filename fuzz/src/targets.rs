@@ -426,3 +426,8 @@ pub fn locality(data: &[u8]) {
         }
     }
 }
+
+/// The eager fragments an ofi rank receives (see [`nemesis_netmod_rdma::fuzzing::fragments`]).
+pub fn ofi_fragments(data: &[u8]) {
+    nemesis_netmod_rdma::fuzzing::fragments(data);
+}

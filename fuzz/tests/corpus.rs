@@ -194,3 +194,8 @@ fn ft_frame() {
 fn locality() {
     run("locality");
 }
+
+#[test]
+fn ofi_fragments() {
+    run("ofi_fragments");
+}

@@ -16,13 +16,27 @@
 //!   process's receive queue, where the Endpoint matches it with `ANY_SOURCE`/`ANY_TAG` and MPI's
 //!   non-overtaking rule like any other arrival. Each eager fragment carries the cell header
 //!   (with a per-pair sequence number, so completions that come out of order are put back in
-//!   order); small ones go with `fi_tinject`, others from registered send buffers.
+//!   order) and a MAC; small ones go with `fi_tinject`, others from registered send buffers.
+//! - **who sent a fragment** ([`frag`]): the receive buffers take messages from anyone who can
+//!   reach the endpoint, and libfabric does not say reliably who: with `FI_SOURCE`, libfabric
+//!   1.17's `shm` and `udp;ofi_rxd` report a stranger's message as coming from the first address
+//!   of the address vector, and `tcp;ofi_rxm` names the peer by the IP of the connection and the
+//!   port its connection request claims. So every fragment carries an HMAC-SHA256 (truncated to
+//!   128 bits) keyed from the job's secret over its header, piggyback and length and the pair's
+//!   64-bit sequence number (not its data: see [`frag`]); one that does not verify, or repeats a
+//!   sequence number, or comes further ahead than the receive buffers reach, is dropped and
+//!   counted (`OfiStats::refused`, each [`frag::Refusal`] naming the rank the fragment claims): it
+//!   moves no peer's sequence, parks no buffer and kills no one. The large messages' data (read,
+//!   or streamed into a receive posted for the peer's address) carries no MAC; their RTS and
+//!   DONE, eager messages, do.
 //! - **large messages** ([`nemesis_lmt::NetLmt`]): where the provider has `FI_RMA`, the sender
 //!   registers its buffer and offers it in the RTS; the receiver reads it with `fi_read` (zero
 //!   copy, one round trip) and answers DONE. Otherwise (or with `NEMESIS_OFI_RNDV=send`) the
 //!   receiver posts tagged receives into its buffer and answers CTS, and the sender sends the data
 //!   two-sided. Registrations are cached ([`mrcache`]). The provider's `mr_mode` is honoured
-//!   (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_ENDPOINT`).
+//!   (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_ENDPOINT`);
+//!   keys we choose are random (the key is all a read needs: one who reaches the endpoint must
+//!   not guess it).
 //! - **failures**: a completion error, a send the provider refuses, or an address it cannot
 //!   insert make the peer dead, and so does silence: the heartbeats of
 //!   [`nemesis_shm::netmod::heartbeat`], as for the TCP netmod. A [`KIND_PEER_GONE`] notice
@@ -38,6 +52,9 @@
 
 #[cfg(feature = "libfabric")]
 mod fabric;
+pub mod frag;
+#[doc(hidden)]
+pub mod fuzzing;
 // Used by `fabric` (feature `libfabric`); built and unit-tested without it too.
 #[cfg_attr(not(feature = "libfabric"), allow(dead_code))]
 pub mod mrcache;
@@ -46,6 +63,9 @@ mod ofi;
 #[cfg(feature = "libfabric")]
 #[doc(hidden)]
 pub mod sys;
+#[cfg(feature = "libfabric")]
+#[doc(hidden)]
+pub mod testing;
 
 use std::net::IpAddr;
 
@@ -53,7 +73,7 @@ use nemesis_shm::Error;
 use nemesis_shm::netmod::heartbeat::Timing;
 
 #[cfg(feature = "libfabric")]
-pub use ofi::{OfiNetmod, OfiStats};
+pub use ofi::{OfiNetmod, OfiStats, RxBuffers};
 
 /// How large messages move.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The netmod proper: eager fragments through posted buffers, large messages by RMA read or
 //! two-sided tagged data, completions, deaths (see the crate documentation).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::net::SocketAddr;
 use std::ptr;
@@ -11,16 +11,17 @@ use nemesis_lmt::{LmtBackend, NetDone, Outcome, RecvPlan, RemoteBuf};
 use nemesis_shm::auth::JobSecret;
 use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
 use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity};
-use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
+use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod, announce_deaths};
 use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
 
 use crate::fabric::{self, Fid, Info, Objects, check, fi_error};
+use crate::frag::{self, Ended, FragKey, Refusals, Rx, TAG_BYTES};
 use crate::mrcache::{MrCache, Reg};
 use crate::sys::*;
 use crate::{OfiConfig, Rndv, tags};
 
-/// Bytes of each posted receive buffer and send buffer: the largest eager fragment, header
-/// included.
+/// Bytes of each posted receive buffer and send buffer: the largest eager fragment, header and
+/// MAC included.
 const BUF: usize = 16 << 10;
 /// Posted receive buffers and send buffers (fewer if the provider's queues are shorter).
 const NBUF: usize = 64;
@@ -72,46 +73,25 @@ enum Link {
     Dead,
 }
 
-/// The message being put into cells for one peer (its fragments come in order), and the next
-/// wire fragment it expects.
-struct Assembly<'n> {
-    arrival: Arrival<'n>,
-    wire_frag: u16,
-}
-
 /// A fragment queued for a peer: the provider had no room, or earlier ones wait.
 struct Queued {
     bytes: Vec<u8>,
 }
 
-struct Peer<'n> {
+/// A peer as this process sends to it (what comes from it is in [`Rx`]).
+struct Peer {
     addr: Option<fi_addr_t>,
     hb: Option<SocketAddr>,
     link: Link,
-    /// Sequence number of the next fragment to this peer, and of the next expected from it.
+    /// Sequence number of the next fragment to this peer, and how often it wrapped (in the MAC).
     tx_seq: u32,
-    rx_seq: u32,
-    /// Receive buffers completed in order: (buffer, bytes received, bytes used).
-    inq: VecDeque<(usize, usize, usize)>,
-    /// Receive buffers completed ahead of their turn, by sequence number: (buffer, bytes).
-    parked: BTreeMap<u32, (usize, usize)>,
-    asm: Option<Assembly<'n>>,
+    tx_wraps: u32,
     out: VecDeque<Queued>,
 }
 
-impl Peer<'_> {
+impl Peer {
     fn new() -> Self {
-        Peer {
-            addr: None,
-            hb: None,
-            link: Link::Up,
-            tx_seq: 0,
-            rx_seq: 0,
-            inq: VecDeque::new(),
-            parked: BTreeMap::new(),
-            asm: None,
-            out: VecDeque::new(),
-        }
+        Peer { addr: None, hb: None, link: Link::Up, tx_seq: 0, tx_wraps: 0, out: VecDeque::new() }
     }
 }
 
@@ -164,6 +144,24 @@ pub struct OfiStats {
     pub parked: u64,
     /// Fragments the provider had no room for at once (queued, sent by a later pass).
     pub deferred: u64,
+    /// Received fragments dropped, by reason (a stranger's, duplicates...), and the last.
+    pub refused: Refusals,
+    /// Posted receives that ended in an error (a message too long for the buffer...).
+    pub rx_errors: u64,
+}
+
+/// Where the receive buffers are: each is in exactly one place, so the places add up to
+/// `total` (a buffer in none is lost to the netmod).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxBuffers {
+    /// Receive buffers of the netmod.
+    pub total: usize,
+    /// Posted to the provider.
+    pub posted: usize,
+    /// Holding fragments of peers: in order, waiting for cells, or parked ahead of their turn.
+    pub held: usize,
+    /// Waiting to be posted again at the next poll.
+    pub to_post: usize,
 }
 
 /// Registered memory of the receive and send buffers: whole pages, zeroed.
@@ -212,12 +210,13 @@ pub struct OfiNetmod<'n> {
     free_lmt: Vec<usize>,
     /// Receive buffers to post again at the next poll: used, or refused (`EAGAIN`).
     repost: Vec<usize>,
-    /// Peers with fragments waiting, in order of arrival (each listed once).
-    ready: VecDeque<u32>,
+    /// What comes in: each fragment checked, each peer's order, the moves into cells.
+    rx: Rx<'n>,
+    key: FragKey,
     /// Fragments queued for peers (sum of the peers' `out`), so a pass with none looks at no
     /// peer.
     queued: usize,
-    peers: Vec<Peer<'n>>,
+    peers: Vec<Peer>,
     sends: Vec<SendX>,
     recvs: Vec<RecvX>,
     done: Vec<NetDone>,
@@ -255,6 +254,16 @@ fn coarse_ms() -> u64 {
     // SAFETY: `ts` is a valid timespec for the call to write.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// A random registration key of `size` bytes (at most 8), never the slab's 1 nor 0.
+fn random_key(size: usize) -> Result<u64> {
+    let n = nemesis_shm::auth::nonce()?;
+    let mut k = [0u8; 8];
+    k.copy_from_slice(&n[..8]);
+    let bits = 8 * size.clamp(1, 8) as u32;
+    let k = u64::from_le_bytes(k) & (u64::MAX >> (64 - bits));
+    Ok(k.max(2))
 }
 
 fn peer_dead(rank: u32) -> Error {
@@ -298,6 +307,8 @@ impl<'n> OfiNetmod<'n> {
         };
         let nops = nrx + ntx + NLMT_OPS;
         let ip = cfg.heartbeat_addr.unwrap_or_else(nemesis_shm::netmod::addr::default_addr);
+        let key = FragKey::new(&secret);
+        let rx = Rx::new(me, size, key.clone(), nrx, cfg.max_message);
         let hb = Heartbeat::start(ip, Identity::new(me, secret), cfg.timing.period)
             .map_err(|e| Error::Net(format!("heartbeat socket on {ip}: {e}")))?;
         let card = crate::card(&caps.prov, SocketAddr::new(ip, hb.port()), &fi.name()?);
@@ -319,7 +330,8 @@ impl<'n> OfiNetmod<'n> {
             free_tx: (nrx..nrx + ntx).rev().collect(),
             free_lmt: (nrx + ntx..nops).rev().collect(),
             repost: Vec::new(),
-            ready: VecDeque::new(),
+            rx,
+            key,
             queued: 0,
             peers: (0..size).map(|_| Peer::new()).collect(),
             sends: Vec::new(),
@@ -355,7 +367,23 @@ impl<'n> OfiNetmod<'n> {
 
     /// Counters so far.
     pub fn stats(&self) -> OfiStats {
-        OfiStats { mr_made: self.mrs.made, mr_hits: self.mrs.hits, ..self.stats }
+        OfiStats {
+            mr_made: self.mrs.made,
+            mr_hits: self.mrs.hits,
+            refused: self.rx.refusals(),
+            parked: self.rx.parked(),
+            ..self.stats
+        }
+    }
+
+    /// Where the receive buffers are.
+    pub fn rx_buffers(&self) -> RxBuffers {
+        RxBuffers {
+            total: self.nrx,
+            posted: self.ops[..self.nrx].iter().filter(|o| **o == Op::Rx).count(),
+            held: self.rx.held(),
+            to_post: self.repost.len(),
+        }
     }
 
     /// The settings in force.
@@ -445,9 +473,8 @@ impl<'n> OfiNetmod<'n> {
             p.link = Link::Dead;
             self.queued -= p.out.len();
             p.out.clear();
-            let mut used: Vec<usize> = p.inq.drain(..).map(|(i, _, _)| i).collect();
-            used.extend(std::mem::take(&mut p.parked).into_values().map(|(i, _)| i));
-            if let Some(c) = p.asm.take().and_then(|a| a.arrival.into_cell()) {
+            let mut used = Vec::new();
+            if let Some(c) = self.rx.close(rank, &mut used) {
                 self.spare.push(c);
             }
             for i in used {
@@ -589,12 +616,16 @@ impl<'n> OfiNetmod<'n> {
         moved
     }
 
-    /// The wire header of fragment `frag` of a message `h` to `rank`.
-    fn wire_header(&mut self, rank: u32, h: &MsgHeader, frag: u16) -> MsgHeader {
+    /// The wire header of fragment `frag` of a message `h` to `rank`, and the wraps of its
+    /// sequence number.
+    fn wire_header(&mut self, rank: u32, h: &MsgHeader, frag: u16) -> (MsgHeader, u32) {
         let p = &mut self.peers[rank as usize];
-        let seq = p.tx_seq;
+        let (seq, wraps) = (p.tx_seq, p.tx_wraps);
         p.tx_seq = p.tx_seq.wrapping_add(1);
-        MsgHeader { seq, frag, ..*h }
+        if p.tx_seq == 0 {
+            p.tx_wraps = p.tx_wraps.wrapping_add(1);
+        }
+        (MsgHeader { seq, frag, ..*h }, wraps)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -705,7 +736,13 @@ impl<'n> OfiNetmod<'n> {
             Op::Rx => {
                 self.ops[slot] = Op::Idle;
                 if !cancelled {
-                    tracing::warn!(provider = %self.fi.caps.prov, %why, "a receive failed");
+                    // Anyone may send what fails a receive (too long a message): counted, logged
+                    // at the 1st, 2nd, 4th... time.
+                    self.stats.rx_errors += 1;
+                    if self.stats.rx_errors.is_power_of_two() {
+                        let n = self.stats.rx_errors;
+                        tracing::warn!(provider = %self.fi.caps.prov, %why, failed = n, "a receive failed");
+                    }
                 }
                 if !self.finalized {
                     self.post_rx(slot)?;
@@ -740,144 +777,45 @@ impl<'n> OfiNetmod<'n> {
         Ok(())
     }
 
-    /// Receive buffer `i` holds a fragment of `len` bytes: in its sender's order, or parked.
+    /// Receive buffer `i` holds a fragment of `len` bytes: checked, then in its sender's order
+    /// or parked; a refused one (counted) is posted again at once.
     fn arrived(&mut self, i: usize, len: usize) -> Result<()> {
         // SAFETY: buffer `i` holds `len` received bytes, ours until posted again.
-        let h = MsgHeader::from_bytes(unsafe { std::slice::from_raw_parts(self.buf(i), len) });
-        let Some(h) = h else {
-            tracing::warn!(len, "a fragment shorter than its header: dropped");
+        let bytes = unsafe { std::slice::from_raw_parts(self.buf(i), len) };
+        if self.rx.arrived(i, bytes).is_err() {
             return self.post_rx(i);
-        };
-        if h.src >= self.size || h.src == self.me || h.dst != self.me {
-            tracing::warn!(src = h.src, dst = h.dst, "a fragment for another job or rank: dropped");
-            return self.post_rx(i);
-        }
-        let rank = h.src;
-        let p = &mut self.peers[rank as usize];
-        if p.link == Link::Dead {
-            return self.post_rx(i);
-        }
-        let dist = h.seq.wrapping_sub(p.rx_seq);
-        if dist >= 1 << 31 {
-            let why = format!("fragment {} again (expected {})", h.seq, p.rx_seq);
-            self.post_rx(i)?;
-            self.died(rank, &why);
-            return Ok(());
-        }
-        if dist > 0 {
-            p.parked.insert(h.seq, (i, len));
-            self.stats.parked += 1;
-            return Ok(());
-        }
-        let was_idle = p.inq.is_empty();
-        p.inq.push_back((i, len, 0));
-        p.rx_seq = p.rx_seq.wrapping_add(1);
-        while let Some((j, l)) = p.parked.remove(&p.rx_seq) {
-            p.inq.push_back((j, l, 0));
-            p.rx_seq = p.rx_seq.wrapping_add(1);
-        }
-        if was_idle {
-            self.ready.push_back(rank);
         }
         Ok(())
     }
 
     /// Moves the fragments that wait, peer by peer, into cells. True if any moved.
     fn drain(&mut self, inbox: &mut dyn Inbox<'n>) -> Result<bool> {
-        let mut moved = false;
-        let mut n = self.ready.len();
-        while n > 0 {
-            n -= 1;
-            let Some(rank) = self.ready.pop_front() else { break };
-            match self.drain_peer(rank, inbox) {
-                Ok(true) => moved = true,
-                Ok(false) => {
-                    // Out of cells: this peer waits at the front (its order), the rest too.
-                    self.ready.push_front(rank);
-                    return Ok(moved);
+        let slab = self.slab.ptr;
+        let mut ended = Vec::new();
+        // Used buffers are posted again at the start of the next poll: not between this arrival
+        // and its receiver.
+        let moved = self.rx.drain(
+            // SAFETY: a buffer the provider completed with `len` bytes, ours until posted again.
+            |i, len| unsafe { std::slice::from_raw_parts(slab.add(i * BUF), len) },
+            &mut self.spare,
+            inbox,
+            &mut self.repost,
+            &mut ended,
+        );
+        for e in ended {
+            match e {
+                Ended::Goodbye(rank) => {
+                    if self.peers[rank as usize].link == Link::Up {
+                        self.peers[rank as usize].link = Link::Bye;
+                    }
+                    self.hb.unwatch(rank);
                 }
-                Err(why) => {
+                Ended::Broken(rank, why) => {
                     self.died(rank, &why);
-                    moved = true;
                 }
             }
         }
         Ok(moved)
-    }
-
-    /// Uses `rank`'s in-order fragments. `Ok(true)`: all used; `Ok(false)`: out of cells (the
-    /// rest waits); `Err`: the peer broke the protocol.
-    fn drain_peer(&mut self, rank: u32, inbox: &mut dyn Inbox<'n>) -> std::result::Result<bool, String> {
-        loop {
-            let max = self.cfg.max_message;
-            let p = &mut self.peers[rank as usize];
-            let Some(&(i, len, mut off)) = p.inq.front() else { return Ok(true) };
-            // SAFETY: buffer `i` holds `len` received bytes and is ours until posted again.
-            let data = unsafe { std::slice::from_raw_parts(self.slab.ptr.add(i * BUF), len) };
-            if off == 0 {
-                let h = MsgHeader::from_bytes(data).ok_or("fragment shorter than its header")?;
-                let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
-                if len < HEADER_BYTES + room {
-                    return Err(format!("fragment of {len} bytes"));
-                }
-                let chunk = len - HEADER_BYTES - room;
-                if h.kind == KIND_PEER_GONE {
-                    if h.len != 0 || p.asm.is_some() {
-                        return Err("goodbye inside a message".into());
-                    }
-                    // Nothing comes after a goodbye.
-                    p.link = Link::Bye;
-                    let rest: Vec<usize> = p.inq.drain(..).map(|(j, _, _)| j).collect();
-                    self.hb.unwatch(rank);
-                    for j in rest {
-                        let _ = self.post_rx(j);
-                    }
-                    return Ok(true);
-                }
-                match p.asm.as_mut() {
-                    None => {
-                        if h.frag != 0 || h.len as usize > max || chunk > h.len as usize {
-                            return Err(format!(
-                                "message of {} bytes starting with fragment {} of {chunk} bytes",
-                                h.len, h.frag
-                            ));
-                        }
-                        let arrival = Arrival::new(&h, &data[HEADER_BYTES..HEADER_BYTES + room], inbox);
-                        p.asm = Some(Assembly { arrival, wire_frag: 1 });
-                    }
-                    Some(a) => {
-                        let left = a.arrival.left();
-                        if h.frag != a.wire_frag || h.len != a.arrival.header().len || chunk > left || chunk == 0 {
-                            return Err(format!(
-                                "fragment {} ({chunk} bytes) where fragment {} of {left} more bytes was due",
-                                h.frag, a.wire_frag
-                            ));
-                        }
-                        a.wire_frag = a.wire_frag.wrapping_add(1);
-                    }
-                }
-                off = HEADER_BYTES + room;
-                p.inq[0].2 = off;
-            }
-            let Some(a) = p.asm.as_mut() else { return Err("data outside a message".into()) };
-            let used = a.arrival.feed(&data[off..], &mut self.spare, inbox)?;
-            let whole = a.arrival.is_whole();
-            // Out of cells: bytes left over, or an empty message without its cell.
-            let blocked = used < len - off || (!whole && a.arrival.left() == 0);
-            if whole {
-                p.asm = None;
-            }
-            off += used;
-            if blocked {
-                // Out of cells: the rest of this fragment waits.
-                p.inq[0].2 = off;
-                return Ok(false);
-            }
-            p.inq.pop_front();
-            // Posted again at the start of the next poll: not between this arrival and its
-            // receiver.
-            self.repost.push(i);
-        }
     }
 
     // ---------------------------------------------------------------------------------------
@@ -973,13 +911,21 @@ impl<'n> OfiNetmod<'n> {
         let access = if exposed { FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ } else { FI_SEND | FI_RECV | FI_READ };
         let prov_key = self.fi.caps.mr_mode & FI_MR_PROV_KEY != 0;
         let fi = &self.fi;
-        let mut requested = 0;
-        if !prov_key {
-            // Our keys: unique per registration (the slab took 1).
-            requested = 2 + self.mrs.made;
-        }
         self.mrs.acquire(addr as usize, len as usize, exposed, |start, bytes| {
-            fi.register(start as *const u8, bytes, access, requested)
+            if prov_key {
+                return fi.register(start as *const u8, bytes, access, 0);
+            }
+            // Our keys: random, since the key is all a peer needs to read an exposed
+            // registration (and the pages around the buffer): one who can reach the endpoint must
+            // not guess it. A key in use already is refused: another is drawn.
+            let mut r = Err(Error::Net("no key".into()));
+            for _ in 0..4 {
+                r = fi.register(start as *const u8, bytes, access, random_key(fi.caps.mr_key_size)?);
+                if r.is_ok() {
+                    break;
+                }
+            }
+            r
         })
     }
 
@@ -1054,20 +1000,16 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
         // Only the piggyback flag travels, and only with a piggyback (in every fragment's room).
         h.flags = if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
         let room = if ft.is_some() { FT_ROOM } else { 0 };
-        let per = BUF - HEADER_BYTES - room;
+        let per = BUF - HEADER_BYTES - room - TAG_BYTES;
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut off = 0;
         let mut frag = 0u16;
         let r = loop {
             let n = (payload.len() - off).min(per);
-            let w = self.wire_header(dst, &h, frag);
-            scratch[..HEADER_BYTES].copy_from_slice(&w.to_bytes());
-            scratch[HEADER_BYTES..HEADER_BYTES + room].fill(0);
-            if let Some(pb) = ft {
-                scratch[HEADER_BYTES..HEADER_BYTES + pb.len()].copy_from_slice(pb);
-            }
-            scratch[HEADER_BYTES + room..HEADER_BYTES + room + n].copy_from_slice(&payload[off..off + n]);
-            if let Err(e) = self.send_frag(dst, &scratch[..HEADER_BYTES + room + n]) {
+            let (w, wraps) = self.wire_header(dst, &h, frag);
+            let ft = ft.map(|pb| &pb[..]);
+            let len = frag::build(&self.key, &w, wraps, ft, &payload[off..off + n], &mut scratch);
+            if let Err(e) = self.send_frag(dst, &scratch[..len]) {
                 break Err(e);
             }
             off += n;
@@ -1085,7 +1027,7 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
             self.post_again()?;
         }
         let mut moved = self.poll_cq()?;
-        if !self.ready.is_empty() {
+        if self.rx.is_ready() {
             moved |= self.drain(inbox)?;
         }
         if self.queued > 0 {
@@ -1116,8 +1058,10 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
             let p = &self.peers[rank as usize];
             if p.link == Link::Up && p.addr.is_some() {
                 let h = MsgHeader { src: self.me, dst: rank, kind: KIND_PEER_GONE, ..MsgHeader::default() };
-                let w = self.wire_header(rank, &h, 0);
-                let _ = self.send_frag(rank, &w.to_bytes());
+                let (w, wraps) = self.wire_header(rank, &h, 0);
+                let mut b = [0u8; frag::wire_len(false, 0)];
+                let len = frag::build(&self.key, &w, wraps, None, &[], &mut b);
+                let _ = self.send_frag(rank, &b[..len]);
             }
         }
         let deadline = Instant::now() + self.cfg.timing.timeout;
