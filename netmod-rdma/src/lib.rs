@@ -21,7 +21,7 @@
 //!   reach the endpoint, and libfabric does not say reliably who: with `FI_SOURCE`, libfabric
 //!   1.17's `shm` and `udp;ofi_rxd` report a stranger's message as coming from the first address
 //!   of the address vector, and `tcp;ofi_rxm` names the peer by the IP of the connection and the
-//!   port its connection request claims. So every fragment carries an HMAC-SHA256 (truncated to
+//!   port its connection request claims. So every fragment carries a keyed BLAKE3 MAC (truncated to
 //!   128 bits) keyed from the job's secret over its header, piggyback and length and the pair's
 //!   64-bit sequence number (not its data: see [`frag`]); one that does not verify, or repeats a
 //!   sequence number, or comes further ahead than the receive buffers reach, is dropped and
