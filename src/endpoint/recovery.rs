@@ -209,6 +209,15 @@ impl Inner {
             self.handle_events(by)?;
         }
         let retiring = self.ft.as_deref().map(|ft| ft.retiring.clone()).unwrap_or_default();
+        if let Some(net) = self.net.as_mut()
+            && retiring.iter().any(|&r| self.route.get(r as usize) == Some(&NOT_LOCAL))
+        {
+            // What a dead rank's connection already holds (it wrote it before it died) comes in
+            // before its retirement closes the connection, as a dead rank's cells do through the
+            // segment: a message it completed is delivered, one it left half-written is taken
+            // back, whichever of the launcher's word and the socket's bytes this rank saw first.
+            net.poll(&mut self.port)?;
+        }
         let mut done = Vec::new();
         for r in retiring {
             let Some(&local) = self.route.get(r as usize) else {
