@@ -7,7 +7,7 @@
 //!
 //! Invariants: a transfer's `inflight` counts its operations posted and not completed; its
 //! buffer is the provider's while that is above zero (or, for a dead peer, until the heartbeat
-//! timeout: see `reap`); its registration is released when it is reported, once.
+//! timeout: see `reap`); its registration is released once, when it is reported or abandoned.
 
 use std::ffi::c_void;
 use std::ptr;

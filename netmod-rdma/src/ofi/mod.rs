@@ -8,7 +8,7 @@
 //! - `completion`: the completion queue, and what each completed or failed operation means;
 //! - `lmt`: large messages (RMA reads or two-sided data), their registrations, the
 //!   [`nemesis_lmt::LmtBackend`];
-//! - `peer`: peers' addresses, deaths and silence.
+//! - `peer`: peers' index, deaths and silence.
 //!
 //! Invariants:
 //! - every slot is in one state (`ops`); one that is not `Idle` is the provider's, with its
