@@ -7,22 +7,15 @@
 //! room, the fragment's length and the count of wraps of the header's 32-bit sequence number
 //! (both ends keep it: the pair's 64-bit sequence number is authenticated, so a fragment
 //! replayed, even after the 32 bits wrap, is a duplicate). libfabric does not say reliably who
-//! sent a message (see the crate documentation), so a fragment is its claimed sender's only if
-//! the MAC verifies.
+//! sent a message, so a fragment is its claimed sender's only if the MAC verifies. The data is
+//! not under the MAC: what it proves is who sent the fragment, which one of theirs it is and how
+//! long it is, which a stranger who cannot read the job's traffic cannot make (the threat model
+//! and the cost of a MAC over the data: `docs/design/ofi.md`).
 //!
-//! The data is not under the MAC: what it proves is who sent the fragment, which one of theirs it
-//! is and how long it is, which a stranger who cannot read the job's traffic cannot make. An
-//! attacker on the network path, who can, is out of scope, as for the TCP netmod's frames without
-//! `NEMESIS_TCP_INTEGRITY` and for the large messages' data: a MAC over the data costs
-//! its bytes' hashing twice per fragment (measured with HMAC-SHA256: a 12 KiB message's one-way
-//! time over `shm` from 3.2 to 29 µs), over the header one BLAKE3 compression on each side (the
-//! `pingpong` example over `shm`, 8 bytes, one-way: 0.30 µs with the MAC computed as zeros, 0.44
-//! µs with keyed BLAKE3, 0.57 µs with HMAC-SHA256; medians of 7, rounds interleaved).
-//!
-//! A fragment that fails a check is refused ([`Refusal`]): its buffer is posted again, it is
-//! counted ([`Refusals`]), and no peer's state changes. Only a fragment that verifies moves its
-//! sender's sequence; one ahead of its turn waits (parked) at most as far ahead as the receive
-//! buffers reach, which no well-behaved sender exceeds.
+//! Invariants: a fragment that fails a check is refused ([`Refusal`]): its buffer is posted
+//! again, it is counted ([`Refusals`]), and no peer's state changes. Only a fragment that
+//! verifies moves its sender's sequence; one ahead of its turn waits (parked) at most as far
+//! ahead as the receive buffers reach, which no well-behaved sender exceeds.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -452,111 +445,4 @@ impl<'n> Rx<'n> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key() -> FragKey {
-        FragKey::new(&JobSecret::from_hex(&"5a".repeat(32)).unwrap())
-    }
-
-    fn frag(k: &FragKey, src: u32, seq: u32, wraps: u32, data: &[u8]) -> Vec<u8> {
-        let h = MsgHeader { src, dst: 0, seq, len: data.len() as u32, ..MsgHeader::default() };
-        let mut out = vec![0u8; wire_len(false, data.len())];
-        let n = build(k, &h, wraps, None, data, &mut out);
-        assert_eq!(n, out.len());
-        out
-    }
-
-    #[test]
-    fn a_mac_binds_the_header_the_room_the_length_the_key_and_the_wraps() {
-        let k = key();
-        let data = b"payload";
-        for ft in [false, true] {
-            let h = MsgHeader {
-                src: 1,
-                seq: 7,
-                len: data.len() as u32,
-                flags: if ft { flags::FT_PIGGYBACK } else { 0 },
-                ..MsgHeader::default()
-            };
-            let mut f = vec![0u8; wire_len(ft, data.len())];
-            build(&k, &h, 0, ft.then_some(&[9u8; FT_ROOM][..]), data, &mut f);
-            assert!(k.verify(&f, 0));
-            assert!(!k.verify(&f, 1), "another wrap of the sequence");
-            let other = FragKey::new(&JobSecret::generate().unwrap());
-            assert!(!other.verify(&f, 0), "another job's key");
-            let head = HEADER_BYTES + if ft { FT_ROOM } else { 0 };
-            let body = f.len() - TAG_BYTES;
-            for i in 0..f.len() {
-                let mut g = f.clone();
-                g[i] ^= 1;
-                // The data is not under the MAC (see the module documentation).
-                assert_eq!(k.verify(&g, 0), (head..body).contains(&i), "byte {i} altered");
-            }
-            let mut longer = f[..body].to_vec();
-            longer.push(0);
-            longer.extend_from_slice(&f[body..]);
-            assert!(!k.verify(&longer, 0), "a longer fragment");
-            let shorter = [&f[..body - 1], &f[body..]].concat();
-            assert!(!k.verify(&shorter, 0), "a shorter fragment");
-        }
-        assert!(!k.verify(&[0; TAG_BYTES - 1], 0));
-        assert_eq!(format!("{k:?}"), "FragKey(..)");
-    }
-
-    #[test]
-    fn refusals_name_the_claimed_source_and_change_nothing() {
-        let k = key();
-        let mut rx = Rx::new(0, 3, k.clone(), 4, 1 << 20);
-        assert_eq!(rx.arrived(0, &[0; 40]), Err(Refusal::Short { len: 40 }));
-        let mut to_two = frag(&k, 1, 0, 0, b"x");
-        to_two[4] = 2;
-        assert_eq!(rx.arrived(0, &to_two), Err(Refusal::Misaddressed { src: 1, dst: 2 }));
-        assert_eq!(rx.arrived(0, &frag(&k, 3, 0, 0, b"x")), Err(Refusal::Misaddressed { src: 3, dst: 0 }));
-        let stranger = FragKey::new(&JobSecret::generate().unwrap());
-        assert_eq!(rx.arrived(0, &frag(&stranger, 2, 0, 0, b"x")), Err(Refusal::Forged { src: 2, seq: 0 }));
-        assert_eq!(rx.arrived(0, &frag(&k, 2, 0, 1, b"x")), Err(Refusal::Forged { src: 2, seq: 0 }));
-        assert_eq!(rx.arrived(0, &frag(&k, 2, 4, 0, b"x")), Err(Refusal::Ahead { src: 2, seq: 4, expected: 0 }));
-        assert_eq!(rx.held(), 0);
-        assert_eq!(rx.next_seq(2), Some((0, 0)));
-        let r = rx.refusals();
-        assert_eq!((r.short, r.misaddressed, r.forged, r.ahead, r.total()), (1, 2, 2, 1, 6));
-        assert_eq!(r.last, Some(Refusal::Ahead { src: 2, seq: 4, expected: 0 }));
-        assert!(Refusal::Forged { src: 2, seq: 9 }.to_string().contains("claiming rank 2"));
-    }
-
-    #[test]
-    fn duplicates_and_replays_are_refused_and_hold_no_buffer() {
-        let k = key();
-        let mut rx = Rx::new(0, 2, k.clone(), 8, 1 << 20);
-        let (f0, f1, f2) = (frag(&k, 1, 0, 0, b"a"), frag(&k, 1, 1, 0, b"b"), frag(&k, 1, 2, 0, b"c"));
-        rx.arrived(10, &f2).unwrap();
-        assert_eq!(rx.arrived(11, &f2), Err(Refusal::Duplicate { src: 1, seq: 2 }), "parked already");
-        rx.arrived(12, &f0).unwrap();
-        assert_eq!(rx.arrived(13, &f0), Err(Refusal::Duplicate { src: 1, seq: 0 }), "taken already");
-        rx.arrived(14, &f1).unwrap();
-        assert_eq!(rx.held(), 3);
-        assert_eq!(rx.next_seq(1), Some((3, 0)));
-        let mut free = Vec::new();
-        assert!(rx.close(1, &mut free).is_none());
-        free.sort();
-        assert_eq!(free, [10, 12, 14]);
-        assert_eq!(rx.arrived(15, &f0), Err(Refusal::Closed { src: 1 }));
-        assert_eq!(rx.refusals().duplicate, 2);
-    }
-
-    #[test]
-    fn sequence_numbers_wrap_into_the_next_64_bit_number() {
-        let k = key();
-        let mut rx = Rx::new(0, 2, k.clone(), 8, 1 << 20);
-        rx.peers[1].next = u64::from(u32::MAX) - 1;
-        rx.arrived(0, &frag(&k, 1, 0, 1, b"after")).unwrap();
-        rx.arrived(1, &frag(&k, 1, u32::MAX - 1, 0, b"before")).unwrap();
-        assert_eq!(rx.next_seq(1), Some((u32::MAX, 0)));
-        rx.arrived(2, &frag(&k, 1, u32::MAX, 0, b"last")).unwrap();
-        assert_eq!(rx.next_seq(1), Some((1, 1)));
-        // The fragment numbered 0 of the first round, replayed: another wrap, not verified.
-        assert_eq!(rx.arrived(3, &frag(&k, 1, 0, 0, b"old")), Err(Refusal::Forged { src: 1, seq: 0 }));
-        assert_eq!(rx.held(), 3);
-    }
-}
+mod tests;

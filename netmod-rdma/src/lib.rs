@@ -1,52 +1,36 @@
 //! # nemesis-netmod-rdma: the libfabric (OFI) network module
 //!
 //! Implements [`nemesis_shm::netmod::Netmod`] and [`nemesis_lmt::LmtBackend`] over libfabric, the
-//! interface through which HPC networks are reached (InfiniBand through `verbs`, Omni-Path through
-//! `psm2`/`opx`, Slingshot through `cxi`, EFA), and its software providers (`tcp;ofi_rxm`,
-//! `udp;ofi_rxd`, `shm`, `sockets`), which run the same API on any machine.
+//! interface to HPC networks (InfiniBand through `verbs`, Omni-Path through `psm2`/`opx`,
+//! Slingshot through `cxi`, EFA) and to its software providers (`tcp;ofi_rxm`, `udp;ofi_rxd`,
+//! `shm`, `sockets`), which run the same API on any machine. A netmod as NEMESIS has them: its
+//! arrivals go into the process's one receive queue (shared reference `nemesis.md`, "Netmods",
+//! L696, L830–887). Why it is built so, and what was measured: `docs/design/ofi.md`.
 //!
-//! - **endpoints**: one reliable-datagram endpoint (`FI_EP_RDM`) with tagged messages
-//!   (`FI_TAGGED`), its sends to one peer processed in order (`FI_ORDER_SAS`); one completion
-//!   queue for both directions, polled with `fi_cq_read` by the progress engine
-//!   (`FI_PROGRESS_MANUAL`: the provider moves data when we poll, never behind our back); an
-//!   address vector filled from the peers' business cards (`fi_getname`, published through PMI).
-//! - **messages**: the libfabric tag says only what a message is (an eager message, or the data
-//!   of a large one), never its nemesis source, tag or context: every eager message lands in the
-//!   same posted buffers, in the order its sender sent it, and is copied into cells of the
-//!   process's receive queue, where the Endpoint matches it with `ANY_SOURCE`/`ANY_TAG` and MPI's
-//!   non-overtaking rule like any other arrival. Each eager fragment carries the cell header
-//!   (with a per-pair sequence number, so completions that come out of order are put back in
-//!   order) and a MAC; small ones go with `fi_tinject`, others from registered send buffers.
-//! - **who sent a fragment** ([`frag`]): the receive buffers take messages from anyone who can
-//!   reach the endpoint, and libfabric does not say reliably who: with `FI_SOURCE`, libfabric
-//!   1.17's `shm` and `udp;ofi_rxd` report a stranger's message as coming from the first address
-//!   of the address vector, and `tcp;ofi_rxm` names the peer by the IP of the connection and the
-//!   port its connection request claims. So every fragment carries a keyed BLAKE3 MAC (truncated to
-//!   128 bits) keyed from the job's secret over its header, piggyback and length and the pair's
-//!   64-bit sequence number (not its data: see [`frag`]); one that does not verify, or repeats a
-//!   sequence number, or comes further ahead than the receive buffers reach, is dropped and
-//!   counted (`OfiStats::refused`, each [`frag::Refusal`] naming the rank the fragment claims): it
-//!   moves no peer's sequence, parks no buffer and kills no one. The large messages' data (read,
-//!   or streamed into a receive posted for the peer's address) carries no MAC; their RTS and
-//!   DONE, eager messages, do.
-//! - **large messages** ([`nemesis_lmt::NetLmt`]): where the provider has `FI_RMA`, the sender
-//!   registers its buffer and offers it in the RTS; the receiver reads it with `fi_read` (zero
-//!   copy, one round trip) and answers DONE. Otherwise (or with `NEMESIS_OFI_RNDV=send`) the
-//!   receiver posts tagged receives into its buffer and answers CTS, and the sender sends the data
-//!   two-sided. Registrations are cached ([`mrcache`]). The provider's `mr_mode` is honoured
-//!   (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_ENDPOINT`);
-//!   keys we choose are random (the key is all a read needs: one who reaches the endpoint must
-//!   not guess it).
-//! - **failures**: a completion error, a send the provider refuses, or an address it cannot
-//!   insert make the peer dead, and so does silence: the heartbeats of
-//!   [`nemesis_shm::netmod::heartbeat`], as for the TCP netmod. A [`KIND_PEER_GONE`] notice
-//!   follows the peer's last arrival in the receive queue; its transfers fail. A finalizing
-//!   process says goodbye (the reserved kind on the wire) so its silence is not taken for death.
+//! - **endpoints**: one `FI_EP_RDM` endpoint with tagged messages (`FI_TAGGED`), in order to
+//!   each peer (`FI_ORDER_SAS`); one completion queue polled by the progress engine
+//!   (`FI_PROGRESS_MANUAL`); an address vector filled from the peers' business cards ([`card`]).
+//! - **eager messages** ([`frag`]): fragments of the cell header, piggyback room, data and a MAC,
+//!   all landing in the same posted buffers ([`tags::MSG`]), then copied into cells of the
+//!   receive queue, where the Endpoint matches them like any other arrival.
+//! - **large messages** ([`nemesis_lmt::NetLmt`]): an RMA read (`fi_read`) of the sender's
+//!   registered buffer where the provider has `FI_RMA`, else (or with `NEMESIS_OFI_RNDV=send`)
+//!   data sent two-sided into receives the receiver posts; registrations cached ([`mrcache`]).
+//! - **failures**: a completion error, a refused send or address, or silence (the heartbeats of
+//!   [`nemesis_shm::netmod::heartbeat`]) make a peer dead; a finalizing process says goodbye.
 //!
-//! The libfabric code needs the crate's `libfabric` feature (bindings generated against the
-//! system's headers, a C shim for libfabric's `static inline` calls; the library itself is opened
-//! at run time, so a missing one is an error naming it). Without the feature the crate holds only
-//! its configuration and wire helpers.
+//! Invariants:
+//! - a libfabric tag says what a message is, never its nemesis source, tag or context;
+//! - a fragment is its claimed sender's only if its MAC, keyed from the job's secret, verifies
+//!   and its pair's 64-bit sequence number is new and within the receive buffers' reach; any
+//!   other is dropped and counted (`OfiStats::refused`, a [`frag::Refusal`]), never a death;
+//! - each peer's eager messages reach the receive queue in the order it sent them;
+//! - a dead peer's [`KIND_PEER_GONE`] notice follows its last arrival, and its transfers fail;
+//! - registration keys we choose are random: the key is all a read needs.
+//!
+//! The libfabric code needs the crate feature `libfabric` (bindings generated against the
+//! system's headers, a C shim for libfabric's `static inline` calls, the library opened at run
+//! time); without it the crate holds only its configuration and wire helpers.
 //!
 //! [`KIND_PEER_GONE`]: nemesis_shm::netmod::KIND_PEER_GONE
 
