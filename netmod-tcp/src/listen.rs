@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use nemesis_shm::auth::{self, JobSecret, Step, Transcript};
 
 use crate::frame::{self, Kind, PREFIX};
-use crate::send_all;
+use crate::socket::send_all;
 
 /// A connection whose PROOF verified: the rank it proved to be, and the whole handshake.
 pub(crate) struct Authed {
