@@ -6,7 +6,9 @@
 //! (`nemesis_shm::auth`); frames that carry the cell header, so arrivals are cells already
 //! ([`frame`]); heartbeats ([`nemesis_shm::netmod::heartbeat`]) and connection errors for
 //! failures; restarted ranks (`nemesis-run --ft`, HydEE's recovery) taken on at the launcher's
-//! word. The design and its reasoning: `docs/design/tcp.md`.
+//! word. The model is NEMESIS's netmod (`shared/reference/nemesis.md`, "Netmods": arrivals on
+//! the process's receive queue, a direct send when nothing is queued); restarts follow HydEE's
+//! recovery (`shared/reference/hydee.md`). The design and its reasoning: `docs/design/tcp.md`.
 //!
 //! Where things are: `config` (settings, cards), `peer` (the state kept per remote rank),
 //! `handshake` (connections made and accepted), [`listen`] (the thread that authenticates new
