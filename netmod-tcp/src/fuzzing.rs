@@ -15,7 +15,9 @@ use nemesis_shm::auth::{JobSecret, NONCE_BYTES, Step, Transcript};
 use nemesis_shm::{HeapNode, Params, Port, PortConfig};
 
 use crate::frame::{self, HELLO, PREFIX};
-use crate::{DataRecv, Flow, Link, Rx, TcpConfig, TcpNetmod};
+use crate::peer::{DataRecv, Link, Rx};
+use crate::receive::Flow;
+use crate::{TcpConfig, TcpNetmod};
 
 /// The process of [`frames`]: one node, port and netmod per thread (the netmod listens on
 /// loopback and runs a heartbeat thread: made once), and a large-message buffer.

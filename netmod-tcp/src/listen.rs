@@ -1,17 +1,15 @@
 //! The listener's thread: accepts connections and runs the part of the handshake that needs no
 //! rank's state (HELLO read, CHALLENGE sent, PROOF checked), then hands each authenticated
-//! connection to the progress engine, which settles and answers it (ACCEPT or REJECT).
+//! connection to the progress engine, which settles and answers it (ACCEPT or REJECT). Why a
+//! thread rather than accepts at `poll`: `docs/design/tcp.md`, "The listener's thread".
 //!
-//! Why a thread: connections from strangers must be bounded and closed on time whatever the
-//! application does. The progress engine runs only when the application calls in; a rank
-//! computing for minutes would leave every connection made meanwhile to pile up (in the kernel's
-//! accept queue, then in this process once it polls), each holding a descriptor. The thread
-//! accepts at once, holds at most `max` connections not yet authenticated (a new one beyond it
-//! evicts the oldest, one that sent nothing first), and closes each that has not proved the
-//! job's secret within the timeout. It does nothing else: no rank's state, no socket of a link.
-//! Accepting at the moment of `poll` with limits checked there (the other way) would bound the
-//! descriptors too, but leave strangers queued in the kernel ahead of real peers while the rank
-//! computes, and close them only when it polls again.
+//! Invariants:
+//! - At most `max` connections not yet authenticated are held; a new one beyond it evicts the
+//!   oldest (one that sent nothing first).
+//! - A connection that has not proved the job's secret within the timeout is closed, whether or
+//!   not the application calls in.
+//! - The thread touches no rank's state and no socket of a link: it only hands connections over
+//!   (`Listener::take`, woken through `handoff`).
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
@@ -24,7 +22,7 @@ use std::time::{Duration, Instant};
 use nemesis_shm::auth::{self, JobSecret, Step, Transcript};
 
 use crate::frame::{self, Kind, PREFIX};
-use crate::send_all;
+use crate::socket::send_all;
 
 /// A connection whose PROOF verified: the rank it proved to be, and the whole handshake.
 pub(crate) struct Authed {
