@@ -17,6 +17,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Refusal, Result};
 
+mod batch;
+pub(crate) use batch::{Batch, Local};
+
 /// Reads `dst.len()` bytes at `addr` in process `pid`; returns how many were read (fewer only if
 /// the kernel stopped early). Safe whatever `pid` names, this process included: only `dst` is
 /// written, and the kernel checks `addr` (an unmapped range is EFAULT). Which memory a peer may

@@ -21,15 +21,18 @@ pub mod cma;
 pub mod error;
 #[cfg(not(loom))]
 pub mod net;
-pub mod ring;
 #[cfg(not(loom))]
-pub mod transfer;
+pub mod rendezvous;
+pub mod ring;
 pub mod wire;
 
 pub use error::{Error, Refusal, Result};
 #[cfg(not(loom))]
 pub use net::{LmtBackend, NetDone, NetLmt, RecvPlan, RemoteBuf};
-pub use ring::{HeapRing, RingRef};
+/// The rendezvous module's former name.
 #[cfg(not(loom))]
-pub use transfer::{Config, Lmt, Outcome, PeerConfig, Policy, Rings, Stats, Token};
+pub use rendezvous as transfer;
+#[cfg(not(loom))]
+pub use rendezvous::{Config, Lmt, Outcome, PeerConfig, Policy, Rings, Stats, Token};
+pub use ring::{HeapRing, RingRef};
 pub use wire::{Backend, Control, Rts};
