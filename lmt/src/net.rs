@@ -1,7 +1,7 @@
 //! Rendezvous with remote peers, through a network module's [`LmtBackend`] (the TCP netmod
 //! streams the data; the RDMA netmod reads it from the sender's registered buffer, or streams it).
-//! Sans I/O like [`crate::Lmt`]: control messages come out of [`NetLmt::take_out`], finished
-//! transfers out of [`NetLmt::take_done`].
+//! Sans I/O: the backend the caller passes moves the data; control messages come out of
+//! [`NetLmt::take_out`], finished transfers out of [`NetLmt::take_done`].
 //!
 //! The exchange: the sender's RTS (matched like an eager message), carrying what its backend
 //! offers ([`LmtBackend::pre_send`]: for a network read, the remote address and key of its
@@ -12,7 +12,7 @@
 //!   that many bytes ([`LmtBackend::start_send`]); each side ends when its backend reports it.
 //! - **read**: the receiver's backend reads the bytes from the sender's buffer itself (zero copy,
 //!   one round trip); once they are in, the receiver answers DONE with the count, and the
-//!   sender's transfer ends on it ([`LmtBackend::send_read`]).
+//!   sender's transfer ends on it ([`LmtBackend::abandon_send`]).
 
 use crate::error::{Error, Result};
 use crate::rendezvous::{Outcome, Token};
@@ -51,9 +51,7 @@ pub trait LmtBackend {
         Ok(None)
     }
     /// Sender: transfer `id` to `peer` ends without data moving through the backend (its RTS was
-    /// not sent, the receiver took no bytes, or the receiver read the data: [`send_read`]).
-    ///
-    /// [`send_read`]: Self::send_read
+    /// not sent, the receiver took no bytes, or the receiver read the data and answered DONE).
     fn abandon_send(&mut self, peer: u32, id: u32) {
         let _ = (peer, id);
     }

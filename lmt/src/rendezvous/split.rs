@@ -23,10 +23,8 @@ pub(super) enum Help {
     Tail { from: u64, to: u64 },
 }
 
-/// The sixteenths of a split single copy the receiver reads itself (the sender writes the rest).
-/// Measured (`nemesis-bench bw`, 5 rounds, 8 against 9 against 10 sixteenths): 40 KiB 21.1 /
-/// 21.2 / 19.8 GB/s, 64 KiB 20.9 / 22.1 / 23.5, 96 KiB 24.7 / – / 27.0, 128 KiB 26.9 / – / 30.0,
-/// 256 KiB 35.9 / 35.0 / 32.0, 1 MiB 42.2 / 37.8 / 33.3: halves, except between 64 and 128 KiB.
+/// The sixteenths of a split single copy the receiver reads itself (the sender writes the rest):
+/// halves, except 10 from 64 to 128 KiB, where that measured faster (`docs/design/large-messages.md`).
 pub(super) fn receiver_share(bytes: u64) -> u64 {
     if (64 << 10..=128 << 10).contains(&bytes) { 10 } else { 8 }
 }
