@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 
 use nemesis_shm::Pieces;
 
-use super::split::{Help, receiver_share};
+use super::config::receiver_share;
 use super::{CMA_MIN_PIECE, Cma, Lmt, Outcome, Policy, Rings, Step, Token};
 use crate::cma::Local;
 use crate::error::Error;
@@ -52,6 +52,17 @@ pub(super) struct RecvX {
     /// the sender is done (HELPED) or dead, never while the sender may still write into the
     /// buffer.
     pub(super) error: Option<Error>,
+}
+
+/// The part of a split single-copy transfer the sender writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Help {
+    /// None (not split, or the sender's part is written).
+    No,
+    /// Bytes `from..to` asked of the sender by HELP, HELPED not yet received.
+    Waiting { from: u64, to: u64 },
+    /// The sender wrote less than asked: we read `from..to` after our own part.
+    Tail { from: u64, to: u64 },
 }
 
 impl Lmt {

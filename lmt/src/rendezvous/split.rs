@@ -5,29 +5,12 @@
 //! against the sender's message and the receiver's registered process before anything is
 //! written.
 
-use super::receive::RecvState;
+use super::receive::{Help, RecvState};
 use super::send::SendState;
 use super::{Lmt, Rings, Step};
 use crate::cma::Local;
 use crate::error::{Error, Result};
 use crate::wire::Control;
-
-/// The part of a split single-copy transfer the sender writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Help {
-    /// None (not split, or the sender's part is written).
-    No,
-    /// Bytes `from..to` asked of the sender by HELP, HELPED not yet received.
-    Waiting { from: u64, to: u64 },
-    /// The sender wrote less than asked: we read `from..to` after our own part.
-    Tail { from: u64, to: u64 },
-}
-
-/// The sixteenths of a split single copy the receiver reads itself (the sender writes the rest):
-/// halves, except 10 from 64 to 128 KiB, where that measured faster (`docs/design/large-messages.md`).
-pub(super) fn receiver_share(bytes: u64) -> u64 {
-    if (64 << 10..=128 << 10).contains(&bytes) { 10 } else { 8 }
-}
 
 impl Lmt {
     /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer, in
