@@ -10,12 +10,14 @@
 //! [`rendezvous`] is the state machine the Endpoint's progress engine drives for local peers,
 //! [`net`] its counterpart over a network module, [`wire`] the encoding of their messages.
 //!
-//! With the cargo feature `failpoints` (tests only, `nemesis_shm::failpoint`), a side can be made to
-//! die mid-transfer with the local rank `<peer>` of the other side: `rendezvous-send-mid-<peer>`
-//! (part of the message is in the receiver's ring), `rendezvous-help-<peer>` (the receiver reads its
-//! part of a split single copy; we are to write the rest), `rendezvous-recv-mid-<peer>` (part of the
-//! message is copied out of our ring), `rendezvous-recv-half-<peer>` (our part of a split single copy
-//! is read; the sender writes the rest).
+//! With the cargo feature `failpoints` (tests only, `nemesis_shm::failpoint`), a side can be made
+//! to die mid-transfer with the local rank `<peer>` of the other side:
+//! - `rendezvous-send-mid-<peer>`: part of the message is in the receiver's ring;
+//! - `rendezvous-help-<peer>`: the receiver reads its part of a split single copy, we are to
+//!   write the rest;
+//! - `rendezvous-recv-mid-<peer>`: part of the message is copied out of our ring;
+//! - `rendezvous-recv-half-<peer>`: our part of a split single copy is read, the sender writes
+//!   the rest.
 //!
 //! Design notes and measurements: `docs/design/large-messages.md`.
 

@@ -76,11 +76,13 @@ impl PeerConfig {
 }
 
 /// The sixteenths of a split single copy the receiver reads itself (the sender writes the rest):
-/// halves, except 10 from 64 to 128 KiB, where that measured faster (`docs/design/large-messages.md`).
+/// halves, except 10 from 64 to 128 KiB, where that measured faster
+/// (`docs/design/large-messages.md`).
 pub(super) fn receiver_share(bytes: u64) -> u64 {
     if (64 << 10..=128 << 10).contains(&bytes) { 10 } else { 8 }
 }
 
 /// Smallest average piece, in bytes, of a receive in pieces that a single copy reads into (one
-/// iovec per piece, at most [`IOV_MAX`](crate::cma::IOV_MAX) per call); shorter pieces come through a ring.
+/// iovec per piece, at most [`IOV_MAX`](crate::cma::IOV_MAX) per call); shorter pieces come
+/// through a ring.
 pub const CMA_MIN_PIECE: u64 = 256;

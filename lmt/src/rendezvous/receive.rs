@@ -233,8 +233,9 @@ impl Lmt {
 
     /// The single-copy reads of one pass: the transfers reading from one process are served by one
     /// `process_vm_readv` with an iovec per transfer (at most `cma_chunk` bytes and
-    /// [`IOV_MAX`](crate::cma::IOV_MAX) transfers per call), so a window of messages costs one system call, not
-    /// one each. On refusal every transfer of the call falls back to a ring (COOKIE).
+    /// [`IOV_MAX`](crate::cma::IOV_MAX) transfers per call), so a window of messages costs one
+    /// system call, not one each. On refusal every transfer of the call falls back to a ring
+    /// (COOKIE).
     pub(super) fn progress_cma<R: Rings + ?Sized>(&mut self, rings: &R) -> bool {
         let mut order = std::mem::take(&mut self.scratch_order);
         order.clear();

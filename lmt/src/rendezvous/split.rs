@@ -111,8 +111,9 @@ impl Lmt {
 
     /// Sender: writes the next bytes of the HELP ranges into the receivers' buffers: one
     /// `process_vm_writev` per receiving process and pass, an iovec per transfer (at most
-    /// `cma_chunk` bytes and [`IOV_MAX`](crate::cma::IOV_MAX) transfers per call); sends HELPED for each range
-    /// written, or at the first refusal or fault (the receiver reads the rest itself).
+    /// `cma_chunk` bytes and [`IOV_MAX`](crate::cma::IOV_MAX) transfers per call); sends HELPED
+    /// for each range written, or at the first refusal or fault (the receiver reads the rest
+    /// itself).
     pub(super) fn progress_helps(&mut self) -> bool {
         let mut order = std::mem::take(&mut self.scratch_order);
         order.clear();
