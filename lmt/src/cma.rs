@@ -1,21 +1,25 @@
 //! Single copy between processes with Cross-Memory Attach: `process_vm_readv` reads another
-//! process's memory directly (`shared/reference/nemesis.md`, "KNEM ... Today's equivalents: CMA").
+//! process's memory directly, `process_vm_writev` writes it (`shared/reference/nemesis.md`,
+//! "KNEM ... Today's equivalents: CMA"). Every such system call of the crate is made here: the
+//! plain calls, the batch of one pass (`batch`: the ranges of several transfers with one process
+//! in one call), and the checks of the process a peer registered ([`PeerProcess`]).
 //!
 //! It needs ptrace permission over the target: the same user, and under Yama `ptrace_scope = 1`
 //! the target must name the reader (`prctl(PR_SET_PTRACER, ...)`; [`allow_readers`] names the
-//! launcher, whose descendants are the job's ranks). Containers often forbid it altogether (EPERM): the rendezvous then
-//! falls back to the shared-copy ring and says so once.
+//! launcher, whose descendants are the job's ranks). Containers often forbid it altogether
+//! (EPERM): the rendezvous then falls back to the shared-copy ring and says so once.
 //!
-//! `libc`, not `nix`: the transfer builds raw `iovec` arrays over buffers it holds as pointers
-//! (a C caller's, or the peer's addresses) and hands them to the kernel as they are; nix's
-//! `process_vm_readv`/`writev` take `IoSliceMut`/`IoSlice` and `RemoteIoVec` slices, which would
-//! mean building slices from raw pointers (as unsafe) and copying the arrays on the fast path.
-//! nix has no `PR_SET_PTRACER` either.
+//! Invariant: a pid a peer's slot names is copied to or from only once [`PeerProcess::open`]
+//! accepted it (this process is named only by a rank's transfers with itself, and by ranks of
+//! one process under `Lmt::allow_own_process`).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::{Error, Refusal, Result};
+
+mod batch;
+pub(crate) use batch::{Batch, Local};
 
 /// Reads `dst.len()` bytes at `addr` in process `pid`; returns how many were read (fewer only if
 /// the kernel stopped early). Safe whatever `pid` names, this process included: only `dst` is

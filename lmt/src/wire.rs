@@ -1,6 +1,6 @@
-//! The rendezvous messages (RTS, CTS, DONE, COOKIE) and their versioned wire encoding. They
-//! travel as payloads of eager messages; decoding bytes from another process is checked, never
-//! trusted.
+//! The rendezvous messages (RTS, CTS, DONE, COOKIE, HELP, HELPED) and their versioned wire
+//! encoding. They travel as payloads of eager messages; decoding bytes from another process is
+//! checked, never trusted.
 //!
 //! Layout (little-endian): `[version u8][type u8][backend u8][pad u8][id u32]` then per type:
 //! - RTS: `len u64, addr u64, pid u32, key u64` (the message's length; the sender's buffer and
