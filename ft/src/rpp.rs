@@ -101,8 +101,8 @@ pub struct ReceivedFrom {
     /// The accepted messages not yet covered by the sender's group checkpoint, ascending, all dated at most
     /// `max_date`.
     pub runs: Vec<Run>,
-    /// Dates below `max_date` whose arrival was undone ([`Rpp::unrecord`]), ascending: accepted when they come
-    /// again.
+    /// Dates below `max_date` whose arrival was undone
+    /// ([`Process::on_receive_undone`](crate::Process::on_receive_undone)), ascending: accepted when they come again.
     #[serde(default)]
     pub holes: Vec<Date>,
     /// Records dated at most this were pruned (0: none).
