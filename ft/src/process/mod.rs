@@ -245,7 +245,7 @@ impl Process {
     }
 
     // ------------------------------------------------------------------------------------------------------------
-    // Control messages: checkpoint bookkeeping here, recovery rounds in `recovery.rs`.
+    // Control messages: acknowledgements and RPP pruning here, recovery rounds in `recovery.rs`.
 
     /// A control message from another process or a coordinator.
     pub fn on_control(&mut self, from: Endpoint, msg: Control, log: &impl LogIndex) -> Result<()> {
