@@ -3,7 +3,8 @@
 //!
 //! HydEE splits the processes of a send-deterministic application into groups: coordinated checkpoints inside a
 //! group, sender-based logging of the messages that cross groups, and phase-ordered replay so that after a failure
-//! only the failed group rolls back (T:1912–1930).
+//! only the failed group rolls back (T:1912–1930). Why the engine departs from the thesis's figures where it does:
+//! `docs/design/hydee.md`.
 //!
 //! The crate holds:
 //! - the protocol as sans-I/O state machines: [`Process`] (an application process: failure-free, restarting and

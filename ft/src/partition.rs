@@ -7,10 +7,11 @@
 //! `B / (K − 1)` does not increase (`ACCEPTEBISSECTION`, T:981–984; `B` is the inter-part volume, `K` the number
 //! of parts); otherwise mark the part (\[R\]: or the loop never ends). Keep the best partition seen (`MEILLEUR`).
 //!
-//! Cost (equation 4.3, T:1070–1074): `cost(Π) = α · L/D + β · Σ|P_k|² / P²` with `L` the inter-group volume (every inter-group byte is
-//! logged under HydEE), `D` the total volume, `α = 23 %` (T:1002) and `β = 12.4 %` (T:1022: 179 minutes lost per
-//! day of MTBF with a 297-minute optimal checkpoint interval, 30-minute checkpoints and restarts). The second term
-//! is also the expected share of processes a failure restarts: 16 groups of 16 give 16·16²/256² = 6.25 %.
+//! Cost (equation 4.3, T:1070–1074): `cost(Π) = α · L/D + β · Σ|P_k|² / P²` with `L` the inter-group volume
+//! (every inter-group byte is logged under HydEE), `D` the total volume, `α = 23 %` (T:1002) and `β = 12.4 %`
+//! (T:1022: 179 minutes lost per day of MTBF with a 297-minute optimal checkpoint interval, 30-minute checkpoints
+//! and restarts). The second term is also the expected share of processes a failure restarts: 16 groups of 16 give
+//! 16·16²/256² = 6.25 %.
 //!
 //! Two points the text leaves open, decided here:
 //! - The force of the one-part partition, `B/0`, is taken as infinite: the first bisection is always accepted.

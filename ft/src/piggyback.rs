@@ -12,7 +12,7 @@
 //! - The tag is 0 for messages sent outside recovery; during recovery round `r` a process that the coordinator has
 //!   released marks what it sends with `tag(r) ∈ 1..=255`, so that a receiver can tell messages sent under the
 //!   phase rules of its current round from messages sent before the failure notice reached their sender (the latter
-//!   may depend on orphans; see [`crate::process`], "released messages").
+//!   may depend on orphans; see `docs/design/hydee.md`, "Released messages").
 //!
 //! Overflow is a typed error at the engine, never a silent wrap.
 
