@@ -23,10 +23,8 @@
 //!   (Acquire);
 //! - a member **writes** its bank for `s` only once every member's word is at least
 //!   `s − (K − 1)`: a member that entered that collective has finished `s − K`, the last one that
-//!   used this bank, so nobody still reads it. A member may thus run up to `K − 1` collectives
-//!   ahead of the slowest: a broadcast's root, or a reduction's contributors, go on while the
-//!   others catch up (Open MPI's `coll/sm` keeps 8 segments in flight the same way), and a rank
-//!   that loses its core costs the others one wait per `K − 1` collectives, not one each.
+//!   used this bank, so nobody still reads it. A member thus runs up to `K − 1` collectives ahead
+//!   of the slowest (why: `docs/design/shm.md`, "Collective areas").
 //!
 //! The lanes are independent: a member that entered collective `s` of one lane has finished
 //! every collective before it, of either lane.

@@ -29,13 +29,8 @@
 //!    [`PeerEvent::Restarted`](crate::PeerEvent::Restarted) and sends to it again. The new
 //!    process registers (EMPTY → ALIVE) as at the start of a job.
 //!
-//! Nothing of the dead incarnation can be in use at step 3: its cells were all either in its own
-//! queues (reset), in a live rank's receive queue (polled before that rank became silent), held
-//! by a live rank (released before retirement), in a dead rank's queue (drained: dropped, the
-//! owner being gone), or held by a dead process (never touched again). Its boxes are written only
-//! by itself (dead) and read by their hosts (freed before retirement); the boxes it hosts are
-//! written by live ranks only while they believe it alive (not after they noticed the death,
-//! which precedes their retirement).
+//! Invariant: nothing of the dead incarnation (cell, box, ring) is in use at step 3; the case by
+//! case argument is in `docs/design/shm.md`, "Incarnations".
 
 use crate::arena::Arena;
 use crate::error::{Error, Result};

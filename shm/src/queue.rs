@@ -14,32 +14,14 @@
 //! `next` links from the shadow; when the last cell is taken it tries to swing the tail to empty,
 //! and if a producer got in between it waits for that producer's link.
 //!
-//! Two departures from Fig 2.9, both for failures:
+//! Two departures from Fig 2.9, both for failures (what they cost, and why not less:
+//! `docs/design/shm.md`, "The queue's enqueue"):
 //! - The tail carries a **generation** (`gen << 32 | handle`), bumped by every successful update,
 //!   and the enqueue is a compare-and-swap loop instead of a swap. Before each attempt the producer
 //!   writes, in the cell, the tail value it expects to replace (`enq_prev`) and the queue it is
 //!   entering (`custody`). The swap in Fig 2.9 returns the previous tail only in a register: if the
 //!   producer dies right after it, nobody can tell whether its cell is in the queue.
 //! - A recycled cell's `next` is cleared before it is enqueued (the printed algorithm omits it).
-//!
-//! **What the first departure costs, and why not less.** `nemesis-bench instructions` counts 25
-//! instructions per enqueue against about 15 for Fig 2.9's swap-and-link (issue 16's target). The
-//! difference is: the load of the tail before the CAS (a swap needs none), composing the new
-//! value with its generation (an add, a shift, an or), the test of the sealed bit, and the two
-//! stores of `enq_prev` and `custody` (with the custody word's composition) — about ten
-//! instructions, all on lines this producer already owns (the cell) or is about to write (the
-//! tail): no extra cache miss, which is what the latency is made of. Each is needed for the one
-//! property the failure recovery stands on, that a survivor can decide from shared memory alone
-//! whether a dead producer's cell is in the queue: without `enq_prev` written *before* the
-//! update, a producer that dies after it leaves its predecessor only in a register (the swap's
-//! result); without the generation, `enq_prev` is ambiguous once a cell handle comes back to the
-//! tail (ABA); without a read-modify-write that can fail, a sealed queue (dead consumer) would
-//! still take cells nobody will ever dequeue; `custody` tells which of the dead rank's cells to
-//! look at. Cheaper schemes considered: recording the predecessor after a swap (undecidable in
-//! the window between the two), a per-producer "in enqueue" flag (one more store to a line the
-//! consumer reads, so a miss), and dropping the generation in favour of cell epochs (the same
-//! instructions moved into the cell). So the count stays; what we measured is that it costs no
-//! latency (the fastbox path carries the small messages, and the queue's misses dominate it).
 //!
 //! # Memory ordering
 //!
@@ -57,27 +39,16 @@
 //!
 //! Any process may die at any instruction (`shared/ARCHITECTURE.md`, "Liveness and failures").
 //! Death is known from [`Liveness`] (launcher marks, or pidfds), after which the dead process
-//! executes nothing more; everything below acts only on dead ranks' unfinished work.
-//!
-//! **A tail value was the tail** iff it is the tail now or some cell in custody of this queue
-//! records it as `enq_prev` (that cell read it from the tail). Generations make tail values unique
-//! (up to 2^32 updates of one queue), so stale records cannot match.
-//!
-//! **A producer died between its CAS and its link.** Its cell `w` has `enq_prev = v` where `v` is
-//! the tail value of the cell (or empty queue) before it, and `w`'s own value `(gen(v)+1, w)` was
-//! the tail. A producer that died *before* its CAS may also have `enq_prev = v`, but its own value
-//! was never the tail, so it is never linked in. The consumer, stuck on `prev.next` (or seeing an
-//! empty head while the tail is not empty), finds the winner, checks that its enqueuer is dead,
-//! and links it itself ([`Queue::pop`], [`Queue::repair_unlinked_head`]). A live winner is waited
-//! for.
-//!
-//! **A consumer died.** Its queue is sealed (bit 31 of the tail handle, so the last tail value is
-//! kept): producers' CAS fails and they get [`Error::PeerDead`]. One live rank then drains the
-//! queue as its consumer ([`Queue::drain_next`]), normalising whatever the dead consumer left half
-//! done, and returns each cell to its owner; the drain keeps its position in the queue's own
-//! shared state, so a drainer that dies is succeeded by another. Cells the dead consumer had
-//! already taken out keep its queue's custody and are taken back by their owners afterwards
-//! (`port.rs`, "Reclaim").
+//! executes nothing more; the repairs act only on dead ranks' unfinished work (the reasoning in
+//! full: `docs/design/shm.md`, "The queue under failures"):
+//! - **A tail value was the tail** iff it is the tail now or some cell in custody of this queue
+//!   records it as `enq_prev`; generations make tail values unique, so stale records cannot match.
+//! - **A producer died between its CAS and its link**: the consumer finds its cell, checks that
+//!   its enqueuer is dead and links it itself ([`Queue::pop`], [`Queue::repair_unlinked_head`]);
+//!   a live producer is waited for.
+//! - **A consumer died**: its queue is sealed (producers get [`Error::PeerDead`]) and one live
+//!   rank drains it ([`Queue::drain_next`]), returning each cell to its owner; the drain's
+//!   position is in the queue's shared state, so a drainer that dies is succeeded by another.
 
 use crate::arena::{Arena, CellRef};
 use crate::cell::{

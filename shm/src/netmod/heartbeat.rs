@@ -1,13 +1,8 @@
 //! Heartbeats, shared by every netmod: a background thread sends a UDP datagram to every watched
-//! peer each period and records when each peer was last heard. A thread of its own, so that a
-//! rank computing for minutes without calling the library is not taken for dead (the progress
-//! engine only runs when the application calls in), and UDP so that heartbeats never queue behind
-//! data (a TCP stream, a fabric's send queue). After `shared/reference/p2pmpi-lapie.md`
-//! (heartbeats, `T_gossip` = 500 ms), without the gossip: each process watches every remote peer
-//! whose card it has, from start-up (a receive may wait on a peer it never talked to), so the
-//! cost is one datagram per remote peer and period: 2,000 datagrams a second per process for
-//! 1,000 remote peers at the default 500 ms. Gossip (P2P-MPI's double binary round-robin) is the
-//! way to larger jobs.
+//! peer each period and records when each peer was last heard. After
+//! `shared/reference/p2pmpi-lapie.md` (heartbeats, `T_gossip` = 500 ms), without the gossip: each
+//! process watches every remote peer whose card it has, from start-up. Why a thread of its own
+//! and UDP, what it costs, and how floods are borne: `docs/design/shm.md`, "Heartbeats".
 //!
 //! The bound: a peer that stops (dies without its connection closing, hangs, is stopped, or is
 //! cut off) is declared dead by the progress engine of each watcher within `timeout + period`
@@ -21,20 +16,11 @@
 //! neither keeps a dead peer alive nor touches anyone else's state (heartbeats only ever refresh;
 //! a death is silence).
 //!
-//! Floods: each time the thread wakes it drains the socket whole (`recvmmsg`, batches of
-//! [`BATCH`]), so that datagrams from strangers cannot fill the socket's buffer and push a real
-//! heartbeat out. What a datagram costs is bounded before anything is computed: one not of a
-//! heartbeat's size, or not from a watched peer's address, is dropped without its MAC checked;
-//! from a watched address at most [`CHECKS_PER_PERIOD`] MACs are checked per period (a peer sends
-//! one), the rest dropped. A source that can forge a watched peer's address can still drown that
-//! peer's heartbeats, as it could drop them on the way: that is an on-path attacker's power.
-//!
-//! A flood faster than the thread drains still overflows the socket, and the kernel then drops
-//! datagrams, real heartbeats among them. The thread reads the socket's drop counter
-//! (`SO_MEMINFO`) after each drain: a silence during which this socket lost datagrams proves
-//! nothing, so [`Heartbeat::silent`] does not report a peer whose silence overlaps an overflow,
-//! unless it lasts [`FLOOD_GRACE`] times the limit (a dead peer under a sustained flood is found
-//! that much later; a live one is not declared dead for the flood).
+//! Floods: each wake drains the socket whole (`recvmmsg`, batches of [`BATCH`]); a datagram not
+//! of a heartbeat's size, or not from a watched address, is dropped before any MAC is checked,
+//! and at most [`CHECKS_PER_PERIOD`] MACs are checked per watched address and period. A silence
+//! that overlaps an overflow of the socket (`SO_MEMINFO`) proves nothing: [`Heartbeat::silent`]
+//! reports it only once it lasts [`FLOOD_GRACE`] times the limit.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};

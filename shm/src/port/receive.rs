@@ -76,7 +76,7 @@ impl<'n, N: Node> Port<'n, N> {
     /// [`has_events`](Self::has_events) before it sleeps.
     ///
     /// The common case, the next message of an expected source waiting in its fastbox, is done
-    /// inline; everything else in [`poll_slow`](Self::poll_slow).
+    /// inline; everything else in `poll_slow`.
     #[inline(always)]
     pub fn poll(&mut self, expected: &[u16]) -> Result<Option<Incoming<'n>>> {
         if self.stash.is_none() {

@@ -69,7 +69,7 @@ impl<'n, N: Node> Port<'n, N> {
     ///
     /// The common case, a small message to a peer whose fastbox we hold and whose next slot is
     /// free, is done inline (with or without a piggyback); everything else in
-    /// [`send_slow`](Self::send_slow).
+    /// `send_slow`.
     #[inline(always)]
     pub fn send(&mut self, dst: u16, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<Sent> {
         self.send_from(dst, hdr, ft, payload)
