@@ -8,20 +8,16 @@
 //! storing the stamp `i + 1` (Release). The receiver never writes a slot: it reads slot
 //! `next mod slots` until its stamp is `next + 1`, and publishes how many messages it consumed on
 //! the separate ack line, every `slots / 2` messages. The sender reads the ack line only when it
-//! has used every slot it knows to be free. So in a ping-pong a message costs one cache-line
-//! transfer, the receiver's read, as the hardware's cache-line ping-pong does; a receiver that
-//! cleared the stamp in the slot (NEMESIS's full/empty flag) would make the sender's next write
-//! fetch the line back first. (FastForward, Giacomoni et al. 2008, has the sender test the slot
-//! instead: the same extra transfer.)
+//! has used every slot it knows to be free. Why the receiver never clears a slot, and why a ring
+//! rather than NEMESIS's single slot: `docs/design/shm.md`, "Fastboxes".
 //!
 //! Memory stays bounded: each receiver hosts a fixed number of boxes
 //! ([`Params::fastboxes_per_rank`](crate::layout::Params)), claimed on demand by senders that have
-//! sent enough messages to it (`port.rs`). The choice between one slot and a ring, and the sizes,
-//! were measured; see the crate documentation.
+//! sent enough messages to it (`port/send.rs`).
 //!
 //! Ordering with the cell queue: every message carries its per-pair sequence number; a receiver
 //! takes a fastbox message only when its number is the next expected from that sender, so fastbox
-//! and queue traffic from one sender arrive in the order sent (`port.rs`).
+//! and queue traffic from one sender arrive in the order sent (`port/receive.rs`).
 
 use core::marker::PhantomData;
 use core::ptr;

@@ -89,7 +89,7 @@ impl Default for Params {
 }
 
 impl Params {
-    /// The measured defaults (see the crate documentation, "Parameters").
+    /// The measured defaults (`docs/design/shm.md`, "Parameters").
     pub const DEFAULT: Params = Params {
         cell_size: 16 * 1024,
         cells_per_rank: 64,

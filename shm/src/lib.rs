@@ -11,10 +11,14 @@
 //! - [`fastbox`]: per-pair rings of slots;
 //! - [`collarea`]: the collectives' shared areas (flags and banks per communicator member);
 //! - [`node`]: what a node shares, over a segment or the heap; [`layout`]: the segment's layout;
-//! - [`port`]: a rank's send/poll/release API, per-pair ordering, failure recovery; [`pieces`]:
-//!   payloads gathered from (and fragments scattered into) non-contiguous buffers;
+//! - [`port`]: a rank's send/poll/release API, per-pair order, the netmods' hand-over, failure
+//!   recovery; [`pieces`]: payloads gathered from (and fragments scattered into) non-contiguous
+//!   buffers; [`incarnation`]: starting a dead rank again;
 //! - `segment`, `os` (not under loom): creating, attaching and watching the mapped segment;
-//! - [`failpoint`]: named crash points for tests (cargo feature `failpoints`).
+//! - `netmod`, `auth` (not under loom): the network module interface with its heartbeats and
+//!   addresses, and the job's secret;
+//! - [`error`]: the crate's one error enum; [`failpoint`](mod@failpoint): named crash points for tests (cargo
+//!   feature `failpoints`).
 //!
 //! # Example
 //!
@@ -36,25 +40,7 @@
 //! # Parameters
 //!
 //! See [`Params`]; the README section "Shared-memory parameters" lists them with their variables.
-//! Measured on the project's 2-core machine (2026-11-21), two processes pinned to two cores:
-//!
-//! - **Fastbox: single slot against a ring** (`nemesis-bench fastbox-compare --rounds 11`, 8-byte
-//!   messages, medians): one 256-byte slot (NEMESIS) 339 ns one-way and 8.3 M msg/s; rings of
-//!   4, 8 and 16 slots of 256 bytes 283, 260 and 255 ns and 8.0, 10.8 and 14.8 M msg/s. The ring
-//!   wins on both: a single slot must be acknowledged after every message, which puts the ack's
-//!   cache-line transfer on the critical path, and it cannot pipeline. 16 × 256 B first; then
-//!   64 × 256 B (2026-11-24, issue 16): a window of 64 non-blocking sends (OSU's, `mpi_pingpong.c
-//!   bw`) then goes whole through the ring instead of 48 of its messages through cells, which
-//!   costs the sender of 8-byte messages 608 instructions per message in `MPI_Isend` +
-//!   `MPI_Waitall` instead of 844 (`mpi/bench/stream-instructions.sh`; callgrind, so the loaded
-//!   machine did not matter), for 192 KiB more per rank.
-//! - **Cells** (`nemesis-bench shm-cells --rounds 7`, streaming, 1 MiB pool per rank): 16 KiB cells
-//!   give 8.0, 11.3, 11.4 and 10.1 GB/s for 4, 16, 64 and 256 KiB messages, within 10 % of the
-//!   best cell size for each; kept: 64 × 16 KiB.
-//! - **Memory** (`nemesis-bench segment-size`): 1.09 MiB per local rank at 8, 64 and 256 ranks,
-//!   67 KiB of it fastboxes; a 64 KiB box per pair would be 16 MiB per rank at 256 ranks.
-//! - **Latency** (`nemesis-bench shm-pingpong --rounds 41`): fastbox one-way 229–237 ns against a
-//!   cache-line ping-pong of 212–294 ns between the same cores (per-round ratio 0.80–1.08).
+//! The defaults were measured: `docs/design/shm.md`, "Parameters".
 
 pub mod arena;
 #[cfg(not(loom))]

@@ -12,14 +12,14 @@ use crate::layout::{Params, QueueKind};
 use crate::queue::{Liveness, Queue, QueueShared};
 use crate::sync::{AtomicU32, AtomicU64, Ordering::*};
 
-/// [`RankState::state`] before the rank attached.
+/// `RankState::state` before the rank attached.
 pub const STATE_EMPTY: u32 = 0;
-/// [`RankState::state`] while the rank runs.
+/// `RankState::state` while the rank runs.
 pub const STATE_ALIVE: u32 = 1;
-/// [`RankState::state`] once the rank exited or died: it executes nothing more.
+/// `RankState::state` once the rank exited or died: it executes nothing more.
 pub const STATE_GONE: u32 = 2;
 
-/// [`RankState::drain`] once the gone rank's receive queue was drained.
+/// `RankState::drain` once the gone rank's receive queue was drained.
 pub const DRAIN_DONE: u32 = u32::MAX;
 
 /// Exit status recorded for a rank that finalized normally.

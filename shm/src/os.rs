@@ -173,7 +173,7 @@ pub fn file_size(fd: &impl AsFd) -> Result<u64> {
 /// seal would make later mappings fail).
 const SIZE_SEALS: SealFlag = SealFlag::F_SEAL_SHRINK.union(SealFlag::F_SEAL_GROW).union(SealFlag::F_SEAL_SEAL);
 
-/// Seals the size of the memory file `fd` (see [`SIZE_SEALS`]).
+/// Seals the size of the memory file `fd` (see `SIZE_SEALS`).
 pub fn seal_size(fd: &impl AsFd) -> Result<()> {
     fcntl(fd.as_fd(), FcntlArg::F_ADD_SEALS(SIZE_SEALS)).map_err(|e| os_error("fcntl(F_ADD_SEALS)", e))?;
     Ok(())
