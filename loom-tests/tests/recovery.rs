@@ -1,4 +1,4 @@
-//! loom models of crash recovery (`shm/src/queue.rs` and `shm/src/port.rs`, "Failures"), on the
+//! loom models of crash recovery (`shm/src/queue.rs` and `shm/src/port/mod.rs`, "Failures"), on the
 //! code that ships: a producer that links and then dies, a dead sender's fastbox holding message
 //! k+1 while k is still in the queue, a partial message left by a dead sender behind a lagging
 //! receiver, and a dead receiver whose queue is drained and whose cells are taken back.
