@@ -17,7 +17,7 @@
 //!    node id (`NEMESIS_NODE`, else the host name) under `nemesis-node-<rank>`; barrier; each
 //!    reads all of them: the ranks of its node, in rank order, are its local ranks.
 //! 2. The lowest rank of a node creates the segment: under `nemesis-run`, it first looks up
-//!    `segment_key(node)` (the launcher contract, `crate::launch::contract`), where the launcher
+//!    `segment_key(node)` (the launcher contract, `crate::contract`), where the launcher
 //!    put `fd:<n>` (a memfd every rank inherited as descriptor `n`); otherwise it creates a named
 //!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
 //! 3. every rank attaches, checks the segment was made for its node's rank count, registers
@@ -39,15 +39,16 @@ use nemesis_shm::auth::{JobSecret, KVS_JOB_SECRET};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Node, Params, Segment};
 
-use crate::error::{Error, Result};
-use crate::launch::contract::{
-    ENV_LAUNCHER, ENV_NODE, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id, node_key, segment_key,
+use crate::contract::{
+    ENV_FT_RESTART, ENV_LAUNCHER, ENV_LOCALITY, ENV_NODE, ENV_PMI, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id,
+    node_key, segment_key,
 };
+use crate::error::{Error, Result};
 use crate::net::{Net, NetKind};
 use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
 #[cfg(feature = "hwloc")]
 use crate::topology::Machine;
-use crate::topology::distance::{ENV_LOCALITY, Locality};
+use crate::topology::distance::Locality;
 
 /// What start-up found out.
 #[derive(Debug)]
@@ -109,10 +110,8 @@ fn own_locality() -> Option<Locality> {
     }
 }
 
-/// The KVS key of rank `rank`'s netmod business card.
-pub fn card_key(rank: u32) -> String {
-    format!("nemesis-card-{rank}")
-}
+/// The KVS key of rank `rank`'s netmod business card, at its former path.
+pub use crate::contract::card_key;
 
 /// The job's secret under a process manager other than `nemesis-run` (which hands its own in
 /// the environment): rank 0 makes it (`getrandom`) and publishes it in the job's KVS, which only
@@ -193,7 +192,7 @@ const MULTI_PROCESS_HINTS: [&str; 5] =
 /// an error naming what was found and what is missing.
 pub fn choose(env: &dyn Fn(&str) -> Option<String>) -> Result<Choice> {
     let set = |v: &str| env(v).filter(|x| !x.trim().is_empty());
-    let wanted = set("NEMESIS_PMI").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_else(|| "auto".into());
+    let wanted = set(ENV_PMI).map(|v| v.trim().to_ascii_lowercase()).unwrap_or_else(|| "auto".into());
     let fd = set("PMI_FD");
     let pmix = set("PMIX_NAMESPACE");
     let under_nemesis_run = env(ENV_LAUNCHER).is_some_and(|v| v == LAUNCHER_NAME);
@@ -303,7 +302,7 @@ pub fn bootstrap() -> Result<Boot> {
     let choice = choose(&|v| std::env::var(v).ok())?;
     // A rank `nemesis-run --ft` restarts after a failure joins a running job: the others are past
     // the start-up barriers, and everything it reads from the key-value space is there already.
-    let restarted = std::env::var_os(crate::ft::ENV_FT_RESTART).is_some();
+    let restarted = std::env::var_os(ENV_FT_RESTART).is_some();
     if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
         crate::hygiene::check_pmi_fd()?;
     }

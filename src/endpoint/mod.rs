@@ -177,14 +177,8 @@ enum Peer {
     Silent,
 }
 
-/// Application messages and bytes sent to one rank.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Traffic {
-    /// Messages (a rendezvous message counts once).
-    pub messages: u64,
-    /// Payload bytes.
-    pub bytes: u64,
-}
+/// Application messages and bytes sent to one rank (defined with the matrix it fills).
+pub use crate::matrix::Traffic;
 
 /// The shared state behind an [`Endpoint`].
 struct Inner {
@@ -481,7 +475,7 @@ impl Endpoint {
             // the other groups, `MyPhase` to the coordinator).
             let generation = ft.generation;
             if let Some(ch) = ft.channel.as_mut() {
-                ch.send(&crate::ft::channel::Frame::Running { generation });
+                ch.send(&crate::contract::channel::Frame::Running { generation });
             }
             inner.ft_drain()?;
         }
@@ -1112,7 +1106,7 @@ impl Inner {
         for (_, mut u) in self.unexpected.take_all() {
             let _ = self.release_held(&mut u, None);
         }
-        let matrix = std::env::var_os(crate::matrix::ENV_COMM_MATRIX).filter(|v| !v.is_empty());
+        let matrix = std::env::var_os(crate::contract::ENV_COMM_MATRIX).filter(|v| !v.is_empty());
         if let Some(file) = &matrix {
             crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic())?;
         }

@@ -1,4 +1,4 @@
-//! Recovery of failed groups with `nemesis-run --ft` (its channel, `crate::ft::channel`): the
+//! Recovery of failed groups with `nemesis-run --ft` (its channel, `crate::contract::channel`): the
 //! launcher runs the recovery coordinators and restarts failed groups; a rank serves its part.
 //!
 //! - **Engine messages** from a coordinator come through the channel and go to the engine
@@ -80,8 +80,8 @@ use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
 use super::{Inner, NOT_LOCAL, Peer};
+use crate::contract::channel::Frame;
 use crate::error::{Error, Result};
-use crate::ft::channel::Frame;
 
 /// The messages whose data may not all come, under recovery: rendezvous, and eager messages in
 /// several cells.

@@ -46,7 +46,6 @@
 //! assert_eq!(*outcome.ending(), Ending::Completed);
 //! ```
 
-pub mod contract;
 mod ft;
 mod output;
 mod recovery;
@@ -75,6 +74,8 @@ pub use crate::topology::MapBy;
 
 /// How ranks wait for messages (sets `NEMESIS_WAIT` in their environment).
 pub use crate::config::WaitMode as Wait;
+/// The launcher's contract with its ranks, at its former path.
+pub use crate::contract;
 
 /// A job to start: a program, its arguments, and how to run its ranks. See the [module
 /// documentation](self) for an example.
@@ -319,9 +320,10 @@ impl Job {
         self.env.push((nemesis_shm::auth::ENV_JOB_SECRET.into(), secret.to_hex().into()));
         // Pretend nodes on this host talk over loopback unless told otherwise: nothing listens on
         // an address other hosts reach.
-        for (addr, iface) in
-            [("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "NEMESIS_OFI_HEARTBEAT_IF")]
-        {
+        for (addr, iface) in [
+            (contract::ENV_TCP_ADDR, contract::ENV_TCP_IF),
+            (contract::ENV_OFI_HEARTBEAT_ADDR, contract::ENV_OFI_HEARTBEAT_IF),
+        ] {
             if self.nodes > 1 && !self.sets(addr) && !self.sets(iface) {
                 self.env.push((addr.into(), "127.0.0.1".into()));
             }
@@ -357,7 +359,7 @@ impl Job {
         }
         if let Some(file) = &self.comm_matrix {
             let file = std::path::absolute(file).map_err(|e| Error::Config(format!("--comm-matrix: {e}")))?;
-            self.env.push((crate::matrix::ENV_COMM_MATRIX.into(), file.into()));
+            self.env.push((contract::ENV_COMM_MATRIX.into(), file.into()));
         }
         let ft = match &self.ft {
             Some(g) => Some(ft::setup(g, self.ranks, &self.env)?),
@@ -368,12 +370,12 @@ impl Job {
             self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
             // Between pretend nodes the TCP netmod reconnects to restarted ranks; the ofi netmod
             // cannot (yet): there a death ends the job.
-            let ofi = self.env.iter().rev().find(|(k, _)| k == "NEMESIS_NETMOD").map_or_else(
-                || std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v.trim() == "ofi"),
+            let ofi = self.env.iter().rev().find(|(k, _)| k == contract::ENV_NETMOD).map_or_else(
+                || std::env::var(contract::ENV_NETMOD).is_ok_and(|v| v.trim() == "ofi"),
                 |(_, v)| v.to_str().is_some_and(|v| v.trim() == "ofi"),
             );
             if self.nodes == 1 || !ofi {
-                self.env.push((crate::ft::channel::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
+                self.env.push((contract::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
                 recovery = Some(recovery::Recovery::new(f.group_of.clone(), self.ft_recovery, self.ft_max_restarts)?);
             } else {
                 tracing::warn!("fault tolerance over the ofi netmod runs failure-free: a death ends the job");

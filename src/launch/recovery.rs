@@ -1,6 +1,6 @@
 //! `nemesis-run --ft`: the launcher's side of HydEE recovery (`shared/reference/hydee.md`), a
 //! sans-I/O state machine the event loop (`supervise.rs`) drives with rank exits and the frames of
-//! the ranks' fault-tolerance channels (`crate::ft::channel`), and whose [`Step`]s it carries out.
+//! the ranks' fault-tolerance channels (`crate::contract::channel`), and whose [`Step`]s it carries out.
 //!
 //! It runs the recovery coordinators of the engine (`nemesis_ft::Coordinator`): one for the job
 //! (Fig 6.6, the default) or one per group (`--ft-recovery distributed`, Fig 6.7), and routes
@@ -37,8 +37,8 @@ use std::time::{Instant, SystemTime};
 
 use nemesis_ft::{Coordinator, CoordinatorId, Endpoint, GroupId, Rank, Round, Topology};
 
+use crate::contract::channel::Frame;
 use crate::error::{Error, Result};
-use crate::ft::channel::Frame;
 
 /// Default of `--ft-max-restarts`: failures a group may have before the job ends.
 pub const DEFAULT_MAX_RESTARTS: u32 = 10;

@@ -32,16 +32,15 @@ use nix::sys::signal::Signal;
 use nix::sys::socket::MsgFlags;
 use nix::unistd::Pid;
 
-use super::contract::{HANDLE_FD, process_mapping, segment_key};
 use super::output::{Forwarder, Stream, sanitize};
 use super::recovery::{Recovery, Step};
 use super::server::{Action, PmiServer};
 use super::signals::SignalPipe;
 use super::spawn::{self, Extra, Placement, Started};
 use super::{Ending, Job, NodePlan, Outcome, RankExit};
-use crate::bootstrap::card_key;
+use crate::contract::channel::{Channel, Frame};
+use crate::contract::{ENV_FT_RESTART, ENV_RUN_NO_MARKS, HANDLE_FD, card_key, process_mapping, segment_key};
 use crate::error::{Error, Result};
-use crate::ft::channel::{Channel, Frame};
 use crate::topology::Plan;
 
 /// One rank's PMI connection.
@@ -528,7 +527,7 @@ impl Supervisor {
         let (rank, pid, node, local, stopped) = (r.rank, r.pid, r.node, r.local, r.stopped);
         // `NEMESIS_RUN_NO_MARKS` (tests only) leaves deaths unmarked, as a foreign process
         // manager would: ranks must then learn of them through pidfds.
-        if std::env::var_os("NEMESIS_RUN_NO_MARKS").is_none()
+        if std::env::var_os(ENV_RUN_NO_MARKS).is_none()
             && let Err(e) = self.segments[node].mark_gone(local, status.into_raw() as u32)
         {
             tracing::warn!(rank, error = %e, "could not mark the rank gone in the segment");
@@ -684,7 +683,7 @@ impl Supervisor {
         let list = groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let extra = Extra {
             ft_channel: true,
-            env: vec![(crate::ft::ENV_FT_RESTART.into(), format!("{round}:{list}"))],
+            env: vec![(ENV_FT_RESTART.into(), format!("{round}:{list}"))],
             inherit_output: true,
         };
         for &rank in &ranks {

@@ -23,10 +23,7 @@ use nemesis_ft::{Control, CoordinatorId, Round};
 
 use crate::error::{Error, Result};
 
-/// The rank's end of its channel (a descriptor number), set by `nemesis-run --ft` only.
-pub const ENV_FT_FD: &str = "NEMESIS_FT_FD";
-/// `centralised` (default) or `distributed`: one recovery coordinator, or one per group (Fig 6.7).
-pub const ENV_FT_RECOVERY: &str = "NEMESIS_FT_RECOVERY";
+pub use super::env::{ENV_FT_FD, ENV_FT_RECOVERY};
 
 /// Longest frame body accepted.
 pub const FRAME_MAX: usize = 1 << 20;
