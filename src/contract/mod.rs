@@ -2,7 +2,7 @@
 //! (the bootstrap, the PMI clients, the FT wiring): every environment variable and every message
 //! that passes between them, defined here once. Both sides import this module, never each other.
 //!
-//! - [`env`]: the environment variables, each with what it carries, who writes it, who reads it
+//! - [`env`](mod@env): the environment variables, each with what it carries, who writes it, who reads it
 //!   and its default; also the configuration variables the user sets for the ranks.
 //! - [`kvs`]: the keys of the job's key-value space (segment handles, node ids, business cards,
 //!   Hydra's `PMI_process_mapping`).

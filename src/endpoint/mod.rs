@@ -1,51 +1,30 @@
-//! The Endpoint: MPI-style point-to-point messaging over the node segment
-//! (`shared/ARCHITECTURE.md`, "One message, end to end").
+//! The Endpoint: MPI-style point-to-point messaging over the node segment, and over a netmod to
+//! other nodes (`shared/ARCHITECTURE.md`, "One message, end to end"; the reasoning is in
+//! `docs/design/endpoint.md`).
 //!
-//! - **Matching** on `(source | ANY_SOURCE, tag | ANY_TAG, context)` in posting order against
-//!   messages in arrival order; per-pair order across the fastbox and queue paths comes from the
-//!   port's sequence numbers, so messages from one source in one context match receives in the
-//!   order sent (non-overtaking).
-//! - **Eager protocol**: a message up to the eager limit goes through the pair's fastbox or in
-//!   cells (several for a long one); when cells run out the send waits in a pending list that
-//!   progress resumes.
-//! - **Rendezvous** (`nemesis-lmt`): a longer message sends only an RTS, matched like an eager
-//!   message; once a receive takes it, the data moves through a copy ring of the receiver's (both
-//!   sides copying, pipelined) or by a single CMA read of the sender's buffer, driven by progress.
-//!   A send by rendezvous completes when the receiver has the data (so it is also synchronous).
-//! - **Receive**: a receive first searches the unexpected list; if nothing matches and no
-//!   earlier posted receive could take the same message, progress runs with this receive as the
-//!   match target ("bypass" of the posted list, NEMESIS L811–815 of
-//!   `shared/papers/mercier-2019-hdr-nemesis-topology.txt`); only if still unmatched is it posted.
-//!   An unexpected message is copied out of its cell at once (cells are scarce), up to
-//!   `NEMESIS_UNEXPECTED_MAX` bytes in all; beyond, a local sender's unexpected messages stay in
-//!   its cells until received (back-pressure: the sender runs out of cells and waits).
-//! - **Truncation**: a message longer than the buffer fills the buffer and completes the receive
-//!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
-//! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
-//!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
-//! - **Errors not a call's own** (another peer's malformed message, a failure of the node, met
-//!   while a call waits): the call returns such an error only once none of its requests can
-//!   touch the caller's memory — withdrawn, or their transfer finished (`settle.rs`). An RTS
-//!   announcing more than any buffer holds is refused where it arrives ([`Error::RtsTooLong`]).
-//! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
-//!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
-//!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
-//!   the node's pairs, as with one limit; only a message above it looks at its pair's (`eager.rs`).
+//! A message goes eagerly (the pair's fastbox, or cells) up to the eager limit, by rendezvous
+//! (`nemesis-lmt`: an RTS, then a copy ring or a single CMA copy) beyond it. A receive first
+//! searches the unexpected list, then progresses with itself as the match target ("bypass", NEMESIS
+//! L811–815 of `shared/papers/mercier-2019-hdr-nemesis-topology.txt`), and only then is posted.
 //!
-//! - **Cancellation** (`cancel.rs`): a posted receive not yet matched is withdrawn; a send is
-//!   withdrawn by its receiver if no receive has taken its message yet (a request to the
-//!   receiver, answered in order after the message itself).
-//! - **Matched probes**: a probe can reserve the message it found ([`Message`]), which no other
-//!   receive then matches and a later receive of that message takes.
+//! What holds:
+//! - **Non-overtaking**: messages from one source in one context match receives in the order sent
+//!   (the port's per-pair sequence numbers order the fastbox and queue paths).
+//! - **Truncation** fills the buffer and completes with [`Error::Truncated`]; nothing is written
+//!   past a buffer.
+//! - **Unexpected messages** copied out of the segment stay within `NEMESIS_UNEXPECTED_MAX`; beyond
+//!   it a local sender's messages stay in its cells (back-pressure, nothing lost).
+//! - **Dead peers**: once nothing more can arrive from one, receives naming it and sends to it fail
+//!   with [`Error::PeerDied`].
+//! - **No call returns while a transfer can touch its caller's memory**, even with an error that is
+//!   not its own (`settle.rs`).
 //!
-//! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
-//! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
-//! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
-//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends), `pieces.rs`
-//! (buffers in pieces: non-contiguous data moved without a packed copy), `settle.rs` (what a call
-//! that meets an error not its own does with its requests before it returns: no transfer touches
-//! the caller's memory afterwards); this file holds the public API, `Inner` and init/finalize.
+//! One file per concept, declared here: `lifecycle.rs` (init, finalize), `matching.rs` (posted and
+//! unexpected lists), `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs`,
+//! `progress.rs` (polling, routing arrivals, dead peers), `waiting.rs` (waits, the bypass receive),
+//! `probe.rs`, `scope.rs`, `request.rs` (the request table), `cancel.rs`, `pieces.rs` (non-contiguous
+//! buffers), `settle.rs`, `fused.rs` (links), `unexpected.rs`; with fault tolerance `ft.rs` (the
+//! HydEE hooks), `checkpoint.rs` and `recovery.rs`. This file holds the public types and `Inner`.
 
 mod cancel;
 mod checkpoint;

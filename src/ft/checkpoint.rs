@@ -1,60 +1,23 @@
 //! Checkpoint files: one per rank and generation, written atomically (temporary file, `fsync`,
-//! `rename`, `fsync` of the directory) and checked on reading (a torn, corrupt, forged or foreign
-//! file is refused, never loaded).
+//! `rename`, `fsync` of the directory) and checked on reading. Why two generations, and how the
+//! logs are kept able to replay the older one, is in `docs/design/endpoint.md` ("Checkpoint files").
 //!
-//! A file `nemesis-ckpt-<job>-<rank>-<generation>.nft` holds, little-endian:
+//! A file `nemesis-ckpt-<job>-<rank>-<generation>.nft` holds, little-endian: a 64-byte header (magic
+//! `NEMFTCK\0`, [`VERSION`], the job key, rank, group, generation, ranks in the job, the lengths
+//! `a` and `f`), the application state (`a` bytes), the [`FtImage`] (`f` bytes, postcard), a MAC
+//! (HMAC-SHA256 of every byte before it under the job's [`CheckpointKey`]) and an XXH64 of every
+//! byte before it.
 //!
-//! | offset | bytes | field |
-//! |---|---|---|
-//! | 0 | 8 | magic `NEMFTCK\0` |
-//! | 8 | 4 | format version ([`VERSION`]) |
-//! | 12 | 4 | 0 |
-//! | 16 | 8 | job key (the FNV-1a hash of the job's id) |
-//! | 24 | 4 | rank |
-//! | 28 | 4 | group |
-//! | 32 | 8 | generation (from 1) |
-//! | 40 | 4 | ranks in the job |
-//! | 44 | 4 | 0 |
-//! | 48 | 8 | `a`: bytes of the application state |
-//! | 56 | 8 | `f`: bytes of the fault-tolerance image |
-//! | 64 | `a` | the application state, as the application gave it |
-//! | 64 + `a` | `f` | the [`FtImage`] (postcard): the engine's `checkpoint()`, the log's `snapshot()`, the messages that had arrived and were not yet received |
-//! | 64 + `a` + `f` | 32 | MAC: HMAC-SHA256 of every byte before it, under the job's [`CheckpointKey`] |
-//! | 96 + `a` + `f` | 8 | XXH64 of every byte before it |
-//!
-//! # Damage and forgery
-//! XXH64 tells damage (a torn write, a flipped bit: [`Error::CheckpointCorrupt`]); the MAC tells
-//! who made the file. Its key is derived from the job's secret (`NEMESIS_JOB_SECRET`, which
-//! `nemesis-run` gives every rank, restarted ones included) and the job's id
-//! ([`CheckpointKey::new`]), so a file made without the secret, or by another job, does not verify
-//! ([`Error::CheckpointForged`]). The MAC covers the header, so an authentic file copied under
-//! another rank's or generation's name (an older generation replayed as a newer one) is refused
-//! by the header's rank and generation. Temporary files are created `O_EXCL | O_NOFOLLOW`, mode
-//! 0600 (a stale one of a crashed attempt, or a link planted there, is removed first, never
-//! followed); files are read `O_NOFOLLOW`.
-//!
-//! # Two generations, and what a damaged file does
-//! A rank keeps its two newest durable generations: once every member of its group has made
-//! generation `g` durable (the Endpoint's checkpoint protocol), it removes its files older than
-//! the previous durable one. After a failure, every member of the group restores the same
-//! generation ([`restart_point`]): the newest one for which every member holds a valid file
-//! (header, checksum and MAC checked, the whole file read). A damaged file (torn, corrupt, forged,
-//! or naming another job, rank or generation) makes that generation incomplete, so the whole group falls
-//! back to the previous one; the file's owner reports it once.
-//!
-//! The fallback is only sound if the other groups can still replay what the older generation
-//! needs, so what frees their logs lags by one generation (the Endpoint holds them back,
-//! `crate::endpoint::ft`): HydEE's `Ack` (sender-log garbage collection, T:2097 of
-//! `guermouche-2011-thesis-send-determinism-hydee.txt`) and `Checkpointed` (RPP pruning, \[R\] of
-//! `shared/reference/hydee.md`) that generation `g`'s durability or the receptions after it would
-//! send leave only when generation `g + 1` is durable, i.e. when `g` has become the older of the
-//! two retained. A restart from generation `g` makes the survivors drop what `g` holds (their
-//! answer to `Restarted`): from then on only `g` is covered, and the restarted ranks remove every
-//! other file of theirs. With no complete valid generation: if no file is damaged, no generation
-//! was ever durable (the newest durable one is never removed before a newer one is), no
-//! acknowledgement left, and the group restarts from the beginning; if one is, the group cannot
-//! tell whether the logs still cover the beginning, and the job cannot recover
-//! ([`RestartPoint::Lost`]).
+//! What holds:
+//! - A torn, corrupt ([`Error::CheckpointCorrupt`]), forged or foreign ([`Error::CheckpointForged`])
+//!   file is refused, never loaded; the MAC covers the header, so a file under another rank's or
+//!   generation's name is refused too.
+//! - Temporary files are created `O_EXCL | O_NOFOLLOW`, mode 0600; files are read `O_NOFOLLOW`.
+//! - A rank keeps its two newest durable generations; a group restores the newest generation every
+//!   member holds valid ([`restart_point`]), else the previous one; with none and a damaged file
+//!   the job cannot recover ([`RestartPoint::Lost`]).
+//! - What frees other groups' logs (HydEE's `Ack`, `Checkpointed`) lags one generation behind, so
+//!   the older retained generation can always be replayed.
 
 use std::fs::File;
 use std::io::{Read, Write};

@@ -1,33 +1,21 @@
-//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2 conversation and
-//! watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and "Liveness and
-//! failures"). The `nemesis-run` binary is a command line over [`Job`]; a benchmark that starts
-//! its own ranks uses [`Job`] directly.
+//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2
+//! conversation and watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and
+//! "Liveness and failures"; the steps of a job are in `docs/design/launcher.md`). The `nemesis-run`
+//! binary is a command line over [`Job`]; a benchmark that starts its own ranks uses [`Job`] directly.
 //!
-//! Modules:
-//! - [`contract`]: the environment variables and KVS keys every rank finds (shared with the
-//!   rank-side bootstrap);
-//! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
-//! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
-//!   (death signal, inherited descriptors, CPU binding);
-//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM,
-//!   fault-tolerance channels), liveness marks in the segment, teardown, restarts;
-//! - `recovery`: with `--ft` (one node, or several over the TCP netmod), HydEE's recovery coordinators and the restart of failed
-//!   groups (a sans-I/O state machine the event loop drives);
-//! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
+//! What the ranks find (environment, KVS keys, FT frames) is [`crate::contract`], which the rank
+//! side reads too. Modules: [`server`] (the PMI server, sans-I/O), `spawn` (one rank's command,
+//! environment and what runs between `fork` and `exec`), `supervise` (the event loop, liveness marks,
+//! teardown, restarts), `recovery` (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the
+//! FT directory), `output` (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
 //!
-//! # What a job does
-//!
-//! 1. creates the node's segment (a memfd: nothing in `/dev/shm`, nothing to leak) for all ranks,
-//!    and pre-puts its handle `fd:<n>` under [`contract::segment_key`]`(node)`;
-//! 2. starts every rank with the [`contract`] environment and its end of a socket pair as
-//!    `PMI_FD`;
-//! 3. serves PMI, and when a rank ends marks it GONE in the segment (peers blocked on it get
-//!    `PeerDied` instead of hanging);
-//! 4. when a rank fails (a non-zero exit or a signal) prints one line such as
-//!    `nemesis-run: rank 3 (pid 4242) killed by signal 9` and, unless [`Job::keep_going`], ends the
-//!    others: SIGTERM, then SIGKILL after [`Job::kill_grace`]. A PMI `abort` ends the job the same
-//!    way (even with `keep_going`), with the code the rank asked for. With [`Job::handle_signals`],
-//!    SIGINT and SIGTERM to the launcher end the job too.
+//! What holds:
+//! - Nothing is left in `/dev/shm`: a node's segment is a memfd the ranks inherit.
+//! - A rank that ends is marked GONE in its segment: peers blocked on it get `PeerDied`, never hang.
+//! - A failed rank ends the job unless [`Job::keep_going`] (SIGTERM, then SIGKILL after
+//!   [`Job::kill_grace`]); a PMI `abort` ends it always, with the code the rank asked for.
+//! - Ranks die with the launcher: their `PR_SET_PDEATHSIG` is tied to the thread that forked them,
+//!   which stays in [`Job::run`] until every rank is reaped.
 //!
 //! # Example
 //!

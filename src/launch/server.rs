@@ -1,59 +1,23 @@
 //! PMI-1 and PMI-2 server: the state machine behind `nemesis-run`'s end of each rank's `PMI_FD`.
+//! The wire format is MPICH's (`src/pmi`, "PMI version 1.1 message protocol"; PMI-2's framing is
+//! `crate::pmi::v2`'s), the replies Hydra 4.0.2's, checked against its sources
+//! (`pmiserv_pmi_v1.c`, `pmip_pmi_v1.c`); every query and its reply, and where this server differs
+//! from Hydra on purpose, are in `docs/design/launcher.md` ("The PMI server").
 //!
-//! Sans-I/O: [`PmiServer::on_line`] takes one line a rank sent and emits [`Action`]s (replies to
-//! write, an abort to carry out); [`PmiServer::on_gone`] tells it a rank can take part no more.
-//! The supervisor (`supervise.rs`) does the socket I/O. The wire format is MPICH's (`src/pmi`,
-//! "PMI version 1.1 message protocol") and replies are those of Hydra 4.0.2, checked against its
-//! sources (`pmiserv_pmi_v1.c`, `pmip_pmi_v1.c`) and a recorded conversation:
+//! Sans-I/O: [`PmiServer::on_line`] (PMI-1) and [`PmiServer::on_bytes`] (PMI-2, after an `init`
+//! that asks for it) take what a rank sent and emit [`Action`]s (replies to write, an abort to carry
+//! out); [`PmiServer::on_gone`] tells it a rank can take part no more. The supervisor
+//! (`supervise.rs`) does the socket I/O.
 //!
-//! | query | reply |
-//! |---|---|
-//! | `cmd=init pmi_version=1 pmi_subversion=1` | `cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0` |
-//! | `cmd=get_maxes` | `cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024 rc=0` |
-//! | `cmd=get_appnum` | `cmd=appnum appnum=0 rc=0` |
-//! | `cmd=get_my_kvsname` | `cmd=my_kvsname kvsname=<name> rc=0` |
-//! | `cmd=get_universe_size` | `cmd=universe_size size=<ranks> rc=0` |
-//! | `cmd=put kvsname=<name> key=<k> value=<v>` | `cmd=put_result rc=0 msg=success` |
-//! | `cmd=get kvsname=<name> key=<k>` | `cmd=get_result rc=0 msg=success value=<v>`, or `rc=-1 msg=key_<k>_not_found value=unknown` |
-//! | `cmd=barrier_in` | `cmd=barrier_out`, to every rank in the barrier once all taking part entered |
-//! | `cmd=finalize` | `cmd=finalize_ack` |
-//! | `cmd=abort exitcode=<n> message=<m>` (or `msg=`) | none: the job ends with code `n` |
-//!
-//! Differences from Hydra, on purpose: the replies carry `rc=0` where Hydra's carry none (clients,
-//! MPICH's and ours, read a missing `rc` as 0); an unknown or malformed command gets
-//! `cmd=error rc=-1 msg=<why>` instead of ending the job; a put whose value or key is too long,
-//! or a rank's put of a new key beyond [`KEYS_PER_RANK`], gets `rc=-1`. As in Hydra, a put may
-//! overwrite a key, values are stored and returned as sent (backslash escapes of MPICH 4 clients
-//! included), and a put is visible to every rank at once (PMI only promises it after the next
-//! barrier).
-//!
-//! **Limits.** What a rank can make the launcher hold is bounded: a PMI-1 line of [`LINE_MAX`]
-//! bytes, a PMI-2 message of [`MESSAGE2_MAX`] (a longer one, or a bad length field, closes that
-//! rank's connection, with a message on the launcher's standard error); keys of [`KEY_MAX`] and
-//! values of [`VALUE_MAX`] bytes, as Hydra (`PMI_MAXKEYLEN` 64, `PMI_MAXVALLEN` 1024 and
-//! `PMI_MAXKVSLEN` 256 in Hydra's `pm/pmiserv/common.h`); at most [`KEYS_PER_RANK`] keys put by
-//! each rank; an abort message of [`ABORT_TEXT_MAX`] bytes. MPICH's simple PMI client reads
-//! lines of `PMIU_MAXLINE` = 1024 bytes (`simple_pmiutil.h`); [`LINE_MAX`] is larger because an
-//! MPICH 4 client escapes a value of 1024 bytes into up to twice that. Every reply is bounded by
-//! these (a value, and tokens of at most 200 bytes).
-//!
-//! **Barriers and departed ranks.** A barrier completes once every rank *still taking part* has
-//! entered it. A rank stops taking part when it finalizes, when its connection closes, or when its
-//! process ends ([`PmiServer::on_gone`]). So a rank that exits without finalize never leaves the
-//! others hanging: by default the launcher is tearing the job down anyway (if it failed), and
-//! otherwise (`--keep-going`, or a rank that exited 0 early) the barrier completes over the live
-//! ranks, which then learn of the death from the segment or from a `get` that finds nothing.
-//! A rank that never speaks PMI (`nemesis-run -n 2 -- hostname`) takes part until it exits.
-//!
-//! **PMI-2.** A rank whose `init` asks for `pmi_version=2 pmi_subversion=0` is answered
-//! `cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0` and from then on speaks PMI-2's
-//! wire format (six characters of length, then `cmd=<name>;key=value;...;`, see
-//! `crate::pmi::v2`), through [`PmiServer::on_bytes`]. Served as Hydra serves them: `fullinit`
-//! (`rank`, `size`, `appnum`), `job-getid` (the KVS name), `info-getjobattr` (the pre-put
-//! `PMI_process_mapping`, `universeSize`), `info-putnodeattr`/`info-getnodeattr` (one table for
-//! the whole launcher), `kvs-put`, `kvs-get` (`found=TRUE|FALSE`), `kvs-fence` (the same barrier
-//! as PMI-1's, so ranks of both versions can share a job), `finalize`, `abort`. Replies carry
-//! `rc=0`, or `rc=-1;errmsg=<why>`; an unknown command gets `cmd=error;rc=-1;errmsg=...;`.
+//! What holds:
+//! - What a rank can make the launcher hold is bounded: a line of [`LINE_MAX`] bytes, a PMI-2
+//!   message of [`MESSAGE2_MAX`] (longer closes the connection), keys of [`KEY_MAX`] and values of
+//!   [`VALUE_MAX`] bytes as Hydra, [`KEYS_PER_RANK`] keys per rank, an abort text of
+//!   [`ABORT_TEXT_MAX`]; every reply is bounded by these.
+//! - A bad command gets `rc=-1` and a reason; it never ends the job.
+//! - A barrier (PMI-1's and PMI-2's `kvs-fence` are one) completes once every rank *still taking
+//!   part* entered it: a rank stops taking part when it finalizes, closes its connection or ends.
+//! - A put is visible to every rank at once.
 
 use std::collections::HashMap;
 
