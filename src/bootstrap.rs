@@ -9,6 +9,7 @@
 //! 2. the lowest rank of a node finds the launcher's segment (`segment_key(node)`,
 //!    [`crate::contract`]) or creates a named one and publishes it; barrier;
 //! 3. every rank attaches and registers; barrier; a name, if any, is unlinked.
+//!
 //! Over several nodes each rank also starts the netmod and publishes its business card
 //! (`card_key`) before the second barrier.
 //!
