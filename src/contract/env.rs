@@ -68,7 +68,7 @@ pub const ENV_FT_DIR: &str = "NEMESIS_FT_DIR";
 /// `nemesis-run --ft` only; read by `ft::FtConfig`. Unset: no recovery, a death ends the job.
 pub const ENV_FT_FD: &str = "NEMESIS_FT_FD";
 /// `centralised` (default) or `distributed`: one recovery coordinator, or one per group (Fig
-/// 6.7). Written by `nemesis-run --ft-recovery`; read by `ft::FtConfig`.
+/// 6.7). Written by `nemesis-run --ft` (as `--ft-recovery` says); read by `ft::FtConfig`.
 pub const ENV_FT_RECOVERY: &str = "NEMESIS_FT_RECOVERY";
 /// `<round>:<group>[,<group>...]`: this process restarts in recovery round `round`, in which the
 /// groups listed restart. Written by the launcher into restarted ranks only; read by the
