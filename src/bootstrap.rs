@@ -1,36 +1,24 @@
 //! Start-up: who am I, who shares my node, and the node's segment (`shared/ARCHITECTURE.md`,
-//! "Bootstrap" and "The shared segment").
+//! "Bootstrap" and "The shared segment"; the reasoning is in `docs/design/launcher.md`, "A rank's
+//! start-up").
 //!
-//! **Which process manager.** [`choose`] reads the environment: `NEMESIS_PMI` (`1`, `2`, `pmix`,
-//! `singleton`) when set; else PMIx when `PMIX_NAMESPACE` is set (`srun --mpi=pmix`, Open MPI's
-//! `mpiexec`; needs the `pmix` feature); else PMI-2 over `PMI_FD` when asked (`PMI_VERSION=2`, or
-//! Slurm's `SLURM_MPI_TYPE=pmi2`); else PMI-1 over `PMI_FD` (Hydra, `nemesis-run`); else a
-//! singleton, unless the environment shows a job of several processes (`PMI_SIZE`,
-//! `SLURM_STEP_NUM_TASKS`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`, `MPI_LOCALNRANKS` above 1),
-//! which is an error naming what was found and what is missing: never four singletons that each
-//! believe they are the job. The choice is logged at `NEMESIS_LOG=info`. The sequence below is
-//! the same over every interface ([`ProcessManager`]).
+//! [`choose`] picks the process manager interface from the environment (`NEMESIS_PMI`, else PMIx,
+//! PMI-2, PMI-1 or a singleton by what is set); then, over any of them ([`ProcessManager`]):
+//! 1. **placement**: the ranks of this node, from the process manager's mapping or from every
+//!    rank's node id put in the KVS;
+//! 2. the lowest rank of a node finds the launcher's segment (`segment_key(node)`,
+//!    [`crate::contract`]) or creates a named one and publishes it; barrier;
+//! 3. every rank attaches and registers; barrier; a name, if any, is unlinked.
 //!
-//! 1. **Placement.** If `NEMESIS_NODE` is not set and the process manager says where the ranks
-//!    are (PMI-1/PMI-2: `PMI_process_mapping`; PMIx: `PMIX_LOCAL_PEERS`), the ranks of this node
-//!    are taken from it, and the node is named `<host>.<index>`. Otherwise every rank puts its
-//!    node id (`NEMESIS_NODE`, else the host name) under `nemesis-node-<rank>`; barrier; each
-//!    reads all of them: the ranks of its node, in rank order, are its local ranks.
-//! 2. The lowest rank of a node creates the segment: under `nemesis-run`, it first looks up
-//!    `segment_key(node)` (the launcher contract, `crate::launch::contract`), where the launcher
-//!    put `fd:<n>` (a memfd every rank inherited as descriptor `n`); otherwise it creates a named
-//!    segment (`shm_open`, `O_EXCL`, 0600, random name) and puts `shm:<name>`; barrier;
-//! 3. every rank attaches, checks the segment was made for its node's rank count, registers
-//!    (publishing its pid for peers' pidfd watches); barrier; the name, if any, is unlinked (the
-//!    last rank to register already did; every rank does it again in case a rank died before
-//!    registering). A rank whose start-up fails after it created or attached the segment unlinks
-//!    the name too (`Segment`'s `Drop`).
+//! Over several nodes each rank also starts the netmod and publishes its business card
+//! (`card_key`) before the second barrier.
 //!
-//! When some ranks are on other nodes, each rank also starts the netmod (`NEMESIS_NETMOD`: TCP,
-//! or libfabric with the `rdma` feature) and puts its business card under `nemesis-card-<rank>` before the second barrier; after it, each reads the cards of
-//! the ranks on other nodes (connections are made on first use).
-//!
-//! A singleton has a private memfd segment.
+//! What holds:
+//! - Never several singletons that each believe they are the job: an environment that shows a job
+//!   of several processes without a process manager to reach is an error naming what is missing.
+//! - Nothing stays in `/dev/shm`: a named segment is unlinked once every rank attached, and by any
+//!   rank whose start-up fails after it created or attached it.
+//! - A singleton has a private memfd segment.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -39,15 +27,16 @@ use nemesis_shm::auth::{JobSecret, KVS_JOB_SECRET};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Backing, Node, Params, Segment};
 
-use crate::error::{Error, Result};
-use crate::launch::contract::{
-    ENV_LAUNCHER, ENV_NODE, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id, node_key, segment_key,
+use crate::contract::{
+    ENV_FT_RESTART, ENV_LAUNCHER, ENV_LOCALITY, ENV_NODE, ENV_PMI, HANDLE_FD, HANDLE_SHM, LAUNCHER_NAME, local_node_id,
+    node_key, segment_key,
 };
+use crate::error::{Error, Result};
 use crate::net::{Net, NetKind};
 use crate::pmi::{Pmi2Client, PmiClient, ProcessManager};
 #[cfg(feature = "hwloc")]
 use crate::topology::Machine;
-use crate::topology::distance::{ENV_LOCALITY, Locality};
+use crate::topology::distance::Locality;
 
 /// What start-up found out.
 #[derive(Debug)]
@@ -109,10 +98,8 @@ fn own_locality() -> Option<Locality> {
     }
 }
 
-/// The KVS key of rank `rank`'s netmod business card.
-pub fn card_key(rank: u32) -> String {
-    format!("nemesis-card-{rank}")
-}
+/// The KVS key of rank `rank`'s netmod business card, at its former path.
+pub use crate::contract::card_key;
 
 /// The job's secret under a process manager other than `nemesis-run` (which hands its own in
 /// the environment): rank 0 makes it (`getrandom`) and publishes it in the job's KVS, which only
@@ -193,7 +180,7 @@ const MULTI_PROCESS_HINTS: [&str; 5] =
 /// an error naming what was found and what is missing.
 pub fn choose(env: &dyn Fn(&str) -> Option<String>) -> Result<Choice> {
     let set = |v: &str| env(v).filter(|x| !x.trim().is_empty());
-    let wanted = set("NEMESIS_PMI").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_else(|| "auto".into());
+    let wanted = set(ENV_PMI).map(|v| v.trim().to_ascii_lowercase()).unwrap_or_else(|| "auto".into());
     let fd = set("PMI_FD");
     let pmix = set("PMIX_NAMESPACE");
     let under_nemesis_run = env(ENV_LAUNCHER).is_some_and(|v| v == LAUNCHER_NAME);
@@ -303,7 +290,7 @@ pub fn bootstrap() -> Result<Boot> {
     let choice = choose(&|v| std::env::var(v).ok())?;
     // A rank `nemesis-run --ft` restarts after a failure joins a running job: the others are past
     // the start-up barriers, and everything it reads from the key-value space is there already.
-    let restarted = std::env::var_os(crate::ft::ENV_FT_RESTART).is_some();
+    let restarted = std::env::var_os(ENV_FT_RESTART).is_some();
     if matches!(choice, Choice::Pmi1(_) | Choice::Pmi2(_)) {
         crate::hygiene::check_pmi_fd()?;
     }

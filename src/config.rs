@@ -1,6 +1,10 @@
-//! Run-time configuration from `NEMESIS_*` variables (every one is listed in the README with its
-//! default and the measurement that chose it).
+//! Run-time configuration from `NEMESIS_*` variables (named in [`crate::contract::env`]; every
+//! one is listed in `docs/configuration.md` with its default and the measurement that chose it).
 
+use crate::contract::{
+    ENV_CMA_MAX, ENV_CMA_MIN, ENV_CMA_SPLIT_MIN, ENV_EAGER_BLOCKING_MAX, ENV_EAGER_MAX, ENV_LMT, ENV_SPIN_POLLS,
+    ENV_TOPO_TABLE, ENV_UNEXPECTED_MAX, ENV_WAIT,
+};
 use crate::error::{Error, Result};
 use crate::topology::PairTable;
 
@@ -135,36 +139,36 @@ impl Config {
     /// The defaults with every `NEMESIS_*` override from the environment.
     pub fn from_env() -> Result<Config> {
         let mut c = Config::default();
-        if let Ok(v) = std::env::var("NEMESIS_WAIT") {
+        if let Ok(v) = std::env::var(ENV_WAIT) {
             c.wait = WaitMode::parse(&v)?;
         }
         // A node-wide variable the user sets beats the measured rows of the pair table.
-        if let Some(n) = size_var("NEMESIS_EAGER_MAX")? {
+        if let Some(n) = size_var(ENV_EAGER_MAX)? {
             c.eager_max = Some(n);
             c.pairs.clear("eager");
         }
-        if let Some(n) = size_var("NEMESIS_EAGER_BLOCKING_MAX")? {
+        if let Some(n) = size_var(ENV_EAGER_BLOCKING_MAX)? {
             c.eager_blocking_max = Some(n);
             c.pairs.clear("eager_blocking");
         }
-        if let Ok(v) = std::env::var("NEMESIS_LMT") {
+        if let Ok(v) = std::env::var(ENV_LMT) {
             c.lmt = parse_lmt(&v)?;
         }
         for (var, field, value) in [
-            ("NEMESIS_CMA_MIN", "lmt_min", &mut c.cma_min),
-            ("NEMESIS_CMA_MAX", "lmt_max", &mut c.cma_max),
-            ("NEMESIS_CMA_SPLIT_MIN", "split", &mut c.split_min),
+            (ENV_CMA_MIN, "lmt_min", &mut c.cma_min),
+            (ENV_CMA_MAX, "lmt_max", &mut c.cma_max),
+            (ENV_CMA_SPLIT_MIN, "split", &mut c.split_min),
         ] {
             if let Some(n) = size_var(var)? {
                 *value = n;
                 c.pairs.clear(field);
             }
         }
-        if let Ok(spec) = std::env::var("NEMESIS_TOPO_TABLE") {
+        if let Ok(spec) = std::env::var(ENV_TOPO_TABLE) {
             c.pairs.apply(&spec)?;
         }
-        c.unexpected_max = size_var("NEMESIS_UNEXPECTED_MAX")?.unwrap_or(c.unexpected_max);
-        if let Ok(v) = std::env::var("NEMESIS_SPIN_POLLS") {
+        c.unexpected_max = size_var(ENV_UNEXPECTED_MAX)?.unwrap_or(c.unexpected_max);
+        if let Ok(v) = std::env::var(ENV_SPIN_POLLS) {
             let n =
                 v.trim().parse::<u32>().map_err(|_| Error::Config(format!("NEMESIS_SPIN_POLLS={v} is not a count")))?;
             c.spin_polls = Some(n);
@@ -196,17 +200,8 @@ pub fn parse_lmt(s: &str) -> Result<nemesis_lmt::Policy> {
     }
 }
 
-/// Parses `4096`, `64k`, `64KiB`, `1m`, `1MiB`.
-pub fn parse_bytes(s: &str) -> Option<usize> {
-    let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
-    let (num, mult) = match t.chars().last()? {
-        'k' | 'K' => (&t[..t.len() - 1], 1usize << 10),
-        'm' | 'M' => (&t[..t.len() - 1], 1 << 20),
-        'g' | 'G' => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.trim().parse::<usize>().ok()?.checked_mul(mult)
-}
+/// Parses `4096`, `64k`, `64KiB`, `1m`, `1MiB` (at its former path).
+pub use crate::contract::parse_bytes;
 
 #[cfg(test)]
 mod tests {

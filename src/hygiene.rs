@@ -13,21 +13,15 @@
 
 use std::os::fd::RawFd;
 
+use crate::contract::{ENV_FT_FD, ENV_FT_RESTART, ENV_PMI_FD};
 use crate::error::{Error, Result};
-use crate::launch::contract::ENV_PMI_FD;
 
 /// Prefixes of the variables of the process manager's channel, the launcher's description of
 /// this rank's node (`MPI_LOCALNRANKS` above 1 would make a nested program refuse to run alone),
 /// the job's secret (read before, by the bootstrap), and the launcher's fault-tolerance channel and
 /// restart order (read before, by `FtConfig::from_env` and the bootstrap).
-const PREFIXES: &[&str] = &[
-    "PMI_",
-    "MPI_LOCALNRANKS",
-    "MPI_LOCALRANKID",
-    nemesis_shm::auth::ENV_JOB_SECRET,
-    crate::ft::channel::ENV_FT_FD,
-    crate::ft::ENV_FT_RESTART,
-];
+const PREFIXES: &[&str] =
+    &["PMI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID", nemesis_shm::auth::ENV_JOB_SECRET, ENV_FT_FD, ENV_FT_RESTART];
 
 /// After the PMI client connected: the channel's descriptor becomes close-on-exec, and the `PMI_*`
 /// variables leave the environment if that is sound here.

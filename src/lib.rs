@@ -6,6 +6,7 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod contract;
 pub mod endpoint;
 pub mod error;
 pub mod ft;

@@ -23,7 +23,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 /// The variable [`init`] reads its filter from.
-pub const ENV: &str = "NEMESIS_LOG";
+pub use crate::contract::ENV_LOG as ENV;
 
 /// Installs the stderr logger filtered by `NEMESIS_LOG` as the process's global subscriber,
 /// unless one is already set (by the application, or by an earlier call). Returns whether it

@@ -10,11 +10,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::endpoint::Traffic;
 use crate::error::{Error, Result};
 
-/// Where the matrix goes.
-pub const ENV_COMM_MATRIX: &str = "NEMESIS_COMM_MATRIX";
+/// Application messages and bytes sent to one rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Messages (a rendezvous message counts once).
+    pub messages: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+}
+
+/// Where the matrix goes (at its former path).
+pub use crate::contract::ENV_COMM_MATRIX;
 
 fn rows_dir(file: &Path) -> PathBuf {
     let mut d = file.as_os_str().to_owned();

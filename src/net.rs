@@ -32,7 +32,7 @@ impl NetKind {
 
     /// `NEMESIS_NETMOD`, else TCP.
     pub fn from_env() -> Result<NetKind> {
-        match std::env::var("NEMESIS_NETMOD") {
+        match std::env::var(crate::contract::ENV_NETMOD) {
             Ok(v) if !v.trim().is_empty() => NetKind::parse(&v),
             _ => Ok(NetKind::Tcp),
         }

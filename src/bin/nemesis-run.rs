@@ -302,7 +302,7 @@ fn main() -> ExitCode {
         job = job.wait(w);
     }
     if let Some(n) = cli.netmod {
-        job = job.env("NEMESIS_NETMOD", n.name());
+        job = job.env(nemesis::contract::ENV_NETMOD, n.name());
     }
     if cli.dry_run {
         return match job.dry_run() {
@@ -333,7 +333,7 @@ fn main() -> ExitCode {
 /// `NEMESIS_MPI_LIBDIR`, else this launcher's directory (cargo's `target/<profile>`), else `../lib`
 /// beside it (an installed copy, `mpi/bin/mpi-install`).
 fn mpich_library_path() -> Result<OsString, String> {
-    let candidates: Vec<std::path::PathBuf> = match std::env::var_os("NEMESIS_MPI_LIBDIR") {
+    let candidates: Vec<std::path::PathBuf> = match std::env::var_os(nemesis::contract::ENV_MPI_LIBDIR) {
         Some(d) => vec![d.into()],
         None => {
             let exe = std::env::current_exe().map_err(|e| format!("cannot find this launcher's directory: {e}"))?;

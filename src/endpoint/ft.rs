@@ -466,7 +466,7 @@ impl Inner {
                     if let Some(ft) = self.ft.as_deref_mut() {
                         match ft.channel.as_mut() {
                             Some(ch) => {
-                                ch.send(&crate::ft::channel::Frame::Engine { coordinator: c, msg });
+                                ch.send(&crate::contract::channel::Frame::Engine { coordinator: c, msg });
                                 ft.stats.control_sent += 1;
                             }
                             None => ft.to_coordinator.push((c, msg)),

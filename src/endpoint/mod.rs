@@ -1,74 +1,54 @@
-//! The Endpoint: MPI-style point-to-point messaging over the node segment
-//! (`shared/ARCHITECTURE.md`, "One message, end to end").
+//! The Endpoint: MPI-style point-to-point messaging over the node segment, and over a netmod to
+//! other nodes (`shared/ARCHITECTURE.md`, "One message, end to end"; the reasoning is in
+//! `docs/design/endpoint.md`).
 //!
-//! - **Matching** on `(source | ANY_SOURCE, tag | ANY_TAG, context)` in posting order against
-//!   messages in arrival order; per-pair order across the fastbox and queue paths comes from the
-//!   port's sequence numbers, so messages from one source in one context match receives in the
-//!   order sent (non-overtaking).
-//! - **Eager protocol**: a message up to the eager limit goes through the pair's fastbox or in
-//!   cells (several for a long one); when cells run out the send waits in a pending list that
-//!   progress resumes.
-//! - **Rendezvous** (`nemesis-lmt`): a longer message sends only an RTS, matched like an eager
-//!   message; once a receive takes it, the data moves through a copy ring of the receiver's (both
-//!   sides copying, pipelined) or by a single CMA read of the sender's buffer, driven by progress.
-//!   A send by rendezvous completes when the receiver has the data (so it is also synchronous).
-//! - **Receive**: a receive first searches the unexpected list; if nothing matches and no
-//!   earlier posted receive could take the same message, progress runs with this receive as the
-//!   match target ("bypass" of the posted list, NEMESIS L811–815 of
-//!   `shared/papers/mercier-2019-hdr-nemesis-topology.txt`); only if still unmatched is it posted.
-//!   An unexpected message is copied out of its cell at once (cells are scarce), up to
-//!   `NEMESIS_UNEXPECTED_MAX` bytes in all; beyond, a local sender's unexpected messages stay in
-//!   its cells until received (back-pressure: the sender runs out of cells and waits).
-//! - **Truncation**: a message longer than the buffer fills the buffer and completes the receive
-//!   with [`Error::Truncated`] carrying its real length; nothing is written past the buffer.
-//! - **Dead peers**: once nothing more can arrive from a dead peer, receives that name it
-//!   complete with [`Error::PeerDied`]; sends to it fail the same way.
-//! - **Waiting** follows [`WaitMode`](crate::WaitMode) (`NEMESIS_WAIT`).
-//! - **Errors not a call's own** (another peer's malformed message, a failure of the node, met
-//!   while a call waits): the call returns such an error only once none of its requests can
-//!   touch the caller's memory — withdrawn, or their transfer finished (`settle.rs`). An RTS
-//!   announcing more than any buffer holds is refused where it arrives ([`Error::RtsTooLong`]).
-//! - **Per-pair thresholds**: each local peer's distance (`crate::topology::distance`, from the
-//!   localities `nemesis-run` gives) chooses its eager limits and its rendezvous thresholds from
-//!   the table of [`Config::pairs`]. The inline send paths compare with the smallest eager limit of
-//!   the node's pairs, as with one limit; only a message above it looks at its pair's (`eager.rs`).
+//! A message goes eagerly (the pair's fastbox, or cells) up to the eager limit, by rendezvous
+//! (`nemesis-lmt`: an RTS, then a copy ring or a single CMA copy) beyond it. A receive first
+//! searches the unexpected list, then progresses with itself as the match target ("bypass", NEMESIS
+//! L811–815 of `shared/papers/mercier-2019-hdr-nemesis-topology.txt`), and only then is posted.
 //!
-//! - **Cancellation** (`cancel.rs`): a posted receive not yet matched is withdrawn; a send is
-//!   withdrawn by its receiver if no receive has taken its message yet (a request to the
-//!   receiver, answered in order after the message itself).
-//! - **Matched probes**: a probe can reserve the message it found ([`Message`]), which no other
-//!   receive then matches and a later receive of that message takes.
+//! What holds:
+//! - **Non-overtaking**: messages from one source in one context match receives in the order sent
+//!   (the port's per-pair sequence numbers order the fastbox and queue paths).
+//! - **Truncation** fills the buffer and completes with [`Error::Truncated`]; nothing is written
+//!   past a buffer.
+//! - **Unexpected messages** copied out of the segment stay within `NEMESIS_UNEXPECTED_MAX`; beyond
+//!   it a local sender's messages stay in its cells (back-pressure, nothing lost).
+//! - **Dead peers**: once nothing more can arrive from one, receives naming it and sends to it fail
+//!   with [`Error::PeerDied`].
+//! - **No call returns while a transfer can touch its caller's memory**, even with an error that is
+//!   not its own (`settle.rs`).
 //!
-//! One file per concept: `matching.rs` (receive selections, posted and unexpected lists),
-//! `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs` (large messages), `progress.rs`
-//! (polling, routing arrivals, dead peers), `waiting.rs` (waits and the bypass receive),
-//! `request.rs` (the request table), `cancel.rs` (cancelling receives and sends), `pieces.rs`
-//! (buffers in pieces: non-contiguous data moved without a packed copy), `settle.rs` (what a call
-//! that meets an error not its own does with its requests before it returns: no transfer touches
-//! the caller's memory afterwards); this file holds the public API, `Inner` and init/finalize.
+//! One file per concept, declared here: `lifecycle.rs` (init, finalize), `matching.rs` (posted and
+//! unexpected lists), `eager.rs` (send paths, acks, sends waiting for cells), `rendezvous.rs`,
+//! `progress.rs` (polling, routing arrivals, dead peers), `waiting.rs` (waits, the bypass receive),
+//! `probe.rs`, `scope.rs`, `request.rs` (the request table), `cancel.rs`, `pieces.rs` (non-contiguous
+//! buffers), `settle.rs`, `fused.rs` (links), `unexpected.rs`; with fault tolerance `ft.rs` (the
+//! HydEE hooks), `checkpoint.rs` and `recovery.rs`. This file holds the public types and `Inner`.
 
 mod cancel;
 mod checkpoint;
 mod eager;
 mod ft;
 mod fused;
+mod lifecycle;
 mod matching;
 mod pieces;
+mod probe;
 mod progress;
 mod recovery;
 mod rendezvous;
 mod request;
+mod scope;
 mod settle;
 mod unexpected;
 mod waiting;
 
 use std::collections::VecDeque;
-use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 
 use nemesis_lmt::{Lmt, NetLmt};
-use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
+use nemesis_shm::{Port, Segment, Sent};
 
 use eager::{Mode, Pending};
 pub use fused::Link;
@@ -77,14 +57,14 @@ use progress::Active;
 use rendezvous::SegRings;
 pub use request::Request;
 use request::{Op, RecvBuf, Requests};
+pub use scope::Scope;
 use unexpected::UnexpectedList;
 
-use crate::bootstrap::{self, Boot};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::net::Net;
 use crate::pmi::ProcessManager;
-use crate::topology::{Distance, Locality, PairThresholds};
+use crate::topology::Distance;
 use crate::wait::Waiter;
 
 /// Receive from any source.
@@ -177,14 +157,8 @@ enum Peer {
     Silent,
 }
 
-/// Application messages and bytes sent to one rank.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Traffic {
-    /// Messages (a rendezvous message counts once).
-    pub messages: u64,
-    /// Payload bytes.
-    pub bytes: u64,
-}
+/// Application messages and bytes sent to one rank (defined with the matrix it fills).
+pub use crate::matrix::Traffic;
 
 /// The shared state behind an [`Endpoint`].
 struct Inner {
@@ -309,186 +283,6 @@ pub struct Endpoint {
 unsafe impl Send for Endpoint {}
 
 impl Endpoint {
-    /// Starts this process's endpoint: bootstrap through PMI-1 (or as a singleton), attach the
-    /// node segment, read the `NEMESIS_*` configuration. It installs no `tracing` subscriber:
-    /// that is the program's choice ([`crate::log::init`] is ours).
-    pub fn init() -> Result<Endpoint> {
-        Self::init_with(Config::from_env()?)
-    }
-
-    /// As [`init`](Self::init), with the configuration given rather than read from `NEMESIS_*`
-    /// (for a runtime that takes its settings elsewhere). Every rank of a job should pass the
-    /// same one.
-    pub fn init_with(cfg: Config) -> Result<Endpoint> {
-        let ft = crate::ft::FtConfig::from_env()?;
-        let boot = bootstrap::bootstrap()?;
-        Self::from_boot(boot, cfg, ft)
-    }
-
-    fn from_boot(boot: Boot, cfg: Config, ft_cfg: Option<crate::ft::FtConfig>) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net, localities: published } = boot;
-        let nlocal = local_ranks.len();
-        let mut route = vec![NOT_LOCAL; size as usize];
-        for (l, &g) in local_ranks.iter().enumerate() {
-            route[g as usize] = l as u16;
-        }
-        let segment = Box::new(segment);
-        // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
-        // `net` and `port` before it; they, the rings, the doorbells and the mail flag borrowed from `seg` never
-        // leave `Inner`, so the `'static` borrows never outlive the segment.
-        let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
-        let mut port = Port::new(seg, local_rank, PortConfig::default())?;
-        if net.is_some() {
-            // Half of our cells take network arrivals, half our sends to local peers.
-            port.netmod_reserve(seg.params().cells_per_rank as usize / 2)?;
-        }
-        let bell = &seg.state_of(local_rank)?.doorbell;
-        let bells =
-            (0..local_ranks.len() as u16).map(|l| seg.state_of(l).map(|st| &st.doorbell)).collect::<Result<_, _>>()?;
-        let p = *seg.params();
-        let pids = (0..local_ranks.len() as u16)
-            .map(|l| seg.state_of(l).ok().and_then(|st| Some((st.pid_here()?, st.start_time()))))
-            .collect();
-        let rings = SegRings {
-            seg,
-            per: p.lmt_rings_per_rank as u16,
-            slots: p.lmt_slots,
-            slot_size: p.lmt_slot_size as usize,
-            pids,
-        };
-        let lmt_cfg = nemesis_lmt::Config {
-            policy: cfg.lmt,
-            cma_min: cfg.cma_min as u64,
-            cma_max: cfg.cma_max as u64,
-            split_min: cfg.split_min as u64,
-            ..nemesis_lmt::Config::default()
-        };
-        let mut lmt = Lmt::new(local_rank, rings.per, lmt_cfg);
-        if cfg.lmt != nemesis_lmt::Policy::Ring {
-            // Peers read large messages straight from our buffers where the kernel allows it.
-            nemesis_lmt::cma::allow_readers();
-            let probe = nemesis_lmt::cma::probe_startup();
-            if let Err(why) = &probe
-                && local_rank == 0
-            {
-                tracing::warn!(
-                    "single-copy reads (CMA) are not allowed here ({why}): large messages go through shared-copy rings"
-                );
-            }
-            lmt.set_cma(probe.is_ok());
-        }
-        let default_eager =
-            if lmt.cma_allowed() { crate::config::DEFAULT_EAGER_MAX } else { crate::config::DEFAULT_EAGER_MAX_RING };
-        let max = port.max_message();
-        let eager_net = cfg.eager_max.unwrap_or(default_eager).min(max);
-        // Each local peer's distance, from the localities the launcher gave (or, without, those
-        // the ranks published at start-up), and its thresholds.
-        let localities = Locality::from_env(nlocal).or(published);
-        let mut pairs = Vec::with_capacity(nlocal);
-        for l in 0..nlocal {
-            let distance =
-                localities.as_ref().map_or(Distance::Unknown, |v| v[usize::from(local_rank)].distance(&v[l]));
-            let row: &PairThresholds = cfg.pairs.row(distance);
-            let eager = row.eager_max.or(cfg.eager_max).unwrap_or(default_eager).min(max);
-            let blocking =
-                row.eager_blocking_max.or(cfg.eager_blocking_max).unwrap_or(crate::config::DEFAULT_EAGER_BLOCKING_MAX);
-            pairs.push(Pair { distance, eager, eager_blocking: blocking.min(max).max(eager) });
-            lmt.set_peer(
-                l as u16,
-                nemesis_lmt::PeerConfig {
-                    cma_min: row.cma_min.unwrap_or(cfg.cma_min) as u64,
-                    cma_max: row.cma_max.unwrap_or(cfg.cma_max) as u64,
-                    split_min: row.split_min.unwrap_or(cfg.split_min) as u64,
-                    ring_chunk: row.ring_chunk.unwrap_or(0) as u64,
-                },
-            );
-        }
-        // The inline paths compare with the smallest limit of the node's pairs: one comparison,
-        // as with a single limit; only a message above it looks at its pair's.
-        let others = || pairs.iter().enumerate().filter(|&(l, _)| l != usize::from(local_rank)).map(|(_, p)| p);
-        let eager = others().map(|p| p.eager).min().unwrap_or(eager_net);
-        let eager_blocking = others().map(|p| p.eager_blocking).min().unwrap_or(eager_net).max(eager);
-        let job_id = match pmi.as_ref() {
-            Some(p) => p.job_id().to_owned(),
-            None => format!("singleton-{}", std::process::id()),
-        };
-        let (ft, saved) = match ft_cfg {
-            Some(c) => {
-                let (ft, saved) = crate::ft::Ft::new(c, rank, size, &job_id)?;
-                (Some(Box::new(ft)), saved)
-            }
-            None => (None, Vec::new()),
-        };
-        let ft_off = ft.is_none();
-        let ft_mail = match ft.as_deref() {
-            Some(f) if f.channel.is_some() => Some(&seg.state_of(local_rank)?.mail),
-            _ => None,
-        };
-        let mut inner = Inner {
-            net,
-            port,
-            segment,
-            bell,
-            bells,
-            ft_mail,
-            pmi,
-            rank,
-            size,
-            local_rank,
-            route: route.into(),
-            global: local_ranks.into(),
-            cfg,
-            spin: cfg.spin_polls.unwrap_or_else(|| crate::wait::default_spin(nlocal)),
-            eager,
-            eager_blocking,
-            eager_net,
-            pairs: pairs.into(),
-            inline_below: if ft_off { eager + 1 } else { 0 },
-            inline_blocking_below: if ft_off { eager_blocking + 1 } else { 0 },
-            ft,
-            own: vec![Traffic::default(); size as usize].into(),
-            other: vec![Traffic::default(); size as usize].into(),
-            reqs: Requests::default(),
-            posted: VecDeque::new(),
-            unexpected: UnexpectedList::new(size),
-            next_unexpected: 0,
-            unexpected_bytes: 0,
-            throttled: false,
-            active: vec![Active::None; size as usize].into(),
-            pending: VecDeque::new(),
-            expected: Vec::new(),
-            expected_count: vec![0; nlocal].into(),
-            any_posted: 0,
-            peers: vec![Peer::Alive; size as usize].into(),
-            spare: Vec::new(),
-            sync_waiting: Vec::new(),
-            next_token: 0,
-            cancels: Vec::new(),
-            lmt,
-            netlmt: NetLmt::new(),
-            rings,
-            ft_rdv: recovery::Rendezvous::default(),
-            refused_rts: 0,
-            pid: std::process::id(),
-            node,
-            finalized: false,
-        };
-        inner.restore_unexpected(saved);
-        if let Some(ft) = inner.ft.as_deref_mut()
-            && ft.process.in_recovery()
-        {
-            // Restarted: tell the launcher, and send the engine's first messages (`Restarted` to
-            // the other groups, `MyPhase` to the coordinator).
-            let generation = ft.generation;
-            if let Some(ch) = ft.channel.as_mut() {
-                ch.send(&crate::ft::channel::Frame::Running { generation });
-            }
-            inner.ft_drain()?;
-        }
-        tracing::debug!(rank, size, wait = cfg.wait.name(), eager_max = eager, ft = !ft_off, "endpoint ready");
-        Ok(Endpoint { inner: Box::new(inner) })
-    }
-
     /// This process's rank.
     #[inline(always)]
     pub fn rank(&self) -> u32 {
@@ -766,30 +560,6 @@ impl Endpoint {
         inner.irecv(want, RecvBuf::bytes(ptr, cap))
     }
 
-    /// Runs `f` with a [`Scope`] in which non-blocking operations may borrow buffers; every
-    /// operation started in the scope is over when `scope` returns (it waits for those `f` left
-    /// outstanding, even if `f` panics), and none touches its buffer any more. `f`'s result, or
-    /// the first error of a request it left outstanding: its own (a truncation...), or one its
-    /// wait met that was not its own (another peer's malformed message), after which the request
-    /// was settled (`settle.rs`: withdrawn, or its transfer finished).
-    pub fn scope<'env, R>(&mut self, f: impl for<'s> FnOnce(&mut Scope<'s, 'env>) -> R) -> Result<R> {
-        let mut s = Scope { ep: self, outstanding: Vec::new(), _env: PhantomData };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut s)));
-        let mut failed = None;
-        for req in std::mem::take(&mut s.outstanding) {
-            if s.ep.inner.reqs.is_valid(req)
-                && let Err(e) = s.ep.inner.wait(req)
-            {
-                failed.get_or_insert(e);
-            }
-        }
-        match (r, failed) {
-            (Ok(v), None) => Ok(v),
-            (Ok(_), Some(e)) => Err(e),
-            (Err(p), _) => std::panic::resume_unwind(p),
-        }
-    }
-
     /// Waits for `req` to complete and returns its status (or its error). Whatever it returns,
     /// `req` is over and its buffer free: an error that is not the request's own (met while
     /// progressing: another peer's malformed message, a failure of the node) is returned once
@@ -845,72 +615,6 @@ impl Endpoint {
                 return Err(e);
             }
         }
-    }
-
-    /// Whether a message matching `(source, tag, context)` has arrived, without receiving it.
-    pub fn iprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<Option<Status>> {
-        let inner = &mut *self.inner;
-        let want = inner.check_recv(source, tag, context)?;
-        inner.progress(None)?;
-        Ok(inner.find_unexpected(want))
-    }
-
-    /// Waits until a message matching `(source, tag, context)` has arrived, without receiving it.
-    pub fn probe(&mut self, source: i32, tag: i32, context: u32) -> Result<Status> {
-        let inner = &mut *self.inner;
-        let want = inner.check_recv(source, tag, context)?;
-        let mut waiter = Waiter::new(inner.cfg.wait, inner.spin);
-        loop {
-            if let Some(st) = inner.find_unexpected(want) {
-                return Ok(st);
-            }
-            if want.source >= 0 && inner.peer(want.source as u32) == Peer::Silent {
-                return Err(Error::PeerDied { rank: want.source as u32 });
-            }
-            inner.idle_step(&mut waiter, None)?;
-        }
-    }
-
-    /// Reserves a message matching `(source, tag, context)` if one has arrived (MPI's
-    /// `MPI_Improbe`): no other receive will match it; receive it with [`imrecv_raw`](
-    /// Self::imrecv_raw) or [`mrecv`](Self::mrecv).
-    pub fn improbe(&mut self, source: i32, tag: i32, context: u32) -> Result<Option<(Message, Status)>> {
-        let inner = &mut *self.inner;
-        let want = inner.check_recv(source, tag, context)?;
-        inner.progress(None)?;
-        Ok(inner.reserve_unexpected(want).map(|(id, st)| (Message { id, source: st.source }, st)))
-    }
-
-    /// Waits until a message matching `(source, tag, context)` has arrived and reserves it
-    /// (MPI's `MPI_Mprobe`).
-    pub fn mprobe(&mut self, source: i32, tag: i32, context: u32) -> Result<(Message, Status)> {
-        let inner = &mut *self.inner;
-        let want = inner.check_recv(source, tag, context)?;
-        let mut waiter = Waiter::new(inner.cfg.wait, inner.spin);
-        loop {
-            if let Some((id, st)) = inner.reserve_unexpected(want) {
-                return Ok((Message { id, source: st.source }, st));
-            }
-            if want.source >= 0 && inner.peer(want.source as u32) == Peer::Silent {
-                return Err(Error::PeerDied { rank: want.source as u32 });
-            }
-            inner.idle_step(&mut waiter, None)?;
-        }
-    }
-
-    /// Starts receiving reserved message `msg` into the `cap` bytes at `ptr` (MPI's `MPI_Imrecv`).
-    ///
-    /// # Safety
-    /// As for [`irecv_raw`](Self::irecv_raw).
-    pub unsafe fn imrecv_raw(&mut self, msg: Message, ptr: *mut u8, cap: usize) -> Result<Request> {
-        self.inner.imrecv(msg, RecvBuf::bytes(ptr, cap))
-    }
-
-    /// Receives reserved message `msg` into `buf` (MPI's `MPI_Mrecv`).
-    pub fn mrecv(&mut self, msg: Message, buf: &mut [u8]) -> Result<Status> {
-        // SAFETY: `buf` outlives the request, which we wait for before returning.
-        let req = unsafe { self.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) }?;
-        self.inner.wait(req)
     }
 
     /// The message non-blocking send `req` ([`isend_raw`](Self::isend_raw),
@@ -969,91 +673,6 @@ impl Endpoint {
     pub fn peer_gone(&self, rank: u32) -> bool {
         rank < self.inner.size && self.inner.peer(rank) != Peer::Alive
     }
-
-    /// Completes outstanding sends, synchronises with the other ranks, and leaves the segment.
-    pub fn finalize(mut self) -> Result<()> {
-        self.inner.finalize()
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        if self.inner.finalized {
-            return;
-        }
-        if std::thread::panicking() {
-            // No barrier with ranks that may be waiting on us: leave the segment as a failed rank
-            // (peers complete what waits on us with `PeerDied`).
-            self.inner.finalized = true;
-            let _ = self.inner.segment.mark_gone(self.inner.local_rank, nemesis_shm::node::STATUS_ABANDONED);
-            return;
-        }
-        if let Err(e) = self.inner.finalize() {
-            tracing::warn!(error = %e, "finalize on drop failed");
-        }
-    }
-}
-
-/// Non-blocking operations on borrowed buffers (see [`Endpoint::scope`]).
-pub struct Scope<'s, 'env> {
-    ep: &'s mut Endpoint,
-    outstanding: Vec<Request>,
-    _env: PhantomData<&'env mut &'env ()>,
-}
-
-impl<'env> Scope<'_, 'env> {
-    /// Starts sending `buf`; it is borrowed until the scope ends.
-    pub fn isend(&mut self, buf: &'env [u8], dest: u32, tag: i32, context: u32) -> Result<Request> {
-        // SAFETY: `buf` is borrowed for `'env`, which outlives the scope, and the scope waits for
-        // the request before it returns.
-        let r = unsafe { self.ep.isend_raw(buf.as_ptr(), buf.len(), dest, tag, context) }?;
-        self.outstanding.push(r);
-        Ok(r)
-    }
-
-    /// Starts receiving into `buf`; it is borrowed until the scope ends.
-    pub fn irecv(&mut self, buf: &'env mut [u8], source: i32, tag: i32, context: u32) -> Result<Request> {
-        // SAFETY: `buf` is mutably borrowed for `'env` (nothing else touches it) and the scope
-        // waits for the request before it returns.
-        let r = unsafe { self.ep.irecv_raw(buf.as_mut_ptr(), buf.len(), source, tag, context) }?;
-        self.outstanding.push(r);
-        Ok(r)
-    }
-
-    /// See [`Endpoint::wait`].
-    pub fn wait(&mut self, req: Request) -> Result<Status> {
-        self.ep.wait(req)
-    }
-
-    /// See [`Endpoint::test`].
-    pub fn test(&mut self, req: Request) -> Result<Option<Status>> {
-        self.ep.test(req)
-    }
-
-    /// See [`Endpoint::wait_all`].
-    pub fn wait_all(&mut self, reqs: &[Request]) -> Vec<Result<Status>> {
-        self.ep.wait_all(reqs)
-    }
-
-    /// See [`Endpoint::wait_any`].
-    pub fn wait_any(&mut self, reqs: &[Request]) -> Result<(usize, Result<Status>)> {
-        self.ep.wait_any(reqs)
-    }
-
-    /// Blocking operations inside the scope: see [`Endpoint::send`].
-    pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
-        self.ep.send(buf, dest, tag, context)
-    }
-
-    /// See [`Endpoint::recv`].
-    pub fn recv(&mut self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
-        self.ep.recv(buf, source, tag, context)
-    }
-
-    /// This rank and the job's size.
-    pub fn rank_size(&self) -> (u32, u32) {
-        (self.ep.rank(), self.ep.size())
-    }
 }
 
 /// `len` bytes at `ptr` as a slice (empty for a zero length, whatever `ptr`).
@@ -1083,67 +702,5 @@ impl Inner {
         if let Some(p @ Peer::Alive) = self.peers.get_mut(rank as usize) {
             *p = Peer::Gone;
         }
-    }
-
-    fn finalize(&mut self) -> Result<()> {
-        if self.finalized {
-            return Ok(());
-        }
-        self.finalized = true;
-        // Complete outstanding sends (a send to a dead peer completes with an error).
-        let mut waiter = Waiter::new(self.cfg.wait, self.spin);
-        let mut warned = false;
-        while !self.pending.is_empty()
-            || self.ft.as_deref().is_some_and(|ft| !ft.held.is_empty() || !ft.replays.is_empty())
-            || self.lmt.busy()
-            || self.lmt.has_output()
-            || self.netlmt.busy()
-            || self.netlmt.has_output()
-            || self.net.as_ref().is_some_and(|n| n.busy())
-        {
-            self.idle_step(&mut waiter, None)?;
-            if waiter.is_long() && self.lmt.busy() && !warned {
-                tracing::warn!("finalize waits for large messages still in flight (sends not yet received?)");
-                warned = true;
-            }
-        }
-        // Unexpected messages never received give their cells back to their senders, which may
-        // wait for them to finish.
-        for (_, mut u) in self.unexpected.take_all() {
-            let _ = self.release_held(&mut u, None);
-        }
-        let matrix = std::env::var_os(crate::matrix::ENV_COMM_MATRIX).filter(|v| !v.is_empty());
-        if let Some(file) = &matrix {
-            crate::matrix::write_row(std::path::Path::new(file), self.rank, &self.traffic())?;
-        }
-        // Under recovery, a rank that finished may still hold what a restarted group needs.
-        self.ft_finish_wait()?;
-        // A process manager other than ours waits in its barrier for every rank, dead ones too:
-        // with a peer known dead, the survivors leave without it.
-        let dead = (0..self.size).filter(|&r| self.peer(r) != Peer::Alive).count();
-        if let Some(pmi) = self.pmi.as_mut() {
-            if dead == 0 || pmi.barrier_survives_departures() {
-                pmi.barrier()?;
-            } else {
-                tracing::warn!(dead, pm = %pmi.name(), "finalize without the process manager's barrier: ranks died");
-            }
-        }
-        // Every rank is past its last checkpoint: the files are not needed any more.
-        if let Some(ft) = self.ft.as_deref() {
-            ft.finish(self.rank);
-        }
-        if let Some(file) = &matrix
-            && self.rank == 0
-        {
-            crate::matrix::assemble(std::path::Path::new(file), self.size)?;
-        }
-        if let Some(net) = self.net.as_mut() {
-            net.finalize()?;
-        }
-        self.segment.mark_gone(self.local_rank, nemesis_shm::node::STATUS_CLEAN)?;
-        if let Some(pmi) = self.pmi.take() {
-            pmi.finalize()?;
-        }
-        Ok(())
     }
 }

@@ -1,73 +1,26 @@
-//! Recovery of failed groups with `nemesis-run --ft` (its channel, `crate::ft::channel`): the
-//! launcher runs the recovery coordinators and restarts failed groups; a rank serves its part.
+//! A rank's part in the recovery of failed groups under `nemesis-run --ft` (HydEE,
+//! `shared/reference/hydee.md`): the launcher runs the coordinators and restarts groups
+//! (`crate::launch`), and talks to the rank through its channel ([`crate::contract::channel`]).
+//! The reasoning behind each rule is in `docs/design/endpoint.md` ("Recovery in a rank").
 //!
-//! - **Engine messages** from a coordinator come through the channel and go to the engine
-//!   (`on_control`); the engine's messages for coordinators go back through it (`ft.rs`,
-//!   `ft_drain`). Messages between processes (`Restarted`, `LastDate`, replays) travel on the
-//!   per-pair FIFOs as in failure-free operation.
-//! - **Retirement** (`nemesis_shm::incarnation`, step 2): when the launcher asks, a surviving rank
-//!   makes sure it holds nothing of the dead incarnations (unexpected messages kept in their
-//!   cells are copied out, sends waiting for cells to them are dropped), retires them in its
-//!   port, and answers. A dead rank of another node is retired in the netmod (`Netmod::retire`:
-//!   connection, queue and transfers dropped), and answered for once the netmod's death notice
-//!   has come through the receive queue, behind everything the dead incarnation had sent.
-//! - **Remote restarts**: the launcher sends the new card of a restarted rank of another node
-//!   ([`Frame::Card`]); the netmod reconnects to the new incarnation (`Netmod::restarted`) and,
-//!   if this rank had retired the old one, the peer counts as restarted from then on, as a
-//!   local peer does when the port sees its new incarnation in the segment. A dead peer is never *silent* here: receives that name it keep waiting
-//!   for its new incarnation (its messages are replayed from logs or sent again), where without
-//!   recovery they fail with `PeerDied`.
-//! - **Sends to a dead rank** are lost with it, as HydEE's model has it (T:502–525): an
-//!   inter-group message is in the sender's log and replayed once the rank restarts; an
-//!   intra-group sender is in the failed group and restarts too. Such a send completes.
-//! - **A rendezvous whose sender dies** (issue 13). HydEE's messages are atomic: a reception takes a
-//!   whole message off the head of its FIFO channel (T:510, model of T:502), and the RPP records it
-//!   then (Fig 6.3 lines 11–15, T:1967). A rendezvous is not atomic: its RTS arrives in channel
-//!   order and is recorded by the arrival hook (`ft.rs`), while its data moves only once a receive
-//!   matched it (mercier-2019-hdr-nemesis-topology.txt:756), through the receiver's copy ring or a
-//!   single copy (:773). If the sender dies in between, the receiver has recorded a message it does
-//!   not have: the restarted sender regenerates it, and the receiver — which counts it as received,
-//!   an orphan (Definition 5.6, T:1612) — would drop the copy, leaving its receive incomplete, or
-//!   half-copied. So here **a rendezvous message counts as received when its data is in**: when
-//!   its sender dies before, its arrival is taken back (`nemesis_ft::Process::on_receive_undone`),
-//!   and its receive is posted again, first in the posted list with the message's own envelope, to
-//!   be matched by the regenerated (or, if the sender's checkpoint holds it, replayed) copy, whose
-//!   transfer starts over from byte 0 into the same buffer. A transfer that completes after the
-//!   death (the sender's last chunk was in the ring) stays received. This is done once the dead
-//!   sender is silent (everything it sent was delivered or dropped: no older message of it can
-//!   match the receive posted again), before it is retired, hence before its new incarnation's
-//!   `Restarted` can be answered with a `LastDate`. Transfers that learn of the death earlier (a
-//!   single-copy read that finds the process gone) wait for that. The RTS of a dead sender still
-//!   in the unexpected list (not matched, or being pulled in by a checkpoint) is dropped and taken
-//!   back the same way (one a matched probe reserved too: its receive then fails with
-//!   `PeerDied`). A remote sender (the TCP netmod's rendezvous) is handled the same way: its
-//!   transfer fails when its connection dies, and the netmod's death notice, behind its last
-//!   arrival in the receive queue, says it is silent. A sender of this rank's own group is
-//!   handled alike, though nothing is recorded of it: its death kills this rank, which waits for
-//!   that rather than failing.
-//! - **An eager message in several cells whose sender dies** between its first cell and its last
-//!   (on one node, `shm` drops such a message whole, [`nemesis_shm::PeerEvent::PartialDropped`];
-//!   over TCP, a message frame cut short delivers its first cells and then the death notice):
-//!   the same reasoning, the same remedy. Its arrival was recorded with its first fragment; once
-//!   the message is known to be dropped (everything its sender sent before it was delivered, so
-//!   nothing older of it can match), the arrival is taken back and the receive that had matched
-//!   it (a posted receive, a blocking receive waiting in the bypass, or one that claimed it from
-//!   the unexpected list) takes the message's own envelope and waits for the restarted sender's
-//!   copy, which fills the buffer from byte 0. An unmatched one is dropped from the unexpected
-//!   list (one a matched probe reserved: its receive then fails with `PeerDied`). Without
-//!   recovery such a receive fails with `PeerDied`.
-//! - **A rendezvous whose receiver dies**: its sender's transfer fails with the receiver's death
-//!   and the send completes (the message is lost with it, as above); it is in the sender's log,
-//!   complete before the RTS could be answered (`ft.rs` logs it in the same call), and replayed
-//!   to the new incarnation if its checkpoint does not hold it. The sender stops writing into the
-//!   dead receiver's ring or buffer when it notices the death (`nemesis_lmt::Lmt::peer_gone`),
-//!   before retiring it, so never into those of the new incarnation.
-//! - **The end**: finalize tells the launcher and keeps serving recovery until every rank has
-//!   finished ([`Frame::Finish`]): a rank that finished may still hold logged messages a
-//!   restarted group needs.
+//! - **Engine messages** from a coordinator go to the engine (`on_control`); its answers go back
+//!   through the channel (`ft.rs`, `ft_drain`).
+//! - **Retirement** (`nemesis_shm::incarnation`, step 2): asked by the launcher, a survivor drops
+//!   everything of the dead incarnations, retires them in its port or netmod, and answers.
+//! - **Remote restarts**: a restarted rank's new card ([`Frame::Card`]) reconnects the netmod.
 //!
-//! The launcher sets the rank's mail flag in the segment after writing to the channel: one load
-//! per progress pass tells whether to read it.
+//! What holds:
+//! - A dead peer is never *silent* under recovery: receives that name it wait for its new
+//!   incarnation.
+//! - A send to a dead rank completes (the message is in the sender's log, or its sender restarts
+//!   too: T:502–525 of `guermouche-2011-thesis-send-determinism-hydee.txt`).
+//! - A message counts as received when its data is in: a rendezvous or a multi-cell eager message
+//!   whose sender dies before its end has its arrival taken back
+//!   (`nemesis_ft::Process::on_receive_undone`) and its receive posted again with the message's own
+//!   envelope, once the dead sender is silent and before it is retired.
+//! - A sender stops writing into a dead receiver's ring or buffer before it retires it
+//!   (`nemesis_lmt::Lmt::peer_gone`), so never into the new incarnation's.
+//! - Finalize keeps serving recovery until every rank finished ([`Frame::Finish`]).
 
 use std::sync::atomic::Ordering::*;
 
@@ -80,8 +33,8 @@ use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
 use super::{Inner, NOT_LOCAL, Peer};
+use crate::contract::channel::Frame;
 use crate::error::{Error, Result};
-use crate::ft::channel::Frame;
 
 /// The messages whose data may not all come, under recovery: rendezvous, and eager messages in
 /// several cells.

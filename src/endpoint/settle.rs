@@ -1,35 +1,17 @@
-//! Settling a call's requests after an error that is not theirs: a call returns only once no
-//! transfer can still touch its caller's memory (issue 30).
+//! Settling a call's requests after an error that is not theirs (another peer's malformed message,
+//! a failure of the node or the network, met while progressing): a call returns only once no
+//! transfer can still touch its caller's memory. Why, and what each kind of request does, is in
+//! `docs/design/endpoint.md` ("Settling").
 //!
-//! A wait can fail for a reason that has nothing to do with the request it waits for: another
-//! peer's malformed message, a failure of the node or of the network, met by the progress pass
-//! that was to move the request on. The request is then still in flight with the caller's buffer.
-//! Returning the error as it stands hands the buffer back to a caller who frees or reuses it while
-//! a later eager copy, ring chunk or netmod frame writes into it, a peer's single copy reads it,
-//! or a sender asked for help (HELP) writes into it by `process_vm_writev`. So before such an
-//! error is returned, every request of the call is settled ([`Inner::settle`]):
+//! [`Inner::settle`], for every request of the call:
+//! - what no peer has been told about is **withdrawn** (a receive not yet matched leaves the posted
+//!   list; a send waiting for cells goes on from the Endpoint's copy; a held FT send is dropped);
+//! - a receive matched to an eager message still arriving takes the rest into a sink;
+//! - a rendezvous is cancelled at its receiver if the RTS was not taken (`cancel.rs`), else
+//!   **finished**: progress goes on, through further errors (logged), until its outcome is in.
 //!
-//! - what only this process touches, and no peer has been told about, is **withdrawn** at once: a
-//!   receive not yet matched leaves the posted list (its message will match a later receive); one
-//!   that claimed an unexpected message still arriving lets it go (the rest arrives into the
-//!   Endpoint's memory, for a later receive); a send waiting for cells goes on from the Endpoint's
-//!   copy of its message (it is delivered); a synchronous send stops waiting for its
-//!   acknowledgement; a send the fault-tolerance engine holds back is dropped unsent;
-//! - a receive matched to an eager message still arriving takes the rest into a sink: the message
-//!   is consumed by the receive that failed, as a truncated one is;
-//! - a rendezvous cannot be withdrawn by one side: from the moment its RTS arrived the receiver
-//!   may read the send buffer by a single copy (CMA, RDMA), and a receive that sent HELP told its
-//!   sender where to write. A rendezvous send whose receiver has not taken the RTS yet is
-//!   cancelled there (`cancel.rs`): the answer says whether the receiver dropped it (nothing will
-//!   ever be read) or had taken it. Otherwise — taken, or with fault tolerance, which cancels
-//!   nothing — the transfer is **finished**: progress goes on, through further errors (logged),
-//!   until its outcome is in (DONE, HELPED, the last chunk, or the peer's death).
-//!
-//! Only then does the call return the error it met, the caller's memory its own again, every
-//! handle of the call stale. Waiting for a well-behaved peer to finish a transfer is what the call
-//! was doing anyway; a peer that never answers holds it as it would have held it. So does a
-//! progress that fails on every pass (a corrupt queue of the node's): while a peer may still write
-//! into the buffer there is no safe return, and the call keeps trying (an error is logged).
+//! Invariant: when the call returns the error, every handle of the call is stale and the caller's
+//! memory its own again.
 
 use nemesis_shm::netmod::Netmod;
 

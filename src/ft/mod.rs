@@ -29,7 +29,6 @@
 //!   process restarted with [`ENV_FT_RESTART`] restores its group's last durable checkpoint (or
 //!   starts over if the group had none) and enters the engine's restarting role.
 
-pub mod channel;
 pub mod checkpoint;
 pub mod files;
 
@@ -45,23 +44,13 @@ use nemesis_ft::{
 
 use nemesis_shm::auth::{ENV_JOB_SECRET, JobSecret};
 
-use crate::config::parse_bytes;
+use crate::contract::parse_bytes;
 use crate::endpoint::Request;
 use crate::error::{Error, Result};
 
-/// The groups file; FT is on when it is set.
-pub const ENV_FT_GROUPS: &str = "NEMESIS_FT_GROUPS";
-/// Directory of checkpoint files and of the sender log's spill file.
-pub const ENV_FT_DIR: &str = "NEMESIS_FT_DIR";
-/// Bytes the sender log keeps in memory before it spills.
-pub const ENV_FT_LOG_MAX: &str = "NEMESIS_FT_LOG_MAX";
-/// Bytes the sender log's spill file may hold.
-pub const ENV_FT_SPILL_MAX: &str = "NEMESIS_FT_SPILL_MAX";
-/// The job's id in checkpoint file names (default: the process manager's KVS name).
-pub const ENV_FT_JOB: &str = "NEMESIS_FT_JOB";
-/// `<round>:<group>[,<group>...]`: this process restarts in recovery round `round`, in which the
-/// groups listed restart (set by a launcher that restarts failed groups).
-pub const ENV_FT_RESTART: &str = "NEMESIS_FT_RESTART";
+/// The FT channel's frames, at their former path.
+pub use crate::contract::channel;
+pub use crate::contract::{ENV_FT_DIR, ENV_FT_GROUPS, ENV_FT_JOB, ENV_FT_LOG_MAX, ENV_FT_RESTART, ENV_FT_SPILL_MAX};
 
 /// Default memory bound of the sender log (`NEMESIS_FT_LOG_MAX`): 256 MiB, the window Open MPI's
 /// sender-based logger maps by default (`nemesis-ft`'s placeholder); the logged share of a grouped

@@ -11,8 +11,9 @@ use nemesis_ft::GroupId;
 use nemesis_ft::matrix::CommMatrix;
 use nemesis_ft::partition::{self, Bisector, CostModel};
 
+use crate::contract::{ENV_FT_DIR, ENV_FT_GROUPS};
 use crate::error::{Error, Result};
-use crate::ft::{ENV_FT_DIR, ENV_FT_GROUPS, files, read_groups};
+use crate::ft::{files, read_groups};
 
 /// Where a job's fault-tolerance groups come from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,33 +1,21 @@
-//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2 conversation and
-//! watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and "Liveness and
-//! failures"). The `nemesis-run` binary is a command line over [`Job`]; a benchmark that starts
-//! its own ranks uses [`Job`] directly.
+//! The launcher: starts the ranks of a job on this machine, serves their PMI-1 or PMI-2
+//! conversation and watches them until they end (`shared/ARCHITECTURE.md`, "Bootstrap" and
+//! "Liveness and failures"; the steps of a job are in `docs/design/launcher.md`). The `nemesis-run`
+//! binary is a command line over [`Job`]; a benchmark that starts its own ranks uses [`Job`] directly.
 //!
-//! Modules:
-//! - [`contract`]: the environment variables and KVS keys every rank finds (shared with the
-//!   rank-side bootstrap);
-//! - [`server`]: the PMI-1 and PMI-2 server, a sans-I/O state machine;
-//! - `spawn`: one rank's command, environment, and what runs between `fork` and `exec`
-//!   (death signal, inherited descriptors, CPU binding);
-//! - `supervise`: the event loop (PMI sockets, process exits through pidfds, SIGINT/SIGTERM,
-//!   fault-tolerance channels), liveness marks in the segment, teardown, restarts;
-//! - `recovery`: with `--ft` (one node, or several over the TCP netmod), HydEE's recovery coordinators and the restart of failed
-//!   groups (a sans-I/O state machine the event loop drives);
-//! - `output`: `--tag-output` line forwarding; `signals`: the SIGINT/SIGTERM self-pipe.
+//! What the ranks find (environment, KVS keys, FT frames) is [`crate::contract`], which the rank
+//! side reads too. Modules: [`server`] (the PMI server, sans-I/O), `spawn` (one rank's command,
+//! environment and what runs between `fork` and `exec`), `supervise` (the event loop, liveness marks,
+//! teardown, restarts), `recovery` (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the
+//! FT directory), `output` (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
 //!
-//! # What a job does
-//!
-//! 1. creates the node's segment (a memfd: nothing in `/dev/shm`, nothing to leak) for all ranks,
-//!    and pre-puts its handle `fd:<n>` under [`contract::segment_key`]`(node)`;
-//! 2. starts every rank with the [`contract`] environment and its end of a socket pair as
-//!    `PMI_FD`;
-//! 3. serves PMI, and when a rank ends marks it GONE in the segment (peers blocked on it get
-//!    `PeerDied` instead of hanging);
-//! 4. when a rank fails (a non-zero exit or a signal) prints one line such as
-//!    `nemesis-run: rank 3 (pid 4242) killed by signal 9` and, unless [`Job::keep_going`], ends the
-//!    others: SIGTERM, then SIGKILL after [`Job::kill_grace`]. A PMI `abort` ends the job the same
-//!    way (even with `keep_going`), with the code the rank asked for. With [`Job::handle_signals`],
-//!    SIGINT and SIGTERM to the launcher end the job too.
+//! What holds:
+//! - Nothing is left in `/dev/shm`: a node's segment is a memfd the ranks inherit.
+//! - A rank that ends is marked GONE in its segment: peers blocked on it get `PeerDied`, never hang.
+//! - A failed rank ends the job unless [`Job::keep_going`] (SIGTERM, then SIGKILL after
+//!   [`Job::kill_grace`]); a PMI `abort` ends it always, with the code the rank asked for.
+//! - Ranks die with the launcher: their `PR_SET_PDEATHSIG` is tied to the thread that forked them,
+//!   which stays in [`Job::run`] until every rank is reaped.
 //!
 //! # Example
 //!
@@ -46,7 +34,6 @@
 //! assert_eq!(*outcome.ending(), Ending::Completed);
 //! ```
 
-pub mod contract;
 mod ft;
 mod output;
 mod recovery;
@@ -75,6 +62,8 @@ pub use crate::topology::MapBy;
 
 /// How ranks wait for messages (sets `NEMESIS_WAIT` in their environment).
 pub use crate::config::WaitMode as Wait;
+/// The launcher's contract with its ranks, at its former path.
+pub use crate::contract;
 
 /// A job to start: a program, its arguments, and how to run its ranks. See the [module
 /// documentation](self) for an example.
@@ -319,9 +308,10 @@ impl Job {
         self.env.push((nemesis_shm::auth::ENV_JOB_SECRET.into(), secret.to_hex().into()));
         // Pretend nodes on this host talk over loopback unless told otherwise: nothing listens on
         // an address other hosts reach.
-        for (addr, iface) in
-            [("NEMESIS_TCP_ADDR", "NEMESIS_TCP_IF"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "NEMESIS_OFI_HEARTBEAT_IF")]
-        {
+        for (addr, iface) in [
+            (contract::ENV_TCP_ADDR, contract::ENV_TCP_IF),
+            (contract::ENV_OFI_HEARTBEAT_ADDR, contract::ENV_OFI_HEARTBEAT_IF),
+        ] {
             if self.nodes > 1 && !self.sets(addr) && !self.sets(iface) {
                 self.env.push((addr.into(), "127.0.0.1".into()));
             }
@@ -357,7 +347,7 @@ impl Job {
         }
         if let Some(file) = &self.comm_matrix {
             let file = std::path::absolute(file).map_err(|e| Error::Config(format!("--comm-matrix: {e}")))?;
-            self.env.push((crate::matrix::ENV_COMM_MATRIX.into(), file.into()));
+            self.env.push((contract::ENV_COMM_MATRIX.into(), file.into()));
         }
         let ft = match &self.ft {
             Some(g) => Some(ft::setup(g, self.ranks, &self.env)?),
@@ -368,12 +358,12 @@ impl Job {
             self.env.extend(f.env.iter().map(|(k, v)| (k.into(), v.into())));
             // Between pretend nodes the TCP netmod reconnects to restarted ranks; the ofi netmod
             // cannot (yet): there a death ends the job.
-            let ofi = self.env.iter().rev().find(|(k, _)| k == "NEMESIS_NETMOD").map_or_else(
-                || std::env::var("NEMESIS_NETMOD").is_ok_and(|v| v.trim() == "ofi"),
+            let ofi = self.env.iter().rev().find(|(k, _)| k == contract::ENV_NETMOD).map_or_else(
+                || std::env::var(contract::ENV_NETMOD).is_ok_and(|v| v.trim() == "ofi"),
                 |(_, v)| v.to_str().is_some_and(|v| v.trim() == "ofi"),
             );
             if self.nodes == 1 || !ofi {
-                self.env.push((crate::ft::channel::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
+                self.env.push((contract::ENV_FT_RECOVERY.into(), self.ft_recovery.name().into()));
                 recovery = Some(recovery::Recovery::new(f.group_of.clone(), self.ft_recovery, self.ft_max_restarts)?);
             } else {
                 tracing::warn!("fault tolerance over the ofi netmod runs failure-free: a death ends the job");

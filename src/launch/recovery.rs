@@ -1,35 +1,20 @@
 //! `nemesis-run --ft`: the launcher's side of HydEE recovery (`shared/reference/hydee.md`), a
-//! sans-I/O state machine the event loop (`supervise.rs`) drives with rank exits and the frames of
-//! the ranks' fault-tolerance channels (`crate::ft::channel`), and whose [`Step`]s it carries out.
+//! sans-I/O state machine that the event loop (`supervise.rs`) drives with rank exits and the
+//! frames of the ranks' channels ([`crate::contract::channel`]), and whose [`Step`]s it carries out.
+//! The steps of a round and what is printed are in `docs/design/launcher.md` ("Recovery in the
+//! launcher").
 //!
-//! It runs the recovery coordinators of the engine (`nemesis_ft::Coordinator`): one for the job
-//! (Fig 6.6, the default) or one per group (`--ft-recovery distributed`, Fig 6.7), and routes
-//! their messages: to processes through the channels, between coordinators directly.
+//! It runs the engine's recovery coordinators (`nemesis_ft::Coordinator`): one for the job (Fig 6.6,
+//! the default) or one per group (`--ft-recovery distributed`, Fig 6.7), and routes their messages.
 //!
-//! When a rank dies (any ending but a clean exit, other than a kill of ours):
-//! 1. its group `g` counts one more failure; past `--ft-max-restarts` the job ends with a message;
-//! 2. a recovery round starts: its groups are `g`, those of an unfinished round (the engine
-//!    restarts them again) and those of ranks still waiting to be restarted; the coordinators
-//!    are told (`on_failure`) and notify the survivors; every live member of those groups is
-//!    killed (SIGKILL);
-//! 3. once every member of those groups has exited, every live rank is asked to retire the dead
-//!    ones (`nemesis_shm::incarnation`, step 2) and answers;
-//! 4. then the dead ranks are reset in the segment and started again with the same rank numbers
-//!    ([`Step::Restart`]: `NEMESIS_FT_RESTART=<round>:<groups>`); each restores its group's last
-//!    durable checkpoint (or starts from the beginning) and reports [`Frame::Running`];
-//! 5. when the coordinators have completed the round, one line per death is printed:
-//!    `nemesis-run: rank R died (signal S); group G (ranks …) restarted from checkpoint N in T ms;
-//!    M messages replayed`, where T runs from the death to the last restarted rank of the round
-//!    running again, and M counts the logged messages the survivors replayed in the round. With it,
-//!    an `info` event of this module (`NEMESIS_LOG=nemesis::launch::recovery=info`) gives the same
-//!    figures with more, for benchmarks (`nemesis-bench ft-recovery`): `recovery_us`, the
-//!    replayed payload `bytes`, the group's checkpoint `read_us` (the slowest member's
-//!    [`Frame::Restored`]) and its `lost_work_us`, from the writing of the checkpoint it restored
-//!    (or the job's start) to the death.
-//!
-//! A death at any point of this starts a new round (steps 1–2 again, over the union of groups).
-//! The job ends once every rank has reached the end of its program ([`Frame::Finishing`]) with no
-//! recovery under way ([`Frame::Finish`] to all).
+//! What holds:
+//! - A round restarts whole groups: every live member of a failed group is killed, and the dead are
+//!   restarted (same rank numbers, [`Step::Restart`]) only once every member has exited and every
+//!   live rank has retired them.
+//! - A death at any point starts a new round over the union of groups; a group that fails more than
+//!   `--ft-max-restarts` times ends the job.
+//! - The job ends once every rank reached the end of its program ([`Frame::Finishing`]) with no
+//!   recovery under way ([`Frame::Finish`] to all).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -37,8 +22,8 @@ use std::time::{Instant, SystemTime};
 
 use nemesis_ft::{Coordinator, CoordinatorId, Endpoint, GroupId, Rank, Round, Topology};
 
+use crate::contract::channel::Frame;
 use crate::error::{Error, Result};
-use crate::ft::channel::Frame;
 
 /// Default of `--ft-max-restarts`: failures a group may have before the job ends.
 pub const DEFAULT_MAX_RESTARTS: u32 = 10;

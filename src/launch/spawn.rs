@@ -1,4 +1,4 @@
-//! Starting one rank: its command, its environment (the [`contract`](super::contract)), its PMI
+//! Starting one rank: its command, its environment (the [`contract`](crate::contract)), its PMI
 //! socket, and what runs in the child between `fork` and `exec`.
 //!
 //! The child, before `exec` (`CommandExt::pre_exec`), only makes async-signal-safe system calls
@@ -24,12 +24,11 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 
 use super::Job;
-use super::contract::{
-    ENV_LAUNCHER, ENV_LOCAL_RANK, ENV_LOCAL_SIZE, ENV_NODE, ENV_PMI_FD, ENV_PMI_RANK, ENV_PMI_SIZE, ENV_WAIT,
-    LAUNCHER_NAME,
+use crate::contract::{
+    ENV_FT_FD, ENV_LAUNCHER, ENV_LOCAL_RANK, ENV_LOCAL_SIZE, ENV_LOCALITY, ENV_NODE, ENV_PMI_FD, ENV_PMI_RANK,
+    ENV_PMI_SIZE, ENV_WAIT, LAUNCHER_NAME,
 };
 use crate::error::{Error, Result};
-use crate::topology::distance::ENV_LOCALITY;
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sched::{CpuSet, sched_setaffinity};
 use nix::sys::signal::Signal;
@@ -134,7 +133,7 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd, extra: &Extra) 
         cmd.env(ENV_LOCALITY, l);
     }
     if ft_fd >= 0 {
-        cmd.env(crate::ft::channel::ENV_FT_FD, ft_fd.to_string());
+        cmd.env(ENV_FT_FD, ft_fd.to_string());
     }
     for (k, v) in &extra.env {
         cmd.env(k, v);

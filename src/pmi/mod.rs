@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 /// messages ("PMI-2 (Slurm)").
 pub fn launcher() -> &'static str {
     let set = |v: &str| std::env::var_os(v).is_some();
-    if std::env::var(crate::launch::contract::ENV_LAUNCHER).is_ok_and(|v| v == crate::launch::contract::LAUNCHER_NAME) {
+    if std::env::var(crate::contract::ENV_LAUNCHER).is_ok_and(|v| v == crate::contract::LAUNCHER_NAME) {
         "nemesis-run"
     } else if set("HYDI_CONTROL_FD") || set("HYDRA_USER_PROVIDED_BINDING") {
         "Hydra"
@@ -226,8 +226,8 @@ pub(crate) fn placement_from_mapping(mapping: &str, rank: u32, size: u32) -> Opt
     let nodes = node_of_ranks(mapping, size)?;
     let mine = *nodes.get(rank as usize)?;
     let local_ranks = (0..size).filter(|&r| nodes[r as usize] == mine).collect();
-    let host = crate::launch::contract::hostname().unwrap_or_else(|_| "node".into());
-    let node = crate::launch::contract::sanitize_node_id(&format!("{host}.{mine}"));
+    let host = crate::contract::hostname().unwrap_or_else(|_| "node".into());
+    let node = crate::contract::sanitize_node_id(&format!("{host}.{mine}"));
     Some(Placement { node, local_ranks })
 }
 

@@ -263,13 +263,13 @@ impl PmixClient {
         let host = self
             .get_value(me, key(sys::PMIX_HOSTNAME), &[])?
             .and_then(|v| v.as_string())
-            .unwrap_or_else(|| crate::launch::contract::hostname().unwrap_or_else(|_| "node".into()));
+            .unwrap_or_else(|| crate::contract::hostname().unwrap_or_else(|_| "node".into()));
         let nodeid = self.get_value(me, key(sys::PMIX_NODEID), &[])?.as_ref().and_then(Value::as_u64);
         let name = match nodeid {
             Some(id) => format!("{host}.{id}"),
             None => host,
         };
-        Ok(Some(Placement { node: crate::launch::contract::sanitize_node_id(&name), local_ranks: local }))
+        Ok(Some(Placement { node: crate::contract::sanitize_node_id(&name), local_ranks: local }))
     }
 
     /// Asks the process manager to end the job with `code`.

@@ -16,7 +16,7 @@
 use std::fmt;
 
 use super::Level;
-use crate::config::parse_bytes;
+use crate::contract::parse_bytes;
 use crate::error::{Error, Result};
 
 /// The distance between two ranks of a node, closest first.
@@ -84,8 +84,8 @@ pub struct Locality {
 }
 
 /// The environment variable in which `nemesis-run` gives each rank the locality of every rank
-/// of its node, by local rank: `;`-separated, each `package.numa.l3.l2.core` with `-` for none.
-pub const ENV_LOCALITY: &str = "NEMESIS_LOCALITY";
+/// of its node (at its former path).
+pub use crate::contract::ENV_LOCALITY;
 
 impl Locality {
     /// The distance between ranks at `self` and `other`: the finest level whose object they share.

@@ -1,33 +1,17 @@
-//! What `nemesis-run` promises the ranks it starts: environment variables, pre-put KVS keys and
-//! the node id. The bootstrap (the rank side) reads exactly these; both sides use the functions
-//! here so that they agree byte for byte.
+//! The job's key-value space as `nemesis-run` fills it and the ranks read it: the node's segment
+//! handle, node ids, business cards, Hydra's process mapping. Both sides call these functions, so
+//! they agree byte for byte.
 //!
-//! Every rank gets, as MPICH's Hydra sets them (observed with `mpiexec.hydra` 4.0.2):
-//! `PMI_FD`, `PMI_RANK`, `PMI_SIZE`, `MPI_LOCALRANKID`, `MPI_LOCALNRANKS`; and from nemesis:
-//! [`ENV_NODE`], [`ENV_LAUNCHER`], and [`ENV_WAIT`] when a wait mode was chosen. The job's KVS
-//! holds, before any rank starts, [`segment_key`]`(node)` = `fd:<n>` for every node (the node's
-//! memfd segment, inherited as descriptor `n`) and `PMI_process_mapping` (as Hydra publishes it).
+//! Before any rank starts, the launcher puts [`segment_key`]`(node)` = `fd:<n>` for every node
+//! (the node's memfd segment, inherited as descriptor `n`) and `PMI_process_mapping` (as Hydra
+//! publishes it, [`process_mapping`]). Each rank puts [`node_key`]`(rank)` and, over several
+//! nodes, [`card_key`]`(rank)`.
+//!
+//! Invariants: every key is at most 64 bytes (the PMI-1 limit), whatever the host name; node ids
+//! are PMI-safe tokens ([`sanitize_node_id`] is idempotent).
 
+use super::env::ENV_NODE;
 use crate::error::{Error, Result};
-
-/// The node id of a rank (a PMI-safe token, see [`sanitize_node_id`]).
-pub const ENV_NODE: &str = "NEMESIS_NODE";
-/// Set to [`LAUNCHER_NAME`] in every rank `nemesis-run` starts.
-pub const ENV_LAUNCHER: &str = "NEMESIS_LAUNCHER";
-/// The value of [`ENV_LAUNCHER`].
-pub const LAUNCHER_NAME: &str = "nemesis-run";
-/// How ranks wait (`poll`, `yield` or `block`), set when `--wait` is given.
-pub const ENV_WAIT: &str = "NEMESIS_WAIT";
-/// The PMI-1 variables a process manager sets.
-pub const ENV_PMI_FD: &str = "PMI_FD";
-/// See [`ENV_PMI_FD`].
-pub const ENV_PMI_RANK: &str = "PMI_RANK";
-/// See [`ENV_PMI_FD`].
-pub const ENV_PMI_SIZE: &str = "PMI_SIZE";
-/// The rank's index among the ranks of its node, as Hydra sets it.
-pub const ENV_LOCAL_RANK: &str = "MPI_LOCALRANKID";
-/// Number of ranks on the rank's node, as Hydra sets it.
-pub const ENV_LOCAL_SIZE: &str = "MPI_LOCALNRANKS";
 
 /// Prefix of a segment handle naming a descriptor the rank inherited.
 pub const HANDLE_FD: &str = "fd:";
@@ -52,6 +36,12 @@ pub fn segment_key(node: &str) -> String {
 /// launcher).
 pub fn node_key(rank: u32) -> String {
     format!("nemesis-node-{rank}")
+}
+
+/// The KVS key of rank `rank`'s netmod business card (put by the bootstrap; read by the other
+/// ranks, and by the launcher, which hands a restarted rank's new card to the others).
+pub fn card_key(rank: u32) -> String {
+    format!("nemesis-card-{rank}")
 }
 
 /// Makes `s` a PMI-safe token: keeps `[A-Za-z0-9._-]`, replaces anything else by `_`, trims

@@ -1,19 +1,13 @@
 //! The fault-tolerance channel between `nemesis-run` and each rank: a Unix socket pair per rank
 //! (the rank's end inherited as descriptor [`ENV_FT_FD`]), carrying the HydEE engine's messages
-//! between processes and the recovery coordinators the launcher runs, and the launcher's
-//! restart protocol (`nemesis_shm::incarnation`; over several nodes, the restarted ranks' new
-//! business cards, [`Frame::Card`], for the TCP netmod's "restarts").
-//!
-//! Why a socket of its own rather than the PMI connection: PMI is a request/reply protocol the
-//! rank drives (it blocks in `barrier`, and a reply it did not ask for would be read as the
-//! answer to its next request), while recovery messages come from the launcher at any time and
-//! must be read without blocking, from the rank's progress loop. A socket per rank keeps them
-//! apart, and its descriptor is inherited exactly as the PMI one is. The launcher sets the rank's
-//! mail flag in the segment (`RankState::mail`) after writing and rings its doorbell, so a rank
-//! looks at the socket only when there is something to read: one load per progress pass.
+//! between processes and the launcher's recovery coordinators, and the launcher's restart protocol
+//! (`nemesis_shm::incarnation`; over several nodes, restarted ranks' new cards, [`Frame::Card`]).
+//! Why a socket of its own rather than the PMI connection: `docs/design/launcher.md`.
 //!
 //! Frames: a 4-byte little-endian body length (at most [`FRAME_MAX`]), then the body: a kind byte
-//! and its fields (little-endian integers). A malformed frame is a typed error, never a panic.
+//! and its fields (little-endian integers). A malformed frame is a typed error, never a panic. The
+//! launcher sets the rank's mail flag in the segment (`RankState::mail`) after writing and rings its
+//! doorbell, so a rank reads the socket only when there is something to read.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -23,10 +17,7 @@ use nemesis_ft::{Control, CoordinatorId, Round};
 
 use crate::error::{Error, Result};
 
-/// The rank's end of its channel (a descriptor number), set by `nemesis-run --ft` only.
-pub const ENV_FT_FD: &str = "NEMESIS_FT_FD";
-/// `centralised` (default) or `distributed`: one recovery coordinator, or one per group (Fig 6.7).
-pub const ENV_FT_RECOVERY: &str = "NEMESIS_FT_RECOVERY";
+pub use super::env::{ENV_FT_FD, ENV_FT_RECOVERY};
 
 /// Longest frame body accepted.
 pub const FRAME_MAX: usize = 1 << 20;
