@@ -2,7 +2,8 @@
 //! process's memory directly, `process_vm_writev` writes it (`shared/reference/nemesis.md`,
 //! "KNEM ... Today's equivalents: CMA"). Every such system call of the crate is made here: the
 //! plain calls, the batch of one pass (`batch`: the ranges of several transfers with one process
-//! in one call), and the checks of the process a peer registered ([`PeerProcess`]).
+//! in one call), the checks of the process a peer registered ([`PeerProcess`]), and [`Kernel`],
+//! the [`Copier`] through which the rendezvous state machine asks for all of them.
 //!
 //! It needs ptrace permission over the target: the same user, and under Yama `ptrace_scope = 1`
 //! the target must name the reader (`prctl(PR_SET_PTRACER, ...)`; [`allow_readers`] names the
@@ -19,7 +20,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use crate::error::{Error, Refusal, Result};
 
 mod batch;
-pub(crate) use batch::{Batch, Local};
+mod copier;
+pub use batch::Batch;
+pub(crate) use batch::Local;
+pub use copier::{Copier, Kernel};
 
 /// Reads `dst.len()` bytes at `addr` in process `pid`; returns how many were read (fewer only if
 /// the kernel stopped early). Safe whatever `pid` names, this process included: only `dst` is

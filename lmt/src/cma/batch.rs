@@ -1,18 +1,18 @@
 //! The CMA batch: the iovecs of one vectored single copy (`process_vm_readv` or
 //! `process_vm_writev`) over the ranges of several transfers with one process, so that a window
 //! of messages costs one system call, not one each. The rendezvous (`crate::rendezvous`) says
-//! which ranges and applies the result; this module builds the iovecs and makes the call.
+//! which ranges and applies the result; this module builds the iovecs, a [`Copier`](super::Copier)
+//! makes the call.
 //!
 //! Invariant: after [`Batch::gather`], `took[k]` is the byte count of the `k`-th range gathered,
 //! and the local and remote iovecs hold exactly those bytes, in order (at most [`IOV_MAX`] iovecs
 //! a side).
 
-use std::io;
 use std::ptr::NonNull;
 
 use nemesis_shm::Pieces;
 
-use super::{IOV_MAX, read_vectored, write_vectored};
+use super::IOV_MAX;
 
 /// Our side of a single-copy range: an address, or a packed offset of pieces.
 #[derive(Clone, Copy)]
@@ -23,7 +23,7 @@ pub(crate) enum Local {
 
 /// The iovecs of one CMA call, kept between calls to avoid allocating every pass.
 #[derive(Debug, Default)]
-pub(crate) struct Batch {
+pub struct Batch {
     local: Vec<libc::iovec>,
     remote: Vec<libc::iovec>,
     /// Bytes of each range in the iovecs.
@@ -78,27 +78,17 @@ impl Batch {
     }
 
     /// Bytes of each range the last [`gather`](Self::gather) included, in order.
-    pub(crate) fn took(&self) -> &[u64] {
+    pub fn took(&self) -> &[u64] {
         &self.took
     }
 
-    /// Reads the gathered remote ranges of process `pid` into the local ones
-    /// ([`read_vectored`]); returns the bytes read.
-    ///
-    /// # Safety
-    /// As [`read_vectored`]: every local range is valid for writes and not otherwise accessed.
-    pub(crate) unsafe fn read(&self, pid: u32) -> io::Result<usize> {
-        // SAFETY: the caller's contract.
-        unsafe { read_vectored(pid, &self.local, &self.remote) }
+    /// Our side of the gathered ranges, in order.
+    pub fn local(&self) -> &[libc::iovec] {
+        &self.local
     }
 
-    /// Writes the gathered local ranges to the remote ones of process `pid`
-    /// ([`write_vectored`]); returns the bytes written.
-    ///
-    /// # Safety
-    /// As [`write_vectored`].
-    pub(crate) unsafe fn write(&self, pid: u32) -> io::Result<usize> {
-        // SAFETY: the caller's contract.
-        unsafe { write_vectored(pid, &self.local, &self.remote) }
+    /// The peer's side of the gathered ranges, in order.
+    pub fn remote(&self) -> &[libc::iovec] {
+        &self.remote
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! It sends nothing itself: control messages come out of [`Lmt::take_out`], finished transfers
 //! out of [`Lmt::take_done`]. [`Lmt::progress`] moves the data: ring chunks through the caller's
-//! [`Rings`], single copies through the CMA batch of [`crate::cma`], which makes every system call.
+//! [`Rings`], single copies through its [`Copier`] ([`Kernel`] unless [`Lmt::with_copier`] gave
+//! another), which makes every system call: the state machine makes none.
 //!
 //! One file per concept: `config` (backend policy, thresholds), `send` and `receive` (each side's
 //! transfers), `split` (a single copy shared by both cores: HELP, HELPED).
@@ -19,7 +20,7 @@
 //! - Each side moves at most `chunks_per_pass` chunks (or `cma_chunk` bytes) per transfer and
 //!   pass, so other traffic keeps flowing during a large transfer.
 //! - A single copy names only the peer's registered process, checked once
-//!   ([`PeerProcess::open`]); an RTS or HELP naming another pid, or a range that wraps, is refused
+//!   ([`Copier::check`]); an RTS or HELP naming another pid, or a range that wraps, is refused
 //!   with nothing read or written.
 //! - A receive buffer is the caller's again only when nobody writes into it: a receive whose
 //!   sender may still write its part (HELP) ends on HELPED or the sender's death, never before.
@@ -31,7 +32,7 @@ mod split;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-use crate::cma::{Batch, PeerProcess};
+use crate::cma::{Batch, Copier, Kernel};
 use crate::error::{Error, Result};
 use crate::ring::RingRef;
 use crate::wire::{Backend, Control};
@@ -55,7 +56,7 @@ pub trait Rings {
     /// transfers then go through rings). Every `process_vm_readv`/`writev` names this pid, never
     /// one a message carries: an RTS or HELP whose pid differs is refused ([`Error::Forged`]).
     /// What the slot says is the peer's word: [`Lmt`] checks the process
-    /// ([`PeerProcess::open`]) before its first copy, and refuses this process's own pid.
+    /// ([`Copier::check`]) before its first copy, and refuses this process's own pid.
     fn pid(&self, rank: u16) -> Option<u32>;
     /// The start time local rank `rank` registered with its pid (clock ticks since boot), so
     /// that a reused pid is refused; `None` (the default) if not known.
@@ -100,9 +101,9 @@ enum Cma {
     Refused,
 }
 
-/// The transfers of one process.
+/// The transfers of one process; `C` makes their single copies.
 #[derive(Debug)]
-pub struct Lmt {
+pub struct Lmt<C = Kernel> {
     /// Our local rank.
     me: u16,
     /// Our process id (HELP names it).
@@ -130,22 +131,29 @@ pub struct Lmt {
     scratch_ends: Vec<(usize, Option<Error>)>,
     /// The iovecs of a pass's single copies (kept to avoid allocating every pass).
     batch: Batch,
-    /// Per local peer: the pid its slot named when last checked, and the check's result.
-    procs: Vec<Option<(u32, Result<PeerProcess>)>>,
+    /// Checks peers' processes (once per pid) and makes the single copies.
+    io: C,
     /// Peers whose slot names this process are ranks of this process ([`Lmt::allow_own_process`]).
     own_process: bool,
 }
 
 // SAFETY: the raw pointers are the caller's buffers of transfers in flight, valid until their
 // outcome is taken (the caller's contract); nothing is tied to a thread.
-unsafe impl Send for Lmt {}
+unsafe impl<C: Send> Send for Lmt<C> {}
 
 impl Lmt {
-    /// The transfers of local rank `me`, which hosts `rings` rings.
+    /// The transfers of local rank `me`, which hosts `rings` rings, copying through the kernel.
     pub fn new(me: u16, rings: u16, cfg: Config) -> Lmt {
+        Lmt::with_copier(me, rings, cfg, Kernel::default())
+    }
+}
+
+impl<C: Copier> Lmt<C> {
+    /// As [`Lmt::new`], the single copies made by `io`.
+    pub fn with_copier(me: u16, rings: u16, cfg: Config, io: C) -> Lmt<C> {
         Lmt {
             me,
-            pid: std::process::id(),
+            pid: io.own_pid(),
             cfg,
             peers: Vec::new(),
             cma: Cma::Unknown,
@@ -159,7 +167,7 @@ impl Lmt {
             scratch_order: Vec::new(),
             scratch_ends: Vec::new(),
             batch: Batch::default(),
-            procs: Vec::new(),
+            io,
             own_process: false,
         }
     }
@@ -179,14 +187,11 @@ impl Lmt {
     /// Why single copies with local rank `peer` were refused, if they were
     /// ([`Error::PeerProcess`]): its transfers go through rings.
     pub fn peer_refusal(&self, peer: u16) -> Option<&Error> {
-        match self.procs.get(usize::from(peer)) {
-            Some(Some((_, Err(e)))) => Some(e),
-            _ => None,
-        }
+        self.io.refusal(peer)
     }
 
     /// The process single copies with local rank `peer` name: its registered pid once checked
-    /// ([`PeerProcess::open`], once per pid), our own for ourselves; `Ok(None)` if it registered
+    /// ([`Copier::check`], once per pid), our own for ourselves; `Ok(None)` if it registered
     /// none usable from here.
     fn copy_pid<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) -> Result<Option<u32>> {
         if peer == self.me {
@@ -196,41 +201,13 @@ impl Lmt {
         if pid == self.pid && self.own_process {
             return Ok(Some(pid));
         }
-        let i = usize::from(peer);
-        if self.procs.len() <= i {
-            self.procs.resize_with(i + 1, || None);
-        }
-        if !matches!(&self.procs[i], Some((p, _)) if *p == pid) {
-            let checked = PeerProcess::open(peer, pid, rings.start_time(peer));
-            if let Err(e) = &checked {
-                tracing::warn!(error = %e, "single copies with this peer refused: its large messages go through rings");
-            }
-            self.procs[i] = Some((pid, checked));
-        }
-        match &self.procs[i] {
-            Some((_, Ok(p))) => Ok(Some(p.pid())),
-            Some((_, Err(e))) => Err(e.clone()),
-            None => Ok(None),
-        }
+        self.io.check(peer, pid, rings.start_time(peer)).map(|()| Some(pid))
     }
 
     /// Whether process `pid` of local rank `peer`, checked by [`copy_pid`](Self::copy_pid), still
-    /// runs (ours always does): asked of the kernel now for a `write`, lately for a read
-    /// ([`PeerProcess::alive_lately`]).
+    /// runs (ours always does): asked of the [`Copier`] now for a `write`, lately for a read.
     fn copy_alive(&self, peer: u16, pid: u32, write: bool) -> bool {
-        if pid == self.pid {
-            return true;
-        }
-        match self.procs.get(usize::from(peer)) {
-            Some(Some((_, Ok(p)))) if p.pid() == pid => {
-                if write {
-                    p.alive()
-                } else {
-                    p.alive_lately()
-                }
-            }
-            _ => false,
-        }
+        pid == self.pid || self.io.alive(peer, pid, write)
     }
 
     /// Records what a start-up probe found: whether single-copy reads from local peers work.
@@ -364,9 +341,7 @@ impl Lmt {
     /// was writing into are emptied and freed.
     pub fn peer_gone<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) {
         // A restarted peer is checked again.
-        if let Some(p) = self.procs.get_mut(usize::from(peer)) {
-            *p = None;
-        }
+        self.io.forget(peer);
         let mut i = 0;
         while i < self.sends.len() {
             if self.sends[i].peer == peer {

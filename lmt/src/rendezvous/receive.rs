@@ -10,7 +10,7 @@ use nemesis_shm::Pieces;
 
 use super::config::receiver_share;
 use super::{CMA_MIN_PIECE, Cma, Lmt, Outcome, Policy, Rings, Step, Token};
-use crate::cma::Local;
+use crate::cma::{Copier, Local};
 use crate::error::Error;
 use crate::wire::{Backend, Control, Rts};
 
@@ -65,7 +65,7 @@ pub(super) enum Help {
     Tail { from: u64, to: u64 },
 }
 
-impl Lmt {
+impl<C: Copier> Lmt<C> {
     /// Receiver: a receive of `cap` bytes at `dst` matched `rts` from local rank `peer`. Chooses
     /// the backend and starts; the outcome comes out of [`take_done`](Self::take_done).
     ///
@@ -116,7 +116,7 @@ impl Lmt {
         cap: usize,
         rings: &R,
     ) {
-        let refuse = |lmt: &mut Lmt, e: Error| {
+        let refuse = |lmt: &mut Lmt<C>, e: Error| {
             // Refused: nothing is read; the sender is released (DONE of nothing), the receive
             // fails with the reason.
             lmt.out.push((peer, Control::Done { id: rts.id, bytes: 0 }));
@@ -299,7 +299,7 @@ impl Lmt {
         // SAFETY: each local iovec is a range of a receive buffer not yet written (`offset..offset
         // + n` of `bytes <= cap`), valid for writes and untouched otherwise until the transfer's
         // outcome is taken (pre_recv's contract).
-        let read = unsafe { self.batch.read(pid) };
+        let read = unsafe { self.io.read(pid, &self.batch) };
         // Still running after the read (or found so within `ALIVE_RECHECK`): the pid named the
         // sender throughout (a pid is reused only after its process exited and was reaped, and
         // the pid allocator came round). Gone: what was read may be another process's.

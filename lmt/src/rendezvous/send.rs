@@ -8,6 +8,7 @@ use std::ptr::NonNull;
 use nemesis_shm::Pieces;
 
 use super::{Lmt, Outcome, Rings, Step, Token};
+use crate::cma::Copier;
 use crate::error::{Error, Result};
 use crate::wire::{Backend, Rts};
 
@@ -50,7 +51,7 @@ impl SendX {
     }
 }
 
-impl Lmt {
+impl<C: Copier> Lmt<C> {
     /// Sender: a message of `len` bytes at `addr` for local rank `peer`. Returns the RTS to send
     /// (through the eager path, matched like a message).
     ///

@@ -8,11 +8,11 @@
 use super::receive::{Help, RecvState};
 use super::send::SendState;
 use super::{Lmt, Rings, Step};
-use crate::cma::Local;
+use crate::cma::{Copier, Local};
 use crate::error::{Error, Result};
 use crate::wire::Control;
 
-impl Lmt {
+impl<C: Copier> Lmt<C> {
     /// Sender, on HELP: checks the range and starts writing it into the receiver's buffer, in
     /// the receiver's registered process (`registered`, checked by `copy_pid`) only. A HELP
     /// naming another process, a destination range that wraps, or a receiver whose process is
@@ -164,7 +164,7 @@ impl Lmt {
         // SAFETY: `pid` passed `copy_pid`: another process than this one and not sharing its
         // memory, or this one under `allow_own_process`, whose contract makes every HELP range a
         // receive buffer of one of our ranks, valid for writes and not otherwise accessed.
-        let wrote = unsafe { self.batch.write(pid) };
+        let wrote = unsafe { self.io.write(pid, &self.batch) };
         let mut got = match wrote {
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return true,

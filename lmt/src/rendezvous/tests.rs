@@ -3,7 +3,7 @@ use std::ptr::NonNull;
 use nemesis_shm::Pieces;
 
 use super::*;
-use crate::cma;
+use crate::cma::{self, Batch, PeerProcess};
 use crate::error::Refusal;
 use crate::ring::HeapRing;
 use crate::wire::Rts;
@@ -103,9 +103,9 @@ fn transfer_errors(
 
 /// Passes the control messages between sender `s` (rank 0) and receiver `r` (rank 1) and
 /// drives both until each reported its outcome; the errors the sender's `handle` returned.
-fn drive(
-    s: &mut Lmt,
-    r: &mut Lmt,
+fn drive<C: Copier>(
+    s: &mut Lmt<C>,
+    r: &mut Lmt<C>,
     n: &TwoRanks,
     tamper: impl Fn(Control) -> Control,
 ) -> (Outcome, Outcome, Vec<Error>) {
@@ -779,4 +779,110 @@ fn an_oversize_rts_is_refused_and_nothing_moves() {
     unsafe { net.pre_recv(4, 6, &big, d.as_mut_ptr(), 4096, &mut Refuse) };
     assert_eq!(net.take_done().next(), Some((6, Outcome::Failed(Error::TooLong { len: (1 << 20) + 1, max: 1 << 20 }))));
     assert_eq!(net.take_out().collect::<Vec<_>>(), [(4, Control::Cts { id: 3, ring: 0, epoch: 0, bytes: 0 })]);
+}
+
+/// A copier of the test's own, for ranks of this process: copies by `memcpy`, counts its calls,
+/// and with `refuse` answers every copy as a kernel forbidding them would (EPERM). Nothing of a
+/// transfer driven through it reaches the kernel.
+#[derive(Debug)]
+struct Scripted {
+    pid: u32,
+    reads: usize,
+    writes: usize,
+    refuse: bool,
+}
+
+impl Scripted {
+    fn new(refuse: bool) -> Scripted {
+        Scripted { pid: std::process::id(), reads: 0, writes: 0, refuse }
+    }
+
+    /// Copies the bytes `from` describes into those `to` describes, in order.
+    ///
+    /// # Safety
+    /// Both lists describe memory of this process, `to` valid for writes, not overlapping.
+    unsafe fn copy(from: &[libc::iovec], to: &[libc::iovec]) -> std::io::Result<usize> {
+        let (mut i, mut j, mut a, mut b, mut total) = (0, 0, 0, 0, 0);
+        while i < from.len() && j < to.len() {
+            let n = (from[i].iov_len - a).min(to[j].iov_len - b);
+            // SAFETY: within both iovecs (the caller's contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    from[i].iov_base.cast::<u8>().add(a),
+                    to[j].iov_base.cast::<u8>().add(b),
+                    n,
+                )
+            };
+            (a, b, total) = (a + n, b + n, total + n);
+            if a == from[i].iov_len {
+                (i, a) = (i + 1, 0);
+            }
+            if b == to[j].iov_len {
+                (j, b) = (j + 1, 0);
+            }
+        }
+        Ok(total)
+    }
+}
+
+impl Copier for Scripted {
+    fn own_pid(&self) -> u32 {
+        self.pid
+    }
+    fn check(&mut self, _: u16, _: u32, _: Option<u64>) -> Result<()> {
+        Ok(())
+    }
+    fn refusal(&self, _: u16) -> Option<&Error> {
+        None
+    }
+    fn forget(&mut self, _: u16) {}
+    fn alive(&self, _: u16, _: u32, _: bool) -> bool {
+        true
+    }
+    unsafe fn read(&mut self, _: u32, batch: &Batch) -> std::io::Result<usize> {
+        self.reads += 1;
+        if self.refuse {
+            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
+        // SAFETY: both ranks are this process: the remote ranges are the sender's buffer.
+        unsafe { Scripted::copy(batch.remote(), batch.local()) }
+    }
+    unsafe fn write(&mut self, _: u32, batch: &Batch) -> std::io::Result<usize> {
+        self.writes += 1;
+        if self.refuse {
+            return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
+        // SAFETY: both ranks are this process: the remote ranges are the receiver's buffer (HELP).
+        unsafe { Scripted::copy(batch.local(), batch.remote()) }
+    }
+}
+
+#[test]
+fn the_state_machine_copies_only_through_the_copier_it_is_given() {
+    let n = node(1);
+    for refuse in [false, true] {
+        let msg = data(100_000);
+        let (mut s, mut r) = (
+            Lmt::with_copier(0, 1, split(4096), Scripted::new(refuse)),
+            Lmt::with_copier(1, 1, split(4096), Scripted::new(refuse)),
+        );
+        let mut dst = vec![0u8; msg.len()];
+        // SAFETY: `msg` and `dst` outlive the transfer (driven to the end below).
+        let rts = unsafe { s.pre_send(1, 10, msg.as_ptr(), msg.len() as u64, std::process::id()) };
+        // SAFETY: as above.
+        unsafe { r.pre_recv(0, 20, &rts, dst.as_mut_ptr(), dst.len(), &n) };
+        let (so, ro, errors) = drive(&mut s, &mut r, &n, |m| m);
+        let bytes = msg.len() as u64;
+        assert_eq!((so, ro, errors), (Outcome::Moved { bytes }, Outcome::Moved { bytes }, vec![]), "refuse {refuse}");
+        assert!(dst == msg, "refuse {refuse}");
+        if refuse {
+            // The refused copies sent the rest through the rings.
+            assert!(r.io.reads >= 1, "reads {}", r.io.reads);
+            assert_eq!(r.stats().fallback, 1, "{:?}", r.stats());
+        } else {
+            // Both cores copied their part of the split, in 4 KiB calls.
+            assert!(r.io.reads >= 10 && s.io.writes >= 10, "reads {} writes {}", r.io.reads, s.io.writes);
+            assert_eq!((r.stats().cma, r.stats().split), (1, 1), "{:?}", r.stats());
+        }
+    }
 }
