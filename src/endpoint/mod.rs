@@ -49,6 +49,7 @@
 
 mod cancel;
 mod checkpoint;
+mod collective;
 mod eager;
 mod ft;
 mod fused;
@@ -70,6 +71,7 @@ use nemesis_lmt::{Lmt, NetLmt};
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{Node, Port, PortConfig, Segment, Sent};
 
+pub use collective::{CollArea, CollLane};
 use eager::{Mode, Pending};
 pub use fused::Link;
 use matching::{Found, Posted};
@@ -192,8 +194,9 @@ struct Inner {
     /// The network module, when the job spans nodes.
     net: Option<Net<'static>>,
     port: Port<'static, Segment>,
-    /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
-    segment: Box<Segment>,
+    /// The segment, at a stable address (shared: the collectives' areas hold it too,
+    /// `collective.rs`) for the `'static` borrows of `port`, `net` and the doorbells.
+    segment: std::sync::Arc<Segment>,
     /// This rank's doorbell in the segment.
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.
@@ -332,8 +335,8 @@ impl Endpoint {
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
         }
-        let segment = Box::new(segment);
-        // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
+        let segment = std::sync::Arc::new(segment);
+        // SAFETY: `segment` is in an `Arc` (its address never changes) held by `Inner`, which drops
         // `net` and `port` before it; they, the rings, the doorbells and the mail flag borrowed from `seg` never
         // leave `Inner`, so the `'static` borrows never outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };
