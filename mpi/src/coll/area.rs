@@ -1,31 +1,24 @@
-//! Small collectives through the node's shared areas (`nemesis_shm::collarea`): flags and a
-//! buffer per member in the segment instead of point-to-point messages, as MPICH's and Open
-//! MPI's shared-memory collectives do, for communicators whose members all share this node's
-//! segment.
+//! Small collectives through the node's shared areas ([`CollArea`], the Endpoint's handle): flags
+//! and a buffer per member in the segment instead of point-to-point messages, for communicators
+//! whose members all share this node's segment (as MPICH's and Open MPI's shared-memory
+//! collectives do).
 //!
-//! **When.** `NEMESIS_COLL_AREA` not `0` (on by default), fault tolerance off (HydEE logs and replays
-//! messages: collectives must stay messages), every member on this node, no algorithm forced for
-//! the operation (`NEMESIS_COLL_ALG`), and the data within a bank ([`BANK_BYTES`] per member);
-//! otherwise, or when the node's areas are all taken, the point-to-point algorithms run. Every
-//! member decides alike from what MPI has them agree on (the communicator, the byte counts), so
-//! all take the same path.
+//! **When.** `NEMESIS_COLL_AREA` on (the default), fault tolerance off, every member on this node,
+//! no algorithm forced for the operation (`NEMESIS_COLL_ALG`), the data within a bank
+//! ([`CollArea::BANK_BYTES`] per member) and an area free; otherwise the point-to-point algorithms
+//! run. Every member decides alike from what MPI has them agree on (the communicator, the byte
+//! counts), so all take the same path.
 //!
-//! **Set-up.** A communicator's member 0 claims a free area at its first collective that may use
-//! one and tells the others which (or none) by a broadcast of messages in the communicator's
-//! collective context (tag `AREA`); every member releases it when the communicator is freed, or
-//! at `MPI_Finalize` ([`release`]).
+//! **Set-up.** Member 0 claims a free area at the communicator's first collective that may use
+//! one and broadcasts which (or none) in the collective context (tag `AREA`); each member attaches
+//! once and keeps the handle ([`AreaUse`]), and releases it when the communicator is freed or at
+//! `MPI_Finalize` ([`release`]).
 //!
-//! **Waiting.** A flag not yet set is waited for through the Endpoint
-//! ([`nemesis::Endpoint::wait_until`]): progress continues (a rendezvous matched before the
-//! collective still completes, as MPI's progress rule wants), the wait mode applies (spin, then
-//! yield or block: in block mode a member that sets a flag rings the others' doorbells), and a
-//! member that died turns into `MPI_ERR_PROC_FAILED` instead of a hang. Under
-//! `MPI_THREAD_MULTIPLE`, or while non-blocking collectives are in flight, the wait polls and
-//! pauses between its looks ([`Access::may_block`]): other threads come in, and the schedules
-//! advance (a member waiting for one of them may be what this flag waits for).
-//!
-//! **Reductions** combine in rank order (`((c0 ⊕ c1) ⊕ c2) ...`), so user operations that do
-//! not commute get MPI's order, and every member of an allreduce computes the same bits.
+//! **Invariants.** A flag is waited for through the Endpoint ([`nemesis::Endpoint::wait_until`],
+//! or polls and pauses when [`Access::may_block`] says no): progress continues, and a dead member
+//! fails the wait (`MPI_ERR_PROC_FAILED`) instead of hanging it. Reductions combine in rank order,
+//! so every member of an allreduce computes the same bits. The reasoning and measurements:
+//! `docs/design/mpi.md`, "Shared collective areas".
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -128,11 +121,8 @@ fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, for
 }
 
 /// [`begin`] for a rooted operation (broadcast, reduce, gather, scatter): through the small lane
-/// only. Its 31 collectives in flight let the root (or the contributors) run ahead as eager
-/// messages do; the large lane's 3 do not, and with more ranks than cores messages won: 512-byte
-/// rooted operations on 4 ranks and 2 CPUs took 0.11–0.16 × Open MPI's time by messages against
-/// 0.17–0.98 × through the large lane (`nemesis-bench coll --rounds 5 --max-size 512`, medians,
-/// 2026-11-24); on 2 ranks messages took 0.45–0.67 ×.
+/// only, whose 31 collectives in flight let the root (or the contributors) run ahead as eager
+/// messages do (measured against the large lane: `docs/design/mpi.md`, "Shared collective areas").
 fn begin_rooted<'c>(
     acc: &mut Access,
     c: &'c Comm,
