@@ -27,10 +27,25 @@ use super::Endpoint;
 use crate::error::{Error, Result};
 
 /// A member's attachment to a claimed collective area: its two lanes, kept mapped.
+///
+/// ```no_run
+/// use nemesis::endpoint::CollArea;
+///
+/// let ep = nemesis::Endpoint::init().unwrap();
+/// // One member claims, and tells the others `(index, stamp)` by a message; each attaches.
+/// let (index, stamp) = ep.claim_coll_area(ep.size()).expect("an area free");
+/// let area = ep.attach_coll_area(u64::from(index), stamp).unwrap();
+/// let lane = area.lane(CollArea::lane_of(0)).expect("not released");
+/// lane.enter(ep.rank(), 1).unwrap(); // enters the lane's collective 1 (a barrier's half)
+/// area.release().unwrap();
+/// ep.finalize().unwrap();
+/// ```
 pub struct CollArea {
-    /// The area's claim words and lanes. `'static` only inside this handle: `segment` keeps
-    /// the mapping they point into, and no lane leaves except borrowed from `self`.
+    /// The area's claim words. `'static` here and in `lanes` only inside this handle: `segment`
+    /// keeps the mapping they point into, and nothing leaves the handle but borrowed from it.
     area: AreaRef<'static>,
+    /// Its lanes (0: small banks, 1: large).
+    lanes: [CollLane; 2],
     /// The claim's stamp (odd), for the release.
     stamp: u64,
     /// Set by the one [`CollArea::release`]; no lane is handed out after it.
@@ -45,9 +60,9 @@ impl std::fmt::Debug for CollArea {
     }
 }
 
-/// One lane of a [`CollArea`] (0: small banks, 1: large; [`CollArea::lane_of`]), borrowed from it.
-/// Every method checks member indices and lengths against the lane.
-#[repr(transparent)]
+/// One lane of a [`CollArea`] (0: small banks, 1: large; [`CollArea::lane_of`]), borrowed from it
+/// (neither `Copy` nor `Clone`: it never outlives the handle). Every method checks member indices
+/// and lengths against the lane.
 pub struct CollLane(Lane<'static>);
 
 /// An error of the caller's `wait`, or one of the shm crate's, carried through `Lane`'s methods.
@@ -82,9 +97,7 @@ impl CollArea {
         if self.released.load(Relaxed) {
             return None;
         }
-        let l: &Lane<'static> = self.area.lane(k);
-        // SAFETY: `CollLane` is a transparent wrapper of `Lane`; the borrow stays tied to `self`.
-        Some(unsafe { &*(l as *const Lane<'static> as *const CollLane) })
+        Some(&self.lanes[k.min(1)])
     }
 
     /// Releases this member's hold on the claim (once: later calls return `Ok(false)`); true if
@@ -177,7 +190,8 @@ impl Endpoint {
         if area.stamp() != stamp {
             return Err(corrupt("collective area stamp", area.stamp()));
         }
-        Ok(CollArea { area, stamp, released: AtomicBool::new(false), segment: Arc::clone(seg) })
+        let lanes = [CollLane(*area.lane(0)), CollLane(*area.lane(1))];
+        Ok(CollArea { area, lanes, stamp, released: AtomicBool::new(false), segment: Arc::clone(seg) })
     }
 }
 
