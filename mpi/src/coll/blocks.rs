@@ -1,7 +1,20 @@
 //! The collectives that move one block per member: `MPI_Gather`, `MPI_Scatter`, `MPI_Allgather`,
 //! `MPI_Alltoall` (argument checks, the choice of algorithm, the shared area when it applies).
 
-use super::*;
+use std::ffi::{c_int, c_void};
+
+use super::Tuning;
+use super::algo::{Ops, Team};
+use super::model::{Allgather, Gather, Params};
+use super::{
+    algo, area, bcast_team, begin, check_root, disjoint, flat_model, in_place_misused, inter, is_in_place, mismatch,
+    model, on, tag, times, typed, whole,
+};
+use crate::abi::{self, Datatype};
+use crate::comm::Comm;
+use crate::error::Res;
+use crate::p2p::{byte_len, in_bytes, out_bytes};
+use crate::state::Access;
 
 // ---------------------------------------------------------------------------------------------
 // Gather and scatter.

@@ -39,7 +39,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use self::algo::{Ops, Reduction, Team};
-use self::model::{Allgather, Allreduce, Barrier, Bcast, Gather, Model, Params, Reduce};
+use self::model::{Allreduce, Barrier, Bcast, Model, Params, Reduce};
 use crate::abi::{self, Datatype, IN_PLACE};
 use crate::comm::Comm;
 use crate::datatype;

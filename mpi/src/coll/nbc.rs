@@ -17,17 +17,16 @@
 //! The algorithms of each operation: `docs/design/mpi.md`, "Non-blocking collectives".
 
 use std::collections::VecDeque;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use super::algo::Reduction;
-use super::vector::{Displs, Side, Sink, layout_at, layouts, reduction_input, source};
-use super::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
-use crate::abi::{self, Datatype};
+use super::mismatch;
+use super::vector::Sink;
+use crate::abi;
 use crate::comm::Comm;
 use crate::comm::context::{self, Contexts, Key};
-use crate::datatype::Layout;
 use crate::error::{Fail, Res, Why};
 use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};

@@ -25,11 +25,11 @@ use std::borrow::Cow;
 use std::ffi::{c_int, c_void};
 
 use super::algo::Ops;
-use super::{allreduce_comm, begin, in_place_misused, inter, is_in_place, mismatch, on, reduction_kept, tag, whole};
+use super::{begin, in_place_misused, inter, is_in_place, mismatch, on, tag};
 use crate::abi::{self, Datatype};
 use crate::comm::Comm;
 use crate::datatype::{self, Layout, pack};
-use crate::error::{Fail, Res, Why};
+use crate::error::Res;
 use crate::p2p::{in_bytes, null_arg, out_bytes};
 use crate::state::Access;
 

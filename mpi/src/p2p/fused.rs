@@ -1,7 +1,14 @@
 //! The fused paths of `MPI_Send` and `MPI_Recv`: an admitted call of a fast-path communicator
 //! goes straight into or out of the peer's fastbox through its link (`nemesis::Link`).
 
-use super::*;
+use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+use super::{admit, out_bytes, put_status, recv_failed};
+use crate::abi::{self, Datatype, Status};
+use crate::comm::index_of;
+use crate::error::{Fail, Res};
+use crate::state::{State, not_running};
 
 /// The longest message (receive buffer) the fused paths handle inline, in the exported function:
 /// its bytes are copied by two loads and two stores at most (the shm crate's `cell::copy_bytes`), so

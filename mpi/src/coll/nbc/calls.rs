@@ -1,7 +1,17 @@
 //! The non-blocking collectives' entry points (`MPI_Ibarrier` ... `MPI_Comm_idup`, and the
 //! neighbourhood collectives): each checks its arguments, compiles its schedule and submits it.
 
-use super::*;
+use std::ffi::{c_int, c_void};
+
+use super::{Agreement, Idup, NBC, NBC_STRIDE, Sched, Step, at, submit};
+use crate::abi::{self, Datatype};
+use crate::coll::vector::{Displs, Side, Sink, layout_at, layouts, reduction_input, source};
+use crate::coll::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
+use crate::comm::{Comm, context};
+use crate::datatype::Layout;
+use crate::error::{Fail, Res, Why};
+use crate::p2p::null_arg;
+use crate::state::Access;
 
 // ---------------------------------------------------------------------------------------------
 // The calls.
@@ -481,7 +491,7 @@ pub unsafe fn neighbor(
 /// # Safety
 /// `newcomm` writable until the request completes; `request` writable.
 pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, request: *mut abi::Request) -> Res<()> {
-    let (c, ci, _) = super::super::begin_any(acc, comm)?;
+    let (c, ci, _) = crate::coll::begin_any(acc, comm)?;
     if newcomm.is_null() {
         return Err(null_arg(Some(ci), "newcomm"));
     }

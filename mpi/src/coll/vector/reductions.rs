@@ -1,7 +1,14 @@
 //! The reductions over blocks: `MPI_Reduce_scatter(_block)`, `MPI_Scan`, `MPI_Exscan`, and the
 //! packed input they share with the non-blocking forms.
 
-use super::*;
+use std::ffi::{c_int, c_void};
+
+use super::{Sink, ints, layout_at, source};
+use crate::abi::{self, Datatype};
+use crate::coll::algo::Ops;
+use crate::coll::{allreduce_comm, begin, in_place_misused, inter, is_in_place, on, reduction_kept, tag, whole};
+use crate::error::{Fail, Res, Why};
+use crate::state::Access;
 
 // ---------------------------------------------------------------------------------------------
 // Reduce_scatter, Scan, Exscan.
@@ -43,7 +50,7 @@ pub unsafe fn reduce_any(
 ) -> Res<()> {
     let (c, ci, tu) = begin(acc, comm)?;
     let c = &*c;
-    let root = root.map(|r| super::super::check_root(r, c, ci)).transpose()?;
+    let root = root.map(|r| crate::coll::check_root(r, c, ci)).transpose()?;
     let receives = root.is_none_or(|r| r == c.rank as usize);
     if is_in_place(sendbuf) && !receives {
         return Err(in_place_misused(ci));
@@ -58,7 +65,7 @@ pub unsafe fn reduce_any(
     let mut sink =
         if receives { Some(Sink::new(layout_at(acc, recvbuf.cast_const().cast(), count, dt, ci)?)) } else { None };
     match root {
-        Some(r) => super::super::reduce_comm(acc, tag::REDUCE, c, r, &mut data, red, &tu),
+        Some(r) => crate::coll::reduce_comm(acc, tag::REDUCE, c, r, &mut data, red, &tu),
         None => allreduce_comm(acc, tag::ALLREDUCE, c, &mut data, red, &tu),
     }
     .map_err(on(ci))?;

@@ -1,7 +1,14 @@
 //! Completion of arrays of requests: `MPI_Waitall`, `MPI_Testall`, `MPI_Waitany`, `MPI_Testany`,
 //! `MPI_Waitsome`, `MPI_Testsome`.
 
-use super::*;
+use std::ffi::c_int;
+
+use super::{bad_request, check_running, finish, is_active, poll, report_one, slot, take, wait_slot};
+use crate::abi::{self, REQUEST_NULL, Status};
+use crate::error::{Fail, Res, Why};
+use crate::p2p::{null_arg, put_completion, wants};
+use crate::request::{Completion, Req, State as ReqState};
+use crate::state::{Access, State};
 
 /// The requests of a multiple-completion call.
 ///
