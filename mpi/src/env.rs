@@ -103,7 +103,7 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
     st.phase = Phase::After;
     st.refresh_all_fast();
     for c in &st.comms {
-        coll::area::release(&ep, c);
+        coll::area::release(c);
     }
     st.comms.clear();
     st.reqs = crate::request::table();

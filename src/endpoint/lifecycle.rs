@@ -44,8 +44,8 @@ impl Endpoint {
         for (l, &g) in local_ranks.iter().enumerate() {
             route[g as usize] = l as u16;
         }
-        let segment = Box::new(segment);
-        // SAFETY: `segment` is boxed (its address never changes) and owned by `Inner`, which drops
+        let segment = std::sync::Arc::new(segment);
+        // SAFETY: `segment` is in an `Arc` (its address never changes) held by `Inner`, which drops
         // `net` and `port` before it; they, the rings, the doorbells and the mail flag borrowed from `seg` never
         // leave `Inner`, so the `'static` borrows never outlive the segment.
         let seg: &'static Segment = unsafe { &*(&*segment as *const Segment) };

@@ -28,6 +28,7 @@
 
 mod cancel;
 mod checkpoint;
+mod collective;
 mod eager;
 mod ft;
 mod fused;
@@ -50,6 +51,7 @@ use std::sync::atomic::AtomicU32;
 use nemesis_lmt::{Lmt, NetLmt};
 use nemesis_shm::{Port, Segment, Sent};
 
+pub use collective::{CollArea, CollLane};
 use eager::{Mode, Pending};
 pub use fused::Link;
 use matching::{Found, Posted};
@@ -166,8 +168,9 @@ struct Inner {
     /// The network module, when the job spans nodes.
     net: Option<Net<'static>>,
     port: Port<'static, Segment>,
-    /// The segment, at a stable address (boxed) for the `'static` borrows of `port`, `net` and the doorbells.
-    segment: Box<Segment>,
+    /// The segment, at a stable address (shared: the collectives' areas hold it too,
+    /// `collective.rs`) for the `'static` borrows of `port`, `net` and the doorbells.
+    segment: std::sync::Arc<Segment>,
     /// This rank's doorbell in the segment.
     bell: &'static AtomicU32,
     /// Every local rank's doorbell, by local rank.

@@ -1,36 +1,29 @@
-//! Small collectives through the node's shared areas (`nemesis_shm::collarea`): flags and a
-//! buffer per member in the segment instead of point-to-point messages, as MPICH's and Open
-//! MPI's shared-memory collectives do, for communicators whose members all share this node's
-//! segment.
+//! Small collectives through the node's shared areas ([`CollArea`], the Endpoint's handle): flags
+//! and a buffer per member in the segment instead of point-to-point messages, for communicators
+//! whose members all share this node's segment (as MPICH's and Open MPI's shared-memory
+//! collectives do).
 //!
-//! **When.** `NEMESIS_COLL_AREA` not `0` (on by default), fault tolerance off (HydEE logs and replays
-//! messages: collectives must stay messages), every member on this node, no algorithm forced for
-//! the operation (`NEMESIS_COLL_ALG`), and the data within a bank ([`BANK_BYTES`] per member);
-//! otherwise, or when the node's areas are all taken, the point-to-point algorithms run. Every
-//! member decides alike from what MPI has them agree on (the communicator, the byte counts), so
-//! all take the same path.
+//! **When.** `NEMESIS_COLL_AREA` on (the default), fault tolerance off, every member on this node,
+//! no algorithm forced for the operation (`NEMESIS_COLL_ALG`), the data within a bank
+//! ([`CollArea::BANK_BYTES`] per member) and an area free; otherwise the point-to-point algorithms
+//! run. Every member decides alike from what MPI has them agree on (the communicator, the byte
+//! counts), so all take the same path.
 //!
-//! **Set-up.** A communicator's member 0 claims a free area at its first collective that may use
-//! one and tells the others which (or none) by a broadcast of messages in the communicator's
-//! collective context (tag `AREA`); every member releases it when the communicator is freed, or
-//! at `MPI_Finalize` ([`release`]).
+//! **Set-up.** Member 0 claims a free area at the communicator's first collective that may use
+//! one and broadcasts which (or none) in the collective context (tag `AREA`); each member attaches
+//! once and keeps the handle ([`AreaUse`]), and releases it when the communicator is freed or at
+//! `MPI_Finalize` ([`release`]).
 //!
-//! **Waiting.** A flag not yet set is waited for through the Endpoint
-//! ([`nemesis::Endpoint::wait_until`]): progress continues (a rendezvous matched before the
-//! collective still completes, as MPI's progress rule wants), the wait mode applies (spin, then
-//! yield or block: in block mode a member that sets a flag rings the others' doorbells), and a
-//! member that died turns into `MPI_ERR_PROC_FAILED` instead of a hang. Under
-//! `MPI_THREAD_MULTIPLE`, or while non-blocking collectives are in flight, the wait polls and
-//! pauses between its looks ([`Access::may_block`]): other threads come in, and the schedules
-//! advance (a member waiting for one of them may be what this flag waits for).
-//!
-//! **Reductions** combine in rank order (`((c0 ⊕ c1) ⊕ c2) ...`), so user operations that do
-//! not commute get MPI's order, and every member of an allreduce computes the same bits.
+//! **Invariants.** A flag is waited for through the Endpoint ([`nemesis::Endpoint::wait_until`],
+//! or polls and pauses when [`Access::may_block`] says no): progress continues, and a dead member
+//! fails the wait (`MPI_ERR_PROC_FAILED`) instead of hanging it. Reductions combine in rank order,
+//! so every member of an allreduce computes the same bits. The reasoning and measurements:
+//! `docs/design/mpi.md`, "Shared collective areas".
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
-use nemesis_shm::collarea::{AREAS, AreaRef, BANK_BYTES, LANES, Lane, lane_of};
+use nemesis::endpoint::{CollArea, CollLane};
 
 use super::algo::{self, Ops, Reduction, Team};
 use super::{Tuning, tag};
@@ -48,8 +41,6 @@ const NONE: u64 = 1;
 pub struct AreaUse {
     /// [`UNTRIED`], [`NONE`], or the area's index + 2.
     state: AtomicU64,
-    /// The claim's stamp (`AreaRef::claim`), for the release.
-    stamp: AtomicU64,
     /// Per lane, the collectives this process has run through it (the last one's sequence
     /// number).
     seq: [AtomicU64; 2],
@@ -57,9 +48,9 @@ pub struct AreaUse {
     floor: [AtomicU64; 2],
     /// The job waits in block mode: setting a flag rings the members' doorbells.
     block: AtomicBool,
-    /// The claimed area's lanes, resolved once at set-up (a collective then starts without
-    /// finding the area in the segment again).
-    lanes: OnceLock<[Lane<'static>; 2]>,
+    /// The claimed area, attached once at set-up (a collective then starts without finding the
+    /// area in the segment again).
+    lanes: OnceLock<CollArea>,
 }
 
 impl AreaUse {
@@ -83,35 +74,25 @@ impl AreaUse {
 
 /// Releases `c`'s area (and its local group's, for an intercommunicator), if it holds one: when
 /// it is freed, or at `MPI_Finalize`. Every collective of this process on it is over.
-pub fn release(ep: &nemesis::Endpoint, c: &Comm) {
+pub fn release(c: &Comm) {
     for u in std::iter::once(&c.area).chain(c.local.as_ref().map(|l| &l.area)) {
         // ORDERING: Relaxed: as in `index`.
         let st = u.state.swap(NONE, Relaxed);
         if st >= 2
-            && let Some(a) = ep.segment().coll_area((st - 2) as u32)
+            && let Some(a) = u.lanes.get()
         {
             // A corrupt area stays taken: lost to the node, never misused.
-            let _ = a.release(u.stamp.load(Relaxed));
+            let _ = a.release();
         }
     }
-}
-
-fn shm_fail(e: nemesis_shm::Error) -> Fail {
-    let e = nemesis::Error::from(e);
-    Fail { code: crate::error::code_of(&e), comm: None, why: Why::Endpoint(e) }
-}
-
-#[cold]
-fn bad_index(index: u64) -> Fail {
-    shm_fail(nemesis_shm::Error::Corrupt { what: "collective area index", value: index })
 }
 
 /// A failure inside an area's protocol: a wait's (the crate's), or the area's own.
 struct Failed(Fail);
 
-impl From<nemesis_shm::Error> for Failed {
-    fn from(e: nemesis_shm::Error) -> Failed {
-        Failed(shm_fail(e))
+impl From<nemesis::Error> for Failed {
+    fn from(e: nemesis::Error) -> Failed {
+        Failed(ep_fail(e))
     }
 }
 
@@ -122,7 +103,7 @@ fn unfail(f: Failed) -> Fail {
 /// One collective on an area: the area's lane it uses, this collective's sequence number in it,
 /// this member and the team's size, and the members' job ranks (whose deaths end a wait).
 struct Area<'c> {
-    area: &'c Lane<'static>,
+    area: &'c CollLane,
     lane: usize,
     use_: &'c AreaUse,
     s: u64,
@@ -135,16 +116,13 @@ struct Area<'c> {
 /// `len`: the bytes each member puts in its bank (`None`: too many); `forced`: `NEMESIS_COLL_ALG`
 /// names an algorithm for the operation. Both are the same on every member.
 fn begin<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: Option<usize>, forced: bool) -> Res<Option<Area<'c>>> {
-    let Some(len) = len.filter(|&l| l <= BANK_BYTES) else { return Ok(None) };
+    let Some(len) = len.filter(|&l| l <= CollArea::BANK_BYTES) else { return Ok(None) };
     begin_within(acc, c, tu, len, forced)
 }
 
 /// [`begin`] for a rooted operation (broadcast, reduce, gather, scatter): through the small lane
-/// only. Its 31 collectives in flight let the root (or the contributors) run ahead as eager
-/// messages do; the large lane's 3 do not, and with more ranks than cores messages won: 512-byte
-/// rooted operations on 4 ranks and 2 CPUs took 0.11–0.16 × Open MPI's time by messages against
-/// 0.17–0.98 × through the large lane (`nemesis-bench coll --rounds 5 --max-size 512`, medians,
-/// 2026-11-24); on 2 ranks messages took 0.45–0.67 ×.
+/// only, whose 31 collectives in flight let the root (or the contributors) run ahead as eager
+/// messages do (measured against the large lane: `docs/design/mpi.md`, "Shared collective areas").
 fn begin_rooted<'c>(
     acc: &mut Access,
     c: &'c Comm,
@@ -152,7 +130,7 @@ fn begin_rooted<'c>(
     len: Option<usize>,
     forced: bool,
 ) -> Res<Option<Area<'c>>> {
-    let Some(len) = len.filter(|&l| l <= LANES[0].bank_bytes) else { return Ok(None) };
+    let Some(len) = len.filter(|&l| l <= CollArea::SMALL_BANK_BYTES) else { return Ok(None) };
     begin_within(acc, c, tu, len, forced)
 }
 
@@ -166,11 +144,11 @@ fn begin_within<'c>(acc: &mut Access, c: &'c Comm, tu: &Tuning, len: usize, forc
     if c.area.state.load(Relaxed) == UNTRIED {
         setup(acc, c)?;
     }
-    let Some(lanes) = c.area.lanes.get() else { return Ok(None) };
-    let lane = lane_of(len);
+    let lane = CollArea::lane_of(len);
+    let Some(area) = c.area.lanes.get().and_then(|a| a.lane(lane)) else { return Ok(None) };
     // ORDERING: Relaxed: this process's own counter.
     let s = c.area.seq[lane].fetch_add(1, Relaxed) + 1;
-    Ok(Some(Area { area: &lanes[lane], lane, use_: &c.area, s, me: c.rank, n: c.size, world: &c.world }))
+    Ok(Some(Area { area, lane, use_: &c.area, s, me: c.rank, n: c.size, world: &c.world }))
 }
 
 /// The first collective that may use an area: member 0 claims one and broadcasts its index and
@@ -184,7 +162,7 @@ fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
         && c.local.is_none()
         && c.nodes.count() == 1
         && !ep.ft_enabled()
-        && c.size <= u32::from(ep.segment().layout().ranks)
+        && ep.coll_area_fits(c.size)
         && c.world.iter().all(|&w| ep.is_local(w));
     if !usable {
         // ORDERING: Relaxed: as in `AreaUse::index`.
@@ -194,9 +172,7 @@ fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
     let block = ep.config().wait == nemesis::WaitMode::Block;
     let mut msg = [0u8; 16];
     if c.rank == 0 {
-        let seg = ep.segment();
-        let claimed = (0..AREAS).find_map(|i| seg.coll_area(i).and_then(|a| a.claim(c.size)).map(|st| (i, st)));
-        match claimed {
+        match ep.claim_coll_area(c.size) {
             Some((i, stamp)) => {
                 tracing::debug!(area = i, members = c.size, context = c.ctx, "collective area claimed");
                 msg[..8].copy_from_slice(&(u64::from(i) + 2).to_ne_bytes());
@@ -210,23 +186,11 @@ fn setup(acc: &mut Access, c: &Comm) -> Res<()> {
     let word = |k: usize| u64::from_ne_bytes(msg[k * 8..k * 8 + 8].try_into().unwrap_or_default());
     let (state, stamp) = (word(0), word(1));
     if state >= 2 {
-        let index = state - 2;
-        let seg = acc.ep()?.segment();
-        let found = u32::try_from(index).ok().and_then(|i| Some((seg.coll_area(i)?, seg.coll_area_base(i)?)));
-        let Some((a, base)) = found else { return Err(bad_index(index)) };
-        if a.stamp() != stamp {
-            return Err(shm_fail(nemesis_shm::Error::Corrupt { what: "collective area stamp", value: a.stamp() }));
-        }
-        // SAFETY: `coll_area_base` gave the start of area `index` inside the mapping, which the
-        // Endpoint keeps until `MPI_Finalize`; the lanes are used only by this communicator's
-        // collectives, which no MPI program calls after it (MPI's contract), and the area is
-        // released at the latest then ([`release`]).
-        let area = unsafe { AreaRef::in_segment(base, u32::from(seg.layout().ranks)) };
+        let area = acc.ep()?.attach_coll_area(state - 2, stamp).map_err(ep_fail)?;
         // A communicator sets up once (its state was UNTRIED): the cell is empty.
-        let _ = c.area.lanes.set([*area.lane(0), *area.lane(1)]);
+        let _ = c.area.lanes.set(area);
     }
     // ORDERING: Relaxed: as in `AreaUse::index`.
-    c.area.stamp.store(stamp, Relaxed);
     for k in 0..2 {
         c.area.seq[k].store(0, Relaxed);
         c.area.floor[k].store(0, Relaxed);
@@ -289,7 +253,7 @@ impl Area<'_> {
 
     /// Enters without data.
     fn enter(&self, acc: &mut Access) -> Res<()> {
-        self.area.enter(self.me, self.s).map_err(shm_fail)?;
+        self.area.enter(self.me, self.s).map_err(ep_fail)?;
         self.wake(acc, None)
     }
 
@@ -457,9 +421,9 @@ mod tests {
     }
 
     #[test]
-    fn shared_memory_errors_are_endpoint_errors() {
-        let f = unfail(Failed::from(nemesis_shm::Error::Corrupt { what: "x", value: 1 }));
+    fn area_errors_are_endpoint_errors() {
+        let f = unfail(Failed::from(nemesis::Error::Config("x".into())));
         assert_eq!(f.code, abi::ERR_OTHER);
-        assert!(matches!(f.why, Why::Endpoint(nemesis::Error::Shm(_))));
+        assert!(matches!(f.why, Why::Endpoint(nemesis::Error::Config(_))));
     }
 }

@@ -1,40 +1,45 @@
 //! Collective operations: argument checks, the two-level (node, then between nodes) structure,
-//! and the choice of an algorithm per level by the pLogP models of [`model`]; the algorithms are
-//! in [`algo`].
+//! and the choice of an algorithm per level by the pLogP models of [`model`] (parameters and
+//! overrides in [`Tuning`]); broadcast, reduce, allreduce and barrier here, the one-block-per-member
+//! operations in `blocks.rs`, the algorithms in [`algo`], the v- and w-forms in [`vector`],
+//! intercommunicators in [`inter`], non-blocking forms in [`nbc`], shared areas in [`area`].
 //!
 //! **Contexts.** Collectives run in the communicator's second context (`Comm::coll_ctx`), with
-//! a tag per operation, so they never match point-to-point messages on the same communicator.
-//! Every member calls the collectives of a communicator in the same order (MPI requires it) and
-//! messages between two ranks in one context are not overtaken, so consecutive collectives
-//! cannot take each other's messages.
+//! a tag per operation ([`tag`]), so they never match point-to-point messages on the same
+//! communicator. Every member calls the collectives of a communicator in the same order (MPI
+//! requires it) and messages between two ranks in one context are not overtaken, so consecutive
+//! collectives cannot take each other's messages.
 //!
-//! **Shared memory, then the network.** When a communicator spans several nodes (ranks that do
-//! not share a segment), broadcast, reduce, allreduce and barrier work in two levels, as LaPIe
-//! does (`shared/reference/p2pmpi-lapie.md`, "Hierarchy"): inside each node with the `shm`
-//! parameters, and among one leader per node with the `net` ones (the root's node is led by the
-//! root). Gather, scatter, allgather and alltoall run over the whole communicator with the
-//! parameters of its slowest level. A job on one node runs everything at the `shm` level. The
-//! nodes are the Endpoint's (separate machines, or `nemesis-run --nodes K` on one machine, TCP
-//! between them); `NEMESIS_COLL_NODES=K` instead pretends the job's ranks form `K` nodes of
-//! consecutive ranks over one segment, so the two-level code can also run without a network.
+//! **Levels.** When a communicator spans several nodes, broadcast, reduce, allreduce and barrier
+//! work in two levels, as LaPIe does (`shared/reference/p2pmpi-lapie.md`, "Hierarchy"): inside each
+//! node with the `shm` parameters, and among one leader per node with the `net` ones (the root's
+//! node is led by the root). Gather, scatter, allgather and alltoall run over the whole
+//! communicator with the parameters of its slowest level. `NEMESIS_COLL_NODES=K` pretends the
+//! job's ranks form `K` nodes of consecutive ranks over one segment (testing).
 //!
 //! **Memory.** Collectives allocate scratch buffers (partial results, rotations); the
 //! point-to-point fast path does not.
 
 pub mod algo;
 pub mod area;
+mod blocks;
 pub mod inter;
 pub mod model;
 pub mod nbc;
+mod tuning;
 pub mod typed;
 pub mod vector;
+
+pub use self::blocks::{allgather, allgather_team, alltoall, gather, scatter};
+use self::blocks::{allgather_whole, alltoall_whole, gather_whole, run_gather, run_scatter, scatter_whole};
+pub use self::tuning::{Force, Tuning};
 
 use std::ffi::{c_int, c_void};
 
 use std::sync::Arc;
 
 use self::algo::{Ops, Reduction, Team};
-use self::model::{Allgather, Allreduce, Barrier, Bcast, Gather, Model, Params, Reduce};
+use self::model::{Allreduce, Barrier, Bcast, Model, Params, Reduce};
 use crate::abi::{self, Datatype, IN_PLACE};
 use crate::comm::Comm;
 use crate::datatype;
@@ -69,150 +74,6 @@ pub mod tag {
     pub const SCAN: i32 = 15;
     /// `MPI_Comm_create_group` with the user's tag `t`: `COMM_GROUP + t` (`t` below 2^30).
     pub const COMM_GROUP: i32 = 16;
-}
-
-/// Algorithms forced by `NEMESIS_COLL_ALG` (`None`: the model chooses).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Force {
-    /// `Chain(0)`: a chain whose segment the model (or `NEMESIS_COLL_SEGMENT`) chooses.
-    pub bcast: Option<Bcast>,
-    pub reduce: Option<Reduce>,
-    pub allreduce: Option<Allreduce>,
-    pub gather: Option<Gather>,
-    pub scatter: Option<Gather>,
-    pub allgather: Option<Allgather>,
-    pub barrier: Option<Barrier>,
-}
-
-/// The collectives' configuration: model parameters per level and overrides.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Tuning {
-    /// Between ranks of a node (`NEMESIS_COLL_SHM`).
-    pub shm: Params,
-    /// Between node leaders (`NEMESIS_COLL_NET`).
-    pub net: Params,
-    /// `NEMESIS_COLL_ALG`.
-    pub force: Force,
-    /// `NEMESIS_COLL_SEGMENT`: the chain broadcast's segment in bytes.
-    pub segment: Option<usize>,
-    /// `NEMESIS_COLL_NODES`: pretend the job spans this many nodes (testing).
-    pub fake_nodes: Option<u32>,
-    /// `NEMESIS_COLL_AREA`: small collectives of a communicator on one node go through a shared
-    /// area of the segment ([`area`]).
-    pub area: bool,
-}
-
-impl Tuning {
-    pub const DEFAULT: Tuning = Tuning {
-        shm: Params::SHM,
-        net: Params::NET,
-        force: Force {
-            bcast: None,
-            reduce: None,
-            allreduce: None,
-            gather: None,
-            scatter: None,
-            allgather: None,
-            barrier: None,
-        },
-        segment: None,
-        fake_nodes: None,
-        area: true,
-    };
-
-    /// The defaults with the `NEMESIS_COLL_*` overrides from `var`.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Tuning, String> {
-        let mut t = Tuning::DEFAULT;
-        if let Some(v) = var("NEMESIS_COLL_SHM") {
-            t.shm = t.shm.parse_over(&v).map_err(|e| format!("NEMESIS_COLL_SHM: {e}"))?;
-        }
-        if let Some(v) = var("NEMESIS_COLL_NET") {
-            t.net = t.net.parse_over(&v).map_err(|e| format!("NEMESIS_COLL_NET: {e}"))?;
-        }
-        if let Some(v) = var("NEMESIS_COLL_SEGMENT") {
-            let s = nemesis::config::parse_bytes(&v).filter(|&s| s > 0);
-            t.segment = Some(s.ok_or_else(|| format!("NEMESIS_COLL_SEGMENT={v}: not a positive size"))?);
-        }
-        if let Some(v) = var("NEMESIS_COLL_NODES") {
-            let k = v.trim().parse::<u32>().ok().filter(|&k| k > 0);
-            t.fake_nodes = Some(k.ok_or_else(|| format!("NEMESIS_COLL_NODES={v}: not a positive number"))?);
-        }
-        if let Some(v) = var("NEMESIS_COLL_AREA") {
-            t.area = match v.trim() {
-                "1" | "on" => true,
-                "0" | "off" => false,
-                _ => return Err(format!("NEMESIS_COLL_AREA={v}: expected 1 or 0 (on or off)")),
-            };
-        }
-        if let Some(v) = var("NEMESIS_COLL_ALG") {
-            t.force = parse_force(&v).map_err(|e| format!("NEMESIS_COLL_ALG: {e}"))?;
-        }
-        Ok(t)
-    }
-}
-
-/// Parses `bcast=chain,reduce=binomial,...`.
-fn parse_force(s: &str) -> Result<Force, String> {
-    let mut f = Force::default();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (op, alg) = item.split_once('=').ok_or_else(|| format!("`{item}`: expected operation=algorithm"))?;
-        let bad = || format!("`{item}`: unknown algorithm");
-        match op.trim() {
-            "bcast" => {
-                f.bcast = Some(match alg {
-                    "flat" => Bcast::Flat,
-                    "binomial" => Bcast::Binomial,
-                    "chain" => Bcast::Chain(0),
-                    _ => return Err(bad()),
-                })
-            }
-            "reduce" => {
-                f.reduce = Some(match alg {
-                    "flat" => Reduce::Flat,
-                    "binomial" => Reduce::Binomial,
-                    "rabenseifner" => Reduce::Rabenseifner,
-                    _ => return Err(bad()),
-                })
-            }
-            "allreduce" => {
-                f.allreduce = Some(match alg {
-                    "recursive-doubling" => Allreduce::RecursiveDoubling,
-                    "rabenseifner" => Allreduce::Rabenseifner,
-                    "reduce-bcast" => Allreduce::ReduceBcast,
-                    _ => return Err(bad()),
-                })
-            }
-            "gather" | "scatter" => {
-                let g = match alg {
-                    "flat" => Gather::Flat,
-                    "binomial" => Gather::Binomial,
-                    _ => return Err(bad()),
-                };
-                if op.trim() == "gather" {
-                    f.gather = Some(g);
-                } else {
-                    f.scatter = Some(g);
-                }
-            }
-            "allgather" => {
-                f.allgather = Some(match alg {
-                    "ring" => Allgather::Ring,
-                    "bruck" => Allgather::Bruck,
-                    "gather-bcast" => Allgather::GatherBcast,
-                    _ => return Err(bad()),
-                })
-            }
-            "barrier" => {
-                f.barrier = Some(match alg {
-                    "dissemination" => Barrier::Dissemination,
-                    "fan" => Barrier::FanInOut,
-                    _ => return Err(bad()),
-                })
-            }
-            other => return Err(format!("unknown operation `{other}`")),
-        }
-    }
-    Ok(f)
 }
 
 /// What every collective needs: the communicator (shared, so it outlives a pause of the lock),
@@ -721,369 +582,6 @@ pub unsafe fn reduce_local(
     let mut tmp = src.to_vec();
     red.combine_lower(dst, &mut tmp);
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// Gather and scatter.
-
-/// `MPI_Gather`.
-///
-/// # Safety
-/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE` at the root).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gather(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: Datatype,
-    root: c_int,
-    comm: abi::Comm,
-) -> Res<()> {
-    if inter::is_inter(acc, comm) {
-        // SAFETY: the caller's contract.
-        return unsafe { inter::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    }
-    let (c, ci, tu) = begin(acc, comm)?;
-    let (c, tu) = (&*c, &tu);
-    let root = check_root(root, c, ci)?;
-    let n = c.size as usize;
-    let is_root = c.rank as usize == root;
-    let in_place = is_in_place(sendbuf);
-    if in_place && !is_root {
-        return Err(in_place_misused(ci));
-    }
-    if !typed::basic(if is_root { recvtype } else { sendtype }) || (is_root && !in_place && !typed::basic(sendtype)) {
-        // SAFETY: the caller's contract.
-        return unsafe {
-            typed::gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
-        };
-    }
-    if !is_root {
-        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
-        if len == 0 {
-            return Ok(());
-        }
-        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`.
-        let mine = unsafe { in_bytes(sendbuf, len) };
-        return gather_whole(acc, tag::GATHER, c, tu, root, mine, &mut [], len).map_err(on(ci));
-    }
-    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-    let total = times(block, n, ci)?;
-    if block == 0 {
-        return Ok(());
-    }
-    let copy: Vec<u8>;
-    let mine: &[u8] = if in_place {
-        // SAFETY: MPI's contract: the root's block is in place in `recvbuf`, which the gather
-        // writes: a copy.
-        copy = unsafe { in_bytes(recvbuf.cast_const().byte_add(root * block), block) }.to_vec();
-        &copy
-    } else {
-        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
-        if len != block {
-            return Err(mismatch(ci, block, len));
-        }
-        disjoint(sendbuf, len, recvbuf, total, ci)?;
-        // SAFETY: MPI's contract: `len` readable bytes at `sendbuf`, disjoint from `recvbuf`
-        // (checked).
-        unsafe { in_bytes(sendbuf, len) }
-    };
-    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
-    let all = unsafe { out_bytes(recvbuf, total) };
-    all[root * block..(root + 1) * block].copy_from_slice(mine);
-    gather_whole(acc, tag::GATHER, c, tu, root, mine, all, block).map_err(on(ci))
-}
-
-/// The gather (and scatter) algorithm for `block` bytes per member over the whole of `c`:
-/// `forced`, else the model's choice. Asked only once the shared area declined: the model's
-/// evaluation cost more than the area's whole collective (about 300 instructions a call).
-fn gather_alg(ops: &Ops, c: &Comm, tu: &Tuning, forced: Option<Gather>, block: usize) -> Gather {
-    forced.unwrap_or_else(|| flat_model(c, tu, ops).best_gather(c.size as usize, block).1)
-}
-
-/// A gather over the whole communicator: through its shared area when it has one
-/// ([`area::gather`]), else the algorithm [`gather_alg`] picks.
-#[allow(clippy::too_many_arguments)]
-fn gather_whole(
-    access: &mut Access,
-    tag: i32,
-    c: &Comm,
-    tu: &Tuning,
-    root: usize,
-    mine: &[u8],
-    all: &mut [u8],
-    block: usize,
-) -> Res<()> {
-    if area::gather(access, c, root, mine, all, tu)? {
-        return Ok(());
-    }
-    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
-    let alg = gather_alg(ops, c, tu, tu.force.gather, block);
-    run_gather(ops, alg, whole(c), root, mine, all, block)
-}
-
-/// A scatter over the whole communicator: through its shared area when it has one
-/// ([`area::scatter`]), else the algorithm [`gather_alg`] picks.
-#[allow(clippy::too_many_arguments)]
-fn scatter_whole(
-    access: &mut Access,
-    tag: i32,
-    c: &Comm,
-    tu: &Tuning,
-    root: usize,
-    all: &[u8],
-    mine: &mut [u8],
-    block: usize,
-) -> Res<()> {
-    if area::scatter(access, c, root, all, mine, tu)? {
-        return Ok(());
-    }
-    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
-    let alg = gather_alg(ops, c, tu, tu.force.scatter, block);
-    run_scatter(ops, alg, whole(c), root, all, mine, block)
-}
-
-/// An allgather over the whole communicator: through its shared area when it has one
-/// ([`area::allgather`]), else [`allgather_team`].
-fn allgather_whole(access: &mut Access, tag: i32, c: &Comm, all: &mut [u8], block: usize, tu: &Tuning) -> Res<()> {
-    if area::allgather(access, c, all, block, tu)? {
-        return Ok(());
-    }
-    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
-    let p = flat_model(c, tu, ops).p;
-    allgather_team(ops, whole(c), all, block, p, tu)
-}
-
-/// An all-to-all over the whole communicator: through its shared area when it has one
-/// ([`area::alltoall`]), else the direct exchange.
-fn alltoall_whole(
-    access: &mut Access,
-    tag: i32,
-    c: &Comm,
-    tu: &Tuning,
-    send: &[u8],
-    recv: &mut [u8],
-    block: usize,
-) -> Res<()> {
-    if area::alltoall(access, c, send, recv, block, tu)? {
-        return Ok(());
-    }
-    let ops = &mut Ops::new(access, c.coll_ctx(), tag)?;
-    algo::alltoall_direct(ops, whole(c), send, recv, block)
-}
-
-fn run_gather(ops: &mut Ops, alg: Gather, t: Team, root: usize, mine: &[u8], all: &mut [u8], block: usize) -> Res<()> {
-    if t.size() <= 1 {
-        return Ok(());
-    }
-    match alg {
-        Gather::Flat => algo::gather_flat(ops, t, root, mine, all, block),
-        Gather::Binomial => algo::gather_binomial(ops, t, root, mine, all, block),
-    }
-}
-
-/// `MPI_Scatter`.
-///
-/// # Safety
-/// MPI's contract on the buffers (`recvbuf` may be `MPI_IN_PLACE` at the root).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn scatter(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: Datatype,
-    root: c_int,
-    comm: abi::Comm,
-) -> Res<()> {
-    if inter::is_inter(acc, comm) {
-        // SAFETY: the caller's contract.
-        return unsafe { inter::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    }
-    let (c, ci, tu) = begin(acc, comm)?;
-    let (c, tu) = (&*c, &tu);
-    let root = check_root(root, c, ci)?;
-    let n = c.size as usize;
-    let is_root = c.rank as usize == root;
-    let in_place = is_in_place(recvbuf);
-    if in_place && !is_root {
-        return Err(in_place_misused(ci));
-    }
-    if !typed::basic(if is_root { sendtype } else { recvtype }) || (is_root && !in_place && !typed::basic(recvtype)) {
-        // SAFETY: the caller's contract.
-        return unsafe {
-            typed::scatter(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root as c_int, comm)
-        };
-    }
-    if !is_root {
-        let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-        if len == 0 {
-            return Ok(());
-        }
-        // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`.
-        let mine = unsafe { out_bytes(recvbuf, len) };
-        return scatter_whole(acc, tag::SCATTER, c, tu, root, &[], mine, len).map_err(on(ci));
-    }
-    let block = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
-    let total = times(block, n, ci)?;
-    if block == 0 {
-        return Ok(());
-    }
-    // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`.
-    let all = unsafe { in_bytes(sendbuf, total) };
-    if in_place {
-        let mut scratch = vec![0u8; block];
-        scatter_whole(acc, tag::SCATTER, c, tu, root, all, &mut scratch, block).map_err(on(ci))
-    } else {
-        let len = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-        if len != block {
-            return Err(mismatch(ci, block, len));
-        }
-        disjoint(sendbuf, total, recvbuf, len, ci)?;
-        // SAFETY: MPI's contract: `len` writable bytes at `recvbuf`, disjoint from `sendbuf`.
-        let mine = unsafe { out_bytes(recvbuf, len) };
-        scatter_whole(acc, tag::SCATTER, c, tu, root, all, mine, block).map_err(on(ci))
-    }
-}
-
-fn run_scatter(ops: &mut Ops, alg: Gather, t: Team, root: usize, all: &[u8], mine: &mut [u8], block: usize) -> Res<()> {
-    if t.size() <= 1 {
-        mine.copy_from_slice(&all[..block]);
-        return Ok(());
-    }
-    match alg {
-        Gather::Flat => algo::scatter_flat(ops, t, root, all, mine, block),
-        Gather::Binomial => algo::scatter_binomial(ops, t, root, all, mine, block),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Allgather and alltoall.
-
-/// `MPI_Allgather`.
-///
-/// # Safety
-/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn allgather(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: Datatype,
-    comm: abi::Comm,
-) -> Res<()> {
-    if inter::is_inter(acc, comm) {
-        // SAFETY: the caller's contract.
-        return unsafe { inter::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    }
-    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
-        // SAFETY: the caller's contract.
-        return unsafe { typed::allgather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    }
-    let (c, ci, tu) = begin(acc, comm)?;
-    let (c, tu) = (&*c, &tu);
-    let n = c.size as usize;
-    let me = c.rank as usize;
-    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-    let total = times(block, n, ci)?;
-    if block == 0 {
-        return Ok(());
-    }
-    if !is_in_place(sendbuf) {
-        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
-        if len != block {
-            return Err(mismatch(ci, block, len));
-        }
-        disjoint(sendbuf, len, recvbuf, total, ci)?;
-        // SAFETY: MPI's contract; disjoint (checked); block `me` is within the receive buffer.
-        unsafe { std::ptr::copy_nonoverlapping(sendbuf as *const u8, (recvbuf as *mut u8).add(me * block), len) };
-    }
-    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
-    let all = unsafe { out_bytes(recvbuf, total) };
-    allgather_whole(acc, tag::ALLGATHER, c, all, block, tu).map_err(on(ci))
-}
-
-/// Allgather of `block` bytes per member into `all` (this member's block already in place).
-pub fn allgather_team(ops: &mut Ops, t: Team, all: &mut [u8], block: usize, p: Params, tu: &Tuning) -> Res<()> {
-    let n = t.size();
-    if n <= 1 {
-        return Ok(());
-    }
-    let alg = tu.force.allgather.unwrap_or_else(|| model(p, ops).best_allgather(n, block).1);
-    match alg {
-        Allgather::Ring => algo::allgather_ring(ops, t, all, block),
-        Allgather::Bruck => algo::allgather_bruck(ops, t, all, block),
-        Allgather::GatherBcast => {
-            let mine = all[t.me * block..(t.me + 1) * block].to_vec();
-            let g = tu.force.gather.unwrap_or_else(|| model(p, ops).best_gather(n, block).1);
-            if t.me == 0 {
-                run_gather(ops, g, t, 0, &mine, all, block)?;
-            } else {
-                run_gather(ops, g, t, 0, &mine, &mut [], block)?;
-            }
-            bcast_team(ops, t, 0, all, 1, p, tu)
-        }
-    }
-}
-
-/// `MPI_Alltoall`.
-///
-/// # Safety
-/// MPI's contract on the buffers (`sendbuf` may be `MPI_IN_PLACE`).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoall(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: Datatype,
-    comm: abi::Comm,
-) -> Res<()> {
-    if inter::is_inter(acc, comm) {
-        // SAFETY: the caller's contract.
-        return unsafe { inter::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    }
-    if !typed::basic(recvtype) || (!is_in_place(sendbuf) && !typed::basic(sendtype)) {
-        // SAFETY: the caller's contract.
-        return unsafe { typed::alltoall(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    }
-    let (c, ci, tu) = begin(acc, comm)?;
-    let c = &*c;
-    let n = c.size as usize;
-    let block = byte_len(recvcount, recvtype, ci, recvbuf.is_null())?;
-    let total = times(block, n, ci)?;
-    if block == 0 {
-        return Ok(());
-    }
-    let copy: Vec<u8>;
-    let send: &[u8] = if is_in_place(sendbuf) {
-        // SAFETY: MPI's contract: the data to send is in `recvbuf`, which the exchange
-        // overwrites: send from a copy.
-        copy = unsafe { in_bytes(recvbuf.cast_const(), total) }.to_vec();
-        &copy
-    } else {
-        let len = byte_len(sendcount, sendtype, ci, sendbuf.is_null())?;
-        if len != block {
-            return Err(mismatch(ci, block, len));
-        }
-        disjoint(sendbuf, total, recvbuf, total, ci)?;
-        // SAFETY: MPI's contract: `size × block` readable bytes at `sendbuf`, disjoint from
-        // `recvbuf` (checked).
-        unsafe { in_bytes(sendbuf, total) }
-    };
-    // SAFETY: MPI's contract: `size × block` writable bytes at `recvbuf`.
-    let recv = unsafe { out_bytes(recvbuf, total) };
-    alltoall_whole(acc, tag::ALLTOALL, c, &tu, send, recv, block).map_err(on(ci))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,37 +4,21 @@
 //! numbers), summarised in `shared/reference/p2pmpi-lapie.md`. pLogP (B §4.2): `L` the latency,
 //! `g(m)` the gap between consecutive messages of `m` bytes; a message costs its sender `g(m)` and
 //! arrives `L` later. Here `g(m) = k·g0 + m·G` for a message sent in `k` pieces of at most the
-//! eager limit (each piece pays the per-message gap `g0`, every byte the per-byte gap `G`): the
-//! linear fit of the measured `g(m)` table (`mpi/bench/plogp.c` measures it by B:3758–3791,
-//! Table 4.1 at B:3771–3778; the fit and the figures are in `mpi/README.md`).
+//! eager limit: the linear fit of the `g(m)` table `mpi/bench/plogp.c` measures (B:3758–3791).
 //!
-//! Costs, in nanoseconds, for `P` ranks and `m` bytes (per rank, or per block for the
-//! personalised operations):
-//! - broadcast (B Table 6.1, B:5062–5078; Table 6.2, B:5097–5115): flat `L + (P−1)g(m)`;
-//!   binomial `⌈log2 P⌉L + ⌊log2 P⌋g(m)`; segmented chain `(P−1)(g(s)+L) + g(s)(k−1)` for `k`
-//!   segments of `s` bytes, `s` searched among `m/2^i` (B:5093). The chain wins when `g ≥ L`,
-//!   trees when `g ≤ L` (B:5169–5171);
-//! - reduce (B:4326–4327): binomial `⌈log2 P⌉L + ⌊log2 P⌋(g(m)+γ(m))`, flat
-//!   `L + (P−1)(g(m)+γ(m))`, and Rabenseifner's reduce-scatter then gather for large messages,
-//!   which brings the bandwidth term from `⌊log2 P⌋g(m)` to about `2g(m)` (B:4329–4336);
-//!   `γ(m) = m·γ` is the local reduction;
-//! - allreduce (B:4430–4443): recursive doubling (`log2 P` exchanges of `m` with a reduction
-//!   each, two more steps for the ranks beyond a power of two), reduce then broadcast, or
-//!   Rabenseifner (reduce-scatter then allgather);
-//! - scatter and gather (B Table 6.3, B:5858–5867; gather is scatter reversed, B:4409):
-//!   flat `L + (P−1)g(m)`; binomial `⌈log2 P⌉L + Σ_j g(2^j m)` plus the copies through
-//!   intermediate ranks (`β` per byte);
-//! - allgather (B:4465–4490): ring `(P−1)(L+g(m))`, Bruck `Σ_k (L + g(2^k m))` plus its final
-//!   rotation, gather then broadcast;
-//! - alltoall: direct exchange with rotated partners, `(P−1)g(m) + L` (B:6421–6424); no
-//!   competing algorithm is modelled;
-//! - barrier (B:4258–4277): dissemination (Bruck) `⌈log2 P⌉(L + g(0))`, fan-in/fan-out
-//!   `2(L + (P−1)g(0))`.
+//! Costs for `P` ranks and `m` bytes (the formulas: `docs/design/mpi.md`, "Collective cost models"):
+//! - broadcast: flat, binomial, segmented chain (B Tables 6.1–6.2, B:5062–5115; the chain wins
+//!   when `g ≥ L`, trees when `g ≤ L`, B:5169–5171);
+//! - reduce: flat, binomial, Rabenseifner for large messages (B:4326–4336);
+//! - allreduce: recursive doubling, reduce then broadcast, Rabenseifner (B:4430–4443);
+//! - scatter and gather: flat, binomial (B Table 6.3, B:5858–5867; B:4409);
+//! - allgather: ring, Bruck, gather then broadcast (B:4465–4490);
+//! - alltoall: direct exchange with rotated partners (B:6421–6424), not competing;
+//! - barrier: dissemination, fan-in/fan-out (B:4258–4277).
 //!
-//! Two parameter sets: `shm` (between ranks of a node, measured on this machine) and `net`
-//! (between node leaders: placeholders of TCP on a real network's order of magnitude; this
-//! machine has none, and TCP over its loopback measured too noisily to fit). Both are overridable (`NEMESIS_COLL_SHM`, `NEMESIS_COLL_NET`), and every choice
-//! can be forced (`NEMESIS_COLL_ALG`): see `mpi/README.md`.
+//! Two parameter sets: [`Params::SHM`] (between ranks of a node, measured) and [`Params::NET`]
+//! (between node leaders: placeholders), overridable (`NEMESIS_COLL_SHM`, `NEMESIS_COLL_NET`);
+//! every choice can be forced (`NEMESIS_COLL_ALG`): see `mpi/README.md`.
 
 /// pLogP parameters of one level (node or network), in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,10 +36,8 @@ pub struct Params {
 }
 
 impl Params {
-    /// Between ranks of a node: measured on the project's machine with `mpi/bench/plogp.c`
-    /// (2 cores of a shared Xeon VM, 2026-11-21; the median of three runs, which gave L 105–126 ns,
-    /// g0 46–57 ns, G 0.145–0.152 ns/B, gamma 0.060–0.069 ns/B, copy 0.020–0.024 ns/B; the table
-    /// is in `mpi/README.md`, "Collective model parameters").
+    /// Between ranks of a node: measured with `mpi/bench/plogp.c` (the median of three runs; the
+    /// spread and the machine: `docs/design/mpi.md`, "Model parameters").
     pub const SHM: Params = Params { l: 110.0, g0: 47.0, g_byte: 0.145, gamma_byte: 0.060, copy_byte: 0.020 };
     /// Between nodes: placeholders (TCP on a 10 Gb/s network: 25 µs latency, 5 µs per message,
     /// 1.25 GB/s) until the TCP network module is measured on a real network (`plogp.c` over

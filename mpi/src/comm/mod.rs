@@ -297,8 +297,8 @@ pub fn reclaim(st: &mut State) {
             continue;
         }
         st.comms_retired.swap_remove(k);
-        if let Some(ep) = st.ep.as_ref() {
-            coll::area::release(ep, &st.comms[ci]);
+        if st.ep.is_some() {
+            coll::area::release(&st.comms[ci]);
         }
         let ctx = st.comms[ci].ctx;
         st.contexts.release(ctx);
