@@ -114,7 +114,7 @@ pub enum Error {
     /// The fault-tolerance directory is not safe to use (another user's, writable by others, a
     /// link, not private): its path, owner, mode and what is wrong.
     #[error(transparent)]
-    FtDir(Box<crate::ft::files::UnsafeDir>),
+    FtDir(Box<crate::ft::files::unsafe_dir::UnsafeDir>),
     /// The launcher could not start a rank's program (not found: a shell's exit code 127;
     /// found but not executable: 126).
     #[error("cannot start {program} (rank {rank}): {source}")]

@@ -32,6 +32,7 @@ mod collective;
 mod eager;
 mod ft;
 mod fused;
+pub(crate) mod handle;
 mod lifecycle;
 mod matching;
 mod pieces;

@@ -7,15 +7,8 @@ use std::ptr::NonNull;
 use nemesis_shm::{PendingSend, Pieces};
 
 use crate::endpoint::Status;
+pub use crate::endpoint::handle::Request;
 use crate::error::{Error, Result};
-
-/// A non-blocking operation's handle. `Copy`: waiting on it consumes the request in the table,
-/// after which the handle is stale.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Request {
-    index: u32,
-    generation: u32,
-}
 
 /// What a receive request fills: `cap` bytes at `ptr`, or `pieces` (of length `cap`; `ptr`
 /// unused).
@@ -84,21 +77,6 @@ pub(crate) struct Requests {
     slots: Vec<Slot>,
     /// Head of the free list (`u32::MAX`: none).
     free: Option<u32>,
-}
-
-impl Request {
-    /// A handle that names no request (no slot has its index): stale for every lookup.
-    pub(crate) const NONE: Request = Request { index: u32::MAX, generation: 0 };
-
-    /// The request as a transfer token for `nemesis-lmt`.
-    pub(crate) fn token(self) -> u64 {
-        u64::from(self.index) << 32 | u64::from(self.generation)
-    }
-
-    /// The request a token names.
-    pub(crate) fn from_token(t: u64) -> Request {
-        Request { index: (t >> 32) as u32, generation: t as u32 }
-    }
 }
 
 impl Requests {

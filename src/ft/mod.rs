@@ -45,7 +45,7 @@ use nemesis_ft::{
 use nemesis_shm::auth::{ENV_JOB_SECRET, JobSecret};
 
 use crate::contract::parse_bytes;
-use crate::endpoint::Request;
+use crate::endpoint::handle::Request;
 use crate::error::{Error, Result};
 
 /// The FT channel's frames, at their former path.
