@@ -1,4 +1,4 @@
-//! `nemesis-bench`: the benchmarks of nemesis. See the README, "Benchmarks".
+//! `nemesis-bench`: the benchmarks of nemesis. See `docs/benchmarks.md`.
 
 use std::os::fd::RawFd;
 
