@@ -225,7 +225,7 @@ pub fn run(o: &Opts) -> Result<()> {
     let mut line = Vec::with_capacity(rounds);
     let mut memcpy = vec![Vec::with_capacity(rounds); sizes.len()];
     let mut cross = vec![Vec::with_capacity(rounds); sizes.len()];
-    let bar = crate::suite::progress((rounds * (1 + sizes.len())) as u64);
+    let bar = crate::progress::progress((rounds * (1 + sizes.len())) as u64);
     for r in 0..rounds {
         bar.set_message(format!("round {}/{rounds}: cache line", r + 1));
         line.push(cacheline_ns(a, b, line_iters)?);

@@ -2,7 +2,8 @@
 //! a set of systems, then the report ([`crate::report`]) and, with `--out`, CSV files and plots.
 
 use crate::error::{Error, Result};
-use crate::suite::{self, Plan};
+use crate::plan::{Plan, SuiteOpts};
+use crate::suite;
 use crate::system::{self, Context, System};
 use crate::workload::Workload;
 
@@ -10,7 +11,7 @@ use crate::workload::Workload;
 #[derive(Clone, Debug, clap::Args)]
 pub struct CompareOpts {
     #[command(flatten)]
-    pub suite: suite::SuiteOpts,
+    pub suite: SuiteOpts,
     /// The systems to run, comma-separated [default: nemesis-shm, nemesis-c-abi, nemesis-tcp,
     /// nemesis-ofi, unix-socket, pipe, iceoryx2, openmpi, mpich; also known: fi-pingpong,
     /// openmpi-ofi, the provider's anchors].
@@ -56,7 +57,7 @@ fn workloads(list: &[String]) -> Result<(Vec<Workload>, bool)> {
 #[derive(Clone, Debug, clap::Args)]
 pub struct EndpointOpts {
     #[command(flatten)]
-    pub suite: suite::SuiteOpts,
+    pub suite: SuiteOpts,
     /// A configuration of the Endpoint to measure, `name:VAR=value,VAR=value` (repeatable), e.g.
     /// `ring:NEMESIS_LMT=shm` [default: the defaults, named nemesis-shm].
     #[arg(long = "variant")]
@@ -160,7 +161,7 @@ fn finish(
     systems: Vec<System>,
     skipped: Vec<system::Skipped>,
     plan: &Plan,
-    o: &suite::SuiteOpts,
+    o: &SuiteOpts,
     command: &str,
 ) -> Result<()> {
     let outcome = suite::run(ctx, systems, skipped, plan)?;

@@ -16,8 +16,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::plan::{Plan, SuiteOpts};
 use crate::stats::{Summary, interleave, ratio_of_rounds};
-use crate::suite::{Plan, SuiteOpts};
 use crate::system::{Context, System};
 use crate::workload::Workload;
 

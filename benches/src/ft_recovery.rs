@@ -34,9 +34,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::progress::{progress, say};
 use crate::report::{spread, table};
 use crate::stats::{Summary, finite, interleave};
-use crate::suite::{progress, say};
 use crate::system::Context;
 
 /// The allowance of the first goal on top of the checkpoint's read time.

@@ -1,4 +1,4 @@
-//! `nemesis-bench`: the benchmarks of nemesis. See the README, "Benchmarks".
+//! `nemesis-bench`: the benchmarks of nemesis. See `docs/benchmarks.md`.
 
 use std::os::fd::RawFd;
 
@@ -19,9 +19,11 @@ mod link;
 mod mr;
 mod pin;
 mod pingpong;
+mod plan;
 mod plogp;
 mod plot;
 mod proc;
+mod progress;
 mod report;
 mod shm;
 mod sizes;

@@ -13,10 +13,11 @@ use nemesis::{Endpoint, WORLD};
 
 use crate::error::{Error, Result};
 use crate::link::EndpointLink;
+use crate::plan::{Plan, SuiteOpts};
+use crate::progress::{progress, say};
 use crate::report::{field, spread, table};
 use crate::sizes::human;
 use crate::stats::finite;
-use crate::suite;
 use crate::workload::{Link, WINDOW};
 
 /// `mr`'s options.
@@ -26,7 +27,7 @@ pub struct Opts {
     #[arg(long, value_delimiter = ',')]
     pub pairs: Vec<u32>,
     #[command(flatten)]
-    pub suite: suite::SuiteOpts,
+    pub suite: SuiteOpts,
 }
 
 const ACK: i32 = 2;
@@ -102,7 +103,7 @@ pub fn run(o: &Opts) -> Result<()> {
     if pairs.iter().any(|&p| p == 0 || p > 512) {
         return Err(Error::Usage("--pairs: each count from 1 to 512".into()));
     }
-    let plan = suite::Plan::new(&o.suite, vec![crate::workload::Workload::Bandwidth])?;
+    let plan = Plan::new(&o.suite, vec![crate::workload::Workload::Bandwidth])?;
     let sizes = plan.sizes_of(crate::workload::Workload::Bandwidth);
     let allowed = crate::pin::allowed();
     let cpus = allowed.len();
@@ -115,7 +116,7 @@ pub fn run(o: &Opts) -> Result<()> {
     let mut mbps = vec![vec![vec![f64::NAN; plan.rounds]; sizes.len()]; pairs.len()];
     let mut rate = mbps.clone();
     let mut failures = Vec::new();
-    let bar = suite::progress((pairs.len() * plan.rounds) as u64);
+    let bar = progress((pairs.len() * plan.rounds) as u64);
     for (round, k) in crate::stats::interleave(pairs.len(), plan.rounds) {
         let ranks = 2 * pairs[k];
         let wait = if ranks as usize <= cpus { Wait::Poll } else { Wait::Yield };
@@ -134,7 +135,7 @@ pub fn run(o: &Opts) -> Result<()> {
                 }
             }
             Err(e) => {
-                suite::say(&bar, format!("nemesis-bench mr: {} pair(s): {e}", pairs[k]));
+                say(&bar, format!("nemesis-bench mr: {} pair(s): {e}", pairs[k]));
                 failures.push(format!("round {}: {} pair(s): {e}", round + 1, pairs[k]));
             }
         }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
+use crate::coll::outcome::{COLLECTIVES, Outcome as CollOutcome};
 use crate::error::{Error, Result};
+use crate::report::REFERENCE;
 use crate::sizes::human;
 use crate::stats::finite;
 use crate::suite::{Outcome, Series};
@@ -50,7 +52,7 @@ pub fn write(o: &Outcome, dir: &Path, prefix: &str, title: &str) -> Result<Vec<P
         let path = dir.join(format!("{prefix}-{}.svg", s.workload.file_stem()));
         draw(o, s, &path, title).map_err(|e| Error::Run(format!("plot {}: {e}", path.display())))?;
         files.push(path);
-        let Some(rf) = s.members.iter().position(|&k| o.systems[k].name == crate::coll::REFERENCE) else { continue };
+        let Some(rf) = s.members.iter().position(|&k| o.systems[k].name == REFERENCE) else { continue };
         let lines: Vec<(String, Vec<(f64, f64)>)> = (0..s.members.len())
             .filter(|&m| m != rf)
             .map(|m| {
@@ -73,10 +75,10 @@ pub fn write(o: &Outcome, dir: &Path, prefix: &str, title: &str) -> Result<Vec<P
         let caption = format!(
             "{title}: {} / {}'s by message size (median of per-round ratios, {} rounds; {better})",
             w.title(),
-            crate::coll::REFERENCE,
+            REFERENCE,
             o.rounds
         );
-        let y = format!("{} / {}'s", w.title(), crate::coll::REFERENCE);
+        let y = format!("{} / {}'s", w.title(), REFERENCE);
         panels(&path, &caption, &y, &[(String::new(), lines)], true, &size_label)
             .map_err(|e| Error::Run(format!("plot {}: {e}", path.display())))?;
         files.push(path);
@@ -164,12 +166,12 @@ fn draw(o: &Outcome, s: &Series, path: &Path, title: &str) -> std::result::Resul
 /// size per rank, a panel per collective, a line per system) and, when Open MPI was measured,
 /// `PREFIX-Nranks-ratio.svg` (every other system's median per-round ratio to it, 1 dashed);
 /// returns the files written.
-pub fn coll(o: &crate::coll::Outcome, dir: &Path, prefix: &str, title: &str) -> Result<Vec<PathBuf>> {
+pub fn coll(o: &CollOutcome, dir: &Path, prefix: &str, title: &str) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let x = |bytes: usize| if bytes == 0 { 0.0 } else { (bytes as f64).log2() };
     for (k, r) in o.ranks.iter().enumerate() {
         let panel = |f: &dyn Fn(usize, usize) -> Option<f64>, members: &[usize]| -> Vec<Panel> {
-            crate::coll::COLLECTIVES
+            COLLECTIVES
                 .iter()
                 .map(|c| {
                     let lines = members
@@ -202,10 +204,9 @@ pub fn coll(o: &crate::coll::Outcome, dir: &Path, prefix: &str, title: &str) -> 
             let path = dir.join(format!("{prefix}-{r}ranks-ratio.svg"));
             let caption = format!(
                 "{title}: time / {}'s on {r} ranks (median of per-round ratios, {} rounds)",
-                crate::coll::REFERENCE,
-                o.rounds
+                REFERENCE, o.rounds
             );
-            let y = format!("time / {}'s", crate::coll::REFERENCE);
+            let y = format!("time / {}'s", REFERENCE);
             panels(&path, &caption, &y, &ratios, true, &coll_label)
                 .map_err(|e| Error::Run(format!("plot {}: {e}", path.display())))?;
             files.push(path);

@@ -16,6 +16,9 @@ use crate::stats::{Summary, best, finite, paired_ratio};
 use crate::suite::{Outcome, Series};
 use crate::system::{Family, Skipped};
 
+/// The system every ratio is taken to.
+pub const REFERENCE: &str = "openmpi";
+
 /// One system at one size.
 #[derive(Clone, Debug)]
 pub struct Row {
@@ -63,7 +66,7 @@ pub fn rows(o: &Outcome, s: &Series) -> Vec<Row> {
 
 /// The member of `s` that is Open MPI, if it was measured.
 fn openmpi(o: &Outcome, s: &Series) -> Option<usize> {
-    s.members.iter().position(|&k| o.systems[k].name == crate::coll::REFERENCE)
+    s.members.iter().position(|&k| o.systems[k].name == REFERENCE)
 }
 
 /// A figure with 3 significant digits or so.

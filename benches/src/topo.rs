@@ -70,7 +70,7 @@ pub fn run() -> Result<()> {
     }
     println!(
         "\nThe node-wide values were measured with nemesis-bench bw and latency between two CPUs at distance l3 \
-         (README, \"Large messages\"); set rows with NEMESIS_TOPO_TABLE (e.g. package:eager=8K,split=64K). \
+         (docs/large-messages.md); set rows with NEMESIS_TOPO_TABLE (e.g. package:eager=8K,split=64K). \
          hwloc: {}.",
         if topology::HWLOC { "built in" } else { "not built in (feature `hwloc`): every pair is at distance unknown" }
     );

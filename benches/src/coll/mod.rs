@@ -19,15 +19,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::progress::{progress, say};
 use crate::report::{field, num, spread, table};
 use crate::sizes::human;
-use crate::stats::{Summary, finite, interleave, paired_ratio};
-use crate::suite::{progress, say};
-use crate::system::{Context, Family, IdleWait, MPI_COLL, Mpi, Skipped};
+use crate::stats::{Summary, interleave};
+use crate::system::{Context, IdleWait, MPI_COLL, Mpi, Skipped};
 
-/// The collectives of `mpi_coll.c`, in its order.
-pub const COLLECTIVES: [&str; 8] =
-    ["barrier", "bcast", "reduce", "allreduce", "alltoall", "allgather", "gather", "scatter"];
+pub mod outcome;
+
+use crate::report::REFERENCE;
+pub use outcome::{COLLECTIVES, Member, Outcome};
 
 /// The largest size per rank `mpi_coll` runs by default (its own default, 64 KiB: 8 B to 32 KiB).
 pub const DEFAULT_MAX: usize = 64 << 10;
@@ -40,9 +41,6 @@ const MAX_BYTES: usize = 16 << 20;
 
 /// Largest rank count accepted.
 const MAX_RANKS: u32 = 64;
-
-/// The system every ratio is taken to.
-pub const REFERENCE: &str = "openmpi";
 
 /// The options of the collectives shared by `coll` and `compare`.
 #[derive(Clone, Debug, clap::Args)]
@@ -163,31 +161,6 @@ pub fn parse(text: &str) -> Result<BTreeMap<(&'static str, usize), f64>> {
     Ok(found)
 }
 
-/// One measured system.
-#[derive(Clone, Debug)]
-pub struct Member {
-    pub name: String,
-    pub family: Family,
-    pub detail: String,
-    /// How its ranks waited, per rank count of the plan (or why it was not run on that many).
-    pub waits: Vec<String>,
-}
-
-/// Everything a `coll` run measured.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    pub members: Vec<Member>,
-    pub skipped: Vec<Skipped>,
-    pub ranks: Vec<u32>,
-    pub rows: Vec<(&'static str, usize)>,
-    /// `values[m][k][j][r]`: member `m`, rank count `k`, row `j`, round `r` (µs; NaN where missing).
-    pub values: Vec<Vec<Vec<Vec<f64>>>>,
-    pub failures: Vec<String>,
-    pub rounds: usize,
-    /// The CPUs the ranks were bound to.
-    pub cpus: Vec<usize>,
-}
-
 /// A run is given up after this many failures.
 const GIVE_UP: usize = 2;
 
@@ -260,25 +233,6 @@ pub fn run(ctx: &Context, systems: Vec<Mpi>, skipped: Vec<Skipped>, plan: &Plan)
         .map(|(s, waits)| Member { name: s.name, family: s.family, detail: s.detail, waits })
         .collect();
     Ok(Outcome { members, skipped, ranks: plan.ranks.clone(), rows, values, failures, rounds: plan.rounds, cpus })
-}
-
-impl Outcome {
-    /// The index of Open MPI among the members, if it was measured.
-    pub fn reference(&self) -> Option<usize> {
-        self.members.iter().position(|m| m.name == REFERENCE)
-    }
-
-    /// The median [min..max] of member `m` on rank count `k`, row `j`.
-    pub fn figure(&self, m: usize, k: usize, j: usize) -> Option<Summary> {
-        finite(&self.values[m][k][j])
-    }
-
-    /// Member `m`'s per-round ratio to Open MPI on rank count `k`, row `j`, summarised (none for
-    /// Open MPI itself).
-    pub fn to_reference(&self, m: usize, k: usize, j: usize) -> Option<Summary> {
-        let r = self.reference().filter(|&r| r != m)?;
-        paired_ratio(&self.values[m][k][j], &self.values[r][k][j])
-    }
 }
 
 /// The terminal report.
@@ -458,6 +412,7 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::Family;
 
     #[test]
     fn rows_as_mpi_coll_runs_them() {
