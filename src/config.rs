@@ -44,8 +44,7 @@ impl WaitMode {
 }
 
 /// Largest message sent eagerly (fastbox or cells) by default when the rendezvous can use a
-/// single CMA copy; longer ones go by rendezvous. Chosen by measurement (README, "Large
-/// messages"): `nemesis-bench bw` streams 12 KiB faster eagerly (12.3 GB/s against 11.6 by CMA)
+/// single CMA copy; longer ones go by rendezvous. Chosen by measurement (`docs/large-messages.md`): `nemesis-bench bw` streams 12 KiB faster eagerly (12.3 GB/s against 11.6 by CMA)
 /// and 16 KiB faster by CMA (13.5 against 12.8).
 pub const DEFAULT_EAGER_MAX: usize = 12 * 1024;
 

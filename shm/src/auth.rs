@@ -1,7 +1,7 @@
 //! Job authentication for the netmods: a random per-job secret and what is made of it. Between
 //! ranks only keyed MACs of it travel (HMAC-SHA256 over fresh values; keyed BLAKE3 per frame);
 //! the secret itself reaches the ranks from `nemesis-run` or, under another process manager,
-//! through that process manager's KVS (README, "Security").
+//! through that process manager's KVS (`docs/security.md`).
 //!
 //! - [`JobSecret`]: 256 random bits from the kernel (`getrandom`), never derived from names or
 //!   pids. `nemesis-run` makes one per job and gives it to its ranks in `NEMESIS_JOB_SECRET`

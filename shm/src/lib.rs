@@ -39,7 +39,7 @@
 //!
 //! # Parameters
 //!
-//! See [`Params`]; the README section "Shared-memory parameters" lists them with their variables.
+//! See [`Params`]; `docs/configuration.md` lists them with their variables, `docs/design/shm.md` why each default.
 //! The defaults were measured: `docs/design/shm.md`, "Parameters".
 
 pub mod arena;

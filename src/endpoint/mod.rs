@@ -318,7 +318,7 @@ impl Endpoint {
 
     /// Bytes of unexpected messages (arrived before their receive) copied out of the segment
     /// and not received yet: at most `NEMESIS_UNEXPECTED_MAX`, plus the fastbox slots of each
-    /// local sender (README, "Failures").
+    /// local sender (`docs/testing.md`, "Failure guarantees").
     pub fn unexpected_bytes(&self) -> usize {
         self.inner.unexpected_bytes
     }
@@ -375,8 +375,7 @@ impl Endpoint {
     /// up to the eager limit is in a fastbox or in cells; a longer one was received (rendezvous).
     /// To a rank of this node the blocking limit applies ([`eager_blocking_limit`](
     /// Self::eager_blocking_limit)): the caller waits anyway, and cells copied in by one core
-    /// while the other copies out beat one single copy of a message alone (README, "Large
-    /// messages").
+    /// while the other copies out beat one single copy of a message alone (`docs/large-messages.md`).
     #[inline]
     pub fn send(&mut self, buf: &[u8], dest: u32, tag: i32, context: u32) -> Result<()> {
         let inner = &mut *self.inner;

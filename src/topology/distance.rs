@@ -192,8 +192,8 @@ pub struct PairTable {
 }
 
 /// The measured table. Every default of `config.rs` was measured between two cores that share an
-/// L3 cache and nothing closer (this machine: `nemesis-bench topo` shows the distance; README,
-/// "Large messages", gives the `nemesis-bench bw` and `latency` runs): they are the node-wide
+/// L3 cache and nothing closer (this machine: `nemesis-bench topo` shows the distance; `docs/large-messages.md`
+/// gives the `nemesis-bench bw` and `latency` runs): they are the node-wide
 /// values, so the `l3` row has nothing to override, and no other distance exists on this machine
 /// to measure. A machine with more distances is measured by running the same commands with the
 /// two ranks on a pair of CPUs at each distance (`nemesis-bench topo` lists one pair per distance;

@@ -18,7 +18,7 @@
 //!
 //! Two parameter sets: [`Params::SHM`] (between ranks of a node, measured) and [`Params::NET`]
 //! (between node leaders: placeholders), overridable (`NEMESIS_COLL_SHM`, `NEMESIS_COLL_NET`);
-//! every choice can be forced (`NEMESIS_COLL_ALG`): see `mpi/README.md`.
+//! every choice can be forced (`NEMESIS_COLL_ALG`): see `docs/mpi.md`.
 
 /// pLogP parameters of one level (node or network), in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
