@@ -1,4 +1,4 @@
-//! `nemesis-bench ft-recovery`: what recovering a failed group costs (HydEE, issue 13's targets).
+//! `nemesis-bench ft-recovery`: what recovering a failed group costs (HydEE).
 //!
 //! `examples/ft_stencil.rs` (this program's `__stencil`, the example's `run` compiled in) runs
 //! under the launcher with recovery (`nemesis::launch::Job` with `FtGroups::Blocks`, what
