@@ -15,7 +15,7 @@
 
 use crate::arena::{Arena, CellRef};
 use crate::cell::{custody, custody_queue, tail_gen, tail_handle};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::node::{DRAIN_DONE, Node, free_queue_id, recv_queue_id};
 use crate::queue::Liveness;
 use crate::sync::Ordering::*;
@@ -224,7 +224,15 @@ impl<'n, N: Node> Port<'n, N> {
         }
         let q = self.node.recv_queue(r);
         q.seal();
+        // A queue holds at most every cell of the node: more drained than that is a cycle in
+        // corrupt links, an error rather than a drain without end.
+        let most = self.node.arena().cell_count() as usize;
+        let mut drained = 0usize;
         while let Some(c) = q.drain_next(self.node)? {
+            drained += 1;
+            if drained > most {
+                return Err(Error::corrupt("drained queue cycle at cell", c.handle()));
+            }
             crate::failpoint!("drain-mid");
             let owner = self.node.owner_of(c.handle());
             if !self.node.is_gone(owner) {
