@@ -64,6 +64,13 @@ pub trait Liveness {
     fn death_epoch(&self) -> u64;
     /// True once `rank` is known to be dead: it will never execute another instruction.
     fn is_dead(&self, rank: u16) -> bool;
+    /// True if `rank` is certainly not inside an enqueue now (the caller itself, between its own
+    /// calls): a cell it swapped in whose link is still missing was written by someone else, and
+    /// waiting for the link would be forever.
+    fn idle(&self, rank: u16) -> bool {
+        let _ = rank;
+        false
+    }
 }
 
 /// The shared part of a queue: two cache lines.
@@ -339,6 +346,9 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
                 if checked_epoch != Some(epoch) {
                     checked_epoch = Some(epoch);
                     match self.find_winner(v)? {
+                        Some((_, enqueuer)) if live.idle(enqueuer) => {
+                            return Err(Error::corrupt("queue link of an idle rank's cell", v));
+                        }
                         Some((w, enqueuer)) if live.is_dead(enqueuer) => {
                             // ORDERING: Release, as the producer would have stored it (and for a
                             // drainer that succeeds us).

@@ -228,7 +228,8 @@ impl<'n, N: Node> Port<'n, N> {
         // corrupt links, an error rather than a drain without end.
         let most = self.node.arena().cell_count() as usize;
         let mut drained = 0usize;
-        while let Some(c) = q.drain_next(self.node)? {
+        let live = Draining { node: self.node, me: self.me };
+        while let Some(c) = q.drain_next(&live)? {
             drained += 1;
             if drained > most {
                 return Err(Error::corrupt("drained queue cycle at cell", c.handle()));
@@ -350,5 +351,24 @@ impl<'n, N: Node> Port<'n, N> {
             r.expected = r.expected.wrapping_add(1);
             self.events.push(PeerEvent::PartialDropped { rank: src, seq });
         }
+    }
+}
+
+/// The node's liveness as a drainer sees it: the drainer itself is inside no enqueue while it
+/// drains (a port is used by one thread at a time), so a cell of its own still unlinked is corrupt.
+struct Draining<'n, N: ?Sized> {
+    node: &'n N,
+    me: u16,
+}
+
+impl<N: Node + ?Sized> Liveness for Draining<'_, N> {
+    fn death_epoch(&self) -> u64 {
+        self.node.death_epoch()
+    }
+    fn is_dead(&self, rank: u16) -> bool {
+        self.node.is_dead(rank)
+    }
+    fn idle(&self, rank: u16) -> bool {
+        rank == self.me
     }
 }
