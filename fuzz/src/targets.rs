@@ -36,6 +36,8 @@ const SHM_OPS: usize = 64;
 /// `0`/`1` rank 0/1 sends (length, tag), `2`/`3` rank 1/0 polls and releases what arrived,
 /// `4` writes bytes at an offset of the segment, `5` rank 0 is marked gone.
 pub fn shm_port(data: &[u8]) {
+    // Both ports run on this thread: a link still missing when one polls will never come.
+    nemesis_shm::queue::set_link_patience(std::time::Duration::from_millis(1));
     let params = Params {
         cell_size: 256,
         cells_per_rank: 8,

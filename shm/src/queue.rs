@@ -73,6 +73,23 @@ pub trait Liveness {
     }
 }
 
+/// How long a consumer or drainer waits for a live producer to store the link it owes (it
+/// swapped its cell in; storing the link is its next step), in milliseconds: far longer than any
+/// preemption, so that only a producer stopped within those few instructions, or a segment
+/// someone wrote over, makes a wait end in an error rather than a hang.
+#[cfg(not(loom))]
+static LINK_PATIENCE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(10_000);
+
+/// Sets how long this process's consumers and drainers wait for a live producer's missing link
+/// before [`Error::Corrupt`] (10 s by default). For harnesses that drive every rank from one
+/// thread, where a link still missing will never come.
+#[cfg(not(loom))]
+pub fn set_link_patience(patience: std::time::Duration) {
+    let ms = u64::try_from(patience.as_millis()).unwrap_or(u64::MAX);
+    // ORDERING: Relaxed; a setting, read on a slow path.
+    LINK_PATIENCE_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The shared part of a queue: two cache lines.
 #[repr(C, align(64))]
 #[derive(Debug)]
@@ -333,6 +350,8 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
     fn wait_link<L: Liveness + ?Sized>(&self, v: u64, slot: &AtomicU32, live: &L) -> Result<CellHandle> {
         let mut backoff = Backoff::new();
         let mut checked_epoch = None;
+        #[cfg(not(loom))]
+        let since = std::time::Instant::now();
         loop {
             // ORDERING: Acquire; pairs with the producer's Release store of the link.
             let n = slot.load(Acquire);
@@ -362,6 +381,14 @@ impl<'a, A: Arena + ?Sized> Queue<'a, A> {
                         // someone else: waiting would be forever (found by fuzzing, `shm_port`).
                         None => return Err(Error::corrupt("queue tail (no cell replaced it)", v)),
                     }
+                }
+                // A live producer that owes the link for longer than any preemption lasts
+                // stopped inside its enqueue, or never swapped that cell in: the poll says so
+                // and leaves the queue as it is (the next poll waits again).
+                #[cfg(not(loom))]
+                if since.elapsed().as_millis() > u128::from(LINK_PATIENCE_MS.load(std::sync::atomic::Ordering::Relaxed))
+                {
+                    return Err(Error::corrupt("queue link a live producer never stored", v));
                 }
             }
             backoff.snooze();
