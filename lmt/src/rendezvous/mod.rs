@@ -106,8 +106,6 @@ enum Cma {
 pub struct Lmt<C = Kernel> {
     /// Our local rank.
     me: u16,
-    /// Our process id (HELP names it).
-    pid: u32,
     cfg: Config,
     /// Per local peer (those beyond use the node-wide values of `cfg`).
     peers: Vec<PeerConfig>,
@@ -153,7 +151,6 @@ impl<C: Copier> Lmt<C> {
     pub fn with_copier(me: u16, rings: u16, cfg: Config, io: C) -> Lmt<C> {
         Lmt {
             me,
-            pid: io.own_pid(),
             cfg,
             peers: Vec::new(),
             cma: Cma::Unknown,
@@ -195,10 +192,10 @@ impl<C: Copier> Lmt<C> {
     /// none usable from here.
     fn copy_pid<R: Rings + ?Sized>(&mut self, peer: u16, rings: &R) -> Result<Option<u32>> {
         if peer == self.me {
-            return Ok(Some(self.pid));
+            return Ok(Some(self.io.own_pid()));
         }
         let Some(pid) = rings.pid(peer) else { return Ok(None) };
-        if pid == self.pid && self.own_process {
+        if pid == self.io.own_pid() && self.own_process {
             return Ok(Some(pid));
         }
         self.io.check(peer, pid, rings.start_time(peer)).map(|()| Some(pid))
@@ -207,7 +204,7 @@ impl<C: Copier> Lmt<C> {
     /// Whether process `pid` of local rank `peer`, checked by [`copy_pid`](Self::copy_pid), still
     /// runs (ours always does): asked of the [`Copier`] now for a `write`, lately for a read.
     fn copy_alive(&self, peer: u16, pid: u32, write: bool) -> bool {
-        pid == self.pid || self.io.alive(peer, pid, write)
+        pid == self.io.own_pid() || self.io.alive(peer, pid, write)
     }
 
     /// Records what a start-up probe found: whether single-copy reads from local peers work.

@@ -175,7 +175,8 @@ impl<C: Copier> Lmt<C> {
                     end = from;
                     help = Help::Waiting { from, to: bytes };
                     let dst = (dst as u64).wrapping_add(from);
-                    let msg = Control::Help { id: rts.id, offset: from, bytes: bytes - from, dst, pid: self.pid };
+                    let msg =
+                        Control::Help { id: rts.id, offset: from, bytes: bytes - from, dst, pid: self.io.own_pid() };
                     self.out.push((peer, msg));
                     self.stats.split += 1;
                 }
