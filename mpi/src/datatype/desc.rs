@@ -10,10 +10,13 @@
 //! irregular parts of a type, not to its element count. The runs are in typemap order (the order
 //! of the packed bytes), offsets may be negative.
 //!
-//! **Bounds** follow MPI-3.1 §4.1: `lb`/`ub` are the least and greatest `displacement + bound` of
+//! **Bounds** follow MPI-4.1 §5.1: `lb`/`ub` are the least and greatest `displacement + bound` of
 //! the parts (a struct's `ub` padded to the alignment of its most aligned basic type, as a C
 //! struct is), `true_lb`/`true_ub` those of the data itself; `create_resized` sets `lb` and the
-//! extent.
+//! extent. A bound set by a marker (`MPI_LB`/`MPI_UB` in a struct, which MPICH still accepts,
+//! `create_resized`, `subarray`, `darray`) is *explicit*: in the types built from it, explicit
+//! bounds override the data's (MPI-1's markers, §4.1.6 of MPI-2.2). Parts with neither data nor
+//! explicit bounds (a zero count, `MPI_Type_contiguous(0, ...)`) move no bound.
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -61,6 +64,10 @@ pub struct TypeDesc {
     pub true_ub: isize,
     /// Alignment of its most aligned basic type (pads a struct's extent).
     pub align: usize,
+    /// `lb` comes from a marker (see the module doc), not from the data.
+    pub explicit_lb: bool,
+    /// `ub` comes from a marker; a struct's `ub` is then not padded.
+    pub explicit_ub: bool,
     /// One element's data, in typemap order.
     pub runs: Box<[Run]>,
     /// Basic elements in one element.
@@ -110,6 +117,8 @@ impl TypeDesc {
             true_lb: 0,
             true_ub: size as isize,
             align: natural_align(b),
+            explicit_lb: b.handle == abi::LB,
+            explicit_ub: b.handle == abi::UB,
             elems: u64::from(size > 0),
             runs,
             leaf: Some(b.handle),
@@ -133,6 +142,8 @@ impl TypeDesc {
             true_lb: 0,
             true_ub: (int_off + int.size) as isize,
             align,
+            explicit_lb: false,
+            explicit_ub: false,
             elems: 2,
             runs: b.finish(),
             leaf: Some(handle),
@@ -153,7 +164,7 @@ fn natural_align(b: &Builtin) -> usize {
     match b.kind {
         Kind::C32 => 4,
         Kind::C64 => 8,
-        Kind::C80 | Kind::F80 => 16,
+        Kind::C80 | Kind::F80 | Kind::F128 | Kind::C128 => 16,
         Kind::Pair => 4.max(b.size() / 2).min(8),
         _ => b.size().clamp(1, 8),
     }
@@ -246,24 +257,52 @@ impl Builder {
 }
 
 /// The bounds of a type made of parts `(displacement, count, type)`, each `count` elements of
-/// `type` one extent apart: `(lb, ub, true_lb, true_ub)`, or all 0 with no data.
-fn bounds(parts: &[(isize, usize, &TypeDesc)]) -> (isize, isize, isize, isize) {
-    let mut b: Option<(isize, isize, isize, isize)> = None;
+/// `type` one extent apart (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Bounds {
+    lb: isize,
+    ub: isize,
+    true_lb: isize,
+    true_ub: isize,
+    explicit_lb: bool,
+    explicit_ub: bool,
+}
+
+fn bounds(parts: &[(isize, usize, &TypeDesc)]) -> Bounds {
+    // Least and greatest bounds from markers, from the data, and of the data itself.
+    let (mut lbm, mut lbd, mut tlb): (Option<isize>, Option<isize>, Option<isize>) = (None, None, None);
+    let (mut ubm, mut ubd, mut tub): (Option<isize>, Option<isize>, Option<isize>) = (None, None, None);
+    let min = |a: Option<isize>, b: isize| Some(a.map_or(b, |a| a.min(b)));
+    let max = |a: Option<isize>, b: isize| Some(a.map_or(b, |a| a.max(b)));
     for &(disp, n, t) in parts {
         if n == 0 {
             continue;
         }
-        let ext = t.extent();
-        let last = disp + (n as isize - 1) * ext;
+        let last = disp + (n as isize - 1) * t.extent();
         let (lo, hi) = (disp.min(last), disp.max(last));
-        let (lb, ub) = (lo + t.lb, hi + t.ub);
-        let (tlb, tub) = (lo + t.true_lb, hi + t.true_ub);
-        b = Some(match b {
-            None => (lb, ub, tlb, tub),
-            Some((a, c, d, e)) => (a.min(lb), c.max(ub), d.min(tlb), e.max(tub)),
-        });
+        if t.explicit_lb {
+            lbm = min(lbm, lo + t.lb);
+        } else if t.size > 0 {
+            lbd = min(lbd, lo + t.lb);
+        }
+        if t.explicit_ub {
+            ubm = max(ubm, hi + t.ub);
+        } else if t.size > 0 {
+            ubd = max(ubd, hi + t.ub);
+        }
+        if t.size > 0 {
+            tlb = min(tlb, lo + t.true_lb);
+            tub = max(tub, hi + t.true_ub);
+        }
     }
-    b.unwrap_or((0, 0, 0, 0))
+    Bounds {
+        lb: lbm.or(lbd).unwrap_or(0),
+        ub: ubm.or(ubd).unwrap_or(0),
+        true_lb: tlb.unwrap_or(0),
+        true_ub: tub.unwrap_or(0),
+        explicit_lb: lbm.is_some(),
+        explicit_ub: ubm.is_some(),
+    }
 }
 
 /// The one leaf type shared by every part with data, if any.
@@ -312,13 +351,13 @@ pub fn from_parts(
     for &(disp, n, t) in parts {
         size = t.size.checked_mul(n).and_then(|s| size.checked_add(s)).ok_or(Invalid::Overflow)?;
         elems = elems.saturating_add(t.elems.saturating_mul(n as u64));
-        if n > 0 {
+        if t.size > 0 || t.explicit_lb || t.explicit_ub {
             align = align.max(t.align);
         }
         b.append(t, disp, n);
     }
-    let (lb, mut ub, true_lb, true_ub) = bounds(parts);
-    if pad_struct && ub > lb {
+    let Bounds { lb, mut ub, true_lb, true_ub, explicit_lb, explicit_ub } = bounds(parts);
+    if pad_struct && !explicit_ub && ub > lb {
         let ext = (ub - lb) as usize;
         ub = lb + ext.next_multiple_of(align) as isize;
     }
@@ -329,6 +368,8 @@ pub fn from_parts(
         true_lb,
         true_ub,
         align,
+        explicit_lb,
+        explicit_ub,
         runs: b.finish(),
         elems,
         leaf: common_leaf(parts),
@@ -413,9 +454,6 @@ pub fn indexed_block(blocklen: c_int, displs: &[Aint], bytes: bool, old: &Arc<Ty
 pub fn create_struct(blocklens: &[c_int], displs: &[Aint], types: &[Arc<TypeDesc>]) -> Result<TypeDesc, Invalid> {
     let mut parts = Vec::with_capacity(types.len());
     for ((&bl, &d), t) in blocklens.iter().zip(displs).zip(types) {
-        if matches!(t.named, Some(abi::LB) | Some(abi::UB)) {
-            return Err(Invalid::Arg("MPI_LB and MPI_UB were removed in MPI-3.0: use MPI_Type_create_resized"));
-        }
         parts.push((d as isize, checked_len(bl)?, &**t));
     }
     let count = types.len() as c_int;
@@ -429,6 +467,8 @@ pub fn resized(lb: Aint, extent: Aint, old: &Arc<TypeDesc>) -> TypeDesc {
     TypeDesc {
         lb: lb as isize,
         ub: (lb as isize).wrapping_add(extent as isize),
+        explicit_lb: true,
+        explicit_ub: true,
         named: None,
         contents: Some(contents(abi::COMBINER_RESIZED, vec![], vec![lb, extent], vec![old.clone()])),
         ..(**old).clone()
@@ -503,6 +543,8 @@ pub fn subarray(
     Ok(TypeDesc {
         lb: 0,
         ub: whole,
+        explicit_lb: true,
+        explicit_ub: true,
         true_lb: inside.true_lb + first,
         true_ub: inside.true_ub + first,
         runs: runs.into_boxed_slice(),
@@ -639,5 +681,29 @@ mod tests {
         assert!(e.is_dense());
         let s = create_struct(&[], &[], &[]).unwrap();
         assert_eq!((s.size, s.extent()), (0, 0));
+        // Members with no data and no bounds of their own move no bound (MPICH agrees).
+        let e = Arc::new(e);
+        let z = Arc::new(create_struct(&[0, 0], &[0, 8], &[i.clone(), basic(abi::DOUBLE)]).unwrap());
+        let s = create_struct(&[1, 3], &[0, 8], &[e.clone(), z.clone()]).unwrap();
+        assert_eq!((s.size, s.lb, s.extent(), s.true_lb, s.true_ub), (0, 0, 0, 0, 0));
+        let s = create_struct(&[1, 1], &[100, 0], &[e.clone(), i.clone()]).unwrap();
+        assert_eq!((s.size, s.lb, s.extent(), s.true_lb, s.true_ub), (4, 0, 4, 0, 4));
+        let s = create_struct(&[0, 1], &[0, 8], &[i.clone(), basic(abi::DOUBLE)]).unwrap();
+        assert_eq!((s.size, s.lb, s.extent()), (8, 8, 8));
+        // A type resized around no data keeps its markers, and has no true extent.
+        let r = Arc::new(resized(0, 16, &e));
+        let c = contiguous(3, &r).unwrap();
+        assert_eq!((c.size, c.lb, c.extent(), c.true_lb, c.true_ub), (0, 0, 48, 0, 0));
+        // Explicit bounds override the data's.
+        let s = create_struct(&[1, 1], &[0, 16], &[r.clone(), i.clone()]).unwrap();
+        assert_eq!((s.size, s.lb, s.extent(), s.true_lb, s.true_ub), (4, 0, 16, 16, 20));
+        // MPI_LB and MPI_UB (MPI-1, kept by MPICH): { (LB, 10) } has extent -10.
+        let (lbt, ubt) = (basic(abi::LB), basic(abi::UB));
+        let s = create_struct(&[1], &[10], &[lbt.clone()]).unwrap();
+        assert_eq!((s.size, s.lb, s.ub, s.explicit_lb, s.explicit_ub), (0, 10, 0, true, false));
+        let s = create_struct(&[1, 2, 1], &[-4, 0, 20], &[lbt, i.clone(), ubt]).unwrap();
+        assert_eq!((s.size, s.lb, s.ub, s.true_lb, s.true_ub), (8, -4, 20, 0, 8));
+        let c = contiguous(2, &Arc::new(s)).unwrap();
+        assert_eq!((c.lb, c.ub, c.explicit_lb, c.explicit_ub), (-4, 44, true, true));
     }
 }
