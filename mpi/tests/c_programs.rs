@@ -17,6 +17,7 @@
 //! | `intercommunicators` | `intercomm.c`: Intercomm_create from uneven and interleaved halves of WORLD (one group reversed), test_inter, sizes, local and remote groups rank by rank; p2p both ways with ANY_SOURCE/ANY_TAG, specific sources, PROC_NULL; Intercomm_merge with high false/true/equal rank by rank; dup (attribute copy, compare), two idups in flight, split and create on an intercommunicator; Barrier/Bcast/Reduce/Allreduce/Gather/Scatter/Allgather/Alltoall for every root at counts 1 and 3000, a strided type; the v-forms and Reduce_scatter(_block) with uneven counts and gaps; bad leader, bad root, intercommunicators where intracommunicators are required and the reverse; 1200 create/dup/merge/free rounds (more contexts than a process has) | 1–8; 5 over 2 nodes |
 //! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
 //! | `predefined_reductions_on_every_type` | `op_predefined.c`: MAX…BXOR, MINLOC/MAXLOC on every predefined type MPI-4.1 §6.9.2 allows (integers, fixed-size, AINT/OFFSET/COUNT, float/double/long double, every complex, logicals, BYTE, the pairs, MPICH's CHAR) through Reduce/Allreduce/Reduce_local at counts 7 and 300; MPI_ERR_OP on pairs the standard leaves undefined; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
+//! | `struct_types_with_no_data` | `type_empty.c`: structs of zero block lengths, of zero-size members, of no members, with MPI_LB/MPI_UB markers, a dropped zero-length member: size, bounds, true bounds, envelope/contents, Pack, messages in a ring and to oneself, Bcast; bad arguments; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
@@ -663,4 +664,14 @@ fn predefined_reductions_on_every_type() {
         assert_all_ok(&o, "op_predefined", 3);
     }
     passes_under_mpich("op_predefined", 3);
+}
+
+#[test]
+fn struct_types_with_no_data() {
+    run_ok("type_empty", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("type_empty", &[5], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_empty") {
+        assert_all_ok(&job(3, &compile_with("type_empty", Cc::Mpich), &["--mpich-abi"], &[]), "type_empty", 3);
+    }
+    passes_under_mpich("type_empty", 3);
 }
