@@ -9,7 +9,8 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-use super::desc::{self, Invalid, TypeDesc};
+use super::construct::{self as make, Form};
+use super::desc::{Invalid, TypeDesc};
 use super::pack::{self, elements_in};
 use super::{Entry, Layout, any, layout, predefined_name};
 use crate::abi::{self, Aint, Count, Datatype, Status};
@@ -18,7 +19,7 @@ use crate::p2p::{comm_at, null_arg, wants, write_out};
 use crate::state::{Access, State, not_running};
 
 /// The state, with MPI running.
-fn running(acc: &mut Access) -> Res<&mut State> {
+pub(super) fn running(acc: &mut Access) -> Res<&mut State> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -26,7 +27,7 @@ fn running(acc: &mut Access) -> Res<&mut State> {
     Ok(st)
 }
 
-fn invalid(e: Invalid) -> Fail {
+pub(super) fn invalid(e: Invalid) -> Fail {
     match e {
         Invalid::Count => Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count or block length")),
         Invalid::Overflow => Fail::new(abi::ERR_ARG, None, Why::Arg("the type's size or extent overflows")),
@@ -38,9 +39,10 @@ fn invalid(e: Invalid) -> Fail {
 ///
 /// # Safety
 /// `p` readable for `n` elements when `n > 0`.
-unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
+pub(super) unsafe fn array<'a, T>(p: *const T, n: impl Into<i64>) -> Res<&'a [T]> {
+    let n: i64 = n.into();
     if n < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count")));
     }
     if n == 0 {
         return Ok(&[]);
@@ -52,11 +54,20 @@ unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
     Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
+/// `n` elements at `p` widened to `i64` (`int`s, `MPI_Aint`s or `MPI_Count`s).
+///
+/// # Safety
+/// As for [`array`].
+pub(super) unsafe fn wide<T: Copy + TryInto<i64>>(p: *const T, n: impl Into<i64>) -> Res<Vec<i64>> {
+    // SAFETY: the caller's contract.
+    Ok(unsafe { array(p, n) }?.iter().map(|&x| x.try_into().unwrap_or(i64::MAX)).collect())
+}
+
 /// Stores a new derived type and writes its handle.
 ///
 /// # Safety
 /// `newtype` null or writable.
-unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Datatype) -> Res<()> {
+pub(super) unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Datatype) -> Res<()> {
     let d = d.map_err(invalid)?;
     if newtype.is_null() {
         return Err(null_arg(None, "null newtype pointer"));
@@ -71,7 +82,7 @@ unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Data
 }
 
 /// The old type of a constructor.
-fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
+pub(super) fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
     any(&st.types, dt)
 }
 
@@ -83,7 +94,7 @@ pub unsafe fn contiguous(acc: &mut Access, count: c_int, oldtype: Datatype, newt
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::contiguous(count, &o), newtype) }
+    unsafe { store(st, make::contiguous(Form::Int, count.into(), &o), newtype) }
 }
 
 /// `MPI_Type_vector` and `MPI_Type_create_hvector` (`bytes`: the stride is in bytes).
@@ -102,7 +113,9 @@ pub unsafe fn vector(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::vector(count, blocklength, stride, bytes, &o), newtype) }
+    let (c, b, s) = (count.into(), blocklength.into(), stride as i64);
+    // SAFETY: MPI's contract.
+    unsafe { store(st, make::vector(Form::Int, c, b, s, bytes, &o), newtype) }
 }
 
 /// A constructor's displacements: in elements (`int`s) or in bytes (`MPI_Aint`s).
@@ -113,16 +126,16 @@ pub enum Displs {
 }
 
 impl Displs {
-    /// The `count` displacements as `MPI_Aint`s, and whether they are in bytes.
+    /// The `count` displacements, and whether they are in bytes.
     ///
     /// # Safety
     /// The array readable for `count` elements.
-    unsafe fn read(self, count: c_int) -> Res<(Vec<Aint>, bool)> {
+    unsafe fn read(self, count: c_int) -> Res<(Vec<i64>, bool)> {
         Ok(match self {
             // SAFETY: the caller's contract.
-            Displs::Elements(p) => (unsafe { array(p, count) }?.iter().map(|&d| Aint::from(d)).collect(), false),
+            Displs::Elements(p) => (unsafe { wide(p, count) }?, false),
             // SAFETY: as above.
-            Displs::Bytes(p) => (unsafe { array(p, count) }?.to_vec(), true),
+            Displs::Bytes(p) => (unsafe { wide(p, count) }?, true),
         })
     }
 }
@@ -142,11 +155,11 @@ pub unsafe fn indexed(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract: `count` elements each.
-    let bls = unsafe { array(blocklengths, count) }?;
+    let bls = unsafe { wide(blocklengths, count) }?;
     // SAFETY: as above.
     let (displs, bytes) = unsafe { displs.read(count) }?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::indexed(bls, &displs, bytes, &o), newtype) }
+    unsafe { store(st, make::indexed(Form::Int, &bls, &displs, bytes, &o), newtype) }
 }
 
 /// `MPI_Type_create_indexed_block` and `MPI_Type_create_hindexed_block`.
@@ -166,7 +179,7 @@ pub unsafe fn indexed_block(
     // SAFETY: MPI's contract: `count` elements.
     let (displs, bytes) = unsafe { displs.read(count) }?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::indexed_block(blocklength, &displs, bytes, &o), newtype) }
+    unsafe { store(st, make::indexed_block(Form::Int, blocklength.into(), &displs, bytes, &o), newtype) }
 }
 
 /// `MPI_Type_create_struct`.
@@ -183,10 +196,10 @@ pub unsafe fn create_struct(
 ) -> Res<()> {
     let st = running(acc)?;
     // SAFETY: MPI's contract: `count` elements each.
-    let (bls, ds, ts) = unsafe { (array(blocklengths, count)?, array(displs, count)?, array(types, count)?) };
+    let (bls, ds, ts) = unsafe { (wide(blocklengths, count)?, wide(displs, count)?, array(types, count)?) };
     let olds: Vec<Arc<TypeDesc>> = ts.iter().map(|&t| old(st, t)).collect::<Res<_>>()?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::create_struct(bls, ds, &olds), newtype) }
+    unsafe { store(st, make::create_struct(Form::Int, &bls, &ds, &olds), newtype) }
 }
 
 /// `MPI_Type_create_subarray`.
@@ -207,9 +220,9 @@ pub unsafe fn subarray(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract: `ndims` elements each.
-    let (a, b, c) = unsafe { (array(sizes, ndims)?, array(subsizes, ndims)?, array(starts, ndims)?) };
+    let (a, b, c) = unsafe { (wide(sizes, ndims)?, wide(subsizes, ndims)?, wide(starts, ndims)?) };
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::subarray(a, b, c, order, &o), newtype) }
+    unsafe { store(st, make::subarray(Form::Int, &a, &b, &c, order, &o), newtype) }
 }
 
 /// `MPI_Type_create_resized`.
@@ -220,7 +233,7 @@ pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Ain
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(desc::resized(lb, extent, &o)), newtype) }
+    unsafe { store(st, Ok(make::resized(Form::Int, lb as i64, extent as i64, &o)), newtype) }
 }
 
 /// `MPI_Type_dup`.
@@ -232,7 +245,7 @@ pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -
     let o = old(st, oldtype)?;
     let committed = st.types.get(oldtype).is_none_or(|e| e.committed);
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(desc::dup(&o)), newtype) }?;
+    unsafe { store(st, Ok(make::dup(&o)), newtype) }?;
     // The duplicate of a committed type is committed (MPI-3.1 §4.1.10).
     // SAFETY: `store` wrote it.
     let h = unsafe { *newtype };

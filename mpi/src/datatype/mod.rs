@@ -13,6 +13,7 @@
 
 pub mod builtin;
 pub mod calls;
+pub mod construct;
 pub mod desc;
 pub mod pack;
 
@@ -207,7 +208,7 @@ mod tests {
     fn layouts_of_dense_and_sparse_types() {
         let mut t = table();
         let i = predefined_desc(abi::INT).unwrap();
-        let v = Arc::new(desc::vector(2, 1, 2, false, &i).unwrap());
+        let v = Arc::new(construct::vector(construct::Form::Int, 2, 1, 2, false, &i).unwrap());
         let h = t.insert(Entry { desc: v, committed: false, name: String::new() }).unwrap();
         let buf = [0u8; 64];
         assert!(layout(&t, buf.as_ptr(), 1, h, 0).is_err(), "not committed");
