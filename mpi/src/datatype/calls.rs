@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use super::construct::{self as make, Form};
 use super::desc::{Invalid, TypeDesc};
-use super::pack::{self, elements_in};
-use super::{Entry, Layout, any, layout, predefined_name};
+use super::pack::elements_in;
+pub use super::packing::{pack_call, pack_size, unpack_call};
+use super::{Entry, any, predefined_name};
 use crate::abi::{self, Aint, Count, Datatype, Status};
 use crate::error::{Fail, Res, Why};
-use crate::p2p::{comm_at, null_arg, wants, write_out};
+use crate::p2p::{null_arg, wants, write_out};
 use crate::state::{Access, State, not_running};
 
 /// The state, with MPI running.
@@ -31,6 +32,7 @@ pub(super) fn invalid(e: Invalid) -> Fail {
     match e {
         Invalid::Count => Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count or block length")),
         Invalid::Overflow => Fail::new(abi::ERR_ARG, None, Why::Arg("the type's size or extent overflows")),
+        Invalid::Rank => Fail::new(abi::ERR_RANK, None, Why::Arg("darray: rank must be in 0..size")),
         Invalid::Arg(s) => Fail::new(abi::ERR_ARG, None, Why::Arg(s)),
     }
 }
@@ -113,7 +115,7 @@ pub unsafe fn vector(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    let (c, b, s) = (count.into(), blocklength.into(), stride as i64);
+    let (c, b, s) = (count.into(), blocklength.into(), stride);
     // SAFETY: MPI's contract.
     unsafe { store(st, make::vector(Form::Int, c, b, s, bytes, &o), newtype) }
 }
@@ -233,7 +235,7 @@ pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Ain
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(make::resized(Form::Int, lb as i64, extent as i64, &o)), newtype) }
+    unsafe { store(st, Ok(make::resized(Form::Int, lb, extent, &o)), newtype) }
 }
 
 /// `MPI_Type_dup`.
@@ -300,7 +302,7 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
 }
 
 /// The descriptor of `dt` for a query: predefined ones at any time, derived ones while running.
-fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
+pub(super) fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
     if let Some(d) = super::predefined_desc(dt) {
         return Ok(d);
     }
@@ -343,23 +345,38 @@ pub unsafe fn extent(acc: &mut Access, dt: Datatype, lb: *mut Aint, extent: *mut
 /// # Safety
 /// `status` readable, `count` writable.
 pub unsafe fn get_count(acc: &mut Access, status: *const Status, dt: Datatype, count: *mut c_int) -> Res<()> {
+    let n = count_in(acc, status, dt)?.and_then(|n| c_int::try_from(n).ok());
+    // SAFETY: the caller's contract.
+    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
+}
+
+/// `MPI_Get_count_c`.
+///
+/// # Safety
+/// `status` readable, `count` writable.
+pub unsafe fn get_count_c(acc: &mut Access, status: *const Status, dt: Datatype, count: *mut Count) -> Res<()> {
+    let n = count_in(acc, status, dt)?.and_then(|n| Count::try_from(n).ok());
+    // SAFETY: the caller's contract.
+    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED as Count)) }
+}
+
+/// Whole elements of `dt` in the message `status` describes.
+fn count_in(acc: &mut Access, status: *const Status, dt: Datatype) -> Res<Option<usize>> {
     if !wants(status) {
         return Err(null_arg(None, "null status pointer"));
     }
     let d = query(acc, dt)?;
     // SAFETY: checked; MPI's contract.
     let bytes = unsafe { (*status).count() };
-    let n = if bytes < 0 {
+    Ok(if bytes < 0 {
         None
     } else if d.size == 0 {
         (bytes == 0).then_some(0)
     } else if (bytes as usize).is_multiple_of(d.size) {
-        c_int::try_from(bytes as usize / d.size).ok()
+        Some(bytes as usize / d.size)
     } else {
         None
-    };
-    // SAFETY: the caller's contract.
-    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
+    })
 }
 
 /// `MPI_Get_elements` (`x`: `MPI_Get_elements_x`, an `MPI_Count`): basic elements received.
@@ -485,6 +502,7 @@ pub unsafe fn get_envelope(
     let d = query(acc, dt)?;
     let (ni, na, nd, c) = match &d.contents {
         None => (0, 0, 0, abi::COMBINER_NAMED),
+        Some(c) if !c.counts.is_empty() => return Err(made_by_c()),
         Some(c) => (c.ints.len(), c.aints.len(), c.types.len(), c.combiner),
     };
     // SAFETY: the caller's contract.
@@ -494,6 +512,15 @@ pub unsafe fn get_envelope(
         write_out(num_datatypes, nd as c_int)?;
         write_out(combiner, c)
     }
+}
+
+#[cold]
+fn made_by_c() -> Fail {
+    Fail::new(
+        abi::ERR_TYPE,
+        None,
+        Why::Arg("the datatype was made by a large-count (_c) constructor: use MPI_Type_get_envelope_c/contents_c"),
+    )
 }
 
 /// `MPI_Type_get_contents`: the constructor's arguments; derived types among them come back as
@@ -511,6 +538,24 @@ pub unsafe fn get_contents(
     integers: *mut c_int,
     addresses: *mut Aint,
     datatypes: *mut Datatype,
+) -> Res<()> {
+    if query(acc, dt)?.contents.as_ref().is_some_and(|c| !c.counts.is_empty()) {
+        return Err(made_by_c());
+    }
+    // SAFETY: the caller's contract.
+    unsafe { contents_into(acc, dt, (max_integers, max_addresses, max_datatypes), (integers, addresses, datatypes)) }
+}
+
+/// The integers, addresses and datatypes of [`get_contents`] (and of `_c`'s, which adds the
+/// large counts), given the arrays' lengths.
+///
+/// # Safety
+/// The arrays writable for their lengths.
+pub(super) unsafe fn contents_into(
+    acc: &mut Access,
+    dt: Datatype,
+    (max_integers, max_addresses, max_datatypes): (c_int, c_int, c_int),
+    (integers, addresses, datatypes): (*mut c_int, *mut Aint, *mut Datatype),
 ) -> Res<()> {
     let st = running(acc)?;
     let d = any(&st.types, dt)?;
@@ -557,112 +602,6 @@ pub unsafe fn get_contents(
     Ok(())
 }
 
-/// `MPI_Pack_size`: `incount × size` (the packed form is the data bytes alone).
-///
-/// # Safety
-/// `size` writable.
-pub unsafe fn pack_size(acc: &mut Access, incount: c_int, dt: Datatype, comm: abi::Comm, size: *mut c_int) -> Res<()> {
-    let st = running(acc)?;
-    comm_at(&st.comms, comm)?;
-    if incount < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(incount)));
-    }
-    let d = any(&st.types, dt)?;
-    let n = (incount as usize).checked_mul(d.size).and_then(|n| c_int::try_from(n).ok());
-    let n = n.ok_or_else(|| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size exceeds INT_MAX")))?;
-    // SAFETY: the caller's contract.
-    unsafe { write_out(size, n) }
-}
-
-/// Checks a packing window: `position` in `0..=size`, `need` bytes fitting after it.
-fn window(position: c_int, size: c_int, need: usize) -> Res<usize> {
-    if position < 0 || size < 0 || position > size {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("position outside the packing buffer")));
-    }
-    if need > (size - position) as usize {
-        return Err(Fail::new(abi::ERR_TRUNCATE, None, Why::Arg("the packing buffer is too small")));
-    }
-    Ok(position as usize)
-}
-
-/// `MPI_Pack`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn pack_call(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    incount: c_int,
-    dt: Datatype,
-    outbuf: *mut c_void,
-    outsize: c_int,
-    position: *mut c_int,
-    comm: abi::Comm,
-) -> Res<()> {
-    let st = running(acc)?;
-    let (ci, _) = comm_at(&st.comms, comm)?;
-    if position.is_null() {
-        return Err(null_arg(Some(ci), "null position pointer"));
-    }
-    let l = layout(&st.types, inbuf.cast(), incount, dt, ci)?;
-    // SAFETY: checked non-null.
-    let pos = window(unsafe { *position }, outsize, l.len())?;
-    if !l.is_empty() && outbuf.is_null() {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
-    // SAFETY: MPI's contract: `outsize` writable bytes at `outbuf`; the window was checked.
-    let out = unsafe { crate::p2p::out_bytes(outbuf.byte_add(pos), l.len()) };
-    match &l {
-        // SAFETY: MPI's contract on `inbuf`.
-        Layout::Contig { ptr, len } => out.copy_from_slice(unsafe { crate::p2p::in_bytes(ptr.cast(), *len) }),
-        // SAFETY: as above.
-        Layout::Typed { base, count, desc } => unsafe { pack::pack(desc, *base, *count, out) },
-    }
-    // SAFETY: checked non-null.
-    unsafe { *position = (pos + l.len()) as c_int };
-    Ok(())
-}
-
-/// `MPI_Unpack`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn unpack_call(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    insize: c_int,
-    position: *mut c_int,
-    outbuf: *mut c_void,
-    outcount: c_int,
-    dt: Datatype,
-    comm: abi::Comm,
-) -> Res<()> {
-    let st = running(acc)?;
-    let (ci, _) = comm_at(&st.comms, comm)?;
-    if position.is_null() {
-        return Err(null_arg(Some(ci), "null position pointer"));
-    }
-    let l = layout(&st.types, outbuf.cast_const().cast(), outcount, dt, ci)?;
-    // SAFETY: checked non-null.
-    let pos = window(unsafe { *position }, insize, l.len())?;
-    if !l.is_empty() && inbuf.is_null() {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
-    // SAFETY: MPI's contract: `insize` readable bytes at `inbuf`; the window was checked.
-    let data = unsafe { crate::p2p::in_bytes(inbuf.byte_add(pos), l.len()) };
-    match &l {
-        // SAFETY: MPI's contract on `outbuf`.
-        Layout::Contig { ptr, len } => unsafe { crate::p2p::out_bytes(ptr.cast(), *len) }.copy_from_slice(data),
-        // SAFETY: as above.
-        Layout::Typed { base, count, desc } => unsafe { pack::unpack(desc, *base, *count, data) },
-    }
-    // SAFETY: checked non-null.
-    unsafe { *position = (pos + l.len()) as c_int };
-    Ok(())
-}
-
 /// `MPI_Get_address`: the address as an integer (the same in absolute terms as `MPI_BOTTOM`'s).
 ///
 /// # Safety
@@ -670,18 +609,4 @@ pub unsafe fn unpack_call(
 pub unsafe fn get_address(location: *const c_void, address: *mut Aint) -> Res<()> {
     // SAFETY: the caller's contract.
     unsafe { write_out(address, location as Aint) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packing_windows() {
-        assert_eq!(window(0, 10, 10).unwrap(), 0);
-        assert_eq!(window(4, 10, 6).unwrap(), 4);
-        assert_eq!(window(4, 10, 7).unwrap_err().code, abi::ERR_TRUNCATE);
-        assert_eq!(window(11, 10, 0).unwrap_err().code, abi::ERR_ARG);
-        assert_eq!(window(-1, 10, 0).unwrap_err().code, abi::ERR_ARG);
-    }
 }

@@ -318,8 +318,11 @@ pub fn darray(form: Form, a: &Darray, old: &Arc<TypeDesc>) -> Result<TypeDesc, I
         return Err(Invalid::Arg("darray: ndims must be positive"));
     }
     check_order(a.order)?;
-    if a.size <= 0 || a.rank < 0 || a.rank >= a.size {
-        return Err(Invalid::Arg("darray: need 0 <= rank < size"));
+    if a.size <= 0 {
+        return Err(Invalid::Arg("darray: size must be positive"));
+    }
+    if a.rank < 0 || a.rank >= a.size {
+        return Err(Invalid::Rank);
     }
     let mut procs: i64 = 1;
     for d in 0..nd {
@@ -339,10 +342,9 @@ pub fn darray(form: Form, a: &Darray, old: &Arc<TypeDesc>) -> Result<TypeDesc, I
         coords[d] = r % np;
         r /= np;
     }
-    let mut owned = Vec::with_capacity(nd);
-    for d in 0..nd {
-        owned.push(distribute(a.gsizes[d], a.distribs[d], a.dargs[d], i64::from(a.psizes[d]), coords[d])?);
-    }
+    let owned = (0..nd)
+        .map(|d| distribute(a.gsizes[d], a.distribs[d], a.dargs[d], i64::from(a.psizes[d]), coords[d]))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut fixed = vec![a.size, a.rank, nd as c_int];
     let rest: Vec<c_int> = a.distribs.iter().chain(a.dargs).chain(a.psizes).copied().chain([a.order]).collect();
     let c = match form {
@@ -506,7 +508,7 @@ mod tests {
         assert_eq!((s.size, s.lb, s.extent(), s.true_lb, s.true_ub), (4, 0, 16, 16, 20));
         // MPI_LB and MPI_UB (MPI-1, kept by MPICH): { (LB, 10) } has extent -10.
         let (lbt, ubt) = (basic(abi::LB), basic(abi::UB));
-        let s = create_struct(F, &[1], &[10], &[lbt.clone()]).unwrap();
+        let s = create_struct(F, &[1], &[10], std::slice::from_ref(&lbt)).unwrap();
         assert_eq!((s.size, s.lb, s.ub, s.explicit_lb, s.explicit_ub), (0, 10, 0, true, false));
         let s = create_struct(F, &[1, 2, 1], &[-4, 0, 20], &[lbt, i.clone(), ubt]).unwrap();
         assert_eq!((s.size, s.lb, s.ub, s.true_lb, s.true_ub), (8, -4, 20, 0, 8));

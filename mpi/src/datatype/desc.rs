@@ -332,6 +332,8 @@ pub enum Invalid {
     Count,
     /// Sizes overflow the address space.
     Overflow,
+    /// A process rank outside its group (darray).
+    Rank,
     /// Other bad arguments (subarray dimensions, order...).
     Arg(&'static str),
 }

@@ -15,7 +15,10 @@ pub mod builtin;
 pub mod calls;
 pub mod construct;
 pub mod desc;
+pub mod large;
+pub mod named;
 pub mod pack;
+pub mod packing;
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
@@ -168,9 +171,22 @@ pub fn layout(types: &Types, buf: *const u8, count: c_int, dt: Datatype, ci: usi
     if count < 0 {
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
     }
-    let n = count as usize;
+    layout_large(types, buf, i64::from(count), dt, ci)
+}
+
+/// [`layout`] with an `MPI_Count` count (the `_c` calls).
+pub fn layout_large(types: &Types, buf: *const u8, count: i64, dt: Datatype, ci: usize) -> Res<Layout> {
+    let Ok(n) = usize::try_from(count) else {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("negative count")));
+    };
     if let Some(size) = size_of_handle(dt) {
-        let len = n * size;
+        let Some(len) = n.checked_mul(size).filter(|&l| l <= isize::MAX as usize) else {
+            return Err(Fail::new(
+                abi::ERR_COUNT,
+                Some(ci),
+                Why::Arg("count × datatype size exceeds the address space"),
+            ));
+        };
         if buf.is_null() && len > 0 {
             return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
         }

@@ -369,7 +369,7 @@ mod tests {
     use super::*;
     use crate::abi;
     use crate::datatype::builtin::lookup;
-    use crate::datatype::desc::{self, TypeDesc};
+    use crate::datatype::desc::TypeDesc;
 
     fn basic(h: abi::Datatype) -> Arc<TypeDesc> {
         Arc::new(TypeDesc::basic(lookup(h).unwrap()))
