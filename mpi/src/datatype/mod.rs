@@ -15,6 +15,7 @@ pub mod builtin;
 pub mod calls;
 pub mod construct;
 pub mod desc;
+pub mod external;
 pub mod large;
 pub mod named;
 pub mod pack;
