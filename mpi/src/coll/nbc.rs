@@ -156,6 +156,14 @@ pub struct Sched {
     /// An agreement's round failed: the next waits for the next advance (the creation that holds
     /// a member's mask must move first, possibly in this process).
     retry: bool,
+    /// A `Step::Reduce` with a user's operation, reached by the current round: the round stops
+    /// there until [`Sched::run_user_op`] has run it, with no borrow of the state live (the
+    /// operation may call MPI); `resume` holds the round's steps after it.
+    user_step: Option<(At, At, bool)>,
+    resume: Vec<Step>,
+    /// A placeholder standing in the request table while the schedule is out of it (running a
+    /// user's operation): it never advances nor completes.
+    busy: bool,
 }
 
 impl Sched {
@@ -175,6 +183,55 @@ impl Sched {
             agree: None,
             idup: None,
             retry: false,
+            user_step: None,
+            resume: Vec::new(),
+            busy: false,
+        }
+    }
+
+    /// The placeholder of a schedule taken out of the request table (see `busy`).
+    pub fn busy() -> Sched {
+        Sched {
+            ctx: 0,
+            across: None,
+            tag: 0,
+            bufs: Vec::new(),
+            rounds: VecDeque::new(),
+            red: None,
+            inflight: Vec::new(),
+            outputs: Vec::new(),
+            failed: None,
+            keep: None,
+            agree: None,
+            idup: None,
+            retry: false,
+            user_step: None,
+            resume: Vec::new(),
+            busy: true,
+        }
+    }
+
+    /// True for the placeholder of a schedule taken out of the table.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+    }
+
+    /// True if the round waits for a user's operation ([`Sched::run_user_op`]).
+    pub fn wants_user_op(&self) -> bool {
+        self.user_step.is_some()
+    }
+
+    /// Runs the user's operation the round stopped at (`user_step`). The caller holds no
+    /// reference into the state (the schedule is out of the request table): the operation may
+    /// call MPI. The schedule's own buffers are the operands, and its `keep` holds the layout.
+    pub fn run_user_op(&mut self) {
+        let (Some((dst, src, lower)), Some(red)) = (self.user_step.take(), self.red) else { return };
+        let mut other = self.bufs[src.buf][src.range].to_vec();
+        let acc = &mut self.bufs[dst.buf][dst.range];
+        if lower {
+            red.combine_lower(acc, &mut other);
+        } else {
+            red.combine_higher(acc, &other);
         }
     }
 
@@ -192,8 +249,10 @@ impl Sched {
 
     /// Runs the local steps of the next round and posts its transfers; an error fails the
     /// schedule (transfers already posted still complete first).
+    /// A `Step::Reduce` with a user's operation stops the round (`user_step`).
     fn start_round(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts, steps: Vec<Step>) {
-        for s in steps {
+        let mut steps = steps.into_iter();
+        while let Some(s) = steps.next() {
             if self.failed.is_some() {
                 return;
             }
@@ -241,6 +300,11 @@ impl Sched {
                 }
                 Step::Reduce { dst, src, lower } => {
                     let Some(red) = self.red else { continue };
+                    if red.user.is_some() {
+                        self.user_step = Some((dst, src, lower));
+                        self.resume = steps.collect();
+                        return;
+                    }
                     let mut other = self.bufs[src.buf][src.range].to_vec();
                     let acc = &mut self.bufs[dst.buf][dst.range];
                     if lower {
@@ -306,8 +370,17 @@ impl Sched {
 
     /// Advances as far as it can without waiting: `Some` once complete (successfully or not).
     /// `ctxs`: this process's contexts, for an agreement's rounds.
+    /// A round stopped at a user's operation waits for it ([`Sched::wants_user_op`]).
     pub fn advance(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts) -> Option<Completion> {
         loop {
+            if self.busy || self.user_step.is_some() {
+                return None;
+            }
+            if !self.resume.is_empty() {
+                let rest = std::mem::take(&mut self.resume);
+                self.start_round(ep, ctxs, rest);
+                continue;
+            }
             let mut k = 0;
             while k < self.inflight.len() {
                 match ep.test(self.inflight[k].0) {
