@@ -1,6 +1,7 @@
 /* User reduction operations that call MPI (MPI lets them), at the thread level REENTRANT_LEVEL
  * names (reentrant.h; under MULTIPLE a second thread calls MPI meanwhile):
- * - an operation calling MPI_Type_size and MPI_Comm_rank inside MPI_Allreduce, MPI_Reduce and
+ * - an operation calling MPI_Type_size, MPI_Comm_rank and MPI_Test (which moves the non-blocking
+ *   collectives in flight) inside MPI_Allreduce, MPI_Reduce and
  *   MPI_Reduce_local, and inside MPI_Iallreduce completed by MPI_Wait and by an MPI_Test loop;
  * - an operation on a non-contiguous type (a vector: the library unpacks it for each call) that
  *   frees that type on its first call (MPI lets a type be freed while in use), blocking and not.
@@ -15,13 +16,25 @@ static MPI_Datatype vec = MPI_DATATYPE_NULL;
 
 /* inout[i] += in[i] on ints, asking MPI about the type and the rank on each call. */
 static void sum_asking(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    static int running;
+    /* One collective in flight at a time here: the library must not run this operation again
+     * from the MPI_Test below (advancing the collective that is running it). */
+    CHECK(!running, "the operation entered again from inside itself");
+    running = 1;
     int size = -1, r = -1;
     OK(MPI_Type_size(*dt, &size));
     CHECK(size == (int)sizeof(int), "MPI_Type_size in an operation: %d", size);
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
     CHECK(r == rank, "MPI_Comm_rank in an operation: %d", r);
+    /* A completion call: it moves the non-blocking collectives in flight, among them the one
+     * running this operation (which must not be advanced from inside itself). */
+    MPI_Request none = MPI_REQUEST_NULL;
+    int flag = 0;
+    OK(MPI_Test(&none, &flag, MPI_STATUS_IGNORE));
+    CHECK(flag, "MPI_Test of MPI_REQUEST_NULL in an operation");
     for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i];
     calls++;
+    running = 0;
 }
 
 /* The same on `vec` (two ints, stride 2: the first and third of each four), freeing it on the
