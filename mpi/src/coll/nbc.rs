@@ -169,28 +169,11 @@ pub struct Sched {
 impl Sched {
     fn new(c: &Comm, red: Option<Reduction>) -> Sched {
         let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
-        Sched {
-            ctx: c.coll_ctx(),
-            across: None,
-            tag: NBC + seq as i32 * NBC_STRIDE,
-            bufs: Vec::new(),
-            rounds: VecDeque::new(),
-            red,
-            inflight: Vec::new(),
-            outputs: Vec::new(),
-            failed: None,
-            keep: None,
-            agree: None,
-            idup: None,
-            retry: false,
-            user_step: None,
-            resume: Vec::new(),
-            busy: false,
-        }
+        Sched { ctx: c.coll_ctx(), tag: NBC + seq as i32 * NBC_STRIDE, red, ..Sched::blank() }
     }
 
-    /// The placeholder of a schedule taken out of the request table (see `busy`).
-    pub fn busy() -> Sched {
+    /// A schedule with no rounds, buffers nor reduction, in context 0.
+    fn blank() -> Sched {
         Sched {
             ctx: 0,
             across: None,
@@ -207,8 +190,13 @@ impl Sched {
             retry: false,
             user_step: None,
             resume: Vec::new(),
-            busy: true,
+            busy: false,
         }
+    }
+
+    /// The placeholder of a schedule taken out of the request table (see `busy`).
+    pub fn busy() -> Sched {
+        Sched { busy: true, ..Sched::blank() }
     }
 
     /// True for the placeholder of a schedule taken out of the table.
@@ -225,7 +213,14 @@ impl Sched {
     /// reference into the state (the schedule is out of the request table): the operation may
     /// call MPI. The schedule's own buffers are the operands, and its `keep` holds the layout.
     pub fn run_user_op(&mut self) {
-        let (Some((dst, src, lower)), Some(red)) = (self.user_step.take(), self.red) else { return };
+        if let Some((dst, src, lower)) = self.user_step.take() {
+            self.reduce_step(dst, src, lower);
+        }
+    }
+
+    /// `dst = src ⊕ dst` (`lower`) or `dst = dst ⊕ src` in the schedule's buffers.
+    fn reduce_step(&mut self, dst: At, src: At, lower: bool) {
+        let Some(red) = self.red else { return };
         let mut other = self.bufs[src.buf][src.range].to_vec();
         let acc = &mut self.bufs[dst.buf][dst.range];
         if lower {
@@ -299,19 +294,12 @@ impl Sched {
                     self.bufs[dst.buf][dst.range].copy_from_slice(&data);
                 }
                 Step::Reduce { dst, src, lower } => {
-                    let Some(red) = self.red else { continue };
-                    if red.user.is_some() {
+                    if self.red.is_some_and(|r| r.user.is_some()) {
                         self.user_step = Some((dst, src, lower));
                         self.resume = steps.collect();
                         return;
                     }
-                    let mut other = self.bufs[src.buf][src.range].to_vec();
-                    let acc = &mut self.bufs[dst.buf][dst.range];
-                    if lower {
-                        red.combine_lower(acc, &mut other);
-                    } else {
-                        red.combine_higher(acc, &other);
-                    }
+                    self.reduce_step(dst, src, lower);
                 }
                 Step::Send { to, from, off } => self.post_send(ep, to, from, self.tag + off, self.ctx),
                 Step::Recv { from, into, off } => self.post_recv(ep, from, into, self.tag + off, self.ctx),

@@ -14,6 +14,8 @@ static atomic_int reentrant_stop;
 static atomic_long reentrant_spins;
 static pthread_t reentrant_thread;
 static int reentrant_multiple;
+/* This process's rank in MPI_COMM_WORLD and its size (set by reentrant_init). */
+static int rank, nranks;
 
 static void *reentrant_busy(void *arg) {
     (void)arg;
@@ -37,7 +39,9 @@ static void reentrant_init(int *argc, char ***argv) {
     int want = reentrant_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, got = -1;
     OK(MPI_Init_thread(argc, argv, want, &got));
     CHECK(got == want, "asked thread level %d, got %d", want, got);
-    MPI_Comm_rank(MPI_COMM_WORLD, &check_rank);
+    OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    OK(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
+    check_rank = rank;
     if (reentrant_multiple) CHECK(pthread_create(&reentrant_thread, NULL, reentrant_busy, NULL) == 0, "pthread_create");
 }
 

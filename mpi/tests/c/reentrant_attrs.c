@@ -14,7 +14,6 @@
  * Prints "OK reentrant_attrs <rank>". */
 #include "reentrant.h"
 
-static int rank, nranks;
 static int copies, deletes, type_copies, type_deletes, nested_deletes, handled;
 static int comm_key, other_key, type_key, fail_key, self_key;
 static MPI_Comm other = MPI_COMM_NULL;
@@ -60,11 +59,16 @@ static int nested_delete_fn(MPI_Comm comm, int key, void *val, void *extra) {
     return MPI_SUCCESS;
 }
 
-static int type_copy_fn(MPI_Datatype t, int key, void *extra, void *in, void *out, int *flag) {
-    (void)key, (void)extra;
+/* MPI_Type_size from a datatype callback: the type is three ints. */
+static void check_type_size(MPI_Datatype t, const char *where) {
     int size = -1;
     OK(MPI_Type_size(t, &size));
-    CHECK(size == 3 * (int)sizeof(int), "type copy callback: size %d", size);
+    CHECK(size == 3 * (int)sizeof(int), "%s callback: size %d", where, size);
+}
+
+static int type_copy_fn(MPI_Datatype t, int key, void *extra, void *in, void *out, int *flag) {
+    (void)key, (void)extra;
+    check_type_size(t, "type copy");
     *(void **)out = in;
     *flag = 1;
     type_copies++;
@@ -73,9 +77,7 @@ static int type_copy_fn(MPI_Datatype t, int key, void *extra, void *in, void *ou
 
 static int type_delete_fn(MPI_Datatype t, int key, void *val, void *extra) {
     (void)key, (void)val, (void)extra;
-    int size = -1;
-    OK(MPI_Type_size(t, &size));
-    CHECK(size == 3 * (int)sizeof(int), "type delete callback: size %d", size);
+    check_type_size(t, "type delete");
     type_deletes++;
     return MPI_SUCCESS;
 }
@@ -193,8 +195,6 @@ static void type_attributes(void) {
 
 int main(int argc, char **argv) {
     reentrant_init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     for (int round = 0; round < 3; round++) {
         copies = deletes = type_copies = type_deletes = nested_deletes = handled = 0;
         comm_attributes();

@@ -10,7 +10,6 @@
 
 enum { N = 64 };
 
-static int rank, nranks;
 static long calls;
 static MPI_Datatype vec = MPI_DATATYPE_NULL;
 
@@ -122,8 +121,6 @@ static void freeing(int nonblocking) {
 
 int main(int argc, char **argv) {
     reentrant_init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     for (int round = 0; round < 3; round++) {
         asking();
         freeing(0);
