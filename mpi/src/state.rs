@@ -724,3 +724,32 @@ pub fn not_running(phase: Phase) -> Fail {
     };
     Fail::new(abi::ERR_OTHER, None, Why::Arg(why))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_releases_the_lock_and_takes_it_again() {
+        take_lock();
+        let taken_meanwhile = outside(|| {
+            assert!(!HOLDS.get());
+            // Another thread gets the lock while the callback runs.
+            std::thread::spawn(|| {
+                take_lock();
+                release_lock();
+                true
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(taken_meanwhile && HOLDS.get());
+        // A callback that unwinds: the lock is held again all the same.
+        assert!(std::panic::catch_unwind(|| outside(|| panic!("callback"))).is_err());
+        assert!(HOLDS.get());
+        release_lock();
+        // Not holding it (below MPI_THREAD_MULTIPLE): `outside` takes none.
+        outside(|| assert!(!HOLDS.get()));
+        assert!(!HOLDS.get());
+    }
+}

@@ -1,7 +1,8 @@
 /* Shared by the reentrant_*.c programs: MPI_Init_thread at the level REENTRANT_LEVEL names
  * ("single" or "multiple", default single) and, under MPI_THREAD_MULTIPLE, a second thread that
- * keeps calling MPI (local queries: no messages to match) while the main thread's callbacks run
- * with the library's lock released. */
+ * keeps calling MPI (local calls: no messages to match) while the main thread's callbacks run
+ * with the library's lock released: queries, and attributes of a communicator of its own set
+ * over and over, whose delete callback (calling MPI too) runs in this thread meanwhile. */
 #ifndef REENTRANT_H
 #define REENTRANT_H
 
@@ -17,9 +18,25 @@ static int reentrant_multiple;
 /* This process's rank in MPI_COMM_WORLD and its size (set by reentrant_init). */
 static int rank, nranks;
 
+static MPI_Comm reentrant_comm;
+static int reentrant_key;
+static long reentrant_deletes;
+
+static int reentrant_delete(MPI_Comm comm, int key, void *val, void *extra) {
+    (void)key, (void)extra;
+    int r = -1;
+    OK(MPI_Comm_rank(comm, &r));
+    CHECK(r == rank && val == &reentrant_deletes, "the second thread's delete callback");
+    reentrant_deletes++;
+    return MPI_SUCCESS;
+}
+
 static void *reentrant_busy(void *arg) {
     (void)arg;
-    while (!atomic_load(&reentrant_stop)) {
+    long sets = 0;
+    do {
+        OK(MPI_Comm_set_attr(reentrant_comm, reentrant_key, &reentrant_deletes));
+        sets++;
         int r = -1, flag = 0, size = 0;
         void *v = NULL;
         OK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
@@ -28,7 +45,9 @@ static void *reentrant_busy(void *arg) {
         OK(MPI_Type_size(MPI_DOUBLE, &size));
         CHECK(size == 8, "MPI_Type_size(MPI_DOUBLE) = %d", size);
         atomic_fetch_add(&reentrant_spins, 1);
-    }
+    } while (!atomic_load(&reentrant_stop));
+    OK(MPI_Comm_delete_attr(reentrant_comm, reentrant_key));
+    CHECK(reentrant_deletes == sets, "%ld attributes set, %ld deleted", sets, reentrant_deletes);
     return NULL;
 }
 
@@ -42,7 +61,10 @@ static void reentrant_init(int *argc, char ***argv) {
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
     check_rank = rank;
-    if (reentrant_multiple) CHECK(pthread_create(&reentrant_thread, NULL, reentrant_busy, NULL) == 0, "pthread_create");
+    if (!reentrant_multiple) return;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &reentrant_comm));
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, reentrant_delete, &reentrant_key, NULL));
+    CHECK(pthread_create(&reentrant_thread, NULL, reentrant_busy, NULL) == 0, "pthread_create");
 }
 
 /* Stops the second thread (before MPI_Finalize). */
@@ -50,6 +72,8 @@ static void reentrant_stop_thread(void) {
     if (!reentrant_multiple) return;
     atomic_store(&reentrant_stop, 1);
     CHECK(pthread_join(reentrant_thread, NULL) == 0, "pthread_join");
+    OK(MPI_Comm_free(&reentrant_comm));
+    OK(MPI_Comm_free_keyval(&reentrant_key));
 }
 
 #endif
