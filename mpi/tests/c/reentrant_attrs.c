@@ -82,11 +82,14 @@ static int type_delete_fn(MPI_Datatype t, int key, void *val, void *extra) {
     return MPI_SUCCESS;
 }
 
+/* The program's error class and code the failing copy callback returns. */
+static int my_class, my_code;
+
 static int failing_copy_fn(MPI_Comm comm, int key, void *extra, void *in, void *out, int *flag) {
     (void)key, (void)extra, (void)in, (void)out, (void)flag;
     int r = -1;
     OK(MPI_Comm_rank(comm, &r));
-    return MPI_ERR_OTHER;
+    return my_code;
 }
 
 static void handler(MPI_Comm *comm, int *code, ...) {
@@ -166,8 +169,13 @@ static void comm_attributes(void) {
     OK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
     OK(MPI_Comm_set_attr(c, fail_key, NULL));
     MPI_Comm d = MPI_COMM_NULL;
+    if (my_code == 0) {
+        OK(MPI_Add_error_class(&my_class));
+        OK(MPI_Add_error_code(my_class, &my_code));
+    }
     rc = MPI_Comm_dup(c, &d);
-    CHECK(class_of(rc) == MPI_ERR_OTHER, "MPI_Comm_dup with a failing copy callback returned %d", rc);
+    CHECK(rc == my_code && class_of(rc) == my_class && d == MPI_COMM_NULL,
+          "MPI_Comm_dup with a failing copy callback returned %d (class %d), expected %d", rc, class_of(rc), my_code);
     OK(MPI_Comm_delete_attr(c, fail_key));
     OK(MPI_Comm_free(&b));
     OK(MPI_Comm_free(&c));
