@@ -136,22 +136,28 @@ fn forget_if_unused(st: &mut State, k: c_int) {
 
 /// Runs delete callback `f` (of keyval `k`, with `extra`) on value `v` of object `obj` (a
 /// communicator or a datatype handle, both `int`s).
-fn run_delete(f: DeleteFn, obj: c_int, k: c_int, v: usize, extra: usize) -> c_int {
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+unsafe fn run_delete(f: DeleteFn, obj: c_int, k: c_int, v: usize, extra: usize) -> c_int {
     // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 (§6.7.4 for a datatype's)
-    // gives it; no reference into the state is live (`outside`).
-    crate::state::outside(|| unsafe { f(obj, k, v as *mut c_void, extra as *mut c_void) })
+    // gives it; no reference into the state is live (the caller's contract).
+    unsafe { crate::state::outside(|| f(obj, k, v as *mut c_void, extra as *mut c_void)) }
 }
 
 /// Runs the copy callback of keyval `k` (as `kv` was when looked up) on value `v` of object
 /// `obj`: the value for the duplicate, if the callback gives one.
-fn run_copy(kv: Keyval, obj: c_int, k: c_int, v: usize) -> Result<Option<usize>, c_int> {
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+unsafe fn run_copy(kv: Keyval, obj: c_int, k: c_int, v: usize) -> Result<Option<usize>, c_int> {
     let Some(f) = kv.copy else { return Ok(None) };
     let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
     // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 (§6.7.4) gives it; `new`
-    // and `flag` are ours; no reference into the state is live (`outside`).
-    let rc = crate::state::outside(|| unsafe {
-        f(obj, k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag)
-    });
+    // and `flag` are ours; no reference into the state is live (the caller's contract).
+    let rc = unsafe {
+        crate::state::outside(|| f(obj, k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag))
+    };
     if rc != abi::SUCCESS {
         return Err(rc);
     }
@@ -162,7 +168,8 @@ fn run_copy(kv: Keyval, obj: c_int, k: c_int, v: usize) -> Result<Option<usize>,
 fn delete_callback(acc: &mut Access, ci: usize, k: c_int, v: usize) -> Res<()> {
     let Some(kv) = acc.st().keyvals.get(k).copied() else { return Ok(()) };
     let Some(f) = kv.delete else { return Ok(()) };
-    let rc = run_delete(f, handle_of(ci), k, v, kv.extra);
+    // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+    let rc = unsafe { run_delete(f, handle_of(ci), k, v, kv.extra) };
     if rc != abi::SUCCESS {
         return Err(Fail::new(rc, Some(ci), Why::Arg("an attribute's delete callback failed")));
     }
@@ -253,7 +260,8 @@ pub fn copies(acc: &mut Access, from: usize) -> Res<Vec<(c_int, usize)>> {
     let mut out = Vec::new();
     for (k, v) in attrs {
         let Some(kv) = acc.st().keyvals.get(k).copied() else { continue };
-        match run_copy(kv, handle_of(from), k, v) {
+        // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+        match unsafe { run_copy(kv, handle_of(from), k, v) } {
             Ok(Some(new)) => out.push((k, new)),
             Ok(None) => {}
             Err(rc) => return Err(Fail::new(rc, Some(from), Why::Arg("an attribute's copy callback failed"))),
@@ -291,7 +299,8 @@ pub fn delete_all(acc: &mut Access, ci: usize) -> Res<()> {
 fn type_delete_callback(acc: &mut Access, dt: Datatype, k: c_int, v: usize) -> Res<()> {
     let Some(kv) = acc.st().keyvals.get(k).copied() else { return Ok(()) };
     let Some(f) = kv.delete else { return Ok(()) };
-    let rc = run_delete(f, dt, k, v, kv.extra);
+    // SAFETY: as in `delete_callback`.
+    let rc = unsafe { run_delete(f, dt, k, v, kv.extra) };
     if rc != abi::SUCCESS {
         return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's delete callback failed")));
     }
@@ -369,7 +378,8 @@ pub fn type_copy_all(acc: &mut Access, from: Datatype, to: Datatype) -> Res<()> 
     let attrs: Vec<(c_int, usize)> = acc.st().type_attrs.iter().filter(|a| a.0 == from).map(|a| (a.1, a.2)).collect();
     for (k, v) in attrs {
         let Some(kv) = acc.st().keyvals.get(k).copied() else { continue };
-        match run_copy(kv, from, k, v) {
+        // SAFETY: as in `copies`.
+        match unsafe { run_copy(kv, from, k, v) } {
             // `to` is the duplicate's handle, which no one else knows yet.
             Ok(Some(new)) => acc.st().type_attrs.push((to, k, new)),
             Ok(None) => {}

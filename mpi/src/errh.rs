@@ -51,13 +51,17 @@ pub fn user_fn(st: &State, h: Errhandler) -> Option<ErrFn> {
 
 /// Runs the program's handler function `f` for `code` on communicator handle `comm`.
 ///
-/// Reentrancy: called with no reference into the state live ([`crate::state::outside`]): the
-/// handler may call MPI (`MPI_Error_string`, `MPI_Comm_get_attr`, even `MPI_Comm_free` of
-/// `comm`); the caller only returns `code` afterwards, relying on nothing it looked up before.
-pub fn run(f: ErrFn, comm: CommH, code: c_int) {
+/// Reentrancy: the handler may call MPI (`MPI_Error_string`, `MPI_Comm_get_attr`, even
+/// `MPI_Comm_free` of `comm`); the callers only return `code` afterwards, relying on nothing
+/// they looked up before.
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+pub unsafe fn run(f: ErrFn, comm: CommH, code: c_int) {
     let (mut c, mut k) = (comm, code);
-    // SAFETY: the program's handler with the two arguments MPI-3.1 §8.3.1 gives it.
-    crate::state::outside(|| unsafe { f(&mut c, &mut k) });
+    // SAFETY: the program's handler with the two arguments MPI-3.1 §8.3.1 gives it; no
+    // reference into the state is live (the caller's contract).
+    unsafe { crate::state::outside(|| f(&mut c, &mut k)) };
 }
 
 /// `MPI_Comm_create_errhandler`.
@@ -120,7 +124,8 @@ pub fn call(acc: &mut Access, comm: CommH, code: c_int) -> Res<()> {
         st.fatal("MPI_Comm_call_errhandler", Fail::new(code, Some(ci), Why::Arg("called by the program")));
     }
     if let Some(f) = user_fn(st, h) {
-        run(f, comm, code);
+        // SAFETY: this frame holds the `Access` and no borrow from it any more.
+        unsafe { run(f, comm, code) };
     }
     Ok(())
 }

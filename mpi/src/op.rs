@@ -69,9 +69,11 @@ impl UserCall {
         // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
         // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
         // functions); `len` and `dt` are ours; no reference into the state is live (above).
-        crate::state::outside(|| unsafe {
-            (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt)
-        });
+        unsafe {
+            crate::state::outside(|| {
+                (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt)
+            })
+        };
     }
 }
 
@@ -101,7 +103,7 @@ impl UserCall {
         // SAFETY: the scratch holds `n` elements of `dt` at `pa` and `pb` in the type's layout
         // (MPI's contract on user functions: they touch the elements only); no reference into
         // the state is live (`apply`).
-        crate::state::outside(|| unsafe { (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt) });
+        unsafe { crate::state::outside(|| (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt)) };
         // SAFETY: as above; `inout` has room for the `n` packed elements.
         unsafe { crate::datatype::pack::pack(desc, pb, n, &mut inout[..packed]) };
     }

@@ -22,7 +22,7 @@
 //! Under `MPI_THREAD_MULTIPLE` other threads may run while the callback does, as they may during
 //! [`Access::pause`]: each site says which facts it looks up again.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -36,7 +36,7 @@ use crate::comm::Comm;
 use crate::comm::context::Contexts;
 use crate::datatype::Types;
 use crate::error::{Fail, Res, Why, name_of};
-use crate::lock::RawLock;
+use crate::lock::BigLock;
 use crate::p2p::bsend::Bsend;
 use crate::p2p::mprobe::Messages;
 use crate::request::Requests;
@@ -326,12 +326,14 @@ pub struct Failed {
 }
 
 impl Failed {
-    /// Runs the program's handler, if any, and gives the code to return. Called once no
-    /// reference into the state is live: the handler may call MPI ([`outside`]).
+    /// Runs the program's handler, if any, and gives the code to return. Called by the
+    /// exported functions' wrappers once their borrow of the state has ended (the frames above
+    /// are the C caller's): the handler may call MPI ([`outside`]).
     #[cold]
-    pub fn report(self) -> c_int {
+    fn report(self) -> c_int {
         if let Some((h, comm)) = self.handler {
-            crate::errh::run(h, comm, self.code);
+            // SAFETY: see above: no reference into the state is live in this thread.
+            unsafe { crate::errh::run(h, comm, self.code) };
         }
         self.code
     }
@@ -350,52 +352,38 @@ static STATE: Global = Global(UnsafeCell::new(State::new()));
 
 /// The big lock: held by every call while `THREADED` (a first, coarse step: the progress engine
 /// and every table behind it; finer locks can replace it later).
-static LOCK: RawLock = RawLock::new();
-
-thread_local! {
-    /// This thread holds `LOCK`: set by [`take_lock`], cleared by [`release_lock`] (the only
-    /// places that take and release it), so that [`outside`] knows whether to release it.
-    static HOLDS: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Takes the big lock.
-#[inline(always)]
-fn take_lock() {
-    LOCK.lock();
-    HOLDS.set(true);
-}
-
-/// Releases the big lock (this thread holds it).
-#[inline(always)]
-fn release_lock() {
-    HOLDS.set(false);
-    LOCK.unlock();
-}
+static LOCK: BigLock = BigLock::new();
 
 /// Runs `f`, which calls a function of the program's (a callback), so that the callback may call
 /// MPI: with the big lock released if this thread holds it (taken again afterwards, also if `f`
-/// unwinds). The caller keeps no reference into the [`State`] across it (the module doc's rule).
+/// unwinds).
 ///
 /// Afterwards the receives the callback deferred (`MPI_Irecv`'s fast path) are posted: a call
 /// relies on none being deferred once it has entered (`Access::enter` posted them).
-pub fn outside<R>(f: impl FnOnce() -> R) -> R {
+///
+/// # Safety
+/// No reference into the [`State`] is live across the call, in any frame of this thread (the
+/// module doc's rule): the callback's MPI calls, and this function afterwards, make their own.
+/// A frame that holds an [`Access`] and no borrow from it meets this for itself (the borrow
+/// checker sees to the frames below it that got the `Access` from it).
+pub unsafe fn outside<R>(f: impl FnOnce() -> R) -> R {
     /// Takes the lock again when dropped, if it was held.
     struct Relock(bool);
     impl Drop for Relock {
         fn drop(&mut self) {
             if self.0 {
-                take_lock();
+                LOCK.lock();
             }
         }
     }
-    let held = HOLDS.get();
+    let held = BigLock::held_here();
     if held {
-        release_lock();
+        LOCK.unlock();
     }
     let relock = Relock(held);
     let r = f();
     drop(relock);
-    // SAFETY: no reference into the state is live (this function's contract); the lock is held
+    // SAFETY: no reference into the state is live (the caller's contract); the lock is held
     // again, or calls do not lock (the application serializes them).
     unsafe { &mut *STATE.0.get() }.post_deferred();
     r
@@ -455,7 +443,7 @@ impl Access {
         // ORDERING: Relaxed: see `THREADED`.
         let locked = THREADED.load(Ordering::Relaxed);
         if locked {
-            take_lock();
+            LOCK.lock();
         }
         let mut acc = Access { locked };
         // Every call with an `Access` may match, probe or wait: the deferred receives go first.
@@ -484,7 +472,7 @@ impl Access {
         // ORDERING: Relaxed: see `THREADED`.
         THREADED.store(true, Ordering::Relaxed);
         if !self.locked {
-            take_lock();
+            LOCK.lock();
             self.locked = true;
         }
     }
@@ -508,9 +496,9 @@ impl Access {
             crate::p2p::complete::advance_colls(self);
         }
         if self.locked {
-            release_lock();
+            LOCK.unlock();
             back_off(spins);
-            take_lock();
+            LOCK.lock();
         } else {
             back_off(spins);
         }
@@ -596,7 +584,7 @@ impl Drop for Access {
     #[inline(always)]
     fn drop(&mut self) {
         if self.locked {
-            release_lock();
+            LOCK.unlock();
         }
     }
 }
@@ -731,25 +719,21 @@ mod tests {
 
     #[test]
     fn outside_releases_the_lock_and_takes_it_again() {
-        take_lock();
-        let taken_meanwhile = outside(|| {
-            assert!(!HOLDS.get());
-            // Another thread gets the lock while the callback runs.
-            std::thread::spawn(|| {
-                take_lock();
-                release_lock();
-                true
-            })
-            .join()
-            .unwrap()
-        });
-        assert!(taken_meanwhile && HOLDS.get());
+        LOCK.lock();
+        // Another thread gets the lock while the callback runs.
+        let other = || std::thread::spawn(|| LOCK.lock()).join().map(|()| LOCK.unlock()).is_ok();
+        // SAFETY: this test holds no reference into the state (so below).
+        let taken_meanwhile = unsafe { outside(|| !BigLock::held_here() && other()) };
+        assert!(taken_meanwhile && BigLock::held_here());
         // A callback that unwinds: the lock is held again all the same.
-        assert!(std::panic::catch_unwind(|| outside(|| panic!("callback"))).is_err());
-        assert!(HOLDS.get());
-        release_lock();
+        // SAFETY: as above.
+        let unwound = std::panic::catch_unwind(|| unsafe { outside(|| panic!("callback")) });
+        assert!(unwound.is_err());
+        assert!(BigLock::held_here());
+        LOCK.unlock();
         // Not holding it (below MPI_THREAD_MULTIPLE): `outside` takes none.
-        outside(|| assert!(!HOLDS.get()));
-        assert!(!HOLDS.get());
+        // SAFETY: as above.
+        assert!(unsafe { outside(|| !BigLock::held_here()) });
+        assert!(!BigLock::held_here());
     }
 }
