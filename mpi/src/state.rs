@@ -20,7 +20,22 @@
 //! may free or create any object. Otherwise the nested call's `&mut State` would alias a live
 //! one (undefined behaviour below `MPI_THREAD_MULTIPLE`, a deadlock on the lock above it).
 //! Under `MPI_THREAD_MULTIPLE` other threads may run while the callback does, as they may during
-//! [`Access::pause`]: each site says which facts it looks up again.
+//! [`Access::pause`]: each site says which facts it looks up again. `outside` is `unsafe` for
+//! this rule; a site reads
+//!
+//! ```ignore
+//! let (f, extra) = { let kv = acc.st().keyvals.get(k)?; (kv.delete?, kv.extra) }; // copy out
+//! // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+//! let rc = unsafe { state::outside(|| f(handle, k, v, extra)) };
+//! let st = acc.st(); // look up again: the callback may have freed the object
+//! ```
+//!
+//! The sites: attribute copy and delete callbacks (`attr`), error handlers ([`State::fail`]
+//! returns the handler, run by the exported function's wrapper once its borrow ended;
+//! `errh::call`), user reductions (`op::UserCall::apply`, reached from the blocking collectives,
+//! which hold only an `Access`, and from non-blocking ones, whose schedule is taken out of the
+//! request table meanwhile: `p2p::complete::advance_coll_user`), and `MPI_Finalize`
+//! (`MPI_COMM_SELF`'s delete callbacks).
 
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -282,7 +297,7 @@ impl State {
 
     /// Hands failure `f` of `call` to the error handler of its communicator: the code to return
     /// under `MPI_ERRORS_RETURN`, the program's handler to run first under one of its own
-    /// ([`Failed::report`] runs it once this borrow has ended); ends the job under
+    /// (`Failed::report` runs it once this borrow has ended); ends the job under
     /// `MPI_ERRORS_ARE_FATAL`.
     #[cold]
     #[inline(never)]

@@ -305,7 +305,7 @@ fn check_running(acc: &mut Access) -> Res<()> {
 /// moves them all (their rounds overlap whatever the program waits for).
 ///
 /// Takes the [`Access`], not the state: the user's operations run meanwhile may call MPI (see
-/// [`advance_coll_user`]), even start or complete collectives, so the list is read afresh at
+/// `advance_coll_user`), even start or complete collectives, so the list is read afresh at
 /// each step and a finished schedule's slot removed by value.
 pub fn advance_colls(acc: &mut Access) {
     let mut k = 0;
