@@ -18,6 +18,7 @@
 //! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
 //! | `predefined_reductions_on_every_type` | `op_predefined.c`: MAX…BXOR, MINLOC/MAXLOC on every predefined type MPI-4.1 §6.9.2 allows (integers, fixed-size, AINT/OFFSET/COUNT, float/double/long double, every complex, logicals, BYTE, the pairs, MPICH's CHAR) through Reduce/Allreduce/Reduce_local at counts 7 and 300; MPI_ERR_OP on pairs the standard leaves undefined; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
 //! | `struct_types_with_no_data` | `type_empty.c`: structs of zero block lengths, of zero-size members, of no members, with MPI_LB/MPI_UB markers, a dropped zero-length member: size, bounds, true bounds, envelope/contents, Pack, messages in a ring and to oneself, Bcast; bad arguments; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
+//! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4 at each level; 3 over 2 nodes |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
@@ -156,6 +157,18 @@ fn user_operations() {
     // Over two nodes (and three pretend ones): the non-commutative operation skips the levels.
     run_ok("user_ops", &[5], &["--nodes", "2"], &[]);
     run_ok("user_ops", &[7], &[], &[("NEMESIS_COLL_NODES", "3")]);
+}
+
+#[test]
+fn callbacks_may_call_mpi() {
+    // A callback that calls MPI deadlocked under MPI_THREAD_MULTIPLE (the lock was held) and
+    // aliased the state below it; the job's time limit turns a hang into a failure.
+    for level in ["single", "multiple"] {
+        for prog in ["reentrant_attrs", "reentrant_ops"] {
+            run_ok(prog, &[1, 2, 4], &[], &[("REENTRANT_LEVEL", level)]);
+            run_ok(prog, &[3], &["--nodes", "2"], &[("REENTRANT_LEVEL", level)]);
+        }
+    }
 }
 
 #[test]
