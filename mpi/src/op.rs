@@ -26,10 +26,43 @@ mod x87;
 pub type UserFn =
     unsafe extern "C" fn(invec: *mut c_void, inoutvec: *mut c_void, len: *mut c_int, datatype: *mut Datatype);
 
-/// An operation made by `MPI_Op_create`.
+/// A user's reduction function: `MPI_User_function` (`MPI_Op_create`) or
+/// `MPI_User_function_c` (`MPI_Op_create_c`, an `MPI_Count` length).
+#[derive(Clone, Copy, Debug)]
+pub enum UserFunc {
+    Int(UserFn),
+    Large(crate::abi::UserFnC),
+}
+
+impl UserFunc {
+    /// Calls the function on `n` elements of `dt` at `inv` and `inout`, through
+    /// [`crate::state::outside`] (it may call MPI).
+    ///
+    /// # Safety
+    /// MPI's contract on user functions: both pointers address `n` elements of `dt`; no
+    /// reference into the state is live.
+    unsafe fn call(self, inv: *mut c_void, inout: *mut c_void, n: usize, dt: Datatype) {
+        let mut dt = dt;
+        match self {
+            UserFunc::Int(f) => {
+                // The collectives' counts are `int`s: `n` fits.
+                let mut len = n as c_int;
+                // SAFETY: the caller's contract; `len` and `dt` are ours.
+                unsafe { crate::state::outside(|| f(inv, inout, &mut len, &mut dt)) }
+            }
+            UserFunc::Large(f) => {
+                let mut len = n as crate::abi::Count;
+                // SAFETY: as above.
+                unsafe { crate::state::outside(|| f(inv, inout, &mut len, &mut dt)) }
+            }
+        }
+    }
+}
+
+/// An operation made by `MPI_Op_create` or `MPI_Op_create_c`.
 #[derive(Clone, Copy, Debug)]
 pub struct UserOp {
-    pub f: UserFn,
+    pub f: UserFunc,
     /// Whether the user declared it commutative.
     pub commute: bool,
 }
@@ -37,7 +70,7 @@ pub struct UserOp {
 /// A user's operation applied to elements of `dt`.
 #[derive(Clone, Copy, Debug)]
 pub struct UserCall {
-    pub f: UserFn,
+    pub f: UserFunc,
     pub commute: bool,
     pub dt: Datatype,
     /// Bytes per element of `dt`, packed.
@@ -69,16 +102,10 @@ impl UserCall {
             // SAFETY: see `layout`: the descriptor outlives every use of this reduction.
             return self.apply_unpacked(unsafe { &*desc }, n, inv, inout);
         }
-        let mut len = n as c_int;
-        let mut dt = self.dt;
         // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
         // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
-        // functions); `len` and `dt` are ours; no reference into the state is live (above).
-        unsafe {
-            crate::state::outside(|| {
-                (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt)
-            })
-        };
+        // functions); no reference into the state is live (above).
+        unsafe { self.f.call(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), n, self.dt) };
     }
 }
 
@@ -103,12 +130,10 @@ impl UserCall {
             crate::datatype::pack::unpack(desc, pa, n, &inv[..packed]);
             crate::datatype::pack::unpack(desc, pb, n, &inout[..packed]);
         }
-        let mut len = n as c_int;
-        let mut dt = self.dt;
         // SAFETY: the scratch holds `n` elements of `dt` at `pa` and `pb` in the type's layout
         // (MPI's contract on user functions: they touch the elements only); no reference into
         // the state is live (`apply`).
-        unsafe { crate::state::outside(|| (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt)) };
+        unsafe { self.f.call(pa.cast(), pb.cast(), n, self.dt) };
         // SAFETY: as above; `inout` has room for the `n` packed elements.
         unsafe { crate::datatype::pack::pack(desc, pb, n, &mut inout[..packed]) };
     }
@@ -131,6 +156,34 @@ pub const fn table() -> UserOps {
 pub unsafe fn create(
     acc: &mut crate::state::Access,
     f: Option<UserFn>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { create_any(acc, f.map(UserFunc::Int), commute, op) }
+}
+
+/// `MPI_Op_create_c`.
+///
+/// # Safety
+/// `op` null or writable.
+pub unsafe fn create_c(
+    acc: &mut crate::state::Access,
+    f: Option<crate::abi::UserFnC>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { create_any(acc, f.map(UserFunc::Large), commute, op) }
+}
+
+/// [`create`] and [`create_c`].
+///
+/// # Safety
+/// `op` null or writable.
+unsafe fn create_any(
+    acc: &mut crate::state::Access,
+    f: Option<UserFunc>,
     commute: c_int,
     op: *mut Op,
 ) -> crate::error::Res<()> {

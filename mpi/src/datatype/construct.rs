@@ -11,7 +11,7 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 
-use super::desc::{Contents, Invalid, Run, TypeDesc, from_parts};
+use super::desc::{Builder, Contents, Invalid, Run, TypeDesc, from_parts};
 use crate::abi::{self, Aint, Count};
 
 /// Which C form of a constructor was called.
@@ -86,13 +86,31 @@ pub fn vector(
 ) -> Result<TypeDesc, Invalid> {
     let (n, bl) = (checked_len(count)?, checked_len(blocklen)?);
     let step = displacement(stride, bytes, old)?;
-    let parts: Vec<(isize, usize, &TypeDesc)> = (0..n).map(|i| (i as isize * step, bl, &**old)).collect();
     let c = if bytes {
         record(form, abi::COMBINER_HVECTOR, &[], &[count, blocklen], &[stride], vec![old.clone()])
     } else {
         record(form, abi::COMBINER_VECTOR, &[], &[count, blocklen, stride], &[], vec![old.clone()])
     };
+    if n > 1 && bl > 0 && old.size > 0 && old.is_dense() {
+        return dense_blocks(n, bl, step, old, c);
+    }
+    let parts: Vec<(isize, usize, &TypeDesc)> = (0..n).map(|i| (i as isize * step, bl, &**old)).collect();
     from_parts(&parts, c, false)
+}
+
+/// A vector of `n` blocks of `bl` elements of a dense `old`, `step` bytes apart, without a part
+/// per block (counts may pass 2^31): the bounds are the first and last block's, the data one run.
+fn dense_blocks(n: usize, bl: usize, step: isize, old: &Arc<TypeDesc>, c: Contents) -> Result<TypeDesc, Invalid> {
+    let last = (n as isize - 1).checked_mul(step).ok_or(Invalid::Overflow)?;
+    let mut d = from_parts(&[(0, bl, old), (last, bl, old)], c, false)?;
+    let len = old.size.checked_mul(bl).ok_or(Invalid::Overflow)?;
+    d.size = len.checked_mul(n).ok_or(Invalid::Overflow)?;
+    d.elems = old.elems.saturating_mul((bl * n) as u64);
+    let r = old.runs[0];
+    let mut b = Builder::new();
+    b.push(Run { off: r.off, len, count: n, stride: step, elem: r.elem });
+    d.runs = b.finish();
+    Ok(d)
 }
 
 /// `MPI_Type_indexed(_c)` (displacements in elements) and `MPI_Type_create_hindexed(_c)` (in
@@ -406,6 +424,28 @@ mod tests {
         let c2 = contiguous(F, 4, &hv).unwrap();
         assert_eq!(c2.runs.len(), 1);
         assert_eq!(c2.runs[0].count, 12);
+    }
+
+    #[test]
+    fn vectors_past_two_to_the_31_are_one_run() {
+        let c = basic(abi::CHAR);
+        let v = vector(Form::Large, 1 << 31, 1, 2, false, &c).unwrap();
+        assert_eq!((v.size, v.extent(), v.runs.len()), (1 << 31, (1 << 32) - 1, 1));
+        // The same as the part-by-part construction on a small count, negative strides too.
+        for (n, bl, stride) in [(5, 2, 3), (4, 1, -2), (3, 2, 2), (2, 3, -5)] {
+            let fast = vector(F, n, bl, stride, false, &basic(abi::INT)).unwrap();
+            let i = basic(abi::INT);
+            let step = stride as isize * 4;
+            let parts: Vec<(isize, usize, &TypeDesc)> =
+                (0..n as usize).map(|k| (k as isize * step, bl as usize, &*i)).collect();
+            let slow = from_parts(&parts, Contents::default(), false).unwrap();
+            assert_eq!(
+                (fast.size, fast.lb, fast.ub, fast.true_lb, fast.true_ub),
+                (slow.size, slow.lb, slow.ub, slow.true_lb, slow.true_ub)
+            );
+            assert_eq!(blocks(&fast, 2), blocks(&slow, 2), "{n} {bl} {stride}");
+            assert_eq!(fast.elems, slow.elems);
+        }
     }
 
     #[test]

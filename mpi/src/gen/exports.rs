@@ -139,6 +139,47 @@ mpi! {
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Datatype, comm: Comm) => |acc| dt::unpack_call(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::contiguous_c(acc, count, oldtype, newtype);
+    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::vector_c(acc, count, blocklength, stride, false, oldtype, newtype);
+    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::vector_c(acc, count, blocklength, stride, true, oldtype, newtype);
+    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_c(acc, count, array_of_blocklengths, array_of_displacements, false, oldtype, newtype);
+    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_c(acc, count, array_of_blocklengths, array_of_displacements, true, oldtype, newtype);
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_block_c(acc, count, blocklength, array_of_displacements, false, oldtype, newtype);
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_block_c(acc, count, blocklength, array_of_displacements, true, oldtype, newtype);
+    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, array_of_types: *const Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::create_struct_c(acc, count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
+    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const Count, array_of_subsizes: *const Count, array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::subarray_c(acc, ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
+    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::darray(acc, crate::datatype::construct::Form::Int, size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
+    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::darray(acc, crate::datatype::construct::Form::Large, size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
+    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count, extent: Count, newtype: *mut Datatype) => |acc| crate::datatype::large::resized_c(acc, oldtype, lb, extent, newtype);
+    fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Datatype, size: *mut Count) => |acc| crate::datatype::large::size_c(acc, datatype, size);
+    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) => |acc| crate::datatype::large::extent_c(acc, datatype, lb, extent, false);
+    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, true_lb: *mut Count, true_extent: *mut Count) => |acc| crate::datatype::large::extent_c(acc, datatype, true_lb, true_extent, true);
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Datatype, num_integers: *mut Count, num_addresses: *mut Count, num_large_counts: *mut Count, num_datatypes: *mut Count, combiner: *mut c_int) => |acc| crate::datatype::large::get_envelope_c(acc, datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Datatype, max_integers: Count, max_addresses: Count, max_large_counts: Count, max_datatypes: Count, array_of_integers: *mut c_int, array_of_addresses: *mut Aint, array_of_large_counts: *mut Count, array_of_datatypes: *mut Datatype) => |acc| crate::datatype::large::get_contents_c(acc, datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const Status, datatype: Datatype, count: *mut Count) => |acc| dt::get_count_c(acc, status, datatype, count);
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const Status, datatype: Datatype, count: *mut Count) => |acc| dt::get_elements(acc, status, datatype, count.cast(), true);
+    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut Status, datatype: Datatype, count: Count) => |acc| dt::set_elements(acc, status, datatype, count);
+    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => |acc| crate::datatype::packing::pack_c(acc, inbuf, incount, datatype, outbuf, outsize, position, comm);
+    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm) => |acc| crate::datatype::packing::unpack_c(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
+    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm, size: *mut Count) => |acc| crate::datatype::packing::pack_size_c(acc, incount, datatype, comm, size);
+    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint) => |acc| crate::datatype::external::pack_external(acc, datarep, inbuf, incount.into(), datatype, outbuf, outsize, position);
+    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count) => |acc| crate::datatype::external::pack_external(acc, datarep, inbuf, incount, datatype, outbuf, outsize, position);
+    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype) => |acc| crate::datatype::external::unpack_external(acc, datarep, inbuf, insize, position, outbuf, outcount.into(), datatype);
+    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype) => |acc| crate::datatype::external::unpack_external(acc, datarep, inbuf, insize, position, outbuf, outcount, datatype);
+    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Datatype, size: *mut Aint) => |acc| crate::datatype::external::pack_external_size(acc, datarep, incount.into(), datatype, size);
+    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: Datatype, size: *mut Count) => |acc| crate::datatype::external::pack_external_size(acc, datarep, incount, datatype, size);
+    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_real(acc, p, r, false, newtype);
+    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_real(acc, p, r, true, newtype);
+    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_integer(acc, r, newtype);
+    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Datatype) => |_acc| crate::datatype::named::match_size(typeclass, size, datatype);
+    fn MPI_Type_get_value_index / PMPI_Type_get_value_index(value_type: Datatype, index_type: Datatype, pair_type: *mut Datatype) => |acc| crate::datatype::named::get_value_index(acc, value_type, index_type, pair_type);
+    fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+    fn MPI_Type_extent / PMPI_Type_extent(datatype: Datatype, extent: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Extent, extent);
+    fn MPI_Type_lb / PMPI_Type_lb(datatype: Datatype, displacement: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Lower, displacement);
+    fn MPI_Type_ub / PMPI_Type_ub(datatype: Datatype, displacement: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Upper, displacement);
+    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, array_of_types: *mut Datatype, newtype: *mut Datatype) => |acc| dt::create_struct(acc, count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
+    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::vector(acc, count, blocklength, stride, true, oldtype, newtype);
+    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed(acc, count, array_of_blocklengths, Displs::Bytes(array_of_displacements), oldtype, newtype);
 }
 
 // mpi/api/bind/env.txt
@@ -211,6 +252,8 @@ mpi! {
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<crate::op::UserFn>, commute: c_int, op: *mut Op) => |acc| crate::op::create(acc, user_fn, commute, op);
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) => |acc| crate::op::free(acc, op);
     fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) => |acc| crate::op::commutative(acc, op, commute);
+    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op) => |acc| crate::datatype::large::reduce_local_c(acc, inbuf, inoutbuf, count, datatype, op);
+    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op) => |acc| crate::op::create_c(acc, user_fn, commute, op);
 }
 
 // mpi/api/bind/p2p.txt
@@ -319,7 +362,6 @@ mpi_stub! {
     fn MPI_Abi_get_version / PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int);
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint);
     fn MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm);
     fn MPI_Allgather_init / PMPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request);
@@ -477,8 +519,6 @@ mpi_stub! {
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const Status, datatype: Datatype, count: *mut Count);
-    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const Status, datatype: Datatype, count: *mut Count);
     fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info);
     fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int);
     fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Request);
@@ -537,14 +577,7 @@ mpi_stub! {
     fn MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm);
     fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op);
     fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char);
-    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm);
-    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint);
-    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count);
-    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Datatype, size: *mut Aint);
-    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: Datatype, size: *mut Count);
-    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm, size: *mut Count);
     fn MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int);
     fn MPI_Pready / PMPI_Pready(partition: c_int, request: Request);
     fn MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Request);
@@ -561,7 +594,6 @@ mpi_stub! {
     fn MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm);
     fn MPI_Reduce_init / PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op);
     fn MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm);
     fn MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
@@ -624,7 +656,6 @@ mpi_stub! {
     fn MPI_Status_get_error / PMPI_Status_get_error(status: *const Status, err: *mut c_int);
     fn MPI_Status_get_source / PMPI_Status_get_source(status: *const Status, source: *mut c_int);
     fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const Status, tag: *mut c_int);
-    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut Status, datatype: Datatype, count: Count);
     fn MPI_Status_set_error / PMPI_Status_set_error(status: *mut Status, err: c_int);
     fn MPI_Status_set_source / PMPI_Status_set_source(status: *mut Status, source: c_int);
     fn MPI_Status_set_tag / PMPI_Status_set_tag(status: *mut Status, tag: c_int);
@@ -679,37 +710,6 @@ mpi_stub! {
     fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut Count, max_ticks: *mut Count, info: *mut Info);
     fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int);
     fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut Count);
-    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count, extent: Count, newtype: *mut Datatype);
-    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, array_of_types: *const Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const Count, array_of_subsizes: *const Count, array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_extent / PMPI_Type_extent(datatype: Datatype, extent: *mut Aint);
-    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Datatype, max_integers: Count, max_addresses: Count, max_large_counts: Count, max_datatypes: Count, array_of_integers: *mut c_int, array_of_addresses: *mut Aint, array_of_large_counts: *mut Count, array_of_datatypes: *mut Datatype);
-    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Datatype, num_integers: *mut Count, num_addresses: *mut Count, num_large_counts: *mut Count, num_datatypes: *mut Count, combiner: *mut c_int);
-    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count);
-    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, true_lb: *mut Count, true_extent: *mut Count);
-    fn MPI_Type_get_value_index / PMPI_Type_get_value_index(value_type: Datatype, index_type: Datatype, pair_type: *mut Datatype);
-    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: Aint, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_lb / PMPI_Type_lb(datatype: Datatype, displacement: *mut Aint);
-    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Datatype);
-    fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Datatype, size: *mut Count);
-    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, array_of_types: *mut Datatype, newtype: *mut Datatype);
-    fn MPI_Type_ub / PMPI_Type_ub(datatype: Datatype, displacement: *mut Aint);
-    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm);
-    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype);
-    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype);
     fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char);
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);

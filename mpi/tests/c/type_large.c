@@ -2,11 +2,20 @@
  * extent, true extent, the data a message moves), reports its arguments as large counts through
  * Type_get_envelope_c/contents_c; types of more than 2^31 bytes (Type_size_c, Pack_size_c; the
  * int Type_size says MPI_UNDEFINED); Pack_c/Unpack_c round trips and positions; Get_count_c and
- * Get_elements_c; Reduce_local_c. Ranks exchange _c-typed data in a ring. Passes under MPICH as
- * well. */
+ * Get_elements_c; Reduce_local_c; Op_create_c (an MPI_User_function_c that calls MPI). Ranks
+ * exchange _c-typed data in a ring. Passes under MPICH as well. */
 #include "check.h"
 
 static int rank, size;
+
+/* An MPI_User_function_c: a sum of ints that also asks MPI the element size (callbacks may call
+ * MPI). */
+static void sum_c(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) {
+    int sz = 0;
+    MPI_Type_size(*dt, &sz);
+    CHECK(sz == (int)sizeof(int), "the operation's datatype has size %d", sz);
+    for (MPI_Count k = 0; k < *len; k++) ((int *)inout)[k] += ((int *)in)[k];
+}
 
 /* Same size, bounds and true bounds. */
 static void same_layout(MPI_Datatype a, MPI_Datatype b, const char *what) {
@@ -200,6 +209,17 @@ int main(int argc, char **argv) {
     long long in[5] = {1, 2, 3, 4, 5}, io[5] = {10, 20, 30, 40, 50};
     OK(MPI_Reduce_local_c(in, io, 5, MPI_LONG_LONG, MPI_SUM));
     for (int k = 0; k < 5; k++) CHECK(io[k] == 11 * (k + 1), "Reduce_local_c %d: %lld", k, io[k]);
+
+    /* MPI_Op_create_c: Allreduce and Reduce_local_c. */
+    MPI_Op op;
+    OK(MPI_Op_create_c(sum_c, 1, &op));
+    int mine[3] = {rank, 2 * rank, 1}, sum[3];
+    OK(MPI_Allreduce(mine, sum, 3, MPI_INT, op, MPI_COMM_WORLD));
+    int tri = size * (size - 1) / 2;
+    CHECK(sum[0] == tri && sum[1] == 2 * tri && sum[2] == size, "user _c sum %d %d %d", sum[0], sum[1], sum[2]);
+    OK(MPI_Reduce_local_c(mine, sum, 3, MPI_INT, op));
+    CHECK(sum[0] == tri + rank && sum[2] == size + 1, "Reduce_local_c with a _c operation: %d %d", sum[0], sum[2]);
+    OK(MPI_Op_free(&op));
 
     /* Bad input. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
