@@ -22,6 +22,7 @@
 //! | `large_count_datatype_calls` | `type_large.c`: every `_c` constructor against its int form (layout, data around a ring, envelope_c/contents_c), types over 2^31 bytes, Pack_c/Unpack_c, Get_count_c/Get_elements_c, Reduce_local_c, Op_create_c (a callback calling MPI); also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 4 over 2 nodes; 3 MPICH-built |
 //! | `external32_packing` | `type_external.c`: Pack_external(_size)/Unpack_external (+_c): sizes, big-endian bytes, long as 4 bytes, vectors, complex, between ranks, errors; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
 //! | `removed_mpi1_datatype_calls` | `type_legacy.c`: MPI_Address, Type_extent/lb/ub, Type_struct with MPI_LB, Type_hvector/hindexed | 1, 2, 3, 8; 2 over 2 nodes |
+//! | `types_by_parameters` | `type_named.c`: Type_create_f90_real/complex/integer (sizes, F90 envelopes and contents, a message, not freeable), Type_match_size, Type_get_value_index, bad arguments; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
 //! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4 at each level; 3 over 2 nodes |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
@@ -727,4 +728,14 @@ fn external32_packing() {
 fn removed_mpi1_datatype_calls() {
     run_ok("type_legacy", &[1, 2, 3, 8], &[], &[]);
     run_ok("type_legacy", &[2], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn types_by_parameters() {
+    run_ok("type_named", &[1, 2, 3, 8], &[], &[]);
+    run_ok("type_named", &[2], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_named") {
+        assert_all_ok(&job(2, &compile_with("type_named", Cc::Mpich), &["--mpich-abi"], &[]), "type_named", 2);
+    }
+    passes_under_mpich("type_named", 2);
 }

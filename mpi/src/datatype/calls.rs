@@ -76,7 +76,7 @@ pub(super) unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new() })
+        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new(), predefined: false })
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };
@@ -289,11 +289,11 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     }
     // SAFETY: checked non-null; MPI's contract.
     let h = unsafe { *datatype };
-    if super::predefined_desc(h).is_some() {
-        return Err(Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed")));
-    }
-    if st.types.get(h).is_none() {
-        return Err(super::bad_type(h, None));
+    match st.types.get(h) {
+        _ if super::predefined_desc(h).is_some() => return Err(predefined_free()),
+        None => return Err(super::bad_type(h, None)),
+        Some(e) if e.predefined => return Err(predefined_free()),
+        Some(_) => {}
     }
     // The delete callbacks may call MPI (even free this type: then it is gone, an error as for
     // a second free): no borrow of the state across them, the handle looked up again after.
@@ -302,6 +302,11 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     // SAFETY: as above.
     unsafe { *datatype = abi::DATATYPE_NULL };
     Ok(())
+}
+
+#[cold]
+fn predefined_free() -> Fail {
+    Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed"))
 }
 
 /// The descriptor of `dt` for a query: predefined ones at any time, derived ones while running.
@@ -591,7 +596,7 @@ pub(super) unsafe fn contents_into(
             // Committed: it describes data exactly as the original did.
             None => st
                 .types
-                .insert(Entry { desc: t.clone(), committed: true, name: String::new() })
+                .insert(Entry { desc: t.clone(), committed: true, name: String::new(), predefined: false })
                 .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?,
         };
         handles.push(h);

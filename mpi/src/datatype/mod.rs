@@ -39,6 +39,8 @@ pub struct Entry {
     pub committed: bool,
     /// `MPI_Type_set_name`'s name.
     pub name: String,
+    /// A predefined type made on demand (`MPI_Type_create_f90_*`): `MPI_Type_free` refuses it.
+    pub predefined: bool,
 }
 
 /// The table of derived types: handles `DATATYPE_DIRECT + PAIR_TYPES + index`.
@@ -226,7 +228,7 @@ mod tests {
         let mut t = table();
         let i = predefined_desc(abi::INT).unwrap();
         let v = Arc::new(construct::vector(construct::Form::Int, 2, 1, 2, false, &i).unwrap());
-        let h = t.insert(Entry { desc: v, committed: false, name: String::new() }).unwrap();
+        let h = t.insert(Entry { desc: v, committed: false, name: String::new(), predefined: false }).unwrap();
         let buf = [0u8; 64];
         assert!(layout(&t, buf.as_ptr(), 1, h, 0).is_err(), "not committed");
         t.get_mut(h).unwrap().committed = true;

@@ -3,8 +3,9 @@
 //! `MPI_Type_get_value_index` (MPI-4.1 §6.9.4), and the MPI-1 bound queries MPICH still exports
 //! (`MPI_Type_extent`, `MPI_Type_lb`, `MPI_Type_ub`).
 //!
-//! A parameterised type is a derived handle whose layout is the matching basic type's and whose
-//! envelope is `MPI_COMBINER_F90_*` with the `(p, r)` or `r` asked for; it is committed.
+//! A parameterised type is a handle in the table of derived types whose layout is the matching
+//! basic type's and whose envelope is `MPI_COMBINER_F90_*` with the `(p, r)` or `r` asked for;
+//! it is committed and, being predefined (MPI-4.1 §19.1.9), cannot be freed.
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -60,7 +61,7 @@ unsafe fn store_named(
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: true, name: String::new() })
+        .insert(Entry { desc: Arc::new(d), committed: true, name: String::new(), predefined: true })
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };
