@@ -12,8 +12,8 @@ use crate::abi::{self, Datatype};
 /// What a datatype's bytes are, for reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Wide characters (`MPI_WCHAR`): no reduction applies. (`MPI_CHAR` and `MPI_CHARACTER` are
-    /// 8-bit integers for reductions, as in MPICH.)
+    /// Characters (`MPI_CHAR`, `MPI_WCHAR`, `MPI_CHARACTER`): no reduction applies (MPI-4.1
+    /// §6.9.2; MPICH accepts `MPI_CHAR` and `MPI_CHARACTER` as integers, the standard does not).
     Char,
     /// Uninterpreted bytes (`MPI_BYTE`, `MPI_PACKED`).
     Byte,
@@ -108,7 +108,7 @@ use abi as a;
 /// `MPI_C_COMPLEX` is `MPI_C_FLOAT_COMPLEX`). C's `long` and `MPI_AINT`/`MPI_OFFSET`/`MPI_COUNT`
 /// are 8 bytes (LP64), `long double` 16.
 pub static BUILTIN: [Builtin; 60] = [
-    int("MPI_CHAR", a::CHAR, true, C::CInt),
+    of("MPI_CHAR", a::CHAR, K::Char, C::None),
     int("MPI_SIGNED_CHAR", a::SIGNED_CHAR, true, C::CInt),
     int("MPI_UNSIGNED_CHAR", a::UNSIGNED_CHAR, false, C::CInt),
     of("MPI_BYTE", a::BYTE, K::Byte, C::Byte),
@@ -137,7 +137,7 @@ pub static BUILTIN: [Builtin; 60] = [
     of("MPI_2INTEGER", a::TWO_INTEGER, K::Pair, C::Pair),
     of("MPI_2REAL", a::TWO_REAL, K::Pair, C::Pair),
     of("MPI_2DOUBLE_PRECISION", a::TWO_DOUBLE_PRECISION, K::Pair, C::Pair),
-    int("MPI_CHARACTER", a::CHARACTER, false, C::CInt),
+    of("MPI_CHARACTER", a::CHARACTER, K::Char, C::None),
     of("MPI_REAL4", a::REAL4, K::F32, C::Float),
     of("MPI_REAL8", a::REAL8, K::F64, C::Float),
     of("MPI_REAL16", a::REAL16, K::F128, C::Float),
