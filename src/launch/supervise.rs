@@ -177,8 +177,9 @@ pub(crate) fn run(
     plan: Option<Plan>,
     recovery: Option<Recovery>,
 ) -> Result<Outcome> {
-    let size = job.ranks;
-    let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
+    // Every rank is told the universe's size: spawned processes take the slots beyond the job.
+    let size = job.universe();
+    let mut server = PmiServer::with_universe(job.ranks, size, &format!("kvs_{}_0", std::process::id()));
     let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
     server.preput("PMI_process_mapping", &process_mapping(&sizes));
     for (n, seg) in nodes.iter().zip(&segments) {
@@ -200,7 +201,10 @@ pub(crate) fn run(
         restart: None,
         cards: BTreeSet::new(),
     };
-    let extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
+    let mut extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
+    if size > sup.job.ranks {
+        extra.env.push((crate::contract::ENV_WORLD.into(), format!("0,{}", sup.job.ranks)));
+    }
     let mut pipes = Vec::new();
     for (ni, n) in nodes.iter().enumerate() {
         let local_size = n.ranks.len() as u16;
@@ -455,6 +459,7 @@ impl Supervisor {
                         overflowing.push(i);
                     }
                 }
+                Action::Spawn { rank, request } => self.on_spawn(rank, request),
                 Action::Abort { rank, code, message } => {
                     let pid = self.ranks.get(rank as usize).map_or(0, |r| r.pid);
                     if self.ending.is_none() {
@@ -476,6 +481,10 @@ impl Supervisor {
                 );
                 self.close_conn(i);
             }
+        }
+        // A spawn's answer, and what its new ranks need.
+        if !self.actions.is_empty() {
+            self.apply_actions();
         }
     }
 
@@ -558,6 +567,11 @@ impl Supervisor {
         }
         if status.success() {
             tracing::debug!(rank, pid, "rank exited");
+            return;
+        }
+        if stopped && self.ending.is_none() {
+            // A spawned process ended with the spawn that could not start all of its own.
+            tracing::debug!(rank, pid, status = %exit.describe(), "abandoned spawned process ended");
             return;
         }
         if self.ending.is_some() {
@@ -685,6 +699,7 @@ impl Supervisor {
             ft_channel: true,
             env: vec![(ENV_FT_RESTART.into(), format!("{round}:{list}"))],
             inherit_output: true,
+            ..Extra::default()
         };
         for &rank in &ranks {
             let i = rank as usize;
@@ -777,6 +792,8 @@ fn signal_name(sig: i32) -> String {
         _ => format!("signal {sig}"),
     }
 }
+
+mod dynamic;
 
 #[cfg(test)]
 mod tests;
