@@ -186,8 +186,8 @@ fn spawn_cmds(
             return Err(f);
         }
         let why = String::from_utf8_lossy(news.get(8..).unwrap_or(&[])).into_owned();
-        let why = if why.is_empty() { "the spawn failed at the root (bad arguments)".to_owned() } else { why };
-        return Err(Fail::new(abi::ERR_SPAWN, Some(ci), Why::Other(format!("MPI_Comm_spawn: {why}"))));
+        let why = if why.is_empty() { "the root's arguments are invalid".to_owned() } else { why };
+        return Err(Fail::new(code, Some(ci), Why::Other(format!("the spawn failed at the root: {why}"))));
     }
     let codes: Vec<c_int> = (0..n).map(|i| word(2 + i) as c_int).collect();
     let h = accept_on(acc, if at_root { &port } else { "nemesis-port:0:1" }, root, comm);
