@@ -247,11 +247,11 @@ mpi! {
     fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => |acc| comm::dynproc::disconnect(acc, comm);
     fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => |acc| comm::dynproc::open_port(acc, info, port_name);
     fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => |acc| comm::dynproc::close_port(acc, port_name);
-    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept(acc, port_name, info, root, comm, newcomm);
-    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::connect(acc, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, true, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, false, port_name, info, root, comm, newcomm);
     fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => |acc| comm::dynproc::join(acc, fd, intercomm);
-    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish_name(acc, service_name, info, port_name);
-    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::unpublish_name(acc, service_name, info, port_name);
+    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "publish_name", service_name, info, port_name);
+    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "unpublish_name", service_name, info, port_name);
     fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char) => |acc| comm::dynproc::spawn::lookup_name(acc, service_name, info, port_name);
     fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Comm, local_leader: c_int, peer_comm: Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut Comm) => |acc| comm::inter::create_from(acc, local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
     fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Comm, high: c_int, newintracomm: *mut Comm) => |acc| comm::inter::merge(acc, intercomm, high, newintracomm);

@@ -50,11 +50,11 @@
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
-//! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2 | 1, 2, 3 (+1–3) |
+//! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2 | 1, 2, 3, 4 (+1–4) |
 //! | `spawn_multiple_commands` | `spawn_multiple.c`: two commands, one children's world, `MPI_APPNUM` per command | 1, 2 (+3) |
 //! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
-//! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4 |
-//! | `join_over_a_socket` | `dynproc_join.c`: `MPI_Comm_join` between pairs over loopback TCP | 1, 2, 3, 4; 2 over 2 nodes |
+//! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4, 8 |
+//! | `join_over_a_socket` | `dynproc_join.c`: `MPI_Comm_join` between pairs over loopback TCP | 1, 2, 3, 4; 2, 8 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -665,6 +665,7 @@ fn spawn_parents_and_children() {
         (2, 2, 1, &[][..]),
         (3, 2, 0, &[][..]),
         (2, 3, 0, &["--nodes", "2"][..]),
+        (4, 4, 3, &["--nodes", "2"][..]),
     ] {
         let universe = (n + kids).to_string();
         let mut a = vec!["--universe-size", &universe];
@@ -727,11 +728,11 @@ fn spawn_refused_with_the_reason() {
 #[test]
 fn ports_between_halves_of_a_job() {
     run_ok("dynproc_ports", &[1, 2, 3, 5], &[], &[]);
-    run_ok("dynproc_ports", &[4], &["--nodes", "2"], &[]);
+    run_ok("dynproc_ports", &[4, 8], &["--nodes", "2"], &[]);
 }
 
 #[test]
 fn join_over_a_socket() {
     run_ok("dynproc_join", &[1, 2, 3, 4], &[], &[]);
-    run_ok("dynproc_join", &[2], &["--nodes", "2"], &[]);
+    run_ok("dynproc_join", &[2, 8], &["--nodes", "2"], &[]);
 }

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,6 +36,11 @@ int main(int argc, char **argv) {
             CHECK(getsockname(l, (struct sockaddr *)&a, &len) == 0, "getsockname");
             int port = ntohs(a.sin_port);
             OK(MPI_Send(&port, 1, MPI_INT, peer, 9, MPI_COMM_WORLD));
+            /* Waiting outside MPI, MPI keeps progressing (the port's message may still be on
+             * its way to another node). */
+            struct pollfd pfd = {l, POLLIN, 0};
+            int flag;
+            while (poll(&pfd, 1, 1) == 0) OK(MPI_Iprobe(MPI_ANY_SOURCE, 12345, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
             fd = accept(l, NULL, NULL);
             CHECK(fd >= 0, "accept");
             close(l);

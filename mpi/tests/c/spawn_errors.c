@@ -6,7 +6,7 @@
  * that the message gives the reason). Then, where spawning works or not, bad
  * arguments: a program that does not exist (MPI_ERR_SPAWN, only under "room"), maxprocs 0 at the
  * root (MPI_ERR_ARG), a bad root (MPI_ERR_ROOT), an intercommunicator (MPI_ERR_COMM); and the
- * port and name calls: closing a port never opened (MPI_ERR_PORT), accepting on it
+ * port and name calls: an invalid info object (MPI_ERR_INFO, also for the spawn), closing a port never opened (MPI_ERR_PORT), accepting on it
  * (MPI_ERR_PORT), connecting to a malformed name (MPI_ERR_PORT), looking up an unknown name
  * (MPI_ERR_NAME), unpublishing one (MPI_ERR_SERVICE). Prints "OK spawn_errors <rank>". */
 #include "check.h"
@@ -47,6 +47,10 @@ int main(int argc, char **argv) {
     FAILS_WITH(MPI_Comm_accept("nemesis-port:0:999", MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic), MPI_ERR_PORT);
     FAILS_WITH(MPI_Comm_connect("not a port", MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic), MPI_ERR_PORT);
     char port[MPI_MAX_PORT_NAME];
+    MPI_Info bogus = (MPI_Info)0x1c0000ff;
+    FAILS_WITH(MPI_Open_port(bogus, port), MPI_ERR_INFO);
+    FAILS_WITH(MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, 1, bogus, 0, MPI_COMM_WORLD, &ic, MPI_ERRCODES_IGNORE),
+               MPI_ERR_INFO);
     FAILS_WITH(MPI_Lookup_name("spawn-errors-nobody", MPI_INFO_NULL, port), MPI_ERR_NAME);
     FAILS_WITH(MPI_Unpublish_name("spawn-errors-nobody", MPI_INFO_NULL, "x"), MPI_ERR_SERVICE);
     FAILS_WITH(MPI_Comm_disconnect(&ic), MPI_ERR_COMM);

@@ -85,6 +85,15 @@ pub(crate) unsafe fn c_string(s: *const c_char, max: usize, class: c_int, what: 
     Ok(v)
 }
 
+/// `info` is `MPI_INFO_NULL`, `MPI_INFO_ENV` or a live info object (its keys are ignored):
+/// else `MPI_ERR_INFO`.
+pub(crate) fn check_info(acc: &mut Access, info: abi::Info) -> Res<()> {
+    if info == abi::INFO_NULL || info == abi::INFO_ENV || acc.st().infos.get(info).is_some() {
+        return Ok(());
+    }
+    Err(Fail::new(abi::ERR_INFO, None, Why::Other(format!("{info:#x} is not a valid info object"))))
+}
+
 /// Opens a port here: its name.
 pub(crate) fn open_port_name(acc: &mut Access) -> Res<String> {
     let me = acc.ep()?.rank();
@@ -102,10 +111,11 @@ pub(crate) fn open_port_name(acc: &mut Access) -> Res<String> {
 ///
 /// # Safety
 /// `port_name` null or writable for `MPI_MAX_PORT_NAME` bytes.
-pub unsafe fn open_port(acc: &mut Access, _info: abi::Info, port_name: *mut c_char) -> Res<()> {
+pub unsafe fn open_port(acc: &mut Access, info: abi::Info, port_name: *mut c_char) -> Res<()> {
     if port_name.is_null() {
         return Err(null_out(None));
     }
+    check_info(acc, info)?;
     let name = open_port_name(acc)?;
     // SAFETY: MPI's contract: MPI_MAX_PORT_NAME bytes.
     unsafe { crate::env::put_str(&name, port_name, abi::MAX_PORT_NAME, std::ptr::null_mut()) }
@@ -243,54 +253,15 @@ fn meet(acc: &mut Access, comm: abi::Comm, root: c_int, role: Res<Role>) -> Res<
     Ok(h)
 }
 
-/// `newcomm` checked, then written.
-fn hand_out(newcomm: *mut abi::Comm, h: abi::Comm) {
-    // SAFETY: checked non-null by the callers; MPI's contract.
-    unsafe { *newcomm = h };
-}
-
-/// `MPI_Comm_accept`.
+/// `MPI_Comm_accept` (`accepting`) or `MPI_Comm_connect`: the port name is read at `root` only.
 ///
 /// # Safety
-/// `port_name` null or NUL-terminated (read at `root` only); `newcomm` null or writable.
-pub unsafe fn accept(
+/// `port_name` null or NUL-terminated (at `root`); `newcomm` null or writable.
+pub unsafe fn accept_or_connect(
     acc: &mut Access,
+    accepting: bool,
     port_name: *const c_char,
-    _info: abi::Info,
-    root: c_int,
-    comm: abi::Comm,
-    newcomm: *mut abi::Comm,
-) -> Res<()> {
-    if newcomm.is_null() {
-        return Err(null_out(None));
-    }
-    let (ci, lc, _) = shared(acc, comm)?;
-    let role = if lc.rank as c_int == root {
-        // SAFETY: the caller's contract.
-        let name = unsafe { c_string(port_name, abi::MAX_PORT_NAME, abi::ERR_PORT, "null or long port name") };
-        name.and_then(|n| {
-            if !dyn_state().ports.contains(n.trim()) {
-                return Err(bad_port(Some(ci), "MPI_Comm_accept on a port not open in this process"));
-            }
-            let (_, tag) = parse_port(&n).ok_or_else(|| bad_port(Some(ci), "not a nemesis port name"))?;
-            Ok(Role::Accept { tag, from: None })
-        })
-    } else {
-        Ok(Role::Accept { tag: 0, from: None })
-    };
-    let h = meet(acc, comm, root, role)?;
-    hand_out(newcomm, h);
-    Ok(())
-}
-
-/// `MPI_Comm_connect`.
-///
-/// # Safety
-/// As [`accept`].
-pub unsafe fn connect(
-    acc: &mut Access,
-    port_name: *const c_char,
-    _info: abi::Info,
+    info: abi::Info,
     root: c_int,
     comm: abi::Comm,
     newcomm: *mut abi::Comm,
@@ -300,15 +271,26 @@ pub unsafe fn connect(
     }
     let (ci, lc, _) = shared(acc, comm)?;
     let size = acc.ep()?.size();
-    let role = if lc.rank as c_int == root {
+    check_info(acc, info)?;
+    let role = if lc.rank as c_int != root {
+        Ok(Role::Accept { tag: 0, from: None })
+    } else {
         // SAFETY: the caller's contract.
         let name = unsafe { c_string(port_name, abi::MAX_PORT_NAME, abi::ERR_PORT, "null or long port name") };
-        name.and_then(|n| connect_role(&n, size, ci))
-    } else {
-        Ok(Role::Connect { to: 0, tag: 0 })
+        name.and_then(|n| {
+            if !accepting {
+                return connect_role(&n, size, ci);
+            }
+            if !dyn_state().ports.contains(n.trim()) {
+                return Err(bad_port(Some(ci), "MPI_Comm_accept on a port not open in this process"));
+            }
+            let (_, tag) = parse_port(&n).ok_or_else(|| bad_port(Some(ci), "not a nemesis port name"))?;
+            Ok(Role::Accept { tag, from: None })
+        })
     };
     let h = meet(acc, comm, root, role)?;
-    hand_out(newcomm, h);
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *newcomm = h };
     Ok(())
 }
 
@@ -358,7 +340,7 @@ pub unsafe fn join(acc: &mut Access, fd: c_int, intercomm: *mut abi::Comm) -> Re
     if fd < 0 {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("MPI_Comm_join: a negative socket")));
     }
-    let (peer, peer_job) = swap_over_fd(fd, me, &job)?;
+    let (peer, peer_job) = swap_over_fd(acc, fd, me, &job)?;
     if peer_job != job {
         return Err(Fail::new(
             abi::ERR_OTHER,
@@ -378,23 +360,38 @@ pub unsafe fn join(acc: &mut Access, fd: c_int, intercomm: *mut abi::Comm) -> Re
         Role::Connect { to: peer, tag: JOIN_TAG }
     };
     let h = meet(acc, abi::COMM_SELF, 0, Ok(role))?;
-    hand_out(intercomm, h);
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *intercomm = h };
     Ok(())
 }
 
-/// Writes `nemesis-join <rank> <job>\n` to `fd` and reads the other side's line.
-fn swap_over_fd(fd: c_int, me: u32, job: &str) -> Res<(u32, String)> {
+/// Writes `nemesis-join <rank> <job>\n` to `fd` and reads the other side's line, keeping the
+/// Endpoint progressing while it waits (the other side may wait for a message of ours first).
+fn swap_over_fd(acc: &mut Access, fd: c_int, me: u32, job: &str) -> Res<(u32, String)> {
     use std::io::{Read, Write};
-    use std::os::fd::BorrowedFd;
+    use std::os::fd::{AsRawFd, BorrowedFd};
     let io = |e: std::io::Error| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI_Comm_join: the socket: {e}")));
     // SAFETY: the caller owns `fd` and keeps it open during the call; we only borrow it.
     let b = unsafe { BorrowedFd::borrow_raw(fd) };
-    let owned = b.try_clone_to_owned().map_err(io)?;
-    let mut f = std::fs::File::from(owned);
+    let mut f = std::fs::File::from(b.try_clone_to_owned().map_err(io)?);
     f.write_all(format!("nemesis-join {me} {job}\n").as_bytes()).map_err(io)?;
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
     while line.len() < 1024 {
+        let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 1) };
+        if ready < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(io(e));
+        }
+        if ready == 0 {
+            acc.ep()?.progress().map_err(|e| Fail::endpoint(0, e))?;
+            continue;
+        }
         match f.read(&mut byte).map_err(io)? {
             0 => break,
             _ if byte[0] == b'\n' => break,

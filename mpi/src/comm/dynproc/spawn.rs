@@ -305,16 +305,19 @@ unsafe fn service_of(s: *const c_char, class: c_int) -> Res<String> {
     Ok(v)
 }
 
-/// `MPI_Publish_name`.
+/// `MPI_Publish_name` (`op` `publish_name`) and `MPI_Unpublish_name` (`unpublish_name`; the
+/// port is not compared).
 ///
 /// # Safety
 /// `service_name` and `port_name` NUL-terminated.
-pub unsafe fn publish_name(
+pub unsafe fn publish(
     acc: &mut Access,
+    op: &'static str,
     service_name: *const c_char,
-    _info: abi::Info,
+    info: abi::Info,
     port_name: *const c_char,
 ) -> Res<()> {
+    super::check_info(acc, info)?;
     // SAFETY: the caller's contract.
     let (service, port) = unsafe {
         (
@@ -322,25 +325,8 @@ pub unsafe fn publish_name(
             c_string(port_name, abi::MAX_PORT_NAME, abi::ERR_PORT, "a null or long port name")?,
         )
     };
-    name_service(acc, "publish_name", &service, Some(&port)).map(drop)
-}
-
-/// `MPI_Unpublish_name`.
-///
-/// # Safety
-/// As [`publish_name`].
-pub unsafe fn unpublish_name(
-    acc: &mut Access,
-    service_name: *const c_char,
-    _info: abi::Info,
-    port_name: *const c_char,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    let service = unsafe { service_of(service_name, abi::ERR_SERVICE) }?;
-    if port_name.is_null() {
-        return Err(Fail::new(abi::ERR_PORT, None, Why::Arg("a null port name")));
-    }
-    name_service(acc, "unpublish_name", &service, None).map(drop)
+    let port = (op == "publish_name").then_some(port.as_str());
+    name_service(acc, op, &service, port).map(drop)
 }
 
 /// `MPI_Lookup_name`: the port published under `service_name` into `port_name`
@@ -351,9 +337,10 @@ pub unsafe fn unpublish_name(
 pub unsafe fn lookup_name(
     acc: &mut Access,
     service_name: *const c_char,
-    _info: abi::Info,
+    info: abi::Info,
     port_name: *mut c_char,
 ) -> Res<()> {
+    super::check_info(acc, info)?;
     // SAFETY: the caller's contract.
     let service = unsafe { service_of(service_name, abi::ERR_NAME) }?;
     if port_name.is_null() {
