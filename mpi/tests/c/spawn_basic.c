@@ -7,7 +7,8 @@
  * ranks and a sum checked), a second connection (the children's root publishes a port, the
  * parents look it up and connect), MPI_Comm_disconnect (the handle becomes MPI_COMM_NULL, and
  * MPI_Comm_get_parent answers MPI_COMM_NULL afterwards in the children). A non-spawned process
- * sees MPI_COMM_NULL as its parent; array_of_errcodes is all MPI_SUCCESS.
+ * sees MPI_COMM_NULL as its parent; array_of_errcodes is all MPI_SUCCESS. SPAWN_ROUNDS (default 1)
+ * spawns one after the other (each group takes new slots of the universe).
  * Prints "OK spawn_basic <rank>" in the parents and "CHILD spawn_basic <rank>" in the children. */
 #include "check.h"
 
@@ -113,7 +114,9 @@ int main(int argc, char **argv) {
     CHECK(flag && *app == 0, "MPI_APPNUM");
     if (parent == MPI_COMM_NULL) {
         int children = env_int("SPAWN_CHILDREN", 2), root = env_int("SPAWN_ROOT", size - 1);
-        CHECK(universe >= size + children, "universe %d for %d + %d", universe, size, children);
+        int rounds = env_int("SPAWN_ROUNDS", 1);
+        CHECK(universe >= size + rounds * children, "universe %d for %d + %d", universe, size, children);
+        for (int round = 0; round < rounds; round++) {
         char *args[] = {"child", "two words", NULL};
         MPI_Info info;
         OK(MPI_Info_create(&info));
@@ -130,6 +133,7 @@ int main(int argc, char **argv) {
         exercise(ic, 1);
         OK(MPI_Comm_disconnect(&ic));
         CHECK(ic == MPI_COMM_NULL, "disconnect left the handle");
+        }
         OK(MPI_Barrier(MPI_COMM_WORLD));
         printf("OK spawn_basic %d\n", rank);
     } else {
