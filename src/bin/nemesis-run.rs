@@ -6,6 +6,9 @@
 //! supervises them (the library behind it is `nemesis::launch`; the policies are
 //! `nemesis::topology::plan`'s).
 //!
+//! `--universe-size N` leaves room for `MPI_Comm_spawn`: the job may grow to `N` ranks
+//! (`MPI_UNIVERSE_SIZE`), each spawn on a node identity of its own.
+//!
 //! `--mpich-abi` runs a program built against MPICH (Debian's `mpicc.mpich`, which links
 //! `libmpich.so.12`) on nemesis's C ABI: it puts the directory holding nemesis's `libmpich.so.12`
 //! (`NEMESIS_MPI_LIBDIR`, or this launcher's own directory, where cargo builds both) first in the

@@ -4,10 +4,12 @@
 //! binary is a command line over [`Job`]; a benchmark that starts its own ranks uses [`Job`] directly.
 //!
 //! What the ranks find (environment, KVS keys, FT frames) is [`crate::contract`], which the rank
-//! side reads too. Modules: [`server`] (the PMI server, sans-I/O), `spawn` (one rank's command,
-//! environment and what runs between `fork` and `exec`), `supervise` (the event loop, liveness marks,
-//! teardown, restarts), `recovery` (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the
-//! FT directory), `output` (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
+//! side reads too. Modules: [`server`] (the PMI server, sans-I/O; `server::dynamic`: spawn requests
+//! and the name service), `spawn` (one rank's command, environment and what runs between `fork` and
+//! `exec`), `supervise` (the event loop, liveness marks, teardown, restarts; `supervise::dynamic`:
+//! the processes `MPI_Comm_spawn` asks for, in the slots of [`Job::universe_size`]), `recovery`
+//! (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the FT directory), `output`
+//! (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
 //!
 //! What holds:
 //! - Nothing is left in `/dev/shm`: a node's segment is a memfd the ranks inherit.
