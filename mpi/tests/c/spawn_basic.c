@@ -5,7 +5,8 @@
  * intercommunicator (every parent to every child and back, values checked), an intercommunicator
  * collective (Bcast from parent 0, Allreduce both ways), MPI_Intercomm_merge (the parents low:
  * ranks and a sum checked), a second connection (the children's root publishes a port, the
- * parents look it up and connect), MPI_Comm_disconnect (the handle becomes MPI_COMM_NULL, and
+ * parents look it up and connect), MPI_Comm_disconnect with a receive pending in the parents (it
+ * completes inside; the handle becomes MPI_COMM_NULL, and
  * MPI_Comm_get_parent answers MPI_COMM_NULL afterwards in the children). A non-spawned process
  * sees MPI_COMM_NULL as its parent; array_of_errcodes is all MPI_SUCCESS. SPAWN_ROUNDS (default 1)
  * spawns one after the other (each group takes new slots of the universe).
@@ -131,16 +132,26 @@ int main(int argc, char **argv) {
         OK(MPI_Comm_remote_size(ic, &rsize));
         CHECK(rsize == children, "%d children, asked for %d", rsize, children);
         exercise(ic, 1);
+        /* A receive still pending at the disconnect completes inside it (the child sends). */
+        int late = 0;
+        MPI_Request rq;
+        OK(MPI_Irecv(&late, 1, MPI_INT, 0, 99, ic, &rq));
         OK(MPI_Comm_disconnect(&ic));
+        OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        CHECK(late == 77, "late message %d", late);
         CHECK(ic == MPI_COMM_NULL, "disconnect left the handle");
         }
         OK(MPI_Barrier(MPI_COMM_WORLD));
         printf("OK spawn_basic %d\n", rank);
     } else {
+        int psize;
+        OK(MPI_Comm_remote_size(parent, &psize));
         CHECK(argc == 3 && !strcmp(argv[1], "child") && !strcmp(argv[2], "two words"), "argv (%d)", argc);
         char cwd[256];
         CHECK(getcwd(cwd, sizeof cwd) && !strcmp(cwd, "/tmp"), "wdir: %s", cwd);
         exercise(parent, 0);
+        int late = 77;
+        for (int r = 0; rank == 0 && r < psize; r++) OK(MPI_Send(&late, 1, MPI_INT, r, 99, parent));
         OK(MPI_Comm_disconnect(&parent));
         OK(MPI_Comm_get_parent(&parent));
         CHECK(parent == MPI_COMM_NULL, "parent after disconnect");

@@ -410,8 +410,9 @@ fn swap_over_fd(acc: &mut Access, fd: c_int, me: u32, job: &str) -> Res<(u32, St
     }
 }
 
-/// `MPI_Comm_disconnect`: waits until both groups reached it (what was sent before is
-/// delivered), then frees the communicator and sets the handle to `MPI_COMM_NULL`.
+/// `MPI_Comm_disconnect`: completes this process's pending operations on the communicator
+/// (their handles stay valid for the user's `MPI_Wait`), waits until both groups reached it, then
+/// frees the communicator and sets the handle to `MPI_COMM_NULL`.
 ///
 /// # Safety
 /// `comm` null or readable and writable.
@@ -429,14 +430,12 @@ pub unsafe fn disconnect(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
         ));
     }
     let (ci, c, tu) = shared(acc, h)?;
-    // Pending operations of this process on it complete first.
-    let pending = acc.st().reqs.iter().any(|(_, r)| r.comm as usize == ci);
-    if pending {
-        return Err(Fail::new(
-            abi::ERR_PENDING,
-            Some(ci),
-            Why::Arg("MPI_Comm_disconnect with requests of this process still pending on the communicator"),
-        ));
+    // This process's operations on it complete first (their handles stay the user's).
+    let st = acc.st();
+    let mine: Vec<usize> =
+        st.reqs.iter().filter(|(_, r)| r.comm as usize == ci).filter_map(|(rh, _)| st.reqs.index(rh)).collect();
+    for i in mine {
+        crate::p2p::complete::wait_slot(acc, i).map_err(on(ci))?;
     }
     synchronize(acc, ci, &c, &tu)?;
     {
