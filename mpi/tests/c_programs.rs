@@ -50,7 +50,7 @@
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
-//! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2, 5 spawns in a row | 1, 2, 3, 4 (+1–4) |
+//! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2, 5 spawns in a row, `--tag-output` | 1, 2, 3, 4 (+1–4) |
 //! | `spawn_multiple_commands` | `spawn_multiple.c`: two commands, one children's world, `MPI_APPNUM` per command | 1, 2 (+3) |
 //! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
 //! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4, 8 |
@@ -682,6 +682,12 @@ fn spawn_parents_and_children() {
     for r in 0..2 {
         let k = text.lines().filter(|l| l.trim() == format!("CHILD spawn_basic {r}")).count();
         assert_eq!(k, 5, "child {r} of 5 rounds printed {k} times: {}", show(&o));
+    }
+    // `--tag-output`: the children's lines carry their ranks in the universe.
+    let o = job(2, &prog, &["--universe-size", "4", "--tag-output"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for line in ["[0] OK spawn_basic 0", "[1] OK spawn_basic 1", "[2] CHILD spawn_basic 0", "[3] CHILD spawn_basic 1"] {
+        assert!(o.status.success() && text.lines().any(|l| l.trim() == line), "`{line}` missing: {}", show(&o));
     }
     // PMI-2: the spawn request as `cmd=spawn`.
     let o = job(2, &prog, &["--universe-size", "4"], &[("NEMESIS_PMI", "2")]);

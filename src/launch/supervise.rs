@@ -103,6 +103,8 @@ struct Supervisor {
     /// Restarted ranks whose new business card the ranks of other nodes have not been told yet
     /// (`--ft` over several nodes).
     cards: BTreeSet<u32>,
+    /// The output of spawned processes under `--tag-output` (one forwarder per spawn).
+    spawned_output: Vec<Forwarder>,
 }
 
 /// How [`read_bounded`] stopped.
@@ -200,6 +202,7 @@ pub(crate) fn run(
         recovery,
         restart: None,
         cards: BTreeSet::new(),
+        spawned_output: Vec::new(),
     };
     let mut extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
     if size > sup.job.ranks {
@@ -294,6 +297,9 @@ impl Supervisor {
         // A restart may be pending with every rank dead (all groups failed at once).
         while self.ranks.iter().any(|r| r.exit.is_none()) || (self.restart.is_some() && self.ending.is_none()) {
             self.turn()?;
+        }
+        for f in self.spawned_output.drain(..) {
+            f.finish();
         }
         let ending = self.ending.take().unwrap_or(Ending::Completed);
         let ranks: Vec<RankExit> = self

@@ -5,9 +5,9 @@
 //! named by the `host` info key or `<node>.spawn<k>`), so that they reach their parents through
 //! the netmod as ranks of another node do. They form one group in the PMI server (their own
 //! barriers and pre-put keys) and learn their `MPI_COMM_WORLD` from `NEMESIS_WORLD`. From then on
-//! they are ranks like the others: their output goes to the launcher's, their deaths are watched
-//! and end the job as any rank's, and the job ends when every process, spawned or not, has
-//! exited.
+//! they are ranks like the others: their output goes to the launcher's (tagged with their
+//! universe ranks under `--tag-output`), their deaths are watched and end the job as any rank's,
+//! and the job ends when every process, spawned or not, has exited.
 //!
 //! All or nothing: every program is resolved before any process starts, and a process that
 //! cannot start takes those of its request already started with it (they are not failures of the
@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use nemesis_shm::{Backing, Params, Segment};
 use nix::sys::signal::Signal;
 
-use super::{Conn, Rank, Supervisor, signal};
+use std::os::fd::OwnedFd;
+
+use super::{Conn, Forwarder, Rank, Stream, Supervisor, signal};
 use crate::contract::{ENV_APPNUM, ENV_WORLD, HANDLE_FD, sanitize_node_id, segment_key};
 use crate::launch::server::SpawnRequest;
 use crate::launch::spawn::{self, Extra, Placement};
@@ -161,6 +163,7 @@ impl Supervisor {
         self.server.admit(first, &appnums, &req.preput);
         let world = format!("{first},{count}");
         tracing::info!(first, count, %node, "spawning");
+        let mut pipes: Vec<(u32, Stream, OwnedFd)> = Vec::new();
         for (local, p) in planned.into_iter().enumerate() {
             let rank = first + local as u32;
             let place = Placement {
@@ -175,7 +178,7 @@ impl Supervisor {
             let extra = Extra {
                 ft_channel: false,
                 env: vec![(ENV_WORLD.into(), world.clone()), (ENV_APPNUM.into(), p.appnum.to_string())],
-                inherit_output: true,
+                inherit_output: !self.job.tag_output,
                 command: Some((p.program, p.args)),
                 cwd: p.cwd,
             };
@@ -196,6 +199,12 @@ impl Supervisor {
                 }
             };
             tracing::debug!(rank, pid = s.pid, "spawned");
+            if let Some(o) = s.stdout {
+                pipes.push((rank, Stream::Stdout, OwnedFd::from(o)));
+            }
+            if let Some(e) = s.stderr {
+                pipes.push((rank, Stream::Stderr, OwnedFd::from(e)));
+            }
             self.ranks.push(Rank {
                 rank,
                 node: ni,
@@ -210,6 +219,13 @@ impl Supervisor {
                 place,
                 incarnation: 0,
             });
+        }
+        if !pipes.is_empty() {
+            // Tagged with their ranks in the universe, as the job's own ranks are.
+            match Forwarder::start(pipes) {
+                Ok(f) => self.spawned_output.push(f),
+                Err(e) => tracing::warn!(error = %e, "the spawned processes' output is not forwarded"),
+            }
         }
         Ok(vec![0; count as usize])
     }
