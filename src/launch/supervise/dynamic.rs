@@ -108,6 +108,8 @@ impl Supervisor {
         // How many processes each command gets.
         let total = req.total();
         let mut counts: Vec<u32> = req.cmds.iter().map(|c| c.maxprocs).collect();
+        // Processes asked for and not started (`soft`): their error codes are 1.
+        let mut unstarted = 0;
         if total > u64::from(free) {
             let soft = (req.cmds.len() == 1)
                 .then(|| req.cmds[0].info.iter().find(|(k, _)| k == "soft").map(|(_, v)| v.clone()))
@@ -116,7 +118,10 @@ impl Supervisor {
                 .and_then(|s| soft_counts(&s, req.cmds[0].maxprocs))
                 .and_then(|v| v.into_iter().rev().find(|&n| n <= free && n > 0));
             match fit {
-                Some(n) => counts[0] = n,
+                Some(n) => {
+                    unstarted = counts[0] - n;
+                    counts[0] = n;
+                }
                 None => {
                     return Err(format!(
                         "{total} processes asked for, {free} free slots in the universe of {universe} \
@@ -227,7 +232,9 @@ impl Supervisor {
                 Err(e) => tracing::warn!(error = %e, "the spawned processes' output is not forwarded"),
             }
         }
-        Ok(vec![0; count as usize])
+        let mut codes = vec![0; count as usize];
+        codes.resize((count + unstarted) as usize, 1);
+        Ok(codes)
     }
 }
 
