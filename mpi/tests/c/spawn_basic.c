@@ -1,7 +1,7 @@
 /* MPI_Comm_spawn under nemesis-run --universe-size: the parents (every rank of MPI_COMM_WORLD)
  * spawn SPAWN_CHILDREN (default 2) copies of this program with arguments, root SPAWN_ROOT
- * (default: the last rank), an info with "wdir"; the children check MPI_Comm_get_parent, their
- * own world, argv, MPI_APPNUM and MPI_UNIVERSE_SIZE; then point-to-point both ways over the
+ * (default: the last rank), an info with "wdir" and "host" (the children's node identity); the
+ * children check MPI_Comm_get_parent, their own world, argv, MPI_APPNUM and MPI_UNIVERSE_SIZE; then point-to-point both ways over the
  * intercommunicator (every parent to every child and back, values checked), an intercommunicator
  * collective (Bcast from parent 0, Allreduce both ways), MPI_Intercomm_merge (the parents low:
  * ranks and a sum checked), a second connection (the children's root publishes a port, the
@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
         MPI_Info info;
         OK(MPI_Info_create(&info));
         OK(MPI_Info_set(info, "wdir", "/tmp"));
+        OK(MPI_Info_set(info, "host", "spawnhost"));
         MPI_Comm ic;
         int codes[8];
         for (int i = 0; i < 8; i++) codes[i] = -1;
@@ -149,6 +150,8 @@ int main(int argc, char **argv) {
         CHECK(argc == 3 && !strcmp(argv[1], "child") && !strcmp(argv[2], "two words"), "argv (%d)", argc);
         char cwd[256];
         CHECK(getcwd(cwd, sizeof cwd) && !strcmp(cwd, "/tmp"), "wdir: %s", cwd);
+        const char *node = getenv("NEMESIS_NODE");
+        CHECK(node && !strncmp(node, "spawnhost", 9), "node identity %s", node ? node : "(unset)");
         exercise(parent, 0);
         int late = 77;
         for (int r = 0; rank == 0 && r < psize; r++) OK(MPI_Send(&late, 1, MPI_INT, r, 99, parent));
