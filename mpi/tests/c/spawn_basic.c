@@ -1,15 +1,15 @@
 /* MPI_Comm_spawn under nemesis-run --universe-size: the parents (every rank of MPI_COMM_WORLD)
  * spawn SPAWN_CHILDREN (default 2) copies of this program with arguments, root SPAWN_ROOT
- * (default: the last rank), an info with "wdir" and "host" (the children's node identity); the
- * children check MPI_Comm_get_parent, their own world, argv, MPI_APPNUM and MPI_UNIVERSE_SIZE; then point-to-point both ways over the
- * intercommunicator (every parent to every child and back, values checked), an intercommunicator
- * collective (Bcast from parent 0, Allreduce both ways), MPI_Intercomm_merge (the parents low:
- * ranks and a sum checked), a second connection (the children's root publishes a port, the
- * parents look it up and connect), MPI_Comm_disconnect with a receive pending in the parents (it
- * completes inside; the handle becomes MPI_COMM_NULL, and
+ * (default: the last rank), an info with "wdir" and "host" (the children's node identity). The
+ * children check MPI_Comm_get_parent, their own world, argv, MPI_APPNUM and MPI_UNIVERSE_SIZE.
+ * Then: point-to-point both ways over the intercommunicator (every parent to every child and back,
+ * values checked), an intercommunicator collective (Bcast from parent 0, Allreduce both ways),
+ * MPI_Intercomm_merge (the parents low: ranks and a sum checked), a second connection (the
+ * children's root publishes a port, the parents look it up and connect), MPI_Comm_disconnect with
+ * a receive pending in the parents (it completes inside; the handle becomes MPI_COMM_NULL, and
  * MPI_Comm_get_parent answers MPI_COMM_NULL afterwards in the children). A non-spawned process
- * sees MPI_COMM_NULL as its parent; array_of_errcodes is all MPI_SUCCESS. SPAWN_ROUNDS (default 1)
- * spawns one after the other (each group takes new slots of the universe).
+ * sees MPI_COMM_NULL as its parent; array_of_errcodes is all MPI_SUCCESS. SPAWN_ROUNDS (default
+ * 1) spawns one after the other (each group takes new slots of the universe).
  * Prints "OK spawn_basic <rank>" in the parents and "CHILD spawn_basic <rank>" in the children. */
 #include "check.h"
 
