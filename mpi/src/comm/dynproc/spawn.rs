@@ -222,14 +222,9 @@ pub unsafe fn spawn(
     intercomm: *mut abi::Comm,
     errcodes: *mut c_int,
 ) -> Res<()> {
-    let (_, lc, _) = shared(acc, comm)?;
-    let cmds = if lc.rank as c_int == root {
-        // SAFETY: the caller's contract at the root.
-        unsafe { command_of(acc, command, argv, maxprocs, info) }.map(|c| vec![c])
-    } else {
-        Ok(Vec::new())
-    };
-    spawn_cmds(acc, cmds, root, comm, intercomm, errcodes)
+    // One command of `MPI_Comm_spawn_multiple`.
+    // SAFETY: arrays of one entry each, living across the call; the rest is the caller's contract.
+    unsafe { spawn_multiple(acc, 1, &command, &argv, &maxprocs, &info, root, comm, intercomm, errcodes) }
 }
 
 /// `MPI_Comm_spawn_multiple`.
