@@ -41,9 +41,11 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     nemesis::log::init();
     let ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
-    let world_ranks: Vec<u32> = (0..size).collect();
+    // This process's world among the universe's ranks (`comm::dynproc`; the whole job unless
+    // `nemesis-run --universe-size` made room for spawned processes).
+    let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
     let one_node = vec![0u32; size as usize];
-    let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+    let mut world = Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
     // The node's name for the collectives' levels and Comm_split_type's shared colour.
     let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
@@ -53,13 +55,18 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
         None if all_local => one_node,
         None => {
             // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
-            // shared colour); everyone learns everyone's.
+            // shared colour); everyone learns everyone's. Ranks of other worlds count as nodes
+            // of their own until a connection tells (`comm::dynproc`).
             let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
             let all = all.inspect_err(|_| acc.st().ep = None)?;
-            all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
+            let mut of: Vec<u32> = (0..size).collect();
+            for (b, &r) in all.chunks_exact(4).zip(&world_ranks) {
+                of[r as usize] = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            }
+            of
         }
     };
-    world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
+    world.nodes = Nodes::group(world_ranks.len(), |r| node_of_job[world_ranks[r] as usize]);
     let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
     let st = acc.st();
     world.name = "MPI_COMM_WORLD".into();
@@ -90,7 +97,8 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     if st.provided == abi::THREAD_MULTIPLE {
         acc.become_threaded();
     }
-    Ok(())
+    // A spawned process meets its parents.
+    crate::comm::dynproc::on_init(acc)
 }
 
 /// `MPI_Finalize`: completes outstanding sends and synchronises with the other ranks (the

@@ -20,6 +20,7 @@ use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
 pub mod context;
+pub mod dynproc;
 pub mod inter;
 pub mod links;
 

@@ -146,6 +146,22 @@ mpi! {
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
 }
 
+// mpi/api/bind/dynproc.txt
+mpi! {
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int) => |acc| comm::dynproc::spawn::spawn(acc, command, argv.cast(), maxprocs, info, root, comm, intercomm, array_of_errcodes);
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int) => |acc| comm::dynproc::spawn::spawn_multiple(acc, count, array_of_commands.cast(), array_of_argv.cast(), array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => |acc| comm::dynproc::get_parent(acc, parent);
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => |acc| comm::dynproc::disconnect(acc, comm);
+    fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => |acc| comm::dynproc::open_port(acc, info, port_name);
+    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => |acc| comm::dynproc::close_port(acc, port_name);
+    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, true, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, false, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => |acc| comm::dynproc::join(acc, fd, intercomm);
+    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "publish_name", service_name, info, port_name);
+    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "unpublish_name", service_name, info, port_name);
+    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char) => |acc| comm::dynproc::spawn::lookup_name(acc, service_name, info, port_name);
+}
+
 // mpi/api/bind/env.txt
 mpi! {
     fn MPI_Init / PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) => |acc| env::init(acc, crate::abi::THREAD_SINGLE);
@@ -354,25 +370,17 @@ mpi_stub! {
     fn MPI_Buffer_flush / PMPI_Buffer_flush();
     fn MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request);
     fn MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int);
-    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char);
-    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm);
     fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int);
     fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void, size: Count);
-    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm);
     fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm);
     fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void, size: *mut c_int);
     fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm);
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm);
     fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm);
     fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info);
-    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm);
     fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request);
     fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request);
-    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm);
     fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info);
-    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
-    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
     fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
     fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler);
@@ -520,7 +528,6 @@ mpi_stub! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char);
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status);
     fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm);
     fn MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request);
@@ -538,7 +545,6 @@ mpi_stub! {
     fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op);
-    fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char);
     fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm);
     fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint);
     fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count);
@@ -551,7 +557,6 @@ mpi_stub! {
     fn MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Request);
     fn MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char);
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win);
     fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
@@ -710,7 +715,6 @@ mpi_stub! {
     fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm);
     fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype);
     fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype);
-    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char);
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
