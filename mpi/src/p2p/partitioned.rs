@@ -284,6 +284,9 @@ pub fn start(st: &mut State, i: usize) -> Res<()> {
     p.failed = None;
     p.active = true;
     req.state = ReqState::Compound;
+    if p.setup.is_some() {
+        p.begin_activation_tables();
+    }
     let Some(peer) = p.peer else {
         // `MPI_PROC_NULL`: complete at once.
         p.active = false;
@@ -302,9 +305,6 @@ pub fn start(st: &mut State, i: usize) -> Res<()> {
             unsafe { ep.irecv_raw(ptr, 24, peer, p.tag, p.ctx | SETUP) }
         };
         p.setup_req = Some(r.map_err(|e| Fail::endpoint(ci, e))?);
-    }
-    if p.setup.is_some() {
-        p.begin_activation_tables();
     }
     Ok(())
 }
@@ -370,9 +370,12 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
 fn active(st: &mut State, h: abi::Request, send: bool) -> Res<(usize, &mut Part)> {
     let bad = |w| Fail::new(abi::ERR_REQUEST, None, Why::Arg(w));
     let i = st.reqs.index(h).ok_or_else(|| Fail::new(abi::ERR_REQUEST, None, Why::Request(h)))?;
-    let Some(Ext::Part(p)) = st.reqs.at_mut(i).and_then(|r| r.ext.as_deref_mut()) else {
+    let Some(Req { ext: Some(ext), state, .. }) = st.reqs.at_mut(i) else {
         return Err(bad("not a partitioned request"));
     };
+    // Active from `MPI_Start` until its completion is reported (`Done` until then).
+    let started = !matches!(state, ReqState::Inactive);
+    let Ext::Part(p) = &mut **ext else { return Err(bad("not a partitioned request")) };
     if p.send != send {
         return Err(bad(if send {
             "MPI_Pready on a partitioned receive"
@@ -380,7 +383,7 @@ fn active(st: &mut State, h: abi::Request, send: bool) -> Res<(usize, &mut Part)
             "MPI_Parrived on a partitioned send"
         }));
     }
-    if !p.active {
+    if !started {
         return Err(bad("the partitioned request is not active (MPI_Start)"));
     }
     Ok((i, p))
@@ -402,7 +405,7 @@ pub fn pready(acc: &mut Access, h: abi::Request, parts: impl IntoIterator<Item =
             return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("partition index out of range")));
         }
         let k = k as usize;
-        if p.started[k] {
+        if p.started.get(k) != Some(&false) {
             return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Arg("partition already marked ready")));
         }
         p.started[k] = true;
