@@ -32,6 +32,26 @@ fn peek(acc: &mut Access, h: abi::Request) -> Res<Option<Completion>> {
     }))
 }
 
+/// The complete active requests among `hs` (the first only, with `first_only`): their indices and
+/// completions; and whether any request is active at all.
+fn complete_active(acc: &mut Access, hs: &[abi::Request], first_only: bool) -> Res<(Vec<(usize, Completion)>, bool)> {
+    let mut done = Vec::new();
+    let mut any_active = false;
+    for (k, &h) in hs.iter().enumerate() {
+        if !is_active(acc.st(), h)? {
+            continue;
+        }
+        any_active = true;
+        if let Some(d) = peek(acc, h)? {
+            done.push((k, d));
+            if first_only {
+                break;
+            }
+        }
+    }
+    Ok((done, any_active))
+}
+
 /// Writes `d` to `status` (null, ignored, or writable), with `MPI_ERROR`.
 ///
 /// # Safety
@@ -142,28 +162,22 @@ pub unsafe fn get_status_any(
     if index.is_null() || flag.is_null() {
         return Err(null_arg(None, "null index or flag pointer"));
     }
-    let mut any_active = false;
-    for (k, &h) in hs.iter().enumerate() {
-        if !is_active(acc.st(), h)? {
-            continue;
-        }
-        any_active = true;
-        if let Some(d) = peek(acc, h)? {
-            // SAFETY: checked non-null; the caller's contract.
-            unsafe {
-                *index = k as c_int;
-                *flag = 1;
-                put_with_error(status, &d);
-            }
-            return Ok(());
-        }
-    }
+    let (done, any_active) = complete_active(acc, hs, true)?;
     // SAFETY: checked non-null; the caller's contract.
     unsafe {
-        *index = abi::UNDEFINED;
-        *flag = c_int::from(!any_active);
-        if !any_active {
-            put_with_error(status, &Completion::empty());
+        match done.first() {
+            Some((k, d)) => {
+                *index = *k as c_int;
+                *flag = 1;
+                put_with_error(status, d);
+            }
+            None => {
+                *index = abi::UNDEFINED;
+                *flag = c_int::from(!any_active);
+                if !any_active {
+                    put_with_error(status, &Completion::empty());
+                }
+            }
         }
     }
     Ok(())
@@ -189,25 +203,17 @@ pub unsafe fn get_status_some(
     if outcount.is_null() || (count > 0 && indices.is_null()) {
         return Err(null_arg(None, "null outcount or indices pointer"));
     }
-    let mut any_active = false;
-    let mut n = 0;
-    for (k, &h) in hs.iter().enumerate() {
-        if !is_active(acc.st(), h)? {
-            continue;
-        }
-        any_active = true;
-        if let Some(d) = peek(acc, h)? {
-            // SAFETY: `indices` and `statuses` hold `count > n` entries (the caller's contract).
-            unsafe {
-                *indices.add(n) = k as c_int;
-                if wants(statuses) {
-                    put_with_error(statuses.add(n), &d);
-                }
+    let (done, any_active) = complete_active(acc, hs, false)?;
+    for (n, (k, d)) in done.iter().enumerate() {
+        // SAFETY: `indices` and `statuses` hold `count > n` entries (the caller's contract).
+        unsafe {
+            *indices.add(n) = *k as c_int;
+            if wants(statuses) {
+                put_with_error(statuses.add(n), d);
             }
-            n += 1;
         }
     }
     // SAFETY: checked non-null.
-    unsafe { *outcount = if any_active { n as c_int } else { abi::UNDEFINED } };
+    unsafe { *outcount = if any_active { done.len() as c_int } else { abi::UNDEFINED } };
     Ok(())
 }
