@@ -42,6 +42,9 @@ pub struct Greq {
     extra: *mut c_void,
     /// `MPI_Grequest_complete` was called.
     complete: bool,
+    /// The status `query_fn` filled, until reported (the state stays `Compound` until then, so
+    /// that only the general completion path, which runs `free_fn`, takes it).
+    pub result: Option<Completion>,
 }
 
 impl Greq {
@@ -86,7 +89,7 @@ pub unsafe fn start(
     if request.is_null() {
         return Err(null_arg(None, "null request pointer"));
     }
-    let g = Greq { query, free, cancel, extra, complete: false };
+    let g = Greq { query, free, cancel, extra, complete: false, result: None };
     let req = Req { ext: Some(Box::new(Ext::Greq(g))), ..Req::new(WORLD, ReqState::Compound, false) };
     let h = st.reqs.insert(req).ok_or_else(|| crate::p2p::start::too_many(WORLD))?;
     // SAFETY: checked non-null; MPI's contract.
@@ -119,7 +122,7 @@ pub fn settle(acc: &mut Access, i: usize) -> Res<()> {
     let st = acc.st();
     let Some(Req { state: ReqState::Compound, ext: Some(ext), .. }) = st.reqs.at(i) else { return Ok(()) };
     let Ext::Greq(g) = &**ext else { return Ok(()) };
-    if !g.complete {
+    if !g.complete || g.result.is_some() {
         return Ok(());
     }
     let (query, extra) = (g.query, g.extra);
@@ -135,8 +138,8 @@ pub fn settle(acc: &mut Access, i: usize) -> Res<()> {
         why: (code != abi::SUCCESS).then_some(Why::Arg("the generalized request's query_fn failed")),
         cancelled: s.cancelled(),
     };
-    if let Some(r) = acc.st().reqs.at_mut(i) {
-        r.state = ReqState::Done(done);
+    if let Some(Ext::Greq(g)) = acc.st().reqs.at_mut(i).and_then(|r| r.ext.as_deref_mut()) {
+        g.result = Some(done);
     }
     Ok(())
 }

@@ -668,5 +668,6 @@ fn p2p_requests() {
 #[test]
 fn p2p_partitioned() {
     run_ok("p2p_partitioned", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("p2p_partitioned", &[2, 3], &[], &[("P2P_SINGLE", "1")]);
     run_ok("p2p_partitioned", &[5], &["--nodes", "2"], &[]);
 }

@@ -224,6 +224,7 @@ pub fn take(st: &mut State, i: usize) -> Option<(u32, Completion, bool)> {
     let done = match std::mem::replace(&mut req.state, ReqState::Inactive) {
         ReqState::Done(d) => d,
         ReqState::Inactive => Completion::empty(),
+        ReqState::Compound if let Some(d) = super::compound::take_result(req) => d,
         p @ (ReqState::Pending(_) | ReqState::Coll(_) | ReqState::Deferred(_) | ReqState::Compound) => {
             req.state = p;
             return None;

@@ -105,7 +105,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
         Some(Ext::Part(_)) => return super::partitioned::poll(st, i),
         // Complete when the program says so and its query has filled the status
         // (`grequest::settle`); one the program freed is not queried.
-        Some(Ext::Greq(g)) => (req.freed && g.is_complete()).then(Completion::empty),
+        Some(Ext::Greq(g)) => return Ok(g.result.is_some() || (req.freed && g.is_complete())),
         Some(&mut Ext::Flush(w)) => super::bsend::flushed(st, w).then(Completion::empty),
         None => Some(Completion::empty()),
     };
@@ -116,6 +116,25 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
         req.ext.take_if(|e| !matches!(**e, Ext::Greq(_)));
     }
     Ok(true)
+}
+
+/// The completion of a complete compound request whose state stays `Compound` until reported
+/// (a partitioned or generalized one), taken out; `None` while it is not complete.
+pub fn take_result(req: &mut Req) -> Option<Completion> {
+    match req.ext.as_deref_mut()? {
+        Ext::Part(p) => p.result.take(),
+        Ext::Greq(g) => g.result.take(),
+        _ => None,
+    }
+}
+
+/// [`take_result`] without taking it.
+pub fn result(req: &Req) -> Option<&Completion> {
+    match req.ext.as_deref()? {
+        Ext::Part(p) => p.result.as_ref(),
+        Ext::Greq(g) => g.result.as_ref(),
+        _ => None,
+    }
 }
 
 /// The Endpoint operations compound request slot `i` waits for.

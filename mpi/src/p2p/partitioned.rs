@@ -82,6 +82,9 @@ pub struct Part {
     arrived: Vec<bool>,
     /// The first failure of this activation.
     failed: Option<Fail>,
+    /// This activation's completion, until reported (the state stays `Compound` until then, so
+    /// that only the general completion path, which keeps the request, takes it).
+    pub result: Option<Completion>,
 }
 
 impl Part {
@@ -265,6 +268,7 @@ pub unsafe fn init(
         landed: Vec::new(),
         arrived: Vec::new(),
         failed: None,
+        result: None,
     };
     let req = Req { ext: Some(Box::new(Ext::Part(Box::new(part)))), ..Req::new(t.ci, ReqState::Inactive, !send) };
     let h = st.reqs.insert(req).ok_or_else(|| super::start::too_many(t.ci))?;
@@ -290,7 +294,7 @@ pub fn start(st: &mut State, i: usize) -> Res<()> {
     let Some(peer) = p.peer else {
         // `MPI_PROC_NULL`: complete at once.
         p.active = false;
-        req.state = ReqState::Done(Completion::proc_null());
+        p.result = Some(Completion::proc_null());
         return Ok(());
     };
     if !p.introduced {
@@ -319,7 +323,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     let ci = req.comm as usize;
     let Some(Ext::Part(p)) = req.ext.as_deref_mut() else { return Ok(true) };
     if !p.active {
-        return Ok(true);
+        return Ok(p.result.is_some());
     }
     if let Some(r) = p.setup_req {
         match ep.test(r) {
@@ -362,7 +366,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
         Some(f) => Completion { code: f.code, why: Some(f.why), ..Completion::empty() },
         None => Completion::ok(p.rank, p.tag, (p.partitions * p.bytes) as i64),
     };
-    req.state = ReqState::Done(done);
+    p.result = Some(done);
     Ok(true)
 }
 
@@ -467,10 +471,8 @@ pub unsafe fn parrived(acc: &mut Access, h: abi::Request, partition: c_int, flag
     }
     poll(st, i)?;
     let on = match st.reqs.at(i) {
-        Some(Req { state: ReqState::Done(_), .. }) => true,
-        Some(Req { ext: Some(e), .. }) => {
-            matches!(&**e, Ext::Part(p) if p.arrived.get(partition as usize) == Some(&true))
-        }
+        Some(Req { ext: Some(e), .. }) => matches!(&**e, Ext::Part(p)
+            if p.result.is_some() || p.arrived.get(partition as usize) == Some(&true)),
         _ => false,
     };
     // SAFETY: checked non-null; MPI's contract.

@@ -163,7 +163,9 @@ static void errors(int rank, int size) {
 
 int main(int argc, char **argv) {
     int rank, size, provided;
-    OK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    /* P2P_SINGLE: the unlocked paths (no thread marks partitions then). */
+    int level = getenv("P2P_SINGLE") ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE;
+    OK(MPI_Init_thread(&argc, &argv, level, &provided));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;

@@ -24,8 +24,14 @@ fn peek(acc: &mut Access, h: abi::Request) -> Res<Option<Completion>> {
     if !poll(st, i)? {
         return Ok(None);
     }
-    Ok(Some(match st.reqs.at(i).map(|r| &r.state) {
-        Some(ReqState::Done(d)) => {
+    let req = st.reqs.at(i);
+    let done = match req.map(|r| &r.state) {
+        Some(ReqState::Done(d)) => Some(d),
+        Some(ReqState::Compound) => req.and_then(crate::p2p::compound::result),
+        _ => None,
+    };
+    Ok(Some(match done {
+        Some(d) => {
             Completion { source: d.source, tag: d.tag, count: d.count, code: d.code, why: None, cancelled: d.cancelled }
         }
         _ => Completion::empty(),
