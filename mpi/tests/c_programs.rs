@@ -659,6 +659,8 @@ fn p2p_large_counts() {
 fn p2p_requests() {
     run_ok("p2p_requests", &[1, 2, 3, 4, 8], &[], &[]);
     run_ok("p2p_requests", &[5], &["--nodes", "2"], &[]);
+    // MPI_THREAD_MULTIPLE: generalized requests completed by another thread during the wait.
+    run_ok("p2p_requests", &[1, 2], &[], &[("P2P_THREADS", "1")]);
 }
 
 /// `p2p_partitioned.c`: partitioned sends and receives in a ring (8 partitions sent, 4 received),

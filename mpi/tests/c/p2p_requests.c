@@ -5,6 +5,9 @@
  * names. */
 #include "check.h"
 
+#include <pthread.h>
+#include <time.h>
+
 /* Generalized requests: what each callback saw. */
 struct greq {
     int queries, frees, cancels, cancel_complete, query_code;
@@ -91,6 +94,48 @@ static void generalized(int rank) {
     FAILS_WITH(MPI_Grequest_complete(MPI_REQUEST_NULL), MPI_ERR_REQUEST);
     FAILS_WITH(MPI_Grequest_start(query_fn, free_fn, cancel_fn, &bad, NULL), MPI_ERR_ARG);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+}
+
+/* Completed by another thread while this one waits (MPI_THREAD_MULTIPLE). */
+static int plain_query(void *extra, MPI_Status *st) {
+    ((struct greq *)extra)->queries++;
+    st->MPI_SOURCE = 3;
+    st->MPI_TAG = 4;
+    st->MPI_ERROR = MPI_SUCCESS;
+    return MPI_SUCCESS;
+}
+
+static void *completer(void *arg) {
+    MPI_Request r = *(MPI_Request *)arg;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    OK(MPI_Grequest_complete(r));
+    return NULL;
+}
+
+static void threaded(void) {
+    for (int round = 0; round < 3; round++) {
+        struct greq g = {0, 0, 0, -1, MPI_SUCCESS};
+        MPI_Request r, keep;
+        OK(MPI_Grequest_start(plain_query, free_fn, cancel_fn, &g, &r));
+        keep = r;
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, completer, &keep) == 0, "pthread_create");
+        MPI_Status st;
+        if (round == 0) {
+            OK(MPI_Wait(&r, &st));
+        } else if (round == 1) {
+            int index;
+            OK(MPI_Waitany(1, &r, &index, &st));
+            CHECK(index == 0, "Waitany index %d", index);
+        } else {
+            int flag = 0;
+            while (!flag) OK(MPI_Test(&r, &flag, &st));
+        }
+        pthread_join(t, NULL);
+        CHECK(r == MPI_REQUEST_NULL && g.queries == 1 && g.frees == 1, "round %d: %d %d", round, g.queries, g.frees);
+        CHECK(st.MPI_SOURCE == 3 && st.MPI_TAG == 4, "status %d %d", st.MPI_SOURCE, st.MPI_TAG);
+    }
 }
 
 static void sendrecv(int rank, int size) {
@@ -289,11 +334,21 @@ static void buffers(int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    int rank, size;
-    OK(MPI_Init(&argc, &argv));
+    int rank, size, provided;
+    /* P2P_THREADS: MPI_THREAD_MULTIPLE, generalized requests completed by another thread. */
+    int threads = getenv("P2P_THREADS") != NULL;
+    OK(MPI_Init_thread(&argc, &argv, threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
+    if (threads) {
+        CHECK(provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
+        threaded();
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        printf("OK p2p_requests %d\n", rank);
+        OK(MPI_Finalize());
+        return 0;
+    }
     sendrecv(rank, size);
     get_status(rank, size);
     generalized(rank);
