@@ -19,18 +19,18 @@
 use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 
-use crate::abi::{self, Status};
+use crate::abi;
 use crate::error::{Fail, Res, Why};
 use crate::p2p::null_arg;
 use crate::request::{Completion, Ext, Req, State as ReqState};
 use crate::state::{Access, State};
 
-/// `MPI_Grequest_query_function`.
-pub type QueryFn = Option<unsafe extern "C" fn(extra_state: *mut c_void, status: *mut Status) -> c_int>;
-/// `MPI_Grequest_free_function`.
-pub type FreeFn = Option<unsafe extern "C" fn(extra_state: *mut c_void) -> c_int>;
-/// `MPI_Grequest_cancel_function`.
-pub type CancelFn = Option<unsafe extern "C" fn(extra_state: *mut c_void, complete: c_int) -> c_int>;
+/// `MPI_Grequest_query_function *` (null allowed: no status filled).
+pub type QueryFn = Option<abi::GrequestQueryFn>;
+/// `MPI_Grequest_free_function *`.
+pub type FreeFn = Option<abi::GrequestFreeFn>;
+/// `MPI_Grequest_cancel_function *`.
+pub type CancelFn = Option<abi::GrequestCancelFn>;
 
 /// A generalized request's callbacks and progress.
 #[derive(Debug)]
@@ -58,11 +58,13 @@ impl Greq {
 /// to its error handler (the request has no communicator of its own).
 const WORLD: usize = 0;
 
-/// Runs a program callback. TODO(reentrancy): through `state::outside` (helper B) so that the
-/// callback may call MPI under `MPI_THREAD_MULTIPLE` too; every caller already holds no borrow
-/// of the state across it.
+/// Runs a program callback through [`crate::state::outside`] (without the library lock, so that
+/// it may call MPI). Taking the `Access` mutably proves no borrow of the state is live in this
+/// frame or its callers.
 fn outside<R>(_acc: &mut Access, f: impl FnOnce() -> R) -> R {
-    f()
+    // SAFETY: the `Access` is borrowed here, so no reference into the state is live (`outside`'s
+    // rule); every caller copied out what the callback needs and looks the request up again.
+    unsafe { crate::state::outside(f) }
 }
 
 thread_local! {
