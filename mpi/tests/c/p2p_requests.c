@@ -96,9 +96,12 @@ static void generalized(int rank) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 
-/* Completed by another thread while this one waits (MPI_THREAD_MULTIPLE). */
+/* Completed by another thread while this one waits (MPI_THREAD_MULTIPLE); the query calls MPI. */
 static int plain_query(void *extra, MPI_Status *st) {
     ((struct greq *)extra)->queries++;
+    /* Under MPI_THREAD_MULTIPLE too, a callback may call MPI (it runs without the library's lock). */
+    int size = 0;
+    if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size < 1) return MPI_ERR_OTHER;
     st->MPI_SOURCE = 3;
     st->MPI_TAG = 4;
     st->MPI_ERROR = MPI_SUCCESS;
