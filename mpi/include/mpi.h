@@ -439,6 +439,8 @@ typedef void(MPI_T_event_dropped_cb_function)(MPI_Count count, MPI_T_event_regis
  * Sentinel buffers, statuses and arrays. */
 #define MPI_BOTTOM ((void *)0)
 #define MPI_IN_PLACE ((void *)-1)
+/* MPI-4.1: attach this as a buffer to have each buffered send take the space it needs. */
+#define MPI_BUFFER_AUTOMATIC ((void *)-2)
 #define MPI_STATUS_IGNORE ((MPI_Status *)1)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)1)
 #define MPI_ERRCODES_IGNORE ((int *)0)

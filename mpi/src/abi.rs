@@ -654,10 +654,13 @@ mod tests {
                 shared += 1;
             }
         }
-        // Everything but our own markers (NEMESIS_MPI) is in MPICH's header.
+        // Everything but our own markers (NEMESIS_MPI) and MPI-4.1's additions (MPICH 4.0.2 has
+        // MPI-4.0) is in MPICH's header.
+        let newer = ["MPI_BUFFER_AUTOMATIC"];
         let missing: Vec<&String> = ours
             .keys()
             .filter(|n| !mpich.contains_key(*n) && n.starts_with("MPI") && !differ.contains(&n.as_str()))
+            .filter(|n| !newer.contains(&n.as_str()))
             .collect();
         assert!(missing.is_empty(), "not in MPICH's header: {missing:?}");
         assert!(shared > 200, "only {shared} constants compared: is the parser broken?");

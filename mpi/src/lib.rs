@@ -35,6 +35,7 @@ pub mod errh;
 pub mod error;
 pub mod exports;
 pub mod ft;
+pub mod grequest;
 pub mod group;
 pub mod handle;
 pub mod lock;

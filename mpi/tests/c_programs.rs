@@ -764,3 +764,39 @@ fn join_over_a_socket() {
     run_ok("dynproc_join", &[1, 2, 3, 4], &[], &[]);
     run_ok("dynproc_join", &[2, 8], &["--nodes", "2"], &[]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 32, point-to-point and requests (helper C).
+
+/// `p2p_large.c`: 2^31 + 64 `MPI_BYTE`s, then as many elements of a derived 1-byte type, from rank
+/// 0 to rank 1 (`Send_c`/`Recv_c`, `Isend_c`/`Irecv_c`; `MPI_Get_count` is `MPI_UNDEFINED`,
+/// `MPI_Get_count_c` the count), one node and 2 nodes; every other `_c` form with small counts in
+/// a ring at 1, 3 and 8 ranks; bad counts, types, ranks, tags.
+#[test]
+fn p2p_large_counts() {
+    run_ok("p2p_large", &[1, 2, 3, 8], &[], &[]);
+    run_ok("p2p_large", &[2], &["--nodes", "2"], &[]);
+}
+
+/// `p2p_requests.c`: `Isendrecv(_replace)` and their `_c` forms (a strided type, past the eager
+/// size, `PROC_NULL`), `Request_get_status_all/any/some`, the status accessors, generalized
+/// requests (query, free and cancel callbacks; one calling MPI; a failing query), the MPI-4.1
+/// buffer calls (a communicator's own buffer, flush, iflush, `MPI_BUFFER_AUTOMATIC`); bad input.
+#[test]
+fn p2p_requests() {
+    run_ok("p2p_requests", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("p2p_requests", &[5], &["--nodes", "2"], &[]);
+    // MPI_THREAD_MULTIPLE: generalized requests completed by another thread during the wait.
+    run_ok("p2p_requests", &[1, 2], &[], &[("P2P_THREADS", "1")]);
+}
+
+/// `p2p_partitioned.c`: partitioned sends and receives in a ring (8 partitions sent, 4 received),
+/// 4 activations, partitions marked ready in reverse, by range, by list and from 4 threads,
+/// `Parrived` per partition; a strided type; `PROC_NULL`; a size mismatch (`MPI_ERR_TRUNCATE`);
+/// bad input.
+#[test]
+fn p2p_partitioned() {
+    run_ok("p2p_partitioned", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("p2p_partitioned", &[2, 3], &[], &[("P2P_SINGLE", "1")]);
+    run_ok("p2p_partitioned", &[5], &["--nodes", "2"], &[]);
+}
