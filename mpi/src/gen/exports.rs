@@ -104,6 +104,16 @@ mpi! {
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
 }
 
+// mpi/api/bind/convert.txt
+mpi! {
+    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint) => |_acc| convert::status(c_status.cast(), StatusKind::C, f_status, StatusKind::F);
+    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status) => |_acc| convert::status(f_status, StatusKind::F, c_status.cast(), StatusKind::C);
+    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status) => |_acc| convert::status(c_status.cast(), StatusKind::C, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, c_status.cast(), StatusKind::C);
+    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status) => |_acc| convert::status(f_status, StatusKind::F, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, f_status, StatusKind::F);
+}
+
 // mpi/api/bind/datatype.txt
 mpi! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::contiguous(acc, count, oldtype, newtype);
@@ -139,6 +149,18 @@ mpi! {
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Datatype, comm: Comm) => |acc| dt::unpack_call(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+}
+
+// mpi/api/bind/deprecated.txt
+mpi! {
+    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, keyval, attribute_val);
+    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, keyval, attribute_val, flag);
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => |acc| attr::delete_attr(acc, comm, keyval);
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, copy_fn, delete_fn, keyval, extra_state, false);
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => |acc| attr::free_keyval(acc, keyval, false);
+    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, comm_errhandler_fn, errhandler);
+    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler) => |acc| comm::get_errhandler(acc, comm, errhandler);
+    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler) => |acc| comm::set_errhandler(acc, comm, errhandler);
 }
 
 // mpi/api/bind/env.txt
@@ -338,9 +360,6 @@ mpi_stub! {
     fn MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm);
     fn MPI_Alltoallw_init / PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int);
-    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
-    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void);
     fn MPI_Barrier_init / PMPI_Barrier_init(comm: Comm, info: Info, request: *mut Request);
     fn MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int, comm: Comm);
     fn MPI_Bcast_init / PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request);
@@ -372,9 +391,6 @@ mpi_stub! {
     fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
     fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
-    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler);
     fn MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm);
     fn MPI_Exscan_init / PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
@@ -518,8 +534,6 @@ mpi_stub! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void);
-    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int);
     fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char);
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status);
     fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm);
@@ -615,12 +629,6 @@ mpi_stub! {
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler);
     fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
     fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint);
-    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status);
-    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status);
-    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint);
-    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status);
-    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status);
     fn MPI_Status_get_error / PMPI_Status_get_error(status: *const Status, err: *mut c_int);
     fn MPI_Status_get_source / PMPI_Status_get_source(status: *const Status, source: *mut c_int);
     fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const Status, tag: *mut c_int);
