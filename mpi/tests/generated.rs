@@ -7,6 +7,7 @@
 //! | `every_function_is_exported_with_its_pmpi_twin` | `nm -D` of `libmpi.so`: every `mpi.api` function as `MPI_` and `PMPI_`, nothing else but `MPIX_` and data |
 //! | `prototypes_agree_with_mpichs` | each generated prototype compiles next to MPICH's `mpi.h` (same signature) |
 //! | `every_callback_typedef_is_declared` | `mpi.h` declares every callback typedef of `mpi.api` |
+//! | `a_binding_outside_the_api_or_of_the_wrong_form_is_refused` | the generator refuses unknown names, a non-int function bound without `plain` (and the reverse), bodies of no known form, an unfinished entry, a function bound twice |
 //! | `callback_typedefs_compile_as_c99_c11_and_cpp` | `c/callbacks_compile.c`: every callback typedef and predefined callback passed to its functions, `-Wall -Wextra -Werror -pedantic` as C99, C11, C++ |
 //! | `conversions_deprecated_calls_and_stubs` | `c/convert.c`: handle and status conversions (functions and macros), errors on the ignore sentinels; `MPI_Attr_*`, `MPI_Keyval_*`, `MPI_Errhandler_create/get/set`; a stub before init, and through `MPI_ERRORS_RETURN` and a user handler | 1, 2, 3, 8; 2, 5 over 2 nodes |
 
@@ -174,4 +175,25 @@ fn callback_typedefs_compile_as_c99_c11_and_cpp() {
 fn conversions_deprecated_calls_and_stubs() {
     common::run_ok("convert", &[1, 2, 3, 8], &[], &[]);
     common::run_ok("convert", &[2, 5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn a_binding_outside_the_api_or_of_the_wrong_form_is_refused() {
+    let dir = std::env::temp_dir().join(format!("nemesis-bind-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("api/bind")).unwrap();
+    std::fs::copy(mpi_dir().join("api/mpi.api"), dir.join("api/mpi.api")).unwrap();
+    let refused = |text: &str, why: &str| {
+        std::fs::write(dir.join("api/bind/x.txt"), text).unwrap();
+        match read_inputs(&dir) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => assert!(e.contains(why), "{text}: {e}"),
+        }
+    };
+    refused("MPI_Sendd => |acc| Ok(());\n", "not a function of mpi/api/mpi.api");
+    refused("MPI_Wtime => |acc| Ok(());\n", "bind it with `plain`");
+    refused("MPI_Barrier => plain 0;\n", "bind it with `|acc|`");
+    refused("MPI_Barrier => Ok(());\n", "starts with none of");
+    refused("MPI_Barrier => |acc| f(\n", "without its final `;`");
+    refused("MPI_Barrier => |acc| Ok(());\nMPI_Barrier => |acc| Ok(());\n", "bound twice");
+    let _ = std::fs::remove_dir_all(&dir);
 }
