@@ -32,6 +32,11 @@ mpi! {
     fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, comm_keyval, attribute_val);
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, comm_keyval, attribute_val, flag);
     fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => |acc| attr::delete_attr(acc, comm, comm_keyval);
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, copy_fn, delete_fn, keyval, extra_state, false);
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => |acc| attr::free_keyval(acc, keyval, false);
+    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, keyval, attribute_val);
+    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, keyval, attribute_val, flag);
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => |acc| attr::delete_attr(acc, comm, keyval);
 }
 
 // mpi/api/bind/coll.txt
@@ -153,11 +158,6 @@ mpi! {
 
 // mpi/api/bind/deprecated.txt
 mpi! {
-    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, keyval, attribute_val);
-    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, keyval, attribute_val, flag);
-    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => |acc| attr::delete_attr(acc, comm, keyval);
-    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, copy_fn, delete_fn, keyval, extra_state, false);
-    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => |acc| attr::free_keyval(acc, keyval, false);
     fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, comm_errhandler_fn, errhandler);
     fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler) => |acc| comm::get_errhandler(acc, comm, errhandler);
     fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler) => |acc| comm::set_errhandler(acc, comm, errhandler);
