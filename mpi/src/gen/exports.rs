@@ -109,6 +109,16 @@ mpi! {
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
 }
 
+// mpi/api/bind/convert.txt
+mpi! {
+    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint) => |_acc| convert::status(c_status.cast(), StatusKind::C, f_status, StatusKind::F);
+    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status) => |_acc| convert::status(f_status, StatusKind::F, c_status.cast(), StatusKind::C);
+    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status) => |_acc| convert::status(c_status.cast(), StatusKind::C, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, c_status.cast(), StatusKind::C);
+    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status) => |_acc| convert::status(f_status, StatusKind::F, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, f_status, StatusKind::F);
+}
+
 // mpi/api/bind/datatype.txt
 mpi! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::contiguous(acc, count, oldtype, newtype);
@@ -144,6 +154,13 @@ mpi! {
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Datatype, comm: Comm) => |acc| dt::unpack_call(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+}
+
+// mpi/api/bind/deprecated.txt
+mpi! {
+    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, comm_errhandler_fn, errhandler);
+    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler) => |acc| comm::get_errhandler(acc, comm, errhandler);
+    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler) => |acc| comm::set_errhandler(acc, comm, errhandler);
 }
 
 // mpi/api/bind/dynproc.txt
@@ -423,9 +440,6 @@ mpi_stub! {
     fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request);
     fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
-    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler);
     fn MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm);
     fn MPI_Exscan_init / PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
@@ -627,12 +641,6 @@ mpi_stub! {
     fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request);
     fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session);
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler);
-    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint);
-    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status);
-    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status);
-    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint);
-    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status);
-    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status);
     fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int);
     fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int);
     fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int);
