@@ -34,6 +34,7 @@ pub mod exports;
 pub mod ft;
 pub mod group;
 pub mod handle;
+pub mod info;
 pub mod lock;
 pub mod op;
 pub mod p2p;
