@@ -8,7 +8,7 @@ use nemesis::Endpoint;
 
 use crate::abi;
 use crate::coll::{self, Tuning};
-use crate::comm::{Comm, Nodes};
+use crate::comm::Comm;
 use crate::error::{Fail, Res, Why, class_of, string_of};
 use crate::state::{Access, Phase, State, not_running};
 
@@ -16,16 +16,44 @@ use crate::state::{Access, Phase, State, not_running};
 const LIBRARY_VERSION: &str =
     concat!("nemesis-mpi ", env!("CARGO_PKG_VERSION"), ": MPI-3.1 subset over the nemesis Endpoint");
 
-/// `MPI_Init` and `MPI_Init_thread`: starts the Endpoint, builds `MPI_COMM_WORLD` (contexts 0
-/// and 1) and `MPI_COMM_SELF` (2 and 3), and learns which job ranks share a node. Grants the level
-/// required; from `MPI_THREAD_MULTIPLE` on, every call takes the big lock (module `state`).
+/// `MPI_Init` and `MPI_Init_thread`: starts the process's transport unless a session did
+/// ([`bring_up`]), then builds `MPI_COMM_WORLD` (contexts 0 and 1) and `MPI_COMM_SELF` (2 and
+/// 3). Grants the level required (or the higher one a session asked for); from
+/// `MPI_THREAD_MULTIPLE` on, every call takes the big lock (module `state`).
 pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     let st = acc.st();
-    match st.phase {
+    match st.sessions.world {
         Phase::Before => {}
         Phase::Running => return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("MPI_Init called twice"))),
         Phase::After => return Err(not_running(Phase::After)),
     }
+    if st.ep.is_none() {
+        bring_up(acc, required)?;
+    } else {
+        raise_level(acc, required);
+    }
+    let st = acc.st();
+    let (rank, size) = st.ep.as_ref().map_or((0, 1), |ep| (ep.rank(), ep.size()));
+    let world_ranks: Vec<u32> = (0..size).collect();
+    let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &st.node_of_job);
+    world.name = "MPI_COMM_WORLD".into();
+    let mut me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &st.node_of_job);
+    me.name = "MPI_COMM_SELF".into();
+    st.comms[0] = Arc::new(world);
+    st.comms[1] = Arc::new(me);
+    st.refresh_fast(0);
+    st.refresh_fast(1);
+    st.sessions.world = Phase::Running;
+    st.main_thread = Some(std::thread::current().id());
+    Ok(())
+}
+
+/// Starts the process's transport, once, for whichever comes first of `MPI_Init` and
+/// `MPI_Session_init`: the Endpoint, the node of every job rank (an allgather over the job when
+/// it spans nodes: the first start is collective over the job, as the Endpoint's bootstrap is),
+/// empty tables with `MPI_COMM_WORLD`'s and `MPI_COMM_SELF`'s slots held dead until `MPI_Init`
+/// fills them (their contexts, 0–3, are never handed out), and thread level `required`.
+pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
     let defer = match std::env::var("NEMESIS_DEFER_RECV").as_deref() {
@@ -41,31 +69,27 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     nemesis::log::init();
     let ep = Endpoint::init().map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Endpoint(e)))?;
     let (rank, size) = (ep.rank(), ep.size());
-    let world_ranks: Vec<u32> = (0..size).collect();
     let one_node = vec![0u32; size as usize];
-    let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
     // The node's name for the collectives' levels and Comm_split_type's shared colour.
     let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
+    let st = acc.st();
     st.ep = Some(ep);
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
         None if all_local => one_node,
         None => {
             // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
-            // shared colour); everyone learns everyone's.
+            // shared colour); everyone learns everyone's, over the whole job in the world's
+            // collective context (the first exchange of every process).
+            let world = Comm::new((0..size).collect(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
             let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
             let all = all.inspect_err(|_| acc.st().ep = None)?;
             all.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
         }
     };
-    world.nodes = Nodes::group(size as usize, |r| node_of_job[r]);
-    let me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &node_of_job);
     let st = acc.st();
-    world.name = "MPI_COMM_WORLD".into();
-    let mut me = me;
-    me.name = "MPI_COMM_SELF".into();
-    st.comms = vec![Arc::new(world), Arc::new(me)];
+    st.comms = vec![Arc::new(dead_comm()), Arc::new(dead_comm())];
     st.comms_retired.clear();
     st.attr_values = crate::attr::predefined_values(size);
     if let Some(last) = st.user_codes.last() {
@@ -80,16 +104,53 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
         Some(ep) if defer => ep.fastbox_payload() + 1,
         _ => 0,
     };
-    st.provided = required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE);
-    st.main_thread = Some(std::thread::current().id());
+    st.provided = abi::THREAD_SINGLE;
     st.phase = Phase::Running;
     st.refresh_all_fast();
+    raise_level(acc, required);
+    Ok(())
+}
+
+/// A communicator slot held for `MPI_COMM_WORLD` or `MPI_COMM_SELF` while the world model is not
+/// running: no member, not live (its handle is `MPI_ERR_COMM`).
+fn dead_comm() -> Comm {
+    let mut c = Comm::new(Vec::new(), 0, 0, 0, abi::ERRORS_ARE_FATAL, &[]);
+    (c.live, c.identity) = (false, false);
+    c
+}
+
+/// Grants thread level `required` if it is above the one in force (the process has one level:
+/// the highest that `MPI_Init_thread` or a session asked for), and decides the fused paths.
+pub fn raise_level(acc: &mut Access, required: c_int) {
+    let st = acc.st();
+    st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE));
     let ft = st.ep.as_ref().is_some_and(|ep| ep.ft_enabled());
     st.fused = st.provided != abi::THREAD_MULTIPLE && !ft;
-    crate::state::set_fused(st.fused);
+    crate::state::set_fused(st.fused && st.deferred.is_empty());
     if st.provided == abi::THREAD_MULTIPLE {
         acc.become_threaded();
     }
+}
+
+/// `MPI_Finalize`: the world model ends. With no session open, the transport goes too
+/// ([`finalize`]); otherwise `MPI_COMM_WORLD` and `MPI_COMM_SELF` die here (`MPI_COMM_SELF`'s
+/// attributes deleted first, MPI-4.1 §11.2.4) and the last `MPI_Session_finalize` takes the
+/// transport down.
+pub fn finalize_world(acc: &mut Access) -> Res<()> {
+    let st = acc.st();
+    if st.sessions.world != Phase::Running {
+        return Err(not_running(st.sessions.world));
+    }
+    if st.sessions.table.is_empty() {
+        st.sessions.world = Phase::After;
+        return finalize(acc);
+    }
+    crate::attr::delete_all(st, 1)?;
+    for ci in 0..2 {
+        st.comms[ci] = Arc::new(dead_comm());
+        st.refresh_fast(ci);
+    }
+    st.sessions.world = Phase::After;
     Ok(())
 }
 
@@ -170,7 +231,7 @@ unsafe fn put<T>(out: *mut T, v: T) -> Res<()> {
 /// `flag` writable.
 pub unsafe fn initialized(st: &State, flag: *mut c_int) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { put(flag, c_int::from(st.phase != Phase::Before)) }
+    unsafe { put(flag, c_int::from(st.sessions.world != Phase::Before)) }
 }
 
 /// `MPI_Finalized`.
@@ -179,7 +240,7 @@ pub unsafe fn initialized(st: &State, flag: *mut c_int) -> Res<()> {
 /// `flag` writable.
 pub unsafe fn finalized(st: &State, flag: *mut c_int) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { put(flag, c_int::from(st.phase == Phase::After)) }
+    unsafe { put(flag, c_int::from(st.sessions.world == Phase::After)) }
 }
 
 /// `MPI_Get_version`.
@@ -209,7 +270,7 @@ pub unsafe fn get_library_version(version: *mut c_char, len: *mut c_int) -> Res<
 /// `provided` writable.
 pub unsafe fn query_thread(st: &State, provided: *mut c_int) -> Res<()> {
     if st.phase != Phase::Running {
-        return Err(not_running(st.phase));
+        return Err(not_running(st.sessions.world));
     }
     // SAFETY: the caller's contract.
     unsafe { put(provided, st.provided) }

@@ -166,6 +166,9 @@ pub enum Why {
     Arg(&'static str),
     /// `MPI_Waitall`/`MPI_Testall`: the first failed request's index and code.
     InStatus { index: usize, code: c_int },
+    /// A failure that an object other than a communicator handles (a session): its error
+    /// handler, its handle, and why.
+    On { errh: abi::Errhandler, handle: c_int, why: Box<Why> },
     /// A panic inside the library (a bug): its message.
     Panic(String),
     /// Anything else.
@@ -202,6 +205,7 @@ impl fmt::Display for Why {
                 write!(f, "request {index} failed with {} (the others' codes are in their statuses)", name_of(*code))
             }
             Why::Panic(s) => write!(f, "internal error (a panic in the library): {s}"),
+            Why::On { handle, why, .. } => write!(f, "{why} (on {handle:#x})"),
             Why::Other(s) => write!(f, "{s}"),
         }
     }

@@ -173,7 +173,7 @@ mpi! {
         p2p::write_out(provided, acc.st().provided)
     };
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) => |acc| env::initialized(acc.st(), flag);
-    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize(acc);
+    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize_world(acc);
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) => |acc| env::finalized(acc.st(), flag);
     fn MPI_Abort / PMPI_Abort(comm: Comm, errorcode: c_int) => |acc| env::abort(acc, comm, errorcode);
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) => |_acc| env::get_version(version, subversion);
@@ -425,4 +425,25 @@ pub extern "C" fn MPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
 #[unsafe(no_mangle)]
 pub extern "C" fn PMPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
     addr1.wrapping_sub(addr2)
+}
+
+// Temporary (until the generated table): sessions, communicators from groups, communicator info.
+mpi! {
+    fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut c_int) => |acc| crate::session::init(acc, info, errhandler, session);
+    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut c_int) => |acc| crate::session::finalize(acc, session);
+    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: c_int, info: Info, npset_names: *mut c_int) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_num_psets(acc, session, info, npset_names));
+    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: c_int, info: Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_nth_pset(acc, session, info, n, pset_len, pset_name));
+    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: c_int, pset_name: *const c_char, info: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_pset_info(acc, session, pset_name, info));
+    fn MPI_Session_get_info / PMPI_Session_get_info(session: c_int, info_used: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_info(acc, session, info_used));
+    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: c_int, pset_name: *const c_char, newgroup: *mut Group) => |acc| crate::session::on_session(acc, session, |acc| crate::session::group_from_pset(acc, session, pset_name, newgroup));
+    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: c_int, errhandler: Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::set_errhandler(acc, session, errhandler));
+    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: c_int, errhandler: *mut Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_errhandler(acc, session, errhandler));
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: c_int, errorcode: c_int) => |acc| crate::session::call_errhandler(acc, session, errorcode);
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, session_errhandler_fn, errhandler);
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm) => |acc| comm::from_group::create_from_group(acc, group, stringtag, info, errhandler, newcomm);
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char, info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => |acc| comm::from_group::intercomm_create_from_groups(acc, local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info) => |acc| comm::info::set_info(acc, comm, info);
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info) => |acc| comm::info::get_info(acc, comm, info_used);
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm) => |acc| comm::info::dup_with_info(acc, comm, info, newcomm);
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request) => |acc| comm::info::idup_with_info(acc, comm, info, newcomm, request);
 }

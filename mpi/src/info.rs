@@ -57,6 +57,11 @@ fn info_env(st: &State) -> InfoObj {
 }
 
 /// The contents of info `h` (`MPI_INFO_ENV` made up on the spot).
+pub fn contents(st: &State, h: Info) -> Res<InfoObj> {
+    info_of(st, h)
+}
+
+/// The contents of info `h` (`MPI_INFO_ENV` made up on the spot).
 fn info_of(st: &State, h: Info) -> Res<InfoObj> {
     if h == abi::INFO_ENV {
         return Ok(info_env(st));
@@ -84,7 +89,7 @@ unsafe fn c_str(s: *const c_char, max: usize, class: c_int) -> Res<String> {
 ///
 /// # Safety
 /// `out` null or writable.
-unsafe fn hand_out_info(st: &mut State, v: InfoObj, out: *mut Info) -> Res<()> {
+pub(crate) unsafe fn hand_out_info(st: &mut State, v: InfoObj, out: *mut Info) -> Res<()> {
     if out.is_null() {
         return Err(null_arg("null info pointer"));
     }

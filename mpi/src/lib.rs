@@ -39,6 +39,7 @@ pub mod lock;
 pub mod op;
 pub mod p2p;
 pub mod request;
+pub mod session;
 pub mod state;
 pub mod symbols;
 pub mod topo;

@@ -181,6 +181,8 @@ pub struct State {
     pub node_of_job: Vec<u32>,
     /// The collectives' model parameters and overrides.
     pub tuning: Tuning,
+    /// The world model's phase, the sessions, communicator hints (`crate::session`).
+    pub sessions: crate::session::Sessions,
 }
 
 impl State {
@@ -244,6 +246,7 @@ impl State {
             contexts: Contexts::new(),
             node_of_job: Vec::new(),
             tuning: Tuning::DEFAULT,
+            sessions: crate::session::Sessions::new(),
         }
     }
 
@@ -272,12 +275,16 @@ impl State {
     #[inline(never)]
     pub fn fail(&mut self, call: &'static str, f: Fail) -> c_int {
         let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
-        let errh = self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh);
+        // A session's failure goes to its own handler (`Why::On`).
+        let (errh, obj) = match f.why {
+            Why::On { errh, handle, .. } => (errh, handle),
+            _ => (self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh), crate::comm::handle_of(ci)),
+        };
         if errh == ERRORS_RETURN && self.phase == Phase::Running {
             return f.code;
         }
         // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
-        if self.phase == Phase::Running && crate::errh::call_user(self, errh, crate::comm::handle_of(ci), f.code) {
+        if self.phase == Phase::Running && crate::errh::call_user(self, errh, obj, f.code) {
             return f.code;
         }
         self.fatal(call, f)

@@ -637,3 +637,15 @@ fn pretend_nodes_listen_on_loopback() {
     assert_eq!(cards.len(), 2, "{}", show(&o));
     assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Environment, sessions, info, errors, tools, topology mapping (issue 32).
+
+#[test]
+fn sessions() {
+    for mode in ["only", "world-first", "session-first"] {
+        let env = [("SESSION_MODE", mode)];
+        run_ok("session", &[1, 2, 3, 4, 8], &[], &env);
+        run_ok("session", &[5], &["--nodes", "2"], &env);
+    }
+}
