@@ -54,6 +54,10 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
 /// empty tables with `MPI_COMM_WORLD`'s and `MPI_COMM_SELF`'s slots held dead until `MPI_Init`
 /// fills them (their contexts, 0–3, are never handed out), and thread level `required`.
 pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
+    if acc.st().phase == Phase::After {
+        let why = Why::Arg("the transport was finalized (MPI_Finalize): it cannot start again in this process");
+        return Err(Fail::new(abi::ERR_OTHER, None, why));
+    }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
     let defer = match std::env::var("NEMESIS_DEFER_RECV").as_deref() {

@@ -4,8 +4,10 @@
 //!
 //! **One transport, two models.** The process has one Endpoint whichever model starts it: the
 //! first of `MPI_Init` and `MPI_Session_init` brings it up (`env::bring_up`), the other finds it
-//! running; the last of `MPI_Finalize` and `MPI_Session_finalize` to run (no session open, the
-//! world model not running) takes it down (`env::finalize`). `State::phase` is the transport's
+//! running. An Endpoint starts once per process, so the transport stays up until the world model
+//! ends with no session open (`MPI_Finalize`, or the last `MPI_Session_finalize` after it), or
+//! until the process exits when only sessions used it (an exit hook: the world model may still
+//! start after the last session ends). A session cannot start once the transport is down. `State::phase` is the transport's
 //! (`Running` while it is up); [`Sessions::world`] is the world model's, which
 //! `MPI_Initialized`/`MPI_Finalized` report. `MPI_COMM_WORLD`'s and `MPI_COMM_SELF`'s table
 //! slots are dead while the world model is not running.
@@ -64,11 +66,13 @@ pub struct Sessions {
     pub table: Table<Session>,
     /// Hints of communicators (`crate::comm::info`).
     pub comm_hints: crate::comm::info::Hints,
+    /// The exit hook that takes down a transport only sessions used is registered.
+    pub exit_hook: bool,
 }
 
 impl Sessions {
     pub const fn new() -> Sessions {
-        Sessions { world: Phase::Before, table: Table::new(SESSION_DIRECT), comm_hints: Vec::new() }
+        Sessions { world: Phase::Before, table: Table::new(SESSION_DIRECT), comm_hints: Vec::new(), exit_hook: false }
     }
 }
 
@@ -177,6 +181,11 @@ pub unsafe fn init(acc: &mut Access, info: Info, errh: Errhandler, session: *mut
     }
     if st.ep.is_none() {
         crate::env::bring_up(acc, level)?;
+        // SAFETY: registers a plain function; `at_exit` touches only the state, through an
+        // `Access`, as any call does.
+        if acc.st().sessions.world == Phase::Before && !acc.st().sessions.exit_hook {
+            acc.st().sessions.exit_hook = unsafe { libc::atexit(at_exit) } == 0;
+        }
     } else {
         crate::env::raise_level(acc, level);
     }
@@ -204,15 +213,21 @@ pub unsafe fn finalize(acc: &mut Access, session: *mut SessionH) -> Res<()> {
     st.sessions.table.remove(h).ok_or_else(|| bad_session(h))?;
     // SAFETY: as above.
     unsafe { *session = SESSION_NULL };
-    if st.sessions.table.is_empty() && st.sessions.world != Phase::Running {
-        let world = st.sessions.world;
+    if st.sessions.table.is_empty() && st.sessions.world == Phase::After {
         crate::env::finalize(acc)?;
-        // Never initialised, the world model may still start (a new transport), as may a session.
-        if world == Phase::Before {
-            acc.st().phase = Phase::Before;
-        }
     }
     Ok(())
+}
+
+/// At the process's exit: takes the transport down if sessions alone used it and all were
+/// finalized (the world model may start later, and a new Endpoint cannot: so the last
+/// `MPI_Session_finalize` of a process that never called `MPI_Init` leaves it up).
+extern "C" fn at_exit() {
+    let mut acc = Access::enter();
+    let st = acc.st();
+    if st.ep.is_some() && st.sessions.world == Phase::Before && st.sessions.table.is_empty() {
+        let _ = crate::env::finalize(&mut acc);
+    }
 }
 
 /// The job ranks of process set `name` (`None`: no such set).

@@ -1,9 +1,11 @@
 /* The Sessions model (MPI-4.1 §11.3), alone and beside the world model, in the order that
  * SESSION_MODE names:
- *   only           sessions only (MPI_Init never called): two sessions open at once, process sets,
- *                  their info and groups, communicators from mpi://WORLD, mpi://SELF and
+ *   only           sessions only (MPI_Init not called yet): two sessions open at once, process
+ *                  sets, their info and groups, communicators from mpi://WORLD, mpi://SELF and
  *                  nemesis://NODE doing collectives and point-to-point, an intercommunicator
  *                  from two halves of the job, communicator hints, error handlers, bad input;
+ *                  then sessions again after all ended, MPI_Init and MPI_Finalize while one is
+ *                  open, and that session used after MPI_Finalize and finalized last;
  *   world-first    MPI_Init, then a session; MPI_Finalize while the session's communicator
  *                  still works; then MPI_Session_finalize;
  *   session-first  a session, then MPI_Init; MPI_Session_finalize first, then MPI_Finalize.
@@ -264,6 +266,21 @@ int main(int argc, char **argv) {
         OK(MPI_Session_finalize(&s));
         OK(MPI_Finalized(&flag));
         CHECK(flag == 0, "finalized with sessions only");
+        /* Sessions start again, and the world model after them; the session ends last. */
+        for (int round = 0; round < 2; round++) {
+            s = start("MPI_THREAD_SINGLE");
+            w = comm_from(s, "mpi://WORLD", "org.nemesis.again");
+            OK(MPI_Comm_free(&w));
+            if (round == 0) OK(MPI_Session_finalize(&s));
+        }
+        OK(MPI_Init(&argc, &argv));
+        OK(MPI_Comm_size(MPI_COMM_WORLD, &flag));
+        CHECK(flag == size, "world %d after sessions", flag);
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        OK(MPI_Finalize());
+        w = comm_from(s, "mpi://WORLD", "org.nemesis.after");
+        OK(MPI_Comm_free(&w));
+        OK(MPI_Session_finalize(&s));
     } else if (strcmp(mode, "world-first") == 0) {
         OK(MPI_Init(&argc, &argv));
         OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
