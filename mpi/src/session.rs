@@ -181,9 +181,9 @@ pub unsafe fn init(acc: &mut Access, info: Info, errh: Errhandler, session: *mut
     }
     if st.ep.is_none() {
         crate::env::bring_up(acc, level)?;
-        // SAFETY: registers a plain function; `at_exit` touches only the state, through an
-        // `Access`, as any call does.
         if acc.st().sessions.world == Phase::Before && !acc.st().sessions.exit_hook {
+            // SAFETY: registers a plain function; `at_exit` touches only the state, through an
+            // `Access`, as any call does.
             acc.st().sessions.exit_hook = unsafe { libc::atexit(at_exit) } == 0;
         }
     } else {
