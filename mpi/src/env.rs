@@ -346,3 +346,97 @@ pub unsafe fn error_class(st: &State, code: c_int, class: *mut c_int) -> Res<()>
     // SAFETY: the caller's contract.
     unsafe { put(class, c) }
 }
+
+/// `MPI_Abi_get_version` (MPI-5.0, which MPI-4.1 programs probe): nemesis has MPICH's ABI, not
+/// the standard ABI, so both numbers are -1 (MPI-5.0 §20.2).
+///
+/// # Safety
+/// Both pointers writable.
+pub unsafe fn abi_get_version(major: *mut c_int, minor: *mut c_int) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        put(major, -1)?;
+        put(minor, -1)
+    }
+}
+
+/// `MPI_Abi_get_info` (MPI-5.0): the sizes of `MPI_Aint`, `MPI_Count` and `MPI_Offset`.
+///
+/// # Safety
+/// `info` null or writable.
+pub unsafe fn abi_get_info(acc: &mut Access, info: *mut abi::Info) -> Res<()> {
+    let sizes = [
+        ("mpi_aint_size", std::mem::size_of::<abi::Aint>()),
+        ("mpi_count_size", std::mem::size_of::<abi::Count>()),
+        ("mpi_offset_size", std::mem::size_of::<abi::Offset>()),
+    ];
+    let obj = sizes.iter().map(|(k, n)| (k.to_string(), n.to_string())).collect();
+    // SAFETY: the caller's contract.
+    unsafe { crate::info::hand_out_info(acc.st(), obj, info) }
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`), as a list of ranges ("0-3,6").
+fn allowed_cpus() -> Option<(usize, String)> {
+    // SAFETY: a zeroed `cpu_set_t` is a valid empty set, which the call fills in.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is writable for its size; pid 0 is this thread.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return None;
+    }
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `i` is below the set's capacity.
+    let cpus: Vec<usize> = (0..max).filter(|&i| unsafe { libc::CPU_ISSET(i, &set) }).collect();
+    let mut ranges: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < cpus.len() {
+        let first = cpus[k];
+        while k + 1 < cpus.len() && cpus[k + 1] == cpus[k] + 1 {
+            k += 1;
+        }
+        ranges.push(if cpus[k] == first { first.to_string() } else { format!("{first}-{}", cpus[k]) });
+        k += 1;
+    }
+    Some((cpus.len(), ranges.join(",")))
+}
+
+/// A one-line file of `/sys`, trimmed.
+fn sys_line(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// `MPI_Get_hw_resource_info` (MPI-4.1): what the process runs on, from `/sys` and
+/// `sched_getaffinity` (no hwloc): `mpi_hw_resource_type` names the resource type
+/// `MPI_Comm_split_type` understands (`mpi_shared_memory`: a node); the `nemesis_*` keys are the
+/// CPUs this process may use (`nemesis_cpus`, a list of ranges, and their count
+/// `nemesis_num_cpus`), the node's online CPUs (`nemesis_online_cpus`) and NUMA nodes
+/// (`nemesis_numa_nodes`), each present when the system tells it.
+///
+/// # Safety
+/// `info` null or writable.
+pub unsafe fn get_hw_resource_info(acc: &mut Access, info: *mut abi::Info) -> Res<()> {
+    let mut obj = vec![("mpi_hw_resource_type".to_string(), "mpi_shared_memory".to_string())];
+    if let Some((n, list)) = allowed_cpus() {
+        obj.push(("nemesis_cpus".into(), list));
+        obj.push(("nemesis_num_cpus".into(), n.to_string()));
+    }
+    if let Some(v) = sys_line("/sys/devices/system/cpu/online") {
+        obj.push(("nemesis_online_cpus".into(), v));
+    }
+    if let Some(v) = sys_line("/sys/devices/system/node/online") {
+        obj.push(("nemesis_numa_nodes".into(), v));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::info::hand_out_info(acc.st(), obj, info) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_may_run_somewhere() {
+        let (n, list) = allowed_cpus().expect("sched_getaffinity");
+        assert!(n >= 1, "{list}");
+        assert!(!list.is_empty() && list.chars().all(|c| c.is_ascii_digit() || c == ',' || c == '-'), "{list}");
+    }
+}

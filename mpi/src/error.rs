@@ -243,6 +243,52 @@ impl Fail {
 /// Result of the library's internal functions.
 pub type Res<T> = Result<T, Fail>;
 
+// ---------------------------------------------------------------------------------------------
+// Removing the program's classes, codes and strings (MPI-4.1 §9.5).
+
+#[cold]
+fn not_removable(code: c_int, what: &str) -> Fail {
+    Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not {what} of the program's")))
+}
+
+/// `MPI_Remove_error_class`: one of the program's classes (`MPI_Add_error_class`) that no code
+/// of the program's still belongs to.
+pub fn remove_error_class(acc: &mut crate::state::Access, class: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    let Some(i) = codes.iter().position(|&(c, k, _)| c == class && k == class) else {
+        return Err(not_removable(class, "a class"));
+    };
+    if codes.iter().any(|&(c, k, _)| k == class && c != class) {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("error class {class} still has codes"))));
+    }
+    codes.remove(i);
+    Ok(())
+}
+
+/// `MPI_Remove_error_code`: one of the program's codes (`MPI_Add_error_code`; not a class).
+pub fn remove_error_code(acc: &mut crate::state::Access, code: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    let Some(i) = codes.iter().position(|&(c, k, _)| c == code && k != code) else {
+        return Err(not_removable(code, "a code"));
+    };
+    codes.remove(i);
+    Ok(())
+}
+
+/// `MPI_Remove_error_string`: the string `MPI_Add_error_string` gave one of the program's
+/// classes or codes.
+pub fn remove_error_string(acc: &mut crate::state::Access, code: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    match codes.iter_mut().find(|e| e.0 == code) {
+        Some(e) if !e.2.is_empty() => {
+            e.2.clear();
+            Ok(())
+        }
+        Some(_) => Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("error code {code} has no string")))),
+        None => Err(not_removable(code, "a class or code")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

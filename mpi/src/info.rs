@@ -233,3 +233,60 @@ pub unsafe fn info_keys(acc: &mut Access, info: Info, nkeys: *mut c_int, n: c_in
     }
     Ok(())
 }
+
+/// `MPI_Info_create_env` (MPI-4.0): a new info object with `MPI_INFO_ENV`'s contents (callable
+/// before `MPI_Init`; the command line comes from the process, not from `argc`/`argv`, which a
+/// C program may have edited).
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn info_create_env(acc: &mut Access, out: *mut Info) -> Res<()> {
+    let st = acc.st();
+    let v = info_env(st);
+    // SAFETY: the caller's contract.
+    unsafe { hand_out_info(st, v, out) }
+}
+
+/// `MPI_Info_get_string` (MPI-4.0): with `*buflen` 0, only the length the value needs (its NUL
+/// included) into `*buflen`; otherwise the value, cut to `*buflen - 1` bytes, and its NUL, and
+/// the length it needs into `*buflen`. `*flag` tells whether the key is set.
+///
+/// # Safety
+/// `key` NUL-terminated; `buflen` and `flag` valid for reads and writes; `value` writable for
+/// `*buflen` bytes.
+pub unsafe fn info_get_string(
+    acc: &mut Access,
+    info: Info,
+    key: *const c_char,
+    buflen: *mut c_int,
+    value: *mut c_char,
+    flag: *mut c_int,
+) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let k = unsafe { c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)? };
+    let obj = info_of(acc.st(), info)?;
+    if flag.is_null() || buflen.is_null() {
+        return Err(null_arg("null flag or buflen pointer"));
+    }
+    // SAFETY: checked non-null; MPI's contract.
+    let cap = unsafe { *buflen };
+    if cap < 0 {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("negative buflen")));
+    }
+    let found = obj.iter().find(|(a, _)| *a == k).map(|(_, v)| v.as_bytes());
+    // SAFETY: MPI's contract on the outputs (checked non-null where written).
+    unsafe {
+        *flag = c_int::from(found.is_some());
+        let Some(v) = found else { return Ok(()) };
+        *buflen = v.len() as c_int + 1;
+        if cap > 0 {
+            if value.is_null() {
+                return Err(null_arg("null value buffer"));
+            }
+            let n = v.len().min(cap as usize - 1);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), value.cast::<u8>(), n);
+            *value.add(n) = 0;
+        }
+    }
+    Ok(())
+}

@@ -42,4 +42,5 @@ pub mod request;
 pub mod session;
 pub mod state;
 pub mod symbols;
+pub mod tools;
 pub mod topo;

@@ -275,12 +275,12 @@ impl State {
     #[inline(never)]
     pub fn fail(&mut self, call: &'static str, f: Fail) -> c_int {
         let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
-        // A session's failure goes to its own handler (`Why::On`).
-        let (errh, obj) = match f.why {
-            Why::On { errh, handle, .. } => (errh, handle),
-            _ => (self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh), crate::comm::handle_of(ci)),
+        // A session's failure goes to its own handler, an MPI_T failure is returned (`Why::On`).
+        let (errh, obj, own) = match f.why {
+            Why::On { errh, handle, .. } => (errh, handle, true),
+            _ => (self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh), crate::comm::handle_of(ci), false),
         };
-        if errh == ERRORS_RETURN && self.phase == Phase::Running {
+        if errh == ERRORS_RETURN && (self.phase == Phase::Running || own) {
             return f.code;
         }
         // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).

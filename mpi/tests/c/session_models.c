@@ -9,7 +9,7 @@
  *   world-first    MPI_Init, then a session; MPI_Finalize while the session's communicator
  *                  still works; then MPI_Session_finalize;
  *   session-first  a session, then MPI_Init; MPI_Session_finalize first, then MPI_Finalize.
- * Prints "OK session <rank>". */
+ * Prints "OK session_models <rank>". */
 #include "check.h"
 
 #ifndef MPI_MAX_PSET_NAME_LEN
@@ -333,6 +333,6 @@ int main(int argc, char **argv) {
         OK(MPI_Comm_free(&d));
         OK(MPI_Finalize());
     }
-    printf("OK session %d\n", rank);
+    printf("OK session_models %d\n", rank);
     return 0;
 }
