@@ -34,8 +34,8 @@ fn bad_info(h: Info) -> Fail {
     Fail::new(abi::ERR_INFO, None, Why::Other(format!("{h:#x} is not a valid info object")))
 }
 
-/// `MPI_INFO_ENV`'s contents (MPI-3.1 §10.5.1): the command, its arguments, the job size, the
-/// working directory, the host and the thread level.
+/// `MPI_INFO_ENV`'s contents (MPI-4.1 §11.2.4): the command, its arguments, the job size, the
+/// working directory, the host, the architecture and the thread level.
 fn info_env(st: &State) -> InfoObj {
     let mut args = std::env::args();
     let command = args.next().unwrap_or_default();
@@ -43,16 +43,13 @@ fn info_env(st: &State) -> InfoObj {
     let size = st.ep.as_ref().map_or(1, |e| e.size());
     let wdir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
     let host = nemesis::launch::contract::hostname().unwrap_or_else(|_| "localhost".into());
-    let level = match st.provided {
-        abi::THREAD_SINGLE => "MPI_THREAD_SINGLE",
-        abi::THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
-        abi::THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
-        _ => "MPI_THREAD_MULTIPLE",
-    };
-    [("command", command), ("argv", argv), ("maxprocs", size.to_string()), ("wdir", wdir), ("host", host)]
+    let level = crate::session::level_name(st.provided);
+    let arch = std::env::consts::ARCH.to_string();
+    let fields = [("command", command), ("argv", argv), ("maxprocs", size.to_string()), ("wdir", wdir)];
+    fields
         .into_iter()
+        .chain([("host", host), ("arch", arch), ("thread_level", level.to_string())])
         .map(|(k, v)| (k.to_string(), v))
-        .chain([("thread_level".to_string(), level.to_string())])
         .collect()
 }
 

@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
     CHECK(get_string(MPI_INFO_ENV, "maxprocs", v, sizeof v) && atoi(v) == size, "INFO_ENV maxprocs %s", v);
     CHECK(get_string(env, "wdir", v, sizeof v) && v[0] == '/', "wdir %s", v);
     CHECK(get_string(env, "host", v, sizeof v), "no host");
+    CHECK(get_string(env, "arch", v, sizeof v), "no arch");
     OK(MPI_Info_free(&env));
 
     OK(MPI_Info_create(&info));
