@@ -210,7 +210,8 @@ pub unsafe fn finalize(acc: &mut Access, session: *mut SessionH) -> Res<()> {
     // SAFETY: checked non-null; the caller's contract.
     let h = unsafe { *session };
     let st = acc.st();
-    st.sessions.table.remove(h).ok_or_else(|| bad_session(h))?;
+    let gone = st.sessions.table.remove(h).ok_or_else(|| bad_session(h))?;
+    crate::errh::forget_if_unused(st, gone.errh);
     // SAFETY: as above.
     unsafe { *session = SESSION_NULL };
     if st.sessions.table.is_empty() && st.sessions.world == Phase::After {
@@ -344,7 +345,8 @@ pub fn set_errhandler(acc: &mut Access, h: SessionH, errh: Errhandler) -> Res<()
         return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(errh)));
     }
     if let Some(s) = st.sessions.table.get_mut(h) {
-        s.errh = errh;
+        let old = std::mem::replace(&mut s.errh, errh);
+        crate::errh::forget_if_unused(st, old);
     }
     Ok(())
 }

@@ -139,8 +139,11 @@ static void bad_input(MPI_Session s) {
           handler_calls, handler_code, handler_session);
     OK(MPI_Session_call_errhandler(s, MPI_ERR_OTHER));
     CHECK(handler_calls == 2 && handler_code == MPI_ERR_OTHER, "call_errhandler: %d calls", handler_calls);
-    OK(MPI_Session_set_errhandler(s, MPI_ERRORS_RETURN));
+    /* Freed while the session uses it: it stays until replaced. */
     OK(MPI_Errhandler_free(&e));
+    rc = MPI_Session_get_pset_info(s, "mpi://NOWHERE", &info);
+    CHECK(class_of(rc) == MPI_ERR_ARG && handler_calls == 3, "freed handler: rc %d, %d calls", rc, handler_calls);
+    OK(MPI_Session_set_errhandler(s, MPI_ERRORS_RETURN));
     /* Communicators from groups: the caller must be a member; a null tag. */
     MPI_Comm c;
     OK(MPI_Group_from_session_pset(s, "mpi://SELF", &g));
