@@ -14,7 +14,7 @@ use crate::handle::Table;
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
 
-pub use crate::info::{Infos, info_create, info_delete, info_dup, info_free, info_get, info_keys, info_set, infos};
+pub use crate::info::{Infos, infos};
 
 /// `MPI_Comm_copy_attr_function`.
 pub type CopyFn = unsafe extern "C" fn(CommH, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;

@@ -11,46 +11,6 @@
  * Prints "OK env_calls <rank>". */
 #include "check.h"
 
-#ifndef MPI_T_PROTOTYPES_IN_MPI_H
-typedef struct MPIR_T_pvar_session_s *MPI_T_pvar_session;
-typedef struct MPIR_T_pvar_handle_s *MPI_T_pvar_handle;
-typedef struct MPIR_T_enum_s *MPI_T_enum;
-typedef struct MPIR_T_cvar_handle_s *MPI_T_cvar_handle;
-extern struct MPIR_T_pvar_handle_s *const MPI_T_PVAR_ALL_HANDLES;
-int MPI_T_init_thread(int, int *);
-int MPI_T_finalize(void);
-int MPI_T_cvar_get_num(int *);
-int MPI_T_pvar_get_num(int *);
-int MPI_T_category_get_num(int *);
-int MPI_T_event_get_num(int *);
-int MPI_T_source_get_num(int *);
-int MPI_T_category_changed(int *);
-int MPI_T_cvar_get_info(int, char *, int *, int *, MPI_Datatype *, MPI_T_enum *, char *, int *, int *, int *);
-int MPI_T_pvar_get_info(int, char *, int *, int *, int *, MPI_Datatype *, MPI_T_enum *, char *, int *, int *, int *,
-                        int *, int *);
-int MPI_T_category_get_info(int, char *, int *, char *, int *, int *, int *, int *);
-int MPI_T_cvar_get_index(const char *, int *);
-int MPI_T_pvar_get_index(const char *, int, int *);
-int MPI_T_cvar_handle_alloc(int, void *, MPI_T_cvar_handle *, int *);
-int MPI_T_cvar_read(MPI_T_cvar_handle, void *);
-int MPI_T_enum_get_info(MPI_T_enum, int *, char *, int *);
-int MPI_T_pvar_session_create(MPI_T_pvar_session *);
-int MPI_T_pvar_session_free(MPI_T_pvar_session *);
-int MPI_T_pvar_handle_alloc(MPI_T_pvar_session, int, void *, MPI_T_pvar_handle *, int *);
-int MPI_T_pvar_start(MPI_T_pvar_session, MPI_T_pvar_handle);
-int MPI_T_pvar_stop(MPI_T_pvar_session, MPI_T_pvar_handle);
-int MPI_T_pvar_read(MPI_T_pvar_session, MPI_T_pvar_handle, void *);
-int MPI_T_source_get_timestamp(int, MPI_Count *);
-int MPI_Remove_error_class(int);
-int MPI_Remove_error_code(int);
-int MPI_Remove_error_string(int);
-int MPI_Abi_get_version(int *, int *);
-int MPI_Abi_get_info(MPI_Info *);
-int MPI_Get_hw_resource_info(MPI_Info *);
-int MPI_Cart_map(MPI_Comm, int, const int[], const int[], int *);
-int MPI_Graph_map(MPI_Comm, int, const int[], const int[], int *);
-#endif
-
 #define T_RETURNS(call, code)                                                                              \
     do {                                                                                                   \
         int rc_ = (call);                                                                                  \

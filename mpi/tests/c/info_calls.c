@@ -4,11 +4,6 @@
  * "OK info_calls <rank>". */
 #include "check.h"
 
-#ifndef MPI_INFO_PROTOTYPES_IN_MPI_H
-int MPI_Info_create_env(int, char *[], MPI_Info *);
-int MPI_Info_get_string(MPI_Info, const char *, int *, char *, int *);
-#endif
-
 /* The value of KEY in INFO through MPI_Info_get_string (FLAG 0: not set). */
 static int get_string(MPI_Info info, const char *key, char *value, int cap) {
     int flag = -1, len = 0;
