@@ -371,9 +371,12 @@ pub fn call_errhandler(acc: &mut Access, h: SessionH, code: c_int) -> Res<()> {
         abi::ERRORS_ARE_FATAL | abi::ERRORS_ABORT => {
             st.fatal("MPI_Session_call_errhandler", Fail::new(code, None, Why::Arg("called by the program")))
         }
-        // TODO(reentrancy): through `state::outside` once it exists.
         _ => {
-            crate::errh::call_user(st, errh, h, code);
+            if let Some(f) = crate::errh::user_fn(st, errh) {
+                // SAFETY: this frame holds the `Access` and no borrow from it any more; the
+                // handler may call MPI (the session's calls look it up again).
+                unsafe { crate::errh::run(f, h, code) };
+            }
         }
     }
     Ok(())
