@@ -146,8 +146,11 @@ pub fn finalize_world(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.sessions.world));
     }
     if st.sessions.table.is_empty() {
-        st.sessions.world = Phase::After;
-        return finalize(acc);
+        // The world model ends after MPI_COMM_SELF's delete callbacks (`MPI_Finalized` false
+        // in them).
+        let r = finalize(acc);
+        acc.st().sessions.world = Phase::After;
+        return r;
     }
     crate::attr::delete_all(acc, 1)?;
     let st = acc.st();
