@@ -1,5 +1,11 @@
 //! The environment: start-up and shut-down, thread levels, version and processor name, clocks,
-//! error strings and classes, error handlers, datatype sizes.
+//! error strings and classes, the ABI's version and sizes (`MPI_Abi_get_*`), the hardware
+//! (`MPI_Get_hw_resource_info`).
+//!
+//! **One transport.** [`bring_up`] starts the Endpoint for whichever of `MPI_Init` and
+//! `MPI_Session_init` comes first; [`init`] then only fills `MPI_COMM_WORLD`'s and
+//! `MPI_COMM_SELF`'s slots. [`finalize_world`] (`MPI_Finalize`) takes the transport down
+//! ([`finalize`]) only when no session is open (`crate::session` has the whole life cycle).
 
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;

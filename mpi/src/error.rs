@@ -1,6 +1,7 @@
 //! Error classes and codes: their names and texts (`MPI_Error_string`), the class of each code
-//! (`MPI_Error_class`), the mapping of Endpoint errors onto them, and [`Fail`], what a failed call
-//! carries to the error handler.
+//! (`MPI_Error_class`), the mapping of Endpoint errors onto them, [`Fail`], what a failed call
+//! carries to the error handler (a communicator's, or with [`Why::On`] a session's or none), and
+//! the removal of the program's classes, codes and strings (MPI-4.1 `MPI_Remove_error_*`).
 //!
 //! Every code this library returns is a class. A dead peer is the extension class
 //! `MPIX_ERR_PROC_FAILED` (the name MPI's fault-tolerance proposal uses), so that a program can
