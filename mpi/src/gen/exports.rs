@@ -32,6 +32,11 @@ mpi! {
     fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, comm_keyval, attribute_val);
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, comm_keyval, attribute_val, flag);
     fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => |acc| attr::delete_attr(acc, comm, comm_keyval);
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, copy_fn, delete_fn, keyval, extra_state, false);
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => |acc| attr::free_keyval(acc, keyval, false);
+    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, keyval, attribute_val);
+    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, keyval, attribute_val, flag);
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => |acc| attr::delete_attr(acc, comm, keyval);
 }
 
 // mpi/api/bind/coll.txt
@@ -422,9 +427,6 @@ mpi_stub! {
     fn MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm);
     fn MPI_Alltoallw_init / PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int);
-    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
-    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void);
     fn MPI_Barrier_init / PMPI_Barrier_init(comm: Comm, info: Info, request: *mut Request);
     fn MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int, comm: Comm);
     fn MPI_Bcast_init / PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request);
@@ -590,8 +592,6 @@ mpi_stub! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void);
-    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int);
     fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char);
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status);
     fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm);
