@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 pub mod context;
 pub mod dynproc;
+pub mod from_group;
+pub mod info;
 pub mod inter;
 pub mod links;
 

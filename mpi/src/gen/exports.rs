@@ -107,6 +107,12 @@ mpi! {
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Comm, flag: *mut c_int) => |acc| comm::inter::test_inter(acc, comm, flag);
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Comm, comm_name: *const c_char) => |acc| comm::set_name(acc, comm, comm_name);
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm) => |acc| comm::from_group::create_from_group(acc, group, stringtag, info, errhandler, newcomm);
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char, info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => |acc| comm::from_group::intercomm_create_from_groups(acc, local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info) => |acc| comm::info::set_info(acc, comm, info);
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info) => |acc| comm::info::get_info(acc, comm, info_used);
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm) => |acc| comm::info::dup_with_info(acc, comm, info, newcomm);
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request) => |acc| comm::info::idup_with_info(acc, comm, info, newcomm, request);
 }
 
 // mpi/api/bind/convert.txt
@@ -187,7 +193,7 @@ mpi! {
         p2p::write_out(provided, acc.st().provided)
     };
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) => |acc| env::initialized(acc.st(), flag);
-    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize(acc);
+    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize_world(acc);
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) => |acc| env::finalized(acc.st(), flag);
     fn MPI_Abort / PMPI_Abort(comm: Comm, errorcode: c_int) => |acc| env::abort(acc, comm, errorcode);
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) => |_acc| env::get_version(version, subversion);
@@ -198,6 +204,9 @@ mpi! {
     fn MPI_Alloc_mem / PMPI_Alloc_mem(size: Aint, info: Info, baseptr: *mut c_void) => |_acc| attr::alloc_mem(size, info, baseptr);
     fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) => |_acc| attr::free_mem(base);
     fn MPI_Pcontrol / PMPI_Pcontrol(level: c_int) => |_acc| Ok(());
+    fn MPI_Abi_get_version / PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int) => |_acc| env::abi_get_version(abi_major, abi_minor);
+    fn MPI_Abi_get_info / PMPI_Abi_get_info(info: *mut Info) => |acc| env::abi_get_info(acc, info);
+    fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info) => |acc| env::get_hw_resource_info(acc, hw_info);
 }
 
 // mpi/api/bind/errors.txt
@@ -212,6 +221,9 @@ mpi! {
     fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => |acc| crate::errh::add_class(acc, errorclass);
     fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => |acc| crate::errh::add_code(acc, errorclass, errorcode);
     fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => |acc| crate::errh::add_string(acc, errorcode, string);
+    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) => |acc| crate::error::remove_error_class(acc, errorclass);
+    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) => |acc| crate::error::remove_error_code(acc, errorcode);
+    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) => |acc| crate::error::remove_error_string(acc, errorcode);
 }
 
 // mpi/api/bind/group.txt
@@ -233,15 +245,17 @@ mpi! {
 
 // mpi/api/bind/info.txt
 mpi! {
-    fn MPI_Info_create / PMPI_Info_create(info: *mut Info) => |acc| attr::info_create(acc, info);
-    fn MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => |acc| attr::info_dup(acc, info, newinfo);
-    fn MPI_Info_free / PMPI_Info_free(info: *mut Info) => |acc| attr::info_free(acc, info);
-    fn MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => |acc| attr::info_set(acc, info, key, value);
-    fn MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => |acc| attr::info_delete(acc, info, key);
-    fn MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, std::ptr::null_mut(), valuelen, value, flag);
-    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, valuelen, 0, std::ptr::null_mut(), flag);
-    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => |acc| attr::info_keys(acc, info, nkeys, 0, std::ptr::null_mut());
-    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => |acc| attr::info_keys(acc, info, std::ptr::null_mut(), n, key);
+    fn MPI_Info_create / PMPI_Info_create(info: *mut Info) => |acc| crate::info::info_create(acc, info);
+    fn MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => |acc| crate::info::info_dup(acc, info, newinfo);
+    fn MPI_Info_free / PMPI_Info_free(info: *mut Info) => |acc| crate::info::info_free(acc, info);
+    fn MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => |acc| crate::info::info_set(acc, info, key, value);
+    fn MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => |acc| crate::info::info_delete(acc, info, key);
+    fn MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) => |acc| crate::info::info_get(acc, info, key, std::ptr::null_mut(), valuelen, value, flag);
+    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) => |acc| crate::info::info_get(acc, info, key, valuelen, 0, std::ptr::null_mut(), flag);
+    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => |acc| crate::info::info_keys(acc, info, nkeys, 0, std::ptr::null_mut());
+    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => |acc| crate::info::info_keys(acc, info, std::ptr::null_mut(), n, key);
+    fn MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info) => |acc| crate::info::info_create_env(acc, info);
+    fn MPI_Info_get_string / PMPI_Info_get_string(info: Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) => |acc| crate::info::info_get_string(acc, info, key, buflen, value, flag);
 }
 
 // mpi/api/bind/op.txt
@@ -344,6 +358,76 @@ mpi! {
     fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Request) => |acc| crate::grequest::complete(acc, request);
 }
 
+// mpi/api/bind/session.txt
+mpi! {
+    fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session) => |acc| crate::session::init(acc, info, errhandler, session);
+    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut Session) => |acc| crate::session::finalize(acc, session);
+    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Session, info: Info, npset_names: *mut c_int) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_num_psets(acc, session, info, npset_names));
+    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Session, info: Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_nth_pset(acc, session, info, n, pset_len, pset_name));
+    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Session, pset_name: *const c_char, info: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_pset_info(acc, session, pset_name, info));
+    fn MPI_Session_get_info / PMPI_Session_get_info(session: Session, info_used: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_info(acc, session, info_used));
+    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session, pset_name: *const c_char, newgroup: *mut Group) => |acc| crate::session::on_session(acc, session, |acc| crate::session::group_from_pset(acc, session, pset_name, newgroup));
+    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::set_errhandler(acc, session, errhandler));
+    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_errhandler(acc, session, errhandler));
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int) => |acc| crate::session::call_errhandler(acc, session, errorcode);
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, session_errhandler_fn, errhandler);
+}
+
+// mpi/api/bind/tools.txt
+mpi! {
+    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) => |_acc| crate::tools::init_thread(required, provided);
+    fn MPI_T_finalize / PMPI_T_finalize() => |_acc| crate::tools::finalize();
+    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) => |_acc| crate::tools::get_num(num_cvar);
+    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) => |_acc| crate::tools::get_num(num_pvar);
+    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) => |_acc| crate::tools::get_num(num_cat);
+    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => |_acc| crate::tools::get_num(update_number);
+    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) => |_acc| crate::tools::get_num(num_events);
+    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) => |_acc| crate::tools::get_num(num_sources);
+    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) => |_acc| crate::tools::by_index(cvar_index);
+    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) => |_acc| crate::tools::by_index(pvar_index);
+    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Datatype, array_of_displacements: *mut Aint, num_elements: *mut c_int, enumtype: *mut TEnum, info: *mut Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) => |_acc| crate::tools::by_index(event_index);
+    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Info, event_registration: *mut TEventRegistration) => |_acc| crate::tools::by_index(event_index);
+    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut TCvarHandle, count: *mut c_int) => |_acc| crate::tools::by_index(cvar_index);
+    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut Count, max_ticks: *mut Count, info: *mut Info) => |_acc| crate::tools::by_index(source_index);
+    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut Count) => |_acc| crate::tools::by_index(source_index);
+    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut TCvarHandle) => |_acc| crate::tools::by_handle(handle.cast());
+    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: TCvarHandle, buf: *mut c_void) => |_acc| crate::tools::by_handle(handle);
+    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: TCvarHandle, buf: *const c_void) => |_acc| crate::tools::by_handle(handle);
+    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: TEnum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) => |_acc| crate::tools::by_handle(enumtype);
+    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: TEnum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) => |_acc| crate::tools::by_handle(enumtype);
+    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: TEventRegistration, user_data: *mut c_void, free_cb_function: Option<crate::abi::TEventFreeCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: TEventRegistration, info_used: *mut Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: TEventRegistration, info: Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: TEventRegistration, cb_safety: c_int, info: Info, user_data: *mut c_void, event_cb_function: Option<crate::abi::TEventCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: TEventRegistration, cb_safety: c_int, info_used: *mut Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: TEventRegistration, cb_safety: c_int, info: Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: TEventRegistration, dropped_cb_function: Option<crate::abi::TEventDroppedCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_read / PMPI_T_event_read(event_instance: TEventInstance, element_index: c_int, buffer: *mut c_void) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: TEventInstance, buffer: *mut c_void) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: TEventInstance, event_timestamp: *mut Count) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: TEventInstance, source_index: *mut c_int) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(pe_session: *mut TPvarSession) => |_acc| crate::tools::pvar_session_create(pe_session);
+    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(pe_session: *mut TPvarSession) => |_acc| crate::tools::pvar_session_free(pe_session);
+    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(pe_session: TPvarSession, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut TPvarHandle, count: *mut c_int) => |_acc| crate::tools::pvar_handle_alloc(pe_session, pvar_index);
+    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(pe_session: TPvarSession, handle: *mut TPvarHandle) => |_acc| crate::tools::pvar_handle_free(pe_session, handle);
+    fn MPI_T_pvar_start / PMPI_T_pvar_start(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_read / PMPI_T_pvar_read(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
+    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
+    fn MPI_T_pvar_write / PMPI_T_pvar_write(pe_session: TPvarSession, handle: TPvarHandle, buf: *const c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
+}
+
 // mpi/api/bind/topo.txt
 mpi! {
     fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) => |_acc| crate::topo::dims_create_c(nnodes, ndims, dims);
@@ -364,6 +448,8 @@ mpi! {
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Info, reorder: c_int, comm_dist_graph: *mut Comm) => |acc| crate::topo::dist_graph_create(acc, comm_old, n, sources, degrees, destinations, weights, reorder, comm_dist_graph);
     fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Comm, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) => |acc| crate::topo::dist_graph_neighbors_count(acc, comm, indegree, outdegree, weighted);
     fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) => |acc| crate::topo::dist_graph_neighbors(acc, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
+    fn MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) => |acc| crate::topo::cart_map(acc, comm, ndims, dims, periods, newrank);
+    fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) => |acc| crate::topo::graph_map(acc, comm, nnodes, index, edges, newrank);
 }
 
 // mpi/api/bind/convert.txt
@@ -406,8 +492,6 @@ mpi_plain! {
 
 // Not implemented yet: MPI_ERR_UNSUPPORTED_OPERATION through the error handler.
 mpi_stub! {
-    fn MPI_Abi_get_info / PMPI_Abi_get_info(info: *mut Info);
-    fn MPI_Abi_get_version / PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int);
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint);
@@ -433,12 +517,6 @@ mpi_stub! {
     fn MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int, comm: Comm);
     fn MPI_Bcast_init / PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int);
-    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm);
-    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm);
-    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info);
-    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request);
-    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
     fn MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm);
     fn MPI_Exscan_init / PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
@@ -542,9 +620,6 @@ mpi_stub! {
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info);
-    fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int);
-    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session, pset_name: *const c_char, newgroup: *mut Group);
     fn MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request);
     fn MPI_Iallgatherv_c / PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request);
     fn MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request);
@@ -560,9 +635,6 @@ mpi_stub! {
     fn MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm, request: *mut Request);
     fn MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request);
     fn MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm, request: *mut Request);
-    fn MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info);
-    fn MPI_Info_get_string / PMPI_Info_get_string(info: Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int);
-    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char, info: Info, errhandler: Errhandler, newintercomm: *mut Comm);
     fn MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, request: *mut Request);
     fn MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request);
     fn MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request);
@@ -607,9 +679,6 @@ mpi_stub! {
     fn MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFn>, write_conversion_fn: Option<crate::abi::DatarepConversionFn>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
     fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFnC>, write_conversion_fn: Option<crate::abi::DatarepConversionFnC>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
-    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int);
-    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int);
-    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int);
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
@@ -627,71 +696,10 @@ mpi_stub! {
     fn MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count, displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request);
     fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void, size: c_int);
     fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session, buffer: *mut c_void, size: Count);
-    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int);
-    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
     fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session, buffer_addr: *mut c_void, size: *mut c_int);
     fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session, buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut Session);
     fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session);
-    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler);
-    fn MPI_Session_get_info / PMPI_Session_get_info(session: Session, info_used: *mut Info);
-    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Session, info: Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char);
-    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Session, info: Info, npset_names: *mut c_int);
-    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Session, pset_name: *const c_char, info: *mut Info);
     fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request);
-    fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session);
-    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler);
-    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int);
-    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int);
-    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int);
-    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int);
-    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int);
-    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int);
-    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int);
-    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int);
-    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut TCvarHandle, count: *mut c_int);
-    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut TCvarHandle);
-    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: TCvarHandle, buf: *mut c_void);
-    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: TCvarHandle, buf: *const c_void);
-    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: TEnum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int);
-    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: TEnum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int);
-    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: TEventRegistration, cb_safety: c_int, info_used: *mut Info);
-    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: TEventRegistration, cb_safety: c_int, info: Info);
-    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: TEventInstance, buffer: *mut c_void);
-    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int);
-    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Datatype, array_of_displacements: *mut Aint, num_elements: *mut c_int, enumtype: *mut TEnum, info: *mut Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int);
-    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int);
-    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: TEventInstance, source_index: *mut c_int);
-    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: TEventInstance, event_timestamp: *mut Count);
-    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Info, event_registration: *mut TEventRegistration);
-    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: TEventRegistration, user_data: *mut c_void, free_cb_function: Option<crate::abi::TEventFreeCbFn>);
-    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: TEventRegistration, info_used: *mut Info);
-    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: TEventRegistration, info: Info);
-    fn MPI_T_event_read / PMPI_T_event_read(event_instance: TEventInstance, element_index: c_int, buffer: *mut c_void);
-    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: TEventRegistration, cb_safety: c_int, info: Info, user_data: *mut c_void, event_cb_function: Option<crate::abi::TEventCbFn>);
-    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: TEventRegistration, dropped_cb_function: Option<crate::abi::TEventDroppedCbFn>);
-    fn MPI_T_finalize / PMPI_T_finalize();
-    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int);
-    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int);
-    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int);
-    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int);
-    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(pe_session: TPvarSession, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut TPvarHandle, count: *mut c_int);
-    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(pe_session: TPvarSession, handle: *mut TPvarHandle);
-    fn MPI_T_pvar_read / PMPI_T_pvar_read(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void);
-    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void);
-    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(pe_session: *mut TPvarSession);
-    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(pe_session: *mut TPvarSession);
-    fn MPI_T_pvar_start / PMPI_T_pvar_start(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_write / PMPI_T_pvar_write(pe_session: TPvarSession, handle: TPvarHandle, buf: *const c_void);
-    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut Count, max_ticks: *mut Count, info: *mut Info);
-    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int);
-    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut Count);
     fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype);
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
     fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
