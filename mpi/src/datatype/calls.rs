@@ -358,16 +358,6 @@ pub unsafe fn get_count(acc: &mut Access, status: *const Status, dt: Datatype, c
     unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
 }
 
-/// `MPI_Get_count_c`.
-///
-/// # Safety
-/// `status` readable, `count` writable.
-pub unsafe fn get_count_c(acc: &mut Access, status: *const Status, dt: Datatype, count: *mut Count) -> Res<()> {
-    let n = count_in(acc, status, dt)?.and_then(|n| Count::try_from(n).ok());
-    // SAFETY: the caller's contract.
-    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED as Count)) }
-}
-
 /// Whole elements of `dt` in the message `status` describes.
 fn count_in(acc: &mut Access, status: *const Status, dt: Datatype) -> Res<Option<usize>> {
     if !wants(status) {
