@@ -747,6 +747,7 @@ fn types_by_parameters() {
         assert_all_ok(&job(2, &compile_with("type_named", Cc::Mpich), &["--mpich-abi"], &[]), "type_named", 2);
     }
     passes_under_mpich("type_named", 2);
+}
 
 // ---- Dynamic processes (spawn, ports, join, names) ------------------------------------------
 
