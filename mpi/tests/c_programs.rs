@@ -50,6 +50,7 @@
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
+//! | `idup_beside_other_creations_and_collectives` | `coll_idup.c`: Ibarrier/Ibcast/Iallreduce/Iscan on a communicator while idups of it are pending (results checked), NBCs and blocking collectives on the new communicators; idup and Iallreduce of two communicators in opposite orders; Comm_create_group and Comm_split on WORLD while an idup of it is pending, started before it on some ranks and after it on others | 1–8; 5 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -636,4 +637,13 @@ fn pretend_nodes_listen_on_loopback() {
     let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
     assert_eq!(cards.len(), 2, "{}", show(&o));
     assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives of issue 32 (persistent, large-count, idup fixes).
+
+#[test]
+fn idup_beside_other_creations_and_collectives() {
+    run_ok("coll_idup", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_idup", &[5], &["--nodes", "2"], &[]);
 }
