@@ -51,6 +51,8 @@
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
 //! | `idup_beside_other_creations_and_collectives` | `coll_idup.c`: Ibarrier/Ibcast/Iallreduce/Iscan on a communicator while idups of it are pending (results checked), NBCs and blocking collectives on the new communicators; idup and Iallreduce of two communicators in opposite orders; Comm_create_group and Comm_split on WORLD while an idup of it is pending, started before it on some ranks and after it on others | 1–8; 5 over 2 nodes |
+//! | `persistent_collectives` | `coll_persistent.c`: the 22 persistent collectives (and `Bcast`/`Allreduce`/`Alltoallv`/`Neighbor_alltoallw_init_c`) made once with an info, started 5 times with new data by Startall or Start, completed by Waitall, Wait in reverse, Testall, Waitsome, results checked each time; Request_free (one active); bad root, count, op, datatype, communicator, null request, no topology, Start of an active request | 1–8; 5 over 2 nodes |
+//! | `large_count_collectives` | `coll_large.c`: every blocking and non-blocking `_c` collective and neighbourhood collective, results checked; `MPI_Bcast_c` of 2^31 + 64 bytes; negative counts, a count array entry above INT_MAX, bad root, no topology | 1–8; 5 over 2 nodes; 2 with the large broadcast |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -646,4 +648,18 @@ fn pretend_nodes_listen_on_loopback() {
 fn idup_beside_other_creations_and_collectives() {
     run_ok("coll_idup", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
     run_ok("coll_idup", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn persistent_collectives() {
+    run_ok("coll_persistent", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_persistent", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn large_count_collectives() {
+    run_ok("coll_large", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_large", &[5], &["--nodes", "2"], &[]);
+    // A count above INT_MAX: 2^31 + 64 bytes broadcast.
+    run_ok("coll_large", &[2], &[], &[("COLL_LARGE_BIG", "1")]);
 }

@@ -254,7 +254,7 @@ mod tests {
         let a = alone(&mut c, (0, BLOCKING)).unwrap().unwrap();
         let b = alone(&mut c, (0, BLOCKING)).unwrap().unwrap();
         assert_ne!(a, b);
-        assert!(a >= FIRST && (a - FIRST) % 2 == 0);
+        assert!(a >= FIRST && (a - FIRST).is_multiple_of(2));
         c.release(a);
         assert_eq!(alone(&mut c, (0, BLOCKING)), Some(Ok(a)), "a released pair is reused");
     }
