@@ -21,11 +21,9 @@ mod neighbor;
 mod rooted;
 mod whole;
 
-pub use neighbor::{
-    neighbor_allgather, neighbor_allgatherv, neighbor_alltoall, neighbor_alltoallv, neighbor_alltoallw,
-};
-pub use rooted::{bcast, gather, gatherv, reduce, scatter, scatterv};
-pub use whole::{allgather, allgatherv, allreduce, alltoall, alltoallv, alltoallw, barrier, reduce_scatter, scan};
+pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
+pub use rooted::{bcast, gatherv, reduce, scatterv};
+pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::c_int;
 use std::rc::Rc;

@@ -44,7 +44,7 @@ unsafe fn run(
 /// # Safety
 /// MPI's contract on the buffers and the request.
 #[allow(clippy::too_many_arguments)]
-unsafe fn regular(
+pub unsafe fn neighbor_blocks(
     acc: &mut Access,
     alltoall: bool,
     sendbuf: *const c_void,
@@ -67,7 +67,7 @@ unsafe fn regular(
         };
         // SAFETY: MPI's contract, at each start.
         let start = move |acc: &mut Access, r| unsafe {
-            regular(
+            neighbor_blocks(
                 acc,
                 alltoall,
                 sendbuf,
@@ -88,46 +88,6 @@ unsafe fn regular(
         // SAFETY: the caller's contract.
         unsafe { run(acc, alltoall, (sendbuf, s, a[0].1), (recvbuf, Side::Regular(a[1].0), a[1].1), comm, how) }
     })
-}
-
-/// `MPI_Neighbor_allgather` and its forms.
-///
-/// # Safety
-/// As for [`regular`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn neighbor_allgather(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { regular(acc, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, how) }
-}
-
-/// `MPI_Neighbor_alltoall` and its forms.
-///
-/// # Safety
-/// As for [`regular`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn neighbor_alltoall(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { regular(acc, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, how) }
 }
 
 /// `MPI_Neighbor_allgatherv` and its forms.

@@ -1,4 +1,5 @@
-//! The rooted collectives' entries: broadcast, reduce, gather(v), scatter(v), each in its
+//! The rooted collectives' entries: broadcast, reduce, gatherv, scatterv (gather and scatter
+//! are with the other one-block-per-member operations in `whole.rs`), each in its
 //! blocking, non-blocking and persistent forms, with `int` or `MPI_Count` counts (see the
 //! module above).
 
@@ -105,53 +106,6 @@ pub unsafe fn reduce(
     }
 }
 
-/// `MPI_Gather`, `MPI_Igather`, `MPI_Gather_init` and their `_c` forms.
-///
-/// # Safety
-/// MPI's contract on the buffers and the request.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gather(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    root: c_int,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    let ci = comm_index(acc, comm);
-    let sides = [(sendcount, sendtype), (recvcount, recvtype)];
-    match how {
-        How::Persistent(request) => {
-            let check = |acc: &mut Access, c: &coll::Comm, ci| {
-                check_root(root, c, ci)?;
-                check_count(sendcount, ci)?;
-                check_type(acc, sendtype, ci)
-            };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                gather(acc, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
-        }
-        How::Blocking => fit(acc, ci, &sides, |acc, a| {
-            // SAFETY: the caller's contract.
-            unsafe { coll::gather(acc, sendbuf, a[0].0, a[0].1, recvbuf, a[1].0, a[1].1, root, comm) }
-        }),
-        How::Nonblocking(r) => fit(acc, ci, &sides, |acc, a| {
-            let (null, shape) = (std::ptr::null(), nbc::Shape::Gather);
-            let send = (sendbuf, a[0].0, null, null, a[0].1, None);
-            let recv = (recvbuf, a[1].0, null, null, a[1].1, None);
-            // SAFETY: the caller's contract.
-            unsafe { nbc::iblocks(acc, shape, send, recv, true, Some(root), comm, r) }
-        }),
-    }
-}
-
 /// `MPI_Gatherv`, `MPI_Igatherv`, `MPI_Gatherv_init` and their `_c` forms.
 ///
 /// # Safety
@@ -219,64 +173,6 @@ pub unsafe fn gatherv(
             let recv = (recvbuf, 0, ptr(&counts), ptr(&disps), recvtype, None);
             // SAFETY: the caller's contract.
             unsafe { nbc::iblocks(acc, nbc::Shape::Gather, send, recv, false, Some(root), comm, r) }
-        }),
-    }
-}
-
-/// `MPI_Scatter`, `MPI_Iscatter`, `MPI_Scatter_init` and their `_c` forms.
-///
-/// # Safety
-/// MPI's contract on the buffers and the request.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn scatter(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    root: c_int,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    let ci = comm_index(acc, comm);
-    let sides = [(sendcount, sendtype), (recvcount, recvtype)];
-    match how {
-        How::Persistent(request) => {
-            let check = |acc: &mut Access, c: &coll::Comm, ci| {
-                check_root(root, c, ci)?;
-                check_count(recvcount, ci)?;
-                check_type(acc, recvtype, ci)
-            };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                scatter(
-                    acc,
-                    sendbuf,
-                    sendcount,
-                    sendtype,
-                    recvbuf,
-                    recvcount,
-                    recvtype,
-                    root,
-                    comm,
-                    How::Nonblocking(r),
-                )
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
-        }
-        How::Blocking => fit(acc, ci, &sides, |acc, a| {
-            // SAFETY: the caller's contract.
-            unsafe { coll::scatter(acc, sendbuf, a[0].0, a[0].1, recvbuf, a[1].0, a[1].1, root, comm) }
-        }),
-        How::Nonblocking(r) => fit(acc, ci, &sides, |acc, a| {
-            let null = std::ptr::null();
-            let send = (sendbuf, a[0].0, null, null, a[0].1, None);
-            let recv = (recvbuf, a[1].0, null, null, a[1].1, None);
-            // SAFETY: the caller's contract.
-            unsafe { nbc::iblocks(acc, nbc::Shape::Scatter, send, recv, true, Some(root), comm, r) }
         }),
     }
 }

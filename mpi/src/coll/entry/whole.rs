@@ -1,11 +1,12 @@
-//! The entries of the collectives over the whole communicator: barrier, allreduce,
-//! allgather(v), alltoall(v/w), reduce_scatter(_block), scan and exscan, each in its blocking,
+//! The entries of the collectives over the whole communicator: barrier, allreduce, gather,
+//! scatter, allgather(v), alltoall(v/w), reduce_scatter(_block), scan and exscan, each in its blocking,
 //! non-blocking and persistent forms, with `int` or `MPI_Count` counts (see the module above).
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 use super::{Counts, Disps, How, Ints, check_count, check_op, check_type, comm_index, comm_of, fit, persist, ptr};
 use crate::abi::{self, Count, Datatype};
+use crate::coll::nbc::Shape;
 use crate::coll::{self, nbc, vector};
 use crate::error::Res;
 use crate::state::Access;
@@ -88,21 +89,23 @@ pub unsafe fn allreduce(
     }
 }
 
-/// `MPI_Allgather`, `MPI_Alltoall` (`alltoall`), their non-blocking and persistent forms and
-/// their `_c` forms.
+/// The one-block-per-member operations by `shape`: `MPI_Gather` and `MPI_Scatter` (`root`
+/// given), `MPI_Allgather` and `MPI_Alltoall`; their non-blocking and persistent forms and their
+/// `_c` forms.
 ///
 /// # Safety
 /// MPI's contract on the buffers and the request.
 #[allow(clippy::too_many_arguments)]
-unsafe fn regular(
+pub unsafe fn blocks(
     acc: &mut Access,
-    alltoall: bool,
+    shape: Shape,
     sendbuf: *const c_void,
     sendcount: Count,
     sendtype: Datatype,
     recvbuf: *mut c_void,
     recvcount: Count,
     recvtype: Datatype,
+    root: Option<c_int>,
     comm: abi::Comm,
     how: How,
 ) -> Res<()> {
@@ -110,82 +113,43 @@ unsafe fn regular(
     let sides = [(sendcount, sendtype), (recvcount, recvtype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| {
-                check_count(recvcount, ci)?;
-                check_type(acc, recvtype, ci)
+            // The side every member uses.
+            let (count, dt) = if shape == Shape::Gather { sides[0] } else { sides[1] };
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                if let Some(root) = root {
+                    super::check_root(root, c, ci)?;
+                }
+                check_count(count, ci)?;
+                check_type(acc, dt, ci)
             };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
-                regular(
-                    acc,
-                    alltoall,
-                    sendbuf,
-                    sendcount,
-                    sendtype,
-                    recvbuf,
-                    recvcount,
-                    recvtype,
-                    comm,
-                    How::Nonblocking(r),
-                )
+                let how = How::Nonblocking(r);
+                blocks(acc, shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, how)
             };
             // SAFETY: the caller's contract on `request`.
             unsafe { persist(acc, comm, request, check, start) }
         }
         How::Blocking => fit(acc, ci, &sides, |acc, a| {
-            let f = if alltoall { coll::alltoall } else { coll::allgather };
+            let ((sc, st), (rc, rt)) = (a[0], a[1]);
             // SAFETY: the caller's contract.
-            unsafe { f(acc, sendbuf, a[0].0, a[0].1, recvbuf, a[1].0, a[1].1, comm) }
+            unsafe {
+                match (shape, root) {
+                    (Shape::Gather, Some(root)) => coll::gather(acc, sendbuf, sc, st, recvbuf, rc, rt, root, comm),
+                    (Shape::Scatter, Some(root)) => coll::scatter(acc, sendbuf, sc, st, recvbuf, rc, rt, root, comm),
+                    (Shape::Alltoall, _) => coll::alltoall(acc, sendbuf, sc, st, recvbuf, rc, rt, comm),
+                    _ => coll::allgather(acc, sendbuf, sc, st, recvbuf, rc, rt, comm),
+                }
+            }
         }),
         How::Nonblocking(r) => fit(acc, ci, &sides, |acc, a| {
             let null = std::ptr::null();
-            let shape = if alltoall { nbc::Shape::Alltoall } else { nbc::Shape::Allgather };
             let send = (sendbuf, a[0].0, null, null, a[0].1, None);
             let recv = (recvbuf, a[1].0, null, null, a[1].1, None);
             // SAFETY: the caller's contract.
-            unsafe { nbc::iblocks(acc, shape, send, recv, true, None, comm, r) }
+            unsafe { nbc::iblocks(acc, shape, send, recv, true, root, comm, r) }
         }),
     }
-}
-
-/// `MPI_Allgather` and its forms.
-///
-/// # Safety
-/// As for [`regular`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn allgather(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { regular(acc, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, how) }
-}
-
-/// `MPI_Alltoall` and its forms.
-///
-/// # Safety
-/// As for [`regular`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn alltoall(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { regular(acc, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, how) }
 }
 
 /// `MPI_Allgatherv`, `MPI_Iallgatherv`, `MPI_Allgatherv_init` and their `_c` forms.
@@ -390,7 +354,8 @@ pub unsafe fn reduce_scatter(
     how: How,
 ) -> Res<()> {
     let ci = comm_index(acc, comm);
-    let n = group_len(acc, comm)?;
+    // On an intercommunicator the counts are the local group's.
+    let n = comm_of(acc, comm).map(|(_, c)| c.local_size() as usize)?;
     // SAFETY: MPI's contract: a value per member.
     let counts = if block.is_none() { unsafe { super::counts(recvcounts, n, ci)? } } else { None };
     let one = [(block.unwrap_or(0), datatype)];
