@@ -301,6 +301,13 @@ fn check_type(acc: &mut Access, dt: Datatype, ci: usize) -> Res<()> {
     datatype::resolve(&acc.st().types, dt, ci).map(|_| ())
 }
 
+/// A reduction's arguments checked: count, datatype, operation.
+fn check_reduction(acc: &mut Access, count: Count, dt: Datatype, op: abi::Op, ci: usize) -> Res<()> {
+    check_count(count, ci)?;
+    check_type(acc, dt, ci)?;
+    check_op(acc, op, ci)
+}
+
 /// An operation checked as known (predefined or the user's).
 fn check_op(acc: &mut Access, op: abi::Op, ci: usize) -> Res<()> {
     let known = acc.st().ops.get(op).is_some()

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, check_count, check_op, check_root, check_type, comm_index, comm_of, fit, persist, ptr,
+    Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::{self, nbc, vector};
@@ -84,9 +84,7 @@ pub unsafe fn reduce(
         How::Persistent(request) => {
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
-                check_count(count, ci)?;
-                check_type(acc, datatype, ci)?;
-                check_op(acc, op, ci)
+                check_reduction(acc, count, datatype, op, ci)
             };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {

@@ -4,7 +4,9 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::{Counts, Disps, How, Ints, check_count, check_op, check_type, comm_index, comm_of, fit, persist, ptr};
+use super::{
+    Counts, Disps, How, Ints, check_count, check_reduction, check_type, comm_index, comm_of, fit, persist, ptr,
+};
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
 use crate::coll::{self, nbc, vector};
@@ -66,11 +68,7 @@ pub unsafe fn allreduce(
     let one = [(count, datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| {
-                check_count(count, ci)?;
-                check_type(acc, datatype, ci)?;
-                check_op(acc, op, ci)
-            };
+            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
                 allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
@@ -361,11 +359,8 @@ pub unsafe fn reduce_scatter(
     let one = [(block.unwrap_or(0), datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| {
-                check_count(block.unwrap_or(0), ci)?;
-                check_type(acc, datatype, ci)?;
-                check_op(acc, op, ci)
-            };
+            let check =
+                |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, block.unwrap_or(0), datatype, op, ci);
             let start = move |acc: &mut Access, r| {
                 let rc = Counts::Int(ptr(&counts));
                 // SAFETY: MPI's contract, at each start; the array is the copy made at init.
@@ -410,11 +405,7 @@ pub unsafe fn scan(
     let one = [(count, datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| {
-                check_count(count, ci)?;
-                check_type(acc, datatype, ci)?;
-                check_op(acc, op, ci)
-            };
+            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
                 scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
