@@ -231,7 +231,7 @@ pub fn agree_by(
             // No context offered free by every member (another creation reserved a member's
             // window): move the idups of this process on, then another window.
             None => {
-                crate::p2p::complete::advance_colls(acc.st());
+                crate::p2p::complete::advance_colls(acc);
                 acc.pause(&mut spins)
             }
         }
