@@ -147,20 +147,31 @@ static void all_forms(int nb, MPI_Comm ring) {
 #undef RESET
 }
 
-/* MPI_Bcast_c of 2^31 + 64 bytes (a count above INT_MAX) from the last rank, checked at 4096
- * sampled offsets and at both ends. */
+/* MPI_Bcast_c of 2^31 + 64 bytes (a count above INT_MAX) from the last rank: the root's buffer
+ * holds one byte value everywhere but at 4096 sampled offsets and the last 70 bytes, checked on
+ * every rank. */
+static unsigned char mark(MPI_Count i) { return (unsigned char)(i * 7 + (i >> 20) + 1); }
+
+static MPI_Count sample(MPI_Count k, MPI_Count n) { return (k * 524309) % n; }
+
 static void big_bcast(void) {
     MPI_Count n = ((MPI_Count)1 << 31) + 64;
     unsigned char *b = malloc((size_t)n);
     CHECK(b != NULL, "no memory for %lld bytes", (long long)n);
     int root = size - 1;
-    for (MPI_Count i = 0; i < n; i++) b[i] = rank == root ? (unsigned char)(i * 7 + (i >> 20)) : 0;
-    OK(MPI_Bcast_c(b, n, MPI_BYTE, root, MPI_COMM_WORLD));
-    for (MPI_Count k = 0; k < 4096; k++) {
-        MPI_Count i = (k * 524309) % n;
-        CHECK(b[i] == (unsigned char)(i * 7 + (i >> 20)), "big bcast byte %lld: %d", (long long)i, b[i]);
+    memset(b, rank == root ? 0xA5 : 0, (size_t)n);
+    if (rank == root) {
+        for (MPI_Count k = 0; k < 4096; k++) b[sample(k, n)] = mark(sample(k, n));
+        for (MPI_Count i = n - 70; i < n; i++) b[i] = mark(i);
     }
-    for (MPI_Count i = n - 70; i < n; i++) CHECK(b[i] == (unsigned char)(i * 7 + (i >> 20)), "big bcast tail byte %lld", (long long)i);
+    double t = MPI_Wtime();
+    OK(MPI_Bcast_c(b, n, MPI_BYTE, root, MPI_COMM_WORLD));
+    t = MPI_Wtime() - t;
+    for (MPI_Count k = 0; k < 4096; k++) CHECK(b[sample(k, n)] == mark(sample(k, n)), "big bcast byte %lld", (long long)sample(k, n));
+    for (MPI_Count i = n - 70; i < n; i++) CHECK(b[i] == mark(i), "big bcast tail byte %lld", (long long)i);
+    /* Bytes between the samples (offsets 1 and n / 2 + 1 are none of them). */
+    CHECK(b[1] == 0xA5 && b[n / 2 + 1] == 0xA5, "big bcast filler bytes %d %d", b[1], b[n / 2 + 1]);
+    if (getenv("COLL_LARGE_TIME")) fprintf(stderr, "rank %d: Bcast_c of %lld bytes in %.1f s\n", rank, (long long)n, t);
     free(b);
 }
 
