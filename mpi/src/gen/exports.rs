@@ -32,6 +32,11 @@ mpi! {
     fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, comm_keyval, attribute_val);
     fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, comm_keyval, attribute_val, flag);
     fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => |acc| attr::delete_attr(acc, comm, comm_keyval);
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) => |acc| attr::create_keyval(acc, copy_fn, delete_fn, keyval, extra_state, false);
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => |acc| attr::free_keyval(acc, keyval, false);
+    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => |acc| attr::set_attr(acc, comm, keyval, attribute_val);
+    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| attr::get_attr(acc, comm, keyval, attribute_val, flag);
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => |acc| attr::delete_attr(acc, comm, keyval);
 }
 
 // mpi/api/bind/coll.txt
@@ -405,9 +410,6 @@ mpi_stub! {
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint);
-    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int);
-    fn MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
-    fn MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void);
     fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
     fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count);
@@ -551,8 +553,6 @@ mpi_stub! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Option<crate::attr::CopyFn>, delete_fn: Option<crate::attr::DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void);
-    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int);
     fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char);
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status);
     fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op);
