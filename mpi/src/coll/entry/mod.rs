@@ -22,7 +22,7 @@ mod rooted;
 mod whole;
 
 pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
-pub use rooted::{bcast, gatherv, reduce, scatterv};
+pub use rooted::{bcast, reduce, vblocks};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::c_int;

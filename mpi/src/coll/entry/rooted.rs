@@ -1,4 +1,4 @@
-//! The rooted collectives' entries: broadcast, reduce, gatherv, scatterv (gather and scatter
+//! The rooted collectives' entries: broadcast, reduce, gatherv and scatterv (gather and scatter
 //! are with the other one-block-per-member operations in `whole.rs`), each in its
 //! blocking, non-blocking and persistent forms, with `int` or `MPI_Count` counts (see the
 //! module above).
@@ -9,6 +9,7 @@ use super::{
     Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
+use crate::coll::nbc::Shape;
 use crate::coll::{self, nbc, vector};
 use crate::error::Res;
 use crate::state::Access;
@@ -104,20 +105,20 @@ pub unsafe fn reduce(
     }
 }
 
-/// `MPI_Gatherv`, `MPI_Igatherv`, `MPI_Gatherv_init` and their `_c` forms.
+/// `MPI_Gatherv` (`shape` [`Shape::Gather`]: `one` is the send side, `many` the receive side)
+/// and `MPI_Scatterv` ([`Shape::Scatter`]: the reverse), their non-blocking and persistent forms
+/// and their `_c` forms.
 ///
 /// # Safety
 /// MPI's contract on the buffers, the arrays (read at the root only) and the request.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gatherv(
+pub unsafe fn vblocks(
     acc: &mut Access,
+    shape: Shape,
     sendbuf: *const c_void,
-    sendcount: Count,
-    sendtype: Datatype,
     recvbuf: *mut c_void,
-    recvcounts: Counts,
-    displs: Disps,
-    recvtype: Datatype,
+    one: (Count, Datatype),
+    many: (Counts, Disps, Datatype),
     root: c_int,
     comm: abi::Comm,
     how: How,
@@ -126,122 +127,46 @@ pub unsafe fn gatherv(
     let n = group_len(acc, comm)?;
     let (counts, disps) = if at_root(acc, comm, root) {
         // SAFETY: MPI's contract: the root's arrays hold a value per member.
-        unsafe { (super::counts(recvcounts, n, ci)?, super::disps(displs, n, ci)?) }
+        unsafe { (super::counts(many.0, n, ci)?, super::disps(many.1, n, ci)?) }
     } else {
         (None, None)
     };
-    let one = [(sendcount, sendtype)];
+    let gather = shape == Shape::Gather;
     match how {
         How::Persistent(request) => {
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
-                check_count(sendcount, ci)?;
-                check_type(acc, sendtype, ci)
+                check_count(one.0, ci)?;
+                check_type(acc, one.1, ci)
             };
             let start = move |acc: &mut Access, r| {
-                let (rc, rd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
+                let many = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)), many.2);
                 // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    gatherv(
-                        acc,
-                        sendbuf,
-                        sendcount,
-                        sendtype,
-                        recvbuf,
-                        rc,
-                        rd,
-                        recvtype,
-                        root,
-                        comm,
-                        How::Nonblocking(r),
-                    )
-                }
+                unsafe { vblocks(acc, shape, sendbuf, recvbuf, one, many, root, comm, How::Nonblocking(r)) }
             };
             // SAFETY: the caller's contract on `request`.
             unsafe { persist(acc, comm, request, check, start) }
         }
-        How::Blocking => fit(acc, ci, &one, |acc, a| {
-            let (rc, rd) = (ptr(&counts), ptr(&disps));
+        How::Blocking => fit(acc, ci, &[one], |acc, a| {
+            let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));
             // SAFETY: the caller's contract.
-            unsafe { vector::gatherv(acc, sendbuf, a[0].0, a[0].1, recvbuf, rc, rd, recvtype, root, comm) }
-        }),
-        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
-            let null = std::ptr::null();
-            let send = (sendbuf, a[0].0, null, null, a[0].1, None);
-            let recv = (recvbuf, 0, ptr(&counts), ptr(&disps), recvtype, None);
-            // SAFETY: the caller's contract.
-            unsafe { nbc::iblocks(acc, nbc::Shape::Gather, send, recv, false, Some(root), comm, r) }
-        }),
-    }
-}
-
-/// `MPI_Scatterv`, `MPI_Iscatterv`, `MPI_Scatterv_init` and their `_c` forms.
-///
-/// # Safety
-/// MPI's contract on the buffers, the arrays (read at the root only) and the request.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn scatterv(
-    acc: &mut Access,
-    sendbuf: *const c_void,
-    sendcounts: Counts,
-    displs: Disps,
-    sendtype: Datatype,
-    recvbuf: *mut c_void,
-    recvcount: Count,
-    recvtype: Datatype,
-    root: c_int,
-    comm: abi::Comm,
-    how: How,
-) -> Res<()> {
-    let ci = comm_index(acc, comm);
-    let n = group_len(acc, comm)?;
-    let (counts, disps) = if at_root(acc, comm, root) {
-        // SAFETY: MPI's contract: the root's arrays hold a value per member.
-        unsafe { (super::counts(sendcounts, n, ci)?, super::disps(displs, n, ci)?) }
-    } else {
-        (None, None)
-    };
-    let one = [(recvcount, recvtype)];
-    match how {
-        How::Persistent(request) => {
-            let check = |acc: &mut Access, c: &coll::Comm, ci| {
-                check_root(root, c, ci)?;
-                check_count(recvcount, ci)?;
-                check_type(acc, recvtype, ci)
-            };
-            let start = move |acc: &mut Access, r| {
-                let (sc, sd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    scatterv(
-                        acc,
-                        sendbuf,
-                        sc,
-                        sd,
-                        sendtype,
-                        recvbuf,
-                        recvcount,
-                        recvtype,
-                        root,
-                        comm,
-                        How::Nonblocking(r),
-                    )
+            unsafe {
+                if gather {
+                    vector::gatherv(acc, sendbuf, c, t, recvbuf, cs, ds, mt, root, comm)
+                } else {
+                    vector::scatterv(acc, sendbuf, cs, ds, mt, recvbuf, c, t, root, comm)
                 }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
-        }
-        How::Blocking => fit(acc, ci, &one, |acc, a| {
-            let (sc, sd) = (ptr(&counts), ptr(&disps));
-            // SAFETY: the caller's contract.
-            unsafe { vector::scatterv(acc, sendbuf, sc, sd, sendtype, recvbuf, a[0].0, a[0].1, root, comm) }
+            }
         }),
-        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+        How::Nonblocking(r) => fit(acc, ci, &[one], |acc, a| {
             let null = std::ptr::null();
-            let send = (sendbuf, 0, ptr(&counts), ptr(&disps), sendtype, None);
-            let recv = (recvbuf, a[0].0, null, null, a[0].1, None);
+            let single = (a[0].0, null, null, a[0].1, None);
+            let multiple = (0, ptr(&counts), ptr(&disps), many.2, None);
+            let (s, v) = if gather { (single, multiple) } else { (multiple, single) };
+            let send = (sendbuf, s.0, s.1, s.2, s.3, s.4);
+            let recv = (recvbuf, v.0, v.1, v.2, v.3, v.4);
             // SAFETY: the caller's contract.
-            unsafe { nbc::iblocks(acc, nbc::Shape::Scatter, send, recv, false, Some(root), comm, r) }
+            unsafe { nbc::iblocks(acc, shape, send, recv, false, Some(root), comm, r) }
         }),
     }
 }
