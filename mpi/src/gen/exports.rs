@@ -192,6 +192,22 @@ mpi! {
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Comm, flag: *mut c_int) => |acc| comm::inter::test_inter(acc, comm, flag);
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Comm, comm_name: *const c_char) => |acc| comm::set_name(acc, comm, comm_name);
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, comm_name: *mut c_char, resultlen: *mut c_int) => |acc| comm::get_name(acc, comm, comm_name, resultlen);
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm) => |acc| comm::from_group::create_from_group(acc, group, stringtag, info, errhandler, newcomm);
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char, info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => |acc| comm::from_group::intercomm_create_from_groups(acc, local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info) => |acc| comm::info::set_info(acc, comm, info);
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info) => |acc| comm::info::get_info(acc, comm, info_used);
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm) => |acc| comm::info::dup_with_info(acc, comm, info, newcomm);
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request) => |acc| comm::info::idup_with_info(acc, comm, info, newcomm, request);
+}
+
+// mpi/api/bind/convert.txt
+mpi! {
+    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint) => |_acc| convert::status(c_status.cast(), StatusKind::C, f_status, StatusKind::F);
+    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status) => |_acc| convert::status(f_status, StatusKind::F, c_status.cast(), StatusKind::C);
+    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status) => |_acc| convert::status(c_status.cast(), StatusKind::C, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, c_status.cast(), StatusKind::C);
+    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status) => |_acc| convert::status(f_status, StatusKind::F, f08_status.cast(), StatusKind::F08);
+    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint) => |_acc| convert::status(f08_status.cast(), StatusKind::F08, f_status, StatusKind::F);
 }
 
 // mpi/api/bind/datatype.txt
@@ -231,6 +247,29 @@ mpi! {
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
 }
 
+// mpi/api/bind/deprecated.txt
+mpi! {
+    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, comm_errhandler_fn, errhandler);
+    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler) => |acc| comm::get_errhandler(acc, comm, errhandler);
+    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler) => |acc| comm::set_errhandler(acc, comm, errhandler);
+}
+
+// mpi/api/bind/dynproc.txt
+mpi! {
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int) => |acc| comm::dynproc::spawn::spawn(acc, command, argv.cast(), maxprocs, info, root, comm, intercomm, array_of_errcodes);
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int) => |acc| comm::dynproc::spawn::spawn_multiple(acc, count, array_of_commands.cast(), array_of_argv.cast(), array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => |acc| comm::dynproc::get_parent(acc, parent);
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => |acc| comm::dynproc::disconnect(acc, comm);
+    fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => |acc| comm::dynproc::open_port(acc, info, port_name);
+    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => |acc| comm::dynproc::close_port(acc, port_name);
+    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, true, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm) => |acc| comm::dynproc::accept_or_connect(acc, false, port_name, info, root, comm, newcomm);
+    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => |acc| comm::dynproc::join(acc, fd, intercomm);
+    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "publish_name", service_name, info, port_name);
+    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char) => |acc| comm::dynproc::spawn::publish(acc, "unpublish_name", service_name, info, port_name);
+    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char) => |acc| comm::dynproc::spawn::lookup_name(acc, service_name, info, port_name);
+}
+
 // mpi/api/bind/env.txt
 mpi! {
     fn MPI_Init / PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) => |acc| env::init(acc, crate::abi::THREAD_SINGLE);
@@ -239,7 +278,7 @@ mpi! {
         p2p::write_out(provided, acc.st().provided)
     };
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) => |acc| env::initialized(acc.st(), flag);
-    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize(acc);
+    fn MPI_Finalize / PMPI_Finalize() => |acc| env::finalize_world(acc);
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) => |acc| env::finalized(acc.st(), flag);
     fn MPI_Abort / PMPI_Abort(comm: Comm, errorcode: c_int) => |acc| env::abort(acc, comm, errorcode);
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) => |_acc| env::get_version(version, subversion);
@@ -250,6 +289,9 @@ mpi! {
     fn MPI_Alloc_mem / PMPI_Alloc_mem(size: Aint, info: Info, baseptr: *mut c_void) => |_acc| attr::alloc_mem(size, info, baseptr);
     fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) => |_acc| attr::free_mem(base);
     fn MPI_Pcontrol / PMPI_Pcontrol(level: c_int) => |_acc| Ok(());
+    fn MPI_Abi_get_version / PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int) => |_acc| env::abi_get_version(abi_major, abi_minor);
+    fn MPI_Abi_get_info / PMPI_Abi_get_info(info: *mut Info) => |acc| env::abi_get_info(acc, info);
+    fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info) => |acc| env::get_hw_resource_info(acc, hw_info);
 }
 
 // mpi/api/bind/errors.txt
@@ -264,6 +306,9 @@ mpi! {
     fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => |acc| crate::errh::add_class(acc, errorclass);
     fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => |acc| crate::errh::add_code(acc, errorclass, errorcode);
     fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => |acc| crate::errh::add_string(acc, errorcode, string);
+    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) => |acc| crate::error::remove_error_class(acc, errorclass);
+    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) => |acc| crate::error::remove_error_code(acc, errorcode);
+    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) => |acc| crate::error::remove_error_string(acc, errorcode);
 }
 
 // mpi/api/bind/group.txt
@@ -285,15 +330,17 @@ mpi! {
 
 // mpi/api/bind/info.txt
 mpi! {
-    fn MPI_Info_create / PMPI_Info_create(info: *mut Info) => |acc| attr::info_create(acc, info);
-    fn MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => |acc| attr::info_dup(acc, info, newinfo);
-    fn MPI_Info_free / PMPI_Info_free(info: *mut Info) => |acc| attr::info_free(acc, info);
-    fn MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => |acc| attr::info_set(acc, info, key, value);
-    fn MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => |acc| attr::info_delete(acc, info, key);
-    fn MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, std::ptr::null_mut(), valuelen, value, flag);
-    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) => |acc| attr::info_get(acc, info, key, valuelen, 0, std::ptr::null_mut(), flag);
-    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => |acc| attr::info_keys(acc, info, nkeys, 0, std::ptr::null_mut());
-    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => |acc| attr::info_keys(acc, info, std::ptr::null_mut(), n, key);
+    fn MPI_Info_create / PMPI_Info_create(info: *mut Info) => |acc| crate::info::info_create(acc, info);
+    fn MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => |acc| crate::info::info_dup(acc, info, newinfo);
+    fn MPI_Info_free / PMPI_Info_free(info: *mut Info) => |acc| crate::info::info_free(acc, info);
+    fn MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => |acc| crate::info::info_set(acc, info, key, value);
+    fn MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => |acc| crate::info::info_delete(acc, info, key);
+    fn MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) => |acc| crate::info::info_get(acc, info, key, std::ptr::null_mut(), valuelen, value, flag);
+    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) => |acc| crate::info::info_get(acc, info, key, valuelen, 0, std::ptr::null_mut(), flag);
+    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => |acc| crate::info::info_keys(acc, info, nkeys, 0, std::ptr::null_mut());
+    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => |acc| crate::info::info_keys(acc, info, std::ptr::null_mut(), n, key);
+    fn MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info) => |acc| crate::info::info_create_env(acc, info);
+    fn MPI_Info_get_string / PMPI_Info_get_string(info: Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) => |acc| crate::info::info_get_string(acc, info, key, buflen, value, flag);
 }
 
 // mpi/api/bind/op.txt
@@ -326,6 +373,45 @@ mpi! {
     fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Datatype, message: *mut Message, request: *mut Request) => |acc| mprobe::mrecv(acc, buf, count, datatype, message, std::ptr::null_mut(), request);
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::probe(acc, source, tag, comm, std::ptr::null_mut(), status, true);
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Comm, flag: *mut c_int, status: *mut Status) => |acc| p2p::probe(acc, source, tag, comm, flag, status, false);
+    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Standard);
+    fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Buffered);
+    fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Synchronous);
+    fn MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) => |acc| p2p::send_checked(acc, buf, count, datatype, dest, tag, comm, Mode::Ready);
+    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::recv_checked(acc, buf, count, datatype, source, tag, comm, status);
+    fn MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Standard, buf, count, datatype, dest, tag, comm, request);
+    fn MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Buffered, buf, count, datatype, dest, tag, comm, request);
+    fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Synchronous, buf, count, datatype, dest, tag, comm, request);
+    fn MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::isend(acc, Mode::Ready, buf, count, datatype, dest, tag, comm, request);
+    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::irecv(acc, buf, count, datatype, source, tag, comm, request);
+    fn MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Standard), buf.cast_mut(), count, datatype, dest, tag, comm, request);
+    fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Buffered), buf.cast_mut(), count, datatype, dest, tag, comm, request);
+    fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Synchronous), buf.cast_mut(), count, datatype, dest, tag, comm, request);
+    fn MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, Some(Mode::Ready), buf.cast_mut(), count, datatype, dest, tag, comm, request);
+    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) => |acc| start::init(acc, None, buf, count, datatype, source, tag, comm, request);
+    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::sendrecv(acc, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
+    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, status: *mut Status) => |acc| p2p::sendrecv_replace(acc, buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
+    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status) => |acc| mprobe::mrecv(acc, buf, count, datatype, message, status, std::ptr::null_mut());
+    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, request: *mut Request) => |acc| mprobe::mrecv(acc, buf, count, datatype, message, std::ptr::null_mut(), request);
+    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count) => |acc| bsend::attach(acc, buffer, size);
+    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) => |acc| bsend::detach(acc, buffer_addr, size);
+    fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => |acc| p2p::compound::isendrecv(acc, (sendbuf, sendcount.into(), sendtype, dest, sendtag), (recvbuf, recvcount.into(), recvtype, source, recvtag), false, comm, request);
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => |acc| p2p::compound::isendrecv(acc, (sendbuf, sendcount, sendtype, dest, sendtag), (recvbuf, recvcount, recvtype, source, recvtag), false, comm, request);
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => |acc| p2p::compound::isendrecv(acc, (buf.cast_const(), count.into(), datatype, dest, sendtag), (buf, count.into(), datatype, source, recvtag), true, comm, request);
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => |acc| p2p::compound::isendrecv(acc, (buf.cast_const(), count, datatype, dest, sendtag), (buf, count, datatype, source, recvtag), true, comm, request);
+    fn MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request) => |acc| p2p::partitioned::init(acc, true, buf.cast_mut(), partitions, count, datatype, dest, tag, comm, info, request);
+    fn MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request) => |acc| p2p::partitioned::init(acc, false, buf, partitions, count, datatype, source, tag, comm, info, request);
+    fn MPI_Pready / PMPI_Pready(partition: c_int, request: Request) => |acc| p2p::partitioned::pready(acc, request, [partition]);
+    fn MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Request) => |acc| p2p::partitioned::pready(acc, request, p2p::partitioned::range(partition_low, partition_high)?);
+    fn MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Request) => |acc| p2p::partitioned::pready(acc, request, p2p::partitioned::list(length, array_of_partitions)?.iter().copied());
+    fn MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int) => |acc| p2p::partitioned::parrived(acc, request, partition, flag);
+    fn MPI_Buffer_flush / PMPI_Buffer_flush() => |acc| bsend::flush_call(acc, None);
+    fn MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) => |acc| bsend::iflush(acc, None, request);
+    fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int) => |acc| bsend::comm_attach(acc, comm, buffer, size);
+    fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void, size: Count) => |acc| bsend::comm_attach(acc, comm, buffer, size);
+    fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void, size: *mut c_int) => |acc| bsend::comm_detach(acc, comm, buffer_addr, size);
+    fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void, size: *mut Count) => |acc| bsend::comm_detach(acc, comm, buffer_addr, size);
+    fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) => |acc| bsend::flush_call(acc, Some(comm));
+    fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => |acc| bsend::iflush(acc, Some(comm), request);
 }
 
 // mpi/api/bind/request.txt
@@ -341,6 +427,90 @@ mpi! {
     fn MPI_Request_free / PMPI_Request_free(request: *mut Request) => |acc| complete::free(acc, request);
     fn MPI_Cancel / PMPI_Cancel(request: *mut Request) => |acc| complete::cancel(acc, request);
     fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const Status, flag: *mut c_int) => |_acc| p2p::test_cancelled(status, flag);
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const Status, datatype: Datatype, count: *mut Count) => |acc| p2p::status::get_count_c(acc, status, datatype, count);
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const Status, datatype: Datatype, count: *mut Count) => |acc| dt::get_elements(acc, status, datatype, count.cast(), true);
+    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut Status, datatype: Datatype, count: Count) => |acc| dt::set_elements(acc, status, datatype, count);
+    fn MPI_Request_get_status_all / PMPI_Request_get_status_all(count: c_int, array_of_requests: *const Request, flag: *mut c_int, array_of_statuses: *mut Status) => |acc| complete::get_status_all(acc, count, array_of_requests, flag, array_of_statuses);
+    fn MPI_Request_get_status_any / PMPI_Request_get_status_any(count: c_int, array_of_requests: *const Request, index: *mut c_int, flag: *mut c_int, status: *mut Status) => |acc| complete::get_status_any(acc, count, array_of_requests, index, flag, status);
+    fn MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int, array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut Status) => |acc| complete::get_status_some(acc, incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
+    fn MPI_Status_get_source / PMPI_Status_get_source(status: *const Status, source: *mut c_int) => |_acc| p2p::status::get(status, p2p::status::Field::Source, source);
+    fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const Status, tag: *mut c_int) => |_acc| p2p::status::get(status, p2p::status::Field::Tag, tag);
+    fn MPI_Status_get_error / PMPI_Status_get_error(status: *const Status, err: *mut c_int) => |_acc| p2p::status::get(status, p2p::status::Field::Error, err);
+    fn MPI_Status_set_source / PMPI_Status_set_source(status: *mut Status, source: c_int) => |_acc| p2p::status::set(status, p2p::status::Field::Source, source);
+    fn MPI_Status_set_tag / PMPI_Status_set_tag(status: *mut Status, tag: c_int) => |_acc| p2p::status::set(status, p2p::status::Field::Tag, tag);
+    fn MPI_Status_set_error / PMPI_Status_set_error(status: *mut Status, err: c_int) => |_acc| p2p::status::set(status, p2p::status::Field::Error, err);
+    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<crate::abi::GrequestQueryFn>, free_fn: Option<crate::abi::GrequestFreeFn>, cancel_fn: Option<crate::abi::GrequestCancelFn>, extra_state: *mut c_void, request: *mut Request) => |acc| crate::grequest::start(acc, query_fn, free_fn, cancel_fn, extra_state, request);
+    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Request) => |acc| crate::grequest::complete(acc, request);
+}
+
+// mpi/api/bind/session.txt
+mpi! {
+    fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session) => |acc| crate::session::init(acc, info, errhandler, session);
+    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut Session) => |acc| crate::session::finalize(acc, session);
+    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Session, info: Info, npset_names: *mut c_int) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_num_psets(acc, session, info, npset_names));
+    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Session, info: Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_nth_pset(acc, session, info, n, pset_len, pset_name));
+    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Session, pset_name: *const c_char, info: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_pset_info(acc, session, pset_name, info));
+    fn MPI_Session_get_info / PMPI_Session_get_info(session: Session, info_used: *mut Info) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_info(acc, session, info_used));
+    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session, pset_name: *const c_char, newgroup: *mut Group) => |acc| crate::session::on_session(acc, session, |acc| crate::session::group_from_pset(acc, session, pset_name, newgroup));
+    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::set_errhandler(acc, session, errhandler));
+    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_errhandler(acc, session, errhandler));
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int) => |acc| crate::session::call_errhandler(acc, session, errorcode);
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, session_errhandler_fn, errhandler);
+}
+
+// mpi/api/bind/tools.txt
+mpi! {
+    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) => |_acc| crate::tools::init_thread(required, provided);
+    fn MPI_T_finalize / PMPI_T_finalize() => |_acc| crate::tools::finalize();
+    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) => |_acc| crate::tools::get_num(num_cvar);
+    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) => |_acc| crate::tools::get_num(num_pvar);
+    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) => |_acc| crate::tools::get_num(num_cat);
+    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => |_acc| crate::tools::get_num(update_number);
+    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) => |_acc| crate::tools::get_num(num_events);
+    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) => |_acc| crate::tools::get_num(num_sources);
+    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) => |_acc| crate::tools::by_index(cvar_index);
+    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) => |_acc| crate::tools::by_index(pvar_index);
+    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) => |_acc| crate::tools::by_index(cat_index);
+    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Datatype, array_of_displacements: *mut Aint, num_elements: *mut c_int, enumtype: *mut TEnum, info: *mut Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) => |_acc| crate::tools::by_index(event_index);
+    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Info, event_registration: *mut TEventRegistration) => |_acc| crate::tools::by_index(event_index);
+    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut TCvarHandle, count: *mut c_int) => |_acc| crate::tools::by_index(cvar_index);
+    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut Count, max_ticks: *mut Count, info: *mut Info) => |_acc| crate::tools::by_index(source_index);
+    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut Count) => |_acc| crate::tools::by_index(source_index);
+    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) => |_acc| crate::tools::by_name(name);
+    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut TCvarHandle) => |_acc| crate::tools::by_handle(handle.cast());
+    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: TCvarHandle, buf: *mut c_void) => |_acc| crate::tools::by_handle(handle);
+    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: TCvarHandle, buf: *const c_void) => |_acc| crate::tools::by_handle(handle);
+    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: TEnum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) => |_acc| crate::tools::by_handle(enumtype);
+    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: TEnum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) => |_acc| crate::tools::by_handle(enumtype);
+    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: TEventRegistration, user_data: *mut c_void, free_cb_function: Option<crate::abi::TEventFreeCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: TEventRegistration, info_used: *mut Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: TEventRegistration, info: Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: TEventRegistration, cb_safety: c_int, info: Info, user_data: *mut c_void, event_cb_function: Option<crate::abi::TEventCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: TEventRegistration, cb_safety: c_int, info_used: *mut Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: TEventRegistration, cb_safety: c_int, info: Info) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: TEventRegistration, dropped_cb_function: Option<crate::abi::TEventDroppedCbFn>) => |_acc| crate::tools::by_handle(event_registration);
+    fn MPI_T_event_read / PMPI_T_event_read(event_instance: TEventInstance, element_index: c_int, buffer: *mut c_void) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: TEventInstance, buffer: *mut c_void) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: TEventInstance, event_timestamp: *mut Count) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: TEventInstance, source_index: *mut c_int) => |_acc| crate::tools::by_handle(event_instance);
+    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(pe_session: *mut TPvarSession) => |_acc| crate::tools::pvar_session_create(pe_session);
+    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(pe_session: *mut TPvarSession) => |_acc| crate::tools::pvar_session_free(pe_session);
+    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(pe_session: TPvarSession, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut TPvarHandle, count: *mut c_int) => |_acc| crate::tools::pvar_handle_alloc(pe_session, pvar_index);
+    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(pe_session: TPvarSession, handle: *mut TPvarHandle) => |_acc| crate::tools::pvar_handle_free(pe_session, handle);
+    fn MPI_T_pvar_start / PMPI_T_pvar_start(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(pe_session: TPvarSession, handle: TPvarHandle) => |_acc| crate::tools::pvar(pe_session, handle, true);
+    fn MPI_T_pvar_read / PMPI_T_pvar_read(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
+    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
+    fn MPI_T_pvar_write / PMPI_T_pvar_write(pe_session: TPvarSession, handle: TPvarHandle, buf: *const c_void) => |_acc| crate::tools::pvar(pe_session, handle, false);
 }
 
 // mpi/api/bind/topo.txt
@@ -363,6 +533,8 @@ mpi! {
     fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Comm, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Info, reorder: c_int, comm_dist_graph: *mut Comm) => |acc| crate::topo::dist_graph_create(acc, comm_old, n, sources, degrees, destinations, weights, reorder, comm_dist_graph);
     fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Comm, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) => |acc| crate::topo::dist_graph_neighbors_count(acc, comm, indegree, outdegree, weighted);
     fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) => |acc| crate::topo::dist_graph_neighbors(acc, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
+    fn MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) => |acc| crate::topo::cart_map(acc, comm, ndims, dims, periods, newrank);
+    fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) => |acc| crate::topo::graph_map(acc, comm, nnodes, index, edges, newrank);
 }
 
 // mpi/api/bind/convert.txt
@@ -405,41 +577,10 @@ mpi_plain! {
 
 // Not implemented yet: MPI_ERR_UNSUPPORTED_OPERATION through the error handler.
 mpi_stub! {
-    fn MPI_Abi_get_info / PMPI_Abi_get_info(info: *mut Info);
-    fn MPI_Abi_get_version / PMPI_Abi_get_version(abi_major: *mut c_int, abi_minor: *mut c_int);
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint);
-    fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
-    fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count);
-    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Buffer_flush / PMPI_Buffer_flush();
-    fn MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request);
-    fn MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int);
-    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char);
-    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm);
-    fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int);
-    fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void, size: Count);
-    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int, comm: Comm, newcomm: *mut Comm);
-    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char, info: Info, errhandler: Errhandler, newcomm: *mut Comm);
-    fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void, size: *mut c_int);
-    fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm);
-    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm);
-    fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm);
-    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info);
-    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm);
-    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request);
-    fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request);
-    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm);
-    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info);
-    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
-    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm, intercomm: *mut Comm, array_of_errcodes: *mut c_int);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
-    fn MPI_Errhandler_create / PMPI_Errhandler_create(comm_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Comm, errhandler: *mut Errhandler);
-    fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Comm, errhandler: Errhandler);
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win);
     fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int);
     fn MPI_File_close / PMPI_File_close(fh: *mut File);
@@ -533,152 +674,32 @@ mpi_stub! {
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const Status, datatype: Datatype, count: *mut Count);
-    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const Status, datatype: Datatype, count: *mut Count);
-    fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info);
-    fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int);
-    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Request);
-    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<crate::abi::GrequestQueryFn>, free_fn: Option<crate::abi::GrequestFreeFn>, cancel_fn: Option<crate::abi::GrequestCancelFn>, extra_state: *mut c_void, request: *mut Request);
-    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session, pset_name: *const c_char, newgroup: *mut Group);
-    fn MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, request: *mut Request);
-    fn MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info);
-    fn MPI_Info_get_string / PMPI_Info_get_string(info: Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int);
-    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group, local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char, info: Info, errhandler: Errhandler, newintercomm: *mut Comm);
-    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info, port_name: *mut c_char);
-    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut Status);
     fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op);
-    fn MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char);
     fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm);
     fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint);
     fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count);
     fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Datatype, size: *mut Aint);
     fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: Datatype, size: *mut Count);
     fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm, size: *mut Count);
-    fn MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int);
-    fn MPI_Pready / PMPI_Pready(partition: c_int, request: Request);
-    fn MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Request);
-    fn MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Request);
-    fn MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request);
-    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info, port_name: *const c_char);
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win);
     fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
-    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut Status);
-    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request);
     fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op);
     fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFn>, write_conversion_fn: Option<crate::abi::DatarepConversionFn>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
     fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFnC>, write_conversion_fn: Option<crate::abi::DatarepConversionFnC>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
-    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int);
-    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int);
-    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int);
-    fn MPI_Request_get_status_all / PMPI_Request_get_status_all(count: c_int, array_of_requests: *const Request, flag: *mut c_int, array_of_statuses: *mut Status);
-    fn MPI_Request_get_status_any / PMPI_Request_get_status_any(count: c_int, array_of_requests: *const Request, index: *mut c_int, flag: *mut c_int, status: *mut Status);
-    fn MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int, array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut Status);
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
-    fn MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
-    fn MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, source: c_int, recvtag: c_int, comm: Comm, status: *mut Status);
-    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: Count, datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm, status: *mut Status);
     fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void, size: c_int);
     fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session, buffer: *mut c_void, size: Count);
-    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int);
-    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
     fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session, buffer_addr: *mut c_void, size: *mut c_int);
     fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session, buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut Session);
     fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session);
-    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler);
-    fn MPI_Session_get_info / PMPI_Session_get_info(session: Session, info_used: *mut Info);
-    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Session, info: Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char);
-    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Session, info: Info, npset_names: *mut c_int);
-    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Session, pset_name: *const c_char, info: *mut Info);
     fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request);
-    fn MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session);
-    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler);
-    fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm);
-    fn MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request);
-    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const Status, f_status: *mut Fint);
-    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const Status, f08_status: *mut F08Status);
-    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const F08Status, c_status: *mut Status);
-    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const F08Status, f_status: *mut Fint);
-    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const Fint, c_status: *mut Status);
-    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const Fint, f08_status: *mut F08Status);
-    fn MPI_Status_get_error / PMPI_Status_get_error(status: *const Status, err: *mut c_int);
-    fn MPI_Status_get_source / PMPI_Status_get_source(status: *const Status, source: *mut c_int);
-    fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const Status, tag: *mut c_int);
-    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut Status, datatype: Datatype, count: Count);
-    fn MPI_Status_set_error / PMPI_Status_set_error(status: *mut Status, err: c_int);
-    fn MPI_Status_set_source / PMPI_Status_set_source(status: *mut Status, source: c_int);
-    fn MPI_Status_set_tag / PMPI_Status_set_tag(status: *mut Status, tag: c_int);
-    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int);
-    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int);
-    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int);
-    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int);
-    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int);
-    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int);
-    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int);
-    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int);
-    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int);
-    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut TCvarHandle, count: *mut c_int);
-    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut TCvarHandle);
-    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: TCvarHandle, buf: *mut c_void);
-    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: TCvarHandle, buf: *const c_void);
-    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: TEnum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int);
-    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: TEnum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int);
-    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: TEventRegistration, cb_safety: c_int, info_used: *mut Info);
-    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: TEventRegistration, cb_safety: c_int, info: Info);
-    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: TEventInstance, buffer: *mut c_void);
-    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int);
-    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Datatype, array_of_displacements: *mut Aint, num_elements: *mut c_int, enumtype: *mut TEnum, info: *mut Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int);
-    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int);
-    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: TEventInstance, source_index: *mut c_int);
-    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: TEventInstance, event_timestamp: *mut Count);
-    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: Info, event_registration: *mut TEventRegistration);
-    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: TEventRegistration, user_data: *mut c_void, free_cb_function: Option<crate::abi::TEventFreeCbFn>);
-    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: TEventRegistration, info_used: *mut Info);
-    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: TEventRegistration, info: Info);
-    fn MPI_T_event_read / PMPI_T_event_read(event_instance: TEventInstance, element_index: c_int, buffer: *mut c_void);
-    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: TEventRegistration, cb_safety: c_int, info: Info, user_data: *mut c_void, event_cb_function: Option<crate::abi::TEventCbFn>);
-    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: TEventRegistration, dropped_cb_function: Option<crate::abi::TEventDroppedCbFn>);
-    fn MPI_T_finalize / PMPI_T_finalize();
-    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int);
-    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int);
-    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Datatype, enumtype: *mut TEnum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int);
-    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int);
-    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(pe_session: TPvarSession, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut TPvarHandle, count: *mut c_int);
-    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(pe_session: TPvarSession, handle: *mut TPvarHandle);
-    fn MPI_T_pvar_read / PMPI_T_pvar_read(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void);
-    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(pe_session: TPvarSession, handle: TPvarHandle, buf: *mut c_void);
-    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(pe_session: *mut TPvarSession);
-    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(pe_session: *mut TPvarSession);
-    fn MPI_T_pvar_start / PMPI_T_pvar_start(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(pe_session: TPvarSession, handle: TPvarHandle);
-    fn MPI_T_pvar_write / PMPI_T_pvar_write(pe_session: TPvarSession, handle: TPvarHandle, buf: *const c_void);
-    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut Count, max_ticks: *mut Count, info: *mut Info);
-    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int);
-    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut Count);
     fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype);
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
     fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
@@ -710,7 +731,6 @@ mpi_stub! {
     fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm);
     fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype);
     fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype);
-    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info, port_name: *const c_char);
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
