@@ -137,6 +137,9 @@ pub struct Persistent {
     pub tag: c_int,
     /// The communicator's point-to-point context.
     pub ctx: u32,
+    /// A persistent collective (`MPI_Bcast_init`...): what `MPI_Start` runs instead (the fields
+    /// above unused).
+    pub coll: Option<std::rc::Rc<crate::coll::entry::Recipe>>,
 }
 
 /// One request.

@@ -61,6 +61,9 @@
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
+//! | `idup_beside_other_creations_and_collectives` | `coll_idup.c`: Ibarrier/Ibcast/Iallreduce/Iscan on a communicator while idups of it are pending (results checked), NBCs and blocking collectives on the new communicators; idup and Iallreduce of two communicators in opposite orders; Comm_create_group and Comm_split on WORLD while an idup of it is pending, started before it on some ranks and after it on others | 1–8; 5 over 2 nodes |
+//! | `persistent_collectives` | `coll_persistent.c`: the 22 persistent collectives (and `Bcast`/`Allreduce`/`Alltoallv`/`Neighbor_alltoallw_init_c`) made once with an info, started 5 times with new data by Startall or Start, completed by Waitall, Wait in reverse, Testall, Waitsome, results checked each time; Request_free (one active); bad root, count, op, datatype, communicator, null request, no topology, Start of an active request | 1–8; 5 over 2 nodes |
+//! | `large_count_collectives` | `coll_large.c`: every blocking and non-blocking `_c` collective and neighbourhood collective, results checked; `MPI_Bcast_c` of 2^31 + 64 bytes; negative counts, a count array entry above INT_MAX, bad root, no topology | 1–8; 5 over 2 nodes; 2 with the large broadcast |
 //! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2, 5 spawns in a row, `--tag-output` | 1, 2, 3, 4 (+1–4) |
 //! | `spawn_multiple_commands` | `spawn_multiple.c`: two commands, one children's world, `MPI_APPNUM` per command | 1, 2 (+3) |
 //! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
@@ -747,6 +750,34 @@ fn types_by_parameters() {
         assert_all_ok(&job(2, &compile_with("type_named", Cc::Mpich), &["--mpich-abi"], &[]), "type_named", 2);
     }
     passes_under_mpich("type_named", 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives of issue 32 (persistent, large-count, idup fixes).
+
+#[test]
+fn idup_beside_other_creations_and_collectives() {
+    run_ok("coll_idup", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_idup", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn persistent_collectives() {
+    run_ok("coll_persistent", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_persistent", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn large_count_collectives() {
+    run_ok("coll_large", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_large", &[5], &["--nodes", "2"], &[]);
+    // A count above INT_MAX: 2^31 + 64 bytes broadcast (about 40 s in a debug build, alone: a
+    // longer limit than `job`'s).
+    let mut c = Command::new(&setup().launcher);
+    c.args(["-n", "2", "--"]).arg(compile("coll_large", false)).env("COLL_LARGE_BIG", "1");
+    c.env_remove("LD_LIBRARY_PATH");
+    let o = run_with_limit(c, Duration::from_secs(900));
+    assert_all_ok(&o, "coll_large", 2);
 }
 
 // ---- Dynamic processes (spawn, ports, join, names) ------------------------------------------

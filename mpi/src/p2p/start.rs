@@ -399,7 +399,7 @@ pub unsafe fn init(
     }
     let st = acc.st();
     let t = target(st, buf, count.into(), dt, peer, tag, comm, send.is_some())?;
-    let p = Persistent { send, data: t.data, peer: t.peer, tag, ctx: t.ctx };
+    let p = Persistent { send, data: t.data, peer: t.peer, tag, ctx: t.ctx, coll: None };
     let req = Req { persistent: Some(Box::new(p)), ..Req::new(t.ci, State::Inactive, send.is_none()) };
     // SAFETY: checked non-null.
     unsafe { hand_out(st, req, request) }
@@ -434,6 +434,9 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
         }
         _ => return Err(Fail::new(abi::ERR_REQUEST, None, Why::Request(h))),
     };
+    if let Some(recipe) = &p.coll {
+        return crate::coll::entry::start(acc, h, recipe);
+    }
     // SAFETY: the arguments were given to the persistent call under MPI's contract, which holds
     // for each start.
     let (state, typed, sent) = unsafe { start_any(st, p.send, &p.data, p.peer, p.tag, p.ctx, ci) }?;
