@@ -10,7 +10,7 @@
 //! garbage (0, small integers, another kind's handle) is recognised as invalid. The predefined
 //! handles are compile-time constants, which lets the C compiler pass them as immediates.
 
-use std::ffi::{c_int, c_long};
+use std::ffi::{c_int, c_long, c_void};
 
 /// `MPI_Comm`.
 pub type Comm = c_int;
@@ -36,6 +36,49 @@ pub type Aint = c_long;
 pub type Offset = c_long;
 /// `MPI_Count`.
 pub type Count = c_long;
+/// `MPI_Win`.
+pub type Win = c_int;
+/// `MPI_Session`.
+pub type Session = c_int;
+/// `MPI_File`: a pointer in MPICH's ABI (`struct ADIOI_FileD *`); `MPI_FILE_NULL` is null.
+pub type File = *mut c_void;
+/// `MPI_T_enum` (a pointer in MPICH's ABI, as are the other `MPI_T_` handles).
+pub type TEnum = *mut c_void;
+/// `MPI_T_cvar_handle`.
+pub type TCvarHandle = *mut c_void;
+/// `MPI_T_pvar_handle`.
+pub type TPvarHandle = *mut c_void;
+/// `MPI_T_pvar_session`.
+pub type TPvarSession = *mut c_void;
+/// `MPI_T_event_registration`.
+pub type TEventRegistration = *mut c_void;
+/// `MPI_T_event_instance`.
+pub type TEventInstance = *mut c_void;
+
+/// `MPI_File_errhandler_function`.
+pub type FileErrFn = unsafe extern "C" fn(*mut File, *mut c_int, ...);
+/// `MPI_User_function_c`.
+pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut Count, *mut c_int);
+/// `MPI_Grequest_query_function`.
+pub type GrequestQueryFn = unsafe extern "C" fn(*mut c_void, *mut Status) -> c_int;
+/// `MPI_Grequest_free_function`.
+pub type GrequestFreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// `MPI_Grequest_cancel_function`.
+pub type GrequestCancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+/// `MPI_Datarep_conversion_function`.
+pub type DatarepConversionFn =
+    unsafe extern "C" fn(*mut c_void, c_int, c_int, *mut c_void, Offset, *mut c_void) -> c_int;
+/// `MPI_Datarep_conversion_function_c`.
+pub type DatarepConversionFnC =
+    unsafe extern "C" fn(*mut c_void, c_int, Count, *mut c_void, Offset, *mut c_void) -> c_int;
+/// `MPI_Datarep_extent_function`.
+pub type DatarepExtentFn = unsafe extern "C" fn(c_int, *mut Aint, *mut c_void) -> c_int;
+/// `MPI_T_event_cb_function`.
+pub type TEventCbFn = unsafe extern "C" fn(TEventInstance, TEventRegistration, c_int, *mut c_void);
+/// `MPI_T_event_dropped_cb_function`.
+pub type TEventDroppedCbFn = unsafe extern "C" fn(Count, TEventRegistration, c_int, c_int, *mut c_void);
+/// `MPI_T_event_free_cb_function`.
+pub type TEventFreeCbFn = unsafe extern "C" fn(TEventRegistration, c_int, *mut c_void);
 
 /// `MPI_Status` (MPICH 4.0's layout): the byte count is split in `count_lo` and the upper bits of
 /// `count_hi_and_cancelled`, whose bit 0 says "cancelled".
@@ -395,8 +438,9 @@ mod tests {
 
     use super::*;
 
-    /// The integer value of every `#define NAME VALUE` (decimal, hex, negative, or a cast of one,
-    /// or another such name) and of every `NAME = VALUE` enumerator in the header `text`.
+    /// The integer value of every `#define NAME VALUE` (decimal, hex, negative, `NULL`, or a cast of
+    /// one, or another such name) and of every enumerator of a `MPI_` name in the header `text`
+    /// (`NAME = VALUE`, or the previous enumerator's value plus one).
     pub(crate) fn header_values(text: &str) -> HashMap<String, i64> {
         let parse = |v: &str| {
             let v = v.split("/*").next().unwrap_or("").trim();
@@ -406,36 +450,56 @@ mod tests {
             if let Some(h) = v.strip_prefix("0x") {
                 // Handles are C ints: 0x8c000000 is negative.
                 u32::from_str_radix(h, 16).ok().map(|x| i64::from(x as i32))
+            } else if v == "NULL" {
+                Some(0)
             } else {
                 v.parse::<i64>().ok()
             }
         };
         let mut out = HashMap::new();
         let mut aliases = Vec::new();
+        // Inside an enum: the value of the last enumerator.
+        let mut in_enum: Option<i64> = None;
         for line in text.lines() {
-            let line = line.trim();
-            let mut it = line.split_whitespace();
-            match it.next() {
-                Some("#define") => {
-                    let (Some(name), rest) = (it.next(), it.collect::<Vec<_>>().join(" ")) else { continue };
-                    if name.contains('(') {
-                        continue;
-                    }
-                    match parse(&rest) {
-                        Some(x) => {
-                            out.insert(name.to_string(), x);
-                        }
-                        None => {
-                            aliases.push((name.to_string(), rest.trim_matches(|c| c == '(' || c == ')').to_string()))
+            let line = line.split("/*").next().unwrap_or("").trim();
+            if line.starts_with("typedef enum") || line.starts_with("enum") {
+                in_enum = Some(-1);
+            }
+            if let Some(last) = in_enum.as_mut() {
+                // The enumerators of this line: after `{` if any, before `}` if any.
+                let body = line.split_once('{').map_or(line, |(_, b)| b);
+                let body = body.split('}').next().unwrap_or(body);
+                if !line.starts_with("typedef enum") || line.contains('{') {
+                    for item in body.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                        let (name, value) = match item.split_once('=') {
+                            Some((n, v)) => {
+                                let v = v.trim();
+                                (n.trim(), parse(v).or_else(|| out.get(v).copied()))
+                            }
+                            None => (item, Some(*last + 1)),
+                        };
+                        if let Some(v) = value {
+                            *last = v;
+                            out.insert(name.to_string(), v);
                         }
                     }
                 }
-                Some(name) if name.starts_with("MPI_") && line.contains('=') && !line.contains("==") => {
-                    if let Some(x) = line.split('=').nth(1).and_then(parse) {
-                        out.insert(name.to_string(), x);
-                    }
+                if line.contains('}') {
+                    in_enum = None;
                 }
-                _ => {}
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("#define ") else { continue };
+            let mut it = rest.split_whitespace();
+            let (Some(name), rest) = (it.next(), it.collect::<Vec<_>>().join(" ")) else { continue };
+            if name.contains('(') {
+                continue;
+            }
+            match parse(&rest) {
+                Some(x) => {
+                    out.insert(name.to_string(), x);
+                }
+                None => aliases.push((name.to_string(), rest.trim_matches(|c| c == '(' || c == ')').to_string())),
             }
         }
         // `MPI_LONG_LONG MPI_LONG_LONG_INT`, `MPI_INTEGER16 ((MPI_Datatype)MPI_DATATYPE_NULL)`.

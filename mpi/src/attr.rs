@@ -128,16 +128,50 @@ fn forget_if_unused(st: &mut State, k: c_int) {
     }
 }
 
-/// Runs the delete callback of attribute `(k, v)` of communicator `ci`.
-fn delete_callback(st: &State, ci: usize, k: c_int, v: usize) -> Res<()> {
-    if let Some(kv) = st.keyvals.get(k)
-        && let Some(f) = kv.delete
-    {
-        // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 gives it.
-        let rc = unsafe { f(handle_of(ci), k, v as *mut c_void, kv.extra as *mut c_void) };
-        if rc != abi::SUCCESS {
-            return Err(Fail::new(rc, Some(ci), Why::Arg("an attribute's delete callback failed")));
-        }
+// ---------------------------------------------------------------------------------------------
+// The callbacks. Each runs through `state::outside` (it may call MPI, see the state module's
+// doc): its function and `extra_state` are copied out of the keyval table first, and the object
+// and keyval are looked up again after it returns (the callback may have freed or changed them;
+// under `MPI_THREAD_MULTIPLE` another thread may have run meanwhile).
+
+/// Runs delete callback `f` (of keyval `k`, with `extra`) on value `v` of object `obj` (a
+/// communicator or a datatype handle, both `int`s).
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+unsafe fn run_delete(f: DeleteFn, obj: c_int, k: c_int, v: usize, extra: usize) -> c_int {
+    // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 (§6.7.4 for a datatype's)
+    // gives it; no reference into the state is live (the caller's contract).
+    unsafe { crate::state::outside(|| f(obj, k, v as *mut c_void, extra as *mut c_void)) }
+}
+
+/// Runs the copy callback of keyval `k` (as `kv` was when looked up) on value `v` of object
+/// `obj`: the value for the duplicate, if the callback gives one.
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+unsafe fn run_copy(kv: Keyval, obj: c_int, k: c_int, v: usize) -> Result<Option<usize>, c_int> {
+    let Some(f) = kv.copy else { return Ok(None) };
+    let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
+    // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 (§6.7.4) gives it; `new`
+    // and `flag` are ours; no reference into the state is live (the caller's contract).
+    let rc = unsafe {
+        crate::state::outside(|| f(obj, k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag))
+    };
+    if rc != abi::SUCCESS {
+        return Err(rc);
+    }
+    Ok((flag != 0).then_some(new as usize))
+}
+
+/// Runs the delete callback of attribute `(k, v)` of communicator `ci`, if its keyval has one.
+fn delete_callback(acc: &mut Access, ci: usize, k: c_int, v: usize) -> Res<()> {
+    let Some(kv) = acc.st().keyvals.get(k).copied() else { return Ok(()) };
+    let Some(f) = kv.delete else { return Ok(()) };
+    // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+    let rc = unsafe { run_delete(f, handle_of(ci), k, v, kv.extra) };
+    if rc != abi::SUCCESS {
+        return Err(Fail::new(rc, Some(ci), Why::Arg("an attribute's delete callback failed")));
     }
     Ok(())
 }
@@ -150,8 +184,12 @@ pub fn set_attr(acc: &mut Access, comm: CommH, k: c_int, v: *mut c_void) -> Res<
         return Err(bad_keyval(k).on(ci));
     }
     if let Some(&(_, old)) = c.attrs.iter().find(|&&(a, _)| a == k) {
-        delete_callback(st, ci, k, old)?;
+        delete_callback(acc, ci, k, old)?;
     }
+    // Looked up again after the callback: the communicator may be gone (then this is an error
+    // as for a freed one). The key is replaced whatever happened meanwhile: one value per key.
+    let st = acc.st();
+    let (ci, _) = comm_at(&st.comms, comm)?;
     let c = Arc::make_mut(&mut st.comms[ci]);
     c.attrs.retain(|&(a, _)| a != k);
     c.attrs.push((k, v as usize));
@@ -190,8 +228,11 @@ pub fn delete_attr(acc: &mut Access, comm: CommH, k: c_int) -> Res<()> {
     let st = running(acc)?;
     let (ci, c) = comm_at(&st.comms, comm)?;
     let Some(&(_, old)) = c.attrs.iter().find(|&&(a, _)| a == k) else { return Err(bad_keyval(k).on(ci)) };
-    delete_callback(st, ci, k, old)?;
-    Arc::make_mut(&mut st.comms[ci]).attrs.retain(|&(a, _)| a != k);
+    delete_callback(acc, ci, k, old)?;
+    // Looked up again: the callback may have freed the communicator or changed its attributes.
+    let st = acc.st();
+    let (ci, _) = comm_at(&st.comms, comm)?;
+    Arc::make_mut(&mut st.comms[ci]).attrs.retain(|&(a, x)| !(a == k && x == old));
     st.refresh_fast(ci);
     forget_if_unused(st, k);
     Ok(())
@@ -199,61 +240,69 @@ pub fn delete_attr(acc: &mut Access, comm: CommH, k: c_int) -> Res<()> {
 
 /// The attributes communicator `from` passes to its duplicate `to` (`MPI_Comm_dup`): each
 /// keyval's copy callback decides.
-pub fn copy_all(st: &mut State, from: usize, to: usize) -> Res<()> {
-    let out = copies(st, from)?;
+pub fn copy_all(acc: &mut Access, from: usize, to: usize) -> Res<()> {
+    let out = copies(acc, from)?;
+    let st = acc.st();
+    // `to` is the duplicate's slot, which no one else knows yet: still there.
     Arc::make_mut(&mut st.comms[to]).attrs = out;
+    st.refresh_fast(to);
     Ok(())
 }
 
 /// The attributes a duplicate of communicator `from` gets: those whose copy callbacks say so,
-/// with the values they give.
-pub fn copies(st: &mut State, from: usize) -> Res<Vec<(c_int, usize)>> {
-    let attrs = st.comms[from].attrs.clone();
+/// with the values they give. The callbacks see the attributes as they were at the call (a
+/// copy), each keyval looked up just before its callback runs.
+pub fn copies(acc: &mut Access, from: usize) -> Res<Vec<(c_int, usize)>> {
+    let attrs = match acc.st().comms.get(from) {
+        Some(c) => c.attrs.clone(),
+        None => return Ok(Vec::new()),
+    };
     let mut out = Vec::new();
     for (k, v) in attrs {
-        let Some(kv) = st.keyvals.get(k).copied() else { continue };
-        let Some(f) = kv.copy else { continue };
-        let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
-        // SAFETY: the user's callback with the arguments MPI-3.1 §6.7.2 gives it.
-        let rc = unsafe {
-            f(handle_of(from), k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag)
-        };
-        if rc != abi::SUCCESS {
-            return Err(Fail::new(rc, Some(from), Why::Arg("an attribute's copy callback failed")));
-        }
-        if flag != 0 {
-            out.push((k, new as usize));
+        let Some(kv) = acc.st().keyvals.get(k).copied() else { continue };
+        // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+        match unsafe { run_copy(kv, handle_of(from), k, v) } {
+            Ok(Some(new)) => out.push((k, new)),
+            Ok(None) => {}
+            Err(rc) => return Err(Fail::new(rc, Some(from), Why::Arg("an attribute's copy callback failed"))),
         }
     }
     Ok(out)
 }
 
-/// Deletes every attribute of communicator `ci` (`MPI_Comm_free`), running the callbacks.
-pub fn delete_all(st: &mut State, ci: usize) -> Res<()> {
-    let attrs = std::mem::take(&mut Arc::make_mut(&mut st.comms[ci]).attrs);
-    for &(k, v) in &attrs {
-        delete_callback(st, ci, k, v)?;
-    }
-    for (k, _) in attrs {
+/// Deletes every attribute of communicator `ci` (`MPI_Comm_free`, and `MPI_COMM_SELF`'s at
+/// `MPI_Finalize`), running the callbacks in LIFO order (the reverse of the order they were
+/// set, as MPI-4.1 §11.2.4 asks at finalize). Each attribute stays on the communicator until
+/// its callback returns (a callback may read the others); a failing callback stops the deletion
+/// with its code, leaving that attribute and the earlier ones. Attributes a callback sets are
+/// deleted in turn.
+pub fn delete_all(acc: &mut Access, ci: usize) -> Res<()> {
+    loop {
+        let Some((k, v)) = acc.st().comms.get(ci).filter(|c| c.live).and_then(|c| c.attrs.last().copied()) else {
+            return Ok(());
+        };
+        delete_callback(acc, ci, k, v)?;
+        // Looked up again: the callback may have changed the attributes (or freed the
+        // communicator, which ends the loop).
+        let st = acc.st();
+        if let Some(c) = st.comms.get_mut(ci).filter(|c| c.live) {
+            Arc::make_mut(c).attrs.retain(|&(a, x)| !(a == k && x == v));
+        }
         forget_if_unused(st, k);
     }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
 // Attributes on datatypes.
 
-/// Runs the delete callback of attribute `(k, v)` of datatype `dt`.
-fn type_delete_callback(st: &State, dt: Datatype, k: c_int, v: usize) -> Res<()> {
-    if let Some(kv) = st.keyvals.get(k)
-        && let Some(f) = kv.delete
-    {
-        // SAFETY: the user's `MPI_Type_delete_attr_function` (a datatype handle is an `int`,
-        // as a communicator's is) with the arguments MPI-3.1 §6.7.4 gives it.
-        let rc = unsafe { f(dt, k, v as *mut c_void, kv.extra as *mut c_void) };
-        if rc != abi::SUCCESS {
-            return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's delete callback failed")));
-        }
+/// Runs the delete callback of attribute `(k, v)` of datatype `dt`, if its keyval has one.
+fn type_delete_callback(acc: &mut Access, dt: Datatype, k: c_int, v: usize) -> Res<()> {
+    let Some(kv) = acc.st().keyvals.get(k).copied() else { return Ok(()) };
+    let Some(f) = kv.delete else { return Ok(()) };
+    // SAFETY: as in `delete_callback`.
+    let rc = unsafe { run_delete(f, dt, k, v, kv.extra) };
+    if rc != abi::SUCCESS {
+        return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's delete callback failed")));
     }
     Ok(())
 }
@@ -272,8 +321,11 @@ pub fn type_set_attr(acc: &mut Access, dt: Datatype, k: c_int, v: *mut c_void) -
     let st = running(acc)?;
     type_keyval(st, dt, k)?;
     if let Some(&(_, _, old)) = st.type_attrs.iter().find(|&&(t, a, _)| t == dt && a == k) {
-        type_delete_callback(st, dt, k, old)?;
+        type_delete_callback(acc, dt, k, old)?;
+        // Looked up again: the callback may have freed the type.
+        crate::datatype::any(&acc.st().types, dt)?;
     }
+    let st = acc.st();
     st.type_attrs.retain(|&(t, a, _)| !(t == dt && a == k));
     st.type_attrs.push((dt, k, v as usize));
     Ok(())
@@ -313,43 +365,42 @@ pub fn type_delete_attr(acc: &mut Access, dt: Datatype, k: c_int) -> Res<()> {
     let Some(&(_, _, old)) = st.type_attrs.iter().find(|&&(t, a, _)| t == dt && a == k) else {
         return Err(bad_keyval(k));
     };
-    type_delete_callback(st, dt, k, old)?;
-    st.type_attrs.retain(|&(t, a, _)| !(t == dt && a == k));
+    type_delete_callback(acc, dt, k, old)?;
+    let st = acc.st();
+    st.type_attrs.retain(|&(t, a, x)| !(t == dt && a == k && x == old));
     forget_if_unused(st, k);
     Ok(())
 }
 
-/// The attributes datatype `from` passes to its duplicate `to` (`MPI_Type_dup`).
-pub fn type_copy_all(st: &mut State, from: Datatype, to: Datatype) -> Res<()> {
-    let attrs: Vec<(c_int, usize)> = st.type_attrs.iter().filter(|a| a.0 == from).map(|a| (a.1, a.2)).collect();
+/// The attributes datatype `from` passes to its duplicate `to` (`MPI_Type_dup`): those of
+/// `from` at the call, each keyval looked up just before its copy callback runs.
+pub fn type_copy_all(acc: &mut Access, from: Datatype, to: Datatype) -> Res<()> {
+    let attrs: Vec<(c_int, usize)> = acc.st().type_attrs.iter().filter(|a| a.0 == from).map(|a| (a.1, a.2)).collect();
     for (k, v) in attrs {
-        let Some(kv) = st.keyvals.get(k).copied() else { continue };
-        let Some(f) = kv.copy else { continue };
-        let (mut new, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
-        // SAFETY: the user's `MPI_Type_copy_attr_function` with the arguments MPI-3.1 §6.7.4
-        // gives it.
-        let rc = unsafe { f(from, k, kv.extra as *mut c_void, v as *mut c_void, (&raw mut new).cast(), &mut flag) };
-        if rc != abi::SUCCESS {
-            return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's copy callback failed")));
-        }
-        if flag != 0 {
-            st.type_attrs.push((to, k, new as usize));
+        let Some(kv) = acc.st().keyvals.get(k).copied() else { continue };
+        // SAFETY: as in `copies`.
+        match unsafe { run_copy(kv, from, k, v) } {
+            // `to` is the duplicate's handle, which no one else knows yet.
+            Ok(Some(new)) => acc.st().type_attrs.push((to, k, new)),
+            Ok(None) => {}
+            Err(rc) => return Err(Fail::new(rc, None, Why::Arg("a datatype attribute's copy callback failed"))),
         }
     }
     Ok(())
 }
 
-/// Deletes every attribute of datatype `dt` (`MPI_Type_free`), running the callbacks.
-pub fn type_delete_all(st: &mut State, dt: Datatype) -> Res<()> {
-    let attrs: Vec<(c_int, usize)> = st.type_attrs.iter().filter(|a| a.0 == dt).map(|a| (a.1, a.2)).collect();
-    st.type_attrs.retain(|a| a.0 != dt);
-    for &(k, v) in &attrs {
-        type_delete_callback(st, dt, k, v)?;
-    }
-    for (k, _) in attrs {
+/// Deletes every attribute of datatype `dt` (`MPI_Type_free`), running the callbacks in LIFO
+/// order, each attribute staying on the type until its callback returns (as [`delete_all`]).
+pub fn type_delete_all(acc: &mut Access, dt: Datatype) -> Res<()> {
+    loop {
+        let Some((k, v)) = acc.st().type_attrs.iter().rev().find(|a| a.0 == dt).map(|a| (a.1, a.2)) else {
+            return Ok(());
+        };
+        type_delete_callback(acc, dt, k, v)?;
+        let st = acc.st();
+        st.type_attrs.retain(|&(t, a, x)| !(t == dt && a == k && x == v));
         forget_if_unused(st, k);
     }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -95,7 +95,17 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
 
 /// `MPI_Finalize`: completes outstanding sends and synchronises with the other ranks (the
 /// Endpoint's finalize), then nothing but the query functions may be called.
+///
+/// `MPI_COMM_SELF`'s attributes are deleted first, in LIFO order, as if it were freed
+/// (MPI-4.1 §11.2.4): their callbacks may call MPI, which is still running (`MPI_Finalized`
+/// says false), so no borrow of the state is held across them; everything else is looked up
+/// afterwards. A failing callback fails the call, MPI still running.
 pub fn finalize(acc: &mut Access) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    crate::attr::delete_all(acc, 1)?;
     let st = acc.st();
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
     st.fused = false;

@@ -44,13 +44,24 @@ pub fn valid(st: &State, h: Errhandler) -> bool {
     h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_RETURN || st.errhs.get(h).is_some_and(|e| !e.freed)
 }
 
-/// Runs the program's handler `h` for `code` on communicator handle `comm`.
-pub fn call_user(st: &State, h: Errhandler, comm: CommH, code: c_int) -> bool {
-    let Some(e) = st.errhs.get(h) else { return false };
+/// The function of the program's handler `h` (none for the predefined ones or a stale handle).
+pub fn user_fn(st: &State, h: Errhandler) -> Option<ErrFn> {
+    st.errhs.get(h).map(|e| e.f)
+}
+
+/// Runs the program's handler function `f` for `code` on communicator handle `comm`.
+///
+/// Reentrancy: the handler may call MPI (`MPI_Error_string`, `MPI_Comm_get_attr`, even
+/// `MPI_Comm_free` of `comm`); the callers only return `code` afterwards, relying on nothing
+/// they looked up before.
+///
+/// # Safety
+/// As for [`crate::state::outside`]: the caller holds no reference into the state.
+pub unsafe fn run(f: ErrFn, comm: CommH, code: c_int) {
     let (mut c, mut k) = (comm, code);
-    // SAFETY: the program's handler with the two arguments MPI-3.1 §8.3.1 gives it.
-    unsafe { (e.f)(&mut c, &mut k) };
-    true
+    // SAFETY: the program's handler with the two arguments MPI-3.1 §8.3.1 gives it; no
+    // reference into the state is live (the caller's contract).
+    unsafe { crate::state::outside(|| f(&mut c, &mut k)) };
 }
 
 /// `MPI_Comm_create_errhandler`.
@@ -112,7 +123,10 @@ pub fn call(acc: &mut Access, comm: CommH, code: c_int) -> Res<()> {
     if h == abi::ERRORS_ARE_FATAL {
         st.fatal("MPI_Comm_call_errhandler", Fail::new(code, Some(ci), Why::Arg("called by the program")));
     }
-    call_user(st, h, comm, code);
+    if let Some(f) = user_fn(st, h) {
+        // SAFETY: this frame holds the `Access` and no borrow from it any more.
+        unsafe { run(f, comm, code) };
+    }
     Ok(())
 }
 

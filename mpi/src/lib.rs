@@ -9,7 +9,9 @@
 //! - [`symbols`]: the data symbols and callbacks programs built against MPICH's `mpi.h` reference;
 //! - [`handle`]: the tables behind handles;
 //! - [`lock`]: the big lock of `MPI_THREAD_MULTIPLE`;
-//! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins;
+//! - [`exports`]: the exported `MPI_*` symbols and their `PMPI_*` twins (generated into
+//!   `src/gen/exports.rs` from `api/mpi.api` and `api/bind/*.txt` by the test `generated`);
+//! - [`convert`]: handle conversions, and the body of the functions not implemented yet;
 //! - [`ft`]: the `MPIX_Checkpoint` extension (application checkpoints with fault tolerance);
 //! - [`state`]: the process's MPI state, its access (the big lock), error handlers, the panic guard;
 //! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
@@ -26,6 +28,7 @@ pub mod abi;
 pub mod attr;
 pub mod coll;
 pub mod comm;
+pub mod convert;
 pub mod datatype;
 pub mod env;
 pub mod errh;

@@ -3,7 +3,12 @@
 //! take it again, and so that an unthreaded call pays nothing but a flag test for it.
 //!
 //! The word is 0 (free), 1 (held) or 2 (held, and a thread may sleep on it).
+//!
+//! [`BigLock`] is the one lock of the MPI library (`state::LOCK`): a [`RawLock`] that also knows
+//! whether the calling thread holds it, so that a program's callback can be run with it released
+//! (`state::outside`) wherever the callback is reached from.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The lock word.
@@ -50,6 +55,50 @@ impl RawLock {
 impl Default for RawLock {
     fn default() -> Self {
         RawLock::new()
+    }
+}
+
+thread_local! {
+    /// This thread holds the process's [`BigLock`]: set by its `lock`, cleared by its `unlock`.
+    static HOLDS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A [`RawLock`] whose holder knows it holds it ([`BigLock::held_here`]). One per process: the
+/// per-thread flag is shared by all (the library has one, `state::LOCK`).
+pub struct BigLock {
+    raw: RawLock,
+}
+
+impl BigLock {
+    /// A free lock.
+    pub const fn new() -> BigLock {
+        BigLock { raw: RawLock::new() }
+    }
+
+    /// Takes the lock, sleeping while another thread holds it.
+    #[inline(always)]
+    pub fn lock(&self) {
+        self.raw.lock();
+        HOLDS.set(true);
+    }
+
+    /// Releases the lock (the calling thread holds it).
+    #[inline(always)]
+    pub fn unlock(&self) {
+        HOLDS.set(false);
+        self.raw.unlock();
+    }
+
+    /// True if the calling thread holds the lock.
+    #[inline(always)]
+    pub fn held_here() -> bool {
+        HOLDS.get()
+    }
+}
+
+impl Default for BigLock {
+    fn default() -> Self {
+        BigLock::new()
     }
 }
 

@@ -39,13 +39,22 @@ pub struct UserCall {
     pub elem: usize,
     /// A non-contiguous `dt`'s layout, whose data the collectives hold packed: the user's
     /// function is called on it unpacked into scratch laid out as the type says. The pointer is
-    /// an `Arc<TypeDesc>`'s, kept alive by whoever holds the reduction (the collective's call, or
-    /// its schedule: `coll::reduction_kept`), so it is valid whenever `apply` runs.
+    /// an `Arc<TypeDesc>`'s, a counted reference to which is held by whoever holds the reduction
+    /// (the collective's frame, or its schedule: `coll::reduction_kept` returns it), so it is
+    /// valid whenever `apply` runs — also after the user's function freed `dt` (MPI lets it:
+    /// the table's reference goes, the held one stays) — until the reduction is dropped.
     pub layout: Option<*const crate::datatype::TypeDesc>,
 }
 
 impl UserCall {
     /// `inout = inv ⊕ inout` (the user's function on the whole elements of `inout`).
+    ///
+    /// Reentrancy: the user's function may call MPI, so it runs through
+    /// [`crate::state::outside`], and the caller holds no reference into the state: `inv` and
+    /// `inout` are the program's buffers or scratch owned by the collective's frame or by its
+    /// schedule, which `p2p::complete::advance_coll` takes out of the request table while the
+    /// function runs. Nothing is looked up again afterwards: `self` is a copy, its layout kept
+    /// alive (see `layout`).
     pub fn apply(&self, inv: &[u8], inout: &mut [u8]) {
         let n = inout.len().min(inv.len()) / self.elem.max(1);
         if n == 0 {
@@ -59,8 +68,12 @@ impl UserCall {
         let mut dt = self.dt;
         // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
         // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
-        // functions); `len` and `dt` are ours.
-        unsafe { (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt) };
+        // functions); `len` and `dt` are ours; no reference into the state is live (above).
+        unsafe {
+            crate::state::outside(|| {
+                (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt)
+            })
+        };
     }
 }
 
@@ -88,8 +101,9 @@ impl UserCall {
         let mut len = n as c_int;
         let mut dt = self.dt;
         // SAFETY: the scratch holds `n` elements of `dt` at `pa` and `pb` in the type's layout
-        // (MPI's contract on user functions: they touch the elements only).
-        unsafe { (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt) };
+        // (MPI's contract on user functions: they touch the elements only); no reference into
+        // the state is live (`apply`).
+        unsafe { crate::state::outside(|| (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt)) };
         // SAFETY: as above; `inout` has room for the `n` packed elements.
         unsafe { crate::datatype::pack::pack(desc, pb, n, &mut inout[..packed]) };
     }

@@ -7,6 +7,35 @@
 //! waiting; below that level the application orders its calls (the levels' contract) and no lock
 //! is taken, so the fast path pays one test of a flag. A panic inside a call is caught at the
 //! boundary ([`call`]) and becomes `MPI_ERR_INTERN` through the error handler.
+//!
+//! **Callbacks.** MPI lets every function of the program that the library calls (attribute copy
+//! and delete callbacks, reduction operations, error handlers) call MPI in turn, at every thread
+//! level. Such a function is called only through [`outside`], which releases the big lock if
+//! this thread holds it and takes it again afterwards. The rule for the code around it: **no
+//! reference into the [`State`] is live across an `outside` call** — no `&mut State` argument or
+//! local in any frame on the stack, nor anything borrowed from one (a table entry, the Endpoint).
+//! Frames above a callback hold an [`Access`] (a flag, not a borrow of the state) and take
+//! short borrows with [`Access::st`]; what the callback needs (the function, `extra_state`,
+//! values) is copied out first, and handles are looked up again afterwards, since the callback
+//! may free or create any object. Otherwise the nested call's `&mut State` would alias a live
+//! one (undefined behaviour below `MPI_THREAD_MULTIPLE`, a deadlock on the lock above it).
+//! Under `MPI_THREAD_MULTIPLE` other threads may run while the callback does, as they may during
+//! [`Access::pause`]: each site says which facts it looks up again. `outside` is `unsafe` for
+//! this rule; a site reads
+//!
+//! ```ignore
+//! let (f, extra) = { let kv = acc.st().keyvals.get(k)?; (kv.delete?, kv.extra) }; // copy out
+//! // SAFETY: this frame holds the `Access` and no borrow from it (see `state::outside`).
+//! let rc = unsafe { state::outside(|| f(handle, k, v, extra)) };
+//! let st = acc.st(); // look up again: the callback may have freed the object
+//! ```
+//!
+//! The sites: attribute copy and delete callbacks (`attr`), error handlers ([`State::fail`]
+//! returns the handler, run by the exported function's wrapper once its borrow ended;
+//! `errh::call`), user reductions (`op::UserCall::apply`, reached from the blocking collectives,
+//! which hold only an `Access`, and from non-blocking ones, whose schedule is taken out of the
+//! request table meanwhile: `p2p::complete::advance_coll_user`), and `MPI_Finalize`
+//! (`MPI_COMM_SELF`'s delete callbacks).
 
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -22,7 +51,7 @@ use crate::comm::Comm;
 use crate::comm::context::Contexts;
 use crate::datatype::Types;
 use crate::error::{Fail, Res, Why, name_of};
-use crate::lock::RawLock;
+use crate::lock::BigLock;
 use crate::p2p::bsend::Bsend;
 use crate::p2p::mprobe::Messages;
 use crate::request::Requests;
@@ -266,19 +295,23 @@ impl State {
         }
     }
 
-    /// Hands failure `f` of `call` to the error handler of its communicator: returns the code
-    /// under `MPI_ERRORS_RETURN`, ends the job under `MPI_ERRORS_ARE_FATAL`.
+    /// Hands failure `f` of `call` to the error handler of its communicator: the code to return
+    /// under `MPI_ERRORS_RETURN`, the program's handler to run first under one of its own
+    /// (`Failed::report` runs it once this borrow has ended); ends the job under
+    /// `MPI_ERRORS_ARE_FATAL`.
     #[cold]
     #[inline(never)]
-    pub fn fail(&mut self, call: &'static str, f: Fail) -> c_int {
+    pub fn fail(&mut self, call: &'static str, f: Fail) -> Failed {
         let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
         let errh = self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh);
         if errh == ERRORS_RETURN && self.phase == Phase::Running {
-            return f.code;
+            return Failed { code: f.code, handler: None };
         }
         // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
-        if self.phase == Phase::Running && crate::errh::call_user(self, errh, crate::comm::handle_of(ci), f.code) {
-            return f.code;
+        if self.phase == Phase::Running
+            && let Some(h) = crate::errh::user_fn(self, errh)
+        {
+            return Failed { code: f.code, handler: Some((h, crate::comm::handle_of(ci))) };
         }
         self.fatal(call, f)
     }
@@ -299,6 +332,28 @@ impl State {
     }
 }
 
+/// A failure as its error handler takes it ([`State::fail`]): the code the call returns, and the
+/// program's handler to run first (with the communicator's handle), if it has one.
+#[must_use]
+pub struct Failed {
+    code: c_int,
+    handler: Option<(crate::errh::ErrFn, abi::Comm)>,
+}
+
+impl Failed {
+    /// Runs the program's handler, if any, and gives the code to return. Called by the
+    /// exported functions' wrappers once their borrow of the state has ended (the frames above
+    /// are the C caller's): the handler may call MPI ([`outside`]).
+    #[cold]
+    fn report(self) -> c_int {
+        if let Some((h, comm)) = self.handler {
+            // SAFETY: see above: no reference into the state is live in this thread.
+            unsafe { crate::errh::run(h, comm, self.code) };
+        }
+        self.code
+    }
+}
+
 /// The state's one instance.
 struct Global(UnsafeCell<State>);
 
@@ -312,7 +367,42 @@ static STATE: Global = Global(UnsafeCell::new(State::new()));
 
 /// The big lock: held by every call while `THREADED` (a first, coarse step: the progress engine
 /// and every table behind it; finer locks can replace it later).
-static LOCK: RawLock = RawLock::new();
+static LOCK: BigLock = BigLock::new();
+
+/// Runs `f`, which calls a function of the program's (a callback), so that the callback may call
+/// MPI: with the big lock released if this thread holds it (taken again afterwards, also if `f`
+/// unwinds).
+///
+/// Afterwards the receives the callback deferred (`MPI_Irecv`'s fast path) are posted: a call
+/// relies on none being deferred once it has entered (`Access::enter` posted them).
+///
+/// # Safety
+/// No reference into the [`State`] is live across the call, in any frame of this thread (the
+/// module doc's rule): the callback's MPI calls, and this function afterwards, make their own.
+/// A frame that holds an [`Access`] and no borrow from it meets this for itself (the borrow
+/// checker sees to the frames below it that got the `Access` from it).
+pub unsafe fn outside<R>(f: impl FnOnce() -> R) -> R {
+    /// Takes the lock again when dropped, if it was held.
+    struct Relock(bool);
+    impl Drop for Relock {
+        fn drop(&mut self) {
+            if self.0 {
+                LOCK.lock();
+            }
+        }
+    }
+    let held = BigLock::held_here();
+    if held {
+        LOCK.unlock();
+    }
+    let relock = Relock(held);
+    let r = f();
+    drop(relock);
+    // SAFETY: no reference into the state is live (the caller's contract); the lock is held
+    // again, or calls do not lock (the application serializes them).
+    unsafe { &mut *STATE.0.get() }.post_deferred();
+    r
+}
 
 /// `MPI_THREAD_MULTIPLE` was granted: calls take `LOCK`. Set once by `MPI_Init_thread` before the
 /// application can start threads that call MPI (thread creation orders the store before their
@@ -418,7 +508,7 @@ impl Access {
     /// lasted (`spins`), and takes the lock again.
     pub fn pause(&mut self, spins: &mut u32) {
         if !self.st().colls.is_empty() {
-            crate::p2p::complete::advance_colls(self.st());
+            crate::p2p::complete::advance_colls(self);
         }
         if self.locked {
             LOCK.unlock();
@@ -556,7 +646,7 @@ pub fn after_fused(call: &'static str, f: impl FnOnce(&mut State) -> Res<()>) ->
         let st = unsafe { &mut *STATE.0.get() };
         match f(st) {
             Ok(()) => abi::SUCCESS,
-            Err(e) => st.fail(call, e),
+            Err(e) => st.fail(call, e).report(),
         }
     })
 }
@@ -582,7 +672,7 @@ pub fn call_fast(
             if let Some(r) = fast(st) {
                 return match r {
                     Ok(()) => abi::SUCCESS,
-                    Err(e) => st.fail(call, e),
+                    Err(e) => st.fail(call, e).report(),
                 };
             }
         }
@@ -602,7 +692,7 @@ fn body(call: &'static str, f: impl FnOnce(&mut Access) -> Res<()>) -> c_int {
     let mut acc = Access::enter();
     match f(&mut acc) {
         Ok(()) => abi::SUCCESS,
-        Err(e) => acc.st().fail(call, e),
+        Err(e) => acc.st().fail(call, e).report(),
     }
 }
 
@@ -624,7 +714,8 @@ fn panicked(call: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into());
     // The panicking call's `Access` was dropped while unwinding (releasing the lock, if held).
-    Access::enter().st().fail(call, Fail::new(abi::ERR_INTERN, None, Why::Panic(text)))
+    let mut acc = Access::enter();
+    acc.st().fail(call, Fail::new(abi::ERR_INTERN, None, Why::Panic(text))).report()
 }
 
 /// The failure of a call made outside `MPI_Init`..`MPI_Finalize`.
@@ -635,4 +726,29 @@ pub fn not_running(phase: Phase) -> Fail {
         _ => "called after MPI_Finalize",
     };
     Fail::new(abi::ERR_OTHER, None, Why::Arg(why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_releases_the_lock_and_takes_it_again() {
+        LOCK.lock();
+        // Another thread gets the lock while the callback runs.
+        let other = || std::thread::spawn(|| LOCK.lock()).join().map(|()| LOCK.unlock()).is_ok();
+        // SAFETY: this test holds no reference into the state (so below).
+        let taken_meanwhile = unsafe { outside(|| !BigLock::held_here() && other()) };
+        assert!(taken_meanwhile && BigLock::held_here());
+        // A callback that unwinds: the lock is held again all the same.
+        // SAFETY: as above.
+        let unwound = std::panic::catch_unwind(|| unsafe { outside(|| panic!("callback")) });
+        assert!(unwound.is_err());
+        assert!(BigLock::held_here());
+        LOCK.unlock();
+        // Not holding it (below MPI_THREAD_MULTIPLE): `outside` takes none.
+        // SAFETY: as above.
+        assert!(unsafe { outside(|| !BigLock::held_here()) });
+        assert!(!BigLock::held_here());
+    }
 }

@@ -16,6 +16,7 @@
 //! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
 //! | `intercommunicators` | `intercomm.c`: Intercomm_create from uneven and interleaved halves of WORLD (one group reversed), test_inter, sizes, local and remote groups rank by rank; p2p both ways with ANY_SOURCE/ANY_TAG, specific sources, PROC_NULL; Intercomm_merge with high false/true/equal rank by rank; dup (attribute copy, compare), two idups in flight, split and create on an intercommunicator; Barrier/Bcast/Reduce/Allreduce/Gather/Scatter/Allgather/Alltoall for every root at counts 1 and 3000, a strided type; the v-forms and Reduce_scatter(_block) with uneven counts and gaps; bad leader, bad root, intercommunicators where intracommunicators are required and the reverse; 1200 create/dup/merge/free rounds (more contexts than a process has) | 1–8; 5 over 2 nodes |
 //! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
+//! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4 at each level; 3 over 2 nodes |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
@@ -154,6 +155,18 @@ fn user_operations() {
     // Over two nodes (and three pretend ones): the non-commutative operation skips the levels.
     run_ok("user_ops", &[5], &["--nodes", "2"], &[]);
     run_ok("user_ops", &[7], &[], &[("NEMESIS_COLL_NODES", "3")]);
+}
+
+#[test]
+fn callbacks_may_call_mpi() {
+    // A callback that calls MPI deadlocked under MPI_THREAD_MULTIPLE (the lock was held) and
+    // aliased the state below it; the job's time limit turns a hang into a failure.
+    for level in ["single", "multiple"] {
+        for prog in ["reentrant_attrs", "reentrant_ops"] {
+            run_ok(prog, &[1, 2, 4], &[], &[("REENTRANT_LEVEL", level)]);
+            run_ok(prog, &[3], &["--nodes", "2"], &[("REENTRANT_LEVEL", level)]);
+        }
+    }
 }
 
 #[test]

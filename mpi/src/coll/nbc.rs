@@ -156,18 +156,31 @@ pub struct Sched {
     /// An agreement's round failed: the next waits for the next advance (the creation that holds
     /// a member's mask must move first, possibly in this process).
     retry: bool,
+    /// A `Step::Reduce` with a user's operation, reached by the current round: the round stops
+    /// there until [`Sched::run_user_op`] has run it, with no borrow of the state live (the
+    /// operation may call MPI); `resume` holds the round's steps after it.
+    user_step: Option<(At, At, bool)>,
+    resume: Vec<Step>,
+    /// A placeholder standing in the request table while the schedule is out of it (running a
+    /// user's operation): it never advances nor completes.
+    busy: bool,
 }
 
 impl Sched {
     fn new(c: &Comm, red: Option<Reduction>) -> Sched {
         let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
+        Sched { ctx: c.coll_ctx(), tag: NBC + seq as i32 * NBC_STRIDE, red, ..Sched::blank() }
+    }
+
+    /// A schedule with no rounds, buffers nor reduction, in context 0.
+    fn blank() -> Sched {
         Sched {
-            ctx: c.coll_ctx(),
+            ctx: 0,
             across: None,
-            tag: NBC + seq as i32 * NBC_STRIDE,
+            tag: 0,
             bufs: Vec::new(),
             rounds: VecDeque::new(),
-            red,
+            red: None,
             inflight: Vec::new(),
             outputs: Vec::new(),
             failed: None,
@@ -175,6 +188,45 @@ impl Sched {
             agree: None,
             idup: None,
             retry: false,
+            user_step: None,
+            resume: Vec::new(),
+            busy: false,
+        }
+    }
+
+    /// The placeholder of a schedule taken out of the request table (see `busy`).
+    pub fn busy() -> Sched {
+        Sched { busy: true, ..Sched::blank() }
+    }
+
+    /// True for the placeholder of a schedule taken out of the table.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+    }
+
+    /// True if the round waits for a user's operation ([`Sched::run_user_op`]).
+    pub fn wants_user_op(&self) -> bool {
+        self.user_step.is_some()
+    }
+
+    /// Runs the user's operation the round stopped at (`user_step`). The caller holds no
+    /// reference into the state (the schedule is out of the request table): the operation may
+    /// call MPI. The schedule's own buffers are the operands, and its `keep` holds the layout.
+    pub fn run_user_op(&mut self) {
+        if let Some((dst, src, lower)) = self.user_step.take() {
+            self.reduce_step(dst, src, lower);
+        }
+    }
+
+    /// `dst = src ⊕ dst` (`lower`) or `dst = dst ⊕ src` in the schedule's buffers.
+    fn reduce_step(&mut self, dst: At, src: At, lower: bool) {
+        let Some(red) = self.red else { return };
+        let mut other = self.bufs[src.buf][src.range].to_vec();
+        let acc = &mut self.bufs[dst.buf][dst.range];
+        if lower {
+            red.combine_lower(acc, &mut other);
+        } else {
+            red.combine_higher(acc, &other);
         }
     }
 
@@ -192,8 +244,10 @@ impl Sched {
 
     /// Runs the local steps of the next round and posts its transfers; an error fails the
     /// schedule (transfers already posted still complete first).
+    /// A `Step::Reduce` with a user's operation stops the round (`user_step`).
     fn start_round(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts, steps: Vec<Step>) {
-        for s in steps {
+        let mut steps = steps.into_iter();
+        while let Some(s) = steps.next() {
             if self.failed.is_some() {
                 return;
             }
@@ -240,14 +294,12 @@ impl Sched {
                     self.bufs[dst.buf][dst.range].copy_from_slice(&data);
                 }
                 Step::Reduce { dst, src, lower } => {
-                    let Some(red) = self.red else { continue };
-                    let mut other = self.bufs[src.buf][src.range].to_vec();
-                    let acc = &mut self.bufs[dst.buf][dst.range];
-                    if lower {
-                        red.combine_lower(acc, &mut other);
-                    } else {
-                        red.combine_higher(acc, &other);
+                    if self.red.is_some_and(|r| r.user.is_some()) {
+                        self.user_step = Some((dst, src, lower));
+                        self.resume = steps.collect();
+                        return;
                     }
+                    self.reduce_step(dst, src, lower);
                 }
                 Step::Send { to, from, off } => self.post_send(ep, to, from, self.tag + off, self.ctx),
                 Step::Recv { from, into, off } => self.post_recv(ep, from, into, self.tag + off, self.ctx),
@@ -306,8 +358,17 @@ impl Sched {
 
     /// Advances as far as it can without waiting: `Some` once complete (successfully or not).
     /// `ctxs`: this process's contexts, for an agreement's rounds.
+    /// A round stopped at a user's operation waits for it ([`Sched::wants_user_op`]).
     pub fn advance(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts) -> Option<Completion> {
         loop {
+            if self.busy || self.user_step.is_some() {
+                return None;
+            }
+            if !self.resume.is_empty() {
+                let rest = std::mem::take(&mut self.resume);
+                self.start_round(ep, ctxs, rest);
+                continue;
+            }
             let mut k = 0;
             while k < self.inflight.len() {
                 match ep.test(self.inflight[k].0) {

@@ -184,7 +184,7 @@ pub fn agree_by(
             // Another creation held a member's mask: let it finish (an `MPI_Comm_idup` of this
             // process among them: its schedule is advanced here), then try again.
             None => {
-                crate::p2p::complete::advance_colls(acc.st());
+                crate::p2p::complete::advance_colls(acc);
                 acc.pause(&mut spins)
             }
         }

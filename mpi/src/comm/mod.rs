@@ -338,11 +338,12 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
     let st = acc.st();
     // A duplicate keeps the topology (MPI-3.1 §7.4).
     Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
-    // The attributes go through their copy callbacks (MPI-3.1 §6.7.2).
-    if let Err(e) = crate::attr::copy_all(st, ci, index_of(h)) {
+    // The attributes go through their copy callbacks (MPI-3.1 §6.7.2), which may call MPI:
+    // nothing borrowed from the state is held across them (`c` is a counted copy).
+    if let Err(e) = crate::attr::copy_all(acc, ci, index_of(h)) {
         let mut gone = h;
         // SAFETY: a local handle.
-        let _ = unsafe { free_index(st, &mut gone) };
+        let _ = unsafe { free_index(acc, &mut gone) };
         return Err(e);
     }
     // SAFETY: checked non-null; MPI's contract.
@@ -624,22 +625,25 @@ pub unsafe fn free(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
         return Err(null_out(None));
     }
     // SAFETY: the caller's contract.
-    unsafe { free_index(st, comm) }
+    unsafe { free_index(acc, comm) }
 }
 
 /// `MPI_Comm_free` of the handle at `comm`, which is not null.
 ///
 /// # Safety
 /// `comm` valid for reads and writes.
-unsafe fn free_index(st: &mut State, comm: *mut abi::Comm) -> Res<()> {
+unsafe fn free_index(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
     // SAFETY: the caller's contract.
     let h = unsafe { *comm };
-    let (ci, _) = comm_at(&st.comms, h)?;
+    let (ci, _) = comm_at(&acc.st().comms, h)?;
     if ci < 2 {
         return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed")));
     }
-    // The attributes' delete callbacks run first (MPI-3.1 §6.7.2).
-    crate::attr::delete_all(st, ci)?;
+    // The attributes' delete callbacks run first (MPI-3.1 §6.7.2); they may call MPI (even free
+    // this communicator: then it is gone, as for a second free).
+    crate::attr::delete_all(acc, ci)?;
+    let st = acc.st();
+    let (ci, _) = comm_at(&st.comms, h)?;
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
     let errh = st.comms[ci].errh;

@@ -239,7 +239,8 @@ pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -
     if let Some(e) = st.types.get_mut(h) {
         e.committed = committed;
     }
-    crate::attr::type_copy_all(st, oldtype, h)
+    // The copy callbacks may call MPI: no borrow of the state across them.
+    crate::attr::type_copy_all(acc, oldtype, h)
 }
 
 /// `MPI_Type_commit`.
@@ -279,8 +280,10 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     if st.types.get(h).is_none() {
         return Err(super::bad_type(h, None));
     }
-    crate::attr::type_delete_all(st, h)?;
-    st.types.remove(h);
+    // The delete callbacks may call MPI (even free this type: then it is gone, an error as for
+    // a second free): no borrow of the state across them, the handle looked up again after.
+    crate::attr::type_delete_all(acc, h)?;
+    acc.st().types.remove(h).ok_or_else(|| super::bad_type(h, None))?;
     // SAFETY: as above.
     unsafe { *datatype = abi::DATATYPE_NULL };
     Ok(())

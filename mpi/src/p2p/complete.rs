@@ -151,6 +151,32 @@ fn advance_coll(st: &mut State, i: usize) -> Res<Option<Vec<nemesis::Request>>> 
     }
 }
 
+/// [`advance_coll`], also running the user's reduction operations the schedule's rounds reach.
+/// Reentrancy: an operation may call MPI, so it runs with the schedule taken out of the request
+/// table (a placeholder that never advances stands in: a nested call, or another thread under
+/// `MPI_THREAD_MULTIPLE`, sees the request still in progress) and no borrow of the state live;
+/// the schedule goes back into slot `i`, which stays its own (only its completion frees it).
+fn advance_coll_user(acc: &mut Access, i: usize) -> Res<Option<Vec<nemesis::Request>>> {
+    loop {
+        let pending = advance_coll(acc.st(), i)?;
+        let Some(Req { state: ReqState::Coll(s), .. }) = acc.st().reqs.at_mut(i) else { return Ok(pending) };
+        if pending.is_none() || !s.wants_user_op() {
+            return Ok(pending);
+        }
+        let mut taken = std::mem::replace(s, Box::new(crate::coll::nbc::Sched::busy()));
+        taken.run_user_op();
+        match acc.st().reqs.at_mut(i) {
+            Some(Req { state: ReqState::Coll(s), .. }) if s.is_busy() => *s = taken,
+            // Not reached (the placeholder never completes, so the slot stays). Its transfers may
+            // still write into its buffers: never freed.
+            _ => {
+                Box::leak(taken);
+                return Ok(None);
+            }
+        }
+    }
+}
+
 /// Waits until collective request slot `i` is complete, advancing every schedule in flight
 /// meanwhile and waiting for any of their transfers: one schedule may need another to move first
 /// (an `MPI_Comm_idup` whose agreement waits for an earlier one), and a peer waiting for another
@@ -158,8 +184,8 @@ fn advance_coll(st: &mut State, i: usize) -> Res<Option<Vec<nemesis::Request>>> 
 fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
     let mut spins = 0;
     loop {
-        advance_colls(acc.st());
-        if advance_coll(acc.st(), i)?.is_none() {
+        advance_colls(acc);
+        if advance_coll_user(acc, i)?.is_none() {
             return Ok(());
         }
         let st = acc.st();
@@ -271,19 +297,26 @@ fn check_running(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.phase));
     }
     reap(st);
-    advance_colls(st);
+    advance_colls(acc);
     Ok(())
 }
 
 /// Advances every non-blocking collective in flight, so that testing or waiting for any request
 /// moves them all (their rounds overlap whatever the program waits for).
-pub fn advance_colls(st: &mut State) {
+///
+/// Takes the [`Access`], not the state: the user's operations run meanwhile may call MPI (see
+/// `advance_coll_user`), even start or complete collectives, so the list is read afresh at
+/// each step and a finished schedule's slot removed by value.
+pub fn advance_colls(acc: &mut Access) {
     let mut k = 0;
-    while k < st.colls.len() {
-        match advance_coll(st, st.colls[k]) {
+    while let Some(&i) = acc.st().colls.get(k) {
+        match advance_coll_user(acc, i) {
             Ok(Some(_)) => k += 1,
             _ => {
-                st.colls.swap_remove(k);
+                let colls = &mut acc.st().colls;
+                if let Some(p) = colls.iter().position(|&x| x == i) {
+                    colls.swap_remove(p);
+                }
             }
         }
     }

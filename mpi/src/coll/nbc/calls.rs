@@ -498,7 +498,7 @@ pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, r
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
-    let attrs = crate::attr::copies(acc.st(), ci)?;
+    let attrs = crate::attr::copies(acc, ci)?;
     let mut s = Sched::new(&c, Some(context::round_reduction()));
     let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
     let buf = s.buf(Vec::new());
