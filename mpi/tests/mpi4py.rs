@@ -34,12 +34,14 @@ use common::*;
 
 /// The mpi4py release: wheel, sdist and test suite.
 const VERSION: &str = "4.1.2";
-/// What building the sdist without build isolation needs (mpi4py's `conf/requirements-build-*`).
-const BUILD_TOOLS: [&str; 3] = ["setuptools==80.9.0", "cython==3.1.6", "wheel==0.45.1"];
+/// What building the sdist without build isolation needs (mpi4py's `conf/requirements-build-*`),
+/// and numpy, with which the suite tests every type it has (complex, long double, half...), not
+/// only the `array` module's.
+const BUILD_TOOLS: [&str; 4] = ["setuptools==80.9.0", "cython==3.1.6", "wheel==0.45.1", "numpy==2.2.6"];
 /// The longest one test of the suite may run on a rank before it counts as a hang.
-const PER_TEST: Duration = Duration::from_secs(60);
+const PER_TEST: Duration = Duration::from_secs(30);
 /// The longest one run of the whole suite may take (a backstop for hangs outside tests).
-const PER_RUN: Duration = Duration::from_secs(480);
+const PER_RUN: Duration = Duration::from_secs(900);
 /// Runs of the suite after a hang or a crash, each without the tests before and the culprit.
 const ATTEMPTS: usize = 8;
 
@@ -151,9 +153,10 @@ fn source_venv(test: &str, mpi: Mpi) -> Option<(PathBuf, PathBuf)> {
         check(c, "unpacking the sdist's test/", Duration::from_secs(120));
     }
     let v = venv(&format!("venv-{}", mpi.name()));
+    let tools = format!("{VERSION} {}", BUILD_TOOLS.join(" "));
     let key = match mpi {
-        Mpi::Nemesis => nemesis_key(VERSION),
-        Mpi::Mpich => mpich_key(VERSION),
+        Mpi::Nemesis => nemesis_key(&tools),
+        Mpi::Mpich => mpich_key(&tools),
     };
     if !stamped(&v, &key) {
         let mut c = pip(&v);
