@@ -197,7 +197,8 @@ enum MPIR_Combiner_enum {
     MPI_COMBINER_F90_COMPLEX = 16,
     MPI_COMBINER_F90_INTEGER = 17,
     MPI_COMBINER_RESIZED = 18,
-    MPI_COMBINER_HINDEXED_BLOCK = 19
+    MPI_COMBINER_HINDEXED_BLOCK = 19,
+    MPI_COMBINER_VALUE_INDEX = 20 /* MPI-4.1 (MPICH 4.1's value) */
 };
 
 /* Subarray and darray constructors. */
@@ -426,6 +427,37 @@ typedef void(MPI_T_event_dropped_cb_function)(MPI_Count count, MPI_T_event_regis
 #define MPI_MODE_NOPUT 4096
 #define MPI_MODE_NOPRECEDE 8192
 #define MPI_MODE_NOSUCCEED 16384
+typedef enum MPIR_Win_flavor {
+    MPI_WIN_FLAVOR_CREATE = 1,
+    MPI_WIN_FLAVOR_ALLOCATE = 2,
+    MPI_WIN_FLAVOR_DYNAMIC = 3,
+    MPI_WIN_FLAVOR_SHARED = 4
+} MPIR_Win_flavor_t;
+typedef enum MPIR_Win_model { MPI_WIN_SEPARATE = 1, MPI_WIN_UNIFIED = 2 } MPIR_Win_model_t;
+
+/* I/O (MPICH's mpio.h values). */
+#define MPI_MODE_RDONLY 2
+#define MPI_MODE_RDWR 8
+#define MPI_MODE_WRONLY 4
+#define MPI_MODE_CREATE 1
+#define MPI_MODE_EXCL 64
+#define MPI_MODE_DELETE_ON_CLOSE 16
+#define MPI_MODE_UNIQUE_OPEN 32
+#define MPI_MODE_APPEND 128
+#define MPI_MODE_SEQUENTIAL 256
+#define MPI_DISPLACEMENT_CURRENT (-54278278)
+#define MPI_SEEK_SET 600
+#define MPI_SEEK_CUR 602
+#define MPI_SEEK_END 604
+#define MPI_MAX_DATAREP_STRING 128
+
+/* Sessions: the longest process set name and string tag. */
+#define MPI_MAX_PSET_NAME_LEN 256
+#define MPI_MAX_STRINGTAG_LEN 256
+
+/* printf formats of MPI_Aint. */
+#define MPI_AINT_FMT_DEC_SPEC "%ld"
+#define MPI_AINT_FMT_HEX_SPEC "%lx"
 
 /* Thread levels. MPI_Init_thread grants the level required. Under MPI_THREAD_MULTIPLE every call is
  * safe from any thread at any time: calls hold one lock on the library's state and release it while
@@ -439,6 +471,8 @@ typedef void(MPI_T_event_dropped_cb_function)(MPI_Count count, MPI_T_event_regis
  * Sentinel buffers, statuses and arrays. */
 #define MPI_BOTTOM ((void *)0)
 #define MPI_IN_PLACE ((void *)-1)
+/* MPI-4.1: attach this as a buffer to have each buffered send take the space it needs. */
+#define MPI_BUFFER_AUTOMATIC ((void *)-2)
 #define MPI_STATUS_IGNORE ((MPI_Status *)1)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)1)
 #define MPI_ERRCODES_IGNORE ((int *)0)

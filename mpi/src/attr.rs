@@ -1,10 +1,10 @@
 //! Attributes (MPI-3.1 §6.7): the predefined attributes of `MPI_COMM_WORLD` (`MPI_TAG_UB`,
 //! `MPI_HOST`, `MPI_IO`, `MPI_WTIME_IS_GLOBAL`, `MPI_UNIVERSE_SIZE`, `MPI_LASTUSEDCODE`,
 //! `MPI_APPNUM`) and keyvals with copy and delete callbacks on communicators and datatypes
-//! (`MPI_Type_create_keyval`...: one table, each keyval of one kind); info objects
-//! (§9: `MPI_Info_*`, `MPI_INFO_ENV`); `MPI_Alloc_mem`/`MPI_Free_mem`; `MPI_Pcontrol`.
+//! (`MPI_Type_create_keyval`...: one table, each keyval of one kind); `MPI_Alloc_mem`/
+//! `MPI_Free_mem`; `MPI_Pcontrol`. Info objects are in [`crate::info`].
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use crate::abi::{self, Aint, Comm as CommH, Datatype, Info};
@@ -13,6 +13,8 @@ use crate::error::{Fail, Res, Why};
 use crate::handle::Table;
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
+
+pub use crate::info::{Infos, infos};
 
 /// `MPI_Comm_copy_attr_function`.
 pub type CopyFn = unsafe extern "C" fn(CommH, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
@@ -401,222 +403,6 @@ pub fn type_delete_all(acc: &mut Access, dt: Datatype) -> Res<()> {
         st.type_attrs.retain(|&(t, a, x)| !(t == dt && a == k && x == v));
         forget_if_unused(st, k);
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Info objects.
-
-/// An info object: keys and values in the order they were first set.
-pub type InfoObj = Vec<(String, String)>;
-
-/// The info objects: handles `INFO_DIRECT + index`.
-pub type Infos = Table<InfoObj>;
-
-/// MPICH's direct info handles.
-pub const INFO_DIRECT: u32 = abi::handle::DIRECT | abi::handle::INFO;
-
-pub const fn infos() -> Infos {
-    Table::new(INFO_DIRECT)
-}
-
-#[cold]
-fn bad_info(h: Info) -> Fail {
-    Fail::new(abi::ERR_INFO, None, Why::Other(format!("{h:#x} is not a valid info object")))
-}
-
-/// `MPI_INFO_ENV`'s contents (MPI-3.1 §10.5.1): the command, its arguments, the job size, the
-/// working directory, the host and the thread level.
-fn info_env(st: &State) -> InfoObj {
-    let mut args = std::env::args();
-    let command = args.next().unwrap_or_default();
-    let argv = args.collect::<Vec<_>>().join(" ");
-    let size = st.ep.as_ref().map_or(1, |e| e.size());
-    let wdir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-    let host = nemesis::launch::contract::hostname().unwrap_or_else(|_| "localhost".into());
-    let level = match st.provided {
-        abi::THREAD_SINGLE => "MPI_THREAD_SINGLE",
-        abi::THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
-        abi::THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
-        _ => "MPI_THREAD_MULTIPLE",
-    };
-    [("command", command), ("argv", argv), ("maxprocs", size.to_string()), ("wdir", wdir), ("host", host)]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .chain([("thread_level".to_string(), level.to_string())])
-        .collect()
-}
-
-/// The contents of info `h` (`MPI_INFO_ENV` made up on the spot).
-fn info_of(st: &State, h: Info) -> Res<InfoObj> {
-    if h == abi::INFO_ENV {
-        return Ok(info_env(st));
-    }
-    st.infos.get(h).cloned().ok_or_else(|| bad_info(h))
-}
-
-/// A key or value argument: a C string of at most `max` bytes (`MPI_MAX_INFO_KEY`/`_VAL`).
-///
-/// # Safety
-/// `s` null or a NUL-terminated string.
-unsafe fn c_str(s: *const c_char, max: usize, class: c_int) -> Res<String> {
-    if s.is_null() {
-        return Err(Fail::new(class, None, Why::Arg("null string")));
-    }
-    // SAFETY: the caller's contract.
-    let v = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
-    if v.len() > max || (class == abi::ERR_INFO_KEY && v.is_empty()) {
-        return Err(Fail::new(class, None, Why::Arg("info key or value too long (or an empty key)")));
-    }
-    Ok(v)
-}
-
-/// Stores a new info object and writes its handle.
-///
-/// # Safety
-/// `out` null or writable.
-unsafe fn hand_out_info(st: &mut State, v: InfoObj, out: *mut Info) -> Res<()> {
-    if out.is_null() {
-        return Err(null_arg("null info pointer"));
-    }
-    let h = st.infos.insert(v).ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many info objects")))?;
-    // SAFETY: checked non-null; MPI's contract.
-    unsafe { *out = h };
-    Ok(())
-}
-
-/// `MPI_Info_create`.
-///
-/// # Safety
-/// `out` null or writable.
-pub unsafe fn info_create(acc: &mut Access, out: *mut Info) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { hand_out_info(acc.st(), Vec::new(), out) }
-}
-
-/// `MPI_Info_dup` (of `MPI_INFO_ENV` too).
-///
-/// # Safety
-/// `out` null or writable.
-pub unsafe fn info_dup(acc: &mut Access, info: Info, out: *mut Info) -> Res<()> {
-    let st = acc.st();
-    let v = info_of(st, info)?;
-    // SAFETY: the caller's contract.
-    unsafe { hand_out_info(st, v, out) }
-}
-
-/// `MPI_Info_free`.
-///
-/// # Safety
-/// `info` null or valid for reads and writes.
-pub unsafe fn info_free(acc: &mut Access, info: *mut Info) -> Res<()> {
-    if info.is_null() {
-        return Err(null_arg("null info pointer"));
-    }
-    // SAFETY: checked non-null; MPI's contract.
-    let h = unsafe { *info };
-    acc.st().infos.remove(h).ok_or_else(|| bad_info(h))?;
-    // SAFETY: as above.
-    unsafe { *info = abi::INFO_NULL };
-    Ok(())
-}
-
-/// `MPI_Info_set`.
-///
-/// # Safety
-/// `key` and `value` NUL-terminated strings.
-pub unsafe fn info_set(acc: &mut Access, info: Info, key: *const c_char, value: *const c_char) -> Res<()> {
-    // SAFETY: the caller's contract.
-    let (k, v) = unsafe {
-        (c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)?, c_str(value, abi::MAX_INFO_VAL, abi::ERR_INFO_VALUE)?)
-    };
-    let obj = acc.st().infos.get_mut(info).ok_or_else(|| bad_info(info))?;
-    match obj.iter_mut().find(|(a, _)| *a == k) {
-        Some(e) => e.1 = v,
-        None => obj.push((k, v)),
-    }
-    Ok(())
-}
-
-/// `MPI_Info_delete`.
-///
-/// # Safety
-/// `key` a NUL-terminated string.
-pub unsafe fn info_delete(acc: &mut Access, info: Info, key: *const c_char) -> Res<()> {
-    // SAFETY: the caller's contract.
-    let k = unsafe { c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)? };
-    let obj = acc.st().infos.get_mut(info).ok_or_else(|| bad_info(info))?;
-    let before = obj.len();
-    obj.retain(|(a, _)| *a != k);
-    if obj.len() == before {
-        return Err(Fail::new(abi::ERR_INFO_NOKEY, None, Why::Arg("no such info key")));
-    }
-    Ok(())
-}
-
-/// `MPI_Info_get` (`value` gets at most `valuelen` bytes and a NUL) and `MPI_Info_get_valuelen`
-/// (`value` null: `*valuelen` gets the length).
-///
-/// # Safety
-/// `key` a NUL-terminated string; `value` null or writable for `valuelen + 1` bytes; `valuelen`
-/// (for `get_valuelen`) and `flag` writable.
-pub unsafe fn info_get(
-    acc: &mut Access,
-    info: Info,
-    key: *const c_char,
-    valuelen: *mut c_int,
-    cap: c_int,
-    value: *mut c_char,
-    flag: *mut c_int,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    let k = unsafe { c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)? };
-    let obj = info_of(acc.st(), info)?;
-    if flag.is_null() {
-        return Err(null_arg("null flag pointer"));
-    }
-    let found = obj.iter().find(|(a, _)| *a == k).map(|(_, v)| v.as_bytes());
-    // SAFETY: MPI's contract on the outputs (checked non-null where written).
-    unsafe {
-        *flag = c_int::from(found.is_some());
-        let Some(v) = found else { return Ok(()) };
-        if !valuelen.is_null() {
-            *valuelen = v.len() as c_int;
-        }
-        if !value.is_null() {
-            if cap < 0 {
-                return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("negative valuelen")));
-            }
-            let n = v.len().min(cap as usize);
-            std::ptr::copy_nonoverlapping(v.as_ptr(), value.cast::<u8>(), n);
-            *value.add(n) = 0;
-        }
-    }
-    Ok(())
-}
-
-/// `MPI_Info_get_nkeys` (`n` null) and `MPI_Info_get_nthkey` (key `n` into `key`, which holds
-/// `MPI_MAX_INFO_KEY + 1` bytes).
-///
-/// # Safety
-/// `nkeys` null or writable; `key` writable as said.
-pub unsafe fn info_keys(acc: &mut Access, info: Info, nkeys: *mut c_int, n: c_int, key: *mut c_char) -> Res<()> {
-    let obj = info_of(acc.st(), info)?;
-    // SAFETY: MPI's contract on the outputs (checked non-null where written).
-    unsafe {
-        if !nkeys.is_null() {
-            *nkeys = obj.len() as c_int;
-            return Ok(());
-        }
-        let Some((k, _)) = usize::try_from(n).ok().and_then(|i| obj.get(i)) else {
-            return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("info key index out of range")));
-        };
-        if key.is_null() {
-            return Err(null_arg("null key buffer"));
-        }
-        std::ptr::copy_nonoverlapping(k.as_ptr(), key.cast::<u8>(), k.len());
-        *key.add(k.len()) = 0;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -104,9 +104,10 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
     Ok(())
 }
 
-/// Removes freed handler `h` if no live communicator uses it.
+/// Removes freed handler `h` if no live communicator nor open session uses it.
 pub fn forget_if_unused(st: &mut State, h: Errhandler) {
-    if st.errhs.get(h).is_some_and(|e| e.freed) && !st.comms.iter().any(|c| c.live && c.errh == h) {
+    let used = st.comms.iter().any(|c| c.live && c.errh == h) || st.sessions.table.iter().any(|(_, s)| s.errh == h);
+    if st.errhs.get(h).is_some_and(|e| e.freed) && !used {
         st.errhs.remove(h);
     }
 }

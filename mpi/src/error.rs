@@ -1,6 +1,7 @@
 //! Error classes and codes: their names and texts (`MPI_Error_string`), the class of each code
-//! (`MPI_Error_class`), the mapping of Endpoint errors onto them, and [`Fail`], what a failed call
-//! carries to the error handler.
+//! (`MPI_Error_class`), the mapping of Endpoint errors onto them, [`Fail`], what a failed call
+//! carries to the error handler (a communicator's, or with [`Why::On`] a session's or none), and
+//! the removal of the program's classes, codes and strings (MPI-4.1 `MPI_Remove_error_*`).
 //!
 //! Every code this library returns is a class. A dead peer is the extension class
 //! `MPIX_ERR_PROC_FAILED` (the name MPI's fault-tolerance proposal uses), so that a program can
@@ -166,6 +167,9 @@ pub enum Why {
     Arg(&'static str),
     /// `MPI_Waitall`/`MPI_Testall`: the first failed request's index and code.
     InStatus { index: usize, code: c_int },
+    /// A failure that an object other than a communicator handles (a session): its error
+    /// handler, its handle, and why.
+    On { errh: abi::Errhandler, handle: c_int, why: Box<Why> },
     /// A panic inside the library (a bug): its message.
     Panic(String),
     /// Anything else.
@@ -202,6 +206,7 @@ impl fmt::Display for Why {
                 write!(f, "request {index} failed with {} (the others' codes are in their statuses)", name_of(*code))
             }
             Why::Panic(s) => write!(f, "internal error (a panic in the library): {s}"),
+            Why::On { handle, why, .. } => write!(f, "{why} (on {handle:#x})"),
             Why::Other(s) => write!(f, "{s}"),
         }
     }
@@ -238,6 +243,52 @@ impl Fail {
 
 /// Result of the library's internal functions.
 pub type Res<T> = Result<T, Fail>;
+
+// ---------------------------------------------------------------------------------------------
+// Removing the program's classes, codes and strings (MPI-4.1 §9.5).
+
+#[cold]
+fn not_removable(code: c_int, what: &str) -> Fail {
+    Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not {what} of the program's")))
+}
+
+/// `MPI_Remove_error_class`: one of the program's classes (`MPI_Add_error_class`) that no code
+/// of the program's still belongs to.
+pub fn remove_error_class(acc: &mut crate::state::Access, class: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    let Some(i) = codes.iter().position(|&(c, k, _)| c == class && k == class) else {
+        return Err(not_removable(class, "a class"));
+    };
+    if codes.iter().any(|&(c, k, _)| k == class && c != class) {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("error class {class} still has codes"))));
+    }
+    codes.remove(i);
+    Ok(())
+}
+
+/// `MPI_Remove_error_code`: one of the program's codes (`MPI_Add_error_code`; not a class).
+pub fn remove_error_code(acc: &mut crate::state::Access, code: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    let Some(i) = codes.iter().position(|&(c, k, _)| c == code && k != code) else {
+        return Err(not_removable(code, "a code"));
+    };
+    codes.remove(i);
+    Ok(())
+}
+
+/// `MPI_Remove_error_string`: the string `MPI_Add_error_string` gave one of the program's
+/// classes or codes.
+pub fn remove_error_string(acc: &mut crate::state::Access, code: c_int) -> Res<()> {
+    let codes = &mut acc.st().user_codes;
+    match codes.iter_mut().find(|e| e.0 == code) {
+        Some(e) if !e.2.is_empty() => {
+            e.2.clear();
+            Ok(())
+        }
+        Some(_) => Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("error code {code} has no string")))),
+        None => Err(not_removable(code, "a class or code")),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -25,12 +25,13 @@ use crate::abi::{
     Aint, Comm, Count, Datatype, Errhandler, F08Status, File, Fint, Group, Info, Message, Offset, Op, Request, Session,
     Status, TCvarHandle, TEnum, TEventInstance, TEventRegistration, TPvarHandle, TPvarSession, Win,
 };
+use crate::attr;
+use crate::convert::{self, StatusKind};
 use crate::datatype::calls::{self as dt, Displs};
 use crate::group::{self, SetOp};
 use crate::p2p::{bsend, complete, mprobe, start};
 use crate::request::Mode;
 use crate::state::{call, call_fast, slow_call};
-use crate::{attr, convert};
 use crate::{coll, comm, env, p2p};
 
 /// Defines `MPI_X` and `PMPI_X` with the same parameters and body.

@@ -14,13 +14,19 @@
 //! - [`convert`]: handle conversions, and the body of the functions not implemented yet;
 //! - [`ft`]: the `MPIX_Checkpoint` extension (application checkpoints with fault tolerance);
 //! - [`state`]: the process's MPI state, its access (the big lock), error handlers, the panic guard;
-//! - [`mod@env`]: init and finalize, thread levels, clocks, error strings;
+//! - [`mod@env`]: init and finalize (one transport for both models), thread levels, clocks,
+//!   error strings, the ABI and hardware queries;
+//! - [`session`]: the Sessions model (process sets, session error handlers) and the world
+//!   model's phase;
 //! - [`comm`]: communicators (table, contexts, rank maps, dup/split/free);
 //! - [`p2p`]: point-to-point (the fast paths), send modes, persistent requests, completion;
 //! - [`request`]: the request table;
 //! - [`coll`]: collectives, their pLogP models and algorithms;
 //! - [`datatype`], [`op`]: predefined datatypes and reduction operations;
-//! - [`error`]: error classes and codes.
+//! - [`error`]: error classes and codes (and removing the program's);
+//! - [`info`]: info objects and `MPI_INFO_ENV`;
+//! - [`tools`]: the tool information interface (MPI_T), with no variables;
+//! - [`topo`]: process topologies and their mapping.
 //!
 //! [`Endpoint`]: nemesis::Endpoint
 
@@ -35,12 +41,16 @@ pub mod errh;
 pub mod error;
 pub mod exports;
 pub mod ft;
+pub mod grequest;
 pub mod group;
 pub mod handle;
+pub mod info;
 pub mod lock;
 pub mod op;
 pub mod p2p;
 pub mod request;
+pub mod session;
 pub mod state;
 pub mod symbols;
+pub mod tools;
 pub mod topo;

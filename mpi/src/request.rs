@@ -80,6 +80,22 @@ pub enum State {
     Coll(Box<crate::coll::nbc::Sched>),
     /// A receive not yet given to the Endpoint (`crate::state::State::deferred`).
     Deferred(Deferred),
+    /// Made of other operations, or completed by the program: [`Req::ext`] says which and when
+    /// it is complete (`crate::p2p::compound`).
+    Compound,
+}
+
+/// What a request that is not one Endpoint operation holds (`State::Compound` while active).
+#[derive(Debug)]
+pub enum Ext {
+    /// `MPI_Isendrecv`, `MPI_Isendrecv_replace`: a send and a receive.
+    Pair(crate::p2p::compound::Pair),
+    /// `MPI_Psend_init`, `MPI_Precv_init`: a persistent partitioned transfer.
+    Part(Box<crate::p2p::partitioned::Part>),
+    /// `MPI_Grequest_start`: completed by the program (`MPI_Grequest_complete`).
+    Greq(crate::grequest::Greq),
+    /// `MPI_Buffer_iflush`, `MPI_Comm_iflush_buffer`: complete once the buffer is empty.
+    Flush(crate::p2p::bsend::Which),
 }
 
 /// A deferred receive: what `MPI_Irecv` was asked, kept until `MPI_Waitall` takes the message
@@ -121,6 +137,9 @@ pub struct Persistent {
     pub tag: c_int,
     /// The communicator's point-to-point context.
     pub ctx: u32,
+    /// A persistent collective (`MPI_Bcast_init`...): what `MPI_Start` runs instead (the fields
+    /// above unused).
+    pub coll: Option<std::rc::Rc<crate::coll::entry::Recipe>>,
 }
 
 /// One request.
@@ -144,6 +163,8 @@ pub struct Req {
     pub cancel: Option<nemesis::Request>,
     /// A non-blocking collective's request (never cancellable).
     pub coll: bool,
+    /// The parts of a request that is not one Endpoint operation (`State::Compound`).
+    pub ext: Option<Box<Ext>>,
 }
 
 impl Req {
@@ -152,19 +173,35 @@ impl Req {
     #[inline(always)]
     fn owns_nothing(&self) -> bool {
         // Every field named: one added must be placed here (the others are plain values).
-        let Req { comm: _, state, recv: _, freed: _, persistent, typed, sent: _, cancel: _, coll: _ } = self;
+        let Req { comm: _, state, recv: _, freed: _, persistent, typed, sent: _, cancel: _, coll: _, ext } = self;
         let state = match state {
-            State::Inactive | State::Pending(_) | State::Deferred(_) => true,
+            State::Inactive | State::Pending(_) | State::Deferred(_) | State::Compound => true,
             State::Done(d) => d.why.is_none(),
             State::Coll(_) => false,
         };
-        state && persistent.is_none() && typed.is_none()
+        state && persistent.is_none() && typed.is_none() && ext.is_none()
+    }
+
+    /// True for a request that `MPI_Start` restarts and completion leaves inactive.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent.is_some() || matches!(self.ext.as_deref(), Some(Ext::Part(_)))
     }
 
     /// A request in `state`.
     pub fn new(comm: usize, state: State, recv: bool) -> Req {
         let (freed, coll) = (false, false);
-        Req { comm: comm as u32, state, recv, freed, persistent: None, typed: None, sent: None, cancel: None, coll }
+        Req {
+            comm: comm as u32,
+            state,
+            recv,
+            freed,
+            persistent: None,
+            typed: None,
+            sent: None,
+            cancel: None,
+            coll,
+            ext: None,
+        }
     }
 }
 

@@ -210,6 +210,8 @@ pub struct State {
     pub node_of_job: Vec<u32>,
     /// The collectives' model parameters and overrides.
     pub tuning: Tuning,
+    /// The world model's phase, the sessions, communicator hints (`crate::session`).
+    pub sessions: crate::session::Sessions,
 }
 
 impl State {
@@ -273,6 +275,7 @@ impl State {
             contexts: Contexts::new(),
             node_of_job: Vec::new(),
             tuning: Tuning::DEFAULT,
+            sessions: crate::session::Sessions::new(),
         }
     }
 
@@ -303,15 +306,19 @@ impl State {
     #[inline(never)]
     pub fn fail(&mut self, call: &'static str, f: Fail) -> Failed {
         let ci = f.comm.filter(|&i| i < self.comms.len()).unwrap_or(0);
-        let errh = self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh);
-        if errh == ERRORS_RETURN && self.phase == Phase::Running {
+        // A session's failure goes to its own handler, an MPI_T failure is returned (`Why::On`).
+        let (errh, obj, own) = match f.why {
+            Why::On { errh, handle, .. } => (errh, handle, true),
+            _ => (self.comms.get(ci).map_or(ERRORS_ARE_FATAL, |c| c.errh), crate::comm::handle_of(ci), false),
+        };
+        if errh == ERRORS_RETURN && (self.phase == Phase::Running || own) {
             return Failed { code: f.code, handler: None };
         }
         // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
         if self.phase == Phase::Running
             && let Some(h) = crate::errh::user_fn(self, errh)
         {
-            return Failed { code: f.code, handler: Some((h, crate::comm::handle_of(ci))) };
+            return Failed { code: f.code, handler: Some((h, obj)) };
         }
         self.fatal(call, f)
     }

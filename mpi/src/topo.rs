@@ -3,6 +3,7 @@
 //! (`MPI_Dist_graph_create(_adjacent)`, `MPI_Dist_graph_neighbors(_count)`) communicators,
 //! `MPI_Topo_test`, and the neighbour lists the neighbourhood collectives use. A topology is the communicator's description only: ranks are never
 //! reordered (`reorder` is allowed to be ignored), the new communicator is a split of the old one.
+//! The mapping calls (`MPI_Cart_map`, `MPI_Graph_map`) are in [`map`].
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -12,6 +13,9 @@ use crate::comm::{index_of, split};
 use crate::error::{Fail, Res, Why};
 use crate::p2p::intra_at;
 use crate::state::{Access, State, not_running};
+
+pub mod map;
+pub use map::{cart_map, graph_map};
 
 /// `MPI_GRAPH`, `MPI_CART`, `MPI_DIST_GRAPH` (MPICH's `MPIR_Topo_type`).
 pub const GRAPH: c_int = 1;
@@ -118,7 +122,7 @@ pub unsafe fn dims_create_c(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> Re
 ///
 /// # Safety
 /// `p` readable for `n` ints if `n > 0`.
-unsafe fn ints(p: *const c_int, n: usize) -> Res<Vec<c_int>> {
+pub(crate) unsafe fn ints(p: *const c_int, n: usize) -> Res<Vec<c_int>> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -158,7 +162,7 @@ unsafe fn make(acc: &mut Access, comm_old: CommH, n: c_int, t: Topo, out: *mut C
     Ok(())
 }
 
-fn running(acc: &mut Access) -> Res<&mut State> {
+pub(crate) fn running(acc: &mut Access) -> Res<&mut State> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -283,7 +287,7 @@ unsafe fn put_ints(p: *mut c_int, max: c_int, v: &[c_int]) -> Res<()> {
 ///
 /// # Safety
 /// `p` null or writable.
-unsafe fn put(p: *mut c_int, v: c_int) -> Res<()> {
+pub(crate) unsafe fn put(p: *mut c_int, v: c_int) -> Res<()> {
     if p.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
     }

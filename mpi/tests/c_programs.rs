@@ -16,7 +16,7 @@
 //! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
 //! | `intercommunicators` | `intercomm.c`: Intercomm_create from uneven and interleaved halves of WORLD (one group reversed), test_inter, sizes, local and remote groups rank by rank; p2p both ways with ANY_SOURCE/ANY_TAG, specific sources, PROC_NULL; Intercomm_merge with high false/true/equal rank by rank; dup (attribute copy, compare), two idups in flight, split and create on an intercommunicator; Barrier/Bcast/Reduce/Allreduce/Gather/Scatter/Allgather/Alltoall for every root at counts 1 and 3000, a strided type; the v-forms and Reduce_scatter(_block) with uneven counts and gaps; bad leader, bad root, intercommunicators where intracommunicators are required and the reverse; 1200 create/dup/merge/free rounds (more contexts than a process has) | 1–8; 5 over 2 nodes |
 //! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
-//! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4 at each level; 3 over 2 nodes |
+//! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4, 8 (SINGLE), 1, 2, 4 (MULTIPLE); 3 over 2 nodes at each level |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
 //! | `program_error_handlers` | `errhandlers.c`: Comm_create_errhandler (errors reach it, dups inherit it, freed while in use), Comm_call_errhandler, Add_error_class/code/string with Error_class/string and MPI_LASTUSEDCODE | 1, 2 |
@@ -41,6 +41,9 @@
 //! | `pmpi_wrappers_in_the_program` | `pmpi.c`: the program's own MPI_Send etc. call PMPI_ | 3 |
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
 //! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
+//! | `sessions` | `session_models.c` in three orders (`SESSION_MODE`): sessions only (two at once, psets mpi://WORLD, mpi://SELF, nemesis://NODE with their info and groups, Comm_create_from_group doing collectives and p2p, Intercomm_create_from_groups and a merge, hints, session error handlers, bad input; sessions again after all ended, then MPI_Init/MPI_Finalize while one is open), MPI_Init then a session (its communicator used after MPI_Finalize), a session then MPI_Init (the world used after MPI_Session_finalize) | 1, 2, 3, 4, 8; 5 over 2 nodes |
+//! | `environment_calls` | `env_calls.c`: MPI_T before MPI_Init, nested, after MPI_Finalize (no variable: counts 0, MPI_T_ERR_INVALID_INDEX/NAME/HANDLE/SESSION returned), Remove_error_class/code/string and their refusals, Abi_get_version/info, Get_hw_resource_info, Cart_map/Graph_map with MPICH's answers to bad input | 1, 2, 3, 4, 8; 5 over 2 nodes |
+//! | `info_calls` | `info_calls.c`: Info_create_env before and after MPI_Init, Info_get_string (length query, cut value, missing key, bad key, bad length, freed info), MPI_INFO_ENV's maxprocs | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
 //! | `mpicc_wrapper` | `-show`, a missing library | — |
 //! | `hydra` | `ring.c` under `mpiexec.hydra` (skips if missing, fails if `CI=true`) | 3 |
@@ -51,6 +54,14 @@
 //! | `ring_under_nemesis_run_pmi2`, `ring_under_hydra_pmi2` | `ring.c` with `NEMESIS_PMI=2` | 4 |
 //! | `ring_under_srun_pmi2`, `ring_under_srun_pmix` | `ring.c` under `srun --mpi=pmi2`, `--mpi=pmix` (a running Slurm: `.ci/slurm-up`; skips without, fails if `CI=true`) | 4 |
 //! | `ring_under_openmpi` | `ring.c` under `mpiexec.openmpi` (PMIx) | 4 |
+//! | `idup_beside_other_creations_and_collectives` | `coll_idup.c`: Ibarrier/Ibcast/Iallreduce/Iscan on a communicator while idups of it are pending (results checked), NBCs and blocking collectives on the new communicators; idup and Iallreduce of two communicators in opposite orders; Comm_create_group and Comm_split on WORLD while an idup of it is pending, started before it on some ranks and after it on others | 1–8; 5 over 2 nodes |
+//! | `persistent_collectives` | `coll_persistent.c`: the 22 persistent collectives (and `Bcast`/`Allreduce`/`Alltoallv`/`Neighbor_alltoallw_init_c`) made once with an info, started 5 times with new data by Startall or Start, completed by Waitall, Wait in reverse, Testall, Waitsome, results checked each time; Request_free (one active); bad root, count, op, datatype, communicator, null request, no topology, Start of an active request | 1–8; 5 over 2 nodes |
+//! | `large_count_collectives` | `coll_large.c`: every blocking and non-blocking `_c` collective and neighbourhood collective, results checked; `MPI_Bcast_c` of 2^31 + 64 bytes; negative counts, a count array entry above INT_MAX, bad root, no topology | 1–8; 5 over 2 nodes; 2 with the large broadcast |
+//! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2, 5 spawns in a row, `--tag-output` | 1, 2, 3, 4 (+1–4) |
+//! | `spawn_multiple_commands` | `spawn_multiple.c`: two commands, one children's world, `MPI_APPNUM` per command | 1, 2 (+3) |
+//! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
+//! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4, 8 |
+//! | `join_over_a_socket` | `dynproc_join.c`: `MPI_Comm_join` between pairs over loopback TCP | 1, 2, 3, 4; 2, 8 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -161,9 +172,10 @@ fn user_operations() {
 fn callbacks_may_call_mpi() {
     // A callback that calls MPI deadlocked under MPI_THREAD_MULTIPLE (the lock was held) and
     // aliased the state below it; the job's time limit turns a hang into a failure.
-    for level in ["single", "multiple"] {
+    // (8 ranks under MULTIPLE, each with a busy second thread, take 15 s on 2 cores: not here.)
+    for (level, ranks) in [("single", &[1, 2, 4, 8][..]), ("multiple", &[1, 2, 4])] {
         for prog in ["reentrant_attrs", "reentrant_ops"] {
-            run_ok(prog, &[1, 2, 4], &[], &[("REENTRANT_LEVEL", level)]);
+            run_ok(prog, ranks, &[], &[("REENTRANT_LEVEL", level)]);
             run_ok(prog, &[3], &["--nodes", "2"], &[("REENTRANT_LEVEL", level)]);
         }
     }
@@ -649,4 +661,200 @@ fn pretend_nodes_listen_on_loopback() {
     let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
     assert_eq!(cards.len(), 2, "{}", show(&o));
     assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives of issue 32 (persistent, large-count, idup fixes).
+
+#[test]
+fn idup_beside_other_creations_and_collectives() {
+    run_ok("coll_idup", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_idup", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn persistent_collectives() {
+    run_ok("coll_persistent", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_persistent", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn large_count_collectives() {
+    run_ok("coll_large", &[1, 2, 3, 4, 5, 6, 7, 8], &[], &[]);
+    run_ok("coll_large", &[5], &["--nodes", "2"], &[]);
+    // A count above INT_MAX: 2^31 + 64 bytes broadcast (about 40 s in a debug build, alone: a
+    // longer limit than `job`'s).
+    let mut c = Command::new(&setup().launcher);
+    c.args(["-n", "2", "--"]).arg(compile("coll_large", false)).env("COLL_LARGE_BIG", "1");
+    c.env_remove("LD_LIBRARY_PATH");
+    let o = run_with_limit(c, Duration::from_secs(900));
+    assert_all_ok(&o, "coll_large", 2);
+}
+
+// ---- Dynamic processes (spawn, ports, join, names) ------------------------------------------
+
+/// Asserts every child `0..n` printed `CHILD <name> <rank>` once.
+fn assert_children(o: &std::process::Output, name: &str, n: u32) {
+    let text = String::from_utf8_lossy(&o.stdout);
+    for r in 0..n {
+        let line = format!("CHILD {name} {r}");
+        let k = text.lines().filter(|l| l.trim() == line).count();
+        assert_eq!(k, 1, "{name}: `{line}` printed {k} times: {}", show(o));
+    }
+}
+
+#[test]
+fn spawn_parents_and_children() {
+    let prog = compile("spawn_basic", false);
+    // (parents, children, root, launcher options)
+    for (n, kids, root, args) in [
+        (1, 1, 0, &[][..]),
+        (1, 3, 0, &[][..]),
+        (2, 2, 1, &[][..]),
+        (3, 2, 0, &[][..]),
+        (2, 3, 0, &["--nodes", "2"][..]),
+        (4, 4, 3, &["--nodes", "2"][..]),
+    ] {
+        let universe = (n + kids).to_string();
+        let mut a = vec!["--universe-size", &universe];
+        a.extend_from_slice(args);
+        let (kids_s, root_s) = (kids.to_string(), root.to_string());
+        let o = job(n, &prog, &a, &[("SPAWN_CHILDREN", &kids_s), ("SPAWN_ROOT", &root_s)]);
+        assert_all_ok(&o, "spawn_basic", n);
+        assert_children(&o, "spawn_basic", kids);
+    }
+    // Spawns one after the other take new slots; the universe is far larger than the job.
+    let o = job(2, &prog, &["--universe-size", "64"], &[("SPAWN_ROUNDS", "5")]);
+    assert_all_ok(&o, "spawn_basic", 2);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for r in 0..2 {
+        let k = text.lines().filter(|l| l.trim() == format!("CHILD spawn_basic {r}")).count();
+        assert_eq!(k, 5, "child {r} of 5 rounds printed {k} times: {}", show(&o));
+    }
+    // `--tag-output`: the children's lines carry their ranks in the universe.
+    let o = job(2, &prog, &["--universe-size", "4", "--tag-output"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for line in ["[0] OK spawn_basic 0", "[1] OK spawn_basic 1", "[2] CHILD spawn_basic 0", "[3] CHILD spawn_basic 1"] {
+        assert!(o.status.success() && text.lines().any(|l| l.trim() == line), "`{line}` missing: {}", show(&o));
+    }
+    // PMI-2: the spawn request as `cmd=spawn`.
+    let o = job(2, &prog, &["--universe-size", "4"], &[("NEMESIS_PMI", "2")]);
+    assert_all_ok(&o, "spawn_basic", 2);
+    assert_children(&o, "spawn_basic", 2);
+}
+
+#[test]
+fn spawn_multiple_commands() {
+    let prog = compile("spawn_multiple", false);
+    for n in [1, 2] {
+        let universe = (n + 3).to_string();
+        let o = job(n, &prog, &["--universe-size", &universe], &[]);
+        assert_all_ok(&o, "spawn_multiple", n);
+        assert_children(&o, "spawn_multiple", 3);
+    }
+}
+
+#[test]
+fn spawn_refused_with_the_reason() {
+    let prog = compile("spawn_errors", false);
+    // No room in the universe; room, with a program that does not exist.
+    run_ok("spawn_errors", &[1, 2], &[], &[("SPAWN_EXPECT", "full")]);
+    run_ok("spawn_errors", &[2], &["--universe-size", "3"], &[("SPAWN_EXPECT", "room")]);
+    // The default handler ends the job with the reason.
+    let o = job(2, &prog, &[], &[("SPAWN_EXPECT", "full"), ("SPAWN_FATAL", "1")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("MPI_ERR_SPAWN") && err.contains("--universe-size"), "{}", show(&o));
+    // A singleton: no process manager at all.
+    let mut c = Command::new(&prog);
+    c.env_remove("LD_LIBRARY_PATH").env("SPAWN_EXPECT", "singleton");
+    let o = run_with_limit(c, Duration::from_secs(60));
+    assert_all_ok(&o, "spawn_errors", 1);
+    let mut c = Command::new(&prog);
+    c.env_remove("LD_LIBRARY_PATH").env("SPAWN_EXPECT", "singleton").env("SPAWN_FATAL", "1");
+    let o = run_with_limit(c, Duration::from_secs(60));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("singleton"), "{}", show(&o));
+    // Another process manager (Hydra's PMI-1 and PMI-2).
+    if needs(answers("mpiexec.hydra", &["--version"], 20), "mpiexec.hydra (apt-get install mpich)") {
+        for pmi in ["1", "2"] {
+            let mut c = Command::new("mpiexec.hydra");
+            c.args(["-n", "2"]).arg(&prog).env("SPAWN_EXPECT", "foreign").env("NEMESIS_PMI", pmi);
+            assert_all_ok(&run_with_limit(c, Duration::from_secs(120)), "spawn_errors", 2);
+        }
+        let mut c = Command::new("mpiexec.hydra");
+        c.args(["-n", "1"]).arg(&prog).env("SPAWN_EXPECT", "foreign").env("SPAWN_FATAL", "1");
+        let o = run_with_limit(c, Duration::from_secs(120));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Hydra"), "{}", show(&o));
+    }
+}
+
+#[test]
+fn ports_between_halves_of_a_job() {
+    run_ok("dynproc_ports", &[1, 2, 3, 5], &[], &[]);
+    run_ok("dynproc_ports", &[4, 8], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn join_over_a_socket() {
+    run_ok("dynproc_join", &[1, 2, 3, 4], &[], &[]);
+    run_ok("dynproc_join", &[2, 8], &["--nodes", "2"], &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 32, point-to-point and requests (helper C).
+
+/// `p2p_large.c`: 2^31 + 64 `MPI_BYTE`s, then as many elements of a derived 1-byte type, from rank
+/// 0 to rank 1 (`Send_c`/`Recv_c`, `Isend_c`/`Irecv_c`; `MPI_Get_count` is `MPI_UNDEFINED`,
+/// `MPI_Get_count_c` the count), one node and 2 nodes; every other `_c` form with small counts in
+/// a ring at 1, 3 and 8 ranks; bad counts, types, ranks, tags.
+#[test]
+fn p2p_large_counts() {
+    run_ok("p2p_large", &[1, 2, 3, 8], &[], &[]);
+    run_ok("p2p_large", &[2], &["--nodes", "2"], &[]);
+}
+
+/// `p2p_requests.c`: `Isendrecv(_replace)` and their `_c` forms (a strided type, past the eager
+/// size, `PROC_NULL`), `Request_get_status_all/any/some`, the status accessors, generalized
+/// requests (query, free and cancel callbacks; one calling MPI; a failing query), the MPI-4.1
+/// buffer calls (a communicator's own buffer, flush, iflush, `MPI_BUFFER_AUTOMATIC`); bad input.
+#[test]
+fn p2p_requests() {
+    run_ok("p2p_requests", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("p2p_requests", &[5], &["--nodes", "2"], &[]);
+    // MPI_THREAD_MULTIPLE: generalized requests completed by another thread during the wait.
+    run_ok("p2p_requests", &[1, 2], &[], &[("P2P_THREADS", "1")]);
+}
+
+/// `p2p_partitioned.c`: partitioned sends and receives in a ring (8 partitions sent, 4 received),
+/// 4 activations, partitions marked ready in reverse, by range, by list and from 4 threads,
+/// `Parrived` per partition; a strided type; `PROC_NULL`; a size mismatch (`MPI_ERR_TRUNCATE`);
+/// bad input.
+#[test]
+fn p2p_partitioned() {
+    run_ok("p2p_partitioned", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("p2p_partitioned", &[2, 3], &[], &[("P2P_SINGLE", "1")]);
+    run_ok("p2p_partitioned", &[5], &["--nodes", "2"], &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment, sessions, info, errors, tools, topology mapping (issue 32).
+
+#[test]
+fn sessions() {
+    for mode in ["only", "world-first", "session-first"] {
+        let env = [("SESSION_MODE", mode)];
+        run_ok("session_models", &[1, 2, 3, 4, 8], &[], &env);
+        run_ok("session_models", &[5], &["--nodes", "2"], &env);
+    }
+}
+
+#[test]
+fn environment_calls() {
+    run_ok("env_calls", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("env_calls", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn info_calls() {
+    run_ok("info_calls", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("info_calls", &[5], &["--nodes", "2"], &[]);
 }

@@ -2,11 +2,14 @@
 //!
 //! | test | what |
 //! |---|---|
-//! | `generated_files_are_current` | `src/gen/exports.rs`, `mpi.h`'s prototypes, `README.md`'s list, from `api/mpi.api` and `api/bind/*.txt` (`NEMESIS_BLESS=1` rewrites them) |
+//! | `generated_files_are_current` | `src/gen/exports.rs`, `mpi.h`'s prototypes, `README.md`'s list and `api/status.txt` (the count, the stubs by family), from `api/mpi.api` and `api/bind/*.txt` (`NEMESIS_BLESS=1` rewrites them) |
 //! | `the_api_is_what_extract_py_writes` | `api/mpi.api` is `api/extract.py`'s output (when `pympistandard` imports) |
 //! | `every_function_is_exported_with_its_pmpi_twin` | `nm -D` of `libmpi.so`: every `mpi.api` function as `MPI_` and `PMPI_`, nothing else but `MPIX_` and data |
 //! | `prototypes_agree_with_mpichs` | each generated prototype compiles next to MPICH's `mpi.h` (same signature) |
 //! | `every_callback_typedef_is_declared` | `mpi.h` declares every callback typedef of `mpi.api` |
+//! | `a_binding_outside_the_api_or_of_the_wrong_form_is_refused` | the generator refuses unknown names, a non-int function bound without `plain` (and the reverse), bodies of no known form, an unfinished entry, a function bound twice |
+//! | `callback_typedefs_compile_as_c99_c11_and_cpp` | `c/callbacks_compile.c`: every callback typedef and predefined callback passed to its functions, `-Wall -Wextra -Werror -pedantic` as C99, C11, C++ |
+//! | `conversions_deprecated_calls_and_stubs` | `c/convert.c`: handle and status conversions (functions and macros), errors on the ignore sentinels; `MPI_Attr_*`, `MPI_Keyval_*`, `MPI_Errhandler_create/get/set`; a stub before init, and through `MPI_ERRORS_RETURN` and a user handler | 1, 2, 3, 8; 2, 5 over 2 nodes |
 
 mod common;
 mod generator;
@@ -47,6 +50,7 @@ fn generated_files_are_current() {
     let h = mpi.join("include/mpi.h");
     let text = std::fs::read_to_string(&h).unwrap();
     check(&h, &splice(&text, H_BEGIN, H_END, &header_block(&inp)).unwrap(), &mut stale);
+    check(&mpi.join("api/status.txt"), &status_txt(&inp), &mut stale);
     let r = mpi.join("README.md");
     let text = std::fs::read_to_string(&r).unwrap();
     check(&r, &splice(&text, R_BEGIN, R_END, &readme_block(&inp)).unwrap(), &mut stale);
@@ -146,4 +150,50 @@ fn prototypes_agree_with_mpichs() {
     let o = Command::new("cc").args(["-fsyntax-only", "-Werror", "-I", dir]).arg(&src).output().expect("cc");
     let _ = std::fs::remove_file(&src);
     assert!(o.status.success(), "our prototypes against MPICH's:\n{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn callback_typedefs_compile_as_c99_c11_and_cpp() {
+    let src = mpi_dir().join("tests/c/callbacks_compile.c");
+    let obj = std::env::temp_dir().join(format!("nemesis-callbacks-{}.o", std::process::id()));
+    for cmd in [&["cc", "-std=c99"][..], &["cc", "-std=c11"], &["c++", "-x", "c++"]] {
+        let o = Command::new(cmd[0])
+            .args(&cmd[1..])
+            .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-c", "-I"])
+            .arg(mpi_dir().join("include"))
+            .arg("-o")
+            .arg(&obj)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", cmd[0]));
+        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let _ = std::fs::remove_file(&obj);
+}
+
+#[test]
+fn conversions_deprecated_calls_and_stubs() {
+    common::run_ok("convert", &[1, 2, 3, 8], &[], &[]);
+    common::run_ok("convert", &[2, 5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn a_binding_outside_the_api_or_of_the_wrong_form_is_refused() {
+    let dir = std::env::temp_dir().join(format!("nemesis-bind-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("api/bind")).unwrap();
+    std::fs::copy(mpi_dir().join("api/mpi.api"), dir.join("api/mpi.api")).unwrap();
+    let refused = |text: &str, why: &str| {
+        std::fs::write(dir.join("api/bind/x.txt"), text).unwrap();
+        match read_inputs(&dir) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => assert!(e.contains(why), "{text}: {e}"),
+        }
+    };
+    refused("MPI_Sendd => |acc| Ok(());\n", "not a function of mpi/api/mpi.api");
+    refused("MPI_Wtime => |acc| Ok(());\n", "bind it with `plain`");
+    refused("MPI_Barrier => plain 0;\n", "bind it with `|acc|`");
+    refused("MPI_Barrier => Ok(());\n", "starts with none of");
+    refused("MPI_Barrier => |acc| f(\n", "without its final `;`");
+    refused("MPI_Barrier => |acc| Ok(());\nMPI_Barrier => |acc| Ok(());\n", "bound twice");
+    let _ = std::fs::remove_dir_all(&dir);
 }

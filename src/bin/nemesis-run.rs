@@ -1,10 +1,13 @@
 //! `nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--bind core|hwthread|l2|l3|numa|package|none]
 //! [--map-by core|l3|numa|package[:spread|compact]] [--report-bindings] [--dry-run] [--wait
 //! poll|yield|block] [--tag-output] [--keep-going] [--mpich-abi] [--ft FILE | --ft-groups K
-//! [--ft-matrix FILE] | --ft-matrix FILE] [--comm-matrix FILE] [--] program [args...]`: starts N
+//! [--ft-matrix FILE] | --ft-matrix FILE] [--comm-matrix FILE] [--universe-size N] [--] program [args...]`: starts N
 //! ranks of a nemesis program on this machine, serves their PMI-1 or PMI-2 conversation and
 //! supervises them (the library behind it is `nemesis::launch`; the policies are
 //! `nemesis::topology::plan`'s).
+//!
+//! `--universe-size N` leaves room for `MPI_Comm_spawn`: the job may grow to `N` ranks
+//! (`MPI_UNIVERSE_SIZE`), each spawn on a node identity of its own.
 //!
 //! The ranks find nemesis's C ABI with no variable set by the user: the directory holding its
 //! `libmpi.so.12` (`NEMESIS_MPI_LIBDIR`, else this launcher's own directory, where cargo builds
@@ -35,7 +38,7 @@ const USAGE: &str = "Usage: nemesis-run -n N [--nodes K] [--netmod tcp|ofi] [--b
                      [--wait poll|yield|block] [--tag-output] [--keep-going] [--mpich-abi] \
                      [--ft FILE | --ft-groups K [--ft-matrix FILE] | --ft-matrix FILE] \
                      [--ft-recovery centralised|distributed] [--ft-max-restarts N] [--comm-matrix FILE] \
-                     [--] PROGRAM [ARGS]...";
+                     [--universe-size N] [--] PROGRAM [ARGS]...";
 
 const ABOUT: &str = "Start the ranks of a nemesis job on this machine";
 
@@ -79,6 +82,10 @@ const OPTIONS: &str = "Options:
       --comm-matrix <FILE>
                         Write the job's communication matrix (messages and bytes each rank sent to
                         each rank) to FILE at the end, in the CSV that `nemesis-ft groups --matrix` reads
+      --universe-size <N>
+                        Ranks the job may grow to with MPI_Comm_spawn (MPI_UNIVERSE_SIZE): spawned
+                        processes take the slots beyond -n, on node identities of their own
+                        [default: -n, or SLURM_NTASKS under Slurm]
   -h, --help            Print help
   -V, --version         Print version
 
@@ -105,6 +112,8 @@ struct Cli {
     ft_max_restarts: u32,
     /// `--comm-matrix FILE`.
     comm_matrix: Option<PathBuf>,
+    /// `--universe-size N`.
+    universe: Option<u32>,
     /// The program and its arguments (never empty).
     command: Vec<OsString>,
 }
@@ -126,6 +135,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let (mut map, mut report_bindings, mut dry_run) = (None, false, false);
     let (mut ft_file, mut ft_groups, mut ft_matrix, mut comm_matrix) = (None, None, None, None);
     let (mut ft_recovery, mut ft_max_restarts) = (RecoveryMode::Centralised, DEFAULT_MAX_RESTARTS);
+    let mut universe = None;
     let mut command = Vec::new();
     while let Some(arg) = args.next() {
         let Some(a) = arg.to_str() else {
@@ -205,6 +215,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
                     .map_err(|_| format!("invalid value '{v}' for '--ft-max-restarts <N>': expected a whole number"))?;
             }
             "--comm-matrix" => comm_matrix = Some(PathBuf::from(value("--comm-matrix <FILE>")?)),
+            "--universe-size" => universe = Some(count(&value("--universe-size <N>")?, "--universe-size <N>")?),
             "--tag-output" | "--keep-going" | "--report-bindings" | "--dry-run" | "--mpich-abi" if inline.is_some() => {
                 return Err(format!("'{name}' takes no value"));
             }
@@ -246,6 +257,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
         ft_recovery,
         ft_max_restarts,
         comm_matrix,
+        universe,
         command,
     }))
 }
@@ -289,6 +301,9 @@ fn main() -> ExitCode {
     }
     if let Some(g) = cli.ft {
         job = job.ft(g).ft_recovery(cli.ft_recovery).ft_max_restarts(cli.ft_max_restarts);
+    }
+    if let Some(n) = cli.universe {
+        job = job.universe_size(n);
     }
     if let Some(file) = cli.comm_matrix {
         job = job.comm_matrix(file);
@@ -397,6 +412,7 @@ mod tests {
                 ft_recovery: RecoveryMode::Centralised,
                 ft_max_restarts: DEFAULT_MAX_RESTARTS,
                 comm_matrix: None,
+                universe: None,
                 command: ["prog", "-n", "x"].map(OsString::from).to_vec(),
             }
         );
@@ -425,6 +441,7 @@ mod tests {
             run(&["-n", "4", "--ft-matrix", "m.csv", "p"]).ft,
             Some(FtGroups::Matrix { file: "m.csv".into(), groups: None })
         );
+        assert_eq!(run(&["-n", "2", "--universe-size", "6", "p"]).universe, Some(6));
         assert_eq!(args(&["--help"]), Ok(Parsed::Help));
         assert_eq!(args(&["-n", "2", "-V"]), Ok(Parsed::Version));
     }
@@ -452,6 +469,7 @@ mod tests {
             (&["-n", "2", "--ft", "g", "--ft-matrix", "m", "true"], "cannot be used with"),
             (&["-n", "2", "--ft-groups", "0", "true"], "--ft-groups"),
             (&["-n", "2", "--ft"], "--ft <FILE>"),
+            (&["-n", "2", "--universe-size", "0", "p"], "--universe-size"),
         ] {
             let e = args(a).expect_err(&format!("{a:?} is not an error"));
             assert!(e.contains(says), "{a:?}: `{e}` should say {says}");

@@ -23,6 +23,16 @@ pub const LAUNCHER_NAME: &str = "nemesis-run";
 /// How ranks wait (`poll`, `yield` or `block`). Written by `nemesis-run --wait` or by the user;
 /// read by `Config::from_env`. Default `yield`.
 pub const ENV_WAIT: &str = "NEMESIS_WAIT";
+/// The ranks of this process's `MPI_COMM_WORLD` among the job's (`PMI_SIZE` counts the whole
+/// universe when `nemesis-run --universe-size` leaves room for spawned processes), as
+/// `first,count`. Written by `nemesis-run` when the universe is larger than the job, and for
+/// every spawned process; read by the bootstrap (ranks beyond `first + count` are not started
+/// yet) and by the MPI library. Default: the whole job.
+pub const ENV_WORLD: &str = "NEMESIS_WORLD";
+/// The number of the command of `MPI_Comm_spawn_multiple` that started this process
+/// (`MPI_APPNUM`). Written by `nemesis-run` for spawned processes; read by the MPI library.
+/// Default 0.
+pub const ENV_APPNUM: &str = "NEMESIS_APPNUM";
 /// The PMI-1 wire: the rank's end of its PMI socket (a descriptor number). Written by
 /// `nemesis-run` as Hydra writes it; read by the bootstrap and the PMI-1/PMI-2 clients.
 pub const ENV_PMI_FD: &str = "PMI_FD";
@@ -130,4 +140,11 @@ pub fn parse_bytes(s: &str) -> Option<usize> {
         _ => (t, 1),
     };
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+/// Parses [`ENV_WORLD`]'s `first,count` (`None`: unset or malformed).
+pub fn parse_world(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.split_once(',')?;
+    let (first, count) = (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?);
+    (count > 0 && first.checked_add(count).is_some()).then_some((first, count))
 }

@@ -676,6 +676,27 @@ impl Endpoint {
     pub fn peer_gone(&self, rank: u32) -> bool {
         rank < self.inner.size && self.inner.peer(rank) != Peer::Alive
     }
+
+    /// The process manager this rank started with (`None`: a singleton): the MPI library's
+    /// dynamic processes ask it to spawn and to publish names.
+    pub fn process_manager(&mut self) -> Option<&mut ProcessManager> {
+        self.inner.pmi.as_mut()
+    }
+
+    /// Learns how to reach `rank`, a rank of another node started after this process (by
+    /// `MPI_Comm_spawn`, `nemesis-run --universe-size`): its netmod business card from the
+    /// process manager. Nothing to do for a rank of this node, or without a netmod.
+    pub fn learn_peer(&mut self, rank: u32) -> Result<()> {
+        use nemesis_shm::netmod::Netmod;
+        let local = self.inner.route.get(rank as usize).is_some_and(|&l| l != NOT_LOCAL);
+        let (Some(net), Some(pmi)) = (self.inner.net.as_mut(), self.inner.pmi.as_mut()) else { return Ok(()) };
+        if local || rank >= self.inner.size || rank == self.inner.rank {
+            return Ok(());
+        }
+        let card = pmi.get_required(rank, &crate::contract::card_key(rank), "netmod business card")?;
+        net.connect(rank, &card)?;
+        Ok(())
+    }
 }
 
 /// `len` bytes at `ptr` as a slice (empty for a zero length, whatever `ptr`).

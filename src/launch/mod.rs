@@ -4,10 +4,12 @@
 //! binary is a command line over [`Job`]; a benchmark that starts its own ranks uses [`Job`] directly.
 //!
 //! What the ranks find (environment, KVS keys, FT frames) is [`crate::contract`], which the rank
-//! side reads too. Modules: [`server`] (the PMI server, sans-I/O), `spawn` (one rank's command,
-//! environment and what runs between `fork` and `exec`), `supervise` (the event loop, liveness marks,
-//! teardown, restarts), `recovery` (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the
-//! FT directory), `output` (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
+//! side reads too. Modules: [`server`] (the PMI server, sans-I/O; `server::dynamic`: spawn requests
+//! and the name service), `spawn` (one rank's command, environment and what runs between `fork` and
+//! `exec`), `supervise` (the event loop, liveness marks, teardown, restarts; `supervise::dynamic`:
+//! the processes `MPI_Comm_spawn` asks for, in the slots of [`Job::universe_size`]), `recovery`
+//! (HydEE's recovery coordinators, sans-I/O), `ft` (groups and the FT directory), `output`
+//! (`--tag-output`), `signals` (the SIGINT/SIGTERM self-pipe).
 //!
 //! What holds:
 //! - Nothing is left in `/dev/shm`: a node's segment is a memfd the ranks inherit.
@@ -87,6 +89,8 @@ pub struct Job {
     ft_recovery: RecoveryMode,
     ft_max_restarts: u32,
     comm_matrix: Option<std::path::PathBuf>,
+    /// `--universe-size`: ranks the job may grow to by `MPI_Comm_spawn`.
+    universe: Option<u32>,
 }
 
 /// Default time between SIGTERM and SIGKILL when a job is torn down.
@@ -118,6 +122,7 @@ impl Job {
             ft_recovery: RecoveryMode::Centralised,
             ft_max_restarts: recovery::DEFAULT_MAX_RESTARTS,
             comm_matrix: None,
+            universe: None,
         }
     }
 
@@ -293,6 +298,23 @@ impl Job {
         self
     }
 
+    /// The job may grow to `n` ranks by `MPI_Comm_spawn` (`--universe-size N`; `MPI_UNIVERSE_SIZE`):
+    /// spawned processes take the slots beyond the ranks the job starts with. By default the
+    /// universe is the job (or, under Slurm, its allocation, `SLURM_NTASKS`), and a spawn beyond
+    /// it fails with the reason. A universe larger than the job gives every rank the netmod
+    /// (spawned processes run on node identities of their own).
+    pub fn universe_size(mut self, n: u32) -> Job {
+        self.universe = Some(n);
+        self
+    }
+
+    /// The universe's size: [`universe_size`](Self::universe_size), else the Slurm allocation,
+    /// else the job; never below the job.
+    pub fn universe(&self) -> u32 {
+        let slurm = || std::env::var("SLURM_NTASKS").ok().and_then(|v| v.trim().parse::<u32>().ok());
+        self.universe.or_else(slurm).unwrap_or(self.ranks).max(self.ranks)
+    }
+
     /// Starts the ranks and supervises them until every one has ended.
     ///
     /// The ranks are forked from the calling thread, which stays in this call until all are
@@ -312,7 +334,8 @@ impl Job {
             (contract::ENV_TCP_ADDR, contract::ENV_TCP_IF),
             (contract::ENV_OFI_HEARTBEAT_ADDR, contract::ENV_OFI_HEARTBEAT_IF),
         ] {
-            if self.nodes > 1 && !self.sets(addr) && !self.sets(iface) {
+            let netmod = self.nodes > 1 || self.universe() > self.ranks;
+            if netmod && !self.sets(addr) && !self.sets(iface) {
                 self.env.push((addr.into(), "127.0.0.1".into()));
             }
         }

@@ -21,6 +21,10 @@
 
 use std::collections::HashMap;
 
+mod dynamic;
+
+pub use dynamic::{SpawnCmd, SpawnRequest};
+
 /// Longest KVS name, key and value (what `get_maxes` announces; Hydra's values).
 pub const KVSNAME_MAX: usize = 256;
 /// See [`KVSNAME_MAX`].
@@ -66,6 +70,14 @@ pub enum Action {
         /// Its message (unescaped), possibly empty.
         message: String,
     },
+    /// `rank` asks for new processes (`MPI_Comm_spawn`): start them, [`PmiServer::admit`] them,
+    /// and answer with [`PmiServer::spawn_done`].
+    Spawn {
+        /// The rank that asked.
+        rank: u32,
+        /// What to start.
+        request: SpawnRequest,
+    },
 }
 
 /// Where a rank stands in the PMI conversation.
@@ -77,6 +89,8 @@ enum Stage {
     Finalized,
     /// Its connection closed or its process ended.
     Gone,
+    /// A slot of the universe no process was started in yet (`nemesis-run --universe-size`).
+    Unborn,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -92,6 +106,11 @@ struct RankPmi {
     in_mcmd: bool,
     /// The wire format it speaks now.
     wire: Wire,
+    /// Its group: 0 for the ranks the job started with, then one per spawn. Barriers are per
+    /// group.
+    group: u32,
+    /// Its command's number in the spawn that started it (`MPI_APPNUM`).
+    appnum: u32,
 }
 
 /// The PMI-1 server of one job: its KVS, barrier and per-rank state.
@@ -102,8 +121,16 @@ pub struct PmiServer {
     /// PMI-2 node attributes (one table: the launcher does not tell its pretend nodes apart here).
     node_attrs: Table,
     ranks: Vec<RankPmi>,
-    /// Universe size announced (the job's rank count).
+    /// Universe size announced (the job's rank count, or `nemesis-run --universe-size`).
     universe: u32,
+    /// PMI-1 spawn blocks being received, by rank.
+    mcmds: HashMap<u32, dynamic::Mcmd>,
+    /// Keys pre-put by each spawn, by group.
+    preputs: HashMap<u32, Table>,
+    /// The name service: service name to port name.
+    names: HashMap<String, String>,
+    /// Groups started so far by spawns.
+    groups: u32,
 }
 
 /// Keys and values, each with the rank that created it (`None`: the launcher's).
@@ -200,7 +227,16 @@ impl<'a> Query<'a> {
 
 impl RankPmi {
     fn fresh() -> RankPmi {
-        RankPmi { keys: 0, refused: None, stage: Stage::Active, in_barrier: false, in_mcmd: false, wire: Wire::V1 }
+        RankPmi {
+            keys: 0,
+            refused: None,
+            stage: Stage::Active,
+            in_barrier: false,
+            in_mcmd: false,
+            wire: Wire::V1,
+            group: 0,
+            appnum: 0,
+        }
     }
 }
 
@@ -245,12 +281,27 @@ fn token(s: &str) -> String {
 impl PmiServer {
     /// A server for `size` ranks whose KVS is called `kvsname`.
     pub fn new(size: u32, kvsname: &str) -> PmiServer {
+        PmiServer::with_universe(size, size, kvsname)
+    }
+
+    /// A server for `size` ranks and `universe - size` more that spawns may start (slots
+    /// `size..universe`, [`Action::Spawn`]); every rank is told the universe's size.
+    pub fn with_universe(size: u32, universe: u32, kvsname: &str) -> PmiServer {
+        let universe = universe.max(size);
+        let mut ranks = vec![RankPmi::fresh(); universe as usize];
+        for r in &mut ranks[size as usize..] {
+            r.stage = Stage::Unborn;
+        }
         PmiServer {
             kvsname: token(kvsname),
             kvs: Table::default(),
             node_attrs: Table::default(),
-            ranks: vec![RankPmi::fresh(); size as usize],
-            universe: size,
+            ranks,
+            universe,
+            mcmds: HashMap::new(),
+            preputs: HashMap::new(),
+            names: HashMap::new(),
+            groups: 0,
         }
     }
 
@@ -357,18 +408,10 @@ impl PmiServer {
             return;
         };
         let line = line.strip_suffix('\r').unwrap_or(line);
-        // PMI-1 spawn arrives as a multi-line `mcmd=spawn` ... `endcmd` block: skip it whole,
-        // answer once.
-        if me.in_mcmd {
-            if line.trim() == "endcmd" {
-                self.ranks[rank as usize].in_mcmd = false;
-                Self::reply(out, rank, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported".into());
-            }
-            return;
-        }
-        if line.starts_with("mcmd=") {
-            self.ranks[rank as usize].in_mcmd = true;
-            return;
+        // PMI-1 spawn arrives as multi-line `mcmd=spawn` ... `endcmd` blocks, one per command;
+        // answered once, after the last.
+        if me.in_mcmd || line.starts_with("mcmd=") {
+            return self.on_mcmd_line(rank, line, out);
         }
         if line.trim().is_empty() {
             return;
@@ -400,7 +443,11 @@ impl PmiServer {
                 rank,
                 format!("cmd=maxes kvsname_max={KVSNAME_MAX} keylen_max={KEY_MAX} vallen_max={VALUE_MAX} rc=0"),
             ),
-            "get_appnum" => Self::reply(out, rank, "cmd=appnum appnum=0 rc=0".into()),
+            "get_appnum" => Self::reply(out, rank, format!("cmd=appnum appnum={} rc=0", me.appnum)),
+            "publish_name" | "unpublish_name" | "lookup_name" => {
+                let line = self.on_name1(q.cmd, q.get("service"), q.get("port"));
+                Self::reply(out, rank, line);
+            }
             "get_my_kvsname" => Self::reply(out, rank, format!("cmd=my_kvsname kvsname={} rc=0", self.kvsname)),
             "get_universe_size" => Self::reply(out, rank, format!("cmd=universe_size size={} rc=0", self.universe)),
             "put" => {
@@ -408,7 +455,7 @@ impl PmiServer {
                 Self::reply(out, rank, line);
             }
             "get" => {
-                let line = self.get(&q);
+                let line = self.get(rank, &q);
                 Self::reply(out, rank, line);
             }
             "barrier_in" => {
@@ -453,12 +500,12 @@ impl PmiServer {
                 if asked.is_some_and(|id| id.trim().parse::<u32>().ok() != Some(rank)) {
                     return err(out, &format!("this connection is rank {rank}"));
                 }
-                let size = self.ranks.len();
+                let (size, app) = (self.ranks.len(), me.appnum);
                 Self::reply2(
                     out,
                     rank,
                     format!(
-                        "cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank={rank};size={size};appnum=0;\
+                        "cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank={rank};size={size};appnum={app};\
                          debugged=FALSE;pmiverbose=FALSE;rc=0;"
                     ),
                 );
@@ -516,7 +563,7 @@ impl PmiServer {
                 if let Some(j) = m.get("jobid").filter(|j| !j.is_empty() && *j != self.kvsname) {
                     return err(out, &format!("unknown jobid {}", token(j)));
                 }
-                let line = match self.kvs.get(k).filter(|v| clean(v)) {
+                let line = match self.lookup_key(rank, k).filter(|v| clean(v)) {
                     Some(v) => format!("cmd=kvs-get-response;found=TRUE;value={v};rc=0;"),
                     None => "cmd=kvs-get-response;found=FALSE;rc=0;".to_owned(),
                 };
@@ -528,6 +575,11 @@ impl PmiServer {
                 }
             }
             "finalize" => self.finalize_rank(rank, out),
+            "spawn" => self.on_spawn2(rank, &m, out),
+            "name-publish" | "name-unpublish" | "name-lookup" => {
+                let body = self.on_name2(&cmd, &m);
+                Self::reply2(out, rank, body);
+            }
             "abort" => {
                 let message = cut(m.get("message").or_else(|| m.get("msg")).unwrap_or("").to_owned());
                 out.push(Action::Abort { rank, code: exit_code(m.get("exitcode")), message });
@@ -560,7 +612,7 @@ impl PmiServer {
         "cmd=put_result rc=0 msg=success".into()
     }
 
-    fn get(&self, q: &Query<'_>) -> String {
+    fn get(&self, rank: u32, q: &Query<'_>) -> String {
         let Some(key) = q.get("key") else {
             return "cmd=get_result rc=-1 msg=missing_key value=unknown".into();
         };
@@ -569,7 +621,7 @@ impl PmiServer {
         {
             return format!("cmd=get_result rc=-1 msg=unknown_kvsname_{} value=unknown", token(k));
         }
-        match self.kvs.get(key) {
+        match self.lookup_key(rank, key) {
             Some(v) => format!("cmd=get_result rc=0 msg=success value={v}"),
             None => format!("cmd=get_result rc=-1 msg=key_{}_not_found value=unknown", token(key)),
         }
@@ -583,7 +635,8 @@ impl PmiServer {
             return false;
         }
         st.in_barrier = true;
-        self.release_barrier(out);
+        let group = st.group;
+        self.release_barrier(group, out);
         true
     }
 
@@ -596,18 +649,19 @@ impl PmiServer {
             Wire::V1 => Self::reply(out, rank, "cmd=finalize_ack".into()),
             Wire::V2 => Self::reply2(out, rank, "cmd=finalize-response;rc=0;".into()),
         }
-        self.release_barrier(out);
+        let group = st.group;
+        self.release_barrier(group, out);
     }
 
-    /// Releases the barrier if every rank taking part entered it.
-    fn release_barrier(&mut self, out: &mut Vec<Action>) {
-        let active = || self.ranks.iter().filter(|r| r.stage == Stage::Active);
+    /// Releases `group`'s barrier if every rank of it taking part entered it.
+    fn release_barrier(&mut self, group: u32, out: &mut Vec<Action>) {
+        let active = || self.ranks.iter().filter(|r| r.stage == Stage::Active && r.group == group);
         let waiting = active().filter(|r| r.in_barrier).count();
         if waiting == 0 || waiting < active().count() {
             return;
         }
         for (r, st) in self.ranks.iter_mut().enumerate() {
-            if st.in_barrier {
+            if st.in_barrier && st.group == group {
                 st.in_barrier = false;
                 match st.wire {
                     Wire::V1 => Self::reply(out, r as u32, "cmd=barrier_out".into()),
@@ -622,7 +676,7 @@ impl PmiServer {
     pub fn rejoin(&mut self, rank: u32) {
         if let Some(st) = self.ranks.get_mut(rank as usize) {
             // Its keys stay, and count against it still.
-            *st = RankPmi { keys: st.keys, ..RankPmi::fresh() };
+            *st = RankPmi { keys: st.keys, group: st.group, appnum: st.appnum, ..RankPmi::fresh() };
         }
     }
 
@@ -632,12 +686,13 @@ impl PmiServer {
         let Some(st) = self.ranks.get_mut(rank as usize) else {
             return;
         };
-        if st.stage == Stage::Gone {
+        if matches!(st.stage, Stage::Gone | Stage::Unborn) {
             return;
         }
         st.stage = Stage::Gone;
         st.in_barrier = false;
-        self.release_barrier(out);
+        let group = st.group;
+        self.release_barrier(group, out);
     }
 }
 

@@ -17,10 +17,12 @@
 //! Through `nix` (its wrappers allocate nothing, and its errors turn into `io::Error` without
 //! allocating either), but for `pidfd_open`, which nix 0.31 lacks: a raw `libc::syscall`.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
 
 use super::Job;
@@ -58,6 +60,10 @@ pub(crate) struct Extra {
     /// Let the rank write to the launcher's standard output and error even with
     /// `--tag-output` (a restarted rank: the forwarder started with the job).
     pub inherit_output: bool,
+    /// Another program and arguments than the job's (a spawned process).
+    pub command: Option<(OsString, Vec<OsString>)>,
+    /// Its working directory (`MPI_Comm_spawn`'s `wdir` info key).
+    pub cwd: Option<PathBuf>,
 }
 
 /// A started rank.
@@ -102,8 +108,15 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd, extra: &Extra) 
     // -1: none (checked in the child before use).
     let ft_fd = ft.as_ref().map_or(-1, |(_, t)| t.as_raw_fd());
 
-    let mut cmd = Command::new(&job.program);
-    cmd.args(&job.args);
+    let (program, args) = match &extra.command {
+        Some((p, a)) => (p, a.as_slice()),
+        None => (&job.program, job.args.as_slice()),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some(d) = &extra.cwd {
+        cmd.current_dir(d);
+    }
     // Stale process manager variables (a launcher started under Slurm, Hydra or Open MPI) must
     // not mislead the rank's bootstrap: it must speak to us, not to a PMIx server of the
     // launcher's own job.
@@ -181,7 +194,7 @@ pub(crate) fn start(job: &Job, place: &Placement, seg_fd: RawFd, extra: &Extra) 
     // the fork; it allocates nothing (errors are raw OS errors) and takes no lock.
     unsafe { cmd.pre_exec(in_child) };
     let mut child = cmd.spawn().map_err(|source| Error::Spawn {
-        program: job.program.to_string_lossy().into_owned(),
+        program: program.to_string_lossy().into_owned(),
         rank: place.rank,
         source,
     })?;

@@ -103,6 +103,8 @@ struct Supervisor {
     /// Restarted ranks whose new business card the ranks of other nodes have not been told yet
     /// (`--ft` over several nodes).
     cards: BTreeSet<u32>,
+    /// The output of spawned processes under `--tag-output` (one forwarder per spawn).
+    spawned_output: Vec<Forwarder>,
 }
 
 /// How [`read_bounded`] stopped.
@@ -177,8 +179,9 @@ pub(crate) fn run(
     plan: Option<Plan>,
     recovery: Option<Recovery>,
 ) -> Result<Outcome> {
-    let size = job.ranks;
-    let mut server = PmiServer::new(size, &format!("kvs_{}_0", std::process::id()));
+    // Every rank is told the universe's size: spawned processes take the slots beyond the job.
+    let size = job.universe();
+    let mut server = PmiServer::with_universe(job.ranks, size, &format!("kvs_{}_0", std::process::id()));
     let sizes: Vec<u32> = nodes.iter().map(|n| n.ranks.len() as u32).collect();
     server.preput("PMI_process_mapping", &process_mapping(&sizes));
     for (n, seg) in nodes.iter().zip(&segments) {
@@ -199,8 +202,12 @@ pub(crate) fn run(
         recovery,
         restart: None,
         cards: BTreeSet::new(),
+        spawned_output: Vec::new(),
     };
-    let extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
+    let mut extra = Extra { ft_channel: sup.recovery.is_some(), ..Extra::default() };
+    if size > sup.job.ranks {
+        extra.env.push((crate::contract::ENV_WORLD.into(), format!("0,{}", sup.job.ranks)));
+    }
     let mut pipes = Vec::new();
     for (ni, n) in nodes.iter().enumerate() {
         let local_size = n.ranks.len() as u16;
@@ -290,6 +297,9 @@ impl Supervisor {
         // A restart may be pending with every rank dead (all groups failed at once).
         while self.ranks.iter().any(|r| r.exit.is_none()) || (self.restart.is_some() && self.ending.is_none()) {
             self.turn()?;
+        }
+        for f in self.spawned_output.drain(..) {
+            f.finish();
         }
         let ending = self.ending.take().unwrap_or(Ending::Completed);
         let ranks: Vec<RankExit> = self
@@ -455,6 +465,7 @@ impl Supervisor {
                         overflowing.push(i);
                     }
                 }
+                Action::Spawn { rank, request } => self.on_spawn(rank, request),
                 Action::Abort { rank, code, message } => {
                     let pid = self.ranks.get(rank as usize).map_or(0, |r| r.pid);
                     if self.ending.is_none() {
@@ -476,6 +487,10 @@ impl Supervisor {
                 );
                 self.close_conn(i);
             }
+        }
+        // A spawn's answer, and what its new ranks need.
+        if !self.actions.is_empty() {
+            self.apply_actions();
         }
     }
 
@@ -558,6 +573,11 @@ impl Supervisor {
         }
         if status.success() {
             tracing::debug!(rank, pid, "rank exited");
+            return;
+        }
+        if stopped && self.ending.is_none() {
+            // A spawned process ended with the spawn that could not start all of its own.
+            tracing::debug!(rank, pid, status = %exit.describe(), "abandoned spawned process ended");
             return;
         }
         if self.ending.is_some() {
@@ -685,6 +705,7 @@ impl Supervisor {
             ft_channel: true,
             env: vec![(ENV_FT_RESTART.into(), format!("{round}:{list}"))],
             inherit_output: true,
+            ..Extra::default()
         };
         for &rank in &ranks {
             let i = rank as usize;
@@ -777,6 +798,8 @@ fn signal_name(sig: i32) -> String {
         _ => format!("signal {sig}"),
     }
 }
+
+mod dynamic;
 
 #[cfg(test)]
 mod tests;

@@ -10,12 +10,14 @@
 //!
 //! Which one a rank uses is decided by `crate::bootstrap` from the environment.
 
+pub mod dynamic;
 pub mod v1;
 pub mod v2;
 
 #[cfg(feature = "pmix")]
 pub mod pmix;
 
+pub use dynamic::SpawnCommand;
 pub use v1::PmiClient;
 pub use v2::Pmi2Client;
 

@@ -31,7 +31,7 @@ pub struct PmiClient {
 
 /// The attributes of one reply line.
 #[derive(Debug, Default)]
-struct Reply(Vec<(String, String)>, String);
+pub(super) struct Reply(Vec<(String, String)>, String);
 
 impl Reply {
     fn parse(line: &str) -> Reply {
@@ -44,20 +44,20 @@ impl Reply {
     }
 
     /// The line as received (at most 200 characters), for errors.
-    fn line(&self) -> &str {
+    pub(super) fn line(&self) -> &str {
         &self.1
     }
 
-    fn get(&self, key: &str) -> Option<&str> {
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    fn cmd(&self) -> &str {
+    pub(super) fn cmd(&self) -> &str {
         self.get("cmd").unwrap_or("")
     }
 
     /// `rc`, 0 when absent (some replies carry none).
-    fn rc(&self) -> i32 {
+    pub(super) fn rc(&self) -> i32 {
         self.get("rc").and_then(|v| v.parse().ok()).unwrap_or(0)
     }
 }
@@ -135,21 +135,21 @@ impl PmiClient {
         (self.key_max, self.val_max)
     }
 
-    fn send_line(&mut self, op: &'static str, line: &str) -> Result<()> {
+    pub(super) fn send_line(&mut self, op: &'static str, line: &str) -> Result<()> {
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
         send_all(&self.s.pm, op, &self.writer, &buf)
     }
 
-    fn read_reply(&mut self, op: &'static str) -> Result<Reply> {
+    pub(super) fn read_reply(&mut self, op: &'static str) -> Result<Reply> {
         match read_line_bounded(&mut self.reader, REPLY_LINE_MAX, &self.s.pm, op)? {
             Some(line) => Ok(Reply::parse(&line)),
             None => Err(self.s.err(op, "the process manager closed the connection".into())),
         }
     }
 
-    fn exchange(&mut self, op: &'static str, line: &str, want: &str) -> Result<Reply> {
+    pub(super) fn exchange(&mut self, op: &'static str, line: &str, want: &str) -> Result<Reply> {
         self.send_line(op, line)?;
         let r = self.read_reply(op)?;
         if r.cmd() != want {

@@ -203,11 +203,11 @@ impl Pmi2Client {
         &self.job_id
     }
 
-    fn write(&mut self, op: &'static str, bytes: &[u8]) -> Result<()> {
+    pub(super) fn write(&mut self, op: &'static str, bytes: &[u8]) -> Result<()> {
         send_all(&self.s.pm, op, &self.writer, bytes)
     }
 
-    fn read(&mut self, op: &'static str) -> Result<Message> {
+    pub(super) fn read(&mut self, op: &'static str) -> Result<Message> {
         let closed = |pm: &str, e: std::io::Error| {
             if e.kind() == ErrorKind::UnexpectedEof {
                 Error::pmi(pm, op, "the process manager closed the connection".into())

@@ -2,7 +2,9 @@
 //! and the choice of an algorithm per level by the pLogP models of [`model`] (parameters and
 //! overrides in [`Tuning`]); broadcast, reduce, allreduce and barrier here, the one-block-per-member
 //! operations in `blocks.rs`, the algorithms in [`algo`], the v- and w-forms in [`vector`],
-//! intercommunicators in [`inter`], non-blocking forms in [`nbc`], shared areas in [`area`].
+//! intercommunicators in [`inter`], non-blocking forms in [`nbc`], shared areas in [`area`]; the
+//! C arguments decoded once (`int` and `_c` counts, blocking, non-blocking and persistent forms)
+//! in [`entry`].
 //!
 //! **Contexts.** Collectives run in the communicator's second context (`Comm::coll_ctx`), with
 //! a tag per operation ([`tag`]), so they never match point-to-point messages on the same
@@ -23,6 +25,7 @@
 pub mod algo;
 pub mod area;
 mod blocks;
+pub mod entry;
 pub mod inter;
 pub mod model;
 pub mod nbc;

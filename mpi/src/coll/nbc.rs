@@ -95,7 +95,7 @@ enum Step {
 }
 
 /// A context agreement run as rounds (`MPI_Comm_idup`): contribute, allreduce (bitwise AND) over
-/// `parent`, settle; repeated until every member lent its mask to this creation
+/// `parent`, settle; repeated until the members' offers share a free context
 /// (`crate::comm::context`).
 #[derive(Debug)]
 struct Agreement {
@@ -281,7 +281,7 @@ impl Sched {
                             }
                         }
                         Some(Err(())) => self.failed = Some(context::exhausted(0)),
-                        // Another creation held a member's mask: the rounds again.
+                        // No context offered free by every member: the rounds again (another window).
                         None => {
                             let parent = a.parent.clone();
                             self.agreement_rounds(&parent);

@@ -3,14 +3,20 @@
 //!
 //! Each process keeps a mask of free context pairs ([`Contexts`]). A creation is a collective
 //! over the parent communicator: the members allreduce (bitwise AND) their free masks and take the
-//! lowest pair free everywhere. Under `MPI_THREAD_MULTIPLE` several creations on different parents
-//! may run at once in one process, and their members may meet them in different orders; so the
-//! mask is lent to one creation at a time, the one with the lowest parent context among those
-//! waiting in this process, and a creation that does not hold its mask in a round contributes an
-//! empty one. A round succeeds only if every member contributed its mask (a flag word ANDed with
-//! the masks); otherwise all retry. The creation with the lowest parent context in the whole job
-//! gets the mask in every member and succeeds, then the next: no deadlock, no two communicators
-//! with one context (MPICH's algorithm, `src/mpi/comm/contextid.c`, simplified).
+//! lowest pair offered free everywhere. Several creations may be under way at once in one process (an
+//! `MPI_Comm_idup` pending while the program makes other communicators, or threads under
+//! `MPI_THREAD_MULTIPLE`), and their members may start them in different orders; so each round of
+//! a creation offers one **window** (64 pairs, one mask word) chosen from the creation's key and
+//! round number (the same in every member), and a window is reserved by the round that offers it
+//! in this process until that round ends. A round that finds its window reserved by another
+//! creation offers nothing and says so (a flag word ANDed with the masks). A pair free in every
+//! member's offer is free and reserved for this creation everywhere: taken. Otherwise the next
+//! round tries another window; a window found full by a round nobody was obstructed in is
+//! skipped from then on, and once every window is, the creation fails. No creation waits for
+//! another to end, so creations pending in different orders in different members (an idup
+//! started before a blocking creation here, after it there) cannot deadlock, and no two
+//! communicators of a process get one context. (MPICH's algorithm, `src/mpi/comm/contextid.c`,
+//! lends the whole mask to one creation at a time instead.)
 //!
 //! A creation is named by a [`Key`], the same in every member and different from any other
 //! creation a member may have under way at once: the parent's context and, for an
@@ -44,21 +50,49 @@ pub const BLOCKING: u32 = u32::MAX;
 /// The number of an `MPI_Intercomm_merge`.
 pub const MERGE: u32 = u32::MAX - 1;
 
-/// This process's context pairs: which are free, and which creation holds the mask.
+/// This process's context pairs: which are free, and the creations under way.
 #[derive(Debug)]
 pub struct Contexts {
     /// Bit `i` set: pair `FIRST + 2i` (point-to-point) and `+1` (collectives) is free.
     free: [u64; WORDS],
     /// The creations under way in this process.
-    waiting: Vec<Key>,
-    /// The creation the mask is lent to.
-    lent: Option<Key>,
+    waiting: Vec<Creation>,
+}
+
+/// A creation under way in this process.
+#[derive(Debug, Clone, Copy)]
+struct Creation {
+    key: Key,
+    /// Its rounds so far (the same count in every member).
+    round: u32,
+    /// Windows found full in some member by an unobstructed round (the same in every member).
+    full: u64,
+    /// The window its current round offered (reserved in this process until the round ends).
+    offered: Option<usize>,
+}
+
+impl Creation {
+    /// The window of the creation's current round: a hash of the key and round number, moved on
+    /// past windows known to be full (`None` once all are).
+    fn window(&self) -> Option<usize> {
+        if self.full == u64::MAX {
+            return None;
+        }
+        // SplitMix64 of the key and round: the same in every member, spread over the windows.
+        let mut z = (u64::from(self.key.0) << 32 | u64::from(self.key.1))
+            .wrapping_add(u64::from(self.round).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let start = (z % WORDS as u64) as usize;
+        (0..WORDS).map(|k| (start + k) % WORDS).find(|&w| self.full & (1 << w) == 0)
+    }
 }
 
 impl Contexts {
     /// Every pair free.
     pub const fn new() -> Contexts {
-        Contexts { free: [u64::MAX; WORDS], waiting: Vec::new(), lent: None }
+        Contexts { free: [u64::MAX; WORDS], waiting: Vec::new() }
     }
 
     /// Gives pair `ctx` back (a freed communicator's, once nothing can use it).
@@ -68,45 +102,58 @@ impl Contexts {
         }
     }
 
-    /// This round's contribution of creation `parent`: the mask if it may hold it.
-    pub fn contribute(&mut self, parent: Key) -> (bool, [u64; WORDS]) {
-        if !self.waiting.contains(&parent) {
-            self.waiting.push(parent);
+    /// This round's contribution of creation `key`: whether its window was free of other
+    /// creations' reservations here, and the free pairs of the window (the rest of the mask 0).
+    pub fn contribute(&mut self, key: Key) -> (bool, [u64; WORDS]) {
+        let k = match self.waiting.iter().position(|c| c.key == key) {
+            Some(k) => k,
+            None => {
+                self.waiting.push(Creation { key, round: 0, full: 0, offered: None });
+                self.waiting.len() - 1
+            }
+        };
+        let mut mask = [0; WORDS];
+        let Some(w) = self.waiting[k].window() else { return (true, mask) };
+        let taken = self.waiting.iter().any(|c| c.key != key && c.offered == Some(w));
+        if taken {
+            return (false, mask);
         }
-        let lowest = self.waiting.iter().copied().min() == Some(parent);
-        let own = lowest && self.lent.is_none_or(|p| p == parent);
-        if own {
-            self.lent = Some(parent);
-            (true, self.free)
-        } else {
-            (false, [0; WORDS])
-        }
+        self.waiting[k].offered = Some(w);
+        mask[w] = self.free[w];
+        (true, mask)
     }
 
-    /// Ends a round of the creation on `parent` with the allreduced `all`: the agreed context,
-    /// or `None` to retry.
-    pub fn settle(&mut self, parent: Key, all_owned: bool, all: &[u64; WORDS]) -> Option<Result<u32, ()>> {
-        if self.lent == Some(parent) {
-            self.lent = None;
+    /// Ends a round of creation `key` with the allreduced flag (every member's window was
+    /// unobstructed) and masks `all`: the agreed context, `Err` when no window has a pair free
+    /// in every member, or `None` to run another round.
+    pub fn settle(&mut self, key: Key, unobstructed: bool, all: &[u64; WORDS]) -> Option<Result<u32, ()>> {
+        let k = self.waiting.iter().position(|c| c.key == key)?;
+        let c = &mut self.waiting[k];
+        c.offered = None;
+        if let Some(w) = all.iter().position(|&x| x != 0) {
+            self.waiting.swap_remove(k);
+            let i = w * 64 + all[w].trailing_zeros() as usize;
+            self.free[w] &= !(1 << (i % 64));
+            return Some(Ok(FIRST + 2 * i as u32));
         }
-        if !all_owned {
-            return None;
+        if unobstructed {
+            match c.window() {
+                Some(w) => c.full |= 1 << w,
+                None => {
+                    self.waiting.swap_remove(k);
+                    return Some(Err(()));
+                }
+            }
         }
-        self.waiting.retain(|&p| p != parent);
-        let Some(w) = all.iter().position(|&x| x != 0) else { return Some(Err(())) };
-        let i = w * 64 + all[w].trailing_zeros() as usize;
-        self.free[w] &= !(1 << (i % 64));
-        Some(Ok(FIRST + 2 * i as u32))
+        c.round = c.round.wrapping_add(1);
+        None
     }
 }
 
 impl Contexts {
-    /// Forgets creation `parent`, which failed.
-    pub fn abandon(&mut self, parent: Key) {
-        self.waiting.retain(|&p| p != parent);
-        if self.lent == Some(parent) {
-            self.lent = None;
-        }
+    /// Forgets creation `key`, which failed.
+    pub fn abandon(&mut self, key: Key) {
+        self.waiting.retain(|c| c.key != key);
     }
 }
 
@@ -181,8 +228,8 @@ pub fn agree_by(
         match acc.st().contexts.settle(key, owned, &all) {
             Some(Ok(ctx)) => return Ok(ctx),
             Some(Err(())) => return Err(exhausted(ci)),
-            // Another creation held a member's mask: let it finish (an `MPI_Comm_idup` of this
-            // process among them: its schedule is advanced here), then try again.
+            // No context offered free by every member (another creation reserved a member's
+            // window): move the idups of this process on, then another window.
             None => {
                 crate::p2p::complete::advance_colls(acc);
                 acc.pause(&mut spins)
@@ -195,51 +242,84 @@ pub fn agree_by(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_lowest_free_pair_is_taken_and_released_pairs_come_back() {
-        let mut c = Contexts::new();
-        let (own, m) = c.contribute((0, BLOCKING));
-        assert!(own);
-        assert_eq!(c.settle((0, BLOCKING), true, &m), Some(Ok(FIRST)));
-        let (_, m) = c.contribute((0, BLOCKING));
-        assert_eq!(c.settle((0, BLOCKING), true, &m), Some(Ok(FIRST + 2)));
-        c.release(FIRST);
-        let (_, m) = c.contribute((0, BLOCKING));
-        assert_eq!(c.settle((0, BLOCKING), true, &m), Some(Ok(FIRST)), "a released pair is reused");
+    /// One round of creation `key` in process `c` alone (every member is `c`).
+    fn alone(c: &mut Contexts, key: Key) -> Option<Result<u32, ()>> {
+        let (own, m) = c.contribute(key);
+        c.settle(key, own, &m)
     }
 
     #[test]
-    fn the_mask_goes_to_the_lowest_waiting_parent() {
+    fn a_free_pair_is_taken_and_released_pairs_come_back() {
         let mut c = Contexts::new();
-        // Parent 8 starts first and holds the mask for its round.
-        assert!(c.contribute((8, BLOCKING)).0);
-        // Parent 6 arrives meanwhile: it does not get the mask while 8 holds it.
-        assert!(!c.contribute((6, BLOCKING)).0);
-        // 8's round ends without every member's mask (another process lent it elsewhere).
-        assert_eq!(c.settle((8, BLOCKING), false, &[0; WORDS]), None);
-        // Now 6, the lowest waiting, gets it; 8 does not.
-        assert!(!c.contribute((8, BLOCKING)).0);
-        let (own, m) = c.contribute((6, BLOCKING));
+        let a = alone(&mut c, (0, BLOCKING)).unwrap().unwrap();
+        let b = alone(&mut c, (0, BLOCKING)).unwrap().unwrap();
+        assert_ne!(a, b);
+        assert!(a >= FIRST && (a - FIRST).is_multiple_of(2));
+        c.release(a);
+        assert_eq!(alone(&mut c, (0, BLOCKING)), Some(Ok(a)), "a released pair is reused");
+    }
+
+    #[test]
+    fn a_reserved_window_is_not_offered_twice() {
+        let mut c = Contexts::new();
+        // An idup's round is in flight (its window reserved); a blocking creation whose window
+        // is the same one offers nothing, then tries another window: it never waits.
+        let idup = (8, 0);
+        let (own, m) = c.contribute(idup);
         assert!(own);
-        assert_eq!(c.settle((6, BLOCKING), true, &m), Some(Ok(FIRST)));
-        let (own, m) = c.contribute((8, BLOCKING));
-        assert!(own, "after 6 is done, 8 holds the mask");
-        assert_eq!(c.settle((8, BLOCKING), true, &m), Some(Ok(FIRST + 2)));
+        let w = m.iter().position(|&x| x != 0).unwrap();
+        let mut got = None;
+        for _ in 0..200 {
+            let (own2, m2) = c.contribute((6, BLOCKING));
+            if !own2 {
+                assert!(m2.iter().all(|&x| x == 0));
+            } else {
+                assert_eq!(m2[w], 0, "the reserved window is not offered");
+            }
+            if let Some(r) = c.settle((6, BLOCKING), own2, &m2) {
+                got = Some(r.unwrap());
+                break;
+            }
+        }
+        let blocking = got.expect("the blocking creation ends while the idup is in flight");
+        let idup_ctx = c.settle(idup, true, &m).unwrap().unwrap();
+        assert_ne!(blocking, idup_ctx);
+    }
+
+    #[test]
+    fn every_window_full_fails_and_the_last_pair_is_found() {
+        let mut c = Contexts::new();
+        c.free = [0; WORDS];
+        c.free[WORDS - 1] = 1 << 63;
+        let mut rounds = 0;
+        let ctx = loop {
+            rounds += 1;
+            if let Some(r) = alone(&mut c, (0, BLOCKING)) {
+                break r.unwrap();
+            }
+        };
+        assert_eq!(ctx, FIRST + 2 * (PAIRS as u32 - 1));
+        assert!(rounds <= WORDS, "{rounds} rounds");
+        let fails = loop {
+            if let Some(r) = alone(&mut c, (0, BLOCKING)) {
+                break r;
+            }
+        };
+        assert_eq!(fails, Err(()));
+        assert!(c.waiting.is_empty());
     }
 
     #[test]
     fn members_agree_on_a_pair_free_in_all() {
         let (mut a, mut b) = (Contexts::new(), Contexts::new());
-        // `a` has its first two pairs in use, `b` its third.
-        for _ in 0..2 {
-            let (_, m) = a.contribute((0, BLOCKING));
-            a.settle((0, BLOCKING), true, &m);
-        }
-        b.free[0] &= !(1 << 2);
-        let (_, ma) = a.contribute((0, BLOCKING));
-        let (_, mb) = b.contribute((0, BLOCKING));
+        // `a` has two pairs in use, `b` a third: the agreed pair is free in both.
+        let used: Vec<u32> = (0..2).map(|_| alone(&mut a, (0, BLOCKING)).unwrap().unwrap()).collect();
+        let third = alone(&mut b, (0, BLOCKING)).unwrap().unwrap();
+        let (oa, ma) = a.contribute((0, BLOCKING));
+        let (ob, mb) = b.contribute((0, BLOCKING));
         let all: [u64; WORDS] = std::array::from_fn(|k| ma[k] & mb[k]);
-        assert_eq!(a.settle((0, BLOCKING), true, &all), Some(Ok(FIRST + 6)));
-        assert_eq!(b.settle((0, BLOCKING), true, &all), Some(Ok(FIRST + 6)));
+        let x = a.settle((0, BLOCKING), oa && ob, &all).unwrap().unwrap();
+        assert_eq!(b.settle((0, BLOCKING), oa && ob, &all), Some(Ok(x)));
+        assert!(!used.contains(&x) && x != third);
     }
 }

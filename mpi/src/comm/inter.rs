@@ -31,12 +31,12 @@ use crate::p2p::{comm_at, not_intra};
 use crate::state::{Access, State};
 
 /// Native-endian `u32` words as bytes.
-fn bytes_of(words: &[u32]) -> Vec<u8> {
+pub(super) fn bytes_of(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_ne_bytes()).collect()
 }
 
 /// Bytes as native-endian `u32` words (a partial word at the end is dropped).
-fn words_of(bytes: &[u8]) -> Vec<u32> {
+pub(super) fn words_of(bytes: &[u8]) -> Vec<u32> {
     bytes.chunks_exact(4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
@@ -67,7 +67,7 @@ fn local_of(c: &Comm, ci: usize) -> Res<Arc<Comm>> {
 /// The exchange between the groups of intercommunicator `c` behind every creation from it:
 /// `mine` (the same at every member of this group) goes to the other group, whose own comes
 /// back, at every member.
-fn exchange(acc: &mut Access, c: &Comm, local: &Comm, tu: &Tuning, mine: &[u8]) -> Res<Vec<u8>> {
+pub(super) fn exchange(acc: &mut Access, c: &Comm, local: &Comm, tu: &Tuning, mine: &[u8]) -> Res<Vec<u8>> {
     let mut theirs = if local.rank == 0 {
         swap(acc, c.world[0], tag::COMM, c.coll_send_ctx(), c.coll_ctx(), mine)?
     } else {
@@ -79,7 +79,7 @@ fn exchange(acc: &mut Access, c: &Comm, local: &Comm, tu: &Tuning, mine: &[u8]) 
 
 /// The two contexts of a new intercommunicator made by the members of `local` (its receive
 /// context, then its local group's), agreed among them.
-fn two_contexts(acc: &mut Access, ci: usize, local: &Comm, tu: &Tuning) -> Res<(u32, u32)> {
+pub(super) fn two_contexts(acc: &mut Access, ci: usize, local: &Comm, tu: &Tuning) -> Res<(u32, u32)> {
     let ctx = context::agree(acc, ci, local, tu).map_err(on(ci))?;
     match context::agree(acc, ci, local, tu) {
         Ok(lctx) => Ok((ctx, lctx)),

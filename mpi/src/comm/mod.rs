@@ -20,6 +20,9 @@ use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
 pub mod context;
+pub mod dynproc;
+pub mod from_group;
+pub mod info;
 pub mod inter;
 pub mod links;
 

@@ -1,5 +1,8 @@
-//! The buffered mode (MPI-3.1 §3.6): `MPI_Buffer_attach`, `MPI_Buffer_detach`, and the space a
-//! buffered send takes in the attached buffer until the Endpoint has sent from it.
+//! The buffered mode (MPI-4.1 §3.6): `MPI_Buffer_attach`, `MPI_Buffer_detach`, their
+//! communicator forms (`MPI_Comm_attach_buffer`...; a communicator's buffer serves its buffered
+//! sends before the process's), `MPI_Buffer_flush`/`iflush`, and the space a buffered send takes
+//! in the attached buffer until the Endpoint has sent from it. Attaching `MPI_BUFFER_AUTOMATIC`
+//! lets each buffered send take a copy of its own, as big as it needs.
 //!
 //! `MPI_Bsend` copies (packs) the message into the attached buffer and starts an ordinary send
 //! from the copy, so it returns at once whatever the receiver does. A message takes its length rounded up
@@ -20,28 +23,72 @@ struct Held {
     off: usize,
     len: usize,
     req: nemesis::Request,
+    /// The message's own copy (`MPI_BUFFER_AUTOMATIC`), kept until it is sent.
+    own: Option<Vec<u8>>,
 }
 
-/// The attached buffer.
+/// An attached buffer.
 #[derive(Debug)]
 struct Attached {
+    /// The program's buffer (`MPI_BUFFER_AUTOMATIC`'s value for an automatic one).
     base: *mut u8,
     size: usize,
+    /// `MPI_BUFFER_AUTOMATIC`: no space of the program's; each message is copied apart.
+    automatic: bool,
     /// Messages in flight from it, by offset.
     held: Vec<Held>,
 }
+
+/// Which attached buffer: the process's (`None`) or a communicator's (its index).
+pub type Which = Option<usize>;
 
 /// The process's buffered-mode state.
 #[derive(Debug, Default)]
 pub struct Bsend {
     attached: Option<Attached>,
+    /// Communicators' buffers, by communicator index.
+    comms: Vec<(usize, Attached)>,
 }
 
 impl Bsend {
     /// No buffer attached.
     pub const fn new() -> Bsend {
-        Bsend { attached: None }
+        Bsend { attached: None, comms: Vec::new() }
     }
+
+    fn get_mut(&mut self, w: Which) -> Option<&mut Attached> {
+        match w {
+            None => self.attached.as_mut(),
+            Some(ci) => self.comms.iter_mut().find(|(c, _)| *c == ci).map(|(_, a)| a),
+        }
+    }
+
+    fn take(&mut self, w: Which) -> Option<Attached> {
+        match w {
+            None => self.attached.take(),
+            Some(ci) => {
+                let k = self.comms.iter().position(|(c, _)| *c == ci)?;
+                Some(self.comms.swap_remove(k).1)
+            }
+        }
+    }
+
+    /// The buffer a buffered send on communicator `ci` uses: the communicator's, else the
+    /// process's.
+    fn for_comm(&mut self, ci: usize) -> Option<&mut Attached> {
+        match self.comms.iter().position(|(c, _)| *c == ci) {
+            Some(k) => Some(&mut self.comms[k].1),
+            None => self.attached.as_mut(),
+        }
+    }
+}
+
+/// `MPI_BUFFER_AUTOMATIC`'s address (`mpi.h`).
+pub const BUFFER_AUTOMATIC: usize = usize::MAX - 1;
+
+/// `MPI_BUFFER_AUTOMATIC` as an address.
+fn automatic(buffer: *mut c_void) -> bool {
+    buffer as usize == BUFFER_AUTOMATIC
 }
 
 /// The space a message of `len` bytes takes in the buffer.
@@ -51,10 +98,18 @@ fn footprint(len: usize) -> usize {
 
 /// Frees the space of the messages whose sends have completed (their errors are not reported
 /// anywhere: MPI gives a buffered send's failures no request to carry them).
-fn reclaim(st: &mut State) {
+pub(crate) fn reclaim(st: &mut State) {
     let State { ep, bsend, .. } = st;
-    let (Some(ep), Some(a)) = (ep.as_mut(), bsend.attached.as_mut()) else { return };
-    a.held.retain(|h| matches!(ep.test(h.req), Ok(None)));
+    let Some(ep) = ep.as_mut() else { return };
+    for a in bsend.attached.iter_mut().chain(bsend.comms.iter_mut().map(|(_, a)| a)) {
+        a.held.retain(|h| matches!(ep.test(h.req), Ok(None)));
+    }
+}
+
+/// True if buffer `w` holds no message in flight (or is not attached).
+pub(crate) fn flushed(st: &mut State, w: Which) -> bool {
+    reclaim(st);
+    st.bsend.get_mut(w).is_none_or(|a| a.held.is_empty())
 }
 
 #[cold]
@@ -77,9 +132,17 @@ pub fn send(
     reclaim(st);
     let State { phase, ep, bsend, .. } = st;
     let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
-    let Some(a) = bsend.attached.as_mut() else {
+    let Some(a) = bsend.for_comm(ci) else {
         return Err(no_space(ci, "buffered send without an attached buffer (MPI_Buffer_attach)"));
     };
+    if a.automatic {
+        let mut own = vec![0u8; len];
+        fill(&mut own);
+        // SAFETY: the copy is held (its heap block does not move) until the send completes.
+        let req = unsafe { ep.isend_raw(own.as_ptr(), len, to, tag, ctx) }.map_err(|e| Fail::endpoint(ci, e))?;
+        a.held.push(Held { off: 0, len: 0, req, own: Some(own) });
+        return Ok(());
+    }
     let need = footprint(len);
     // First fit between the messages held (sorted by offset), then after the last.
     let mut off = 0;
@@ -101,30 +164,126 @@ pub fn send(
     fill(unsafe { crate::p2p::out_bytes(dst.cast(), len) });
     // SAFETY: the copy stays untouched until the send completes: its space is held until then.
     let req = unsafe { ep.isend_raw(dst, len, to, tag, ctx) }.map_err(|e| Fail::endpoint(ci, e))?;
-    a.held.insert(at, Held { off, len, req });
+    a.held.insert(at, Held { off, len, req, own: None });
     Ok(())
 }
 
-/// `MPI_Buffer_attach`.
+/// `MPI_Buffer_attach` (`comm`: `MPI_Comm_attach_buffer`), `size` an `int` or (`_c`) an
+/// `MPI_Count`.
 ///
 /// # Safety
-/// `buffer` is valid for `size` bytes until it is detached (MPI's contract).
-pub unsafe fn attach(acc: &mut Access, buffer: *mut c_void, size: c_int) -> Res<()> {
+/// `buffer` is valid for `size` bytes until it is detached (MPI's contract), or
+/// `MPI_BUFFER_AUTOMATIC`.
+pub unsafe fn attach(acc: &mut Access, buffer: *mut c_void, size: impl Into<abi::Count>) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { attach_to(acc, None, buffer, size.into()) }
+}
+
+/// `MPI_Comm_attach_buffer`.
+///
+/// # Safety
+/// As for [`attach`].
+pub unsafe fn comm_attach(
+    acc: &mut Access,
+    comm: abi::Comm,
+    buffer: *mut c_void,
+    size: impl Into<abi::Count>,
+) -> Res<()> {
+    let ci = crate::p2p::comm_at(&acc.st().comms, comm)?.0;
+    // SAFETY: the caller's contract.
+    unsafe { attach_to(acc, Some(ci), buffer, size.into()) }
+}
+
+/// Attaches `buffer` as buffer `w`.
+///
+/// # Safety
+/// As for [`attach`].
+unsafe fn attach_to(acc: &mut Access, w: Which, buffer: *mut c_void, size: abi::Count) -> Res<()> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
-    if size < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(size)));
+    let auto = automatic(buffer);
+    if size < 0 && !auto {
+        return Err(Fail::new(abi::ERR_COUNT, w, Why::Arg("negative buffer size")));
     }
     if buffer.is_null() && size > 0 {
-        return Err(Fail::new(abi::ERR_BUFFER, None, Why::Buffer));
+        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Buffer));
     }
-    if st.bsend.attached.is_some() {
-        return Err(Fail::new(abi::ERR_BUFFER, None, Why::Arg("a buffer is already attached")));
+    if st.bsend.get_mut(w).is_some() {
+        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Arg("a buffer is already attached")));
     }
-    st.bsend.attached = Some(Attached { base: buffer.cast(), size: size as usize, held: Vec::new() });
+    let a = Attached { base: buffer.cast(), size: size.max(0) as usize, automatic: auto, held: Vec::new() };
+    match w {
+        None => st.bsend.attached = Some(a),
+        Some(ci) => st.bsend.comms.push((ci, a)),
+    }
     Ok(())
+}
+
+/// Waits until buffer `w`'s messages have all been sent (`MPI_Buffer_flush`,
+/// `MPI_Comm_flush_buffer`, and before a detach).
+pub fn flush(acc: &mut Access, w: Which) -> Res<()> {
+    loop {
+        let next = acc.st().bsend.get_mut(w).and_then(|a| a.held.pop());
+        let Some(h) = next else { return Ok(()) };
+        // Its failure (a dead receiver) has nowhere to go; the space is free either way.
+        let _ = acc.ep_wait(h.req)?;
+        drop(h.own);
+    }
+}
+
+/// `MPI_Buffer_flush` (`comm` `None`) and `MPI_Comm_flush_buffer`.
+pub fn flush_call(acc: &mut Access, comm: Option<abi::Comm>) -> Res<()> {
+    let w = which(acc, comm)?;
+    flush(acc, w)
+}
+
+/// The buffer a call names: the process's, or communicator `comm`'s.
+fn which(acc: &mut Access, comm: Option<abi::Comm>) -> Res<Which> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    comm.map(|c| crate::p2p::comm_at(&st.comms, c).map(|x| x.0)).transpose()
+}
+
+/// `MPI_Buffer_iflush` (`comm` `None`) and `MPI_Comm_iflush_buffer`: a request that completes
+/// once the buffer's messages have all been sent.
+///
+/// # Safety
+/// `request` writable.
+pub unsafe fn iflush(acc: &mut Access, comm: Option<abi::Comm>, request: *mut abi::Request) -> Res<()> {
+    let w = which(acc, comm)?;
+    if request.is_null() {
+        return Err(crate::p2p::null_arg(w, "null request pointer"));
+    }
+    let st = acc.st();
+    let ci = w.unwrap_or(0);
+    let ext = Some(Box::new(crate::request::Ext::Flush(w)));
+    let req = crate::request::Req { ext, ..crate::request::Req::new(ci, crate::request::State::Compound, false) };
+    let h = st.reqs.insert(req).ok_or_else(|| crate::p2p::start::too_many(ci))?;
+    // SAFETY: checked non-null; MPI's contract.
+    unsafe { *request = h };
+    Ok(())
+}
+
+/// A size `MPI_Buffer_detach` writes: an `int` or (`MPI_Buffer_detach_c`) an `MPI_Count`.
+pub trait SizeOut: Copy {
+    /// The size `n` as this type; `None` if it does not fit.
+    fn from_size(n: usize) -> Option<Self>;
+}
+
+impl SizeOut for c_int {
+    fn from_size(n: usize) -> Option<c_int> {
+        c_int::try_from(n).ok()
+    }
+}
+
+impl SizeOut for abi::Count {
+    fn from_size(n: usize) -> Option<abi::Count> {
+        abi::Count::try_from(n).ok()
+    }
 }
 
 /// `MPI_Buffer_detach`: waits until every buffered message has been sent, then gives the buffer
@@ -132,7 +291,31 @@ pub unsafe fn attach(acc: &mut Access, buffer: *mut c_void, size: c_int) -> Res<
 ///
 /// # Safety
 /// `buffer_addr` writable as a `void *`, `size` writable.
-pub unsafe fn detach(acc: &mut Access, buffer_addr: *mut c_void, size: *mut c_int) -> Res<()> {
+pub unsafe fn detach<T: SizeOut>(acc: &mut Access, buffer_addr: *mut c_void, size: *mut T) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { detach_from(acc, None, buffer_addr, size) }
+}
+
+/// `MPI_Comm_detach_buffer`.
+///
+/// # Safety
+/// As for [`detach`].
+pub unsafe fn comm_detach<T: SizeOut>(
+    acc: &mut Access,
+    comm: abi::Comm,
+    buffer_addr: *mut c_void,
+    size: *mut T,
+) -> Res<()> {
+    let w = which(acc, Some(comm))?;
+    // SAFETY: the caller's contract.
+    unsafe { detach_from(acc, w, buffer_addr, size) }
+}
+
+/// Detaches buffer `w`.
+///
+/// # Safety
+/// As for [`detach`].
+unsafe fn detach_from<T: SizeOut>(acc: &mut Access, w: Which, buffer_addr: *mut c_void, size: *mut T) -> Res<()> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -140,20 +323,20 @@ pub unsafe fn detach(acc: &mut Access, buffer_addr: *mut c_void, size: *mut c_in
     if buffer_addr.is_null() || size.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null buffer address or size pointer")));
     }
-    if st.bsend.attached.is_none() {
-        return Err(Fail::new(abi::ERR_BUFFER, None, Why::Arg("no buffer is attached")));
+    if st.bsend.get_mut(w).is_none() {
+        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Arg("no buffer is attached")));
     }
-    loop {
-        let next = acc.st().bsend.attached.as_mut().and_then(|a| a.held.pop());
-        let Some(h) = next else { break };
-        // Its failure (a dead receiver) has nowhere to go; the space is free either way.
-        let _ = acc.ep_wait(h.req)?;
-    }
-    let Some(a) = acc.st().bsend.attached.take() else { return Ok(()) };
+    flush(acc, w)?;
+    let st = acc.st();
+    // A size beyond `INT_MAX` (attached by `MPI_Buffer_attach_c`) leaves the buffer attached.
+    let n = st.bsend.get_mut(w).and_then(|a| T::from_size(a.size)).ok_or_else(|| {
+        Fail::new(abi::ERR_COUNT, w, Why::Arg("the attached buffer's size exceeds INT_MAX (MPI_Buffer_detach_c)"))
+    })?;
+    let Some(a) = st.bsend.take(w) else { return Ok(()) };
     // SAFETY: checked non-null; MPI's contract.
     unsafe {
         *(buffer_addr as *mut *mut c_void) = a.base.cast();
-        *size = a.size as c_int;
+        *size = n;
     }
     Ok(())
 }

@@ -8,11 +8,13 @@
 //! between two looks (`Access::ep_wait`).
 
 mod arrays;
+mod peek;
 pub use arrays::{any, some, testall, waitall, waitall_fast};
+pub use peek::{get_status, get_status_all, get_status_any, get_status_some};
 
 use std::ffi::c_int;
 
-use super::{completion_in, null_arg, put_completion, wants};
+use super::{completion_in, null_arg, put_completion};
 use crate::abi::{self, REQUEST_NULL, Status};
 use crate::error::{Fail, Res, Why};
 use crate::request::{Completion, Req, State as ReqState};
@@ -114,6 +116,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     let r = match st.reqs.at(i).map(|q| &q.state) {
         Some(ReqState::Pending(r)) => *r,
         Some(ReqState::Coll(_)) => return Ok(advance_coll(st, i)?.is_none()),
+        Some(ReqState::Compound) => return super::compound::poll(st, i),
         // Not reached: calls that test post the deferred receives first (`Access::enter`).
         Some(ReqState::Deferred(_)) => return Ok(false),
         _ => return Ok(true),
@@ -218,8 +221,10 @@ fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
 
 /// Waits until request slot `i` is complete or inactive.
 pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
-    if matches!(acc.st().reqs.at(i).map(|q| &q.state), Some(ReqState::Coll(_))) {
-        return wait_coll(acc, i);
+    match acc.st().reqs.at(i).map(|q| &q.state) {
+        Some(ReqState::Coll(_)) => return wait_coll(acc, i),
+        Some(ReqState::Compound) => return super::compound::wait(acc, i),
+        _ => {}
     }
     let st = acc.st();
     let Some(req) = st.reqs.at(i) else { return Err(bad_request(-1)) };
@@ -241,18 +246,19 @@ pub fn wait_slot(acc: &mut Access, i: usize) -> Res<()> {
 /// inactive (its handle stays valid), any other is freed. `None` if it is still pending.
 pub fn take(st: &mut State, i: usize) -> Option<(u32, Completion, bool)> {
     let req = st.reqs.at_mut(i)?;
-    let persistent = req.persistent.is_some();
+    let persistent = req.is_persistent();
     let done = match std::mem::replace(&mut req.state, ReqState::Inactive) {
         ReqState::Done(d) => d,
         ReqState::Inactive => Completion::empty(),
-        p @ (ReqState::Pending(_) | ReqState::Coll(_) | ReqState::Deferred(_)) => {
+        ReqState::Compound if let Some(d) = super::compound::take_result(req) => d,
+        p @ (ReqState::Pending(_) | ReqState::Coll(_) | ReqState::Deferred(_) | ReqState::Compound) => {
             req.state = p;
             return None;
         }
     };
     let comm = req.comm;
     if !persistent {
-        st.reqs.remove_at(i);
+        crate::grequest::discard(st, i);
     }
     Some((comm, done, persistent))
 }
@@ -266,7 +272,7 @@ pub fn reap(st: &mut State) {
     while k < st.freed.len() {
         let i = st.freed[k];
         if poll(st, i).unwrap_or(true) {
-            st.reqs.remove_at(i);
+            crate::grequest::discard(st, i);
             st.freed.swap_remove(k);
         } else {
             k += 1;
@@ -298,7 +304,8 @@ fn check_running(acc: &mut Access) -> Res<()> {
     }
     reap(st);
     advance_colls(acc);
-    Ok(())
+    // The `free_fn` of generalized requests reaped just now.
+    crate::grequest::run_frees(acc)
 }
 
 /// Advances every non-blocking collective in flight, so that testing or waiting for any request
@@ -360,7 +367,8 @@ pub unsafe fn wait(acc: &mut Access, request: *mut abi::Request, status: *mut St
     let i = slot(acc.st(), h)?;
     wait_slot(acc, i)?;
     // SAFETY: MPI's contract.
-    unsafe { report_one(acc.st(), i, request, status) }
+    let r = unsafe { report_one(acc.st(), i, request, status) };
+    r.and(crate::grequest::run_frees(acc))
 }
 
 /// `MPI_Test`.
@@ -382,8 +390,9 @@ pub unsafe fn test(acc: &mut Access, request: *mut abi::Request, flag: *mut c_in
         }
         return Ok(());
     }
+    let i = slot(acc.st(), h)?;
+    crate::grequest::settle(acc, i)?;
     let st = acc.st();
-    let i = slot(st, h)?;
     let complete = poll(st, i)?;
     // SAFETY: checked non-null.
     unsafe { *flag = c_int::from(complete) };
@@ -391,50 +400,8 @@ pub unsafe fn test(acc: &mut Access, request: *mut abi::Request, flag: *mut c_in
         return Ok(());
     }
     // SAFETY: MPI's contract.
-    unsafe { report_one(st, i, request, status) }
-}
-
-/// `MPI_Request_get_status`: whether the request is complete, and its status, without freeing it.
-///
-/// # Safety
-/// `flag` writable; `status` as for [`put_completion`].
-pub unsafe fn get_status(acc: &mut Access, h: abi::Request, flag: *mut c_int, status: *mut Status) -> Res<()> {
-    check_running(acc)?;
-    if flag.is_null() {
-        return Err(null_arg(None, "null flag pointer"));
-    }
-    let st = acc.st();
-    let complete = if h == REQUEST_NULL {
-        Some(Completion::empty())
-    } else {
-        let i = slot(st, h)?;
-        if poll(st, i)? {
-            match st.reqs.at(i).map(|r| &r.state) {
-                Some(ReqState::Done(d)) => Some(Completion {
-                    source: d.source,
-                    tag: d.tag,
-                    count: d.count,
-                    code: d.code,
-                    why: None,
-                    cancelled: d.cancelled,
-                }),
-                _ => Some(Completion::empty()),
-            }
-        } else {
-            None
-        }
-    };
-    // SAFETY: checked non-null; MPI's contract on `status`.
-    unsafe {
-        *flag = c_int::from(complete.is_some());
-        if let Some(d) = complete {
-            put_completion(status, &d);
-            if wants(status) {
-                (*status).error = d.code;
-            }
-        }
-    }
-    Ok(())
+    let r = unsafe { report_one(st, i, request, status) };
+    r.and(crate::grequest::run_frees(acc))
 }
 
 /// `MPI_Cancel`: a receive not yet matched is withdrawn at once; a send asks its receiver to drop
@@ -451,8 +418,12 @@ pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> 
     }
     // SAFETY: checked non-null; MPI's contract.
     let h = unsafe { *request };
+    let i = slot(acc.st(), h)?;
+    if let Some(Req { ext: Some(_), .. }) = acc.st().reqs.at(i) {
+        // A generalized request's `cancel_fn`; the parts of a compound one run their course.
+        return crate::grequest::cancel(acc, i);
+    }
     let st = acc.st();
-    let i = slot(st, h)?;
     let State { ep, reqs, .. } = st;
     let (Some(ep), Some(req)) = (ep.as_mut(), reqs.at_mut(i)) else { return Err(bad_request(h)) };
     if req.coll {
@@ -482,7 +453,7 @@ pub unsafe fn cancel(acc: &mut Access, request: *const abi::Request) -> Res<()> 
             Ok(())
         }
         // A receive already complete: nothing to cancel.
-        (ReqState::Done(_), true) => Ok(()),
+        (ReqState::Done(_) | ReqState::Compound, true) => Ok(()),
         // Every call but the fast ones posts the deferred receives first (`Access::enter`).
         (ReqState::Deferred(_), true) => Err(Fail::new(
             abi::ERR_INTERN,
@@ -504,15 +475,16 @@ pub unsafe fn free(acc: &mut Access, request: *mut abi::Request) -> Res<()> {
     }
     // SAFETY: checked non-null; MPI's contract.
     let h = unsafe { *request };
+    let i = slot(acc.st(), h)?;
+    crate::grequest::settle(acc, i)?;
     let st = acc.st();
-    let i = slot(st, h)?;
     if poll(st, i)? {
-        st.reqs.remove_at(i);
+        crate::grequest::discard(st, i);
     } else if let Some(r) = st.reqs.at_mut(i) {
         r.freed = true;
         st.freed.push(i);
     }
     // SAFETY: as above.
     unsafe { *request = REQUEST_NULL };
-    Ok(())
+    crate::grequest::run_frees(acc)
 }

@@ -18,16 +18,19 @@
 
 pub mod bsend;
 pub mod complete;
+pub mod compound;
 mod fused;
 pub mod mprobe;
+pub mod partitioned;
 pub mod start;
+pub mod status;
 pub use fused::{recv_fused, send_fused};
 
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::abi::{self, ANY_SOURCE, Datatype, PROC_NULL, STATUS_IGNORE, Status};
+use crate::abi::{self, ANY_SOURCE, Count, Datatype, PROC_NULL, STATUS_IGNORE, Status};
 use crate::comm::{Comm, index_of};
 use crate::datatype::{self, Layout};
 use crate::error::{Fail, Res, Why, code_of};
@@ -80,6 +83,31 @@ pub fn byte_len(count: c_int, dt: Datatype, ci: usize, null_buf: bool) -> Res<us
         return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
     }
     Ok(len)
+}
+
+/// A buffer argument with an `MPI_Count` count, resolved for communicator index `ci`: what
+/// [`datatype::layout`] checks, for every count (the `_c` forms pass theirs, the `int` forms
+/// theirs widened). A count beyond `INT_MAX` describes `count × size` bytes as such: the
+/// Endpoint's lengths are `usize` throughout.
+pub fn layout_of(types: &datatype::Types, buf: *const u8, count: Count, dt: Datatype, ci: usize) -> Res<Layout> {
+    if let Ok(n) = c_int::try_from(count) {
+        return datatype::layout(types, buf, n, dt, ci);
+    }
+    if count < 0 {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("negative count")));
+    }
+    let n = count as usize;
+    let desc = datatype::resolve(types, dt, ci)?;
+    let Some(len) = desc.size.checked_mul(n).filter(|&l| l <= isize::MAX as usize) else {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("count × datatype size exceeds the address space")));
+    };
+    if buf.is_null() && len > 0 && datatype::size_of_handle(dt).is_some() {
+        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
+    }
+    if desc.is_dense() || len == 0 {
+        return Ok(Layout::Contig { ptr: buf.wrapping_offset(desc.first_byte()).cast_mut(), len });
+    }
+    Ok(Layout::Typed { base: buf.cast_mut(), count: n, desc })
 }
 
 #[cold]
@@ -237,7 +265,7 @@ pub fn completion_in(st: &State, ci: usize, r: nemesis::Result<nemesis::Status>)
 pub unsafe fn send_checked(
     acc: &mut Access,
     buf: *const c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
@@ -245,7 +273,7 @@ pub unsafe fn send_checked(
     mode: Mode,
 ) -> Res<()> {
     let st = acc.st();
-    let t = start::target(st, buf, count, dt, dest, tag, comm, true)?;
+    let t = start::target(st, buf, count.into(), dt, dest, tag, comm, true)?;
     let Some(to) = t.peer else { return Ok(()) };
     if mode == Mode::Buffered {
         // SAFETY: MPI's contract on the data; the send is finished (or waits for its space to be
@@ -288,7 +316,7 @@ pub unsafe fn send_checked(
 pub unsafe fn recv_checked(
     acc: &mut Access,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     source: c_int,
     tag: c_int,
@@ -296,7 +324,7 @@ pub unsafe fn recv_checked(
     status: *mut Status,
 ) -> Res<()> {
     let st = acc.st();
-    let t = start::target(st, buf, count, dt, source, tag, comm, false)?;
+    let t = start::target(st, buf, count.into(), dt, source, tag, comm, false)?;
     let Some(from) = t.peer else {
         // SAFETY: MPI's contract on `status`.
         unsafe { put_status(status, PROC_NULL, abi::ANY_TAG, 0) };
@@ -467,7 +495,7 @@ pub unsafe fn recv_fast(
 pub unsafe fn recv(
     acc: &mut Access,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Datatype,
     source: c_int,
     tag: c_int,
@@ -475,6 +503,7 @@ pub unsafe fn recv(
     status: *mut Status,
 ) -> Res<()> {
     if !acc.threaded()
+        && let Ok(count) = c_int::try_from(count)
         // SAFETY: as for this function.
         && let Some(r) = unsafe { recv_fast(acc.st(), buf, count, dt, source, tag, comm, status) }
     {
@@ -504,12 +533,12 @@ fn recv_failed(comms: &[Arc<Comm>], ci: usize, e: nemesis::Error, status: *mut S
 pub unsafe fn sendrecv(
     acc: &mut Access,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: impl Into<Count>,
     sendtype: Datatype,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: impl Into<Count>,
     recvtype: Datatype,
     source: c_int,
     recvtag: c_int,
@@ -520,7 +549,7 @@ pub unsafe fn sendrecv(
     // SAFETY: MPI's contract; the send buffer outlives the request, completed below.
     unsafe { start::isend(acc, Mode::Standard, sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut req) }?;
     // SAFETY: MPI's contract.
-    let r = unsafe { recv(acc, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
+    let r = unsafe { recv(acc, recvbuf, recvcount.into(), recvtype, source, recvtag, comm, status) };
     // SAFETY: `req` is ours.
     let w = unsafe { complete::wait(acc, &mut req, std::ptr::null_mut()) };
     r.and(w)
@@ -535,7 +564,7 @@ pub unsafe fn sendrecv(
 pub unsafe fn sendrecv_replace(
     acc: &mut Access,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     dest: c_int,
     sendtag: c_int,
@@ -544,12 +573,12 @@ pub unsafe fn sendrecv_replace(
     comm: abi::Comm,
     status: *mut Status,
 ) -> Res<()> {
+    let count = count.into();
     let st = acc.st();
     let t = start::target(st, buf, count, dt, dest, sendtag, comm, true)?;
     // SAFETY: MPI's contract: the buffer holds the data.
     let copy = unsafe { t.data.packed() };
-    let len = c_int::try_from(copy.len())
-        .map_err(|_| Fail::new(abi::ERR_COUNT, Some(t.ci), Why::Arg("message longer than INT_MAX bytes")))?;
+    let len = copy.len() as Count;
     // SAFETY: `copy` lives until the send completes below.
     unsafe {
         sendrecv(

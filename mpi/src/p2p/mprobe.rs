@@ -116,7 +116,7 @@ pub unsafe fn mprobe(
 pub unsafe fn mrecv(
     acc: &mut Access,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<abi::Count>,
     dt: Datatype,
     message: *mut abi::Message,
     status: *mut Status,
@@ -153,7 +153,7 @@ pub unsafe fn mrecv(
     };
     // SAFETY: MPI's contract.
     unsafe { *message = abi::MESSAGE_NULL };
-    let data = crate::datatype::layout(&st.types, buf.cast_const().cast(), count, dt, ci)?;
+    let data = super::layout_of(&st.types, buf.cast_const().cast(), count.into(), dt, ci)?;
     let ep = acc.ep()?;
     let (r, typed) = match &data {
         // SAFETY: MPI's contract on the user's buffer.

@@ -13,7 +13,7 @@ use std::ptr::NonNull;
 use nemesis::Pieces;
 
 use super::{bsend, comm_at, dest_of, null_arg, source_of};
-use crate::abi::{self, Datatype};
+use crate::abi::{self, Count, Datatype};
 use crate::datatype::pack::TypedBuf;
 use crate::datatype::{self, Layout};
 use crate::error::{Fail, Res, Why};
@@ -21,7 +21,7 @@ use crate::request::{Completion, Deferred, Mode, Persistent, Req, State};
 use crate::state::{Access, State as St, not_running};
 
 #[cold]
-fn too_many(ci: usize) -> Fail {
+pub(crate) fn too_many(ci: usize) -> Fail {
     Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many active requests"))
 }
 
@@ -39,7 +39,7 @@ pub struct Target {
 pub fn target(
     st: &St,
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     dt: Datatype,
     peer: c_int,
     tag: c_int,
@@ -50,7 +50,7 @@ pub fn target(
         return Err(not_running(st.phase));
     }
     let (ci, c) = comm_at(&st.comms, comm)?;
-    let data = datatype::layout(&st.types, buf.cast(), count, dt, ci)?;
+    let data = super::layout_of(&st.types, buf.cast(), count, dt, ci)?;
     let peer = if send {
         if tag < 0 {
             return Err(Fail::new(abi::ERR_TAG, Some(ci), Why::Tag(tag)));
@@ -290,7 +290,7 @@ pub unsafe fn isend(
     acc: &mut Access,
     mode: Mode,
     buf: *const c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
@@ -298,7 +298,7 @@ pub unsafe fn isend(
     request: *mut abi::Request,
 ) -> Res<()> {
     // SAFETY: the caller's contract (the buffer is only read for a send).
-    unsafe { begin(acc, Some(mode), buf.cast_mut(), count, dt, dest, tag, comm, request) }
+    unsafe { begin(acc, Some(mode), buf.cast_mut(), count.into(), dt, dest, tag, comm, request) }
 }
 
 /// `MPI_Irecv`.
@@ -310,7 +310,7 @@ pub unsafe fn isend(
 pub unsafe fn irecv(
     acc: &mut Access,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     source: c_int,
     tag: c_int,
@@ -318,7 +318,7 @@ pub unsafe fn irecv(
     request: *mut abi::Request,
 ) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { begin(acc, None, buf, count, dt, source, tag, comm, request) }
+    unsafe { begin(acc, None, buf, count.into(), dt, source, tag, comm, request) }
 }
 
 /// A non-blocking send in `mode` (`send: Some(mode)`) or receive (`None`) started, its request
@@ -331,7 +331,7 @@ unsafe fn begin(
     acc: &mut Access,
     send: Option<Mode>,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Datatype,
     peer: c_int,
     tag: c_int,
@@ -387,7 +387,7 @@ pub unsafe fn init(
     acc: &mut Access,
     send: Option<Mode>,
     buf: *mut c_void,
-    count: c_int,
+    count: impl Into<Count>,
     dt: Datatype,
     peer: c_int,
     tag: c_int,
@@ -398,8 +398,8 @@ pub unsafe fn init(
         return Err(null_arg(None, "null request pointer"));
     }
     let st = acc.st();
-    let t = target(st, buf, count, dt, peer, tag, comm, send.is_some())?;
-    let p = Persistent { send, data: t.data, peer: t.peer, tag, ctx: t.ctx };
+    let t = target(st, buf, count.into(), dt, peer, tag, comm, send.is_some())?;
+    let p = Persistent { send, data: t.data, peer: t.peer, tag, ctx: t.ctx, coll: None };
     let req = Req { persistent: Some(Box::new(p)), ..Req::new(t.ci, State::Inactive, send.is_none()) };
     // SAFETY: checked non-null.
     unsafe { hand_out(st, req, request) }
@@ -423,11 +423,20 @@ pub unsafe fn start(acc: &mut Access, request: *const abi::Request) -> Res<()> {
         Some(Req { persistent: Some(p), state: State::Inactive, freed: false, comm, .. }) => {
             ((**p).clone(), *comm as usize)
         }
-        Some(Req { persistent: Some(_), .. }) => {
+        Some(Req { ext: Some(e), state: State::Inactive, freed: false, .. })
+            if matches!(**e, crate::request::Ext::Part(_)) =>
+        {
+            let i = st.reqs.index(h).ok_or_else(|| Fail::new(abi::ERR_REQUEST, None, Why::Request(h)))?;
+            return super::partitioned::start(st, i);
+        }
+        Some(r) if r.is_persistent() => {
             return Err(Fail::new(abi::ERR_REQUEST, None, Why::Arg("MPI_Start on an active request")));
         }
         _ => return Err(Fail::new(abi::ERR_REQUEST, None, Why::Request(h))),
     };
+    if let Some(recipe) = &p.coll {
+        return crate::coll::entry::start(acc, h, recipe);
+    }
     // SAFETY: the arguments were given to the persistent call under MPI's contract, which holds
     // for each start.
     let (state, typed, sent) = unsafe { start_any(st, p.send, &p.data, p.peer, p.tag, p.ctx, ci) }?;

@@ -9,6 +9,8 @@
  * - a copy callback returning an error code: MPI_Comm_dup returns it (MPI_ERRORS_RETURN);
  * - an error handler calling MPI_Error_string and MPI_Comm_get_attr (from a failing call and
  *   from MPI_Comm_call_errhandler);
+ * - the same through the MPI-1 names (MPI_Keyval_create, MPI_Attr_put/get/delete,
+ *   MPI_Keyval_free);
  * - MPI_COMM_SELF's attributes deleted at MPI_Finalize, first and in LIFO order, by a callback
  *   that calls MPI_Finalized (false) and MPI_Comm_rank.
  * Prints "OK reentrant_attrs <rank>". */
@@ -185,6 +187,35 @@ static void comm_attributes(void) {
     OK(MPI_Comm_free_keyval(&fail_key));
 }
 
+/* The MPI-1 names: MPI_Keyval_create, MPI_Attr_put/get/delete, MPI_Keyval_free, with the same
+ * callbacks (MPI_Copy_function and MPI_Delete_function are the communicator ones). */
+static void mpi1_attributes(void) {
+    int key;
+    OK(MPI_Keyval_create(copy_fn, delete_fn, &key, &comm_key));
+    int saved = comm_key;
+    comm_key = key; /* what copy_fn checks */
+    MPI_Comm a, b;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &a));
+    int *v = xmalloc(sizeof *v);
+    *v = 7;
+    OK(MPI_Attr_put(a, key, v));
+    OK(MPI_Comm_dup(a, &b));
+    void *got = NULL;
+    int flag = 0;
+    OK(MPI_Attr_get(b, key, &got, &flag));
+    CHECK(flag && *(int *)got == 8, "MPI_Attr_get on the copy: flag %d", flag);
+    int before = deletes;
+    OK(MPI_Attr_delete(b, key));
+    OK(MPI_Attr_get(b, key, &got, &flag));
+    CHECK(!flag && deletes == before + 1, "MPI_Attr_delete: flag %d, deletes %d", flag, deletes - before);
+    OK(MPI_Keyval_free(&key));
+    CHECK(key == MPI_KEYVAL_INVALID, "MPI_Keyval_free");
+    OK(MPI_Comm_free(&a)); /* the freed keyval's attribute still goes through its callback */
+    CHECK(deletes == before + 2, "free after MPI_Keyval_free: deletes %d", deletes - before);
+    OK(MPI_Comm_free(&b));
+    comm_key = saved;
+}
+
 static void type_attributes(void) {
     MPI_Datatype t, u;
     OK(MPI_Type_contiguous(3, MPI_INT, &t));
@@ -206,6 +237,7 @@ int main(int argc, char **argv) {
     for (int round = 0; round < 3; round++) {
         copies = deletes = type_copies = type_deletes = nested_deletes = handled = 0;
         comm_attributes();
+        mpi1_attributes();
         type_attributes();
     }
     /* MPI_COMM_SELF's attributes: deleted first at MPI_Finalize, the last set first. */

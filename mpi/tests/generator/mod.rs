@@ -509,3 +509,34 @@ pub fn splice(text: &str, begin: &str, end: &str, block: &str) -> Result<String,
     let to = from + text[from..].find(end).ok_or_else(|| format!("no `{end}` marker"))? + end.len();
     Ok(format!("{}{block}{}", &text[..from], &text[to..]))
 }
+
+/// `mpi/api/status.txt`: how much of the interface is implemented, and the stubs by family.
+pub fn status_txt(inp: &Inputs) -> String {
+    let all: Vec<&Decl> = functions(inp).collect();
+    let stubs: Vec<&Decl> = all.iter().copied().filter(|d| !inp.bindings.contains_key(&d.name)).collect();
+    let mut fams: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for d in &stubs {
+        fams.entry(family(&d.name)).or_default().push(&d.name);
+    }
+    let mut s = format!("# mpi/api/status.txt, written by {GENERATED_BY}: do not edit.\n");
+    writeln!(s, "exported: {} functions, each as MPI_ and PMPI_ ({} symbols)", all.len(), 2 * all.len()).unwrap();
+    writeln!(s, "  of MPI-4.1: {}", all.iter().filter(|d| d.tag == Tag::Fn).count()).unwrap();
+    writeln!(s, "  removed MPI-1 calls MPICH exports: {}", all.iter().filter(|d| d.tag == Tag::Removed).count())
+        .unwrap();
+    writeln!(s, "implemented: {}", all.len() - stubs.len()).unwrap();
+    writeln!(s, "stubs (MPI_ERR_UNSUPPORTED_OPERATION): {}", stubs.len()).unwrap();
+    for (fam, names) in &fams {
+        writeln!(s, "  {fam}: {}", names.len()).unwrap();
+    }
+    writeln!(s, "implemented, by bind file:").unwrap();
+    for (area, names) in &inp.areas {
+        writeln!(s, "  {area}: {}", names.len()).unwrap();
+    }
+    for (fam, names) in &fams {
+        writeln!(s, "\n[stubs: {fam}]").unwrap();
+        for n in names {
+            writeln!(s, "{n}").unwrap();
+        }
+    }
+    s
+}

@@ -140,10 +140,10 @@ fn junk_gets_error_replies_never_a_panic() {
         replies(&mut s, 0, "cmd=get key=\u{e9}\\\u{e9}"),
         [reply(0, "cmd=get_result rc=-1 msg=key__\\__not_found value=unknown")]
     );
-    // A PMI-1 spawn block is skipped whole and refused once.
+    // A PMI-1 spawn block without a program is refused once, at its end.
     assert!(replies(&mut s, 0, "mcmd=spawn").is_empty());
     assert!(replies(&mut s, 0, "nprocs=2").is_empty());
-    assert_eq!(replies(&mut s, 0, "endcmd"), [reply(0, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported")]);
+    assert_eq!(replies(&mut s, 0, "endcmd"), [reply(0, "cmd=spawn_result rc=-1 msg=no_program_to_spawn")]);
     assert_eq!(replies(&mut s, 0, "cmd=get_appnum\r"), [reply(0, "cmd=appnum appnum=0 rc=0")]);
 }
 
@@ -246,7 +246,7 @@ fn pmi2_junk_gets_errors() {
         [reply2(0, "cmd=fullinit-response;rc=-1;errmsg=this connection is rank 0;")]
     );
     assert_eq!(m(&mut s, "key=x;"), [reply2(0, "cmd=error;rc=-1;errmsg=expected cmd=;")]);
-    assert_eq!(m(&mut s, "cmd=spawn;ncmds=1;"), [reply2(0, "cmd=error;rc=-1;errmsg=unknown command spawn;")]);
+    assert_eq!(m(&mut s, "cmd=spawn;ncmds=1;"), [reply2(0, "cmd=spawn-response;rc=-1;errmsg=no command to spawn;")]);
     assert_eq!(m(&mut s, "cmd=kvs-put;key=k;"), [reply2(0, "cmd=kvs-put-response;rc=-1;errmsg=missing key or value;")]);
     let long = "v".repeat(VALUE_MAX + 1);
     assert_eq!(
@@ -320,4 +320,154 @@ fn over_long_input_closes_even_in_one_piece_and_aborts_are_cut() {
     let out = replies(&mut s, 1, &format!("cmd=abort exitcode=2 message=x{msg}"));
     let [Action::Abort { message, .. }] = &out[..] else { panic!("{out:?}") };
     assert_eq!(message.len(), ABORT_TEXT_MAX - 1, "cut at a character boundary");
+}
+
+/// The spawn request `rank`'s lines made, if they made one.
+fn spawn_of(out: &[Action]) -> Option<(u32, SpawnRequest)> {
+    out.iter().find_map(|a| match a {
+        Action::Spawn { rank, request } => Some((*rank, request.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn pmi1_spawn_blocks_make_one_request() {
+    let mut s = PmiServer::with_universe(1, 6, "kvs");
+    let mut out = Vec::new();
+    let block = |cmd: &str, n: u32, so_far: u32, args: &[&str], info: &[(&str, &str)]| {
+        let mut l = vec![
+            "mcmd=spawn".to_owned(),
+            format!("nprocs={n}"),
+            format!("execname={cmd}"),
+            "totspawns=2".into(),
+            format!("spawnssofar={so_far}"),
+            format!("argcnt={}", args.len()),
+        ];
+        l.extend(args.iter().enumerate().map(|(i, a)| format!("arg{}={a}", i + 1)));
+        l.push("preput_num=1".into());
+        l.push("preput_key_0=PARENT_ROOT_PORT_NAME".into());
+        l.push("preput_val_0=nemesis-port:0:1".into());
+        l.push(format!("info_num={}", info.len()));
+        for (i, (k, v)) in info.iter().enumerate() {
+            l.push(format!("info_key_{i}={k}"));
+            l.push(format!("info_val_{i}={v}"));
+        }
+        l.push("endcmd".into());
+        l
+    };
+    for line in block("prog", 1, 1, &["a\\ b", "c"], &[("wdir", "/tmp")]) {
+        s.on_line(0, &line, &mut out);
+    }
+    assert!(out.is_empty(), "the first of two blocks is not answered: {out:?}");
+    for line in block("other", 2, 2, &[], &[]) {
+        s.on_line(0, &line, &mut out);
+    }
+    let (rank, req) = spawn_of(&out).expect("a spawn request");
+    assert_eq!(rank, 0);
+    assert_eq!(req.cmds.len(), 2);
+    assert_eq!((req.cmds[0].program.as_str(), req.cmds[0].maxprocs), ("prog", 1));
+    assert_eq!(req.cmds[0].args, ["a b", "c"]);
+    assert_eq!(req.cmds[0].info, [("wdir".to_owned(), "/tmp".to_owned())]);
+    assert_eq!((req.cmds[1].program.as_str(), req.cmds[1].maxprocs), ("other", 2));
+    assert_eq!(req.preput, [("PARENT_ROOT_PORT_NAME".to_owned(), "nemesis-port:0:1".to_owned())]);
+    assert_eq!(req.total(), 3);
+    // The supervisor admits them: a group of its own, with its pre-put key and appnums.
+    assert_eq!(s.free_slots(), (1, 5));
+    s.admit(1, &[0, 1, 1], &req.preput);
+    assert_eq!(s.free_slots(), (4, 2));
+    out.clear();
+    s.spawn_done(0, Ok(vec![0, 0, 0]), &mut out);
+    assert_eq!(out, [reply(0, "cmd=spawn_result rc=0 errcodes=0,0,0")]);
+    assert_eq!(replies(&mut s, 2, "cmd=get_appnum"), [reply(2, "cmd=appnum appnum=1 rc=0")]);
+    assert_eq!(
+        replies(&mut s, 1, "cmd=get key=PARENT_ROOT_PORT_NAME"),
+        [reply(1, "cmd=get_result rc=0 msg=success value=nemesis-port:0:1")]
+    );
+    // The parent's group does not see the children's pre-put keys.
+    assert_eq!(
+        replies(&mut s, 0, "cmd=get key=PARENT_ROOT_PORT_NAME"),
+        [reply(0, "cmd=get_result rc=-1 msg=key_PARENT_ROOT_PORT_NAME_not_found value=unknown")]
+    );
+    assert_eq!(replies(&mut s, 0, "cmd=get_universe_size"), [reply(0, "cmd=universe_size size=6 rc=0")]);
+    // A refusal carries its reason.
+    out.clear();
+    s.spawn_done(0, Err("no room".into()), &mut out);
+    assert_eq!(out, [reply(0, "cmd=spawn_result rc=-1 msg=no_room")]);
+}
+
+#[test]
+fn barriers_are_per_group() {
+    let mut s = PmiServer::with_universe(2, 4, "kvs");
+    s.admit(2, &[0, 0], &[]);
+    // The children's barrier completes without the parents, and the parents' without them.
+    assert!(replies(&mut s, 2, "cmd=barrier_in").is_empty());
+    let out = replies(&mut s, 3, "cmd=barrier_in");
+    assert_eq!(out, [reply(2, "cmd=barrier_out"), reply(3, "cmd=barrier_out")]);
+    assert!(replies(&mut s, 0, "cmd=barrier_in").is_empty());
+    let out = replies(&mut s, 1, "cmd=barrier_in");
+    assert_eq!(out, [reply(0, "cmd=barrier_out"), reply(1, "cmd=barrier_out")]);
+    // Unborn slots take part in nothing: a server with room beyond its ranks is not held up.
+    let mut s = PmiServer::with_universe(1, 3, "kvs");
+    assert_eq!(replies(&mut s, 0, "cmd=barrier_in"), [reply(0, "cmd=barrier_out")]);
+}
+
+#[test]
+fn pmi2_spawn_and_names() {
+    let mut s = PmiServer::with_universe(1, 3, "kvs");
+    let mut out = Vec::new();
+    s.on_message2(
+        0,
+        "cmd=spawn;ncmds=2;preputcount=1;ppkey0=K;ppval0=V;subcmd=a;maxprocs=1;argc=2;argv0=x;argv1=y;\
+         infokeycount=1;infokey0=host;infoval0=n1;subcmd=b;maxprocs=1;argc=0;infokeycount=0;",
+        &mut out,
+    );
+    let (_, req) = spawn_of(&out).expect("a spawn request");
+    assert_eq!(req.cmds.len(), 2);
+    assert_eq!(req.cmds[0].args, ["x", "y"]);
+    assert_eq!(req.cmds[0].info, [("host".to_owned(), "n1".to_owned())]);
+    assert_eq!(req.cmds[1].program, "b");
+    assert_eq!(req.preput, [("K".to_owned(), "V".to_owned())]);
+    let m = |s: &mut PmiServer, body: &str| {
+        let mut out = Vec::new();
+        s.on_message2(0, body, &mut out);
+        out
+    };
+    assert_eq!(m(&mut s, "cmd=name-publish;name=svc;port=p1;"), [reply2(0, "cmd=name-publish-response;rc=0;")]);
+    assert_eq!(
+        m(&mut s, "cmd=name-publish;name=svc;port=p2;"),
+        [reply2(0, "cmd=name-publish-response;rc=-1;found=FALSE;errmsg=name already published;")]
+    );
+    assert_eq!(
+        m(&mut s, "cmd=name-lookup;name=svc;"),
+        [reply2(0, "cmd=name-lookup-response;rc=0;found=TRUE;value=p1;")]
+    );
+    assert_eq!(m(&mut s, "cmd=name-unpublish;name=svc;"), [reply2(0, "cmd=name-unpublish-response;rc=0;")]);
+    assert_eq!(
+        m(&mut s, "cmd=name-lookup;name=svc;"),
+        [reply2(0, "cmd=name-lookup-response;rc=-1;found=FALSE;errmsg=name not found;")]
+    );
+}
+
+#[test]
+fn pmi1_names() {
+    let mut s = PmiServer::new(2, "kvs");
+    assert_eq!(replies(&mut s, 0, "cmd=publish_name service=s port=p"), [reply(0, "cmd=publish_result rc=0 info=ok")]);
+    assert_eq!(
+        replies(&mut s, 1, "cmd=publish_name service=s port=q"),
+        [reply(1, "cmd=publish_result rc=-1 msg=name_already_published")]
+    );
+    assert_eq!(replies(&mut s, 1, "cmd=lookup_name service=s"), [reply(1, "cmd=lookup_result rc=0 port=p")]);
+    assert_eq!(replies(&mut s, 1, "cmd=unpublish_name service=s"), [reply(1, "cmd=unpublish_result rc=0 info=ok")]);
+    assert_eq!(
+        replies(&mut s, 1, "cmd=unpublish_name service=s"),
+        [reply(1, "cmd=unpublish_result rc=-1 msg=name_not_published")]
+    );
+    assert_eq!(
+        replies(&mut s, 0, "cmd=lookup_name service=s"),
+        [reply(0, "cmd=lookup_result rc=-1 msg=name_not_found")]
+    );
+    assert_eq!(
+        replies(&mut s, 0, "cmd=lookup_name"),
+        [reply(0, "cmd=lookup_result rc=-1 msg=missing_or_long_service")]
+    );
 }

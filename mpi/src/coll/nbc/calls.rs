@@ -273,6 +273,7 @@ unsafe fn packed(b: &[Layout]) -> Vec<Option<Vec<u8>>> {
 }
 
 /// What a gather-like or scatter-like call gives: per rank, this rank's send and receive sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
     Gather,
     Scatter,

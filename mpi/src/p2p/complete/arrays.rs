@@ -96,7 +96,7 @@ pub unsafe fn waitall(acc: &mut Access, count: c_int, reqs: *mut abi::Request, s
         let failed = unsafe { report_at(acc.st(), hs, k, i, statuses, k) };
         first = first.or(failed);
     }
-    in_status(first)
+    in_status(first).and(crate::grequest::run_frees(acc))
 }
 
 /// `MPI_Waitall`: the fast path, run on the state itself when calls are not locked
@@ -237,6 +237,7 @@ pub unsafe fn testall(
     }
     // SAFETY: MPI's contract.
     let hs = unsafe { request_array(reqs, count) }?;
+    crate::grequest::settle_all(acc, hs)?;
     let st = acc.st();
     let mut all = true;
     for &h in hs.iter() {
@@ -278,13 +279,15 @@ fn complete_ones(st: &mut State, hs: &[abi::Request], first_only: bool) -> Res<(
 /// Blocks until at least one of the active requests among `hs` is complete.
 fn wait_one_of(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
     let st = acc.st();
-    let cancelling =
-        hs.iter().any(|&h| st.reqs.get(h).is_some_and(|r| r.cancel.is_some() || matches!(r.state, ReqState::Coll(_))));
+    let cancelling = hs.iter().any(|&h| {
+        st.reqs.get(h).is_some_and(|r| r.cancel.is_some() || matches!(r.state, ReqState::Coll(_) | ReqState::Compound))
+    });
     if cancelling || !acc.may_block() {
         // Answers of the receivers (or a collective's rounds) are among what completes them:
         // poll the whole progress (the pause advances the collectives in flight).
         let mut spins = 0;
         loop {
+            crate::grequest::settle_all(acc, hs)?;
             if !complete_ones(acc.st(), hs, true)?.0.is_empty() {
                 return Ok(());
             }
@@ -333,6 +336,7 @@ pub unsafe fn any(
     }
     // SAFETY: MPI's contract.
     let hs = unsafe { request_array(reqs, count) }?;
+    crate::grequest::settle_all(acc, hs)?;
     let (mut done, active) = complete_ones(acc.st(), hs, true)?;
     if !active {
         // SAFETY: MPI's contract.
@@ -358,13 +362,14 @@ pub unsafe fn any(
         return Ok(());
     };
     // SAFETY: MPI's contract.
-    unsafe {
+    let r = unsafe {
         *index = k as c_int;
         if !block {
             *flag = 1;
         }
         report_one(acc.st(), i, &mut hs[k], status)
-    }
+    };
+    r.and(crate::grequest::run_frees(acc))
 }
 
 /// `MPI_Waitsome` (`block`) and `MPI_Testsome`: reports every complete request.
@@ -386,6 +391,7 @@ pub unsafe fn some(
     }
     // SAFETY: MPI's contract.
     let hs = unsafe { request_array(reqs, count) }?;
+    crate::grequest::settle_all(acc, hs)?;
     let (mut done, active) = complete_ones(acc.st(), hs, false)?;
     if !active {
         // SAFETY: checked non-null.
@@ -408,5 +414,5 @@ pub unsafe fn some(
     }
     // SAFETY: checked non-null.
     unsafe { *outcount = done.len() as c_int };
-    in_status(first)
+    in_status(first).and(crate::grequest::run_frees(acc))
 }

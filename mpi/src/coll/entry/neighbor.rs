@@ -1,0 +1,258 @@
+//! The neighbourhood collectives' entries: `MPI_Neighbor_allgather(v)` and
+//! `MPI_Neighbor_alltoall(v/w)`, each in its blocking, non-blocking and persistent forms, with
+//! `int` or `MPI_Count` counts (see the module above). The arrays have a value per in-neighbour
+//! (receive side) or out-neighbour (send side).
+
+use std::ffi::c_void;
+
+use super::{Counts, Disps, How, Ints, check_count, check_type, comm_index, comm_of, fit, persist, ptr};
+use crate::abi::{self, Aint, Count, Datatype};
+use crate::coll::vector::{Displs, Side};
+use crate::coll::{self, nbc};
+use crate::error::Res;
+use crate::state::Access;
+
+/// The numbers of in- and out-neighbours of this rank in `comm`'s topology.
+fn degrees(acc: &mut Access, comm: abi::Comm) -> Res<(usize, usize)> {
+    let (ci, c) = comm_of(acc, comm)?;
+    let (ins, outs) = crate::topo::neighbour_lists(&c, ci)?;
+    Ok((ins.len(), outs.len()))
+}
+
+/// Runs the neighbourhood collective (blocking or not) on the decoded sides.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+unsafe fn run(
+    acc: &mut Access,
+    alltoall: bool,
+    send: (*const c_void, Side, Datatype),
+    recv: (*mut c_void, Side, Datatype),
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let request = match how {
+        How::Nonblocking(r) => Some(r),
+        _ => None,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { nbc::neighbor(acc, alltoall, send, recv, comm, request) }
+}
+
+/// `MPI_Neighbor_allgather`, `MPI_Neighbor_alltoall` (`alltoall`) and their forms.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn neighbor_blocks(
+    acc: &mut Access,
+    alltoall: bool,
+    sendbuf: *const c_void,
+    sendcount: Count,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: Count,
+    recvtype: Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    if let How::Persistent(request) = how {
+        let check = |acc: &mut Access, c: &coll::Comm, ci| {
+            crate::topo::neighbour_lists(c, ci)?;
+            check_count(sendcount, ci)?;
+            check_count(recvcount, ci)?;
+            check_type(acc, sendtype, ci)?;
+            check_type(acc, recvtype, ci)
+        };
+        // SAFETY: MPI's contract, at each start.
+        let start = move |acc: &mut Access, r| unsafe {
+            neighbor_blocks(
+                acc,
+                alltoall,
+                sendbuf,
+                sendcount,
+                sendtype,
+                recvbuf,
+                recvcount,
+                recvtype,
+                comm,
+                How::Nonblocking(r),
+            )
+        };
+        // SAFETY: the caller's contract on `request`.
+        return unsafe { persist(acc, comm, request, check, start) };
+    }
+    fit(acc, ci, &[(sendcount, sendtype), (recvcount, recvtype)], |acc, a| {
+        let s = if alltoall { Side::Regular(a[0].0) } else { Side::One(a[0].0) };
+        // SAFETY: the caller's contract.
+        unsafe { run(acc, alltoall, (sendbuf, s, a[0].1), (recvbuf, Side::Regular(a[1].0), a[1].1), comm, how) }
+    })
+}
+
+/// `MPI_Neighbor_allgatherv` and its forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn neighbor_allgatherv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcount: Count,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    displs: Disps,
+    recvtype: Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let (ins, _) = degrees(acc, comm)?;
+    // SAFETY: MPI's contract: a value per in-neighbour.
+    let (rc, rd) = unsafe { (super::counts(recvcounts, ins, ci)?, super::disps(displs, ins, ci)?) };
+    if let How::Persistent(request) = how {
+        let check = |acc: &mut Access, _: &coll::Comm, ci| {
+            check_count(sendcount, ci)?;
+            check_type(acc, sendtype, ci)?;
+            check_type(acc, recvtype, ci)
+        };
+        let start = move |acc: &mut Access, r| {
+            let (c, d) = (Counts::Int(ptr(&rc)), Disps::Int(ptr(&rd)));
+            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+            unsafe {
+                neighbor_allgatherv(
+                    acc,
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    c,
+                    d,
+                    recvtype,
+                    comm,
+                    How::Nonblocking(r),
+                )
+            }
+        };
+        // SAFETY: the caller's contract on `request`.
+        return unsafe { persist(acc, comm, request, check, start) };
+    }
+    fit(acc, ci, &[(sendcount, sendtype)], |acc, a| {
+        let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
+        // SAFETY: the caller's contract.
+        unsafe { run(acc, false, (sendbuf, Side::One(a[0].0), a[0].1), recv, comm, how) }
+    })
+}
+
+/// `MPI_Neighbor_alltoallv` and its forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn neighbor_alltoallv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: Counts,
+    sdispls: Disps,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    rdispls: Disps,
+    recvtype: Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let (ins, outs) = degrees(acc, comm)?;
+    // SAFETY: MPI's contract: a value per out- and in-neighbour.
+    let (sc, sd, rc, rd): (Ints, Ints, Ints, Ints) = unsafe {
+        (
+            super::counts(sendcounts, outs, ci)?,
+            super::disps(sdispls, outs, ci)?,
+            super::counts(recvcounts, ins, ci)?,
+            super::disps(rdispls, ins, ci)?,
+        )
+    };
+    if let How::Persistent(request) = how {
+        let check = |acc: &mut Access, _: &coll::Comm, ci| {
+            check_type(acc, sendtype, ci)?;
+            check_type(acc, recvtype, ci)
+        };
+        let start = move |acc: &mut Access, r| {
+            let (a, b) = (Counts::Int(ptr(&sc)), Disps::Int(ptr(&sd)));
+            let (c, d) = (Counts::Int(ptr(&rc)), Disps::Int(ptr(&rd)));
+            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+            unsafe {
+                neighbor_alltoallv(acc, sendbuf, a, b, sendtype, recvbuf, c, d, recvtype, comm, How::Nonblocking(r))
+            }
+        };
+        // SAFETY: the caller's contract on `request`.
+        return unsafe { persist(acc, comm, request, check, start) };
+    }
+    let send = (sendbuf, Side::V(ptr(&sc), ptr(&sd)), sendtype);
+    let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
+    // SAFETY: the caller's contract.
+    unsafe { run(acc, true, send, recv, comm, how) }
+}
+
+/// Reads `n` byte displacements (`MPI_Aint`; null stays empty).
+///
+/// # Safety
+/// A non-null array holds `n` values.
+unsafe fn aints(p: *const Aint, n: usize) -> Option<Vec<Aint>> {
+    // SAFETY: the caller's contract.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+}
+
+fn aptr<T>(v: &Option<Vec<T>>) -> *const T {
+    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
+}
+
+/// `MPI_Neighbor_alltoallw` and its forms (byte displacements are `MPI_Aint` in both widths).
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn neighbor_alltoallw(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: Counts,
+    sdispls: *const Aint,
+    sendtypes: *const Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    rdispls: *const Aint,
+    recvtypes: *const Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let (ins, outs) = degrees(acc, comm)?;
+    // SAFETY: MPI's contract: a value per out- and in-neighbour.
+    let (sc, sd, st, rc, rd, rt) = unsafe {
+        let t = |p: *const Datatype, n: usize| (!p.is_null()).then(|| std::slice::from_raw_parts(p, n).to_vec());
+        (
+            super::counts(sendcounts, outs, ci)?,
+            aints(sdispls, outs),
+            t(sendtypes, outs),
+            super::counts(recvcounts, ins, ci)?,
+            aints(rdispls, ins),
+            t(recvtypes, ins),
+        )
+    };
+    if let How::Persistent(request) = how {
+        let start = move |acc: &mut Access, r| {
+            let (a, c) = (Counts::Int(ptr(&sc)), Counts::Int(ptr(&rc)));
+            let (b, d, s, t) = (aptr(&sd), aptr(&rd), aptr(&st), aptr(&rt));
+            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+            unsafe { neighbor_alltoallw(acc, sendbuf, a, b, s, recvbuf, c, d, t, comm, How::Nonblocking(r)) }
+        };
+        // SAFETY: the caller's contract on `request`.
+        return unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) };
+    }
+    let send = (sendbuf, Side::W(ptr(&sc), Displs::Aint(aptr(&sd)), aptr(&st)), 0);
+    let recv = (recvbuf, Side::W(ptr(&rc), Displs::Aint(aptr(&rd)), aptr(&rt)), 0);
+    // SAFETY: the caller's contract.
+    unsafe { run(acc, true, send, recv, comm, how) }
+}

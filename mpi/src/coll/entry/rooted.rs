@@ -1,0 +1,172 @@
+//! The rooted collectives' entries: broadcast, reduce, gatherv and scatterv (gather and scatter
+//! are with the other one-block-per-member operations in `whole.rs`), each in its
+//! blocking, non-blocking and persistent forms, with `int` or `MPI_Count` counts (see the
+//! module above).
+
+use std::ffi::{c_int, c_void};
+
+use super::{
+    Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, persist, ptr,
+};
+use crate::abi::{self, Count, Datatype};
+use crate::coll::nbc::Shape;
+use crate::coll::{self, nbc, vector};
+use crate::error::Res;
+use crate::state::Access;
+
+/// True if this rank reads the root-only arguments (the root of an intracommunicator,
+/// `MPI_ROOT` on an intercommunicator).
+fn at_root(acc: &mut Access, comm: abi::Comm, root: c_int) -> bool {
+    comm_of(acc, comm).is_ok_and(|(_, c)| if c.local.is_some() { root == abi::ROOT } else { c.rank as c_int == root })
+}
+
+/// The length of a root's count and displacement arrays: the (remote) group's size.
+fn group_len(acc: &mut Access, comm: abi::Comm) -> Res<usize> {
+    comm_of(acc, comm).map(|(_, c)| c.size as usize)
+}
+
+/// `MPI_Bcast`, `MPI_Ibcast`, `MPI_Bcast_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffer and the request.
+pub unsafe fn bcast(
+    acc: &mut Access,
+    buffer: *mut c_void,
+    count: Count,
+    datatype: Datatype,
+    root: c_int,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let one = [(count, datatype)];
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                check_root(root, c, ci)?;
+                check_count(count, ci)?;
+                check_type(acc, datatype, ci)
+            };
+            // SAFETY: MPI's contract, at each start.
+            let start = move |acc: &mut Access, r| unsafe {
+                bcast(acc, buffer, count, datatype, root, comm, How::Nonblocking(r))
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        // SAFETY: the caller's contract.
+        How::Blocking => fit(acc, ci, &one, |acc, a| unsafe { coll::bcast(acc, buffer, a[0].0, a[0].1, root, comm) }),
+        How::Nonblocking(r) => {
+            // SAFETY: the caller's contract.
+            fit(acc, ci, &one, |acc, a| unsafe { nbc::ibcast(acc, buffer, a[0].0, a[0].1, root, comm, r) })
+        }
+    }
+}
+
+/// `MPI_Reduce`, `MPI_Ireduce`, `MPI_Reduce_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: Count,
+    datatype: Datatype,
+    op: abi::Op,
+    root: c_int,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let one = [(count, datatype)];
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                check_root(root, c, ci)?;
+                check_reduction(acc, count, datatype, op, ci)
+            };
+            // SAFETY: MPI's contract, at each start.
+            let start = move |acc: &mut Access, r| unsafe {
+                reduce(acc, sendbuf, recvbuf, count, datatype, op, root, comm, How::Nonblocking(r))
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { coll::reduce(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, root, comm) }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { nbc::ireduce(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, Some(root), comm, r) }
+        }),
+    }
+}
+
+/// `MPI_Gatherv` (`shape` [`Shape::Gather`]: `one` is the send side, `many` the receive side)
+/// and `MPI_Scatterv` ([`Shape::Scatter`]: the reverse), their non-blocking and persistent forms
+/// and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays (read at the root only) and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn vblocks(
+    acc: &mut Access,
+    shape: Shape,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    one: (Count, Datatype),
+    many: (Counts, Disps, Datatype),
+    root: c_int,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let n = group_len(acc, comm)?;
+    let (counts, disps) = if at_root(acc, comm, root) {
+        // SAFETY: MPI's contract: the root's arrays hold a value per member.
+        unsafe { (super::counts(many.0, n, ci)?, super::disps(many.1, n, ci)?) }
+    } else {
+        (None, None)
+    };
+    let gather = shape == Shape::Gather;
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                check_root(root, c, ci)?;
+                check_count(one.0, ci)?;
+                check_type(acc, one.1, ci)
+            };
+            let start = move |acc: &mut Access, r| {
+                let many = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)), many.2);
+                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+                unsafe { vblocks(acc, shape, sendbuf, recvbuf, one, many, root, comm, How::Nonblocking(r)) }
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &[one], |acc, a| {
+            let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));
+            // SAFETY: the caller's contract.
+            unsafe {
+                if gather {
+                    vector::gatherv(acc, sendbuf, c, t, recvbuf, cs, ds, mt, root, comm)
+                } else {
+                    vector::scatterv(acc, sendbuf, cs, ds, mt, recvbuf, c, t, root, comm)
+                }
+            }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &[one], |acc, a| {
+            let null = std::ptr::null();
+            let single = (a[0].0, null, null, a[0].1, None);
+            let multiple = (0, ptr(&counts), ptr(&disps), many.2, None);
+            let (s, v) = if gather { (single, multiple) } else { (multiple, single) };
+            let send = (sendbuf, s.0, s.1, s.2, s.3, s.4);
+            let recv = (recvbuf, v.0, v.1, v.2, v.3, v.4);
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iblocks(acc, shape, send, recv, false, Some(root), comm, r) }
+        }),
+    }
+}

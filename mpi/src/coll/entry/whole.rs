@@ -1,0 +1,425 @@
+//! The entries of the collectives over the whole communicator: barrier, allreduce, gather,
+//! scatter, allgather(v), alltoall(v/w), reduce_scatter(_block), scan and exscan, each in its blocking,
+//! non-blocking and persistent forms, with `int` or `MPI_Count` counts (see the module above).
+
+use std::ffi::{c_int, c_void};
+
+use super::{
+    Counts, Disps, How, Ints, check_count, check_reduction, check_type, comm_index, comm_of, fit, persist, ptr,
+};
+use crate::abi::{self, Count, Datatype};
+use crate::coll::nbc::Shape;
+use crate::coll::{self, nbc, vector};
+use crate::error::Res;
+use crate::state::Access;
+
+/// The length of the count and displacement arrays: the (remote) group's size.
+fn group_len(acc: &mut Access, comm: abi::Comm) -> Res<usize> {
+    comm_of(acc, comm).map(|(_, c)| c.size as usize)
+}
+
+/// Copies `n` datatypes of an array (null stays empty).
+///
+/// # Safety
+/// A non-null array holds `n` handles.
+unsafe fn types(p: *const Datatype, n: usize) -> Option<Vec<Datatype>> {
+    // SAFETY: the caller's contract.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+}
+
+fn types_ptr(v: &Option<Vec<Datatype>>) -> *const Datatype {
+    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
+}
+
+/// `MPI_Barrier`, `MPI_Ibarrier` and `MPI_Barrier_init`.
+///
+/// # Safety
+/// MPI's contract on the request.
+pub unsafe fn barrier(acc: &mut Access, comm: abi::Comm, how: How) -> Res<()> {
+    match how {
+        How::Blocking => coll::barrier(acc, comm),
+        // SAFETY: the caller's contract.
+        How::Nonblocking(r) => unsafe { nbc::ibarrier(acc, comm, r) },
+        How::Persistent(request) => {
+            // SAFETY: the request made at each start.
+            let start = move |acc: &mut Access, r| unsafe { nbc::ibarrier(acc, comm, r) };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) }
+        }
+    }
+}
+
+/// `MPI_Allreduce`, `MPI_Iallreduce`, `MPI_Allreduce_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allreduce(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: Count,
+    datatype: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let one = [(count, datatype)];
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
+            // SAFETY: MPI's contract, at each start.
+            let start = move |acc: &mut Access, r| unsafe {
+                allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { coll::allreduce(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, comm) }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { nbc::ireduce(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, None, comm, r) }
+        }),
+    }
+}
+
+/// The one-block-per-member operations by `shape`: `MPI_Gather` and `MPI_Scatter` (`root`
+/// given), `MPI_Allgather` and `MPI_Alltoall`; their non-blocking and persistent forms and their
+/// `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn blocks(
+    acc: &mut Access,
+    shape: Shape,
+    sendbuf: *const c_void,
+    sendcount: Count,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcount: Count,
+    recvtype: Datatype,
+    root: Option<c_int>,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let sides = [(sendcount, sendtype), (recvcount, recvtype)];
+    match how {
+        How::Persistent(request) => {
+            // The side every member uses.
+            let (count, dt) = if shape == Shape::Gather { sides[0] } else { sides[1] };
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                if let Some(root) = root {
+                    super::check_root(root, c, ci)?;
+                }
+                check_count(count, ci)?;
+                check_type(acc, dt, ci)
+            };
+            // SAFETY: MPI's contract, at each start.
+            let start = move |acc: &mut Access, r| unsafe {
+                let how = How::Nonblocking(r);
+                blocks(acc, shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, how)
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &sides, |acc, a| {
+            let ((sc, st), (rc, rt)) = (a[0], a[1]);
+            // SAFETY: the caller's contract.
+            unsafe {
+                match (shape, root) {
+                    (Shape::Gather, Some(root)) => coll::gather(acc, sendbuf, sc, st, recvbuf, rc, rt, root, comm),
+                    (Shape::Scatter, Some(root)) => coll::scatter(acc, sendbuf, sc, st, recvbuf, rc, rt, root, comm),
+                    (Shape::Alltoall, _) => coll::alltoall(acc, sendbuf, sc, st, recvbuf, rc, rt, comm),
+                    _ => coll::allgather(acc, sendbuf, sc, st, recvbuf, rc, rt, comm),
+                }
+            }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &sides, |acc, a| {
+            let null = std::ptr::null();
+            let send = (sendbuf, a[0].0, null, null, a[0].1, None);
+            let recv = (recvbuf, a[1].0, null, null, a[1].1, None);
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iblocks(acc, shape, send, recv, true, root, comm, r) }
+        }),
+    }
+}
+
+/// `MPI_Allgatherv`, `MPI_Iallgatherv`, `MPI_Allgatherv_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allgatherv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcount: Count,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    displs: Disps,
+    recvtype: Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let n = group_len(acc, comm)?;
+    // SAFETY: MPI's contract: a value per member.
+    let (counts, disps) = unsafe { (super::counts(recvcounts, n, ci)?, super::disps(displs, n, ci)?) };
+    let one = [(sendcount, sendtype)];
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, _: &coll::Comm, ci| check_type(acc, recvtype, ci);
+            let start = move |acc: &mut Access, r| {
+                let (rc, rd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
+                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+                unsafe {
+                    allgatherv(acc, sendbuf, sendcount, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
+                }
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &one, |acc, a| {
+            let (rc, rd) = (ptr(&counts), ptr(&disps));
+            // SAFETY: the caller's contract.
+            unsafe { vector::allgatherv(acc, sendbuf, a[0].0, a[0].1, recvbuf, rc, rd, recvtype, comm) }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+            let null = std::ptr::null();
+            let send = (sendbuf, a[0].0, null, null, a[0].1, None);
+            let recv = (recvbuf, 0, ptr(&counts), ptr(&disps), recvtype, None);
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iblocks(acc, nbc::Shape::Allgather, send, recv, false, None, comm, r) }
+        }),
+    }
+}
+
+/// The four arrays of an all-to-all v- or w-form, decoded.
+struct Vw {
+    sc: Ints,
+    sd: Ints,
+    rc: Ints,
+    rd: Ints,
+}
+
+impl Vw {
+    /// # Safety
+    /// MPI's contract: non-null arrays hold `n` values.
+    unsafe fn of(s: (Counts, Disps), r: (Counts, Disps), n: usize, ci: Option<usize>) -> Res<Vw> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Ok(Vw {
+                sc: super::counts(s.0, n, ci)?,
+                sd: super::disps(s.1, n, ci)?,
+                rc: super::counts(r.0, n, ci)?,
+                rd: super::disps(r.1, n, ci)?,
+            })
+        }
+    }
+
+    fn send(&self) -> (Counts, Disps) {
+        (Counts::Int(ptr(&self.sc)), Disps::Int(ptr(&self.sd)))
+    }
+
+    fn recv(&self) -> (Counts, Disps) {
+        (Counts::Int(ptr(&self.rc)), Disps::Int(ptr(&self.rd)))
+    }
+}
+
+/// `MPI_Alltoallv`, `MPI_Ialltoallv`, `MPI_Alltoallv_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoallv(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: Counts,
+    sdispls: Disps,
+    sendtype: Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    rdispls: Disps,
+    recvtype: Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let n = group_len(acc, comm)?;
+    // SAFETY: MPI's contract: a value per member.
+    let a = unsafe { Vw::of((sendcounts, sdispls), (recvcounts, rdispls), n, ci)? };
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, _: &coll::Comm, ci| {
+                check_type(acc, sendtype, ci)?;
+                check_type(acc, recvtype, ci)
+            };
+            let start = move |acc: &mut Access, r| {
+                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
+                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+                unsafe {
+                    alltoallv(acc, sendbuf, sc, sd, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
+                }
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => {
+            let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
+            // SAFETY: the caller's contract.
+            unsafe { vector::alltoallv(acc, sendbuf, sc, sd, sendtype, recvbuf, rc, rd, recvtype, comm) }
+        }
+        How::Nonblocking(r) => {
+            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), sendtype, None);
+            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), recvtype, None);
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iblocks(acc, nbc::Shape::Alltoall, send, recv, false, None, comm, r) }
+        }
+    }
+}
+
+/// `MPI_Alltoallw`, `MPI_Ialltoallw`, `MPI_Alltoallw_init` and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the arrays and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoallw(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    sendcounts: Counts,
+    sdispls: Disps,
+    sendtypes: *const Datatype,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    rdispls: Disps,
+    recvtypes: *const Datatype,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let n = group_len(acc, comm)?;
+    // SAFETY: MPI's contract: a value per member.
+    let a = unsafe { Vw::of((sendcounts, sdispls), (recvcounts, rdispls), n, ci)? };
+    // SAFETY: MPI's contract: a datatype per member.
+    let (st, rt) = unsafe { (types(sendtypes, n), types(recvtypes, n)) };
+    match how {
+        How::Persistent(request) => {
+            let start = move |acc: &mut Access, r| {
+                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
+                let (s, t) = (types_ptr(&st), types_ptr(&rt));
+                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
+                unsafe { alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm, How::Nonblocking(r)) }
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) }
+        }
+        How::Blocking => {
+            let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
+            let (s, t) = (types_ptr(&st), types_ptr(&rt));
+            // SAFETY: the caller's contract.
+            unsafe { vector::alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm) }
+        }
+        How::Nonblocking(r) => {
+            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), 0, Some(types_ptr(&st)));
+            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), 0, Some(types_ptr(&rt)));
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iblocks(acc, nbc::Shape::Alltoall, send, recv, false, None, comm, r) }
+        }
+    }
+}
+
+/// `MPI_Reduce_scatter` (`recvcounts`) and `MPI_Reduce_scatter_block` (`block`: the count per
+/// member), their non-blocking and persistent forms and their `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers, the array and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_scatter(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcounts: Counts,
+    block: Option<Count>,
+    datatype: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    // On an intercommunicator the counts are the local group's.
+    let n = comm_of(acc, comm).map(|(_, c)| c.local_size() as usize)?;
+    // SAFETY: MPI's contract: a value per member.
+    let counts = if block.is_none() { unsafe { super::counts(recvcounts, n, ci)? } } else { None };
+    let one = [(block.unwrap_or(0), datatype)];
+    match how {
+        How::Persistent(request) => {
+            let check =
+                |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, block.unwrap_or(0), datatype, op, ci);
+            let start = move |acc: &mut Access, r| {
+                let rc = Counts::Int(ptr(&counts));
+                // SAFETY: MPI's contract, at each start; the array is the copy made at init.
+                unsafe { reduce_scatter(acc, sendbuf, recvbuf, rc, block, datatype, op, comm, How::Nonblocking(r)) }
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &one, |acc, a| {
+            let (rc, b, dt) =
+                if block.is_some() { (std::ptr::null(), Some(a[0].0), a[0].1) } else { (ptr(&counts), None, datatype) };
+            // SAFETY: the caller's contract.
+            unsafe { vector::reduce_scatter(acc, sendbuf, recvbuf, rc, b, dt, op, comm) }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+            let (rc, b, dt) =
+                if block.is_some() { (std::ptr::null(), Some(a[0].0), a[0].1) } else { (ptr(&counts), None, datatype) };
+            // SAFETY: the caller's contract.
+            unsafe { nbc::ireduce_scatter(acc, sendbuf, recvbuf, rc, b, dt, op, comm, r) }
+        }),
+    }
+}
+
+/// `MPI_Scan` and `MPI_Exscan` (`exclusive`), their non-blocking and persistent forms and their
+/// `_c` forms.
+///
+/// # Safety
+/// MPI's contract on the buffers and the request.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scan(
+    acc: &mut Access,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: Count,
+    datatype: Datatype,
+    op: abi::Op,
+    comm: abi::Comm,
+    exclusive: bool,
+    how: How,
+) -> Res<()> {
+    let ci = comm_index(acc, comm);
+    let one = [(count, datatype)];
+    match how {
+        How::Persistent(request) => {
+            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
+            // SAFETY: MPI's contract, at each start.
+            let start = move |acc: &mut Access, r| unsafe {
+                scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
+            };
+            // SAFETY: the caller's contract on `request`.
+            unsafe { persist(acc, comm, request, check, start) }
+        }
+        How::Blocking => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { vector::scan(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, comm, exclusive) }
+        }),
+        How::Nonblocking(r) => fit(acc, ci, &one, |acc, a| {
+            // SAFETY: the caller's contract.
+            unsafe { nbc::iscan(acc, sendbuf, recvbuf, a[0].0, a[0].1, op, comm, exclusive, r) }
+        }),
+    }
+}

@@ -1,0 +1,143 @@
+//! Communicator hints (MPI-4.1 §7.4.4): `MPI_Comm_set_info`, `MPI_Comm_get_info`,
+//! `MPI_Comm_dup_with_info`, `MPI_Comm_idup_with_info`.
+//!
+//! nemesis acts on no hint, so every key is accepted and kept as given; `MPI_Comm_get_info`
+//! returns them with the assertions MPI-4.1 defines for communicators (`mpi_assert_no_any_tag`,
+//! `mpi_assert_no_any_source`, `mpi_assert_exact_length`, `mpi_assert_allow_overtaking`) at
+//! their default, `false`, unless set.
+//!
+//! **Where hints live.** A side table (`Sessions::comm_hints`) keyed by the communicator's `nbc`
+//! counter, an `Arc` every communicator gets fresh and its copies share: an entry whose key no
+//! longer upgrades belongs to a communicator that is gone, and is dropped at the next insertion.
+//! A communicator without an entry has the defaults only.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Weak};
+
+use super::{Comm, index_of, null_out};
+use crate::abi;
+use crate::error::{Fail, Res, Why};
+use crate::info::InfoObj;
+use crate::p2p::comm_at;
+use crate::state::{Access, State, not_running};
+
+/// The hints of the communicators that were given some.
+pub type Hints = Vec<(Weak<AtomicU32>, InfoObj)>;
+
+/// The assertions MPI-4.1 defines for communicators, with their default.
+pub const ASSERTIONS: [&str; 4] =
+    ["mpi_assert_no_any_tag", "mpi_assert_no_any_source", "mpi_assert_exact_length", "mpi_assert_allow_overtaking"];
+
+/// The hints kept for communicator `c`.
+fn hints_of<'a>(st: &'a State, c: &Comm) -> Option<&'a InfoObj> {
+    let key = Arc::downgrade(&c.nbc);
+    st.sessions.comm_hints.iter().find(|(k, _)| k.ptr_eq(&key)).map(|(_, v)| v)
+}
+
+/// Sets `given` on communicator `c` (replacing the values of keys it had, keeping the others
+/// unless `replace`).
+pub fn set_hints(st: &mut State, c: &Comm, given: InfoObj, replace: bool) {
+    let hints = &mut st.sessions.comm_hints;
+    hints.retain(|(k, _)| k.strong_count() > 0);
+    let key = Arc::downgrade(&c.nbc);
+    let obj = match hints.iter_mut().find(|(k, _)| k.ptr_eq(&key)) {
+        Some((_, v)) => v,
+        None => {
+            hints.push((key, Vec::new()));
+            &mut hints.last_mut().expect("just pushed").1
+        }
+    };
+    if replace {
+        obj.clear();
+    }
+    for (k, v) in given {
+        match obj.iter_mut().find(|(a, _)| *a == k) {
+            Some(e) => e.1 = v,
+            None => obj.push((k, v)),
+        }
+    }
+}
+
+/// The contents of info argument `info` (`MPI_INFO_NULL`: none).
+fn given(st: &State, info: abi::Info) -> Res<InfoObj> {
+    if info == abi::INFO_NULL {
+        return Ok(Vec::new());
+    }
+    crate::info::contents(st, info)
+}
+
+/// `MPI_Comm_set_info`.
+pub fn set_info(acc: &mut Access, comm: abi::Comm, info: abi::Info) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    let c = c.clone();
+    if info == abi::INFO_NULL {
+        return Err(Fail::new(abi::ERR_INFO, Some(ci), Why::Arg("MPI_INFO_NULL is not an info object")));
+    }
+    let obj = crate::info::contents(st, info).map_err(|e| e.on(ci))?;
+    set_hints(st, &c, obj, false);
+    Ok(())
+}
+
+/// `MPI_Comm_get_info`: a new info object with the hints in force.
+///
+/// # Safety
+/// `info_used` null or writable.
+pub unsafe fn get_info(acc: &mut Access, comm: abi::Comm, info_used: *mut abi::Info) -> Res<()> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    let (ci, c) = comm_at(&st.comms, comm)?;
+    if info_used.is_null() {
+        return Err(null_out(Some(ci)));
+    }
+    let set = hints_of(st, c).cloned().unwrap_or_default();
+    let mut obj: InfoObj = ASSERTIONS
+        .iter()
+        .filter(|a| !set.iter().any(|(k, _)| k == *a))
+        .map(|a| (a.to_string(), "false".to_string()))
+        .collect();
+    obj.extend(set);
+    // SAFETY: the caller's contract.
+    unsafe { crate::info::hand_out_info(st, obj, info_used) }.map_err(|e| e.on(ci))
+}
+
+/// `MPI_Comm_dup_with_info`: `MPI_Comm_dup` whose copy takes the hints of `info` instead of
+/// `comm`'s.
+///
+/// # Safety
+/// `newcomm` null or writable.
+pub unsafe fn dup_with_info(acc: &mut Access, comm: abi::Comm, info: abi::Info, newcomm: *mut abi::Comm) -> Res<()> {
+    let obj = given(acc.st(), info)?;
+    // SAFETY: the caller's contract.
+    unsafe { super::dup(acc, comm, newcomm)? };
+    let st = acc.st();
+    // SAFETY: `dup` wrote it.
+    let h = unsafe { *newcomm };
+    if let Some(c) = st.comms.get(index_of(h)).cloned() {
+        set_hints(st, &c, obj, true);
+    }
+    Ok(())
+}
+
+/// `MPI_Comm_idup_with_info`: `MPI_Comm_idup` (`crate::coll::nbc::idup`) after checking
+/// `info`. The new communicator exists only once the request completes, so it carries no hint of
+/// its own (hints bind no implementation: `MPI_Comm_get_info` gives it the defaults).
+///
+/// # Safety
+/// `newcomm` and `request` null or writable until the request completes.
+pub unsafe fn idup_with_info(
+    acc: &mut Access,
+    comm: abi::Comm,
+    info: abi::Info,
+    newcomm: *mut abi::Comm,
+    request: *mut abi::Request,
+) -> Res<()> {
+    given(acc.st(), info)?;
+    // SAFETY: the caller's contract.
+    unsafe { crate::coll::nbc::idup(acc, comm, newcomm, request) }
+}
