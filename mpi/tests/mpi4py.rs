@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `binary_wheel_loads_nemesis` | the PyPI wheel (built for MPICH's ABI: `libmpi.so.12`) under `nemesis-run` with no variable set: it loaded nemesis (`MPI.Get_library_version()`), not Open MPI's `libmpi.so.40`, which it falls back to silently as singletons; every rank sees the job's size; an allreduce | 1, 3 |
 //! | `test_suite_fails_only_where_mpich_fails` | mpi4py built from the sdist with `bin/mpicc`, and again with `mpicc.mpich`; the sdist's `test/` run by each (`nemesis-run`, `mpiexec.mpich`); every test's outcome compared: no hang, no failure MPICH does not also show | 1, 2, 3, 4 |
-//! | `pool_executor_with_three_workers` | `mpi4py.futures.MPIPoolExecutor(max_workers=3)` (`MPI_Comm_spawn`) from the wheel: 40 tasks, results in order, three workers | 1 |
+//! | `pool_executor_with_three_workers` | `mpi4py.futures.MPIPoolExecutor(max_workers=3)` (`MPI_Comm_spawn`) from the wheel under `nemesis-run --universe-size 4`: 40 tasks, results in order, three workers | 1 |
 //!
 //! mpi4py is pinned ([`VERSION`]); the wheel, the sdist and the virtual environments are cached
 //! under `target/clients/` (see `clients/mod.rs`), the build against nemesis redone whenever
@@ -232,7 +232,9 @@ fn pool_executor_with_three_workers() {
     )
     .unwrap();
     let py = v.join("bin/python");
-    let o = run_with_limit(nemesis_run(1, &[], &[py.as_os_str(), script.as_os_str()]), Duration::from_secs(180));
+    // Room for the three workers: nemesis-run refuses spawns beyond the universe (MPI_ERR_SPAWN).
+    let launch = nemesis_run(1, &["--universe-size", "4"], &[py.as_os_str(), script.as_os_str()]);
+    let o = run_with_limit(launch, Duration::from_secs(180));
     assert!(o.status.success(), "MPIPoolExecutor(max_workers=3) under nemesis-run: {}", show(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     let line = text.lines().find(|l| l.starts_with("POOL ")).unwrap_or_else(|| panic!("no result: {}", show(&o)));

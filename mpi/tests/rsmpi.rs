@@ -6,7 +6,7 @@
 //!
 //! | test | what |
 //! |---|---|
-//! | `examples_run_at_one_to_four_ranks` | `cargo build --examples --features complex,derive` of `mpi` 0.8, then each example at 1–4 ranks (but [`NEEDS_TWO`] at 1) | 1, 2, 3, 4 |
+//! | `examples_run_at_one_to_four_ranks` | `cargo build --examples --features complex,derive` of `mpi` 0.8, then each example at 1–4 ranks (but [`NEEDS_TWO`] at 1; [`SPAWNS`] at 1 only) | 1, 2, 3, 4 |
 //!
 //! The package and its build are cached in `target/clients/rsmpi/`; `mpi-sys` (bindgen) and
 //! `mpi` are rebuilt when `libmpi.so`, `mpi.h` or `bin/mpicc` changed. The examples carry
@@ -24,10 +24,13 @@ use common::*;
 
 /// The rsmpi release.
 const VERSION: &str = "0.8.2";
-/// Examples that assert a job of at least two ranks (as they do under MPICH).
-const NEEDS_TWO: [&str; 1] = ["all_gather_bool"];
-/// Examples that start ranks with `MPI_Comm_spawn` and must run at one rank only (more would
-/// spawn once per parent rank, which the examples do not expect).
+/// Examples that need a job of at least two ranks, as they would under any MPI:
+/// `all_gather_bool` asserts it; `immediate_multiple_requests` tells its sends from its receives
+/// by the value carried, which at one rank is the same (512 "sends" counted, 256 expected).
+const NEEDS_TWO: [&str; 2] = ["all_gather_bool", "immediate_multiple_requests"];
+/// Examples that start ranks with `MPI_Comm_spawn(_multiple)`: run at one rank (more would spawn
+/// once per parent rank, which the examples do not expect), with room for the children
+/// (`nemesis-run --universe-size`; without it the spawn is refused with `MPI_ERR_SPAWN`).
 const SPAWNS: [&str; 2] = ["spawn", "spawn_multiple"];
 
 fn cargo() -> Command {
@@ -134,8 +137,10 @@ fn examples_run_at_one_to_four_ranks() {
         for &n in ranks {
             let log = logs.join(format!("{name}-{n}.log"));
             let _ = std::fs::remove_file(&log);
-            let ended =
-                run_logged(nemesis_run(n, &["--wait", "yield"], &[prog.as_os_str()]), &log, Duration::from_secs(60));
+            let spawns = SPAWNS.contains(&name.as_str());
+            let args: &[&str] =
+                if spawns { &["--wait", "yield", "--universe-size", "8"] } else { &["--wait", "yield"] };
+            let ended = run_logged(nemesis_run(n, args, &[prog.as_os_str()]), &log, Duration::from_secs(60));
             match ended.status {
                 Some(st) if st.success() => passed += 1,
                 Some(st) => failed.push(format!("{name} at {n}: {st}: {}", tail(&log))),
