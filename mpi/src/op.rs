@@ -1,8 +1,11 @@
 //! Predefined reduction operations and the element-wise kernels that apply them to byte buffers.
 //!
-//! Which operation applies to which type follows MPI-3.1 §5.9.2: `MAX`/`MIN` to integers and
-//! floating point; `SUM`/`PROD` the same; the logical ones (`LAND`, `LOR`, `LXOR`) to integers;
-//! the bitwise ones (`BAND`, `BOR`, `BXOR`) to integers and `MPI_BYTE`. Every predefined
+//! Which operation applies to which type follows MPI-4.1 §6.9.2: `MAX`/`MIN` to integers (C,
+//! Fortran, `MPI_AINT`/`OFFSET`/`COUNT`) and floating point (`long double` too); `SUM`/`PROD` the
+//! same and complex numbers; the logical ones (`LAND`, `LOR`, `LXOR`) to C integers and logicals;
+//! the bitwise ones (`BAND`, `BOR`, `BXOR`) to integers and `MPI_BYTE`; `MINLOC`/`MAXLOC` to the
+//! pair types. Characters take none (MPICH's extension to `MPI_CHAR` is not followed).
+//! `long double` is the x87 format ([`x87`]). Every predefined
 //! operation is commutative (and associative up to floating-point rounding), which lets the
 //! collectives combine partial results in tree order.
 //!
@@ -16,15 +19,50 @@ use crate::abi::{self, Datatype, OP_BUILTIN, Op};
 use crate::datatype::{Builtin, Class, Kind};
 use crate::handle::Table;
 
+mod x87;
+
 /// A user's reduction (`MPI_User_function`): `inoutvec[i] = invec[i] ⊕ inoutvec[i]` for `*len`
 /// elements of `*datatype`.
 pub type UserFn =
     unsafe extern "C" fn(invec: *mut c_void, inoutvec: *mut c_void, len: *mut c_int, datatype: *mut Datatype);
 
-/// An operation made by `MPI_Op_create`.
+/// A user's reduction function: `MPI_User_function` (`MPI_Op_create`) or
+/// `MPI_User_function_c` (`MPI_Op_create_c`, an `MPI_Count` length).
+#[derive(Clone, Copy, Debug)]
+pub enum UserFunc {
+    Int(UserFn),
+    Large(crate::abi::UserFnC),
+}
+
+impl UserFunc {
+    /// Calls the function on `n` elements of `dt` at `inv` and `inout`, through
+    /// [`crate::state::outside`] (it may call MPI).
+    ///
+    /// # Safety
+    /// MPI's contract on user functions: both pointers address `n` elements of `dt`; no
+    /// reference into the state is live.
+    unsafe fn call(self, inv: *mut c_void, inout: *mut c_void, n: usize, dt: Datatype) {
+        let mut dt = dt;
+        match self {
+            UserFunc::Int(f) => {
+                // The collectives' counts are `int`s: `n` fits.
+                let mut len = n as c_int;
+                // SAFETY: the caller's contract; `len` and `dt` are ours.
+                unsafe { crate::state::outside(|| f(inv, inout, &mut len, &mut dt)) }
+            }
+            UserFunc::Large(f) => {
+                let mut len = n as crate::abi::Count;
+                // SAFETY: as above.
+                unsafe { crate::state::outside(|| f(inv, inout, &mut len, &mut dt)) }
+            }
+        }
+    }
+}
+
+/// An operation made by `MPI_Op_create` or `MPI_Op_create_c`.
 #[derive(Clone, Copy, Debug)]
 pub struct UserOp {
-    pub f: UserFn,
+    pub f: UserFunc,
     /// Whether the user declared it commutative.
     pub commute: bool,
 }
@@ -32,7 +70,7 @@ pub struct UserOp {
 /// A user's operation applied to elements of `dt`.
 #[derive(Clone, Copy, Debug)]
 pub struct UserCall {
-    pub f: UserFn,
+    pub f: UserFunc,
     pub commute: bool,
     pub dt: Datatype,
     /// Bytes per element of `dt`, packed.
@@ -64,16 +102,10 @@ impl UserCall {
             // SAFETY: see `layout`: the descriptor outlives every use of this reduction.
             return self.apply_unpacked(unsafe { &*desc }, n, inv, inout);
         }
-        let mut len = n as c_int;
-        let mut dt = self.dt;
         // SAFETY: both buffers hold `n` elements of `dt` (the collectives move whole elements);
         // the function reads `invec` and writes `inoutvec` within them (MPI's contract on user
-        // functions); `len` and `dt` are ours; no reference into the state is live (above).
-        unsafe {
-            crate::state::outside(|| {
-                (self.f)(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), &mut len, &mut dt)
-            })
-        };
+        // functions); no reference into the state is live (above).
+        unsafe { self.f.call(inv.as_ptr().cast_mut().cast(), inout.as_mut_ptr().cast(), n, self.dt) };
     }
 }
 
@@ -98,12 +130,10 @@ impl UserCall {
             crate::datatype::pack::unpack(desc, pa, n, &inv[..packed]);
             crate::datatype::pack::unpack(desc, pb, n, &inout[..packed]);
         }
-        let mut len = n as c_int;
-        let mut dt = self.dt;
         // SAFETY: the scratch holds `n` elements of `dt` at `pa` and `pb` in the type's layout
         // (MPI's contract on user functions: they touch the elements only); no reference into
         // the state is live (`apply`).
-        unsafe { crate::state::outside(|| (self.f)(pa.cast(), pb.cast(), &mut len, &mut dt)) };
+        unsafe { self.f.call(pa.cast(), pb.cast(), n, self.dt) };
         // SAFETY: as above; `inout` has room for the `n` packed elements.
         unsafe { crate::datatype::pack::pack(desc, pb, n, &mut inout[..packed]) };
     }
@@ -126,6 +156,34 @@ pub const fn table() -> UserOps {
 pub unsafe fn create(
     acc: &mut crate::state::Access,
     f: Option<UserFn>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { create_any(acc, f.map(UserFunc::Int), commute, op) }
+}
+
+/// `MPI_Op_create_c`.
+///
+/// # Safety
+/// `op` null or writable.
+pub unsafe fn create_c(
+    acc: &mut crate::state::Access,
+    f: Option<crate::abi::UserFnC>,
+    commute: c_int,
+    op: *mut Op,
+) -> crate::error::Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { create_any(acc, f.map(UserFunc::Large), commute, op) }
+}
+
+/// [`create`] and [`create_c`].
+///
+/// # Safety
+/// `op` null or writable.
+unsafe fn create_any(
+    acc: &mut crate::state::Access,
+    f: Option<UserFunc>,
     commute: c_int,
     op: *mut Op,
 ) -> crate::error::Res<()> {
@@ -232,9 +290,9 @@ impl OpKind {
         }
     }
 
-    /// True if the standard defines this operation on `t` (MPI-3.1 §5.9.2) and this library has
-    /// its kernel (integers, `float`, `double`, booleans; not yet `long double`, half precision or
-    /// complex numbers).
+    /// True if the standard defines this operation on `t` (MPI-4.1 §6.9.2) and this library has
+    /// its kernel (every type but `MPIX_C_FLOAT16`, `MPI_REAL16` and `MPI_COMPLEX32`; `long
+    /// double` on x86-64 only).
     pub fn applies_to(self, t: &Builtin) -> bool {
         let class = t.class;
         let defined = match self {
@@ -249,10 +307,11 @@ impl OpKind {
                 matches!(class, Class::CInt | Class::FortranInt | Class::Byte | Class::MultiLanguage)
             }
         };
-        let kernel = !matches!(
-            t.kind,
-            Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound | Kind::Char
-        );
+        let kernel = match t.kind {
+            Kind::F16 | Kind::F128 | Kind::C128 | Kind::Pair | Kind::Bound | Kind::Char => false,
+            Kind::F80 | Kind::C80 => cfg!(target_arch = "x86_64"),
+            _ => true,
+        };
         defined && kernel
     }
 }
@@ -274,8 +333,12 @@ pub fn reduce(op: OpKind, kind: Kind, acc: &mut [u8], src: &[u8]) {
         Kind::U64 => int_op::<u64>(op, acc, src),
         Kind::F32 => float_op::<f32>(op, acc, src),
         Kind::F64 => float_op::<f64>(op, acc, src),
+        Kind::F80 => x87::reduce_real(op, acc, src),
+        Kind::C32 => complex_op::<f32>(op, acc, src),
+        Kind::C64 => complex_op::<f64>(op, acc, src),
+        Kind::C80 => x87::reduce_complex(op, acc, src),
         // No kernel (`OpKind::applies_to` refuses them).
-        Kind::Char | Kind::F16 | Kind::F80 | Kind::C32 | Kind::C64 | Kind::C80 | Kind::Pair | Kind::Bound => {}
+        Kind::Char | Kind::F16 | Kind::F128 | Kind::C128 | Kind::Pair | Kind::Bound => {}
     }
 }
 
@@ -299,8 +362,8 @@ impl Loc {
 
     /// The (value, index) kinds of the predefined pair type `dt` this library has a kernel for:
     /// the C pairs (`MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`, `MPI_SHORT_INT`,
-    /// `MPI_2INT`; index `int`) and the Fortran ones (`MPI_2INTEGER`, `MPI_2REAL`,
-    /// `MPI_2DOUBLE_PRECISION`; index of the value's type). Not `MPI_LONG_DOUBLE_INT`.
+    /// `MPI_2INT`, `MPI_LONG_DOUBLE_INT` on x86-64; index `int`) and the Fortran ones
+    /// (`MPI_2INTEGER`, `MPI_2REAL`, `MPI_2DOUBLE_PRECISION`; index of the value's type).
     pub fn pair_kinds(dt: Datatype) -> Option<(Kind, Kind)> {
         Some(match dt {
             abi::FLOAT_INT => (Kind::F32, Kind::I32),
@@ -310,6 +373,7 @@ impl Loc {
             abi::TWO_INT | abi::TWO_INTEGER => (Kind::I32, Kind::I32),
             abi::TWO_REAL => (Kind::F32, Kind::F32),
             abi::TWO_DOUBLE_PRECISION => (Kind::F64, Kind::F64),
+            abi::LONG_DOUBLE_INT if cfg!(target_arch = "x86_64") => (Kind::F80, Kind::I32),
             _ => return None,
         })
     }
@@ -321,6 +385,7 @@ pub fn kind_size(kind: Kind) -> usize {
         Kind::I16 => 2,
         Kind::I32 | Kind::F32 => 4,
         Kind::I64 | Kind::F64 => 8,
+        Kind::F80 => x87::SIZE,
         _ => 0,
     }
 }
@@ -335,7 +400,24 @@ pub fn reduce_loc(loc: Loc, value: Kind, index: Kind, acc: &mut [u8], src: &[u8]
         (Kind::I32, Kind::I32) => loc_pairs::<i32, i32>(loc, acc, src),
         (Kind::F32, Kind::F32) => loc_pairs::<f32, f32>(loc, acc, src),
         (Kind::F64, Kind::F64) => loc_pairs::<f64, f64>(loc, acc, src),
+        (Kind::F80, Kind::I32) => loc_x87(loc, acc, src),
         _ => {}
+    }
+}
+
+/// [`reduce_loc`] on `(long double, int)` pairs (packed: 16 + 4 bytes).
+fn loc_x87(loc: Loc, acc: &mut [u8], src: &[u8]) {
+    let v = x87::SIZE;
+    for (a, b) in acc.chunks_exact_mut(v + 4).zip(src.chunks_exact(v + 4)) {
+        let (ai, bi) = (i32::load(&a[v..]), i32::load(&b[v..]));
+        let better = match loc {
+            Loc::Min => x87::less(b, a),
+            Loc::Max => x87::less(a, b),
+        };
+        let equal = !x87::less(a, b) && !x87::less(b, a);
+        if better || (equal && bi < ai) {
+            a.copy_from_slice(b);
+        }
     }
 }
 
@@ -446,6 +528,28 @@ fn float_op<T: Elem + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Out
     }
 }
 
+/// Complex numbers of two `T`s (real part first): SUM part by part, PROD
+/// `(ac − bd) + (ad + bc)i` (what C compilers and MPICH compute, without the C99 Annex G
+/// recovery of infinities).
+fn complex_op<T: Elem + std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T>>(
+    op: OpKind,
+    acc: &mut [u8],
+    src: &[u8],
+) {
+    let n = T::N;
+    for (a, b) in acc.chunks_exact_mut(2 * n).zip(src.chunks_exact(2 * n)) {
+        let (ar, ai) = (T::load(&a[..n]), T::load(&a[n..]));
+        let (br, bi) = (T::load(&b[..n]), T::load(&b[n..]));
+        let (r, i) = match op {
+            OpKind::Sum => (ar + br, ai + bi),
+            OpKind::Prod => (ar * br - ai * bi, ar * bi + ai * br),
+            _ => continue,
+        };
+        r.store(&mut a[..n]);
+        i.store(&mut a[n..]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +585,21 @@ mod tests {
     }
 
     #[test]
+    fn complex_sums_and_products() {
+        let c = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+        // (1 + 2i)(3 − 4i) = 11 + 2i; (−1 + 0i)(2 + 1i) = −2 − i.
+        let mut acc = c(&[1.0, 2.0, -1.0, 0.0]);
+        reduce(OpKind::Prod, Kind::C32, &mut acc, &c(&[3.0, -4.0, 2.0, 1.0]));
+        assert_eq!(acc, c(&[11.0, 2.0, -2.0, -1.0]));
+        reduce(OpKind::Sum, Kind::C32, &mut acc, &c(&[1.0, 1.0, 2.0, 2.0]));
+        assert_eq!(acc, c(&[12.0, 3.0, 0.0, 1.0]));
+        let d = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+        let mut acc = d(&[0.5, -2.0]);
+        reduce(OpKind::Prod, Kind::C64, &mut acc, &d(&[2.0, 2.0]));
+        assert_eq!(acc, d(&[5.0, -3.0]));
+    }
+
+    #[test]
     fn unsigned_and_float_operations() {
         let mut acc: Vec<u8> = [200u16, 1].iter().flat_map(|x| x.to_ne_bytes()).collect();
         let src: Vec<u8> = [100u16, 3].iter().flat_map(|x| x.to_ne_bytes()).collect();
@@ -509,7 +628,7 @@ mod tests {
         reduce_loc(Loc::Max, Kind::F64, Kind::I32, &mut max, &b);
         assert_eq!(max, pairs(&[(1.0, 5), (2.0, 0), (3.0, 9), (4.0, 1)]));
         assert_eq!(Loc::pair_kinds(abi::SHORT_INT), Some((Kind::I16, Kind::I32)));
-        assert_eq!(Loc::pair_kinds(abi::LONG_DOUBLE_INT), None);
+        assert_eq!(Loc::pair_kinds(abi::LONG_DOUBLE_INT), Some((Kind::F80, Kind::I32)));
         assert_eq!(Loc::pair_kinds(abi::INT), None);
     }
 
@@ -522,6 +641,11 @@ mod tests {
         assert!(OpKind::Bor.applies_to(t(abi::BYTE)));
         assert!(!OpKind::Sum.applies_to(t(abi::BYTE)));
         assert!(!OpKind::Max.applies_to(t(abi::CHAR)));
+        assert!(!OpKind::Max.applies_to(t(abi::WCHAR)));
+        assert!(OpKind::Prod.applies_to(t(abi::C_DOUBLE_COMPLEX)));
+        assert!(!OpKind::Max.applies_to(t(abi::C_DOUBLE_COMPLEX)));
+        assert!(OpKind::Sum.applies_to(t(abi::LONG_DOUBLE)));
+        assert!(!OpKind::Sum.applies_to(t(abi::C_FLOAT16)));
         assert!(OpKind::Land.applies_to(t(abi::C_BOOL)));
         assert!(!OpKind::Band.applies_to(t(abi::C_BOOL)));
         assert!(!OpKind::Land.applies_to(t(abi::INTEGER)), "Fortran integers are not logical");

@@ -16,6 +16,13 @@
 //! | `groups_and_communicators` | `groups.c`: every Group_* call, Comm_create (one group, disjoint groups), Comm_create_group (by the group only, tags), Comm_split_type(SHARED) along the nodes, Comm_compare, names; freed communicators freed (a pending receive completes, handles and contexts reused over 4200 dup/free rounds) | 1, 2 (4200 rounds), 3, 4, 7; 5 over 2 nodes |
 //! | `intercommunicators` | `intercomm.c`: Intercomm_create from uneven and interleaved halves of WORLD (one group reversed), test_inter, sizes, local and remote groups rank by rank; p2p both ways with ANY_SOURCE/ANY_TAG, specific sources, PROC_NULL; Intercomm_merge with high false/true/equal rank by rank; dup (attribute copy, compare), two idups in flight, split and create on an intercommunicator; Barrier/Bcast/Reduce/Allreduce/Gather/Scatter/Allgather/Alltoall for every root at counts 1 and 3000, a strided type; the v-forms and Reduce_scatter(_block) with uneven counts and gaps; bad leader, bad root, intercommunicators where intracommunicators are required and the reverse; 1200 create/dup/merge/free rounds (more contexts than a process has) | 1–8; 5 over 2 nodes |
 //! | `nonblocking_communicator_duplication` | `idup.c`: MPI_Comm_idup, four in flight on two communicators among an Ibarrier and an Iallreduce, overlapped with computation, a blocking dup meanwhile, completed by Waitall and in reverse; attributes copied at the call; the new communicators isolated from each other, used for p2p and collectives, compared, freed; an idup of an idup; 20 rounds | 1, 2, 3, 4, 7; 5 over 2 nodes |
+//! | `predefined_reductions_on_every_type` | `op_predefined.c`: MAX…BXOR, MINLOC/MAXLOC on every predefined type MPI-4.1 §6.9.2 allows (integers, fixed-size, AINT/OFFSET/COUNT, float/double/long double, every complex, logicals, BYTE, the pairs) through Reduce/Allreduce/Reduce_local at counts 7 and 300; MPI_ERR_OP on pairs the standard leaves undefined; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
+//! | `struct_types_with_no_data` | `type_empty.c`: structs of zero block lengths, of zero-size members, of no members, with MPI_LB/MPI_UB markers, a dropped zero-length member: size, bounds, true bounds, envelope/contents, Pack, messages in a ring and to oneself, Bcast; bad arguments; also built by MPICH's mpicc, on nemesis and on MPICH | 1, 2, 3, 4, 8; 5 over 2 nodes; 3 MPICH-built |
+//! | `distributed_array_types` | `type_darray.c`: Type_create_darray (block, cyclic(k), none; default and explicit arguments; C and Fortran order; 1-3 dimensions) for every process of 1-6-process grids against a brute-force owner test, a global array assembled on rank 0 from every rank's part, envelope/contents, MPI_ERR_RANK/MPI_ERR_ARG; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 4, 6, 8; 5 over 2 nodes; 4 MPICH-built |
+//! | `large_count_datatype_calls` | `type_large.c`: every `_c` constructor against its int form (layout, data around a ring, envelope_c/contents_c), types over 2^31 bytes, Pack_c/Unpack_c, Get_count_c/Get_elements_c, Reduce_local_c, Op_create_c (a callback calling MPI); also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 4 over 2 nodes; 3 MPICH-built |
+//! | `external32_packing` | `type_external.c`: Pack_external(_size)/Unpack_external (+_c): sizes, big-endian bytes, long as 4 bytes, vectors, complex, between ranks, errors; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
+//! | `removed_mpi1_datatype_calls` | `type_legacy.c`: MPI_Address, Type_extent/lb/ub, Type_struct with MPI_LB, Type_hvector/hindexed | 1, 2, 3, 8; 2 over 2 nodes |
+//! | `types_by_parameters` | `type_named.c`: Type_create_f90_real/complex/integer (sizes, F90 envelopes and contents, a message, not freeable), Type_match_size, Type_get_value_index, bad arguments; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
 //! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4, 8 (SINGLE), 1, 2, 4 (MULTIPLE); 3 over 2 nodes at each level |
 //! | `user_operations` | `user_ops.c`: MPI_Op_create/free/commutative; a non-commutative operation (affine maps on MPI_2INT) in rank order and a user sum matching MPI_SUM in Reduce (every root), Allreduce (in place too), Reduce_local; counts to 5000 | 1, 2, 3, 4, 5, 8; 3, 4, 6 with each algorithm forced; 5 over 2 nodes; 7 on 3 pretend nodes |
 //! | `attributes_info_and_memory` | `attrs.c`: the predefined attributes (a message tagged MPI_TAG_UB), keyvals with copy/delete callbacks through dup, set, delete, free, freed keyvals, a refusing copy; MPI_Info_* and MPI_INFO_ENV; Alloc_mem/Free_mem; Pcontrol | 1, 2, 3 |
@@ -661,6 +668,88 @@ fn pretend_nodes_listen_on_loopback() {
     let cards: Vec<&str> = err.lines().filter(|l| l.contains("netmod listening")).collect();
     assert_eq!(cards.len(), 2, "{}", show(&o));
     assert!(cards.iter().all(|l| l.contains("card=tcp:127.0.0.1:")), "{cards:#?}");
+}
+
+// ---- Datatypes and predefined reductions (issue 32, package E) ----
+
+/// Runs the MPICH-built `name` under MPICH's own `mpiexec.mpich` and library at `n` ranks: the
+/// programs compare with expected values, so they must pass there too. Skips without MPICH.
+fn passes_under_mpich(name: &str, n: u32) {
+    if !have_mpich_cc(name) || !answers("mpiexec.mpich", &["--version"], 20) {
+        return;
+    }
+    let prog = compile_with(name, Cc::Mpich);
+    let mut c = Command::new("mpiexec.mpich");
+    c.args(["-n", &n.to_string()]).arg(&prog).env_remove("LD_LIBRARY_PATH");
+    assert_all_ok(&run_with_limit(c, Duration::from_secs(120)), name, n);
+}
+
+#[test]
+fn predefined_reductions_on_every_type() {
+    run_ok("op_predefined", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("op_predefined", &[5], &["--nodes", "2"], &[]);
+    // The same binary, built by MPICH's mpicc, on nemesis and on MPICH.
+    if have_mpich_cc("op_predefined") {
+        let o = job(3, &compile_with("op_predefined", Cc::Mpich), &["--mpich-abi"], &[]);
+        assert_all_ok(&o, "op_predefined", 3);
+    }
+    passes_under_mpich("op_predefined", 3);
+}
+
+#[test]
+fn struct_types_with_no_data() {
+    run_ok("type_empty", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("type_empty", &[5], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_empty") {
+        assert_all_ok(&job(3, &compile_with("type_empty", Cc::Mpich), &["--mpich-abi"], &[]), "type_empty", 3);
+    }
+    passes_under_mpich("type_empty", 3);
+}
+
+#[test]
+fn distributed_array_types() {
+    run_ok("type_darray", &[1, 2, 3, 4, 6, 8], &[], &[]);
+    run_ok("type_darray", &[5], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_darray") {
+        assert_all_ok(&job(4, &compile_with("type_darray", Cc::Mpich), &["--mpich-abi"], &[]), "type_darray", 4);
+    }
+    passes_under_mpich("type_darray", 4);
+}
+
+#[test]
+fn large_count_datatype_calls() {
+    run_ok("type_large", &[1, 2, 3, 8], &[], &[]);
+    run_ok("type_large", &[4], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_large") {
+        assert_all_ok(&job(3, &compile_with("type_large", Cc::Mpich), &["--mpich-abi"], &[]), "type_large", 3);
+    }
+    passes_under_mpich("type_large", 3);
+}
+
+#[test]
+fn external32_packing() {
+    run_ok("type_external", &[1, 2, 3, 8], &[], &[]);
+    run_ok("type_external", &[2], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_external") {
+        assert_all_ok(&job(2, &compile_with("type_external", Cc::Mpich), &["--mpich-abi"], &[]), "type_external", 2);
+    }
+    passes_under_mpich("type_external", 2);
+}
+
+#[test]
+fn removed_mpi1_datatype_calls() {
+    run_ok("type_legacy", &[1, 2, 3, 8], &[], &[]);
+    run_ok("type_legacy", &[2], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn types_by_parameters() {
+    run_ok("type_named", &[1, 2, 3, 8], &[], &[]);
+    run_ok("type_named", &[2], &["--nodes", "2"], &[]);
+    if have_mpich_cc("type_named") {
+        assert_all_ok(&job(2, &compile_with("type_named", Cc::Mpich), &["--mpich-abi"], &[]), "type_named", 2);
+    }
+    passes_under_mpich("type_named", 2);
 }
 
 // ---------------------------------------------------------------------------------------------

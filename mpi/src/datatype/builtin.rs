@@ -12,7 +12,8 @@ use crate::abi::{self, Datatype};
 /// What a datatype's bytes are, for reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Characters (`MPI_CHAR`, `MPI_WCHAR`, `MPI_CHARACTER`): no reduction applies.
+    /// Characters (`MPI_CHAR`, `MPI_WCHAR`, `MPI_CHARACTER`): no reduction applies (MPI-4.1
+    /// §6.9.2; MPICH accepts `MPI_CHAR` and `MPI_CHARACTER` as integers, the standard does not).
     Char,
     /// Uninterpreted bytes (`MPI_BYTE`, `MPI_PACKED`).
     Byte,
@@ -29,10 +30,13 @@ pub enum Kind {
     F64,
     /// x87 extended precision in 16 bytes (`long double`).
     F80,
-    /// Complex numbers of two `F32`, `F64` or `F80`.
+    /// Fortran's `REAL*16`: IEEE binary128 with gfortran (no reduction kernel yet).
+    F128,
+    /// Complex numbers of two `F32`, `F64`, `F80` or `F128`.
     C32,
     C64,
     C80,
+    C128,
     /// Pairs of one kind (`MPI_2INT`...): MINLOC and MAXLOC only.
     Pair,
     /// `MPI_LB` and `MPI_UB` (MPI-1 markers of size 0).
@@ -136,10 +140,10 @@ pub static BUILTIN: [Builtin; 60] = [
     of("MPI_CHARACTER", a::CHARACTER, K::Char, C::None),
     of("MPI_REAL4", a::REAL4, K::F32, C::Float),
     of("MPI_REAL8", a::REAL8, K::F64, C::Float),
-    of("MPI_REAL16", a::REAL16, K::F80, C::Float),
+    of("MPI_REAL16", a::REAL16, K::F128, C::Float),
     of("MPI_COMPLEX8", a::COMPLEX8, K::C32, C::Complex),
     of("MPI_COMPLEX16", a::COMPLEX16, K::C64, C::Complex),
-    of("MPI_COMPLEX32", a::COMPLEX32, K::C80, C::Complex),
+    of("MPI_COMPLEX32", a::COMPLEX32, K::C128, C::Complex),
     int("MPI_INTEGER1", a::INTEGER1, true, C::FortranInt),
     int("MPI_INTEGER2", a::INTEGER2, true, C::FortranInt),
     int("MPI_INTEGER4", a::INTEGER4, true, C::FortranInt),

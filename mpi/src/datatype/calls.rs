@@ -9,16 +9,18 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-use super::desc::{self, Invalid, TypeDesc};
-use super::pack::{self, elements_in};
-use super::{Entry, Layout, any, layout, predefined_name};
+use super::construct::{self as make, Form};
+use super::desc::{Invalid, TypeDesc};
+use super::pack::elements_in;
+pub use super::packing::{pack_call, pack_size, unpack_call};
+use super::{Entry, any, predefined_name};
 use crate::abi::{self, Aint, Count, Datatype, Status};
 use crate::error::{Fail, Res, Why};
-use crate::p2p::{comm_at, null_arg, wants, write_out};
+use crate::p2p::{null_arg, wants, write_out};
 use crate::state::{Access, State, not_running};
 
 /// The state, with MPI running.
-fn running(acc: &mut Access) -> Res<&mut State> {
+pub(super) fn running(acc: &mut Access) -> Res<&mut State> {
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -26,10 +28,11 @@ fn running(acc: &mut Access) -> Res<&mut State> {
     Ok(st)
 }
 
-fn invalid(e: Invalid) -> Fail {
+pub(super) fn invalid(e: Invalid) -> Fail {
     match e {
         Invalid::Count => Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count or block length")),
         Invalid::Overflow => Fail::new(abi::ERR_ARG, None, Why::Arg("the type's size or extent overflows")),
+        Invalid::Rank => Fail::new(abi::ERR_RANK, None, Why::Arg("darray: rank must be in 0..size")),
         Invalid::Arg(s) => Fail::new(abi::ERR_ARG, None, Why::Arg(s)),
     }
 }
@@ -38,9 +41,10 @@ fn invalid(e: Invalid) -> Fail {
 ///
 /// # Safety
 /// `p` readable for `n` elements when `n > 0`.
-unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
+pub(super) unsafe fn array<'a, T>(p: *const T, n: impl Into<i64>) -> Res<&'a [T]> {
+    let n: i64 = n.into();
     if n < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(n)));
+        return Err(Fail::new(abi::ERR_COUNT, None, Why::Arg("negative count")));
     }
     if n == 0 {
         return Ok(&[]);
@@ -52,18 +56,27 @@ unsafe fn array<'a, T>(p: *const T, n: c_int) -> Res<&'a [T]> {
     Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
 }
 
+/// `n` elements at `p` widened to `i64` (`int`s, `MPI_Aint`s or `MPI_Count`s).
+///
+/// # Safety
+/// As for [`array`].
+pub(super) unsafe fn wide<T: Copy + TryInto<i64>>(p: *const T, n: impl Into<i64>) -> Res<Vec<i64>> {
+    // SAFETY: the caller's contract.
+    Ok(unsafe { array(p, n) }?.iter().map(|&x| x.try_into().unwrap_or(i64::MAX)).collect())
+}
+
 /// Stores a new derived type and writes its handle.
 ///
 /// # Safety
 /// `newtype` null or writable.
-unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Datatype) -> Res<()> {
+pub(super) unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Datatype) -> Res<()> {
     let d = d.map_err(invalid)?;
     if newtype.is_null() {
         return Err(null_arg(None, "null newtype pointer"));
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new() })
+        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new(), predefined: false })
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };
@@ -71,7 +84,7 @@ unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype: *mut Data
 }
 
 /// The old type of a constructor.
-fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
+pub(super) fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
     any(&st.types, dt)
 }
 
@@ -83,7 +96,7 @@ pub unsafe fn contiguous(acc: &mut Access, count: c_int, oldtype: Datatype, newt
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::contiguous(count, &o), newtype) }
+    unsafe { store(st, make::contiguous(Form::Int, count.into(), &o), newtype) }
 }
 
 /// `MPI_Type_vector` and `MPI_Type_create_hvector` (`bytes`: the stride is in bytes).
@@ -102,7 +115,9 @@ pub unsafe fn vector(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::vector(count, blocklength, stride, bytes, &o), newtype) }
+    let (c, b, s) = (count.into(), blocklength.into(), stride);
+    // SAFETY: MPI's contract.
+    unsafe { store(st, make::vector(Form::Int, c, b, s, bytes, &o), newtype) }
 }
 
 /// A constructor's displacements: in elements (`int`s) or in bytes (`MPI_Aint`s).
@@ -113,16 +128,16 @@ pub enum Displs {
 }
 
 impl Displs {
-    /// The `count` displacements as `MPI_Aint`s, and whether they are in bytes.
+    /// The `count` displacements, and whether they are in bytes.
     ///
     /// # Safety
     /// The array readable for `count` elements.
-    unsafe fn read(self, count: c_int) -> Res<(Vec<Aint>, bool)> {
+    unsafe fn read(self, count: c_int) -> Res<(Vec<i64>, bool)> {
         Ok(match self {
             // SAFETY: the caller's contract.
-            Displs::Elements(p) => (unsafe { array(p, count) }?.iter().map(|&d| Aint::from(d)).collect(), false),
+            Displs::Elements(p) => (unsafe { wide(p, count) }?, false),
             // SAFETY: as above.
-            Displs::Bytes(p) => (unsafe { array(p, count) }?.to_vec(), true),
+            Displs::Bytes(p) => (unsafe { wide(p, count) }?, true),
         })
     }
 }
@@ -142,11 +157,11 @@ pub unsafe fn indexed(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract: `count` elements each.
-    let bls = unsafe { array(blocklengths, count) }?;
+    let bls = unsafe { wide(blocklengths, count) }?;
     // SAFETY: as above.
     let (displs, bytes) = unsafe { displs.read(count) }?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::indexed(bls, &displs, bytes, &o), newtype) }
+    unsafe { store(st, make::indexed(Form::Int, &bls, &displs, bytes, &o), newtype) }
 }
 
 /// `MPI_Type_create_indexed_block` and `MPI_Type_create_hindexed_block`.
@@ -166,7 +181,7 @@ pub unsafe fn indexed_block(
     // SAFETY: MPI's contract: `count` elements.
     let (displs, bytes) = unsafe { displs.read(count) }?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::indexed_block(blocklength, &displs, bytes, &o), newtype) }
+    unsafe { store(st, make::indexed_block(Form::Int, blocklength.into(), &displs, bytes, &o), newtype) }
 }
 
 /// `MPI_Type_create_struct`.
@@ -183,10 +198,10 @@ pub unsafe fn create_struct(
 ) -> Res<()> {
     let st = running(acc)?;
     // SAFETY: MPI's contract: `count` elements each.
-    let (bls, ds, ts) = unsafe { (array(blocklengths, count)?, array(displs, count)?, array(types, count)?) };
+    let (bls, ds, ts) = unsafe { (wide(blocklengths, count)?, wide(displs, count)?, array(types, count)?) };
     let olds: Vec<Arc<TypeDesc>> = ts.iter().map(|&t| old(st, t)).collect::<Res<_>>()?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::create_struct(bls, ds, &olds), newtype) }
+    unsafe { store(st, make::create_struct(Form::Int, &bls, &ds, &olds), newtype) }
 }
 
 /// `MPI_Type_create_subarray`.
@@ -207,9 +222,9 @@ pub unsafe fn subarray(
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract: `ndims` elements each.
-    let (a, b, c) = unsafe { (array(sizes, ndims)?, array(subsizes, ndims)?, array(starts, ndims)?) };
+    let (a, b, c) = unsafe { (wide(sizes, ndims)?, wide(subsizes, ndims)?, wide(starts, ndims)?) };
     // SAFETY: MPI's contract.
-    unsafe { store(st, desc::subarray(a, b, c, order, &o), newtype) }
+    unsafe { store(st, make::subarray(Form::Int, &a, &b, &c, order, &o), newtype) }
 }
 
 /// `MPI_Type_create_resized`.
@@ -220,7 +235,7 @@ pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Ain
     let st = running(acc)?;
     let o = old(st, oldtype)?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(desc::resized(lb, extent, &o)), newtype) }
+    unsafe { store(st, Ok(make::resized(Form::Int, lb, extent, &o)), newtype) }
 }
 
 /// `MPI_Type_dup`.
@@ -232,7 +247,7 @@ pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -
     let o = old(st, oldtype)?;
     let committed = st.types.get(oldtype).is_none_or(|e| e.committed);
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(desc::dup(&o)), newtype) }?;
+    unsafe { store(st, Ok(make::dup(&o)), newtype) }?;
     // The duplicate of a committed type is committed (MPI-3.1 §4.1.10).
     // SAFETY: `store` wrote it.
     let h = unsafe { *newtype };
@@ -274,11 +289,11 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     }
     // SAFETY: checked non-null; MPI's contract.
     let h = unsafe { *datatype };
-    if super::predefined_desc(h).is_some() {
-        return Err(Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed")));
-    }
-    if st.types.get(h).is_none() {
-        return Err(super::bad_type(h, None));
+    match st.types.get(h) {
+        _ if super::predefined_desc(h).is_some() => return Err(predefined_free()),
+        None => return Err(super::bad_type(h, None)),
+        Some(e) if e.predefined => return Err(predefined_free()),
+        Some(_) => {}
     }
     // The delete callbacks may call MPI (even free this type: then it is gone, an error as for
     // a second free): no borrow of the state across them, the handle looked up again after.
@@ -289,8 +304,13 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
     Ok(())
 }
 
+#[cold]
+fn predefined_free() -> Fail {
+    Fail::new(abi::ERR_TYPE, None, Why::Arg("predefined datatypes cannot be freed"))
+}
+
 /// The descriptor of `dt` for a query: predefined ones at any time, derived ones while running.
-fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
+pub(super) fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
     if let Some(d) = super::predefined_desc(dt) {
         return Ok(d);
     }
@@ -333,23 +353,28 @@ pub unsafe fn extent(acc: &mut Access, dt: Datatype, lb: *mut Aint, extent: *mut
 /// # Safety
 /// `status` readable, `count` writable.
 pub unsafe fn get_count(acc: &mut Access, status: *const Status, dt: Datatype, count: *mut c_int) -> Res<()> {
+    let n = count_in(acc, status, dt)?.and_then(|n| c_int::try_from(n).ok());
+    // SAFETY: the caller's contract.
+    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
+}
+
+/// Whole elements of `dt` in the message `status` describes.
+fn count_in(acc: &mut Access, status: *const Status, dt: Datatype) -> Res<Option<usize>> {
     if !wants(status) {
         return Err(null_arg(None, "null status pointer"));
     }
     let d = query(acc, dt)?;
     // SAFETY: checked; MPI's contract.
     let bytes = unsafe { (*status).count() };
-    let n = if bytes < 0 {
+    Ok(if bytes < 0 {
         None
     } else if d.size == 0 {
         (bytes == 0).then_some(0)
     } else if (bytes as usize).is_multiple_of(d.size) {
-        c_int::try_from(bytes as usize / d.size).ok()
+        Some(bytes as usize / d.size)
     } else {
         None
-    };
-    // SAFETY: the caller's contract.
-    unsafe { write_out(count, n.unwrap_or(abi::UNDEFINED)) }
+    })
 }
 
 /// `MPI_Get_elements` (`x`: `MPI_Get_elements_x`, an `MPI_Count`): basic elements received.
@@ -475,6 +500,7 @@ pub unsafe fn get_envelope(
     let d = query(acc, dt)?;
     let (ni, na, nd, c) = match &d.contents {
         None => (0, 0, 0, abi::COMBINER_NAMED),
+        Some(c) if !c.counts.is_empty() => return Err(made_by_c()),
         Some(c) => (c.ints.len(), c.aints.len(), c.types.len(), c.combiner),
     };
     // SAFETY: the caller's contract.
@@ -484,6 +510,15 @@ pub unsafe fn get_envelope(
         write_out(num_datatypes, nd as c_int)?;
         write_out(combiner, c)
     }
+}
+
+#[cold]
+fn made_by_c() -> Fail {
+    Fail::new(
+        abi::ERR_TYPE,
+        None,
+        Why::Arg("the datatype was made by a large-count (_c) constructor: use MPI_Type_get_envelope_c/contents_c"),
+    )
 }
 
 /// `MPI_Type_get_contents`: the constructor's arguments; derived types among them come back as
@@ -501,6 +536,24 @@ pub unsafe fn get_contents(
     integers: *mut c_int,
     addresses: *mut Aint,
     datatypes: *mut Datatype,
+) -> Res<()> {
+    if query(acc, dt)?.contents.as_ref().is_some_and(|c| !c.counts.is_empty()) {
+        return Err(made_by_c());
+    }
+    // SAFETY: the caller's contract.
+    unsafe { contents_into(acc, dt, (max_integers, max_addresses, max_datatypes), (integers, addresses, datatypes)) }
+}
+
+/// The integers, addresses and datatypes of [`get_contents`] (and of `_c`'s, which adds the
+/// large counts), given the arrays' lengths.
+///
+/// # Safety
+/// The arrays writable for their lengths.
+pub(super) unsafe fn contents_into(
+    acc: &mut Access,
+    dt: Datatype,
+    (max_integers, max_addresses, max_datatypes): (c_int, c_int, c_int),
+    (integers, addresses, datatypes): (*mut c_int, *mut Aint, *mut Datatype),
 ) -> Res<()> {
     let st = running(acc)?;
     let d = any(&st.types, dt)?;
@@ -533,7 +586,7 @@ pub unsafe fn get_contents(
             // Committed: it describes data exactly as the original did.
             None => st
                 .types
-                .insert(Entry { desc: t.clone(), committed: true, name: String::new() })
+                .insert(Entry { desc: t.clone(), committed: true, name: String::new(), predefined: false })
                 .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?,
         };
         handles.push(h);
@@ -547,112 +600,6 @@ pub unsafe fn get_contents(
     Ok(())
 }
 
-/// `MPI_Pack_size`: `incount × size` (the packed form is the data bytes alone).
-///
-/// # Safety
-/// `size` writable.
-pub unsafe fn pack_size(acc: &mut Access, incount: c_int, dt: Datatype, comm: abi::Comm, size: *mut c_int) -> Res<()> {
-    let st = running(acc)?;
-    comm_at(&st.comms, comm)?;
-    if incount < 0 {
-        return Err(Fail::new(abi::ERR_COUNT, None, Why::Count(incount)));
-    }
-    let d = any(&st.types, dt)?;
-    let n = (incount as usize).checked_mul(d.size).and_then(|n| c_int::try_from(n).ok());
-    let n = n.ok_or_else(|| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size exceeds INT_MAX")))?;
-    // SAFETY: the caller's contract.
-    unsafe { write_out(size, n) }
-}
-
-/// Checks a packing window: `position` in `0..=size`, `need` bytes fitting after it.
-fn window(position: c_int, size: c_int, need: usize) -> Res<usize> {
-    if position < 0 || size < 0 || position > size {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("position outside the packing buffer")));
-    }
-    if need > (size - position) as usize {
-        return Err(Fail::new(abi::ERR_TRUNCATE, None, Why::Arg("the packing buffer is too small")));
-    }
-    Ok(position as usize)
-}
-
-/// `MPI_Pack`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn pack_call(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    incount: c_int,
-    dt: Datatype,
-    outbuf: *mut c_void,
-    outsize: c_int,
-    position: *mut c_int,
-    comm: abi::Comm,
-) -> Res<()> {
-    let st = running(acc)?;
-    let (ci, _) = comm_at(&st.comms, comm)?;
-    if position.is_null() {
-        return Err(null_arg(Some(ci), "null position pointer"));
-    }
-    let l = layout(&st.types, inbuf.cast(), incount, dt, ci)?;
-    // SAFETY: checked non-null.
-    let pos = window(unsafe { *position }, outsize, l.len())?;
-    if !l.is_empty() && outbuf.is_null() {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
-    // SAFETY: MPI's contract: `outsize` writable bytes at `outbuf`; the window was checked.
-    let out = unsafe { crate::p2p::out_bytes(outbuf.byte_add(pos), l.len()) };
-    match &l {
-        // SAFETY: MPI's contract on `inbuf`.
-        Layout::Contig { ptr, len } => out.copy_from_slice(unsafe { crate::p2p::in_bytes(ptr.cast(), *len) }),
-        // SAFETY: as above.
-        Layout::Typed { base, count, desc } => unsafe { pack::pack(desc, *base, *count, out) },
-    }
-    // SAFETY: checked non-null.
-    unsafe { *position = (pos + l.len()) as c_int };
-    Ok(())
-}
-
-/// `MPI_Unpack`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn unpack_call(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    insize: c_int,
-    position: *mut c_int,
-    outbuf: *mut c_void,
-    outcount: c_int,
-    dt: Datatype,
-    comm: abi::Comm,
-) -> Res<()> {
-    let st = running(acc)?;
-    let (ci, _) = comm_at(&st.comms, comm)?;
-    if position.is_null() {
-        return Err(null_arg(Some(ci), "null position pointer"));
-    }
-    let l = layout(&st.types, outbuf.cast_const().cast(), outcount, dt, ci)?;
-    // SAFETY: checked non-null.
-    let pos = window(unsafe { *position }, insize, l.len())?;
-    if !l.is_empty() && inbuf.is_null() {
-        return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
-    }
-    // SAFETY: MPI's contract: `insize` readable bytes at `inbuf`; the window was checked.
-    let data = unsafe { crate::p2p::in_bytes(inbuf.byte_add(pos), l.len()) };
-    match &l {
-        // SAFETY: MPI's contract on `outbuf`.
-        Layout::Contig { ptr, len } => unsafe { crate::p2p::out_bytes(ptr.cast(), *len) }.copy_from_slice(data),
-        // SAFETY: as above.
-        Layout::Typed { base, count, desc } => unsafe { pack::unpack(desc, *base, *count, data) },
-    }
-    // SAFETY: checked non-null.
-    unsafe { *position = (pos + l.len()) as c_int };
-    Ok(())
-}
-
 /// `MPI_Get_address`: the address as an integer (the same in absolute terms as `MPI_BOTTOM`'s).
 ///
 /// # Safety
@@ -660,18 +607,4 @@ pub unsafe fn unpack_call(
 pub unsafe fn get_address(location: *const c_void, address: *mut Aint) -> Res<()> {
     // SAFETY: the caller's contract.
     unsafe { write_out(address, location as Aint) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packing_windows() {
-        assert_eq!(window(0, 10, 10).unwrap(), 0);
-        assert_eq!(window(4, 10, 6).unwrap(), 4);
-        assert_eq!(window(4, 10, 7).unwrap_err().code, abi::ERR_TRUNCATE);
-        assert_eq!(window(11, 10, 0).unwrap_err().code, abi::ERR_ARG);
-        assert_eq!(window(-1, 10, 0).unwrap_err().code, abi::ERR_ARG);
-    }
 }

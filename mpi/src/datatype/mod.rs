@@ -13,8 +13,13 @@
 
 pub mod builtin;
 pub mod calls;
+pub mod construct;
 pub mod desc;
+pub mod external;
+pub mod large;
+pub mod named;
 pub mod pack;
+pub mod packing;
 
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
@@ -34,6 +39,8 @@ pub struct Entry {
     pub committed: bool,
     /// `MPI_Type_set_name`'s name.
     pub name: String,
+    /// A predefined type made on demand (`MPI_Type_create_f90_*`): `MPI_Type_free` refuses it.
+    pub predefined: bool,
 }
 
 /// The table of derived types: handles `DATATYPE_DIRECT + PAIR_TYPES + index`.
@@ -167,9 +174,22 @@ pub fn layout(types: &Types, buf: *const u8, count: c_int, dt: Datatype, ci: usi
     if count < 0 {
         return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)));
     }
-    let n = count as usize;
+    layout_large(types, buf, i64::from(count), dt, ci)
+}
+
+/// [`layout`] with an `MPI_Count` count (the `_c` calls).
+pub fn layout_large(types: &Types, buf: *const u8, count: i64, dt: Datatype, ci: usize) -> Res<Layout> {
+    let Ok(n) = usize::try_from(count) else {
+        return Err(Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("negative count")));
+    };
     if let Some(size) = size_of_handle(dt) {
-        let len = n * size;
+        let Some(len) = n.checked_mul(size).filter(|&l| l <= isize::MAX as usize) else {
+            return Err(Fail::new(
+                abi::ERR_COUNT,
+                Some(ci),
+                Why::Arg("count × datatype size exceeds the address space"),
+            ));
+        };
         if buf.is_null() && len > 0 {
             return Err(Fail::new(abi::ERR_BUFFER, Some(ci), Why::Buffer));
         }
@@ -207,8 +227,8 @@ mod tests {
     fn layouts_of_dense_and_sparse_types() {
         let mut t = table();
         let i = predefined_desc(abi::INT).unwrap();
-        let v = Arc::new(desc::vector(2, 1, 2, false, &i).unwrap());
-        let h = t.insert(Entry { desc: v, committed: false, name: String::new() }).unwrap();
+        let v = Arc::new(construct::vector(construct::Form::Int, 2, 1, 2, false, &i).unwrap());
+        let h = t.insert(Entry { desc: v, committed: false, name: String::new(), predefined: false }).unwrap();
         let buf = [0u8; 64];
         assert!(layout(&t, buf.as_ptr(), 1, h, 0).is_err(), "not committed");
         t.get_mut(h).unwrap().committed = true;

@@ -369,7 +369,7 @@ mod tests {
     use super::*;
     use crate::abi;
     use crate::datatype::builtin::lookup;
-    use crate::datatype::desc::{self, TypeDesc};
+    use crate::datatype::desc::TypeDesc;
 
     fn basic(h: abi::Datatype) -> Arc<TypeDesc> {
         Arc::new(TypeDesc::basic(lookup(h).unwrap()))
@@ -378,9 +378,17 @@ mod tests {
     /// A type with blocks of several sizes, gaps, a negative displacement and a repeat.
     fn tricky() -> TypeDesc {
         let i = basic(abi::INT);
-        let v = Arc::new(desc::vector(3, 2, 3, false, &i).unwrap());
+        let v = Arc::new(
+            crate::datatype::construct::vector(crate::datatype::construct::Form::Int, 3, 2, 3, false, &i).unwrap(),
+        );
         let d = basic(abi::DOUBLE);
-        desc::create_struct(&[1, 2, 1], &[-16, 8, 200], &[d, v, basic(abi::CHAR)]).unwrap()
+        crate::datatype::construct::create_struct(
+            crate::datatype::construct::Form::Int,
+            &[1, 2, 1],
+            &[-16, 8, 200],
+            &[d, v, basic(abi::CHAR)],
+        )
+        .unwrap()
     }
 
     #[test]
@@ -488,7 +496,7 @@ mod tests {
     #[test]
     fn truncated_data_fills_only_the_first_bytes() {
         let i = basic(abi::INT);
-        let v = desc::vector(4, 1, 2, false, &i).unwrap();
+        let v = crate::datatype::construct::vector(crate::datatype::construct::Form::Int, 4, 1, 2, false, &i).unwrap();
         let mut dst = [0u8; 28];
         // SAFETY: the vector's blocks are within 28 bytes.
         unsafe { unpack(&v, dst.as_mut_ptr(), 1, &[1, 1, 1, 1, 2, 2]) };

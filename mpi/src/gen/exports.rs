@@ -245,6 +245,44 @@ mpi! {
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Datatype, comm: Comm) => |acc| dt::unpack_call(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: Comm, size: *mut c_int) => |acc| dt::pack_size(acc, incount, datatype, comm, size);
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::contiguous_c(acc, count, oldtype, newtype);
+    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::vector_c(acc, count, blocklength, stride, false, oldtype, newtype);
+    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::vector_c(acc, count, blocklength, stride, true, oldtype, newtype);
+    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_c(acc, count, array_of_blocklengths, array_of_displacements, false, oldtype, newtype);
+    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_c(acc, count, array_of_blocklengths, array_of_displacements, true, oldtype, newtype);
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_block_c(acc, count, blocklength, array_of_displacements, false, oldtype, newtype);
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::indexed_block_c(acc, count, blocklength, array_of_displacements, true, oldtype, newtype);
+    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, array_of_types: *const Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::create_struct_c(acc, count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
+    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const Count, array_of_subsizes: *const Count, array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::subarray_c(acc, ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
+    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::darray(acc, crate::datatype::construct::Form::Int, size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
+    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype) => |acc| crate::datatype::large::darray(acc, crate::datatype::construct::Form::Large, size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
+    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count, extent: Count, newtype: *mut Datatype) => |acc| crate::datatype::large::resized_c(acc, oldtype, lb, extent, newtype);
+    fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Datatype, size: *mut Count) => |acc| crate::datatype::large::size_c(acc, datatype, size);
+    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) => |acc| crate::datatype::large::extent_c(acc, datatype, lb, extent, false);
+    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, true_lb: *mut Count, true_extent: *mut Count) => |acc| crate::datatype::large::extent_c(acc, datatype, true_lb, true_extent, true);
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Datatype, num_integers: *mut Count, num_addresses: *mut Count, num_large_counts: *mut Count, num_datatypes: *mut Count, combiner: *mut c_int) => |acc| crate::datatype::large::get_envelope_c(acc, datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Datatype, max_integers: Count, max_addresses: Count, max_large_counts: Count, max_datatypes: Count, array_of_integers: *mut c_int, array_of_addresses: *mut Aint, array_of_large_counts: *mut Count, array_of_datatypes: *mut Datatype) => |acc| crate::datatype::large::get_contents_c(acc, datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
+    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => |acc| crate::datatype::packing::pack_c(acc, inbuf, incount, datatype, outbuf, outsize, position, comm);
+    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm) => |acc| crate::datatype::packing::unpack_c(acc, inbuf, insize, position, outbuf, outcount, datatype, comm);
+    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm, size: *mut Count) => |acc| crate::datatype::packing::pack_size_c(acc, incount, datatype, comm, size);
+    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint) => |acc| crate::datatype::external::pack_external(acc, datarep, inbuf, incount.into(), datatype, outbuf, outsize, position);
+    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count) => |acc| crate::datatype::external::pack_external(acc, datarep, inbuf, incount, datatype, outbuf, outsize, position);
+    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype) => |acc| crate::datatype::external::unpack_external(acc, datarep, inbuf, insize, position, outbuf, outcount.into(), datatype);
+    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype) => |acc| crate::datatype::external::unpack_external(acc, datarep, inbuf, insize, position, outbuf, outcount, datatype);
+    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Datatype, size: *mut Aint) => |acc| crate::datatype::external::pack_external_size(acc, datarep, incount.into(), datatype, size);
+    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: Datatype, size: *mut Count) => |acc| crate::datatype::external::pack_external_size(acc, datarep, incount, datatype, size);
+    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_real(acc, p, r, false, newtype);
+    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_real(acc, p, r, true, newtype);
+    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Datatype) => |acc| crate::datatype::named::f90_integer(acc, r, newtype);
+    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Datatype) => |_acc| crate::datatype::named::match_size(typeclass, size, datatype);
+    fn MPI_Type_get_value_index / PMPI_Type_get_value_index(value_type: Datatype, index_type: Datatype, pair_type: *mut Datatype) => |acc| crate::datatype::named::get_value_index(acc, value_type, index_type, pair_type);
+    fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint) => |_acc| dt::get_address(location, address);
+    fn MPI_Type_extent / PMPI_Type_extent(datatype: Datatype, extent: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Extent, extent);
+    fn MPI_Type_lb / PMPI_Type_lb(datatype: Datatype, displacement: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Lower, displacement);
+    fn MPI_Type_ub / PMPI_Type_ub(datatype: Datatype, displacement: *mut Aint) => |acc| crate::datatype::named::legacy_bound(acc, datatype, crate::datatype::named::Bound::Upper, displacement);
+    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, array_of_types: *mut Datatype, newtype: *mut Datatype) => |acc| dt::create_struct(acc, count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
+    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::vector(acc, count, blocklength, stride, true, oldtype, newtype);
+    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, oldtype: Datatype, newtype: *mut Datatype) => |acc| dt::indexed(acc, count, array_of_blocklengths, Displs::Bytes(array_of_displacements), oldtype, newtype);
 }
 
 // mpi/api/bind/deprecated.txt
@@ -348,6 +386,8 @@ mpi! {
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<crate::op::UserFn>, commute: c_int, op: *mut Op) => |acc| crate::op::create(acc, user_fn, commute, op);
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) => |acc| crate::op::free(acc, op);
     fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) => |acc| crate::op::commutative(acc, op, commute);
+    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op) => |acc| crate::datatype::large::reduce_local_c(acc, inbuf, inoutbuf, count, datatype, op);
+    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op) => |acc| crate::op::create_c(acc, user_fn, commute, op);
 }
 
 // mpi/api/bind/p2p.txt
@@ -579,7 +619,6 @@ mpi_plain! {
 mpi_stub! {
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Address / PMPI_Address(location: *mut c_void, address: *mut Aint);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win);
     fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int);
@@ -674,18 +713,10 @@ mpi_stub! {
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<crate::abi::UserFnC>, commute: c_int, op: *mut Op);
-    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm);
-    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint);
-    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count, position: *mut Count);
-    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Datatype, size: *mut Aint);
-    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count, datatype: Datatype, size: *mut Count);
-    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm, size: *mut Count);
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win);
     fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
-    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count, datatype: Datatype, op: Op);
     fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFn>, write_conversion_fn: Option<crate::abi::DatarepConversionFn>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
     fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFnC>, write_conversion_fn: Option<crate::abi::DatarepConversionFnC>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
@@ -700,37 +731,6 @@ mpi_stub! {
     fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session, buffer_addr: *mut c_void, size: *mut Count);
     fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session);
     fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request);
-    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Datatype);
-    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count, blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count, extent: Count, newtype: *mut Datatype);
-    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, array_of_types: *const Datatype, newtype: *mut Datatype);
-    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const Count, array_of_subsizes: *const Count, array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_extent / PMPI_Type_extent(datatype: Datatype, extent: *mut Aint);
-    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Datatype, max_integers: Count, max_addresses: Count, max_large_counts: Count, max_datatypes: Count, array_of_integers: *mut c_int, array_of_addresses: *mut Aint, array_of_large_counts: *mut Count, array_of_datatypes: *mut Datatype);
-    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Datatype, num_integers: *mut Count, num_addresses: *mut Count, num_large_counts: *mut Count, num_datatypes: *mut Count, combiner: *mut c_int);
-    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count);
-    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, true_lb: *mut Count, true_extent: *mut Count);
-    fn MPI_Type_get_value_index / PMPI_Type_get_value_index(value_type: Datatype, index_type: Datatype, pair_type: *mut Datatype);
-    fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: Aint, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count, array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Type_lb / PMPI_Type_lb(datatype: Datatype, displacement: *mut Aint);
-    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Datatype);
-    fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Datatype, size: *mut Count);
-    fn MPI_Type_struct / PMPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut Aint, array_of_types: *mut Datatype, newtype: *mut Datatype);
-    fn MPI_Type_ub / PMPI_Type_ub(datatype: Datatype, displacement: *mut Aint);
-    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count, oldtype: Datatype, newtype: *mut Datatype);
-    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm);
-    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype);
-    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count, datatype: Datatype);
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
