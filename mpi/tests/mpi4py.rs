@@ -194,12 +194,13 @@ fn binary_wheel_loads_nemesis() {
     let py = v.join("bin/python");
     for n in [1u32, 3] {
         let o = run_with_limit(
-            nemesis_run(n, &[], &[py.as_os_str(), OsStr::new("-c"), OsStr::new(script)]),
+            nemesis_run(n, &["--tag-output"], &[py.as_os_str(), OsStr::new("-c"), OsStr::new(script)]),
             Duration::from_secs(120),
         );
         assert!(o.status.success(), "the mpi4py wheel at {n} ranks: {}", show(&o));
         let text = String::from_utf8_lossy(&o.stdout);
-        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("WHEEL ")).collect();
+        // `--tag-output` keeps each rank's lines whole ("[rank] WHEEL ...").
+        let lines: Vec<&str> = text.lines().filter_map(|l| l.find("WHEEL ").map(|i| &l[i..])).collect();
         assert_eq!(lines.len(), n as usize, "one line per rank: {}", show(&o));
         for l in lines {
             let f: Vec<&str> = l.splitn(5, ' ').collect();
@@ -237,7 +238,10 @@ fn pool_executor_with_three_workers() {
     let o = run_with_limit(launch, Duration::from_secs(180));
     assert!(o.status.success(), "MPIPoolExecutor(max_workers=3) under nemesis-run: {}", show(&o));
     let text = String::from_utf8_lossy(&o.stdout);
-    let line = text.lines().find(|l| l.starts_with("POOL ")).unwrap_or_else(|| panic!("no result: {}", show(&o)));
+    let line = text
+        .lines()
+        .find_map(|l| l.find("POOL ").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("no result: {}", show(&o)));
     assert!(line.starts_with("POOL 3 ") && line.contains("nemesis"), "three workers on nemesis: {line}");
 }
 
