@@ -19,8 +19,11 @@ use crate::error::{Fail, Res, Why, class_of, string_of};
 use crate::state::{Access, Phase, State, not_running};
 
 /// The library's version string.
-const LIBRARY_VERSION: &str =
-    concat!("nemesis-mpi ", env!("CARGO_PKG_VERSION"), ": MPI-3.1 subset over the nemesis Endpoint");
+const LIBRARY_VERSION: &str = concat!(
+    "nemesis-mpi ",
+    env!("CARGO_PKG_VERSION"),
+    ": the MPI-4.1 C interface (without one-sided communication and I/O) over the nemesis Endpoint"
+);
 
 /// `MPI_Init` and `MPI_Init_thread`: starts the process's transport unless a session did
 /// ([`bring_up`]), then builds `MPI_COMM_WORLD` (contexts 0 and 1) and `MPI_COMM_SELF` (2 and

@@ -1,7 +1,7 @@
 //! # nemesis-mpi
 //!
-//! The C ABI of nemesis: `libmpi.so`, an MPI-3.1 subset over the nemesis [`Endpoint`]
-//! (`nemesis::Endpoint`), with the standard header `include/mpi.h` and the `bin/mpicc` wrapper, so
+//! The C ABI of nemesis: `libmpi.so`, the MPI-4.1 C interface (one-sided communication and I/O
+//! not yet) over the nemesis [`Endpoint`] (`nemesis::Endpoint`), with the standard header `include/mpi.h` and the `bin/mpicc` wrapper, so
 //! unmodified MPI programs and benchmarks build and run on nemesis (`mpi/README.md`).
 //!
 //! Modules:

@@ -9,10 +9,14 @@
 //! `--universe-size N` leaves room for `MPI_Comm_spawn`: the job may grow to `N` ranks
 //! (`MPI_UNIVERSE_SIZE`), each spawn on a node identity of its own.
 //!
-//! `--mpich-abi` runs a program built against MPICH (Debian's `mpicc.mpich`, which links
-//! `libmpich.so.12`) on nemesis's C ABI: it puts the directory holding nemesis's `libmpich.so.12`
-//! (`NEMESIS_MPI_LIBDIR`, or this launcher's own directory, where cargo builds both) first in the
-//! ranks' `LD_LIBRARY_PATH`.
+//! The ranks find nemesis's C ABI with no variable set by the user: the directory holding its
+//! `libmpi.so.12` (`NEMESIS_MPI_LIBDIR`, else this launcher's own directory, where cargo builds
+//! both, else `../lib` beside it, an installed copy) goes first in the ranks' `LD_LIBRARY_PATH`.
+//! So programs and Python wheels built against MPICH (`libmpich.so.12` from Debian's
+//! `mpicc.mpich`; `libmpi.so.12` from upstream MPICH, Intel MPI, Spack, mpi4py's PyPI wheel) load
+//! nemesis's library unchanged; a run path cannot do this for binaries built elsewhere.
+//! `--mpich-abi` makes a missing library an error; `NEMESIS_MPI_LIBDIR=` (empty) leaves
+//! `LD_LIBRARY_PATH` alone.
 //!
 //! Exit status: 0 if every rank exited 0; else the first failing rank's code, or 128 + the signal
 //! that killed it; the code a rank passed to PMI `abort`; 130 or 143 after SIGINT or SIGTERM;
@@ -58,8 +62,8 @@ const OPTIONS: &str = "Options:
       --wait <WAIT>     How ranks wait for messages: poll, yield or block (sets NEMESIS_WAIT in every rank)
       --tag-output      Prefix every line of the ranks' output with \"[rank] \"
       --keep-going      Let the other ranks run on when one fails (by default the job is ended)
-      --mpich-abi       Run a program built against MPICH's libmpich.so.12 on nemesis's C ABI (puts
-                        nemesis's libmpich.so.12 first in LD_LIBRARY_PATH)
+      --mpich-abi       Fail unless the ranks get nemesis's libmpi.so.12 and libmpich.so.12 first in
+                        LD_LIBRARY_PATH (done by default when found), for programs built against MPICH
       --ft <FILE>       Fault tolerance (HydEE) with the groups of FILE: one line `<rank> <group>` per
                         rank, as `nemesis-ft groups` prints them
       --ft-groups <K>   Fault tolerance in K groups: by bisection of the communication matrix of
@@ -304,14 +308,13 @@ fn main() -> ExitCode {
     if let Some(file) = cli.comm_matrix {
         job = job.comm_matrix(file);
     }
-    if cli.mpich_abi {
-        match mpich_library_path() {
-            Ok(path) => job = job.env("LD_LIBRARY_PATH", path),
-            Err(e) => {
-                eprintln!("nemesis-run: --mpich-abi: {e}");
-                return ExitCode::from(1);
-            }
+    match mpi_library_path() {
+        Ok(path) => job = job.env("LD_LIBRARY_PATH", path),
+        Err(e) if cli.mpich_abi => {
+            eprintln!("nemesis-run: --mpich-abi: {e}");
+            return ExitCode::from(1);
         }
+        Err(_) => {}
     }
     if let Some(w) = cli.wait {
         job = job.wait(w);
@@ -344,11 +347,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// `LD_LIBRARY_PATH` for `--mpich-abi`: the directory of nemesis's `libmpich.so.12` first:
-/// `NEMESIS_MPI_LIBDIR`, else this launcher's directory (cargo's `target/<profile>`), else `../lib`
-/// beside it (an installed copy, `mpi/bin/mpi-install`).
-fn mpich_library_path() -> Result<OsString, String> {
+/// The ranks' `LD_LIBRARY_PATH`: the directory of nemesis's `libmpi.so.12` first, so that
+/// binaries built against MPICH (which carry no run path to nemesis) load it. The directory is
+/// `NEMESIS_MPI_LIBDIR` (empty: none), else this launcher's directory (cargo's
+/// `target/<profile>`), else `../lib` beside it (an installed copy, `mpi/bin/mpi-install`).
+fn mpi_library_path() -> Result<OsString, String> {
     let candidates: Vec<std::path::PathBuf> = match std::env::var_os(nemesis::contract::ENV_MPI_LIBDIR) {
+        Some(d) if d.is_empty() => return Err(format!("{} is empty", nemesis::contract::ENV_MPI_LIBDIR)),
         Some(d) => vec![d.into()],
         None => {
             let exe = std::env::current_exe().map_err(|e| format!("cannot find this launcher's directory: {e}"))?;
@@ -356,9 +361,9 @@ fn mpich_library_path() -> Result<OsString, String> {
             vec![dir.to_path_buf(), dir.join("../lib")]
         }
     };
-    let Some(dir) = candidates.iter().find(|d| d.join("libmpich.so.12").exists()) else {
+    let Some(dir) = candidates.iter().find(|d| d.join("libmpi.so.12").exists()) else {
         return Err(format!(
-            "libmpich.so.12 not found in {}: build nemesis's C ABI (cargo build --release -p nemesis-mpi) or set \
+            "libmpi.so.12 not found in {}: build nemesis's C ABI (cargo build --release -p nemesis-mpi) or set \
              NEMESIS_MPI_LIBDIR to the directory holding it",
             candidates.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(" or ")
         ));

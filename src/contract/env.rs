@@ -123,8 +123,8 @@ pub const ENV_SPIN_POLLS: &str = "NEMESIS_SPIN_POLLS";
 
 // ---- Read by `nemesis-run` itself ----------------------------------------------------------
 
-/// The directory holding nemesis's `libmpich.so.12` for `--mpich-abi`. Default: the launcher's
-/// own directory, then `../lib` beside it.
+/// The directory holding nemesis's `libmpi.so.12`, which `nemesis-run` puts first in the ranks'
+/// `LD_LIBRARY_PATH` (empty: none). Default: the launcher's own directory, then `../lib` beside it.
 pub const ENV_MPI_LIBDIR: &str = "NEMESIS_MPI_LIBDIR";
 /// Tests only: the launcher leaves deaths unmarked in the segment, as a foreign process manager
 /// would, so ranks must learn of them through pidfds.

@@ -651,6 +651,7 @@ unsafe fn free_index(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
     crate::attr::delete_all(acc, ci)?;
     let st = acc.st();
     let (ci, _) = comm_at(&st.comms, h)?;
+    dynproc::forget(h);
     Arc::make_mut(&mut st.comms[ci]).live = false;
     st.refresh_fast(ci);
     let errh = st.comms[ci].errh;

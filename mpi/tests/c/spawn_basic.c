@@ -152,6 +152,13 @@ int main(int argc, char **argv) {
         CHECK(getcwd(cwd, sizeof cwd) && !strcmp(cwd, "/tmp"), "wdir: %s", cwd);
         const char *node = getenv("NEMESIS_NODE");
         CHECK(node && !strncmp(node, "spawnhost", 9), "node identity %s", node ? node : "(unset)");
+        /* The parent stays the parent when its properties change (mpi4py sets its error handler,
+           then asks again). */
+        OK(MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN));
+        OK(MPI_Comm_set_name(parent, "parent"));
+        MPI_Comm again;
+        OK(MPI_Comm_get_parent(&again));
+        CHECK(again == parent, "MPI_Comm_get_parent after set_errhandler and set_name");
         exercise(parent, 0);
         int late = 77;
         for (int r = 0; rank == 0 && r < psize; r++) OK(MPI_Send(&late, 1, MPI_INT, r, 99, parent));

@@ -23,7 +23,7 @@ pub mod spawn;
 
 use std::collections::BTreeSet;
 use std::ffi::{CStr, c_char, c_int};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::inter::{bytes_of, make, two_contexts, words_of};
 use super::{Comm, context, null_out, on, shared};
@@ -48,8 +48,11 @@ struct Dyn {
     ports: BTreeSet<String>,
     /// The number of the next port.
     next: i32,
-    /// `MPI_Comm_get_parent`'s communicator: its handle and the object it named.
-    parent: Option<(abi::Comm, Arc<Comm>)>,
+    /// `MPI_Comm_get_parent`'s communicator: its handle and its context. The communicator's
+    /// object is replaced whenever one of its properties changes (an error handler, a name, an
+    /// attribute), so it is known by its context id, unique among live communicators; a free
+    /// or a disconnect forgets it ([`forget`]).
+    parent: Option<(abi::Comm, u32)>,
 }
 
 static DYN: Mutex<Dyn> = Mutex::new(Dyn { ports: BTreeSet::new(), next: 1, parent: None });
@@ -438,12 +441,7 @@ pub unsafe fn disconnect(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
         crate::p2p::complete::wait_slot(acc, i).map_err(on(ci))?;
     }
     synchronize(acc, ci, &c, &tu)?;
-    {
-        let mut d = dyn_state();
-        if d.parent.as_ref().is_some_and(|(p, _)| *p == h) {
-            d.parent = None;
-        }
-    }
+    forget(h);
     // SAFETY: `comm` is valid as checked above.
     unsafe { super::free(acc, comm) }
 }
@@ -471,8 +469,8 @@ pub unsafe fn get_parent(acc: &mut Access, parent: *mut abi::Comm) -> Res<()> {
     }
     let d = dyn_state();
     let h = match &d.parent {
-        Some((h, obj)) => match crate::p2p::comm_at(&st.comms, *h) {
-            Ok((_, now)) if Arc::ptr_eq(now, obj) => *h,
+        Some((h, ctx)) => match crate::p2p::comm_at(&st.comms, *h) {
+            Ok((_, now)) if now.live && now.ctx == *ctx => *h,
             _ => abi::COMM_NULL,
         },
         None => abi::COMM_NULL,
@@ -511,9 +509,18 @@ pub fn on_init(acc: &mut Access) -> Res<()> {
     };
     let h = connect_to(acc, &port, abi::COMM_WORLD)?;
     let (_, obj) = crate::p2p::comm_at(&acc.st().comms, h)?;
-    let obj = obj.clone();
-    dyn_state().parent = Some((h, obj));
+    let ctx = obj.ctx;
+    dyn_state().parent = Some((h, ctx));
     Ok(())
+}
+
+/// Forgets `MPI_Comm_get_parent`'s communicator if it is `h` (freed or disconnected): from then
+/// on `MPI_Comm_get_parent` returns `MPI_COMM_NULL`.
+pub fn forget(h: abi::Comm) {
+    let mut d = dyn_state();
+    if d.parent.as_ref().is_some_and(|(p, _)| *p == h) {
+        d.parent = None;
+    }
 }
 
 #[cfg(test)]
