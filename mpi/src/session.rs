@@ -21,6 +21,7 @@
 //! ([`on_session`]); a session starts with the handler `MPI_Session_init` is given.
 
 use std::ffi::{CStr, c_char, c_int};
+use std::sync::{Arc, Weak};
 
 use crate::abi::{self, Errhandler, Group, Info};
 use crate::error::{Fail, Res, Why};
@@ -68,11 +69,21 @@ pub struct Sessions {
     pub comm_hints: crate::comm::info::Hints,
     /// The exit hook that takes down a transport only sessions used is registered.
     pub exit_hook: bool,
+    /// The groups of process sets (`MPI_Group_from_session_pset`), with their session: a
+    /// communicator created from one belongs to the session. A group is known by its members'
+    /// allocation, which the `Weak` keeps from reuse (a freed handle may name another group).
+    pub pset_groups: Vec<(Weak<[u32]>, SessionH)>,
 }
 
 impl Sessions {
     pub const fn new() -> Sessions {
-        Sessions { world: Phase::Before, table: Table::new(SESSION_DIRECT), comm_hints: Vec::new(), exit_hook: false }
+        Sessions {
+            world: Phase::Before,
+            table: Table::new(SESSION_DIRECT),
+            comm_hints: Vec::new(),
+            exit_hook: false,
+            pset_groups: Vec::new(),
+        }
     }
 }
 
@@ -125,7 +136,7 @@ pub fn on_session<T>(acc: &mut Access, h: SessionH, f: impl FnOnce(&mut Access) 
 }
 
 /// The open session `h`.
-fn session(st: &State, h: SessionH) -> Res<&Session> {
+pub(crate) fn session(st: &State, h: SessionH) -> Res<&Session> {
     st.sessions.table.get(h).ok_or_else(|| bad_session(h))
 }
 
@@ -209,6 +220,9 @@ pub unsafe fn finalize(acc: &mut Access, session: *mut SessionH) -> Res<()> {
     }
     // SAFETY: checked non-null; the caller's contract.
     let h = unsafe { *session };
+    crate::session::session(acc.st(), h)?;
+    // The messages in its buffer are sent first; the buffer ends with it.
+    crate::p2p::bsend::session_end(acc, h)?;
     let st = acc.st();
     let gone = st.sessions.table.remove(h).ok_or_else(|| bad_session(h))?;
     crate::errh::forget_if_unused(st, gone.errh);
@@ -334,7 +348,21 @@ pub unsafe fn group_from_pset(acc: &mut Access, h: SessionH, name: *const c_char
     session(st, h)?;
     let members = pset_members(st, &name).ok_or_else(|| no_pset(&name))?;
     // SAFETY: the caller's contract.
-    unsafe { crate::group::hand_out(st, members, group) }
+    unsafe { crate::group::hand_out(st, members, group)? };
+    // SAFETY: written by `hand_out`.
+    let g = unsafe { *group };
+    if let Some(m) = st.groups.get(g) {
+        let m = Arc::downgrade(m);
+        st.sessions.pset_groups.retain(|(w, _)| w.strong_count() > 0);
+        st.sessions.pset_groups.push((m, h));
+    }
+    Ok(())
+}
+
+/// The session group `g` came from (`MPI_Group_from_session_pset`), if any.
+pub(crate) fn of_group(st: &State, g: Group) -> Option<SessionH> {
+    let m = st.groups.get(g)?;
+    st.sessions.pset_groups.iter().find(|(w, _)| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(m))).map(|&(_, s)| s)
 }
 
 /// `MPI_Session_set_errhandler`.

@@ -49,6 +49,7 @@
 //! | `pmpi_tool_preloaded` | `pmpi_tool.c` as an LD_PRELOAD library over `pingpong.c` | 2 |
 //! | `environment` | `env.c`: init/finalize queries, thread level, clocks, sizes | singleton, 2 |
 //! | `sessions` | `session_models.c` in three orders (`SESSION_MODE`): sessions only (two at once, psets mpi://WORLD, mpi://SELF, nemesis://NODE with their info and groups, Comm_create_from_group doing collectives and p2p, Intercomm_create_from_groups and a merge, hints, session error handlers, bad input; sessions again after all ended, then MPI_Init/MPI_Finalize while one is open), MPI_Init then a session (its communicator used after MPI_Finalize), a session then MPI_Init (the world used after MPI_Session_finalize) | 1, 2, 3, 4, 8; 5 over 2 nodes |
+//! | `session_buffer` | `session_buffer.c`: a session's buffer for buffered sends on a communicator from its process set (not another session's; the communicator's own first), `MPI_Session_flush_buffer`/`iflush_buffer`, the detach waiting and giving the buffer back (`int` and `_c`), `MPI_BUFFER_AUTOMATIC`, a buffer attached at `MPI_Session_finalize`, bad input | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `environment_calls` | `env_calls.c`: MPI_T before MPI_Init, nested, after MPI_Finalize (no variable: counts 0, MPI_T_ERR_INVALID_INDEX/NAME/HANDLE/SESSION returned), Remove_error_class/code/string and their refusals, Abi_get_version/info, Get_hw_resource_info, Cart_map/Graph_map with MPICH's answers to bad input | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `info_calls` | `info_calls.c`: Info_create_env before and after MPI_Init, Info_get_string (length query, cut value, missing key, bad key, bad length, freed info), MPI_INFO_ENV's maxprocs | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `make_project` | `tests/make/`: `CC=mpi/bin/mpicc make`, then run | 3 |
@@ -934,6 +935,12 @@ fn sessions() {
         run_ok("session_models", &[1, 2, 3, 4, 8], &[], &env);
         run_ok("session_models", &[5], &["--nodes", "2"], &env);
     }
+}
+
+#[test]
+fn session_buffer() {
+    run_ok("session_buffer", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("session_buffer", &[5], &["--nodes", "2"], &[]);
 }
 
 #[test]

@@ -18,7 +18,7 @@
 use std::ffi::{c_char, c_int};
 
 use super::context::{self, round_reduction};
-use super::{Comm, inter, null_out, push};
+use super::{Comm, inter, intra, null_out, store};
 use crate::abi;
 use crate::coll::{self, Tuning, algo::Reduction};
 use crate::datatype::Kind;
@@ -139,7 +139,10 @@ unsafe fn create_in(
     let (members, me, errh, h, tu) = unsafe { begin(acc, group, stringtag, info, errh)? };
     let over = meeting(acc.st(), members.clone(), me, errh);
     let ctx = agree(acc, &over, &tu, FROM_GROUP + (h % SPAN) as i32, h % SPAN)?;
-    let c = push(acc.st(), members, ctx, errh);
+    let st = acc.st();
+    let mut c = intra(st, members, ctx, errh);
+    c.session = crate::session::of_group(st, group);
+    let c = store(st, c);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = c };
     Ok(())

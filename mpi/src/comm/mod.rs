@@ -113,6 +113,9 @@ pub struct Comm {
     pub local: Option<Arc<Comm>>,
     /// Its shared area for small collectives (`crate::coll::area`), shared by its copies.
     pub area: Arc<coll::area::AreaUse>,
+    /// The session it was created from (`MPI_Comm_create_from_group` on a group of the
+    /// session's): its buffered sends may take the session's buffer (`crate::p2p::bsend`).
+    pub session: Option<c_int>,
 }
 
 impl Comm {
@@ -151,6 +154,7 @@ impl Comm {
             nbc,
             local,
             area: coll::area::AreaUse::new(),
+            session: None,
         }
     }
 

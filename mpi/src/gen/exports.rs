@@ -496,6 +496,12 @@ mpi! {
     fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_errhandler(acc, session, errhandler));
     fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int) => |acc| crate::session::call_errhandler(acc, session, errorcode);
     fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, session_errhandler_fn, errhandler);
+    fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void, size: c_int) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_attach(acc, session, buffer, size));
+    fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session, buffer: *mut c_void, size: Count) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_attach(acc, session, buffer, size));
+    fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session, buffer_addr: *mut c_void, size: *mut c_int) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_detach(acc, session, buffer_addr, size));
+    fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session, buffer_addr: *mut c_void, size: *mut Count) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_detach(acc, session, buffer_addr, size));
+    fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_flush(acc, session));
+    fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_iflush(acc, session, request));
 }
 
 // mpi/api/bind/tools.txt
@@ -725,12 +731,6 @@ mpi_stub! {
     fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
     fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void, size: c_int);
-    fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session, buffer: *mut c_void, size: Count);
-    fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session, buffer_addr: *mut c_void, size: *mut c_int);
-    fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session, buffer_addr: *mut c_void, size: *mut Count);
-    fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session);
-    fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request);
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);

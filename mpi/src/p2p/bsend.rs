@@ -1,6 +1,8 @@
 //! The buffered mode (MPI-4.1 §3.6): `MPI_Buffer_attach`, `MPI_Buffer_detach`, their
-//! communicator forms (`MPI_Comm_attach_buffer`...; a communicator's buffer serves its buffered
-//! sends before the process's), `MPI_Buffer_flush`/`iflush`, and the space a buffered send takes
+//! communicator and session forms (`MPI_Comm_attach_buffer`, `MPI_Session_attach_buffer`...; a
+//! buffered send on a communicator takes the communicator's buffer, else that of the session the
+//! communicator came from (`MPI_Comm_create_from_group` on a group of the session's), else the
+//! process's), `MPI_Buffer_flush`/`iflush`, and the space a buffered send takes
 //! in the attached buffer until the Endpoint has sent from it. Attaching `MPI_BUFFER_AUTOMATIC`
 //! lets each buffered send take a copy of its own, as big as it needs.
 //!
@@ -39,8 +41,26 @@ struct Attached {
     held: Vec<Held>,
 }
 
-/// Which attached buffer: the process's (`None`) or a communicator's (its index).
-pub type Which = Option<usize>;
+/// Which attached buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// The process's (`MPI_Buffer_attach`).
+    Process,
+    /// A communicator's, by its index.
+    Comm(usize),
+    /// A session's, by its handle.
+    Session(c_int),
+}
+
+impl Which {
+    /// The communicator index errors name.
+    fn comm(self) -> Option<usize> {
+        match self {
+            Which::Comm(ci) => Some(ci),
+            _ => None,
+        }
+    }
+}
 
 /// The process's buffered-mode state.
 #[derive(Debug, Default)]
@@ -48,38 +68,48 @@ pub struct Bsend {
     attached: Option<Attached>,
     /// Communicators' buffers, by communicator index.
     comms: Vec<(usize, Attached)>,
+    /// Sessions' buffers, by session handle.
+    sessions: Vec<(c_int, Attached)>,
 }
 
 impl Bsend {
     /// No buffer attached.
     pub const fn new() -> Bsend {
-        Bsend { attached: None, comms: Vec::new() }
+        Bsend { attached: None, comms: Vec::new(), sessions: Vec::new() }
     }
 
     fn get_mut(&mut self, w: Which) -> Option<&mut Attached> {
         match w {
-            None => self.attached.as_mut(),
-            Some(ci) => self.comms.iter_mut().find(|(c, _)| *c == ci).map(|(_, a)| a),
+            Which::Process => self.attached.as_mut(),
+            Which::Comm(ci) => self.comms.iter_mut().find(|(c, _)| *c == ci).map(|(_, a)| a),
+            Which::Session(s) => self.sessions.iter_mut().find(|(h, _)| *h == s).map(|(_, a)| a),
         }
     }
 
     fn take(&mut self, w: Which) -> Option<Attached> {
         match w {
-            None => self.attached.take(),
-            Some(ci) => {
+            Which::Process => self.attached.take(),
+            Which::Comm(ci) => {
                 let k = self.comms.iter().position(|(c, _)| *c == ci)?;
                 Some(self.comms.swap_remove(k).1)
+            }
+            Which::Session(s) => {
+                let k = self.sessions.iter().position(|(h, _)| *h == s)?;
+                Some(self.sessions.swap_remove(k).1)
             }
         }
     }
 
-    /// The buffer a buffered send on communicator `ci` uses: the communicator's, else the
-    /// process's.
-    fn for_comm(&mut self, ci: usize) -> Option<&mut Attached> {
-        match self.comms.iter().position(|(c, _)| *c == ci) {
-            Some(k) => Some(&mut self.comms[k].1),
-            None => self.attached.as_mut(),
+    /// The buffer a buffered send on communicator `ci` (derived from session `session`, if
+    /// any) uses: the communicator's, else the session's, else the process's.
+    fn for_comm(&mut self, ci: usize, session: Option<c_int>) -> Option<&mut Attached> {
+        if let Some(k) = self.comms.iter().position(|(c, _)| *c == ci) {
+            return Some(&mut self.comms[k].1);
         }
+        if let Some(k) = session.and_then(|s| self.sessions.iter().position(|(h, _)| *h == s)) {
+            return Some(&mut self.sessions[k].1);
+        }
+        self.attached.as_mut()
     }
 }
 
@@ -101,7 +131,8 @@ fn footprint(len: usize) -> usize {
 pub(crate) fn reclaim(st: &mut State) {
     let State { ep, bsend, .. } = st;
     let Some(ep) = ep.as_mut() else { return };
-    for a in bsend.attached.iter_mut().chain(bsend.comms.iter_mut().map(|(_, a)| a)) {
+    let per = bsend.comms.iter_mut().map(|(_, a)| a).chain(bsend.sessions.iter_mut().map(|(_, a)| a));
+    for a in bsend.attached.iter_mut().chain(per) {
         a.held.retain(|h| matches!(ep.test(h.req), Ok(None)));
     }
 }
@@ -130,9 +161,10 @@ pub fn send(
     ci: usize,
 ) -> Res<()> {
     reclaim(st);
-    let State { phase, ep, bsend, .. } = st;
+    let State { phase, ep, bsend, comms, .. } = st;
     let Some(ep) = ep.as_mut() else { return Err(not_running(*phase)) };
-    let Some(a) = bsend.for_comm(ci) else {
+    let session = comms.get(ci).and_then(|c| c.session);
+    let Some(a) = bsend.for_comm(ci, session) else {
         return Err(no_space(ci, "buffered send without an attached buffer (MPI_Buffer_attach)"));
     };
     if a.automatic {
@@ -176,7 +208,7 @@ pub fn send(
 /// `MPI_BUFFER_AUTOMATIC`.
 pub unsafe fn attach(acc: &mut Access, buffer: *mut c_void, size: impl Into<abi::Count>) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { attach_to(acc, None, buffer, size.into()) }
+    unsafe { attach_to(acc, Which::Process, buffer, size.into()) }
 }
 
 /// `MPI_Comm_attach_buffer`.
@@ -191,7 +223,22 @@ pub unsafe fn comm_attach(
 ) -> Res<()> {
     let ci = crate::p2p::comm_at(&acc.st().comms, comm)?.0;
     // SAFETY: the caller's contract.
-    unsafe { attach_to(acc, Some(ci), buffer, size.into()) }
+    unsafe { attach_to(acc, Which::Comm(ci), buffer, size.into()) }
+}
+
+/// `MPI_Session_attach_buffer` (`_c`: `size` an `MPI_Count`).
+///
+/// # Safety
+/// As for [`attach`].
+pub unsafe fn session_attach(
+    acc: &mut Access,
+    session: c_int,
+    buffer: *mut c_void,
+    size: impl Into<abi::Count>,
+) -> Res<()> {
+    let w = session_which(acc, session)?;
+    // SAFETY: the caller's contract.
+    unsafe { attach_to(acc, w, buffer, size.into()) }
 }
 
 /// Attaches `buffer` as buffer `w`.
@@ -199,24 +246,26 @@ pub unsafe fn comm_attach(
 /// # Safety
 /// As for [`attach`].
 unsafe fn attach_to(acc: &mut Access, w: Which, buffer: *mut c_void, size: abi::Count) -> Res<()> {
+    let ci = w.comm();
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
     let auto = automatic(buffer);
     if size < 0 && !auto {
-        return Err(Fail::new(abi::ERR_COUNT, w, Why::Arg("negative buffer size")));
+        return Err(Fail::new(abi::ERR_COUNT, ci, Why::Arg("negative buffer size")));
     }
     if buffer.is_null() && size > 0 {
-        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Buffer));
+        return Err(Fail::new(abi::ERR_BUFFER, ci, Why::Buffer));
     }
     if st.bsend.get_mut(w).is_some() {
-        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Arg("a buffer is already attached")));
+        return Err(Fail::new(abi::ERR_BUFFER, ci, Why::Arg("a buffer is already attached")));
     }
     let a = Attached { base: buffer.cast(), size: size.max(0) as usize, automatic: auto, held: Vec::new() };
     match w {
-        None => st.bsend.attached = Some(a),
-        Some(ci) => st.bsend.comms.push((ci, a)),
+        Which::Process => st.bsend.attached = Some(a),
+        Which::Comm(ci) => st.bsend.comms.push((ci, a)),
+        Which::Session(s) => st.bsend.sessions.push((s, a)),
     }
     Ok(())
 }
@@ -245,7 +294,34 @@ fn which(acc: &mut Access, comm: Option<abi::Comm>) -> Res<Which> {
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
-    comm.map(|c| crate::p2p::comm_at(&st.comms, c).map(|x| x.0)).transpose()
+    Ok(match comm {
+        None => Which::Process,
+        Some(c) => Which::Comm(crate::p2p::comm_at(&st.comms, c)?.0),
+    })
+}
+
+/// Session `session`'s buffer (the session open).
+fn session_which(acc: &mut Access, session: c_int) -> Res<Which> {
+    let st = acc.st();
+    if st.ep.is_none() {
+        return Err(not_running(st.phase));
+    }
+    crate::session::session(st, session)?;
+    Ok(Which::Session(session))
+}
+
+/// `MPI_Session_flush_buffer`.
+pub fn session_flush(acc: &mut Access, session: c_int) -> Res<()> {
+    let w = session_which(acc, session)?;
+    flush(acc, w)
+}
+
+/// At `MPI_Session_finalize`: waits for the messages in session `session`'s buffer, if one is
+/// attached, and forgets the buffer.
+pub(crate) fn session_end(acc: &mut Access, session: c_int) -> Res<()> {
+    flush(acc, Which::Session(session))?;
+    acc.st().bsend.take(Which::Session(session));
+    Ok(())
 }
 
 /// `MPI_Buffer_iflush` (`comm` `None`) and `MPI_Comm_iflush_buffer`: a request that completes
@@ -255,11 +331,30 @@ fn which(acc: &mut Access, comm: Option<abi::Comm>) -> Res<Which> {
 /// `request` writable.
 pub unsafe fn iflush(acc: &mut Access, comm: Option<abi::Comm>, request: *mut abi::Request) -> Res<()> {
     let w = which(acc, comm)?;
+    // SAFETY: the caller's contract.
+    unsafe { iflush_of(acc, w, request) }
+}
+
+/// `MPI_Session_iflush_buffer`.
+///
+/// # Safety
+/// `request` writable.
+pub unsafe fn session_iflush(acc: &mut Access, session: c_int, request: *mut abi::Request) -> Res<()> {
+    let w = session_which(acc, session)?;
+    // SAFETY: the caller's contract.
+    unsafe { iflush_of(acc, w, request) }
+}
+
+/// A request that completes once buffer `w`'s messages have all been sent.
+///
+/// # Safety
+/// `request` writable.
+unsafe fn iflush_of(acc: &mut Access, w: Which, request: *mut abi::Request) -> Res<()> {
     if request.is_null() {
-        return Err(crate::p2p::null_arg(w, "null request pointer"));
+        return Err(crate::p2p::null_arg(w.comm(), "null request pointer"));
     }
     let st = acc.st();
-    let ci = w.unwrap_or(0);
+    let ci = w.comm().unwrap_or(0);
     let ext = Some(Box::new(crate::request::Ext::Flush(w)));
     let req = crate::request::Req { ext, ..crate::request::Req::new(ci, crate::request::State::Compound, false) };
     let h = st.reqs.insert(req).ok_or_else(|| crate::p2p::start::too_many(ci))?;
@@ -293,7 +388,7 @@ impl SizeOut for abi::Count {
 /// `buffer_addr` writable as a `void *`, `size` writable.
 pub unsafe fn detach<T: SizeOut>(acc: &mut Access, buffer_addr: *mut c_void, size: *mut T) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { detach_from(acc, None, buffer_addr, size) }
+    unsafe { detach_from(acc, Which::Process, buffer_addr, size) }
 }
 
 /// `MPI_Comm_detach_buffer`.
@@ -311,11 +406,27 @@ pub unsafe fn comm_detach<T: SizeOut>(
     unsafe { detach_from(acc, w, buffer_addr, size) }
 }
 
+/// `MPI_Session_detach_buffer` (`_c`: `size` an `MPI_Count`).
+///
+/// # Safety
+/// As for [`detach`].
+pub unsafe fn session_detach<T: SizeOut>(
+    acc: &mut Access,
+    session: c_int,
+    buffer_addr: *mut c_void,
+    size: *mut T,
+) -> Res<()> {
+    let w = session_which(acc, session)?;
+    // SAFETY: the caller's contract.
+    unsafe { detach_from(acc, w, buffer_addr, size) }
+}
+
 /// Detaches buffer `w`.
 ///
 /// # Safety
 /// As for [`detach`].
 unsafe fn detach_from<T: SizeOut>(acc: &mut Access, w: Which, buffer_addr: *mut c_void, size: *mut T) -> Res<()> {
+    let ci = w.comm();
     let st = acc.st();
     if st.ep.is_none() {
         return Err(not_running(st.phase));
@@ -324,13 +435,13 @@ unsafe fn detach_from<T: SizeOut>(acc: &mut Access, w: Which, buffer_addr: *mut 
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null buffer address or size pointer")));
     }
     if st.bsend.get_mut(w).is_none() {
-        return Err(Fail::new(abi::ERR_BUFFER, w, Why::Arg("no buffer is attached")));
+        return Err(Fail::new(abi::ERR_BUFFER, ci, Why::Arg("no buffer is attached")));
     }
     flush(acc, w)?;
     let st = acc.st();
     // A size beyond `INT_MAX` (attached by `MPI_Buffer_attach_c`) leaves the buffer attached.
     let n = st.bsend.get_mut(w).and_then(|a| T::from_size(a.size)).ok_or_else(|| {
-        Fail::new(abi::ERR_COUNT, w, Why::Arg("the attached buffer's size exceeds INT_MAX (MPI_Buffer_detach_c)"))
+        Fail::new(abi::ERR_COUNT, ci, Why::Arg("the attached buffer's size exceeds INT_MAX (MPI_Buffer_detach_c)"))
     })?;
     let Some(a) = st.bsend.take(w) else { return Ok(()) };
     // SAFETY: checked non-null; MPI's contract.
