@@ -41,7 +41,13 @@ pub type UserCodes = Vec<(c_int, c_int, String)>;
 
 /// True if `h` is a handler a communicator may take.
 pub fn valid(st: &State, h: Errhandler) -> bool {
-    h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_RETURN || st.errhs.get(h).is_some_and(|e| !e.freed)
+    predefined(h) || st.errhs.get(h).is_some_and(|e| !e.freed)
+}
+
+/// `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT` (MPI-4.0: aborts the communicator's processes; here,
+/// as `MPI_Abort` does, the job) and `MPI_ERRORS_RETURN`.
+pub fn predefined(h: Errhandler) -> bool {
+    h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_ABORT || h == abi::ERRORS_RETURN
 }
 
 /// The function of the program's handler `h` (none for the predefined ones or a stale handle).
@@ -92,7 +98,7 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
     // SAFETY: checked non-null; the caller's contract.
     let h = unsafe { *errh };
     let st = acc.st();
-    if h != abi::ERRORS_ARE_FATAL && h != abi::ERRORS_RETURN {
+    if !predefined(h) {
         match st.errhs.get_mut(h) {
             Some(e) if !e.freed => e.freed = true,
             _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h))),
@@ -121,7 +127,7 @@ pub fn call(acc: &mut Access, comm: CommH, code: c_int) -> Res<()> {
     }
     let (ci, c) = comm_at(&st.comms, comm)?;
     let h = c.errh;
-    if h == abi::ERRORS_ARE_FATAL {
+    if h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_ABORT {
         st.fatal("MPI_Comm_call_errhandler", Fail::new(code, Some(ci), Why::Arg("called by the program")));
     }
     if let Some(f) = user_fn(st, h) {

@@ -226,7 +226,9 @@ pub unsafe fn commutative(acc: &mut crate::state::Access, op: Op, commute: *mut 
     use crate::error::{Fail, Why};
     let v = match acc.st().ops.get(op) {
         Some(u) => u.commute,
-        None if OpKind::lookup(op).is_some() => true,
+        None if OpKind::lookup(op).is_some() || op == abi::MINLOC || op == abi::MAXLOC => true,
+        // The one-sided operations: `MPI_REPLACE` keeps the last value and `MPI_NO_OP` the first.
+        None if op == abi::REPLACE || op == abi::NO_OP => false,
         None => return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation"))),
     };
     if commute.is_null() {

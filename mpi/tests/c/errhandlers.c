@@ -78,6 +78,14 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_set_errhandler(e, MPI_ERRORS_RETURN));
     OK(MPI_Comm_call_errhandler(e, MPI_ERR_OTHER));
     CHECK(seen_calls == 4, "MPI_ERRORS_RETURN called the handler");
+    /* MPI_ERRORS_ABORT (MPI-4.0) is a predefined handler: set, got back, its handle freed. */
+    OK(MPI_Comm_set_errhandler(e, MPI_ERRORS_ABORT));
+    MPI_Errhandler abort_h;
+    OK(MPI_Comm_get_errhandler(e, &abort_h));
+    CHECK(abort_h == MPI_ERRORS_ABORT, "MPI_ERRORS_ABORT not kept");
+    OK(MPI_Errhandler_free(&abort_h));
+    CHECK(abort_h == MPI_ERRHANDLER_NULL, "freed handle not nulled");
+    OK(MPI_Comm_set_errhandler(e, MPI_ERRORS_RETURN));
     /* A freed handler cannot be set again. */
     rc = MPI_Comm_set_errhandler(e, eh);
     CHECK(rc != MPI_SUCCESS, "MPI_ERRHANDLER_NULL accepted");

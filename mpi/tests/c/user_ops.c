@@ -30,6 +30,16 @@ int main(int argc, char **argv) {
     CHECK(commute == 1, "dsum is not commutative?");
     OK(MPI_Op_commutative(MPI_MAX, &commute));
     CHECK(commute == 1, "MPI_MAX is not commutative?");
+    /* Every predefined operation answers (mpi4py asks them all): the pair ones are commutative,
+       the one-sided MPI_REPLACE and MPI_NO_OP are not. */
+    OK(MPI_Op_commutative(MPI_MAXLOC, &commute));
+    CHECK(commute == 1, "MPI_MAXLOC is not commutative?");
+    OK(MPI_Op_commutative(MPI_MINLOC, &commute));
+    CHECK(commute == 1, "MPI_MINLOC is not commutative?");
+    OK(MPI_Op_commutative(MPI_REPLACE, &commute));
+    CHECK(commute == 0, "MPI_REPLACE is commutative?");
+    OK(MPI_Op_commutative(MPI_NO_OP, &commute));
+    CHECK(commute == 0, "MPI_NO_OP is commutative?");
 
     const int counts[] = {1, 7, 1000, 5000};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
