@@ -281,6 +281,11 @@ pub fn start(acc: &mut Access, h: abi::Request, recipe: &Recipe) -> Res<()> {
 }
 
 /// A root argument checked as the starting call will check it.
+/// True if `buf` is `MPI_IN_PLACE`.
+fn in_place<T>(buf: *const T) -> bool {
+    buf as usize == abi::IN_PLACE
+}
+
 fn check_root(root: c_int, c: &Comm, ci: usize) -> Res<()> {
     super::check_root(root, c, ci).map(|_| ())
 }

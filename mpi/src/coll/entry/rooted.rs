@@ -6,7 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, persist, ptr,
+    Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, in_place,
+    persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -134,8 +135,13 @@ pub unsafe fn vblocks(
     let gather = shape == Shape::Gather;
     match how {
         How::Persistent(request) => {
+            // The root's own side is ignored when it is `MPI_IN_PLACE`.
+            let ignored = if gather { in_place(sendbuf) } else { in_place(recvbuf) };
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
+                if ignored {
+                    return Ok(());
+                }
                 check_count(one.0, ci)?;
                 check_type(acc, one.1, ci)
             };

@@ -5,7 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, Ints, check_count, check_reduction, check_type, comm_index, comm_of, fit, persist, ptr,
+    Counts, Disps, How, Ints, check_count, check_reduction, check_type, comm_index, comm_of, fit, in_place, persist,
+    ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -111,11 +112,15 @@ pub unsafe fn blocks(
     let sides = [(sendcount, sendtype), (recvcount, recvtype)];
     match how {
         How::Persistent(request) => {
-            // The side every member uses.
+            // The side every member uses, ignored when it is `MPI_IN_PLACE` (at the root).
             let (count, dt) = if shape == Shape::Gather { sides[0] } else { sides[1] };
+            let ignored = if shape == Shape::Gather { in_place(sendbuf) } else { in_place(recvbuf) };
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 if let Some(root) = root {
                     super::check_root(root, c, ci)?;
+                }
+                if ignored {
+                    return Ok(());
                 }
                 check_count(count, ci)?;
                 check_type(acc, dt, ci)
@@ -257,7 +262,10 @@ pub unsafe fn alltoallv(
     match how {
         How::Persistent(request) => {
             let check = |acc: &mut Access, _: &coll::Comm, ci| {
-                check_type(acc, sendtype, ci)?;
+                // In place, the send side is ignored.
+                if !in_place(sendbuf) {
+                    check_type(acc, sendtype, ci)?;
+                }
                 check_type(acc, recvtype, ci)
             };
             let start = move |acc: &mut Access, r| {
