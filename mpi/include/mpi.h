@@ -22,7 +22,7 @@ extern "C" {
 
 #define NEMESIS_MPI 1
 
-#define MPI_VERSION 3
+#define MPI_VERSION 4
 #define MPI_SUBVERSION 1
 
 /* ---------------------------------------------------------------------------------------------

@@ -166,7 +166,7 @@ pub mod handle {
 }
 
 // Versions.
-pub const VERSION: c_int = 3;
+pub const VERSION: c_int = 4;
 pub const SUBVERSION: c_int = 1;
 
 // Ranks, tags and other special values (MPICH's: note MPI_PROC_NULL is -1 and MPI_ANY_SOURCE
@@ -694,7 +694,7 @@ mod tests {
         text += &std::fs::read_to_string(path.replace("mpi.h", "mpio.h")).unwrap_or_default();
         let mpich = header_values(&text);
         let ours = ours();
-        // The version is what this library implements (3.1), not MPICH's (4.0).
+        // The version is what this library implements (4.1), not MPICH's (4.0).
         let differ = ["MPI_VERSION", "MPI_SUBVERSION"];
         let mut shared = 0;
         for (name, v) in &ours {

@@ -248,12 +248,18 @@ pub type Res<T> = Result<T, Fail>;
 // Removing the program's classes, codes and strings (MPI-4.1 §9.5).
 
 #[cold]
+fn still_named(code: c_int) -> Fail {
+    Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} still has a string (MPI_Remove_error_string first)")))
+}
+
+#[cold]
 fn not_removable(code: c_int, what: &str) -> Fail {
     Fail::new(abi::ERR_ARG, None, Why::Other(format!("{code} is not {what} of the program's")))
 }
 
 /// `MPI_Remove_error_class`: one of the program's classes (`MPI_Add_error_class`) that no code
-/// of the program's still belongs to.
+/// of the program's still belongs to and that has no string left (MPI-4.1 §9.5: codes and
+/// strings are removed first).
 pub fn remove_error_class(acc: &mut crate::state::Access, class: c_int) -> Res<()> {
     let codes = &mut acc.st().user_codes;
     let Some(i) = codes.iter().position(|&(c, k, _)| c == class && k == class) else {
@@ -262,16 +268,23 @@ pub fn remove_error_class(acc: &mut crate::state::Access, class: c_int) -> Res<(
     if codes.iter().any(|&(c, k, _)| k == class && c != class) {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Other(format!("error class {class} still has codes"))));
     }
+    if !codes[i].2.is_empty() {
+        return Err(still_named(class));
+    }
     codes.remove(i);
     Ok(())
 }
 
-/// `MPI_Remove_error_code`: one of the program's codes (`MPI_Add_error_code`; not a class).
+/// `MPI_Remove_error_code`: one of the program's codes (`MPI_Add_error_code`; not a class)
+/// whose string was removed first, if it had one.
 pub fn remove_error_code(acc: &mut crate::state::Access, code: c_int) -> Res<()> {
     let codes = &mut acc.st().user_codes;
     let Some(i) = codes.iter().position(|&(c, k, _)| c == code && k != code) else {
         return Err(not_removable(code, "a code"));
     };
+    if !codes[i].2.is_empty() {
+        return Err(still_named(code));
+    }
     codes.remove(i);
     Ok(())
 }

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
 
     int v = 0, sv = 0;
     OK(MPI_Get_version(&v, &sv));
-    CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION && v == 3 && sv == 1, "version %d.%d", v, sv);
+    CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION && v == 4 && sv == 1, "version %d.%d", v, sv);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     OK(MPI_Get_library_version(lib, &len));

@@ -82,6 +82,7 @@ static void error_removal(void) {
     FAILS_WITH(MPI_Remove_error_code(MPI_ERR_RANK), MPI_ERR_ARG);
     FAILS_WITH(MPI_Remove_error_code(klass), MPI_ERR_ARG); /* a class, not a code */
     FAILS_WITH(MPI_Remove_error_string(MPI_ERR_RANK), MPI_ERR_ARG);
+    FAILS_WITH(MPI_Remove_error_code(code), MPI_ERR_ARG); /* its string first (as mpi4py checks) */
     OK(MPI_Remove_error_string(code));
     OK(MPI_Error_string(code, s, &len));
     CHECK(strcmp(s, "a code of ours") != 0, "string still %s", s);
@@ -93,6 +94,9 @@ static void error_removal(void) {
     FAILS_WITH(MPI_Remove_error_code(code), MPI_ERR_ARG);
     OK(MPI_Add_error_code(klass, &code2));
     OK(MPI_Remove_error_code(code2));
+    OK(MPI_Add_error_string(klass, "a class of ours"));
+    FAILS_WITH(MPI_Remove_error_class(klass), MPI_ERR_ARG); /* its string first */
+    OK(MPI_Remove_error_string(klass));
     OK(MPI_Remove_error_class(klass));
     FAILS_WITH(MPI_Error_class(klass, &k), MPI_ERR_ARG);
     FAILS_WITH(MPI_Add_error_code(klass, &code), MPI_ERR_ARG);
