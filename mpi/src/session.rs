@@ -250,11 +250,14 @@ fn pset_members(st: &State, name: &str) -> Option<Vec<u32>> {
     let ep = st.ep.as_ref()?;
     let (me, size) = (ep.rank(), ep.size());
     match name {
-        "mpi://WORLD" => Some((0..size).collect()),
+        // This process's world: the job, or its part of the universe when `nemesis-run
+        // --universe-size` made room for spawned processes (`comm::dynproc`).
+        "mpi://WORLD" => Some(crate::comm::dynproc::world_of(size)),
         "mpi://SELF" => Some(vec![me]),
         "nemesis://NODE" => {
             let node = st.node_of_job.get(me as usize).copied().unwrap_or(0);
-            Some((0..size).filter(|&r| st.node_of_job.get(r as usize).copied().unwrap_or(0) == node).collect())
+            let world = crate::comm::dynproc::world_of(size);
+            Some(world.into_iter().filter(|&r| st.node_of_job.get(r as usize).copied().unwrap_or(0) == node).collect())
         }
         _ => None,
     }

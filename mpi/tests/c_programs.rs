@@ -936,6 +936,8 @@ fn sessions() {
         run_ok("session_models", &[1, 2, 3, 4, 8], &[], &env);
         run_ok("session_models", &[5], &["--nodes", "2"], &env);
     }
+    // A universe larger than the job (room for spawns): mpi://WORLD is this process's world.
+    run_ok("session_models", &[2], &["--universe-size", "6"], &[("SESSION_MODE", "only")]);
 }
 
 #[test]
