@@ -306,12 +306,14 @@ pub fn bootstrap() -> Result<Boot> {
     // the channel nor its variables (nor the secret).
     crate::hygiene::seal_pmi_channel()?;
     let (rank, size) = (pm.rank(), pm.size());
-    // Under `nemesis-run --universe-size` the job may grow: ranks beyond this process's world
-    // (`NEMESIS_WORLD`) are not started yet, and those started later connect to this one.
-    let started = std::env::var(crate::contract::ENV_WORLD)
+    // Under `nemesis-run --universe-size` the job may grow: the bootstrap meets this process's
+    // world only (`NEMESIS_WORLD`). Ranks beyond it are not started yet, and those started later
+    // connect to this one; ranks before it (the parents, other spawns, perhaps still starting
+    // and not yet published) are met when a connection needs them (`Endpoint::learn_peer`).
+    let world = std::env::var(crate::contract::ENV_WORLD)
         .ok()
         .and_then(|v| crate::contract::parse_world(&v))
-        .map_or(size, |(first, count)| (first + count).min(size));
+        .map_or(0..size, |(first, count)| first.min(size)..(first + count).min(size));
     if rank == 0 {
         tracing::info!(interface = %pm.name(), size, why = ?choice, "bootstrap");
     } else {
@@ -333,7 +335,7 @@ pub fn bootstrap() -> Result<Boot> {
                 pm.barrier()?;
             }
             let mut local_ranks = Vec::new();
-            for r in 0..started {
+            for r in world.clone() {
                 let n = if r == rank { node.clone() } else { pm.get_required(r, &node_key(r), "node id")? };
                 if n == node {
                     local_ranks.push(r);
@@ -384,7 +386,7 @@ pub fn bootstrap() -> Result<Boot> {
         pm.barrier()?;
     }
     if let Some(n) = net.as_mut() {
-        for r in (0..started).filter(|r| !local_ranks.contains(r)) {
+        for r in world.clone().filter(|r| !local_ranks.contains(r)) {
             if restarted {
                 // A rank restarted with this one has not put its new card yet (the launcher
                 // removed its old one): the launcher tells it through its channel.

@@ -65,6 +65,7 @@
 //! | `idup_beside_other_creations_and_collectives` | `coll_idup.c`: Ibarrier/Ibcast/Iallreduce/Iscan on a communicator while idups of it are pending (results checked), NBCs and blocking collectives on the new communicators; idup and Iallreduce of two communicators in opposite orders; Comm_create_group and Comm_split on WORLD while an idup of it is pending, started before it on some ranks and after it on others | 1–8; 5 over 2 nodes |
 //! | `persistent_collectives` | `coll_persistent.c`: the 22 persistent collectives (and `Bcast`/`Allreduce`/`Alltoallv`/`Neighbor_alltoallw_init_c`) made once with an info, started 5 times with new data by Startall or Start, completed by Waitall, Wait in reverse, Testall, Waitsome, results checked each time; Request_free (one active); bad root, count, op, datatype, communicator, null request, no topology, Start of an active request | 1–8; 5 over 2 nodes |
 //! | `persistent_collectives_in_place` | `coll_persistent_inplace.c`: Gather/Gatherv/Scatter/Scatterv_init with `MPI_IN_PLACE` at the root and Alltoallv_init in place, the ignored side `MPI_DATATYPE_NULL`, 3 starts each | 1, 2, 3, 5; 4 over 2 nodes |
+//! | `spawns_from_every_rank_at_once` | `spawn_self.c`: every rank spawns 2 children on `MPI_COMM_SELF` at once, 3 rounds, each child answering its parent | 2, 3, 4 (`--universe-size 40`) |
 //! | `large_count_collectives` | `coll_large.c`: every blocking and non-blocking `_c` collective and neighbourhood collective, results checked; `MPI_Bcast_c` of 2^31 + 64 bytes; negative counts, a count array entry above INT_MAX, bad root, no topology | 1–8; 5 over 2 nodes; 2 with the large broadcast |
 //! | `spawn_parents_and_children` | `spawn_basic.c` under `--universe-size`: 1–3 parents spawn 1–3 children (root first or last), p2p both ways, Bcast and Allreduce over the intercommunicator, merge, a second connection through a published port, disconnect; one node, `--nodes 2`, PMI-2, 5 spawns in a row, `--tag-output` | 1, 2, 3, 4 (+1–4) |
 //! | `spawn_multiple_commands` | `spawn_multiple.c`: two commands, one children's world, `MPI_APPNUM` per command | 1, 2 (+3) |
@@ -962,4 +963,11 @@ fn info_calls() {
 fn persistent_collectives_in_place() {
     run_ok("coll_persistent_inplace", &[1, 2, 3, 5], &[], &[]);
     run_ok("coll_persistent_inplace", &[4], &["--nodes", "2"], &[]);
+}
+
+/// `spawn_self.c`: every rank spawns two children on `MPI_COMM_SELF` at once, three rounds (the
+/// launcher serves several spawns while children of another are still starting).
+#[test]
+fn spawns_from_every_rank_at_once() {
+    run_ok("spawn_self", &[2, 3, 4], &["--universe-size", "40"], &[]);
 }
