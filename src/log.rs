@@ -25,6 +25,28 @@ use tracing::{Event, Metadata, Subscriber};
 /// The variable [`init`] reads its filter from.
 pub use crate::contract::ENV_LOG as ENV;
 
+/// Writes one line (the formatted text and a newline) to standard error in a single `write`.
+///
+/// `eprintln!` goes to the unbuffered stderr piece by piece (`"nemesis-run: "`, the argument, the
+/// newline are separate writes), so a rank writing to the same terminal or pipe at that moment
+/// lands in the middle of the launcher's line (CI saw `nemesis-run: ` followed by a rank's panic
+/// message). A line under `PIPE_BUF` (4 KiB) written at once is never split by another writer.
+pub fn line(args: fmt::Arguments<'_>) {
+    let mut text = String::with_capacity(128);
+    // Formatting into a `String` cannot fail but for a `Display` impl that reports an error.
+    let _ = text.write_fmt(args);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// [`line`] with `format!` arguments: `say!("nemesis-run: rank {r} died")`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::log::line(::std::format_args!($($arg)*))
+    };
+}
+
 /// Installs the stderr logger filtered by `NEMESIS_LOG` as the process's global subscriber,
 /// unless one is already set (by the application, or by an earlier call). Returns whether it
 /// installed it. Directives it cannot read are reported on standard error and left out.
@@ -35,7 +57,7 @@ pub fn init() -> bool {
     let spec = std::env::var(ENV).unwrap_or_default();
     let (filter, bad) = Filter::parse(&spec);
     for b in bad {
-        eprintln!(
+        crate::say!(
             "nemesis: {ENV}: `{b}` is neither a level (off, error, warn, info, debug, trace) nor TARGET=LEVEL; left out"
         );
     }

@@ -110,7 +110,15 @@ fn stencil() {
     // thread (as this one does: `common/harness.rs`).
     #[cfg(feature = "failpoints")]
     let first_incarnation = std::env::var_os("NEMESIS_FT_RESTART").is_none();
-    let mut ep = Endpoint::init().unwrap();
+    // A restart that cannot recover reports why to the launcher before `init` returns: end with
+    // one whole line, not a panic message written piece by piece into the launcher's lines.
+    let mut ep = match Endpoint::init() {
+        Ok(ep) => ep,
+        Err(e) => {
+            nemesis::say!("rank cannot start: {e}");
+            std::process::exit(1);
+        }
+    };
     #[cfg(feature = "failpoints")]
     let mut failpoint = failpoint_of(&ep, first_incarnation);
     let halo: usize = std::env::var("FT_TEST_HALO").ok().and_then(|h| h.parse().ok()).unwrap_or(8);

@@ -283,7 +283,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("nemesis-run: error: {e}\n\n{USAGE}\n\nFor more information, try '--help'.");
+            nemesis::say!("nemesis-run: error: {e}\n\n{USAGE}\n\nFor more information, try '--help'.");
             return ExitCode::from(2);
         }
     };
@@ -311,7 +311,7 @@ fn main() -> ExitCode {
     match mpi_library_path() {
         Ok(path) => job = job.env("LD_LIBRARY_PATH", path),
         Err(e) if cli.mpich_abi => {
-            eprintln!("nemesis-run: --mpich-abi: {e}");
+            nemesis::say!("nemesis-run: --mpich-abi: {e}");
             return ExitCode::from(1);
         }
         Err(_) => {}
@@ -329,7 +329,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("nemesis-run: {e}");
+                nemesis::say!("nemesis-run: {e}");
                 ExitCode::from(1)
             }
         };
@@ -337,7 +337,7 @@ fn main() -> ExitCode {
     match job.run() {
         Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("nemesis-run: {e}");
+            nemesis::say!("nemesis-run: {e}");
             ExitCode::from(match &e {
                 Error::Spawn { source, .. } if source.kind() == ErrorKind::NotFound => 127,
                 Error::Spawn { .. } => 126,

@@ -435,7 +435,7 @@ impl Endpoint {
     /// exits this process with `code` if the process manager has not killed it within a moment
     /// (or at once for a singleton).
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
-        eprintln!("nemesis: rank {} aborts the job (code {code}): {msg}", self.inner.rank);
+        crate::say!("nemesis: rank {} aborts the job (code {code}): {msg}", self.inner.rank);
         if let Some(pmi) = self.inner.pmi.as_mut()
             && pmi.abort(code, msg).is_ok()
         {

@@ -364,7 +364,7 @@ impl Job {
             if self.report_bindings {
                 let allowed = topology::allowed_cpus()?;
                 for r in 0..self.ranks as usize {
-                    eprintln!("nemesis-run: rank {r}: {}", p.describe(r, &allowed));
+                    crate::say!("nemesis-run: rank {r}: {}", p.describe(r, &allowed));
                 }
             }
         }

@@ -417,7 +417,7 @@ impl Supervisor {
                 self.kill_survivors();
                 continue;
             }
-            eprintln!("nemesis-run: {} received, ending the job", signal_name(sig));
+            crate::say!("nemesis-run: {} received, ending the job", signal_name(sig));
             self.teardown(Ending::Interrupted { signal: sig });
         }
     }
@@ -443,7 +443,7 @@ impl Supervisor {
             }
             ReadEnd::Refused => {
                 let why = self.server.refusal(rank).unwrap_or("a malformed PMI message");
-                eprintln!("nemesis-run: rank {rank} sent {why}: its PMI connection is closed");
+                crate::say!("nemesis-run: rank {rank} sent {why}: its PMI connection is closed");
                 self.close_conn(i);
             }
         }
@@ -472,7 +472,7 @@ impl Supervisor {
                         // The rank's words reach the operator's terminal: no escape sequences.
                         let message = sanitize(&message, TEXT_MAX);
                         let msg = if message.is_empty() { String::new() } else { format!(": {message}") };
-                        eprintln!("nemesis-run: rank {rank} (pid {pid}) called abort with exit code {code}{msg}");
+                        crate::say!("nemesis-run: rank {rank} (pid {pid}) called abort with exit code {code}{msg}");
                         tracing::info!(rank, pid, code, %message, "rank aborted the job");
                         self.teardown(Ending::Aborted { rank, code, message });
                     }
@@ -482,7 +482,7 @@ impl Supervisor {
         for i in overflowing {
             if self.ranks[i].conn.is_some() {
                 let rank = self.ranks[i].rank;
-                eprintln!(
+                crate::say!(
                     "nemesis-run: rank {rank} does not read its PMI replies ({OUTPUT_MAX} bytes pending): its PMI connection is closed"
                 );
                 self.close_conn(i);
@@ -586,7 +586,7 @@ impl Supervisor {
             return;
         }
         self.failures.push(i);
-        eprintln!("nemesis-run: rank {rank} (pid {pid}) {}", exit.describe());
+        crate::say!("nemesis-run: rank {rank} (pid {pid}) {}", exit.describe());
         tracing::info!(rank, pid, status = %exit.describe(), "rank failed");
         if !self.job.keep_going {
             self.teardown(Ending::RankFailed { rank });
@@ -627,7 +627,7 @@ impl Supervisor {
             Ok(s) => s,
             Err(e) => {
                 if self.ending.is_none() {
-                    eprintln!("nemesis-run: fault-tolerance recovery failed: {e}");
+                    crate::say!("nemesis-run: fault-tolerance recovery failed: {e}");
                     self.teardown(Ending::RankFailed { rank: 0 });
                 }
                 return;
@@ -647,10 +647,10 @@ impl Supervisor {
                     self.try_restart();
                 }
                 // Both carry text a rank sent (a warning, why it cannot restart).
-                Step::Print(line) => eprintln!("{}", sanitize(&line, 2 * TEXT_MAX)),
+                Step::Print(line) => crate::say!("{}", sanitize(&line, 2 * TEXT_MAX)),
                 Step::Fail { rank, message } => {
                     if self.ending.is_none() {
-                        eprintln!("nemesis-run: {}", sanitize(&message, 2 * TEXT_MAX));
+                        crate::say!("nemesis-run: {}", sanitize(&message, 2 * TEXT_MAX));
                         self.failures.push(rank as usize);
                         self.teardown(Ending::RankFailed { rank });
                     }
