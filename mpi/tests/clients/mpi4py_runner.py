@@ -21,14 +21,8 @@ import os
 import sys
 import unittest
 
-testdir, outdir, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
-sys.argv = [os.path.join(testdir, "main.py"), *sys.argv[4:]]
-sys.path.insert(0, testdir)
-sys.dont_write_bytecode = True
-
-import main  # noqa: E402  (mpi4py's test runner, from TESTDIR)
-
 _log = None
+outdir = None
 
 
 def log(line):
@@ -104,7 +98,18 @@ class Runner(unittest.TextTestRunner):
     resultclass = Recording
 
 
-try:
-    main.main(module=None, testRunner=Runner)
-finally:
-    log("end")
+# Only as the program: the suite's mpi4py.futures and mpi4py.util.pool workers (spawned processes)
+# import the parent's main module under another name (`__worker__`) to find its functions, and
+# must not run the suite themselves.
+if __name__ == "__main__":
+    testdir, outdir, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    sys.argv = [os.path.join(testdir, "main.py"), *sys.argv[4:]]
+    sys.path.insert(0, testdir)
+    sys.dont_write_bytecode = True
+
+    import main  # noqa: E402  (mpi4py's test runner, from TESTDIR)
+
+    try:
+        main.main(module=None, testRunner=Runner)
+    finally:
+        log("end")
