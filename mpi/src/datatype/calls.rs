@@ -76,7 +76,7 @@ pub(super) unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new(), predefined: false })
+        .insert(Entry::new(Arc::new(d), false))
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };
@@ -278,7 +278,8 @@ pub unsafe fn commit(acc: &mut Access, datatype: *const Datatype) -> Res<()> {
 }
 
 /// `MPI_Type_free`: the handle goes; operations in flight and types built from it keep the
-/// layout (shared).
+/// layout (shared); a handle [`super::hold`] keeps stays until its last holder lets go (a
+/// second free of it fails as for any freed handle).
 ///
 /// # Safety
 /// `datatype` readable and writable.
@@ -293,12 +294,13 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
         _ if super::predefined_desc(h).is_some() => return Err(predefined_free()),
         None => return Err(super::bad_type(h, None)),
         Some(e) if e.predefined => return Err(predefined_free()),
+        Some(e) if e.freed => return Err(super::bad_type(h, None)),
         Some(_) => {}
     }
     // The delete callbacks may call MPI (even free this type: then it is gone, an error as for
     // a second free): no borrow of the state across them, the handle looked up again after.
     crate::attr::type_delete_all(acc, h)?;
-    acc.st().types.remove(h).ok_or_else(|| super::bad_type(h, None))?;
+    super::unlist(&mut acc.st().types, h)?;
     // SAFETY: as above.
     unsafe { *datatype = abi::DATATYPE_NULL };
     Ok(())
@@ -586,7 +588,7 @@ pub(super) unsafe fn contents_into(
             // Committed: it describes data exactly as the original did.
             None => st
                 .types
-                .insert(Entry { desc: t.clone(), committed: true, name: String::new(), predefined: false })
+                .insert(Entry::new(t.clone(), true))
                 .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?,
         };
         handles.push(h);
