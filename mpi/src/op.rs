@@ -19,7 +19,10 @@ use crate::abi::{self, Datatype, OP_BUILTIN, Op};
 use crate::datatype::{Builtin, Class, Kind};
 use crate::handle::Table;
 
+mod local;
 mod x87;
+
+pub use local::reduce_local_c;
 
 /// A user's reduction (`MPI_User_function`): `inoutvec[i] = invec[i] ⊕ inoutvec[i]` for `*len`
 /// elements of `*datatype`.

@@ -23,7 +23,6 @@ pub mod calls;
 pub mod construct;
 pub mod desc;
 pub mod external;
-pub mod large;
 pub mod named;
 pub mod pack;
 pub mod packing;
