@@ -19,7 +19,10 @@ use crate::abi::{self, Datatype, OP_BUILTIN, Op};
 use crate::datatype::{Builtin, Class, Kind};
 use crate::handle::Table;
 
+mod local;
 mod x87;
+
+pub use local::reduce_local_c;
 
 /// A user's reduction (`MPI_User_function`): `inoutvec[i] = invec[i] ⊕ inoutvec[i]` for `*len`
 /// elements of `*datatype`.
@@ -65,6 +68,42 @@ pub struct UserOp {
     pub f: UserFunc,
     /// Whether the user declared it commutative.
     pub commute: bool,
+    /// Holders of the handle ([`hold`]): the entry stays while any is left.
+    pub holds: u32,
+    /// `MPI_Op_free` was called while it was held: removed at the last [`release`].
+    pub freed: bool,
+}
+
+/// Keeps user operation `op`'s handle (and its slot) valid until [`release`], whether or not the
+/// program frees it meanwhile (MPI-4.1 §6.9.5: pending operations that use a freed operation
+/// complete normally). For holders that resolve the handle again later (a persistent
+/// collective's recipe at each `MPI_Start`); what resolved it once holds a copy ([`UserCall`]).
+pub fn hold(ops: &mut UserOps, op: Op) {
+    if let Some(u) = ops.get_mut(op) {
+        u.holds += 1;
+    }
+}
+
+/// `MPI_Op_free`'s removal of user operation `op` from the table: now, or at the last
+/// [`release`] if it is held; false if `op` is no (unfreed) user operation.
+fn unlist(ops: &mut UserOps, op: Op) -> bool {
+    match ops.get_mut(op) {
+        None => return false,
+        Some(u) if u.freed => return false,
+        Some(u) if u.holds > 0 => u.freed = true,
+        Some(_) => drop(ops.remove(op)),
+    }
+    true
+}
+
+/// Ends one [`hold`] of `op`: an operation freed meanwhile goes with its last holder.
+pub fn release(ops: &mut UserOps, op: Op) {
+    if let Some(u) = ops.get_mut(op) {
+        u.holds = u.holds.saturating_sub(1);
+        if u.freed && u.holds == 0 {
+            ops.remove(op);
+        }
+    }
 }
 
 /// A user's operation applied to elements of `dt`.
@@ -192,14 +231,15 @@ unsafe fn create_any(
     if op.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
     }
-    let h = acc.st().ops.insert(UserOp { f, commute: commute != 0 });
+    let h = acc.st().ops.insert(UserOp { f, commute: commute != 0, holds: 0, freed: false });
     let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many operations")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *op = h };
     Ok(())
 }
 
-/// `MPI_Op_free` (predefined operations cannot be freed).
+/// `MPI_Op_free` (predefined operations cannot be freed); a held operation ([`hold`]) stays
+/// until its last holder lets go.
 ///
 /// # Safety
 /// `op` null or valid for reads and writes.
@@ -210,7 +250,7 @@ pub unsafe fn free(acc: &mut crate::state::Access, op: *mut Op) -> crate::error:
     }
     // SAFETY: checked non-null; MPI's contract.
     let h = unsafe { *op };
-    if acc.st().ops.remove(h).is_none() {
+    if !unlist(&mut acc.st().ops, h) {
         return Err(Fail::new(abi::ERR_OP, None, Why::Arg("not an operation made by MPI_Op_create")));
     }
     // SAFETY: as above.
@@ -563,6 +603,24 @@ mod tests {
 
     fn i32s(b: &[u8]) -> Vec<i32> {
         b.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn a_held_operation_stays_until_its_last_release() {
+        unsafe extern "C" fn f(_: *mut c_void, _: *mut c_void, _: *mut c_int, _: *mut Datatype) {}
+        let mut t = table();
+        let u = UserOp { f: UserFunc::Int(f), commute: true, holds: 0, freed: false };
+        let h = t.insert(u).unwrap();
+        hold(&mut t, h);
+        assert!(unlist(&mut t, h));
+        assert!(!unlist(&mut t, h), "a second free fails");
+        assert!(t.get(h).is_some(), "freed while held: still listed");
+        let other = t.insert(u).unwrap();
+        assert_ne!(other, h);
+        release(&mut t, h);
+        assert!(t.get(h).is_none(), "gone with the last holder");
+        assert!(unlist(&mut t, other));
+        assert!(t.get(other).is_none(), "unheld: removed at once");
     }
 
     #[test]

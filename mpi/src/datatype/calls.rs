@@ -1,6 +1,14 @@
-//! The MPI calls on datatypes (MPI-3.1 §4.1, §4.2): constructors, commit and free, queries
+//! The MPI calls on datatypes (MPI-4.1 §5.1, §5.2): constructors, commit and free, queries
 //! (size, extents, elements, name, envelope and contents), `MPI_Pack`/`MPI_Unpack`/
 //! `MPI_Pack_size`, `MPI_Get_address` and the address arithmetic.
+//!
+//! **One function per `int`/`_c` pair.** A constructor, `MPI_Pack(_c)`... is generic over its
+//! count type ([`Width`]: `int` or `MPI_Count`), which says which C form was called: the
+//! arguments are widened to `i64` and the same code runs, the form recorded for
+//! `MPI_Type_get_envelope`/`_contents` (an `int`-form query refuses a type a `_c` constructor
+//! made: `MPI_ERR_TYPE`). Where both forms take 8-byte values (`MPI_Type_create_resized`) the
+//! binding names the [`Form`]; the size and extent queries write through untyped pointers
+//! (`MPI_UNDEFINED` where an `int` cannot hold the size).
 //!
 //! The query calls work on every valid type, committed or not; they need no running MPI for the
 //! predefined types (like `MPI_Type_size` before `MPI_Init`), but derived types exist only between
@@ -76,11 +84,29 @@ pub(super) unsafe fn store(st: &mut State, d: Result<TypeDesc, Invalid>, newtype
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: false, name: String::new(), predefined: false })
+        .insert(Entry::new(Arc::new(d), false))
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };
     Ok(())
+}
+
+/// Makes a derived type of `oldtype` by `make` and writes its handle (the steps of every
+/// constructor of one old type: MPI running, the old type valid, the arguments checked).
+///
+/// # Safety
+/// `newtype` null or writable.
+unsafe fn derive(
+    acc: &mut Access,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+    make: impl FnOnce(&Arc<TypeDesc>) -> Res<TypeDesc>,
+) -> Res<()> {
+    let st = running(acc)?;
+    let o = old(st, oldtype)?;
+    let d = make(&o)?;
+    // SAFETY: the caller's contract.
+    unsafe { store(st, Ok(d), newtype) }
 }
 
 /// The old type of a constructor.
@@ -88,51 +114,62 @@ pub(super) fn old(st: &State, dt: Datatype) -> Res<Arc<TypeDesc>> {
     any(&st.types, dt)
 }
 
-/// `MPI_Type_contiguous`.
-///
-/// # Safety
-/// `newtype` writable.
-pub unsafe fn contiguous(acc: &mut Access, count: c_int, oldtype: Datatype, newtype: *mut Datatype) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
-    // SAFETY: MPI's contract.
-    unsafe { store(st, make::contiguous(Form::Int, count.into(), &o), newtype) }
+/// A count argument of a constructor or a packing call: an `int` (the `int` form) or an
+/// `MPI_Count` (the `_c` form). Its width says which form was called ([`Form`]): the `int` forms
+/// widen their arguments to the `_c` forms' and run the same code.
+pub trait Width: Copy + Into<i64> + TryFrom<i64> + TryFrom<usize> {
+    const FORM: Form;
 }
 
-/// `MPI_Type_vector` and `MPI_Type_create_hvector` (`bytes`: the stride is in bytes).
+impl Width for c_int {
+    const FORM: Form = Form::Int;
+}
+
+impl Width for Count {
+    const FORM: Form = Form::Large;
+}
+
+/// `MPI_Type_contiguous(_c)`.
 ///
 /// # Safety
 /// `newtype` writable.
-pub unsafe fn vector(
+pub unsafe fn contiguous<N: Width>(acc: &mut Access, count: N, oldtype: Datatype, newtype: *mut Datatype) -> Res<()> {
+    // SAFETY: MPI's contract.
+    unsafe { derive(acc, oldtype, newtype, |o| make::contiguous(N::FORM, count.into(), o).map_err(invalid)) }
+}
+
+/// `MPI_Type_vector(_c)` and `MPI_Type_create_hvector(_c)` (`bytes`: the stride is in bytes).
+///
+/// # Safety
+/// `newtype` writable.
+pub unsafe fn vector<N: Width>(
     acc: &mut Access,
-    count: c_int,
-    blocklength: c_int,
-    stride: Aint,
+    count: N,
+    blocklength: N,
+    stride: impl Into<i64>,
     bytes: bool,
     oldtype: Datatype,
     newtype: *mut Datatype,
 ) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
+    let (c, b, s) = (count.into(), blocklength.into(), stride.into());
     // SAFETY: MPI's contract.
-    let (c, b, s) = (count.into(), blocklength.into(), stride);
-    // SAFETY: MPI's contract.
-    unsafe { store(st, make::vector(Form::Int, c, b, s, bytes, &o), newtype) }
+    unsafe { derive(acc, oldtype, newtype, |o| make::vector(N::FORM, c, b, s, bytes, o).map_err(invalid)) }
 }
 
-/// A constructor's displacements: in elements (`int`s) or in bytes (`MPI_Aint`s).
+/// A constructor's displacements: in elements or in bytes (`int`s or `MPI_Aint`s in the `int`
+/// forms, `MPI_Count`s in the `_c` forms).
 #[derive(Clone, Copy, Debug)]
-pub enum Displs {
-    Elements(*const c_int),
-    Bytes(*const Aint),
+pub enum Displs<T> {
+    Elements(*const T),
+    Bytes(*const T),
 }
 
-impl Displs {
+impl<T: Copy + TryInto<i64>> Displs<T> {
     /// The `count` displacements, and whether they are in bytes.
     ///
     /// # Safety
     /// The array readable for `count` elements.
-    unsafe fn read(self, count: c_int) -> Res<(Vec<i64>, bool)> {
+    unsafe fn read(self, count: i64) -> Res<(Vec<i64>, bool)> {
         Ok(match self {
             // SAFETY: the caller's contract.
             Displs::Elements(p) => (unsafe { wide(p, count) }?, false),
@@ -142,57 +179,58 @@ impl Displs {
     }
 }
 
-/// `MPI_Type_indexed` and `MPI_Type_create_hindexed`.
+/// `MPI_Type_indexed(_c)` and `MPI_Type_create_hindexed(_c)`.
 ///
 /// # Safety
 /// The arrays readable for `count` elements; `newtype` writable.
-pub unsafe fn indexed(
+pub unsafe fn indexed<N: Width, D: Copy + TryInto<i64>>(
     acc: &mut Access,
-    count: c_int,
-    blocklengths: *const c_int,
-    displs: Displs,
+    count: N,
+    blocklengths: *const N,
+    displs: Displs<D>,
     oldtype: Datatype,
     newtype: *mut Datatype,
 ) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
-    // SAFETY: MPI's contract: `count` elements each.
-    let bls = unsafe { wide(blocklengths, count) }?;
-    // SAFETY: as above.
-    let (displs, bytes) = unsafe { displs.read(count) }?;
-    // SAFETY: MPI's contract.
-    unsafe { store(st, make::indexed(Form::Int, &bls, &displs, bytes, &o), newtype) }
+    // SAFETY: MPI's contract: the arrays readable for `count` elements, `newtype` writable.
+    unsafe {
+        derive(acc, oldtype, newtype, |o| {
+            let bls = wide(blocklengths, count)?;
+            let (displs, bytes) = displs.read(count.into())?;
+            make::indexed(N::FORM, &bls, &displs, bytes, o).map_err(invalid)
+        })
+    }
 }
 
-/// `MPI_Type_create_indexed_block` and `MPI_Type_create_hindexed_block`.
+/// `MPI_Type_create_indexed_block(_c)` and `MPI_Type_create_hindexed_block(_c)`.
 ///
 /// # Safety
 /// The displacement array readable for `count` elements; `newtype` writable.
-pub unsafe fn indexed_block(
+pub unsafe fn indexed_block<N: Width, D: Copy + TryInto<i64>>(
     acc: &mut Access,
-    count: c_int,
-    blocklength: c_int,
-    displs: Displs,
+    count: N,
+    blocklength: N,
+    displs: Displs<D>,
     oldtype: Datatype,
     newtype: *mut Datatype,
 ) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
-    // SAFETY: MPI's contract: `count` elements.
-    let (displs, bytes) = unsafe { displs.read(count) }?;
-    // SAFETY: MPI's contract.
-    unsafe { store(st, make::indexed_block(Form::Int, blocklength.into(), &displs, bytes, &o), newtype) }
+    // SAFETY: MPI's contract: the array readable for `count` elements, `newtype` writable.
+    unsafe {
+        derive(acc, oldtype, newtype, |o| {
+            let (displs, bytes) = displs.read(count.into())?;
+            make::indexed_block(N::FORM, blocklength.into(), &displs, bytes, o).map_err(invalid)
+        })
+    }
 }
 
-/// `MPI_Type_create_struct`.
+/// `MPI_Type_create_struct(_c)` (and MPI-1's `MPI_Type_struct`).
 ///
 /// # Safety
 /// The arrays readable for `count` elements; `newtype` writable.
-pub unsafe fn create_struct(
+pub unsafe fn create_struct<N: Width, D: Copy + TryInto<i64>>(
     acc: &mut Access,
-    count: c_int,
-    blocklengths: *const c_int,
-    displs: *const Aint,
+    count: N,
+    blocklengths: *const N,
+    displs: *const D,
     types: *const Datatype,
     newtype: *mut Datatype,
 ) -> Res<()> {
@@ -201,41 +239,76 @@ pub unsafe fn create_struct(
     let (bls, ds, ts) = unsafe { (wide(blocklengths, count)?, wide(displs, count)?, array(types, count)?) };
     let olds: Vec<Arc<TypeDesc>> = ts.iter().map(|&t| old(st, t)).collect::<Res<_>>()?;
     // SAFETY: MPI's contract.
-    unsafe { store(st, make::create_struct(Form::Int, &bls, &ds, &olds), newtype) }
+    unsafe { store(st, make::create_struct(N::FORM, &bls, &ds, &olds), newtype) }
 }
 
-/// `MPI_Type_create_subarray`.
+/// `MPI_Type_create_subarray(_c)`.
 ///
 /// # Safety
 /// The arrays readable for `ndims` elements; `newtype` writable.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn subarray(
+pub unsafe fn subarray<N: Width>(
     acc: &mut Access,
     ndims: c_int,
-    sizes: *const c_int,
-    subsizes: *const c_int,
-    starts: *const c_int,
+    sizes: *const N,
+    subsizes: *const N,
+    starts: *const N,
     order: c_int,
     oldtype: Datatype,
     newtype: *mut Datatype,
 ) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
-    // SAFETY: MPI's contract: `ndims` elements each.
-    let (a, b, c) = unsafe { (wide(sizes, ndims)?, wide(subsizes, ndims)?, wide(starts, ndims)?) };
-    // SAFETY: MPI's contract.
-    unsafe { store(st, make::subarray(Form::Int, &a, &b, &c, order, &o), newtype) }
+    // SAFETY: MPI's contract: the arrays readable for `ndims` elements, `newtype` writable.
+    unsafe {
+        derive(acc, oldtype, newtype, |o| {
+            let (a, b, c) = (wide(sizes, ndims)?, wide(subsizes, ndims)?, wide(starts, ndims)?);
+            make::subarray(N::FORM, &a, &b, &c, order, o).map_err(invalid)
+        })
+    }
 }
 
-/// `MPI_Type_create_resized`.
+/// `MPI_Type_create_darray(_c)` (`gsizes` of `int`s or of `MPI_Count`s).
+///
+/// # Safety
+/// The arrays readable for `ndims` elements; `newtype` writable.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn darray<N: Width>(
+    acc: &mut Access,
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    gsizes: *const N,
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order: c_int,
+    oldtype: Datatype,
+    newtype: *mut Datatype,
+) -> Res<()> {
+    // SAFETY: MPI's contract: the arrays readable for `ndims` elements, `newtype` writable.
+    unsafe {
+        derive(acc, oldtype, newtype, |o| {
+            let gsizes = &wide(gsizes, ndims)?;
+            let (distribs, dargs, psizes) = (array(distribs, ndims)?, array(dargs, ndims)?, array(psizes, ndims)?);
+            make::darray(N::FORM, &make::Darray { size, rank, gsizes, distribs, dargs, psizes, order }, o)
+                .map_err(invalid)
+        })
+    }
+}
+
+/// `MPI_Type_create_resized(_c)`: `form` says which (both take 8-byte bounds).
 ///
 /// # Safety
 /// `newtype` writable.
-pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Aint, newtype: *mut Datatype) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
+pub unsafe fn resized(
+    acc: &mut Access,
+    form: Form,
+    oldtype: Datatype,
+    lb: i64,
+    extent: i64,
+    newtype: *mut Datatype,
+) -> Res<()> {
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(make::resized(Form::Int, lb, extent, &o)), newtype) }
+    unsafe { derive(acc, oldtype, newtype, |o| Ok(make::resized(form, lb, extent, o))) }
 }
 
 /// `MPI_Type_dup`.
@@ -243,15 +316,13 @@ pub unsafe fn resized(acc: &mut Access, oldtype: Datatype, lb: Aint, extent: Ain
 /// # Safety
 /// `newtype` writable.
 pub unsafe fn dup(acc: &mut Access, oldtype: Datatype, newtype: *mut Datatype) -> Res<()> {
-    let st = running(acc)?;
-    let o = old(st, oldtype)?;
-    let committed = st.types.get(oldtype).is_none_or(|e| e.committed);
+    let committed = running(acc)?.types.get(oldtype).is_none_or(|e| e.committed);
     // SAFETY: MPI's contract.
-    unsafe { store(st, Ok(make::dup(&o)), newtype) }?;
+    unsafe { derive(acc, oldtype, newtype, |o| Ok(make::dup(o))) }?;
     // The duplicate of a committed type is committed (MPI-3.1 §4.1.10).
     // SAFETY: `store` wrote it.
     let h = unsafe { *newtype };
-    if let Some(e) = st.types.get_mut(h) {
+    if let Some(e) = acc.st().types.get_mut(h) {
         e.committed = committed;
     }
     // The copy callbacks may call MPI: no borrow of the state across them.
@@ -278,7 +349,8 @@ pub unsafe fn commit(acc: &mut Access, datatype: *const Datatype) -> Res<()> {
 }
 
 /// `MPI_Type_free`: the handle goes; operations in flight and types built from it keep the
-/// layout (shared).
+/// layout (shared); a handle [`super::hold`] keeps stays until its last holder lets go (a
+/// second free of it fails as for any freed handle).
 ///
 /// # Safety
 /// `datatype` readable and writable.
@@ -293,12 +365,13 @@ pub unsafe fn free(acc: &mut Access, datatype: *mut Datatype) -> Res<()> {
         _ if super::predefined_desc(h).is_some() => return Err(predefined_free()),
         None => return Err(super::bad_type(h, None)),
         Some(e) if e.predefined => return Err(predefined_free()),
+        Some(e) if e.freed => return Err(super::bad_type(h, None)),
         Some(_) => {}
     }
     // The delete callbacks may call MPI (even free this type: then it is gone, an error as for
     // a second free): no borrow of the state across them, the handle looked up again after.
     crate::attr::type_delete_all(acc, h)?;
-    acc.st().types.remove(h).ok_or_else(|| super::bad_type(h, None))?;
+    super::unlist(&mut acc.st().types, h)?;
     // SAFETY: as above.
     unsafe { *datatype = abi::DATATYPE_NULL };
     Ok(())
@@ -310,7 +383,7 @@ fn predefined_free() -> Fail {
 }
 
 /// The descriptor of `dt` for a query: predefined ones at any time, derived ones while running.
-pub(super) fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
+pub(crate) fn query(acc: &mut Access, dt: Datatype) -> Res<Arc<TypeDesc>> {
     if let Some(d) = super::predefined_desc(dt) {
         return Ok(d);
     }
@@ -485,29 +558,35 @@ pub unsafe fn set_name(acc: &mut Access, dt: Datatype, name: *const c_char) -> R
     Ok(())
 }
 
-/// `MPI_Type_get_envelope`.
+/// `MPI_Type_get_envelope(_c)`. The `int` form has no large counts (`num_large_counts` null)
+/// and refuses a type a `_c` constructor made, whose arguments it cannot return.
 ///
 /// # Safety
-/// The four outputs writable.
-pub unsafe fn get_envelope(
+/// The outputs writable (`num_large_counts` in the `_c` form only).
+pub unsafe fn get_envelope<N: Width>(
     acc: &mut Access,
     dt: Datatype,
-    num_integers: *mut c_int,
-    num_addresses: *mut c_int,
-    num_datatypes: *mut c_int,
+    num_integers: *mut N,
+    num_addresses: *mut N,
+    num_large_counts: *mut N,
+    num_datatypes: *mut N,
     combiner: *mut c_int,
 ) -> Res<()> {
     let d = query(acc, dt)?;
-    let (ni, na, nd, c) = match &d.contents {
-        None => (0, 0, 0, abi::COMBINER_NAMED),
-        Some(c) if !c.counts.is_empty() => return Err(made_by_c()),
-        Some(c) => (c.ints.len(), c.aints.len(), c.types.len(), c.combiner),
+    let (ni, na, nc, nd, c) = match &d.contents {
+        None => (0, 0, 0, 0, abi::COMBINER_NAMED),
+        Some(c) if N::FORM == Form::Int && !c.counts.is_empty() => return Err(made_by_c()),
+        Some(c) => (c.ints.len(), c.aints.len(), c.counts.len(), c.types.len(), c.combiner),
     };
+    let n = |k: usize| N::try_from(k).map_err(|_| Fail::new(abi::ERR_ARG, None, Why::Arg("too many arguments")));
     // SAFETY: the caller's contract.
     unsafe {
-        write_out(num_integers, ni as c_int)?;
-        write_out(num_addresses, na as c_int)?;
-        write_out(num_datatypes, nd as c_int)?;
+        write_out(num_integers, n(ni)?)?;
+        write_out(num_addresses, n(na)?)?;
+        if N::FORM == Form::Large {
+            write_out(num_large_counts, n(nc)?)?;
+        }
+        write_out(num_datatypes, n(nd)?)?;
         write_out(combiner, c)
     }
 }
@@ -521,40 +600,29 @@ fn made_by_c() -> Fail {
     )
 }
 
-/// `MPI_Type_get_contents`: the constructor's arguments; derived types among them come back as
-/// new handles (to be freed by the caller), predefined ones as themselves.
+/// `MPI_Type_get_contents(_c)`: the constructor's arguments; derived types among them come back
+/// as new handles (to be freed by the caller), predefined ones as themselves. The `int` form has
+/// no large counts (`max_large_counts` 0, `large_counts` null) and refuses a type a `_c`
+/// constructor made.
 ///
 /// # Safety
 /// The arrays writable for their `max_` lengths.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn get_contents(
+pub unsafe fn get_contents<N: Width>(
     acc: &mut Access,
     dt: Datatype,
-    max_integers: c_int,
-    max_addresses: c_int,
-    max_datatypes: c_int,
+    max_integers: N,
+    max_addresses: N,
+    max_large_counts: N,
+    max_datatypes: N,
     integers: *mut c_int,
     addresses: *mut Aint,
+    large_counts: *mut Count,
     datatypes: *mut Datatype,
 ) -> Res<()> {
-    if query(acc, dt)?.contents.as_ref().is_some_and(|c| !c.counts.is_empty()) {
+    if query(acc, dt)?.contents.as_ref().is_some_and(|c| N::FORM == Form::Int && !c.counts.is_empty()) {
         return Err(made_by_c());
     }
-    // SAFETY: the caller's contract.
-    unsafe { contents_into(acc, dt, (max_integers, max_addresses, max_datatypes), (integers, addresses, datatypes)) }
-}
-
-/// The integers, addresses and datatypes of [`get_contents`] (and of `_c`'s, which adds the
-/// large counts), given the arrays' lengths.
-///
-/// # Safety
-/// The arrays writable for their lengths.
-pub(super) unsafe fn contents_into(
-    acc: &mut Access,
-    dt: Datatype,
-    (max_integers, max_addresses, max_datatypes): (c_int, c_int, c_int),
-    (integers, addresses, datatypes): (*mut c_int, *mut Aint, *mut Datatype),
-) -> Res<()> {
     let st = running(acc)?;
     let d = any(&st.types, dt)?;
     let Some(c) = &d.contents else {
@@ -564,17 +632,20 @@ pub(super) unsafe fn contents_into(
             Why::Arg("a predefined datatype has no contents (MPI_COMBINER_NAMED)"),
         ));
     };
-    if (max_integers as usize) < c.ints.len()
-        || (max_addresses as usize) < c.aints.len()
-        || (max_datatypes as usize) < c.types.len()
-        || max_integers < 0
-        || max_addresses < 0
-        || max_datatypes < 0
+    let short = |max: N, n: usize| {
+        let m: i64 = max.into();
+        m < 0 || (m as u64) < n as u64
+    };
+    if short(max_integers, c.ints.len())
+        || short(max_addresses, c.aints.len())
+        || short(max_large_counts, c.counts.len())
+        || short(max_datatypes, c.types.len())
     {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("the arrays are shorter than MPI_Type_get_envelope said")));
     }
     if (!c.ints.is_empty() && integers.is_null())
         || (!c.aints.is_empty() && addresses.is_null())
+        || (!c.counts.is_empty() && large_counts.is_null())
         || (!c.types.is_empty() && datatypes.is_null())
     {
         return Err(null_arg(None, "null contents array"));
@@ -586,18 +657,31 @@ pub(super) unsafe fn contents_into(
             // Committed: it describes data exactly as the original did.
             None => st
                 .types
-                .insert(Entry { desc: t.clone(), committed: true, name: String::new(), predefined: false })
+                .insert(Entry::new(t.clone(), true))
                 .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?,
         };
         handles.push(h);
     }
-    // SAFETY: the caller's contract: arrays of at least the lengths checked above.
+    // SAFETY: the caller's contract: arrays of at least the lengths checked above, non-null
+    // where anything is written (checked above).
     unsafe {
-        std::ptr::copy_nonoverlapping(c.ints.as_ptr(), integers, c.ints.len());
-        std::ptr::copy_nonoverlapping(c.aints.as_ptr(), addresses, c.aints.len());
-        std::ptr::copy_nonoverlapping(handles.as_ptr(), datatypes, handles.len());
+        put(&c.ints, integers);
+        put(&c.aints, addresses);
+        put(&c.counts, large_counts);
+        put(&handles, datatypes);
     }
     Ok(())
+}
+
+/// Copies `src` to `dst` (which may be null when `src` is empty).
+///
+/// # Safety
+/// `dst` writable for `src.len()` elements when `src` is not empty.
+unsafe fn put<T: Copy>(src: &[T], dst: *mut T) {
+    if !src.is_empty() {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+    }
 }
 
 /// `MPI_Get_address`: the address as an integer (the same in absolute terms as `MPI_BOTTOM`'s).

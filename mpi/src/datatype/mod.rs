@@ -7,6 +7,13 @@
 //! pairs from static tables (valid before `MPI_Init`), the derived ones from the table, which
 //! holds one per handle with its name and whether it was committed.
 //!
+//! **Freeing a type in use (MPI-4.1 §5.1.11).** `MPI_Type_free` marks a type for deallocation:
+//! operations pending on it complete, types built from it stay valid. Whatever resolved the handle
+//! holds the layout itself (an `Arc<TypeDesc>`: requests, schedules, derived types), so the table's
+//! entry may go. A holder that keeps the *handle* (to resolve it again later, as a persistent
+//! collective's recipe does at each `MPI_Start`) calls [`hold`] and later [`release`]: while held,
+//! a freed entry stays in the table (its slot not given to a new type) until the last release.
+//!
 //! **Buffers.** A buffer argument `(buf, count, datatype)` is either contiguous bytes (a basic
 //! type, or a derived one whose elements tile without gaps) or typed data that the point-to-point
 //! layer packs into contiguous bytes to send and unpacks from them on receipt ([`Layout`]).
@@ -16,7 +23,6 @@ pub mod calls;
 pub mod construct;
 pub mod desc;
 pub mod external;
-pub mod large;
 pub mod named;
 pub mod pack;
 pub mod packing;
@@ -41,6 +47,46 @@ pub struct Entry {
     pub name: String,
     /// A predefined type made on demand (`MPI_Type_create_f90_*`): `MPI_Type_free` refuses it.
     pub predefined: bool,
+    /// Holders of the handle ([`hold`]): the entry stays while any is left.
+    pub holds: u32,
+    /// `MPI_Type_free` was called while it was held: removed at the last [`release`].
+    pub freed: bool,
+}
+
+impl Entry {
+    /// A new derived type, nameless and unheld.
+    pub fn new(desc: Arc<TypeDesc>, committed: bool) -> Entry {
+        Entry { desc, committed, name: String::new(), predefined: false, holds: 0, freed: false }
+    }
+}
+
+/// Keeps derived type `dt`'s handle (and its slot) valid until [`release`], whether or not the
+/// program frees it meanwhile; predefined and unknown handles are left alone.
+pub fn hold(types: &mut Types, dt: Datatype) {
+    if let Some(e) = types.get_mut(dt) {
+        e.holds += 1;
+    }
+}
+
+/// `MPI_Type_free`'s removal of derived type `dt` from the table (after its attributes'
+/// delete callbacks ran): now, or at the last [`release`] if it is held.
+pub(crate) fn unlist(types: &mut Types, dt: Datatype) -> Res<()> {
+    match types.get_mut(dt) {
+        None => return Err(bad_type(dt, None)),
+        Some(e) if e.holds > 0 => e.freed = true,
+        Some(_) => drop(types.remove(dt)),
+    }
+    Ok(())
+}
+
+/// Ends one [`hold`] of `dt`: a type freed meanwhile goes with its last holder.
+pub fn release(types: &mut Types, dt: Datatype) {
+    if let Some(e) = types.get_mut(dt) {
+        e.holds = e.holds.saturating_sub(1);
+        if e.freed && e.holds == 0 {
+            types.remove(dt);
+        }
+    }
 }
 
 /// The table of derived types: handles `DATATYPE_DIRECT + PAIR_TYPES + index`.
@@ -224,11 +270,38 @@ mod tests {
     }
 
     #[test]
+    fn a_held_type_stays_until_its_last_release() {
+        let mut t = table();
+        let i = predefined_desc(abi::INT).unwrap();
+        let h = t.insert(Entry::new(i.clone(), true)).unwrap();
+        hold(&mut t, h);
+        hold(&mut t, h);
+        unlist(&mut t, h).unwrap();
+        assert!(t.get(h).is_some_and(|e| e.freed), "freed while held: still listed");
+        let other = t.insert(Entry::new(i.clone(), true)).unwrap();
+        assert_ne!(other, h, "a held slot is not given out again");
+        release(&mut t, h);
+        assert!(any(&t, h).is_ok());
+        release(&mut t, h);
+        assert!(any(&t, h).is_err(), "gone with the last holder");
+        // Unheld: removed at once; releasing an unknown handle does nothing.
+        unlist(&mut t, other).unwrap();
+        assert!(t.get(other).is_none());
+        release(&mut t, other);
+        assert!(unlist(&mut t, other).is_err());
+        // Held but never freed: still there after the release.
+        let k = t.insert(Entry::new(i, true)).unwrap();
+        hold(&mut t, k);
+        release(&mut t, k);
+        assert!(t.get(k).is_some_and(|e| !e.freed));
+    }
+
+    #[test]
     fn layouts_of_dense_and_sparse_types() {
         let mut t = table();
         let i = predefined_desc(abi::INT).unwrap();
         let v = Arc::new(construct::vector(construct::Form::Int, 2, 1, 2, false, &i).unwrap());
-        let h = t.insert(Entry { desc: v, committed: false, name: String::new(), predefined: false }).unwrap();
+        let h = t.insert(Entry::new(v, false)).unwrap();
         let buf = [0u8; 64];
         assert!(layout(&t, buf.as_ptr(), 1, h, 0).is_err(), "not committed");
         t.get_mut(h).unwrap().committed = true;

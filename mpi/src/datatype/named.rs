@@ -61,7 +61,7 @@ unsafe fn store_named(
     }
     let h = st
         .types
-        .insert(Entry { desc: Arc::new(d), committed: true, name: String::new(), predefined: true })
+        .insert(Entry { predefined: true, ..Entry::new(Arc::new(d), true) })
         .ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many datatypes")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newtype = h };

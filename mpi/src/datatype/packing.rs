@@ -1,12 +1,13 @@
 //! `MPI_Pack`, `MPI_Unpack`, `MPI_Pack_size` and their `_c` forms (MPI-4.1 §5.2): the packed form
 //! is the data bytes in typemap order ([`super::pack`]), so the packed size is `count × size`.
-//! One implementation over `i64` positions and sizes serves both forms.
+//! One implementation over `i64` positions and sizes serves both forms ([`Width`]: the `int`
+//! forms widen their arguments).
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 
-use super::calls::running;
+use super::calls::{Width, running};
 use super::{Layout, any, layout_large, pack};
-use crate::abi::{self, Count, Datatype};
+use crate::abi::{self, Datatype};
 use crate::error::{Fail, Res, Why};
 use crate::p2p::{comm_at, null_arg, write_out};
 use crate::state::Access;
@@ -35,32 +36,22 @@ fn packed_size(acc: &mut Access, incount: i64, dt: Datatype, comm: abi::Comm) ->
         .ok_or_else(|| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size overflows")))
 }
 
-/// `MPI_Pack_size`: `incount × size`.
+/// `MPI_Pack_size(_c)`: `incount × size` (the `int` form: `MPI_ERR_COUNT` past `INT_MAX`).
 ///
 /// # Safety
 /// `size` writable.
-pub unsafe fn pack_size(acc: &mut Access, incount: c_int, dt: Datatype, comm: abi::Comm, size: *mut c_int) -> Res<()> {
-    let n = packed_size(acc, incount.into(), dt, comm)?;
-    let n =
-        c_int::try_from(n).map_err(|_| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size exceeds INT_MAX")))?;
-    // SAFETY: the caller's contract.
-    unsafe { write_out(size, n) }
-}
-
-/// `MPI_Pack_size_c`.
-///
-/// # Safety
-/// `size` writable.
-pub unsafe fn pack_size_c(
+pub unsafe fn pack_size<N: Width>(
     acc: &mut Access,
-    incount: Count,
+    incount: N,
     dt: Datatype,
     comm: abi::Comm,
-    size: *mut Count,
+    size: *mut N,
 ) -> Res<()> {
-    let n = packed_size(acc, incount, dt, comm)?;
+    let n = packed_size(acc, incount.into(), dt, comm)?;
+    let n = i64::try_from(n).ok().and_then(|n| N::try_from(n).ok());
+    let n = n.ok_or_else(|| Fail::new(abi::ERR_COUNT, None, Why::Arg("the packed size exceeds INT_MAX")))?;
     // SAFETY: the caller's contract.
-    unsafe { write_out(size, n as Count) }
+    unsafe { write_out(size, n) }
 }
 
 /// Packs `incount` elements of `dt` at `inbuf` into `outbuf[position..outsize]`; returns the new
@@ -147,80 +138,42 @@ unsafe fn moving<T: Copy + Into<i64> + TryFrom<i64>>(position: *mut T, f: impl F
     Ok(())
 }
 
-/// `MPI_Pack`.
+/// `MPI_Pack(_c)`.
 ///
 /// # Safety
 /// MPI's contract on the buffers; `position` readable and writable.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn pack_call(
+pub unsafe fn pack_call<N: Width>(
     acc: &mut Access,
     inbuf: *const c_void,
-    incount: c_int,
+    incount: N,
     dt: Datatype,
     outbuf: *mut c_void,
-    outsize: c_int,
-    position: *mut c_int,
+    outsize: N,
+    position: *mut N,
     comm: abi::Comm,
 ) -> Res<()> {
     // SAFETY: the caller's contract.
     unsafe { moving(position, |p| pack_at(acc, inbuf, incount.into(), dt, outbuf, outsize.into(), p, comm)) }
 }
 
-/// `MPI_Pack_c`.
+/// `MPI_Unpack(_c)`.
 ///
 /// # Safety
 /// MPI's contract on the buffers; `position` readable and writable.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn pack_c(
+pub unsafe fn unpack_call<N: Width>(
     acc: &mut Access,
     inbuf: *const c_void,
-    incount: Count,
-    dt: Datatype,
+    insize: N,
+    position: *mut N,
     outbuf: *mut c_void,
-    outsize: Count,
-    position: *mut Count,
-    comm: abi::Comm,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { moving(position, |p| pack_at(acc, inbuf, incount, dt, outbuf, outsize, p, comm)) }
-}
-
-/// `MPI_Unpack`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn unpack_call(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    insize: c_int,
-    position: *mut c_int,
-    outbuf: *mut c_void,
-    outcount: c_int,
+    outcount: N,
     dt: Datatype,
     comm: abi::Comm,
 ) -> Res<()> {
     // SAFETY: the caller's contract.
     unsafe { moving(position, |p| unpack_at(acc, inbuf, insize.into(), p, outbuf, outcount.into(), dt, comm)) }
-}
-
-/// `MPI_Unpack_c`.
-///
-/// # Safety
-/// MPI's contract on the buffers; `position` readable and writable.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn unpack_c(
-    acc: &mut Access,
-    inbuf: *const c_void,
-    insize: Count,
-    position: *mut Count,
-    outbuf: *mut c_void,
-    outcount: Count,
-    dt: Datatype,
-    comm: abi::Comm,
-) -> Res<()> {
-    // SAFETY: the caller's contract.
-    unsafe { moving(position, |p| unpack_at(acc, inbuf, insize, p, outbuf, outcount, dt, comm)) }
 }
 
 #[cfg(test)]
