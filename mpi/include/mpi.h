@@ -219,6 +219,7 @@ enum MPIR_Combiner_enum {
 #define MPI_COMM_TYPE_SHARED 1
 #define MPI_COMM_TYPE_HW_GUIDED 2
 #define MPI_COMM_TYPE_HW_UNGUIDED 3
+#define MPI_COMM_TYPE_RESOURCE_GUIDED 4
 
 /* Topology types. */
 typedef enum MPIR_Topo_type { MPI_GRAPH = 1, MPI_CART = 2, MPI_DIST_GRAPH = 3 } MPIR_Topo_type;
@@ -568,6 +569,7 @@ extern MPI_F08_status *MPI_F08_STATUSES_IGNORE;
 #define MPI_ERR_PROC_ABORTED 76
 #define MPI_ERR_VALUE_TOO_LARGE 77
 #define MPI_T_ERR_NOT_SUPPORTED 78
+#define MPI_ERR_ERRHANDLER 79
 #define MPI_ERR_LASTCODE 0x3fffffff
 /* Extension classes: an operation's peer died (the MPI fault-tolerance proposal's names). */
 #define MPIX_ERR_PROC_FAILED 101

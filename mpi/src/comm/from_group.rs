@@ -43,9 +43,7 @@ fn hash(s: &str) -> u32 {
 /// The error handler a new communicator takes (`MPI_ERRHANDLER_NULL`: `MPI_ERRORS_ARE_FATAL`).
 fn handler(st: &State, errh: abi::Errhandler) -> Res<abi::Errhandler> {
     let errh = if errh == abi::ERRHANDLER_NULL { abi::ERRORS_ARE_FATAL } else { errh };
-    if !crate::errh::valid(st, errh) {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Comm)?;
     Ok(errh)
 }
 

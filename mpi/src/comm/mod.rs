@@ -670,16 +670,15 @@ pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Re
         return Err(not_running(st.phase));
     }
     let (ci, _) = comm_at(&st.comms, comm)?;
-    if !crate::errh::valid(st, errh) {
-        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Comm).map_err(|e| e.on(ci))?;
     let old = std::mem::replace(&mut Arc::make_mut(&mut st.comms[ci]).errh, errh);
     st.refresh_fast(ci);
     crate::errh::forget_if_unused(st, old);
     Ok(())
 }
 
-/// `MPI_Comm_get_errhandler`.
+/// `MPI_Comm_get_errhandler`: a new handle to the handler, which the program frees
+/// (`MPI_Errhandler_free`; the communicator keeps using it).
 ///
 /// # Safety
 /// `out` null or writable.
@@ -692,8 +691,10 @@ pub unsafe fn get_errhandler(acc: &mut Access, comm: abi::Comm, out: *mut Errhan
     if out.is_null() {
         return Err(null_out(Some(ci)));
     }
+    let h = c.errh;
+    let h = crate::errh::hand_out(st, h);
     // SAFETY: checked non-null; MPI's contract.
-    unsafe { *out = c.errh };
+    unsafe { *out = h };
     Ok(())
 }
 
