@@ -178,6 +178,8 @@ pub const ANY_TAG: c_int = -1;
 pub const UNDEFINED: c_int = -32766;
 /// `MPI_Comm_split_type`'s node-wide split.
 pub const COMM_TYPE_SHARED: c_int = 1;
+pub const COMM_TYPE_HW_GUIDED: c_int = 2;
+pub const COMM_TYPE_HW_UNGUIDED: c_int = 3;
 /// MPI-4.1's split by the resources a `mpi_hw_resource_type` hint names (MPICH 4.2's value).
 pub const COMM_TYPE_RESOURCE_GUIDED: c_int = 4;
 
@@ -562,6 +564,8 @@ mod tests {
             ("MPI_ROOT", ROOT.into()),
             ("MPI_UNDEFINED", UNDEFINED.into()),
             ("MPI_COMM_TYPE_SHARED", COMM_TYPE_SHARED.into()),
+            ("MPI_COMM_TYPE_HW_GUIDED", COMM_TYPE_HW_GUIDED.into()),
+            ("MPI_COMM_TYPE_HW_UNGUIDED", COMM_TYPE_HW_UNGUIDED.into()),
             ("MPI_COMM_TYPE_RESOURCE_GUIDED", COMM_TYPE_RESOURCE_GUIDED.into()),
             ("MPI_ERR_ERRHANDLER", ERR_ERRHANDLER.into()),
             ("MPI_MAX_PROCESSOR_NAME", MAX_PROCESSOR_NAME as i64),

@@ -80,7 +80,7 @@ impl Sessions {
         Sessions {
             world: Phase::Before,
             table: Table::new(SESSION_DIRECT),
-            comm_hints: Vec::new(),
+            comm_hints: crate::comm::info::Hints::new(),
             exit_hook: false,
             pset_groups: Vec::new(),
         }

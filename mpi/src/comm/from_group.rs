@@ -138,8 +138,8 @@ unsafe fn create_in(
     let over = meeting(acc.st(), members.clone(), me, errh);
     let ctx = agree(acc, &over, &tu, FROM_GROUP + (h % SPAN) as i32, h % SPAN)?;
     let st = acc.st();
-    let mut c = intra(st, members, ctx, errh);
-    c.session = crate::session::of_group(st, group);
+    let session = crate::session::of_group(st, group);
+    let c = intra(st, members, ctx, super::Lineage { errh, session });
     let c = store(st, c);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = c };
@@ -238,7 +238,8 @@ unsafe fn inter_in(
         return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("the leaders could not exchange contexts")));
     }
     let rctx = news[1] as u32;
-    let c = inter::make(st, mine, remote, (ctx, lctx, rctx), errh);
+    let session = crate::session::of_group(st, local_group);
+    let c = inter::make(st, mine, remote, (ctx, lctx, rctx), super::Lineage { errh, session });
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newintercomm = c };
     Ok(())
