@@ -246,16 +246,16 @@ extern "C" fn at_exit() {
 /// The job ranks of process set `name` (`None`: no such set).
 fn pset_members(st: &State, name: &str) -> Option<Vec<u32>> {
     let ep = st.ep.as_ref()?;
-    let (me, size) = (ep.rank(), ep.size());
+    let me = ep.rank();
+    let world = &st.world_ranks;
     match name {
         // This process's world: the job, or its part of the universe when `nemesis-run
-        // --universe-size` made room for spawned processes (`comm::dynproc`).
-        "mpi://WORLD" => Some(crate::comm::dynproc::world_of(size)),
+        // --universe-size` made room for spawned processes (`State::world_ranks`).
+        "mpi://WORLD" => Some(world.clone()),
         "mpi://SELF" => Some(vec![me]),
         "nemesis://NODE" => {
-            let node = st.node_of_job.get(me as usize).copied().unwrap_or(0);
-            let world = crate::comm::dynproc::world_of(size);
-            Some(world.into_iter().filter(|&r| st.node_of_job.get(r as usize).copied().unwrap_or(0) == node).collect())
+            let node_of = |r: u32| st.node_of_job.get(r as usize).copied().unwrap_or(0);
+            Some(world.iter().copied().filter(|&r| node_of(r) == node_of(me)).collect())
         }
         _ => None,
     }

@@ -208,6 +208,10 @@ pub struct State {
     pub contexts: Contexts,
     /// Node id of every job rank (equal ids share a node).
     pub node_of_job: Vec<u32>,
+    /// The job ranks of this process's world (`MPI_COMM_WORLD`, `mpi://WORLD`): the whole job,
+    /// or its part of the universe `nemesis-run --universe-size` makes room for spawned
+    /// processes in (`crate::comm::dynproc::world_of`, read once when the transport starts).
+    pub world_ranks: Vec<u32>,
     /// The collectives' model parameters and overrides.
     pub tuning: Tuning,
     /// The world model's phase, the sessions, communicator hints (`crate::session`).
@@ -274,6 +278,7 @@ impl State {
             main_thread: None,
             contexts: Contexts::new(),
             node_of_job: Vec::new(),
+            world_ranks: Vec::new(),
             tuning: Tuning::DEFAULT,
             sessions: crate::session::Sessions::new(),
         }
