@@ -569,7 +569,6 @@ extern MPI_F08_status *MPI_F08_STATUSES_IGNORE;
 #define MPI_ERR_PROC_ABORTED 76
 #define MPI_ERR_VALUE_TOO_LARGE 77
 #define MPI_T_ERR_NOT_SUPPORTED 78
-#define MPI_ERR_ERRHANDLER 79
 #define MPI_ERR_LASTCODE 0x3fffffff
 /* Extension classes: an operation's peer died (the MPI fault-tolerance proposal's names). */
 #define MPIX_ERR_PROC_FAILED 101

@@ -97,8 +97,8 @@ pub fn predefined(h: Errhandler) -> bool {
 }
 
 /// Checks that an object of `kind` may take handler `h`: a predefined one, or one of the
-/// program's of that kind that it still holds a handle to (`MPI_ERR_ERRHANDLER` if `h` names
-/// none, MPI-4.1 §9.4; `MPI_ERR_ARG` if it is of another kind).
+/// program's of that kind that it still holds a handle to. Both failures are `MPI_ERR_ARG`, as
+/// in MPICH 4.0 (which has no `MPI_ERR_ERRHANDLER`, MPI-4.1's class for the first).
 pub fn check(st: &State, h: Errhandler, kind: Kind) -> Res<()> {
     if predefined(h) {
         return Ok(());
@@ -110,7 +110,7 @@ pub fn check(st: &State, h: Errhandler, kind: Kind) -> Res<()> {
             None,
             Why::Other(format!("{h:#x} is an error handler for {}, not {}", e.kind.name(), kind.name())),
         )),
-        _ => Err(Fail::new(abi::ERR_ERRHANDLER, None, Why::Errhandler(h))),
+        _ => Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h))),
     }
 }
 
@@ -240,7 +240,7 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
     if !predefined(h) {
         match st.errhs.table.get_mut(h) {
             Some(e) if e.handles > 0 => e.handles -= 1,
-            _ => return Err(Fail::new(abi::ERR_ERRHANDLER, None, Why::Errhandler(h))),
+            _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h))),
         }
         forget_if_unused(st, h);
     }

@@ -14,7 +14,7 @@ use crate::abi;
 
 /// Code, name and text of every class the library defines (MPICH's numbering: 54 is unused; the
 /// tool-interface classes 59–74 and 78 are defined, never returned).
-pub const CLASSES: [(c_int, &str, &str); 83] = [
+pub const CLASSES: [(c_int, &str, &str); 82] = [
     (abi::SUCCESS, "MPI_SUCCESS", "no error"),
     (abi::ERR_BUFFER, "MPI_ERR_BUFFER", "invalid buffer pointer"),
     (abi::ERR_COUNT, "MPI_ERR_COUNT", "invalid count argument"),
@@ -93,7 +93,6 @@ pub const CLASSES: [(c_int, &str, &str); 83] = [
     (abi::ERR_PROC_ABORTED, "MPI_ERR_PROC_ABORTED", "communication with an aborted process"),
     (abi::ERR_VALUE_TOO_LARGE, "MPI_ERR_VALUE_TOO_LARGE", "value too large to store"),
     (78, "MPI_T_ERR_NOT_SUPPORTED", "tool interface: not supported"),
-    (abi::ERR_ERRHANDLER, "MPI_ERR_ERRHANDLER", "invalid error handler"),
     (abi::ERRX_PROC_FAILED, "MPIX_ERR_PROC_FAILED", "a process taking part in the operation died"),
     (abi::ERRX_PROC_FAILED_PENDING, "MPIX_ERR_PROC_FAILED_PENDING", "a failure left this request pending"),
     (abi::ERRX_REVOKED, "MPIX_ERR_REVOKED", "the communication object was revoked"),
