@@ -17,6 +17,8 @@
 
 use std::ffi::{CStr, c_char, c_int};
 
+pub mod objects;
+
 use crate::abi::{self, Comm as CommH, Errhandler, FileErrFn};
 use crate::error::{Fail, Res, Why, class_of};
 use crate::handle::Table;
@@ -79,8 +81,6 @@ pub const ERRH_DIRECT: u32 = abi::handle::DIRECT | abi::handle::ERRHANDLER;
 pub const fn table() -> Errhs {
     Errhs { table: Table::new(ERRH_DIRECT), file_default: abi::ERRORS_RETURN }
 }
-
-pub mod objects;
 
 /// The first code `MPI_Add_error_class`/`MPI_Add_error_code` hand out (MPICH's dynamic codes
 /// have bit 30 set too); each new class or code is the next number.

@@ -10,10 +10,11 @@
 //! parent's (MPI-4.1 §7.4.2: "the hints are copied"); `MPI_Comm_dup_with_info`,
 //! `MPI_Comm_idup_with_info` and `MPI_Comm_split_type` take those of their info argument (as
 //! MPICH); the other creations start from the defaults. An idup's communicator is made when its
-//! request completes (`made_by_idup`): the info of `MPI_Comm_idup_with_info` waits for it in
-//! `Hints::idup`, taken by the first idup of the same parent to complete (idups of one
-//! communicator complete in the order they started, as their context agreements are ordered;
-//! a plain idup overlapping one with info on the same parent may take its hints).
+//! request completes (`made_by_idup`, which knows the parent but not the call): the info of
+//! `MPI_Comm_idup_with_info` waits for it in `Hints::idup`, and the first idup of the same parent
+//! to complete takes it. That is the right one unless a plain `MPI_Comm_idup` of the same parent
+//! is in flight at the same time and completes first (it takes the info's hints, and the idup
+//! with info the parent's), or an idup with info fails (its hints wait for the next idup).
 //!
 //! **Where hints live.** A side table (`Sessions::comm_hints`) keyed by the communicator's `nbc`
 //! counter, an `Arc` every communicator gets fresh and its copies share: an entry whose key no
