@@ -178,6 +178,11 @@ pub const ANY_TAG: c_int = -1;
 pub const UNDEFINED: c_int = -32766;
 /// `MPI_Comm_split_type`'s node-wide split.
 pub const COMM_TYPE_SHARED: c_int = 1;
+pub const COMM_TYPE_HW_GUIDED: c_int = 2;
+pub const COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// MPI-4.1's split by the resources a `mpi_hw_resource_type` hint names (the value after
+/// `MPI_COMM_TYPE_HW_UNGUIDED`, as in MPICH 4.2).
+pub const COMM_TYPE_RESOURCE_GUIDED: c_int = 4;
 
 pub const MAX_PROCESSOR_NAME: usize = 128;
 pub const MAX_LIBRARY_VERSION_STRING: usize = 8192;
@@ -557,6 +562,9 @@ mod tests {
             ("MPI_ROOT", ROOT.into()),
             ("MPI_UNDEFINED", UNDEFINED.into()),
             ("MPI_COMM_TYPE_SHARED", COMM_TYPE_SHARED.into()),
+            ("MPI_COMM_TYPE_HW_GUIDED", COMM_TYPE_HW_GUIDED.into()),
+            ("MPI_COMM_TYPE_HW_UNGUIDED", COMM_TYPE_HW_UNGUIDED.into()),
+            ("MPI_COMM_TYPE_RESOURCE_GUIDED", COMM_TYPE_RESOURCE_GUIDED.into()),
             ("MPI_MAX_PROCESSOR_NAME", MAX_PROCESSOR_NAME as i64),
             ("MPI_MAX_ERROR_STRING", MAX_ERROR_STRING as i64),
             ("MPI_MAX_LIBRARY_VERSION_STRING", MAX_LIBRARY_VERSION_STRING as i64),
@@ -708,8 +716,8 @@ mod tests {
         }
         // Everything but our own markers (NEMESIS_MPI) and MPI-4.1's additions (MPICH 4.0.2 has
         // MPI-4.0) is in MPICH's header.
-        // MPI-4.1 names MPICH 4.0 lacks (MPICH 4.1's values).
-        let newer = ["MPI_BUFFER_AUTOMATIC", "MPI_COMBINER_VALUE_INDEX"];
+        // MPI-4.1 names MPICH 4.0 lacks (MPICH 4.1's and 4.2's values).
+        let newer = ["MPI_BUFFER_AUTOMATIC", "MPI_COMBINER_VALUE_INDEX", "MPI_COMM_TYPE_RESOURCE_GUIDED"];
         let missing: Vec<&String> = ours
             .keys()
             .filter(|n| !mpich.contains_key(*n) && n.starts_with("MPI") && !differ.contains(&n.as_str()))

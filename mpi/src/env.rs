@@ -43,10 +43,9 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     }
     let st = acc.st();
     let (rank, size) = st.ep.as_ref().map_or((0, 1), |ep| (ep.rank(), ep.size()));
-    // This process's world among the universe's ranks (`comm::dynproc`; the whole job unless
-    // `nemesis-run --universe-size` made room for spawned processes).
-    let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
-    let mut world = Comm::new(world_ranks, rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &st.node_of_job);
+    // This process's world among the universe's ranks (`State::world_ranks`).
+    let mut world =
+        Comm::new(st.world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &st.node_of_job);
     world.name = "MPI_COMM_WORLD".into();
     let mut me = Comm::new(vec![rank], rank, size, nemesis::WORLD + 2, abi::ERRORS_ARE_FATAL, &st.node_of_job);
     me.name = "MPI_COMM_SELF".into();
@@ -89,6 +88,8 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     // The node's name for the collectives' levels and Comm_split_type's shared colour.
     let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
+    // This process's world among the universe's ranks (`comm::dynproc`), once.
+    let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
     let st = acc.st();
     st.ep = Some(ep);
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
@@ -99,7 +100,6 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
             // shared colour); everyone of this process's world learns everyone's, in the world's
             // collective context (the first exchange of every process). Ranks of other worlds
             // count as nodes of their own until a connection tells (`comm::dynproc`).
-            let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
             let world = Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
             let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
             let all = all.inspect_err(|_| acc.st().ep = None)?;
@@ -119,6 +119,7 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     }
     st.comm_slots.clear();
     st.node_of_job = node_of_job;
+    st.world_ranks = world_ranks;
     st.contexts = crate::comm::context::Contexts::new();
     st.tuning = tuning;
     st.deferred.clear();

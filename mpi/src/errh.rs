@@ -1,34 +1,85 @@
-//! The program's error handlers and error classes (MPI-3.1 §8.3, §8.5):
-//! `MPI_Comm_create_errhandler`, `MPI_Comm_call_errhandler`, `MPI_Errhandler_free`, and
-//! `MPI_Add_error_class`/`_code`/`_string`, whose codes `MPI_Error_class`/`MPI_Error_string` know.
+//! The program's error handlers and error classes (MPI-4.1 §9.3, §9.5): handlers of the four
+//! kinds (`MPI_Comm_`/`MPI_File_`/`MPI_Win_`/`MPI_Session_create_errhandler`), the handler
+//! `MPI_FILE_NULL` holds (the one `MPI_File_open` gives a new file, and the one errors of file
+//! calls without a file go to), `MPI_Errhandler_free`, and `MPI_Add_error_class`/`_code`/
+//! `_string`, whose codes `MPI_Error_class`/`MPI_Error_string` know.
+//!
+//! **Lifetimes** (MPI-4.1 §9.3). A program's handler lives while the program holds a handle to
+//! it or an object uses it: `handles` counts the handles handed out (one by its creation, one by
+//! every `MPI_*_get_errhandler` that returns it) and `MPI_Errhandler_free` takes one back; the
+//! objects using it (live communicators, open sessions, `MPI_FILE_NULL`) are found by looking
+//! ([`forget_if_unused`] runs whenever one lets go of it). The predefined handlers are never
+//! freed: freeing one (as a handle from `MPI_Comm_get_errhandler` may be) only resets the handle.
+//!
+//! **Kinds.** A handler serves the objects of its kind only (a communicator's on a file is
+//! `MPI_ERR_ARG`, as in MPICH); the predefined ones serve every kind. A file handler's function
+//! takes an `MPI_File *` (a pointer in MPICH's ABI), the others an `int` handle's address.
 
 use std::ffi::{CStr, c_char, c_int};
 
-use crate::abi::{self, Comm as CommH, Errhandler};
+pub mod objects;
+
+use crate::abi::{self, Comm as CommH, Errhandler, FileErrFn};
 use crate::error::{Fail, Res, Why, class_of};
 use crate::handle::Table;
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
 
-/// `MPI_Comm_errhandler_function` (variadic in C; MPI passes two arguments).
+/// `MPI_Comm_errhandler_function` (variadic in C; MPI passes two arguments); also the window's
+/// and the session's, whose handles are `int`s too.
 pub type ErrFn = unsafe extern "C" fn(*mut CommH, *mut c_int, ...);
 
-/// A handler made by `MPI_Comm_create_errhandler`.
-#[derive(Clone, Copy, Debug)]
-pub struct UserErrh {
-    pub f: ErrFn,
-    /// `MPI_Errhandler_free` was called while a communicator still used it.
-    pub freed: bool,
+/// What a handler is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Comm,
+    File,
+    Win,
+    Session,
 }
 
-/// The program's handlers: handles `ERRH_DIRECT + index`.
-pub type Errhs = Table<UserErrh>;
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Comm => "a communicator",
+            Kind::File => "a file",
+            Kind::Win => "a window",
+            Kind::Session => "a session",
+        }
+    }
+}
+
+/// A handler's function.
+#[derive(Clone, Copy, Debug)]
+pub enum Fun {
+    /// Of a communicator, window or session (an `int` handle).
+    Int(ErrFn),
+    /// Of a file (an `MPI_File`, a pointer).
+    File(FileErrFn),
+}
+
+/// A handler made by one of the `MPI_*_create_errhandler` calls.
+#[derive(Clone, Copy, Debug)]
+pub struct UserErrh {
+    pub f: Fun,
+    pub kind: Kind,
+    /// Handles the program holds (see the module's doc); 0: it goes once no object uses it.
+    pub handles: u32,
+}
+
+/// The program's handlers (handles `ERRH_DIRECT + index`) and `MPI_FILE_NULL`'s.
+#[derive(Debug)]
+pub struct Errhs {
+    table: Table<UserErrh>,
+    /// The handler of `MPI_FILE_NULL` (MPI-4.1 §14.7: `MPI_ERRORS_RETURN` at first).
+    pub file_default: Errhandler,
+}
 
 /// MPICH's direct error handler handles.
 pub const ERRH_DIRECT: u32 = abi::handle::DIRECT | abi::handle::ERRHANDLER;
 
 pub const fn table() -> Errhs {
-    Table::new(ERRH_DIRECT)
+    Errhs { table: Table::new(ERRH_DIRECT), file_default: abi::ERRORS_RETURN }
 }
 
 /// The first code `MPI_Add_error_class`/`MPI_Add_error_code` hand out (MPICH's dynamic codes
@@ -39,23 +90,83 @@ pub const FIRST_USER_CODE: c_int = 0x4000_0000;
 /// class.
 pub type UserCodes = Vec<(c_int, c_int, String)>;
 
-/// True if `h` is a handler a communicator may take.
-pub fn valid(st: &State, h: Errhandler) -> bool {
-    predefined(h) || st.errhs.get(h).is_some_and(|e| !e.freed)
-}
-
 /// `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT` (MPI-4.0: aborts the communicator's processes; here,
 /// as `MPI_Abort` does, the job) and `MPI_ERRORS_RETURN`.
 pub fn predefined(h: Errhandler) -> bool {
     h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_ABORT || h == abi::ERRORS_RETURN
 }
 
-/// The function of the program's handler `h` (none for the predefined ones or a stale handle).
-pub fn user_fn(st: &State, h: Errhandler) -> Option<ErrFn> {
-    st.errhs.get(h).map(|e| e.f)
+/// Checks that an object of `kind` may take handler `h`: a predefined one, or one of the
+/// program's of that kind that it still holds a handle to. Both failures are `MPI_ERR_ARG`, as
+/// in MPICH 4.0 (which has no `MPI_ERR_ERRHANDLER`, MPI-4.1's class for the first).
+pub fn check(st: &State, h: Errhandler, kind: Kind) -> Res<()> {
+    if predefined(h) {
+        return Ok(());
+    }
+    match st.errhs.table.get(h) {
+        Some(e) if e.handles > 0 && e.kind == kind => Ok(()),
+        Some(e) if e.handles > 0 => Err(Fail::new(
+            abi::ERR_ARG,
+            None,
+            Why::Other(format!("{h:#x} is an error handler for {}, not {}", e.kind.name(), kind.name())),
+        )),
+        _ => Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h))),
+    }
 }
 
-/// Runs the program's handler function `f` for `code` on communicator handle `comm`.
+/// Handler `h` as a new handle for the program (`MPI_*_get_errhandler`: the program frees it).
+pub fn hand_out(st: &mut State, h: Errhandler) -> Errhandler {
+    if let Some(e) = st.errhs.table.get_mut(h) {
+        e.handles += 1;
+    }
+    h
+}
+
+/// The function of the program's handler `h` for an object with an `int` handle (none for the
+/// predefined ones, a stale handle or a file's).
+pub fn user_fn(st: &State, h: Errhandler) -> Option<ErrFn> {
+    match st.errhs.table.get(h)?.f {
+        Fun::Int(f) => Some(f),
+        Fun::File(_) => None,
+    }
+}
+
+/// A program's handler to run for a failure, and the object it is told about.
+#[derive(Clone, Copy, Debug)]
+pub enum Invoke {
+    /// A communicator's, window's or session's, with the object's handle.
+    Int(ErrFn, c_int),
+    /// A file's, for `MPI_FILE_NULL` (no file can be open yet).
+    FileNull(FileErrFn),
+}
+
+/// What handler `h` runs for a failure on the object with handle `obj` (none for the
+/// predefined handlers).
+pub fn invocation(st: &State, h: Errhandler, obj: c_int) -> Option<Invoke> {
+    Some(match st.errhs.table.get(h)?.f {
+        Fun::Int(f) => Invoke::Int(f, obj),
+        Fun::File(f) => Invoke::FileNull(f),
+    })
+}
+
+/// Runs `i` for `code`.
+///
+/// # Safety
+/// As for [`run`].
+pub unsafe fn invoke(i: Invoke, code: c_int) {
+    match i {
+        // SAFETY: the caller's contract.
+        Invoke::Int(f, obj) => unsafe { run(f, obj, code) },
+        Invoke::FileNull(f) => {
+            let (mut fh, mut k): (abi::File, c_int) = (std::ptr::null_mut(), code);
+            // SAFETY: the program's file handler with the two arguments MPI-4.1 §9.3.3 gives
+            // it; no reference into the state is live (the caller's contract).
+            unsafe { crate::state::outside(|| f(&mut fh, &mut k)) };
+        }
+    }
+}
+
+/// Runs the program's handler function `f` for `code` on the object with handle `obj`.
 ///
 /// Reentrancy: the handler may call MPI (`MPI_Error_string`, `MPI_Comm_get_attr`, even
 /// `MPI_Comm_free` of `comm`); the callers only return `code` afterwards, relying on nothing
@@ -63,10 +174,10 @@ pub fn user_fn(st: &State, h: Errhandler) -> Option<ErrFn> {
 ///
 /// # Safety
 /// As for [`crate::state::outside`]: the caller holds no reference into the state.
-pub unsafe fn run(f: ErrFn, comm: CommH, code: c_int) {
-    let (mut c, mut k) = (comm, code);
-    // SAFETY: the program's handler with the two arguments MPI-3.1 §8.3.1 gives it; no
-    // reference into the state is live (the caller's contract).
+pub unsafe fn run(f: ErrFn, obj: c_int, code: c_int) {
+    let (mut c, mut k) = (obj, code);
+    // SAFETY: the program's handler with the two arguments MPI-4.1 §9.3 gives it; no reference
+    // into the state is live (the caller's contract).
     unsafe { crate::state::outside(|| f(&mut c, &mut k)) };
 }
 
@@ -75,11 +186,39 @@ pub unsafe fn run(f: ErrFn, comm: CommH, code: c_int) {
 /// # Safety
 /// `out` null or writable.
 pub unsafe fn create(acc: &mut Access, f: Option<ErrFn>, out: *mut Errhandler) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { create_kind(acc, f, Kind::Comm, out) }
+}
+
+/// `MPI_Win_create_errhandler` (`kind` `Win`), `MPI_Session_create_errhandler` (`Session`).
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn create_kind(acc: &mut Access, f: Option<ErrFn>, kind: Kind, out: *mut Errhandler) -> Res<()> {
     let Some(f) = f else { return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null handler function"))) };
+    // SAFETY: the caller's contract.
+    unsafe { insert(acc, Fun::Int(f), kind, out) }
+}
+
+/// `MPI_File_create_errhandler`.
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn create_file(acc: &mut Access, f: Option<FileErrFn>, out: *mut Errhandler) -> Res<()> {
+    let Some(f) = f else { return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null handler function"))) };
+    // SAFETY: the caller's contract.
+    unsafe { insert(acc, Fun::File(f), Kind::File, out) }
+}
+
+/// Stores a new handler (one handle held by the program).
+///
+/// # Safety
+/// `out` null or writable.
+unsafe fn insert(acc: &mut Access, f: Fun, kind: Kind, out: *mut Errhandler) -> Res<()> {
     if out.is_null() {
         return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
     }
-    let h = acc.st().errhs.insert(UserErrh { f, freed: false });
+    let h = acc.st().errhs.table.insert(UserErrh { f, kind, handles: 1 });
     let h = h.ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many error handlers")))?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *out = h };
@@ -87,7 +226,7 @@ pub unsafe fn create(acc: &mut Access, f: Option<ErrFn>, out: *mut Errhandler) -
 }
 
 /// `MPI_Errhandler_free`: the handle becomes `MPI_ERRHANDLER_NULL`; a program's handler goes
-/// once no live communicator uses it (the predefined ones stay).
+/// once the program holds no handle to it and no object uses it (the predefined ones stay).
 ///
 /// # Safety
 /// `errh` null or valid for reads and writes.
@@ -99,8 +238,8 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
     let h = unsafe { *errh };
     let st = acc.st();
     if !predefined(h) {
-        match st.errhs.get_mut(h) {
-            Some(e) if !e.freed => e.freed = true,
+        match st.errhs.table.get_mut(h) {
+            Some(e) if e.handles > 0 => e.handles -= 1,
             _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(h))),
         }
         forget_if_unused(st, h);
@@ -110,11 +249,17 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
     Ok(())
 }
 
-/// Removes freed handler `h` if no live communicator nor open session uses it.
+/// Removes handler `h` if the program holds no handle to it and no live communicator, open
+/// session nor `MPI_FILE_NULL` uses it.
 pub fn forget_if_unused(st: &mut State, h: Errhandler) {
-    let used = st.comms.iter().any(|c| c.live && c.errh == h) || st.sessions.table.iter().any(|(_, s)| s.errh == h);
-    if st.errhs.get(h).is_some_and(|e| e.freed) && !used {
-        st.errhs.remove(h);
+    if st.errhs.table.get(h).is_none_or(|e| e.handles > 0) {
+        return;
+    }
+    let used = st.errhs.file_default == h
+        || st.comms.iter().any(|c| c.live && c.errh == h)
+        || st.sessions.table.iter().any(|(_, s)| s.errh == h);
+    if !used {
+        st.errhs.table.remove(h);
     }
 }
 

@@ -159,7 +159,7 @@ pub enum Why {
     Op { op: c_int, dt: c_int },
     /// A handle that names no live request.
     Request(c_int),
-    /// An error handler other than the two predefined ones.
+    /// A handle that names no error handler (null, freed, or garbage).
     Errhandler(c_int),
     /// A collective's arguments disagree between ranks (`count × size` differs).
     Mismatch { expected: usize, got: usize },
@@ -196,7 +196,7 @@ impl fmt::Display for Why {
             },
             Why::Request(r) => write!(f, "{r:#x} is not an active request"),
             Why::Errhandler(e) => {
-                write!(f, "{e:#x} is not an error handler (MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN)")
+                write!(f, "{e:#x} is not an error handler (a predefined one or one the program holds)")
             }
             Why::Mismatch { expected, got } => {
                 write!(f, "ranks disagree on the data size: {expected} bytes expected, {got} received")

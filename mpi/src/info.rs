@@ -141,10 +141,15 @@ pub unsafe fn info_set(acc: &mut Access, info: Info, key: *const c_char, value: 
     let (k, v) = unsafe {
         (c_str(key, abi::MAX_INFO_KEY, abi::ERR_INFO_KEY)?, c_str(value, abi::MAX_INFO_VAL, abi::ERR_INFO_VALUE)?)
     };
-    let obj = acc.st().infos.get_mut(info).ok_or_else(|| bad_info(info))?;
-    match obj.iter_mut().find(|(a, _)| *a == k) {
-        Some(e) => e.1 = v,
-        None => obj.push((k, v)),
+    put(acc.st(), info, &k, &v)
+}
+
+/// Sets `key` to `value` in info object `info` (replacing its value if it has one).
+pub fn put(st: &mut State, info: Info, key: &str, value: &str) -> Res<()> {
+    let obj = st.infos.get_mut(info).ok_or_else(|| bad_info(info))?;
+    match obj.iter_mut().find(|(a, _)| a == key) {
+        Some(e) => e.1 = value.to_string(),
+        None => obj.push((key.to_string(), value.to_string())),
     }
     Ok(())
 }

@@ -80,7 +80,7 @@ impl Sessions {
         Sessions {
             world: Phase::Before,
             table: Table::new(SESSION_DIRECT),
-            comm_hints: Vec::new(),
+            comm_hints: crate::comm::info::Hints::new(),
             exit_hook: false,
             pset_groups: Vec::new(),
         }
@@ -187,9 +187,7 @@ pub unsafe fn init(acc: &mut Access, info: Info, errh: Errhandler, session: *mut
         None => abi::THREAD_SINGLE,
     };
     let errh = if errh == abi::ERRHANDLER_NULL { abi::ERRORS_ARE_FATAL } else { errh };
-    if !(crate::errh::valid(st, errh) || errh == abi::ERRORS_ABORT) {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Session)?;
     if st.ep.is_none() {
         crate::env::bring_up(acc, level)?;
         if acc.st().sessions.world == Phase::Before && !acc.st().sessions.exit_hook {
@@ -248,16 +246,16 @@ extern "C" fn at_exit() {
 /// The job ranks of process set `name` (`None`: no such set).
 fn pset_members(st: &State, name: &str) -> Option<Vec<u32>> {
     let ep = st.ep.as_ref()?;
-    let (me, size) = (ep.rank(), ep.size());
+    let me = ep.rank();
+    let world = &st.world_ranks;
     match name {
         // This process's world: the job, or its part of the universe when `nemesis-run
-        // --universe-size` made room for spawned processes (`comm::dynproc`).
-        "mpi://WORLD" => Some(crate::comm::dynproc::world_of(size)),
+        // --universe-size` made room for spawned processes (`State::world_ranks`).
+        "mpi://WORLD" => Some(world.clone()),
         "mpi://SELF" => Some(vec![me]),
         "nemesis://NODE" => {
-            let node = st.node_of_job.get(me as usize).copied().unwrap_or(0);
-            let world = crate::comm::dynproc::world_of(size);
-            Some(world.into_iter().filter(|&r| st.node_of_job.get(r as usize).copied().unwrap_or(0) == node).collect())
+            let node_of = |r: u32| st.node_of_job.get(r as usize).copied().unwrap_or(0);
+            Some(world.iter().copied().filter(|&r| node_of(r) == node_of(me)).collect())
         }
         _ => None,
     }
@@ -372,9 +370,7 @@ pub(crate) fn of_group(st: &State, g: Group) -> Option<SessionH> {
 pub fn set_errhandler(acc: &mut Access, h: SessionH, errh: Errhandler) -> Res<()> {
     let st = acc.st();
     session(st, h)?;
-    if !(crate::errh::valid(st, errh) || errh == abi::ERRORS_ABORT) {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Session)?;
     if let Some(s) = st.sessions.table.get_mut(h) {
         let old = std::mem::replace(&mut s.errh, errh);
         crate::errh::forget_if_unused(st, old);
@@ -382,12 +378,17 @@ pub fn set_errhandler(acc: &mut Access, h: SessionH, errh: Errhandler) -> Res<()
     Ok(())
 }
 
-/// `MPI_Session_get_errhandler`.
+/// `MPI_Session_get_errhandler`: a new handle to the handler, which the program frees.
 ///
 /// # Safety
 /// `errh` null or writable.
 pub unsafe fn get_errhandler(acc: &mut Access, h: SessionH, errh: *mut Errhandler) -> Res<()> {
-    let e = session(acc.st(), h)?.errh;
+    let st = acc.st();
+    let e = session(st, h)?.errh;
+    if errh.is_null() {
+        return Err(null_arg("null output pointer"));
+    }
+    let e = crate::errh::hand_out(st, e);
     // SAFETY: the caller's contract.
     unsafe { put(errh, e) }
 }

@@ -208,6 +208,10 @@ pub struct State {
     pub contexts: Contexts,
     /// Node id of every job rank (equal ids share a node).
     pub node_of_job: Vec<u32>,
+    /// The job ranks of this process's world (`MPI_COMM_WORLD`, `mpi://WORLD`): the whole job,
+    /// or its part of the universe `nemesis-run --universe-size` makes room for spawned
+    /// processes in (`crate::comm::dynproc::world_of`, read once when the transport starts).
+    pub world_ranks: Vec<u32>,
     /// The collectives' model parameters and overrides.
     pub tuning: Tuning,
     /// The world model's phase, the sessions, communicator hints (`crate::session`).
@@ -274,6 +278,7 @@ impl State {
             main_thread: None,
             contexts: Contexts::new(),
             node_of_job: Vec::new(),
+            world_ranks: Vec::new(),
             tuning: Tuning::DEFAULT,
             sessions: crate::session::Sessions::new(),
         }
@@ -316,9 +321,9 @@ impl State {
         }
         // The program's handler runs, then the call returns the code (MPI-3.1 §8.3).
         if self.phase == Phase::Running
-            && let Some(h) = crate::errh::user_fn(self, errh)
+            && let Some(h) = crate::errh::invocation(self, errh, obj)
         {
-            return Failed { code: f.code, handler: Some((h, obj)) };
+            return Failed { code: f.code, handler: Some(h) };
         }
         self.fatal(call, f)
     }
@@ -340,11 +345,11 @@ impl State {
 }
 
 /// A failure as its error handler takes it ([`State::fail`]): the code the call returns, and the
-/// program's handler to run first (with the communicator's handle), if it has one.
+/// program's handler to run first (with the object's handle), if it has one.
 #[must_use]
 pub struct Failed {
     code: c_int,
-    handler: Option<(crate::errh::ErrFn, abi::Comm)>,
+    handler: Option<crate::errh::Invoke>,
 }
 
 impl Failed {
@@ -353,9 +358,9 @@ impl Failed {
     /// are the C caller's): the handler may call MPI ([`outside`]).
     #[cold]
     fn report(self) -> c_int {
-        if let Some((h, comm)) = self.handler {
+        if let Some(h) = self.handler {
             // SAFETY: see above: no reference into the state is live in this thread.
-            unsafe { crate::errh::run(h, comm, self.code) };
+            unsafe { crate::errh::invoke(h, self.code) };
         }
         self.code
     }

@@ -74,6 +74,8 @@
 //! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
 //! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4, 8 |
 //! | `join_over_a_socket` | `dynproc_join.c`: `MPI_Comm_join` between pairs over loopback TCP | 1, 2, 3, 4; 2, 8 over 2 nodes |
+//! | `error_handlers_of_every_kind` | `errh_objects.c`: File/Win/Session_create_errhandler; `MPI_FILE_NULL`'s handler (`MPI_ERRORS_RETURN` at first; set, got, called, file errors reaching it); the window calls on `MPI_WIN_NULL`; handlers of the wrong kind (`MPI_ERR_ARG`), null or freed ones (`MPI_ERR_ARG`, as MPICH); handles from Comm/Session/File_get_errhandler freed 100 times over, a handler freed in use working until its last user lets go; predefined handlers freed | 1, 2, 3, 4, 8; 5 over 2 nodes |
+//! | `communicators_keep_their_lineage` | `comm_lineage.c` (Sessions model): communicators derived from a session's (dup, idup, split, split_type, create, create_group, Intercomm_create, merge) keep its error handler and its buffer for buffered sends, another session's have none; hints: the four assertions only, copied by dup/idup, replaced by dup_with_info/idup_with_info/split_type's info, defaults after split; split types HW_GUIDED, RESOURCE_GUIDED (`mpi_shared_memory`: the node; else `MPI_COMM_NULL`), HW_UNGUIDED (by node over nodes, `MPI_COMM_NULL` on one), an unknown one | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -984,4 +986,16 @@ fn persistent_collectives_in_place() {
 #[test]
 fn spawns_from_every_rank_at_once() {
     run_ok("spawn_self", &[2, 3, 4], &["--universe-size", "40"], &[]);
+}
+
+#[test]
+fn error_handlers_of_every_kind() {
+    run_ok("errh_objects", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("errh_objects", &[5], &["--nodes", "2"], &[]);
+}
+
+#[test]
+fn communicators_keep_their_lineage() {
+    run_ok("comm_lineage", &[1, 2, 3, 4, 8], &[], &[]);
+    run_ok("comm_lineage", &[5], &["--nodes", "2"], &[]);
 }

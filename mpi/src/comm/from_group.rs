@@ -43,9 +43,7 @@ fn hash(s: &str) -> u32 {
 /// The error handler a new communicator takes (`MPI_ERRHANDLER_NULL`: `MPI_ERRORS_ARE_FATAL`).
 fn handler(st: &State, errh: abi::Errhandler) -> Res<abi::Errhandler> {
     let errh = if errh == abi::ERRHANDLER_NULL { abi::ERRORS_ARE_FATAL } else { errh };
-    if !crate::errh::valid(st, errh) {
-        return Err(Fail::new(abi::ERR_ARG, None, Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Comm)?;
     Ok(errh)
 }
 
@@ -140,8 +138,8 @@ unsafe fn create_in(
     let over = meeting(acc.st(), members.clone(), me, errh);
     let ctx = agree(acc, &over, &tu, FROM_GROUP + (h % SPAN) as i32, h % SPAN)?;
     let st = acc.st();
-    let mut c = intra(st, members, ctx, errh);
-    c.session = crate::session::of_group(st, group);
+    let session = crate::session::of_group(st, group);
+    let c = intra(st, members, ctx, super::Lineage { errh, session });
     let c = store(st, c);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = c };
@@ -240,7 +238,8 @@ unsafe fn inter_in(
         return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg("the leaders could not exchange contexts")));
     }
     let rctx = news[1] as u32;
-    let c = inter::make(st, mine, remote, (ctx, lctx, rctx), errh);
+    let session = crate::session::of_group(st, local_group);
+    let c = inter::make(st, mine, remote, (ctx, lctx, rctx), super::Lineage { errh, session });
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newintercomm = c };
     Ok(())

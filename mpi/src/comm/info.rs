@@ -1,10 +1,20 @@
 //! Communicator hints (MPI-4.1 §7.4.4): `MPI_Comm_set_info`, `MPI_Comm_get_info`,
-//! `MPI_Comm_dup_with_info`, `MPI_Comm_idup_with_info`.
+//! `MPI_Comm_dup_with_info`, `MPI_Comm_idup_with_info`, and the hints a new communicator takes.
 //!
-//! nemesis acts on no hint, so every key is accepted and kept as given; `MPI_Comm_get_info`
-//! returns them with the assertions MPI-4.1 defines for communicators (`mpi_assert_no_any_tag`,
-//! `mpi_assert_no_any_source`, `mpi_assert_exact_length`, `mpi_assert_allow_overtaking`) at
-//! their default, `false`, unless set.
+//! nemesis knows the assertions MPI-4.1 defines for communicators (`mpi_assert_no_any_tag`,
+//! `mpi_assert_no_any_source`, `mpi_assert_exact_length`, `mpi_assert_allow_overtaking`) and
+//! acts on none; it keeps their values as given and ignores every other key, as MPICH does:
+//! `MPI_Comm_get_info` returns the four, `false` unless set.
+//!
+//! **Which hints a new communicator has.** `MPI_Comm_dup` and `MPI_Comm_idup` copy the
+//! parent's (MPI-4.1 §7.4.2: "the hints are copied"); `MPI_Comm_dup_with_info`,
+//! `MPI_Comm_idup_with_info` and `MPI_Comm_split_type` take those of their info argument (as
+//! MPICH); the other creations start from the defaults. An idup's communicator is made when its
+//! request completes (`made_by_idup`, which knows the parent but not the call): the info of
+//! `MPI_Comm_idup_with_info` waits for it in `Hints::idup`, and the first idup of the same parent
+//! to complete takes it. That is the right one unless a plain `MPI_Comm_idup` of the same parent
+//! is in flight at the same time and completes first (it takes the info's hints, and the idup
+//! with info the parent's), or an idup with info fails (its hints wait for the next idup).
 //!
 //! **Where hints live.** A side table (`Sessions::comm_hints`) keyed by the communicator's `nbc`
 //! counter, an `Arc` every communicator gets fresh and its copies share: an entry whose key no
@@ -21,8 +31,19 @@ use crate::info::InfoObj;
 use crate::p2p::comm_at;
 use crate::state::{Access, State, not_running};
 
-/// The hints of the communicators that were given some.
-pub type Hints = Vec<(Weak<AtomicU32>, InfoObj)>;
+/// The hints of the communicators that were given some, and those waiting for an idup.
+#[derive(Debug, Default)]
+pub struct Hints {
+    kept: Vec<(Weak<AtomicU32>, InfoObj)>,
+    /// `MPI_Comm_idup_with_info`'s hints by parent index, oldest first.
+    idup: Vec<(usize, InfoObj)>,
+}
+
+impl Hints {
+    pub const fn new() -> Hints {
+        Hints { kept: Vec::new(), idup: Vec::new() }
+    }
+}
 
 /// The assertions MPI-4.1 defines for communicators, with their default.
 pub const ASSERTIONS: [&str; 4] =
@@ -31,13 +52,13 @@ pub const ASSERTIONS: [&str; 4] =
 /// The hints kept for communicator `c`.
 fn hints_of<'a>(st: &'a State, c: &Comm) -> Option<&'a InfoObj> {
     let key = Arc::downgrade(&c.nbc);
-    st.sessions.comm_hints.iter().find(|(k, _)| k.ptr_eq(&key)).map(|(_, v)| v)
+    st.sessions.comm_hints.kept.iter().find(|(k, _)| k.ptr_eq(&key)).map(|(_, v)| v)
 }
 
-/// Sets `given` on communicator `c` (replacing the values of keys it had, keeping the others
-/// unless `replace`).
+/// Sets the hints nemesis knows among `given` on communicator `c` (replacing the values of keys
+/// it had, keeping the others unless `replace`).
 pub fn set_hints(st: &mut State, c: &Comm, given: InfoObj, replace: bool) {
-    let hints = &mut st.sessions.comm_hints;
+    let hints = &mut st.sessions.comm_hints.kept;
     hints.retain(|(k, _)| k.strong_count() > 0);
     let key = Arc::downgrade(&c.nbc);
     let obj = match hints.iter_mut().find(|(k, _)| k.ptr_eq(&key)) {
@@ -50,12 +71,28 @@ pub fn set_hints(st: &mut State, c: &Comm, given: InfoObj, replace: bool) {
     if replace {
         obj.clear();
     }
-    for (k, v) in given {
+    for (k, v) in given.into_iter().filter(|(k, _)| ASSERTIONS.contains(&k.as_str())) {
         match obj.iter_mut().find(|(a, _)| *a == k) {
             Some(e) => e.1 = v,
             None => obj.push((k, v)),
         }
     }
+}
+
+/// New communicator `h` takes `given` as its hints (`None`: those of communicator `from`).
+pub(super) fn inherit(st: &mut State, h: abi::Comm, given: Option<InfoObj>, from: &Comm) {
+    let Some(obj) = given.or_else(|| hints_of(st, from).cloned()) else { return };
+    if let Some(c) = st.comms.get(index_of(h)).cloned() {
+        set_hints(st, &c, obj, true);
+    }
+}
+
+/// The hints communicator `h`, made by an idup of `parent` (index `pi`), takes: those of the
+/// oldest `MPI_Comm_idup_with_info` of `pi` still waiting, else the parent's.
+pub(super) fn on_idup(st: &mut State, h: abi::Comm, pi: usize, parent: &Comm) {
+    let hints = &mut st.sessions.comm_hints.idup;
+    let given = hints.iter().position(|(p, _)| *p == pi).map(|k| hints.remove(k).1);
+    inherit(st, h, given, parent);
 }
 
 /// The contents of info argument `info` (`MPI_INFO_NULL`: none).
@@ -115,18 +152,21 @@ pub unsafe fn dup_with_info(acc: &mut Access, comm: abi::Comm, info: abi::Info, 
     let obj = given(acc.st(), info)?;
     // SAFETY: the caller's contract.
     unsafe { super::dup(acc, comm, newcomm)? };
-    let st = acc.st();
     // SAFETY: `dup` wrote it.
     let h = unsafe { *newcomm };
-    if let Some(c) = st.comms.get(index_of(h)).cloned() {
-        set_hints(st, &c, obj, true);
-    }
+    given_to(acc.st(), h, obj);
     Ok(())
 }
 
-/// `MPI_Comm_idup_with_info`: `MPI_Comm_idup` (`crate::coll::nbc::idup`) after checking
-/// `info`. The new communicator exists only once the request completes, so it carries no hint of
-/// its own (hints bind no implementation: `MPI_Comm_get_info` gives it the defaults).
+/// Communicator `h` (if it is one) has the hints nemesis knows among `obj`, and no other.
+pub(super) fn given_to(st: &mut State, h: abi::Comm, obj: InfoObj) {
+    if let Some(c) = st.comms.get(index_of(h)).filter(|c| c.live).cloned() {
+        set_hints(st, &c, obj, true);
+    }
+}
+
+/// `MPI_Comm_idup_with_info`: `MPI_Comm_idup` (`crate::coll::nbc::idup`) whose communicator,
+/// made when the request completes, takes the hints of `info` (see the module's doc).
 ///
 /// # Safety
 /// `newcomm` and `request` null or writable until the request completes.
@@ -137,7 +177,18 @@ pub unsafe fn idup_with_info(
     newcomm: *mut abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
-    given(acc.st(), info)?;
+    let st = acc.st();
+    let obj = given(st, info)?;
+    // Waiting before the idup starts: it may complete at once.
+    let pi = index_of(comm);
+    st.sessions.comm_hints.idup.push((pi, obj));
     // SAFETY: the caller's contract.
-    unsafe { crate::coll::nbc::idup(acc, comm, newcomm, request) }
+    let r = unsafe { crate::coll::nbc::idup(acc, comm, newcomm, request) };
+    if r.is_err() {
+        let waiting = &mut acc.st().sessions.comm_hints.idup;
+        if let Some(k) = waiting.iter().rposition(|(p, _)| *p == pi) {
+            waiting.remove(k);
+        }
+    }
+    r
 }

@@ -104,9 +104,9 @@ pub(super) fn make(
     mine: Vec<u32>,
     remote: Vec<u32>,
     (ctx, lctx, rctx): (u32, u32, u32),
-    errh: abi::Errhandler,
+    from: impl Into<super::Lineage>,
 ) -> abi::Comm {
-    let local = intra(st, mine, lctx, errh);
+    let local = intra(st, mine, lctx, from.into());
     let size = st.ep.as_ref().map_or(1, |e| e.size());
     let c = Comm::inter(local, remote, ctx, rctx, size, &st.node_of_job);
     store(st, c)
@@ -167,7 +167,7 @@ pub unsafe fn create_from(
         );
         return Err(Fail::new(if code == abi::SUCCESS { abi::ERR_INTERN } else { code }, Some(ci), why));
     }
-    let h = make(st, lc.world.to_vec(), words[2..].to_vec(), (ctx, lctx, words[1]), lc.errh);
+    let h = make(st, lc.world.to_vec(), words[2..].to_vec(), (ctx, lctx, words[1]), lc.lineage());
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
@@ -212,7 +212,7 @@ pub fn dup(acc: &mut Access, ci: usize, c: &Comm, tu: &Tuning) -> Res<abi::Comm>
     match exchange(acc, c, &local, tu, &ctx.to_ne_bytes()) {
         Ok(theirs) if theirs.len() == 4 => {
             let rctx = words_of(&theirs)[0];
-            Ok(make(acc.st(), local.world.to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.errh))
+            Ok(make(acc.st(), local.world.to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.lineage()))
         }
         other => {
             release(acc.st(), &[ctx, lctx]);
@@ -293,7 +293,7 @@ fn derive(
     let rctx = words_of(&theirs[..4])[0];
     let st = acc.st();
     Ok(match pick(&theirs[4..]) {
-        Some((mine, remote)) => make(st, mine, remote, (ctx, lctx, rctx), c.errh),
+        Some((mine, remote)) => make(st, mine, remote, (ctx, lctx, rctx), c.lineage()),
         None => {
             release(st, &[ctx, lctx]);
             abi::COMM_NULL
@@ -339,7 +339,7 @@ pub unsafe fn merge(acc: &mut Access, intercomm: abi::Comm, high: c_int, newintr
     world.extend_from_slice(a);
     world.extend_from_slice(b);
     let st = acc.st();
-    let c2 = intra(st, world, ctx, c.errh);
+    let c2 = intra(st, world, ctx, c.lineage());
     let h = store(st, c2);
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newintra = h };

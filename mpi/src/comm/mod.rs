@@ -118,7 +118,29 @@ pub struct Comm {
     pub session: Option<c_int>,
 }
 
+/// What a communicator takes from the one it is derived from (dup, idup, split, create,
+/// intercommunicator creation and merge): its error handler, and the session it belongs to
+/// (MPI-4.1 §11.3.2: derived from a session's communicator, it belongs to the session too: its
+/// buffered sends may take the session's buffer).
+#[derive(Clone, Copy, Debug)]
+pub struct Lineage {
+    pub errh: Errhandler,
+    pub session: Option<c_int>,
+}
+
+impl From<Errhandler> for Lineage {
+    /// A communicator of no session with handler `errh`.
+    fn from(errh: Errhandler) -> Lineage {
+        Lineage { errh, session: None }
+    }
+}
+
 impl Comm {
+    /// What a communicator derived from this one takes from it.
+    pub fn lineage(&self) -> Lineage {
+        Lineage { errh: self.errh, session: self.session }
+    }
+
     /// A communicator over job ranks `world` (in communicator rank order) in which this process
     /// (job rank `me`, one of them) takes context `ctx`; `job_size` ranks in the job, and
     /// `node_of_job` gives the node id of each job rank.
@@ -164,6 +186,7 @@ impl Comm {
     pub fn inter(local: Comm, remote: Vec<u32>, ctx: u32, send_ctx: u32, job_size: u32, node_of_job: &[u32]) -> Comm {
         let me = local.world_of(local.rank);
         let mut c = Comm::new(remote, me, job_size, ctx, local.errh, node_of_job);
+        c.session = local.session;
         c.identity = false;
         c.rank = local.rank;
         c.send_ctx = send_ctx;
@@ -261,15 +284,17 @@ fn shared(acc: &mut Access, comm: abi::Comm) -> Res<(usize, Arc<Comm>, Tuning)> 
 
 /// Stores a new communicator over job ranks `world` in the lowest free slot of the table (a
 /// reclaimed one, or a new one at the end) and returns its handle.
-fn push(st: &mut State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> abi::Comm {
-    let c = intra(st, world, ctx, errh);
+fn push(st: &mut State, world: Vec<u32>, ctx: u32, from: Lineage) -> abi::Comm {
+    let c = intra(st, world, ctx, from);
     store(st, c)
 }
 
-/// A new intracommunicator over job ranks `world` (this process among them).
-fn intra(st: &State, world: Vec<u32>, ctx: u32, errh: Errhandler) -> Comm {
+/// A new intracommunicator over job ranks `world` (this process among them), of lineage `from`.
+fn intra(st: &State, world: Vec<u32>, ctx: u32, from: Lineage) -> Comm {
     let (me, size) = st.ep.as_ref().map_or((0, 1), |e| (e.rank(), e.size()));
-    Comm::new(world, me, size, ctx, errh, &st.node_of_job)
+    let mut c = Comm::new(world, me, size, ctx, from.errh, &st.node_of_job);
+    c.session = from.session;
+    c
 }
 
 /// Stores communicator `c` in the lowest free slot of the table (a reclaimed one, or a new one
@@ -340,11 +365,12 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
         inter::dup(acc, ci, &c, &tu)?
     } else {
         let ctx = context::agree(acc, ci, &c, &tu).map_err(on(ci))?;
-        push(acc.st(), c.world.to_vec(), ctx, c.errh)
+        push(acc.st(), c.world.to_vec(), ctx, c.lineage())
     };
     let st = acc.st();
-    // A duplicate keeps the topology (MPI-3.1 §7.4).
+    // A duplicate keeps the topology (MPI-3.1 §7.4) and the hints (MPI-4.1 §7.4.2).
     Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
+    info::inherit(st, h, None, &c);
     // The attributes go through their copy callbacks (MPI-3.1 §6.7.2), which may call MPI:
     // nothing borrowed from the state is held across them (`c` is a counted copy).
     if let Err(e) = crate::attr::copy_all(acc, ci, index_of(h)) {
@@ -369,14 +395,14 @@ pub fn made_by_idup(
     attrs: Vec<(c_int, usize)>,
 ) -> Res<abi::Comm> {
     let parent = st.comms.get(ci).cloned();
-    let h = match (parent, ctxs, remote) {
+    let h = match (parent.clone(), ctxs, remote) {
         (Some(c), &[ctx], None) if c.local.is_none() => {
-            let h = push(st, c.world.to_vec(), ctx, c.errh);
+            let h = push(st, c.world.to_vec(), ctx, c.lineage());
             Arc::make_mut(&mut st.comms[index_of(h)]).topo = c.topo.clone();
             h
         }
         (Some(c), &[ctx, lctx], Some(rctx)) if c.local.is_some() => {
-            inter::make(st, c.local_world().to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.errh)
+            inter::make(st, c.local_world().to_vec(), c.world.to_vec(), (ctx, lctx, rctx), c.lineage())
         }
         _ => {
             for &x in ctxs {
@@ -387,6 +413,9 @@ pub fn made_by_idup(
     };
     Arc::make_mut(&mut st.comms[index_of(h)]).attrs = attrs;
     st.refresh_fast(index_of(h));
+    if let Some(p) = parent {
+        info::on_idup(st, h, ci, &p);
+    }
     Ok(h)
 }
 
@@ -429,15 +458,21 @@ pub unsafe fn split(acc: &mut Access, comm: abi::Comm, color: c_int, key: c_int,
             (0..n).filter(|&r| field(r, 0) == color).map(|r| (field(r, 1), r)).collect();
         members.sort_unstable();
         let world = members.iter().map(|&(_, r)| c.world[r]).collect();
-        push(st, world, ctx, c.errh)
+        push(st, world, ctx, c.lineage())
     };
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
 }
 
-/// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` splits by node (the ranks sharing this rank's
-/// segment: the Endpoint's node leader is the colour), `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
+/// `MPI_Comm_split_type` (MPI-4.1 §7.4.2): by node (the ranks sharing this rank's segment:
+/// the Endpoint's node leader is the colour) for `MPI_COMM_TYPE_SHARED`, and for
+/// `MPI_COMM_TYPE_HW_GUIDED` and `MPI_COMM_TYPE_RESOURCE_GUIDED` when the info's
+/// `mpi_hw_resource_type` is `mpi_shared_memory` (the one resource type nemesis knows;
+/// `MPI_COMM_NULL` for any other, or none); `MPI_COMM_TYPE_HW_UNGUIDED` splits by node too when
+/// `comm` spans several (the info's `mpi_hw_resource_type` then says `mpi_shared_memory`),
+/// else gives `MPI_COMM_NULL` (no strict subset to make). `MPI_UNDEFINED` gives
+/// `MPI_COMM_NULL`. The new communicator takes the info's hints (as MPICH).
 ///
 /// # Safety
 /// `newcomm` null or writable.
@@ -446,16 +481,36 @@ pub unsafe fn split_type(
     comm: abi::Comm,
     split_type: c_int,
     key: c_int,
-    _info: abi::Info,
+    info: abi::Info,
     newcomm: *mut abi::Comm,
 ) -> Res<()> {
+    const RESOURCE: &str = "mpi_hw_resource_type";
+    const SHARED_MEMORY: &str = "mpi_shared_memory";
+    let (ci, c, _) = shared(acc, comm)?;
+    let st = acc.st();
+    let given = if info == abi::INFO_NULL { Vec::new() } else { crate::info::contents(st, info).map_err(on(ci))? };
+    let node = acc.ep()?.node_leader() as c_int;
+    let asks_shared = given.iter().any(|(k, v)| k == RESOURCE && v == SHARED_MEMORY);
     let color = match split_type {
         abi::UNDEFINED => abi::UNDEFINED,
-        abi::COMM_TYPE_SHARED => acc.ep()?.node_leader() as c_int,
-        _ => return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("split type other than MPI_COMM_TYPE_SHARED"))),
+        abi::COMM_TYPE_SHARED => node,
+        abi::COMM_TYPE_HW_GUIDED | abi::COMM_TYPE_RESOURCE_GUIDED if asks_shared => node,
+        abi::COMM_TYPE_HW_GUIDED | abi::COMM_TYPE_RESOURCE_GUIDED => abi::UNDEFINED,
+        abi::COMM_TYPE_HW_UNGUIDED if c.local.is_none() && c.nodes.count() > 1 => {
+            if info != abi::INFO_NULL {
+                crate::info::put(acc.st(), info, RESOURCE, SHARED_MEMORY).map_err(on(ci))?;
+            }
+            node
+        }
+        abi::COMM_TYPE_HW_UNGUIDED => abi::UNDEFINED,
+        _ => return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Other(format!("unknown split type {split_type}")))),
     };
     // SAFETY: the caller's contract.
-    unsafe { split(acc, comm, color, key, newcomm) }
+    unsafe { split(acc, comm, color, key, newcomm)? };
+    // SAFETY: `split` wrote it.
+    let h = unsafe { *newcomm };
+    info::given_to(acc.st(), h, given);
+    Ok(())
 }
 
 /// `MPI_Comm_create`: collective over `comm`; the members of `group` (a subset of `comm`'s, or
@@ -480,7 +535,7 @@ pub unsafe fn create(acc: &mut Access, comm: abi::Comm, group: abi::Group, newco
     let st = acc.st();
     let me = st.ep.as_ref().map_or(0, |e| e.rank());
     let h = if members.contains(&me) {
-        push(st, members.to_vec(), ctx, c.errh)
+        push(st, members.to_vec(), ctx, c.lineage())
     } else {
         st.contexts.release(ctx);
         abi::COMM_NULL
@@ -537,7 +592,7 @@ pub unsafe fn create_group(
     // A temporary, never freed: it must not hold an area.
     over.area = coll::area::AreaUse::off();
     let ctx = context::agree_among(acc, ci, &over, &tu, coll::tag::COMM_GROUP + tag).map_err(on(ci))?;
-    let h = push(acc.st(), members.to_vec(), ctx, c.errh);
+    let h = push(acc.st(), members.to_vec(), ctx, c.lineage());
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *newcomm = h };
     Ok(())
@@ -670,16 +725,15 @@ pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Re
         return Err(not_running(st.phase));
     }
     let (ci, _) = comm_at(&st.comms, comm)?;
-    if !crate::errh::valid(st, errh) {
-        return Err(Fail::new(abi::ERR_ARG, Some(ci), Why::Errhandler(errh)));
-    }
+    crate::errh::check(st, errh, crate::errh::Kind::Comm).map_err(|e| e.on(ci))?;
     let old = std::mem::replace(&mut Arc::make_mut(&mut st.comms[ci]).errh, errh);
     st.refresh_fast(ci);
     crate::errh::forget_if_unused(st, old);
     Ok(())
 }
 
-/// `MPI_Comm_get_errhandler`.
+/// `MPI_Comm_get_errhandler`: a new handle to the handler, which the program frees
+/// (`MPI_Errhandler_free`; the communicator keeps using it).
 ///
 /// # Safety
 /// `out` null or writable.
@@ -692,8 +746,10 @@ pub unsafe fn get_errhandler(acc: &mut Access, comm: abi::Comm, out: *mut Errhan
     if out.is_null() {
         return Err(null_out(Some(ci)));
     }
+    let h = c.errh;
+    let h = crate::errh::hand_out(st, h);
     // SAFETY: checked non-null; MPI's contract.
-    unsafe { *out = c.errh };
+    unsafe { *out = h };
     Ok(())
 }
 

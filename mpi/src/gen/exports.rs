@@ -347,6 +347,14 @@ mpi! {
     fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) => |acc| crate::error::remove_error_class(acc, errorclass);
     fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) => |acc| crate::error::remove_error_code(acc, errorcode);
     fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) => |acc| crate::error::remove_error_string(acc, errorcode);
+    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(file_errhandler_fn: Option<crate::abi::FileErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create_file(acc, file_errhandler_fn, errhandler);
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create_kind(acc, win_errhandler_fn, crate::errh::Kind::Win, errhandler);
+    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(file: File, errhandler: Errhandler) => |acc| crate::errh::objects::file_set(acc, file, errhandler);
+    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(file: File, errhandler: *mut Errhandler) => |acc| crate::errh::objects::file_get(acc, file, errhandler);
+    fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int) => |acc| crate::errh::objects::file_call(acc, fh, errorcode);
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win, errhandler: Errhandler) => |acc| crate::errh::objects::win_set(acc, win, errhandler);
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler) => |acc| crate::errh::objects::win_get(win, errhandler);
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) => |acc| crate::errh::objects::win_call(win, errorcode);
 }
 
 // mpi/api/bind/group.txt
@@ -495,7 +503,7 @@ mpi! {
     fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session, errhandler: Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::set_errhandler(acc, session, errhandler));
     fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session, errhandler: *mut Errhandler) => |acc| crate::session::on_session(acc, session, |acc| crate::session::get_errhandler(acc, session, errhandler));
     fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int) => |acc| crate::session::call_errhandler(acc, session, errorcode);
-    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create(acc, session_errhandler_fn, errhandler);
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler) => |acc| crate::errh::create_kind(acc, session_errhandler_fn, crate::errh::Kind::Session, errhandler);
     fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void, size: c_int) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_attach(acc, session, buffer, size));
     fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session, buffer: *mut c_void, size: Count) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_attach(acc, session, buffer, size));
     fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session, buffer_addr: *mut c_void, size: *mut c_int) => |acc| crate::session::on_session(acc, session, |acc| bsend::session_detach(acc, session, buffer_addr, size));
@@ -627,14 +635,11 @@ mpi_stub! {
     fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
     fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
     fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win);
-    fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int);
     fn MPI_File_close / PMPI_File_close(fh: *mut File);
-    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(file_errhandler_fn: Option<crate::abi::FileErrFn>, errhandler: *mut Errhandler);
     fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Info);
     fn MPI_File_get_amode / PMPI_File_get_amode(fh: File, amode: *mut c_int);
     fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: File, flag: *mut c_int);
     fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: File, offset: Offset, disp: *mut Offset);
-    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(file: File, errhandler: *mut Errhandler);
     fn MPI_File_get_group / PMPI_File_get_group(fh: File, group: *mut Group);
     fn MPI_File_get_info / PMPI_File_get_info(fh: File, info_used: *mut Info);
     fn MPI_File_get_position / PMPI_File_get_position(fh: File, offset: *mut Offset);
@@ -689,7 +694,6 @@ mpi_stub! {
     fn MPI_File_seek / PMPI_File_seek(fh: File, offset: Offset, whence: c_int);
     fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: File, offset: Offset, whence: c_int);
     fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: File, flag: c_int);
-    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(file: File, errhandler: Errhandler);
     fn MPI_File_set_info / PMPI_File_set_info(fh: File, info: Info);
     fn MPI_File_set_size / PMPI_File_set_size(fh: File, size: Offset);
     fn MPI_File_set_view / PMPI_File_set_view(fh: File, disp: Offset, etype: Datatype, filetype: Datatype, datarep: *const c_char, info: Info);
@@ -736,12 +740,10 @@ mpi_stub! {
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
     fn MPI_Win_attach / PMPI_Win_attach(win: Win, base: *mut c_void, size: Aint);
-    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int);
     fn MPI_Win_complete / PMPI_Win_complete(win: Win);
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, comm: Comm, win: *mut Win);
     fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint, info: Info, comm: Comm, win: *mut Win);
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm, win: *mut Win);
-    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Option<crate::errh::ErrFn>, errhandler: *mut Errhandler);
     fn MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Option<crate::attr::CopyFn>, win_delete_attr_fn: Option<crate::attr::DeleteFn>, win_keyval: *mut c_int, extra_state: *mut c_void);
     fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int);
     fn MPI_Win_detach / PMPI_Win_detach(win: Win, base: *const c_void);
@@ -753,7 +755,6 @@ mpi_stub! {
     fn MPI_Win_free / PMPI_Win_free(win: *mut Win);
     fn MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int);
     fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
-    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler);
     fn MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group);
     fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info);
     fn MPI_Win_get_name / PMPI_Win_get_name(win: Win, win_name: *mut c_char, resultlen: *mut c_int);
@@ -761,7 +762,6 @@ mpi_stub! {
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Win);
     fn MPI_Win_post / PMPI_Win_post(group: Group, assert: c_int, win: Win);
     fn MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void);
-    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win, errhandler: Errhandler);
     fn MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info);
     fn MPI_Win_set_name / PMPI_Win_set_name(win: Win, win_name: *const c_char);
     fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Win, rank: c_int, size: *mut Aint, disp_unit: *mut c_int, baseptr: *mut c_void);

@@ -1,0 +1,114 @@
+//! The error-handler calls on files and windows that need no open file nor window (MPI-4.1
+//! §9.3.2, §9.3.3): `MPI_File_set_errhandler`, `MPI_File_get_errhandler` and
+//! `MPI_File_call_errhandler` on `MPI_FILE_NULL` (the handler `MPI_File_open` gives a new file,
+//! and the one errors of file calls without a file go to), and the window calls' checks.
+//!
+//! I/O and one-sided communication are not implemented yet: no file nor window can exist, so
+//! these calls on any other file or window report `MPI_ERR_UNSUPPORTED_OPERATION` (as the
+//! other file and window calls do), except that `MPI_WIN_NULL` is `MPI_ERR_WIN` (MPI names
+//! the null handle invalid). The errors of the file calls go to `MPI_FILE_NULL`'s handler, as
+//! MPI-4.1 §9.3.3 says for file errors with no file.
+
+use std::ffi::c_int;
+
+use super::{Kind, check, forget_if_unused, hand_out, invocation, invoke};
+use crate::abi::{self, Errhandler};
+use crate::error::{Fail, Res, Why};
+use crate::state::Access;
+
+/// A failure of a file call, for `MPI_FILE_NULL`'s handler.
+#[cold]
+fn on_file_null(acc: &mut Access, f: Fail) -> Fail {
+    let errh = acc.st().errhs.file_default;
+    Fail::new(f.code, None, Why::On { errh, handle: 0, why: Box::new(f.why) })
+}
+
+/// Runs `f` if `fh` is `MPI_FILE_NULL` (no other file can be open yet); its failures go to
+/// `MPI_FILE_NULL`'s handler.
+fn on_null_file<T>(acc: &mut Access, fh: abi::File, f: impl FnOnce(&mut Access) -> Res<T>) -> Res<T> {
+    let r = if fh.is_null() {
+        f(acc)
+    } else {
+        Err(Fail::new(abi::ERR_UNSUPPORTED_OPERATION, None, Why::Arg("files (MPI-IO) are not implemented yet")))
+    };
+    r.map_err(|e| on_file_null(acc, e))
+}
+
+/// `MPI_File_set_errhandler` on `MPI_FILE_NULL`: the handler of the files opened from now on.
+pub fn file_set(acc: &mut Access, fh: abi::File, errh: Errhandler) -> Res<()> {
+    on_null_file(acc, fh, |acc| {
+        let st = acc.st();
+        check(st, errh, Kind::File)?;
+        let old = std::mem::replace(&mut st.errhs.file_default, errh);
+        forget_if_unused(st, old);
+        Ok(())
+    })
+}
+
+/// `MPI_File_get_errhandler` on `MPI_FILE_NULL`: a new handle to its handler.
+///
+/// # Safety
+/// `out` null or writable.
+pub unsafe fn file_get(acc: &mut Access, fh: abi::File, out: *mut Errhandler) -> Res<()> {
+    on_null_file(acc, fh, |acc| {
+        if out.is_null() {
+            return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+        }
+        let st = acc.st();
+        let h = hand_out(st, st.errhs.file_default);
+        // SAFETY: checked non-null; MPI's contract.
+        unsafe { *out = h };
+        Ok(())
+    })
+}
+
+/// `MPI_File_call_errhandler` on `MPI_FILE_NULL`: runs its handler for `code`
+/// (`MPI_ERRORS_ARE_FATAL` and `MPI_ERRORS_ABORT` end the job; `MPI_ERRORS_RETURN` does
+/// nothing).
+pub fn file_call(acc: &mut Access, fh: abi::File, code: c_int) -> Res<()> {
+    on_null_file(acc, fh, |acc| {
+        let st = acc.st();
+        let h = st.errhs.file_default;
+        if h == abi::ERRORS_ARE_FATAL || h == abi::ERRORS_ABORT {
+            st.fatal("MPI_File_call_errhandler", Fail::new(code, None, Why::Arg("called by the program")));
+        }
+        if let Some(i) = invocation(st, h, 0) {
+            // SAFETY: this frame holds the `Access` and no borrow from it any more.
+            unsafe { invoke(i, code) };
+        }
+        Ok(())
+    })
+}
+
+/// Window `win`, for the window error-handler calls: `MPI_WIN_NULL` is `MPI_ERR_WIN`, any
+/// other window cannot exist yet.
+fn window(win: abi::Win) -> Res<()> {
+    if win == abi::WIN_NULL {
+        return Err(Fail::new(abi::ERR_WIN, None, Why::Arg("MPI_WIN_NULL is not a window")));
+    }
+    Err(Fail::new(
+        abi::ERR_UNSUPPORTED_OPERATION,
+        None,
+        Why::Arg("windows (one-sided communication) are not implemented yet"),
+    ))
+}
+
+/// `MPI_Win_set_errhandler`: the window first, then the handler (a window's or predefined).
+pub fn win_set(acc: &mut Access, win: abi::Win, errh: Errhandler) -> Res<()> {
+    window(win)?;
+    check(acc.st(), errh, Kind::Win)
+}
+
+/// `MPI_Win_get_errhandler`.
+pub fn win_get(win: abi::Win, out: *mut Errhandler) -> Res<()> {
+    window(win)?;
+    if out.is_null() {
+        return Err(Fail::new(abi::ERR_ARG, None, Why::Arg("null output pointer")));
+    }
+    Ok(())
+}
+
+/// `MPI_Win_call_errhandler`.
+pub fn win_call(win: abi::Win, _code: c_int) -> Res<()> {
+    window(win)
+}
