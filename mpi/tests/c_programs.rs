@@ -971,3 +971,11 @@ fn persistent_collectives_in_place() {
 fn spawns_from_every_rank_at_once() {
     run_ok("spawn_self", &[2, 3, 4], &["--universe-size", "40"], &[]);
 }
+
+#[test]
+fn intercommunicator_nonblocking_and_persistent_collectives() {
+    // Groups of 1 and n-1, halves, n-1 and 1; the ranks past two cores wait by yielding.
+    run_ok("inter_nbc", &[2, 3, 4], &[], &[]);
+    run_ok("inter_nbc", &[5, 8], &["--wait", "yield"], &[]);
+    run_ok("inter_nbc", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+}

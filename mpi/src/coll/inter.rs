@@ -82,7 +82,13 @@ fn inside<'e>(acc: &'e mut Access, local: &Comm, tag: i32) -> Res<Ops<'e>> {
 ///
 /// # Safety
 /// MPI's contract: `buf` holds the data.
-unsafe fn packed(acc: &mut Access, buf: *const c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Vec<u8>> {
+pub(super) unsafe fn packed(
+    acc: &mut Access,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    ci: usize,
+) -> Res<Vec<u8>> {
     if is_in_place(buf) {
         return Err(in_place_misused(ci));
     }
@@ -92,7 +98,7 @@ unsafe fn packed(acc: &mut Access, buf: *const c_void, count: c_int, dt: Datatyp
 }
 
 /// Where `count` elements of `dt` at `buf` are received.
-fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Sink> {
+pub(super) fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Sink> {
     if is_in_place(buf) {
         return Err(in_place_misused(ci));
     }
@@ -100,7 +106,7 @@ fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usiz
 }
 
 /// `count × n` as an MPI count.
-fn counts(count: c_int, n: u32, ci: usize) -> Res<c_int> {
+pub(super) fn counts(count: c_int, n: u32, ci: usize) -> Res<c_int> {
     count.checked_mul(n as c_int).ok_or_else(|| Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)))
 }
 

@@ -32,6 +32,7 @@ use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};
 use crate::state::{Access, State};
 mod calls;
+mod inter;
 pub use calls::{Shape, ibarrier, ibcast, iblocks, idup, ireduce, ireduce_scatter, iscan, neighbor};
 
 use std::sync::Arc;

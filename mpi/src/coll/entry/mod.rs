@@ -226,7 +226,7 @@ impl std::fmt::Debug for Recipe {
     }
 }
 
-/// Makes persistent collective request `request` on intracommunicator `comm` once `check`
+/// Makes persistent collective request `request` on communicator `comm` once `check`
 /// accepted the arguments: `start` starts the operation each time.
 ///
 /// # Safety
@@ -239,9 +239,6 @@ unsafe fn persist(
     start: impl Fn(&mut Access, *mut abi::Request) -> Res<()> + 'static,
 ) -> Res<()> {
     let (ci, c) = comm_of(acc, comm)?;
-    if c.local.is_some() {
-        return Err(crate::p2p::not_intra(ci));
-    }
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
@@ -280,13 +277,17 @@ pub fn start(acc: &mut Access, h: abi::Request, recipe: &Recipe) -> Res<()> {
     Ok(())
 }
 
-/// A root argument checked as the starting call will check it.
 /// True if `buf` is `MPI_IN_PLACE`.
 fn in_place<T>(buf: *const T) -> bool {
     buf as usize == abi::IN_PLACE
 }
 
+/// A root argument checked as the starting call will check it: on an intercommunicator,
+/// `MPI_ROOT` and `MPI_PROC_NULL` too (the root's group).
 fn check_root(root: c_int, c: &Comm, ci: usize) -> Res<()> {
+    if c.local.is_some() && (root == abi::ROOT || root == abi::PROC_NULL) {
+        return Ok(());
+    }
     super::check_root(root, c, ci).map(|_| ())
 }
 

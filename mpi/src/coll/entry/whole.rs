@@ -413,7 +413,13 @@ pub unsafe fn scan(
     let one = [(count, datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
+            // MPI defines scans on intracommunicators only.
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                if c.local.is_some() {
+                    return Err(crate::p2p::not_intra(ci));
+                }
+                check_reduction(acc, count, datatype, op, ci)
+            };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
                 scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
