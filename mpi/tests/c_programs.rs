@@ -72,6 +72,7 @@
 //! | `spawn_refused_with_the_reason` | `spawn_errors.c`: no room in the universe, a singleton, Hydra: `MPI_ERR_SPAWN` at every rank, errcodes filled, the reason in the fatal message; bad arguments and port/name errors | 1, 2 |
 //! | `ports_between_halves_of_a_job` | `dynproc_ports.c`: accept/connect between two halves, by a message and by published name; one node and `--nodes 2` | 1, 2, 3, 5; 4, 8 |
 //! | `join_over_a_socket` | `dynproc_join.c`: `MPI_Comm_join` between pairs over loopback TCP | 1, 2, 3, 4; 2, 8 over 2 nodes |
+//! | `intercommunicator_nonblocking_and_persistent_collectives` | `inter_nbc.c`: intercommunicators of groups 1 and n-1, halves, n-1 and 1; every collective with an intercommunicator form (and `Bcast_c`/`Allreduce_c`) blocking vs non-blocking vs persistent (started twice with new data), element by element with sentinel-filled receive buffers, counts 2 and 3000, a strided type in some, roots in either group; seven non-blocking and persistent ones in flight completed by one Waitall in reverse; `MPI_IN_PLACE`, bad roots, Iscan/Exscan_init refused | 2, 3, 4; 5, 8 yielding; 5 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.

@@ -14,9 +14,11 @@
 //! whole to the root; a scatter the reverse; allreduce and allgather do both directions at once,
 //! the rank 0s swapping their groups' results; all-to-all is direct transfers to and from every
 //! remote rank. Any datatype: non-contiguous data is packed around the same steps.
-//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). Every other
-//! collective (`MPI_Scan` and `MPI_Exscan`, which MPI defines on intracommunicators only, and the
-//! non-blocking ones) refuses an intercommunicator with `MPI_ERR_COMM` (`super::begin`).
+//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). The non-blocking
+//! forms (and the persistent ones, which start them) are the same algorithms as schedules, in
+//! `super::nbc::inter`. `MPI_Scan` and `MPI_Exscan` (and their non-blocking and persistent forms),
+//! which MPI defines on intracommunicators only, refuse an intercommunicator with `MPI_ERR_COMM`
+//! (`super::begin`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;

@@ -16,6 +16,8 @@
 //! schedule afresh from the arguments given at init (the send data is read at the start, as MPI
 //! requires; the count and displacement arrays are copied at init). The started schedule is
 //! advanced, completed, reported and restarted as any request; `MPI_Request_free` frees it.
+//! On an intercommunicator too (its non-blocking schedules); the init accepts `MPI_ROOT` and
+//! `MPI_PROC_NULL` roots there and refuses `MPI_IN_PLACE` in a buffer the process uses.
 
 mod neighbor;
 mod rooted;
