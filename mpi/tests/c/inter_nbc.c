@@ -1,14 +1,15 @@
 /* Non-blocking and persistent collectives on intercommunicators (MPI-3.1 §5.12, MPI-4.0 §6.13):
  * intercommunicators from MPI_Comm_split + MPI_Intercomm_create with unequal groups (1 and n-1,
- * then halves); every collective with an intercommunicator form (Barrier, Bcast, Reduce,
- * Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v,w), Reduce_scatter(_block), a few
- * _c forms) run blocking, non-blocking and persistent (started twice, with new data each time),
- * the results compared element by element (receive buffers start filled with a sentinel, so
- * gaps and untouched buffers are compared too); counts 2 and 3000 (past the eager limit), a
- * strided derived datatype in some; roots in either group (MPI_ROOT / MPI_PROC_NULL / the
- * root's rank); several non-blocking and persistent ones outstanding at once, completed by one
- * Waitall in another order; bad input: MPI_IN_PLACE, a bad root, Iscan/Scan_init on an
- * intercommunicator. Needs 2 ranks or more (one prints OK and stops).
+ * then halves, then n-1 and 1); every collective with an intercommunicator form (Barrier, Bcast,
+ * Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v,w), Reduce_scatter(_block), a
+ * few _c forms, a non-commutative user's operation) run blocking, non-blocking and persistent
+ * (started twice, with new data each time), the results compared element by element (receive
+ * buffers start filled with a sentinel, so gaps and untouched buffers are compared too); counts 2
+ * and 3000 (past the eager limit), a strided derived datatype in some; roots in either group
+ * (MPI_ROOT / MPI_PROC_NULL / the root's rank); several non-blocking and persistent ones
+ * outstanding at once, completed by one Waitall in another order; bad input: MPI_IN_PLACE, a bad
+ * root, Iscan/Exscan_init on an intercommunicator. Needs 2 ranks or more (one prints OK and
+ * stops).
  * Prints "OK inter_nbc <rank>". */
 #include "check.h"
 
@@ -181,6 +182,23 @@ static void op_allreduce_c(const Conf *c, int root) {
     COLL(MPI_Allreduce_c, MPI_Iallreduce_c, MPI_Allreduce_init_c, send, out, (MPI_Count)k, MPI_INT, MPI_BXOR, c->ic);
 }
 
+/* A non-commutative user's operation: the left (lower ranks') operand, so the result is the
+ * reducing group's rank 0's data only if the order is kept. */
+static MPI_Op left;
+static void take_left(void *in, void *inout, int *n, MPI_Datatype *dt) {
+    (void)dt;
+    memcpy(inout, in, sizeof(int) * (size_t)*n);
+}
+
+static void op_reduce_user(const Conf *c, int root) {
+    COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, send, out, k, MPI_INT, left, root, c->ic);
+}
+
+static void op_allreduce_user(const Conf *c, int root) {
+    (void)root;
+    COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, send, out, k, MPI_INT, left, c->ic);
+}
+
 static void op_gather(const Conf *c, int root) {
     COLL(MPI_Gather, MPI_Igather, MPI_Gather_init, send, k, MPI_INT, out, k, MPI_INT, root, c->ic);
 }
@@ -292,6 +310,8 @@ static void all_ops(const Conf *c) {
         {"reduce strided max", op_reduce_strided, 1},
         {"allreduce", op_allreduce, 0},
         {"allreduce_c bxor", op_allreduce_c, 0},
+        {"reduce non-commutative", op_reduce_user, 1},
+        {"allreduce non-commutative", op_allreduce_user, 0},
         {"gather", op_gather, 1},
         {"gather strided", op_gather_strided, 1},
         {"gatherv", op_gatherv, 1},
@@ -354,9 +374,12 @@ static void several(const Conf *c) {
     OK(MPI_Reduce(in, b[5], k, MPI_INT, MPI_SUM, root1, c->ic));
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < n; j++) CHECK(r[i][j] == b[i][j], "several: op %d [%d] = %d, blocking %d", i, j, r[i][j], b[i][j]);
-    /* A known value: Allreduce MAX gives the remote group's largest world rank's data. */
-    int top = c->color == 0 ? size - 1 : c->rsize - 1;
+    /* Known values: Allreduce MAX gives the remote group's largest world rank's data, the
+     * non-commutative one its smallest's. */
+    int top = c->color == 0 ? size - 1 : c->rsize - 1, bottom = c->color == 0 ? c->lsize : 0;
     for (int j = 0; j < k; j++) CHECK(b[1][j] == top * 1000 + j, "allreduce max [%d] = %d", j, b[1][j]);
+    OK(MPI_Allreduce(in, b[0], k, MPI_INT, left, c->ic));
+    for (int j = 0; j < k; j++) CHECK(b[0][j] == bottom * 1000 + j, "allreduce left [%d] = %d", j, b[0][j]);
     for (int i = 0; i < 6; i++) {
         free(r[i]);
         free(b[i]);
@@ -409,11 +432,13 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
+    OK(MPI_Op_create(take_left, 0, &left));
     if (size >= 2) {
         run(1);
         if (size >= 4) run(size / 2);
         if (size >= 3) run(size - 1);
     }
+    OK(MPI_Op_free(&left));
     OK(MPI_Barrier(MPI_COMM_WORLD));
     printf("OK inter_nbc %d\n", rank);
     OK(MPI_Finalize());
