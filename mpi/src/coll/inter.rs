@@ -14,9 +14,11 @@
 //! whole to the root; a scatter the reverse; allreduce and allgather do both directions at once,
 //! the rank 0s swapping their groups' results; all-to-all is direct transfers to and from every
 //! remote rank. Any datatype: non-contiguous data is packed around the same steps.
-//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). Every other
-//! collective (`MPI_Scan` and `MPI_Exscan`, which MPI defines on intracommunicators only, and the
-//! non-blocking ones) refuses an intercommunicator with `MPI_ERR_COMM` (`super::begin`).
+//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). The non-blocking
+//! forms (and the persistent ones, which start them) are the same algorithms as schedules, in
+//! `super::nbc::inter`. `MPI_Scan` and `MPI_Exscan` (and their non-blocking and persistent forms),
+//! which MPI defines on intracommunicators only, refuse an intercommunicator with `MPI_ERR_COMM`
+//! (`super::begin`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -82,7 +84,13 @@ fn inside<'e>(acc: &'e mut Access, local: &Comm, tag: i32) -> Res<Ops<'e>> {
 ///
 /// # Safety
 /// MPI's contract: `buf` holds the data.
-unsafe fn packed(acc: &mut Access, buf: *const c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Vec<u8>> {
+pub(super) unsafe fn packed(
+    acc: &mut Access,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    ci: usize,
+) -> Res<Vec<u8>> {
     if is_in_place(buf) {
         return Err(in_place_misused(ci));
     }
@@ -92,7 +100,7 @@ unsafe fn packed(acc: &mut Access, buf: *const c_void, count: c_int, dt: Datatyp
 }
 
 /// Where `count` elements of `dt` at `buf` are received.
-fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Sink> {
+pub(super) fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usize) -> Res<Sink> {
     if is_in_place(buf) {
         return Err(in_place_misused(ci));
     }
@@ -100,7 +108,7 @@ fn sink(acc: &mut Access, buf: *mut c_void, count: c_int, dt: Datatype, ci: usiz
 }
 
 /// `count × n` as an MPI count.
-fn counts(count: c_int, n: u32, ci: usize) -> Res<c_int> {
+pub(super) fn counts(count: c_int, n: u32, ci: usize) -> Res<c_int> {
     count.checked_mul(n as c_int).ok_or_else(|| Fail::new(abi::ERR_COUNT, Some(ci), Why::Count(count)))
 }
 

@@ -81,7 +81,7 @@ pub mod tag {
 
 /// What every collective needs: the communicator (shared, so it outlives a pause of the lock),
 /// its index, and the tuning in force. An intercommunicator is `MPI_ERR_COMM`: the collectives
-/// made for them ([`inter`]) are dispatched before this.
+/// made for them ([`inter`], and `nbc`'s intercommunicator schedules) are dispatched before this.
 fn begin(acc: &mut Access, comm: abi::Comm) -> Res<(Arc<Comm>, usize, Tuning)> {
     let st = acc.st();
     if st.ep.is_none() {

@@ -1,4 +1,5 @@
-//! Non-blocking collectives as **schedules** (the machinery; the calls are in `nbc/calls.rs`): a
+//! Non-blocking collectives as **schedules** (the machinery; the calls are in `nbc/calls.rs`, those
+//! on intercommunicators in `nbc/inter.rs`): a
 //! collective is compiled at its call into rounds of non-blocking sends and receives and local
 //! steps (copies, reductions) over buffers the schedule owns, as libNBC's and MPICH's are.
 //!
@@ -32,6 +33,7 @@ use crate::p2p::null_arg;
 use crate::request::{Completion, Req, State as ReqState};
 use crate::state::{Access, State};
 mod calls;
+mod inter;
 pub use calls::{Shape, ibarrier, ibcast, iblocks, idup, ireduce, ireduce_scatter, iscan, neighbor};
 
 use std::sync::Arc;

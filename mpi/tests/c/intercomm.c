@@ -503,7 +503,8 @@ static void errors(Conf *c) {
     FAILS_WITH(MPI_Exscan(&x, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_COMM);
     FAILS_WITH(MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_INT, MPI_SUM, c->ic), MPI_ERR_BUFFER);
     MPI_Request rq = MPI_REQUEST_NULL;
-    FAILS_WITH(MPI_Ibarrier(c->ic, &rq), MPI_ERR_COMM);
+    /* Scans are defined on intracommunicators only (the other non-blocking collectives: inter_nbc.c). */
+    FAILS_WITH(MPI_Iscan(&x, &y, 1, MPI_INT, MPI_SUM, c->ic, &rq), MPI_ERR_COMM);
     /* Intracommunicators where intercommunicators are required. */
     FAILS_WITH(MPI_Comm_remote_size(MPI_COMM_WORLD, &x), MPI_ERR_COMM);
     FAILS_WITH(MPI_Comm_remote_group(MPI_COMM_WORLD, &g), MPI_ERR_COMM);

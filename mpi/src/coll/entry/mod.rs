@@ -16,6 +16,8 @@
 //! schedule afresh from the arguments given at init (the send data is read at the start, as MPI
 //! requires; the count and displacement arrays are copied at init). The started schedule is
 //! advanced, completed, reported and restarted as any request; `MPI_Request_free` frees it.
+//! On an intercommunicator too (its non-blocking schedules); the init accepts `MPI_ROOT` and
+//! `MPI_PROC_NULL` roots there and refuses `MPI_IN_PLACE` in a buffer the process uses.
 
 mod neighbor;
 mod rooted;
@@ -25,7 +27,7 @@ pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, 
 pub use rooted::{bcast, reduce, vblocks};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -226,7 +228,7 @@ impl std::fmt::Debug for Recipe {
     }
 }
 
-/// Makes persistent collective request `request` on intracommunicator `comm` once `check`
+/// Makes persistent collective request `request` on communicator `comm` once `check`
 /// accepted the arguments: `start` starts the operation each time.
 ///
 /// # Safety
@@ -239,9 +241,6 @@ unsafe fn persist(
     start: impl Fn(&mut Access, *mut abi::Request) -> Res<()> + 'static,
 ) -> Res<()> {
     let (ci, c) = comm_of(acc, comm)?;
-    if c.local.is_some() {
-        return Err(crate::p2p::not_intra(ci));
-    }
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
@@ -280,14 +279,58 @@ pub fn start(acc: &mut Access, h: abi::Request, recipe: &Recipe) -> Res<()> {
     Ok(())
 }
 
-/// A root argument checked as the starting call will check it.
 /// True if `buf` is `MPI_IN_PLACE`.
 fn in_place<T>(buf: *const T) -> bool {
     buf as usize == abi::IN_PLACE
 }
 
+/// A root argument checked as the starting call will check it: on an intercommunicator,
+/// `MPI_ROOT` and `MPI_PROC_NULL` too (the root's group).
 fn check_root(root: c_int, c: &Comm, ci: usize) -> Res<()> {
+    if c.local.is_some() && (root == abi::ROOT || root == abi::PROC_NULL) {
+        return Ok(());
+    }
     super::check_root(root, c, ci).map(|_| ())
+}
+
+/// True if this process uses a rooted collective's members' side (a gather's send, a scatter's
+/// receive): every process of an intracommunicator (the root its own block), on an
+/// intercommunicator the other group's (not `MPI_ROOT` nor `MPI_PROC_NULL`).
+fn member_side(c: &Comm, root: c_int) -> bool {
+    c.local.is_none() || (root != abi::ROOT && root != abi::PROC_NULL)
+}
+
+/// A side's count and datatype checked as the starting call will check them, unless its buffer
+/// is `MPI_IN_PLACE` (the side is then ignored; on an intercommunicator [`no_in_place`] refuses
+/// it).
+fn check_side<T>(acc: &mut Access, buf: *const T, count: Count, dt: Datatype, ci: usize) -> Res<()> {
+    if in_place(buf) {
+        return Ok(());
+    }
+    check_count(count, ci)?;
+    check_type(acc, dt, ci)
+}
+
+/// On an intercommunicator, `MPI_IN_PLACE` refused (`MPI_ERR_BUFFER`, as the starting call
+/// would) in a buffer this process uses: `at_root`'s at `MPI_ROOT`, none at `MPI_PROC_NULL`,
+/// `at_members`' elsewhere (everywhere when `root` is `None`).
+fn no_in_place(
+    c: &Comm,
+    root: Option<c_int>,
+    at_root: &[*const c_void],
+    at_members: &[*const c_void],
+    ci: usize,
+) -> Res<()> {
+    let used = match root {
+        _ if c.local.is_none() => &[][..],
+        Some(abi::ROOT) => at_root,
+        Some(abi::PROC_NULL) => &[],
+        _ => at_members,
+    };
+    if used.iter().any(|&b| in_place(b)) {
+        return Err(super::in_place_misused(ci));
+    }
+    Ok(())
 }
 
 /// A count checked as non-negative.

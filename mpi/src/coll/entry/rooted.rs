@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, check_count, check_reduction, check_root, check_type, comm_index, comm_of, fit, in_place,
-    persist, ptr,
+    Counts, Disps, How, check_count, check_reduction, check_root, check_side, check_type, comm_index, comm_of, fit,
+    member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -45,6 +45,7 @@ pub unsafe fn bcast(
         How::Persistent(request) => {
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
+                no_in_place(c, Some(root), &[buffer.cast_const()], &[buffer.cast_const()], ci)?;
                 check_count(count, ci)?;
                 check_type(acc, datatype, ci)
             };
@@ -86,6 +87,7 @@ pub unsafe fn reduce(
         How::Persistent(request) => {
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
+                no_in_place(c, Some(root), &[recvbuf.cast_const()], &[sendbuf], ci)?;
                 check_reduction(acc, count, datatype, op, ci)
             };
             // SAFETY: MPI's contract, at each start.
@@ -135,15 +137,15 @@ pub unsafe fn vblocks(
     let gather = shape == Shape::Gather;
     match how {
         How::Persistent(request) => {
-            // The root's own side is ignored when it is `MPI_IN_PLACE`.
-            let ignored = if gather { in_place(sendbuf) } else { in_place(recvbuf) };
+            // The members' side: `one`'s buffer (the root's own block, ignored when in place).
+            let (own, other) = if gather { (sendbuf, recvbuf.cast_const()) } else { (recvbuf.cast_const(), sendbuf) };
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
-                if ignored {
+                no_in_place(c, Some(root), &[other], &[own], ci)?;
+                if !member_side(c, root) {
                     return Ok(());
                 }
-                check_count(one.0, ci)?;
-                check_type(acc, one.1, ci)
+                check_side(acc, own, one.0, one.1, ci)
             };
             let start = move |acc: &mut Access, r| {
                 let many = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)), many.2);

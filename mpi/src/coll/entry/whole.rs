@@ -5,8 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, Ints, check_count, check_reduction, check_type, comm_index, comm_of, fit, in_place, persist,
-    ptr,
+    Counts, Disps, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place, member_side,
+    no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -69,7 +69,10 @@ pub unsafe fn allreduce(
     let one = [(count, datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
+                check_reduction(acc, count, datatype, op, ci)
+            };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
                 allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
@@ -112,18 +115,22 @@ pub unsafe fn blocks(
     let sides = [(sendcount, sendtype), (recvcount, recvtype)];
     match how {
         How::Persistent(request) => {
-            // The side every member uses, ignored when it is `MPI_IN_PLACE` (at the root).
-            let (count, dt) = if shape == Shape::Gather { sides[0] } else { sides[1] };
-            let ignored = if shape == Shape::Gather { in_place(sendbuf) } else { in_place(recvbuf) };
+            // The side every member uses (at the root of an intracommunicator, its own block,
+            // ignored when in place), and the root's other side.
+            let (send, recv) = (sendbuf, recvbuf.cast_const());
+            let (mine, many, (count, dt)) =
+                if shape == Shape::Gather { (send, recv, sides[0]) } else { (recv, send, sides[1]) };
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 if let Some(root) = root {
                     super::check_root(root, c, ci)?;
+                    no_in_place(c, Some(root), &[many], &[mine], ci)?;
+                    if !member_side(c, root) {
+                        return Ok(());
+                    }
+                } else {
+                    no_in_place(c, None, &[], &[send, recv], ci)?;
                 }
-                if ignored {
-                    return Ok(());
-                }
-                check_count(count, ci)?;
-                check_type(acc, dt, ci)
+                check_side(acc, mine, count, dt, ci)
             };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
@@ -179,7 +186,10 @@ pub unsafe fn allgatherv(
     let one = [(sendcount, sendtype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| check_type(acc, recvtype, ci);
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
+                check_type(acc, recvtype, ci)
+            };
             let start = move |acc: &mut Access, r| {
                 let (rc, rd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
                 // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
@@ -261,7 +271,8 @@ pub unsafe fn alltoallv(
     let a = unsafe { Vw::of((sendcounts, sdispls), (recvcounts, rdispls), n, ci)? };
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| {
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 // In place, the send side is ignored.
                 if !in_place(sendbuf) {
                     check_type(acc, sendtype, ci)?;
@@ -324,8 +335,10 @@ pub unsafe fn alltoallw(
                 // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
                 unsafe { alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm, How::Nonblocking(r)) }
             };
+            let check =
+                |_: &mut Access, c: &coll::Comm, ci| no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci);
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) }
+            unsafe { persist(acc, comm, request, check, start) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
@@ -367,8 +380,10 @@ pub unsafe fn reduce_scatter(
     let one = [(block.unwrap_or(0), datatype)];
     match how {
         How::Persistent(request) => {
-            let check =
-                |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, block.unwrap_or(0), datatype, op, ci);
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
+                check_reduction(acc, block.unwrap_or(0), datatype, op, ci)
+            };
             let start = move |acc: &mut Access, r| {
                 let rc = Counts::Int(ptr(&counts));
                 // SAFETY: MPI's contract, at each start; the array is the copy made at init.
@@ -413,7 +428,13 @@ pub unsafe fn scan(
     let one = [(count, datatype)];
     match how {
         How::Persistent(request) => {
-            let check = |acc: &mut Access, _: &coll::Comm, ci| check_reduction(acc, count, datatype, op, ci);
+            // MPI defines scans on intracommunicators only.
+            let check = |acc: &mut Access, c: &coll::Comm, ci| {
+                if c.local.is_some() {
+                    return Err(crate::p2p::not_intra(ci));
+                }
+                check_reduction(acc, count, datatype, op, ci)
+            };
             // SAFETY: MPI's contract, at each start.
             let start = move |acc: &mut Access, r| unsafe {
                 scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))

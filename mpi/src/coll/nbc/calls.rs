@@ -3,8 +3,10 @@
 
 use std::ffi::{c_int, c_void};
 
+use super::inter;
 use super::{Agreement, Idup, NBC, NBC_STRIDE, Sched, Step, at, submit};
 use crate::abi::{self, Datatype};
+use crate::coll::inter::is_inter;
 use crate::coll::vector::{Displs, Side, Sink, layout_at, layouts, reduction_input, source};
 use crate::coll::{begin, check_root, in_place_misused, is_in_place, mismatch, reduction_kept};
 use crate::comm::{Comm, context};
@@ -21,6 +23,9 @@ use crate::state::Access;
 /// # Safety
 /// MPI's contract on `request`.
 pub unsafe fn ibarrier(acc: &mut Access, comm: abi::Comm, request: *mut abi::Request) -> Res<()> {
+    if is_inter(acc, comm) {
+        return inter::ibarrier(acc, comm, request);
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let mut s = Sched::new(&c, None);
     s.barrier(&c);
@@ -40,6 +45,10 @@ pub unsafe fn ibcast(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
+    if is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::ibcast(acc, buf, count, dt, root, comm, request) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let root = check_root(root, &c, ci)?;
     let l = layout_at(acc, buf.cast_const().cast(), count, dt, ci)?;
@@ -74,6 +83,10 @@ pub unsafe fn ireduce(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
+    if is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::ireduce(acc, sendbuf, recvbuf, count, dt, op, root, comm, request) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let root_at = root.map(|r| check_root(r, &c, ci)).transpose()?;
     let receives = root_at.is_none_or(|r| r == c.rank as usize);
@@ -116,6 +129,10 @@ pub unsafe fn ireduce_scatter(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
+    if is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::ireduce_scatter(acc, sendbuf, recvbuf, counts, block, dt, op, comm, request) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let (n, me) = (c.size as usize, c.rank as usize);
     let counts: Vec<usize> = match block {
@@ -281,6 +298,24 @@ pub enum Shape {
     Alltoall,
 }
 
+/// Where a side's blocks are: one block of `count` (`many` false), a block of `count` per member
+/// (`regular`), the v-form's arrays, or the w-form's (`types` given).
+pub(super) fn side_of(
+    many: bool,
+    regular: bool,
+    count: c_int,
+    counts: *const c_int,
+    displs: *const c_int,
+    types: Option<*const Datatype>,
+) -> Side {
+    match (many, regular, types) {
+        (false, _, _) => Side::One(count),
+        (true, true, _) => Side::Regular(count),
+        (true, false, None) => Side::V(counts, displs),
+        (true, false, Some(types)) => Side::W(counts, Displs::Int(displs), types),
+    }
+}
+
 /// `MPI_Igather(v)`, `MPI_Iscatter(v)`, `MPI_Iallgather(v)`, `MPI_Ialltoall(v/w)`: each side
 /// given as `(buffer, count, counts, displacements, datatype, datatypes)`; the regular forms use
 /// the count (`regular`), the v-forms the arrays, the `w` form the datatypes too.
@@ -298,6 +333,10 @@ pub unsafe fn iblocks(
     comm: abi::Comm,
     request: *mut abi::Request,
 ) -> Res<()> {
+    if is_inter(acc, comm) {
+        // SAFETY: the caller's contract.
+        return unsafe { inter::iblocks(acc, shape, send, recv, regular, root, comm, request) };
+    }
     let (c, ci, _) = begin(acc, comm)?;
     let (n, me) = (c.size as usize, c.rank as usize);
     let root = root.map(|r| check_root(r, &c, ci)).transpose()?;
@@ -313,12 +352,7 @@ pub unsafe fn iblocks(
                 dt: Datatype,
                 types: Option<*const Datatype>,
                 many: bool| {
-        let side = match (many, regular, types) {
-            (false, _, _) => Side::One(count),
-            (true, true, _) => Side::Regular(count),
-            (true, false, None) => Side::V(counts, displs),
-            (true, false, Some(types)) => Side::W(counts, Displs::Int(displs), types),
-        };
+        let side = side_of(many, regular, count, counts, displs, types);
         // SAFETY: MPI's contract on the arrays.
         unsafe { layouts(acc, base.cast(), side, dt, n, ci) }
     };
@@ -500,16 +534,18 @@ pub unsafe fn idup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm, r
         return Err(null_arg(Some(ci), "request"));
     }
     let attrs = crate::attr::copies(acc, ci)?;
-    let mut s = Sched::new(&c, Some(context::round_reduction()));
-    let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
-    let buf = s.buf(Vec::new());
     // The instance's tag is the intercommunicator's (both groups number its collectives alike);
     // its local rounds run in the local group's collective context, unused by anything else
     // with this tag.
+    let red = Some(context::round_reduction());
+    let mut s = match &c.local {
+        Some(l) => Sched::inter(&c, l, red),
+        None => Sched::new(&c, red),
+    };
+    let seq = ((s.tag - NBC) / NBC_STRIDE) as u32;
+    let buf = s.buf(Vec::new());
     let (parent, want, remote) = match &c.local {
         Some(l) => {
-            s.ctx = l.coll_ctx();
-            s.across = Some((c.coll_ctx(), c.coll_send_ctx()));
             let (mine, theirs) = (s.buf(vec![0u8; 4]), s.buf(vec![0u8; 4]));
             (l.clone(), 2, Some((c.world[0], mine, theirs)))
         }
