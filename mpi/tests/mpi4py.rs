@@ -21,7 +21,7 @@
 mod clients;
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -152,7 +152,9 @@ fn source_venv(test: &str, mpi: Mpi) -> Option<(PathBuf, PathBuf)> {
         c.arg("xzf").arg(&sdist).arg("-C").arg(&src).arg(format!("mpi4py-{VERSION}/test"));
         check(c, "unpacking the sdist's test/", Duration::from_secs(120));
     }
-    let v = venv(&format!("venv-{}", mpi.name()));
+    // A venv per profile for nemesis: the build links the profile's `libmpi.so`.
+    let release = setup().profile_dir.file_name().is_some_and(|n| n == "release");
+    let v = venv(&format!("venv-{}{}", mpi.name(), if release && mpi == Mpi::Nemesis { "-release" } else { "" }));
     let tools = format!("{VERSION} {}", BUILD_TOOLS.join(" "));
     let key = match mpi {
         Mpi::Nemesis => nemesis_key(&tools),
@@ -313,10 +315,10 @@ struct Suite {
     elapsed: Duration,
 }
 
-/// Runs the suite at `n` ranks on `mpi` until it has run every test once: after a hang or a
-/// crash, again without the tests that finished on every rank and without the culprit (the
-/// unfinished test started first), which counts as a hang.
-fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path) -> Suite {
+/// Runs the suite (its `modules`, or all of it) at `n` ranks on `mpi` until it has run every test
+/// once: after a hang or a crash, again without the tests that finished on every rank and without
+/// the culprit (the unfinished test started first), which counts as a hang.
+fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) -> Suite {
     let out = dir("mpi4py-runs").join(format!("{}-{n}", mpi.name()));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).unwrap();
@@ -340,6 +342,7 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path) -> Suite {
             OsStr::new("--xfile"),
             xfile.as_os_str(),
         ];
+        let args: Vec<&OsStr> = args.into_iter().chain(modules.iter().map(OsStr::new)).collect();
         let cmd = match mpi {
             // Room for the suite's spawns (test_spawn, mpi4py.futures, mpi4py.util.pool): spawned
             // processes take slots of the universe, never reused within a job.
@@ -385,6 +388,94 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path) -> Suite {
     suite
 }
 
+/// A difference from MPICH that is known, with its reason: a line of
+/// `clients/mpi4py-differences.txt`.
+struct Known {
+    /// A test id; `*` matches any text.
+    pattern: String,
+    /// The rank counts it is known at (`None`: all).
+    ranks: Option<Vec<u32>>,
+    reason: String,
+}
+
+/// The known differences (`clients/mpi4py-differences.txt`): `pattern | ranks | reason` lines,
+/// ranks `*` or a list such as `2,3` or `2-4`; `#` starts a comment.
+fn known_differences() -> Vec<Known> {
+    let path = setup().mpi.join("tests/clients/mpi4py-differences.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut known = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.splitn(3, '|').map(str::trim).collect();
+        assert!(f.len() == 3 && !f[0].is_empty() && !f[2].is_empty(), "{}:{}: `pattern | ranks | reason`", path.display(), i + 1);
+        let ranks = (f[1] != "*").then(|| {
+            f[1].split(',')
+                .flat_map(|r| {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    let bad = || panic!("{}:{}: bad rank counts `{}`", path.display(), i + 1, f[1]);
+                    let (a, b): (u32, u32) = (a.trim().parse().unwrap_or_else(|_| bad()), b.trim().parse().unwrap_or_else(|_| bad()));
+                    a..=b
+                })
+                .collect()
+        });
+        known.push(Known { pattern: f[0].to_string(), ranks, reason: f[2].to_string() });
+    }
+    known
+}
+
+/// The known difference that explains `id` failing at `n` ranks (its index).
+fn known_at(known: &[Known], n: u32, id: &str) -> Option<usize> {
+    known.iter().position(|k| k.ranks.as_ref().is_none_or(|r| r.contains(&n)) && glob(&k.pattern, id))
+}
+
+/// The module of a test id: `test_x.Class.test`, `unittest.loader._FailedTest.test_x` (a module
+/// that failed to import), `setUpClass (test_x.Class)`.
+fn module_of(id: &str) -> String {
+    if let Some(m) = id.strip_prefix("unittest.loader._FailedTest.") {
+        return m.to_string();
+    }
+    let id = id.rsplit_once(" (").map_or(id, |(_, inner)| inner.trim_end_matches(')'));
+    id.split('.').next().unwrap_or(id).to_string()
+}
+
+/// `pattern` (with `*` for any text) matches the whole of `id`.
+fn glob(pattern: &str, id: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return pattern == id;
+    }
+    if !id.starts_with(first) || id.len() < first.len() + last.len() || !id.ends_with(last) {
+        return false;
+    }
+    let mut rest = &id[first.len()..id.len() - last.len()];
+    for p in &parts[1..parts.len() - 1] {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[test]
+fn globs_match_whole_ids() {
+    assert!(glob("test_rma.*", "test_rma.TestRMAWorld.testPutGet"));
+    assert!(glob("*.TestMessageRMA.*", "test_msgspec.TestMessageRMA.testMessageBad"));
+    assert!(glob("a*b*c", "a-b-b-c"));
+    assert!(!glob("test_rma.*", "xtest_rma.T"));
+    assert!(!glob("test_io", "test_io.T"));
+    assert!(!glob("a*b*c", "a-c"));
+    assert!(!glob("ab*ba", "aba"));
+    assert!(!known_differences().is_empty());
+    assert_eq!(module_of("test_cco_buf.TestCCOBufSelf.testBcast"), "test_cco_buf");
+    assert_eq!(module_of("unittest.loader._FailedTest.test_io"), "test_io");
+    assert_eq!(module_of("setUpClass (test_util_sync.TestMutexWorld)"), "test_util_sync");
+}
+
 /// The rank counts of the comparison.
 fn rank_counts() -> Vec<u32> {
     match std::env::var("NEMESIS_MPI4PY_RANKS") {
@@ -393,12 +484,12 @@ fn rank_counts() -> Vec<u32> {
     }
 }
 
-// Not yet part of the README's test command: differences from MPICH remain (listed with their
-// causes in docs/mpi.md, "Differences from MPICH under mpi4py's test suite"), and the whole
-// comparison takes about 25 minutes on two cores. Run it with
-// `cargo test -p nemesis-mpi --test mpi4py -- --ignored --nocapture`.
+// Heavy (15–30 minutes on two cores): not in the README's test command; `.ci/run` runs it in
+// release (`cargo test --release -p nemesis-mpi --test mpi4py -- --ignored`), where nemesis's
+// library is built as MPICH's is, optimised (in debug, mpi4py's datatype-heavy tests take 2.5 ×
+// MPICH's time and brush the per-test limit at 3 ranks).
 #[test]
-#[ignore = "differences from MPICH remain (docs/mpi.md); run with --ignored"]
+#[ignore = "heavy: .ci/run runs it in release (cargo test --release -p nemesis-mpi --test mpi4py -- --ignored)"]
 fn test_suite_fails_only_where_mpich_fails() {
     let test = "test_suite_fails_only_where_mpich_fails";
     if !python(test)
@@ -412,12 +503,28 @@ fn test_suite_fails_only_where_mpich_fails() {
     let mut report = String::new();
     let mut differences = 0;
     writeln!(report, "# mpi4py {VERSION}'s test suite: nemesis vs MPICH\n").unwrap();
-    writeln!(report, "| ranks | nemesis pass / fail / hang / skip | MPICH pass / fail / hang / skip | differences | time (nemesis, MPICH) |").unwrap();
+    writeln!(report, "| ranks | nemesis pass / fail / hang / skip | MPICH pass / fail / hang / skip (modules run) | differences from MPICH | time (nemesis, MPICH) |").unwrap();
     writeln!(report, "|---|---|---|---|---|").unwrap();
     let mut details = String::new();
+    let known = known_differences();
+    let mut used = vec![false; known.len()];
     for n in rank_counts() {
-        let a = run_suite(Mpi::Nemesis, n, &ours, &testdir);
-        let b = run_suite(Mpi::Mpich, n, &theirs, &testdir);
+        let a = run_suite(Mpi::Nemesis, n, &ours, &testdir, &[]);
+        // MPICH runs the modules of nemesis's failures that the list does not explain: only there
+        // can a difference be, and MPICH's busy polling makes its whole suite take most of an
+        // hour at 3 and 4 ranks on two cores.
+        let modules: BTreeSet<String> = a
+            .outcomes
+            .iter()
+            .filter(|(id, o)| o.bad() && known_at(&known, n, id).is_none())
+            .map(|(id, _)| module_of(id))
+            .collect();
+        let modules: Vec<String> = modules.into_iter().collect();
+        let b = if modules.is_empty() {
+            Suite { outcomes: BTreeMap::new(), notes: Vec::new(), elapsed: Duration::ZERO }
+        } else {
+            run_suite(Mpi::Mpich, n, &theirs, &testdir, &modules)
+        };
         let count = |s: &Suite| {
             let k = |f: fn(&Outcome) -> bool| s.outcomes.values().filter(|o| f(o)).count();
             format!(
@@ -428,20 +535,23 @@ fn test_suite_fails_only_where_mpich_fails() {
                 k(|o| *o == Outcome::Skip)
             )
         };
+        let b_ran = |id: &str| modules.contains(&module_of(id));
         let mut diff = Vec::new();
         for (id, o) in &a.outcomes {
             let theirs = b.outcomes.get(id);
             if o.bad() && !theirs.is_some_and(Outcome::bad) {
-                diff.push(format!(
-                    "- `{id}`: {} (MPICH: {})",
-                    o.label(),
-                    theirs.map_or("not run".into(), Outcome::label)
-                ));
+                let mpich = match theirs {
+                    Some(t) => t.label(),
+                    None if b_ran(id) => "not run".into(),
+                    None => "module not run".into(),
+                };
+                let line = format!("- `{id}`: {} (MPICH: {mpich})", o.label());
+                diff.push((id.clone(), line));
             }
         }
         for (id, o) in &b.outcomes {
             if !a.outcomes.contains_key(id) && !o.bad() {
-                diff.push(format!("- `{id}`: not run (MPICH: {})", o.label()));
+                diff.push((id.clone(), format!("- `{id}`: not run (MPICH: {})", o.label())));
             }
         }
         let skipped_only_here = a
@@ -449,33 +559,55 @@ fn test_suite_fails_only_where_mpich_fails() {
             .iter()
             .filter(|(id, o)| **o == Outcome::Skip && b.outcomes.get(*id) == Some(&Outcome::Pass))
             .count();
+        // Known differences (with their reasons) apart from the others.
+        let (mut expected, mut unexpected) = (Vec::new(), Vec::new());
+        for (id, line) in diff {
+            match known_at(&known, n, &id) {
+                Some(k) => {
+                    used[k] = true;
+                    expected.push(format!("{line}: known: {}", known[k].reason));
+                }
+                None => unexpected.push(line),
+            }
+        }
         writeln!(
             report,
-            "| {n} | {} | {} | {} (and {skipped_only_here} skipped only on nemesis) | {:.0?}, {:.0?} |",
+            "| {n} | {} | {} ({}) | {} unexpected, {} known (and {skipped_only_here} skipped only on nemesis) | {:.0?}, {:.0?} |",
             count(&a),
             count(&b),
-            diff.len(),
+            if modules.is_empty() { "no module".to_string() } else { modules.join(" ") },
+            unexpected.len(),
+            expected.len(),
             a.elapsed,
             b.elapsed
         )
         .unwrap();
-        writeln!(details, "\n## {n} ranks: {} differences\n", diff.len()).unwrap();
+        writeln!(details, "\n## {n} ranks: {} unexpected differences, {} known\n", unexpected.len(), expected.len())
+            .unwrap();
         for l in a.notes.iter().map(|s| format!("- nemesis {s}")).chain(b.notes.iter().map(|s| format!("- MPICH {s}")))
         {
             writeln!(details, "{l}").unwrap();
         }
-        details.push_str(&diff.join("\n"));
-        details.push('\n');
-        differences += diff.len();
+        for l in unexpected.iter().chain(&expected) {
+            writeln!(details, "{l}").unwrap();
+        }
+        differences += unexpected.len();
     }
     report.push_str(&details);
+    // A known difference no run showed: fixed (or not reached at these rank counts); the list
+    // should lose it.
+    let stale: Vec<String> =
+        known.iter().zip(&used).filter(|(_, u)| !**u).map(|(k, _)| format!("- `{}`: {}", k.pattern, k.reason)).collect();
+    if !stale.is_empty() {
+        writeln!(report, "\n## Known differences not seen in this run\n\n{}", stale.join("\n")).unwrap();
+    }
     let path = dir("mpi4py-runs").join("report.md");
     std::fs::write(&path, &report).unwrap();
     eprintln!("{report}");
     assert_eq!(
         differences,
         0,
-        "mpi4py's tests that fail on nemesis and not on MPICH (report in {}):\n{report}",
+        "mpi4py's tests that fail on nemesis and not on MPICH, not in clients/mpi4py-differences.txt (report in {}):\n{report}",
         path.display()
     );
 }
