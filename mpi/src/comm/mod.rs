@@ -666,6 +666,11 @@ pub unsafe fn get_name(acc: &mut Access, comm: abi::Comm, name: *mut c_char, len
     if st.ep.is_none() {
         return Err(not_running(st.phase));
     }
+    // MPI-4.1 §7.8: the null handle's name is its own (mpi4py relies on it once MPI_VERSION is 4.1).
+    if comm == abi::COMM_NULL {
+        // SAFETY: the caller's contract.
+        return unsafe { crate::env::put_str("MPI_COMM_NULL", name, abi::MAX_OBJECT_NAME, len) };
+    }
     let (_, c) = comm_at(&st.comms, comm)?;
     // SAFETY: the caller's contract.
     unsafe { crate::env::put_str(&c.name, name, abi::MAX_OBJECT_NAME, len) }

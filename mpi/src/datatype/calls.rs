@@ -526,6 +526,8 @@ pub unsafe fn get_name(acc: &mut Access, dt: Datatype, name: *mut c_char, len: *
     let st = acc.st();
     let s: String = match st.type_names.get(&dt) {
         Some(n) => n.clone(),
+        // MPI-4.1 §5.1.13 (as for communicators and windows): the null handle's name is its own.
+        None if dt == abi::DATATYPE_NULL => "MPI_DATATYPE_NULL".to_string(),
         None => match predefined_name(dt) {
             Some(n) => n.to_string(),
             None => st.types.get(dt).map(|e| e.name.clone()).ok_or_else(|| super::bad_type(dt, None))?,

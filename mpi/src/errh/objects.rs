@@ -1,7 +1,8 @@
 //! The error-handler calls on files and windows that need no open file nor window (MPI-4.1
 //! §9.3.2, §9.3.3): `MPI_File_set_errhandler`, `MPI_File_get_errhandler` and
 //! `MPI_File_call_errhandler` on `MPI_FILE_NULL` (the handler `MPI_File_open` gives a new file,
-//! and the one errors of file calls without a file go to), and the window calls' checks.
+//! and the one errors of file calls without a file go to), the window calls' checks, and
+//! `MPI_Win_get_name` of `MPI_WIN_NULL`.
 //!
 //! I/O and one-sided communication are not implemented yet: no file nor window can exist, so
 //! these calls on any other file or window report `MPI_ERR_UNSUPPORTED_OPERATION` (as the
@@ -111,4 +112,17 @@ pub fn win_get(win: abi::Win, out: *mut Errhandler) -> Res<()> {
 /// `MPI_Win_call_errhandler`.
 pub fn win_call(win: abi::Win, _code: c_int) -> Res<()> {
     window(win)
+}
+
+/// `MPI_Win_get_name`: `MPI_WIN_NULL`'s is its own (MPI-4.1 §12.2.8); no other window can exist yet.
+///
+/// # Safety
+/// `name` null or writable for `MPI_MAX_OBJECT_NAME` bytes, `len` null or writable.
+pub unsafe fn win_name(acc: &mut Access, win: abi::Win, name: *mut std::ffi::c_char, len: *mut c_int) -> Res<()> {
+    let _ = acc;
+    if win != abi::WIN_NULL {
+        return Err(Fail::new(abi::ERR_UNSUPPORTED_OPERATION, None, Why::Arg("windows are not implemented yet")));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::env::put_str("MPI_WIN_NULL", name, abi::MAX_OBJECT_NAME, len) }
 }

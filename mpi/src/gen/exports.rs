@@ -355,6 +355,7 @@ mpi! {
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win, errhandler: Errhandler) => |acc| crate::errh::objects::win_set(acc, win, errhandler);
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler) => |acc| crate::errh::objects::win_get(win, errhandler);
     fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) => |acc| crate::errh::objects::win_call(win, errorcode);
+    fn MPI_Win_get_name / PMPI_Win_get_name(win: Win, win_name: *mut c_char, resultlen: *mut c_int) => |acc| crate::errh::objects::win_name(acc, win, win_name, resultlen);
 }
 
 // mpi/api/bind/group.txt
@@ -757,7 +758,6 @@ mpi_stub! {
     fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
     fn MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group);
     fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info);
-    fn MPI_Win_get_name / PMPI_Win_get_name(win: Win, win_name: *mut c_char, resultlen: *mut c_int);
     fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Win);
     fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Win);
     fn MPI_Win_post / PMPI_Win_post(group: Group, assert: c_int, win: Win);

@@ -5,7 +5,8 @@
  * wrong kind refused (MPI_ERR_ARG); MPI_Comm_get_errhandler and MPI_Session_get_errhandler hand
  * out new handles the program frees, 100 times over, without freeing the handler in use; a
  * handler freed while in use keeps working until the last user lets go of it; freeing a
- * predefined handler resets the handle; a freed or null handle is MPI_ERR_ARG (as MPICH). Prints
+ * predefined handler resets the handle; a freed or null handle is MPI_ERR_ARG (as MPICH); the names
+ * of MPI_COMM_NULL, MPI_DATATYPE_NULL and MPI_WIN_NULL (MPI-4.1). Prints
  * "OK errh_objects <rank>". */
 #include "check.h"
 
@@ -104,6 +105,18 @@ int main(int argc, char **argv) {
     FAILS_WITH(MPI_Win_call_errhandler(MPI_WIN_NULL, MPI_ERR_OTHER), MPI_ERR_WIN);
     OK(MPI_Errhandler_free(&we));
     FAILS_WITH(MPI_Errhandler_free(&we), MPI_ERR_ARG);
+
+    /* MPI-4.1: the null handles' names are their own (mpi4py checks them once MPI_VERSION is 4.1). */
+    {
+        char name[MPI_MAX_OBJECT_NAME];
+        int len = -1;
+        OK(MPI_Comm_get_name(MPI_COMM_NULL, name, &len));
+        CHECK(len == 13 && strcmp(name, "MPI_COMM_NULL") == 0, "MPI_COMM_NULL's name: %s (%d)", name, len);
+        OK(MPI_Type_get_name(MPI_DATATYPE_NULL, name, &len));
+        CHECK(strcmp(name, "MPI_DATATYPE_NULL") == 0, "MPI_DATATYPE_NULL's name: %s", name);
+        OK(MPI_Win_get_name(MPI_WIN_NULL, name, &len));
+        CHECK(strcmp(name, "MPI_WIN_NULL") == 0, "MPI_WIN_NULL's name: %s", name);
+    }
 
     /* Predefined handlers: freeing one resets the handle; MPI_ERRHANDLER_NULL is no handler. */
     MPI_Errhandler p = MPI_ERRORS_RETURN;
