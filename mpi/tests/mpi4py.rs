@@ -349,6 +349,10 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) 
             Mpi::Nemesis => nemesis_run(n, &["--wait", "yield", "--universe-size", "256"], &args),
             Mpi::Mpich => mpich_run(n, &args),
         };
+        // The suite's modules importable by the processes it spawns (mpi4py.util.pool's workers
+        // unpickle functions of `test_util_pool`), as `python main.py` from `test/` makes them.
+        let mut cmd = cmd;
+        cmd.env("PYTHONPATH", testdir);
         let log = adir.join("output.log");
         let ended = run_logged(cmd, &log, PER_RUN);
         let ranks: Vec<RankLog> = (0..n).map(|r| read_rank(&adir.join(format!("rank{r}.txt")))).collect();

@@ -113,3 +113,4 @@ if __name__ == "__main__":
         main.main(module=None, testRunner=Runner)
     finally:
         log("end")
+        _log.close()
