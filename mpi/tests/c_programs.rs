@@ -77,6 +77,7 @@
 //! | `error_handlers_of_every_kind` | `errh_objects.c`: File/Win/Session_create_errhandler; `MPI_FILE_NULL`'s handler (`MPI_ERRORS_RETURN` at first; set, got, called, file errors reaching it); the window calls on `MPI_WIN_NULL`; handlers of the wrong kind (`MPI_ERR_ARG`), null or freed ones (`MPI_ERR_ARG`, as MPICH); handles from Comm/Session/File_get_errhandler freed 100 times over, a handler freed in use working until its last user lets go; predefined handlers freed | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `communicators_keep_their_lineage` | `comm_lineage.c` (Sessions model): communicators derived from a session's (dup, idup, split, split_type, create, create_group, Intercomm_create, merge) keep its error handler and its buffer for buffered sends, another session's have none; hints: the four assertions only, copied by dup/idup, replaced by dup_with_info/idup_with_info/split_type's info, defaults after split; split types HW_GUIDED, RESOURCE_GUIDED (`mpi_shared_memory`: the node; else `MPI_COMM_NULL`), HW_UNGUIDED (by node over nodes, `MPI_COMM_NULL` on one), an unknown one | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `intercommunicator_nonblocking_and_persistent_collectives` | `inter_nbc.c`: intercommunicators of groups 1 and n-1, halves, n-1 and 1; every collective with an intercommunicator form (and `Bcast_c`/`Allreduce_c`) blocking vs non-blocking vs persistent (started twice with new data), element by element with sentinel-filled receive buffers, counts 2 and 3000, a strided type in some, roots in either group; seven non-blocking and persistent ones in flight completed by one Waitall in reverse; `MPI_IN_PLACE`, bad roots, Iscan/Exscan_init refused | 2, 3, 4; 5, 8 yielding; 5 over 2 nodes |
+//! | `intercommunicator_roots_arguments_by_role` | `inter_roles.c`: rooted collectives on intercommunicators (Reduce, Bcast, Gather(v), Scatter(v); blocking, non-blocking, persistent): `MPI_PROC_NULL` callers passing NULL, count 0, `MPI_DATATYPE_NULL`/`MPI_BYTE` with `MPI_SUM`/`MPI_OP_NULL`, the root's send side and the members' receive side null, results checked; Reduce with count 0 in every form (no hang, nothing written) and Allreduce with count 0; `MPI_IN_PLACE` at Gatherv/Scatterv/Gather/Reduce members and the Gatherv root refused | 2, 3, 4; 5 yielding; 5 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -1007,4 +1008,12 @@ fn intercommunicator_nonblocking_and_persistent_collectives() {
     run_ok("inter_nbc", &[2, 3, 4], &[], &[]);
     run_ok("inter_nbc", &[5, 8], &["--wait", "yield"], &[]);
     run_ok("inter_nbc", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+}
+
+#[test]
+fn intercommunicator_roots_arguments_by_role() {
+    // Groups of 1 and n-1, halves, n-1 and 1; the ranks past two cores wait by yielding.
+    run_ok("inter_roles", &[2, 3, 4], &[], &[]);
+    run_ok("inter_roles", &[5], &["--wait", "yield"], &[]);
+    run_ok("inter_roles", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
 }

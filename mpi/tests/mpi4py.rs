@@ -410,13 +410,19 @@ fn known_differences() -> Vec<Known> {
             continue;
         }
         let f: Vec<&str> = line.splitn(3, '|').map(str::trim).collect();
-        assert!(f.len() == 3 && !f[0].is_empty() && !f[2].is_empty(), "{}:{}: `pattern | ranks | reason`", path.display(), i + 1);
+        assert!(
+            f.len() == 3 && !f[0].is_empty() && !f[2].is_empty(),
+            "{}:{}: `pattern | ranks | reason`",
+            path.display(),
+            i + 1
+        );
         let ranks = (f[1] != "*").then(|| {
             f[1].split(',')
                 .flat_map(|r| {
                     let (a, b) = r.split_once('-').unwrap_or((r, r));
                     let bad = || panic!("{}:{}: bad rank counts `{}`", path.display(), i + 1, f[1]);
-                    let (a, b): (u32, u32) = (a.trim().parse().unwrap_or_else(|_| bad()), b.trim().parse().unwrap_or_else(|_| bad()));
+                    let (a, b): (u32, u32) =
+                        (a.trim().parse().unwrap_or_else(|_| bad()), b.trim().parse().unwrap_or_else(|_| bad()));
                     a..=b
                 })
                 .collect()
@@ -596,8 +602,12 @@ fn test_suite_fails_only_where_mpich_fails() {
     report.push_str(&details);
     // A known difference no run showed: fixed (or not reached at these rank counts); the list
     // should lose it.
-    let stale: Vec<String> =
-        known.iter().zip(&used).filter(|(_, u)| !**u).map(|(k, _)| format!("- `{}`: {}", k.pattern, k.reason)).collect();
+    let stale: Vec<String> = known
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(k, _)| format!("- `{}`: {}", k.pattern, k.reason))
+        .collect();
     if !stale.is_empty() {
         writeln!(report, "\n## Known differences not seen in this run\n\n{}", stale.join("\n")).unwrap();
     }

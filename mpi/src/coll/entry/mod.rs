@@ -300,6 +300,12 @@ fn member_side(c: &Comm, root: c_int) -> bool {
     c.local.is_none() || (root != abi::ROOT && root != abi::PROC_NULL)
 }
 
+/// True at the `MPI_PROC_NULL` members of an intercommunicator's root group: none of their
+/// arguments is significant (MPI-4.1 §6.2.3), none is checked.
+fn idle(c: &Comm, root: c_int) -> bool {
+    c.local.is_some() && root == abi::PROC_NULL
+}
+
 /// A side's count and datatype checked as the starting call will check them, unless its buffer
 /// is `MPI_IN_PLACE` (the side is then ignored; on an intercommunicator [`no_in_place`] refuses
 /// it).

@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use super::{
     Counts, Disps, How, check_count, check_reduction, check_root, check_side, check_type, comm_index, comm_of, fit,
-    member_side, no_in_place, persist, ptr,
+    idle, member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -46,6 +46,9 @@ pub unsafe fn bcast(
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
                 no_in_place(c, Some(root), &[buffer.cast_const()], &[buffer.cast_const()], ci)?;
+                if idle(c, root) {
+                    return Ok(());
+                }
                 check_count(count, ci)?;
                 check_type(acc, datatype, ci)
             };
@@ -88,6 +91,9 @@ pub unsafe fn reduce(
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
                 no_in_place(c, Some(root), &[recvbuf.cast_const()], &[sendbuf], ci)?;
+                if idle(c, root) {
+                    return Ok(());
+                }
                 check_reduction(acc, count, datatype, op, ci)
             };
             // SAFETY: MPI's contract, at each start.
