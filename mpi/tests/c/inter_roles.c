@@ -10,7 +10,9 @@
  * - Reduce with count 0 in every form, with and without a group's data (no hang, nothing
  *   written);
  * - MPI_IN_PLACE at the members of Gatherv/Scatterv (blocking, non-blocking, persistent) refused
- *   with MPI_ERR_BUFFER, and the intercommunicator still working.
+ *   with MPI_ERR_BUFFER, and the intercommunicator still working;
+ * - Alltoallw_init with a strided type and Reduce_init with a user's operation, both freed before
+ *   the starts and new ones made meanwhile: the requests keep theirs.
  * Needs 2 ranks or more (one prints OK and stops). Prints "OK inter_roles <rank>". */
 #include "check.h"
 
@@ -252,6 +254,70 @@ static void in_place(const Conf *conf) {
     OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
 }
 
+/* Every element takes the left operand (the lowest rank's): a user's operation. */
+static void take_left(void *in, void *inout, int *n, MPI_Datatype *dt) {
+    (void)dt;
+    memcpy(inout, in, sizeof(int) * (size_t)*n);
+}
+
+/* Alltoallw_init with a strided type per remote member, and Reduce_init with a user's operation,
+ * the type and operation freed before the starts and new ones made meanwhile (which may take
+ * their slots): the requests keep theirs. */
+static void freed_before_start(const Conf *c) {
+    int n = c->rsize, send[8 * 2 * K], recv[8 * K], sc[8], sd[8], rc[8], rd[8];
+    MPI_Datatype st[8], rt[8], strided, decoy;
+    MPI_Op op, other;
+    OK(MPI_Type_vector(K, 1, 2, MPI_INT, &strided));
+    OK(MPI_Type_commit(&strided));
+    for (int j = 0; j < n; j++) {
+        sc[j] = 1;
+        sd[j] = j * 2 * K * (int)sizeof(int);
+        st[j] = strided;
+        rc[j] = K;
+        rd[j] = j * K * (int)sizeof(int);
+        rt[j] = MPI_INT;
+    }
+    MPI_Request w, r;
+    OK(MPI_Alltoallw_init(send, sc, sd, st, recv, rc, rd, rt, c->ic, MPI_INFO_NULL, &w));
+    OK(MPI_Op_create(take_left, 0, &op));
+    int a[K], b[K];
+    int root = root_of(c, 0);
+    OK(MPI_Reduce_init(a, b, K, MPI_INT, op, root, c->ic, MPI_INFO_NULL, &r));
+    OK(MPI_Type_free(&strided));
+    OK(MPI_Op_free(&op));
+    OK(MPI_Type_contiguous(1, MPI_CHAR, &decoy));
+    OK(MPI_Type_commit(&decoy));
+    OK(MPI_Op_create(take_left, 1, &other));
+    for (int s = 0; s < 2; s++) {
+        /* To remote member j: j * 1000 + rank * 10 + i at the even places, -1 between. */
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < 2 * K; i++) send[j * 2 * K + i] = i % 2 ? -1 : s * 100000 + j * 1000 + rank * 10 + i / 2;
+        for (int i = 0; i < 8 * K; i++) recv[i] = SENT;
+        for (int i = 0; i < K; i++) a[i] = s * 100000 + rank * 10 + i, b[i] = SENT;
+        OK(MPI_Start(&w));
+        OK(MPI_Start(&r));
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&w, MPI_STATUS_IGNORE));
+        /* From remote member j (world rank base + j): its block for this member. */
+        int base = c->color == 0 ? c->lsize : 0;
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < K; i++) {
+                int want = s * 100000 + c->lrank * 1000 + (base + j) * 10 + i;
+                CHECK(recv[j * K + i] == want, "alltoallw start %d [%d] = %d, want %d", s, j * K + i,
+                      recv[j * K + i], want);
+            }
+        if (root == MPI_ROOT)
+            for (int i = 0; i < K; i++) {
+                int want = s * 100000 + c->lsize * 10 + i; /* the lowest member's */
+                CHECK(b[i] == want, "reduce by a freed operation, start %d [%d] = %d, want %d", s, i, b[i], want);
+            }
+    }
+    OK(MPI_Request_free(&w));
+    OK(MPI_Request_free(&r));
+    OK(MPI_Type_free(&decoy));
+    OK(MPI_Op_free(&other));
+}
+
 static void run(int cut) {
     Conf c = make(cut);
     for (mode = BLOCKING; mode <= PERSISTENT; mode++) {
@@ -261,6 +327,7 @@ static void run(int cut) {
         }
         in_place(&c);
     }
+    freed_before_start(&c);
     unmake(&c);
 }
 
