@@ -157,8 +157,11 @@ pub fn settle_all(acc: &mut Access, hs: &[abi::Request]) -> Res<()> {
 }
 
 /// Frees request slot `i` (complete); a generalized request's `free_fn` is set aside for
-/// [`run_frees`].
+/// [`run_frees`]; a persistent collective's recipe lets go of its datatypes and operation.
 pub fn discard(st: &mut State, i: usize) {
+    if let Some(recipe) = st.reqs.at_mut(i).and_then(|r| r.persistent.as_mut()).and_then(|p| p.coll.take()) {
+        recipe.release(st);
+    }
     if let Some(r) = st.reqs.at_mut(i)
         && let Some(ext) = r.ext.take_if(|e| matches!(**e, Ext::Greq(_)))
         && let Ext::Greq(g) = *ext

@@ -22,7 +22,7 @@
 //! | `large_count_datatype_calls` | `type_large.c`: every `_c` constructor against its int form (layout, data around a ring, envelope_c/contents_c), types over 2^31 bytes, Pack_c/Unpack_c, Get_count_c/Get_elements_c, Reduce_local_c, Op_create_c (a callback calling MPI); also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 4 over 2 nodes; 3 MPICH-built |
 //! | `external32_packing` | `type_external.c`: Pack_external(_size)/Unpack_external (+_c): sizes, big-endian bytes, long as 4 bytes, vectors, complex, between ranks, errors; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
 //! | `type_free_while_in_use` | `type_free_in_use.c`: MPI_Type_free before completion of Isend/Irecv (1 KiB and 1 MiB, strided), Ibcast, Ialltoallw, and before MPI_Start of persistent Send_init/Recv_init (started 3 times), other types made meanwhile; a vector of a freed type (layout, contents, a message); MPI_Op_free of a user operation a pending Iallreduce uses | 1, 2, 3, 4, 8; 5 over 2 nodes |
-//! | `type_and_op_free_before_a_persistent_collective_starts` (ignored) | `type_free_in_use.c` with `PERSISTENT_COLL=1`: also Bcast_init with a strided type and Allreduce_init with a user operation, both freed before MPI_Start, other ones made meanwhile (fails today: a new type takes the freed handle's slot) | 2, 3 |
+//! | `type_and_op_free_before_a_persistent_collective_starts` | `type_free_in_use.c` with `PERSISTENT_COLL=1`: also Bcast_init with a strided type and Allreduce_init with a user operation, both freed before MPI_Start, other ones made meanwhile (the recipes hold them) | 2, 3 |
 //! | `removed_mpi1_datatype_calls` | `type_legacy.c`: MPI_Address, Type_extent/lb/ub, Type_struct with MPI_LB, Type_hvector/hindexed | 1, 2, 3, 8; 2 over 2 nodes |
 //! | `types_by_parameters` | `type_named.c`: Type_create_f90_real/complex/integer (sizes, F90 envelopes and contents, a message, not freeable), Type_match_size, Type_get_value_index, bad arguments; also MPICH-built, on nemesis and on MPICH | 1, 2, 3, 8; 2 over 2 nodes; 2 MPICH-built |
 //! | `callbacks_may_call_mpi` | `reentrant_attrs.c`, `reentrant_ops.c`: attribute copy/delete callbacks (communicators, datatypes; dup, idup, set, delete, free, a nested free), error handlers, user operations (Allreduce, Reduce, Reduce_local, Iallreduce with Wait and Test; one freeing its non-contiguous type) that call MPI; a callback's error code returned by MPI_Comm_dup; MPI_COMM_SELF's attributes deleted first at MPI_Finalize in LIFO order — at MPI_THREAD_SINGLE and MPI_THREAD_MULTIPLE (a second thread calling MPI meanwhile) | 1, 2, 4, 8 (SINGLE), 1, 2, 4 (MULTIPLE); 3 over 2 nodes at each level |
@@ -77,6 +77,7 @@
 //! | `error_handlers_of_every_kind` | `errh_objects.c`: File/Win/Session_create_errhandler; `MPI_FILE_NULL`'s handler (`MPI_ERRORS_RETURN` at first; set, got, called, file errors reaching it); the window calls on `MPI_WIN_NULL`; handlers of the wrong kind (`MPI_ERR_ARG`), null or freed ones (`MPI_ERR_ARG`, as MPICH); handles from Comm/Session/File_get_errhandler freed 100 times over, a handler freed in use working until its last user lets go; predefined handlers freed | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `communicators_keep_their_lineage` | `comm_lineage.c` (Sessions model): communicators derived from a session's (dup, idup, split, split_type, create, create_group, Intercomm_create, merge) keep its error handler and its buffer for buffered sends, another session's have none; hints: the four assertions only, copied by dup/idup, replaced by dup_with_info/idup_with_info/split_type's info, defaults after split; split types HW_GUIDED, RESOURCE_GUIDED (`mpi_shared_memory`: the node; else `MPI_COMM_NULL`), HW_UNGUIDED (by node over nodes, `MPI_COMM_NULL` on one), an unknown one | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `intercommunicator_nonblocking_and_persistent_collectives` | `inter_nbc.c`: intercommunicators of groups 1 and n-1, halves, n-1 and 1; every collective with an intercommunicator form (and `Bcast_c`/`Allreduce_c`) blocking vs non-blocking vs persistent (started twice with new data), element by element with sentinel-filled receive buffers, counts 2 and 3000, a strided type in some, roots in either group; seven non-blocking and persistent ones in flight completed by one Waitall in reverse; `MPI_IN_PLACE`, bad roots, Iscan/Exscan_init refused | 2, 3, 4; 5, 8 yielding; 5 over 2 nodes |
+//! | `intercommunicator_roots_arguments_by_role` | `inter_roles.c`: rooted collectives on intercommunicators (Reduce, Bcast, Gather(v), Scatter(v); blocking, non-blocking, persistent): `MPI_PROC_NULL` callers passing NULL, count 0, `MPI_DATATYPE_NULL`/`MPI_BYTE` with `MPI_SUM`/`MPI_OP_NULL`, the root's send side and the members' receive side null, results checked; Reduce with count 0 in every form (no hang, nothing written) and Allreduce with count 0; `MPI_IN_PLACE` at Gatherv/Scatterv/Gather/Reduce members and the Gatherv root refused (by some processes only: the non-blocking collectives after it still match); Alltoallw_init with a strided type and Reduce_init with a user operation freed before the starts, new ones made meanwhile | 2, 3, 4; 5 yielding; 5 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -751,7 +752,6 @@ fn type_free_while_in_use() {
 }
 
 #[test]
-#[ignore = "persistent collectives' recipes resolve their handles at each MPI_Start and do not hold them yet"]
 fn type_and_op_free_before_a_persistent_collective_starts() {
     run_ok("type_free_in_use", &[2, 3], &[], &[("PERSISTENT_COLL", "1")]);
 }
@@ -1007,4 +1007,12 @@ fn intercommunicator_nonblocking_and_persistent_collectives() {
     run_ok("inter_nbc", &[2, 3, 4], &[], &[]);
     run_ok("inter_nbc", &[5, 8], &["--wait", "yield"], &[]);
     run_ok("inter_nbc", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+}
+
+#[test]
+fn intercommunicator_roots_arguments_by_role() {
+    // Groups of 1 and n-1, halves, n-1 and 1; the ranks past two cores wait by yielding.
+    run_ok("inter_roles", &[2, 3, 4], &[], &[]);
+    run_ok("inter_roles", &[5], &["--wait", "yield"], &[]);
+    run_ok("inter_roles", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
 }

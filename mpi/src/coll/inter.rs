@@ -14,7 +14,11 @@
 //! whole to the root; a scatter the reverse; allreduce and allgather do both directions at once,
 //! the rank 0s swapping their groups' results; all-to-all is direct transfers to and from every
 //! remote rank. Any datatype: non-contiguous data is packed around the same steps.
-//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). The non-blocking
+//! `MPI_IN_PLACE` is not allowed on an intercommunicator (`MPI_ERR_BUFFER`). Arguments a role does
+//! not use are not significant (MPI-4.1 §6.2.3) and not checked: none at `MPI_PROC_NULL` (a
+//! reduction's operation and datatype neither), the send side at `MPI_ROOT` of a gather or
+//! reduction, the receive side at the members. A reduction of no data still sends its (empty)
+//! message to the root, which waits for it. The non-blocking
 //! forms (and the persistent ones, which start them) are the same algorithms as schedules, in
 //! `super::nbc::inter`. `MPI_Scan` and `MPI_Exscan` (and their non-blocking and persistent forms),
 //! which MPI defines on intracommunicators only, refuse an intercommunicator with `MPI_ERR_COMM`
@@ -198,8 +202,12 @@ pub unsafe fn reduce(
     comm: abi::Comm,
 ) -> Res<()> {
     let (c, local, ci, tu) = begin(acc, comm)?;
+    let role = role(root, &c, ci)?;
+    if let Role::Idle = role {
+        return Ok(());
+    }
     let (red, _keep) = red_of(acc, op, dt, ci)?;
-    match role(root, &c, ci)? {
+    match role {
         Role::Idle => Ok(()),
         Role::Root => {
             let s = sink(acc, recvbuf, count, dt, ci)?;
@@ -210,10 +218,10 @@ pub unsafe fn reduce(
         Role::Member(to) => {
             // SAFETY: MPI's contract.
             let mut data = unsafe { packed(acc, sendbuf, count, dt, ci) }?;
-            if data.is_empty() {
-                return Ok(());
+            if !data.is_empty() {
+                reduce_comm(acc, tag::REDUCE, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
             }
-            reduce_comm(acc, tag::REDUCE, &local, 0, &mut data, red, &tu).map_err(on(ci))?;
+            // Sent when empty too: the root waits for it (as the non-blocking form).
             if local.rank == 0 {
                 across(acc, &c, tag::REDUCE)?.send(to, &data).map_err(on(ci))?;
             }

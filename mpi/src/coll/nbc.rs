@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::algo::Reduction;
 use super::mismatch;
@@ -166,12 +166,48 @@ pub struct Sched {
     /// A placeholder standing in the request table while the schedule is out of it (running a
     /// user's operation): it never advances nor completes.
     busy: bool,
+    /// The communicator's number this schedule took, until submitted.
+    number: Number,
+}
+
+/// A number taken from a communicator's count of non-blocking collectives (`Comm::nbc`), given
+/// back if dropped before [`Number::keep`]: a call refused after its schedule was begun (a bad
+/// argument found while compiling it) leaves the count as it was, so the processes that made
+/// the call and those that did not (a role with nothing to check) still agree on the next
+/// collective's number.
+#[derive(Debug, Default)]
+struct Number(Option<(Arc<AtomicU32>, u32)>);
+
+impl Number {
+    /// Takes the next number of `count`.
+    fn take(count: &Arc<AtomicU32>) -> (Number, u32) {
+        // ORDERING: the count is only read and written under the library lock; the atomic is
+        // for sharing it between a communicator's copies, not for ordering.
+        let n = count.fetch_add(1, Ordering::Relaxed);
+        (Number(Some((count.clone(), n))), n)
+    }
+
+    /// The number is used: it stays taken.
+    fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Number {
+    fn drop(&mut self) {
+        if let Some((count, n)) = self.0.take() {
+            // ORDERING: as in `take`. Given back only if no later number was taken meanwhile
+            // (schedules are compiled under the lock, one at a time: none was).
+            let _ = count.compare_exchange(n.wrapping_add(1), n, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Sched {
     fn new(c: &Comm, red: Option<Reduction>) -> Sched {
-        let seq = c.nbc.fetch_add(1, Ordering::Relaxed) % NBC_SPAN;
-        Sched { ctx: c.coll_ctx(), tag: NBC + seq as i32 * NBC_STRIDE, red, ..Sched::blank() }
+        let (number, n) = Number::take(&c.nbc);
+        let seq = n % NBC_SPAN;
+        Sched { ctx: c.coll_ctx(), tag: NBC + seq as i32 * NBC_STRIDE, red, number, ..Sched::blank() }
     }
 
     /// A schedule with no rounds, buffers nor reduction, in context 0.
@@ -193,6 +229,7 @@ impl Sched {
             user_step: None,
             resume: Vec::new(),
             busy: false,
+            number: Number::default(),
         }
     }
 
@@ -554,6 +591,7 @@ fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request)
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
+    s.number.keep();
     let st = acc.st();
     let state = match st.ep.as_mut().and_then(|ep| s.advance(ep, &mut st.contexts)) {
         Some(done) => ReqState::Done(finished(st, &mut s, done)),

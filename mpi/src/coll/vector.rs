@@ -291,6 +291,9 @@ pub unsafe fn gatherv(
         return match inter::role(root, &c, ci)? {
             inter::Role::Idle => Ok(()),
             inter::Role::Member(to) => {
+                if is_in_place(sendbuf) {
+                    return Err(in_place_misused(ci));
+                }
                 let l = layout_at(acc, sendbuf.cast(), sendcount, sendtype, ci)?;
                 // SAFETY: MPI's contract: the send buffer holds the block.
                 let data = unsafe { source(&l) };
@@ -300,6 +303,9 @@ pub unsafe fn gatherv(
                 inter::across(acc, &c, tag::GATHERV)?.send(to, &data).map_err(on(ci))
             }
             inter::Role::Root => {
+                if is_in_place(recvbuf) {
+                    return Err(in_place_misused(ci));
+                }
                 // SAFETY: MPI's contract: the remote group's size of entries in each array.
                 let blocks =
                     unsafe { layouts(acc, recvbuf.cast_const().cast(), Side::V(recvcounts, displs), recvtype, n, ci) }?;
@@ -360,12 +366,15 @@ pub unsafe fn scatterv(
         return match inter::role(root, &c, ci)? {
             inter::Role::Idle => Ok(()),
             inter::Role::Member(from) => {
-                let mut sink = Sink::new(layout_at(acc, recvbuf.cast_const().cast(), recvcount, recvtype, ci)?);
+                let mut sink = inter::sink(acc, recvbuf, recvcount, recvtype, ci)?;
                 let mut ops = inter::across(acc, &c, tag::SCATTERV)?;
                 // SAFETY: the receive buffer (MPI's contract) or our scratch.
                 unsafe { receive_all(&mut ops, std::slice::from_mut(&mut sink), |_| Some(from)) }.map_err(on(ci))
             }
             inter::Role::Root => {
+                if is_in_place(sendbuf) {
+                    return Err(in_place_misused(ci));
+                }
                 // SAFETY: MPI's contract: the remote group's size of entries in each array.
                 let blocks = unsafe { layouts(acc, sendbuf.cast(), Side::V(sendcounts, displs), sendtype, n, ci) }?;
                 let mut ops = inter::across(acc, &c, tag::SCATTERV)?;

@@ -214,9 +214,55 @@ fn big_type(acc: &mut Access, count: Count, dt: Datatype) -> Res<Datatype> {
 }
 
 /// What `MPI_Start` runs for a persistent collective: the operation's non-blocking form with the
-/// arguments given at init, writing the new request to its argument.
+/// arguments given at init, writing the new request to its argument. It resolves the handles at
+/// each start, so it holds the derived datatypes and the user operation it names
+/// ([`datatype::hold`], [`crate::op::hold`]) from the init until the request's slot is removed
+/// ([`Recipe::release`], by `grequest::discard`): freed meanwhile, they stay usable and their
+/// slots are not reused.
 pub struct Recipe {
     start: Starter,
+    held: Held,
+}
+
+/// The handles a recipe holds: derived datatypes (a handle once per use) and a user operation.
+#[derive(Debug, Default)]
+pub struct Held {
+    types: Vec<Datatype>,
+    op: Option<abi::Op>,
+}
+
+impl Held {
+    /// The datatypes `types` and operation `op` a recipe names (any handles: [`persist`] holds
+    /// the ones naming a derived type or a user operation).
+    pub fn of(types: &[Datatype], op: Option<abi::Op>) -> Held {
+        Held { types: types.to_vec(), op }
+    }
+
+    /// Holds what names a live derived type or user operation, and keeps only those.
+    fn hold(mut self, st: &mut crate::state::State) -> Held {
+        self.types.retain(|&t| st.types.get(t).is_some_and(|e| !e.freed));
+        for &t in &self.types {
+            datatype::hold(&mut st.types, t);
+        }
+        self.op = self.op.filter(|&o| st.ops.get(o).is_some_and(|u| !u.freed));
+        if let Some(o) = self.op {
+            crate::op::hold(&mut st.ops, o);
+        }
+        self
+    }
+}
+
+impl Recipe {
+    /// Ends the holds of the recipe's handles (once, when its request's slot is removed): a
+    /// datatype or operation the program freed meanwhile goes now.
+    pub fn release(&self, st: &mut crate::state::State) {
+        for &t in &self.held.types {
+            datatype::release(&mut st.types, t);
+        }
+        if let Some(o) = self.held.op {
+            crate::op::release(&mut st.ops, o);
+        }
+    }
 }
 
 /// Starts the operation, writing the new request to its argument.
@@ -229,7 +275,7 @@ impl std::fmt::Debug for Recipe {
 }
 
 /// Makes persistent collective request `request` on communicator `comm` once `check`
-/// accepted the arguments: `start` starts the operation each time.
+/// accepted the arguments: `start` starts the operation each time; the recipe holds `held`.
 ///
 /// # Safety
 /// `request` null or writable.
@@ -238,6 +284,7 @@ unsafe fn persist(
     comm: abi::Comm,
     request: *mut abi::Request,
     check: impl FnOnce(&mut Access, &Comm, usize) -> Res<()>,
+    held: Held,
     start: impl Fn(&mut Access, *mut abi::Request) -> Res<()> + 'static,
 ) -> Res<()> {
     let (ci, c) = comm_of(acc, comm)?;
@@ -246,11 +293,14 @@ unsafe fn persist(
     }
     check(acc, &c, ci)?;
     let data = datatype::Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
-    let recipe = Rc::new(Recipe { start: Box::new(start) });
-    let p = Persistent { send: None, data, peer: None, tag: 0, ctx: c.coll_ctx(), coll: Some(recipe) };
-    let req = Req { persistent: Some(Box::new(p)), coll: true, ..Req::new(ci, ReqState::Inactive, false) };
     let st = acc.st();
-    let h = st.reqs.insert(req).ok_or_else(|| Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many requests")))?;
+    let recipe = Rc::new(Recipe { start: Box::new(start), held: held.hold(st) });
+    let p = Persistent { send: None, data, peer: None, tag: 0, ctx: c.coll_ctx(), coll: Some(recipe.clone()) };
+    let req = Req { persistent: Some(Box::new(p)), coll: true, ..Req::new(ci, ReqState::Inactive, false) };
+    let Some(h) = st.reqs.insert(req) else {
+        recipe.release(st);
+        return Err(Fail::new(abi::ERR_INTERN, Some(ci), Why::Arg("too many requests")));
+    };
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *request = h };
     Ok(())
@@ -298,6 +348,12 @@ fn check_root(root: c_int, c: &Comm, ci: usize) -> Res<()> {
 /// intercommunicator the other group's (not `MPI_ROOT` nor `MPI_PROC_NULL`).
 fn member_side(c: &Comm, root: c_int) -> bool {
     c.local.is_none() || (root != abi::ROOT && root != abi::PROC_NULL)
+}
+
+/// True at the `MPI_PROC_NULL` members of an intercommunicator's root group: none of their
+/// arguments is significant (MPI-4.1 §6.2.3), none is checked.
+fn idle(c: &Comm, root: c_int) -> bool {
+    c.local.is_some() && root == abi::PROC_NULL
 }
 
 /// A side's count and datatype checked as the starting call will check them, unless its buffer

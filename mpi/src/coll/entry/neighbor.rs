@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use super::{Counts, Disps, How, Ints, check_count, check_type, comm_index, comm_of, fit, persist, ptr};
+use super::{Counts, Disps, Held, How, Ints, check_count, check_type, comm_index, comm_of, fit, persist, ptr};
 use crate::abi::{self, Aint, Count, Datatype};
 use crate::coll::vector::{Displs, Side};
 use crate::coll::{self, nbc};
@@ -81,7 +81,7 @@ pub unsafe fn neighbor_blocks(
             )
         };
         // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, start) };
+        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
     }
     fit(acc, ci, &[(sendcount, sendtype), (recvcount, recvtype)], |acc, a| {
         let s = if alltoall { Side::Regular(a[0].0) } else { Side::One(a[0].0) };
@@ -136,7 +136,7 @@ pub unsafe fn neighbor_allgatherv(
             }
         };
         // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, start) };
+        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
     }
     fit(acc, ci, &[(sendcount, sendtype)], |acc, a| {
         let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
@@ -188,7 +188,7 @@ pub unsafe fn neighbor_alltoallv(
             }
         };
         // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, start) };
+        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
     }
     let send = (sendbuf, Side::V(ptr(&sc), ptr(&sd)), sendtype);
     let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
@@ -242,6 +242,7 @@ pub unsafe fn neighbor_alltoallw(
         )
     };
     if let How::Persistent(request) = how {
+        let held = Held::of(&[st.as_deref().unwrap_or_default(), rt.as_deref().unwrap_or_default()].concat(), None);
         let start = move |acc: &mut Access, r| {
             let (a, c) = (Counts::Int(ptr(&sc)), Counts::Int(ptr(&rc)));
             let (b, d, s, t) = (aptr(&sd), aptr(&rd), aptr(&st), aptr(&rt));
@@ -249,7 +250,7 @@ pub unsafe fn neighbor_alltoallw(
             unsafe { neighbor_alltoallw(acc, sendbuf, a, b, s, recvbuf, c, d, t, comm, How::Nonblocking(r)) }
         };
         // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) };
+        return unsafe { persist(acc, comm, request, |_, _, _| Ok(()), held, start) };
     }
     let send = (sendbuf, Side::W(ptr(&sc), Displs::Aint(aptr(&sd)), aptr(&st)), 0);
     let recv = (recvbuf, Side::W(ptr(&rc), Displs::Aint(aptr(&rd)), aptr(&rt)), 0);

@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, check_count, check_reduction, check_root, check_side, check_type, comm_index, comm_of, fit,
-    member_side, no_in_place, persist, ptr,
+    Counts, Disps, Held, How, check_count, check_reduction, check_root, check_side, check_type, comm_index, comm_of,
+    fit, idle, member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -46,6 +46,9 @@ pub unsafe fn bcast(
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
                 no_in_place(c, Some(root), &[buffer.cast_const()], &[buffer.cast_const()], ci)?;
+                if idle(c, root) {
+                    return Ok(());
+                }
                 check_count(count, ci)?;
                 check_type(acc, datatype, ci)
             };
@@ -54,7 +57,7 @@ pub unsafe fn bcast(
                 bcast(acc, buffer, count, datatype, root, comm, How::Nonblocking(r))
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], None), start) }
         }
         // SAFETY: the caller's contract.
         How::Blocking => fit(acc, ci, &one, |acc, a| unsafe { coll::bcast(acc, buffer, a[0].0, a[0].1, root, comm) }),
@@ -88,6 +91,9 @@ pub unsafe fn reduce(
             let check = |acc: &mut Access, c: &coll::Comm, ci| {
                 check_root(root, c, ci)?;
                 no_in_place(c, Some(root), &[recvbuf.cast_const()], &[sendbuf], ci)?;
+                if idle(c, root) {
+                    return Ok(());
+                }
                 check_reduction(acc, count, datatype, op, ci)
             };
             // SAFETY: MPI's contract, at each start.
@@ -95,7 +101,7 @@ pub unsafe fn reduce(
                 reduce(acc, sendbuf, recvbuf, count, datatype, op, root, comm, How::Nonblocking(r))
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -153,7 +159,7 @@ pub unsafe fn vblocks(
                 unsafe { vblocks(acc, shape, sendbuf, recvbuf, one, many, root, comm, How::Nonblocking(r)) }
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[one.1, many.2], None), start) }
         }
         How::Blocking => fit(acc, ci, &[one], |acc, a| {
             let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));

@@ -5,8 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place, member_side,
-    no_in_place, persist, ptr,
+    Counts, Disps, Held, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place,
+    member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -45,7 +45,7 @@ pub unsafe fn barrier(acc: &mut Access, comm: abi::Comm, how: How) -> Res<()> {
             // SAFETY: the request made at each start.
             let start = move |acc: &mut Access, r| unsafe { nbc::ibarrier(acc, comm, r) };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), start) }
+            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), Held::default(), start) }
         }
     }
 }
@@ -78,7 +78,7 @@ pub unsafe fn allreduce(
                 allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -138,7 +138,7 @@ pub unsafe fn blocks(
                 blocks(acc, shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, how)
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
         }
         How::Blocking => fit(acc, ci, &sides, |acc, a| {
             let ((sc, st), (rc, rt)) = (a[0], a[1]);
@@ -198,7 +198,7 @@ pub unsafe fn allgatherv(
                 }
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, rd) = (ptr(&counts), ptr(&disps));
@@ -287,7 +287,7 @@ pub unsafe fn alltoallv(
                 }
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
@@ -329,6 +329,7 @@ pub unsafe fn alltoallw(
     let (st, rt) = unsafe { (types(sendtypes, n), types(recvtypes, n)) };
     match how {
         How::Persistent(request) => {
+            let held = Held::of(&[st.as_deref().unwrap_or_default(), rt.as_deref().unwrap_or_default()].concat(), None);
             let start = move |acc: &mut Access, r| {
                 let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
                 let (s, t) = (types_ptr(&st), types_ptr(&rt));
@@ -338,7 +339,7 @@ pub unsafe fn alltoallw(
             let check =
                 |_: &mut Access, c: &coll::Comm, ci| no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci);
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, held, start) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
@@ -390,7 +391,7 @@ pub unsafe fn reduce_scatter(
                 unsafe { reduce_scatter(acc, sendbuf, recvbuf, rc, block, datatype, op, comm, How::Nonblocking(r)) }
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, b, dt) =
@@ -440,7 +441,7 @@ pub unsafe fn scan(
                 scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
             };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, start) }
+            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.

@@ -226,6 +226,10 @@ pub unsafe fn ireduce(
 ) -> Res<()> {
     let (c, local, ci, _) = inter::begin(acc, comm)?;
     let role = root.map(|r| inter::role(r, &c, ci)).transpose()?;
+    if let Some(Role::Idle) = role {
+        // Nothing to do, and no argument significant.
+        return submit(acc, ci, Sched::inter(&c, &local, None), request);
+    }
     let (red, keep) = reduction_kept(acc.st(), op, dt, ci)?;
     let mut s = Sched::inter(&c, &local, Some(red));
     s.keep = keep;
