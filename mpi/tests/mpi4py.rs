@@ -38,8 +38,16 @@ const VERSION: &str = "4.1.2";
 /// and numpy, with which the suite tests every type it has (complex, long double, half...), not
 /// only the `array` module's.
 const BUILD_TOOLS: [&str; 4] = ["setuptools==80.9.0", "cython==3.1.6", "wheel==0.45.1", "numpy==2.2.6"];
-/// The longest one test of the suite may run on a rank before it counts as a hang.
+/// The longest one test of the suite may run on a rank before it counts as a hang, with a core
+/// per rank ([`per_test`] scales it by the oversubscription).
 const PER_TEST: Duration = Duration::from_secs(30);
+
+/// [`PER_TEST`] at `n` ranks: times the ranks per core (rounded up), as a test computing on every
+/// rank (`test_util_dtlib`'s struct types at 4 ranks on 2 cores) gets that share of a core.
+fn per_test(n: u32) -> Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get() as u32);
+    PER_TEST * n.div_ceil(cores).max(1)
+}
 /// The longest one run of the whole suite may take (a backstop for hangs outside tests).
 const PER_RUN: Duration = Duration::from_secs(900);
 /// Runs of the suite after a hang or a crash, each without the tests before and the culprit.
@@ -332,7 +340,7 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) 
         let xfile = adir.join("exclude.txt");
         // mpi4py's runner matches `*<line>*` unless the line has a `*`: `*<id>` matches the id only.
         std::fs::write(&xfile, suite.outcomes.keys().map(|k| format!("*{k}\n")).collect::<String>()).unwrap();
-        let limit = PER_TEST.as_secs().to_string();
+        let limit = per_test(n).as_secs().to_string();
         let args: Vec<&OsStr> = vec![
             py.as_os_str(),
             runner.as_os_str(),
@@ -344,9 +352,10 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) 
         ];
         let args: Vec<&OsStr> = args.into_iter().chain(modules.iter().map(OsStr::new)).collect();
         let cmd = match mpi {
-            // Room for the suite's spawns (test_spawn, mpi4py.futures, mpi4py.util.pool): spawned
-            // processes take slots of the universe, never reused within a job.
-            Mpi::Nemesis => nemesis_run(n, &["--wait", "yield", "--universe-size", "256"], &args),
+            // Room for the suite's spawns (test_spawn, test_dynproc, mpi4py.futures,
+            // mpi4py.util.pool): spawned processes take slots of the universe, never reused within
+            // a job; at 4 ranks the suite spawns more than 256.
+            Mpi::Nemesis => nemesis_run(n, &["--wait", "yield", "--universe-size", "1024"], &args),
             Mpi::Mpich => mpich_run(n, &args),
         };
         // The suite's modules importable by the processes it spawns (mpi4py.util.pool's workers
@@ -369,7 +378,7 @@ fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) 
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let why = match ended.status {
             None => format!("the job reached the run limit of {PER_RUN:?}"),
-            Some(_) if text.contains("Timeout (") => format!("over {PER_TEST:?} (stack in {})", log.display()),
+            Some(_) if text.contains("Timeout (") => format!("over {:?} (stack in {})", per_test(n), log.display()),
             Some(st) => format!("the job ended ({st}; see {})", log.display()),
         };
         let unfinished = ranks
