@@ -573,9 +573,10 @@ pub fn finished(st: &mut State, s: &mut Sched, done: Completion) -> Completion {
         for &ctx in &a.got {
             st.contexts.release(ctx);
         }
+        let _ = crate::comm::info::idup_hints(st, idup.out);
         return done;
     }
-    match crate::comm::made_by_idup(st, idup.ci, &a.got, remote, idup.attrs) {
+    match crate::comm::made_by_idup(st, idup.ci, &a.got, remote, idup.attrs, idup.out) {
         Ok(h) => {
             // SAFETY: MPI's contract: `newcomm` stays writable until the request completes
             // (MPI-3.1 §6.4.2: the handle is valid once it has).

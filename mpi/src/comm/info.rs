@@ -10,11 +10,9 @@
 //! parent's (MPI-4.1 §7.4.2: "the hints are copied"); `MPI_Comm_dup_with_info`,
 //! `MPI_Comm_idup_with_info` and `MPI_Comm_split_type` take those of their info argument (as
 //! MPICH); the other creations start from the defaults. An idup's communicator is made when its
-//! request completes (`made_by_idup`, which knows the parent but not the call): the info of
-//! `MPI_Comm_idup_with_info` waits for it in `Hints::idup`, and the first idup of the same parent
-//! to complete takes it. That is the right one unless a plain `MPI_Comm_idup` of the same parent
-//! is in flight at the same time and completes first (it takes the info's hints, and the idup
-//! with info the parent's), or an idup with info fails (its hints wait for the next idup).
+//! request completes (`made_by_idup`): the info of `MPI_Comm_idup_with_info` waits for it in
+//! `Hints::idup`, keyed by the call's `newcomm` pointer (which MPI keeps writable until the
+//! request completes, so no two idups in flight share it), and is dropped if the idup fails.
 //!
 //! **Where hints live.** A side table (`Sessions::comm_hints`) keyed by the communicator's `nbc`
 //! counter, an `Arc` every communicator gets fresh and its copies share: an entry whose key no
@@ -35,7 +33,7 @@ use crate::state::{Access, State, not_running};
 #[derive(Debug, Default)]
 pub struct Hints {
     kept: Vec<(Weak<AtomicU32>, InfoObj)>,
-    /// `MPI_Comm_idup_with_info`'s hints by parent index, oldest first.
+    /// `MPI_Comm_idup_with_info`'s hints by the call's `newcomm` pointer (as an address).
     idup: Vec<(usize, InfoObj)>,
 }
 
@@ -87,11 +85,17 @@ pub(super) fn inherit(st: &mut State, h: abi::Comm, given: Option<InfoObj>, from
     }
 }
 
-/// The hints communicator `h`, made by an idup of `parent` (index `pi`), takes: those of the
-/// oldest `MPI_Comm_idup_with_info` of `pi` still waiting, else the parent's.
-pub(super) fn on_idup(st: &mut State, h: abi::Comm, pi: usize, parent: &Comm) {
+/// The hints of an `MPI_Comm_idup_with_info` whose output is `out`, taken (`None` for a plain
+/// `MPI_Comm_idup`): at its completion, or its failure.
+pub fn idup_hints(st: &mut State, out: *mut abi::Comm) -> Option<InfoObj> {
     let hints = &mut st.sessions.comm_hints.idup;
-    let given = hints.iter().position(|(p, _)| *p == pi).map(|k| hints.remove(k).1);
+    hints.iter().position(|(p, _)| *p == out as usize).map(|k| hints.remove(k).1)
+}
+
+/// The hints communicator `h`, made by the idup of `parent` whose output is `out`, takes: its
+/// info's if it was an `MPI_Comm_idup_with_info`, else the parent's.
+pub(super) fn on_idup(st: &mut State, h: abi::Comm, out: *mut abi::Comm, parent: &Comm) {
+    let given = idup_hints(st, out);
     inherit(st, h, given, parent);
 }
 
@@ -179,16 +183,14 @@ pub unsafe fn idup_with_info(
 ) -> Res<()> {
     let st = acc.st();
     let obj = given(st, info)?;
-    // Waiting before the idup starts: it may complete at once.
-    let pi = index_of(comm);
-    st.sessions.comm_hints.idup.push((pi, obj));
+    // Waiting before the idup starts: it may complete at once. A stale entry for the same
+    // output (an idup whose request was freed before completing) is replaced.
+    let _ = idup_hints(st, newcomm);
+    st.sessions.comm_hints.idup.push((newcomm as usize, obj));
     // SAFETY: the caller's contract.
     let r = unsafe { crate::coll::nbc::idup(acc, comm, newcomm, request) };
     if r.is_err() {
-        let waiting = &mut acc.st().sessions.comm_hints.idup;
-        if let Some(k) = waiting.iter().rposition(|(p, _)| *p == pi) {
-            waiting.remove(k);
-        }
+        let _ = idup_hints(acc.st(), newcomm);
     }
     r
 }

@@ -386,13 +386,15 @@ pub unsafe fn dup(acc: &mut Access, comm: abi::Comm, newcomm: *mut abi::Comm) ->
 
 /// The communicator an `MPI_Comm_idup` of communicator `ci` makes once its contexts are
 /// agreed (`ctxs`: its own, and an intercommunicator's local group's; `remote`: the other
-/// group's receive context): a copy with attributes `attrs` (copied at the call); its handle.
+/// group's receive context): a copy with attributes `attrs` (copied at the call), and the hints
+/// of the call whose output is `out`; its handle.
 pub fn made_by_idup(
     st: &mut State,
     ci: usize,
     ctxs: &[u32],
     remote: Option<u32>,
     attrs: Vec<(c_int, usize)>,
+    out: *mut abi::Comm,
 ) -> Res<abi::Comm> {
     let parent = st.comms.get(ci).cloned();
     let h = match (parent.clone(), ctxs, remote) {
@@ -408,13 +410,14 @@ pub fn made_by_idup(
             for &x in ctxs {
                 st.contexts.release(x);
             }
+            let _ = info::idup_hints(st, out);
             return Err(Fail::new(abi::ERR_COMM, Some(ci), Why::Arg("the duplicated communicator is gone")));
         }
     };
     Arc::make_mut(&mut st.comms[index_of(h)]).attrs = attrs;
     st.refresh_fast(index_of(h));
     if let Some(p) = parent {
-        info::on_idup(st, h, ci, &p);
+        info::on_idup(st, h, out, &p);
     }
     Ok(h)
 }

@@ -153,6 +153,21 @@ int main(void) {
           "split_type takes the info's");
     OK(MPI_Comm_split(d, 0, rank, &h6));
     CHECK(strcmp(hint(h6, "mpi_assert_no_any_tag"), "false") == 0, "split: the defaults");
+    /* A plain idup and an idup with info of the same parent in flight at once, the plain one
+     * started (and completing) first: each takes its own call's hints. */
+    {
+        MPI_Comm h7, h8;
+        MPI_Request rs[2];
+        OK(MPI_Comm_idup(d, &h7, &rs[0]));
+        OK(MPI_Comm_idup_with_info(d, in, &h8, &rs[1]));
+        OK(MPI_Waitall(2, rs, MPI_STATUSES_IGNORE));
+        CHECK(strcmp(hint(h7, "mpi_assert_no_any_tag"), "true") == 0 && strcmp(hint(h7, "mpi_assert_exact_length"), "false") == 0,
+              "the plain idup beside an idup with info copies the parent's hints");
+        CHECK(strcmp(hint(h8, "mpi_assert_exact_length"), "true") == 0 && strcmp(hint(h8, "mpi_assert_no_any_tag"), "false") == 0,
+              "the idup with info beside a plain idup takes the info's");
+        OK(MPI_Comm_free(&h7));
+        OK(MPI_Comm_free(&h8));
+    }
     OK(MPI_Info_free(&in));
     derived(h4, e, "idup_with_info");
 
