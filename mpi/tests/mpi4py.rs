@@ -326,8 +326,8 @@ struct Suite {
 /// Runs the suite (its `modules`, or all of it) at `n` ranks on `mpi` until it has run every test
 /// once: after a hang or a crash, again without the tests that finished on every rank and without
 /// the culprit (the unfinished test started first), which counts as a hang.
-fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String]) -> Suite {
-    let out = dir("mpi4py-runs").join(format!("{}-{n}", mpi.name()));
+fn run_suite(mpi: Mpi, n: u32, venv: &Path, testdir: &Path, modules: &[String], label: &str) -> Suite {
+    let out = dir("mpi4py-runs").join(format!("{}-{n}{label}", mpi.name()));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).unwrap();
     let runner = setup().mpi.join("tests/clients/mpi4py_runner.py");
@@ -528,7 +528,7 @@ fn test_suite_fails_only_where_mpich_fails() {
     let known = known_differences();
     let mut used = vec![false; known.len()];
     for n in rank_counts() {
-        let a = run_suite(Mpi::Nemesis, n, &ours, &testdir, &[]);
+        let a = run_suite(Mpi::Nemesis, n, &ours, &testdir, &[], "");
         // MPICH runs the modules of nemesis's failures that the list does not explain: only there
         // can a difference be, and MPICH's busy polling makes its whole suite take most of an
         // hour at 3 and 4 ranks on two cores.
@@ -542,7 +542,7 @@ fn test_suite_fails_only_where_mpich_fails() {
         let b = if modules.is_empty() {
             Suite { outcomes: BTreeMap::new(), notes: Vec::new(), elapsed: Duration::ZERO }
         } else {
-            run_suite(Mpi::Mpich, n, &theirs, &testdir, &modules)
+            run_suite(Mpi::Mpich, n, &theirs, &testdir, &modules, "")
         };
         let count = |s: &Suite| {
             let k = |f: fn(&Outcome) -> bool| s.outcomes.values().filter(|o| f(o)).count();
@@ -586,17 +586,32 @@ fn test_suite_fails_only_where_mpich_fails() {
                     used[k] = true;
                     expected.push(format!("{line}: known: {}", known[k].reason));
                 }
-                None => unexpected.push(line),
+                None => unexpected.push((id, line)),
             }
         }
+        // A second run of their modules on nemesis: a failure that does not come back (a timing
+        // test of the suite on a loaded machine: `TestThreadPool.test_terminate`, pure Python
+        // threads, failed once at 4 ranks while CI built other crates) is reported, not counted.
+        let mut flaky = Vec::new();
+        if !unexpected.is_empty() {
+            let again: BTreeSet<String> = unexpected.iter().map(|(id, _)| module_of(id)).collect();
+            let again: Vec<String> = again.into_iter().collect();
+            let rerun = run_suite(Mpi::Nemesis, n, &ours, &testdir, &again, "-again");
+            let (gone, stay): (Vec<_>, Vec<_>) =
+                unexpected.into_iter().partition(|(id, _)| rerun.outcomes.get(id) == Some(&Outcome::Pass));
+            flaky = gone.into_iter().map(|(_, l)| format!("{l}: passed when its module ran again")).collect();
+            unexpected = stay;
+        }
+        let unexpected: Vec<String> = unexpected.into_iter().map(|(_, l)| l).collect();
         writeln!(
             report,
-            "| {n} | {} | {} ({}) | {} unexpected, {} known (and {skipped_only_here} skipped only on nemesis) | {:.0?}, {:.0?} |",
+            "| {n} | {} | {} ({}) | {} unexpected, {} known, {} passed again (and {skipped_only_here} skipped only on nemesis) | {:.0?}, {:.0?} |",
             count(&a),
             count(&b),
             if modules.is_empty() { "no module".to_string() } else { modules.join(" ") },
             unexpected.len(),
             expected.len(),
+            flaky.len(),
             a.elapsed,
             b.elapsed
         )
@@ -607,7 +622,7 @@ fn test_suite_fails_only_where_mpich_fails() {
         {
             writeln!(details, "{l}").unwrap();
         }
-        for l in unexpected.iter().chain(&expected) {
+        for l in unexpected.iter().chain(&flaky).chain(&expected) {
             writeln!(details, "{l}").unwrap();
         }
         differences += unexpected.len();
