@@ -132,6 +132,56 @@ pub(crate) struct Caps {
     pub rx_size: usize,
 }
 
+/// Removes, once per process and before its first `shm` endpoint, the regions libfabric's `shm`
+/// provider left under this process's id. The provider names an endpoint's region
+/// `/dev/shm/<pid>:<domain>:<endpoint>` and only its owner removes it, so a process killed with
+/// SIGKILL leaves it; when the kernel gives its pid to a later process, that process's
+/// `fi_enable` finds the region and fails with `EBUSY` (seen in CI after the pids wrapped). A
+/// region under this pid older than this process (`/proc/self`'s time is the process's start) is
+/// a dead process's: no live one has this pid, and this process had not started.
+fn clear_dead_shm_regions() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let pid = std::process::id();
+        let Ok(born) = std::fs::metadata("/proc/self").and_then(|m| m.modified()) else { return };
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+        for e in dir.flatten() {
+            let Ok(made) = e.metadata().and_then(|m| m.modified()) else { continue };
+            if dead_region(&e.file_name().to_string_lossy(), pid, made, born) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    });
+}
+
+/// Region `name` made at `made` is one the `shm` provider left for process `pid` before a
+/// process with that id started at `born`: `<pid>:<n>:<n>` exactly, and older.
+fn dead_region(name: &str, pid: u32, made: std::time::SystemTime, born: std::time::SystemTime) -> bool {
+    let Some(rest) = name.strip_prefix(&format!("{pid}:")) else { return false };
+    let parts: Vec<&str> = rest.split(':').collect();
+    parts.len() == 2 && parts.iter().all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) && made < born
+}
+
+#[cfg(test)]
+mod dead_regions {
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn only_older_regions_of_this_pid_are_dead() {
+        let born = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let old = born - Duration::from_secs(1);
+        let new = born + Duration::from_secs(1);
+        assert!(super::dead_region("42:0:0", 42, old, born));
+        assert!(super::dead_region("42:3:17", 42, old, born));
+        assert!(!super::dead_region("42:0:0", 42, new, born), "this process's own");
+        assert!(!super::dead_region("421:0:0", 42, old, born), "another pid");
+        assert!(!super::dead_region("42:0", 42, old, born));
+        assert!(!super::dead_region("42:0:0:1", 42, old, born));
+        assert!(!super::dead_region("42:a:0", 42, old, born));
+        assert!(!super::dead_region("nemesis-42:0:0", 42, old, born));
+    }
+}
+
 /// The `fi_info` list of `fi_getinfo`, owned.
 pub(crate) struct Info(*mut fi_info);
 
@@ -266,6 +316,9 @@ impl Objects {
         let l = lib()?;
         let caps = info.caps();
         let prov = caps.prov.clone();
+        if prov == "shm" {
+            clear_dead_shm_regions();
+        }
         let i = info.first();
         let mut fabric: *mut fid_fabric = ptr::null_mut();
         // SAFETY: the info's fabric attributes; `fabric` receives the object.
