@@ -63,6 +63,9 @@ const VERSION: u32 = 1;
 /// A table's shape ([`Table::layout`]).
 type Layout = (usize, usize, Vec<u32>);
 
+/// A table read back: its shape and its objects by index.
+type Saved<T> = (Layout, Vec<(usize, T)>);
+
 fn put_layout(w: &mut Writer, (slots, permanent, free): &Layout) {
     w.len(*slots);
     w.len(*permanent);
@@ -86,10 +89,7 @@ fn put_table<T>(w: &mut Writer, t: &Table<T>, mut put: impl FnMut(&mut Writer, &
 }
 
 /// Reads a table [`put_table`] saved.
-fn get_table<T>(
-    r: &mut Reader,
-    mut get: impl FnMut(&mut Reader) -> Result<T, Bad>,
-) -> Result<(Layout, Vec<(usize, T)>), Bad> {
+fn get_table<T>(r: &mut Reader, mut get: impl FnMut(&mut Reader) -> Result<T, Bad>) -> Result<Saved<T>, Bad> {
     let layout = get_layout(r)?;
     let n = r.len(9)?;
     let objects = (0..n).map(|_| Ok((r.u64()? as usize, get(r)?))).collect::<Result<_, Bad>>()?;
@@ -270,11 +270,11 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
 /// An image read and checked, not yet applied.
 struct Image {
     free: Vec<u64>,
-    groups: (Layout, Vec<(usize, Arc<[u32]>)>),
-    types: (Layout, Vec<(usize, crate::datatype::Entry)>),
+    groups: Saved<Arc<[u32]>>,
+    types: Saved<crate::datatype::Entry>,
     type_names: Vec<(abi::Datatype, String)>,
-    ops: (Layout, Vec<(usize, UserOp)>),
-    errhs: (Layout, Vec<(usize, UserErrh)>),
+    ops: Saved<UserOp>,
+    errhs: Saved<UserErrh>,
     file_default: abi::Errhandler,
     comms: Vec<Option<SavedComm>>,
     comm_free: Vec<u32>,

@@ -58,8 +58,8 @@ pub fn put_desc(w: &mut Writer, d: &TypeDesc) {
     if let Some(c) = &d.contents {
         w.i32(c.combiner);
         w.i32s(&c.ints);
-        w.i64s(c.aints.iter().map(|&a| a as i64));
-        w.i64s(c.counts.iter().map(|&a| a as i64));
+        w.i64s(c.aints.iter().copied());
+        w.i64s(c.counts.iter().copied());
         w.len(c.types.len());
         for t in &c.types {
             put_desc(w, t);
