@@ -26,21 +26,25 @@
 //! - derived datatypes: each descriptor whole, layout and recipe (`super::types`), with
 //!   committed, name and whether predefined (`MPI_Type_create_f90_*`); names given to predefined
 //!   types;
-//! - user reduction operations and user error handlers: the function ([`super::code`]: module and
-//!   offset, re-resolved after the restart, which ASLR moved; a module gone or rebuilt is refused
-//!   with the reason, never called), commutativity, kind.
+//! - user reduction operations, user error handlers and attribute keyvals: each function
+//!   ([`super::code`]: module and offset, re-resolved after the restart, which ASLR moved; a
+//!   module gone or rebuilt is refused with the reason, never called), commutativity, kind, a
+//!   keyval's `extra_state`;
+//! - attributes of communicators and datatypes: keyval and value. A value (like `extra_state`) is
+//!   the application's word, saved as it is: a pointer it holds is valid after the restart only if
+//!   the application makes it so (its heap is its own checkpoint's business; a static's address
+//!   moves with ASLR). MPI copies and frees nothing at a checkpoint or a restore: no callback runs.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): attribute keyvals and attribute values
-//! (the values will be saved as the application's words, as they are: an address the value holds
-//! is the application's to keep valid), info objects, inactive persistent and generalized
-//! requests (their recipe), sessions and a communicator's session, communicator hints, the
-//! program's error classes and codes, the attached buffer of buffered sends. An *active* request
+//! slice, and the checkpoint logs a warning naming them): info objects, inactive persistent and
+//! generalized requests (their recipe), sessions and a communicator's session, communicator
+//! hints, the program's error classes and codes, the attached buffer of buffered sends. An *active* request
 //! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
 //!
 //! **Invariants.** Nothing is changed by a restore that fails: the image is read whole and every
 //! function resolved first. An image of another version is refused with a message naming both.
 
+use std::ffi::c_int;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -48,6 +52,7 @@ use super::code::{self, CodeRef};
 use super::types;
 use super::wire::{Bad, Reader, Writer};
 use crate::abi;
+use crate::attr::{CopyFn, DeleteFn, Keyval};
 use crate::comm::Comm;
 use crate::errh::{ErrFn, Fun, Kind, UserErrh};
 use crate::handle::Table;
@@ -105,7 +110,21 @@ struct SavedComm {
     name: String,
     nbc: u32,
     topo: Option<Topo>,
+    attrs: Vec<(c_int, usize)>,
     local: Option<Box<SavedComm>>,
+}
+
+fn put_attrs(w: &mut Writer, attrs: &[(c_int, usize)]) {
+    w.len(attrs.len());
+    for &(k, v) in attrs {
+        w.i32(k);
+        w.u64(v as u64);
+    }
+}
+
+fn get_attrs(r: &mut Reader) -> Result<Vec<(c_int, usize)>, Bad> {
+    let n = r.len(12)?;
+    (0..n).map(|_| Ok((r.i32()?, r.u64()? as usize))).collect()
 }
 
 fn put_topo(w: &mut Writer, t: Option<&Topo>) {
@@ -164,6 +183,7 @@ fn put_comm(w: &mut Writer, c: &Comm) {
     // outstanding at a checkpoint).
     w.u32(c.nbc.load(Ordering::Relaxed));
     put_topo(w, c.topo.as_deref());
+    put_attrs(w, &c.attrs);
     w.bool(c.local.is_some());
     if let Some(l) = &c.local {
         put_comm(w, l);
@@ -172,13 +192,13 @@ fn put_comm(w: &mut Writer, c: &Comm) {
 
 fn get_comm(r: &mut Reader, depth: usize) -> Result<SavedComm, Bad> {
     let (world, ctx, send_ctx, errh, name, nbc) = (r.u32s()?, r.u32()?, r.u32()?, r.i32()?, r.string()?, r.u32()?);
-    let topo = get_topo(r)?;
+    let (topo, attrs) = (get_topo(r)?, get_attrs(r)?);
     let local = match r.bool()? {
         true if depth == 0 => Some(Box::new(get_comm(r, 1)?)),
         true => return Err("an intercommunicator's local group that is one too".into()),
         false => None,
     };
-    Ok(SavedComm { world, ctx, send_ctx, errh, name, nbc, topo, local })
+    Ok(SavedComm { world, ctx, send_ctx, errh, name, nbc, topo, attrs, local })
 }
 
 /// The function of a user operation or error handler, and which C type it has.
@@ -197,8 +217,6 @@ fn unsaved(st: &State) -> Vec<String> {
             out.push(format!("{n} {what}"));
         }
     };
-    note(st.keyvals.len(), "attribute keyvals");
-    note(st.comms.iter().map(|c| c.attrs.len()).sum::<usize>() + st.type_attrs.len(), "attributes");
     note(st.infos.len(), "info objects");
     note(st.reqs.iter().count(), "requests");
     note(st.comms.iter().filter(|c| c.live && c.session.is_some()).count(), "communicators' sessions");
@@ -252,6 +270,26 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
         failed = failed.take().or(r.err());
     });
     w.i32(st.errhs.file_default);
+    put_table(&mut w, &st.keyvals, |w, k| {
+        for (f, what) in
+            [(k.copy.map(|f| f as usize), "a copy callback"), (k.delete.map(|f| f as usize), "a delete callback")]
+        {
+            w.bool(f.is_some());
+            if let Some(f) = f {
+                let r = put_code(w, 0, f, what);
+                failed = failed.take().or(r.err());
+            }
+        }
+        w.u64(k.extra as u64);
+        w.bool(k.freed);
+        w.bool(k.types);
+    });
+    w.len(st.type_attrs.len());
+    for &(t, k, v) in &st.type_attrs {
+        w.i32(t);
+        w.i32(k);
+        w.u64(v as u64);
+    }
     if let Some(e) = failed {
         return Err(e);
     }
@@ -276,6 +314,8 @@ struct Image {
     ops: Saved<UserOp>,
     errhs: Saved<UserErrh>,
     file_default: abi::Errhandler,
+    keyvals: Saved<Keyval>,
+    type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     comms: Vec<Option<SavedComm>>,
     comm_free: Vec<u32>,
 }
@@ -333,6 +373,25 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         Ok(UserErrh { f, kind, handles: r.u32()? })
     })?;
     let file_default = r.i32()?;
+    let keyvals = get_table(&mut r, |r| {
+        let copy = if r.bool()? {
+            let (_, addr) = get_code(r, "an attribute copy callback")?;
+            // SAFETY: as for the operations above.
+            Some(unsafe { std::mem::transmute::<usize, CopyFn>(addr) })
+        } else {
+            None
+        };
+        let delete = if r.bool()? {
+            let (_, addr) = get_code(r, "an attribute delete callback")?;
+            // SAFETY: as for the operations above.
+            Some(unsafe { std::mem::transmute::<usize, DeleteFn>(addr) })
+        } else {
+            None
+        };
+        Ok(Keyval { copy, delete, extra: r.u64()? as usize, freed: r.bool()?, types: r.bool()? })
+    })?;
+    let n = r.len(16)?;
+    let type_attrs = (0..n).map(|_| Ok((r.i32()?, r.i32()?, r.u64()? as usize))).collect::<Result<_, Bad>>()?;
     let n = r.len(1)?;
     let comms =
         (0..n).map(|_| if r.bool()? { get_comm(&mut r, 0).map(Some) } else { Ok(None) }).collect::<Result<_, Bad>>()?;
@@ -340,7 +399,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
     if !r.done() {
         return Err("bytes after the image".into());
     }
-    Ok(Image { free, groups, types, type_names, ops, errhs, file_default, comms, comm_free })
+    Ok(Image { free, groups, types, type_names, ops, errhs, file_default, keyvals, type_attrs, comms, comm_free })
 }
 
 /// A communicator of this process from its saved form.
@@ -358,6 +417,7 @@ fn build(st: &State, s: SavedComm) -> Comm {
     c.name = s.name;
     c.nbc = Arc::new(AtomicU32::new(s.nbc));
     c.topo = s.topo.map(Arc::new);
+    c.attrs = s.attrs;
     c
 }
 
@@ -369,7 +429,10 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
         && st.groups.is_empty()
         && st.types.is_empty()
         && st.ops.is_empty()
-        && st.errhs.objects().is_empty();
+        && st.errhs.objects().is_empty()
+        && st.keyvals.is_empty()
+        && st.type_attrs.is_empty()
+        && st.comms.iter().all(|c| c.attrs.is_empty());
     if !fresh {
         return Err("the program made MPI objects before MPIX_Checkpoint_restore: restore first".into());
     }
@@ -397,11 +460,14 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     let (el, e) = im.errhs;
     st.errhs.objects_mut().restore((el.0, el.1, &el.2), e)?;
     st.errhs.file_default = im.file_default;
+    let (kl, k) = im.keyvals;
+    st.keyvals.restore((kl.0, kl.1, &kl.2), k)?;
+    st.type_attrs = im.type_attrs;
     for (i, saved) in im.comms.into_iter().enumerate() {
         match saved {
             Some(s) if i < 2 => {
                 let c = Arc::make_mut(&mut st.comms[i]);
-                (c.errh, c.name) = (s.errh, s.name);
+                (c.errh, c.name, c.attrs) = (s.errh, s.name, s.attrs);
                 c.nbc = Arc::new(AtomicU32::new(s.nbc));
             }
             Some(s) => {

@@ -3,13 +3,15 @@
  * a vector datatype, a user reduction, a group), each made after objects freed since (so no handle
  * is its table's first slot), and uses them after the checkpoint: an Allreduce on the row with the
  * user operation, a send of the vector type around the ring, a halo along the grid's first
- * dimension, an Ibarrier on the grid (its tag in step with the survivors'), the name, the group.
+ * dimension, an Ibarrier on the grid (its tag in step with the survivors'), the name, the group,
+ * an attribute of the row (its value a word, its keyval's delete callback run by the final free).
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
  * everything it received, the same with and without the kill. */
 #include "check.h"
 
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,8 +40,19 @@ struct state {
     MPI_Datatype vec;
     MPI_Op op;
     MPI_Group group;
+    int key;
     long sum;
 };
+
+/* The row attribute's delete callback: adds the value it is given. */
+static long deleted;
+static int on_delete(MPI_Comm c, int key, void *value, void *extra) {
+    (void)c;
+    (void)key;
+    CHECK(extra == (void *)(intptr_t)7, "extra_state %p", extra);
+    deleted += (long)(intptr_t)value;
+    return MPI_SUCCESS;
+}
 
 static long hold_after(int rank) {
     const char *spec = getenv("FT_TEST_HOLD");
@@ -91,6 +104,8 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Op_create(addmod, 1, &s->op));
     OK(MPI_Op_free(&unused));
     OK(MPI_Comm_group(s->row, &s->group));
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_delete, &s->key, (void *)(intptr_t)7));
+    OK(MPI_Comm_set_attr(s->row, s->key, (void *)(intptr_t)(100 + rank)));
     s->iter = 0;
     s->sum = 0;
 }
@@ -111,6 +126,10 @@ static void step(struct state *s, int rank, int size) {
     MPI_Errhandler eh;
     OK(MPI_Comm_get_errhandler(s->row, &eh));
     CHECK(eh == MPI_ERRORS_RETURN, "row's handler %#x", (unsigned)eh);
+    void *value;
+    int flag;
+    OK(MPI_Comm_get_attr(s->row, s->key, &value, &flag));
+    CHECK(flag && value == (void *)(intptr_t)(100 + rank), "row's attribute %d %p", flag, value);
 
     /* Allreduce on the row with the user operation. */
     int in[N], out[N];
@@ -185,6 +204,8 @@ int main(int argc, char **argv) {
     }
     printf("sum %d %ld\n", rank, s.sum);
     OK(MPI_Comm_free(&s.row));
+    CHECK(deleted == 100 + rank, "the attribute's delete callback added %ld", deleted);
+    OK(MPI_Comm_free_keyval(&s.key));
     OK(MPI_Comm_free(&s.cart));
     OK(MPI_Type_free(&s.vec));
     OK(MPI_Op_free(&s.op));
