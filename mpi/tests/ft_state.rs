@@ -1,6 +1,6 @@
 //! The MPI state across a restart (`mpi/src/ft/image.rs`): `tests/c/ft_state.c` keeps the handles
 //! of a split row communicator (named, `MPI_ERRORS_RETURN`, an attribute with a delete callback),
-//! a Cartesian grid, a vector datatype, a user operation, a keyval and a group in the bytes it
+//! a Cartesian grid, a vector datatype, a user operation, a keyval, an info object and a group in the bytes it
 //! checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
 //! group restarts from it under `nemesis-run --ft-groups`, and every rank's sum is the
 //! failure-free run's.

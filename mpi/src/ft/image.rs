@@ -22,7 +22,7 @@
 //! - the context allocator's free mask (`crate::comm::context`), so the next communicator made by
 //!   the restarted group agrees on the context the survivors expect (no creation can be under
 //!   way at a checkpoint: none is outstanding);
-//! - groups (their job ranks);
+//! - groups (their job ranks); info objects (their keys and values, in order);
 //! - derived datatypes: each descriptor whole, layout and recipe (`super::types`), with
 //!   committed, name and whether predefined (`MPI_Type_create_f90_*`); names given to predefined
 //!   types;
@@ -36,13 +36,14 @@
 //!   moves with ASLR). MPI copies and frees nothing at a checkpoint or a restore: no callback runs.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): info objects, inactive persistent and
+//! slice, and the checkpoint logs a warning naming them): inactive persistent and
 //! generalized requests (their recipe), sessions and a communicator's session, communicator
 //! hints, the program's error classes and codes, the attached buffer of buffered sends. An *active* request
 //! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
 //!
-//! **Invariants.** Nothing is changed by a restore that fails: the image is read whole and every
-//! function resolved first. An image of another version is refused with a message naming both.
+//! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
+//! (objects made before it, a module gone or rebuilt): the image is read whole, every function
+//! resolved and every table checked fresh first. An image of another version is refused with a message naming both.
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -217,7 +218,6 @@ fn unsaved(st: &State) -> Vec<String> {
             out.push(format!("{n} {what}"));
         }
     };
-    note(st.infos.len(), "info objects");
     note(st.reqs.iter().count(), "requests");
     note(st.comms.iter().filter(|c| c.live && c.session.is_some()).count(), "communicators' sessions");
     out
@@ -238,6 +238,13 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
     w.len(free.len());
     free.iter().for_each(|&x| w.u64(x));
     put_table(&mut w, &st.groups, |w, g| w.u32s(g));
+    put_table(&mut w, &st.infos, |w, info| {
+        w.len(info.len());
+        for (k, v) in info {
+            w.str(k);
+            w.str(v);
+        }
+    });
     put_table(&mut w, &st.types, types::put_entry);
     w.len(st.type_names.len());
     for (h, n) in &st.type_names {
@@ -309,6 +316,7 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
 struct Image {
     free: Vec<u64>,
     groups: Saved<Arc<[u32]>>,
+    infos: Saved<crate::info::InfoObj>,
     types: Saved<crate::datatype::Entry>,
     type_names: Vec<(abi::Datatype, String)>,
     ops: Saved<UserOp>,
@@ -340,6 +348,10 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
     let n = r.len(8)?;
     let free = (0..n).map(|_| r.u64()).collect::<Result<_, Bad>>()?;
     let groups = get_table(&mut r, |r| Ok(Arc::from(r.u32s()?)))?;
+    let infos = get_table(&mut r, |r| {
+        let n = r.len(16)?;
+        (0..n).map(|_| Ok((r.string()?, r.string()?))).collect()
+    })?;
     let types = get_table(&mut r, types::get_entry)?;
     let n = r.len(12)?;
     let type_names = (0..n).map(|_| Ok((r.i32()?, r.string()?))).collect::<Result<_, Bad>>()?;
@@ -399,7 +411,20 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
     if !r.done() {
         return Err("bytes after the image".into());
     }
-    Ok(Image { free, groups, types, type_names, ops, errhs, file_default, keyvals, type_attrs, comms, comm_free })
+    Ok(Image {
+        free,
+        groups,
+        infos,
+        types,
+        type_names,
+        ops,
+        errhs,
+        file_default,
+        keyvals,
+        type_attrs,
+        comms,
+        comm_free,
+    })
 }
 
 /// A communicator of this process from its saved form.
@@ -427,6 +452,7 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     let im = read(b)?;
     let fresh = st.comms.len() == 2
         && st.groups.is_empty()
+        && st.infos.is_empty()
         && st.types.is_empty()
         && st.ops.is_empty()
         && st.errhs.objects().is_empty()
@@ -452,6 +478,8 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     }
     let (gl, g) = im.groups;
     st.groups.restore((gl.0, gl.1, &gl.2), g)?;
+    let (il, i) = im.infos;
+    st.infos.restore((il.0, il.1, &il.2), i)?;
     let (tl, t) = im.types;
     st.types.restore((tl.0, tl.1, &tl.2), t)?;
     st.type_names = im.type_names.into_iter().collect();

@@ -4,7 +4,8 @@
  * is its table's first slot), and uses them after the checkpoint: an Allreduce on the row with the
  * user operation, a send of the vector type around the ring, a halo along the grid's first
  * dimension, an Ibarrier on the grid (its tag in step with the survivors'), the name, the group,
- * an attribute of the row (its value a word, its keyval's delete callback run by the final free).
+ * an attribute of the row (its value a word, its keyval's delete callback run by the final free),
+ * an info object.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
@@ -41,6 +42,7 @@ struct state {
     MPI_Op op;
     MPI_Group group;
     int key;
+    MPI_Info info;
     long sum;
 };
 
@@ -106,6 +108,8 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Comm_group(s->row, &s->group));
     OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_delete, &s->key, (void *)(intptr_t)7));
     OK(MPI_Comm_set_attr(s->row, s->key, (void *)(intptr_t)(100 + rank)));
+    OK(MPI_Info_create(&s->info));
+    OK(MPI_Info_set(s->info, "layout", "rows"));
     s->iter = 0;
     s->sum = 0;
 }
@@ -130,6 +134,10 @@ static void step(struct state *s, int rank, int size) {
     int flag;
     OK(MPI_Comm_get_attr(s->row, s->key, &value, &flag));
     CHECK(flag && value == (void *)(intptr_t)(100 + rank), "row's attribute %d %p", flag, value);
+
+    char layout[16];
+    OK(MPI_Info_get(s->info, "layout", sizeof layout - 1, layout, &flag));
+    CHECK(flag && strcmp(layout, "rows") == 0, "info: %d '%s'", flag, flag ? layout : "");
 
     /* Allreduce on the row with the user operation. */
     int in[N], out[N];
@@ -210,6 +218,7 @@ int main(int argc, char **argv) {
     OK(MPI_Type_free(&s.vec));
     OK(MPI_Op_free(&s.op));
     OK(MPI_Group_free(&s.group));
+    OK(MPI_Info_free(&s.info));
     printf("OK ft_state %d\n", rank);
     MPI_Finalize();
     return 0;
