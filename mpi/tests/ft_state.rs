@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `handles_survive_a_restart` | rank 3 killed after its first checkpoint: its group (ranks 2, 3) restarts, reads its handles back and uses them; sums equal the failure-free run's | 4 in 2 groups, one node |
 //! | `handles_survive_a_restart_over_two_nodes` | the same with `--nodes 2` (ignored: a restarted rank waits in `MPI_Init`'s node-id allgather on `MPI_COMM_WORLD` when there are several node identities, which issue 33's package B removes) | 4 in 2 groups, 2 nodes |
+//! | `a_restore_after_new_objects_is_refused` | the restarted incarnation makes a datatype before `MPIX_Checkpoint_restore`: refused (`MPI_ERR_OTHER`, "restore first"), the job ends | 4 in 2 groups |
 //! | `without_fault_tolerance_nothing_is_saved` | the program runs through without `--ft` (checkpoints write nothing) | 4 |
 //!
 //! The library and the launcher are built first (`common::setup`).
@@ -32,6 +33,11 @@ fn sums(o: &Output) -> Vec<String> {
 /// `ft_state` on 4 ranks in 2 groups (extra launcher arguments `extra`), rank `kill` (if any)
 /// held after its first checkpoint and SIGKILLed there.
 fn run(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>) -> Output {
+    run_env(prog, name, extra, kill, &[])
+}
+
+/// [`run`] with more environment.
+fn run_env(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>, env: &[(&str, &str)]) -> Output {
     let dir = std::env::temp_dir().join(format!("nemesis-ft-state-{}-{name}", std::process::id()));
     let held = dir.with_extension("held");
     for d in [&dir, &held] {
@@ -44,6 +50,7 @@ fn run(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>) -> Output {
     if let Some(r) = kill {
         cmd.env("FT_TEST_HOLD", format!("{r}:1"));
     }
+    cmd.envs(env.iter().copied());
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     if let Some(rank) = kill {
@@ -101,6 +108,20 @@ fn handles_survive_a_restart() {
 #[ignore = "a restarted rank waits in MPI_Init's allgather with several node identities (issue 33, package B)"]
 fn handles_survive_a_restart_over_two_nodes() {
     handles_survive(&["--nodes", "2"], "two-nodes");
+}
+
+#[test]
+fn a_restore_after_new_objects_is_refused() {
+    let prog = compile_from("tests/c", "ft_state", Cc::Ours);
+    let o = run_env(&prog, "early", &[], Some(3), &[("FT_STATE_EARLY", "1")]);
+    assert!(!o.status.success(), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let refused = err.lines().any(|l| {
+        l.contains("MPIX_Checkpoint_restore failed: MPI_ERR_OTHER")
+            && l.contains("MPIX_Checkpoint_restore: restore first")
+    });
+    assert!(refused, "{}", show(&o));
+    assert!(!err.contains("was not refused"), "{}", show(&o));
 }
 
 #[test]
