@@ -236,7 +236,7 @@ fn ft_checkpoint() -> Vec<Vec<u8>> {
         last_checkpoint_date: 0,
         date_rule: DateRule::Sends,
     };
-    let empty = FtImage { process: state(0, 0), log: LogSnapshot::default(), unexpected: Vec::new() };
+    let empty = FtImage { process: state(0, 0), log: LogSnapshot::default(), unexpected: Vec::new(), mpi: Vec::new() };
     let full = FtImage {
         process: ProcessState {
             received: vec![(2, ReceivedFrom { max_date: 9, ..ReceivedFrom::default() })],
@@ -252,6 +252,7 @@ fn ft_checkpoint() -> Vec<Vec<u8>> {
             sync: Some(1),
             delivery: None,
         }],
+        mpi: b"mpi state".to_vec(),
     };
     [encode(&key, 0, 0, 1, 2, b"", &empty), encode(&key, 1, 0, 3, 4, b"application state", &full)]
         .into_iter()

@@ -82,6 +82,18 @@ pub const fn table() -> Errhs {
     Errhs { table: Table::new(ERRH_DIRECT), file_default: abi::ERRORS_RETURN }
 }
 
+impl Errhs {
+    /// The program's handlers by handle (a checkpoint saves them: `crate::ft::image`).
+    pub fn objects(&self) -> &Table<UserErrh> {
+        &self.table
+    }
+
+    /// The same, to restore them.
+    pub fn objects_mut(&mut self) -> &mut Table<UserErrh> {
+        &mut self.table
+    }
+}
+
 /// The first code `MPI_Add_error_class`/`MPI_Add_error_code` hand out (MPICH's dynamic codes
 /// have bit 30 set too); each new class or code is the next number.
 pub const FIRST_USER_CODE: c_int = 0x4000_0000;

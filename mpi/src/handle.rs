@@ -165,6 +165,65 @@ impl<T> Table<T> {
         })
     }
 
+    /// The table's shape for a checkpoint (`crate::ft::image`): slots in all, predefined ones,
+    /// and the free list from its head.
+    pub fn layout(&self) -> (usize, usize, Vec<u32>) {
+        let mut free = Vec::new();
+        let mut at = self.free;
+        while let Some(i) = at {
+            free.push(i);
+            at = match self.slots.get(i as usize) {
+                Some(Slot::Free { next }) => *next,
+                _ => None,
+            };
+        }
+        (self.slots.len(), self.permanent, free)
+    }
+
+    /// Puts back a table of [`layout`](Self::layout) `(slots, permanent, free)` with objects
+    /// `used` at their indices (a restart: every handle names what it named). The table must
+    /// hold its predefined objects only, as many as then; slots neither used nor listed free
+    /// (objects not restored) are freed after the listed ones. `Err`: why not.
+    pub fn restore(
+        &mut self,
+        (slots, permanent, free): (usize, usize, &[u32]),
+        used: Vec<(usize, T)>,
+    ) -> Result<(), String> {
+        if self.slots.len() != self.permanent || self.permanent != permanent {
+            return Err(format!(
+                "{} objects exist where the checkpoint's table had {permanent} predefined ones",
+                self.live
+            ));
+        }
+        if slots > 1 << INDEX_BITS || slots < permanent {
+            return Err(format!("{slots} slots"));
+        }
+        let mut taken = vec![false; slots];
+        for &(i, _) in &used {
+            if i < permanent || i >= slots || std::mem::replace(&mut taken[i], true) {
+                return Err(format!("object at slot {i} of {slots}"));
+            }
+        }
+        self.slots.resize_with(slots, || Slot::Free { next: None });
+        for (i, v) in used {
+            self.slots[i] = Slot::Used(v);
+            self.live += 1;
+        }
+        let mut order: Vec<usize> = Vec::with_capacity(slots - permanent);
+        for i in free.iter().map(|&i| i as usize) {
+            if i >= permanent && i < slots && !std::mem::replace(&mut taken[i], true) {
+                order.push(i);
+            }
+        }
+        order.extend((permanent..slots).filter(|&i| !taken[i]));
+        self.free = None;
+        for &i in order.iter().rev() {
+            self.slots[i] = Slot::Free { next: self.free };
+            self.free = Some(i as u32);
+        }
+        Ok(())
+    }
+
     /// Drops every object (at `MPI_Finalize`), predefined ones included.
     pub fn clear(&mut self) {
         self.slots.clear();
@@ -200,5 +259,30 @@ mod tests {
         assert_eq!(t.iter().map(|(_, v)| *v).collect::<Vec<_>>(), ["pair", "c", "b"]);
         t.clear();
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_restored_table_has_the_same_handles_and_free_list() {
+        let mut t: Table<u32> = Table::new(abi::REQUEST_DIRECT);
+        let h: Vec<c_int> = (0..6).map(|v| t.insert(v).unwrap()).collect();
+        for &k in &[h[1], h[4], h[2]] {
+            t.remove(k);
+        }
+        let (slots, permanent, free) = t.layout();
+        assert_eq!((slots, permanent, free.clone()), (6, 0, vec![2, 4, 1]));
+        let used: Vec<(usize, u32)> = t.iter().map(|(k, &v)| (t.index_of(k), v)).collect();
+        let mut r: Table<u32> = Table::new(abi::REQUEST_DIRECT);
+        r.restore((slots, permanent, &free), used).unwrap();
+        for (k, v) in t.iter() {
+            assert_eq!(r.get(k), Some(v), "{k:#x}");
+        }
+        assert_eq!((r.len(), r.layout()), (3, t.layout()));
+        assert_eq!(r.get(h[1]), None, "a free slot stays free");
+        assert_eq!((r.insert(9), t.insert(9)), (Some(h[2]), Some(h[2])), "the same slot is reused next");
+        assert!(r.restore((6, 0, &[]), Vec::new()).is_err(), "only into a fresh table");
+        // A slot neither used nor listed free (not restored) is free after the listed ones.
+        let mut s: Table<u32> = Table::new(abi::REQUEST_DIRECT);
+        s.restore((3, 0, &[2]), vec![(0, 7)]).unwrap();
+        assert_eq!(s.layout().2, vec![2, 1]);
     }
 }

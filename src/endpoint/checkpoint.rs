@@ -49,7 +49,19 @@ impl Endpoint {
     /// stays in force. While a restarted group re-executes in its recovery round, the whole group
     /// skips the checkpoint: `Ok`, and no new generation (`ft_reexecuting`).
     pub fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
-        self.inner.checkpoint(state)
+        self.inner.checkpoint(state, &[])
+    }
+
+    /// [`Endpoint::checkpoint`] with `mpi`, the MPI library's own state, saved beside the
+    /// application's (in [`FtImage::mpi`]) and handed back by [`Endpoint::restored_mpi`].
+    pub fn checkpoint_with(&mut self, state: &[u8], mpi: &[u8]) -> Result<()> {
+        self.inner.checkpoint(state, mpi)
+    }
+
+    /// The MPI library's state saved with the checkpoint this process was restarted from
+    /// ([`Endpoint::checkpoint_with`]), or `None` for a process that was not restarted.
+    pub fn restored_mpi(&self) -> Option<&[u8]> {
+        self.inner.ft.as_deref().and_then(|ft| ft.restored_mpi.as_deref())
     }
 
     /// The application state of the checkpoint this process was restarted from (its group's last
@@ -117,7 +129,7 @@ impl Inner {
         self.reqs.live().saturating_sub(internal) + reserved
     }
 
-    pub(super) fn checkpoint(&mut self, state: &[u8]) -> Result<()> {
+    pub(super) fn checkpoint(&mut self, state: &[u8], mpi: &[u8]) -> Result<()> {
         let outstanding = self.outstanding();
         if outstanding > 0 {
             return Err(Error::CheckpointOutstanding { requests: outstanding });
@@ -132,7 +144,7 @@ impl Inner {
         // the group checkpoints: the state holds their bytes, and a sender whose cells they held
         // must be able to send its marker.
         let bound = std::mem::replace(&mut self.cfg.unexpected_max, usize::MAX);
-        let r = self.unhold_unexpected(None).and_then(|()| self.group_checkpoint(state));
+        let r = self.unhold_unexpected(None).and_then(|()| self.group_checkpoint(state, mpi));
         self.cfg.unexpected_max = bound;
         self.count_unexpected(0);
         r
@@ -178,7 +190,7 @@ impl Inner {
     }
 
     /// The group checkpoint proper (module documentation), fault tolerance on.
-    fn group_checkpoint(&mut self, state: &[u8]) -> Result<()> {
+    fn group_checkpoint(&mut self, state: &[u8], mpi: &[u8]) -> Result<()> {
         let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         let t0 = Instant::now();
         // An abandoned or skipped attempt used its number: its markers are not this one's.
@@ -198,7 +210,7 @@ impl Inner {
             self.ft_await_recovery()?;
         }
         // 3. Capture and write.
-        let written = if skip { None } else { Some(self.capture_and_write(state, generation)) };
+        let written = if skip { None } else { Some(self.capture_and_write(state, mpi, generation)) };
         // 4. Durable for the whole group, or abandoned (or skipped) by all.
         let stage = match &written {
             None => MARK_SKIPPED,
@@ -253,8 +265,9 @@ impl Inner {
     }
 
     /// Step 3: captures this rank's state (the application's bytes, the engine's, the log, the
-    /// unreceived messages) and writes its file of `generation`; its path and size.
-    fn capture_and_write(&mut self, state: &[u8], generation: u64) -> Result<(std::path::PathBuf, u64)> {
+    /// unreceived messages, the MPI library's `mpi`) and writes its file of `generation`; its
+    /// path and size.
+    fn capture_and_write(&mut self, state: &[u8], mpi: &[u8], generation: u64) -> Result<(std::path::PathBuf, u64)> {
         let unexpected: Vec<SavedMessage> = self
             .unexpected
             .slots()
@@ -273,7 +286,7 @@ impl Inner {
         let Some(ft) = self.ft.as_deref_mut() else { return Err(Error::Checkpoint("fault tolerance off".into())) };
         let process = ft.process.checkpoint()?;
         ft.log.snapshot().map_err(Error::from).and_then(|log| {
-            let image = FtImage { process, log, unexpected };
+            let image = FtImage { process, log, unexpected, mpi: mpi.to_vec() };
             let w0 = Instant::now();
             let r = checkpoint::write(&ft.dir, &ft.key, rank, ft.group, generation, size, state, &image);
             ft.stats.checkpoint_write_time = w0.elapsed();

@@ -4,7 +4,8 @@
 //!
 //! A file `nemesis-ckpt-<job>-<rank>-<generation>.nft` holds, little-endian: a 64-byte header (magic
 //! `NEMFTCK\0`, [`VERSION`], the job key, rank, group, generation, ranks in the job, the lengths
-//! `a` and `f`), the application state (`a` bytes), the [`FtImage`] (`f` bytes, postcard), a MAC
+//! `a` and `f`), the application state (`a` bytes), the [`FtImage`] (`f` bytes, postcard; since
+//! version 3 it carries the MPI library's state, [`FtImage::mpi`]), a MAC
 //! (HMAC-SHA256 of every byte before it under the job's [`CheckpointKey`]) and an XXH64 of every
 //! byte before it.
 //!
@@ -32,8 +33,8 @@ use crate::error::{Error, Result};
 
 /// The file's magic bytes.
 pub const MAGIC: [u8; 8] = *b"NEMFTCK\0";
-/// Version of the layout above (1: no MAC).
-pub const VERSION: u32 = 2;
+/// Version of the layout above (1: no MAC; 2: no MPI state in the image).
+pub const VERSION: u32 = 3;
 /// Bytes before the application state.
 pub const HEADER: usize = 64;
 /// Bytes of the trailer: the MAC and the checksum.
@@ -115,6 +116,11 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Short { len } => write!(f, "{len} bytes, shorter than a header"),
             Refusal::Magic => f.write_str("not a nemesis checkpoint (magic)"),
+            Refusal::Version(v) if *v < VERSION => write!(
+                f,
+                "format version {v}, written by an older nemesis (without the MPI state a restart needs); this build \
+                 reads {VERSION} only"
+            ),
             Refusal::Version(v) => write!(f, "format version {v}, this build reads {VERSION}"),
             Refusal::Torn { len, app, ft } => {
                 write!(f, "{len} bytes where the header announces {app} + {ft} of content (torn?)")
@@ -155,6 +161,10 @@ pub struct FtImage {
     pub process: ProcessState,
     pub log: LogSnapshot,
     pub unexpected: Vec<SavedMessage>,
+    /// The MPI library's state (its objects and their handles), opaque here: `nemesis-mpi`'s
+    /// `ft::image` writes and reads it (empty for a program on the Endpoint alone). Covered by
+    /// the MAC and the checksum as the rest of the image.
+    pub mpi: Vec<u8>,
 }
 
 /// A checkpoint as read back.

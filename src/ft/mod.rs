@@ -260,6 +260,8 @@ pub(crate) struct Ft {
     pub(crate) replays_reported: (u64, u64),
     /// The application state of the checkpoint this process restarted from.
     pub(crate) restored: Option<Vec<u8>>,
+    /// The MPI library's state of that checkpoint (`FtImage::mpi`).
+    pub(crate) restored_mpi: Option<Vec<u8>>,
     /// The engine's `Ack`s and `Checkpointed`s (what frees the other groups' logs and RPP) held
     /// back until the group's next checkpoint is durable, the newest per peer and kind: they
     /// stand for the group's newest durable generation, and the older retained one must stay
@@ -360,6 +362,7 @@ impl Ft {
             finish: false,
             replays_reported: (0, 0),
             restored: None,
+            restored_mpi: None,
             gc_deferred: Vec::new(),
             stats: FtStats::default(),
         };
@@ -395,6 +398,7 @@ impl Ft {
                     ft.generation = c.generation;
                     ft.stats.generation = c.generation;
                     ft.restored = Some(c.app);
+                    ft.restored_mpi = Some(c.image.mpi);
                     saved = c.image.unexpected;
                 }
                 checkpoint::RestartPoint::Lost => {

@@ -151,6 +151,22 @@ impl Contexts {
 }
 
 impl Contexts {
+    /// The free-pair mask, for a checkpoint (`crate::ft::image`); `None` while a creation is
+    /// under way (its reservations are not state a restart can take up).
+    pub fn saved(&self) -> Option<&[u64]> {
+        self.waiting.is_empty().then_some(&self.free[..])
+    }
+
+    /// Puts back a mask [`saved`](Self::saved) (a restart); `false` if it is not one.
+    pub fn restore(&mut self, free: &[u64]) -> bool {
+        if free.len() != WORDS {
+            return false;
+        }
+        self.free.copy_from_slice(free);
+        self.waiting.clear();
+        true
+    }
+
     /// Forgets creation `key`, which failed.
     pub fn abandon(&mut self, key: Key) {
         self.waiting.retain(|c| c.key != key);

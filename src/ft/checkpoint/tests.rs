@@ -43,6 +43,7 @@ fn image() -> FtImage {
             sync: Some(3),
             delivery: None,
         }],
+        mpi: b"mpi state".to_vec(),
     }
 }
 
@@ -288,4 +289,15 @@ fn the_key_is_the_secrets_and_the_jobs_and_is_not_shown() {
     assert_eq!(seal_body(&k, &body[..body.len() - TRAILER]).unwrap(), body);
     assert_eq!(seal_body(&k, &body[..HEADER]), None, "lengths that do not add up");
     assert_eq!(seal_body(&k, &body[..10]), None);
+}
+
+#[test]
+fn a_file_of_the_previous_format_is_refused_naming_it() {
+    let k = key("old-format");
+    let mut b = encode(&k, 1, 0, 2, 4, b"app", &image()).unwrap();
+    assert_eq!(decode(&b, &k).map(|c| c.image.mpi), Ok(b"mpi state".to_vec()), "the MPI section round-trips");
+    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let why = decode(&b, &k).unwrap_err();
+    assert_eq!(why, Refusal::Version(2));
+    assert!(why.to_string().contains("older nemesis"), "{why}");
 }

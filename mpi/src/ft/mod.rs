@@ -14,14 +14,31 @@
 //!
 //! Both have their `PMPIX_` twins (the profiling interface). Errors go through the error handler
 //! of `MPI_COMM_WORLD`.
+//!
+//! With fault tolerance on, the checkpoint also saves the library's objects (communicators,
+//! groups, datatypes, operations, error handlers: [`image`]) and the first
+//! `MPIX_Checkpoint_restore` after a restart puts them back, with the same handles, before it
+//! returns: `MPI_ERR_OTHER` if they cannot be saved (a function in no module) or restored (the
+//! program made objects first, a module gone or rebuilt). Call it right after `MPI_Init`.
 
 #![allow(clippy::missing_safety_doc)]
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub mod code;
+pub mod image;
+pub mod types;
+pub mod wire;
 
 use crate::abi;
 use crate::error::{Fail, Why, code_of};
 use crate::state::call;
+
+/// Whether `MPIX_Checkpoint_restore` put the library's objects back (once per process).
+// ORDERING: Relaxed: read and written inside MPI calls, which the thread levels order (the big
+// lock under MPI_THREAD_MULTIPLE).
+static RESTORED: AtomicBool = AtomicBool::new(false);
 
 /// The error class of a checkpoint failure.
 fn code(e: &nemesis::Error) -> c_int {
@@ -45,7 +62,13 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
         };
         // Under MPI_THREAD_MULTIPLE the call holds the big lock throughout: no request may be
         // outstanding anyway, and every member of the group is in the same call.
-        acc.ep()?.checkpoint(bytes).map_err(|e| Fail::new(code(&e), None, Why::Endpoint(e)))
+        let st = acc.st();
+        let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
+            image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
+        } else {
+            Vec::new()
+        };
+        acc.ep()?.checkpoint_with(bytes, &mpi).map_err(|e| Fail::new(code(&e), None, Why::Endpoint(e)))
     })
 }
 
@@ -57,6 +80,17 @@ fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored:
                 None,
                 Why::Arg("MPIX_Checkpoint_restore needs three non-null pointers"),
             ));
+        }
+        // The library's objects first, once (a later call returns the bytes again, nothing more).
+        let st = acc.st();
+        if let Some(mpi) = st.ep.as_ref().and_then(|e| e.restored_mpi()).map(<[u8]>::to_vec)
+            && !RESTORED.swap(true, Ordering::Relaxed)
+            && !mpi.is_empty()
+            && let Err(e) = image::restore(st, &mpi)
+        {
+            RESTORED.store(false, Ordering::Relaxed);
+            let why = format!("the MPI state of the checkpoint cannot be restored: {e}");
+            return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
         }
         let (p, n, r) = match acc.ep()?.restored_state() {
             Some(state) => {

@@ -1,0 +1,234 @@
+/* The MPI state across a restart (mpi/src/ft/image.rs): a rank keeps MPI handles in the bytes it
+ * checkpoints (a Comm_split row communicator with a name and MPI_ERRORS_RETURN, a Cart_create grid,
+ * a vector datatype, a user reduction, a group), each made after objects freed since (so no handle
+ * is its table's first slot), and uses them after the checkpoint: an Allreduce on the row with the
+ * user operation, a send of the vector type around the ring, a halo along the grid's first
+ * dimension, an Ibarrier on the grid (its tag in step with the survivors'), the name, the group,
+ * an attribute of the row (its value a word, its keyval's delete callback run by the final free),
+ * an info object.
+ * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
+ * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
+ * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
+ * everything it received, the same with and without the kill. FT_STATE_EARLY=1: a restarted
+ * incarnation makes a datatype before MPIX_Checkpoint_restore, under MPI_ERRORS_ARE_FATAL: the
+ * restore is refused (the handles could not keep their values) and ends the job. */
+#include "check.h"
+
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ITERS 12
+#define EVERY 4
+#define N 4
+
+/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
+ * the environment). */
+static int restarted;
+
+__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
+
+/* The user reduction: sum modulo a prime (commutative, associative, not MPI_SUM's answer). */
+#define P 1000003
+static void addmod(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = (int)(((long)a[i] + b[i]) % P);
+}
+
+/* What a rank checkpoints: where it is, its handles, its running sum. */
+struct state {
+    int iter;
+    MPI_Comm row, cart;
+    MPI_Datatype vec;
+    MPI_Op op;
+    MPI_Group group;
+    int key;
+    MPI_Info info;
+    long sum;
+};
+
+/* The row attribute's delete callback: adds the value it is given. */
+static long deleted;
+static int on_delete(MPI_Comm c, int key, void *value, void *extra) {
+    (void)c;
+    (void)key;
+    CHECK(extra == (void *)(intptr_t)7, "extra_state %p", extra);
+    deleted += (long)(intptr_t)value;
+    return MPI_SUCCESS;
+}
+
+static long hold_after(int rank) {
+    const char *spec = getenv("FT_TEST_HOLD");
+    if (spec == NULL || restarted) return 0;
+    while (*spec != '\0') {
+        char *end;
+        long r = strtol(spec, &end, 10);
+        if (*end != ':') return 0;
+        long n = strtol(end + 1, &end, 10);
+        if (r == rank) return n;
+        if (*end != ',') return 0;
+        spec = end + 1;
+    }
+    return 0;
+}
+
+static void hold(int rank) {
+    const char *dir = getenv("FT_TEST_DIR");
+    char tmp[4096], marker[4096];
+    snprintf(tmp, sizeof tmp, "%s/held-%d.tmp", dir ? dir : ".", rank);
+    snprintf(marker, sizeof marker, "%s/held-%d", dir ? dir : ".", rank);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
+          "cannot write %s", marker);
+    for (;;) {
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+static void make(struct state *s, int rank, int size) {
+    MPI_Comm tmp;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &tmp));
+    OK(MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &s->row));
+    OK(MPI_Comm_free(&tmp));
+    OK(MPI_Comm_set_name(s->row, "row"));
+    OK(MPI_Comm_set_errhandler(s->row, MPI_ERRORS_RETURN));
+    int dims[2] = {size / 2, 2}, periods[2] = {1, 0};
+    OK(MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &s->cart));
+    MPI_Datatype pair;
+    OK(MPI_Type_contiguous(2, MPI_INT, &pair));
+    OK(MPI_Type_vector(3, 1, 2, MPI_INT, &s->vec));
+    OK(MPI_Type_commit(&s->vec));
+    OK(MPI_Type_free(&pair));
+    MPI_Op unused;
+    OK(MPI_Op_create(addmod, 0, &unused));
+    OK(MPI_Op_create(addmod, 1, &s->op));
+    OK(MPI_Op_free(&unused));
+    OK(MPI_Comm_group(s->row, &s->group));
+    OK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_delete, &s->key, (void *)(intptr_t)7));
+    OK(MPI_Comm_set_attr(s->row, s->key, (void *)(intptr_t)(100 + rank)));
+    OK(MPI_Info_create(&s->info));
+    OK(MPI_Info_set(s->info, "layout", "rows"));
+    s->iter = 0;
+    s->sum = 0;
+}
+
+static void step(struct state *s, int rank, int size) {
+    int it = s->iter;
+    /* The handles are the objects made: name, group, type, topology. */
+    char name[MPI_MAX_OBJECT_NAME];
+    int len, n, tsize, topo;
+    OK(MPI_Comm_get_name(s->row, name, &len));
+    CHECK(strcmp(name, "row") == 0, "row's name is '%s'", name);
+    OK(MPI_Group_size(s->group, &n));
+    CHECK(n == 2, "group of %d", n);
+    OK(MPI_Type_size(s->vec, &tsize));
+    CHECK(tsize == 3 * (int)sizeof(int), "vector of %d bytes", tsize);
+    OK(MPI_Topo_test(s->cart, &topo));
+    CHECK(topo == MPI_CART, "topology %d", topo);
+    MPI_Errhandler eh;
+    OK(MPI_Comm_get_errhandler(s->row, &eh));
+    CHECK(eh == MPI_ERRORS_RETURN, "row's handler %#x", (unsigned)eh);
+    void *value;
+    int flag;
+    OK(MPI_Comm_get_attr(s->row, s->key, &value, &flag));
+    CHECK(flag && value == (void *)(intptr_t)(100 + rank), "row's attribute %d %p", flag, value);
+
+    char layout[16];
+    OK(MPI_Info_get(s->info, "layout", sizeof layout - 1, layout, &flag));
+    CHECK(flag && strcmp(layout, "rows") == 0, "info: %d '%s'", flag, flag ? layout : "");
+
+    /* Allreduce on the row with the user operation. */
+    int in[N], out[N];
+    for (int j = 0; j < N; j++) in[j] = rank * 1000 + it * 10 + j;
+    OK(MPI_Allreduce(in, out, N, MPI_INT, s->op, s->row));
+    int first = rank / 2 * 2;
+    for (int j = 0; j < N; j++) {
+        int want = (first * 1000 + it * 10 + j) + ((first + 1) * 1000 + it * 10 + j);
+        CHECK(out[j] == want % P, "allreduce[%d] = %d, want %d", j, out[j], want);
+        s->sum += out[j];
+    }
+
+    /* One vector element (ints 0, 2, 4 of six) to the next rank, three ints from the previous. */
+    int six[6], three[3];
+    for (int j = 0; j < 6; j++) six[j] = rank * 100 + it + j;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    OK(MPI_Sendrecv(six, 1, s->vec, next, 7, three, 3, MPI_INT, prev, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    for (int j = 0; j < 3; j++) {
+        CHECK(three[j] == prev * 100 + it + 2 * j, "vector[%d] = %d", j, three[j]);
+        s->sum += three[j];
+    }
+
+    /* A halo along the grid's periodic first dimension, then an Ibarrier on the grid. */
+    int src, dst, halo = -1, mine = rank * 7 + it;
+    OK(MPI_Cart_shift(s->cart, 0, 1, &src, &dst));
+    OK(MPI_Sendrecv(&mine, 1, MPI_INT, dst, 8, &halo, 1, MPI_INT, src, 8, s->cart, MPI_STATUS_IGNORE));
+    int src_world;
+    MPI_Group cg, wg;
+    OK(MPI_Comm_group(s->cart, &cg));
+    OK(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+    OK(MPI_Group_translate_ranks(cg, 1, &src, wg, &src_world));
+    OK(MPI_Group_free(&cg));
+    OK(MPI_Group_free(&wg));
+    CHECK(halo == src_world * 7 + it, "halo %d from %d", halo, src_world);
+    s->sum += halo;
+    MPI_Request r;
+    OK(MPI_Ibarrier(s->cart, &r));
+    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    check_rank = rank;
+    CHECK(size % 2 == 0, "an even number of ranks");
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+    struct state s;
+    void *buf;
+    size_t len;
+    int restored;
+    if (restarted && getenv("FT_STATE_EARLY") != NULL) {
+        MPI_Datatype early;
+        OK(MPI_Type_contiguous(2, MPI_INT, &early));
+        OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+        MPIX_Checkpoint_restore(&buf, &len, &restored);
+        CHECK(0, "the restore after MPI_Type_contiguous was not refused");
+    }
+    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
+    if (restored) {
+        CHECK(len == sizeof s, "restored %zu bytes", len);
+        memcpy(&s, buf, sizeof s);
+        free(buf);
+        fprintf(stderr, "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x)\n", rank,
+                s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op);
+    } else {
+        make(&s, rank, size);
+    }
+    long checkpoints = 0, stop = hold_after(rank);
+    while (s.iter < ITERS) {
+        step(&s, rank, size);
+        s.iter++;
+        if (s.iter % EVERY == 0 && s.iter < ITERS) {
+            OK(MPIX_Checkpoint(&s, sizeof s));
+            if (++checkpoints == stop) hold(rank);
+        }
+    }
+    printf("sum %d %ld\n", rank, s.sum);
+    OK(MPI_Comm_free(&s.row));
+    CHECK(deleted == 100 + rank, "the attribute's delete callback added %ld", deleted);
+    OK(MPI_Comm_free_keyval(&s.key));
+    OK(MPI_Comm_free(&s.cart));
+    OK(MPI_Type_free(&s.vec));
+    OK(MPI_Op_free(&s.op));
+    OK(MPI_Group_free(&s.group));
+    OK(MPI_Info_free(&s.info));
+    printf("OK ft_state %d\n", rank);
+    MPI_Finalize();
+    return 0;
+}
