@@ -3,6 +3,7 @@
 
 mod sim;
 
+mod determinism;
 mod engine;
 mod properties;
 mod scenarios;

@@ -175,7 +175,7 @@ proptest! {
 }
 
 /// Scenarios drawn from `strategy` with a fixed seed (the same on every run).
-pub fn fixed_scenarios(strategy: impl Strategy<Value = Scenario>, n: usize) -> Vec<Scenario> {
+pub fn fixed_scenarios<T: std::fmt::Debug>(strategy: impl Strategy<Value = T>, n: usize) -> Vec<T> {
     use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
     let mut runner =
         TestRunner::new_with_rng(ProptestConfig::default(), TestRng::deterministic_rng(RngAlgorithm::ChaCha));
