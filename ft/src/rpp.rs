@@ -305,6 +305,11 @@ impl Rpp {
         true
     }
 
+    /// Whether `date` is a hole: an arrival undone, to be accepted again.
+    pub(crate) fn is_hole(&self, date: Date) -> bool {
+        self.holes.binary_search(&date).is_ok()
+    }
+
     /// The date up to which every message from the sender arrived (`RPP[j].Maxdate` below its first hole).
     pub(crate) fn complete_through(&self) -> Date {
         self.holes.first().map_or(self.last, |&h| h - 1)

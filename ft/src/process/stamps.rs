@@ -75,7 +75,8 @@ impl Process {
     /// [`Process::on_receive`] for a driver that stamps: `stamp` is the one the message carried, `digest` the
     /// digest of what arrived (envelope and payload) if the driver computed it. A message accepted from another
     /// group must be the next in its sender's sequence to this process and match its digest, else
-    /// [`Error::SendDeterminismViolated`] (the arrival is then recorded, and the process must not go on).
+    /// [`Error::SendDeterminismViolated`], with nothing recorded (the process must not go on: the application is
+    /// not send-deterministic, or its log is damaged).
     pub fn on_receive_stamped(
         &mut self,
         from: Rank,
@@ -87,10 +88,14 @@ impl Process {
             return Err(self.unknown(from));
         };
         let before = peer.received.max_date();
-        let inter = peer.inter != 0;
+        let check = peer.inter != 0 && stamp.is_some();
+        let stale = self.recovery.as_deref().is_some_and(|r| r.restarting && r.awaiting_last_date.contains(&from));
+        if check && !stale {
+            self.check_stamp(from, pb.date(), before, stamp, digest)?;
+        }
         let reception = self.on_receive(from, pb)?;
-        if inter && stamp.is_some() && matches!(reception, Reception::Deliver(_)) {
-            self.note_stamp(from, pb.date(), before, stamp, digest)?;
+        if check && matches!(reception, Reception::Deliver(_)) {
+            self.record_stamp(from, pb.date(), before, stamp);
         }
         Ok(reception)
     }
@@ -126,22 +131,24 @@ impl Process {
         true
     }
 
-    /// Checks and records the stamp of a message from `from` at `date`, accepted when the last date accepted from
-    /// it was `before`.
-    fn note_stamp(&mut self, from: Rank, date: Date, before: Date, stamp: Stamp, digest: Option<u64>) -> Result<()> {
-        let dest = self.rank;
-        let peer = &mut self.peers[from as usize];
-        let bad = |what| Err(Error::SendDeterminismViolated { rank: from, dest, seq: stamp.seq, date, what });
+    /// Checks the stamp of a message from `from` at `date`, arriving when the last date accepted from it is
+    /// `before` (and not stale): nothing to check for a duplicate.
+    fn check_stamp(&self, from: Rank, date: Date, before: Date, stamp: Stamp, digest: Option<u64>) -> Result<()> {
+        let peer = &self.peers[from as usize];
+        let bad =
+            |what| Err(Error::SendDeterminismViolated { rank: from, dest: self.rank, seq: stamp.seq, date, what });
+        let new = date > before;
+        if !new && !peer.received.is_hole(date) {
+            return Ok(());
+        }
         if digest.is_some_and(|d| d != stamp.digest) {
             return bad("arrived with a payload that does not match its digest");
         }
-        if date > before {
+        if new {
             // Nothing was ever accepted (the first message is 1), or the last stamp is known.
             if (peer.rx_seq != 0 || before == 0) && stamp.seq != peer.rx_seq + 1 {
                 return bad("arrived out of sequence (not the next message from its sender)");
             }
-            peer.rx_seq = stamp.seq;
-            peer.stamps.push_back((date, stamp));
             return Ok(());
         }
         // A hole filled again (`on_receive_undone`): between its neighbours.
@@ -151,8 +158,19 @@ impl Process {
         if !(after_prev && before_next) {
             return bad("fills a hole out of sequence");
         }
-        peer.stamps.insert(at, (date, stamp));
         Ok(())
+    }
+
+    /// Records the stamp of a message accepted from `from` at `date` (checked by [`Process::check_stamp`]).
+    fn record_stamp(&mut self, from: Rank, date: Date, before: Date, stamp: Stamp) {
+        let peer = &mut self.peers[from as usize];
+        if date > before {
+            peer.rx_seq = stamp.seq;
+            peer.stamps.push_back((date, stamp));
+        } else {
+            let at = peer.stamps.partition_point(|s| s.0 < date);
+            peer.stamps.insert(at, (date, stamp));
+        }
     }
 
     /// The record of the arrival at `date` was undone; `last` was `RPP[j].Maxdate` before.

@@ -7,3 +7,4 @@ mod determinism;
 mod engine;
 mod properties;
 mod scenarios;
+mod stamps;
