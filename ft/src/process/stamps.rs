@@ -77,6 +77,7 @@ impl Process {
     /// group must be the next in its sender's sequence to this process and match its digest, else
     /// [`Error::SendDeterminismViolated`], with nothing recorded (the process must not go on: the application is
     /// not send-deterministic, or its log is damaged).
+    #[inline]
     pub fn on_receive_stamped(
         &mut self,
         from: Rank,
@@ -89,15 +90,24 @@ impl Process {
         };
         let before = peer.received.max_date();
         let check = peer.inter != 0 && stamp.is_some();
-        let stale = self.recovery.as_deref().is_some_and(|r| r.restarting && r.awaiting_last_date.contains(&from));
-        if check && !stale {
-            self.check_stamp(from, pb.date(), before, stamp, digest)?;
+        // The common case passes the checks at once: a new message, next in sequence, its digest right (if given).
+        if check && !(pb.date() > before && stamp.seq == peer.rx_seq + 1 && digest.is_none_or(|d| d == stamp.digest)) {
+            self.check_stamp_rest(from, pb.date(), before, stamp, digest)?;
         }
         let reception = self.on_receive(from, pb)?;
         if check && matches!(reception, Reception::Deliver(_)) {
             self.record_stamp(from, pb.date(), before, stamp);
         }
         Ok(reception)
+    }
+
+    /// [`Process::check_stamp`] for an arrival that is not the common case, unless it is stale (a restarting
+    /// process drops it, unchecked).
+    #[cold]
+    #[inline(never)]
+    fn check_stamp_rest(&self, from: Rank, date: Date, before: Date, stamp: Stamp, digest: Option<u64>) -> Result<()> {
+        let stale = self.recovery.as_deref().is_some_and(|r| r.restarting && r.awaiting_last_date.contains(&from));
+        if stale { Ok(()) } else { self.check_stamp(from, date, before, stamp, digest) }
     }
 
     /// [`Process::receive_deliver_fast`] for a driver that stamps: `true` exactly when that would be, and the
@@ -162,6 +172,7 @@ impl Process {
     }
 
     /// Records the stamp of a message accepted from `from` at `date` (checked by [`Process::check_stamp`]).
+    #[inline(always)]
     fn record_stamp(&mut self, from: Rank, date: Date, before: Date, stamp: Stamp) {
         let peer = &mut self.peers[from as usize];
         if date > before {
