@@ -233,7 +233,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_word_paths_agree_with_the_stream(head in proptest::option::of(any::<[u8; 8]>()), payload in proptest::collection::vec(any::<u8>(), 0..150)) {
+        fn the_word_paths_agree_with_the_stream(
+            head in proptest::option::of(any::<[u8; 8]>()),
+            payload in proptest::collection::vec(any::<u8>(), 0..150),
+        ) {
             let head: &[u8] = head.as_ref().map_or(&[], |h| &h[..]);
             let mut d = Digest::new();
             d.update(head);
@@ -246,7 +249,10 @@ mod tests {
         }
 
         #[test]
-        fn any_split_gives_the_same_digest(bytes in proptest::collection::vec(any::<u8>(), 0..200), cuts in proptest::collection::vec(any::<usize>(), 0..4)) {
+        fn any_split_gives_the_same_digest(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            cuts in proptest::collection::vec(any::<usize>(), 0..4),
+        ) {
             let whole = digest(&bytes, &[]);
             let mut d = Digest::new();
             let mut at = 0;

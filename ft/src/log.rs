@@ -2,7 +2,8 @@
 //! `shared/papers/guermouche-2011-thesis-send-determinism-hydee.txt`), held in memory and spilled to a file beyond a
 //! bound.
 //!
-//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1928); an `Ack(d)`
+//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1928), and its
+//! [`Stamp`] when the driver stamps ([`SenderLog::append_stamped`], given back with a replay); an `Ack(d)`
 //! from the receiver drops the entries for it dated below `d` (T:2097, strictly: the acknowledged one stays). This
 //! store does I/O (the spill file) and therefore sits beside the sans-I/O engine, not inside it: the engine reads the
 //! in-memory index through [`LogIndex`] and asks for replays and drops with [`Action`](crate::Action)s that the

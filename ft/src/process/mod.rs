@@ -12,7 +12,9 @@
 //! - `failure_free.rs`: the per-message hooks ([`Process::on_send`], [`Process::on_receive`],
 //!   [`Process::on_deliver`]) and their checked paths;
 //! - `checkpoint.rs`: [`Process::checkpoint`], its durability and the acknowledgements it allows;
-//! - `recovery.rs`: [`Process::restart`] and the survivor's part in a round.
+//! - `recovery.rs`: [`Process::restart`] and the survivor's part in a round;
+//! - `stamps.rs`: the stamped hooks ([`Process::on_send_stamped`], [`Process::on_receive_stamped`]...): sequence
+//!   numbers and digests that check a re-execution against the first one instead of trusting it.
 //!
 //! Invariants:
 //! - Dates count sends only (\[R+\]): the n-th send of a process carries date n in every execution.

@@ -386,7 +386,7 @@ impl Process {
             return Err(Error::UnexpectedMessage {
                 message: "OrphanStamps",
                 from: from.to_string(),
-                reason: "not awaited: this process is not restarting, its LastDate came already, or it was received twice",
+                reason: "not awaited: this process is not restarting, its LastDate came already, or it came twice",
             });
         }
         rec.orphan_stamps.insert(j, stamps);

@@ -222,9 +222,7 @@ fn regenerated_orphans_must_match_their_stamps() {
     b.on_control(Endpoint::Process(0), restarted, &l).unwrap();
     let to_a: Vec<Control> =
         controls(&mut b).into_iter().filter(|(to, _)| *to == Endpoint::Process(0)).map(|c| c.1).collect();
-    assert!(
-        matches!(&to_a[0], Control::OrphanStamps { stamps, .. } if stamps.iter().map(|s| s.seq).collect::<Vec<_>>() == [1, 2])
-    );
+    assert!(matches!(&to_a[0], Control::OrphanStamps { stamps, .. } if stamps.iter().map(|s| s.seq).eq([1, 2])));
     assert!(matches!(&to_a[1], Control::LastDate { orphans, .. } if orphans.len() == 2));
     let released = |stamps_first: bool| {
         let mut p = Process::restart(t.clone(), start.clone(), 1, &[0]).unwrap();
