@@ -14,6 +14,11 @@
 //! ft-log-copy-1k <n>                its difference with ft-inter-group-hooks: the copy of 1 KiB
 //! ft-inter-group-exchange-hooks <n> the hooks of a ping-pong across groups, no log: every delivery raises the
 //!                                   phase, so no message extends its RPP run on the fast path
+//! ft-inter-group-stamped <n>        ft-inter-group with stamps: the digest of an 8-byte envelope and the payload,
+//!                                   on_send_stamped, SenderLog::append_stamped, on_receive_stamped (no digest
+//!                                   at the receiver) + on_deliver
+//! ft-stamp <n>                      the difference with ft-inter-group: what stamping adds per message
+//! ft-digest-1k <n>                  the digest alone of an 8-byte envelope and a 1 KiB payload
 //! ```
 //!
 //! Each case sends its messages after a warm-up with the same payload that grows every buffer to its steady-state
@@ -25,9 +30,13 @@ use std::hint::black_box;
 use std::process::Command;
 use std::sync::Arc;
 
+use nemesis_ft::digest::digest;
 use nemesis_ft::{
     Action, Endpoint, Error, LogConfig, Outbound, Process, ProcessConfig, Reception, SenderLog, Topology,
 };
+
+/// The envelope a transport hashes in front of the payload (tag and context).
+const ENVELOPE: [u8; 8] = [7, 0, 0, 0, 1, 0, 0, 0];
 
 const MESSAGES: u64 = 100_000;
 /// Payload sizes measured: 8 bytes and 1 KiB.
@@ -123,6 +132,53 @@ fn inter_loop<const LOG: bool>(
     Ok(delivered)
 }
 
+/// The inter-group loop with stamps: the sender hashes envelope and payload, logs the stamp with the entry, the
+/// receiver checks the sequence number (not the digest: a transport may skip hashing at the receiver).
+#[inline(always)]
+fn stamped_loop(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    payload: &[u8],
+    n: u64,
+) -> Result<u64, Error> {
+    let mut delivered = 0;
+    for _ in 0..n {
+        let (Outbound::Transmit { piggyback, log: true }, stamp) =
+            sender.on_send_stamped(OTHER_GROUP, digest(&ENVELOPE, payload))?
+        else {
+            break;
+        };
+        log.append_stamped(OTHER_GROUP, piggyback, stamp, &ENVELOPE, payload)?;
+        if let Reception::Deliver(d) = receiver.on_receive_stamped(SENDER, piggyback, stamp, None)? {
+            receiver.on_deliver(d);
+            delivered += 1;
+        }
+    }
+    Ok(delivered)
+}
+
+#[inline(never)]
+fn measure_inter_stamped(
+    sender: &mut Process,
+    receiver: &mut Process,
+    log: &mut SenderLog,
+    payload: &[u8],
+    n: u64,
+) -> Result<u64, Error> {
+    stamped_loop(sender, receiver, log, payload, n)
+}
+
+#[inline(never)]
+fn measure_digest(payload: &[u8], n: u64) -> u64 {
+    let mut acc = 0u64;
+    for _ in 0..n {
+        acc = acc.wrapping_add(digest(&ENVELOPE, black_box(payload)));
+    }
+    black_box(acc);
+    n
+}
+
 #[inline(never)]
 fn measure_intra(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
     intra_loop(sender, receiver, n)
@@ -178,6 +234,8 @@ fn exchange_one(sender: &mut Process, receiver: &mut Process, from: u32, to: u32
 #[inline(never)]
 fn warm_up(s: &mut Setup, payload: &[u8], n: u64) -> Result<(), Error> {
     inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, payload, n)?;
+    // Stamped too: the receiver's record of stamps grows to its steady capacity.
+    stamped_loop(&mut s.sender, &mut s.other, &mut s.log, payload, n)?;
     intra_loop(&mut s.sender, &mut s.same, n)?;
     Ok(())
 }
@@ -195,6 +253,8 @@ fn child(case: &str, len: usize) {
         "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, payload, n),
         "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, payload, n),
         "inter-exchange" => measure_inter_exchange(&mut s.sender, &mut s.other, n),
+        "inter-stamped" => measure_inter_stamped(&mut s.sender, &mut s.other, &mut s.log, payload, n),
+        "digest" => Ok(measure_digest(payload, n)),
         other => panic!("unknown case {other}"),
     };
     assert_eq!(done.expect("hooks"), n, "every message of case {case} was delivered");
@@ -252,6 +312,8 @@ fn main() {
         let hooks = per("inter-hooks", "measure_inter_hooks", SMALL)?;
         let inter_1k = per("inter-logged", "measure_inter_logged", LARGE)?;
         let exchange = per("inter-exchange", "measure_inter_exchange", SMALL)?;
+        let stamped = per("inter-stamped", "measure_inter_stamped", SMALL)?;
+        let digest_1k = per("digest", "measure_digest", LARGE)?;
         println!("ft-intra-group {intra:.1}");
         println!("ft-inter-group {inter:.1}");
         println!("ft-inter-group-hooks {hooks:.1}");
@@ -259,6 +321,9 @@ fn main() {
         println!("ft-inter-group-1k {inter_1k:.1}");
         println!("ft-log-copy-1k {:.1}", inter_1k - hooks);
         println!("ft-inter-group-exchange-hooks {exchange:.1}");
+        println!("ft-inter-group-stamped {stamped:.1}");
+        println!("ft-stamp {:.1}", stamped - inter);
+        println!("ft-digest-1k {digest_1k:.1}");
         Ok(())
     };
     if let Err(e) = run() {

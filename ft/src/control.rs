@@ -8,7 +8,8 @@
 //! [`Control::OrphansReceived`]), plus three this implementation needs and the figures leave implicit:
 //! [`Control::FailureNotice`] (the "À la défaillance d'un processus" trigger of Fig 6.5 line 6),
 //! [`Control::Checkpointed`] (the pruning of RPP, hydee.md \[R\]), and the round number every recovery message
-//! carries so that a failure during recovery can start a fresh round.
+//! carries so that a failure during recovery can start a fresh round; and [`Control::OrphanStamps`], which lets a
+//! restarted sender check its regenerated messages against what their receiver recorded (`process/stamps.rs`).
 //!
 //! Wire format, little-endian: `version: u8 = 1`, `kind: u8`, then the fields in declaration order — `u64` for
 //! dates, phases, rounds and counts, `u32` for group ids, and `u32 length` + elements for lists. Decoding checks
@@ -17,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::piggyback::{MAX_DATE, MAX_PHASE};
+use crate::piggyback::{MAX_DATE, MAX_PHASE, Stamp};
 use crate::{CoordinatorId, Date, Error, GroupId, Phase, Rank, Result, Round};
 
 /// Version byte of the current wire encoding.
@@ -98,6 +99,10 @@ pub enum Control {
     OrphanPhases { round: Round, phases: Vec<Phase> },
     /// Coordinator → every coordinator (Fig 6.7 line 30): its processes have received every orphan of `phase`.
     OrphansReceived { round: Round, phase: Phase },
+    /// Process → restarting process, just before the [`Control::LastDate`] it completes: the [`Stamp`] of each
+    /// orphan that `LastDate` lists, in its order (sequence numbers ascending). Not sent when there are no orphans
+    /// or one of them arrived unstamped; the regenerated messages are then checked by date alone.
+    OrphanStamps { round: Round, stamps: Vec<Stamp> },
 }
 
 mod kind {
@@ -114,6 +119,7 @@ mod kind {
     pub const NOTIFY_SEND_MSG: u8 = 11;
     pub const ORPHAN_PHASES: u8 = 12;
     pub const ORPHANS_RECEIVED: u8 = 13;
+    pub const ORPHAN_STAMPS: u8 = 14;
 }
 
 /// The wire value of [`Horizon::Unbounded`].
@@ -136,6 +142,7 @@ impl Control {
             Control::NotifySendMsg { .. } => "NotifySendMsg",
             Control::OrphanPhases { .. } => "OrphanPhases",
             Control::OrphansReceived { .. } => "OrphansReceived",
+            Control::OrphanStamps { .. } => "OrphanStamps",
         }
     }
 
@@ -153,7 +160,8 @@ impl Control {
             | Control::NotifySendLogged { round, .. }
             | Control::NotifySendMsg { round, .. }
             | Control::OrphanPhases { round, .. }
-            | Control::OrphansReceived { round, .. } => Some(round),
+            | Control::OrphansReceived { round, .. }
+            | Control::OrphanStamps { round, .. } => Some(round),
         }
     }
 
@@ -242,6 +250,14 @@ impl Control {
             Control::OrphansReceived { round, phase } => {
                 out.push(kind::ORPHANS_RECEIVED);
                 u64s(out, &[*round, *phase]);
+            }
+            Control::OrphanStamps { round, stamps } => {
+                out.push(kind::ORPHAN_STAMPS);
+                u64s(out, &[*round]);
+                len(out, stamps.len());
+                for s in stamps {
+                    u64s(out, &[s.seq, s.digest]);
+                }
             }
         }
     }
@@ -342,6 +358,24 @@ impl Control {
                 Control::OrphanPhases { round, phases }
             }
             kind::ORPHANS_RECEIVED => Control::OrphansReceived { round: r.round()?, phase: r.phase()? },
+            kind::ORPHAN_STAMPS => {
+                let round = r.round()?;
+                let n = r.len(16)?;
+                let mut stamps = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let seq = r.date()?;
+                    if seq == 0 {
+                        return Err(Error::InvalidField { field: "orphan sequence number", value: 0 });
+                    }
+                    stamps.push(Stamp { seq, digest: r.u64()? });
+                }
+                let seqs: Vec<u64> = stamps.iter().map(|s| s.seq).collect();
+                strictly_ascending(&seqs, "orphan sequence numbers")?;
+                if stamps.is_empty() {
+                    return Err(Error::InvalidField { field: "orphan stamps (count)", value: 0 });
+                }
+                Control::OrphanStamps { round, stamps }
+            }
             other => return Err(Error::UnknownMessageKind(other)),
         };
         if r.pos != bytes.len() {
@@ -449,6 +483,10 @@ mod tests {
             Control::NotifySendMsg { round: 4, horizon: Horizon::Unbounded },
             Control::OrphanPhases { round: 4, phases: vec![] },
             Control::OrphansReceived { round: 4, phase: 2 },
+            Control::OrphanStamps {
+                round: 1,
+                stamps: vec![Stamp { seq: 2, digest: 7 }, Stamp { seq: 3, digest: u64::MAX }],
+            },
         ]
     }
 
@@ -495,6 +533,13 @@ mod tests {
         assert!(matches!(Control::decode(&zero_count), Err(Error::InvalidField { field: "orphan count", .. })));
         let late_orphan = Control::LastDate { round: 1, last_date: 3, orphans: vec![(4, 1)] }.encode();
         assert!(matches!(Control::decode(&late_orphan), Err(Error::InvalidField { field: "orphan date", .. })));
+        let st = |seq| Stamp { seq, digest: 1 };
+        let unsorted = Control::OrphanStamps { round: 1, stamps: vec![st(2), st(1)] };
+        assert!(matches!(Control::decode(&unsorted.encode()), Err(Error::InvalidField { .. })));
+        let unstamped = Control::OrphanStamps { round: 1, stamps: vec![st(0), st(1)] };
+        assert!(matches!(Control::decode(&unstamped.encode()), Err(Error::InvalidField { .. })));
+        let none = Control::OrphanStamps { round: 1, stamps: vec![] };
+        assert!(matches!(Control::decode(&none.encode()), Err(Error::InvalidField { .. })));
         let empty_notice = Control::FailureNotice { round: 1, restarting: vec![] }.encode();
         assert!(Control::decode(&empty_notice).is_err());
         let bad_horizon = Control::NotifySendMsg { round: 1, horizon: Horizon::UpTo(MAX_PHASE + 1) }.encode();

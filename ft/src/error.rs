@@ -62,12 +62,13 @@ pub enum Error {
     #[error("unexpected {message} from {from}: {reason}")]
     UnexpectedMessage { message: &'static str, from: String, reason: &'static str },
 
-    /// A restarted process regenerated a message to `to` that does not match the orphan the receiver reported:
-    /// the application is not send-deterministic.
-    #[error(
-        "send determinism violated: regenerated message to rank {to} has date {date}, the receiver reported orphan date {expected}"
-    )]
-    SendDeterminismViolated { to: Rank, date: Date, expected: Date },
+    /// A re-executed send does not match the first execution's, as its receiver recorded it: the application is
+    /// not send-deterministic. `rank` sent (or replayed) message `seq` (its per-destination sequence number; 0 if
+    /// unstamped) to `dest` at date `date`; `what` says which comparison failed. Raised by the restarted sender
+    /// against the orphans its receiver reported, or by a receiver against the sequence and digest of what
+    /// arrives; never turned into a duplicate or a drop.
+    #[error("send determinism violated: rank {rank}'s message {seq} to rank {dest} (date {date}) {what}")]
+    SendDeterminismViolated { rank: Rank, dest: Rank, seq: u64, date: Date, what: &'static str },
 
     /// A failure notice names this process's own group: the driver must restart it from its checkpoint.
     #[error("failure notice for round {round} names this process's group: restart it from its checkpoint")]

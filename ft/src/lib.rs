@@ -10,7 +10,9 @@
 //! - the protocol as sans-I/O state machines: [`Process`] (an application process: failure-free, restarting and
 //!   non-restarting roles, Figs 6.3–6.5) and [`Coordinator`] (the recovery process, centralised Fig 6.6 and
 //!   distributed Fig 6.7);
-//! - the message [`Piggyback`] (12 bytes) and the [`Control`] messages with their versioned wire encoding;
+//! - the message [`Piggyback`] (12 bytes) and its [`Stamp`] (16 bytes: per-destination sequence number and
+//!   [`digest`] of the message, for checking re-executions), and the [`Control`] messages with their versioned
+//!   wire encoding;
 //! - the [`SenderLog`] store (memory, then a spill file), beside the engine rather than inside it;
 //! - the grouping partitioner of chapter 4 ([`partition`]) behind the `nemesis-ft groups` command.
 //!
@@ -19,12 +21,15 @@
 //! to copy the payload into the [`SenderLog`]), [`Process::on_receive`] on each arrival (in channel order) and
 //! [`Process::on_deliver`] when the application receives the message, [`Process::checkpoint`] /
 //! [`Process::checkpoint_durable`] around a group checkpoint, [`Process::on_control`] for each control message,
-//! and applies the [`Action`]s it drains with [`Process::poll_action`]. The launcher feeds failures to the
+//! and applies the [`Action`]s it drains with [`Process::poll_action`]. A driver that stamps its messages (so that
+//! a re-execution that is not send-deterministic is reported, not trusted) uses the `_stamped` variants of the
+//! message hooks and of the log's append, read and restore (`process/stamps.rs`). The launcher feeds failures to the
 //! [`Coordinator`]s and restarts the failed groups with [`Process::restart`]. The test suite's simulator
 //! (`tests/hydee/sim.rs`) is a complete driver.
 
 pub mod control;
 pub mod coordinator;
+pub mod digest;
 mod error;
 pub mod log;
 pub mod matrix;
@@ -55,7 +60,7 @@ pub use control::{Control, Endpoint, Horizon};
 pub use coordinator::{Coordinator, Outgoing};
 pub use error::{Error, Result};
 pub use log::{LogConfig, LogIndex, LogSnapshot, LoggedMessage, SenderLog};
-pub use piggyback::{MAX_DATE, MAX_PHASE, PIGGYBACK_LEN, Piggyback};
+pub use piggyback::{MAX_DATE, MAX_PHASE, PIGGYBACK_LEN, Piggyback, STAMP_LEN, Stamp};
 pub use process::{Action, DateRule, Delivery, Outbound, Process, ProcessConfig, ProcessState, Reception};
 pub use rpp::{ReceivedFrom, Run};
 pub use topology::Topology;

@@ -2,7 +2,8 @@
 //! `shared/papers/guermouche-2011-thesis-send-determinism-hydee.txt`), held in memory and spilled to a file beyond a
 //! bound.
 //!
-//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1928); an `Ack(d)`
+//! Every message that crosses groups is logged in its sender's memory with its date and phase (T:1928), and its
+//! [`Stamp`] when the driver stamps ([`SenderLog::append_stamped`], given back with a replay); an `Ack(d)`
 //! from the receiver drops the entries for it dated below `d` (T:2097, strictly: the acknowledged one stays). This
 //! store does I/O (the spill file) and therefore sits beside the sans-I/O engine, not inside it: the engine reads the
 //! in-memory index through [`LogIndex`] and asks for replays and drops with [`Action`](crate::Action)s that the
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::piggyback::{MAX_PHASE, Piggyback};
+use crate::piggyback::{MAX_PHASE, Piggyback, Stamp};
 use crate::{Date, Error, Phase, Rank, Result};
 
 /// Read access to the log's index, which is all the protocol engine needs from the log.
@@ -73,6 +74,8 @@ struct Entry {
     /// Position just past the payload in the channel's byte stream (every payload byte ever logged for this
     /// destination, in order); the payload starts where the previous entry ended.
     end: u64,
+    /// The message's [`Stamp`] as sent ([`Stamp::NONE`] if the driver does not stamp).
+    stamp: Stamp,
 }
 
 /// The log of the messages sent to one destination.
@@ -152,20 +155,20 @@ impl Channel {
 
     /// [`Channel::try_push`] after [`Channel::make_room`], which leaves the entry's length after `fill` (the
     /// slice index states that contract; nothing a caller passes can break it).
-    fn push_after_room(&mut self, pb: Piggyback, head: &[u8], payload: &[u8]) {
+    fn push_after_room(&mut self, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) {
         let mid = self.fill + head.len();
         let fill = mid + payload.len();
         self.bytes[self.fill..mid].copy_from_slice(head);
         self.bytes[mid..fill].copy_from_slice(payload);
         self.fill = fill;
-        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64 });
+        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64, stamp });
         self.last_date = pb.date();
     }
 
     /// Copies `head` then `payload` to `bytes[fill..]` if they fit and indexes them as one entry; false (and
     /// nothing changed) if they do not.
     #[inline(always)]
-    fn try_push(&mut self, pb: Piggyback, head: &[u8], payload: &[u8]) -> bool {
+    fn try_push(&mut self, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) -> bool {
         let mid = self.fill + head.len();
         let fill = mid + payload.len();
         let Some(dst) = self.bytes.get_mut(self.fill..fill) else {
@@ -174,7 +177,7 @@ impl Channel {
         // The bookkeeping first, from registers, the copy last: once inlined, LLVM cannot tell the payload's byte
         // stores from the channel's fields and would load them again after the copy.
         self.fill = fill;
-        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64 });
+        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64, stamp });
         self.last_date = pb.date();
         let (h, p) = dst.split_at_mut(head.len());
         // An empty head (every call of `append`) is known at compile time: no code.
@@ -360,23 +363,30 @@ impl SenderLog {
     /// puts the envelope a replay needs in front of the message: [`SenderLog::read`] gives both back).
     #[inline(always)]
     pub fn append_parts(&mut self, to: Rank, pb: Piggyback, head: &[u8], payload: &[u8]) -> Result<()> {
+        self.append_stamped(to, pb, Stamp::NONE, head, payload)
+    }
+
+    /// [`SenderLog::append_parts`] of a stamped message: the [`Stamp`] is kept with the entry, for
+    /// [`SenderLog::read_stamped`] to give back with a replay.
+    #[inline(always)]
+    pub fn append_stamped(&mut self, to: Rank, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) -> Result<()> {
         // No overflow: the terms count bytes of live allocations.
         let memory = self.memory + head.len() + payload.len();
         if memory <= self.config.memory_limit
             && let Some(ch) = self.channels.get_mut(to as usize)
             && pb.date() > ch.last_date
-            && ch.try_push(pb, head, payload)
+            && ch.try_push(pb, stamp, head, payload)
         {
             self.memory = memory;
             return Ok(());
         }
-        self.append_checked(to, pb, head, payload)
+        self.append_checked(to, pb, stamp, head, payload)
     }
 
     /// [`SenderLog::append_parts`] off its fast path: the errors, a full arena, the spill.
     #[cold]
     #[inline(never)]
-    fn append_checked(&mut self, to: Rank, pb: Piggyback, head: &[u8], payload: &[u8]) -> Result<()> {
+    fn append_checked(&mut self, to: Rank, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) -> Result<()> {
         let ranks = self.channels.len();
         let Some(ch) = self.channels.get_mut(to as usize) else {
             return Err(Error::UnknownRank { rank: to, ranks });
@@ -386,10 +396,10 @@ impl SenderLog {
             return Err(Error::LogOutOfOrder { to, date, last: ch.last_date });
         }
         let len = head.len() + payload.len();
-        if !ch.try_push(pb, head, payload) {
+        if !ch.try_push(pb, stamp, head, payload) {
             ch.make_room(len);
             // make_room leaves at least the entry's length after `fill`.
-            ch.push_after_room(pb, head, payload);
+            ch.push_after_room(pb, stamp, head, payload);
         }
         self.memory += len;
         if self.memory > self.config.memory_limit {
@@ -516,6 +526,12 @@ impl SenderLog {
     /// Copies the payload logged for `to` at `date` into `out` (replacing its content) and returns the entry's
     /// piggyback as sent.
     pub fn read(&self, to: Rank, date: Date, out: &mut Vec<u8>) -> Result<Piggyback> {
+        self.read_stamped(to, date, out).map(|(pb, _)| pb)
+    }
+
+    /// [`SenderLog::read`], with the entry's [`Stamp`] ([`Stamp::NONE`] if it was appended unstamped). A replay
+    /// carries it, and the restarted receiver checks the payload against its digest and its place in sequence.
+    pub fn read_stamped(&self, to: Rank, date: Date, out: &mut Vec<u8>) -> Result<(Piggyback, Stamp)> {
         let ch = self.channel(to)?;
         let k = ch.live().binary_search_by_key(&date, |e| e.date).map_err(|_| Error::LogEntryMissing { to, date })?;
         let i = ch.head + k;
@@ -529,7 +545,7 @@ impl SenderLog {
             let at = (a - ch.base) as usize;
             out.extend_from_slice(&ch.bytes[at..at + (b - a) as usize]);
         }
-        Ok(Piggyback::from_parts(date, ch.entries[i].phase(), 0))
+        Ok((Piggyback::from_parts(date, ch.entries[i].phase(), 0), ch.entries[i].stamp))
     }
 
     /// Number of entries logged for `to` (0 for an unknown rank).
@@ -581,6 +597,38 @@ impl SenderLog {
             channels.push((to, ch.last_date, entries));
         }
         Ok(LogSnapshot { channels })
+    }
+
+    /// [`SenderLog::restore`] for a driver that stamps: each entry's digest is computed again from its bytes (the
+    /// envelope and payload as appended: [`digest`](crate::digest::digest) does not depend on where they were
+    /// split), and the entries for each destination `to` are numbered back from `sent(to)`, the number of messages
+    /// the restored process had sent it ([`Process::sent_to`](crate::Process::sent_to)): the live entries for a
+    /// destination of another group are always its latest messages, in order (a regenerated message is logged
+    /// unless an acknowledgement already covered it, and then so were all those before it).
+    pub fn restore_stamped(
+        ranks: usize,
+        config: LogConfig,
+        snapshot: &LogSnapshot,
+        sent: impl Fn(Rank) -> u64,
+    ) -> Result<SenderLog> {
+        let mut log = SenderLog::restore(ranks, config, snapshot)?;
+        for (to, _, entries) in &snapshot.channels {
+            let last = sent(*to);
+            let n = entries.len() as u64;
+            if n > last {
+                return Err(Error::InvalidCheckpoint("more messages logged for a rank than were sent to it"));
+            }
+            let stamps: Vec<Stamp> = entries
+                .iter()
+                .zip(last - n + 1..)
+                .map(|(m, seq)| Stamp { seq, digest: crate::digest::digest(&m.payload, &[]) })
+                .collect();
+            let ch = log.channels.get_mut(*to as usize).ok_or(Error::UnknownRank { rank: *to, ranks })?;
+            for (e, s) in ch.entries[ch.head..].iter_mut().zip(stamps) {
+                e.stamp = s;
+            }
+        }
+        Ok(log)
     }
 
     /// A log holding `snapshot`'s content (spilling as `config` says).

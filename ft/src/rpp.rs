@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::piggyback::{MAX_DATE, MAX_PHASE, Piggyback};
+use crate::piggyback::{MAX_DATE, MAX_PHASE, Piggyback, Stamp};
 use crate::process::events::{Delivery, Reception};
 use crate::{Date, Error, Phase, Result};
 
@@ -108,6 +108,18 @@ pub struct ReceivedFrom {
     /// Records dated at most this were pruned (0: none).
     #[serde(default)]
     pub pruned: Date,
+    /// The [`Stamp`]s of the recorded messages that carried one, ascending by date (each date one of `runs`'):
+    /// what a restarted sender's regenerated messages are compared with.
+    #[serde(default)]
+    pub stamps: Vec<(Date, Stamp)>,
+    /// Sequence number of the last message accepted from that sender (0: none, or unstamped).
+    #[serde(default)]
+    pub last_seq: u64,
+    /// Not about reception: the number of messages this process had sent *to* that rank, the last per-destination
+    /// sequence number it used. Kept here, with everything else the process saves per peer, so that
+    /// [`ProcessState`](crate::ProcessState) keeps its fields.
+    #[serde(default)]
+    pub sent: u64,
 }
 
 impl ReceivedFrom {
@@ -293,6 +305,11 @@ impl Rpp {
         true
     }
 
+    /// Whether `date` is a hole: an arrival undone, to be accepted again.
+    pub(crate) fn is_hole(&self, date: Date) -> bool {
+        self.holes.binary_search(&date).is_ok()
+    }
+
     /// The date up to which every message from the sender arrived (`RPP[j].Maxdate` below its first hole).
     pub(crate) fn complete_through(&self) -> Date {
         self.holes.first().map_or(self.last, |&h| h - 1)
@@ -410,7 +427,7 @@ impl Rpp {
     pub(crate) fn to_checkpoint(&self) -> ReceivedFrom {
         let mut runs = self.closed.clone();
         runs.extend(self.current());
-        ReceivedFrom { max_date: self.last, runs, holes: self.holes.clone(), pruned: self.pruned }
+        ReceivedFrom { max_date: self.last, runs, holes: self.holes.clone(), pruned: self.pruned, ..Default::default() }
     }
 
     /// The record saved in `saved`, checked (a checkpoint is read back from storage); the fast path stays off

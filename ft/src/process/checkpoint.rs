@@ -27,7 +27,8 @@ pub struct ProcessState {
     pub rank: Rank,
     pub date: Date,
     pub phase: Phase,
-    /// RPP, for the senders with something recorded, ascending by rank.
+    /// RPP, for the senders with something recorded, ascending by rank; also lists (with a blank record) the
+    /// ranks of the process's own group it has sent to, for their sequence numbers ([`ReceivedFrom::sent`]).
     pub received: Vec<(Rank, ReceivedFrom)>,
     /// Date of this process's previous durable checkpoint.
     pub last_checkpoint_date: Date,
@@ -136,8 +137,14 @@ impl Process {
             .peers
             .iter()
             .enumerate()
-            .filter(|(_, p)| !p.received.is_blank())
-            .map(|(j, p)| (j as Rank, p.received.to_checkpoint()))
+            .filter(|(_, p)| !p.received.is_blank() || p.sent != 0)
+            .map(|(j, p)| {
+                let mut r = p.received.to_checkpoint();
+                r.stamps = p.stamps.iter().copied().collect();
+                r.last_seq = p.rx_seq;
+                r.sent = p.sent;
+                (j as Rank, r)
+            })
             .collect();
         ProcessState {
             rank: self.rank,

@@ -24,13 +24,14 @@ impl Process {
     /// Send hook: call before transmitting an application message to `to` (Fig 6.3 lines 6–10, Fig 6.4 lines 13–22).
     #[inline]
     pub fn on_send(&mut self, to: Rank) -> Result<Outbound> {
-        let Some(peer) = self.peers.get(to as usize) else {
+        let Some(peer) = self.peers.get_mut(to as usize) else {
             return Err(self.unknown(to));
         };
         if self.date >= self.fast_send_limit {
-            return self.send_checked(to, self.phase);
+            return self.send_checked(to, self.phase, None);
         }
         self.date += 1;
+        peer.sent += 1;
         Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, self.phase, 0), log: peer.inter != 0 })
     }
 
@@ -46,7 +47,7 @@ impl Process {
         if self.peers.get(to as usize).is_none() {
             return Err(self.unknown(to));
         }
-        self.send_checked(to, phase.min(self.phase))
+        self.send_checked(to, phase.min(self.phase), None)
     }
 
     /// [`Process::on_send`]'s common case alone, for a transport's inline path: `Some((piggyback, log))` exactly
@@ -55,11 +56,12 @@ impl Process {
     /// the caller keeps the piggyback in registers.
     #[inline(always)]
     pub fn send_fast(&mut self, to: Rank) -> Option<(Piggyback, bool)> {
-        let peer = self.peers.get(to as usize)?;
+        let peer = self.peers.get_mut(to as usize)?;
         if self.date >= self.fast_send_limit {
             return None;
         }
         self.date += 1;
+        peer.sent += 1;
         Some((Piggyback::from_parts(self.date, self.phase, 0), peer.inter != 0))
     }
 
@@ -150,21 +152,29 @@ impl Process {
         if peer.inter == 0 {
             return Ok(false);
         }
+        let last = peer.received.max_date();
         let undone = peer.received.unrecord(date);
+        if undone {
+            Process::unrecord_stamp(peer, date, last);
+        }
         let permit = Process::fast_arrivals(slow_inter, peer);
         peer.received.set_permit(permit);
         Ok(undone)
     }
 
+    /// The send hooks off their fast path. `digest`: the message's, if the driver stamps (`stamps.rs`); a
+    /// regenerated orphan is then suppressed only if it matches the receiver's record.
     #[cold]
     #[inline(never)]
-    fn send_checked(&mut self, to: Rank, phase: Phase) -> Result<Outbound> {
+    pub(super) fn send_checked(&mut self, to: Rank, phase: Phase, digest: Option<u64>) -> Result<Outbound> {
         if self.date >= MAX_DATE {
             return Err(Error::DateOverflow { date: self.date + 1 });
         }
         let inter = self.peers[to as usize].group != self.group;
+        let seq = self.peers[to as usize].sent + 1;
         let Some(rec) = self.recovery.as_deref_mut() else {
             self.date += 1;
+            self.peers[to as usize].sent = seq;
             return Ok(Outbound::Transmit { piggyback: Piggyback::from_parts(self.date, phase, 0), log: inter });
         };
         let bound = phase.min(rec.taint);
@@ -178,12 +188,19 @@ impl Process {
             return Ok(Outbound::Hold);
         }
         let date = self.date + 1;
-        let owed_here = rec.owed.get(&to).and_then(|q| q.front()).is_some_and(|o| o.0 == date);
-        if date >= rec.next_owed && !owed_here {
+        let front = rec.owed.get(&to).and_then(|q| q.front()).copied();
+        let owed_here = front.is_some_and(|o| o.0 == date);
+        let mismatch =
+            front.and_then(|(odate, _, stamp)| Process::regenerated_mismatch(odate, stamp, date, seq, digest));
+        let mismatch = mismatch.or_else(|| {
             // The send that should regenerate the orphan dated `next_owed` went elsewhere, or was skipped.
-            return Err(Error::SendDeterminismViolated { to, date, expected: rec.next_owed });
+            (date >= rec.next_owed && !owed_here).then_some("comes past the date of an orphan it did not regenerate")
+        });
+        if let Some(what) = mismatch {
+            return Err(Error::SendDeterminismViolated { rank: self.rank, dest: to, seq, date, what });
         }
         self.date = date;
+        self.peers[to as usize].sent = seq;
         let tag = if rec.complete { 0 } else { rec.tag };
         let piggyback = Piggyback::from_parts(date, phase, tag);
         if !inter {
@@ -191,7 +208,7 @@ impl Process {
         }
         if owed_here
             && let Some(q) = rec.owed.get_mut(&to)
-            && let Some(&(_, recorded_phase)) = q.front()
+            && let Some(&(_, recorded_phase, _)) = q.front()
         {
             q.pop_front();
             tracing::debug!(rank = self.rank, to, date, recorded_phase, phase, "HydEE: orphan regenerated");

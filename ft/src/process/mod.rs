@@ -12,7 +12,9 @@
 //! - `failure_free.rs`: the per-message hooks ([`Process::on_send`], [`Process::on_receive`],
 //!   [`Process::on_deliver`]) and their checked paths;
 //! - `checkpoint.rs`: [`Process::checkpoint`], its durability and the acknowledgements it allows;
-//! - `recovery.rs`: [`Process::restart`] and the survivor's part in a round.
+//! - `recovery.rs`: [`Process::restart`] and the survivor's part in a round;
+//! - `stamps.rs`: the stamped hooks ([`Process::on_send_stamped`], [`Process::on_receive_stamped`]...): sequence
+//!   numbers and digests that check a re-execution against the first one instead of trusting it.
 //!
 //! Invariants:
 //! - Dates count sends only (\[R+\]): the n-th send of a process carries date n in every execution.
@@ -29,6 +31,7 @@ mod checkpoint;
 pub(crate) mod events;
 mod failure_free;
 mod recovery;
+mod stamps;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -42,7 +45,7 @@ use recovery::Recovery;
 
 use crate::control::{Control, Endpoint};
 use crate::log::LogIndex;
-use crate::piggyback::{MAX_DATE, MAX_PHASE};
+use crate::piggyback::{MAX_DATE, MAX_PHASE, Stamp};
 use crate::rpp::Rpp;
 use crate::topology::Topology;
 use crate::{CoordinatorId, Date, Error, GroupId, Phase, Rank, Result, Round};
@@ -58,9 +61,10 @@ pub enum DateRule {
     SendsAndReceptions,
 }
 
-/// Everything this process keeps about one other rank. The hooks read `inter` and the head of `received` only:
-/// `#[repr(C)]` puts them in the first 56 bytes and the alignment starts every peer on a cache line, so the fast
-/// paths touch one line per peer (the whole is 192 bytes; the rest is for checkpoints and recovery).
+/// Everything this process keeps about one other rank. The hooks read `inter`, `sent` and the head of `received`
+/// only: `#[repr(C)]` puts them in the first 64 bytes and the alignment starts every peer on a cache line, so the
+/// fast paths touch one line per peer (the whole is 256 bytes; the rest is for checkpoints, recovery and the
+/// checked stamps of `stamps.rs`).
 #[repr(C, align(64))]
 #[derive(Clone, Debug)]
 struct Peer {
@@ -70,6 +74,8 @@ struct Peer {
     /// `cmpl $0` directly, where a loaded `bool` made it materialise the send hook's flag first (three instructions
     /// more per send, measured with the hooks bench); and it saves comparing `group` with this process's.
     inter: u32,
+    /// Messages sent to that rank: the per-destination sequence number of the last one (`stamps.rs`).
+    sent: u64,
     /// `RPP[j]`; blank for ranks of this process's group. Its fast path is permitted exactly when `inter`, `ack`
     /// is `Idle` and the process is not in recovery (see [`Process::refresh_permits`]).
     received: Rpp,
@@ -82,6 +88,10 @@ struct Peer {
     checkpointed_max: Date,
     /// Highest `Ack` date received from that rank: its durable checkpoint holds what this process sent it below.
     ack_floor: Date,
+    /// Sequence number of the last stamped message accepted from that rank (0: none).
+    rx_seq: u64,
+    /// `(date, stamp)` of the stamped messages `received` records, ascending by date (pruned with it).
+    stamps: VecDeque<(Date, Stamp)>,
 }
 
 /// One application process's HydEE engine.
@@ -172,21 +182,33 @@ impl Process {
             .map(|&g| Peer {
                 group: g,
                 inter: (g != group) as u32,
+                sent: 0,
                 received: Rpp::default(),
                 ack: if g == group { AckState::Idle } else { ack },
                 captured_max: 0,
                 checkpointed_max: 0,
                 ack_floor: 0,
+                rx_seq: 0,
+                stamps: VecDeque::new(),
             })
             .collect();
         let ranks = peers.len();
         for (j, r) in state.received {
             let peer = peers.get_mut(j as usize).ok_or(Error::UnknownRank { rank: j, ranks })?;
+            if r.sent > state.date {
+                return Err(Error::InvalidCheckpoint("more messages sent to a rank than sends in all"));
+            }
+            peer.sent = r.sent;
             if peer.group == group {
-                return Err(Error::InvalidTopology("checkpointed RPP names a rank of the process's own group"));
+                if r.max_date != 0 || !r.runs.is_empty() || !r.stamps.is_empty() || r.last_seq != 0 {
+                    return Err(Error::InvalidTopology("checkpointed RPP names a rank of the process's own group"));
+                }
+                continue;
             }
             peer.checkpointed_max = r.max_date;
             peer.received = Rpp::restore(&r)?;
+            peer.rx_seq = r.last_seq;
+            peer.stamps = stamps::restore(&r)?;
         }
         let mut p = Process {
             date: state.date,
@@ -259,7 +281,10 @@ impl Process {
             }
             Control::Checkpointed { date } => {
                 let j = self.outside_peer(from, "Checkpointed")?;
-                self.peers[j as usize].received.prune_through(date);
+                let peer = &mut self.peers[j as usize];
+                peer.received.prune_through(date);
+                let gone = peer.stamps.partition_point(|s| s.0 <= date);
+                peer.stamps.drain(..gone);
                 Ok(())
             }
             Control::FailureNotice { round, restarting } => {
@@ -350,6 +375,16 @@ impl Process {
     /// Whether a recovery round still involves this process.
     pub fn in_recovery(&self) -> bool {
         self.recovery.is_some()
+    }
+
+    /// Messages sent to `to` so far: the sequence number of the last (0 for unknown ranks).
+    pub fn sent_to(&self, to: Rank) -> u64 {
+        self.peers.get(to as usize).map_or(0, |p| p.sent)
+    }
+
+    /// Sequence number of the last stamped message accepted from `from` (0 if none).
+    pub fn last_seq_from(&self, from: Rank) -> u64 {
+        self.peers.get(from as usize).map_or(0, |p| p.rx_seq)
     }
 
     /// Date of the last message delivered from `from` (0 if none, for unknown ranks and for the process's group).

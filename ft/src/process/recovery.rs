@@ -22,7 +22,7 @@ use super::checkpoint::{AckState, ProcessState};
 use super::events::Action;
 use crate::control::{Control, Endpoint, Horizon};
 use crate::log::LogIndex;
-use crate::piggyback::{Piggyback, round_tag};
+use crate::piggyback::{Piggyback, Stamp, round_tag};
 use crate::topology::Topology;
 use crate::{Date, Error, GroupId, Phase, Rank, Result, Round};
 
@@ -47,8 +47,11 @@ pub(super) struct Recovery {
     reported: bool,
     /// Restarting only: ranks outside my group whose `LastDate` has not arrived.
     pub(super) awaiting_last_date: BTreeSet<Rank>,
-    /// Restarting only: per destination, `(date, recorded phase)` of the orphans still to regenerate, oldest first.
-    pub(super) owed: BTreeMap<Rank, VecDeque<(Date, Phase)>>,
+    /// Restarting only: per destination, `(date, recorded phase, recorded stamp)` of the orphans still to
+    /// regenerate, oldest first (the stamp is [`Stamp::NONE`] when the receiver did not stamp).
+    pub(super) owed: BTreeMap<Rank, VecDeque<(Date, Phase, Stamp)>>,
+    /// Restarting only: the `OrphanStamps` of ranks whose `LastDate` has not arrived yet.
+    orphan_stamps: BTreeMap<Rank, Vec<Stamp>>,
     /// The smallest date in `owed` (`Date::MAX` if none): a send past it skipped an orphan.
     pub(super) next_owed: Date,
     /// Phase this process must wait for before sending: its phase at the notice (or its checkpoint's), raised by
@@ -84,6 +87,7 @@ impl Recovery {
             reported: false,
             awaiting_last_date: BTreeSet::new(),
             owed: BTreeMap::new(),
+            orphan_stamps: BTreeMap::new(),
             next_owed: Date::MAX,
             taint,
             horizon: None,
@@ -167,6 +171,7 @@ impl Process {
         match msg {
             Control::Restarted { date, last_received, .. } => self.on_restarted(from, date, last_received, log),
             Control::LastDate { last_date, orphans, .. } => self.on_last_date(from, last_date, orphans, log),
+            Control::OrphanStamps { stamps, .. } => self.on_orphan_stamps(from, stamps),
             Control::NotifySendLogged { phase, .. } => {
                 self.check_my_coordinator(from, "NotifySendLogged")?;
                 self.on_notify_send_logged(phase);
@@ -239,6 +244,11 @@ impl Process {
             *rec.orphan_counts.entry(phase).or_default() += 1;
         }
         // Below a hole that k's checkpoint holds in its log (`on_receive_undone`), so that k replays it.
+        let stamps = Process::orphan_stamps(&self.peers[k as usize].stamps, &orphans);
+        if !stamps.is_empty() {
+            let msg = Control::OrphanStamps { round: rec.round, stamps };
+            self.actions.push_back(Action::Control { to: Endpoint::Process(k), msg });
+        }
         let msg = Control::LastDate { round: rec.round, last_date: rpp.last_date_for(date), orphans };
         self.actions.push_back(Action::Control { to: Endpoint::Process(k), msg });
         // k's restored log may hold entries an earlier Ack had dropped: acknowledge again what this process's
@@ -342,7 +352,12 @@ impl Process {
             if rec.complete {
                 return Err(bad("orphans reported after the round completed"));
             }
-            rec.owed.insert(j, orphans.into_iter().collect());
+            let stamps = rec.orphan_stamps.remove(&j).unwrap_or_default();
+            if !stamps.is_empty() && stamps.len() != orphans.len() {
+                return Err(bad("the orphans and the stamps sent before them do not pair up"));
+            }
+            let stamps = stamps.into_iter().chain(std::iter::repeat(Stamp::NONE));
+            rec.owed.insert(j, orphans.into_iter().zip(stamps).map(|((d, p), s)| (d, p, s)).collect());
             rec.update_next_owed();
         }
         // [R+] What this process sent j before its checkpoint and j never received was lost in flight with the
@@ -358,6 +373,23 @@ impl Process {
         }
         self.report_if_ready();
         self.maybe_resume();
+        Ok(())
+    }
+
+    /// `OrphanStamps` from `j` at a restarting process: kept for the `LastDate` that follows it.
+    fn on_orphan_stamps(&mut self, from: Endpoint, stamps: Vec<Stamp>) -> Result<()> {
+        let j = self.outside_peer(from, "OrphanStamps")?;
+        let Some(rec) = self.recovery.as_deref_mut() else {
+            return Ok(());
+        };
+        if !rec.restarting || !rec.awaiting_last_date.contains(&j) || rec.orphan_stamps.contains_key(&j) {
+            return Err(Error::UnexpectedMessage {
+                message: "OrphanStamps",
+                from: from.to_string(),
+                reason: "not awaited: this process is not restarting, its LastDate came already, or it came twice",
+            });
+        }
+        rec.orphan_stamps.insert(j, stamps);
         Ok(())
     }
 

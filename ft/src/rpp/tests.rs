@@ -240,9 +240,9 @@ fn an_arrival_undone_below_a_later_one_is_a_hole_filled_once() {
         assert_eq!(r.entries(), vec![(4, 1), (5, 1), (6, 1)]);
         assert!(matches!(r.accept(pb(7, 1)).unwrap(), Reception::Deliver(_)));
     }
-    let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![6], pruned: 0 };
+    let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![6], pruned: 0, ..Default::default() };
     assert!(Rpp::restore(&bad).is_err(), "a hole at Maxdate");
-    let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![2], pruned: 3 };
+    let bad = ReceivedFrom { max_date: 6, runs: vec![], holes: vec![2], pruned: 3, ..Default::default() };
     assert!(Rpp::restore(&bad).is_err(), "a hole below the pruning bound");
 }
 

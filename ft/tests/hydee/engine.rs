@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use nemesis_ft::{
     Action, Control, Coordinator, DateRule, Endpoint, Error, Horizon, LogConfig, Outbound, Piggyback, Process,
-    ProcessConfig, Rank, Reception, SenderLog, Topology,
+    ProcessConfig, Rank, Reception, SenderLog, Stamp, Topology,
 };
 
 fn topo(groups: Vec<u32>) -> Arc<Topology> {
@@ -394,7 +394,7 @@ fn restarting_process() {
     assert!(matches!(p.on_send(2).unwrap(), Outbound::LogOnly { .. }));
     assert_eq!(controls(&mut p), vec![(Endpoint::Coordinator(1), Control::OrphanNotification { round: 1, phase: 1 })]);
     // The second send was rank 2's second orphan; sending it elsewhere breaks send-determinism.
-    assert!(matches!(p.on_send(1), Err(Error::SendDeterminismViolated { to: 1, date: 2, expected: 2 })));
+    assert!(matches!(p.on_send(1), Err(Error::SendDeterminismViolated { rank: 0, dest: 1, date: 2, .. })));
 }
 
 /// A rendezvous whose sender dies before its data moved: the receiver undoes the arrival it recorded
@@ -629,6 +629,12 @@ mod fuzz {
                     orphans: o.into_iter().collect()
                 }
             ),
+            (r.clone(), proptest::collection::btree_set(1u64..12, 1..3)).prop_map(|(round, seqs)| {
+                Control::OrphanStamps {
+                    round,
+                    stamps: seqs.into_iter().map(|seq| Stamp { seq, digest: seq }).collect(),
+                }
+            }),
             (r.clone(), 1u64..6).prop_map(|(round, phase)| Control::MyPhase { round, phase }),
             (r.clone(), phases()).prop_map(|(round, phases)| Control::LoggedPhases { round, phases }),
             (r.clone(), proptest::collection::btree_map(1u64..6, 1u64..3, 0..3))

@@ -3,6 +3,8 @@
 
 mod sim;
 
+mod determinism;
 mod engine;
 mod properties;
 mod scenarios;
+mod stamps;

@@ -24,7 +24,8 @@ use std::sync::Arc;
 
 use nemesis_ft::{
     Action, Control, Coordinator, CoordinatorId, Date, DateRule, Delivery, Endpoint, GroupId, LogConfig, LogSnapshot,
-    Outbound, Phase, Piggyback, Process, ProcessConfig, ProcessState, Rank, Reception, SenderLog, Topology,
+    Outbound, Phase, Piggyback, Process, ProcessConfig, ProcessState, Rank, Reception, STAMP_LEN, SenderLog, Stamp,
+    Topology, digest::digest,
 };
 
 /// One step of a process's script.
@@ -87,7 +88,22 @@ pub struct Config {
     /// Sends the engine holds back do not block the script (a transport's non-blocking send: the application goes
     /// on, and may receive, while the send waits); they go out in order once the engine resumes them.
     pub nonblocking_sends: bool,
+    /// Drive the stamped hooks (per-destination sequence numbers and payload digests, checked on re-execution);
+    /// off, the unstamped ones, which trust the re-execution to be send-deterministic.
+    pub stamps: bool,
+    /// A program that is not send-deterministic: see [`Divergence`].
+    pub diverge: Option<Divergence>,
     pub max_steps: u64,
+}
+
+/// Once `rank` has rolled back, its sends number `a` and `b` (counting from 0 in script order) trade places:
+/// send `a` goes where send `b` went in the first execution, with `b`'s content, and the other way round. To one
+/// destination, the two messages swap dates.
+#[derive(Clone, Copy, Debug)]
+pub struct Divergence {
+    pub rank: Rank,
+    pub a: u64,
+    pub b: u64,
 }
 
 impl Config {
@@ -102,6 +118,8 @@ impl Config {
             date_rule: DateRule::Sends,
             deliver_on_arrival: false,
             nonblocking_sends: false,
+            stamps: true,
+            diverge: None,
             max_steps: 200_000,
         }
     }
@@ -352,7 +370,7 @@ impl AppMsg {
 
 #[derive(Clone, Debug)]
 enum Packet {
-    App { pb: [u8; 12], payload: Vec<u8>, replay: bool, round: u64 },
+    App { pb: [u8; 12], stamp: [u8; STAMP_LEN], payload: Vec<u8>, replay: bool, round: u64 },
     Ctl(Vec<u8>),
 }
 
@@ -679,10 +697,20 @@ impl Sim {
         let pi = p as usize;
         let proc_ = &self.procs[pi];
         let app = &proc_.app;
+        let mut n = app.sent;
+        let mut to = to;
+        if let Some(d) = self.cfg.diverge
+            && d.rank == p
+            && self.stats.rollbacks.contains_key(&p)
+            && (n == d.a || n == d.b)
+        {
+            n = if n == d.a { d.b } else { d.a };
+            to = self.reference.dest((p, n));
+        }
         let issued = Issued {
             to,
-            id: (p, app.sent),
-            value: value_of(p, app.sent, app.acc),
+            id: (p, n),
+            value: value_of(p, n, app.acc),
             past: app.past.clone(),
             phase: proc_.engine.phase(),
             floor: app.phase_floor,
@@ -726,9 +754,15 @@ impl Sim {
     fn try_send(&mut self, p: Rank, issued: &Issued, as_of: Option<Phase>) -> SimResult<bool> {
         let pi = p as usize;
         let to = issued.to;
-        let outcome = match as_of {
-            None => self.procs[pi].engine.on_send(to),
-            Some(phase) => self.procs[pi].engine.on_send_as_of(to, phase),
+        let id = issued.id;
+        let msg = AppMsg { id, value: issued.value, past: issued.past.clone(), delivery: None, phase: 0 };
+        let payload = msg.encode();
+        let engine = &mut self.procs[pi].engine;
+        let (outcome, stamp) = match (as_of, self.cfg.stamps) {
+            (None, false) => engine.on_send(to).map(|o| (o, Stamp::NONE)),
+            (Some(phase), false) => engine.on_send_as_of(to, phase).map(|o| (o, Stamp::NONE)),
+            (None, true) => engine.on_send_stamped(to, digest(&[], &payload)),
+            (Some(phase), true) => engine.on_send_as_of_stamped(to, phase, digest(&[], &payload)),
         }
         .map_err(|e| format!("rank {p} on_send({to}): {e}"))?;
         let inter = self.group(p) != self.group(to);
@@ -759,7 +793,6 @@ impl Sim {
                 (None, false)
             }
         };
-        let id = issued.id;
         if let Some(pb) = pb
             && pb.phase() < issued.floor
         {
@@ -769,10 +802,11 @@ impl Sim {
                 issued.floor
             ));
         }
-        let msg = AppMsg { id, value: issued.value, past: issued.past.clone(), delivery: None, phase: 0 };
-        let payload = msg.encode();
         if inter && let Some(pb) = pb {
-            self.procs[pi].log.append(to, pb, &payload).map_err(|e| format!("rank {p} log append: {e}"))?;
+            self.procs[pi]
+                .log
+                .append_stamped(to, pb, stamp, &[], &payload)
+                .map_err(|e| format!("rank {p} log append: {e}"))?;
             self.stats.max_spilled = self.stats.max_spilled.max(self.procs[pi].log.spilled_bytes());
         }
         let outcome = match (transmit, pb) {
@@ -787,7 +821,7 @@ impl Sim {
             self.push(
                 Endpoint::Process(p),
                 Endpoint::Process(to),
-                Packet::App { pb: pb.encode(), payload, replay: false, round },
+                Packet::App { pb: pb.encode(), stamp: stamp.encode(), payload, replay: false, round },
             );
         } else {
             self.stats.orphans += 1;
@@ -804,11 +838,12 @@ impl Sim {
     fn deliver(&mut self, from: Endpoint, to: Endpoint) -> SimResult<()> {
         let packet = self.channels.get_mut(&(from, to)).and_then(VecDeque::pop_front).ok_or("empty channel")?;
         match (to, packet) {
-            (Endpoint::Process(p), Packet::App { pb, payload, replay, round }) => {
+            (Endpoint::Process(p), Packet::App { pb, stamp, payload, replay, round }) => {
                 let Endpoint::Process(q) = from else {
                     return Err("application message from a coordinator".into());
                 };
-                self.arrive(q, p, &pb, &payload, replay, round)
+                let stamp = Stamp::decode(&stamp).map_err(err("stamp"))?;
+                self.arrive(q, p, &pb, stamp, &payload, replay, round)
             }
             (Endpoint::Process(p), Packet::Ctl(bytes)) => {
                 let msg = Control::decode(&bytes).map_err(err("decode"))?;
@@ -844,16 +879,29 @@ impl Sim {
         }
     }
 
-    fn arrive(&mut self, q: Rank, p: Rank, pb: &[u8; 12], payload: &[u8], replay: bool, round: u64) -> SimResult<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn arrive(
+        &mut self,
+        q: Rank,
+        p: Rank,
+        pb: &[u8; 12],
+        stamp: Stamp,
+        payload: &[u8],
+        replay: bool,
+        round: u64,
+    ) -> SimResult<()> {
         let pb = Piggyback::decode(pb).map_err(err("piggyback"))?;
         let mut msg = AppMsg::decode(payload)?;
         if msg.id.0 != q {
             return Err(format!("message {:?} arrived on the channel from {q}", msg.id));
         }
-        let verdict = self.procs[p as usize]
-            .engine
-            .on_receive(q, pb)
-            .map_err(|e| format!("rank {p} on_receive from {q}: {e}"))?;
+        let engine = &mut self.procs[p as usize].engine;
+        let verdict = if self.cfg.stamps {
+            engine.on_receive_stamped(q, pb, stamp, Some(digest(&[], payload)))
+        } else {
+            engine.on_receive(q, pb)
+        }
+        .map_err(|e| format!("rank {p} on_receive from {q}: {e}"))?;
         let id = msg.id;
         match verdict {
             Reception::Deliver(delivery) => {
@@ -924,10 +972,13 @@ impl Sim {
                 }
                 Action::Replay { to, piggyback } => {
                     let mut payload = Vec::new();
-                    let logged = self.procs[p as usize]
+                    let (logged, stamp) = self.procs[p as usize]
                         .log
-                        .read(to, piggyback.date(), &mut payload)
+                        .read_stamped(to, piggyback.date(), &mut payload)
                         .map_err(|e| format!("rank {p} replay to {to}: {e}"))?;
+                    if self.cfg.stamps && !stamp.is_some() {
+                        return Err(format!("rank {p} replays an unstamped entry to {to}"));
+                    }
                     if logged.phase() != piggyback.phase() {
                         return Err(format!(
                             "rank {p} replays with phase {} a message logged in {}",
@@ -942,7 +993,7 @@ impl Sim {
                     self.push(
                         Endpoint::Process(p),
                         Endpoint::Process(to),
-                        Packet::App { pb: piggyback.encode(), payload, replay: true, round },
+                        Packet::App { pb: piggyback.encode(), stamp: stamp.encode(), payload, replay: true, round },
                     );
                 }
                 Action::DiscardLog { to, before } => {
@@ -1057,8 +1108,13 @@ impl Sim {
                 let state: ProcessState = serde_json::from_str(&saved.state_json).map_err(err("deserialise"))?;
                 let engine = Process::restart(self.topo.clone(), state, round, &groups)
                     .map_err(|e| format!("rank {r} restart: {e}"))?;
-                let log =
-                    SenderLog::restore(self.procs.len(), log_config.clone(), &saved.log).map_err(err("log restore"))?;
+                let ranks = self.procs.len();
+                let log = if self.cfg.stamps {
+                    SenderLog::restore_stamped(ranks, log_config.clone(), &saved.log, |to| engine.sent_to(to))
+                } else {
+                    SenderLog::restore(ranks, log_config.clone(), &saved.log)
+                }
+                .map_err(err("log restore"))?;
                 self.procs[r as usize] =
                     Proc { engine, log, app: saved.app.clone(), hold: false, queued: VecDeque::new() };
                 *self.stats.rollbacks.entry(r).or_default() += 1;
