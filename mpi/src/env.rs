@@ -60,8 +60,9 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
 }
 
 /// Starts the process's transport, once, for whichever comes first of `MPI_Init` and
-/// `MPI_Session_init`: the Endpoint, the node of every job rank (an allgather over the job when
-/// it spans nodes: the first start is collective over the job, as the Endpoint's bootstrap is),
+/// `MPI_Session_init`: the Endpoint, the node of every job rank (from the process manager through
+/// the Endpoint's bootstrap; an allgather over the job only when it spans nodes and the process
+/// manager does not tell, PMIx: never on a restarted rank),
 /// empty tables with `MPI_COMM_WORLD`'s and `MPI_COMM_SELF`'s slots held dead until `MPI_Init`
 /// fills them (their contexts, 0–3, are never handed out), and thread level `required`.
 pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
@@ -88,6 +89,8 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     // The node's name for the collectives' levels and Comm_split_type's shared colour.
     let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
+    // Restarted from a checkpoint: nothing may be exchanged before `MPIX_Checkpoint_restore`.
+    let restarted = ep.restored_mpi().is_some();
     // This process's world among the universe's ranks (`comm::dynproc`), once.
     let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
     let st = acc.st();
@@ -95,20 +98,31 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
         None if all_local => one_node,
-        None => {
-            // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
-            // shared colour); everyone of this process's world learns everyone's, in the world's
-            // collective context (the first exchange of every process). Ranks of other worlds
-            // count as nodes of their own until a connection tells (`comm::dynproc`).
-            let world = Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
-            let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
-            let all = all.inspect_err(|_| acc.st().ep = None)?;
-            let mut of: Vec<u32> = (0..size).collect();
-            for (b, &r) in all.chunks_exact(4).zip(&world_ranks) {
-                of[r as usize] = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
+        // shared colour), as the bootstrap learnt it from the process manager: nothing is
+        // exchanged, so a restarted rank, whose peers are far past their start, has it too.
+        None => match st.ep.as_ref().and_then(|ep| ep.node_leaders()) {
+            Some(of) => of.to_vec(),
+            None if restarted => {
+                acc.st().ep = None;
+                let why = "a restarted rank cannot learn the ranks' nodes: the process manager does not publish them";
+                return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg(why)));
             }
-            of
-        }
+            None => {
+                // Everyone of this process's world learns everyone's, in the world's collective
+                // context (the first exchange of every process). Ranks of other worlds count as
+                // nodes of their own until a connection tells (`comm::dynproc`).
+                let world =
+                    Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+                let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
+                let all = all.inspect_err(|_| acc.st().ep = None)?;
+                let mut of: Vec<u32> = (0..size).collect();
+                for (b, &r) in all.chunks_exact(4).zip(&world_ranks) {
+                    of[r as usize] = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+                }
+                of
+            }
+        },
     };
     let st = acc.st();
     st.comms = vec![Arc::new(dead_comm()), Arc::new(dead_comm())];
