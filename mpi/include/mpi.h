@@ -574,6 +574,12 @@ extern MPI_F08_status *MPI_F08_STATUSES_IGNORE;
 #define MPIX_ERR_PROC_FAILED 101
 #define MPIX_ERR_PROC_FAILED_PENDING 102
 #define MPIX_ERR_REVOKED 103
+/* nemesis's fault-tolerance classes (above MPICH's extension classes): the program is not
+ * send-deterministic; the sender log is full; a restarted process communicated before
+ * MPIX_Checkpoint_restore. */
+#define MPIX_ERR_SEND_DETERMINISM 120
+#define MPIX_ERR_LOG_EXHAUSTED 121
+#define MPIX_ERR_NOT_RESTORED 122
 
 /* ---------------------------------------------------------------------------------------------
  * Functions. */

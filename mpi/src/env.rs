@@ -56,7 +56,10 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     st.sessions.world = Phase::Running;
     st.main_thread = Some(std::thread::current().id());
     // A spawned process meets its parents.
-    crate::comm::dynproc::on_init(acc)
+    crate::comm::dynproc::on_init(acc)?;
+    // A restarted process communicates nothing before MPIX_Checkpoint_restore.
+    crate::ft::park(acc.st());
+    Ok(())
 }
 
 /// Starts the process's transport, once, for whichever comes first of `MPI_Init` and
@@ -69,6 +72,9 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     if acc.st().phase == Phase::After {
         let why = Why::Arg("the transport was finalized (MPI_Finalize): it cannot start again in this process");
         return Err(Fail::new(abi::ERR_OTHER, None, why));
+    }
+    if crate::ft::awaiting_restore() {
+        return Err(crate::ft::unrestored());
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
@@ -231,7 +237,7 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
 pub fn abort(acc: &mut Access, comm: abi::Comm, code: c_int) -> ! {
     let st = acc.st();
     let msg = format!("MPI_Abort(comm {comm:#x}, errorcode {code}) called");
-    match st.ep.as_mut() {
+    match st.ep.as_mut().or(st.parked.as_mut()) {
         Some(ep) => ep.abort(code, &msg),
         None => {
             eprintln!("nemesis-mpi: {msg}");
