@@ -164,10 +164,20 @@ fn dead_comm() -> Comm {
 
 /// Grants thread level `required` if it is above the one in force (the process has one level:
 /// the highest that `MPI_Init_thread` or a session asked for), and decides the fused paths.
+///
+/// With fault tolerance on, `MPI_THREAD_SERIALIZED` at most (MPI lets the level provided be
+/// lower than the one required): threads calling MPI at once would interleave their sends to a
+/// destination in an order the scheduler picks, which a re-execution after a restart does not
+/// reproduce, and HydEE needs the program to be send-deterministic. Serialized calls are ordered
+/// by the program itself.
 pub fn raise_level(acc: &mut Access, required: c_int) {
     let st = acc.st();
-    st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE));
     let ft = st.ep.as_ref().is_some_and(|ep| ep.ft_enabled());
+    let most = if ft { abi::THREAD_SERIALIZED } else { abi::THREAD_MULTIPLE };
+    if ft && required > most && st.provided < most {
+        tracing::info!("fault tolerance: MPI_THREAD_SERIALIZED granted for MPI_THREAD_MULTIPLE (send determinism)");
+    }
+    st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, most));
     st.fused = st.provided != abi::THREAD_MULTIPLE && !ft;
     crate::state::set_fused(st.fused && st.deferred.is_empty());
     if st.provided == abi::THREAD_MULTIPLE {

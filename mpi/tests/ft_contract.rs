@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `a_restarted_rank_communicates_nothing_before_its_restore` | `tests/c/ft_contract.c`: rank 3 kills itself after its first checkpoint; before their restore, the restarted ranks 2 and 3 try every kind of communication: each returns `MPIX_ERR_NOT_RESTORED` at once; sums equal the failure-free run's | 4 in 2 groups, one node |
 //! | `…_over_two_nodes` | the same with `--nodes 2` | 4 in 2 groups, 2 nodes |
+//! | `without_fault_tolerance_multiple_is_granted` | `ft_contract.c` without `--ft-groups`: `MPI_THREAD_MULTIPLE` granted (with it, every test above checks `MPI_THREAD_SERIALIZED`) | 1, 4; 4 over 2 nodes |
 //! | `a_collective_before_the_restore_ends_the_job_under_errors_are_fatal` | the restarted rank's `MPI_Allreduce` before its restore, under `MPI_ERRORS_ARE_FATAL`: the job ends with a message naming the call and the class | 4 in 2 groups |
 //!
 //! The library and the launcher are built first (`common::setup`).
@@ -64,6 +65,15 @@ fn a_restarted_rank_communicates_nothing_before_its_restore() {
 #[test]
 fn a_restarted_rank_communicates_nothing_before_its_restore_over_two_nodes() {
     contract(&["--nodes", "2"], "two-nodes");
+}
+
+#[test]
+fn without_fault_tolerance_multiple_is_granted() {
+    let prog = compile_from("tests/c", "ft_contract", Cc::Ours);
+    for (n, extra) in [(1, &[][..]), (4, &[][..]), (4, &["--nodes", "2"][..])] {
+        let o = job(n, &prog, extra, &[]);
+        assert_all_ok(&o, "ft_contract", n);
+    }
 }
 
 #[test]

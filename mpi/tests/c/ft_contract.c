@@ -8,7 +8,9 @@
  * once (no hang); local calls work, and the restore then succeeds (the refused calls made no
  * object). Each rank prints its sum, the same with and without the kill. FT_CONTRACT_FATAL=1:
  * under MPI_ERRORS_ARE_FATAL, the restarted rank's MPI_Allreduce before the restore ends the job
- * with a message naming the call. */
+ * with a message naming the call. The program asks for MPI_THREAD_MULTIPLE: with fault tolerance
+ * on (NEMESIS_FT_GROUPS set) it gets MPI_THREAD_SERIALIZED (send determinism), without it
+ * MPI_THREAD_MULTIPLE. */
 #include "check.h"
 
 #include <signal.h>
@@ -16,11 +18,14 @@
 #define ITERS 8
 #define EVERY 4
 
-/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
- * the environment). */
-static int restarted;
+/* Whether this is a restarted incarnation, and whether fault tolerance is on (read before MPI_Init
+ * takes the variables out of the environment). */
+static int restarted, ft_on;
 
-__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
+__attribute__((constructor)) static void read_restart(void) {
+    restarted = getenv("NEMESIS_FT_RESTART") != NULL;
+    ft_on = getenv("NEMESIS_FT_GROUPS") != NULL;
+}
 
 static void refused(int rc, const char *call) {
     CHECK(class_of(rc) == MPIX_ERR_NOT_RESTORED, "%s before MPIX_Checkpoint_restore returned %d (class %d)", call,
@@ -66,11 +71,14 @@ static void before_restore(int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    int provided = -1;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     check_rank = rank;
+    int want = ft_on ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    CHECK(provided == want, "MPI_THREAD_MULTIPLE required, %d provided (fault tolerance %d)", provided, ft_on);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     if (restarted && getenv("FT_CONTRACT_FATAL") != NULL) {
         OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
