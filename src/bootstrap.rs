@@ -383,6 +383,10 @@ pub fn bootstrap() -> Result<Boot> {
     if local_ranks.len() < size as usize {
         let secret = match given_secret {
             Some(s) => s,
+            // Made with a barrier, which a restarted rank's peers, long past it, would not join.
+            None if restarted => {
+                return Err(Error::Bootstrap("a restarted rank needs the job's secret from its launcher".into()));
+            }
             None => job_secret(&mut pm, rank)?,
         };
         let n = Net::start(NetKind::from_env()?, rank, size, secret)?;
