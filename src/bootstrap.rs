@@ -5,7 +5,7 @@
 //! [`choose`] picks the process manager interface from the environment (`NEMESIS_PMI`, else PMIx,
 //! PMI-2, PMI-1 or a singleton by what is set); then, over any of them ([`ProcessManager`]):
 //! 1. **placement**: the ranks of this node, from the process manager's mapping or from every
-//!    rank's node id put in the KVS;
+//!    rank's node id put in the KVS (both also give every rank's node: [`Boot::leaders`]);
 //! 2. the lowest rank of a node finds the launcher's segment (`segment_key(node)`,
 //!    [`crate::contract`]) or creates a named one and publishes it; barrier;
 //! 3. every rank attaches and registers; barrier; a name, if any, is unlinked.
@@ -49,6 +49,10 @@ pub struct Boot {
     pub node: String,
     /// Global ranks on this node, in rank order: index = local rank.
     pub local_ranks: Vec<u32>,
+    /// The node of every rank of the job, named by its lowest rank (as `local_ranks[0]` is on
+    /// each node), when the process manager or the node ids in its key-value space tell it: a
+    /// restarted rank learns it without its peers (`None` under PMIx).
+    pub leaders: Option<Vec<u32>>,
     /// This process's local rank.
     pub local_rank: u16,
     /// The node's segment, attached and registered.
@@ -322,10 +326,10 @@ pub fn bootstrap() -> Result<Boot> {
     install_failure_notice();
     let explicit_node = std::env::var(ENV_NODE).is_ok_and(|v| !v.trim().is_empty());
     let placed = if explicit_node { None } else { pm.placement()? };
-    let (node, local_ranks) = match placed {
+    let (node, local_ranks, leaders) = match placed {
         Some(p) => {
             tracing::debug!(rank, node = %p.node, local = ?p.local_ranks, "placement from the process manager");
-            (p.node, p.local_ranks)
+            (p.node, p.local_ranks, p.leaders)
         }
         None => {
             // Node ids through the key-value space: ranks with the same id share a node.
@@ -334,14 +338,18 @@ pub fn bootstrap() -> Result<Boot> {
             if !restarted {
                 pm.barrier()?;
             }
-            let mut local_ranks = Vec::new();
+            let mut ids = Vec::with_capacity(world.len());
             for r in world.clone() {
-                let n = if r == rank { node.clone() } else { pm.get_required(r, &node_key(r), "node id")? };
-                if n == node {
-                    local_ranks.push(r);
-                }
+                ids.push(if r == rank { node.clone() } else { pm.get_required(r, &node_key(r), "node id")? });
             }
-            (node, local_ranks)
+            let local_ranks = world.clone().zip(&ids).filter(|(_, n)| **n == node).map(|(r, _)| r).collect();
+            // Every rank's node (by its lowest rank), which a restarted rank could not gather
+            // from the others; a rank of another world counts as a node of its own.
+            let mut leaders: Vec<u32> = (0..size).collect();
+            for (r, l) in world.clone().zip(crate::pmi::leaders_of(&ids)) {
+                leaders[r as usize] = world.start + l;
+            }
+            (node, local_ranks, Some(leaders))
         }
     };
     let local_rank = local_ranks
@@ -375,6 +383,10 @@ pub fn bootstrap() -> Result<Boot> {
     if local_ranks.len() < size as usize {
         let secret = match given_secret {
             Some(s) => s,
+            // Made with a barrier, which a restarted rank's peers, long past it, would not join.
+            None if restarted => {
+                return Err(Error::Bootstrap("a restarted rank needs the job's secret from its launcher".into()));
+            }
             None => job_secret(&mut pm, rank)?,
         };
         let n = Net::start(NetKind::from_env()?, rank, size, secret)?;
@@ -437,7 +449,7 @@ pub fn bootstrap() -> Result<Boot> {
     // registering would have left it).
     segment.unlink()?;
     tracing::debug!(rank, size, %node, local_rank, local_size, "bootstrap done");
-    Ok(Boot { rank, size, node, local_ranks, local_rank, segment, pmi: Some(pm), net, localities })
+    Ok(Boot { rank, size, node, local_ranks, leaders, local_rank, segment, pmi: Some(pm), net, localities })
 }
 
 /// Attaches to a published segment handle: `fd:<n>` (inherited) or `shm:<name>`.
@@ -463,6 +475,7 @@ fn singleton() -> Result<Boot> {
         size: 1,
         node: local_node_id()?,
         local_ranks: vec![0],
+        leaders: Some(vec![0]),
         local_rank: 0,
         segment,
         pmi: None,

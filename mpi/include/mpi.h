@@ -574,6 +574,12 @@ extern MPI_F08_status *MPI_F08_STATUSES_IGNORE;
 #define MPIX_ERR_PROC_FAILED 101
 #define MPIX_ERR_PROC_FAILED_PENDING 102
 #define MPIX_ERR_REVOKED 103
+/* nemesis's fault-tolerance classes (above MPICH's extension classes): the program is not
+ * send-deterministic; the sender log is full; a restarted process communicated before
+ * MPIX_Checkpoint_restore. */
+#define MPIX_ERR_SEND_DETERMINISM 120
+#define MPIX_ERR_LOG_EXHAUSTED 121
+#define MPIX_ERR_NOT_RESTORED 122
 
 /* ---------------------------------------------------------------------------------------------
  * Functions. */
@@ -1971,12 +1977,14 @@ double PMPI_Wtime(void);
 #define PMPI_Message_c2f(msg) ((MPI_Fint)(msg))
 #define PMPI_Message_f2c(msg) ((MPI_Message)(msg))
 
-/* ---- MPIX: nemesis extensions (mpi/src/ft.rs) ------------------------------------------------
+/* ---- MPIX: nemesis extensions (mpi/src/ft/mod.rs) ---------------------------------------------
  * Application checkpoints with fault tolerance (HydEE). MPIX_Checkpoint: a checkpoint of len bytes at
  * buf, coordinated with the caller's fault-tolerance group (every member calls it; no request may be
  * outstanding: MPI_ERR_PENDING; the file cannot be written: MPI_ERR_IO). MPIX_Checkpoint_restore:
  * after a restart, the state of the checkpoint restarted from, malloc'ed (free it), *restored = 1;
- * else *buf = NULL, *len = 0, *restored = 0. */
+ * else *buf = NULL, *len = 0, *restored = 0. A restarted process calls it right after MPI_Init:
+ * before it, every call but MPI_Comm_rank, MPI_Comm_size, MPI_Comm_set/get_errhandler (and those
+ * allowed before MPI_Init) fails with MPIX_ERR_NOT_RESTORED. */
 #define NEMESIS_MPIX_CHECKPOINT 1
 int MPIX_Checkpoint(const void *buf, size_t len);
 int MPIX_Checkpoint_restore(void **buf, size_t *len, int *restored);

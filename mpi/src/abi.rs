@@ -462,6 +462,15 @@ pub const ERR_LASTCODE: c_int = 0x3fff_ffff;
 pub const ERRX_PROC_FAILED: c_int = 101;
 pub const ERRX_PROC_FAILED_PENDING: c_int = 102;
 pub const ERRX_REVOKED: c_int = 103;
+/// nemesis's fault-tolerance classes (`crate::ft`), above MPICH's extension classes (101–105):
+/// the program is not send-deterministic (a re-executed send differs from the first run's).
+pub const ERRX_SEND_DETERMINISM: c_int = 120;
+/// The sender log reached its bounds (`NEMESIS_FT_LOG_MAX`, `NEMESIS_FT_SPILL_MAX`).
+pub const ERRX_LOG_EXHAUSTED: c_int = 121;
+/// A restarted process communicated before `MPIX_Checkpoint_restore`.
+pub const ERRX_NOT_RESTORED: c_int = 122;
+/// The last predefined class (`MPI_LASTUSEDCODE` before the program adds any).
+pub const ERRX_LAST: c_int = ERRX_NOT_RESTORED;
 
 #[cfg(test)]
 mod tests {
@@ -676,6 +685,9 @@ mod tests {
             ("MPIX_ERR_PROC_FAILED", ERRX_PROC_FAILED.into()),
             ("MPIX_ERR_PROC_FAILED_PENDING", ERRX_PROC_FAILED_PENDING.into()),
             ("MPIX_ERR_REVOKED", ERRX_REVOKED.into()),
+            ("MPIX_ERR_SEND_DETERMINISM", ERRX_SEND_DETERMINISM.into()),
+            ("MPIX_ERR_LOG_EXHAUSTED", ERRX_LOG_EXHAUSTED.into()),
+            ("MPIX_ERR_NOT_RESTORED", ERRX_NOT_RESTORED.into()),
         ];
         for (name, v) in want {
             assert_eq!(h.get(*name), Some(v), "{name}");
@@ -718,10 +730,17 @@ mod tests {
         // MPI-4.0) is in MPICH's header.
         // MPI-4.1 names MPICH 4.0 lacks (MPICH 4.1's and 4.2's values).
         let newer = ["MPI_BUFFER_AUTOMATIC", "MPI_COMBINER_VALUE_INDEX", "MPI_COMM_TYPE_RESOURCE_GUIDED"];
+        // nemesis's own extension classes (fault tolerance), above MPICH's.
+        let own = ["MPIX_ERR_SEND_DETERMINISM", "MPIX_ERR_LOG_EXHAUSTED", "MPIX_ERR_NOT_RESTORED"];
+        for n in own {
+            assert!(!mpich.contains_key(n), "{n} is MPICH's now");
+        }
+        let mpich_last = mpich.get("MPICH_ERR_LAST_MPIX").copied().unwrap_or(105);
+        assert!(i64::from(ERRX_SEND_DETERMINISM) > mpich_last, "our classes collide with MPICH's ({mpich_last})");
         let missing: Vec<&String> = ours
             .keys()
             .filter(|n| !mpich.contains_key(*n) && n.starts_with("MPI") && !differ.contains(&n.as_str()))
-            .filter(|n| !newer.contains(&n.as_str()))
+            .filter(|n| !newer.contains(&n.as_str()) && !own.contains(&n.as_str()))
             .collect();
         assert!(missing.is_empty(), "not in MPICH's header: {missing:?}");
         assert!(shared > 200, "only {shared} constants compared: is the parser broken?");

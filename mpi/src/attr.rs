@@ -56,7 +56,7 @@ const PREDEFINED: [c_int; 7] =
 /// rank, every rank can do I/O, clocks are per node (not global), the universe is the job, the
 /// last error code is the last class, one application.
 pub fn predefined_values(size: u32) -> [c_int; 7] {
-    [c_int::MAX, abi::PROC_NULL, abi::ANY_SOURCE, 0, size as c_int, abi::ERRX_REVOKED, 0]
+    [c_int::MAX, abi::PROC_NULL, abi::ANY_SOURCE, 0, size as c_int, abi::ERRX_LAST, 0]
 }
 
 fn running(acc: &mut Access) -> Res<&mut State> {

@@ -56,18 +56,25 @@ pub fn init(acc: &mut Access, required: c_int) -> Res<()> {
     st.sessions.world = Phase::Running;
     st.main_thread = Some(std::thread::current().id());
     // A spawned process meets its parents.
-    crate::comm::dynproc::on_init(acc)
+    crate::comm::dynproc::on_init(acc)?;
+    // A restarted process communicates nothing before MPIX_Checkpoint_restore.
+    crate::ft::park(acc.st());
+    Ok(())
 }
 
 /// Starts the process's transport, once, for whichever comes first of `MPI_Init` and
-/// `MPI_Session_init`: the Endpoint, the node of every job rank (an allgather over the job when
-/// it spans nodes: the first start is collective over the job, as the Endpoint's bootstrap is),
+/// `MPI_Session_init`: the Endpoint, the node of every job rank (from the process manager through
+/// the Endpoint's bootstrap; an allgather over the job only when it spans nodes and the process
+/// manager does not tell, PMIx: never on a restarted rank),
 /// empty tables with `MPI_COMM_WORLD`'s and `MPI_COMM_SELF`'s slots held dead until `MPI_Init`
 /// fills them (their contexts, 0–3, are never handed out), and thread level `required`.
 pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     if acc.st().phase == Phase::After {
         let why = Why::Arg("the transport was finalized (MPI_Finalize): it cannot start again in this process");
         return Err(Fail::new(abi::ERR_OTHER, None, why));
+    }
+    if crate::ft::awaiting_restore() {
+        return Err(crate::ft::unrestored());
     }
     let tuning =
         Tuning::from_vars(|k| std::env::var(k).ok()).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(e)))?;
@@ -88,6 +95,8 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     // The node's name for the collectives' levels and Comm_split_type's shared colour.
     let leader = ep.node_leader();
     let all_local = ep.local_ranks().len() == size as usize;
+    // Restarted from a checkpoint: nothing may be exchanged before `MPIX_Checkpoint_restore`.
+    let restarted = ep.restored_mpi().is_some();
     // This process's world among the universe's ranks (`comm::dynproc`), once.
     let world_ranks: Vec<u32> = crate::comm::dynproc::world_of(size);
     let st = acc.st();
@@ -95,20 +104,31 @@ pub fn bring_up(acc: &mut Access, required: c_int) -> Res<()> {
     let node_of_job: Vec<u32> = match tuning.fake_nodes {
         Some(k) => (0..size).map(|r| (u64::from(r) * u64::from(k) / u64::from(size)) as u32).collect(),
         None if all_local => one_node,
-        None => {
-            // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
-            // shared colour); everyone of this process's world learns everyone's, in the world's
-            // collective context (the first exchange of every process). Ranks of other worlds
-            // count as nodes of their own until a connection tells (`comm::dynproc`).
-            let world = Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
-            let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
-            let all = all.inspect_err(|_| acc.st().ep = None)?;
-            let mut of: Vec<u32> = (0..size).collect();
-            for (b, &r) in all.chunks_exact(4).zip(&world_ranks) {
-                of[r as usize] = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        // Each rank names its node by its lowest rank (the Endpoint's, as Comm_split_type's
+        // shared colour), as the bootstrap learnt it from the process manager: nothing is
+        // exchanged, so a restarted rank, whose peers are far past their start, has it too.
+        None => match st.ep.as_ref().and_then(|ep| ep.node_leaders()) {
+            Some(of) => of.to_vec(),
+            None if restarted => {
+                acc.st().ep = None;
+                let why = "a restarted rank cannot learn the ranks' nodes: the process manager does not publish them";
+                return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg(why)));
             }
-            of
-        }
+            None => {
+                // Everyone of this process's world learns everyone's, in the world's collective
+                // context (the first exchange of every process). Ranks of other worlds count as
+                // nodes of their own until a connection tells (`comm::dynproc`).
+                let world =
+                    Comm::new(world_ranks.clone(), rank, size, nemesis::WORLD, abi::ERRORS_ARE_FATAL, &one_node);
+                let all = coll::allgather_bytes(acc, &world, &tuning, &leader.to_ne_bytes());
+                let all = all.inspect_err(|_| acc.st().ep = None)?;
+                let mut of: Vec<u32> = (0..size).collect();
+                for (b, &r) in all.chunks_exact(4).zip(&world_ranks) {
+                    of[r as usize] = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+                }
+                of
+            }
+        },
     };
     let st = acc.st();
     st.comms = vec![Arc::new(dead_comm()), Arc::new(dead_comm())];
@@ -144,10 +164,20 @@ fn dead_comm() -> Comm {
 
 /// Grants thread level `required` if it is above the one in force (the process has one level:
 /// the highest that `MPI_Init_thread` or a session asked for), and decides the fused paths.
+///
+/// With fault tolerance on, `MPI_THREAD_SERIALIZED` at most (MPI lets the level provided be
+/// lower than the one required): threads calling MPI at once would interleave their sends to a
+/// destination in an order the scheduler picks, which a re-execution after a restart does not
+/// reproduce, and HydEE needs the program to be send-deterministic. Serialized calls are ordered
+/// by the program itself.
 pub fn raise_level(acc: &mut Access, required: c_int) {
     let st = acc.st();
-    st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, abi::THREAD_MULTIPLE));
     let ft = st.ep.as_ref().is_some_and(|ep| ep.ft_enabled());
+    let most = if ft { abi::THREAD_SERIALIZED } else { abi::THREAD_MULTIPLE };
+    if ft && required > most && st.provided < most {
+        tracing::info!("fault tolerance: MPI_THREAD_SERIALIZED granted for MPI_THREAD_MULTIPLE (send determinism)");
+    }
+    st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, most));
     st.fused = st.provided != abi::THREAD_MULTIPLE && !ft;
     crate::state::set_fused(st.fused && st.deferred.is_empty());
     if st.provided == abi::THREAD_MULTIPLE {
@@ -217,7 +247,7 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
 pub fn abort(acc: &mut Access, comm: abi::Comm, code: c_int) -> ! {
     let st = acc.st();
     let msg = format!("MPI_Abort(comm {comm:#x}, errorcode {code}) called");
-    match st.ep.as_mut() {
+    match st.ep.as_mut().or(st.parked.as_mut()) {
         Some(ep) => ep.abort(code, &msg),
         None => {
             eprintln!("nemesis-mpi: {msg}");

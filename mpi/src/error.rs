@@ -14,7 +14,7 @@ use crate::abi;
 
 /// Code, name and text of every class the library defines (MPICH's numbering: 54 is unused; the
 /// tool-interface classes 59–74 and 78 are defined, never returned).
-pub const CLASSES: [(c_int, &str, &str); 82] = [
+pub const CLASSES: [(c_int, &str, &str); 85] = [
     (abi::SUCCESS, "MPI_SUCCESS", "no error"),
     (abi::ERR_BUFFER, "MPI_ERR_BUFFER", "invalid buffer pointer"),
     (abi::ERR_COUNT, "MPI_ERR_COUNT", "invalid count argument"),
@@ -96,6 +96,17 @@ pub const CLASSES: [(c_int, &str, &str); 82] = [
     (abi::ERRX_PROC_FAILED, "MPIX_ERR_PROC_FAILED", "a process taking part in the operation died"),
     (abi::ERRX_PROC_FAILED_PENDING, "MPIX_ERR_PROC_FAILED_PENDING", "a failure left this request pending"),
     (abi::ERRX_REVOKED, "MPIX_ERR_REVOKED", "the communication object was revoked"),
+    (
+        abi::ERRX_SEND_DETERMINISM,
+        "MPIX_ERR_SEND_DETERMINISM",
+        "the program is not send-deterministic: a re-executed send differs from the first execution's",
+    ),
+    (abi::ERRX_LOG_EXHAUSTED, "MPIX_ERR_LOG_EXHAUSTED", "the fault-tolerance sender log is full"),
+    (
+        abi::ERRX_NOT_RESTORED,
+        "MPIX_ERR_NOT_RESTORED",
+        "a restarted process communicated before MPIX_Checkpoint_restore",
+    ),
     (abi::ERR_LASTCODE, "MPI_ERR_LASTCODE", "last error code"),
 ];
 
@@ -113,18 +124,49 @@ pub fn name_of(code: c_int) -> &'static str {
     entry(code).map_or("(unknown error code)", |e| e.1)
 }
 
-/// The text `MPI_Error_string` gives for `code`.
+/// The text `MPI_Error_string` gives for `code`; for a fault-tolerance class, with the last
+/// failure of that class this process met (which names the ranks, the message's sequence...).
 pub fn string_of(code: c_int) -> String {
     match entry(code) {
-        Some((_, name, text)) => format!("{name}: {text}"),
+        Some((_, name, text)) => match last_ft(code) {
+            Some(detail) => format!("{name}: {text}: {detail}"),
+            None => format!("{name}: {text}"),
+        },
         None => format!("unknown error code {code}"),
     }
+}
+
+/// The last failure of each fault-tolerance class (`MPIX_ERR_SEND_DETERMINISM`...), as
+/// [`code_of`] met it: `MPI_Error_string` names it.
+static LAST_FT: std::sync::Mutex<Vec<(c_int, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn last_ft(code: c_int) -> Option<String> {
+    let last = LAST_FT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    last.iter().find(|e| e.0 == code).map(|e| e.1.clone())
+}
+
+/// The class of a fault-tolerance failure: the ones a program can provoke have their own
+/// (remembered for `MPI_Error_string`); a spill-file failure is `MPI_ERR_IO`.
+#[cold]
+fn ft_code(e: &nemesis_ft::Error) -> c_int {
+    use nemesis_ft::Error as F;
+    let code = match e {
+        F::SendDeterminismViolated { .. } => abi::ERRX_SEND_DETERMINISM,
+        F::LogExhausted { .. } => abi::ERRX_LOG_EXHAUSTED,
+        F::Io(_) => return abi::ERR_IO,
+        _ => return abi::ERR_OTHER,
+    };
+    let mut last = LAST_FT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    last.retain(|x| x.0 != code);
+    last.push((code, e.to_string()));
+    code
 }
 
 /// The code for an Endpoint error.
 pub fn code_of(e: &nemesis::Error) -> c_int {
     use nemesis::Error as E;
     match e {
+        E::Ft(f) => ft_code(f),
         E::InvalidRank { .. } => abi::ERR_RANK,
         E::InvalidTag(_) => abi::ERR_TAG,
         E::Truncated { .. } => abi::ERR_TRUNCATE,
@@ -325,5 +367,20 @@ mod tests {
         assert_eq!(code_of(&e), abi::ERR_TRUNCATE);
         assert_eq!(code_of(&nemesis::Error::PeerDied { rank: 3 }), abi::ERRX_PROC_FAILED);
         assert_eq!(code_of(&nemesis::Error::TooLarge { len: 1, limit: 0 }), abi::ERR_COUNT);
+    }
+
+    #[test]
+    fn fault_tolerance_failures_have_classes_that_name_them() {
+        let e = nemesis_ft::Error::SendDeterminismViolated { rank: 3, dest: 1, seq: 7, date: 9, what: "differs" };
+        assert_eq!(code_of(&nemesis::Error::Ft(Box::new(e))), abi::ERRX_SEND_DETERMINISM);
+        let s = string_of(abi::ERRX_SEND_DETERMINISM);
+        assert!(s.starts_with("MPIX_ERR_SEND_DETERMINISM: the program is not send-deterministic"), "{s}");
+        assert!(s.contains("rank 3's message 7 to rank 1"), "{s}");
+        let e = nemesis_ft::Error::LogExhausted { memory_limit: 10, spill_limit: 20 };
+        assert_eq!(code_of(&nemesis::Error::Ft(Box::new(e))), abi::ERRX_LOG_EXHAUSTED);
+        assert!(string_of(abi::ERRX_LOG_EXHAUSTED).contains("10 bytes in memory"));
+        assert!(string_of(abi::ERRX_NOT_RESTORED).contains("before MPIX_Checkpoint_restore"));
+        let e = nemesis_ft::Error::CheckpointPending;
+        assert_eq!(code_of(&nemesis::Error::Ft(Box::new(e))), abi::ERR_OTHER);
     }
 }

@@ -145,6 +145,10 @@ pub struct State {
     pub phase: Phase,
     /// The Endpoint (`Some` while running).
     pub ep: Option<Endpoint>,
+    /// The Endpoint of a restarted process between `MPI_Init` and `MPIX_Checkpoint_restore`,
+    /// while `ep` is `None`: nothing communicates before the restore (`crate::ft::park`); it
+    /// still ends the job on a fatal error.
+    pub parked: Option<Endpoint>,
     /// The communicator table: handle = `COMM_BASE + index`; 0 is `MPI_COMM_WORLD`, 1
     /// `MPI_COMM_SELF`.
     pub comms: Vec<Arc<Comm>>,
@@ -219,6 +223,13 @@ pub struct State {
 }
 
 impl State {
+    /// True while the transport runs, parked or not (`crate::ft::park`): the test of the calls
+    /// a restarted rank may make before `MPIX_Checkpoint_restore` (`MPI_Comm_rank`,
+    /// `MPI_Comm_size`, `MPI_Comm_set_errhandler`, `MPI_Comm_get_errhandler`).
+    pub fn started(&self) -> bool {
+        self.ep.is_some() || self.parked.is_some()
+    }
+
     /// Posts the deferred receives to the Endpoint, oldest first (see [`State::deferred`]).
     #[inline]
     pub fn post_deferred(&mut self) {
@@ -253,6 +264,7 @@ impl State {
             links: crate::comm::links::Links::new(),
             phase: Phase::Before,
             ep: None,
+            parked: None,
             comms: Vec::new(),
             comms_retired: Vec::new(),
             comm_slots: Vec::new(),
@@ -332,7 +344,7 @@ impl State {
     #[cold]
     pub fn fatal(&mut self, call: &'static str, f: Fail) -> ! {
         let msg = format!("{call} failed: {}: {} (error handler MPI_ERRORS_ARE_FATAL)", name_of(f.code), f.why);
-        match self.ep.as_mut() {
+        match self.ep.as_mut().or(self.parked.as_mut()) {
             // Prints "nemesis: rank R aborts the job (code C): <msg>" and ends every rank.
             Some(ep) => ep.abort(f.code, &msg),
             None => {
@@ -733,6 +745,9 @@ fn panicked(call: &'static str, p: Box<dyn std::any::Any + Send>) -> c_int {
 /// The failure of a call made outside `MPI_Init`..`MPI_Finalize`.
 #[cold]
 pub fn not_running(phase: Phase) -> Fail {
+    if phase == Phase::Running && crate::ft::awaiting_restore() {
+        return crate::ft::unrestored();
+    }
     let why = match phase {
         Phase::Before => "called before MPI_Init",
         _ => "called after MPI_Finalize",

@@ -8,8 +8,8 @@
 //! | Test | What | Ranks |
 //! |---|---|---|
 //! | `handles_survive_a_restart` | rank 3 killed after its first checkpoint: its group (ranks 2, 3) restarts, reads its handles back and uses them; sums equal the failure-free run's | 4 in 2 groups, one node |
-//! | `handles_survive_a_restart_over_two_nodes` | the same with `--nodes 2` (ignored: a restarted rank waits in `MPI_Init`'s node-id allgather on `MPI_COMM_WORLD` when there are several node identities, which issue 33's package B removes) | 4 in 2 groups, 2 nodes |
-//! | `a_restore_after_new_objects_is_refused` | the restarted incarnation makes a datatype before `MPIX_Checkpoint_restore`: refused (`MPI_ERR_OTHER`, "restore first"), the job ends | 4 in 2 groups |
+//! | `handles_survive_a_restart_over_two_nodes` | the same with `--nodes 2` (the restarted ranks learn every rank's node from the launcher: `MPI_Init` exchanges nothing) | 4 in 2 groups, 2 nodes |
+//! | `a_restore_after_new_objects_is_refused` | the restarted incarnation makes a datatype before `MPIX_Checkpoint_restore`: refused (`MPIX_ERR_NOT_RESTORED`, the restart contract), the job ends | 4 in 2 groups |
 //! | `without_fault_tolerance_nothing_is_saved` | the program runs through without `--ft` (checkpoints write nothing) | 4 |
 //!
 //! The library and the launcher are built first (`common::setup`).
@@ -105,7 +105,6 @@ fn handles_survive_a_restart() {
 }
 
 #[test]
-#[ignore = "a restarted rank waits in MPI_Init's allgather with several node identities (issue 33, package B)"]
 fn handles_survive_a_restart_over_two_nodes() {
     handles_survive(&["--nodes", "2"], "two-nodes");
 }
@@ -117,8 +116,8 @@ fn a_restore_after_new_objects_is_refused() {
     assert!(!o.status.success(), "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let refused = err.lines().any(|l| {
-        l.contains("MPIX_Checkpoint_restore failed: MPI_ERR_OTHER")
-            && l.contains("MPIX_Checkpoint_restore: restore first")
+        l.contains("MPI_Type_contiguous failed: MPIX_ERR_NOT_RESTORED")
+            && l.contains("before MPIX_Checkpoint_restore, which comes right after MPI_Init")
     });
     assert!(refused, "{}", show(&o));
     assert!(!err.contains("was not refused"), "{}", show(&o));

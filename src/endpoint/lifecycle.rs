@@ -38,7 +38,8 @@ impl Endpoint {
     }
 
     fn from_boot(boot: Boot, cfg: Config, ft_cfg: Option<crate::ft::FtConfig>) -> Result<Endpoint> {
-        let Boot { rank, size, local_ranks, local_rank, segment, pmi, node, net, localities: published } = boot;
+        let Boot { rank, size, local_ranks, leaders, local_rank, segment, pmi, node, net, localities: published } =
+            boot;
         let nlocal = local_ranks.len();
         let mut route = vec![NOT_LOCAL; size as usize];
         for (l, &g) in local_ranks.iter().enumerate() {
@@ -183,6 +184,7 @@ impl Endpoint {
             refused_rts: 0,
             pid: std::process::id(),
             node,
+            leaders: leaders.map(Vec::into_boxed_slice),
             finalized: false,
         };
         inner.restore_unexpected(saved);
@@ -204,6 +206,14 @@ impl Endpoint {
     /// Completes outstanding sends, synchronises with the other ranks, and leaves the segment.
     pub fn finalize(mut self) -> Result<()> {
         self.inner.finalize()
+    }
+
+    /// The node of every rank of the job, named by its lowest rank (each node's
+    /// [`node_leader`](Self::node_leader)), as the bootstrap learnt it from the process manager
+    /// without exchanging anything with the peers (so a restarted rank has it too); `None` when
+    /// the process manager did not tell (PMIx): the ranks must then exchange their leaders.
+    pub fn node_leaders(&self) -> Option<&[u32]> {
+        self.inner.leaders.as_deref()
     }
 }
 

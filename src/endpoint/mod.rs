@@ -255,6 +255,8 @@ struct Inner {
     refused_rts: u64,
     pid: u32,
     node: String,
+    /// Every rank's node by its lowest rank, if the bootstrap learnt it ([`Endpoint::node_leaders`]).
+    leaders: Option<Box<[u32]>>,
     finalized: bool,
 }
 

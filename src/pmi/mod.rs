@@ -178,6 +178,9 @@ pub struct Placement {
     pub node: String,
     /// The ranks on this node, in rank order (this rank among them).
     pub local_ranks: Vec<u32>,
+    /// The node of every rank of the job, named by its lowest rank (as
+    /// `Endpoint::node_leader`), when the process manager tells it (`PMI_process_mapping`).
+    pub leaders: Option<Vec<u32>>,
 }
 
 /// The node index of every rank from a `PMI_process_mapping` value (MPICH's format, which Hydra
@@ -230,7 +233,14 @@ pub(crate) fn placement_from_mapping(mapping: &str, rank: u32, size: u32) -> Opt
     let local_ranks = (0..size).filter(|&r| nodes[r as usize] == mine).collect();
     let host = crate::contract::hostname().unwrap_or_else(|_| "node".into());
     let node = crate::contract::sanitize_node_id(&format!("{host}.{mine}"));
-    Some(Placement { node, local_ranks })
+    Some(Placement { node, local_ranks, leaders: Some(leaders_of(&nodes)) })
+}
+
+/// Every rank's node named by its lowest rank, from any names of the nodes (`nodes[r]`: rank
+/// `r`'s), equal names sharing a node.
+pub fn leaders_of<T: Eq + std::hash::Hash>(nodes: &[T]) -> Vec<u32> {
+    let mut first = std::collections::HashMap::with_capacity(nodes.len());
+    nodes.iter().enumerate().map(|(r, n)| *first.entry(n).or_insert(r as u32)).collect()
 }
 
 /// A connected client of whichever interface the process manager offers.
@@ -367,6 +377,14 @@ impl ProcessManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rank_s_node_is_its_lowest_rank() {
+        assert_eq!(leaders_of(&["a", "b", "a", "c", "b"]), vec![0, 1, 0, 3, 1]);
+        let p = placement_from_mapping("(vector,(0,2,2))", 3, 4).unwrap();
+        assert_eq!(p.local_ranks, vec![2, 3]);
+        assert_eq!(p.leaders, Some(vec![0, 0, 2, 2]));
+    }
 
     #[test]
     fn process_mappings_parse() {

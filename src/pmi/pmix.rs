@@ -269,7 +269,7 @@ impl PmixClient {
             Some(id) => format!("{host}.{id}"),
             None => host,
         };
-        Ok(Some(Placement { node: crate::contract::sanitize_node_id(&name), local_ranks: local }))
+        Ok(Some(Placement { node: crate::contract::sanitize_node_id(&name), local_ranks: local, leaders: None }))
     }
 
     /// Asks the process manager to end the job with `code`.

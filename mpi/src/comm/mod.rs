@@ -259,7 +259,8 @@ fn null_out(ci: Option<usize>) -> Fail {
 /// `out` null or writable.
 pub unsafe fn rank_or_size(acc: &mut Access, comm: abi::Comm, out: *mut c_int, size: bool) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
+    // A restarted rank may call it before its restore (`crate::ft::park`).
+    if !st.started() {
         return Err(not_running(st.phase));
     }
     let (ci, c) = comm_at(&st.comms, comm)?;
@@ -729,7 +730,8 @@ unsafe fn free_index(acc: &mut Access, comm: *mut abi::Comm) -> Res<()> {
 /// `MPI_Comm_set_errhandler`.
 pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
+    // A restarted rank may call it before its restore (`crate::ft::park`).
+    if !st.started() {
         return Err(not_running(st.phase));
     }
     let (ci, _) = comm_at(&st.comms, comm)?;
@@ -747,7 +749,8 @@ pub fn set_errhandler(acc: &mut Access, comm: abi::Comm, errh: Errhandler) -> Re
 /// `out` null or writable.
 pub unsafe fn get_errhandler(acc: &mut Access, comm: abi::Comm, out: *mut Errhandler) -> Res<()> {
     let st = acc.st();
-    if st.ep.is_none() {
+    // A restarted rank may call it before its restore (`crate::ft::park`).
+    if !st.started() {
         return Err(not_running(st.phase));
     }
     let (ci, c) = comm_at(&st.comms, comm)?;

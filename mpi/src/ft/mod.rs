@@ -20,6 +20,22 @@
 //! `MPIX_Checkpoint_restore` after a restart puts them back, with the same handles, before it
 //! returns: `MPI_ERR_OTHER` if they cannot be saved (a function in no module) or restored (the
 //! program made objects first, a module gone or rebuilt). Call it right after `MPI_Init`.
+//!
+//! **The restart contract.** A process restarted from a checkpoint calls
+//! `MPIX_Checkpoint_restore` right after `MPI_Init` and communicates nothing before it: its peers
+//! are far past their start, and would answer no start-up exchange. `MPI_Init` itself exchanges
+//! nothing on a restart (every rank's node comes from the process manager, `env::bring_up`), and
+//! until the restore the Endpoint is parked ([`park`]: `State::ep` is `None`, the Endpoint in
+//! `State::parked`), so that every call that would communicate (point-to-point, collectives,
+//! blocking or not, communicator creation, probes, `MPIX_Checkpoint`, `MPI_Finalize`) fails with
+//! `MPIX_ERR_NOT_RESTORED` through the error handler, naming the call, instead of waiting for
+//! peers that never come. So do the calls that make objects (which the restore would refuse
+//! anyway) and every other call that needs MPI running, except `MPI_Comm_rank`, `MPI_Comm_size`,
+//! `MPI_Comm_set_errhandler` and `MPI_Comm_get_errhandler` (`State::started`) and those allowed
+//! before `MPI_Init` (`MPI_Error_string`, `MPI_Wtime`...). `MPI_Abort` and a fatal error end the
+//! job through the parked Endpoint.
+//! The fast paths see no fast entry while parked (`State::refresh_fast` needs the Endpoint) and
+//! the fused ones are off under fault tolerance: they gain no instruction.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -33,12 +49,51 @@ pub mod wire;
 
 use crate::abi;
 use crate::error::{Fail, Why, code_of};
-use crate::state::call;
+use crate::state::{State, call};
 
 /// Whether `MPIX_Checkpoint_restore` put the library's objects back (once per process).
 // ORDERING: Relaxed: read and written inside MPI calls, which the thread levels order (the big
 // lock under MPI_THREAD_MULTIPLE).
 static RESTORED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is a restarted one that has not called `MPIX_Checkpoint_restore` yet.
+// ORDERING: Relaxed: read and written inside MPI calls, as `RESTORED`.
+static AWAITING: AtomicBool = AtomicBool::new(false);
+
+/// True between `MPI_Init` and `MPIX_Checkpoint_restore` on a restarted process (`not_running`
+/// reports then [`unrestored`]).
+pub fn awaiting_restore() -> bool {
+    AWAITING.load(Ordering::Relaxed)
+}
+
+/// The failure of a call that would communicate before `MPIX_Checkpoint_restore` on a restarted
+/// process (the call's name comes with it wherever it is reported).
+#[cold]
+pub fn unrestored() -> Fail {
+    let why = "called on a restarted rank before MPIX_Checkpoint_restore, which comes right after MPI_Init: \
+               nothing may communicate (nor make objects) before it";
+    Fail::new(abi::ERRX_NOT_RESTORED, None, Why::Arg(why))
+}
+
+/// At the end of `MPI_Init` on a process restarted from a checkpoint: parks the Endpoint until
+/// `MPIX_Checkpoint_restore` (the module documentation), with no fast entry left.
+pub fn park(st: &mut State) {
+    if st.ep.as_ref().and_then(nemesis::Endpoint::restored_mpi).is_none() {
+        return;
+    }
+    st.parked = st.ep.take();
+    AWAITING.store(true, Ordering::Relaxed);
+    st.refresh_all_fast();
+}
+
+/// Puts the parked Endpoint back (`MPIX_Checkpoint_restore`).
+fn unpark(st: &mut State) {
+    if let Some(ep) = st.parked.take() {
+        st.ep = Some(ep);
+        AWAITING.store(false, Ordering::Relaxed);
+        st.refresh_all_fast();
+    }
+}
 
 /// The error class of a checkpoint failure.
 fn code(e: &nemesis::Error) -> c_int {
@@ -83,6 +138,7 @@ fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored:
         }
         // The library's objects first, once (a later call returns the bytes again, nothing more).
         let st = acc.st();
+        unpark(st);
         if let Some(mpi) = st.ep.as_ref().and_then(|e| e.restored_mpi()).map(<[u8]>::to_vec)
             && !RESTORED.swap(true, Ordering::Relaxed)
             && !mpi.is_empty()
