@@ -12,19 +12,27 @@
 //! that iteration's checkpoint), its pid in a marker file, serving its endpoint until it is
 //! SIGKILLed; the pid killed is the marker's, and the restarted ranks say they resume there.
 //!
-//! | Test | Kills | Groups restarted |
+//! | Test (in `c` and `rust`) | Kills | Groups restarted |
 //! |---|---|---|
-//! | `the_same_answer_with_and_without_fault_tolerance` | none; FT on and FT off | none |
-//! | `one_rank` | rank 5 at iteration 8 | 2 |
-//! | `a_whole_group` | ranks 2 and 3 at iteration 8 | 1 |
-//! | `two_groups_at_once` | ranks 1 and 6 at iteration 8 | 0, 3 |
-//! | `during_another_groups_recovery` | rank 2 at 8, then rank 7 (held at 8) once group 1 restarted | 1 (twice if a second round), 3 |
-//! | `five_failures` | 5, 0, 3, 6 at 8, 16, 24, 32, then 5 again at 40, each after the previous recovery | 2 twice, 0, 1, 3 |
+//! | `the_same_answer_with_and_without_fault_tolerance` | none; FT on and off (equal but for the residual's last bits: `rounded`) | none |
+//! | `failure_free_over_two_nodes` | none; `--nodes 2` (the same, `rounded`) | none |
+//! | `one_rank_killed` | rank 5 at iteration 8 | 2 |
+//! | `a_whole_group_killed` | ranks 2 and 3 at iteration 8 | 1 |
+//! | `ranks_of_two_groups_killed_at_once` | ranks 1 and 6 at iteration 8 | 0, 3 |
+//! | `a_rank_killed_during_another_groups_recovery` | rank 2 at 8, then rank 7 (held at 8) once group 1 restarted | 1 (twice if a second round), 3 |
+//! | `five_failures_in_one_run` | 5, 0, 3, 6 at 8, 16, 24, 32, then 5 again at 40, each after the previous recovery | 2 twice, 0, 1, 3 |
 //!
 //! Each also `..._over_two_nodes` (`--nodes 2`: ranks 0–3 and 4–7 on two node identities over
 //! the TCP netmod), ignored until issue 33's package B: a restarted rank waits in `MPI_Init`'s
 //! node-id allgather on `MPI_COMM_WORLD`.
+//!
+//! Every scenario runs the C program (module `c`) and the same program in Rust through rsmpi
+//! (module `rust`: `tests/clients/ft_app_rsmpi.rs`, crates.io `mpi` 0.8.2 without its libffi
+//! feature, built with `bin/mpicc` in `target/clients/ft_app_rsmpi/`, rebuilt when `libmpi.so`,
+//! `mpi.h` or `bin/mpicc` change; skipped with a message without libclang or the crate, failing
+//! under `CI=true`). Both print the same checksum, bit for bit (`rust::the_same_answer_as_c`).
 
+mod clients;
 mod common;
 
 use std::collections::BTreeMap;
@@ -34,6 +42,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clients::{dir, have, have_libclang, nemesis_key, stamp, stamped};
 use common::*;
 
 const RANKS: u32 = 8;
@@ -77,9 +86,8 @@ fn read_into(mut r: impl Read + Send + 'static, sink: Arc<Mutex<Vec<u8>>>) -> st
 impl Job {
     /// `ft_app` on 8 ranks; `ft`: in 4 groups with fault tolerance; `holds`:
     /// `(rank, incarnation, iteration)`.
-    fn start(name: &str, ft: bool, extra: &[&str], holds: &[(u32, u32, u32)]) -> Job {
+    fn start(prog: &Path, name: &str, ft: bool, extra: &[&str], holds: &[(u32, u32, u32)]) -> Job {
         let serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let prog = compile_from("tests/c", "ft_app", Cc::Ours);
         let dir = std::env::temp_dir().join(format!("nemesis-ft-app-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ckpt")).unwrap();
@@ -224,14 +232,14 @@ impl Done {
     }
 }
 
-/// The failure-free checksum (with fault tolerance, over `extra`).
-fn reference(extra: &[&str]) -> String {
+/// The failure-free checksum of `prog` (with fault tolerance, over `extra`).
+fn reference(prog: &Path, extra: &[&str]) -> String {
     static REFS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
-    let key = extra.join(" ");
+    let key = format!("{} {}", prog.display(), extra.join(" "));
     if let Some(c) = REFS.lock().unwrap().get(&key) {
         return c.clone();
     }
-    let d = Job::start("reference", true, extra, &[]).finish();
+    let d = Job::start(prog, "reference", true, extra, &[]).finish();
     d.check(&d.checksum(), &BTreeMap::new());
     let c = d.checksum();
     REFS.lock().unwrap().insert(key, c.clone());
@@ -256,18 +264,9 @@ fn rounded(checksum: &str) -> &str {
     checksum.split_whitespace().next().unwrap()
 }
 
-#[test]
-fn the_same_answer_with_and_without_fault_tolerance() {
-    let on = reference(&[]);
-    let off = Job::start("off", false, &[], &[]).finish();
-    let off_sum = off.checksum();
-    off.check(&off_sum, &BTreeMap::new());
-    assert_eq!(rounded(&off_sum), rounded(&on), "{}", off.show());
-}
-
-fn one_rank(extra: &[&str]) {
-    let want = reference(extra);
-    let job = Job::start("one", true, extra, &[(5, 0, 8)]);
+fn one_rank(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let job = Job::start(prog, "one", true, extra, &[(5, 0, 8)]);
     job.kill_held(&[(5, 0, 8)]);
     let d = job.finish();
     d.check(&want, &restarts(&[(2, 1)]));
@@ -277,10 +276,10 @@ fn one_rank(extra: &[&str]) {
     assert!(lines[0].starts_with("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from "));
 }
 
-fn a_whole_group(extra: &[&str]) {
-    let want = reference(extra);
+fn a_whole_group(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
     let holds = [(2, 0, 8), (3, 0, 8)];
-    let job = Job::start("group", true, extra, &holds);
+    let job = Job::start(prog, "group", true, extra, &holds);
     job.kill_held(&holds);
     let d = job.finish();
     d.check(&want, &restarts(&[(1, 1)]));
@@ -288,10 +287,10 @@ fn a_whole_group(extra: &[&str]) {
     assert!(!recovery_lines(&d.stderr).is_empty(), "{}", d.show());
 }
 
-fn two_groups_at_once(extra: &[&str]) {
-    let want = reference(extra);
+fn two_groups_at_once(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
     let holds = [(1, 0, 8), (6, 0, 8)];
-    let job = Job::start("two", true, extra, &holds);
+    let job = Job::start(prog, "two", true, extra, &holds);
     job.kill_held(&holds);
     let d = job.finish();
     d.check(&want, &restarts(&[(0, 1), (3, 1)]));
@@ -299,10 +298,10 @@ fn two_groups_at_once(extra: &[&str]) {
     assert_eq!(recovery_lines(&d.stderr).len(), 2, "{}", d.show());
 }
 
-fn during_another_groups_recovery(extra: &[&str]) {
-    let want = reference(extra);
+fn during_another_groups_recovery(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
     // Both hold at iteration 8 (the Allreduce of every iteration keeps everyone within it).
-    let job = Job::start("during", true, extra, &[(2, 0, 8), (7, 0, 8)]);
+    let job = Job::start(prog, "during", true, extra, &[(2, 0, 8), (7, 0, 8)]);
     job.kill_held(&[(2, 0, 8)]);
     // Group 1 is recovering (its new incarnations have started): rank 7 dies now.
     job.wait_until("group 1's restart", |j| j.started().get(&3).copied() == Some(2));
@@ -316,10 +315,10 @@ fn during_another_groups_recovery(extra: &[&str]) {
     eprintln!("second round over both groups: {}", again == 1);
 }
 
-fn five_failures(extra: &[&str]) {
-    let want = reference(extra);
+fn five_failures(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
     let holds = [(5, 0, 8), (0, 0, 16), (3, 0, 24), (6, 0, 32), (5, 1, 40)];
-    let job = Job::start("five", true, extra, &holds);
+    let job = Job::start(prog, "five", true, extra, &holds);
     for (k, &h) in holds.iter().enumerate() {
         job.wait_until("the previous recovery", |j| j.recoveries() == k);
         job.kill_held(&[h]);
@@ -332,63 +331,171 @@ fn five_failures(extra: &[&str]) {
     assert_eq!(recovery_lines(&d.stderr).len(), 5, "{}", d.show());
 }
 
-#[test]
-fn one_rank_killed() {
-    one_rank(&[]);
+/// The program of the tests in module `c` or `rust`.
+enum Lang {
+    C,
+    Rust,
 }
 
-#[test]
-fn a_whole_group_killed() {
-    a_whole_group(&[]);
+fn program(lang: Lang) -> Option<PathBuf> {
+    match lang {
+        Lang::C => Some(compile_from("tests/c", "ft_app", Cc::Ours)),
+        Lang::Rust => rsmpi_app(),
+    }
 }
 
-#[test]
-fn ranks_of_two_groups_killed_at_once() {
-    two_groups_at_once(&[]);
+/// `tests/clients/ft_app_rsmpi.rs` built against rsmpi and `bin/mpicc` (once per test binary);
+/// `None` (after a message) when it cannot be built here.
+fn rsmpi_app() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let test = "ft_app (Rust)";
+            if !have(have_libclang(), test, "libclang is missing (apt-get install libclang-dev), which bindgen needs") {
+                return None;
+            }
+            let dir = dir("ft_app_rsmpi");
+            let s = setup();
+            let src = s.mpi.join("tests/clients/ft_app_rsmpi.rs");
+            std::fs::write(
+                dir.join("Cargo.toml"),
+                format!(
+                    "[package]\nname = \"ft_app_rsmpi\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+                     [dependencies]\nmpi = {{ version = \"=0.8.2\", default-features = false }}\n\n\
+                     [[bin]]\nname = \"ft_app_rsmpi\"\npath = \"{}\"\n\n[workspace]\n",
+                    src.display()
+                ),
+            )
+            .unwrap();
+            let cargo = || {
+                let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+                c.current_dir(&dir).env_remove("CARGO_TARGET_DIR").env("RUSTFLAGS", "--cap-lints=warn");
+                c
+            };
+            let key = nemesis_key("ft_app_rsmpi");
+            if !stamped(&dir, &key) {
+                // bindgen's output follows mpi.h, which cargo does not watch.
+                let _ = cargo().args(["clean", "-q", "-p", "mpi-sys", "--target-dir", "target"]).output();
+            }
+            let mut c = cargo();
+            c.args(["build", "-q", "--target-dir", "target"])
+                .env("MPICC", s.mpi.join("bin/mpicc"))
+                .env("NEMESIS_MPI_LIBDIR", &s.profile_dir);
+            let o = run_with_limit(c, Duration::from_secs(1800));
+            if !have(o.status.success(), test, &format!("cargo cannot build it with rsmpi 0.8.2: {}", show(&o))) {
+                return None;
+            }
+            stamp(&dir, &key);
+            Some(dir.join("target/debug/ft_app_rsmpi"))
+        })
+        .clone()
 }
 
-#[test]
-fn a_rank_killed_during_another_groups_recovery() {
-    during_another_groups_recovery(&[]);
+/// The scenarios for one program (`lang`).
+macro_rules! matrix {
+    ($lang:expr) => {
+        use super::*;
+
+        fn prog() -> Option<PathBuf> {
+            program($lang)
+        }
+
+        #[test]
+        fn the_same_answer_with_and_without_fault_tolerance() {
+            let Some(p) = prog() else { return };
+            let on = reference(&p, &[]);
+            let off = Job::start(&p, "off", false, &[], &[]).finish();
+            let off_sum = off.checksum();
+            off.check(&off_sum, &BTreeMap::new());
+            assert_eq!(rounded(&off_sum), rounded(&on), "{}", off.show());
+        }
+
+        #[test]
+        fn failure_free_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            let on = reference(&p, TWO);
+            assert_eq!(rounded(&on), rounded(&reference(&p, &[])), "the answer depends on the nodes");
+        }
+
+        #[test]
+        fn one_rank_killed() {
+            let Some(p) = prog() else { return };
+            one_rank(&p, &[]);
+        }
+
+        #[test]
+        fn a_whole_group_killed() {
+            let Some(p) = prog() else { return };
+            a_whole_group(&p, &[]);
+        }
+
+        #[test]
+        fn ranks_of_two_groups_killed_at_once() {
+            let Some(p) = prog() else { return };
+            two_groups_at_once(&p, &[]);
+        }
+
+        #[test]
+        fn a_rank_killed_during_another_groups_recovery() {
+            let Some(p) = prog() else { return };
+            during_another_groups_recovery(&p, &[]);
+        }
+
+        #[test]
+        fn five_failures_in_one_run() {
+            let Some(p) = prog() else { return };
+            five_failures(&p, &[]);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn one_rank_killed_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            one_rank(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn a_whole_group_killed_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            a_whole_group(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn ranks_of_two_groups_killed_at_once_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            two_groups_at_once(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            during_another_groups_recovery(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn five_failures_in_one_run_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            five_failures(&p, TWO);
+        }
+    };
 }
 
-#[test]
-fn five_failures_in_one_run() {
-    five_failures(&[]);
+mod c {
+    matrix!(Lang::C);
 }
 
-#[test]
-#[ignore = "needs 33-B"]
-fn one_rank_killed_over_two_nodes() {
-    one_rank(TWO);
-}
+mod rust {
+    matrix!(Lang::Rust);
 
-#[test]
-#[ignore = "needs 33-B"]
-fn a_whole_group_killed_over_two_nodes() {
-    a_whole_group(TWO);
-}
-
-#[test]
-#[ignore = "needs 33-B"]
-fn ranks_of_two_groups_killed_at_once_over_two_nodes() {
-    two_groups_at_once(TWO);
-}
-
-#[test]
-#[ignore = "needs 33-B"]
-fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
-    during_another_groups_recovery(TWO);
-}
-
-#[test]
-#[ignore = "needs 33-B"]
-fn five_failures_in_one_run_over_two_nodes() {
-    five_failures(TWO);
-}
-
-#[test]
-fn failure_free_over_two_nodes() {
-    let on = reference(TWO);
-    assert_eq!(rounded(&on), rounded(&reference(&[])), "the answer depends on the nodes");
+    /// rsmpi's program computes what the C one does, bit for bit.
+    #[test]
+    fn the_same_answer_as_c() {
+        let Some(p) = prog() else { return };
+        let c = program(Lang::C).unwrap();
+        assert_eq!(reference(&p, &[]), reference(&c, &[]));
+    }
 }

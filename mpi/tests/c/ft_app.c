@@ -16,7 +16,8 @@
  * Each incarnation leaves FT_TEST_DIR/started-<rank>-<pid>. FT_TEST_HOLD=<rank>@<inc>:<iter>,...
  * makes that incarnation (0 the first) of the rank hold at the start of that iteration (after the
  * checkpoint of that iteration, if any), its pid in FT_TEST_DIR/held-<rank>-<inc>-<iter>, serving
- * its endpoint (MPI_Iprobe) until the test kills it. FT_APP_ITERS overrides the iterations. */
+ * its endpoint (MPI_Iprobe) until the test kills it. FT_APP_ITERS and FT_APP_EVERY override the
+ * iterations (48) and the checkpoint interval (4). */
 #include "check.h"
 
 #include <dirent.h>
@@ -115,8 +116,9 @@ static void hold(int rank, int inc, int it) {
 
 static void make(struct state *s, int rank, int size) {
     s->p = (struct params){.iters = 48, .every = EVERY, .omega = 0.8};
-    const char *iters = getenv("FT_APP_ITERS");
+    const char *iters = getenv("FT_APP_ITERS"), *every = getenv("FT_APP_EVERY");
     if (rank == 0 && iters != NULL) s->p.iters = atoi(iters);
+    if (rank == 0 && every != NULL) s->p.every = atoi(every);
     OK(MPI_Bcast(&s->p, (int)sizeof s->p, MPI_BYTE, 0, MPI_COMM_WORLD));
     int dims[2] = {0, 0}, periods[2] = {0, 1}, coords[2];
     OK(MPI_Dims_create(size, 2, dims));
