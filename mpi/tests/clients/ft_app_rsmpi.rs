@@ -111,7 +111,9 @@ fn hold(rank: i32, inc: u32, it: i32) -> ! {
     loop {
         let mut flag = 0;
         // SAFETY: a probe on MPI_COMM_WORLD; it only serves the endpoint.
-        unsafe { ffi::MPI_Iprobe(ffi::RSMPI_ANY_SOURCE, 32000, ffi::RSMPI_COMM_WORLD, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+        unsafe {
+            ffi::MPI_Iprobe(ffi::RSMPI_ANY_SOURCE, 32000, ffi::RSMPI_COMM_WORLD, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+        };
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
@@ -252,8 +254,8 @@ fn step(world: &SimpleCommunicator, s: &mut State, h: &Handles, unew: &mut [[f64
             mm[1] = if unew[i][j] > mm[1] { unew[i][j] } else { mm[1] };
         }
     }
-    for i in 1..=NX {
-        s.u[i][1..=NY].copy_from_slice(&unew[i][1..=NY]);
+    for (i, row) in unew.iter().enumerate().take(NX + 1).skip(1) {
+        s.u[i][1..=NY].copy_from_slice(&row[1..=NY]);
     }
     world.all_reduce_into(&local, &mut s.residual, SystemOperation::sum());
     let mut all = [0.0f64; 2];
