@@ -1,4 +1,4 @@
-//! Helpers of the client tests (`tests/mpi4py.rs`, `tests/rsmpi.rs`): software nobody here wrote,
+//! Helpers of the client tests (`tests/mpi4py.rs`, `tests/rsmpi.rs`, `tests/ft_app.rs`): software nobody here wrote,
 //! fetched from PyPI and crates.io, built against `bin/mpicc` and run under `nemesis-run`.
 //!
 //! Everything they download and build is cached under `target/clients/` (the target directory of
@@ -31,6 +31,17 @@ pub fn have(ok: bool, test: &str, what: &str) -> bool {
         eprintln!("SKIPPED {test}: {what}");
     }
     ok
+}
+
+/// libclang, which bindgen (rsmpi's `mpi-sys`) loads, is installed.
+pub fn have_libclang() -> bool {
+    let ld = Command::new("ldconfig").arg("-p").output().map(|o| o.stdout).unwrap_or_default();
+    String::from_utf8_lossy(&ld).contains("libclang")
+        || std::fs::read_dir("/usr/lib").is_ok_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name().to_string_lossy().starts_with("llvm-") && e.path().join("lib/libclang.so").exists()
+            })
+        })
 }
 
 /// True if `cmd args` runs and succeeds.

@@ -1,0 +1,501 @@
+//! An application shaped like real codes recovers (issue 33): `tests/c/ft_app.c` (a Jacobi
+//! relaxation on a 2-D Cartesian grid with `Isend`/`Irecv` halos and a column datatype, a row
+//! `Comm_split` and `Allreduce`, a residual `Allreduce`, `Bcast`s, a user operation, a
+//! send-deterministic manager/worker phase with `MPI_ANY_SOURCE`), checkpointed with
+//! `MPIX_Checkpoint` every 4 of its 48 iterations, on 8 ranks in 4 groups of 2 under
+//! `nemesis-run --ft-groups 4 --wait yield`. After every failure scenario rank 0's checksum is the
+//! failure-free run's, exactly the failed groups were started again (their start files and the
+//! launcher's log), and each restarted rank resumed at the iteration where the test killed it.
+//!
+//! Every kill lands where the test chose, never against a clock: the victim's incarnation holds
+//! at the start of an iteration (`FT_TEST_HOLD=<rank>@<incarnation>:<iteration>`, right after
+//! that iteration's checkpoint), its pid in a marker file, serving its endpoint until it is
+//! SIGKILLed; the pid killed is the marker's, and the restarted ranks say they resume there.
+//!
+//! | Test (in `c` and `rust`) | Kills | Groups restarted |
+//! |---|---|---|
+//! | `the_same_answer_with_and_without_fault_tolerance` | none; FT on and off (equal but for the residual's last bits: `rounded`) | none |
+//! | `failure_free_over_two_nodes` | none; `--nodes 2` (the same, `rounded`) | none |
+//! | `one_rank_killed` | rank 5 at iteration 8 | 2 |
+//! | `a_whole_group_killed` | ranks 2 and 3 at iteration 8 | 1 |
+//! | `ranks_of_two_groups_killed_at_once` | ranks 1 and 6 at iteration 8 | 0, 3 |
+//! | `a_rank_killed_during_another_groups_recovery` | rank 2 at 8, then rank 7 (held at 8) once group 1 restarted | 1 (twice if a second round), 3 |
+//! | `five_failures_in_one_run` | 5, 0, 3, 6 at 8, 16, 24, 32, then 5 again at 40, each after the previous recovery | 2 twice, 0, 1, 3 |
+//!
+//! Each also `..._over_two_nodes` (`--nodes 2`: ranks 0–3 and 4–7 on two node identities over
+//! the TCP netmod), ignored until issue 33's package B: a restarted rank waits in `MPI_Init`'s
+//! node-id allgather on `MPI_COMM_WORLD`.
+//!
+//! Every scenario runs the C program (module `c`) and the same program in Rust through rsmpi
+//! (module `rust`: `tests/clients/ft_app_rsmpi.rs`, crates.io `mpi` 0.8.2 without its libffi
+//! feature, built with `bin/mpicc` in `target/clients/ft_app_rsmpi/`, rebuilt when `libmpi.so`,
+//! `mpi.h` or `bin/mpicc` change; skipped with a message without libclang or the crate, failing
+//! under `CI=true`). Both print the same checksum, bit for bit (`rust::the_same_answer_as_c`).
+
+mod clients;
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clients::{dir, have, have_libclang, nemesis_key, stamp, stamped};
+use common::*;
+
+const RANKS: u32 = 8;
+const TWO: &[&str] = &["--nodes", "2"];
+
+/// One job at a time (8 ranks on 2 cores), whatever the harness's test threads.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A running job of `ft_app`.
+struct Job {
+    child: Child,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+    err_thread: Option<std::thread::JoinHandle<()>>,
+    dir: PathBuf,
+    start: Instant,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+/// How it ended.
+struct Done {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    /// Incarnations per rank (their start files).
+    started: BTreeMap<u32, usize>,
+}
+
+fn read_into(mut r: impl Read + Send + 'static, sink: Arc<Mutex<Vec<u8>>>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    })
+}
+
+impl Job {
+    /// `ft_app` on 8 ranks; `ft`: in 4 groups with fault tolerance; `holds`:
+    /// `(rank, incarnation, iteration)`.
+    fn start(prog: &Path, name: &str, ft: bool, extra: &[&str], holds: &[(u32, u32, u32)]) -> Job {
+        let serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = std::env::temp_dir().join(format!("nemesis-ft-app-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ckpt")).unwrap();
+        let spec: Vec<String> = holds.iter().map(|(r, i, it)| format!("{r}@{i}:{it}")).collect();
+        let mut cmd = Command::new(&setup().launcher);
+        cmd.args(["-n", &RANKS.to_string(), "--wait", "yield"]);
+        if ft {
+            cmd.args(["--ft-groups", "4"]);
+        }
+        cmd.args(extra).arg("--").arg(prog);
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env("FT_TEST_DIR", &dir)
+            .env("NEMESIS_FT_DIR", dir.join("ckpt"))
+            .env("FT_TEST_HOLD", spec.join(","))
+            .env("NEMESIS_LOG", "nemesis::launch=info");
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut o = child.stdout.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = o.read_to_end(&mut v);
+            v
+        });
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let err_thread = read_into(child.stderr.take().unwrap(), err.clone());
+        Job { child, out: Some(out), err, err_thread: Some(err_thread), dir, start: Instant::now(), _serial: serial }
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
+    }
+
+    /// Incarnations started so far per rank.
+    fn started(&self) -> BTreeMap<u32, usize> {
+        started_in(&self.dir)
+    }
+
+    /// Recovery lines the launcher printed so far.
+    fn recoveries(&self) -> usize {
+        recovery_lines(&self.stderr()).len()
+    }
+
+    fn wait_until(&self, what: &str, mut f: impl FnMut(&Job) -> bool) {
+        let t = Instant::now();
+        while !f(self) {
+            assert!(t.elapsed() < Duration::from_secs(240), "timed out waiting for {what}:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn held(&self, (rank, inc, it): (u32, u32, u32)) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join(format!("held-{rank}-{inc}-{it}"))).ok()?.trim().parse().ok()
+    }
+
+    /// Waits for the holds, then SIGKILLs them together: the pids killed.
+    fn kill_held(&self, holds: &[(u32, u32, u32)]) -> Vec<u32> {
+        self.wait_until(&format!("{holds:?} to hold"), |j| holds.iter().all(|&h| j.held(h).is_some()));
+        let pids: Vec<u32> = holds.iter().map(|&h| self.held(h).unwrap()).collect();
+        for &pid in &pids {
+            // SAFETY: a signal to a rank of this job (its pid from its own hold marker).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        eprintln!("test: killed {holds:?} (pids {pids:?}) at {:?}", self.start.elapsed());
+        pids
+    }
+
+    fn finish(mut self) -> Done {
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if self.start.elapsed() > Duration::from_secs(300) {
+                let _ = self.child.kill();
+                break self.child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = String::from_utf8_lossy(&self.out.take().unwrap().join().unwrap()).into_owned();
+        let _ = self.err_thread.take().unwrap().join();
+        let done = Done { ok: status.success(), stdout, stderr: self.stderr(), started: self.started() };
+        let _ = std::fs::remove_dir_all(&self.dir);
+        done
+    }
+}
+
+fn started_in(dir: &Path) -> BTreeMap<u32, usize> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some((r, _pid)) = name.strip_prefix("started-").and_then(|r| r.split_once('-')) {
+            *m.entry(r.parse().unwrap()).or_default() += 1;
+        }
+    }
+    m
+}
+
+fn recovery_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.starts_with("nemesis-run: rank ") && l.contains(" restarted from ")).collect()
+}
+
+impl Done {
+    fn show(&self) -> String {
+        format!("stdout:\n{}\nstderr:\n{}\nstarted: {:?}", self.stdout, self.stderr, self.started)
+    }
+
+    /// Rank 0's `checksum <hex> exact <hex>`: the same with and without failures.
+    fn checksum(&self) -> String {
+        let c = self.stdout.lines().find_map(|l| l.strip_prefix("checksum "));
+        c.unwrap_or_else(|| panic!("no checksum: {}", self.show())).to_owned()
+    }
+
+    /// Restarts per rank from the launcher's log (`rank restarted rank=R`).
+    fn restarts_logged(&self) -> BTreeMap<u32, usize> {
+        let mut m = BTreeMap::new();
+        for l in self.stderr.lines() {
+            if let Some(r) = l.split(" rank restarted rank=").nth(1).and_then(|t| t.split(' ').next()?.parse().ok()) {
+                *m.entry(r).or_default() += 1;
+            }
+        }
+        m
+    }
+
+    /// The iterations `rank`'s restarted incarnations said they resume at.
+    fn resumed(&self, rank: u32) -> Vec<u32> {
+        let head = format!("ft_app: rank {rank} incarnation ");
+        self.stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix(&head)?.split(" resumes at iteration ").nth(1)?.trim().parse().ok())
+            .collect()
+    }
+
+    /// The job ended well with `reference`, every rank printed its OK line once, and `restarts`
+    /// (rank, times) are exactly the ranks started again.
+    fn check(&self, reference: &str, restarts: &BTreeMap<u32, usize>) {
+        assert!(self.ok, "{}", self.show());
+        assert_eq!(self.checksum(), reference, "{}", self.show());
+        for r in 0..RANKS {
+            let line = format!("OK ft_app {r}");
+            assert_eq!(self.stdout.lines().filter(|l| *l == line).count(), 1, "{line}: {}", self.show());
+        }
+        assert_eq!(&self.restarts_logged(), restarts, "{}", self.show());
+    }
+}
+
+/// The failure-free checksum of `prog` (with fault tolerance, over `extra`).
+fn reference(prog: &Path, extra: &[&str]) -> String {
+    static REFS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    let key = format!("{} {}", prog.display(), extra.join(" "));
+    if let Some(c) = REFS.lock().unwrap().get(&key) {
+        return c.clone();
+    }
+    let d = Job::start(prog, "reference", true, extra, &[]).finish();
+    d.check(&d.checksum(), &BTreeMap::new());
+    let c = d.checksum();
+    REFS.lock().unwrap().insert(key, c.clone());
+    c
+}
+
+/// Ranks of `groups` restarted `times` times each.
+fn restarts(groups: &[(u32, usize)]) -> BTreeMap<u32, usize> {
+    groups.iter().flat_map(|&(g, n)| [(2 * g, n), (2 * g + 1, n)]).collect()
+}
+
+/// Each of `ranks` (killed by the test at `it`) resumed at `it` in its group's restart.
+fn resumed_at(d: &Done, ranks: &[u32], it: u32) {
+    for &r in ranks {
+        assert!(d.resumed(r).contains(&it), "rank {r} did not resume at iteration {it}: {}", d.show());
+    }
+}
+
+/// The checksum without the residual's last bits (`exact`), which depend on the order the
+/// library sums in, which depends on its configuration (fault tolerance, nodes).
+fn rounded(checksum: &str) -> &str {
+    checksum.split_whitespace().next().unwrap()
+}
+
+fn one_rank(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let job = Job::start(prog, "one", true, extra, &[(5, 0, 8)]);
+    job.kill_held(&[(5, 0, 8)]);
+    let d = job.finish();
+    d.check(&want, &restarts(&[(2, 1)]));
+    resumed_at(&d, &[4, 5], 8);
+    let lines = recovery_lines(&d.stderr);
+    assert_eq!(lines.len(), 1, "{}", d.show());
+    assert!(lines[0].starts_with("nemesis-run: rank 5 died (signal 9); group 2 (ranks 4,5) restarted from "));
+}
+
+fn a_whole_group(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let holds = [(2, 0, 8), (3, 0, 8)];
+    let job = Job::start(prog, "group", true, extra, &holds);
+    job.kill_held(&holds);
+    let d = job.finish();
+    d.check(&want, &restarts(&[(1, 1)]));
+    resumed_at(&d, &[2, 3], 8);
+    assert!(!recovery_lines(&d.stderr).is_empty(), "{}", d.show());
+}
+
+fn two_groups_at_once(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let holds = [(1, 0, 8), (6, 0, 8)];
+    let job = Job::start(prog, "two", true, extra, &holds);
+    job.kill_held(&holds);
+    let d = job.finish();
+    d.check(&want, &restarts(&[(0, 1), (3, 1)]));
+    resumed_at(&d, &[0, 1, 6, 7], 8);
+    assert_eq!(recovery_lines(&d.stderr).len(), 2, "{}", d.show());
+}
+
+fn during_another_groups_recovery(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    // Both hold at iteration 8 (the Allreduce of every iteration keeps everyone within it).
+    let job = Job::start(prog, "during", true, extra, &[(2, 0, 8), (7, 0, 8)]);
+    job.kill_held(&[(2, 0, 8)]);
+    // Group 1 is recovering (its new incarnations have started): rank 7 dies now.
+    job.wait_until("group 1's restart", |j| j.started().get(&3).copied() == Some(2));
+    job.kill_held(&[(7, 0, 8)]);
+    let d = job.finish();
+    // A second death before the first round completed restarts group 1 once more with group 3.
+    let again = usize::from(d.stderr.contains("round=2 groups=[1, 3]"));
+    d.check(&want, &restarts(&[(1, 1 + again), (3, 1)]));
+    resumed_at(&d, &[2, 3, 6, 7], 8);
+    assert_eq!(recovery_lines(&d.stderr).len(), 2, "{}", d.show());
+    eprintln!("second round over both groups: {}", again == 1);
+}
+
+fn five_failures(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let holds = [(5, 0, 8), (0, 0, 16), (3, 0, 24), (6, 0, 32), (5, 1, 40)];
+    let job = Job::start(prog, "five", true, extra, &holds);
+    for (k, &h) in holds.iter().enumerate() {
+        job.wait_until("the previous recovery", |j| j.recoveries() == k);
+        job.kill_held(&[h]);
+    }
+    let d = job.finish();
+    d.check(&want, &restarts(&[(2, 2), (0, 1), (1, 1), (3, 1)]));
+    for &(r, _, it) in &holds {
+        resumed_at(&d, &[r, r ^ 1], it);
+    }
+    assert_eq!(recovery_lines(&d.stderr).len(), 5, "{}", d.show());
+}
+
+/// The program of the tests in module `c` or `rust`.
+enum Lang {
+    C,
+    Rust,
+}
+
+fn program(lang: Lang) -> Option<PathBuf> {
+    match lang {
+        Lang::C => Some(compile_from("tests/c", "ft_app", Cc::Ours)),
+        Lang::Rust => rsmpi_app(),
+    }
+}
+
+/// `tests/clients/ft_app_rsmpi.rs` built against rsmpi and `bin/mpicc` (once per test binary);
+/// `None` (after a message) when it cannot be built here.
+fn rsmpi_app() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let test = "ft_app (Rust)";
+            if !have(have_libclang(), test, "libclang is missing (apt-get install libclang-dev), which bindgen needs") {
+                return None;
+            }
+            let dir = dir("ft_app_rsmpi");
+            let s = setup();
+            let src = s.mpi.join("tests/clients/ft_app_rsmpi.rs");
+            std::fs::write(
+                dir.join("Cargo.toml"),
+                format!(
+                    "[package]\nname = \"ft_app_rsmpi\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+                     [dependencies]\nmpi = {{ version = \"=0.8.2\", default-features = false }}\n\n\
+                     [[bin]]\nname = \"ft_app_rsmpi\"\npath = \"{}\"\n\n[workspace]\n",
+                    src.display()
+                ),
+            )
+            .unwrap();
+            let cargo = || {
+                let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+                c.current_dir(&dir).env_remove("CARGO_TARGET_DIR").env("RUSTFLAGS", "--cap-lints=warn");
+                c
+            };
+            let key = nemesis_key("ft_app_rsmpi");
+            if !stamped(&dir, &key) {
+                // bindgen's output follows mpi.h, which cargo does not watch.
+                let _ = cargo().args(["clean", "-q", "-p", "mpi-sys", "--target-dir", "target"]).output();
+            }
+            let mut c = cargo();
+            c.args(["build", "-q", "--target-dir", "target"])
+                .env("MPICC", s.mpi.join("bin/mpicc"))
+                .env("NEMESIS_MPI_LIBDIR", &s.profile_dir);
+            let o = run_with_limit(c, Duration::from_secs(1800));
+            if !have(o.status.success(), test, &format!("cargo cannot build it with rsmpi 0.8.2: {}", show(&o))) {
+                return None;
+            }
+            stamp(&dir, &key);
+            Some(dir.join("target/debug/ft_app_rsmpi"))
+        })
+        .clone()
+}
+
+/// The scenarios for one program (`lang`).
+macro_rules! matrix {
+    ($lang:expr) => {
+        use super::*;
+
+        fn prog() -> Option<PathBuf> {
+            program($lang)
+        }
+
+        #[test]
+        fn the_same_answer_with_and_without_fault_tolerance() {
+            let Some(p) = prog() else { return };
+            let on = reference(&p, &[]);
+            let off = Job::start(&p, "off", false, &[], &[]).finish();
+            let off_sum = off.checksum();
+            off.check(&off_sum, &BTreeMap::new());
+            assert_eq!(rounded(&off_sum), rounded(&on), "{}", off.show());
+        }
+
+        #[test]
+        fn failure_free_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            let on = reference(&p, TWO);
+            assert_eq!(rounded(&on), rounded(&reference(&p, &[])), "the answer depends on the nodes");
+        }
+
+        #[test]
+        fn one_rank_killed() {
+            let Some(p) = prog() else { return };
+            one_rank(&p, &[]);
+        }
+
+        #[test]
+        fn a_whole_group_killed() {
+            let Some(p) = prog() else { return };
+            a_whole_group(&p, &[]);
+        }
+
+        #[test]
+        fn ranks_of_two_groups_killed_at_once() {
+            let Some(p) = prog() else { return };
+            two_groups_at_once(&p, &[]);
+        }
+
+        #[test]
+        fn a_rank_killed_during_another_groups_recovery() {
+            let Some(p) = prog() else { return };
+            during_another_groups_recovery(&p, &[]);
+        }
+
+        #[test]
+        fn five_failures_in_one_run() {
+            let Some(p) = prog() else { return };
+            five_failures(&p, &[]);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn one_rank_killed_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            one_rank(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn a_whole_group_killed_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            a_whole_group(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn ranks_of_two_groups_killed_at_once_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            two_groups_at_once(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            during_another_groups_recovery(&p, TWO);
+        }
+
+        #[test]
+        #[ignore = "needs 33-B"]
+        fn five_failures_in_one_run_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            five_failures(&p, TWO);
+        }
+    };
+}
+
+mod c {
+    matrix!(Lang::C);
+}
+
+mod rust {
+    matrix!(Lang::Rust);
+
+    /// rsmpi's program computes what the C one does, bit for bit.
+    #[test]
+    fn the_same_answer_as_c() {
+        let Some(p) = prog() else { return };
+        let c = program(Lang::C).unwrap();
+        assert_eq!(reference(&p, &[]), reference(&c, &[]));
+    }
+}
