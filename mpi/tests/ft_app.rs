@@ -448,35 +448,30 @@ macro_rules! matrix {
         }
 
         #[test]
-        #[ignore = "needs 33-B"]
         fn one_rank_killed_over_two_nodes() {
             let Some(p) = prog() else { return };
             one_rank(&p, TWO);
         }
 
         #[test]
-        #[ignore = "needs 33-B"]
         fn a_whole_group_killed_over_two_nodes() {
             let Some(p) = prog() else { return };
             a_whole_group(&p, TWO);
         }
 
         #[test]
-        #[ignore = "needs 33-B"]
         fn ranks_of_two_groups_killed_at_once_over_two_nodes() {
             let Some(p) = prog() else { return };
             two_groups_at_once(&p, TWO);
         }
 
         #[test]
-        #[ignore = "needs 33-B"]
         fn a_rank_killed_during_another_groups_recovery_over_two_nodes() {
             let Some(p) = prog() else { return };
             during_another_groups_recovery(&p, TWO);
         }
 
         #[test]
-        #[ignore = "needs 33-B"]
         fn five_failures_in_one_run_over_two_nodes() {
             let Some(p) = prog() else { return };
             five_failures(&p, TWO);

@@ -40,17 +40,6 @@ fn cargo() -> Command {
     c
 }
 
-/// libclang, which bindgen loads, is installed.
-fn have_libclang() -> bool {
-    let ld = Command::new("ldconfig").arg("-p").output().map(|o| o.stdout).unwrap_or_default();
-    String::from_utf8_lossy(&ld).contains("libclang")
-        || std::fs::read_dir("/usr/lib").is_ok_and(|d| {
-            d.flatten().any(|e| {
-                e.file_name().to_string_lossy().starts_with("llvm-") && e.path().join("lib/libclang.so").exists()
-            })
-        })
-}
-
 /// The crate's package (`Cargo.toml`, `src/`, `examples/`) copied from cargo's registry into
 /// `dir`, made a workspace of its own: fetched through a scratch crate that depends on it.
 fn package(test: &str, dir: &Path) -> Option<PathBuf> {
