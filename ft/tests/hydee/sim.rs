@@ -11,6 +11,11 @@
 //! processes and a random prefix of what they had sent; restarted processes take their group's last durable
 //! checkpoint, intra-group channel state included.
 //!
+//! The group checkpoint is the marker protocol by default (`sim/markers.rs`, [`Config::markers`]): each member's
+//! markers, capture, durable file, stage-1 markers and durability are steps of their own, interleaved with
+//! everything else and hit by failures ([`Event::FailAt`]); a restarted group takes its newest generation every
+//! member has a file of, and the acknowledgements wait one generation, as the endpoint's do.
+//!
 //! Checks made during the run: no message delivered twice to the current state of a process; at the arrival of a
 //! message sent under the current round's rules, every message in its causal past has arrived at its destination's
 //! current state (Theorem 6.1, T:2229); the engine's `Duplicate` and `LogOnly` verdicts agree with the ground truth;
@@ -21,6 +26,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+
+mod markers;
+pub use markers::Stage;
 
 use nemesis_ft::{
     Action, Control, Coordinator, CoordinatorId, Date, DateRule, Delivery, Endpoint, GroupId, LogConfig, LogSnapshot,
@@ -67,6 +75,8 @@ pub enum Event {
     Checkpoint(GroupId),
     /// These groups fail together.
     Fail(Vec<GroupId>),
+    /// With [`Config::markers`]: `fail` fail together when a member of `group` next reaches `stage` of a checkpoint.
+    FailAt { stage: Stage, group: GroupId, fail: Vec<GroupId> },
     /// Scripts waiting at `Gate(k)` for this gate may go on.
     OpenGate,
 }
@@ -93,6 +103,16 @@ pub struct Config {
     pub stamps: bool,
     /// A program that is not send-deterministic: see [`Divergence`].
     pub diverge: Option<Divergence>,
+    /// The group checkpoint as the marker protocol (`sim/markers.rs`): steps interleaved with everything else,
+    /// per-member files, the group's durability, the held-back generation. Off: one atomic capture, durable a few
+    /// steps later.
+    pub markers: bool,
+    /// With `markers`: a restarted group finds its newest generation damaged now and then and restarts from the
+    /// one before.
+    pub damage: bool,
+    /// With `markers`: acknowledgements and RPP prunings wait for the next durability (the endpoint's rule). Off
+    /// only to show why: a fallback to the older generation then finds the logs pruned.
+    pub hold_back: bool,
     pub max_steps: u64,
 }
 
@@ -120,6 +140,9 @@ impl Config {
             nonblocking_sends: false,
             stamps: true,
             diverge: None,
+            markers: true,
+            damage: false,
+            hold_back: true,
             max_steps: 200_000,
         }
     }
@@ -163,6 +186,10 @@ pub struct Stats {
     pub checkpoints: u64,
     pub rounds: u64,
     pub max_spilled: u64,
+    /// Failures made by `Event::FailAt`, per stage.
+    pub failed_at: BTreeMap<Stage, u32>,
+    /// Restarts from the older retained generation (`Config::damage`).
+    pub fallbacks: u64,
 }
 
 /// The outcome of a run.
@@ -370,8 +397,19 @@ impl AppMsg {
 
 #[derive(Clone, Debug)]
 enum Packet {
-    App { pb: [u8; 12], stamp: [u8; STAMP_LEN], payload: Vec<u8>, replay: bool, round: u64 },
+    App {
+        pb: [u8; 12],
+        stamp: [u8; STAMP_LEN],
+        payload: Vec<u8>,
+        replay: bool,
+        round: u64,
+    },
     Ctl(Vec<u8>),
+    /// A checkpoint marker of the group (`sim/markers.rs`).
+    Mark {
+        generation: u64,
+        stage: usize,
+    },
 }
 
 /// The application side of a process (restored with its checkpoint).
@@ -399,6 +437,8 @@ struct Proc {
     hold: bool,
     /// With `nonblocking_sends`: sends the application made that wait for the engine, in order.
     queued: VecDeque<Issued>,
+    /// With `Config::markers`: its side of the group checkpoint.
+    ckpt: markers::Member,
 }
 
 /// A send as the application made it: its message, and the phase of the process and the phase floor then.
@@ -450,6 +490,12 @@ pub struct Sim {
     channels: BTreeMap<(Endpoint, Endpoint), VecDeque<Packet>>,
     durable: BTreeMap<GroupId, GroupCheckpoint>,
     pending: BTreeMap<GroupId, GroupCheckpoint>,
+    /// With `Config::markers`: the members' files per group and generation (0: the initial state).
+    files: BTreeMap<GroupId, BTreeMap<u64, BTreeMap<Rank, Saved>>>,
+    /// The generation of each group's latest checkpoint attempt.
+    next_generation: BTreeMap<GroupId, u64>,
+    /// Armed `Event::FailAt`s: (stage, group, groups to fail).
+    fail_at: Vec<(Stage, GroupId, Vec<GroupId>)>,
     /// (due step, group) of pending durability events.
     durability: Vec<(u64, GroupId)>,
     schedule: VecDeque<(When, Event)>,
@@ -491,6 +537,7 @@ impl Sim {
                 app: App::default(),
                 hold: false,
                 queued: VecDeque::new(),
+                ckpt: markers::Member::default(),
             });
         }
         let coordinators = (0..topo.coordinators() as CoordinatorId)
@@ -499,6 +546,7 @@ impl Sim {
             .map_err(err("coordinator"))?;
         // Every group starts from a durable checkpoint of the initial state.
         let mut durable = BTreeMap::new();
+        let mut files = BTreeMap::new();
         for g in 0..topo.groups() as GroupId {
             let mut members = BTreeMap::new();
             for &r in topo.members(g).map_err(err("members"))? {
@@ -512,6 +560,7 @@ impl Sim {
                     },
                 );
             }
+            files.insert(g, BTreeMap::from([(0, members.clone())]));
             durable.insert(g, GroupCheckpoint { members, in_flight: Vec::new() });
         }
         let rng = Rng(cfg.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
@@ -526,6 +575,9 @@ impl Sim {
             channels: BTreeMap::new(),
             durable,
             pending: BTreeMap::new(),
+            files,
+            next_generation: BTreeMap::new(),
+            fail_at: Vec::new(),
             durability: Vec::new(),
             schedule,
             gates: 0,
@@ -582,6 +634,7 @@ impl Sim {
             match c {
                 Choice::App(p) => self.app_step(p)?,
                 Choice::Deliver(from, to) => self.deliver(from, to)?,
+                Choice::Ckpt(p) => self.ckpt_step(p)?,
             }
             self.step += 1;
             if self.step > self.cfg.max_steps {
@@ -616,8 +669,13 @@ impl Sim {
     fn fire(&mut self, e: Event) -> SimResult<()> {
         self.last_fired = Some(self.step);
         match e {
+            Event::Checkpoint(g) if self.cfg.markers => self.begin_group_checkpoint(g),
             Event::Checkpoint(g) => self.capture_checkpoint(g),
             Event::Fail(groups) => self.fail(&groups),
+            Event::FailAt { stage, group, fail } => {
+                self.fail_at.push((stage, group, fail));
+                Ok(())
+            }
             Event::OpenGate => {
                 self.gates += 1;
                 Ok(())
@@ -628,6 +686,12 @@ impl Sim {
     fn enabled(&self) -> Vec<Choice> {
         let mut out = Vec::new();
         for (p, proc_) in self.procs.iter().enumerate() {
+            if self.ckpt_enabled(p as Rank) {
+                out.push(Choice::Ckpt(p as Rank));
+            }
+            if proc_.ckpt.blocks_app() {
+                continue;
+            }
             if !proc_.queued.is_empty() && !proc_.hold {
                 out.push(Choice::App(p as Rank));
                 continue;
@@ -875,7 +939,14 @@ impl Sim {
                 self.drain_coordinator(c);
                 Ok(())
             }
-            (Endpoint::Coordinator(_), Packet::App { .. }) => Err("application message to a coordinator".into()),
+            (Endpoint::Process(p), Packet::Mark { generation, stage }) => {
+                let Endpoint::Process(q) = from else { return Err("marker from a coordinator".into()) };
+                self.mark(q, p, generation, stage);
+                Ok(())
+            }
+            (Endpoint::Coordinator(_), Packet::App { .. } | Packet::Mark { .. }) => {
+                Err("application message to a coordinator".into())
+            }
         }
     }
 
@@ -966,6 +1037,14 @@ impl Sim {
     fn drain(&mut self, p: Rank) -> SimResult<()> {
         while let Some(a) = self.procs[p as usize].engine.poll_action() {
             match a {
+                // The held-back generation (`sim/markers.rs`).
+                Action::Control { to: Endpoint::Process(j), msg }
+                    if self.cfg.markers
+                        && self.cfg.hold_back
+                        && matches!(msg, Control::Ack { .. } | Control::Checkpointed { .. }) =>
+                {
+                    self.procs[p as usize].ckpt.defer(j, msg);
+                }
                 Action::Control { to, msg } => {
                     self.push(Endpoint::Process(p), to, Packet::Ctl(msg.encode()));
                     self.trace.push(Trace::ControlSent { from: Endpoint::Process(p), to, msg });
@@ -1103,7 +1182,13 @@ impl Sim {
         let log_config =
             LogConfig { memory_limit: self.cfg.log_memory, spill_dir: Some(std::env::temp_dir()), spill_limit: None };
         for &g in &groups {
-            let ckpt = self.durable.get(&g).cloned().ok_or("no durable checkpoint")?;
+            // With markers the channels were flushed into the members' states: no channel state.
+            let (generation, ckpt) = if self.cfg.markers {
+                let (generation, members) = self.restart_generation(g)?;
+                (generation, GroupCheckpoint { members, in_flight: Vec::new() })
+            } else {
+                (0, self.durable.get(&g).cloned().ok_or("no durable checkpoint")?)
+            };
             for (&r, saved) in &ckpt.members {
                 let state: ProcessState = serde_json::from_str(&saved.state_json).map_err(err("deserialise"))?;
                 let engine = Process::restart(self.topo.clone(), state, round, &groups)
@@ -1115,8 +1200,9 @@ impl Sim {
                     SenderLog::restore(ranks, log_config.clone(), &saved.log)
                 }
                 .map_err(err("log restore"))?;
+                let ckpt = markers::Member { generation, born: self.step, ..Default::default() };
                 self.procs[r as usize] =
-                    Proc { engine, log, app: saved.app.clone(), hold: false, queued: VecDeque::new() };
+                    Proc { engine, log, app: saved.app.clone(), hold: false, queued: VecDeque::new(), ckpt };
                 *self.stats.rollbacks.entry(r).or_default() += 1;
                 self.trace.push(Trace::Rollback { rank: r, round });
             }
@@ -1154,6 +1240,9 @@ impl Sim {
             if proc_.engine.in_recovery() || proc_.hold || !proc_.queued.is_empty() {
                 return Err(format!("rank {p} ends in recovery or holding a send"));
             }
+            if let Some((n, stage)) = proc_.ckpt.attempt {
+                return Err(format!("deadlock: rank {p} stuck in its checkpoint of generation {n} at {stage:?}"));
+            }
             if proc_.app.sends != self.reference.sends[p] {
                 return Err(format!("rank {p}'s sends differ from the failure-free run"));
             }
@@ -1171,7 +1260,7 @@ impl Sim {
         if let Some(c) = self.coordinators.iter().position(|c| c.recovering_groups().is_some()) {
             return Err(format!("coordinator {c} ends with an unfinished round"));
         }
-        self.check_log_gc()
+        if self.cfg.markers { self.check_log_gc_markers() } else { self.check_log_gc() }
     }
 
     /// Entries held by the destination's durable checkpoint are gone once it has received something newer.
@@ -1202,6 +1291,8 @@ impl Sim {
 enum Choice {
     App(Rank),
     Deliver(Endpoint, Endpoint),
+    /// The next step of a process's checkpoint (`sim/markers.rs`).
+    Ckpt(Rank),
 }
 
 /// Builds a program from a global sequence of messages `(from, to)`: each sender's script sends its messages in
