@@ -20,9 +20,9 @@
 //! one is never used, the final checksum equals the failure-free job's, and neither the
 //! checkpoint directory (no file, no temporary file) nor `/dev/shm` keeps anything. The death
 //! landed at the point: the record holds `hit <point> <pid>` of the victim's first incarnation.
-//! Deaths that need two processes in given places use `Action::Stop`: each stops at its point,
-//! the test waits for both records, then SIGKILLs the victim (the launcher kills the rest of its
-//! group).
+//! Deaths that need processes in given places use `Action::Stop`: each stops at its point, the
+//! test waits until they are all stopped and the record names their points, then SIGKILLs the
+//! victim (the launcher kills the rest of its group) or every rank.
 //!
 //! `FT_FP` is the spec: `<rank>:<point>:<action>` items (`k` kill, `s` stop) separated by
 //! commas, each armed at the start of iteration [`ARM_AT`] of the rank's first incarnation and
@@ -178,6 +178,16 @@ impl Job {
         m
     }
 
+    /// Each incarnation's state (`/proc/<pid>/stat`) and where it waits (`wchan`).
+    fn states(&self) -> String {
+        let of = |pid: u32| format!("{pid} {}", proc_state(pid));
+        let ranks = self
+            .started()
+            .into_iter()
+            .map(|(r, p)| format!("rank {r}: {:?}", p.into_iter().map(of).collect::<Vec<_>>()));
+        ranks.collect::<Vec<_>>().join("; ")
+    }
+
     /// Whether `pid` is `rank`'s first incarnation.
     fn first_of(&self, rank: u32, pid: u32) -> bool {
         self.started().get(&rank).is_some_and(|p| p.contains(&pid))
@@ -187,17 +197,31 @@ impl Job {
     fn wait_until(&self, what: &str, mut f: impl FnMut(&Job) -> bool) {
         let t = Instant::now();
         while !f(self) {
-            assert!(t.elapsed() < Duration::from_secs(120), "timed out waiting for {what}: hits {:?}", self.hits());
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "timed out waiting for {what}: hits {:?}; {}",
+                self.hits(),
+                self.states()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
 
     /// Waits for `n` hits; their pids by point order of the record.
-    fn stopped(&self, n: usize) -> Vec<(String, u32)> {
-        self.wait_until(&format!("{n} ranks at their points"), |j| j.hits().len() >= n);
-        // A stop is recorded just before the signal: the process is stopped (or dead) soon after.
-        std::thread::sleep(Duration::from_millis(50));
-        self.hits()
+    /// Waits until the first incarnations of `ranks` are stopped (at their points), then checks the record
+    /// names `points`, each as often as listed; the ranks' pids. Points hit together may interleave the pieces of
+    /// their record lines (each written in several writes): the points are counted, not parsed.
+    fn stopped(&self, ranks: &[u32], points: &[&str]) -> Vec<u32> {
+        let pid = |j: &Job, r: u32| j.started().get(&r).and_then(|p| p.iter().min().copied());
+        self.wait_until(&format!("ranks {ranks:?} stopped"), |j| {
+            ranks.iter().all(|&r| pid(j, r).is_some_and(|p| proc_state(p).starts_with('T')))
+        });
+        let record = std::fs::read_to_string(self.dir.join("failpoints")).unwrap_or_default();
+        for p in points {
+            let want = points.iter().filter(|q| q == &p).count();
+            assert_eq!(record.matches(p).count(), want, "{p} in the record: {record:?}");
+        }
+        ranks.iter().map(|&r| pid(self, r).unwrap()).collect()
     }
 
     fn finish(self) -> Done {
@@ -214,6 +238,14 @@ impl Job {
             shm_before: self.shm_before,
         }
     }
+}
+
+/// A process's state letter (`/proc/<pid>/stat`; `T`: stopped) and where it waits (`wchan`).
+fn proc_state(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().and_then(|t| t.split_whitespace().next()).unwrap_or("gone").to_owned();
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    format!("{state} {wchan}")
 }
 
 fn signal(pid: u32, sig: i32) {
@@ -294,7 +326,8 @@ fn failure_free() -> &'static str {
 fn killed_at(name: &str, victim: u32, point: &str) -> Done {
     let job = Job::start(name, &format!("{victim}:{point}:k"), true);
     job.launcher_done_with(|job| {
-        let hits = job.stopped(1);
+        job.wait_until("the victim's death", |j| !j.hits().is_empty());
+        let hits = job.hits();
         assert_eq!(hits[0].0, point);
         assert!(job.first_of(victim, hits[0].1), "hit by rank {victim}: {hits:?}");
     })
@@ -310,13 +343,9 @@ impl Job {
     /// `a` and `b` stopped at their points (in that order of `spec`), then `a` SIGKILLed: the
     /// pids of both.
     fn stop_both_kill_first(&self, (a, pa): (u32, &str), (b, pb): (u32, &str)) -> (u32, u32) {
-        let hits = self.stopped(2);
-        let pid = |r: u32, p: &str| {
-            hits.iter().find(|h| h.0 == p && self.first_of(r, h.1)).map(|h| h.1).unwrap_or_else(|| panic!("{hits:?}"))
-        };
-        let (x, y) = (pid(a, pa), pid(b, pb));
-        signal(x, libc::SIGKILL);
-        (x, y)
+        let pids = self.stopped(&[a, b], &[pa, pb]);
+        signal(pids[0], libc::SIGKILL);
+        (pids[0], pids[1])
     }
 }
 
@@ -349,8 +378,14 @@ fn a_member_dies_with_every_file_durable_before_the_group_knows() {
     d.check(&[(1, STRUCK)]);
 }
 
+/// Its partner's file is in place too (stopped right after writing it): the generation is complete on disk. (Had
+/// the partner not written it yet, the group would restart from the one before, as above.)
 fn a_member_dies_after_telling_the_group_its_file_is_durable() {
-    killed_at("told", 3, "ckpt-durable-marker-sent").check(&[(1, STRUCK)]);
+    let job = Job::start("told", "3:ckpt-durable-marker-sent:s,2:ckpt-file-durable:s", true);
+    let d = job.launcher_done_with(|job| {
+        job.stop_both_kill_first((3, "ckpt-durable-marker-sent"), (2, "ckpt-file-durable"));
+    });
+    d.check(&[(1, STRUCK)]);
 }
 
 fn a_member_dies_right_after_the_group_durability() {
@@ -385,10 +420,9 @@ fn every_rank_dies_at_once(name: &str, point: &str, generation: u64) {
     let spec: Vec<String> = (0..RANKS).map(|r| format!("{r}:{point}:s")).collect();
     let job = Job::start(name, &spec.join(","), true);
     let d = job.launcher_done_with(|job| {
-        let hits = job.stopped(RANKS as usize);
-        assert!(hits.iter().all(|h| h.0 == point), "{hits:?}");
-        for h in &hits {
-            signal(h.1, libc::SIGKILL);
+        let ranks: Vec<u32> = (0..RANKS).collect();
+        for pid in job.stopped(&ranks, &[point; RANKS as usize]) {
+            signal(pid, libc::SIGKILL);
         }
     });
     let want: Vec<(u32, u64)> = (0..GROUPS).map(|g| (g, generation)).collect();
