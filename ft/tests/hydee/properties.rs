@@ -299,31 +299,32 @@ const STAGES: [Stage; 5] = [Stage::Entering, Stage::Flushing, Stage::Written, St
 
 /// A random scenario whose groups checkpoint and fail at stages of their checkpoints: each `(step, group, stage,
 /// every)` asks `group` to checkpoint at `step` and fails it (or every group, if `every`) when one of its members
-/// reaches `stage`; `damage`: restarts find their newest generation damaged now and then.
-pub fn checkpoint_faults(damage: bool) -> impl Strategy<Value = (Scenario, bool)> {
-    (scenario(7, 40, 1), proptest::collection::vec((0u64..300, 0u32..4, 0usize..5, any::<bool>()), 1..4)).prop_map(
-        move |(mut s, faults)| {
-            let group_count = s.groups.iter().max().map_or(1, |g| g + 1);
-            let every: Vec<GroupId> = (0..group_count).collect();
-            let mut schedule: Vec<(u64, Event)> =
-                s.schedule.iter().map(|(w, e)| (if let When::Step(n) = w { *n } else { 0 }, e.clone())).collect();
-            for (step, g, stage, all) in faults {
-                let g = g % group_count;
-                let fail = if all { every.clone() } else { vec![g] };
-                schedule.push((step, Event::Checkpoint(g)));
-                schedule.push((step, Event::FailAt { stage: STAGES[stage], group: g, fail }));
-                // A later checkpoint, so that a restart can find two generations.
-                schedule.push((step + 60, Event::Checkpoint(g)));
-            }
-            schedule.sort_by_key(|(n, _)| *n);
-            s.schedule = schedule.into_iter().map(|(n, e)| (When::Step(n), e)).collect();
-            (s, damage)
-        },
-    )
+/// reaches `stage`; `damage`: restarts find their newest generation damaged now and then; half the scenarios send
+/// without blocking (`Config::nonblocking_sends`).
+pub fn checkpoint_faults(damage: bool) -> impl Strategy<Value = (Scenario, bool, bool)> {
+    let faults = proptest::collection::vec((0u64..300, 0u32..4, 0usize..5, any::<bool>()), 1..4);
+    (scenario(7, 40, 1), faults, any::<bool>()).prop_map(move |(mut s, faults, nonblocking)| {
+        let group_count = s.groups.iter().max().map_or(1, |g| g + 1);
+        let every: Vec<GroupId> = (0..group_count).collect();
+        let mut schedule: Vec<(u64, Event)> =
+            s.schedule.iter().map(|(w, e)| (if let When::Step(n) = w { *n } else { 0 }, e.clone())).collect();
+        for (step, g, stage, all) in faults {
+            let g = g % group_count;
+            let fail = if all { every.clone() } else { vec![g] };
+            schedule.push((step, Event::Checkpoint(g)));
+            schedule.push((step, Event::FailAt { stage: STAGES[stage], group: g, fail }));
+            // A later checkpoint, so that a restart can find two generations.
+            schedule.push((step + 60, Event::Checkpoint(g)));
+        }
+        schedule.sort_by_key(|(n, _)| *n);
+        s.schedule = schedule.into_iter().map(|(n, e)| (When::Step(n), e)).collect();
+        (s, damage, nonblocking)
+    })
 }
 
-fn run_faults((s, damage): &(Scenario, bool), hold_back: bool) -> Result<Report, String> {
+fn run_faults((s, damage, nonblocking): &(Scenario, bool, bool), hold_back: bool) -> Result<Report, String> {
     let mut cfg = s.config(DateRule::Sends);
+    cfg.nonblocking_sends = *nonblocking;
     cfg.markers = true;
     cfg.damage = *damage;
     cfg.hold_back = hold_back;
