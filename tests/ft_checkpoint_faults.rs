@@ -12,8 +12,8 @@
 //! - `ckpt-group-durable`: right after the group's new generation became durable for it;
 //! - a member of another group dying while this group is stopped in the middle of its marker
 //!   flush (the checkpoint serves the recovery round);
-//! - every rank at once (all stopped at the same point of their checkpoints, then SIGKILLed
-//!   together).
+//! - every rank at once (all stopped at the same point of their checkpoints, or each group at
+//!   another point, then SIGKILLed together).
 //!
 //! In every case the group (or every group) restarts from its newest generation of which every
 //! member's file is in place and valid (`src/ft/checkpoint.rs`, `restart_point`): the incomplete
@@ -68,6 +68,7 @@ fn main() {
             a_rank_dies_while_another_group_is_in_its_marker_flush,
             every_rank_dies_at_once_after_the_group_durability,
             every_rank_dies_at_once_during_the_marker_flush,
+            every_rank_dies_at_once_each_group_at_another_stage,
         ],
     );
 }
@@ -414,25 +415,35 @@ fn a_rank_dies_while_another_group_is_in_its_marker_flush() {
     d.check(&[(2, STRUCK)]);
 }
 
-/// Every rank stopped at `point` of generation [`STRUCK`], then all SIGKILLed together: every
-/// group restarts from `generation`.
-fn every_rank_dies_at_once(name: &str, point: &str, generation: u64) {
-    let spec: Vec<String> = (0..RANKS).map(|r| format!("{r}:{point}:s")).collect();
+/// Every rank stopped in generation [`STRUCK`], group `g`'s members at `points[g]`, then all
+/// SIGKILLed together: group `g` restarts from `generations[g]`.
+fn every_rank_dies_at_once(name: &str, points: [&str; GROUPS as usize], generations: [u64; GROUPS as usize]) {
+    let of = |r: u32| points[(r / 2) as usize];
+    let spec: Vec<String> = (0..RANKS).map(|r| format!("{r}:{}:s", of(r))).collect();
     let job = Job::start(name, &spec.join(","), true);
     let d = job.launcher_done_with(|job| {
         let ranks: Vec<u32> = (0..RANKS).collect();
-        for pid in job.stopped(&ranks, &[point; RANKS as usize]) {
+        let all: Vec<&str> = ranks.iter().map(|&r| of(r)).collect();
+        for pid in job.stopped(&ranks, &all) {
             signal(pid, libc::SIGKILL);
         }
     });
-    let want: Vec<(u32, u64)> = (0..GROUPS).map(|g| (g, generation)).collect();
+    let want: Vec<(u32, u64)> = (0..GROUPS).map(|g| (g, generations[g as usize])).collect();
     d.check(&want);
 }
 
 fn every_rank_dies_at_once_after_the_group_durability() {
-    every_rank_dies_at_once("all-durable", "ckpt-group-durable", STRUCK);
+    every_rank_dies_at_once("all-durable", ["ckpt-group-durable"; 4], [STRUCK; 4]);
 }
 
 fn every_rank_dies_at_once_during_the_marker_flush() {
-    every_rank_dies_at_once("all-marker", "ckpt-marker-sent", STRUCK - 1);
+    every_rank_dies_at_once("all-marker", ["ckpt-marker-sent"; 4], [STRUCK - 1; 4]);
+}
+
+/// Each group at another stage: in its marker flush, both files written under their temporary
+/// names (left behind, removed at the restart), both files durable with nobody told, and right
+/// after the group's durability. Each group restarts from its own last complete generation.
+fn every_rank_dies_at_once_each_group_at_another_stage() {
+    let points = ["ckpt-marker-sent", "ckpt-tmp-written", "ckpt-file-durable", "ckpt-group-durable"];
+    every_rank_dies_at_once("all-mixed", points, [STRUCK - 1, STRUCK - 1, STRUCK, STRUCK]);
 }
