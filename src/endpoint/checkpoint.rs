@@ -200,6 +200,7 @@ impl Inner {
         // 1. The group's channels are flushed.
         for &p in &partners {
             self.send_ft_mark(p, generation, 0)?;
+            nemesis_shm::failpoint!("ckpt-marker-sent");
         }
         self.wait_marks(&partners, generation, 0)?;
         // 2. Whole messages only, and no recovery round under way (unless this rank re-executes:
@@ -211,6 +212,7 @@ impl Inner {
         }
         // 3. Capture and write.
         let written = if skip { None } else { Some(self.capture_and_write(state, mpi, generation)) };
+        nemesis_shm::failpoint!("ckpt-file-durable");
         // 4. Durable for the whole group, or abandoned (or skipped) by all.
         let stage = match &written {
             None => MARK_SKIPPED,
@@ -219,6 +221,7 @@ impl Inner {
         };
         for &p in &partners {
             self.send_ft_mark(p, generation, stage)?;
+            nemesis_shm::failpoint!("ckpt-durable-marker-sent");
         }
         self.wait_marks(&partners, generation, 1)?;
         let rank = self.rank;
@@ -260,6 +263,7 @@ impl Inner {
         ft.stats.generation = generation;
         ft.stats.checkpoint_bytes = bytes;
         ft.stats.checkpoint_time = t0.elapsed();
+        nemesis_shm::failpoint!("ckpt-group-durable");
         tracing::debug!(rank, generation, bytes, path = %path.display(), time = ?ft.stats.checkpoint_time, "checkpoint durable");
         self.ft_drain()
     }

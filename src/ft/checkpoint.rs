@@ -315,6 +315,7 @@ pub fn write(
         return Err(Error::Checkpoint(format!("writing {}: {e}", tmp.display())));
     }
     drop(f);
+    nemesis_shm::failpoint!("ckpt-tmp-written");
     std::fs::rename(&tmp, &path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Error::Checkpoint(format!("renaming {} into place: {e}", tmp.display()))

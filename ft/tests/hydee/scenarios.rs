@@ -242,25 +242,33 @@ fn two_groups_fail_together() {
     }
 }
 
+/// The program of the acknowledgement scenarios: `sender` sends `receiver` two messages, then (past gate 1) two more.
+fn ack_program(sender: Rank, receiver: Rank) -> Program {
+    Program {
+        scripts: vec![
+            vec![Op::Send(receiver), Op::Send(receiver), Op::Gate(1), Op::Send(receiver), Op::Send(receiver)],
+            vec![Op::Recv(vec![sender]); 4],
+            vec![],
+        ],
+    }
+}
+
 /// hydee.md "Acknowledgement GC": after G3 checkpoints, p3's first inter-group message to p5 yields exactly one Ack;
 /// p3 drops its older log entries and keeps the acknowledged one; a following G3 failure still recovers.
 #[test]
 fn acknowledgement_gc() {
     const SENDER: Rank = 0; // "p3", alone in its group
     const RECEIVER: Rank = 1; // "p5", with rank 2 in the other group
-    let program = Program {
-        scripts: vec![
-            vec![Op::Send(RECEIVER), Op::Send(RECEIVER), Op::Gate(1), Op::Send(RECEIVER), Op::Send(RECEIVER)],
-            vec![Op::Recv(vec![SENDER]); 4],
-            vec![],
-        ],
-    };
+    let program = ack_program(SENDER, RECEIVER);
     let mut cfg = Config::new(vec![0, 1, 1]);
     cfg.schedule = vec![
         (When::Quiescent, Event::Checkpoint(1)),
         (When::Quiescent, Event::OpenGate),
         (When::Quiescent, Event::Fail(vec![1])),
     ];
+    // The engine's acknowledgement as it emits it: the endpoint holds it back one generation
+    // (`markers_hold_the_acknowledgement_back_one_generation`).
+    cfg.markers = false;
     for seed in 0..SEEDS {
         let r = run(&program, &with_seed(&cfg, seed));
         let failure = index(&r, "round", |t| matches!(t, Trace::Round { .. }));
@@ -293,6 +301,38 @@ fn acknowledgement_gc() {
         assert!(r.first(|t| matches!(t, Trace::Replay { id: (SENDER, 2), .. })).is_some());
         assert!(r.first(|t| matches!(t, Trace::Replay { id: (SENDER, 3), .. })).is_some());
         assert!(r.first(|t| matches!(t, Trace::Replay { id: (SENDER, 0) | (SENDER, 1), .. })).is_none());
+    }
+}
+
+/// The endpoint's held-back generation (`sim/markers.rs`): with the marker protocol, the acknowledgement of
+/// `acknowledgement_gc` waits for the group's next durable checkpoint, and the sender drops its entries only then.
+#[test]
+fn markers_hold_the_acknowledgement_back_one_generation() {
+    const SENDER: Rank = 0;
+    const RECEIVER: Rank = 1;
+    let program = ack_program(SENDER, RECEIVER);
+    let mut cfg = Config::new(vec![0, 1, 1]);
+    cfg.markers = true;
+    cfg.schedule = vec![
+        (When::Quiescent, Event::Checkpoint(1)),
+        (When::Quiescent, Event::OpenGate),
+        (When::Quiescent, Event::Checkpoint(1)),
+        (When::Quiescent, Event::Fail(vec![1])),
+    ];
+    for seed in 0..SEEDS {
+        let r = run(&program, &with_seed(&cfg, seed));
+        let failure = index(&r, "round", |t| matches!(t, Trace::Round { .. }));
+        let is_ack = |t: &Trace| {
+            matches!(t, Trace::ControlSent { from: Endpoint::Process(RECEIVER), msg: Control::Ack { .. }, .. })
+        };
+        let acks: Vec<usize> = (0..failure).filter(|&i| is_ack(&r.trace[i])).collect();
+        assert_eq!(acks.len(), 1, "seed {seed}: exactly one Ack");
+        assert!(matches!(&r.trace[acks[0]], Trace::ControlSent { msg: Control::Ack { date: 3 }, .. }));
+        // Sent once the receiver's second generation is captured and durable for it, not at the third message.
+        let captures = r.trace[..acks[0]].iter().filter(|t| matches!(t, Trace::Checkpoint { durable: false, .. }));
+        assert!(captures.count() >= 3, "seed {seed}: the Ack went before the second generation");
+        let arrival = index(&r, "third message", |t| matches!(t, Trace::Arrive { id: (SENDER, 2), .. }));
+        assert!(arrival < acks[0]);
     }
 }
 

@@ -11,6 +11,15 @@
 //! processes and a random prefix of what they had sent; restarted processes take their group's last durable
 //! checkpoint, intra-group channel state included.
 //!
+//! The group checkpoint is the marker protocol by default (`sim/markers.rs`, [`Config::markers`]): each member's
+//! markers, capture, durable file, stage-1 markers and durability are steps of their own, interleaved with
+//! everything else and hit by failures ([`Event::FailAt`]); a restarted group takes its newest generation every
+//! member has a file of, and the acknowledgements wait one generation, as the endpoint's do.
+//!
+//! Layout: this file drives the run and takes the application's steps; `sim/reference.rs` is the failure-free run,
+//! `sim/channels.rs` the deliveries and the engine's actions, `sim/markers.rs` the marker protocol,
+//! `sim/rollback.rs` the atomic checkpoint, failures and restarts, and the final checks.
+//!
 //! Checks made during the run: no message delivered twice to the current state of a process; at the arrival of a
 //! message sent under the current round's rules, every message in its causal past has arrived at its destination's
 //! current state (Theorem 6.1, T:2229); the engine's `Duplicate` and `LogOnly` verdicts agree with the ground truth;
@@ -22,10 +31,17 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+mod channels;
+mod markers;
+mod reference;
+mod rollback;
+pub use markers::Stage;
+pub use reference::{Reference, reference};
+use reference::{fold, value_of};
+
 use nemesis_ft::{
-    Action, Control, Coordinator, CoordinatorId, Date, DateRule, Delivery, Endpoint, GroupId, LogConfig, LogSnapshot,
-    Outbound, Phase, Piggyback, Process, ProcessConfig, ProcessState, Rank, Reception, STAMP_LEN, SenderLog, Stamp,
-    Topology, digest::digest,
+    Control, Coordinator, CoordinatorId, Date, DateRule, Delivery, Endpoint, GroupId, LogConfig, LogSnapshot, Outbound,
+    Phase, Process, ProcessConfig, Rank, STAMP_LEN, SenderLog, Stamp, Topology, digest::digest,
 };
 
 /// One step of a process's script.
@@ -67,6 +83,8 @@ pub enum Event {
     Checkpoint(GroupId),
     /// These groups fail together.
     Fail(Vec<GroupId>),
+    /// With [`Config::markers`]: `fail` fail together when a member of `group` next reaches `stage` of a checkpoint.
+    FailAt { stage: Stage, group: GroupId, fail: Vec<GroupId> },
     /// Scripts waiting at `Gate(k)` for this gate may go on.
     OpenGate,
 }
@@ -93,6 +111,16 @@ pub struct Config {
     pub stamps: bool,
     /// A program that is not send-deterministic: see [`Divergence`].
     pub diverge: Option<Divergence>,
+    /// The group checkpoint as the marker protocol (`sim/markers.rs`): steps interleaved with everything else,
+    /// per-member files, the group's durability, the held-back generation. Off: one atomic capture, durable a few
+    /// steps later.
+    pub markers: bool,
+    /// With `markers`: a restarted group finds its newest generation damaged now and then and restarts from the
+    /// one before.
+    pub damage: bool,
+    /// With `markers`: acknowledgements and RPP prunings wait for the next durability (the endpoint's rule). Off
+    /// only to show why: a fallback to the older generation then finds the logs pruned.
+    pub hold_back: bool,
     pub max_steps: u64,
 }
 
@@ -120,6 +148,9 @@ impl Config {
             nonblocking_sends: false,
             stamps: true,
             diverge: None,
+            markers: true,
+            damage: false,
+            hold_back: true,
             max_steps: 200_000,
         }
     }
@@ -163,6 +194,10 @@ pub struct Stats {
     pub checkpoints: u64,
     pub rounds: u64,
     pub max_spilled: u64,
+    /// Failures made by `Event::FailAt`, per stage.
+    pub failed_at: BTreeMap<Stage, u32>,
+    /// Restarts from the older retained generation (`Config::damage`).
+    pub fallbacks: u64,
 }
 
 /// The outcome of a run.
@@ -181,118 +216,6 @@ impl Report {
     pub fn count(&self, f: impl Fn(&Trace) -> bool) -> usize {
         self.trace.iter().filter(|t| f(t)).count()
     }
-}
-
-// ------------------------------------------------------------------------------------------------------------------
-// Reference run.
-
-fn mix(a: u64, b: u64) -> u64 {
-    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.rotate_left(29);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^ (x >> 27)
-}
-
-/// Value of send `n` of `rank` given the state folded from what it consumed (order-independent).
-fn value_of(rank: Rank, n: u64, acc: u64) -> u64 {
-    mix(mix(rank as u64, n), acc)
-}
-
-fn fold(acc: u64, value: u64) -> u64 {
-    acc.wrapping_add(mix(value, 0x5151))
-}
-
-/// The failure-free outcome of a program.
-#[derive(Clone, Debug)]
-pub struct Reference {
-    /// `(destination, value)` of each send, per rank.
-    pub sends: Vec<Vec<(Rank, u64)>>,
-    /// Final folded state per rank.
-    pub acc: Vec<u64>,
-    /// Global index of the first message of each rank.
-    offset: Vec<usize>,
-    /// Messages each rank receives.
-    pub incoming: Vec<BTreeSet<MsgId>>,
-    /// Message of each global index.
-    ids: Vec<MsgId>,
-}
-
-impl Reference {
-    fn gid(&self, id: MsgId) -> usize {
-        self.offset[id.0 as usize] + id.1 as usize
-    }
-    fn dest(&self, id: MsgId) -> Rank {
-        self.sends[id.0 as usize][id.1 as usize].0
-    }
-}
-
-/// Runs `program` without failures (gates open), in a fixed order.
-pub fn reference(program: &Program) -> Result<Reference, String> {
-    let n = program.scripts.len();
-    let mut pc = vec![0usize; n];
-    let mut acc = vec![0u64; n];
-    let mut sends: Vec<Vec<(Rank, u64)>> = vec![Vec::new(); n];
-    let mut batch: Vec<Option<Vec<Rank>>> = vec![None; n];
-    let mut queues: BTreeMap<(Rank, Rank), VecDeque<u64>> = BTreeMap::new();
-    loop {
-        let mut progress = false;
-        for p in 0..n {
-            while let Some(op) = program.scripts[p].get(pc[p]) {
-                match op {
-                    Op::Send(to) => {
-                        if *to as usize >= n {
-                            return Err(format!("rank {p} sends to unknown rank {to}"));
-                        }
-                        let v = value_of(p as Rank, sends[p].len() as u64, acc[p]);
-                        sends[p].push((*to, v));
-                        queues.entry((p as Rank, *to)).or_default().push_back(v);
-                        pc[p] += 1;
-                    }
-                    Op::Gate(_) => pc[p] += 1,
-                    Op::Recv(from) => {
-                        let b = batch[p].get_or_insert_with(|| from.clone());
-                        let Some(i) =
-                            b.iter().position(|&s| queues.get(&(s, p as Rank)).is_some_and(|q| !q.is_empty()))
-                        else {
-                            break;
-                        };
-                        let s = b.remove(i);
-                        let v = queues.get_mut(&(s, p as Rank)).and_then(VecDeque::pop_front).unwrap_or_default();
-                        acc[p] = fold(acc[p], v);
-                        if b.is_empty() {
-                            batch[p] = None;
-                            pc[p] += 1;
-                        }
-                    }
-                }
-                progress = true;
-            }
-        }
-        if !progress {
-            break;
-        }
-    }
-    if let Some(p) = (0..n).find(|&p| pc[p] < program.scripts[p].len()) {
-        return Err(format!("the program deadlocks without failures: rank {p} stuck at op {}", pc[p]));
-    }
-    if queues.values().any(|q| !q.is_empty()) {
-        return Err("the program leaves messages unreceived".into());
-    }
-    let mut offset = Vec::with_capacity(n);
-    let mut total = 0;
-    for s in &sends {
-        offset.push(total);
-        total += s.len();
-    }
-    let mut incoming = vec![BTreeSet::new(); n];
-    let mut ids = Vec::with_capacity(total);
-    for (p, s) in sends.iter().enumerate() {
-        for (i, (to, _)) in s.iter().enumerate() {
-            incoming[*to as usize].insert((p as Rank, i as u64));
-            ids.push((p as Rank, i as u64));
-        }
-    }
-    Ok(Reference { sends, acc, offset, incoming, ids })
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -370,8 +293,19 @@ impl AppMsg {
 
 #[derive(Clone, Debug)]
 enum Packet {
-    App { pb: [u8; 12], stamp: [u8; STAMP_LEN], payload: Vec<u8>, replay: bool, round: u64 },
+    App {
+        pb: [u8; 12],
+        stamp: [u8; STAMP_LEN],
+        payload: Vec<u8>,
+        replay: bool,
+        round: u64,
+    },
     Ctl(Vec<u8>),
+    /// A checkpoint marker of the group (`sim/markers.rs`).
+    Mark {
+        generation: u64,
+        stage: usize,
+    },
 }
 
 /// The application side of a process (restored with its checkpoint).
@@ -399,6 +333,8 @@ struct Proc {
     hold: bool,
     /// With `nonblocking_sends`: sends the application made that wait for the engine, in order.
     queued: VecDeque<Issued>,
+    /// With `Config::markers`: its side of the group checkpoint.
+    ckpt: markers::Member,
 }
 
 /// A send as the application made it: its message, and the phase of the process and the phase floor then.
@@ -450,6 +386,12 @@ pub struct Sim {
     channels: BTreeMap<(Endpoint, Endpoint), VecDeque<Packet>>,
     durable: BTreeMap<GroupId, GroupCheckpoint>,
     pending: BTreeMap<GroupId, GroupCheckpoint>,
+    /// With `Config::markers`: the members' files per group and generation (0: the initial state).
+    files: BTreeMap<GroupId, BTreeMap<u64, BTreeMap<Rank, Saved>>>,
+    /// The generation of each group's latest checkpoint attempt.
+    next_generation: BTreeMap<GroupId, u64>,
+    /// Armed `Event::FailAt`s: (stage, group, groups to fail).
+    fail_at: Vec<(Stage, GroupId, Vec<GroupId>)>,
     /// (due step, group) of pending durability events.
     durability: Vec<(u64, GroupId)>,
     schedule: VecDeque<(When, Event)>,
@@ -491,6 +433,7 @@ impl Sim {
                 app: App::default(),
                 hold: false,
                 queued: VecDeque::new(),
+                ckpt: markers::Member::default(),
             });
         }
         let coordinators = (0..topo.coordinators() as CoordinatorId)
@@ -499,6 +442,7 @@ impl Sim {
             .map_err(err("coordinator"))?;
         // Every group starts from a durable checkpoint of the initial state.
         let mut durable = BTreeMap::new();
+        let mut files = BTreeMap::new();
         for g in 0..topo.groups() as GroupId {
             let mut members = BTreeMap::new();
             for &r in topo.members(g).map_err(err("members"))? {
@@ -512,6 +456,7 @@ impl Sim {
                     },
                 );
             }
+            files.insert(g, BTreeMap::from([(0, members.clone())]));
             durable.insert(g, GroupCheckpoint { members, in_flight: Vec::new() });
         }
         let rng = Rng(cfg.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
@@ -526,6 +471,9 @@ impl Sim {
             channels: BTreeMap::new(),
             durable,
             pending: BTreeMap::new(),
+            files,
+            next_generation: BTreeMap::new(),
+            fail_at: Vec::new(),
             durability: Vec::new(),
             schedule,
             gates: 0,
@@ -582,6 +530,7 @@ impl Sim {
             match c {
                 Choice::App(p) => self.app_step(p)?,
                 Choice::Deliver(from, to) => self.deliver(from, to)?,
+                Choice::Ckpt(p) => self.ckpt_step(p)?,
             }
             self.step += 1;
             if self.step > self.cfg.max_steps {
@@ -616,8 +565,13 @@ impl Sim {
     fn fire(&mut self, e: Event) -> SimResult<()> {
         self.last_fired = Some(self.step);
         match e {
+            Event::Checkpoint(g) if self.cfg.markers => self.begin_group_checkpoint(g),
             Event::Checkpoint(g) => self.capture_checkpoint(g),
             Event::Fail(groups) => self.fail(&groups),
+            Event::FailAt { stage, group, fail } => {
+                self.fail_at.push((stage, group, fail));
+                Ok(())
+            }
             Event::OpenGate => {
                 self.gates += 1;
                 Ok(())
@@ -628,6 +582,12 @@ impl Sim {
     fn enabled(&self) -> Vec<Choice> {
         let mut out = Vec::new();
         for (p, proc_) in self.procs.iter().enumerate() {
+            if self.ckpt_enabled(p as Rank) {
+                out.push(Choice::Ckpt(p as Rank));
+            }
+            if proc_.ckpt.blocks_app() {
+                continue;
+            }
             if !proc_.queued.is_empty() && !proc_.hold {
                 out.push(Choice::App(p as Rank));
                 continue;
@@ -831,377 +791,14 @@ impl Sim {
         }
         Ok(true)
     }
-
-    // --------------------------------------------------------------------------------------------------------------
-    // Channels.
-
-    fn deliver(&mut self, from: Endpoint, to: Endpoint) -> SimResult<()> {
-        let packet = self.channels.get_mut(&(from, to)).and_then(VecDeque::pop_front).ok_or("empty channel")?;
-        match (to, packet) {
-            (Endpoint::Process(p), Packet::App { pb, stamp, payload, replay, round }) => {
-                let Endpoint::Process(q) = from else {
-                    return Err("application message from a coordinator".into());
-                };
-                let stamp = Stamp::decode(&stamp).map_err(err("stamp"))?;
-                self.arrive(q, p, &pb, stamp, &payload, replay, round)
-            }
-            (Endpoint::Process(p), Packet::Ctl(bytes)) => {
-                let msg = Control::decode(&bytes).map_err(err("decode"))?;
-                self.trace.push(Trace::Control { from, to, msg: msg.clone() });
-                let proc_ = &mut self.procs[p as usize];
-                proc_
-                    .engine
-                    .on_control(from, msg, &proc_.log)
-                    .map_err(|e| format!("rank {p} on_control from {from}: {e}"))?;
-                self.drain(p)
-            }
-            (Endpoint::Coordinator(c), Packet::Ctl(bytes)) => {
-                let msg = Control::decode(&bytes).map_err(err("decode"))?;
-                self.trace.push(Trace::Control { from, to, msg: msg.clone() });
-                if let (Endpoint::Process(j), Control::OrphanCounts { counts, round }) = (from, &msg)
-                    && *round == self.round
-                {
-                    // An orphan's phase is below its receiver's (Lemma 6.2, T:2207), once the receiver has delivered what it
-                    // holds (an orphan that arrived but is not delivered has not raised it yet).
-                    let held = self.procs[j as usize].app.unexpected.iter().map(|m| m.phase).max().unwrap_or(0);
-                    let phase = self.procs[j as usize].engine.phase().max(held);
-                    if let Some(&(op, _)) = counts.iter().find(|(op, _)| *op >= phase) {
-                        return Err(format!("rank {j} reports an orphan of phase {op} at phase {phase}"));
-                    }
-                }
-                self.coordinators[c as usize]
-                    .on_control(from, msg)
-                    .map_err(|e| format!("coordinator {c} from {from}: {e}"))?;
-                self.drain_coordinator(c);
-                Ok(())
-            }
-            (Endpoint::Coordinator(_), Packet::App { .. }) => Err("application message to a coordinator".into()),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn arrive(
-        &mut self,
-        q: Rank,
-        p: Rank,
-        pb: &[u8; 12],
-        stamp: Stamp,
-        payload: &[u8],
-        replay: bool,
-        round: u64,
-    ) -> SimResult<()> {
-        let pb = Piggyback::decode(pb).map_err(err("piggyback"))?;
-        let mut msg = AppMsg::decode(payload)?;
-        if msg.id.0 != q {
-            return Err(format!("message {:?} arrived on the channel from {q}", msg.id));
-        }
-        let engine = &mut self.procs[p as usize].engine;
-        let verdict = if self.cfg.stamps {
-            engine.on_receive_stamped(q, pb, stamp, Some(digest(&[], payload)))
-        } else {
-            engine.on_receive(q, pb)
-        }
-        .map_err(|e| format!("rank {p} on_receive from {q}: {e}"))?;
-        let id = msg.id;
-        match verdict {
-            Reception::Deliver(delivery) => {
-                self.trace.push(Trace::Arrive { rank: p, id, verdict: "deliver", replay });
-                if self.procs[p as usize].app.delivered.contains(&id) {
-                    return Err(format!("{id:?} delivered twice to rank {p}"));
-                }
-                if self.reference.dest(id) != p {
-                    return Err(format!("{id:?} delivered to rank {p}, not its destination"));
-                }
-                if round == self.round {
-                    self.check_causality(p, &msg)?;
-                }
-                msg.phase = delivery.phase();
-                let expected = pb.phase() + u64::from(self.group(q) != self.group(p));
-                if delivery.phase() != expected {
-                    return Err(format!(
-                        "{id:?} brings phase {} at rank {p}, Fig 6.3 says {expected}",
-                        delivery.phase()
-                    ));
-                }
-                if self.cfg.deliver_on_arrival {
-                    self.procs[p as usize].engine.on_deliver(delivery);
-                } else {
-                    msg.delivery = Some(delivery);
-                }
-                let app = &mut self.procs[p as usize].app;
-                app.delivered.insert(id);
-                app.unexpected.push_back(msg);
-            }
-            Reception::Duplicate => {
-                self.trace.push(Trace::Arrive { rank: p, id, verdict: "duplicate", replay });
-                self.stats.duplicates += 1;
-                if !self.procs[p as usize].app.delivered.contains(&id) {
-                    return Err(format!("rank {p} discarded {id:?} as a duplicate but never delivered it: lost"));
-                }
-            }
-            Reception::Stale => {
-                self.trace.push(Trace::Arrive { rank: p, id, verdict: "stale", replay });
-                self.stats.stale += 1;
-            }
-        }
-        self.drain(p)
-    }
-
-    /// Theorem 6.1: every message in the causal past of `msg` has arrived at its destination's current state.
-    fn check_causality(&self, at: Rank, msg: &AppMsg) -> SimResult<()> {
-        for g in msg.past.iter() {
-            let x = *self.reference.ids.get(g).ok_or("unknown message in a causal past")?;
-            let d = self.reference.dest(x);
-            if !self.procs[d as usize].app.delivered.contains(&x) {
-                return Err(format!(
-                    "causal order broken: {:?} arrived at rank {at} before {x:?}, in its causal past, reached rank {d}",
-                    msg.id
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies a process's actions.
-    fn drain(&mut self, p: Rank) -> SimResult<()> {
-        while let Some(a) = self.procs[p as usize].engine.poll_action() {
-            match a {
-                Action::Control { to, msg } => {
-                    self.push(Endpoint::Process(p), to, Packet::Ctl(msg.encode()));
-                    self.trace.push(Trace::ControlSent { from: Endpoint::Process(p), to, msg });
-                }
-                Action::Replay { to, piggyback } => {
-                    let mut payload = Vec::new();
-                    let (logged, stamp) = self.procs[p as usize]
-                        .log
-                        .read_stamped(to, piggyback.date(), &mut payload)
-                        .map_err(|e| format!("rank {p} replay to {to}: {e}"))?;
-                    if self.cfg.stamps && !stamp.is_some() {
-                        return Err(format!("rank {p} replays an unstamped entry to {to}"));
-                    }
-                    if logged.phase() != piggyback.phase() {
-                        return Err(format!(
-                            "rank {p} replays with phase {} a message logged in {}",
-                            piggyback.phase(),
-                            logged.phase()
-                        ));
-                    }
-                    let id = AppMsg::decode(&payload)?.id;
-                    self.stats.replays += 1;
-                    self.trace.push(Trace::Replay { rank: p, to, id });
-                    let round = self.procs[p as usize].engine.round();
-                    self.push(
-                        Endpoint::Process(p),
-                        Endpoint::Process(to),
-                        Packet::App { pb: piggyback.encode(), stamp: stamp.encode(), payload, replay: true, round },
-                    );
-                }
-                Action::DiscardLog { to, before } => {
-                    let log = &mut self.procs[p as usize].log;
-                    log.discard_before(to, before);
-                    let remaining = log.entries(to).into_iter().map(|e| e.0).collect();
-                    self.trace.push(Trace::Discard { rank: p, to, before, remaining });
-                }
-                // Queued non-blocking sends go at the process's next step.
-                Action::ResumeSends => self.procs[p as usize].hold = false,
-            }
-        }
-        Ok(())
-    }
-
-    fn drain_coordinator(&mut self, c: CoordinatorId) {
-        while let Some(o) = self.coordinators[c as usize].poll_outgoing() {
-            self.push(Endpoint::Coordinator(c), o.to, Packet::Ctl(o.msg.encode()));
-            self.trace.push(Trace::ControlSent { from: Endpoint::Coordinator(c), to: o.to, msg: o.msg });
-        }
-    }
-
-    // --------------------------------------------------------------------------------------------------------------
-    // Checkpoints and failures.
-
-    fn capture_checkpoint(&mut self, g: GroupId) -> SimResult<()> {
-        let members: Vec<Rank> = self.topo.members(g).map_err(err("members"))?.to_vec();
-        if self.pending.contains_key(&g)
-            || members
-                .iter()
-                .any(|&r| self.procs[r as usize].engine.in_recovery() || !self.procs[r as usize].queued.is_empty())
-        {
-            // The protocol refuses checkpoints during recovery; the group will checkpoint another time.
-            return Ok(());
-        }
-        let mut saved = BTreeMap::new();
-        for &r in &members {
-            let proc_ = &mut self.procs[r as usize];
-            let state: ProcessState = proc_.engine.checkpoint().map_err(|e| format!("rank {r} checkpoint: {e}"))?;
-            let json = serde_json::to_string(&state).map_err(err("serialise"))?;
-            let log = proc_.log.snapshot().map_err(err("log snapshot"))?;
-            saved.insert(r, Saved { state_json: json, log, app: proc_.app.clone() });
-        }
-        let mut in_flight = Vec::new();
-        for &a in &members {
-            for &b in &members {
-                if let Some(q) = self.channels.get(&(Endpoint::Process(a), Endpoint::Process(b))) {
-                    in_flight.extend(q.iter().filter(|p| matches!(p, Packet::App { .. })).map(|p| (a, b, p.clone())));
-                }
-            }
-        }
-        self.pending.insert(g, GroupCheckpoint { members: saved, in_flight });
-        let delay = self.rng.below(12) as u64;
-        self.durability.push((self.step + delay, g));
-        self.stats.checkpoints += 1;
-        self.trace.push(Trace::Checkpoint { group: g, durable: false });
-        Ok(())
-    }
-
-    fn durable_checkpoint(&mut self, g: GroupId) -> SimResult<()> {
-        let Some(ckpt) = self.pending.remove(&g) else {
-            // The group failed before its checkpoint became durable.
-            return Ok(());
-        };
-        for &r in ckpt.members.keys() {
-            let proc_ = &mut self.procs[r as usize];
-            proc_.engine.checkpoint_durable(&proc_.log).map_err(|e| format!("rank {r} durable: {e}"))?;
-            self.drain(r)?;
-        }
-        self.durable.insert(g, ckpt);
-        self.trace.push(Trace::Checkpoint { group: g, durable: true });
-        Ok(())
-    }
-
-    fn fail(&mut self, failed: &[GroupId]) -> SimResult<()> {
-        self.round += 1;
-        let round = self.round;
-        self.stats.rounds += 1;
-        // A failure during recovery restarts the unfinished round's groups again.
-        let mut groups: BTreeSet<GroupId> = failed.iter().copied().collect();
-        for c in &self.coordinators {
-            if let Some(gs) = c.recovering_groups() {
-                groups.extend(gs.iter().copied());
-            }
-        }
-        let groups: Vec<GroupId> = groups.into_iter().collect();
-        self.trace.push(Trace::Round { round, groups: groups.clone() });
-        let restarting: BTreeSet<Rank> =
-            (0..self.procs.len() as Rank).filter(|&r| groups.contains(&self.group(r))).collect();
-        for &g in &groups {
-            self.pending.remove(&g);
-        }
-        self.durability.retain(|(_, g)| !groups.contains(g));
-        // Channels: what was addressed to a dead process is lost; of what a dead process had sent, a random prefix
-        // gets through (FIFO: the rest is lost with it), ahead of anything its new incarnation sends.
-        let keys: Vec<(Endpoint, Endpoint)> = self.channels.keys().copied().collect();
-        for key in keys {
-            let to_dead = matches!(key.1, Endpoint::Process(r) if restarting.contains(&r));
-            let from_dead = matches!(key.0, Endpoint::Process(r) if restarting.contains(&r));
-            if to_dead {
-                self.channels.remove(&key);
-            } else if from_dead && let Some(q) = self.channels.get_mut(&key) {
-                let keep = self.rng.below(q.len() + 1);
-                q.truncate(keep);
-            }
-        }
-        let log_config =
-            LogConfig { memory_limit: self.cfg.log_memory, spill_dir: Some(std::env::temp_dir()), spill_limit: None };
-        for &g in &groups {
-            let ckpt = self.durable.get(&g).cloned().ok_or("no durable checkpoint")?;
-            for (&r, saved) in &ckpt.members {
-                let state: ProcessState = serde_json::from_str(&saved.state_json).map_err(err("deserialise"))?;
-                let engine = Process::restart(self.topo.clone(), state, round, &groups)
-                    .map_err(|e| format!("rank {r} restart: {e}"))?;
-                let ranks = self.procs.len();
-                let log = if self.cfg.stamps {
-                    SenderLog::restore_stamped(ranks, log_config.clone(), &saved.log, |to| engine.sent_to(to))
-                } else {
-                    SenderLog::restore(ranks, log_config.clone(), &saved.log)
-                }
-                .map_err(err("log restore"))?;
-                self.procs[r as usize] =
-                    Proc { engine, log, app: saved.app.clone(), hold: false, queued: VecDeque::new() };
-                *self.stats.rollbacks.entry(r).or_default() += 1;
-                self.trace.push(Trace::Rollback { rank: r, round });
-            }
-            for (a, b, p) in ckpt.in_flight {
-                self.push(Endpoint::Process(a), Endpoint::Process(b), p);
-            }
-        }
-        for &r in &restarting {
-            self.drain(r)?;
-        }
-        for c in 0..self.coordinators.len() {
-            self.coordinators[c].on_failure(round, &groups).map_err(|e| format!("coordinator {c} failure: {e}"))?;
-            self.drain_coordinator(c as CoordinatorId);
-        }
-        Ok(())
-    }
-
-    // --------------------------------------------------------------------------------------------------------------
-    // Final checks.
-
-    fn final_checks(&self) -> SimResult<()> {
-        for (p, proc_) in self.procs.iter().enumerate() {
-            let script = &self.program.scripts[p];
-            if proc_.app.pc < script.len() {
-                return Err(format!(
-                    "deadlock: rank {p} stuck at op {} {:?} (hold {}, in recovery {}, round {}); {} events left",
-                    proc_.app.pc,
-                    script[proc_.app.pc],
-                    proc_.hold,
-                    proc_.engine.in_recovery(),
-                    proc_.engine.round(),
-                    self.schedule.len()
-                ));
-            }
-            if proc_.engine.in_recovery() || proc_.hold || !proc_.queued.is_empty() {
-                return Err(format!("rank {p} ends in recovery or holding a send"));
-            }
-            if proc_.app.sends != self.reference.sends[p] {
-                return Err(format!("rank {p}'s sends differ from the failure-free run"));
-            }
-            if proc_.app.acc != self.reference.acc[p] {
-                return Err(format!("rank {p}'s final state differs from the failure-free run"));
-            }
-            if proc_.app.delivered != self.reference.incoming[p] {
-                let missing: Vec<_> = self.reference.incoming[p].difference(&proc_.app.delivered).collect();
-                return Err(format!("rank {p} did not receive {missing:?}"));
-            }
-        }
-        if let Some(((f, t), _)) = self.channels.iter().find(|(_, q)| !q.is_empty()) {
-            return Err(format!("channel {f} -> {t} not empty at the end"));
-        }
-        if let Some(c) = self.coordinators.iter().position(|c| c.recovering_groups().is_some()) {
-            return Err(format!("coordinator {c} ends with an unfinished round"));
-        }
-        self.check_log_gc()
-    }
-
-    /// Entries held by the destination's durable checkpoint are gone once it has received something newer.
-    fn check_log_gc(&self) -> SimResult<()> {
-        for k in 0..self.procs.len() as Rank {
-            let ckpt = &self.durable[&self.group(k)].members[&k];
-            let state: ProcessState = serde_json::from_str(&ckpt.state_json).map_err(err("deserialise"))?;
-            for i in 0..self.procs.len() as Rank {
-                if self.group(i) == self.group(k) {
-                    continue;
-                }
-                let held: Date = state.received.iter().find(|(j, _)| *j == i).map_or(0, |(_, r)| r.max_date);
-                let now = self.procs[k as usize].engine.last_received(i);
-                if now > held
-                    && let Some((d, _)) = self.procs[i as usize].log.entries(k).into_iter().find(|(d, _)| *d <= held)
-                {
-                    return Err(format!(
-                        "rank {i} still logs date {d} for rank {k}, whose durable checkpoint holds up to {held} and which received {now} since"
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Choice {
     App(Rank),
     Deliver(Endpoint, Endpoint),
+    /// The next step of a process's checkpoint (`sim/markers.rs`).
+    Ckpt(Rank),
 }
 
 /// Builds a program from a global sequence of messages `(from, to)`: each sender's script sends its messages in
