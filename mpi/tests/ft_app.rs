@@ -23,8 +23,8 @@
 //! | `five_failures_in_one_run` | 5, 0, 3, 6 at 8, 16, 24, 32, then 5 again at 40, each after the previous recovery | 2 twice, 0, 1, 3 |
 //!
 //! Each also `..._over_two_nodes` (`--nodes 2`: ranks 0–3 and 4–7 on two node identities over
-//! the TCP netmod), ignored until issue 33's package B: a restarted rank waits in `MPI_Init`'s
-//! node-id allgather on `MPI_COMM_WORLD`.
+//! the TCP netmod; `MPI_Init` on a restart exchanges nothing: every rank's node comes from the
+//! launcher).
 //!
 //! Every scenario runs the C program (module `c`) and the same program in Rust through rsmpi
 //! (module `rust`: `tests/clients/ft_app_rsmpi.rs`, crates.io `mpi` 0.8.2 without its libffi

@@ -56,7 +56,9 @@ mod imp {
         let Armed { action, record, .. } = a.swap_remove(i);
         let pid = std::process::id();
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&record) {
-            let _ = writeln!(f, "hit {point} {pid}");
+            // One write of the whole line: an O_APPEND write is atomic against the other
+            // processes' records, `writeln!` on a `File` may split it into several.
+            let _ = f.write_all(format!("hit {point} {pid}\n").as_bytes());
         }
         let sig = match action {
             Action::Kill => libc::SIGKILL,
