@@ -49,6 +49,9 @@ pub struct Opts {
     /// Longest time one run may take, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// The latencies alone: no computation, no checkpoint (the last line's app ratio is n/a).
+    #[arg(long)]
+    pub latency_only: bool,
 }
 
 /// The computation's figures, as rank 0 prints them (`stencil <s> <checkpoints> <s in them> <bytes>`).
@@ -196,7 +199,7 @@ fn measure(
         let run = systems[k].run(ctx, Workload::Latency, &[8], &plan)?;
         lat[k][r] = run.values[0];
         // The computation, FT off and on, in the same round.
-        if k == systems.len() - 1 {
+        if k == systems.len() - 1 && !o.latency_only {
             // Off first in even rounds, on first in odd ones.
             for m in [r % 2, (r + 1) % 2] {
                 let env = if m == 0 { &[][..] } else { &app_env[..] };
@@ -205,7 +208,6 @@ fn measure(
         }
         eprintln!("  round {r}: {} {:.3} us", systems[k].name, lat[k][r]);
     }
-    let ckpt = stencil_once(ctx, o, iterations, interval, &app_env)?;
     let intra = ratio_of_rounds(&lat[1], &lat[0]);
     let inter = ratio_of_rounds(&lat[2], &lat[0]);
     let app_ratio = ratio_of_rounds(&app[1], &app[0]);
@@ -218,6 +220,12 @@ fn measure(
     );
     println!("  intra-group / off, per round: {}", fmt(&intra));
     println!("  inter-group / off, per round: {}", fmt(&inter));
+    let m = |s: &Option<Summary>| s.map_or(f64::NAN, |s| s.median);
+    if o.latency_only {
+        println!("ft overhead: intra {:.3} inter {:.3} app n/a", m(&intra), m(&inter));
+        return Ok(());
+    }
+    let ckpt = stencil_once(ctx, o, iterations, interval, &app_env)?;
     let secs = |i: usize| Summary::of(&app[i]).map_or(f64::NAN, |s| s.median);
     println!(
         "ft_stencil without checkpoints, median of {rounds} rounds (s): FT off {:.3}, FT on {:.3}; on / off per round: {}",
@@ -234,7 +242,6 @@ fn measure(
         1e3 * mean,
         ckpt.seconds
     );
-    let m = |s: &Option<Summary>| s.map_or(f64::NAN, |s| s.median);
     println!("ft overhead: intra {:.3} inter {:.3} app {:.3}", m(&intra), m(&inter), m(&app_ratio));
     Ok(())
 }

@@ -12,10 +12,11 @@
 //! Invariants:
 //! - Entries to one destination are appended and dropped in date order: each destination is a FIFO, its spilled
 //!   entries always a prefix, its in-memory payloads one contiguous byte run.
-//! - An append is one index push and one copy of the payload into the destination's arena (a buffer initialised
-//!   once whose length survives garbage collection; small payloads are copied with two overlapping moves rather than
-//!   a call to `memcpy`). Everything unusual (an unknown rank, a date out of order, the memory bound, an arena to
-//!   grow) fails the one condition of the fast path.
+//! - An append is one index push and one copy of the payload into the tail chunk of the destination's arena
+//!   (`log/arena.rs`: chunks zeroed once, never moved nor copied, the full-size ones faulted in at creation and handed
+//!   back to a pool shared by all destinations when acknowledged; small payloads are copied with two overlapping
+//!   moves rather than a call to `memcpy`). Everything unusual (an unknown rank, a date out of order, the memory
+//!   bound, a payload that spans chunks) fails the one condition of the fast path.
 //! - The spill file is created on first use in [`LogConfig::spill_dir`] without a name (`O_TMPFILE`, mode 0600): no
 //!   other process can open it, and a crash leaves nothing behind. Where the file system refuses unnamed files, it
 //!   is created under a new name (`O_EXCL | O_NOFOLLOW`, mode 0600) and unlinked at once.
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::piggyback::{MAX_PHASE, Piggyback, Stamp};
 use crate::{Date, Error, Phase, Rank, Result};
+use arena::{Arena, Pool};
 
 /// Read access to the log's index, which is all the protocol engine needs from the log.
 pub trait LogIndex {
@@ -89,15 +91,10 @@ struct Channel {
     /// `entries[head..head + spilled]` have their payloads in the spill file, at the offsets in `file_at`.
     spilled: usize,
     file_at: VecDeque<u64>,
-    /// The payload arena, initialised to its whole length so that an append writes into it without growing it:
-    /// payloads of the in-memory entries are `bytes[byte_head..fill]`, and the next one goes at `fill`. Its length
-    /// survives garbage collection; an empty channel writes from 0 again.
-    bytes: Vec<u8>,
-    byte_head: usize,
-    fill: usize,
-    /// Stream position of `bytes[0]`: stream position `p` of an in-memory payload is at `bytes[p - base]`, and the
-    /// stream ends at `base + fill` (one addition on the append path, instead of a second counter to keep).
-    base: u64,
+    /// The payloads of the in-memory entries, stream positions `arena.head..arena.end()`, in chunks; the next one
+    /// goes at `arena.fill` in the tail chunk `arena.bytes`. Full chunks go back to the log's pool when acknowledged;
+    /// an empty channel writes its tail from 0 again.
+    arena: Arena,
     /// The highest date ever appended (kept after the entry is dropped).
     last_date: Date,
 }
@@ -120,64 +117,43 @@ impl Channel {
     }
 
     fn memory(&self) -> usize {
-        self.fill - self.byte_head
+        self.arena.memory()
     }
 
-    /// Drops the index's dead prefix once it outweighs the live part (amortised O(1) per entry), and rewinds an
-    /// arena with nothing live in it. A dead prefix of the arena with live bytes after it is reclaimed by
-    /// [`Channel::make_room`] when an append needs the space.
-    fn compact(&mut self) {
+    /// Drops the index's dead prefix once it outweighs the live part (amortised O(1) per entry), and gives the
+    /// chunks that hold only dropped payloads back to `pool` (an arena with nothing live rewinds).
+    fn compact(&mut self, pool: &mut Pool) {
         if self.head > 64 && self.head * 2 > self.entries.len() {
             self.entries.drain(..self.head);
             self.head = 0;
         }
-        if self.byte_head == self.fill {
-            self.base += self.byte_head as u64;
-            (self.byte_head, self.fill) = (0, 0);
-        }
+        let to =
+            if self.spilled < self.live().len() { self.range(self.head + self.spilled).0 } else { self.arena.end() };
+        self.arena.release(to, pool);
     }
 
-    /// Makes `bytes[fill..fill + n]` exist: moves the live bytes to the front of the arena, and doubles it when they
-    /// would fill more than half of it (so that the move is paid once per half arena of appends).
+    /// [`Channel::try_push`] off its fast path: the payload does not fit in the tail chunk.
     #[cold]
-    fn make_room(&mut self, n: usize) {
-        if self.byte_head > 0 {
-            self.bytes.copy_within(self.byte_head..self.fill, 0);
-            self.base += self.byte_head as u64;
-            self.fill -= self.byte_head;
-            self.byte_head = 0;
-        }
-        let need = self.fill + n;
-        if need * 2 > self.bytes.len() {
-            self.bytes.resize((need * 2).max(MIN_ARENA), 0);
-        }
-    }
-
-    /// [`Channel::try_push`] after [`Channel::make_room`], which leaves the entry's length after `fill` (the
-    /// slice index states that contract; nothing a caller passes can break it).
-    fn push_after_room(&mut self, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) {
-        let mid = self.fill + head.len();
-        let fill = mid + payload.len();
-        self.bytes[self.fill..mid].copy_from_slice(head);
-        self.bytes[mid..fill].copy_from_slice(payload);
-        self.fill = fill;
-        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64, stamp });
+    fn push_spanning(&mut self, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8], pool: &mut Pool) {
+        self.arena.write_spanning([head, payload], pool);
+        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.arena.end(), stamp });
         self.last_date = pb.date();
     }
 
-    /// Copies `head` then `payload` to `bytes[fill..]` if they fit and indexes them as one entry; false (and
-    /// nothing changed) if they do not.
+    /// Copies `head` then `payload` to the tail chunk at `fill` if they fit and indexes them as one entry; false
+    /// (and nothing changed) if they do not.
     #[inline(always)]
     fn try_push(&mut self, pb: Piggyback, stamp: Stamp, head: &[u8], payload: &[u8]) -> bool {
-        let mid = self.fill + head.len();
+        let a = &mut self.arena;
+        let mid = a.fill + head.len();
         let fill = mid + payload.len();
-        let Some(dst) = self.bytes.get_mut(self.fill..fill) else {
+        let Some(dst) = a.bytes.get_mut(a.fill..fill) else {
             return false;
         };
         // The bookkeeping first, from registers, the copy last: once inlined, LLVM cannot tell the payload's byte
         // stores from the channel's fields and would load them again after the copy.
-        self.fill = fill;
-        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: self.base + fill as u64, stamp });
+        a.fill = fill;
+        self.entries.push(Entry { date: pb.date(), phase_tag: pb.phase_tag(), end: a.base + fill as u64, stamp });
         self.last_date = pb.date();
         let (h, p) = dst.split_at_mut(head.len());
         // An empty head (every call of `append`) is known at compile time: no code.
@@ -188,9 +164,6 @@ impl Channel {
         true
     }
 }
-
-/// Smallest arena a channel allocates.
-const MIN_ARENA: usize = 4096;
 
 /// `dst.copy_from_slice(src)` for slices of equal length, without a call to `memcpy` up to 16 bytes: at these sizes
 /// the call and glibc's size dispatch cost several times the copy. Two overlapping moves of the widest size that
@@ -321,6 +294,8 @@ pub struct SenderLog {
     memory: usize,
     /// Created on the first spill.
     spill: Option<Spill>,
+    /// Full-size payload chunks freed by the garbage collection, for the next appends of any destination.
+    pool: Pool,
 }
 
 /// A logged message as saved in a checkpoint.
@@ -341,7 +316,13 @@ pub struct LogSnapshot {
 impl SenderLog {
     /// An empty log for a job of `ranks` ranks.
     pub fn new(ranks: usize, config: LogConfig) -> SenderLog {
-        SenderLog { config, channels: (0..ranks).map(|_| Channel::default()).collect(), memory: 0, spill: None }
+        SenderLog {
+            config,
+            channels: (0..ranks).map(|_| Channel::default()).collect(),
+            memory: 0,
+            spill: None,
+            pool: Pool::default(),
+        }
     }
 
     fn channel(&self, to: Rank) -> Result<&Channel> {
@@ -397,9 +378,7 @@ impl SenderLog {
         }
         let len = head.len() + payload.len();
         if !ch.try_push(pb, stamp, head, payload) {
-            ch.make_room(len);
-            // make_room leaves at least the entry's length after `fill`.
-            ch.push_after_room(pb, stamp, head, payload);
+            ch.push_spanning(pb, stamp, head, payload, &mut self.pool);
         }
         self.memory += len;
         if self.memory > self.config.memory_limit {
@@ -443,18 +422,25 @@ impl SenderLog {
             {
                 return Err(Error::LogExhausted { memory_limit: self.config.memory_limit, spill_limit: max });
             }
-            let run = &ch.bytes[ch.byte_head..ch.byte_head + moved as usize];
-            spill.file.write_all_at(run, spill.end)?;
+            let from = ch.arena.head;
+            let mut at = spill.end;
+            let mut written = Ok(());
+            ch.arena.segments(from, from + moved, |run| {
+                if written.is_ok() {
+                    written = spill.file.write_all_at(run, at);
+                    at += run.len() as u64;
+                }
+            });
+            written?;
             for i in first..last {
                 let (a, _) = ch.range(i);
-                ch.file_at.push_back(spill.end + (a - ch.base - ch.byte_head as u64));
+                ch.file_at.push_back(spill.end + (a - from));
             }
             spill.end += moved;
             spill.live += moved;
             ch.spilled += last - first;
-            ch.byte_head += moved as usize;
             self.memory -= moved as usize;
-            ch.compact();
+            ch.compact(&mut self.pool);
         }
         Ok(())
     }
@@ -475,13 +461,12 @@ impl SenderLog {
                     s.live -= len;
                 }
             } else {
-                ch.byte_head += len as usize;
                 self.memory -= len as usize;
             }
             ch.start = b;
             ch.head += 1;
         }
-        ch.compact();
+        ch.compact(&mut self.pool);
         if let Some(s) = self.spill.as_mut()
             && s.live == 0
             && s.end > 0
@@ -542,8 +527,8 @@ impl SenderLog {
             out.resize((b - a) as usize, 0);
             spill.file.read_exact_at(out, ch.file_at[k])?;
         } else {
-            let at = (a - ch.base) as usize;
-            out.extend_from_slice(&ch.bytes[at..at + (b - a) as usize]);
+            out.reserve((b - a) as usize);
+            ch.arena.segments(a, b, |run| out.extend_from_slice(run));
         }
         Ok((Piggyback::from_parts(date, ch.entries[i].phase(), 0), ch.entries[i].stamp))
     }
@@ -663,5 +648,6 @@ impl LogIndex for SenderLog {
     }
 }
 
+mod arena;
 #[cfg(test)]
 mod tests;

@@ -1,3 +1,4 @@
+use super::arena::CHUNK;
 use super::*;
 use proptest::prelude::*;
 
@@ -180,49 +181,124 @@ fn small_copies_copy_exactly_every_length() {
 #[test]
 fn the_arena_is_reused_after_an_ack_without_growing() {
     let mut log = SenderLog::new(2, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None });
-    for d in 1..=1000 {
-        log.append(1, pb(d, 1), &payload(d)).unwrap();
-    }
-    let arena = log.channels[1].bytes.len();
-    log.discard_before(1, 1001);
-    assert_eq!((log.channels[1].byte_head, log.channels[1].fill), (0, 0), "an empty arena rewinds");
-    for d in 1001..=2000 {
-        log.append(1, pb(d, 2), &payload(d)).unwrap();
-    }
-    assert_eq!(log.channels[1].bytes.len(), arena, "the same traffic fits the same arena");
+    // The first interval grows the tail chunk by doubling; an acknowledgement frees the smaller chunks before it, so
+    // the second interval's traffic fits a tail chunk at most twice its size, and the third one's the same.
+    let mut tail = Vec::new();
     let mut out = Vec::new();
-    for d in [1001, 1500, 2000] {
-        assert_eq!(log.read(1, d, &mut out).unwrap().phase(), 2);
-        assert_eq!(out, payload(d));
+    for round in 0..3u64 {
+        let dates = 1000 * round + 1..=1000 * (round + 1);
+        for d in dates.clone() {
+            log.append(1, pb(d, round + 1), &payload(d)).unwrap();
+        }
+        for d in [*dates.start(), 1000 * round + 500, *dates.end()] {
+            assert_eq!(log.read(1, d, &mut out).unwrap().phase(), round + 1);
+            assert_eq!(out, payload(d));
+        }
+        log.discard_before(1, dates.end() + 1);
+        assert_eq!((log.channels[1].arena.fill, log.channels[1].arena.memory()), (0, 0), "an empty arena rewinds");
+        assert_eq!(log.channels[1].arena.chunks(), 1, "only the tail chunk stays");
+        tail.push(log.channels[1].arena.bytes.len());
     }
+    assert!(tail[1] <= 2 * tail[0] && tail[2] == tail[1], "the same traffic fits the same tail chunk: {tail:?}");
+}
+
+/// A log of one destination, without bound or spill file.
+fn unbounded() -> SenderLog {
+    SenderLog::new(1, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None })
 }
 
 #[test]
-fn live_bytes_move_to_the_front_when_the_arena_runs_out() {
-    let mut log = SenderLog::new(1, LogConfig { memory_limit: usize::MAX, spill_dir: None, spill_limit: None });
-    let big = |d: Date| vec![d as u8; 1000];
-    // Four 1000-byte payloads fill the 4096-byte arena; dropping the first three leaves a dead prefix.
-    for d in 1..=4 {
-        log.append(0, pb(d, 1), &big(d)).unwrap();
+fn payloads_across_chunk_boundaries_read_back_whole() {
+    let mut log = unbounded();
+    let big = |d: Date, n: usize| (0..n).map(|i| (i as u64 * 31 + d) as u8).collect::<Vec<u8>>();
+    // 1000-byte entries behind a 5-byte head: the 4 KiB first chunk ends inside the fifth, the next ones (8, 16 KiB,
+    // ...) inside others; a 3 MiB one spans several full-size chunks.
+    let mut sizes: Vec<usize> = vec![1000; 40];
+    sizes.push(3 * CHUNK);
+    sizes.extend([1, 0, 4095, 4096, 4097]);
+    for (d, &n) in (1..).zip(&sizes) {
+        log.append_parts(0, pb(d, 1), b"head:", &big(d, n)).unwrap();
     }
-    let arena = log.channels[0].bytes.len();
-    log.discard_before(0, 4);
-    assert_eq!(log.channels[0].byte_head, 3000);
-    // The next one does not fit after `fill`: the live payload moves to the front, the arena does not grow.
-    log.append(0, pb(5, 1), &big(5)).unwrap();
-    assert_eq!((log.channels[0].byte_head, log.channels[0].fill), (0, 2000));
-    assert_eq!(log.channels[0].bytes.len(), arena);
+    assert!(log.channels[0].arena.chunks() > 6, "the stream spans chunks");
     let mut out = Vec::new();
-    for d in [4, 5] {
+    for (d, &n) in (1..).zip(&sizes) {
         log.read(0, d, &mut out).unwrap();
-        assert_eq!(out, big(d));
+        assert_eq!(&out[..5], b"head:", "entry {d}");
+        assert!(out[5..] == big(d, n)[..], "entry {d} of {n} bytes read back whole");
     }
-    // More than half full once moved: the arena doubles rather than moving again at the next append.
-    log.append(0, pb(6, 1), &big(6)).unwrap();
-    log.append(0, pb(7, 1), &[7; 1500]).unwrap();
-    assert!(log.channels[0].bytes.len() >= 2 * 4500);
-    log.read(0, 7, &mut out).unwrap();
-    assert_eq!(out, [7; 1500]);
+    // The same through a snapshot and a restore.
+    let restored = SenderLog::restore(1, log.config.clone(), &log.snapshot().unwrap()).unwrap();
+    assert_eq!(restored.snapshot().unwrap(), log.snapshot().unwrap());
+}
+
+#[test]
+fn acknowledged_chunks_are_reused_not_allocated_again() {
+    let mut log = unbounded();
+    let msg = vec![0xa5u8; 4000];
+    // Grow past several full-size chunks, then acknowledge everything: the full chunks go to the pool.
+    let n = (4 * CHUNK / msg.len()) as u64;
+    for d in 1..=n {
+        log.append(0, pb(d, 1), &msg).unwrap();
+    }
+    let held = log.channels[0].arena.chunks();
+    log.discard_before(0, n + 1);
+    let pooled = log.pool.len();
+    assert!(pooled >= 2, "full chunks freed by the acknowledgement are kept: {pooled}");
+    assert_eq!(log.channels[0].arena.chunks(), 1, "the tail stays with the channel");
+    let addresses: Vec<*const u8> = log.pool.free.iter().map(|c| c.as_ptr()).collect();
+    // The same traffic again takes its full-size chunks from the pool: no new ones.
+    for d in n + 1..=2 * n {
+        log.append(0, pb(d, 1), &msg).unwrap();
+    }
+    assert!(log.channels[0].arena.chunks() <= held);
+    let used: Vec<*const u8> = log.channels[0].arena.full.iter().map(|(_, c)| c.as_ptr()).collect();
+    assert!(addresses.iter().all(|a| used.contains(a) || log.channels[0].arena.bytes.as_ptr() == *a), "reused");
+    let mut out = Vec::new();
+    log.read(0, 2 * n, &mut out).unwrap();
+    assert_eq!(out, msg);
+}
+
+#[test]
+fn a_steady_state_does_not_grow() {
+    let mut log = unbounded();
+    let msg = vec![7u8; 300];
+    let mut date = 0;
+    let mut round = |log: &mut SenderLog| {
+        // A checkpoint interval's worth of messages (about 3 MiB), then the acknowledgement of them all but the last.
+        for _ in 0..10_000 {
+            date += 1;
+            log.append(0, pb(date, 1), &msg).unwrap();
+        }
+        log.discard_before(0, date);
+        (log.channels[0].arena.chunks() + log.pool.len(), log.channels[0].entries.capacity())
+    };
+    // Where an interval's 3 MB fall among 1 MiB chunks varies, so the first few take up to four and the tail; from then on
+    // the chunks held (the channel's and the pool's) and the index's capacity stay put.
+    let held: Vec<(usize, usize)> = (0..25).map(|_| round(&mut log)).collect();
+    assert!(held[5..].iter().all(|h| *h == held[5]), "no growth in a steady state: {held:?}");
+    assert!(held[5].0 <= 5, "3 MB live at most span four chunks and a tail: {held:?}");
+    assert_eq!(log.memory_bytes(), msg.len());
+}
+
+#[test]
+fn spilling_from_chunks_keeps_every_byte() {
+    let dir = scratch_dir("chunks");
+    let mut log =
+        SenderLog::new(2, LogConfig { memory_limit: 3 * CHUNK, spill_dir: Some(dir.clone()), spill_limit: None });
+    let big = |d: Date| vec![d as u8; 100_000 + d as usize];
+    for d in 1..=100 {
+        log.append(d as Rank % 2, pb(d, 1), &big(d)).unwrap();
+    }
+    assert!(log.spilled_bytes() > 0 && log.memory_bytes() <= 3 * CHUNK);
+    let mut out = Vec::new();
+    for d in 1..=100 {
+        log.read(d as Rank % 2, d, &mut out).unwrap();
+        assert!(out == big(d), "entry {d}");
+    }
+    log.discard_before(0, 101);
+    log.discard_before(1, 101);
+    assert_eq!((log.memory_bytes(), log.spilled_bytes()), (0, 0));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
