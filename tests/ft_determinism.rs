@@ -15,8 +15,14 @@
 //!   "well": the regenerated messages are suppressed by date and sequence number, and rank 1 holds
 //!   `A, B` while the restarted rank 0 believes it sent `B, A` — what the digest catches.
 //!
-//! Payloads are eager (one cell) or 64 KiB (rendezvous), over one node or `--nodes 2` (the TCP
-//! netmod between the ranks).
+//! Payloads are eager (one cell) or [`RENDEZVOUS`] bytes (past every eager limit: a blocking send
+//! on the node is eager up to 2 MiB), over one node or `--nodes 2` (the TCP netmod between the
+//! ranks).
+//!
+//! The receiver's side: with [`ENV_FT_TEST_MISDIGESTED`] every digest is sent wrong (as a damaged
+//! log would replay it), and a failure-free job whose rank 0 sends rank 1 one message ends with
+//! `SendDeterminismViolated` from rank 1's receive: checked on arrival for an eager message, once
+//! the data is in for a rendezvous one (`src/endpoint/ft_rdv.rs`).
 //!
 //! The test binary is itself the rank program (`rank_main`).
 
@@ -29,8 +35,12 @@ use std::time::{Duration, Instant};
 
 use nemesis::Endpoint;
 
-/// The test-only switch of `nemesis::ft` (not re-exported: its value is the contract).
+/// The test-only switches of `nemesis::ft` (not re-exported: their values are the contract).
 const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
+const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
+
+/// A message that goes by rendezvous on every path.
+const RENDEZVOUS: usize = 3 << 20;
 
 fn main() {
     common::harness::main(
@@ -42,6 +52,9 @@ fn main() {
             without_the_digest_it_would_have_been_silent,
             without_the_digest_it_would_have_been_silent_by_rendezvous,
             a_deterministic_reexecution_recovers,
+            a_wrong_digest_is_refused_on_arrival,
+            a_wrong_digest_is_refused_once_a_rendezvous_is_in,
+            a_wrong_digest_is_refused_once_a_rendezvous_is_in_over_two_nodes,
         ],
     );
 }
@@ -66,6 +79,21 @@ fn rank_main() {
         }
     };
     let me = ep.rank();
+    if std::env::var("FT_TEST_ONE").is_ok_and(|v| v == "1") {
+        // One message, no failure.
+        if me == 0 {
+            ep.send(&message(0, len), 1, 7, 0).unwrap();
+        } else {
+            let mut buf = vec![0u8; len];
+            if let Err(e) = ep.recv(&mut buf, 0, 7, 0) {
+                println!("RESULT error rank {me}: {e}");
+                ep.abort(3, &e.to_string());
+            }
+            println!("RESULT received {}", buf == message(0, len));
+        }
+        ep.finalize().unwrap();
+        return;
+    }
     let incarnation = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
@@ -122,6 +150,11 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Runs the job (`len`-byte messages, launcher arguments `extra`, more environment `env`), kills
 /// rank 0 where it holds, and waits for the end.
 fn job(name: &str, len: usize, extra: &[&str], env: &[(&str, &str)]) -> Done {
+    run_job(name, len, extra, env, true)
+}
+
+/// [`job`], killing rank 0 where it holds if `kill`.
+fn run_job(name: &str, len: usize, extra: &[&str], env: &[(&str, &str)], kill: bool) -> Done {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = std::env::temp_dir().join(format!("nemesis-ftd-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -172,7 +205,7 @@ fn job(name: &str, len: usize, extra: &[&str], env: &[(&str, &str)]) -> Done {
     };
     let done = Done { ok: status.success(), stdout: out.join().unwrap(), stderr: err.join().unwrap() };
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(killed, "rank 0 never held; stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert!(killed || !kill, "rank 0 never held; stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
     done
 }
 
@@ -192,7 +225,7 @@ fn a_reordered_reexecution_is_caught() {
 }
 
 fn a_reordered_reexecution_is_caught_by_rendezvous() {
-    caught("rendezvous", 64 << 10, &[]);
+    caught("rendezvous", RENDEZVOUS, &[]);
 }
 
 fn a_reordered_reexecution_is_caught_over_two_nodes() {
@@ -212,7 +245,7 @@ fn without_the_digest_it_would_have_been_silent() {
 }
 
 fn without_the_digest_it_would_have_been_silent_by_rendezvous() {
-    silent("undigested-rendezvous", 64 << 10);
+    silent("undigested-rendezvous", RENDEZVOUS);
 }
 
 /// The control: the restarted rank sends the same messages in the same order, the stamps match,
@@ -221,4 +254,35 @@ fn a_deterministic_reexecution_recovers() {
     let d = job("same-order", 100, &[], &[("FT_TEST_SAME_ORDER", "1")]);
     assert!(d.ok, "stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);
     assert!(d.stdout.contains("RESULT received [0, 1] sender-sent [0, 1]"), "stdout:\n{}", d.stdout);
+}
+
+/// One message with a wrong digest: rank 1's receive fails with the violation naming rank 0's
+/// message 1 to rank 1, and the job ends.
+fn refused(name: &str, len: usize, extra: &[&str], what: &str) {
+    let env = [(ENV_FT_TEST_MISDIGESTED, "1"), ("FT_TEST_ONE", "1")];
+    let d = run_job(name, len, extra, &env, false);
+    let all = format!("{}\n{}", d.stdout, d.stderr);
+    assert!(!d.ok, "the job must fail; stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);
+    let want = "RESULT error rank 1: fault tolerance: send determinism violated: rank 0's message 1 to rank 1";
+    assert!(all.contains(want), "no {want:?}:\n{all}");
+    assert!(all.contains(what), "no {what:?}:\n{all}");
+    assert!(!all.contains("RESULT received"), "{all}");
+}
+
+fn a_wrong_digest_is_refused_on_arrival() {
+    refused("misdigested", 100, &[], "arrived with a payload that does not match its digest");
+}
+
+fn a_wrong_digest_is_refused_once_a_rendezvous_is_in() {
+    refused(
+        "misdigested-rendezvous",
+        RENDEZVOUS,
+        &[],
+        "arrived by rendezvous with data that does not match its digest",
+    );
+}
+
+fn a_wrong_digest_is_refused_once_a_rendezvous_is_in_over_two_nodes() {
+    let what = "arrived by rendezvous with data that does not match its digest";
+    refused("misdigested-rendezvous-nodes", RENDEZVOUS, &["--nodes", "2"], what);
 }

@@ -214,6 +214,11 @@ pub(crate) fn parse_envelope(b: &[u8]) -> Option<(i32, u32)> {
 /// number alone, to show what the digest catches (`tests/ft_determinism.rs`). Never for production.
 pub const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
 
+/// Test-only switch (`1`): every digest a sender computes is sent with its lowest bit flipped, as
+/// a damaged log or payload would arrive: receivers must refuse the messages
+/// (`tests/ft_determinism.rs`). Never for production.
+pub const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
+
 /// The piggyback and stamp of a message as they travel in the FT room of its header.
 #[inline(always)]
 pub(crate) fn wire(pb: Piggyback, stamp: Stamp) -> PiggybackBytes {
@@ -301,6 +306,11 @@ pub(crate) struct Ft {
     /// [`ENV_FT_TEST_UNDIGESTED`]): only a receiver of another group checks a digest, and only a
     /// message to another group can be a regenerated orphan.
     pub(crate) digested: Box<[bool]>,
+    /// 0, or 1 under [`ENV_FT_TEST_MISDIGESTED`]: XORed into every digest sent.
+    pub(crate) misdigest: u64,
+    /// Rendezvous messages from other groups whose data is checked against its digest once in
+    /// (the Endpoint's `ft_rdv.rs`).
+    pub(crate) rdv_checks: Vec<(crate::endpoint::ft_rdv::RdvAt, crate::endpoint::ft_rdv::RdvCheck)>,
 }
 
 impl Ft {
@@ -308,7 +318,7 @@ impl Ft {
     #[inline(always)]
     pub(crate) fn digest(&self, dest: u32, tag: i32, context: u32, data: &[u8]) -> u64 {
         if self.digested.get(dest as usize).copied().unwrap_or(false) {
-            nemesis_ft::digest::digest(&envelope(tag, context), data)
+            nemesis_ft::digest::digest(&envelope(tag, context), data) ^ self.misdigest
         } else {
             0
         }
@@ -408,6 +418,8 @@ impl Ft {
             restored_mpi: None,
             gc_deferred: Vec::new(),
             stats: FtStats::default(),
+            rdv_checks: Vec::new(),
+            misdigest: u64::from(std::env::var(ENV_FT_TEST_MISDIGESTED).is_ok_and(|v| v == "1")),
             digested: {
                 let undigested = std::env::var(ENV_FT_TEST_UNDIGESTED).is_ok_and(|v| v == "1");
                 (0..size).map(|r| !undigested && topology.group_of(r).is_ok_and(|g| g != group)).collect()
