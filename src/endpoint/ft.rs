@@ -312,9 +312,18 @@ impl Inner {
         let Some(bytes) = inc.piggyback() else {
             return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }));
         };
-        let (pb, stamp) = unwire(&bytes)?;
-        let digest = arrival_digest(ft, inc, source);
-        let reception = ft.process.on_receive_stamped(source, pb, stamp, digest)?;
+        let reception;
+        let pb;
+        if ft.inter.get(source as usize).copied().unwrap_or(false) {
+            let stamp;
+            (pb, stamp) = unwire(&bytes)?;
+            let digest = arrival_digest(ft, inc, source);
+            reception = ft.process.on_receive_stamped(source, pb, stamp, digest)?;
+        } else {
+            // The engine does not look at the stamps of this group's messages.
+            pb = Piggyback::decode_slice(&bytes)?;
+            reception = ft.process.on_receive(source, pb)?;
+        }
         if let Reception::Deliver(d) = reception
             && !ft.process.has_actions()
         {
@@ -627,9 +636,8 @@ impl Inner {
         let source = want.source as u32;
         if let Some(ft) = self.ft.as_deref_mut()
             && let Some(bytes) = inc.piggyback()
-            && let Ok((pb, stamp)) = unwire(&bytes)
             && !ft.process.has_actions()
-            && ft.process.receive_deliver_fast_stamped(source, pb, stamp, arrival_digest(ft, &inc, source))
+            && receive_fast(ft, &inc, source, &bytes)
         {
             let status = Status { source, tag: inc.tag(), len: inc.len() };
             copy_into(buf, &inc);
@@ -676,6 +684,21 @@ impl Inner {
             u.data = m.data;
             self.unexpected.push((id, u));
         }
+    }
+}
+
+/// The engine's arrival and delivery hooks together on their fast paths for message `inc` from
+/// `source` with piggyback `bytes` (`receive_deliver_fast`): stamped from another group, the
+/// piggyback alone from this one (whose stamps the engine does not look at).
+#[inline(always)]
+fn receive_fast(ft: &mut Ft, inc: &Incoming, source: u32, bytes: &nemesis_shm::PiggybackBytes) -> bool {
+    if ft.inter.get(source as usize).copied().unwrap_or(false) {
+        let Ok((pb, stamp)) = unwire(bytes) else { return false };
+        let digest = arrival_digest(ft, inc, source);
+        ft.process.receive_deliver_fast_stamped(source, pb, stamp, digest)
+    } else {
+        let Ok(pb) = Piggyback::decode_slice(bytes) else { return false };
+        ft.process.receive_deliver_fast(source, pb)
     }
 }
 

@@ -306,6 +306,9 @@ pub(crate) struct Ft {
     /// [`ENV_FT_TEST_UNDIGESTED`]): only a receiver of another group checks a digest, and only a
     /// message to another group can be a regenerated orphan.
     pub(crate) digested: Box<[bool]>,
+    /// Per rank: it is in another group (the engine checks the stamps of its messages; those of
+    /// this group's are not looked at, and their arrivals take the unstamped hooks).
+    pub(crate) inter: Box<[bool]>,
     /// 0, or 1 under [`ENV_FT_TEST_MISDIGESTED`]: XORed into every digest sent.
     pub(crate) misdigest: u64,
     /// Rendezvous messages from other groups whose data is checked against its digest once in
@@ -420,6 +423,7 @@ impl Ft {
             stats: FtStats::default(),
             rdv_checks: Vec::new(),
             misdigest: u64::from(std::env::var(ENV_FT_TEST_MISDIGESTED).is_ok_and(|v| v == "1")),
+            inter: (0..size).map(|r| topology.group_of(r).is_ok_and(|g| g != group)).collect(),
             digested: {
                 let undigested = std::env::var(ENV_FT_TEST_UNDIGESTED).is_ok_and(|v| v == "1");
                 (0..size).map(|r| !undigested && topology.group_of(r).is_ok_and(|g| g != group)).collect()
