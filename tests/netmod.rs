@@ -177,7 +177,11 @@ fn messages_both_ways_through_few_cells() {
         let Some((mut r0, mut r1)) = pair(kind, &na, &nb) else { continue };
         let sizes = [0usize, 1, 100, 16_000, 16_384, 70_000, 200_001, 5, 16_370];
         // Odd messages carry a fault-tolerance piggyback.
-        let ft = |k: usize| (k % 2 == 1).then(|| std::array::from_fn::<u8, 12, _>(|i| (k * 16 + i + 1) as u8));
+        let ft = |k: usize| {
+            (k % 2 == 1).then(|| {
+                std::array::from_fn::<u8, { nemesis_shm::cell::FT_PIGGYBACK_BYTES }, _>(|i| (k * 16 + i + 1) as u8)
+            })
+        };
         // Both send before either polls (the TCP netmod connects both ways at once: one
         // connection survives).
         for (k, &len) in sizes.iter().enumerate() {

@@ -10,7 +10,7 @@
 //! - ACCEPT, REJECT: `[proof 32]`, the accepting side's answer once the PROOF verified, with its
 //!   own proof (steps `Accept`, `Reject`; REJECT settles simultaneous connects);
 //! - MSG: the 32-byte message header as in a cell (native byte order: both ends run this build),
-//!   the 16-byte fault-tolerance room if the header's piggyback flag is set, then the payload;
+//!   the 32-byte fault-tolerance room if the header's piggyback flag is set, then the payload;
 //! - DATA: `[transfer id u32][0 u32][offset u64]` then bytes of a large message, streamed from the
 //!   sender's buffer into the receiver's;
 //! - BYE: empty; the sender finalizes and sends nothing more.

@@ -1,6 +1,6 @@
 //! Cells: the fixed-size buffers messages travel in, their link words and their message header.
 //!
-//! A cell is `[CellLink (16 B)][MsgHeader (32 B)][FT piggyback room (16 B, only if flagged)][payload]`.
+//! A cell is `[CellLink (16 B)][MsgHeader (32 B)][FT piggyback room (32 B, only if flagged)][payload]`.
 //! Cells live in per-rank pools; a cell always belongs to the pool of the rank that sends with it
 //! and goes back to that rank's free queue after delivery (NEMESIS, `shared/reference/nemesis.md`).
 //!
@@ -24,20 +24,21 @@ pub const SEALED_BIT: u32 = 1 << 31;
 pub const LINK_BYTES: usize = 16;
 /// Bytes of a cell or fastbox slot taken by the message header.
 pub const HEADER_BYTES: usize = 32;
-/// Room reserved behind the header when [`flags::FT_PIGGYBACK`] is set: 12 bytes of `(date, phase)`
-/// used by fault tolerance, padded to keep the payload 16-byte aligned.
-pub const FT_ROOM: usize = 16;
+/// Room reserved behind the header when [`flags::FT_PIGGYBACK`] is set: the 28 bytes of the
+/// fault-tolerance piggyback, padded to keep the payload 16-byte aligned.
+pub const FT_ROOM: usize = 32;
 /// Bytes of the fault-tolerance piggyback proper.
-pub const FT_PIGGYBACK_BYTES: usize = 12;
+pub const FT_PIGGYBACK_BYTES: usize = 28;
 
-/// The fault-tolerance piggyback as it travels: 12 opaque bytes (the layer above encodes and
-/// decodes them; `nemesis-ft`'s `(date, phase)`). A message carries one exactly when its header has
+/// The fault-tolerance piggyback as it travels: 28 opaque bytes (the layer above encodes and
+/// decodes them; `nemesis-ft`'s `(date, phase)` and release tag in 12, then the message's stamp,
+/// its per-destination sequence number and digest, in 16). A message carries one exactly when its header has
 /// [`flags::FT_PIGGYBACK`]; it sits in the [`FT_ROOM`] after the header, the rest of the room zero.
 pub type PiggybackBytes = [u8; FT_PIGGYBACK_BYTES];
 
 /// Message header flags.
 pub mod flags {
-    /// A 12-byte fault-tolerance piggyback `(date, phase)` follows the header; the payload starts
+    /// A 28-byte fault-tolerance piggyback (`(date, phase)`, the stamp) follows the header; the payload starts
     /// [`super::FT_ROOM`] bytes later. Bit 0: readers multiply by it to find the payload.
     pub const FT_PIGGYBACK: u8 = 1 << 0;
     /// A network arrival, put in a cell of the receiver's own pool by its netmod: `src` is the

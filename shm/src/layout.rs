@@ -12,7 +12,7 @@
 //! coll areas   AREAS × [head line | a line per rank (page-rounded) | R × 2 banks] (`collarea.rs`)
 //! ```
 
-use crate::cell::{FT_ROOM, HEADER_BYTES, LINK_BYTES};
+use crate::cell::{HEADER_BYTES, LINK_BYTES};
 use crate::collarea;
 use crate::error::{Error, Result};
 use crate::fastbox::STAMP_BYTES;
@@ -149,7 +149,8 @@ impl Params {
         if !self.fastbox_slots.is_power_of_two() || self.fastbox_slots > 256 {
             return bad(format!("{} fastbox slots (a power of two, 1..=256)", self.fastbox_slots));
         }
-        let min_slot = STAMP_BYTES + HEADER_BYTES + FT_ROOM;
+        // A message with a fault-tolerance piggyback takes cells when its room does not fit a slot.
+        let min_slot = STAMP_BYTES + HEADER_BYTES;
         if !self.fastbox_slot_size.is_multiple_of(64)
             || (self.fastbox_slot_size as usize) < min_slot.next_multiple_of(64)
         {

@@ -67,7 +67,7 @@ pub trait Netmod<'n> {
     fn connect(&mut self, rank: u32, card: &str) -> Result<()>;
     /// Sends a message (the header's `len` is `payload.len()`) to global rank `dst`, with the
     /// fault-tolerance piggyback `ft` if given (the receiver's cell then has
-    /// [`crate::cell::flags::FT_PIGGYBACK`] and the 12 bytes in its room, as
+    /// [`crate::cell::flags::FT_PIGGYBACK`] and the 28 bytes in its room, as
     /// a local message would): written to the network at once when nothing is queued for `dst`,
     /// else queued (copied) behind what is, so messages to one peer keep their order. The payload
     /// may be reused on return.

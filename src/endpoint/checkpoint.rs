@@ -375,6 +375,7 @@ impl Inner {
                 }
                 // Whole in memory: received, whatever becomes of its sender.
                 self.ft_rts_taken(id);
+                self.ft_rdv_check_taken(id, None);
                 if let Some(k) = self.unexpected.find_id(None, id) {
                     self.count_unexpected(data.len());
                     let u = &mut self.unexpected[k].1;

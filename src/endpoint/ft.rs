@@ -7,7 +7,9 @@
 //! Every function here runs only with fault tolerance on: the inline paths reach them through
 //! comparisons they make anyway (`inline_below`, the header's kind and flags in one word).
 
-use nemesis_ft::{Action, Control as FtControl, Delivery, Endpoint as FtEndpoint, Outbound, Piggyback, Reception};
+use nemesis_ft::{
+    Action, Control as FtControl, Delivery, Endpoint as FtEndpoint, Outbound, Piggyback, Reception, Stamp,
+};
 use nemesis_lmt::Control;
 use nemesis_shm::{Incoming, MsgHeader, Sent};
 
@@ -17,13 +19,13 @@ use super::progress::Active;
 use super::request::{Op, RecvBuf, Request};
 use super::waiting::Bypass;
 use super::{
-    Inner, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL, Status,
-    raw_slice,
+    Inner, KIND_EAGER, KIND_EAGER_SYNC, KIND_FT_CONTROL, KIND_FT_MARK, KIND_RTS, MARK_DURABLE, MARK_SKIPPED, NOT_LOCAL,
+    Status, raw_slice,
 };
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
-use crate::ft::{ENVELOPE, envelope, parse_envelope};
+use crate::ft::{ENVELOPE, Ft, envelope, parse_envelope, unwire, wire};
 
 /// A send as the application asked for it, kept while the engine holds it.
 #[derive(Clone, Copy, Debug)]
@@ -104,13 +106,16 @@ impl Inner {
             && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
             && let Some(ft) = self.ft.as_deref_mut()
             && ft.held.is_empty()
-            && let Some((piggyback, log)) = ft.process.send_fast(dest)
+            && let Some((piggyback, log, stamp)) = {
+                let digest = ft.digest(dest, tag, context, buf);
+                ft.process.send_fast_stamped(dest, digest)
+            }
         {
             if log {
-                self.ft_log(dest, piggyback, tag, context, buf)?;
+                self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
             let hdr = self.header(dest, tag, context);
-            return match self.port.send(local, &hdr, Some(&piggyback.encode()), buf) {
+            return match self.port.send(local, &hdr, Some(&wire(piggyback, stamp)), buf) {
                 Ok(Sent::Done) => {
                     self.ring(local);
                     Ok(())
@@ -152,19 +157,22 @@ impl Inner {
         let Some(ft) = self.ft.as_deref_mut() else {
             return Err(Error::Config("a fault-tolerant send without fault tolerance".into()));
         };
-        let (out, req) = match held {
-            None => (ft.process.on_send(s.dest)?, None),
-            Some((req, phase)) => (ft.process.on_send_as_of(s.dest, phase)?, Some(req)),
+        // SAFETY: the caller's contract.
+        let digest = ft.digest(s.dest, s.tag, s.context, unsafe { raw_slice(s.ptr, s.len) });
+        let ((out, stamp), req) = match held {
+            None => (ft.process.on_send_stamped(s.dest, digest)?, None),
+            Some((req, phase)) => (ft.process.on_send_as_of_stamped(s.dest, phase, digest)?, Some(req)),
         };
         // SAFETY: the caller's contract.
-        unsafe { self.ft_outbound(s, req, out) }
+        unsafe { self.ft_outbound(s, req, out, stamp) }
     }
 
-    /// The send the engine's send hook allowed (`out`). `req`: the request of a held send.
+    /// The send the engine's send hook allowed (`out`), stamped `stamp`. `req`: the request of a
+    /// held send.
     ///
     /// # Safety
     /// As for [`send_ft`](Self::send_ft).
-    unsafe fn ft_outbound(&mut self, s: FtSend, req: Option<Request>, out: Outbound) -> Result<Attempt> {
+    unsafe fn ft_outbound(&mut self, s: FtSend, req: Option<Request>, out: Outbound, stamp: Stamp) -> Result<Attempt> {
         let status = Status { source: self.rank, tag: s.tag, len: s.len };
         // SAFETY: the caller's contract.
         let data = unsafe { raw_slice(s.ptr, s.len) };
@@ -172,13 +180,13 @@ impl Inner {
             Outbound::Transmit { piggyback, log } => (piggyback, log),
             Outbound::LogOnly { piggyback } => {
                 // A regenerated orphan: the destination has it; the log keeps it for a later rollback.
-                self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+                self.ft_log(s.dest, piggyback, stamp, s.tag, s.context, data)?;
                 return Ok(Attempt::Sent(self.complete_send(req, status)));
             }
             Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
             Outbound::Hold => return Ok(Attempt::Held),
         };
-        let pb = piggyback.encode();
+        let pb = wire(piggyback, stamp);
         if s.len > s.limit {
             // SAFETY: the caller's contract.
             let req =
@@ -187,14 +195,14 @@ impl Inner {
                 // Copied into the log while the receiver moves the data: done before the send can
                 // complete, and the buffer is the caller's again once it has (and before a
                 // `Restarted` can ask for a replay: the same call).
-                self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+                self.ft_log(s.dest, piggyback, stamp, s.tag, s.context, data)?;
                 // The RTS to another group is out, no data has moved.
                 nemesis_shm::failpoint!("ft-rendezvous-sent");
             }
             return Ok(Attempt::Sent(Some(req)));
         }
         if log {
-            self.ft_log(s.dest, piggyback, s.tag, s.context, data)?;
+            self.ft_log(s.dest, piggyback, stamp, s.tag, s.context, data)?;
         }
         // No token but a synchronous send's (for its acknowledgement): with fault tolerance a
         // send is not cancelled.
@@ -244,12 +252,13 @@ impl Inner {
         Some(r)
     }
 
-    /// Appends an inter-group message to the sender log, behind its envelope. Inline: on every
-    /// inter-group send, the call would cost about as much as the append's fast path.
+    /// Appends an inter-group message to the sender log, behind its envelope, with its stamp.
+    /// Inline: on every inter-group send, the call would cost about as much as the append's fast
+    /// path.
     #[inline(always)]
-    fn ft_log(&mut self, dest: u32, pb: Piggyback, tag: i32, context: u32, data: &[u8]) -> Result<()> {
+    fn ft_log(&mut self, dest: u32, pb: Piggyback, stamp: Stamp, tag: i32, context: u32, data: &[u8]) -> Result<()> {
         let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
-        ft.log.append_parts(dest, pb, &envelope(tag, context), data)?;
+        ft.log.append_stamped(dest, pb, stamp, &envelope(tag, context), data)?;
         ft.stats.logged += 1;
         ft.stats.logged_bytes += data.len() as u64;
         Ok(())
@@ -303,8 +312,18 @@ impl Inner {
         let Some(bytes) = inc.piggyback() else {
             return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "piggyback", value: 0 }));
         };
-        let pb = Piggyback::decode(&bytes)?;
-        let reception = ft.process.on_receive(source, pb)?;
+        let reception;
+        let pb;
+        if ft.inter.get(source as usize).copied().unwrap_or(false) {
+            let stamp;
+            (pb, stamp) = unwire(&bytes)?;
+            let digest = arrival_digest(ft, inc, source);
+            reception = ft.process.on_receive_stamped(source, pb, stamp, digest)?;
+        } else {
+            // The engine does not look at the stamps of this group's messages.
+            pb = Piggyback::decode_slice(&bytes)?;
+            reception = ft.process.on_receive(source, pb)?;
+        }
         if let Reception::Deliver(d) = reception
             && !ft.process.has_actions()
         {
@@ -551,10 +570,10 @@ impl Inner {
     fn replay(&mut self, to: u32, pb: Piggyback) -> Result<()> {
         let Some(ft) = self.ft.as_deref_mut() else { return Ok(()) };
         let mut buf = Vec::new();
-        ft.log.read(to, pb.date(), &mut buf)?;
+        let (_, stamp) = ft.log.read_stamped(to, pb.date(), &mut buf)?;
         let (tag, context) =
             parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
-        let bytes = pb.encode();
+        let bytes = wire(pb, stamp);
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         ft.stats.replayed += 1;
@@ -617,9 +636,8 @@ impl Inner {
         let source = want.source as u32;
         if let Some(ft) = self.ft.as_deref_mut()
             && let Some(bytes) = inc.piggyback()
-            && let Ok(pb) = Piggyback::decode(&bytes)
             && !ft.process.has_actions()
-            && ft.process.receive_deliver_fast(source, pb)
+            && receive_fast(ft, &inc, source, &bytes)
         {
             let status = Status { source, tag: inc.tag(), len: inc.len() };
             copy_into(buf, &inc);
@@ -667,6 +685,40 @@ impl Inner {
             self.unexpected.push((id, u));
         }
     }
+}
+
+/// The engine's arrival and delivery hooks together on their fast paths for message `inc` from
+/// `source` with piggyback `bytes` (`receive_deliver_fast`): stamped from another group, the
+/// piggyback alone from this one (whose stamps the engine does not look at).
+#[inline(always)]
+fn receive_fast(ft: &mut Ft, inc: &Incoming, source: u32, bytes: &nemesis_shm::PiggybackBytes) -> bool {
+    if ft.inter.get(source as usize).copied().unwrap_or(false) {
+        let Ok((pb, stamp)) = unwire(bytes) else { return false };
+        let digest = arrival_digest(ft, inc, source);
+        ft.process.receive_deliver_fast_stamped(source, pb, stamp, digest)
+    } else {
+        let Ok(pb) = Piggyback::decode_slice(bytes) else { return false };
+        ft.process.receive_deliver_fast(source, pb)
+    }
+}
+
+/// The digest of eager message `inc` from `source` as it arrived, when the engine checks it (a
+/// sender of another group) and the message is whole in this fragment. A message in several
+/// fragments is not hashed on arrival; an RTS carries the stamp of data that has not moved yet.
+#[inline(always)]
+fn arrival_digest(ft: &Ft, inc: &Incoming, source: u32) -> Option<u64> {
+    let kind = inc.kind();
+    if !ft.digested.get(source as usize).copied().unwrap_or(false)
+        || !(kind == KIND_EAGER || kind == KIND_EAGER_SYNC)
+        || inc.offset() != 0
+        || !inc.is_last()
+    {
+        return None;
+    }
+    // SAFETY: the fragment is not released while `inc` is borrowed; its `frag_len` payload bytes
+    // at `payload_ptr` were validated against its slot or cell when it was polled.
+    let payload = unsafe { std::slice::from_raw_parts(inc.payload_ptr(), inc.frag_len()) };
+    Some(nemesis_ft::digest::digest(&envelope(inc.tag(), inc.context()), payload))
 }
 
 /// A message with a piggyback from `source` while fault tolerance is off here.

@@ -253,6 +253,7 @@ impl Inner {
             let status = Status { source: u.source, tag: u.tag, len: rts.len as usize };
             let req = self.reqs.insert(Op::Lmt { status, cap: buf.cap, peer: u.source, recv: true, stage: None });
             let date = self.ft_rts_taken(id);
+            self.ft_rdv_check_taken(id, Some((req, buf)));
             self.ft_rdv_started(req, Want { source: u.source as i32, tag: u.tag, context: u.context }, date, buf);
             self.start_lmt_recv(u.source, req, &rts, buf);
             self.forget_unexpected(u);

@@ -31,6 +31,7 @@ mod checkpoint;
 mod collective;
 mod eager;
 mod ft;
+pub(crate) mod ft_rdv;
 mod fused;
 pub(crate) mod handle;
 mod lifecycle;

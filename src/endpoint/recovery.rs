@@ -24,7 +24,7 @@
 
 use std::sync::atomic::Ordering::*;
 
-use nemesis_ft::{Endpoint as FtEndpoint, Piggyback};
+use nemesis_ft::Endpoint as FtEndpoint;
 use nemesis_shm::Incoming;
 use nemesis_shm::netmod::Netmod;
 
@@ -322,7 +322,7 @@ impl Inner {
         if !delivery || ft.channel.is_none() {
             return None;
         }
-        Some(Piggyback::decode(&inc.piggyback()?).ok()?.date())
+        Some(crate::ft::unwire(&inc.piggyback()?).ok()?.0.date())
     }
 
     /// Under recovery, the first fragment `inc` of an eager message in several fragments from

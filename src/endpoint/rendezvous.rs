@@ -7,6 +7,7 @@ use nemesis_ft::Delivery;
 use nemesis_lmt::{Control, Outcome, RingRef, Rings, Rts};
 use nemesis_shm::{Incoming, MsgHeader, Node, Pieces, PiggybackBytes, Segment};
 
+use super::ft_rdv::RdvAt;
 use super::matching::{Unexpected, Want, finish};
 use super::request::{Op, RecvBuf, Request, Stage};
 use super::waiting::Bypass;
@@ -203,6 +204,7 @@ impl Inner {
         // Under recovery, an RTS: its date, to take its arrival back if its sender dies before the
         // data is in (`recovery.rs`).
         let rts_date = if delivery.is_some() { self.ft_rts_date(&inc, kind == KIND_RTS) } else { None };
+        let check = if delivery.is_some() && kind == KIND_RTS { self.ft_rdv_check(&inc, source) } else { None };
         self.port.release(inc)?;
         if !whole {
             let what = "rendezvous message length";
@@ -246,6 +248,7 @@ impl Inner {
             self.ft_deliver(delivery);
             let req = self.reqs.insert(Op::Lmt { status, cap: b.buf.cap, peer: source, recv: true, stage: None });
             b.lmt = Some(req);
+            self.ft_rdv_check_at(check, RdvAt::Recv(req, b.buf));
             self.ft_rdv_started(req, msg, rts_date, b.buf);
             self.start_lmt_recv(source, req, &rts, b.buf);
         } else if let Some(i) = self.posted.iter().position(|p| p.want.matches(source, tag, context)) {
@@ -256,6 +259,7 @@ impl Inner {
                 && let Op::Recv { buf, .. } = *op
             {
                 *op = Op::Lmt { status, cap: buf.cap, peer: source, recv: true, stage: None };
+                self.ft_rdv_check_at(check, RdvAt::Recv(p.req, buf));
                 self.ft_rdv_started(p.req, msg, rts_date, buf);
                 self.start_lmt_recv(source, p.req, &rts, buf);
             }
@@ -267,6 +271,7 @@ impl Inner {
             u.delivery = delivery;
             self.unexpected.push((id, u));
             self.ft_rts_unexpected(id, rts_date);
+            self.ft_rdv_check_at(check, RdvAt::Unexpected(id));
         }
         Ok(())
     }
@@ -371,6 +376,11 @@ impl Inner {
                 // SAFETY: the receive's pieces are valid and writable until it completes (now);
                 // `n` bytes of our staging buffer are read.
                 unsafe { p.as_ref().scatter(0, st.bytes.as_ptr(), n) };
+            }
+            let moved = matches!(outcome, Outcome::Moved { .. }).then(|| status.len.min(cap));
+            if recv && let Some(e) = self.ft_rdv_check_done(req, moved) {
+                self.reqs.complete(req, Err(e));
+                continue;
             }
             let result = match outcome {
                 Outcome::Moved { .. } if recv => finish(status, cap),

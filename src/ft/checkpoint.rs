@@ -33,8 +33,9 @@ use crate::error::{Error, Result};
 
 /// The file's magic bytes.
 pub const MAGIC: [u8; 8] = *b"NEMFTCK\0";
-/// Version of the layout above (1: no MAC; 2: no MPI state in the image).
-pub const VERSION: u32 = 3;
+/// Version of the layout above (1: no MAC; 2: no MPI state in the image; 3: the engine's
+/// `ReceivedFrom` without the stamps of the messages received, and a sender log without them).
+pub const VERSION: u32 = 4;
 /// Bytes before the application state.
 pub const HEADER: usize = 64;
 /// Bytes of the trailer: the MAC and the checksum.
@@ -118,8 +119,8 @@ impl std::fmt::Display for Refusal {
             Refusal::Magic => f.write_str("not a nemesis checkpoint (magic)"),
             Refusal::Version(v) if *v < VERSION => write!(
                 f,
-                "format version {v}, written by an older nemesis (without the MPI state a restart needs); this build \
-                 reads {VERSION} only"
+                "format version {v}, written by an older nemesis (without the message stamps that check send \
+                 determinism, or the MPI state a restart needs); this build reads {VERSION} only"
             ),
             Refusal::Version(v) => write!(f, "format version {v}, this build reads {VERSION}"),
             Refusal::Torn { len, app, ft } => {

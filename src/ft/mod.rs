@@ -4,11 +4,14 @@
 //! - **Topology**: FT is on when [`ENV_FT_GROUPS`] names a groups file (`<rank> <group>` lines, what
 //!   `nemesis-ft groups` prints; `nemesis-run --ft FILE` or `--ft-groups K` set it, and under
 //!   another process manager the variable is set by hand). A wrong file is an error at start.
-//! - **Piggyback**: every application message carries the engine's 12-byte `(date, phase)` in
-//!   the header's FT room, on every path (the Endpoint's `eager.rs`, `rendezvous.rs`); the
+//! - **Piggyback**: every application message carries the engine's 12-byte `(date, phase)` and
+//!   its 16-byte stamp (per-destination sequence number, digest of envelope and payload: [`wire`])
+//!   in the header's FT room, on every path (the Endpoint's `eager.rs`, `rendezvous.rs`); the
 //!   Endpoint's own traffic (acknowledgements of synchronous sends, rendezvous control, these
 //!   control messages) carries none and consumes no date.
-//! - **Hooks**: `on_send` before a send; `on_receive` on arrival, in channel order, where stale
+//! - **Hooks**: the stamped ones (`nemesis_ft`'s `process/stamps.rs`: a re-execution that sends
+//!   other messages than the first run is `SendDeterminismViolated`, not a silent duplicate):
+//!   `on_send` before a send; `on_receive` on arrival, in channel order, where stale
 //!   and duplicate messages are dropped (`progress.rs`); `on_deliver` when the application receives
 //!   the message: a blocking receive at once, a non-blocking one when the application takes the
 //!   request's result (`Ft::deferred`, the Endpoint's `ft_taken` in wait, test and wait_any).
@@ -42,7 +45,10 @@ use nemesis_ft::{
     Topology,
 };
 
+use nemesis_ft::{PIGGYBACK_LEN, Piggyback, STAMP_LEN, Stamp};
+use nemesis_shm::PiggybackBytes;
 use nemesis_shm::auth::{ENV_JOB_SECRET, JobSecret};
+use nemesis_shm::cell::FT_PIGGYBACK_BYTES;
 
 use crate::contract::parse_bytes;
 use crate::endpoint::handle::Request;
@@ -204,6 +210,34 @@ pub(crate) fn parse_envelope(b: &[u8]) -> Option<(i32, u32)> {
     Some((i32::from_le_bytes([t[0], t[1], t[2], t[3]]), u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
 }
 
+/// Test-only switch (`1`): every message's digest is sent as 0, as if stamps carried the sequence
+/// number alone, to show what the digest catches (`tests/ft_determinism.rs`). Never for production.
+pub const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
+
+/// Test-only switch (`1`): every digest a sender computes is sent with its lowest bit flipped, as
+/// a damaged log or payload would arrive: receivers must refuse the messages
+/// (`tests/ft_determinism.rs`). Never for production.
+pub const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
+
+/// The piggyback and stamp of a message as they travel in the FT room of its header.
+#[inline(always)]
+pub(crate) fn wire(pb: Piggyback, stamp: Stamp) -> PiggybackBytes {
+    let mut out = [0u8; FT_PIGGYBACK_BYTES];
+    out[..PIGGYBACK_LEN].copy_from_slice(&pb.encode());
+    out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
+    out
+}
+
+/// The piggyback and stamp a message carried ([`wire`]).
+#[inline(always)]
+pub(crate) fn unwire(bytes: &PiggybackBytes) -> Result<(Piggyback, Stamp)> {
+    let mut stamp = [0u8; STAMP_LEN];
+    stamp.copy_from_slice(&bytes[PIGGYBACK_LEN..]);
+    Ok((Piggyback::decode_slice(&bytes[..PIGGYBACK_LEN])?, Stamp::decode(&stamp)?))
+}
+
+const _: () = assert!(PIGGYBACK_LEN + STAMP_LEN == FT_PIGGYBACK_BYTES);
+
 /// The fault-tolerance state of an Endpoint.
 pub(crate) struct Ft {
     pub(crate) process: Process,
@@ -268,9 +302,31 @@ pub(crate) struct Ft {
     /// covered (`checkpoint`'s module documentation).
     pub(crate) gc_deferred: Vec<(Rank, Control)>,
     pub(crate) stats: FtStats,
+    /// Per rank: messages to it are digested (another group's, unless
+    /// [`ENV_FT_TEST_UNDIGESTED`]): only a receiver of another group checks a digest, and only a
+    /// message to another group can be a regenerated orphan.
+    pub(crate) digested: Box<[bool]>,
+    /// Per rank: it is in another group (the engine checks the stamps of its messages; those of
+    /// this group's are not looked at, and their arrivals take the unstamped hooks).
+    pub(crate) inter: Box<[bool]>,
+    /// 0, or 1 under [`ENV_FT_TEST_MISDIGESTED`]: XORed into every digest sent.
+    pub(crate) misdigest: u64,
+    /// Rendezvous messages from other groups whose data is checked against its digest once in
+    /// (the Endpoint's `ft_rdv.rs`).
+    pub(crate) rdv_checks: Vec<(crate::endpoint::ft_rdv::RdvAt, crate::endpoint::ft_rdv::RdvCheck)>,
 }
 
 impl Ft {
+    /// The digest that stamps a message to `dest` (0 if [`digested`](Self::digested) says not).
+    #[inline(always)]
+    pub(crate) fn digest(&self, dest: u32, tag: i32, context: u32, data: &[u8]) -> u64 {
+        if self.digested.get(dest as usize).copied().unwrap_or(false) {
+            nemesis_ft::digest::digest(&envelope(tag, context), data) ^ self.misdigest
+        } else {
+            0
+        }
+    }
+
     /// Applies the delivery that `req`'s receive was waiting for, if any (the application took
     /// its result).
     #[inline(never)]
@@ -365,6 +421,13 @@ impl Ft {
             restored_mpi: None,
             gc_deferred: Vec::new(),
             stats: FtStats::default(),
+            rdv_checks: Vec::new(),
+            misdigest: u64::from(std::env::var(ENV_FT_TEST_MISDIGESTED).is_ok_and(|v| v == "1")),
+            inter: (0..size).map(|r| topology.group_of(r).is_ok_and(|g| g != group)).collect(),
+            digested: {
+                let undigested = std::env::var(ENV_FT_TEST_UNDIGESTED).is_ok_and(|v| v == "1");
+                (0..size).map(|r| !undigested && topology.group_of(r).is_ok_and(|g| g != group)).collect()
+            },
         };
         let mut saved = Vec::new();
         let restoring = cfg.restart.is_some().then(std::time::Instant::now);
@@ -394,7 +457,8 @@ impl Ft {
                     tracing::info!(rank, generation = c.generation, round = r.round, "restarting from checkpoint");
                     checkpoint::remove_all_but(&ft.dir, job, rank, Some(c.generation))?;
                     ft.process = Process::restart(topology, c.image.process, r.round, &r.groups)?;
-                    ft.log = SenderLog::restore(size as usize, log_cfg, &c.image.log)?;
+                    let p = &ft.process;
+                    ft.log = SenderLog::restore_stamped(size as usize, log_cfg, &c.image.log, |to| p.sent_to(to))?;
                     ft.generation = c.generation;
                     ft.stats.generation = c.generation;
                     ft.restored = Some(c.app);

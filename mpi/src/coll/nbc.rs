@@ -7,7 +7,9 @@
 //! - a round starts when the previous one's transfers are all complete; the request completes
 //!   when the last round has;
 //! - every schedule in flight advances whenever any request is tested or waited for
-//!   (`p2p::complete`), so a program that waits for something else still moves its collectives;
+//!   (`p2p::complete`), so a program that waits for something else still moves its collectives
+//!   — except under fault tolerance, where schedules move at deterministic points only
+//!   ([`ordered`]: the start call posts the first round, a completion call completes them all);
 //! - every transfer moves the schedule's own bytes, whose heap memory does not move while the
 //!   request lives (it stays in the request table until complete, even if freed by the user); the
 //!   caller's input is packed at the call, results unpacked at completion;
@@ -34,7 +36,9 @@ use crate::request::{Completion, Req, State as ReqState};
 use crate::state::{Access, State};
 mod calls;
 mod inter;
+mod ordered;
 pub use calls::{Shape, ibarrier, ibcast, iblocks, idup, ireduce, ireduce_scatter, iscan, neighbor};
+pub use ordered::{complete_in_order, is_ordered};
 
 use std::sync::Arc;
 
@@ -168,6 +172,10 @@ pub struct Sched {
     busy: bool,
     /// The communicator's number this schedule took, until submitted.
     number: Number,
+    /// Under fault tolerance: it advances only when [`ordered::complete_in_order`] drives it.
+    ordered: bool,
+    /// Its place in the order the process started its schedules (set when submitted).
+    started: u64,
 }
 
 /// A number taken from a communicator's count of non-blocking collectives (`Comm::nbc`), given
@@ -230,6 +238,8 @@ impl Sched {
             resume: Vec::new(),
             busy: false,
             number: Number::default(),
+            ordered: false,
+            started: 0,
         }
     }
 
@@ -399,6 +409,9 @@ impl Sched {
     /// `ctxs`: this process's contexts, for an agreement's rounds.
     /// A round stopped at a user's operation waits for it ([`Sched::wants_user_op`]).
     pub fn advance(&mut self, ep: &mut nemesis::Endpoint, ctxs: &mut Contexts) -> Option<Completion> {
+        if self.ordered && !ordered::driving() {
+            return None;
+        }
         loop {
             if self.busy || self.user_step.is_some() {
                 return None;
@@ -594,6 +607,14 @@ fn submit(acc: &mut Access, ci: usize, mut s: Sched, request: *mut abi::Request)
     }
     s.number.keep();
     let st = acc.st();
+    s.started = ordered::next_start();
+    if ordered::is_ordered(st) {
+        // Only the first round, at this call: what follows depends on when it completes.
+        s.ordered = true;
+        if let (Some(ep), Some(steps)) = (st.ep.as_mut(), s.rounds.pop_front()) {
+            s.start_round(ep, &mut st.contexts, steps);
+        }
+    }
     let state = match st.ep.as_mut().and_then(|ep| s.advance(ep, &mut st.contexts)) {
         Some(done) => ReqState::Done(finished(st, &mut s, done)),
         None => ReqState::Coll(Box::new(s)),

@@ -159,7 +159,7 @@ fn advance_coll(st: &mut State, i: usize) -> Res<Option<Vec<nemesis::Request>>> 
 /// table (a placeholder that never advances stands in: a nested call, or another thread under
 /// `MPI_THREAD_MULTIPLE`, sees the request still in progress) and no borrow of the state live;
 /// the schedule goes back into slot `i`, which stays its own (only its completion frees it).
-fn advance_coll_user(acc: &mut Access, i: usize) -> Res<Option<Vec<nemesis::Request>>> {
+pub(crate) fn advance_coll_user(acc: &mut Access, i: usize) -> Res<Option<Vec<nemesis::Request>>> {
     loop {
         let pending = advance_coll(acc.st(), i)?;
         let Some(Req { state: ReqState::Coll(s), .. }) = acc.st().reqs.at_mut(i) else { return Ok(pending) };
@@ -185,6 +185,9 @@ fn advance_coll_user(acc: &mut Access, i: usize) -> Res<Option<Vec<nemesis::Requ
 /// (an `MPI_Comm_idup` whose agreement waits for an earlier one), and a peer waiting for another
 /// schedule of this process must see it move.
 fn wait_coll(acc: &mut Access, i: usize) -> Res<()> {
+    if crate::coll::nbc::is_ordered(acc.st()) {
+        crate::coll::nbc::complete_in_order(acc);
+    }
     let mut spins = 0;
     loop {
         advance_colls(acc);
@@ -303,6 +306,9 @@ fn check_running(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.phase));
     }
     reap(st);
+    if crate::coll::nbc::is_ordered(acc.st()) {
+        crate::coll::nbc::complete_in_order(acc);
+    }
     advance_colls(acc);
     // The `free_fn` of generalized requests reaped just now.
     crate::grequest::run_frees(acc)
@@ -315,6 +321,11 @@ fn check_running(acc: &mut Access) -> Res<()> {
 /// `advance_coll_user`), even start or complete collectives, so the list is read afresh at
 /// each step and a finished schedule's slot removed by value.
 pub fn advance_colls(acc: &mut Access) {
+    // Under fault tolerance only at the program's completion calls (`coll/nbc/ordered.rs`), not
+    // in the pauses of waits, which come at timing-dependent points.
+    if crate::coll::nbc::is_ordered(acc.st()) {
+        return;
+    }
     let mut k = 0;
     while let Some(&i) = acc.st().colls.get(k) {
         match advance_coll_user(acc, i) {

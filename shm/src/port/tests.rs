@@ -1,5 +1,5 @@
 use super::*;
-use crate::cell::{NULL, PiggybackBytes, custody, flags};
+use crate::cell::{FT_PIGGYBACK_BYTES, NULL, PiggybackBytes, custody, flags};
 use crate::layout::Params;
 use crate::node::{HeapNode, free_queue_id};
 use crate::sync::Ordering::Relaxed;
@@ -96,7 +96,7 @@ fn netmod_arrivals_come_through_the_receive_queue() {
 
 /// The piggyback of message `i`.
 fn pb(i: u32) -> PiggybackBytes {
-    let mut b = [0u8; 12];
+    let mut b = [0u8; FT_PIGGYBACK_BYTES];
     for (k, x) in b.iter_mut().enumerate() {
         *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1);
     }
@@ -112,8 +112,8 @@ fn piggybacks_travel_on_every_path() {
     let node = HeapNode::new(2, small()).unwrap();
     let mut a = Port::new(&node, 0, cfg()).unwrap();
     let mut b = Port::new(&node, 1, cfg()).unwrap();
-    // Fastbox slots carry 128 - 32 = 96 bytes, 80 with a piggyback; cells 256 - 32 - 16 = 208.
-    let sizes = [0usize, 8, 79, 80, 95, 150, 208, 209, 600, 1500];
+    // Fastbox slots carry 128 - 32 = 96 bytes, 64 with a piggyback; cells 256 - 32 - 32 = 192.
+    let sizes = [0usize, 8, 63, 64, 95, 150, 192, 193, 600, 1500];
     let mut via = [0usize; 2];
     let mut pending: Vec<(PendingSend, Vec<u8>)> = Vec::new();
     let mut next = 0u32;
@@ -184,7 +184,7 @@ fn piggyback_room_is_bounds_checked() {
     }
     // SAFETY: box 0 of rank 1 exists.
     let fb = unsafe { node.fastbox(1, 0) };
-    // 90 bytes fit a slot (96) without the room, not with it (80).
+    // 90 bytes fit a slot (96) without the room, not with it (64).
     // SAFETY: we write the header's `len` field of slot 1, inside the box.
     unsafe { (fb.bodies.add(fb.body_stride + 16) as *mut u32).write_unaligned(90) };
     assert!(matches!(b.poll(&[0]), Err(Error::Corrupt { .. })));

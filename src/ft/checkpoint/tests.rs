@@ -296,8 +296,10 @@ fn a_file_of_the_previous_format_is_refused_naming_it() {
     let k = key("old-format");
     let mut b = encode(&k, 1, 0, 2, 4, b"app", &image()).unwrap();
     assert_eq!(decode(&b, &k).map(|c| c.image.mpi), Ok(b"mpi state".to_vec()), "the MPI section round-trips");
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let why = decode(&b, &k).unwrap_err();
-    assert_eq!(why, Refusal::Version(2));
-    assert!(why.to_string().contains("older nemesis"), "{why}");
+    for old in [2u32, 3] {
+        b[8..12].copy_from_slice(&old.to_le_bytes());
+        let why = decode(&b, &k).unwrap_err();
+        assert_eq!(why, Refusal::Version(old));
+        assert!(why.to_string().contains("older nemesis") && why.to_string().contains("stamps"), "{why}");
+    }
 }

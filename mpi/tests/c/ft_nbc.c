@@ -1,0 +1,139 @@
+/* Non-blocking collectives under fault tolerance (mpi/src/coll/nbc/ordered.rs): every iteration
+ * starts an MPI_Iallreduce, an MPI_Ibcast from a rotating root, an MPI_Iscan and an MPI_Ibarrier,
+ * exchanges a point-to-point ring message while they are in flight, tests the barrier in a loop,
+ * waits for the others in an order that depends on the rank's parity, and adds what it got to a
+ * running sum, checked against the closed form. Every EVERY iterations it checkpoints
+ * (MPIX_Checkpoint); FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation stop after its
+ * n-th checkpoint, write its pid to FT_TEST_DIR/held-<rank> and wait to be killed. Its group
+ * restarts from the checkpoint and re-executes: the re-executed collectives' sends must be the
+ * first run's, message for message (their stamps' sequence numbers and digests are checked by
+ * the other group), or the job ends with SendDeterminismViolated. Prints "sum <rank> <value>" and
+ * "OK ft_nbc <rank>". */
+#include "check.h"
+
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ITERS 24
+#define EVERY 6
+
+/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
+ * the environment of a single-threaded process). */
+static int restarted;
+
+__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
+
+/* The checkpoint after which this rank holds (0: none). */
+static long hold_after(int rank) {
+    const char *spec = getenv("FT_TEST_HOLD");
+    if (spec == NULL || restarted) return 0;
+    while (*spec != '\0') {
+        char *end;
+        long r = strtol(spec, &end, 10);
+        if (*end != ':') return 0;
+        long n = strtol(end + 1, &end, 10);
+        if (r == rank) return n;
+        if (*end != ',') return 0;
+        spec = end + 1;
+    }
+    return 0;
+}
+
+static void hold(int rank) {
+    const char *dir = getenv("FT_TEST_DIR");
+    char tmp[4096], marker[4096];
+    snprintf(tmp, sizeof tmp, "%s/held-%d.tmp", dir ? dir : ".", rank);
+    snprintf(marker, sizeof marker, "%s/held-%d", dir ? dir : ".", rank);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
+          "cannot write %s", marker);
+    for (;;) {
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* What a rank checkpoints. */
+struct state {
+    int iter;
+    long sum;
+};
+
+#define N 64
+
+static void step(struct state *s, int rank, int size) {
+    int it = s->iter;
+    int v[N], ar[N], sc[N];
+    for (int j = 0; j < N; j++) v[j] = rank * 10 + it + j;
+    int root = it % size;
+    int b[N];
+    for (int j = 0; j < N; j++) b[j] = rank == root ? it * 7 + j : -1;
+    MPI_Request r[4];
+    OK(MPI_Iallreduce(v, ar, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Ibcast(b, N, MPI_INT, root, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Iscan(v, sc, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r[2]));
+    OK(MPI_Ibarrier(MPI_COMM_WORLD, &r[3]));
+
+    /* Point-to-point among the collectives in flight. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    int out = rank * 1000 + it, in = -1;
+    OK(MPI_Sendrecv(&out, 1, MPI_INT, next, 5, &in, 1, MPI_INT, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(in == prev * 1000 + it, "ring %d from %d", in, prev);
+    s->sum += in;
+
+    int flag = 0;
+    while (!flag) OK(MPI_Test(&r[3], &flag, MPI_STATUS_IGNORE));
+    if (rank % 2) {
+        OK(MPI_Wait(&r[2], MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&r[1], MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
+    } else {
+        OK(MPI_Waitall(3, r, MPI_STATUSES_IGNORE));
+    }
+    for (int j = 0; j < N; j++) {
+        /* sum over ranks q of q*10 + it + j */
+        int want = 10 * size * (size - 1) / 2 + size * (it + j);
+        CHECK(ar[j] == want, "allreduce[%d] = %d, want %d", j, ar[j], want);
+        CHECK(b[j] == it * 7 + j, "bcast[%d] = %d", j, b[j]);
+        int scan = 10 * rank * (rank + 1) / 2 + (rank + 1) * (it + j);
+        CHECK(sc[j] == scan, "scan[%d] = %d, want %d", j, sc[j], scan);
+        s->sum += ar[j] + b[j] + sc[j];
+    }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    check_rank = rank;
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+    struct state s = {0, 0};
+    void *buf;
+    size_t len;
+    int restored;
+    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
+    if (restored) {
+        CHECK(len == sizeof s, "restored %zu bytes", len);
+        memcpy(&s, buf, sizeof s);
+        free(buf);
+        fprintf(stderr, "ft_nbc: rank %d resumes at iteration %d\n", rank, s.iter);
+    }
+    long checkpoints = 0, stop = hold_after(rank);
+    while (s.iter < ITERS) {
+        step(&s, rank, size);
+        s.iter++;
+        if (s.iter % EVERY == 0 && s.iter < ITERS) {
+            OK(MPIX_Checkpoint(&s, sizeof s));
+            if (++checkpoints == stop) hold(rank);
+        }
+    }
+    printf("sum %d %ld\n", rank, s.sum);
+    printf("OK ft_nbc %d\n", rank);
+    MPI_Finalize();
+    return 0;
+}
