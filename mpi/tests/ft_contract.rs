@@ -8,7 +8,7 @@
 //! | `without_fault_tolerance_multiple_is_granted` | `ft_contract.c` without `--ft-groups`: `MPI_THREAD_MULTIPLE` granted (with it, every test above checks `MPI_THREAD_SERIALIZED`) | 1, 4; 4 over 2 nodes |
 //! | `a_collective_before_the_restore_ends_the_job_under_errors_are_fatal` | the restarted rank's `MPI_Allreduce` before its restore, under `MPI_ERRORS_ARE_FATAL`: the job ends with a message naming the call and the class | 4 in 2 groups |
 //! | `a_full_sender_log_is_mpix_err_log_exhausted` | `tests/c/ft_errors.c` (`FT_ERRORS=log`), a 4 KiB sender log: rank 0's send to another group returns `MPIX_ERR_LOG_EXHAUSTED` under `MPI_ERRORS_RETURN`, `MPI_Error_string` names the bounds, the messages before it arrive | 4 in 2 groups; one node and 2 nodes |
-//! | `a_program_that_is_not_send_deterministic_ends_the_job` | `ft_errors.c` (`FT_ERRORS=determinism`): a restarted rank re-sends with other contents; under `MPI_ERRORS_ARE_FATAL` the job ends with `MPIX_ERR_SEND_DETERMINISM` naming the message (ignored until the Endpoint stamps messages) | 4 in 2 groups |
+//! | `a_program_that_is_not_send_deterministic_ends_the_job` | `ft_errors.c` (`FT_ERRORS=determinism`): a restarted rank re-sends with other contents; under `MPI_ERRORS_ARE_FATAL` the job ends with `MPIX_ERR_SEND_DETERMINISM` naming the message | 4 in 2 groups |
 //!
 //! The library and the launcher are built first (`common::setup`).
 
@@ -116,14 +116,14 @@ fn a_full_sender_log_is_mpix_err_log_exhausted() {
 /// receiver already has, with other contents; under `MPI_ERRORS_ARE_FATAL` the job ends with
 /// `MPIX_ERR_SEND_DETERMINISM` naming rank 3's message to rank 0.
 #[test]
-#[ignore = "the Endpoint does not stamp messages yet (package C's wire-up in src/endpoint/ft.rs): undetected"]
 fn a_program_that_is_not_send_deterministic_ends_the_job() {
     let prog = compile_from("tests/c", "ft_errors", Cc::Ours);
     let o = ft_job(&prog, "determinism", &[], &[("FT_ERRORS", "determinism")]);
     assert!(!o.status.success(), "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let named = err.lines().any(|l| {
-        l.contains("failed: MPIX_ERR_SEND_DETERMINISM: send determinism violated: rank 3's message")
+        l.contains("MPI_Sendrecv failed: MPIX_ERR_SEND_DETERMINISM: ")
+            && l.contains("send determinism violated: rank 3's message")
             && l.contains("to rank 0")
     });
     assert!(named, "{}", show(&o));
