@@ -19,6 +19,7 @@
 //! | `one_rank_killed` | rank 5 at iteration 8 | 2 |
 //! | `a_whole_group_killed` | ranks 2 and 3 at iteration 8 | 1 |
 //! | `ranks_of_two_groups_killed_at_once` | ranks 1 and 6 at iteration 8 | 0, 3 |
+//! | `ranks_of_every_group_killed_at_once` | ranks 0, 3, 4 and 7 at iteration 8 | 0, 1, 2, 3 |
 //! | `a_rank_killed_during_another_groups_recovery` | rank 2 at 8, then rank 7 (held at 8) once group 1 restarted | 1 (twice if a second round), 3 |
 //! | `five_failures_in_one_run` | 5, 0, 3, 6 at 8, 16, 24, 32, then 5 again at 40, each after the previous recovery | 2 twice, 0, 1, 3 |
 //!
@@ -298,6 +299,18 @@ fn two_groups_at_once(prog: &Path, extra: &[&str]) {
     assert_eq!(recovery_lines(&d.stderr).len(), 2, "{}", d.show());
 }
 
+/// One rank of every group (all of them held at iteration 8) killed together: every group
+/// restarts, no survivor is left to replay anything, each group from its own checkpoint.
+fn every_group_at_once(prog: &Path, extra: &[&str]) {
+    let want = reference(prog, extra);
+    let holds = [(0, 0, 8), (3, 0, 8), (4, 0, 8), (7, 0, 8)];
+    let job = Job::start(prog, "every", true, extra, &holds);
+    job.kill_held(&holds);
+    let d = job.finish();
+    d.check(&want, &restarts(&[(0, 1), (1, 1), (2, 1), (3, 1)]));
+    resumed_at(&d, &[0, 1, 2, 3, 4, 5, 6, 7], 8);
+}
+
 fn during_another_groups_recovery(prog: &Path, extra: &[&str]) {
     let want = reference(prog, extra);
     // Both hold at iteration 8 (the Allreduce of every iteration keeps everyone within it).
@@ -433,6 +446,18 @@ macro_rules! matrix {
         fn ranks_of_two_groups_killed_at_once() {
             let Some(p) = prog() else { return };
             two_groups_at_once(&p, &[]);
+        }
+
+        #[test]
+        fn ranks_of_every_group_killed_at_once() {
+            let Some(p) = prog() else { return };
+            every_group_at_once(&p, &[]);
+        }
+
+        #[test]
+        fn ranks_of_every_group_killed_at_once_over_two_nodes() {
+            let Some(p) = prog() else { return };
+            every_group_at_once(&p, TWO);
         }
 
         #[test]
