@@ -3,7 +3,10 @@
 //! addition per send, less the Endpoint's own messages; [`crate::Endpoint::traffic`]); with
 //! [`ENV_COMM_MATRIX`] set (`nemesis-run --comm-matrix FILE`), each rank writes its row at
 //! `finalize` and rank 0, after the closing barrier, assembles the P × P CSV that
-//! `nemesis-ft groups --matrix` reads (row `u`, column `v`: bytes `u` sent to `v`; no header).
+//! `nemesis-ft groups --matrix` reads (row `u`, column `v`: bytes `u` sent to `v`; no header),
+//! and beside it `FILE.messages`, the same for message counts (a rendezvous message counts once),
+//! which `nemesis-ft groups --messages` reads to report the share of messages a grouping logs
+//! (the thesis's Table 6.1 gives both shares).
 //!
 //! Rows go through files next to the matrix (`FILE.rows/<rank>`), so the matrix needs nothing of
 //! the process manager and ranks on several machines need a shared file system only.
@@ -43,31 +46,49 @@ fn write_whole(path: &Path, text: &str) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| fail("renaming into place", path, e))
 }
 
-/// Writes rank `rank`'s row (bytes sent to each rank).
+/// The matrix of message counts beside the matrix of bytes `file`: `FILE.messages`.
+pub fn messages_file(file: &Path) -> PathBuf {
+    let mut f = file.as_os_str().to_owned();
+    f.push(".messages");
+    PathBuf::from(f)
+}
+
+/// Writes rank `rank`'s row: a line of bytes sent to each rank, then a line of messages.
 pub fn write_row(file: &Path, rank: u32, traffic: &[Traffic]) -> Result<()> {
     let dir = rows_dir(file);
     std::fs::create_dir_all(&dir).map_err(|e| fail("creating", &dir, e))?;
-    let row: Vec<String> = traffic.iter().map(|t| t.bytes.to_string()).collect();
-    write_whole(&dir.join(rank.to_string()), &(row.join(",") + "\n"))
+    let bytes: Vec<String> = traffic.iter().map(|t| t.bytes.to_string()).collect();
+    let messages: Vec<String> = traffic.iter().map(|t| t.messages.to_string()).collect();
+    write_whole(&dir.join(rank.to_string()), &format!("{}\n{}\n", bytes.join(","), messages.join(",")))
 }
 
-/// Assembles the rows of ranks `0..size` into `file` and removes them. A rank that wrote no row
-/// (it died) gets a row of zeros and a warning.
+/// Assembles the rows of ranks `0..size` into `file` (bytes) and [`messages_file`] and removes
+/// them. A rank that wrote no row (it died) gets rows of zeros and a warning.
 pub fn assemble(file: &Path, size: u32) -> Result<()> {
     let dir = rows_dir(file);
-    let mut csv = String::new();
+    let (mut bytes, mut messages) = (String::new(), String::new());
+    let whole = |l: &str| l.split(',').count() == size as usize;
     for r in 0..size {
         let p = dir.join(r.to_string());
-        match std::fs::read_to_string(&p) {
-            Ok(row) if row.trim().split(',').count() == size as usize => csv.push_str(row.trim()),
-            other => {
-                tracing::warn!(rank = r, ok = other.is_ok(), "communication matrix: no row from this rank; zeros");
-                csv.push_str(&vec!["0"; size as usize].join(","));
+        let text = std::fs::read_to_string(&p);
+        let mut lines = text.as_deref().unwrap_or("").lines();
+        match (lines.next(), lines.next()) {
+            (Some(b), Some(m)) if whole(b) && whole(m) => {
+                bytes.push_str(b);
+                messages.push_str(m);
+            }
+            _ => {
+                tracing::warn!(rank = r, ok = text.is_ok(), "communication matrix: no row from this rank; zeros");
+                let zeros = vec!["0"; size as usize].join(",");
+                bytes.push_str(&zeros);
+                messages.push_str(&zeros);
             }
         }
-        csv.push('\n');
+        bytes.push('\n');
+        messages.push('\n');
     }
-    write_whole(file, &csv)?;
+    write_whole(file, &bytes)?;
+    write_whole(&messages_file(file), &messages)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -79,7 +100,7 @@ mod tests {
     #[test]
     fn rows_make_a_matrix_the_partitioner_reads() {
         let file = std::env::temp_dir().join(format!("nemesis-matrix-test-{}.csv", std::process::id()));
-        let t = |b: &[u64]| b.iter().map(|&bytes| Traffic { messages: 1, bytes }).collect::<Vec<_>>();
+        let t = |b: &[u64]| b.iter().map(|&bytes| Traffic { messages: bytes / 5, bytes }).collect::<Vec<_>>();
         write_row(&file, 0, &t(&[0, 10, 0])).unwrap();
         write_row(&file, 2, &t(&[5, 0, 0])).unwrap();
         assemble(&file, 3).unwrap();
@@ -87,7 +108,9 @@ mod tests {
         assert_eq!(text, "0,10,0\n0,0,0\n5,0,0\n");
         let m = nemesis_ft::matrix::CommMatrix::from_csv(&text).unwrap();
         assert_eq!(m.get(0, 1), 10.0);
+        assert_eq!(std::fs::read_to_string(messages_file(&file)).unwrap(), "0,2,0\n0,0,0\n1,0,0\n");
         assert!(!rows_dir(&file).exists());
         std::fs::remove_file(&file).unwrap();
+        std::fs::remove_file(messages_file(&file)).unwrap();
     }
 }

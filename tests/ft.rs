@@ -699,6 +699,21 @@ fn the_communication_matrix_of_known_patterns() {
         let text = std::fs::read_to_string(&file).unwrap();
         let got: Vec<Vec<u64>> = text.lines().map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
         assert_eq!(&got, want, "{pattern} {extra:?}:\n{text}");
+        // Beside it the message counts (what each rank's `traffic()` checked above).
+        let counts = std::fs::read_to_string(nemesis::matrix::messages_file(&file)).unwrap();
+        let counts: Vec<Vec<u64>> =
+            counts.lines().map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
+        let want_counts: Vec<Vec<u64>> = (0..n)
+            .map(|u| {
+                (0..n)
+                    .map(|v| match pattern {
+                        "ring" => 4 * u64::from(v == (u + 1) % n),
+                        _ => u64::from(u != v),
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(counts, want_counts, "{pattern} {extra:?}: messages");
         // The grouping tool reads it.
         let m = nemesis_ft::matrix::CommMatrix::from_csv(&text).unwrap();
         assert_eq!(m.ranks(), n as usize);

@@ -12,11 +12,13 @@ use nemesis_ft::partition::{self, Bisector, CostModel};
 const USAGE: &str = "\
 nemesis-ft: HydEE fault-tolerance tools for nemesis
 
-usage: nemesis-ft groups --matrix FILE [--bisector native|metis] [--alpha A] [--beta B]
+usage: nemesis-ft groups --matrix FILE [--messages FILE] [--bisector native|metis] [--alpha A] [--beta B]
 
   groups      split the ranks into HydEE groups (recursive bisection of the thesis's chapter 4,
               HydEE cost function) and print `<rank> <group>` lines
   --matrix    P x P CSV of bytes sent: row u, column v = bytes rank u sent to rank v; no header
+  --messages  the same for message counts (`nemesis-run --comm-matrix FILE` writes FILE.messages):
+              the summary also gives the share of messages the groups log
   --bisector  graph partitioner of each bisection: native (pure Rust, default) or metis (needs a
               build with the `metis` feature)
   --alpha     weight of the logged share in the cost (thesis: 0.23)
@@ -25,7 +27,7 @@ usage: nemesis-ft groups --matrix FILE [--bisector native|metis] [--alpha A] [--
 /// The command line, parsed by hand: the library crate stays free of a command-line parser
 /// (it is linked into every nemesis program).
 enum Command {
-    Groups { matrix: PathBuf, bisector: Bisector, alpha: f64, beta: f64 },
+    Groups { matrix: PathBuf, messages: Option<PathBuf>, bisector: Bisector, alpha: f64, beta: f64 },
     Help,
     Version,
 }
@@ -39,7 +41,8 @@ fn parse(args: &[String]) -> Result<Command, String> {
         Some(other) => return Err(format!("unknown command `{other}`\n\n{USAGE}")),
         None => return Err(format!("a command is required\n\n{USAGE}")),
     }
-    let (mut matrix, mut bisector, mut alpha, mut beta) = (None, Bisector::Native, partition::ALPHA, partition::BETA);
+    let (mut matrix, mut messages, mut bisector, mut alpha, mut beta) =
+        (None, None, Bisector::Native, partition::ALPHA, partition::BETA);
     while let Some(arg) = it.next() {
         if arg == "-h" || arg == "--help" {
             return Ok(Command::Help);
@@ -52,6 +55,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
         let number = |v: String| v.parse::<f64>().map_err(|_| format!("{name}: `{v}` is not a number"));
         match name {
             "--matrix" => matrix = Some(PathBuf::from(value()?)),
+            "--messages" => messages = Some(PathBuf::from(value()?)),
             "--bisector" => {
                 bisector = match value()?.as_str() {
                     "native" => Bisector::Native,
@@ -65,7 +69,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
         }
     }
     let matrix = matrix.ok_or(format!("--matrix FILE is required\n\n{USAGE}"))?;
-    Ok(Command::Groups { matrix, bisector, alpha, beta })
+    Ok(Command::Groups { matrix, messages, bisector, alpha, beta })
 }
 
 fn run(command: Command) -> Result<(), String> {
@@ -78,20 +82,33 @@ fn run(command: Command) -> Result<(), String> {
             println!("nemesis-ft {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Groups { matrix, bisector, alpha, beta } => {
+        Command::Groups { matrix, messages, bisector, alpha, beta } => {
             if !(alpha.is_finite() && beta.is_finite() && alpha >= 0.0 && beta >= 0.0) {
                 return Err("--alpha and --beta must be non-negative numbers".into());
             }
-            let text = std::fs::read_to_string(&matrix).map_err(|e| format!("{}: {e}", matrix.display()))?;
-            let m = CommMatrix::from_csv(&text).map_err(|e| format!("{}: {e}", matrix.display()))?;
+            let read = |path: &PathBuf| {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                CommMatrix::from_csv(&text).map_err(|e| format!("{}: {e}", path.display()))
+            };
+            let m = read(&matrix)?;
+            let counts = messages.as_ref().map(read).transpose()?;
+            if let Some(c) = &counts
+                && c.ranks() != m.ranks()
+            {
+                return Err(format!("--messages: {} ranks, --matrix {}", c.ranks(), m.ranks()));
+            }
             let g = partition::group(&m, CostModel { alpha, beta }, bisector).map_err(|e| e.to_string())?;
             let mut out = String::with_capacity(g.group_of.len() * 8);
             for (rank, group) in g.group_of.iter().enumerate() {
                 out.push_str(&format!("{rank} {group}\n"));
             }
             std::io::stdout().lock().write_all(out.as_bytes()).map_err(|e| format!("stdout: {e}"))?;
+            let of_messages = counts.map_or(String::new(), |c| {
+                let e = partition::evaluate(&c, &g.group_of, CostModel { alpha, beta });
+                format!(", logged messages {:.2} %", 100.0 * e.logged_share)
+            });
             eprintln!(
-                "nemesis-ft: {} ranks in {} groups; restart share {:.2} %, logged share {:.2} %, cost {:.4}",
+                "nemesis-ft: {} ranks in {} groups; restart share {:.2} %, logged share {:.2} %, cost {:.4}{of_messages}",
                 m.ranks(),
                 g.groups,
                 100.0 * g.evaluation.restart_share,

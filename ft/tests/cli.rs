@@ -114,3 +114,20 @@ fn metis_bisector_agrees_on_blocks() {
     assert!(metis.status.success(), "{}", String::from_utf8_lossy(&metis.stderr));
     assert_eq!(native.stdout, metis.stdout);
 }
+
+#[test]
+fn the_share_of_messages_logged_from_the_messages_matrix() {
+    let bytes = file("blocks-bytes.csv", &block_diagonal_csv(8, 8));
+    // One message from every rank to every other: the groups (chosen on bytes: the 8 blocks) keep
+    // 8 × 8 × 7 of the 64 × 63 messages inside, so they log 3584 / 4032 = 88.89 % of them.
+    let uniform: String =
+        (0..64).map(|u| (0..64).map(|v| if u == v { "0" } else { "1" }).collect::<Vec<_>>().join(",") + "\n").collect();
+    let messages = file("uniform-messages.csv", &uniform);
+    let out = bin().args(["groups", "--matrix"]).arg(&bytes).arg("--messages").arg(&messages).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("8 groups") && stderr.contains("logged messages 88.89 %"), "{stderr}");
+    let small = file("small-messages.csv", "0,1\n1,0\n");
+    let out = bin().args(["groups", "--matrix"]).arg(&bytes).arg("--messages").arg(&small).output().unwrap();
+    assert!(!out.status.success(), "a messages matrix of another size is refused");
+}

@@ -82,6 +82,7 @@ const OPTIONS: &str = "Options:
       --comm-matrix <FILE>
                         Write the job's communication matrix (messages and bytes each rank sent to
                         each rank) to FILE at the end, in the CSV that `nemesis-ft groups --matrix` reads
+                        (bytes; the message counts in FILE.messages)
       --universe-size <N>
                         Ranks the job may grow to with MPI_Comm_spawn (MPI_UNIVERSE_SIZE): spawned
                         processes take the slots beyond -n, on node identities of their own
