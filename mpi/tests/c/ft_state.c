@@ -8,7 +8,9 @@
  * an info object, and a persistent send/receive pair on the grid with the rank of the other group
  * (MPI_Send_init of 3 ints, MPI_Recv_init of one vector element), started each iteration, its
  * buffers in a page mapped at a fixed address in every incarnation (the application keeps a
- * persistent request's buffer where it was: its address is saved as it is).
+ * persistent request's buffer where it was: its address is saved as it is). A persistent
+ * collective (MPI_Barrier_init on the row, never started) is not saved yet: a restarted rank's
+ * MPI_Start on its handle fails with MPI_ERR_REQUEST.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
@@ -52,7 +54,7 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv;
+    MPI_Request psend, precv, pcoll;
     long sum;
 };
 
@@ -131,6 +133,7 @@ static void make(struct state *s, int rank, int size) {
     int other = (rank + 2) % size; /* the grid is not reordered: its ranks are the world's */
     OK(MPI_Send_init(AREA, 3, MPI_INT, other, 9, s->cart, &s->psend));
     OK(MPI_Recv_init(AREA + 8, 1, s->vec, other, 9, s->cart, &s->precv));
+    OK(MPI_Barrier_init(s->row, MPI_INFO_NULL, &s->pcoll));
     s->iter = 0;
     s->sum = 0;
 }
@@ -246,6 +249,10 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
+        int class, rc = MPI_Start(&s.pcoll);
+        MPI_Error_class(rc, &class);
+        CHECK(class == MPI_ERR_REQUEST, "MPI_Start of a persistent collective after the restart: class %d", class);
+        s.pcoll = MPI_REQUEST_NULL;
     } else {
         make(&s, rank, size);
     }
@@ -269,6 +276,7 @@ int main(int argc, char **argv) {
     OK(MPI_Info_free(&s.info));
     OK(MPI_Request_free(&s.psend));
     OK(MPI_Request_free(&s.precv));
+    if (s.pcoll != MPI_REQUEST_NULL) OK(MPI_Request_free(&s.pcoll));
     CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL, "freed requests");
     printf("OK ft_state %d\n", rank);
     MPI_Finalize();
