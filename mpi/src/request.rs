@@ -313,6 +313,44 @@ impl Requests {
         true
     }
 
+    /// The table's shape, for the MPI state image (`crate::ft::requests`): each slot's
+    /// generation (their count is the slots in all) and the free slots, oldest first.
+    pub fn shape(&self) -> (Vec<u8>, Vec<u32>) {
+        (self.generations.clone(), self.free.iter().copied().collect())
+    }
+
+    /// Makes this empty table the one of shape `(generations, free)` ([`shape`](Self::shape))
+    /// holding `live` at their slots: every handle they had names them again. A slot neither
+    /// free nor in `live` (a request not saved) is freed, its generation bumped, after the
+    /// others. `Err`: a shape that does not hold together; nothing changed then.
+    pub fn restore(&mut self, generations: Vec<u8>, free: Vec<u32>, live: Vec<(usize, Req)>) -> Result<(), String> {
+        let n = generations.len();
+        if !self.slots.is_empty() {
+            return Err("requests made before the restore".into());
+        }
+        if n > abi::REQUEST_MAX {
+            return Err(format!("a request table of {n} slots"));
+        }
+        let mut taken = vec![false; n];
+        for i in free.iter().map(|&i| i as usize).chain(live.iter().map(|&(i, _)| i)) {
+            match taken.get_mut(i) {
+                Some(t) if !*t => *t = true,
+                _ => return Err(format!("request slot {i} listed twice or outside the table of {n}")),
+            }
+        }
+        let mut slots: Vec<Option<Req>> = (0..n).map(|_| None).collect();
+        for (i, r) in live {
+            slots[i] = Some(r);
+        }
+        let (mut generations, mut free) = (generations, VecDeque::from(free));
+        for (i, _) in taken.iter().enumerate().filter(|(_, t)| !**t) {
+            generations[i] = generations[i].wrapping_add(1);
+            free.push_back(i as u32);
+        }
+        (self.slots, self.generations, self.free) = (slots, generations, free);
+        Ok(())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (c_int, &Req)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|r| (self.handle(i), r)))
     }
@@ -344,6 +382,34 @@ mod tests {
     }
 
     use super::*;
+
+    /// A restored table gives every saved request its handle back, frees a slot not saved (its
+    /// handle stale) and hands out next the handle the saved table would have.
+    #[test]
+    fn a_restored_table_keeps_its_handles() {
+        let mut t = Requests::new();
+        let hs: Vec<c_int> = (0..4).map(|_| t.insert(Req::new(0, State::Inactive, false)).unwrap()).collect();
+        t.remove_at(t.index(hs[1]).unwrap());
+        let h1 = t.insert(Req::new(0, State::Inactive, true)).unwrap();
+        assert_ne!(h1, hs[1]);
+        let (generations, free) = t.shape();
+        let live = vec![
+            (t.index(hs[0]).unwrap(), Req::new(0, State::Inactive, true)),
+            (t.index(h1).unwrap(), Req::new(2, State::Inactive, false)),
+        ];
+        let mut u = Requests::new();
+        u.restore(generations.clone(), free.clone(), live).unwrap();
+        assert_eq!(u.get(hs[0]).map(|r| r.recv), Some(true));
+        assert_eq!(u.get(h1).map(|r| r.comm), Some(2));
+        for h in [hs[1], hs[2], hs[3]] {
+            assert!(u.get(h).is_none(), "{h:#x} not saved");
+        }
+        let next = || Req::new(0, State::Inactive, false);
+        assert_eq!(u.insert(next()), t.insert(next()), "the next handle");
+        let twice = vec![(0, Req::new(0, State::Inactive, false)), (0, Req::new(0, State::Inactive, false))];
+        assert!(Requests::new().restore(generations.clone(), free.clone(), twice).is_err());
+        assert!(u.restore(generations, free, Vec::new()).is_err(), "not empty");
+    }
 
     #[test]
     fn completions_fill_statuses() {

@@ -34,10 +34,14 @@
 //!   the application's word, saved as it is: a pointer it holds is valid after the restart only if
 //!   the application makes it so (its heap is its own checkpoint's business; a static's address
 //!   moves with ASLR). MPI copies and frees nothing at a checkpoint or a restore: no callback runs.
+//! - inactive persistent point-to-point requests (`MPI_Send_init`... `MPI_Recv_init`): the
+//!   request table's shape and each one's recipe at its slot ([`requests`]); `MPI_Start` on the
+//!   handle kept works after the restart. Its buffer address is the application's word, like an
+//!   attribute value: the application puts its buffer back at that address.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): inactive persistent and
-//! generalized requests (their recipe), sessions and a communicator's session, communicator
+//! slice, and the checkpoint logs a warning naming them): persistent collective, partitioned
+//! and generalized requests (their schedule, parts, callbacks), sessions and a communicator's session, communicator
 //! hints, the program's error classes and codes, the attached buffer of buffered sends. An *active* request
 //! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
 //!
@@ -48,6 +52,8 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+mod requests;
 
 use super::code::{self, CodeRef};
 use super::types;
@@ -64,7 +70,7 @@ use crate::topo::Topo;
 /// The image's magic bytes.
 const MAGIC: &[u8; 8] = b"NEMMPI\0\0";
 /// The image's version.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// A table's shape ([`Table::layout`]).
 type Layout = (usize, usize, Vec<u32>);
@@ -218,7 +224,7 @@ fn unsaved(st: &State) -> Vec<String> {
             out.push(format!("{n} {what}"));
         }
     };
-    note(st.reqs.iter().count(), "requests");
+    note(requests::unsaved(&st.reqs), "requests other than inactive persistent point-to-point ones");
     note(st.comms.iter().filter(|c| c.live && c.session.is_some()).count(), "communicators' sessions");
     out
 }
@@ -309,6 +315,7 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
         }
     }
     w.u32s(&st.comm_slots.iter().map(|&i| i as u32).collect::<Vec<_>>());
+    requests::put(&mut w, &st.reqs);
     Ok(w.0)
 }
 
@@ -326,6 +333,7 @@ struct Image {
     type_attrs: Vec<(abi::Datatype, c_int, usize)>,
     comms: Vec<Option<SavedComm>>,
     comm_free: Vec<u32>,
+    reqs: requests::SavedRequests,
 }
 
 /// The address of a saved function in this process.
@@ -408,6 +416,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
     let comms =
         (0..n).map(|_| if r.bool()? { get_comm(&mut r, 0).map(Some) } else { Ok(None) }).collect::<Result<_, Bad>>()?;
     let comm_free = r.u32s()?;
+    let reqs = requests::get(&mut r)?;
     if !r.done() {
         return Err("bytes after the image".into());
     }
@@ -424,6 +433,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         type_attrs,
         comms,
         comm_free,
+        reqs,
     })
 }
 
@@ -458,6 +468,7 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
         && st.errhs.objects().is_empty()
         && st.keyvals.is_empty()
         && st.type_attrs.is_empty()
+        && st.reqs.iter().next().is_none()
         && st.comms.iter().all(|c| c.attrs.is_empty());
     if !fresh {
         return Err("the program made MPI objects before MPIX_Checkpoint_restore: restore first".into());
@@ -473,6 +484,8 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     if im.comms.len() < 2 || im.comms[0].is_none() || im.comms[1].is_none() {
         return Err("no MPI_COMM_WORLD or MPI_COMM_SELF".into());
     }
+    im.reqs.check(|i| im.comms.get(i).is_some_and(Option::is_some))?;
+    im.reqs.apply(&mut st.reqs)?;
     if !st.contexts.restore(&im.free) {
         return Err(format!("a context mask of {} words", im.free.len()));
     }

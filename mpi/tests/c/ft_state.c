@@ -5,7 +5,12 @@
  * user operation, a send of the vector type around the ring, a halo along the grid's first
  * dimension, an Ibarrier on the grid (its tag in step with the survivors'), the name, the group,
  * an attribute of the row (its value a word, its keyval's delete callback run by the final free),
- * an info object.
+ * an info object, and a persistent send/receive pair on the grid with the rank of the other group
+ * (MPI_Send_init of 3 ints, MPI_Recv_init of one vector element), started each iteration, its
+ * buffers in a page mapped at a fixed address in every incarnation (the application keeps a
+ * persistent request's buffer where it was: its address is saved as it is). A persistent
+ * collective (MPI_Barrier_init on the row, never started) is not saved yet: a restarted rank's
+ * MPI_Start on its handle fails with MPI_ERR_REQUEST.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
@@ -15,7 +20,11 @@
 #include "check.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
 #include <time.h>
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 #include <unistd.h>
 
 #define ITERS 12
@@ -45,8 +54,17 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
+    MPI_Request psend, precv, pcoll;
     long sum;
 };
+
+/* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
+ * 0, 2, 4), at the same address in every incarnation. */
+#define AREA ((int *)(uintptr_t)0x3e0000000000ull)
+static void map_area(void) {
+    void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(p == (void *)AREA, "mmap at %p: %p", (void *)AREA, p);
+}
 
 /* The row attribute's delete callback: adds the value it is given. */
 static long deleted;
@@ -112,6 +130,10 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Comm_set_attr(s->row, s->key, (void *)(intptr_t)(100 + rank)));
     OK(MPI_Info_create(&s->info));
     OK(MPI_Info_set(s->info, "layout", "rows"));
+    int other = (rank + 2) % size; /* the grid is not reordered: its ranks are the world's */
+    OK(MPI_Send_init(AREA, 3, MPI_INT, other, 9, s->cart, &s->psend));
+    OK(MPI_Recv_init(AREA + 8, 1, s->vec, other, 9, s->cart, &s->precv));
+    OK(MPI_Barrier_init(s->row, MPI_INFO_NULL, &s->pcoll));
     s->iter = 0;
     s->sum = 0;
 }
@@ -178,6 +200,24 @@ static void step(struct state *s, int rank, int size) {
     MPI_Request r;
     OK(MPI_Ibarrier(s->cart, &r));
     OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+
+    /* The persistent pair with the other group's rank. */
+    int other = (rank + 2) % size;
+    for (int j = 0; j < 3; j++) AREA[j] = rank * 10000 + it * 10 + j;
+    for (int j = 0; j < 6; j++) AREA[8 + j] = -1;
+    OK(MPI_Start(&s->precv));
+    OK(MPI_Start(&s->psend));
+    MPI_Request both[2] = {s->precv, s->psend};
+    MPI_Status st[2];
+    OK(MPI_Waitall(2, both, st));
+    CHECK(both[0] == s->precv && both[1] == s->psend, "persistent requests stay");
+    CHECK(st[0].MPI_SOURCE == other && st[0].MPI_TAG == 9, "persistent receive from %d tag %d", st[0].MPI_SOURCE,
+          st[0].MPI_TAG);
+    for (int j = 0; j < 3; j++) {
+        CHECK(AREA[8 + 2 * j] == other * 10000 + it * 10 + j, "persistent[%d] = %d", j, AREA[8 + 2 * j]);
+        CHECK(AREA[8 + 2 * j + 1] == -1, "persistent gap %d written", j);
+        s->sum += AREA[8 + 2 * j];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -199,13 +239,20 @@ int main(int argc, char **argv) {
         MPI_Type_contiguous(2, MPI_INT, &early);
         CHECK(0, "MPI_Type_contiguous before the restore was not refused");
     }
+    map_area();
     OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
     if (restored) {
         CHECK(len == sizeof s, "restored %zu bytes", len);
         memcpy(&s, buf, sizeof s);
         free(buf);
-        fprintf(stderr, "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x)\n", rank,
-                s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op);
+        fprintf(stderr,
+                "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
+                rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
+                (unsigned)s.precv);
+        int class, rc = MPI_Start(&s.pcoll);
+        MPI_Error_class(rc, &class);
+        CHECK(class == MPI_ERR_REQUEST, "MPI_Start of a persistent collective after the restart: class %d", class);
+        s.pcoll = MPI_REQUEST_NULL;
     } else {
         make(&s, rank, size);
     }
@@ -227,6 +274,10 @@ int main(int argc, char **argv) {
     OK(MPI_Op_free(&s.op));
     OK(MPI_Group_free(&s.group));
     OK(MPI_Info_free(&s.info));
+    OK(MPI_Request_free(&s.psend));
+    OK(MPI_Request_free(&s.precv));
+    if (s.pcoll != MPI_REQUEST_NULL) OK(MPI_Request_free(&s.pcoll));
+    CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL, "freed requests");
     printf("OK ft_state %d\n", rank);
     MPI_Finalize();
     return 0;

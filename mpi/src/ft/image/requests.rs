@@ -1,0 +1,153 @@
+//! Inactive persistent point-to-point requests in the MPI state image (`super`): the request
+//! table's shape (each slot's generation, the free slots in order) and, at its slot, every
+//! request `MPI_Send_init`, `MPI_Bsend_init`, `MPI_Ssend_init`, `MPI_Rsend_init` or
+//! `MPI_Recv_init` made — its recipe as resolved then ([`Persistent`]: send mode, buffer, peer as
+//! a job rank, tag, the communicator's context) and its communicator's slot. After the restore
+//! the same handle names it and `MPI_Start` sends or receives what it did before the checkpoint,
+//! matching the survivors' messages (same job ranks, tag and context).
+//!
+//! **The buffer is the application's word.** Its address (and, for a non-contiguous datatype,
+//! the descriptor, saved whole by [`super::types`]) is saved as it is: the request names the same
+//! bytes after the restart only if the application puts its buffer back at that address (its
+//! memory is its own checkpoint's business, as for attribute values; a static's or the stack's
+//! address moves with ASLR).
+//!
+//! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
+//! persistent collectives (`MPI_Bcast_init`...: their schedule), partitioned requests
+//! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
+//! them. No other request can be live at a checkpoint (an active one is refused), save a
+//! completed one not yet reported, which is not saved either.
+//!
+//! **Invariants.** A request is restored only onto a communicator slot the image restores live;
+//! the table is read whole and checked before anything changes.
+
+use super::super::types::{get_desc, put_desc};
+use super::super::wire::{Bad, Reader, Writer};
+use crate::datatype::Layout;
+use crate::request::{Mode, Persistent, Req, Requests, State};
+
+/// True for a request this module saves: an inactive persistent point-to-point one.
+fn saved(r: &Req) -> bool {
+    matches!(r.state, State::Inactive)
+        && r.ext.is_none()
+        && !r.freed
+        && r.persistent.as_deref().is_some_and(|p| p.coll.is_none())
+}
+
+/// How many live requests of `t` are not saved (for the checkpoint's warning).
+pub fn unsaved(t: &Requests) -> usize {
+    t.iter().filter(|(_, r)| !saved(r)).count()
+}
+
+fn put_layout(w: &mut Writer, d: &Layout) {
+    match d {
+        Layout::Contig { ptr, len } => {
+            w.u8(0);
+            w.u64(*ptr as u64);
+            w.len(*len);
+        }
+        Layout::Typed { base, count, desc } => {
+            w.u8(1);
+            w.u64(*base as u64);
+            w.len(*count);
+            put_desc(w, desc);
+        }
+    }
+}
+
+fn get_layout(r: &mut Reader) -> Result<Layout, Bad> {
+    Ok(match r.u8()? {
+        0 => Layout::Contig { ptr: r.u64()? as usize as *mut u8, len: r.u64()? as usize },
+        1 => {
+            let (base, count) = (r.u64()? as usize as *mut u8, r.u64()? as usize);
+            Layout::Typed { base, count, desc: get_desc(r, 0)? }
+        }
+        k => return Err(format!("buffer kind {k}")),
+    })
+}
+
+fn mode_code(m: Option<Mode>) -> u8 {
+    match m {
+        None => 0,
+        Some(Mode::Standard) => 1,
+        Some(Mode::Synchronous) => 2,
+        Some(Mode::Buffered) => 3,
+        Some(Mode::Ready) => 4,
+    }
+}
+
+fn mode_of(k: u8) -> Result<Option<Mode>, Bad> {
+    Ok(match k {
+        0 => None,
+        1 => Some(Mode::Standard),
+        2 => Some(Mode::Synchronous),
+        3 => Some(Mode::Buffered),
+        4 => Some(Mode::Ready),
+        k => return Err(format!("send mode {k}")),
+    })
+}
+
+/// Saves table `t`: its shape, then each request [`saved`] selects at its slot.
+pub fn put(w: &mut Writer, t: &Requests) {
+    let (generations, free) = t.shape();
+    w.bytes(&generations);
+    w.u32s(&free);
+    let live: Vec<(usize, &Req, &Persistent)> = t
+        .iter()
+        .filter(|(_, r)| saved(r))
+        .filter_map(|(h, r)| Some((t.index(h)?, r, r.persistent.as_deref()?)))
+        .collect();
+    w.len(live.len());
+    for (i, r, p) in live {
+        w.len(i);
+        w.u32(r.comm);
+        w.u8(mode_code(p.send));
+        put_layout(w, &p.data);
+        w.bool(p.peer.is_some());
+        w.i32(p.peer.unwrap_or(0));
+        w.i32(p.tag);
+        w.u32(p.ctx);
+    }
+}
+
+/// A request table as read back, not yet applied.
+pub struct SavedRequests {
+    generations: Vec<u8>,
+    free: Vec<u32>,
+    live: Vec<(usize, Req)>,
+}
+
+/// Reads what [`put`] saved.
+pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
+    let generations = r.bytes()?.to_vec();
+    let free = r.u32s()?;
+    let n = r.len(24)?;
+    let live = (0..n)
+        .map(|_| {
+            let (i, comm, send) = (r.u64()? as usize, r.u32()?, mode_of(r.u8()?)?);
+            let data = get_layout(r)?;
+            let peer = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
+            let (tag, ctx) = (r.i32()?, r.u32()?);
+            let p = Persistent { send, data, peer, tag, ctx, coll: None };
+            let req = Req { persistent: Some(Box::new(p)), ..Req::new(comm as usize, State::Inactive, send.is_none()) };
+            Ok((i, req))
+        })
+        .collect::<Result<_, Bad>>()?;
+    Ok(SavedRequests { generations, free, live })
+}
+
+impl SavedRequests {
+    /// Why these requests cannot be restored with `live_comm` telling which communicator slots
+    /// the image restores live, if they cannot.
+    pub fn check(&self, live_comm: impl Fn(usize) -> bool) -> Result<(), String> {
+        match self.live.iter().find(|(_, r)| !live_comm(r.comm as usize)) {
+            Some((i, r)) => Err(format!("persistent request {i} on communicator slot {}, not restored", r.comm)),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts them into empty table `t` ([`Requests::restore`]).
+    pub fn apply(self, t: &mut Requests) -> Result<(), String> {
+        t.restore(self.generations, self.free, self.live)
+    }
+}
