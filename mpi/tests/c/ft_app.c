@@ -18,7 +18,7 @@
  * checkpoint of that iteration, if any), its pid in FT_TEST_DIR/held-<rank>-<inc>-<iter>, serving
  * its endpoint (MPI_Iprobe) until the test kills it. FT_APP_ITERS and FT_APP_EVERY override the
  * iterations (48) and the checkpoint interval (4). */
-#include "check.h"
+#include "ft_hold.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -98,20 +98,10 @@ static int holds_at(int rank, int inc, int it) {
     return 0;
 }
 
-static void hold(int rank, int inc, int it) {
-    const char *dir = getenv("FT_TEST_DIR");
-    char tmp[4096], marker[4096];
-    snprintf(marker, sizeof marker, "%s/held-%d-%d-%d", dir ? dir : ".", rank, inc, it);
-    snprintf(tmp, sizeof tmp, "%s/held-%d-%d-%d.tmp", dir ? dir : ".", rank, inc, it);
-    FILE *f = fopen(tmp, "w");
-    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
-          "cannot write %s", marker);
-    for (;;) {
-        int flag;
-        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+static void hold_at(int rank, int inc, int it) {
+    char name[64];
+    snprintf(name, sizeof name, "held-%d-%d-%d", rank, inc, it);
+    hold_as(name);
 }
 
 static void make(struct state *s, int rank, int size) {
@@ -234,7 +224,7 @@ int main(int argc, char **argv) {
         make(&s, rank, size);
     }
     while (s.iter < s.p.iters) {
-        if (holds_at(rank, inc, s.iter)) hold(rank, inc, s.iter);
+        if (holds_at(rank, inc, s.iter)) hold_at(rank, inc, s.iter);
         step(&s, rank, size);
         s.iter++;
         if (s.iter % s.p.every == 0 && s.iter < s.p.iters) OK(MPIX_Checkpoint(&s, sizeof s));

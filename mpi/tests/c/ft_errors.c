@@ -12,7 +12,7 @@
  *   contents (a restarted incarnation adds 7): the program is not send-deterministic, which
  *   HydEE detects; under MPI_ERRORS_ARE_FATAL the job ends with MPIX_ERR_SEND_DETERMINISM naming
  *   the sender, the destination and the message's sequence. */
-#include "check.h"
+#include "ft_hold.h"
 
 #include <signal.h>
 
@@ -21,10 +21,6 @@
 #define ITERS 10
 #define EVERY 4
 #define KILL_AT 6
-
-static int restarted;
-
-__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
 
 static void log_exhausted(int rank) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

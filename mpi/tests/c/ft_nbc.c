@@ -9,7 +9,7 @@
  * first run's, message for message (their stamps' sequence numbers and digests are checked by
  * the other group), or the job ends with SendDeterminismViolated. Prints "sum <rank> <value>" and
  * "OK ft_nbc <rank>". */
-#include "check.h"
+#include "ft_hold.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -17,44 +17,6 @@
 
 #define ITERS 24
 #define EVERY 6
-
-/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
- * the environment of a single-threaded process). */
-static int restarted;
-
-__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
-
-/* The checkpoint after which this rank holds (0: none). */
-static long hold_after(int rank) {
-    const char *spec = getenv("FT_TEST_HOLD");
-    if (spec == NULL || restarted) return 0;
-    while (*spec != '\0') {
-        char *end;
-        long r = strtol(spec, &end, 10);
-        if (*end != ':') return 0;
-        long n = strtol(end + 1, &end, 10);
-        if (r == rank) return n;
-        if (*end != ',') return 0;
-        spec = end + 1;
-    }
-    return 0;
-}
-
-static void hold(int rank) {
-    const char *dir = getenv("FT_TEST_DIR");
-    char tmp[4096], marker[4096];
-    snprintf(tmp, sizeof tmp, "%s/held-%d.tmp", dir ? dir : ".", rank);
-    snprintf(marker, sizeof marker, "%s/held-%d", dir ? dir : ".", rank);
-    FILE *f = fopen(tmp, "w");
-    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
-          "cannot write %s", marker);
-    for (;;) {
-        int flag;
-        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
-}
 
 /* What a rank checkpoints. */
 struct state {

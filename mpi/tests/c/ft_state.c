@@ -17,7 +17,7 @@
  * everything it received, the same with and without the kill. FT_STATE_EARLY=1: a restarted
  * incarnation makes a datatype before MPIX_Checkpoint_restore, under MPI_ERRORS_ARE_FATAL: it is
  * refused (MPIX_ERR_NOT_RESTORED: the handles could not keep their values) and ends the job. */
-#include "check.h"
+#include "ft_hold.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -30,12 +30,6 @@
 #define ITERS 12
 #define EVERY 4
 #define N 4
-
-/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
- * the environment). */
-static int restarted;
-
-__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
 
 /* The user reduction: sum modulo a prime (commutative, associative, not MPI_SUM's answer). */
 #define P 1000003
@@ -74,37 +68,6 @@ static int on_delete(MPI_Comm c, int key, void *value, void *extra) {
     CHECK(extra == (void *)(intptr_t)7, "extra_state %p", extra);
     deleted += (long)(intptr_t)value;
     return MPI_SUCCESS;
-}
-
-static long hold_after(int rank) {
-    const char *spec = getenv("FT_TEST_HOLD");
-    if (spec == NULL || restarted) return 0;
-    while (*spec != '\0') {
-        char *end;
-        long r = strtol(spec, &end, 10);
-        if (*end != ':') return 0;
-        long n = strtol(end + 1, &end, 10);
-        if (r == rank) return n;
-        if (*end != ',') return 0;
-        spec = end + 1;
-    }
-    return 0;
-}
-
-static void hold(int rank) {
-    const char *dir = getenv("FT_TEST_DIR");
-    char tmp[4096], marker[4096];
-    snprintf(tmp, sizeof tmp, "%s/held-%d.tmp", dir ? dir : ".", rank);
-    snprintf(marker, sizeof marker, "%s/held-%d", dir ? dir : ".", rank);
-    FILE *f = fopen(tmp, "w");
-    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
-          "cannot write %s", marker);
-    for (;;) {
-        int flag;
-        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
 }
 
 static void make(struct state *s, int rank, int size) {

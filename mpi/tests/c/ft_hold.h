@@ -1,0 +1,59 @@
+/* What the fault-tolerance test programs share: whether this process is a restarted incarnation,
+ * and a hold at a point the test chose, so that a kill lands there and never races a clock. */
+#ifndef FT_HOLD_H
+#define FT_HOLD_H
+
+#include "check.h"
+
+#include <time.h>
+#include <unistd.h>
+
+/* Whether this is a restarted incarnation (read before MPI_Init takes NEMESIS_FT_RESTART out of
+ * the environment of a single-threaded process). */
+static int restarted;
+
+__attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
+
+/* FT_TEST_HOLD=<rank>:<n>,...: the checkpoint after which this rank's first incarnation holds
+ * (0: none). */
+__attribute__((unused)) static long hold_after(int rank) {
+    const char *spec = getenv("FT_TEST_HOLD");
+    if (spec == NULL || restarted) return 0;
+    while (*spec != '\0') {
+        char *end;
+        long r = strtol(spec, &end, 10);
+        if (*end != ':') return 0;
+        long n = strtol(end + 1, &end, 10);
+        if (r == rank) return n;
+        if (*end != ',') return 0;
+        spec = end + 1;
+    }
+    return 0;
+}
+
+/* Writes this process's pid to FT_TEST_DIR/<name> (a temporary file renamed into place: the test
+ * never reads half a pid) and serves its endpoint (MPI_Iprobe) until the test kills it. */
+__attribute__((unused, noreturn)) static void hold_as(const char *name) {
+    const char *dir = getenv("FT_TEST_DIR");
+    char tmp[4096], marker[4096];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir ? dir : ".", name);
+    snprintf(marker, sizeof marker, "%s/%s", dir ? dir : ".", name);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0 && rename(tmp, marker) == 0,
+          "cannot write %s", marker);
+    for (;;) {
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* Holds with the marker FT_TEST_DIR/held-<rank>. */
+__attribute__((unused, noreturn)) static void hold(int rank) {
+    char name[64];
+    snprintf(name, sizeof name, "held-%d", rank);
+    hold_as(name);
+}
+
+#endif
