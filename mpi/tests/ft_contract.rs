@@ -18,28 +18,11 @@ use std::process::Output;
 
 use common::*;
 
-/// The `sum <rank> <value>` lines, sorted.
-fn sums(o: &Output) -> Vec<String> {
-    let mut v: Vec<String> =
-        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("sum ")).map(str::to_owned).collect();
-    v.sort();
-    v
-}
-
 /// `prog` on 4 ranks in 2 groups (extra launcher arguments `extra`), with a checkpoint directory
 /// of its own (`name`) and environment `env`.
 fn ft_job(prog: &std::path::Path, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let dir = std::env::temp_dir().join(format!("nemesis-ft-contract-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut args = vec!["--ft-groups", "2", "--wait", "yield"];
-    args.extend_from_slice(extra);
-    let dir_s = dir.to_string_lossy().into_owned();
-    let mut envs = vec![("NEMESIS_FT_DIR", dir_s.as_str())];
-    envs.extend_from_slice(env);
-    let o = job(4, prog, &args, &envs);
-    let _ = std::fs::remove_dir_all(&dir);
-    o
+    let args: Vec<&str> = ["--ft-groups", "2"].into_iter().chain(extra.iter().copied()).collect();
+    ft_run(prog, name, 4, &args, None, env)
 }
 
 fn contract(extra: &[&str], name: &str) {
@@ -48,8 +31,8 @@ fn contract(extra: &[&str], name: &str) {
     assert_all_ok(&reference, "ft_contract", 4);
     let o = ft_job(&prog, name, extra, &[("FT_CONTRACT_KILL", "3")]);
     assert_all_ok(&o, "ft_contract", 4);
-    assert_eq!(sums(&o), sums(&reference), "{}", show(&o));
-    assert_eq!(sums(&o).len(), 4, "{}", show(&o));
+    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
+    assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
     assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));

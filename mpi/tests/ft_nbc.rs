@@ -15,62 +15,14 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use common::*;
-
-/// The `sum <rank> <value>` lines, sorted.
-fn sums(o: &Output) -> Vec<String> {
-    let mut v: Vec<String> =
-        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("sum ")).map(str::to_owned).collect();
-    v.sort();
-    v
-}
 
 /// `ft_nbc` on `n` ranks (launcher arguments `extra`), rank `kill` (if any) held after its first
 /// checkpoint and SIGKILLed there.
 fn run(prog: &Path, name: &str, n: u32, extra: &[&str], kill: Option<u32>) -> Output {
-    let dir = std::env::temp_dir().join(format!("nemesis-ft-nbc-{}-{name}", std::process::id()));
-    let held = dir.with_extension("held");
-    for d in [&dir, &held] {
-        let _ = std::fs::remove_dir_all(d);
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let mut cmd = Command::new(&setup().launcher);
-    cmd.args(["-n", &n.to_string(), "--wait", "yield"]).args(extra).arg("--").arg(prog);
-    cmd.env_remove("LD_LIBRARY_PATH").env("NEMESIS_FT_DIR", &dir).env("FT_TEST_DIR", &held);
-    if let Some(r) = kill {
-        cmd.env("FT_TEST_HOLD", format!("{r}:1"));
-    }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(rank) = kill {
-        let t = Instant::now();
-        let marker = held.join(format!("held-{rank}"));
-        let pid: u32 = loop {
-            if let Some(p) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse().ok()) {
-                break p;
-            }
-            assert!(t.elapsed() < Duration::from_secs(120), "rank {rank} never held after its checkpoint");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        // SAFETY: a signal to a rank of the job this test started (its pid from its marker).
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-    }
-    // A hang fails the test rather than the suite's time limit.
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(180) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&held);
-    o
+    ft_run(prog, name, n, extra, kill, &[])
 }
 
 #[test]
@@ -84,8 +36,8 @@ fn nbc_under_ft_without_failures() {
         args.extend_from_slice(extra);
         let ft = run(&prog, &format!("ft-{n}-{}", extra.len()), n, &args, None);
         assert_all_ok(&ft, "ft_nbc", n);
-        assert_eq!(sums(&ft), sums(&plain), "{n} ranks {extra:?}: {}", show(&ft));
-        assert_eq!(sums(&ft).len(), n as usize, "{}", show(&ft));
+        assert_eq!(ft_sums(&ft), ft_sums(&plain), "{n} ranks {extra:?}: {}", show(&ft));
+        assert_eq!(ft_sums(&ft).len(), n as usize, "{}", show(&ft));
     }
 }
 
@@ -98,7 +50,7 @@ fn nbc_reexecuted_after_a_restart() {
     assert_all_ok(&o, "ft_nbc", 4);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("send determinism"), "{}", show(&o));
-    assert_eq!(sums(&o), sums(&reference), "{}", show(&o));
+    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
     let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
     assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));
     for r in [2, 3] {

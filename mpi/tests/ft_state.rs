@@ -18,18 +18,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use common::*;
-
-/// The `sum <rank> <value>` lines, sorted.
-fn sums(o: &Output) -> Vec<String> {
-    let mut v: Vec<String> =
-        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("sum ")).map(str::to_owned).collect();
-    v.sort();
-    v
-}
 
 /// `ft_state` on 4 ranks in 2 groups (extra launcher arguments `extra`), rank `kill` (if any)
 /// held after its first checkpoint and SIGKILLed there.
@@ -39,48 +30,8 @@ fn run(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>) -> Output {
 
 /// [`run`] with more environment.
 fn run_env(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>, env: &[(&str, &str)]) -> Output {
-    let dir = std::env::temp_dir().join(format!("nemesis-ft-state-{}-{name}", std::process::id()));
-    let held = dir.with_extension("held");
-    for d in [&dir, &held] {
-        let _ = std::fs::remove_dir_all(d);
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let mut cmd = Command::new(&setup().launcher);
-    cmd.args(["-n", "4", "--ft-groups", "2", "--wait", "yield"]).args(extra).arg("--").arg(prog);
-    cmd.env_remove("LD_LIBRARY_PATH").env("NEMESIS_FT_DIR", &dir).env("FT_TEST_DIR", &held);
-    if let Some(r) = kill {
-        cmd.env("FT_TEST_HOLD", format!("{r}:1"));
-    }
-    cmd.envs(env.iter().copied());
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    if let Some(rank) = kill {
-        let t = Instant::now();
-        let marker = held.join(format!("held-{rank}"));
-        let pid: u32 = loop {
-            if let Some(p) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse().ok()) {
-                break p;
-            }
-            assert!(t.elapsed() < Duration::from_secs(120), "rank {rank} never held after its checkpoint");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        // SAFETY: a signal to a rank of the job this test started (its pid from its marker).
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-    }
-    // A hang fails the test rather than the suite's time limit.
-    let t = Instant::now();
-    let mut child = child;
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(180) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&held);
-    o
+    let args: Vec<&str> = ["--ft-groups", "2"].into_iter().chain(extra.iter().copied()).collect();
+    ft_run(prog, name, 4, &args, kill, env)
 }
 
 fn handles_survive(extra: &[&str], name: &str) {
@@ -89,8 +40,8 @@ fn handles_survive(extra: &[&str], name: &str) {
     assert_all_ok(&reference, "ft_state", 4);
     let o = run(&prog, name, extra, Some(3));
     assert_all_ok(&o, "ft_state", 4);
-    assert_eq!(sums(&o), sums(&reference), "{}", show(&o));
-    assert_eq!(sums(&o).len(), 4, "{}", show(&o));
+    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
+    assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
     assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));

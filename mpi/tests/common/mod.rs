@@ -221,3 +221,60 @@ pub fn run_ok(name: &str, ranks: &[u32], launcher_args: &[&str], env: &[(&str, &
 pub fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
+
+/// The `sum <rank> <value>` lines of a fault-tolerance test program's output, sorted.
+pub fn ft_sums(o: &Output) -> Vec<String> {
+    let mut v: Vec<String> =
+        String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("sum ")).map(str::to_owned).collect();
+    v.sort();
+    v
+}
+
+/// A fault-tolerance test program (one of `tests/c/ft_*.c`, which hold through `ft_hold.h`) on
+/// `n` ranks under `nemesis-run` with `args` (its `--ft-groups` among them) and more environment
+/// `env`; rank `kill` (if any) held after its first checkpoint and SIGKILLed there. Checkpoints go
+/// to a directory of the test's own (`name`), removed after; a job still running after 180 s is
+/// killed (the test fails on its output, not the suite's time limit).
+pub fn ft_run(prog: &Path, name: &str, n: u32, args: &[&str], kill: Option<u32>, env: &[(&str, &str)]) -> Output {
+    let test = prog.file_stem().map_or("ft".into(), |s| s.to_string_lossy().into_owned());
+    let dir = std::env::temp_dir().join(format!("nemesis-{test}-{}-{name}", std::process::id()));
+    let held = dir.with_extension("held");
+    for d in [&dir, &held] {
+        let _ = std::fs::remove_dir_all(d);
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let mut cmd = Command::new(&setup().launcher);
+    cmd.args(["-n", &n.to_string(), "--wait", "yield"]).args(args).arg("--").arg(prog);
+    cmd.env_remove("LD_LIBRARY_PATH").env("NEMESIS_FT_DIR", &dir).env("FT_TEST_DIR", &held);
+    if let Some(r) = kill {
+        cmd.env("FT_TEST_HOLD", format!("{r}:1"));
+    }
+    cmd.envs(env.iter().copied());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(rank) = kill {
+        let t = Instant::now();
+        let marker = held.join(format!("held-{rank}"));
+        let pid: u32 = loop {
+            if let Some(p) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse().ok()) {
+                break p;
+            }
+            assert!(t.elapsed() < Duration::from_secs(120), "rank {rank} never held after its checkpoint");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // SAFETY: a signal to a rank of the job this test started (its pid from its marker).
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(180) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&held);
+    o
+}
