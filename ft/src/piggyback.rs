@@ -154,12 +154,13 @@ impl Piggyback {
     }
 
     /// Reads a piggyback from the front of `bytes`.
+    /// Inline, and the error built only when there is one: on every arrival.
+    #[inline]
     pub fn decode_slice(bytes: &[u8]) -> Result<Self> {
-        let head: &[u8; PIGGYBACK_LEN] = bytes
-            .get(..PIGGYBACK_LEN)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(Error::Truncated { what: "piggyback", needed: PIGGYBACK_LEN, available: bytes.len() })?;
-        Self::decode(head)
+        match bytes.first_chunk::<PIGGYBACK_LEN>() {
+            Some(head) => Self::decode(head),
+            None => Err(Error::Truncated { what: "piggyback", needed: PIGGYBACK_LEN, available: bytes.len() }),
+        }
     }
 }
 

@@ -77,8 +77,40 @@ impl Process {
     /// group must be the next in its sender's sequence to this process and match its digest, else
     /// [`Error::SendDeterminismViolated`], with nothing recorded (the process must not go on: the application is
     /// not send-deterministic, or its log is damaged).
-    #[inline]
+    ///
+    /// Inline, the common case: from another group, the next in sequence, its digest right (if given), and the
+    /// next message of a steady run on one of the RPP's fast paths (as in [`Process::on_receive`]), recorded at
+    /// once; anything else is a call.
+    #[inline(always)]
     pub fn on_receive_stamped(
+        &mut self,
+        from: Rank,
+        pb: Piggyback,
+        stamp: Stamp,
+        digest: Option<u64>,
+    ) -> Result<Reception> {
+        if let Some(peer) = self.peers.get_mut(from as usize)
+            && peer.inter != 0
+            && stamp.is_some()
+            && stamp.seq == peer.rx_seq + 1
+            && pb.date() > peer.received.max_date()
+            && digest.is_none_or(|d| d == stamp.digest)
+            && let Some(delivery) = match peer.received.try_extend(pb) {
+                None => peer.received.try_extend_rising(pb),
+                fast => fast,
+            }
+        {
+            // `record_stamp` of a new message.
+            peer.rx_seq = stamp.seq;
+            peer.stamps.push_back((pb.date(), stamp));
+            return Ok(Reception::Deliver(delivery));
+        }
+        self.on_receive_stamped_checked(from, pb, stamp, digest)
+    }
+
+    /// [`Process::on_receive_stamped`] off its inline case: the checks in full, then [`Process::on_receive`].
+    #[inline(never)]
+    fn on_receive_stamped_checked(
         &mut self,
         from: Rank,
         pb: Piggyback,
