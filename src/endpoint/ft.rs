@@ -114,8 +114,9 @@ impl Inner {
             if log {
                 self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
+            let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(dest)));
             let hdr = self.header(dest, tag, context);
-            return match self.port.send(local, &hdr, Some(&wire(piggyback, stamp)), buf) {
+            return match self.port.send(local, &hdr, Some(&pb), buf) {
                 Ok(Sent::Done) => {
                     self.ring(local);
                     Ok(())
@@ -186,7 +187,7 @@ impl Inner {
             Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
             Outbound::Hold => return Ok(Attempt::Held),
         };
-        let pb = wire(piggyback, stamp);
+        let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(s.dest)));
         if s.len > s.limit {
             // SAFETY: the caller's contract.
             let req =
@@ -573,7 +574,7 @@ impl Inner {
         let (_, stamp) = ft.log.read_stamped(to, pb.date(), &mut buf)?;
         let (tag, context) =
             parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
-        let bytes = wire(pb, stamp);
+        let bytes = wire(pb, stamp, ft.stamps(to));
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         ft.stats.replayed += 1;
