@@ -169,7 +169,8 @@ impl<'a> FastboxRef<'a> {
     }
 
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
-    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]) and `payload` as
+    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`], and [`flags::FT_STAMP`]
+    /// as [`ft_flags`] says; the room is [`ft_room`] of them) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
     /// receiver's ack count (starts at 0 with `*next`). Returns false (and writes nothing) if the
     /// receiver has not consumed that slot's previous message yet. The caller checked that
