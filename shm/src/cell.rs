@@ -67,9 +67,30 @@ pub const fn ft_carried(flags: u8) -> usize {
 #[inline(always)]
 pub fn ft_read(flags: u8, room: &[u8]) -> PiggybackBytes {
     let mut pb = [0u8; FT_PIGGYBACK_BYTES];
-    let n = ft_carried(flags);
-    pb[..n].copy_from_slice(&room[..n]);
+    // Two fixed-size copies, not one of a variable length (a call to `memcpy`).
+    match ft_carried(flags) {
+        FT_PIGGYBACK_BYTES => pb.copy_from_slice(&room[..FT_PIGGYBACK_BYTES]),
+        FT_SHORT_BYTES => pb[..FT_SHORT_BYTES].copy_from_slice(&room[..FT_SHORT_BYTES]),
+        _ => {}
+    }
     pb
+}
+
+/// Writes the bytes of piggyback `pb` that a message with `flags` carries ([`ft_carried`]) at
+/// `room`, in fixed-size copies.
+///
+/// # Safety
+/// `room` is valid for [`ft_carried`]`(flags)` bytes of writes.
+#[inline(always)]
+pub unsafe fn ft_write(flags: u8, pb: &PiggybackBytes, room: *mut u8) {
+    // SAFETY: the caller's contract; each arm writes `ft_carried(flags)` bytes.
+    unsafe {
+        match ft_carried(flags) {
+            FT_PIGGYBACK_BYTES => core::ptr::write_unaligned(room as *mut PiggybackBytes, *pb),
+            FT_SHORT_BYTES => core::ptr::copy_nonoverlapping(pb.as_ptr(), room, FT_SHORT_BYTES),
+            _ => {}
+        }
+    }
 }
 
 /// The fault-tolerance piggyback as it travels: 28 opaque bytes (the layer above encodes and

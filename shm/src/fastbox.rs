@@ -22,7 +22,7 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{HEADER_BYTES, MsgHeader, PiggybackBytes, flags, ft_carried, ft_flags, ft_room};
+use crate::cell::{HEADER_BYTES, MsgHeader, PiggybackBytes, flags, ft_flags, ft_room, ft_write};
 use crate::error::{Error, Result};
 use crate::pieces::Payload;
 use crate::sync::{AtomicU32, Ordering::*};
@@ -225,7 +225,7 @@ impl<'a> FastboxRef<'a> {
             ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
             if let Some(pb) = ft {
                 ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), fl);
-                ptr::copy_nonoverlapping(pb.as_ptr(), body.add(HEADER_BYTES), ft_carried(fl));
+                ft_write(fl, pb, body.add(HEADER_BYTES));
             }
             payload.copy_out(0, body.add(offset), payload.len());
         }

@@ -10,7 +10,7 @@ use core::ptr;
 
 use crate::arena::{Arena, CellRef};
 use crate::cell::{
-    FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags, ft_carried, ft_flags, ft_room,
+    FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags, ft_flags, ft_room, ft_write,
 };
 use crate::error::{Error, Result};
 use crate::node::Node;
@@ -345,7 +345,7 @@ impl<'n, N: Node> Port<'n, N> {
                     // The room: the piggyback, then zeros up to the payload.
                     let r = body.add(HEADER_BYTES);
                     ptr::write_bytes(r, 0, room);
-                    ptr::copy_nonoverlapping(ft.as_ptr(), r, ft_carried(h.flags));
+                    ft_write(h.flags, ft, r);
                 }
                 payload.copy_out(*offset, body.add(HEADER_BYTES + room), n);
             }

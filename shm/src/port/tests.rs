@@ -101,7 +101,7 @@ fn pb(i: u32) -> PiggybackBytes {
     for (k, x) in b.iter_mut().enumerate() {
         *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1);
     }
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         b[FT_SHORT_BYTES..].fill(0);
     }
     b
