@@ -106,15 +106,16 @@ impl Inner {
             && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
             && let Some(ft) = self.ft.as_deref_mut()
             && ft.held.is_empty()
-            && let Some((piggyback, log, stamp)) = {
+            && let Some((piggyback, log, stamp, stamped)) = {
                 let digest = ft.digest(dest, tag, context, buf);
-                ft.process.send_fast_stamped(dest, digest)
+                let stamped = ft.stamps(dest);
+                ft.process.send_fast_stamped(dest, digest).map(|(p, l, s)| (p, l, s, stamped))
             }
         {
             if log {
                 self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
-            let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(dest)));
+            let pb = wire(piggyback, stamp, stamped);
             let hdr = self.header(dest, tag, context);
             return match self.port.send(local, &hdr, Some(&pb), buf) {
                 Ok(Sent::Done) => {
