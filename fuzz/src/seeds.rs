@@ -64,8 +64,8 @@ fn lmt_control() -> Vec<Vec<u8>> {
 
 /// A MSG frame of `payload` bytes from rank 1 to rank 0, with the piggyback room if `ft`.
 fn msg_frame(tag: i32, payload: &[u8], ft: bool) -> Vec<u8> {
-    let room = if ft { nemesis_shm::cell::FT_ROOM } else { 0 };
-    let flags = if ft { flags::FT_PIGGYBACK } else { 0 };
+    let flags = if ft { flags::FT_PIGGYBACK | flags::FT_STAMP } else { 0 };
+    let room = nemesis_shm::cell::ft_room(flags);
     let h = MsgHeader { src: 1, dst: 0, tag, len: payload.len() as u32, flags, ..MsgHeader::default() };
     let mut f = frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()).to_vec();
     f.extend_from_slice(&frame::header_bytes(&h));

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use nemesis_shm::auth::JobSecret;
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, ft_room};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE};
 use nemesis_shm::{MsgHeader, NetCell};
 
@@ -53,8 +53,7 @@ impl FragKey {
     /// The MAC of fragment body `body` (header, room, data) and `wraps`: over the header, the
     /// room, the body's length and `wraps`.
     fn mac(&self, body: &[u8], wraps: u32) -> blake3::Hash {
-        let room =
-            MsgHeader::from_bytes(body).map_or(0, |h| if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 });
+        let room = MsgHeader::from_bytes(body).map_or(0, |h| ft_room(h.flags));
         let head = &body[..body.len().min(HEADER_BYTES + room)];
         let mut m = [0u8; HEADER_BYTES + FT_ROOM + 12];
         m[..head.len()].copy_from_slice(head);
@@ -86,7 +85,7 @@ impl FragKey {
 /// header's flag asks for) and `data` into `out`, sealed with `key` and `wraps`. Returns its
 /// length; `out` must hold [`wire_len`] bytes.
 pub fn build(key: &FragKey, h: &MsgHeader, wraps: u32, ft: Option<&[u8]>, data: &[u8], out: &mut [u8]) -> usize {
-    let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+    let room = ft_room(h.flags);
     let body = HEADER_BYTES + room + data.len();
     out[..HEADER_BYTES].copy_from_slice(&h.to_bytes());
     let r = &mut out[HEADER_BYTES..HEADER_BYTES + room];
@@ -100,7 +99,7 @@ pub fn build(key: &FragKey, h: &MsgHeader, wraps: u32, ft: Option<&[u8]>, data: 
     body + TAG_BYTES
 }
 
-/// Bytes of a fragment of `data` bytes, with the piggyback room or not.
+/// Bytes of a fragment of `data` bytes, with the (larger) piggyback room or not: a capacity.
 pub const fn wire_len(room: bool, data: usize) -> usize {
     HEADER_BYTES + if room { FT_ROOM } else { 0 } + data + TAG_BYTES
 }
@@ -385,7 +384,7 @@ impl<'n> Rx<'n> {
             let bytes = data(i, len);
             if off == 0 {
                 let h = MsgHeader::from_bytes(bytes).ok_or("fragment shorter than its header")?;
-                let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+                let room = ft_room(h.flags);
                 if len < HEADER_BYTES + room {
                     return Err(format!("fragment of {len} bytes"));
                 }

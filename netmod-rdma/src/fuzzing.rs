@@ -6,7 +6,7 @@
 //! buffer: after every step each buffer is posted (free) or held by a peer's order, exactly once.
 
 use nemesis_shm::auth::JobSecret;
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags, ft_room};
 use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE};
 use nemesis_shm::{HeapNode, MsgHeader, NetCell, Params, Port, PortConfig};
 
@@ -202,7 +202,7 @@ fn send(key: &FragKey, s: &mut Sender, rank: u32, len: usize, tag: i32, fl: u8) 
         flags: if ft { flags::FT_PIGGYBACK } else { 0 },
         ..MsgHeader::default()
     };
-    let per = BUF - HEADER_BYTES - if ft { FT_ROOM } else { 0 } - TAG_BYTES;
+    let per = BUF - HEADER_BYTES - ft_room(h.flags) - TAG_BYTES;
     let payload: Vec<u8> = (0..len).map(|i| i as u8 ^ tag as u8).collect();
     let (mut off, mut fragno) = (0, 0u16);
     loop {

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, ft_carried, ft_flags, ft_room};
 use nemesis_shm::netmod::{Inbox, Netmod};
 use nemesis_shm::{Error, MsgHeader, PiggybackBytes, Result};
 
@@ -73,15 +73,16 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         h.len = payload.len() as u32;
         h.src = self.me;
         h.dst = dst;
-        // Only the piggyback flag travels, and only with a piggyback.
-        h.flags = if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
-        let room = if ft.is_some() { FT_ROOM } else { 0 };
+        // Only the piggyback flags travel, and only with a piggyback.
+        h.flags = ft.map_or(0, ft_flags);
+        let room = ft_room(h.flags);
         let mut head = [0u8; PREFIX + HEADER_BYTES + FT_ROOM];
         head[..PREFIX].copy_from_slice(&frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()));
         head[PREFIX..PREFIX + HEADER_BYTES].copy_from_slice(&frame::header_bytes(&h));
         if let Some(pb) = ft {
             let at = PREFIX + HEADER_BYTES;
-            head[at..at + pb.len()].copy_from_slice(pb);
+            let n = ft_carried(h.flags);
+            head[at..at + n].copy_from_slice(&pb[..n]);
         }
         self.send_frame(dst, &head[..PREFIX + HEADER_BYTES + room], payload)
     }

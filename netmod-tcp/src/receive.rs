@@ -19,7 +19,7 @@ use std::time::Instant;
 use nemesis_lmt::{NetDone, Outcome};
 use nemesis_shm::Result;
 use nemesis_shm::auth::{FLAG_INTEGRITY, Step, Transcript};
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::cell::{HEADER_BYTES, ft_room};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE};
 
 use crate::TcpNetmod;
@@ -252,7 +252,7 @@ impl<'n> TcpNetmod<'n> {
                             }
                             let at = p.start + PREFIX;
                             let hdr = frame::parse_header(&p.buf[at..at + HEADER_BYTES]);
-                            let room = if hdr.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+                            let room = ft_room(hdr.flags);
                             if len < HEADER_BYTES + room {
                                 return Err(format!("message frame of {len} bytes"));
                             }

@@ -24,11 +24,74 @@ pub const SEALED_BIT: u32 = 1 << 31;
 pub const LINK_BYTES: usize = 16;
 /// Bytes of a cell or fastbox slot taken by the message header.
 pub const HEADER_BYTES: usize = 32;
-/// Room reserved behind the header when [`flags::FT_PIGGYBACK`] is set: the 28 bytes of the
-/// fault-tolerance piggyback, padded to keep the payload 16-byte aligned.
+/// The larger room behind the header, when [`flags::FT_PIGGYBACK`] and [`flags::FT_STAMP`] are set:
+/// the 28 bytes of the fault-tolerance piggyback with its stamp, padded to keep the payload 16-byte
+/// aligned. Capacities (the largest payload a slot or cell takes) are computed with it.
 pub const FT_ROOM: usize = 32;
+/// The room behind the header when [`flags::FT_PIGGYBACK`] is set without [`flags::FT_STAMP`]: the
+/// first [`FT_SHORT_BYTES`] of the piggyback, padded to 16.
+pub const FT_ROOM_SHORT: usize = 16;
 /// Bytes of the fault-tolerance piggyback proper.
 pub const FT_PIGGYBACK_BYTES: usize = 28;
+/// Bytes of the piggyback before its stamp: what travels without [`flags::FT_STAMP`].
+pub const FT_SHORT_BYTES: usize = 12;
+
+/// Bytes of fault-tolerance room between the header and the payload of a message whose header has
+/// `flags`: 0 without [`flags::FT_PIGGYBACK`], [`FT_ROOM_SHORT`] with it alone, [`FT_ROOM`] with
+/// [`flags::FT_STAMP`] too. Every reader and writer of the room goes by it.
+#[inline(always)]
+pub const fn ft_room(flags: u8) -> usize {
+    (flags & flags::FT_PIGGYBACK) as usize * (FT_ROOM_SHORT << ((flags >> 2) & 1))
+}
+
+/// The flags a message carrying piggyback `pb` gets: [`flags::FT_PIGGYBACK`], and
+/// [`flags::FT_STAMP`] unless its stamp (the bytes after [`FT_SHORT_BYTES`]) is all zero. The layer
+/// above sends a zero stamp to the destinations that do not look at it (its own group), and a
+/// reader of a message without the flag sees a zero stamp: the short room loses nothing.
+#[inline(always)]
+pub fn ft_flags(pb: &PiggybackBytes) -> u8 {
+    let mut stamp = [0u8; FT_PIGGYBACK_BYTES - FT_SHORT_BYTES];
+    stamp.copy_from_slice(&pb[FT_SHORT_BYTES..]);
+    if u128::from_ne_bytes(stamp) != 0 { flags::FT_PIGGYBACK | flags::FT_STAMP } else { flags::FT_PIGGYBACK }
+}
+
+/// The piggyback bytes that travel in the room of a message with `flags` (all of `pb` with
+/// [`flags::FT_STAMP`], its first [`FT_SHORT_BYTES`] without; none without [`flags::FT_PIGGYBACK`]).
+#[inline(always)]
+pub const fn ft_carried(flags: u8) -> usize {
+    ft_room(flags).saturating_sub(FT_ROOM - FT_PIGGYBACK_BYTES)
+}
+
+/// The piggyback of a message with `flags` from the `room` behind its header (at least
+/// [`ft_carried`]`(flags)` bytes): the bytes it does not carry are zero.
+#[inline(always)]
+pub fn ft_read(flags: u8, room: &[u8]) -> PiggybackBytes {
+    let mut pb = [0u8; FT_PIGGYBACK_BYTES];
+    // Two fixed-size copies, not one of a variable length (a call to `memcpy`).
+    match ft_carried(flags) {
+        FT_PIGGYBACK_BYTES => pb.copy_from_slice(&room[..FT_PIGGYBACK_BYTES]),
+        FT_SHORT_BYTES => pb[..FT_SHORT_BYTES].copy_from_slice(&room[..FT_SHORT_BYTES]),
+        _ => {}
+    }
+    pb
+}
+
+/// Writes the bytes of piggyback `pb` that a message with `flags` carries ([`ft_carried`]) at
+/// `room`, in fixed-size copies.
+///
+/// # Safety
+/// `room` is valid for [`ft_carried`]`(flags)` bytes of writes.
+#[inline(always)]
+pub unsafe fn ft_write(flags: u8, pb: &PiggybackBytes, room: *mut u8) {
+    // SAFETY: the caller's contract; each arm writes `ft_carried(flags)` bytes.
+    unsafe {
+        match ft_carried(flags) {
+            FT_PIGGYBACK_BYTES => core::ptr::write_unaligned(room as *mut PiggybackBytes, *pb),
+            FT_SHORT_BYTES => core::ptr::copy_nonoverlapping(pb.as_ptr(), room, FT_SHORT_BYTES),
+            _ => {}
+        }
+    }
+}
 
 /// The fault-tolerance piggyback as it travels: 28 opaque bytes (the layer above encodes and
 /// decodes them; `nemesis-ft`'s `(date, phase)` and release tag in 12, then the message's stamp,
@@ -38,9 +101,13 @@ pub type PiggybackBytes = [u8; FT_PIGGYBACK_BYTES];
 
 /// Message header flags.
 pub mod flags {
-    /// A 28-byte fault-tolerance piggyback (`(date, phase)`, the stamp) follows the header; the payload starts
-    /// [`super::FT_ROOM`] bytes later. Bit 0: readers multiply by it to find the payload.
+    /// A fault-tolerance piggyback (`(date, phase)`, and the stamp with [`FT_STAMP`]) follows the
+    /// header; the payload starts [`super::ft_room`] bytes later. Bit 0: readers multiply by it.
     pub const FT_PIGGYBACK: u8 = 1 << 0;
+    /// With [`FT_PIGGYBACK`]: the piggyback's 16-byte stamp follows its first 12 bytes, and the room
+    /// is [`super::FT_ROOM`] (32) bytes, not [`super::FT_ROOM_SHORT`] (16). Bit 2: [`super::ft_room`]
+    /// shifts by it. Meaningless without [`FT_PIGGYBACK`].
+    pub const FT_STAMP: u8 = 1 << 2;
     /// A network arrival, put in a cell of the receiver's own pool by its netmod: `src` is the
     /// global rank of a remote sender, and the fragments of one remote sender come in the order
     /// enqueued (its connection's order), outside the per-pair sequence numbers of local peers.
@@ -140,7 +207,7 @@ impl MsgHeader {
     /// Bytes between the start of the header and the payload.
     #[inline]
     pub fn payload_offset(&self) -> usize {
-        if self.flags & flags::FT_PIGGYBACK != 0 { HEADER_BYTES + FT_ROOM } else { HEADER_BYTES }
+        HEADER_BYTES + ft_room(self.flags)
     }
 }
 
@@ -327,6 +394,28 @@ unsafe fn copy_short_distance_avx2(src: *const u8, dst: *mut u8, n: usize) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_room_follows_the_flags() {
+        assert_eq!(ft_room(0), 0);
+        assert_eq!(ft_room(flags::FT_STAMP), 0, "the stamp flag alone means nothing");
+        assert_eq!(ft_room(flags::FT_PIGGYBACK), FT_ROOM_SHORT);
+        assert_eq!(ft_room(flags::FT_PIGGYBACK | flags::FT_STAMP | flags::NETMOD), FT_ROOM);
+        assert_eq!(ft_carried(flags::FT_PIGGYBACK), FT_SHORT_BYTES);
+        assert_eq!(ft_carried(flags::FT_PIGGYBACK | flags::FT_STAMP), FT_PIGGYBACK_BYTES);
+        let mut pb = [3u8; FT_PIGGYBACK_BYTES];
+        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK | flags::FT_STAMP);
+        pb[FT_SHORT_BYTES..].fill(0);
+        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK);
+        pb[FT_PIGGYBACK_BYTES - 1] = 1;
+        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK | flags::FT_STAMP, "any stamp byte");
+        // A short room's reader never takes the stamp from the bytes after it (the payload).
+        let room = [9u8; FT_ROOM];
+        let short = ft_read(flags::FT_PIGGYBACK, &room[..FT_ROOM_SHORT]);
+        assert_eq!(short[..FT_SHORT_BYTES], [9; FT_SHORT_BYTES]);
+        assert_eq!(short[FT_SHORT_BYTES..], [0; FT_PIGGYBACK_BYTES - FT_SHORT_BYTES]);
+        assert_eq!(ft_read(flags::FT_PIGGYBACK | flags::FT_STAMP, &room), [9; FT_PIGGYBACK_BYTES]);
+    }
 
     #[test]
     fn short_distance_copies_are_exact() {

@@ -22,7 +22,7 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, flags};
+use crate::cell::{HEADER_BYTES, MsgHeader, PiggybackBytes, flags, ft_flags, ft_room, ft_write};
 use crate::error::{Error, Result};
 use crate::pieces::Payload;
 use crate::sync::{AtomicU32, Ordering::*};
@@ -169,7 +169,8 @@ impl<'a> FastboxRef<'a> {
     }
 
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
-    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]) and `payload` as
+    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`], and [`flags::FT_STAMP`]
+    /// as [`ft_flags`] says; the room is [`ft_room`] of them) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
     /// receiver's ack count (starts at 0 with `*next`). Returns false (and writes nothing) if the
     /// receiver has not consumed that slot's previous message yet. The caller checked that
@@ -201,7 +202,11 @@ impl<'a> FastboxRef<'a> {
         seq: u32,
         payload: &P,
     ) -> bool {
-        let offset = HEADER_BYTES + if ft.is_some() { FT_ROOM } else { 0 };
+        let fl = match ft {
+            Some(pb) => hdr.flags & !flags::FT_STAMP | ft_flags(pb),
+            None => hdr.flags,
+        };
+        let offset = HEADER_BYTES + ft_room(fl);
         debug_assert!(offset + payload.len() <= self.body_size);
         debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
         if !self.slot_free(*next, acked) {
@@ -219,8 +224,8 @@ impl<'a> FastboxRef<'a> {
             ptr::write_unaligned(ptr::addr_of_mut!((*h).seq), seq);
             ptr::write_unaligned(ptr::addr_of_mut!((*h).frag), 0);
             if let Some(pb) = ft {
-                ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), hdr.flags | flags::FT_PIGGYBACK);
-                ptr::write_unaligned(body.add(HEADER_BYTES) as *mut PiggybackBytes, *pb);
+                ptr::write_unaligned(ptr::addr_of_mut!((*h).flags), fl);
+                ft_write(fl, pb, body.add(HEADER_BYTES));
             }
             payload.copy_out(0, body.add(offset), payload.len());
         }
@@ -376,8 +381,8 @@ impl<'a> FastboxRef<'a> {
                 ptr::read_unaligned(ptr::addr_of!((*hdr).flags)),
             )
         };
-        // The piggyback room, if flagged (the flag is bit 0).
-        let extra = usize::from(fl & flags::FT_PIGGYBACK) * FT_ROOM;
+        // The piggyback room, if flagged.
+        let extra = ft_room(fl);
         // Bounds: a faulty sender's length must not make us read past the slot.
         if len as usize + extra > self.body_size - HEADER_BYTES {
             return Err(Error::corrupt("fastbox message length", len));

@@ -17,7 +17,7 @@
 pub mod addr;
 pub mod heartbeat;
 
-use crate::cell::{FT_ROOM, MsgHeader, PiggybackBytes, flags};
+use crate::cell::{FT_ROOM, MsgHeader, PiggybackBytes, flags, ft_room};
 use crate::error::Result;
 use crate::node::Node;
 use crate::port::{NetCell, Port};
@@ -67,7 +67,7 @@ pub trait Netmod<'n> {
     fn connect(&mut self, rank: u32, card: &str) -> Result<()>;
     /// Sends a message (the header's `len` is `payload.len()`) to global rank `dst`, with the
     /// fault-tolerance piggyback `ft` if given (the receiver's cell then has
-    /// [`crate::cell::flags::FT_PIGGYBACK`] and the 28 bytes in its room, as
+    /// [`crate::cell::flags::FT_PIGGYBACK`] and the piggyback in its room ([`crate::cell::ft_room`]), as
     /// a local message would): written to the network at once when nothing is queued for `dst`,
     /// else queued (copied) behind what is, so messages to one peer keep their order. The payload
     /// may be reused on return.
@@ -120,14 +120,14 @@ pub struct Arrival<'n> {
 }
 
 impl<'n> Arrival<'n> {
-    /// A message with header `hdr` (only its piggyback flag is kept; `len` is the whole
+    /// A message with header `hdr` (only its piggyback flags are kept; `len` is the whole
     /// message's) whose fault-tolerance room holds `ft` (empty without the flag).
     pub fn new(hdr: &MsgHeader, ft: &[u8], inbox: &dyn Inbox<'n>) -> Arrival<'n> {
         let mut h = *hdr;
-        h.flags &= flags::FT_PIGGYBACK;
+        h.flags &= flags::FT_PIGGYBACK | flags::FT_STAMP;
         h.seq = 0;
         h.frag = 0;
-        let room = if h.flags & flags::FT_PIGGYBACK != 0 { FT_ROOM } else { 0 };
+        let room = ft_room(h.flags);
         let mut room_bytes = [0u8; FT_ROOM];
         let n = ft.len().min(room);
         room_bytes[..n].copy_from_slice(&ft[..n]);

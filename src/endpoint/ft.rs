@@ -106,16 +106,18 @@ impl Inner {
             && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
             && let Some(ft) = self.ft.as_deref_mut()
             && ft.held.is_empty()
-            && let Some((piggyback, log, stamp)) = {
+            && let Some((piggyback, log, stamp, stamped)) = {
                 let digest = ft.digest(dest, tag, context, buf);
-                ft.process.send_fast_stamped(dest, digest)
+                let stamped = ft.stamps(dest);
+                ft.process.send_fast_stamped(dest, digest).map(|(p, l, s)| (p, l, s, stamped))
             }
         {
             if log {
                 self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
+            let pb = wire(piggyback, stamp, stamped);
             let hdr = self.header(dest, tag, context);
-            return match self.port.send(local, &hdr, Some(&wire(piggyback, stamp)), buf) {
+            return match self.port.send(local, &hdr, Some(&pb), buf) {
                 Ok(Sent::Done) => {
                     self.ring(local);
                     Ok(())
@@ -186,7 +188,7 @@ impl Inner {
             Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
             Outbound::Hold => return Ok(Attempt::Held),
         };
-        let pb = wire(piggyback, stamp);
+        let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(s.dest)));
         if s.len > s.limit {
             // SAFETY: the caller's contract.
             let req =
@@ -573,7 +575,7 @@ impl Inner {
         let (_, stamp) = ft.log.read_stamped(to, pb.date(), &mut buf)?;
         let (tag, context) =
             parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
-        let bytes = wire(pb, stamp);
+        let bytes = wire(pb, stamp, ft.stamps(to));
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         ft.stats.replayed += 1;

@@ -9,7 +9,7 @@ use super::progress::Active;
 use super::request::{RecvBuf, Request};
 use super::{ANY_TAG, Inner, KIND_EAGER, NOT_LOCAL, POLL_BUDGET, Peer, Status};
 
-/// [`Incoming::kind_flags`] of eager data with a fault-tolerance piggyback.
+/// [`Incoming::kind_flags`] of eager data with a fault-tolerance piggyback (its stamp flag masked).
 const KIND_EAGER_FT: u16 = KIND_EAGER as u16 | (nemesis_shm::cell::flags::FT_PIGGYBACK as u16) << 8;
 
 use crate::bootstrap;
@@ -215,7 +215,7 @@ impl Inner {
     /// general way, then waited for.
     #[inline(never)]
     fn recv_routed(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
-        if inc.kind_flags() == KIND_EAGER_FT
+        if inc.kind_flags() & !(u16::from(nemesis_shm::cell::flags::FT_STAMP) << 8) == KIND_EAGER_FT
             && inc.context() == want.context
             && (want.tag == ANY_TAG || want.tag == inc.tag())
         {

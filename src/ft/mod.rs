@@ -219,16 +219,22 @@ pub const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
 /// (`tests/ft_determinism.rs`). Never for production.
 pub const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
 
-/// The piggyback and stamp of a message as they travel in the FT room of its header.
+/// The piggyback and stamp of a message as they travel in the FT room of its header; the stamp
+/// only if `stamped` (the destination is in another group, [`Ft::stamps`]), zeros otherwise: the
+/// port then sends the short room, without `FT_STAMP` ([`nemesis_shm::cell::ft_flags`]).
 #[inline(always)]
-pub(crate) fn wire(pb: Piggyback, stamp: Stamp) -> PiggybackBytes {
+pub(crate) fn wire(pb: Piggyback, stamp: Stamp, stamped: bool) -> PiggybackBytes {
     let mut out = [0u8; FT_PIGGYBACK_BYTES];
     out[..PIGGYBACK_LEN].copy_from_slice(&pb.encode());
-    out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
+    if stamped {
+        out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
+    }
     out
 }
 
-/// The piggyback and stamp a message carried ([`wire`]).
+/// The piggyback and stamp a message carried ([`wire`]). A message without `FT_STAMP` carried no
+/// stamp: its bytes are zeros ([`nemesis_shm::cell::ft_read`]), read as [`Stamp::NONE`], never
+/// taken from the payload.
 #[inline(always)]
 pub(crate) fn unwire(bytes: &PiggybackBytes) -> Result<(Piggyback, Stamp)> {
     let mut stamp = [0u8; STAMP_LEN];
@@ -317,6 +323,13 @@ pub(crate) struct Ft {
 }
 
 impl Ft {
+    /// Messages to `rank` carry their stamp: it is in another group (the engine of this group's
+    /// ranks never looks at the stamps of this group's messages).
+    #[inline(always)]
+    pub(crate) fn stamps(&self, rank: u32) -> bool {
+        self.inter.get(rank as usize).copied().unwrap_or(false)
+    }
+
     /// The digest that stamps a message to `dest` (0 if [`digested`](Self::digested) says not).
     #[inline(always)]
     pub(crate) fn digest(&self, dest: u32, tag: i32, context: u32, data: &[u8]) -> u64 {

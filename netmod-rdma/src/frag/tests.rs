@@ -1,4 +1,5 @@
 use super::*;
+use nemesis_shm::cell::flags;
 
 fn key() -> FragKey {
     FragKey::new(&JobSecret::from_hex(&"5a".repeat(32)).unwrap())
@@ -16,21 +17,17 @@ fn frag(k: &FragKey, src: u32, seq: u32, wraps: u32, data: &[u8]) -> Vec<u8> {
 fn a_mac_binds_the_header_the_room_the_length_the_key_and_the_wraps() {
     let k = key();
     let data = b"payload";
-    for ft in [false, true] {
-        let h = MsgHeader {
-            src: 1,
-            seq: 7,
-            len: data.len() as u32,
-            flags: if ft { flags::FT_PIGGYBACK } else { 0 },
-            ..MsgHeader::default()
-        };
+    for fl in [0, flags::FT_PIGGYBACK, flags::FT_PIGGYBACK | flags::FT_STAMP] {
+        let ft = fl != 0;
+        let h = MsgHeader { src: 1, seq: 7, len: data.len() as u32, flags: fl, ..MsgHeader::default() };
         let mut f = vec![0u8; wire_len(ft, data.len())];
-        build(&k, &h, 0, ft.then_some(&[9u8; FT_ROOM][..]), data, &mut f);
+        let n = build(&k, &h, 0, ft.then_some(&[9u8; FT_ROOM][..]), data, &mut f);
+        f.truncate(n);
         assert!(k.verify(&f, 0));
         assert!(!k.verify(&f, 1), "another wrap of the sequence");
         let other = FragKey::new(&JobSecret::generate().unwrap());
         assert!(!other.verify(&f, 0), "another job's key");
-        let head = HEADER_BYTES + if ft { FT_ROOM } else { 0 };
+        let head = HEADER_BYTES + ft_room(fl);
         let body = f.len() - TAG_BYTES;
         for i in 0..f.len() {
             let mut g = f.clone();

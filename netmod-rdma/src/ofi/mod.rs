@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use nemesis_lmt::{NetDone, RemoteBuf};
 use nemesis_shm::auth::JobSecret;
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, flags};
+use nemesis_shm::cell::{HEADER_BYTES, ft_flags, ft_room};
 use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity};
 use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
 use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
@@ -460,9 +460,9 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
         h.len = payload.len() as u32;
         h.src = self.me;
         h.dst = dst;
-        // Only the piggyback flag travels, and only with a piggyback (in every fragment's room).
-        h.flags = if ft.is_some() { flags::FT_PIGGYBACK } else { 0 };
-        let room = if ft.is_some() { FT_ROOM } else { 0 };
+        // Only the piggyback flags travel, and only with a piggyback (in every fragment's room).
+        h.flags = ft.map_or(0, ft_flags);
+        let room = ft_room(h.flags);
         let per = BUF - HEADER_BYTES - room - TAG_BYTES;
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut off = 0;

@@ -8,7 +8,7 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{CellHandle, HEADER_BYTES, MsgHeader, NULL, PiggybackBytes, copy_bytes, flags};
+use crate::cell::{CellHandle, HEADER_BYTES, MsgHeader, NULL, PiggybackBytes, copy_bytes, flags, ft_read, ft_room};
 use crate::fastbox::Published;
 
 #[cfg(doc)]
@@ -160,8 +160,9 @@ impl<'n> Incoming<'n> {
             return None;
         }
         // SAFETY: a flagged fragment was validated (when polled) to hold the room after its
-        // header inside its slot or cell: the payload starts `FT_ROOM` bytes after it.
-        Some(unsafe { ptr::read_unaligned((self.hdr as *const u8).add(HEADER_BYTES) as *const PiggybackBytes) })
+        // header inside its slot or cell: the payload starts `ft_room(fl)` bytes after it.
+        let room = unsafe { core::slice::from_raw_parts((self.hdr as *const u8).add(HEADER_BYTES), ft_room(fl)) };
+        Some(ft_read(fl, room))
     }
 
     /// Length of the whole message.

@@ -9,7 +9,9 @@
 use core::ptr;
 
 use crate::arena::{Arena, CellRef};
-use crate::cell::{FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags};
+use crate::cell::{
+    FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags, ft_flags, ft_room, ft_write,
+};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::pieces::{Payload, Pieces};
@@ -64,8 +66,9 @@ impl PendingSend {
 impl<'n, N: Node> Port<'n, N> {
     /// Sends `payload` to local rank `dst` with header `hdr` (its `seq`, `frag` and `len` are set
     /// here) and, for fault tolerance, the piggyback `ft`: the port then sets
-    /// [`flags::FT_PIGGYBACK`] and writes it into the room after the header of the fastbox slot or
-    /// of every cell. `hdr.flags` must not have that flag itself.
+    /// [`flags::FT_PIGGYBACK`] (and [`flags::FT_STAMP`] if its stamp is not zero, [`crate::cell::ft_flags`])
+    /// and writes it into the room after the header of the fastbox slot or of every cell. `hdr.flags`
+    /// must not have [`flags::FT_PIGGYBACK`] itself.
     ///
     /// The common case, a small message to a peer whose fastbox we hold and whose next slot is
     /// free, is done inline (with or without a piggyback); everything else in
@@ -129,6 +132,7 @@ impl<'n, N: Node> Port<'n, N> {
         ft: Option<&PiggybackBytes>,
         payload: &P,
     ) -> Result<Sent> {
+        // The larger room: capacities do not depend on the stamp.
         let room = if ft.is_some() { FT_ROOM } else { 0 };
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
         if let Some(t) = self.tx.get_mut(usize::from(dst))
@@ -172,10 +176,9 @@ impl<'n, N: Node> Port<'n, N> {
         h.seq = seq as u32;
         h.frag = 0;
         h.len = payload.len() as u32;
+        h.flags &= !(flags::FT_PIGGYBACK | flags::FT_STAMP);
         if FT {
-            h.flags |= flags::FT_PIGGYBACK;
-        } else {
-            h.flags &= !flags::FT_PIGGYBACK;
+            h.flags |= ft_flags(ft);
         }
         t.seq = t.seq.wrapping_add(1);
         t.sent = t.sent.wrapping_add(1);
@@ -267,7 +270,7 @@ impl<'n, N: Node> Port<'n, N> {
         match t.fb {
             Some(fb) => {
                 let mut plain = *h;
-                plain.flags &= !flags::FT_PIGGYBACK;
+                plain.flags &= !(flags::FT_PIGGYBACK | flags::FT_STAMP);
                 fb.try_send_from(&mut t.fnext, &mut t.facked, &plain, ft, h.seq, payload)
             }
             None => false,
@@ -321,7 +324,8 @@ impl<'n, N: Node> Port<'n, N> {
         offset: &mut usize,
         payload: &P,
     ) -> Result<bool> {
-        let room = if FT { FT_ROOM } else { 0 };
+        // `h` is flagged as `FT` says (the receiver finds each fragment's offset with the same room).
+        let room = ft_room(h.flags);
         let cap = self.cell_body - HEADER_BYTES - room;
         let q = self.node.recv_queue(dst);
         loop {
@@ -340,8 +344,8 @@ impl<'n, N: Node> Port<'n, N> {
                 if FT {
                     // The room: the piggyback, then zeros up to the payload.
                     let r = body.add(HEADER_BYTES);
-                    ptr::write_bytes(r, 0, FT_ROOM);
-                    ptr::write_unaligned(r as *mut PiggybackBytes, *ft);
+                    ptr::write_bytes(r, 0, room);
+                    ft_write(h.flags, ft, r);
                 }
                 payload.copy_out(*offset, body.add(HEADER_BYTES + room), n);
             }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::cell::{FT_PIGGYBACK_BYTES, NULL, PiggybackBytes, custody, flags};
+use crate::cell::{FT_PIGGYBACK_BYTES, FT_SHORT_BYTES, NULL, PiggybackBytes, custody, flags};
 use crate::layout::Params;
 use crate::node::{HeapNode, free_queue_id};
 use crate::sync::Ordering::Relaxed;
@@ -94,11 +94,15 @@ fn netmod_arrivals_come_through_the_receive_queue() {
     assert_eq!(errors, 1);
 }
 
-/// The piggyback of message `i`.
+/// The piggyback of message `i`: every other one with a zero stamp (sent in the short room,
+/// without [`flags::FT_STAMP`]).
 fn pb(i: u32) -> PiggybackBytes {
     let mut b = [0u8; FT_PIGGYBACK_BYTES];
     for (k, x) in b.iter_mut().enumerate() {
         *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1);
+    }
+    if i.is_multiple_of(2) {
+        b[FT_SHORT_BYTES..].fill(0);
     }
     b
 }
@@ -147,6 +151,8 @@ fn piggybacks_travel_on_every_path() {
             via[usize::from(inc.via_fastbox())] += 1;
             loop {
                 assert_eq!(inc.piggyback(), carried.then(|| pb(tag)), "message {tag}, offset {}", inc.offset());
+                let stamp_flag = u16::from(flags::FT_STAMP) << 8;
+                assert_eq!(inc.kind_flags() & stamp_flag != 0, carried && tag % 2 == 1, "message {tag}: stamp flag");
                 inc.copy_to(&mut got[inc.offset()..]);
                 let last = inc.is_last();
                 b.release(inc).unwrap();
