@@ -21,10 +21,12 @@
 
 mod neighbor;
 mod rooted;
+mod saved;
 mod whole;
 
 pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
 pub use rooted::{bcast, reduce, vblocks};
+pub use saved::{Args, rehold, restored};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::{c_int, c_void};
@@ -222,6 +224,8 @@ fn big_type(acc: &mut Access, count: Count, dt: Datatype) -> Res<Datatype> {
 pub struct Recipe {
     start: Starter,
     held: Held,
+    /// The arguments as a record, for the operations that keep one ([`saved`]).
+    args: Option<Args>,
 }
 
 /// The handles a recipe holds: derived datatypes (a handle once per use) and a user operation.
@@ -287,6 +291,37 @@ unsafe fn persist(
     held: Held,
     start: impl Fn(&mut Access, *mut abi::Request) -> Res<()> + 'static,
 ) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { make(acc, comm, request, check, held, Box::new(start), None) }
+}
+
+/// [`persist`] of an operation whose arguments are record `args` (saved with the MPI state).
+///
+/// # Safety
+/// `request` null or writable; MPI's contract on the record's buffers.
+unsafe fn persist_args(
+    acc: &mut Access,
+    request: *mut abi::Request,
+    check: impl FnOnce(&mut Access, &Comm, usize) -> Res<()>,
+    args: Args,
+) -> Res<()> {
+    // SAFETY: the caller's contract.
+    unsafe { make(acc, args.comm(), request, check, args.held(), saved::starter(args), Some(args)) }
+}
+
+/// [`persist`] with the start closure boxed and the record, if any.
+///
+/// # Safety
+/// `request` null or writable.
+unsafe fn make(
+    acc: &mut Access,
+    comm: abi::Comm,
+    request: *mut abi::Request,
+    check: impl FnOnce(&mut Access, &Comm, usize) -> Res<()>,
+    held: Held,
+    start: Starter,
+    args: Option<Args>,
+) -> Res<()> {
     let (ci, c) = comm_of(acc, comm)?;
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
@@ -294,7 +329,7 @@ unsafe fn persist(
     check(acc, &c, ci)?;
     let data = datatype::Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
     let st = acc.st();
-    let recipe = Rc::new(Recipe { start: Box::new(start), held: held.hold(st) });
+    let recipe = Rc::new(Recipe { start, held: held.hold(st), args });
     let p = Persistent { send: None, data, peer: None, tag: 0, ctx: c.coll_ctx(), coll: Some(recipe.clone()) };
     let req = Req { persistent: Some(Box::new(p)), coll: true, ..Req::new(ci, ReqState::Inactive, false) };
     let Some(h) = st.reqs.insert(req) else {

@@ -5,8 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, Held, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place,
-    member_side, no_in_place, persist, ptr,
+    Args, Counts, Disps, Held, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place,
+    member_side, no_in_place, persist, persist_args, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -42,10 +42,8 @@ pub unsafe fn barrier(acc: &mut Access, comm: abi::Comm, how: How) -> Res<()> {
         // SAFETY: the caller's contract.
         How::Nonblocking(r) => unsafe { nbc::ibarrier(acc, comm, r) },
         How::Persistent(request) => {
-            // SAFETY: the request made at each start.
-            let start = move |acc: &mut Access, r| unsafe { nbc::ibarrier(acc, comm, r) };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), Held::default(), start) }
+            unsafe { persist_args(acc, request, |_, _, _| Ok(()), Args::Barrier { comm }) }
         }
     }
 }
@@ -73,12 +71,10 @@ pub unsafe fn allreduce(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_reduction(acc, count, datatype, op, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let args = Args::Allreduce { sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.

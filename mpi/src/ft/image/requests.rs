@@ -12,8 +12,14 @@
 //! memory is its own checkpoint's business, as for attribute values; a static's or the stack's
 //! address moves with ASLR).
 //!
+//! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
+//! `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`, `MPI_Reduce_init`) are saved as
+//! that record (buffers as the application's words, like the point-to-point ones) and their
+//! collective context, and rebuilt at their slot; their handles are held again once the
+//! datatypes and operations are back (`crate::coll::entry::rehold`).
+//!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! persistent collectives (`MPI_Bcast_init`...: their schedule), partitioned requests
+//! the other persistent collectives (`MPI_Gather_init`...: no record yet), partitioned requests
 //! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
 //! completed one not yet reported, which is not saved either.
@@ -23,6 +29,7 @@
 
 use super::super::types::{get_desc, put_desc};
 use super::super::wire::{Bad, Reader, Writer};
+use crate::coll::entry::{Args, restored};
 use crate::datatype::Layout;
 use crate::request::{Mode, Persistent, Req, Requests, State};
 
@@ -31,7 +38,7 @@ fn saved(r: &Req) -> bool {
     matches!(r.state, State::Inactive)
         && r.ext.is_none()
         && !r.freed
-        && r.persistent.as_deref().is_some_and(|p| p.coll.is_none())
+        && r.persistent.as_deref().is_some_and(|p| p.coll.as_ref().is_none_or(|c| c.args().is_some()))
 }
 
 /// How many live requests of `t` are not saved (for the checkpoint's warning).
@@ -63,6 +70,44 @@ fn get_layout(r: &mut Reader) -> Result<Layout, Bad> {
             Layout::Typed { base, count, desc: get_desc(r, 0)? }
         }
         k => return Err(format!("buffer kind {k}")),
+    })
+}
+
+/// The kind byte of a persistent collective (after the send modes).
+const COLL: u8 = 5;
+
+/// A persistent collective's (unused) data.
+const NO_DATA: Layout = Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
+
+fn put_args(w: &mut Writer, a: &Args) {
+    let (kind, send, recv, count, dt, op, root) = match *a {
+        Args::Barrier { .. } => (0, 0, 0, 0, 0, 0, 0),
+        Args::Bcast { buffer, count, datatype, root, .. } => (1, buffer, 0, count, datatype, 0, root),
+        Args::Allreduce { sendbuf, recvbuf, count, datatype, op, .. } => (2, sendbuf, recvbuf, count, datatype, op, 0),
+        Args::Reduce { sendbuf, recvbuf, count, datatype, op, root, .. } => {
+            (3, sendbuf, recvbuf, count, datatype, op, root)
+        }
+    };
+    w.u8(kind);
+    w.i32(a.comm());
+    w.u64(send as u64);
+    w.u64(recv as u64);
+    w.u64(count as u64);
+    w.i32(dt);
+    w.i32(op);
+    w.i32(root);
+}
+
+fn get_args(r: &mut Reader) -> Result<Args, Bad> {
+    let (kind, comm) = (r.u8()?, r.i32()?);
+    let (send, recv, count) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as i64);
+    let (datatype, op, root) = (r.i32()?, r.i32()?, r.i32()?);
+    Ok(match kind {
+        0 => Args::Barrier { comm },
+        1 => Args::Bcast { buffer: send, count, datatype, root, comm },
+        2 => Args::Allreduce { sendbuf: send, recvbuf: recv, count, datatype, op, comm },
+        3 => Args::Reduce { sendbuf: send, recvbuf: recv, count, datatype, op, root, comm },
+        k => return Err(format!("persistent collective kind {k}")),
     })
 }
 
@@ -101,6 +146,12 @@ pub fn put(w: &mut Writer, t: &Requests) {
     for (i, r, p) in live {
         w.len(i);
         w.u32(r.comm);
+        if let Some(a) = p.coll.as_deref().and_then(|c| c.args()) {
+            w.u8(COLL);
+            put_args(w, a);
+            w.u32(p.ctx);
+            continue;
+        }
         w.u8(mode_code(p.send));
         put_layout(w, &p.data);
         w.bool(p.peer.is_some());
@@ -124,7 +175,18 @@ pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
     let n = r.len(24)?;
     let live = (0..n)
         .map(|_| {
-            let (i, comm, send) = (r.u64()? as usize, r.u32()?, mode_of(r.u8()?)?);
+            let (i, comm, kind) = (r.u64()? as usize, r.u32()?, r.u8()?);
+            if kind == COLL {
+                let (args, ctx) = (get_args(r)?, r.u32()?);
+                let p = Persistent { send: None, data: NO_DATA, peer: None, tag: 0, ctx, coll: Some(restored(args)) };
+                let req = Req {
+                    persistent: Some(Box::new(p)),
+                    coll: true,
+                    ..Req::new(comm as usize, State::Inactive, false)
+                };
+                return Ok((i, req));
+            }
+            let send = mode_of(kind)?;
             let data = get_layout(r)?;
             let peer = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
             let (tag, ctx) = (r.i32()?, r.u32()?);
@@ -149,5 +211,31 @@ impl SavedRequests {
     /// Puts them into empty table `t` ([`Requests::restore`]).
     pub fn apply(self, t: &mut Requests) -> Result<(), String> {
         t.restore(self.generations, self.free, self.live)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_recorded_collective_reads_back_as_saved() {
+        let all = [
+            Args::Barrier { comm: 0x8400_0002u32 as i32 },
+            Args::Bcast { buffer: 0x3e00_0000_0080, count: 1 << 33, datatype: 0x4c00_0405, root: 1, comm: 7 },
+            Args::Allreduce { sendbuf: 1, recvbuf: 2, count: 3, datatype: 4, op: 0x5800_0003, comm: 5 },
+            Args::Reduce { sendbuf: 6, recvbuf: 7, count: 0, datatype: 8, op: 9, root: -3, comm: 10 },
+        ];
+        for a in all {
+            let mut w = Writer::default();
+            put_args(&mut w, &a);
+            let mut r = Reader::new(&w.0);
+            assert_eq!(get_args(&mut r), Ok(a));
+            assert!(r.done());
+        }
+        let mut w = Writer::default();
+        put_args(&mut w, &all[0]);
+        w.0[0] = 9;
+        assert!(get_args(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("kind 9")));
     }
 }
