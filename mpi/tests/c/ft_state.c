@@ -8,9 +8,12 @@
  * an info object, and a persistent send/receive pair on the grid with the rank of the other group
  * (MPI_Send_init of 3 ints, MPI_Recv_init of one vector element), started each iteration, its
  * buffers in a page mapped at a fixed address in every incarnation (the application keeps a
- * persistent request's buffer where it was: its address is saved as it is). A persistent
- * collective (MPI_Barrier_init on the row, never started) is not saved yet: a restarted rank's
- * MPI_Start on its handle fails with MPI_ERR_REQUEST.
+ * persistent request's buffer where it was: its address is saved as it is), and two persistent
+ * collectives on the row made before the first checkpoint, started each iteration, their buffers
+ * in that page too: MPI_Barrier_init, MPI_Allreduce_init (N ints, the user operation, freed
+ * before the request), MPI_Bcast_init (one vector element from the row's rank 0) and
+ * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
@@ -48,12 +51,13 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll;
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce;
     long sum;
 };
 
 /* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
- * 0, 2, 4), at the same address in every incarnation. */
+ * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
+ * in at 40, out at 48; at the same address in every incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -97,6 +101,9 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Send_init(AREA, 3, MPI_INT, other, 9, s->cart, &s->psend));
     OK(MPI_Recv_init(AREA + 8, 1, s->vec, other, 9, s->cart, &s->precv));
     OK(MPI_Barrier_init(s->row, MPI_INFO_NULL, &s->pcoll));
+    OK(MPI_Allreduce_init(AREA + 16, AREA + 24, N, MPI_INT, s->op, s->row, MPI_INFO_NULL, &s->pred));
+    OK(MPI_Bcast_init(AREA + 32, 1, s->vec, 0, s->row, MPI_INFO_NULL, &s->pbcast));
+    OK(MPI_Reduce_init(AREA + 40, AREA + 48, N, MPI_INT, MPI_SUM, 1, s->row, MPI_INFO_NULL, &s->preduce));
     s->iter = 0;
     s->sum = 0;
 }
@@ -181,6 +188,36 @@ static void step(struct state *s, int rank, int size) {
         CHECK(AREA[8 + 2 * j + 1] == -1, "persistent gap %d written", j);
         s->sum += AREA[8 + 2 * j];
     }
+
+    /* The persistent collectives on the row: a barrier, a sum, a broadcast, a reduce. */
+    int root = rank % 2 == 0;
+    for (int j = 0; j < N; j++) {
+        AREA[16 + j] = rank * 300 + it * 3 + j;
+        AREA[24 + j] = -1;
+        AREA[40 + j] = rank * 50 + it + j;
+        AREA[48 + j] = -1;
+    }
+    for (int j = 0; j < 6; j++) AREA[32 + j] = root ? rank * 20 + it + j : -1;
+    OK(MPI_Start(&s->pcoll));
+    OK(MPI_Wait(&s->pcoll, MPI_STATUS_IGNORE));
+    MPI_Request colls[3] = {s->pred, s->pbcast, s->preduce};
+    OK(MPI_Startall(3, colls));
+    OK(MPI_Waitall(3, colls, MPI_STATUSES_IGNORE));
+    CHECK(colls[0] == s->pred && colls[1] == s->pbcast && colls[2] == s->preduce && s->pcoll != MPI_REQUEST_NULL,
+          "persistent collectives stay");
+    for (int j = 0; j < N; j++) {
+        int want = (first * 300 + it * 3 + j) + ((first + 1) * 300 + it * 3 + j);
+        CHECK(AREA[24 + j] == want % P, "persistent allreduce[%d] = %d, want %d", j, AREA[24 + j], want);
+        s->sum += AREA[24 + j];
+        want = rank % 2 == 1 ? (first * 50 + it + j) + ((first + 1) * 50 + it + j) : -1;
+        CHECK(AREA[48 + j] == want, "persistent reduce[%d] = %d, want %d", j, AREA[48 + j], want);
+        s->sum += AREA[48 + j];
+    }
+    for (int j = 0; j < 6; j++) {
+        int want = j % 2 == 0 ? first * 20 + it + j : root ? first * 20 + it + j : -1;
+        CHECK(AREA[32 + j] == want, "persistent bcast[%d] = %d, want %d", j, AREA[32 + j], want);
+        s->sum += AREA[32 + j];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -212,10 +249,13 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        int class, rc = MPI_Start(&s.pcoll);
-        MPI_Error_class(rc, &class);
-        CHECK(class == MPI_ERR_REQUEST, "MPI_Start of a persistent collective after the restart: class %d", class);
-        s.pcoll = MPI_REQUEST_NULL;
+        MPI_Request coll[4] = {s.pcoll, s.pred, s.pbcast, s.preduce};
+        for (int k = 0; k < 4; k++) {
+            int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
+            MPI_Error_class(rc, &class);
+            CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
+                  flag);
+        }
     } else {
         make(&s, rank, size);
     }
@@ -239,8 +279,13 @@ int main(int argc, char **argv) {
     OK(MPI_Info_free(&s.info));
     OK(MPI_Request_free(&s.psend));
     OK(MPI_Request_free(&s.precv));
-    if (s.pcoll != MPI_REQUEST_NULL) OK(MPI_Request_free(&s.pcoll));
-    CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL, "freed requests");
+    OK(MPI_Request_free(&s.pcoll));
+    OK(MPI_Request_free(&s.pred));
+    OK(MPI_Request_free(&s.pbcast));
+    OK(MPI_Request_free(&s.preduce));
+    CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL && s.pcoll == MPI_REQUEST_NULL &&
+              s.pred == MPI_REQUEST_NULL && s.pbcast == MPI_REQUEST_NULL && s.preduce == MPI_REQUEST_NULL,
+          "freed requests");
     printf("OK ft_state %d\n", rank);
     MPI_Finalize();
     return 0;
