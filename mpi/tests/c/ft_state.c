@@ -12,7 +12,9 @@
  * collectives on the row made before the first checkpoint, started each iteration, their buffers
  * in that page too: MPI_Barrier_init, MPI_Allreduce_init (N ints, the user operation, freed
  * before the request), MPI_Bcast_init (one vector element from the row's rank 0) and
- * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), MPI_Gather_init (to the row's rank 0),
+ * MPI_Alltoall_init, MPI_Scan_init and MPI_Reduce_scatter_block_init, whose results are
+ * checked. A restarted rank finds both handles valid (MPI_Request_get_status:
  * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
@@ -51,13 +53,14 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll, pred, pbcast, preduce;
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[4];
     long sum;
 };
 
 /* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
  * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
- * in at 40, out at 48; at the same address in every incarnation. */
+ * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
+ * (66, 68), each send then receive; at the same address in every incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -104,6 +107,11 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Allreduce_init(AREA + 16, AREA + 24, N, MPI_INT, s->op, s->row, MPI_INFO_NULL, &s->pred));
     OK(MPI_Bcast_init(AREA + 32, 1, s->vec, 0, s->row, MPI_INFO_NULL, &s->pbcast));
     OK(MPI_Reduce_init(AREA + 40, AREA + 48, N, MPI_INT, MPI_SUM, 1, s->row, MPI_INFO_NULL, &s->preduce));
+    OK(MPI_Gather_init(AREA + 56, 1, MPI_INT, AREA + 58, 1, MPI_INT, 0, s->row, MPI_INFO_NULL, &s->pmore[0]));
+    OK(MPI_Alltoall_init(AREA + 60, 1, MPI_INT, AREA + 62, 1, MPI_INT, s->row, MPI_INFO_NULL, &s->pmore[1]));
+    OK(MPI_Scan_init(AREA + 64, AREA + 65, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL, &s->pmore[2]));
+    OK(MPI_Reduce_scatter_block_init(AREA + 66, AREA + 68, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
+                                     &s->pmore[3]));
     s->iter = 0;
     s->sum = 0;
 }
@@ -218,6 +226,32 @@ static void step(struct state *s, int rank, int size) {
         CHECK(AREA[32 + j] == want, "persistent bcast[%d] = %d, want %d", j, AREA[32 + j], want);
         s->sum += AREA[32 + j];
     }
+
+    /* Gather to the row's rank 0, alltoall, scan, reduce_scatter_block on the row. */
+    int rr = rank % 2;
+    AREA[56] = rank * 7 + it;
+    AREA[64] = rank + it;
+    for (int k = 0; k < 2; k++) {
+        AREA[58 + k] = AREA[62 + k] = -1;
+        AREA[60 + k] = rank * 100 + k * 10 + it;
+        AREA[66 + k] = rank * 3 + k + it;
+    }
+    AREA[65] = AREA[68] = -1;
+    OK(MPI_Startall(4, s->pmore));
+    OK(MPI_Waitall(4, s->pmore, MPI_STATUSES_IGNORE));
+    int scan = 0, rsb = 0;
+    for (int k = 0; k < 2; k++) {
+        int want = rr == 0 ? (first + k) * 7 + it : -1;
+        CHECK(AREA[58 + k] == want, "persistent gather[%d] = %d, want %d", k, AREA[58 + k], want);
+        want = (first + k) * 100 + rr * 10 + it;
+        CHECK(AREA[62 + k] == want, "persistent alltoall[%d] = %d, want %d", k, AREA[62 + k], want);
+        s->sum += AREA[58 + k] + AREA[62 + k];
+        scan += k <= rr ? first + k + it : 0;
+        rsb += (first + k) * 3 + rr + it;
+    }
+    CHECK(AREA[65] == scan, "persistent scan = %d, want %d", AREA[65], scan);
+    CHECK(AREA[68] == rsb, "persistent reduce_scatter_block = %d, want %d", AREA[68], rsb);
+    s->sum += AREA[65] + AREA[68];
 }
 
 int main(int argc, char **argv) {
@@ -249,8 +283,8 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        MPI_Request coll[4] = {s.pcoll, s.pred, s.pbcast, s.preduce};
-        for (int k = 0; k < 4; k++) {
+        MPI_Request coll[8] = {s.pcoll, s.pred, s.pbcast, s.preduce, s.pmore[0], s.pmore[1], s.pmore[2], s.pmore[3]};
+        for (int k = 0; k < 8; k++) {
             int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
             MPI_Error_class(rc, &class);
             CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
@@ -283,6 +317,10 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&s.pred));
     OK(MPI_Request_free(&s.pbcast));
     OK(MPI_Request_free(&s.preduce));
+    for (int k = 0; k < 4; k++) {
+        OK(MPI_Request_free(&s.pmore[k]));
+        CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
+    }
     CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL && s.pcoll == MPI_REQUEST_NULL &&
               s.pred == MPI_REQUEST_NULL && s.pbcast == MPI_REQUEST_NULL && s.preduce == MPI_REQUEST_NULL,
           "freed requests");

@@ -26,7 +26,7 @@ mod whole;
 
 pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
 pub use rooted::{bcast, reduce, vblocks};
-pub use saved::{Args, rehold, restored};
+pub use saved::{Args, Reduction, rehold, restored};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::{c_int, c_void};

@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Args, Counts, Disps, Held, How, check_count, check_reduction, check_root, check_side, check_type, comm_index,
-    comm_of, fit, idle, member_side, no_in_place, persist, persist_args, ptr,
+    Args, Counts, Disps, Held, How, Reduction, check_count, check_reduction, check_root, check_side, check_type,
+    comm_index, comm_of, fit, idle, member_side, no_in_place, persist, persist_args, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -94,7 +94,8 @@ pub unsafe fn reduce(
                 check_reduction(acc, count, datatype, op, ci)
             };
             let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
-            let args = Args::Reduce { sendbuf, recvbuf, count, datatype, op, root, comm };
+            let kind = Reduction::Root(root);
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }

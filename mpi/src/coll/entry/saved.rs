@@ -5,8 +5,11 @@
 //! the request was made by the init call or rebuilt ([`restored`]).
 //!
 //! Recorded so far: `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`,
-//! `MPI_Reduce_init` (and their `_c` forms); the other persistent collectives keep only their
-//! closure (`Recipe::args` is `None`) and are not saved.
+//! `MPI_Reduce_init`, `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`,
+//! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init` (and
+//! their `_c` forms); the ones with count, displacement or datatype arrays (the v- and w-forms,
+//! `MPI_Reduce_scatter_init`, the neighbourhood ones) keep only their closure (`Recipe::args` is
+//! `None`) and are not saved.
 //!
 //! **Invariants.** A record names handles, never resolved objects: at each start they are
 //! resolved again, as the closure did. The sequence of tags a started collective takes is the
@@ -16,8 +19,9 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use super::{Held, How, Recipe};
+use super::{Counts, Held, How, Recipe};
 use crate::abi::{self, Count, Datatype};
+use crate::coll::nbc::Shape;
 use crate::error::Res;
 use crate::state::{Access, State};
 
@@ -34,7 +38,9 @@ pub enum Args {
         root: c_int,
         comm: abi::Comm,
     },
-    Allreduce {
+    /// Allreduce, reduce, reduce_scatter_block, scan and exscan, by `kind`.
+    Reduction {
+        kind: Reduction,
         sendbuf: usize,
         recvbuf: usize,
         count: Count,
@@ -42,15 +48,31 @@ pub enum Args {
         op: abi::Op,
         comm: abi::Comm,
     },
-    Reduce {
+    /// Gather and scatter (`root` given), allgather, alltoall.
+    Blocks {
+        shape: Shape,
         sendbuf: usize,
+        sendcount: Count,
+        sendtype: Datatype,
         recvbuf: usize,
-        count: Count,
-        datatype: Datatype,
-        op: abi::Op,
-        root: c_int,
+        recvcount: Count,
+        recvtype: Datatype,
+        root: Option<c_int>,
         comm: abi::Comm,
     },
+}
+
+/// Which reduction an [`Args::Reduction`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// `MPI_Allreduce_init`.
+    All,
+    /// `MPI_Reduce_init` to this root.
+    Root(c_int),
+    /// `MPI_Reduce_scatter_block_init` (`count` per member).
+    ScatterBlock,
+    /// `MPI_Scan_init`, `MPI_Exscan_init` (`true`).
+    Scan(bool),
 }
 
 impl Args {
@@ -67,11 +89,21 @@ impl Args {
                 Args::Bcast { buffer, count, datatype, root, comm } => {
                     super::bcast(acc, buffer as *mut _, count, datatype, root, comm, how)
                 }
-                Args::Allreduce { sendbuf, recvbuf, count, datatype, op, comm } => {
-                    super::allreduce(acc, sendbuf as *const _, recvbuf as *mut _, count, datatype, op, comm, how)
+                Args::Reduction { kind, sendbuf, recvbuf, count, datatype: dt, op, comm } => {
+                    let (send, recv) = (sendbuf as *const _, recvbuf as *mut _);
+                    match kind {
+                        Reduction::All => super::allreduce(acc, send, recv, count, dt, op, comm, how),
+                        Reduction::Root(root) => super::reduce(acc, send, recv, count, dt, op, root, comm, how),
+                        Reduction::ScatterBlock => {
+                            let none = Counts::Int(std::ptr::null());
+                            super::reduce_scatter(acc, send, recv, none, Some(count), dt, op, comm, how)
+                        }
+                        Reduction::Scan(exclusive) => super::scan(acc, send, recv, count, dt, op, comm, exclusive, how),
+                    }
                 }
-                Args::Reduce { sendbuf, recvbuf, count, datatype, op, root, comm } => {
-                    super::reduce(acc, sendbuf as *const _, recvbuf as *mut _, count, datatype, op, root, comm, how)
+                Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm } => {
+                    let (send, recv) = (sendbuf as *const _, recvbuf as *mut _);
+                    super::blocks(acc, shape, send, sendcount, sendtype, recv, recvcount, recvtype, root, comm, how)
                 }
             }
         }
@@ -82,7 +114,8 @@ impl Args {
         match *self {
             Args::Barrier { .. } => Held::default(),
             Args::Bcast { datatype, .. } => Held::of(&[datatype], None),
-            Args::Allreduce { datatype, op, .. } | Args::Reduce { datatype, op, .. } => Held::of(&[datatype], Some(op)),
+            Args::Reduction { datatype, op, .. } => Held::of(&[datatype], Some(op)),
+            Args::Blocks { sendtype, recvtype, .. } => Held::of(&[sendtype, recvtype], None),
         }
     }
 
@@ -91,8 +124,8 @@ impl Args {
         match *self {
             Args::Barrier { comm }
             | Args::Bcast { comm, .. }
-            | Args::Allreduce { comm, .. }
-            | Args::Reduce { comm, .. } => comm,
+            | Args::Reduction { comm, .. }
+            | Args::Blocks { comm, .. } => comm,
         }
     }
 }

@@ -5,8 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Args, Counts, Disps, Held, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place,
-    member_side, no_in_place, persist, persist_args, ptr,
+    Args, Counts, Disps, Held, How, Ints, Reduction, check_reduction, check_side, check_type, comm_index, comm_of, fit,
+    in_place, member_side, no_in_place, persist, persist_args, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -72,7 +72,7 @@ pub unsafe fn allreduce(
                 check_reduction(acc, count, datatype, op, ci)
             };
             let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
-            let args = Args::Allreduce { sendbuf, recvbuf, count, datatype, op, comm };
+            let args = Args::Reduction { kind: Reduction::All, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }
@@ -128,13 +128,10 @@ pub unsafe fn blocks(
                 }
                 check_side(acc, mine, count, dt, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                let how = How::Nonblocking(r);
-                blocks(acc, shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, how)
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let args = Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &sides, |acc, a| {
             let ((sc, st), (rc, rt)) = (a[0], a[1]);
@@ -381,6 +378,13 @@ pub unsafe fn reduce_scatter(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_reduction(acc, block.unwrap_or(0), datatype, op, ci)
             };
+            if let Some(count) = block {
+                let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+                let kind = Reduction::ScatterBlock;
+                let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+                // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+                return unsafe { persist_args(acc, request, check, args) };
+            }
             let start = move |acc: &mut Access, r| {
                 let rc = Counts::Int(ptr(&counts));
                 // SAFETY: MPI's contract, at each start; the array is the copy made at init.
@@ -432,12 +436,11 @@ pub unsafe fn scan(
                 }
                 check_reduction(acc, count, datatype, op, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let kind = Reduction::Scan(exclusive);
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.

@@ -13,13 +13,16 @@
 //! address moves with ASLR).
 //!
 //! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
-//! `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`, `MPI_Reduce_init`) are saved as
+//! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall,
+//! reduce_scatter_block, scan, exscan) are saved as
 //! that record (buffers as the application's words, like the point-to-point ones) and their
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! the other persistent collectives (`MPI_Gather_init`...: no record yet), partitioned requests
+//! the persistent collectives with count, displacement or datatype arrays (`MPI_Gatherv_init`,
+//! `MPI_Alltoallw_init`, `MPI_Reduce_scatter_init`, the neighbourhood ones...: no record yet),
+//! partitioned requests
 //! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
 //! completed one not yet reported, which is not saved either.
@@ -29,7 +32,9 @@
 
 use super::super::types::{get_desc, put_desc};
 use super::super::wire::{Bad, Reader, Writer};
-use crate::coll::entry::{Args, restored};
+use crate::abi::{Count, Datatype};
+use crate::coll::entry::{Args, Reduction, restored};
+use crate::coll::nbc::Shape;
 use crate::datatype::Layout;
 use crate::request::{Mode, Persistent, Req, Requests, State};
 
@@ -79,34 +84,95 @@ const COLL: u8 = 5;
 /// A persistent collective's (unused) data.
 const NO_DATA: Layout = Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
 
-fn put_args(w: &mut Writer, a: &Args) {
-    let (kind, send, recv, count, dt, op, root) = match *a {
-        Args::Barrier { .. } => (0, 0, 0, 0, 0, 0, 0),
-        Args::Bcast { buffer, count, datatype, root, .. } => (1, buffer, 0, count, datatype, 0, root),
-        Args::Allreduce { sendbuf, recvbuf, count, datatype, op, .. } => (2, sendbuf, recvbuf, count, datatype, op, 0),
-        Args::Reduce { sendbuf, recvbuf, count, datatype, op, root, .. } => {
-            (3, sendbuf, recvbuf, count, datatype, op, root)
-        }
-    };
-    w.u8(kind);
-    w.i32(a.comm());
-    w.u64(send as u64);
-    w.u64(recv as u64);
+fn shape_code(s: Shape) -> u8 {
+    match s {
+        Shape::Gather => 0,
+        Shape::Scatter => 1,
+        Shape::Allgather => 2,
+        Shape::Alltoall => 3,
+    }
+}
+
+fn shape_of(k: u8) -> Result<Shape, Bad> {
+    Ok(match k {
+        0 => Shape::Gather,
+        1 => Shape::Scatter,
+        2 => Shape::Allgather,
+        3 => Shape::Alltoall,
+        k => return Err(format!("block collective shape {k}")),
+    })
+}
+
+/// A buffer's address, count and datatype.
+fn put_side(w: &mut Writer, buf: usize, count: Count, dt: Datatype) {
+    w.u64(buf as u64);
     w.u64(count as u64);
     w.i32(dt);
-    w.i32(op);
-    w.i32(root);
+}
+
+fn get_side(r: &mut Reader) -> Result<(usize, Count, Datatype), Bad> {
+    Ok((r.u64()? as usize, r.u64()? as Count, r.i32()?))
+}
+
+fn put_args(w: &mut Writer, a: &Args) {
+    w.i32(a.comm());
+    match *a {
+        Args::Barrier { .. } => w.u8(0),
+        Args::Bcast { buffer, count, datatype, root, .. } => {
+            w.u8(1);
+            put_side(w, buffer, count, datatype);
+            w.i32(root);
+        }
+        Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, .. } => {
+            w.u8(2);
+            let (k, arg) = match kind {
+                Reduction::All => (0, 0),
+                Reduction::Root(root) => (1, root),
+                Reduction::ScatterBlock => (2, 0),
+                Reduction::Scan(exclusive) => (3, exclusive as i32),
+            };
+            w.u8(k);
+            w.i32(arg);
+            put_side(w, sendbuf, count, datatype);
+            w.u64(recvbuf as u64);
+            w.i32(op);
+        }
+        Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, .. } => {
+            w.u8(3);
+            w.u8(shape_code(shape));
+            put_side(w, sendbuf, sendcount, sendtype);
+            put_side(w, recvbuf, recvcount, recvtype);
+            w.bool(root.is_some());
+            w.i32(root.unwrap_or(0));
+        }
+    }
 }
 
 fn get_args(r: &mut Reader) -> Result<Args, Bad> {
-    let (kind, comm) = (r.u8()?, r.i32()?);
-    let (send, recv, count) = (r.u64()? as usize, r.u64()? as usize, r.u64()? as i64);
-    let (datatype, op, root) = (r.i32()?, r.i32()?, r.i32()?);
+    let (comm, kind) = (r.i32()?, r.u8()?);
     Ok(match kind {
         0 => Args::Barrier { comm },
-        1 => Args::Bcast { buffer: send, count, datatype, root, comm },
-        2 => Args::Allreduce { sendbuf: send, recvbuf: recv, count, datatype, op, comm },
-        3 => Args::Reduce { sendbuf: send, recvbuf: recv, count, datatype, op, root, comm },
+        1 => {
+            let (buffer, count, datatype) = get_side(r)?;
+            Args::Bcast { buffer, count, datatype, root: r.i32()?, comm }
+        }
+        2 => {
+            let kind = match (r.u8()?, r.i32()?) {
+                (0, _) => Reduction::All,
+                (1, root) => Reduction::Root(root),
+                (2, _) => Reduction::ScatterBlock,
+                (3, exclusive) => Reduction::Scan(exclusive != 0),
+                (k, _) => return Err(format!("reduction kind {k}")),
+            };
+            let (sendbuf, count, datatype) = get_side(r)?;
+            Args::Reduction { kind, sendbuf, recvbuf: r.u64()? as usize, count, datatype, op: r.i32()?, comm }
+        }
+        3 => {
+            let shape = shape_of(r.u8()?)?;
+            let ((sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype)) = (get_side(r)?, get_side(r)?);
+            let root = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
+            Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm }
+        }
         k => return Err(format!("persistent collective kind {k}")),
     })
 }
@@ -223,8 +289,64 @@ mod tests {
         let all = [
             Args::Barrier { comm: 0x8400_0002u32 as i32 },
             Args::Bcast { buffer: 0x3e00_0000_0080, count: 1 << 33, datatype: 0x4c00_0405, root: 1, comm: 7 },
-            Args::Allreduce { sendbuf: 1, recvbuf: 2, count: 3, datatype: 4, op: 0x5800_0003, comm: 5 },
-            Args::Reduce { sendbuf: 6, recvbuf: 7, count: 0, datatype: 8, op: 9, root: -3, comm: 10 },
+            Args::Reduction {
+                kind: Reduction::All,
+                sendbuf: 1,
+                recvbuf: 2,
+                count: 3,
+                datatype: 4,
+                op: 0x5800_0003,
+                comm: 5,
+            },
+            Args::Reduction {
+                kind: Reduction::Root(-3),
+                sendbuf: 6,
+                recvbuf: 7,
+                count: 0,
+                datatype: 8,
+                op: 9,
+                comm: 10,
+            },
+            Args::Blocks {
+                shape: Shape::Scatter,
+                sendbuf: 11,
+                sendcount: 12,
+                sendtype: 13,
+                recvbuf: 14,
+                recvcount: 15,
+                recvtype: 16,
+                root: Some(-4),
+                comm: 17,
+            },
+            Args::Blocks {
+                shape: Shape::Alltoall,
+                sendbuf: crate::abi::IN_PLACE,
+                sendcount: 0,
+                sendtype: 0,
+                recvbuf: 18,
+                recvcount: 19,
+                recvtype: 20,
+                root: None,
+                comm: 21,
+            },
+            Args::Reduction {
+                kind: Reduction::ScatterBlock,
+                sendbuf: 22,
+                recvbuf: 23,
+                count: 24,
+                datatype: 25,
+                op: 26,
+                comm: 27,
+            },
+            Args::Reduction {
+                kind: Reduction::Scan(true),
+                sendbuf: 28,
+                recvbuf: 29,
+                count: 30,
+                datatype: 31,
+                op: 32,
+                comm: 33,
+            },
         ];
         for a in all {
             let mut w = Writer::default();
@@ -235,7 +357,7 @@ mod tests {
         }
         let mut w = Writer::default();
         put_args(&mut w, &all[0]);
-        w.0[0] = 9;
+        w.0[4] = 9;
         assert!(get_args(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("kind 9")));
     }
 }
