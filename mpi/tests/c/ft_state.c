@@ -13,8 +13,9 @@
  * in that page too: MPI_Barrier_init, MPI_Allreduce_init (N ints, the user operation, freed
  * before the request), MPI_Bcast_init (one vector element from the row's rank 0) and
  * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), MPI_Gather_init (to the row's rank 0),
- * MPI_Alltoall_init, MPI_Scan_init and MPI_Reduce_scatter_block_init, whose results are
- * checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * MPI_Alltoall_init, MPI_Scan_init, MPI_Reduce_scatter_block_init, and with count and
+ * displacement arrays (copied at init: local arrays then) MPI_Allgatherv_init, MPI_Alltoallv_init
+ * and MPI_Gatherv_init (to the row's rank 1), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
  * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
@@ -53,14 +54,15 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[4];
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[7];
     long sum;
 };
 
 /* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
  * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
  * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
- * (66, 68), each send then receive; at the same address in every incarnation. */
+ * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), each send then receive; at
+ * the same address in every incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -112,6 +114,13 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Scan_init(AREA + 64, AREA + 65, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL, &s->pmore[2]));
     OK(MPI_Reduce_scatter_block_init(AREA + 66, AREA + 68, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
                                      &s->pmore[3]));
+    int ones[2] = {1, 1}, rev[2] = {1, 0}, fwd[2] = {0, 1}, apart[2] = {2, 0};
+    OK(MPI_Allgatherv_init(AREA + 72, 1, MPI_INT, AREA + 74, ones, rev, MPI_INT, s->row, MPI_INFO_NULL, &s->pmore[4]));
+    OK(MPI_Alltoallv_init(AREA + 76, ones, rev, MPI_INT, AREA + 78, ones, fwd, MPI_INT, s->row, MPI_INFO_NULL,
+                          &s->pmore[5]));
+    OK(MPI_Gatherv_init(AREA + 80, 1, MPI_INT, AREA + 82, ones, apart, MPI_INT, 1, s->row, MPI_INFO_NULL,
+                        &s->pmore[6]));
+    rev[0] = fwd[1] = apart[0] = ones[1] = -7; /* copied at init */
     s->iter = 0;
     s->sum = 0;
 }
@@ -237,8 +246,13 @@ static void step(struct state *s, int rank, int size) {
         AREA[66 + k] = rank * 3 + k + it;
     }
     AREA[65] = AREA[68] = -1;
-    OK(MPI_Startall(4, s->pmore));
-    OK(MPI_Waitall(4, s->pmore, MPI_STATUSES_IGNORE));
+    AREA[72] = rank * 11 + it;
+    AREA[80] = rank * 13 + it;
+    for (int k = 0; k < 2; k++) AREA[76 + k] = rank * 100 + k * 10 + it;
+    AREA[74] = AREA[75] = AREA[78] = AREA[79] = -1;
+    for (int k = 82; k < 85; k++) AREA[k] = -1;
+    OK(MPI_Startall(7, s->pmore));
+    OK(MPI_Waitall(7, s->pmore, MPI_STATUSES_IGNORE));
     int scan = 0, rsb = 0;
     for (int k = 0; k < 2; k++) {
         int want = rr == 0 ? (first + k) * 7 + it : -1;
@@ -252,6 +266,18 @@ static void step(struct state *s, int rank, int size) {
     CHECK(AREA[65] == scan, "persistent scan = %d, want %d", AREA[65], scan);
     CHECK(AREA[68] == rsb, "persistent reduce_scatter_block = %d, want %d", AREA[68], rsb);
     s->sum += AREA[65] + AREA[68];
+    for (int k = 0; k < 2; k++) {
+        int want = (first + 1 - k) * 11 + it;
+        CHECK(AREA[74 + k] == want, "persistent allgatherv[%d] = %d, want %d", k, AREA[74 + k], want);
+        want = (first + k) * 100 + (1 - rr) * 10 + it;
+        CHECK(AREA[78 + k] == want, "persistent alltoallv[%d] = %d, want %d", k, AREA[78 + k], want);
+        s->sum += AREA[74 + k] + AREA[78 + k];
+    }
+    int gv[3] = {rr ? (first + 1) * 13 + it : -1, -1, rr ? first * 13 + it : -1};
+    for (int k = 0; k < 3; k++) {
+        CHECK(AREA[82 + k] == gv[k], "persistent gatherv[%d] = %d, want %d", k, AREA[82 + k], gv[k]);
+        s->sum += AREA[82 + k];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -283,8 +309,9 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        MPI_Request coll[8] = {s.pcoll, s.pred, s.pbcast, s.preduce, s.pmore[0], s.pmore[1], s.pmore[2], s.pmore[3]};
-        for (int k = 0; k < 8; k++) {
+        MPI_Request coll[11] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1],
+                                s.pmore[2], s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6]};
+        for (int k = 0; k < 11; k++) {
             int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
             MPI_Error_class(rc, &class);
             CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
@@ -317,7 +344,7 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&s.pred));
     OK(MPI_Request_free(&s.pbcast));
     OK(MPI_Request_free(&s.preduce));
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 7; k++) {
         OK(MPI_Request_free(&s.pmore[k]));
         CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
     }

@@ -26,7 +26,7 @@ mod whole;
 
 pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
 pub use rooted::{bcast, reduce, vblocks};
-pub use saved::{Args, Reduction, rehold, restored};
+pub use saved::{Args, Reduction, Side, rehold, restored};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::{c_int, c_void};
@@ -306,7 +306,7 @@ unsafe fn persist_args(
     args: Args,
 ) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { make(acc, args.comm(), request, check, args.held(), saved::starter(args), Some(args)) }
+    unsafe { make(acc, args.comm(), request, check, args.held(), saved::starter(args.clone()), Some(args)) }
 }
 
 /// [`persist`] with the start closure boxed and the record, if any.

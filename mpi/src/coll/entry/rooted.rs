@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Args, Counts, Disps, Held, How, Reduction, check_count, check_reduction, check_root, check_side, check_type,
-    comm_index, comm_of, fit, idle, member_side, no_in_place, persist, persist_args, ptr,
+    Args, Counts, Disps, How, Reduction, Side, check_count, check_reduction, check_root, check_side, check_type,
+    comm_index, comm_of, fit, idle, member_side, no_in_place, persist_args, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -149,13 +149,15 @@ pub unsafe fn vblocks(
                 }
                 check_side(acc, own, one.0, one.1, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let many = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)), many.2);
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe { vblocks(acc, shape, sendbuf, recvbuf, one, many, root, comm, How::Nonblocking(r)) }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[one.1, many.2], None), start) }
+            let (single, arrays) = (
+                Side { buf: 0, count: one.0, counts: None, displs: None, datatype: one.1 },
+                Side { buf: 0, count: 0, counts, displs: disps, datatype: many.2 },
+            );
+            let (mut send, mut recv) = if gather { (single, arrays) } else { (arrays, single) };
+            (send.buf, recv.buf) = (sendbuf as usize, recvbuf as usize);
+            let args = Args::Vector { shape, send, recv, root: Some(root), comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &[one], |acc, a| {
             let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));

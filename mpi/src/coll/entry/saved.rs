@@ -6,10 +6,10 @@
 //!
 //! Recorded so far: `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`,
 //! `MPI_Reduce_init`, `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`,
-//! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init` (and
-//! their `_c` forms); the ones with count, displacement or datatype arrays (the v- and w-forms,
-//! `MPI_Reduce_scatter_init`, the neighbourhood ones) keep only their closure (`Recipe::args` is
-//! `None`) and are not saved.
+//! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init`,
+//! `MPI_Gatherv_init`, `MPI_Scatterv_init`, `MPI_Allgatherv_init`, `MPI_Alltoallv_init` (and their
+//! `_c` forms; the arrays as copied at init); `MPI_Alltoallw_init`, `MPI_Reduce_scatter_init` and
+//! the neighbourhood ones keep only their closure (`Recipe::args` is `None`) and are not saved.
 //!
 //! **Invariants.** A record names handles, never resolved objects: at each start they are
 //! resolved again, as the closure did. The sequence of tags a started collective takes is the
@@ -19,14 +19,14 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use super::{Counts, Held, How, Recipe};
+use super::{Counts, Disps, Held, How, Ints, Recipe, ptr};
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
 use crate::error::Res;
 use crate::state::{Access, State};
 
 /// The arguments of a persistent collective, by operation (buffers as addresses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Args {
     Barrier {
         comm: abi::Comm,
@@ -60,6 +60,32 @@ pub enum Args {
         root: Option<c_int>,
         comm: abi::Comm,
     },
+    /// Gatherv and scatterv (`root` given), allgatherv, alltoallv, by `shape`: the arrays as
+    /// copied at init (the root's only, for gatherv and scatterv).
+    Vector {
+        shape: Shape,
+        send: Side,
+        recv: Side,
+        root: Option<c_int>,
+        comm: abi::Comm,
+    },
+}
+
+/// One side of an [`Args::Vector`]: a single block's count, or count and displacement arrays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Side {
+    pub buf: usize,
+    pub count: Count,
+    pub counts: Ints,
+    pub displs: Ints,
+    pub datatype: Datatype,
+}
+
+impl Side {
+    /// The arrays and datatype as the entries take them.
+    fn many(&self) -> (Counts, Disps, Datatype) {
+        (Counts::Int(ptr(&self.counts)), Disps::Int(ptr(&self.displs)), self.datatype)
+    }
 }
 
 /// Which reduction an [`Args::Reduction`] is.
@@ -105,6 +131,20 @@ impl Args {
                     let (send, recv) = (sendbuf as *const _, recvbuf as *mut _);
                     super::blocks(acc, shape, send, sendcount, sendtype, recv, recvcount, recvtype, root, comm, how)
                 }
+                Args::Vector { shape, ref send, ref recv, root, comm } => {
+                    let (sb, rb) = (send.buf as *const _, recv.buf as *mut _);
+                    let ((sc, sd, st), (rc, rd, rt)) = (send.many(), recv.many());
+                    match (shape, root) {
+                        (Shape::Gather, Some(root)) => {
+                            super::vblocks(acc, shape, sb, rb, (send.count, st), recv.many(), root, comm, how)
+                        }
+                        (Shape::Scatter, Some(root)) => {
+                            super::vblocks(acc, shape, sb, rb, (recv.count, rt), send.many(), root, comm, how)
+                        }
+                        (Shape::Alltoall, _) => super::alltoallv(acc, sb, sc, sd, st, rb, rc, rd, rt, comm, how),
+                        _ => super::allgatherv(acc, sb, send.count, st, rb, rc, rd, rt, comm, how),
+                    }
+                }
             }
         }
     }
@@ -116,6 +156,7 @@ impl Args {
             Args::Bcast { datatype, .. } => Held::of(&[datatype], None),
             Args::Reduction { datatype, op, .. } => Held::of(&[datatype], Some(op)),
             Args::Blocks { sendtype, recvtype, .. } => Held::of(&[sendtype, recvtype], None),
+            Args::Vector { ref send, ref recv, .. } => Held::of(&[send.datatype, recv.datatype], None),
         }
     }
 
@@ -125,7 +166,8 @@ impl Args {
             Args::Barrier { comm }
             | Args::Bcast { comm, .. }
             | Args::Reduction { comm, .. }
-            | Args::Blocks { comm, .. } => comm,
+            | Args::Blocks { comm, .. }
+            | Args::Vector { comm, .. } => comm,
         }
     }
 }
@@ -146,7 +188,7 @@ impl Recipe {
 /// A recipe rebuilt from a saved record, holding nothing yet: [`rehold`] holds its handles once
 /// the datatypes and operations are restored.
 pub fn restored(args: Args) -> Rc<Recipe> {
-    Rc::new(Recipe { start: starter(args), held: Held::default(), args: Some(args) })
+    Rc::new(Recipe { start: starter(args.clone()), held: Held::default(), args: Some(args) })
 }
 
 /// The recipe of the request at slot `i` of `st`'s table, if it has one and holds it alone.
@@ -160,7 +202,7 @@ fn recipe_mut(st: &mut State, i: usize) -> Option<&mut Recipe> {
 pub fn rehold(st: &mut State) {
     let slots: Vec<usize> = st.reqs.iter().filter_map(|(h, _)| st.reqs.index(h)).collect();
     for i in slots {
-        let Some(args) = recipe_mut(st, i).and_then(|r| r.args) else { continue };
+        let Some(args) = recipe_mut(st, i).and_then(|r| r.args.clone()) else { continue };
         let held = args.held().hold(st);
         if let Some(r) = recipe_mut(st, i) {
             r.held = held;

@@ -5,8 +5,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Args, Counts, Disps, Held, How, Ints, Reduction, check_reduction, check_side, check_type, comm_index, comm_of, fit,
-    in_place, member_side, no_in_place, persist, persist_args, ptr,
+    Args, Counts, Disps, Held, How, Ints, Reduction, Side, check_reduction, check_side, check_type, comm_index,
+    comm_of, fit, in_place, member_side, no_in_place, persist, persist_args, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -183,15 +183,11 @@ pub unsafe fn allgatherv(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_type(acc, recvtype, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let (rc, rd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    allgatherv(acc, sendbuf, sendcount, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
-                }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let send = Side { buf: sendbuf as usize, count: sendcount, counts: None, displs: None, datatype: sendtype };
+            let recv = Side { buf: recvbuf as usize, count: 0, counts, displs: disps, datatype: recvtype };
+            let args = Args::Vector { shape: nbc::Shape::Allgather, send, recv, root: None, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, rd) = (ptr(&counts), ptr(&disps));
@@ -272,15 +268,11 @@ pub unsafe fn alltoallv(
                 }
                 check_type(acc, recvtype, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    alltoallv(acc, sendbuf, sc, sd, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
-                }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let send = Side { buf: sendbuf as usize, count: 0, counts: a.sc, displs: a.sd, datatype: sendtype };
+            let recv = Side { buf: recvbuf as usize, count: 0, counts: a.rc, displs: a.rd, datatype: recvtype };
+            let args = Args::Vector { shape: nbc::Shape::Alltoall, send, recv, root: None, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));

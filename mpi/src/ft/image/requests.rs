@@ -13,15 +13,15 @@
 //! address moves with ASLR).
 //!
 //! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
-//! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall,
+//! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall and their v-forms,
 //! reduce_scatter_block, scan, exscan) are saved as
 //! that record (buffers as the application's words, like the point-to-point ones) and their
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! the persistent collectives with count, displacement or datatype arrays (`MPI_Gatherv_init`,
-//! `MPI_Alltoallw_init`, `MPI_Reduce_scatter_init`, the neighbourhood ones...: no record yet),
+//! the persistent collectives with no record yet (`MPI_Alltoallw_init`, `MPI_Reduce_scatter_init`,
+//! the neighbourhood ones),
 //! partitioned requests
 //! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
@@ -33,7 +33,7 @@
 use super::super::types::{get_desc, put_desc};
 use super::super::wire::{Bad, Reader, Writer};
 use crate::abi::{Count, Datatype};
-use crate::coll::entry::{Args, Reduction, restored};
+use crate::coll::entry::{Args, Reduction, Side, restored};
 use crate::coll::nbc::Shape;
 use crate::datatype::Layout;
 use crate::request::{Mode, Persistent, Req, Requests, State};
@@ -142,10 +142,40 @@ fn put_args(w: &mut Writer, a: &Args) {
             w.u8(shape_code(shape));
             put_side(w, sendbuf, sendcount, sendtype);
             put_side(w, recvbuf, recvcount, recvtype);
-            w.bool(root.is_some());
-            w.i32(root.unwrap_or(0));
+            put_root(w, root);
+        }
+        Args::Vector { shape, ref send, ref recv, root, .. } => {
+            w.u8(4);
+            w.u8(shape_code(shape));
+            for s in [send, recv] {
+                put_side(w, s.buf, s.count, s.datatype);
+                put_ints(w, &s.counts);
+                put_ints(w, &s.displs);
+            }
+            put_root(w, root);
         }
     }
+}
+
+fn put_root(w: &mut Writer, root: Option<i32>) {
+    w.bool(root.is_some());
+    w.i32(root.unwrap_or(0));
+}
+
+fn get_root(r: &mut Reader) -> Result<Option<i32>, Bad> {
+    Ok(if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? })
+}
+
+/// A count or displacement array as copied at init (`None`: not given).
+fn put_ints(w: &mut Writer, v: &Option<Vec<i32>>) {
+    w.bool(v.is_some());
+    w.i32s(v.as_deref().unwrap_or(&[]));
+}
+
+fn get_ints(r: &mut Reader) -> Result<Option<Vec<i32>>, Bad> {
+    let given = r.bool()?;
+    let v = r.i32s()?;
+    Ok(given.then_some(v))
 }
 
 fn get_args(r: &mut Reader) -> Result<Args, Bad> {
@@ -170,8 +200,17 @@ fn get_args(r: &mut Reader) -> Result<Args, Bad> {
         3 => {
             let shape = shape_of(r.u8()?)?;
             let ((sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype)) = (get_side(r)?, get_side(r)?);
-            let root = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
+            let root = get_root(r)?;
             Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm }
+        }
+        4 => {
+            let shape = shape_of(r.u8()?)?;
+            let mut side = || -> Result<Side, Bad> {
+                let (buf, count, datatype) = get_side(r)?;
+                Ok(Side { buf, count, counts: get_ints(r)?, displs: get_ints(r)?, datatype })
+            };
+            let (send, recv) = (side()?, side()?);
+            Args::Vector { shape, send, recv, root: get_root(r)?, comm }
         }
         k => return Err(format!("persistent collective kind {k}")),
     })
@@ -338,6 +377,13 @@ mod tests {
                 op: 26,
                 comm: 27,
             },
+            Args::Vector {
+                shape: Shape::Gather,
+                send: Side { buf: 34, count: 35, counts: None, displs: None, datatype: 36 },
+                recv: Side { buf: 37, count: 0, counts: Some(vec![1, 2]), displs: Some(vec![]), datatype: 38 },
+                root: Some(1),
+                comm: 39,
+            },
             Args::Reduction {
                 kind: Reduction::Scan(true),
                 sendbuf: 28,
@@ -348,7 +394,7 @@ mod tests {
                 comm: 33,
             },
         ];
-        for a in all {
+        for a in all.clone() {
             let mut w = Writer::default();
             put_args(&mut w, &a);
             let mut r = Reader::new(&w.0);
