@@ -15,7 +15,9 @@
  * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), MPI_Gather_init (to the row's rank 0),
  * MPI_Alltoall_init, MPI_Scan_init, MPI_Reduce_scatter_block_init, and with count and
  * displacement arrays (copied at init: local arrays then) MPI_Allgatherv_init, MPI_Alltoallv_init
- * and MPI_Gatherv_init (to the row's rank 1), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * and MPI_Gatherv_init (to the row's rank 1), and on the grid MPI_Neighbor_allgather_init and
+ * MPI_Neighbor_alltoallv_init (a rank's blocks all alike: the two neighbours of the periodic
+ * dimension of 2 are one rank), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
  * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
@@ -54,15 +56,16 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[7];
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[9];
     long sum;
 };
 
 /* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
  * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
  * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
- * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), each send then receive; at
- * the same address in every incarnation. */
+ * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), neighbour allgather (88,
+ * 90), neighbour alltoallv (96, 100), each send then receive; at the same address in every
+ * incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -120,7 +123,12 @@ static void make(struct state *s, int rank, int size) {
                           &s->pmore[5]));
     OK(MPI_Gatherv_init(AREA + 80, 1, MPI_INT, AREA + 82, ones, apart, MPI_INT, 1, s->row, MPI_INFO_NULL,
                         &s->pmore[6]));
-    rev[0] = fwd[1] = apart[0] = ones[1] = -7; /* copied at init */
+    int four[4] = {1, 1, 1, 1}, at[4] = {0, 1, 2, 3}, back[4] = {3, 2, 1, 0};
+    OK(MPI_Neighbor_allgather_init(AREA + 88, 1, MPI_INT, AREA + 90, 1, MPI_INT, s->cart, MPI_INFO_NULL,
+                                   &s->pmore[7]));
+    OK(MPI_Neighbor_alltoallv_init(AREA + 96, four, back, MPI_INT, AREA + 100, four, at, MPI_INT, s->cart,
+                                   MPI_INFO_NULL, &s->pmore[8]));
+    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = -7; /* copied at init */
     s->iter = 0;
     s->sum = 0;
 }
@@ -251,8 +259,13 @@ static void step(struct state *s, int rank, int size) {
     for (int k = 0; k < 2; k++) AREA[76 + k] = rank * 100 + k * 10 + it;
     AREA[74] = AREA[75] = AREA[78] = AREA[79] = -1;
     for (int k = 82; k < 85; k++) AREA[k] = -1;
-    OK(MPI_Startall(7, s->pmore));
-    OK(MPI_Waitall(7, s->pmore, MPI_STATUSES_IGNORE));
+    AREA[88] = rank * 19 + it;
+    for (int k = 0; k < 4; k++) {
+        AREA[96 + k] = rank * 23 + it;
+        AREA[90 + k] = AREA[100 + k] = -1;
+    }
+    OK(MPI_Startall(9, s->pmore));
+    OK(MPI_Waitall(9, s->pmore, MPI_STATUSES_IGNORE));
     int scan = 0, rsb = 0;
     for (int k = 0; k < 2; k++) {
         int want = rr == 0 ? (first + k) * 7 + it : -1;
@@ -277,6 +290,17 @@ static void step(struct state *s, int rank, int size) {
     for (int k = 0; k < 3; k++) {
         CHECK(AREA[82 + k] == gv[k], "persistent gatherv[%d] = %d, want %d", k, AREA[82 + k], gv[k]);
         s->sum += AREA[82 + k];
+    }
+    for (int d = 0; d < 2; d++) {
+        int nb[2];
+        OK(MPI_Cart_shift(s->cart, d, 1, &nb[0], &nb[1]));
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * d + k, ag = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 19 + it;
+            int av = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 23 + it;
+            CHECK(AREA[90 + j] == ag, "persistent neighbour allgather[%d] = %d, want %d", j, AREA[90 + j], ag);
+            CHECK(AREA[100 + j] == av, "persistent neighbour alltoallv[%d] = %d, want %d", j, AREA[100 + j], av);
+            s->sum += AREA[90 + j] + AREA[100 + j];
+        }
     }
 }
 
@@ -309,9 +333,9 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        MPI_Request coll[11] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1],
-                                s.pmore[2], s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6]};
-        for (int k = 0; k < 11; k++) {
+        MPI_Request coll[13] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1], s.pmore[2],
+                                s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6], s.pmore[7], s.pmore[8]};
+        for (int k = 0; k < 13; k++) {
             int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
             MPI_Error_class(rc, &class);
             CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
@@ -344,7 +368,7 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&s.pred));
     OK(MPI_Request_free(&s.pbcast));
     OK(MPI_Request_free(&s.preduce));
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < 9; k++) {
         OK(MPI_Request_free(&s.pmore[k]));
         CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
     }

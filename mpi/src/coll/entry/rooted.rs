@@ -155,7 +155,7 @@ pub unsafe fn vblocks(
             );
             let (mut send, mut recv) = if gather { (single, arrays) } else { (arrays, single) };
             (send.buf, recv.buf) = (sendbuf as usize, recvbuf as usize);
-            let args = Args::Vector { shape, send, recv, root: Some(root), comm };
+            let args = Args::Vector { shape, neighbour: false, send, recv, root: Some(root), comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }

@@ -8,8 +8,10 @@
 //! `MPI_Reduce_init`, `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`,
 //! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init`,
 //! `MPI_Gatherv_init`, `MPI_Scatterv_init`, `MPI_Allgatherv_init`, `MPI_Alltoallv_init` (and their
-//! `_c` forms; the arrays as copied at init); `MPI_Alltoallw_init`, `MPI_Reduce_scatter_init` and
-//! the neighbourhood ones keep only their closure (`Recipe::args` is `None`) and are not saved.
+//! `_c` forms; the arrays as copied at init), `MPI_Neighbor_allgather(v)_init`,
+//! `MPI_Neighbor_alltoall(v)_init`; `MPI_Alltoallw_init`, `MPI_Neighbor_alltoallw_init` and
+//! `MPI_Reduce_scatter_init` keep only their closure (`Recipe::args` is `None`) and are not
+//! saved.
 //!
 //! **Invariants.** A record names handles, never resolved objects: at each start they are
 //! resolved again, as the closure did. The sequence of tags a started collective takes is the
@@ -48,9 +50,11 @@ pub enum Args {
         op: abi::Op,
         comm: abi::Comm,
     },
-    /// Gather and scatter (`root` given), allgather, alltoall.
+    /// Gather and scatter (`root` given), allgather, alltoall; the neighbourhood allgather and
+    /// alltoall (`neighbour`).
     Blocks {
         shape: Shape,
+        neighbour: bool,
         sendbuf: usize,
         sendcount: Count,
         sendtype: Datatype,
@@ -60,10 +64,12 @@ pub enum Args {
         root: Option<c_int>,
         comm: abi::Comm,
     },
-    /// Gatherv and scatterv (`root` given), allgatherv, alltoallv, by `shape`: the arrays as
-    /// copied at init (the root's only, for gatherv and scatterv).
+    /// Gatherv and scatterv (`root` given), allgatherv, alltoallv, by `shape`, and their
+    /// neighbourhood forms (`neighbour`): the arrays as copied at init (the root's only, for
+    /// gatherv and scatterv).
     Vector {
         shape: Shape,
+        neighbour: bool,
         send: Side,
         recv: Side,
         root: Option<c_int>,
@@ -102,6 +108,19 @@ pub enum Reduction {
 }
 
 impl Args {
+    /// An [`Args::Blocks`] of sides `send` and `recv` (buffer, count, datatype).
+    pub fn blocks(
+        shape: Shape,
+        neighbour: bool,
+        send: (usize, Count, Datatype),
+        recv: (usize, Count, Datatype),
+        root: Option<c_int>,
+        comm: abi::Comm,
+    ) -> Args {
+        let ((sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype)) = (send, recv);
+        Args::Blocks { shape, neighbour, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm }
+    }
+
     /// Starts the operation (its non-blocking form), writing the new request to `r`.
     ///
     /// # Safety
@@ -127,14 +146,37 @@ impl Args {
                         Reduction::Scan(exclusive) => super::scan(acc, send, recv, count, dt, op, comm, exclusive, how),
                     }
                 }
-                Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm } => {
+                Args::Blocks {
+                    shape,
+                    neighbour,
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    recvcount,
+                    recvtype,
+                    root,
+                    comm,
+                } => {
                     let (send, recv) = (sendbuf as *const _, recvbuf as *mut _);
+                    if neighbour {
+                        let all = shape == Shape::Alltoall;
+                        return super::neighbor_blocks(
+                            acc, all, send, sendcount, sendtype, recv, recvcount, recvtype, comm, how,
+                        );
+                    }
                     super::blocks(acc, shape, send, sendcount, sendtype, recv, recvcount, recvtype, root, comm, how)
                 }
-                Args::Vector { shape, ref send, ref recv, root, comm } => {
+                Args::Vector { shape, neighbour, ref send, ref recv, root, comm } => {
                     let (sb, rb) = (send.buf as *const _, recv.buf as *mut _);
                     let ((sc, sd, st), (rc, rd, rt)) = (send.many(), recv.many());
                     match (shape, root) {
+                        (Shape::Alltoall, _) if neighbour => {
+                            super::neighbor_alltoallv(acc, sb, sc, sd, st, rb, rc, rd, rt, comm, how)
+                        }
+                        _ if neighbour => {
+                            super::neighbor_allgatherv(acc, sb, send.count, st, rb, rc, rd, rt, comm, how)
+                        }
                         (Shape::Gather, Some(root)) => {
                             super::vblocks(acc, shape, sb, rb, (send.count, st), recv.many(), root, comm, how)
                         }

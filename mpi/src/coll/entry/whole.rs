@@ -128,8 +128,8 @@ pub unsafe fn blocks(
                 }
                 check_side(acc, mine, count, dt, ci)
             };
-            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
-            let args = Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm };
+            let (send, recv) = ((sendbuf as usize, sendcount, sendtype), (recvbuf as usize, recvcount, recvtype));
+            let args = Args::blocks(shape, false, send, recv, root, comm);
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }
@@ -185,7 +185,7 @@ pub unsafe fn allgatherv(
             };
             let send = Side { buf: sendbuf as usize, count: sendcount, counts: None, displs: None, datatype: sendtype };
             let recv = Side { buf: recvbuf as usize, count: 0, counts, displs: disps, datatype: recvtype };
-            let args = Args::Vector { shape: nbc::Shape::Allgather, send, recv, root: None, comm };
+            let args = Args::Vector { shape: nbc::Shape::Allgather, neighbour: false, send, recv, root: None, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }
@@ -270,7 +270,7 @@ pub unsafe fn alltoallv(
             };
             let send = Side { buf: sendbuf as usize, count: 0, counts: a.sc, displs: a.sd, datatype: sendtype };
             let recv = Side { buf: recvbuf as usize, count: 0, counts: a.rc, displs: a.rd, datatype: recvtype };
-            let args = Args::Vector { shape: nbc::Shape::Alltoall, send, recv, root: None, comm };
+            let args = Args::Vector { shape: nbc::Shape::Alltoall, neighbour: false, send, recv, root: None, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
             unsafe { persist_args(acc, request, check, args) }
         }

@@ -14,14 +14,14 @@
 //!
 //! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
 //! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall and their v-forms,
-//! reduce_scatter_block, scan, exscan) are saved as
+//! reduce_scatter_block, scan, exscan, neighbourhood allgather(v) and alltoall(v)) are saved as
 //! that record (buffers as the application's words, like the point-to-point ones) and their
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! the persistent collectives with no record yet (`MPI_Alltoallw_init`, `MPI_Reduce_scatter_init`,
-//! the neighbourhood ones),
+//! the persistent collectives with no record yet (`MPI_Alltoallw_init`,
+//! `MPI_Neighbor_alltoallw_init`, `MPI_Reduce_scatter_init`),
 //! partitioned requests
 //! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
@@ -137,16 +137,18 @@ fn put_args(w: &mut Writer, a: &Args) {
             w.u64(recvbuf as u64);
             w.i32(op);
         }
-        Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, .. } => {
+        Args::Blocks { shape, neighbour, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, .. } => {
             w.u8(3);
             w.u8(shape_code(shape));
+            w.bool(neighbour);
             put_side(w, sendbuf, sendcount, sendtype);
             put_side(w, recvbuf, recvcount, recvtype);
             put_root(w, root);
         }
-        Args::Vector { shape, ref send, ref recv, root, .. } => {
+        Args::Vector { shape, neighbour, ref send, ref recv, root, .. } => {
             w.u8(4);
             w.u8(shape_code(shape));
+            w.bool(neighbour);
             for s in [send, recv] {
                 put_side(w, s.buf, s.count, s.datatype);
                 put_ints(w, &s.counts);
@@ -198,19 +200,19 @@ fn get_args(r: &mut Reader) -> Result<Args, Bad> {
             Args::Reduction { kind, sendbuf, recvbuf: r.u64()? as usize, count, datatype, op: r.i32()?, comm }
         }
         3 => {
-            let shape = shape_of(r.u8()?)?;
+            let (shape, neighbour) = (shape_of(r.u8()?)?, r.bool()?);
             let ((sendbuf, sendcount, sendtype), (recvbuf, recvcount, recvtype)) = (get_side(r)?, get_side(r)?);
             let root = get_root(r)?;
-            Args::Blocks { shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm }
+            Args::Blocks { shape, neighbour, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm }
         }
         4 => {
-            let shape = shape_of(r.u8()?)?;
+            let (shape, neighbour) = (shape_of(r.u8()?)?, r.bool()?);
             let mut side = || -> Result<Side, Bad> {
                 let (buf, count, datatype) = get_side(r)?;
                 Ok(Side { buf, count, counts: get_ints(r)?, displs: get_ints(r)?, datatype })
             };
             let (send, recv) = (side()?, side()?);
-            Args::Vector { shape, send, recv, root: get_root(r)?, comm }
+            Args::Vector { shape, neighbour, send, recv, root: get_root(r)?, comm }
         }
         k => return Err(format!("persistent collective kind {k}")),
     })
@@ -348,6 +350,7 @@ mod tests {
             },
             Args::Blocks {
                 shape: Shape::Scatter,
+                neighbour: false,
                 sendbuf: 11,
                 sendcount: 12,
                 sendtype: 13,
@@ -359,6 +362,7 @@ mod tests {
             },
             Args::Blocks {
                 shape: Shape::Alltoall,
+                neighbour: true,
                 sendbuf: crate::abi::IN_PLACE,
                 sendcount: 0,
                 sendtype: 0,
@@ -379,6 +383,7 @@ mod tests {
             },
             Args::Vector {
                 shape: Shape::Gather,
+                neighbour: false,
                 send: Side { buf: 34, count: 35, counts: None, displs: None, datatype: 36 },
                 recv: Side { buf: 37, count: 0, counts: Some(vec![1, 2]), displs: Some(vec![]), datatype: 38 },
                 root: Some(1),
