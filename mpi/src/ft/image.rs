@@ -41,14 +41,14 @@
 //! - inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
 //!   `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`, `MPI_Reduce_init`,
 //!   `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`, `MPI_Alltoall_init`,
-//!   `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init`, the v-forms of gather,
+//!   `MPI_Reduce_scatter(_block)_init`, `MPI_Scan_init`, `MPI_Exscan_init`, the v-forms of gather,
 //!   scatter, allgather and alltoall, the neighbourhood allgather(v) and alltoall(v)): the record
 //!   at its slot, rebuilt into a request under the same handle; its tags follow the
 //!   communicator's saved collective count, in step with the survivors'.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
 //! slice, and the checkpoint logs a warning naming them): the persistent collectives not
-//! recorded yet (`MPI_Alltoallw_init`, `MPI_Neighbor_alltoallw_init`, `MPI_Reduce_scatter_init`),
+//! recorded yet (`MPI_Alltoallw_init`, `MPI_Neighbor_alltoallw_init`),
 //! partitioned and generalized requests (their parts, callbacks), sessions and a communicator's
 //! session, communicator hints, the program's error classes and codes, the attached buffer of
 //! buffered sends. An *active* request at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).

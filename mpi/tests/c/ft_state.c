@@ -17,7 +17,8 @@
  * displacement arrays (copied at init: local arrays then) MPI_Allgatherv_init, MPI_Alltoallv_init
  * and MPI_Gatherv_init (to the row's rank 1), and on the grid MPI_Neighbor_allgather_init and
  * MPI_Neighbor_alltoallv_init (a rank's blocks all alike: the two neighbours of the periodic
- * dimension of 2 are one rank), whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * dimension of 2 are one rank), and MPI_Reduce_scatter_init (1 and 2 ints) on the row, whose
+ * results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
  * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
@@ -56,7 +57,7 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[9];
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[10];
     long sum;
 };
 
@@ -64,8 +65,8 @@ struct state {
  * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
  * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
  * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), neighbour allgather (88,
- * 90), neighbour alltoallv (96, 100), each send then receive; at the same address in every
- * incarnation. */
+ * 90), neighbour alltoallv (96, 100), reduce_scatter (104, 108), each send then receive; at the
+ * same address in every incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -128,7 +129,10 @@ static void make(struct state *s, int rank, int size) {
                                    &s->pmore[7]));
     OK(MPI_Neighbor_alltoallv_init(AREA + 96, four, back, MPI_INT, AREA + 100, four, at, MPI_INT, s->cart,
                                    MPI_INFO_NULL, &s->pmore[8]));
-    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = -7; /* copied at init */
+    int split[2] = {1, 2};
+    OK(MPI_Reduce_scatter_init(AREA + 104, AREA + 108, split, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
+                               &s->pmore[9]));
+    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = split[1] = -7; /* copied at init */
     s->iter = 0;
     s->sum = 0;
 }
@@ -264,8 +268,10 @@ static void step(struct state *s, int rank, int size) {
         AREA[96 + k] = rank * 23 + it;
         AREA[90 + k] = AREA[100 + k] = -1;
     }
-    OK(MPI_Startall(9, s->pmore));
-    OK(MPI_Waitall(9, s->pmore, MPI_STATUSES_IGNORE));
+    for (int k = 0; k < 3; k++) AREA[104 + k] = rank * 5 + k + it;
+    AREA[108] = AREA[109] = -1;
+    OK(MPI_Startall(10, s->pmore));
+    OK(MPI_Waitall(10, s->pmore, MPI_STATUSES_IGNORE));
     int scan = 0, rsb = 0;
     for (int k = 0; k < 2; k++) {
         int want = rr == 0 ? (first + k) * 7 + it : -1;
@@ -302,6 +308,11 @@ static void step(struct state *s, int rank, int size) {
             s->sum += AREA[90 + j] + AREA[100 + j];
         }
     }
+    for (int k = 0; k < 2; k++) {
+        int idx = rr + k, want = k > rr ? -1 : (first * 5 + idx + it) + ((first + 1) * 5 + idx + it);
+        CHECK(AREA[108 + k] == want, "persistent reduce_scatter[%d] = %d, want %d", k, AREA[108 + k], want);
+        s->sum += AREA[108 + k];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -333,9 +344,9 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        MPI_Request coll[13] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1], s.pmore[2],
-                                s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6], s.pmore[7], s.pmore[8]};
-        for (int k = 0; k < 13; k++) {
+        MPI_Request coll[14] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1], s.pmore[2],
+                                s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6], s.pmore[7], s.pmore[8], s.pmore[9]};
+        for (int k = 0; k < 14; k++) {
             int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
             MPI_Error_class(rc, &class);
             CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
@@ -368,7 +379,7 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&s.pred));
     OK(MPI_Request_free(&s.pbcast));
     OK(MPI_Request_free(&s.preduce));
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < 10; k++) {
         OK(MPI_Request_free(&s.pmore[k]));
         CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
     }

@@ -9,8 +9,8 @@
 //! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init`,
 //! `MPI_Gatherv_init`, `MPI_Scatterv_init`, `MPI_Allgatherv_init`, `MPI_Alltoallv_init` (and their
 //! `_c` forms; the arrays as copied at init), `MPI_Neighbor_allgather(v)_init`,
-//! `MPI_Neighbor_alltoall(v)_init`; `MPI_Alltoallw_init`, `MPI_Neighbor_alltoallw_init` and
-//! `MPI_Reduce_scatter_init` keep only their closure (`Recipe::args` is `None`) and are not
+//! `MPI_Neighbor_alltoall(v)_init`, `MPI_Reduce_scatter_init`; `MPI_Alltoallw_init` and
+//! `MPI_Neighbor_alltoallw_init` keep only their closure (`Recipe::args` is `None`) and are not
 //! saved.
 //!
 //! **Invariants.** A record names handles, never resolved objects: at each start they are
@@ -95,7 +95,7 @@ impl Side {
 }
 
 /// Which reduction an [`Args::Reduction`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reduction {
     /// `MPI_Allreduce_init`.
     All,
@@ -103,6 +103,8 @@ pub enum Reduction {
     Root(c_int),
     /// `MPI_Reduce_scatter_block_init` (`count` per member).
     ScatterBlock,
+    /// `MPI_Reduce_scatter_init`: the counts as copied at init (`count` unused).
+    Scatter(Ints),
     /// `MPI_Scan_init`, `MPI_Exscan_init` (`true`).
     Scan(bool),
 }
@@ -134,16 +136,22 @@ impl Args {
                 Args::Bcast { buffer, count, datatype, root, comm } => {
                     super::bcast(acc, buffer as *mut _, count, datatype, root, comm, how)
                 }
-                Args::Reduction { kind, sendbuf, recvbuf, count, datatype: dt, op, comm } => {
+                Args::Reduction { ref kind, sendbuf, recvbuf, count, datatype: dt, op, comm } => {
                     let (send, recv) = (sendbuf as *const _, recvbuf as *mut _);
                     match kind {
                         Reduction::All => super::allreduce(acc, send, recv, count, dt, op, comm, how),
-                        Reduction::Root(root) => super::reduce(acc, send, recv, count, dt, op, root, comm, how),
+                        &Reduction::Root(root) => super::reduce(acc, send, recv, count, dt, op, root, comm, how),
                         Reduction::ScatterBlock => {
                             let none = Counts::Int(std::ptr::null());
                             super::reduce_scatter(acc, send, recv, none, Some(count), dt, op, comm, how)
                         }
-                        Reduction::Scan(exclusive) => super::scan(acc, send, recv, count, dt, op, comm, exclusive, how),
+                        Reduction::Scatter(counts) => {
+                            let counts = Counts::Int(ptr(counts));
+                            super::reduce_scatter(acc, send, recv, counts, None, dt, op, comm, how)
+                        }
+                        &Reduction::Scan(exclusive) => {
+                            super::scan(acc, send, recv, count, dt, op, comm, exclusive, how)
+                        }
                     }
                 }
                 Args::Blocks {

@@ -370,20 +370,14 @@ pub unsafe fn reduce_scatter(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_reduction(acc, block.unwrap_or(0), datatype, op, ci)
             };
-            if let Some(count) = block {
-                let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
-                let kind = Reduction::ScatterBlock;
-                let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
-                // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-                return unsafe { persist_args(acc, request, check, args) };
-            }
-            let start = move |acc: &mut Access, r| {
-                let rc = Counts::Int(ptr(&counts));
-                // SAFETY: MPI's contract, at each start; the array is the copy made at init.
-                unsafe { reduce_scatter(acc, sendbuf, recvbuf, rc, block, datatype, op, comm, How::Nonblocking(r)) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let (kind, count) = match block {
+                Some(count) => (Reduction::ScatterBlock, count),
+                None => (Reduction::Scatter(counts), 0),
             };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist_args(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, b, dt) =

@@ -14,14 +14,14 @@
 //!
 //! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
 //! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall and their v-forms,
-//! reduce_scatter_block, scan, exscan, neighbourhood allgather(v) and alltoall(v)) are saved as
+//! reduce_scatter(_block), scan, exscan, neighbourhood allgather(v) and alltoall(v)) are saved as
 //! that record (buffers as the application's words, like the point-to-point ones) and their
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
 //! the persistent collectives with no record yet (`MPI_Alltoallw_init`,
-//! `MPI_Neighbor_alltoallw_init`, `MPI_Reduce_scatter_init`),
+//! `MPI_Neighbor_alltoallw_init`),
 //! partitioned requests
 //! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
@@ -123,16 +123,20 @@ fn put_args(w: &mut Writer, a: &Args) {
             put_side(w, buffer, count, datatype);
             w.i32(root);
         }
-        Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, .. } => {
+        Args::Reduction { ref kind, sendbuf, recvbuf, count, datatype, op, .. } => {
             w.u8(2);
-            let (k, arg) = match kind {
+            let (k, arg) = match *kind {
                 Reduction::All => (0, 0),
                 Reduction::Root(root) => (1, root),
                 Reduction::ScatterBlock => (2, 0),
                 Reduction::Scan(exclusive) => (3, exclusive as i32),
+                Reduction::Scatter(_) => (4, 0),
             };
             w.u8(k);
             w.i32(arg);
+            if let Reduction::Scatter(counts) = kind {
+                put_ints(w, counts);
+            }
             put_side(w, sendbuf, count, datatype);
             w.u64(recvbuf as u64);
             w.i32(op);
@@ -194,6 +198,7 @@ fn get_args(r: &mut Reader) -> Result<Args, Bad> {
                 (1, root) => Reduction::Root(root),
                 (2, _) => Reduction::ScatterBlock,
                 (3, exclusive) => Reduction::Scan(exclusive != 0),
+                (4, _) => Reduction::Scatter(get_ints(r)?),
                 (k, _) => return Err(format!("reduction kind {k}")),
             };
             let (sendbuf, count, datatype) = get_side(r)?;
@@ -388,6 +393,15 @@ mod tests {
                 recv: Side { buf: 37, count: 0, counts: Some(vec![1, 2]), displs: Some(vec![]), datatype: 38 },
                 root: Some(1),
                 comm: 39,
+            },
+            Args::Reduction {
+                kind: Reduction::Scatter(Some(vec![3, 0, 2])),
+                sendbuf: 40,
+                recvbuf: 41,
+                count: 0,
+                datatype: 42,
+                op: 43,
+                comm: 44,
             },
             Args::Reduction {
                 kind: Reduction::Scan(true),
