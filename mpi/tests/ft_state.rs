@@ -3,8 +3,8 @@
 //! a Cartesian grid, a vector datatype, a user operation, a keyval, an info object, a group and a
 //! persistent send/receive pair with the other group's rank and persistent collectives on the
 //! row (barrier, allreduce with the user operation, bcast of the vector type, reduce, gather,
-//! alltoall, scan, reduce_scatter(_block), allgatherv, alltoallv, gatherv; neighbourhood allgather
-//! and alltoallv on the grid; all inactive at the checkpoint, their buffers at a fixed address) in the bytes it checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
+//! alltoall, scan, reduce_scatter(_block), allgatherv, alltoallv, alltoallw, gatherv;
+//! neighbourhood allgather, alltoallv and alltoallw on the grid; all inactive at the checkpoint, their buffers at a fixed address) in the bytes it checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
 //! group restarts from it under `nemesis-run --ft-groups`, and every rank's sum is the
 //! failure-free run's.
 //!

@@ -38,20 +38,16 @@
 //!   request table's shape and each one's recipe at its slot ([`requests`]); `MPI_Start` on the
 //!   handle kept works after the restart. Its buffer address is the application's word, like an
 //!   attribute value: the application puts its buffer back at that address.
-//! - inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
-//!   `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`, `MPI_Reduce_init`,
-//!   `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`, `MPI_Alltoall_init`,
-//!   `MPI_Reduce_scatter(_block)_init`, `MPI_Scan_init`, `MPI_Exscan_init`, the v-forms of gather,
-//!   scatter, allgather and alltoall, the neighbourhood allgather(v) and alltoall(v)): the record
-//!   at its slot, rebuilt into a request under the same handle; its tags follow the
-//!   communicator's saved collective count, in step with the survivors'.
+//! - inactive persistent collectives (every `MPI_*_init` collective): the record of their
+//!   arguments (`crate::coll::entry::Args`) at its slot, rebuilt into a request under the same
+//!   handle; its tags follow the communicator's saved collective count, in step with the
+//!   survivors'.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): the persistent collectives not
-//! recorded yet (`MPI_Alltoallw_init`, `MPI_Neighbor_alltoallw_init`),
-//! partitioned and generalized requests (their parts, callbacks), sessions and a communicator's
-//! session, communicator hints, the program's error classes and codes, the attached buffer of
-//! buffered sends. An *active* request at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
+//! slice, and the checkpoint logs a warning naming them): partitioned and generalized requests
+//! (their parts, callbacks), sessions and a communicator's session, communicator hints, the
+//! program's error classes and codes, the attached buffer of buffered sends. An *active* request
+//! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
 //!
 //! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
 //! (objects made before it, a module gone or rebuilt): the image is read whole, every function

@@ -17,8 +17,9 @@
  * displacement arrays (copied at init: local arrays then) MPI_Allgatherv_init, MPI_Alltoallv_init
  * and MPI_Gatherv_init (to the row's rank 1), and on the grid MPI_Neighbor_allgather_init and
  * MPI_Neighbor_alltoallv_init (a rank's blocks all alike: the two neighbours of the periodic
- * dimension of 2 are one rank), and MPI_Reduce_scatter_init (1 and 2 ints) on the row, whose
- * results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * dimension of 2 are one rank) and MPI_Neighbor_alltoallw_init (likewise), and
+ * MPI_Reduce_scatter_init (1 and 2 ints) and MPI_Alltoallw_init (an int to the row's rank 0, a
+ * vector element to rank 1) on the row, whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
  * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
@@ -57,7 +58,7 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[10];
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[12];
     long sum;
 };
 
@@ -65,8 +66,9 @@ struct state {
  * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
  * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
  * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), neighbour allgather (88,
- * 90), neighbour alltoallv (96, 100), reduce_scatter (104, 108), each send then receive; at the
- * same address in every incarnation. */
+ * 90), neighbour alltoallv (96, 100), reduce_scatter (104, 108), alltoallw (112, 120),
+ * neighbour alltoallw (136, 140), each send then receive; at the same address in every
+ * incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -132,7 +134,21 @@ static void make(struct state *s, int rank, int size) {
     int split[2] = {1, 2};
     OK(MPI_Reduce_scatter_init(AREA + 104, AREA + 108, split, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
                                &s->pmore[9]));
-    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = split[1] = -7; /* copied at init */
+    /* Alltoallw on the row: an int (112) to rank 0, a vector element (113, 115, 117) to rank 1;
+     * received as the same type at 120 and 128 from ranks 0 and 1. */
+    int wcounts[2] = {1, 1}, sbytes[2] = {0, 4}, rbytes[2] = {0, 32};
+    MPI_Datatype stypes[2] = {MPI_INT, s->vec}, rtypes[2] = {MPI_INT, MPI_INT}, ints4[4];
+    if (rank % 2 == 1) rtypes[0] = rtypes[1] = s->vec;
+    OK(MPI_Alltoallw_init(AREA + 112, wcounts, sbytes, stypes, AREA + 120, wcounts, rbytes, rtypes, s->row,
+                          MPI_INFO_NULL, &s->pmore[10]));
+    MPI_Aint nbytes[4] = {0, 4, 8, 12};
+    for (int k = 0; k < 4; k++) ints4[k] = MPI_INT;
+    OK(MPI_Neighbor_alltoallw_init(AREA + 136, four, nbytes, ints4, AREA + 140, four, nbytes, ints4, s->cart,
+                                   MPI_INFO_NULL, &s->pmore[11]));
+    /* All copied at init. */
+    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = split[1] = wcounts[0] = sbytes[1] = -7;
+    nbytes[1] = 1000;
+    stypes[1] = rtypes[0] = ints4[2] = MPI_DATATYPE_NULL;
     s->iter = 0;
     s->sum = 0;
 }
@@ -270,8 +286,11 @@ static void step(struct state *s, int rank, int size) {
     }
     for (int k = 0; k < 3; k++) AREA[104 + k] = rank * 5 + k + it;
     AREA[108] = AREA[109] = -1;
-    OK(MPI_Startall(10, s->pmore));
-    OK(MPI_Waitall(10, s->pmore, MPI_STATUSES_IGNORE));
+    for (int k = 0; k < 6; k++) AREA[112 + k] = rank * 41 + k + it;
+    for (int k = 120; k < 144; k++) AREA[k] = -1;
+    for (int k = 0; k < 4; k++) AREA[136 + k] = rank * 29 + it;
+    OK(MPI_Startall(12, s->pmore));
+    OK(MPI_Waitall(12, s->pmore, MPI_STATUSES_IGNORE));
     int scan = 0, rsb = 0;
     for (int k = 0; k < 2; k++) {
         int want = rr == 0 ? (first + k) * 7 + it : -1;
@@ -305,9 +324,18 @@ static void step(struct state *s, int rank, int size) {
             int av = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 23 + it;
             CHECK(AREA[90 + j] == ag, "persistent neighbour allgather[%d] = %d, want %d", j, AREA[90 + j], ag);
             CHECK(AREA[100 + j] == av, "persistent neighbour alltoallv[%d] = %d, want %d", j, AREA[100 + j], av);
-            s->sum += AREA[90 + j] + AREA[100 + j];
+            int aw = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 29 + it;
+            CHECK(AREA[140 + j] == aw, "persistent neighbour alltoallw[%d] = %d, want %d", j, AREA[140 + j], aw);
+            s->sum += AREA[90 + j] + AREA[100 + j] + AREA[140 + j];
         }
     }
+    for (int j = 0; j < 2; j++) /* from row rank j, at 120 + 8 j */
+        for (int m = 0; m < 5; m++) {
+            int want = rr == 0 ? (m == 0 ? (first + j) * 41 + it : -1) : m % 2 ? -1 : (first + j) * 41 + 1 + m + it;
+            CHECK(AREA[120 + 8 * j + m] == want, "persistent alltoallw[%d][%d] = %d, want %d", j, m,
+                  AREA[120 + 8 * j + m], want);
+            s->sum += AREA[120 + 8 * j + m];
+        }
     for (int k = 0; k < 2; k++) {
         int idx = rr + k, want = k > rr ? -1 : (first * 5 + idx + it) + ((first + 1) * 5 + idx + it);
         CHECK(AREA[108 + k] == want, "persistent reduce_scatter[%d] = %d, want %d", k, AREA[108 + k], want);
@@ -344,9 +372,9 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        MPI_Request coll[14] = {s.pcoll,    s.pred,     s.pbcast,   s.preduce,  s.pmore[0], s.pmore[1], s.pmore[2],
-                                s.pmore[3], s.pmore[4], s.pmore[5], s.pmore[6], s.pmore[7], s.pmore[8], s.pmore[9]};
-        for (int k = 0; k < 14; k++) {
+        MPI_Request coll[16] = {s.pcoll, s.pred, s.pbcast, s.preduce};
+        for (int k = 0; k < 12; k++) coll[4 + k] = s.pmore[k];
+        for (int k = 0; k < 16; k++) {
             int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
             MPI_Error_class(rc, &class);
             CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
@@ -379,7 +407,7 @@ int main(int argc, char **argv) {
     OK(MPI_Request_free(&s.pred));
     OK(MPI_Request_free(&s.pbcast));
     OK(MPI_Request_free(&s.preduce));
-    for (int k = 0; k < 10; k++) {
+    for (int k = 0; k < 12; k++) {
         OK(MPI_Request_free(&s.pmore[k]));
         CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
     }

@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use super::{
     Args, Counts, Disps, How, Reduction, Side, check_count, check_reduction, check_root, check_side, check_type,
-    comm_index, comm_of, fit, idle, member_side, no_in_place, persist_args, ptr,
+    comm_index, comm_of, fit, idle, member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -54,7 +54,7 @@ pub unsafe fn bcast(
             };
             let args = Args::Bcast { buffer: buffer as usize, count, datatype, root, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffer, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         // SAFETY: the caller's contract.
         How::Blocking => fit(acc, ci, &one, |acc, a| unsafe { coll::bcast(acc, buffer, a[0].0, a[0].1, root, comm) }),
@@ -97,7 +97,7 @@ pub unsafe fn reduce(
             let kind = Reduction::Root(root);
             let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -157,7 +157,7 @@ pub unsafe fn vblocks(
             (send.buf, recv.buf) = (sendbuf as usize, recvbuf as usize);
             let args = Args::Vector { shape, neighbour: false, send, recv, root: Some(root), comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &[one], |acc, a| {
             let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));

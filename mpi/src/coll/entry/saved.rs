@@ -1,17 +1,16 @@
-//! A persistent collective's arguments as a record ([`Args`]) rather than only a closure, so the
+//! A persistent collective's arguments as a record ([`Args`]), not a closure, so the
 //! MPI state image (`crate::ft::image`) can save the request and rebuild it after a restart:
 //! the operation, its buffers as the application's words, counts, datatype and operation
 //! handles, root and communicator handle. `MPI_Start` runs the record ([`Args::start`]) whether
-//! the request was made by the init call or rebuilt ([`restored`]).
+//! the request was made by the init call or rebuilt ([`restored`]): there is no other recipe.
 //!
 //! Recorded so far: `MPI_Barrier_init`, `MPI_Bcast_init`, `MPI_Allreduce_init`,
 //! `MPI_Reduce_init`, `MPI_Gather_init`, `MPI_Scatter_init`, `MPI_Allgather_init`,
 //! `MPI_Alltoall_init`, `MPI_Reduce_scatter_block_init`, `MPI_Scan_init`, `MPI_Exscan_init`,
 //! `MPI_Gatherv_init`, `MPI_Scatterv_init`, `MPI_Allgatherv_init`, `MPI_Alltoallv_init` (and their
 //! `_c` forms; the arrays as copied at init), `MPI_Neighbor_allgather(v)_init`,
-//! `MPI_Neighbor_alltoall(v)_init`, `MPI_Reduce_scatter_init`; `MPI_Alltoallw_init` and
-//! `MPI_Neighbor_alltoallw_init` keep only their closure (`Recipe::args` is `None`) and are not
-//! saved.
+//! `MPI_Neighbor_alltoall(v/w)_init`, `MPI_Reduce_scatter_init`, `MPI_Alltoallw_init`: every
+//! persistent collective.
 //!
 //! **Invariants.** A record names handles, never resolved objects: at each start they are
 //! resolved again, as the closure did. The sequence of tags a started collective takes is the
@@ -21,8 +20,8 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use super::{Counts, Disps, Held, How, Ints, Recipe, ptr};
-use crate::abi::{self, Count, Datatype};
+use super::{Counts, Disps, Held, How, Ints, Recipe, opt_ptr, ptr};
+use crate::abi::{self, Aint, Count, Datatype};
 use crate::coll::nbc::Shape;
 use crate::error::Res;
 use crate::state::{Access, State};
@@ -75,6 +74,29 @@ pub enum Args {
         root: Option<c_int>,
         comm: abi::Comm,
     },
+    /// Alltoallw and its neighbourhood form (`neighbour`): the arrays as copied at init.
+    W {
+        neighbour: bool,
+        send: WSide,
+        recv: WSide,
+        comm: abi::Comm,
+    },
+}
+
+/// One side of an [`Args::W`]: counts, byte displacements and datatypes per peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WSide {
+    pub buf: usize,
+    pub counts: Ints,
+    pub displs: Option<Vec<Aint>>,
+    pub types: Option<Vec<Datatype>>,
+}
+
+impl WSide {
+    /// The datatypes named (none when not given).
+    fn types(&self) -> &[Datatype] {
+        self.types.as_deref().unwrap_or_default()
+    }
 }
 
 /// One side of an [`Args::Vector`]: a single block's count, or count and displacement arrays.
@@ -195,6 +217,18 @@ impl Args {
                         _ => super::allgatherv(acc, sb, send.count, st, rb, rc, rd, rt, comm, how),
                     }
                 }
+                Args::W { neighbour, ref send, ref recv, comm } => {
+                    let (sb, rb) = (send.buf as *const _, recv.buf as *mut _);
+                    let (sc, rc) = (Counts::Int(ptr(&send.counts)), Counts::Int(ptr(&recv.counts)));
+                    let (sd, rd) = (opt_ptr(&send.displs), opt_ptr(&recv.displs));
+                    let (st, rt) = (opt_ptr(&send.types), opt_ptr(&recv.types));
+                    if neighbour {
+                        super::neighbor_alltoallw(acc, sb, sc, sd, st, rb, rc, rd, rt, comm, how)
+                    } else {
+                        let (sd, rd) = (Disps::Aint(sd), Disps::Aint(rd));
+                        super::alltoallw(acc, sb, sc, sd, st, rb, rc, rd, rt, comm, how)
+                    }
+                }
             }
         }
     }
@@ -207,6 +241,7 @@ impl Args {
             Args::Reduction { datatype, op, .. } => Held::of(&[datatype], Some(op)),
             Args::Blocks { sendtype, recvtype, .. } => Held::of(&[sendtype, recvtype], None),
             Args::Vector { ref send, ref recv, .. } => Held::of(&[send.datatype, recv.datatype], None),
+            Args::W { ref send, ref recv, .. } => Held::of(&[send.types(), recv.types()].concat(), None),
         }
     }
 
@@ -217,28 +252,23 @@ impl Args {
             | Args::Bcast { comm, .. }
             | Args::Reduction { comm, .. }
             | Args::Blocks { comm, .. }
-            | Args::Vector { comm, .. } => comm,
+            | Args::Vector { comm, .. }
+            | Args::W { comm, .. } => comm,
         }
     }
 }
 
-/// The start closure of record `args`.
-pub(super) fn starter(args: Args) -> super::Starter {
-    // SAFETY: MPI's contract on the buffers, at each start, as at the init call.
-    Box::new(move |acc: &mut Access, r| unsafe { args.start(acc, r) })
-}
-
 impl Recipe {
-    /// The record of the arguments, if this operation keeps one.
-    pub fn args(&self) -> Option<&Args> {
-        self.args.as_ref()
+    /// The record of the arguments.
+    pub fn args(&self) -> &Args {
+        &self.args
     }
 }
 
 /// A recipe rebuilt from a saved record, holding nothing yet: [`rehold`] holds its handles once
 /// the datatypes and operations are restored.
 pub fn restored(args: Args) -> Rc<Recipe> {
-    Rc::new(Recipe { start: starter(args.clone()), held: Held::default(), args: Some(args) })
+    Rc::new(Recipe { held: Held::default(), args })
 }
 
 /// The recipe of the request at slot `i` of `st`'s table, if it has one and holds it alone.
@@ -252,7 +282,7 @@ fn recipe_mut(st: &mut State, i: usize) -> Option<&mut Recipe> {
 pub fn rehold(st: &mut State) {
     let slots: Vec<usize> = st.reqs.iter().filter_map(|(h, _)| st.reqs.index(h)).collect();
     for i in slots {
-        let Some(args) = recipe_mut(st, i).and_then(|r| r.args.clone()) else { continue };
+        let Some(args) = recipe_mut(st, i).map(|r| r.args.clone()) else { continue };
         let held = args.held().hold(st);
         if let Some(r) = recipe_mut(st, i) {
             r.held = held;

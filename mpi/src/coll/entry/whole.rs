@@ -5,10 +5,10 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Args, Counts, Disps, Held, How, Ints, Reduction, Side, check_reduction, check_side, check_type, comm_index,
-    comm_of, fit, in_place, member_side, no_in_place, persist, persist_args, ptr,
+    Args, Counts, Disps, How, Ints, Reduction, Side, WSide, check_reduction, check_side, check_type, comm_index,
+    comm_of, fit, in_place, member_side, no_in_place, opt_ptr, persist, ptr,
 };
-use crate::abi::{self, Count, Datatype};
+use crate::abi::{self, Aint, Count, Datatype};
 use crate::coll::nbc::Shape;
 use crate::coll::{self, nbc, vector};
 use crate::error::Res;
@@ -28,10 +28,6 @@ unsafe fn types(p: *const Datatype, n: usize) -> Option<Vec<Datatype>> {
     (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
 }
 
-fn types_ptr(v: &Option<Vec<Datatype>>) -> *const Datatype {
-    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
-}
-
 /// `MPI_Barrier`, `MPI_Ibarrier` and `MPI_Barrier_init`.
 ///
 /// # Safety
@@ -43,7 +39,7 @@ pub unsafe fn barrier(acc: &mut Access, comm: abi::Comm, how: How) -> Res<()> {
         How::Nonblocking(r) => unsafe { nbc::ibarrier(acc, comm, r) },
         How::Persistent(request) => {
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist_args(acc, request, |_, _, _| Ok(()), Args::Barrier { comm }) }
+            unsafe { persist(acc, request, |_, _, _| Ok(()), Args::Barrier { comm }) }
         }
     }
 }
@@ -74,7 +70,7 @@ pub unsafe fn allreduce(
             let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
             let args = Args::Reduction { kind: Reduction::All, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -131,7 +127,7 @@ pub unsafe fn blocks(
             let (send, recv) = ((sendbuf as usize, sendcount, sendtype), (recvbuf as usize, recvcount, recvtype));
             let args = Args::blocks(shape, false, send, recv, root, comm);
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &sides, |acc, a| {
             let ((sc, st), (rc, rt)) = (a[0], a[1]);
@@ -187,7 +183,7 @@ pub unsafe fn allgatherv(
             let recv = Side { buf: recvbuf as usize, count: 0, counts, displs: disps, datatype: recvtype };
             let args = Args::Vector { shape: nbc::Shape::Allgather, neighbour: false, send, recv, root: None, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, rd) = (ptr(&counts), ptr(&disps));
@@ -225,14 +221,6 @@ impl Vw {
                 rd: super::disps(r.1, n, ci)?,
             })
         }
-    }
-
-    fn send(&self) -> (Counts, Disps) {
-        (Counts::Int(ptr(&self.sc)), Disps::Int(ptr(&self.sd)))
-    }
-
-    fn recv(&self) -> (Counts, Disps) {
-        (Counts::Int(ptr(&self.rc)), Disps::Int(ptr(&self.rd)))
     }
 }
 
@@ -272,7 +260,7 @@ pub unsafe fn alltoallv(
             let recv = Side { buf: recvbuf as usize, count: 0, counts: a.rc, displs: a.rd, datatype: recvtype };
             let args = Args::Vector { shape: nbc::Shape::Alltoall, neighbour: false, send, recv, root: None, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
@@ -314,27 +302,24 @@ pub unsafe fn alltoallw(
     let (st, rt) = unsafe { (types(sendtypes, n), types(recvtypes, n)) };
     match how {
         How::Persistent(request) => {
-            let held = Held::of(&[st.as_deref().unwrap_or_default(), rt.as_deref().unwrap_or_default()].concat(), None);
-            let start = move |acc: &mut Access, r| {
-                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
-                let (s, t) = (types_ptr(&st), types_ptr(&rt));
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe { alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm, How::Nonblocking(r)) }
-            };
             let check =
                 |_: &mut Access, c: &coll::Comm, ci| no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci);
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, held, start) }
+            let wide = |d: Ints| d.map(|d| d.into_iter().map(Aint::from).collect());
+            let send = WSide { buf: sendbuf as usize, counts: a.sc, displs: wide(a.sd), types: st };
+            let recv = WSide { buf: recvbuf as usize, counts: a.rc, displs: wide(a.rd), types: rt };
+            let args = Args::W { neighbour: false, send, recv, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
-            let (s, t) = (types_ptr(&st), types_ptr(&rt));
+            let (s, t) = (opt_ptr(&st), opt_ptr(&rt));
             // SAFETY: the caller's contract.
             unsafe { vector::alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm) }
         }
         How::Nonblocking(r) => {
-            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), 0, Some(types_ptr(&st)));
-            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), 0, Some(types_ptr(&rt)));
+            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), 0, Some(opt_ptr(&st)));
+            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), 0, Some(opt_ptr(&rt)));
             // SAFETY: the caller's contract.
             unsafe { nbc::iblocks(acc, nbc::Shape::Alltoall, send, recv, false, None, comm, r) }
         }
@@ -377,7 +362,7 @@ pub unsafe fn reduce_scatter(
             };
             let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, b, dt) =
@@ -426,7 +411,7 @@ pub unsafe fn scan(
             let kind = Reduction::Scan(exclusive);
             let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
             // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
-            unsafe { persist_args(acc, request, check, args) }
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.

@@ -1,4 +1,4 @@
-//! Inactive persistent point-to-point requests in the MPI state image (`super`): the request
+//! Inactive persistent requests in the MPI state image (`super`): the request
 //! table's shape (each slot's generation, the free slots in order) and, at its slot, every
 //! request `MPI_Send_init`, `MPI_Bsend_init`, `MPI_Ssend_init`, `MPI_Rsend_init` or
 //! `MPI_Recv_init` made — its recipe as resolved then ([`Persistent`]: send mode, buffer, peer as
@@ -12,18 +12,14 @@
 //! memory is its own checkpoint's business, as for attribute values; a static's or the stack's
 //! address moves with ASLR).
 //!
-//! Inactive persistent collectives whose arguments are a record (`crate::coll::entry::Args`:
-//! barrier, bcast, allreduce, reduce, gather, scatter, allgather, alltoall and their v-forms,
-//! reduce_scatter(_block), scan, exscan, neighbourhood allgather(v) and alltoall(v)) are saved as
-//! that record (buffers as the application's words, like the point-to-point ones) and their
+//! Inactive persistent collectives (every `MPI_*_init` collective) are saved as the record of
+//! their arguments (`crate::coll::entry::Args`: buffers as the application's words, like the
+//! point-to-point ones; count, displacement and datatype arrays as copied at init) and their
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
 //! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! the persistent collectives with no record yet (`MPI_Alltoallw_init`,
-//! `MPI_Neighbor_alltoallw_init`),
-//! partitioned requests
-//! (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
+//! partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
 //! them. No other request can be live at a checkpoint (an active one is refused), save a
 //! completed one not yet reported, which is not saved either.
 //!
@@ -33,17 +29,14 @@
 use super::super::types::{get_desc, put_desc};
 use super::super::wire::{Bad, Reader, Writer};
 use crate::abi::{Count, Datatype};
-use crate::coll::entry::{Args, Reduction, Side, restored};
+use crate::coll::entry::{Args, Reduction, Side, WSide, restored};
 use crate::coll::nbc::Shape;
 use crate::datatype::Layout;
 use crate::request::{Mode, Persistent, Req, Requests, State};
 
-/// True for a request this module saves: an inactive persistent point-to-point one.
+/// True for a request this module saves: an inactive persistent one.
 fn saved(r: &Req) -> bool {
-    matches!(r.state, State::Inactive)
-        && r.ext.is_none()
-        && !r.freed
-        && r.persistent.as_deref().is_some_and(|p| p.coll.as_ref().is_none_or(|c| c.args().is_some()))
+    matches!(r.state, State::Inactive) && r.ext.is_none() && !r.freed && r.persistent.is_some()
 }
 
 /// How many live requests of `t` are not saved (for the checkpoint's warning).
@@ -160,6 +153,17 @@ fn put_args(w: &mut Writer, a: &Args) {
             }
             put_root(w, root);
         }
+        Args::W { neighbour, ref send, ref recv, .. } => {
+            w.u8(5);
+            w.bool(neighbour);
+            for s in [send, recv] {
+                w.u64(s.buf as u64);
+                put_ints(w, &s.counts);
+                w.bool(s.displs.is_some());
+                w.i64s(s.displs.as_deref().unwrap_or_default().iter().copied());
+                put_ints(w, &s.types);
+            }
+        }
     }
 }
 
@@ -219,6 +223,17 @@ fn get_args(r: &mut Reader) -> Result<Args, Bad> {
             let (send, recv) = (side()?, side()?);
             Args::Vector { shape, neighbour, send, recv, root: get_root(r)?, comm }
         }
+        5 => {
+            let neighbour = r.bool()?;
+            let mut side = || -> Result<WSide, Bad> {
+                let (buf, counts) = (r.u64()? as usize, get_ints(r)?);
+                let given = r.bool()?;
+                let displs = r.i64s()?;
+                Ok(WSide { buf, counts, displs: given.then_some(displs), types: get_ints(r)? })
+            };
+            let (send, recv) = (side()?, side()?);
+            Args::W { neighbour, send, recv, comm }
+        }
         k => return Err(format!("persistent collective kind {k}")),
     })
 }
@@ -258,7 +273,7 @@ pub fn put(w: &mut Writer, t: &Requests) {
     for (i, r, p) in live {
         w.len(i);
         w.u32(r.comm);
-        if let Some(a) = p.coll.as_deref().and_then(|c| c.args()) {
+        if let Some(a) = p.coll.as_deref().map(|c| c.args()) {
             w.u8(COLL);
             put_args(w, a);
             w.u32(p.ctx);
@@ -402,6 +417,12 @@ mod tests {
                 datatype: 42,
                 op: 43,
                 comm: 44,
+            },
+            Args::W {
+                neighbour: true,
+                send: WSide { buf: 45, counts: Some(vec![1]), displs: Some(vec![-8, 1 << 40]), types: Some(vec![46]) },
+                recv: WSide { buf: 47, counts: None, displs: None, types: None },
+                comm: 48,
             },
             Args::Reduction {
                 kind: Reduction::Scan(true),
