@@ -227,6 +227,7 @@ fn big_type(acc: &mut Access, count: Count, dt: Datatype) -> Res<Datatype> {
 /// ([`datatype::hold`], [`crate::op::hold`]) from the init until the request's slot is removed
 /// ([`Recipe::release`], by `grequest::discard`): freed meanwhile, they stay usable and their
 /// slots are not reused.
+#[derive(Debug)]
 pub struct Recipe {
     held: Held,
     args: Args,
@@ -270,12 +271,6 @@ impl Recipe {
         if let Some(o) = self.held.op {
             crate::op::release(&mut st.ops, o);
         }
-    }
-}
-
-impl std::fmt::Debug for Recipe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Recipe")
     }
 }
 
