@@ -1,14 +1,16 @@
 //! The MPI state across a restart (`mpi/src/ft/image.rs`): `tests/c/ft_state.c` keeps the handles
 //! of a split row communicator (named, `MPI_ERRORS_RETURN`, an attribute with a delete callback),
 //! a Cartesian grid, a vector datatype, a user operation, a keyval, an info object, a group and a
-//! persistent send/receive pair with the other group's rank (inactive at the checkpoint; its
-//! buffers at a fixed address) in the bytes it checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
+//! persistent send/receive pair with the other group's rank and persistent collectives on the
+//! row (barrier, allreduce with the user operation, bcast of the vector type, reduce, gather,
+//! alltoall, scan, reduce_scatter(_block), allgatherv, alltoallv, alltoallw, gatherv;
+//! neighbourhood allgather, alltoallv and alltoallw on the grid; all inactive at the checkpoint, their buffers at a fixed address) in the bytes it checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
 //! group restarts from it under `nemesis-run --ft-groups`, and every rank's sum is the
 //! failure-free run's.
 //!
 //! | Test | What | Ranks |
 //! |---|---|---|
-//! | `handles_survive_a_restart` | rank 3 killed after its first checkpoint: its group (ranks 2, 3) restarts, reads its handles back and uses them (`MPI_Start` on the persistent requests matches the survivors' messages; on the persistent collective, not saved yet, it fails with `MPI_ERR_REQUEST`); sums equal the failure-free run's | 4 in 2 groups, one node |
+//! | `handles_survive_a_restart` | rank 3 killed after its first checkpoint: its group (ranks 2, 3) restarts, reads its handles back and uses them (`MPI_Start` on the persistent requests matches the survivors' messages; the persistent collectives' handles are valid and their starts give the failure-free results); sums equal the failure-free run's | 4 in 2 groups, one node |
 //! | `handles_survive_a_restart_over_two_nodes` | the same with `--nodes 2` (the restarted ranks learn every rank's node from the launcher: `MPI_Init` exchanges nothing) | 4 in 2 groups, 2 nodes |
 //! | `a_restore_after_new_objects_is_refused` | the restarted incarnation makes a datatype before `MPIX_Checkpoint_restore`: refused (`MPIX_ERR_NOT_RESTORED`, the restart contract), the job ends | 4 in 2 groups |
 //! | `without_fault_tolerance_nothing_is_saved` | the program runs through without `--ft` (checkpoints write nothing) | 4 |

@@ -38,11 +38,15 @@
 //!   request table's shape and each one's recipe at its slot ([`requests`]); `MPI_Start` on the
 //!   handle kept works after the restart. Its buffer address is the application's word, like an
 //!   attribute value: the application puts its buffer back at that address.
+//! - inactive persistent collectives (every `MPI_*_init` collective): the record of their
+//!   arguments (`crate::coll::entry::Args`) at its slot, rebuilt into a request under the same
+//!   handle; its tags follow the communicator's saved collective count, in step with the
+//!   survivors'.
 //!
 //! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): persistent collective, partitioned
-//! and generalized requests (their schedule, parts, callbacks), sessions and a communicator's session, communicator
-//! hints, the program's error classes and codes, the attached buffer of buffered sends. An *active* request
+//! slice, and the checkpoint logs a warning naming them): partitioned and generalized requests
+//! (their parts, callbacks), sessions and a communicator's session, communicator hints, the
+//! program's error classes and codes, the attached buffer of buffered sends. An *active* request
 //! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
 //!
 //! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
@@ -70,7 +74,7 @@ use crate::topo::Topo;
 /// The image's magic bytes.
 const MAGIC: &[u8; 8] = b"NEMMPI\0\0";
 /// The image's version.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// A table's shape ([`Table::layout`]).
 type Layout = (usize, usize, Vec<u32>);
@@ -224,7 +228,10 @@ fn unsaved(st: &State) -> Vec<String> {
             out.push(format!("{n} {what}"));
         }
     };
-    note(requests::unsaved(&st.reqs), "requests other than inactive persistent point-to-point ones");
+    note(
+        requests::unsaved(&st.reqs),
+        "requests other than inactive persistent point-to-point ones and recorded collectives",
+    );
     note(st.comms.iter().filter(|c| c.live && c.session.is_some()).count(), "communicators' sessions");
     out
 }
@@ -504,6 +511,7 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     let (kl, k) = im.keyvals;
     st.keyvals.restore((kl.0, kl.1, &kl.2), k)?;
     st.type_attrs = im.type_attrs;
+    crate::coll::entry::rehold(st);
     for (i, saved) in im.comms.into_iter().enumerate() {
         match saved {
             Some(s) if i < 2 => {

@@ -8,9 +8,19 @@
  * an info object, and a persistent send/receive pair on the grid with the rank of the other group
  * (MPI_Send_init of 3 ints, MPI_Recv_init of one vector element), started each iteration, its
  * buffers in a page mapped at a fixed address in every incarnation (the application keeps a
- * persistent request's buffer where it was: its address is saved as it is). A persistent
- * collective (MPI_Barrier_init on the row, never started) is not saved yet: a restarted rank's
- * MPI_Start on its handle fails with MPI_ERR_REQUEST.
+ * persistent request's buffer where it was: its address is saved as it is), and two persistent
+ * collectives on the row made before the first checkpoint, started each iteration, their buffers
+ * in that page too: MPI_Barrier_init, MPI_Allreduce_init (N ints, the user operation, freed
+ * before the request), MPI_Bcast_init (one vector element from the row's rank 0) and
+ * MPI_Reduce_init (MPI_SUM of N ints to the row's rank 1), MPI_Gather_init (to the row's rank 0),
+ * MPI_Alltoall_init, MPI_Scan_init, MPI_Reduce_scatter_block_init, and with count and
+ * displacement arrays (copied at init: local arrays then) MPI_Allgatherv_init, MPI_Alltoallv_init
+ * and MPI_Gatherv_init (to the row's rank 1), and on the grid MPI_Neighbor_allgather_init and
+ * MPI_Neighbor_alltoallv_init (a rank's blocks all alike: the two neighbours of the periodic
+ * dimension of 2 are one rank) and MPI_Neighbor_alltoallw_init (likewise), and
+ * MPI_Reduce_scatter_init (1 and 2 ints) and MPI_Alltoallw_init (an int to the row's rank 0, a
+ * vector element to rank 1) on the row, whose results are checked. A restarted rank finds both handles valid (MPI_Request_get_status:
+ * inactive, so complete and empty) and starts them in step with the survivors.
  * FT_TEST_HOLD=<rank>:<n> makes that rank's first incarnation hold after its n-th checkpoint,
  * its pid in FT_TEST_DIR/held-<rank>, to be killed there: its group restarts from that
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
@@ -48,12 +58,17 @@ struct state {
     MPI_Group group;
     int key;
     MPI_Info info;
-    MPI_Request psend, precv, pcoll;
+    MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[12];
     long sum;
 };
 
 /* The persistent requests' buffers: 3 ints sent, then 6 ints the vector element lands in (ints
- * 0, 2, 4), at the same address in every incarnation. */
+ * 0, 2, 4); the allreduce's N ints in at 16, out at 24; the broadcast's 6 at 32; the reduce's N
+ * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
+ * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), neighbour allgather (88,
+ * 90), neighbour alltoallv (96, 100), reduce_scatter (104, 108), alltoallw (112, 120),
+ * neighbour alltoallw (136, 140), each send then receive; at the same address in every
+ * incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
 static void map_area(void) {
     void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -97,6 +112,43 @@ static void make(struct state *s, int rank, int size) {
     OK(MPI_Send_init(AREA, 3, MPI_INT, other, 9, s->cart, &s->psend));
     OK(MPI_Recv_init(AREA + 8, 1, s->vec, other, 9, s->cart, &s->precv));
     OK(MPI_Barrier_init(s->row, MPI_INFO_NULL, &s->pcoll));
+    OK(MPI_Allreduce_init(AREA + 16, AREA + 24, N, MPI_INT, s->op, s->row, MPI_INFO_NULL, &s->pred));
+    OK(MPI_Bcast_init(AREA + 32, 1, s->vec, 0, s->row, MPI_INFO_NULL, &s->pbcast));
+    OK(MPI_Reduce_init(AREA + 40, AREA + 48, N, MPI_INT, MPI_SUM, 1, s->row, MPI_INFO_NULL, &s->preduce));
+    OK(MPI_Gather_init(AREA + 56, 1, MPI_INT, AREA + 58, 1, MPI_INT, 0, s->row, MPI_INFO_NULL, &s->pmore[0]));
+    OK(MPI_Alltoall_init(AREA + 60, 1, MPI_INT, AREA + 62, 1, MPI_INT, s->row, MPI_INFO_NULL, &s->pmore[1]));
+    OK(MPI_Scan_init(AREA + 64, AREA + 65, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL, &s->pmore[2]));
+    OK(MPI_Reduce_scatter_block_init(AREA + 66, AREA + 68, 1, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
+                                     &s->pmore[3]));
+    int ones[2] = {1, 1}, rev[2] = {1, 0}, fwd[2] = {0, 1}, apart[2] = {2, 0};
+    OK(MPI_Allgatherv_init(AREA + 72, 1, MPI_INT, AREA + 74, ones, rev, MPI_INT, s->row, MPI_INFO_NULL, &s->pmore[4]));
+    OK(MPI_Alltoallv_init(AREA + 76, ones, rev, MPI_INT, AREA + 78, ones, fwd, MPI_INT, s->row, MPI_INFO_NULL,
+                          &s->pmore[5]));
+    OK(MPI_Gatherv_init(AREA + 80, 1, MPI_INT, AREA + 82, ones, apart, MPI_INT, 1, s->row, MPI_INFO_NULL,
+                        &s->pmore[6]));
+    int four[4] = {1, 1, 1, 1}, at[4] = {0, 1, 2, 3}, back[4] = {3, 2, 1, 0};
+    OK(MPI_Neighbor_allgather_init(AREA + 88, 1, MPI_INT, AREA + 90, 1, MPI_INT, s->cart, MPI_INFO_NULL,
+                                   &s->pmore[7]));
+    OK(MPI_Neighbor_alltoallv_init(AREA + 96, four, back, MPI_INT, AREA + 100, four, at, MPI_INT, s->cart,
+                                   MPI_INFO_NULL, &s->pmore[8]));
+    int split[2] = {1, 2};
+    OK(MPI_Reduce_scatter_init(AREA + 104, AREA + 108, split, MPI_INT, MPI_SUM, s->row, MPI_INFO_NULL,
+                               &s->pmore[9]));
+    /* Alltoallw on the row: an int (112) to rank 0, a vector element (113, 115, 117) to rank 1;
+     * received as the same type at 120 and 128 from ranks 0 and 1. */
+    int wcounts[2] = {1, 1}, sbytes[2] = {0, 4}, rbytes[2] = {0, 32};
+    MPI_Datatype stypes[2] = {MPI_INT, s->vec}, rtypes[2] = {MPI_INT, MPI_INT}, ints4[4];
+    if (rank % 2 == 1) rtypes[0] = rtypes[1] = s->vec;
+    OK(MPI_Alltoallw_init(AREA + 112, wcounts, sbytes, stypes, AREA + 120, wcounts, rbytes, rtypes, s->row,
+                          MPI_INFO_NULL, &s->pmore[10]));
+    MPI_Aint nbytes[4] = {0, 4, 8, 12};
+    for (int k = 0; k < 4; k++) ints4[k] = MPI_INT;
+    OK(MPI_Neighbor_alltoallw_init(AREA + 136, four, nbytes, ints4, AREA + 140, four, nbytes, ints4, s->cart,
+                                   MPI_INFO_NULL, &s->pmore[11]));
+    /* All copied at init. */
+    rev[0] = fwd[1] = apart[0] = ones[1] = four[0] = at[1] = back[2] = split[1] = wcounts[0] = sbytes[1] = -7;
+    nbytes[1] = 1000;
+    stypes[1] = rtypes[0] = ints4[2] = MPI_DATATYPE_NULL;
     s->iter = 0;
     s->sum = 0;
 }
@@ -181,6 +233,114 @@ static void step(struct state *s, int rank, int size) {
         CHECK(AREA[8 + 2 * j + 1] == -1, "persistent gap %d written", j);
         s->sum += AREA[8 + 2 * j];
     }
+
+    /* The persistent collectives on the row: a barrier, a sum, a broadcast, a reduce. */
+    int root = rank % 2 == 0;
+    for (int j = 0; j < N; j++) {
+        AREA[16 + j] = rank * 300 + it * 3 + j;
+        AREA[24 + j] = -1;
+        AREA[40 + j] = rank * 50 + it + j;
+        AREA[48 + j] = -1;
+    }
+    for (int j = 0; j < 6; j++) AREA[32 + j] = root ? rank * 20 + it + j : -1;
+    OK(MPI_Start(&s->pcoll));
+    OK(MPI_Wait(&s->pcoll, MPI_STATUS_IGNORE));
+    MPI_Request colls[3] = {s->pred, s->pbcast, s->preduce};
+    OK(MPI_Startall(3, colls));
+    OK(MPI_Waitall(3, colls, MPI_STATUSES_IGNORE));
+    CHECK(colls[0] == s->pred && colls[1] == s->pbcast && colls[2] == s->preduce && s->pcoll != MPI_REQUEST_NULL,
+          "persistent collectives stay");
+    for (int j = 0; j < N; j++) {
+        int want = (first * 300 + it * 3 + j) + ((first + 1) * 300 + it * 3 + j);
+        CHECK(AREA[24 + j] == want % P, "persistent allreduce[%d] = %d, want %d", j, AREA[24 + j], want);
+        s->sum += AREA[24 + j];
+        want = rank % 2 == 1 ? (first * 50 + it + j) + ((first + 1) * 50 + it + j) : -1;
+        CHECK(AREA[48 + j] == want, "persistent reduce[%d] = %d, want %d", j, AREA[48 + j], want);
+        s->sum += AREA[48 + j];
+    }
+    for (int j = 0; j < 6; j++) {
+        int want = j % 2 == 0 ? first * 20 + it + j : root ? first * 20 + it + j : -1;
+        CHECK(AREA[32 + j] == want, "persistent bcast[%d] = %d, want %d", j, AREA[32 + j], want);
+        s->sum += AREA[32 + j];
+    }
+
+    /* Gather to the row's rank 0, alltoall, scan, reduce_scatter_block on the row. */
+    int rr = rank % 2;
+    AREA[56] = rank * 7 + it;
+    AREA[64] = rank + it;
+    for (int k = 0; k < 2; k++) {
+        AREA[58 + k] = AREA[62 + k] = -1;
+        AREA[60 + k] = rank * 100 + k * 10 + it;
+        AREA[66 + k] = rank * 3 + k + it;
+    }
+    AREA[65] = AREA[68] = -1;
+    AREA[72] = rank * 11 + it;
+    AREA[80] = rank * 13 + it;
+    for (int k = 0; k < 2; k++) AREA[76 + k] = rank * 100 + k * 10 + it;
+    AREA[74] = AREA[75] = AREA[78] = AREA[79] = -1;
+    for (int k = 82; k < 85; k++) AREA[k] = -1;
+    AREA[88] = rank * 19 + it;
+    for (int k = 0; k < 4; k++) {
+        AREA[96 + k] = rank * 23 + it;
+        AREA[90 + k] = AREA[100 + k] = -1;
+    }
+    for (int k = 0; k < 3; k++) AREA[104 + k] = rank * 5 + k + it;
+    AREA[108] = AREA[109] = -1;
+    for (int k = 0; k < 6; k++) AREA[112 + k] = rank * 41 + k + it;
+    for (int k = 120; k < 144; k++) AREA[k] = -1;
+    for (int k = 0; k < 4; k++) AREA[136 + k] = rank * 29 + it;
+    OK(MPI_Startall(12, s->pmore));
+    OK(MPI_Waitall(12, s->pmore, MPI_STATUSES_IGNORE));
+    int scan = 0, rsb = 0;
+    for (int k = 0; k < 2; k++) {
+        int want = rr == 0 ? (first + k) * 7 + it : -1;
+        CHECK(AREA[58 + k] == want, "persistent gather[%d] = %d, want %d", k, AREA[58 + k], want);
+        want = (first + k) * 100 + rr * 10 + it;
+        CHECK(AREA[62 + k] == want, "persistent alltoall[%d] = %d, want %d", k, AREA[62 + k], want);
+        s->sum += AREA[58 + k] + AREA[62 + k];
+        scan += k <= rr ? first + k + it : 0;
+        rsb += (first + k) * 3 + rr + it;
+    }
+    CHECK(AREA[65] == scan, "persistent scan = %d, want %d", AREA[65], scan);
+    CHECK(AREA[68] == rsb, "persistent reduce_scatter_block = %d, want %d", AREA[68], rsb);
+    s->sum += AREA[65] + AREA[68];
+    for (int k = 0; k < 2; k++) {
+        int want = (first + 1 - k) * 11 + it;
+        CHECK(AREA[74 + k] == want, "persistent allgatherv[%d] = %d, want %d", k, AREA[74 + k], want);
+        want = (first + k) * 100 + (1 - rr) * 10 + it;
+        CHECK(AREA[78 + k] == want, "persistent alltoallv[%d] = %d, want %d", k, AREA[78 + k], want);
+        s->sum += AREA[74 + k] + AREA[78 + k];
+    }
+    int gv[3] = {rr ? (first + 1) * 13 + it : -1, -1, rr ? first * 13 + it : -1};
+    for (int k = 0; k < 3; k++) {
+        CHECK(AREA[82 + k] == gv[k], "persistent gatherv[%d] = %d, want %d", k, AREA[82 + k], gv[k]);
+        s->sum += AREA[82 + k];
+    }
+    for (int d = 0; d < 2; d++) {
+        int nb[2];
+        OK(MPI_Cart_shift(s->cart, d, 1, &nb[0], &nb[1]));
+        for (int k = 0; k < 2; k++) {
+            int j = 2 * d + k, ag = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 19 + it;
+            int av = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 23 + it;
+            CHECK(AREA[90 + j] == ag, "persistent neighbour allgather[%d] = %d, want %d", j, AREA[90 + j], ag);
+            CHECK(AREA[100 + j] == av, "persistent neighbour alltoallv[%d] = %d, want %d", j, AREA[100 + j], av);
+            int aw = nb[k] == MPI_PROC_NULL ? -1 : nb[k] * 29 + it;
+            CHECK(AREA[140 + j] == aw, "persistent neighbour alltoallw[%d] = %d, want %d", j, AREA[140 + j], aw);
+            s->sum += AREA[90 + j] + AREA[100 + j] + AREA[140 + j];
+        }
+    }
+    for (int j = 0; j < 2; j++) /* from row rank j, at 120 + 8 j */
+        for (int m = 0; m < 5; m++) {
+            int want = rr == 0 ? (m == 0 ? (first + j) * 41 + it : -1) : m % 2 ? -1 : (first + j) * 41 + 1 + m + it;
+            CHECK(AREA[120 + 8 * j + m] == want, "persistent alltoallw[%d][%d] = %d, want %d", j, m,
+                  AREA[120 + 8 * j + m], want);
+            s->sum += AREA[120 + 8 * j + m];
+        }
+    for (int k = 0; k < 2; k++) {
+        int idx = rr + k, want = k > rr ? -1 : (first * 5 + idx + it) + ((first + 1) * 5 + idx + it);
+        CHECK(AREA[108 + k] == want, "persistent reduce_scatter[%d] = %d, want %d", k, AREA[108 + k], want);
+        s->sum += AREA[108 + k];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -212,10 +372,14 @@ int main(int argc, char **argv) {
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
                 (unsigned)s.precv);
-        int class, rc = MPI_Start(&s.pcoll);
-        MPI_Error_class(rc, &class);
-        CHECK(class == MPI_ERR_REQUEST, "MPI_Start of a persistent collective after the restart: class %d", class);
-        s.pcoll = MPI_REQUEST_NULL;
+        MPI_Request coll[16] = {s.pcoll, s.pred, s.pbcast, s.preduce};
+        for (int k = 0; k < 12; k++) coll[4 + k] = s.pmore[k];
+        for (int k = 0; k < 16; k++) {
+            int flag = 0, class, rc = MPI_Request_get_status(coll[k], &flag, MPI_STATUS_IGNORE);
+            MPI_Error_class(rc, &class);
+            CHECK(rc == MPI_SUCCESS && flag, "persistent collective %d after the restart: class %d flag %d", k, class,
+                  flag);
+        }
     } else {
         make(&s, rank, size);
     }
@@ -239,8 +403,17 @@ int main(int argc, char **argv) {
     OK(MPI_Info_free(&s.info));
     OK(MPI_Request_free(&s.psend));
     OK(MPI_Request_free(&s.precv));
-    if (s.pcoll != MPI_REQUEST_NULL) OK(MPI_Request_free(&s.pcoll));
-    CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL, "freed requests");
+    OK(MPI_Request_free(&s.pcoll));
+    OK(MPI_Request_free(&s.pred));
+    OK(MPI_Request_free(&s.pbcast));
+    OK(MPI_Request_free(&s.preduce));
+    for (int k = 0; k < 12; k++) {
+        OK(MPI_Request_free(&s.pmore[k]));
+        CHECK(s.pmore[k] == MPI_REQUEST_NULL, "freed request %d", k);
+    }
+    CHECK(s.psend == MPI_REQUEST_NULL && s.precv == MPI_REQUEST_NULL && s.pcoll == MPI_REQUEST_NULL &&
+              s.pred == MPI_REQUEST_NULL && s.pbcast == MPI_REQUEST_NULL && s.preduce == MPI_REQUEST_NULL,
+          "freed requests");
     printf("OK ft_state %d\n", rank);
     MPI_Finalize();
     return 0;

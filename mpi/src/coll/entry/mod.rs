@@ -21,10 +21,12 @@
 
 mod neighbor;
 mod rooted;
+mod saved;
 mod whole;
 
 pub use neighbor::{neighbor_allgatherv, neighbor_alltoallv, neighbor_alltoallw, neighbor_blocks};
 pub use rooted::{bcast, reduce, vblocks};
+pub use saved::{Args, Reduction, Side, WSide, rehold, restored};
 pub use whole::{allgatherv, allreduce, alltoallv, alltoallw, barrier, blocks, reduce_scatter, scan};
 
 use std::ffi::{c_int, c_void};
@@ -70,6 +72,11 @@ pub type Ints = Option<Vec<c_int>>;
 
 /// The pointer the `int` algorithms take.
 pub fn ptr(v: &Ints) -> *const c_int {
+    opt_ptr(v)
+}
+
+/// The pointer of an optional array (null when not given).
+fn opt_ptr<T>(v: &Option<Vec<T>>) -> *const T {
     v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
 }
 
@@ -214,14 +221,16 @@ fn big_type(acc: &mut Access, count: Count, dt: Datatype) -> Res<Datatype> {
 }
 
 /// What `MPI_Start` runs for a persistent collective: the operation's non-blocking form with the
-/// arguments given at init, writing the new request to its argument. It resolves the handles at
+/// arguments given at init, a record ([`Args`], which the MPI state image saves), writing the
+/// new request to its argument. It resolves the handles at
 /// each start, so it holds the derived datatypes and the user operation it names
 /// ([`datatype::hold`], [`crate::op::hold`]) from the init until the request's slot is removed
 /// ([`Recipe::release`], by `grequest::discard`): freed meanwhile, they stay usable and their
 /// slots are not reused.
+#[derive(Debug)]
 pub struct Recipe {
-    start: Starter,
     held: Held,
+    args: Args,
 }
 
 /// The handles a recipe holds: derived datatypes (a handle once per use) and a user operation.
@@ -232,7 +241,7 @@ pub struct Held {
 }
 
 impl Held {
-    /// The datatypes `types` and operation `op` a recipe names (any handles: [`persist`] holds
+    /// The datatypes `types` and operation `op` a recipe names (any handles: a recipe holds
     /// the ones naming a derived type or a user operation).
     pub fn of(types: &[Datatype], op: Option<abi::Op>) -> Held {
         Held { types: types.to_vec(), op }
@@ -265,36 +274,25 @@ impl Recipe {
     }
 }
 
-/// Starts the operation, writing the new request to its argument.
-type Starter = Box<dyn Fn(&mut Access, *mut abi::Request) -> Res<()>>;
-
-impl std::fmt::Debug for Recipe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Recipe")
-    }
-}
-
-/// Makes persistent collective request `request` on communicator `comm` once `check`
-/// accepted the arguments: `start` starts the operation each time; the recipe holds `held`.
+/// Makes persistent collective request `request` with arguments `args` once `check` accepted
+/// them; the recipe holds the handles they name.
 ///
 /// # Safety
-/// `request` null or writable.
+/// `request` null or writable; MPI's contract on the record's buffers, at each start.
 unsafe fn persist(
     acc: &mut Access,
-    comm: abi::Comm,
     request: *mut abi::Request,
     check: impl FnOnce(&mut Access, &Comm, usize) -> Res<()>,
-    held: Held,
-    start: impl Fn(&mut Access, *mut abi::Request) -> Res<()> + 'static,
+    args: Args,
 ) -> Res<()> {
-    let (ci, c) = comm_of(acc, comm)?;
+    let (ci, c) = comm_of(acc, args.comm())?;
     if request.is_null() {
         return Err(null_arg(Some(ci), "request"));
     }
     check(acc, &c, ci)?;
     let data = datatype::Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
     let st = acc.st();
-    let recipe = Rc::new(Recipe { start: Box::new(start), held: held.hold(st) });
+    let recipe = Rc::new(Recipe { held: args.held().hold(st), args });
     let p = Persistent { send: None, data, peer: None, tag: 0, ctx: c.coll_ctx(), coll: Some(recipe.clone()) };
     let req = Req { persistent: Some(Box::new(p)), coll: true, ..Req::new(ci, ReqState::Inactive, false) };
     let Some(h) = st.reqs.insert(req) else {
@@ -310,7 +308,8 @@ unsafe fn persist(
 /// recipe and moves the schedule it made into `h`'s slot.
 pub fn start(acc: &mut Access, h: abi::Request, recipe: &Recipe) -> Res<()> {
     let mut fresh = abi::REQUEST_NULL;
-    (recipe.start)(acc, &mut fresh)?;
+    // SAFETY: MPI's contract on the buffers given at init.
+    unsafe { recipe.args.start(acc, &mut fresh)? };
     let st = acc.st();
     let Some(fi) = st.reqs.index(fresh) else {
         return Err(Fail::new(abi::ERR_INTERN, None, Why::Arg("the started collective has no request")));

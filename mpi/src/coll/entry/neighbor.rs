@@ -5,7 +5,10 @@
 
 use std::ffi::c_void;
 
-use super::{Counts, Disps, Held, How, Ints, check_count, check_type, comm_index, comm_of, fit, persist, ptr};
+use super::{
+    Args, Counts, Disps, How, Ints, Side as Single, WSide, check_count, check_type, comm_index, comm_of, fit, opt_ptr,
+    persist, ptr,
+};
 use crate::abi::{self, Aint, Count, Datatype};
 use crate::coll::vector::{Displs, Side};
 use crate::coll::{self, nbc};
@@ -65,23 +68,11 @@ pub unsafe fn neighbor_blocks(
             check_type(acc, sendtype, ci)?;
             check_type(acc, recvtype, ci)
         };
-        // SAFETY: MPI's contract, at each start.
-        let start = move |acc: &mut Access, r| unsafe {
-            neighbor_blocks(
-                acc,
-                alltoall,
-                sendbuf,
-                sendcount,
-                sendtype,
-                recvbuf,
-                recvcount,
-                recvtype,
-                comm,
-                How::Nonblocking(r),
-            )
-        };
-        // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
+        let shape = if alltoall { nbc::Shape::Alltoall } else { nbc::Shape::Allgather };
+        let (send, recv) = ((sendbuf as usize, sendcount, sendtype), (recvbuf as usize, recvcount, recvtype));
+        let args = Args::blocks(shape, true, send, recv, None, comm);
+        // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+        return unsafe { persist(acc, request, check, args) };
     }
     fit(acc, ci, &[(sendcount, sendtype), (recvcount, recvtype)], |acc, a| {
         let s = if alltoall { Side::Regular(a[0].0) } else { Side::One(a[0].0) };
@@ -117,26 +108,11 @@ pub unsafe fn neighbor_allgatherv(
             check_type(acc, sendtype, ci)?;
             check_type(acc, recvtype, ci)
         };
-        let start = move |acc: &mut Access, r| {
-            let (c, d) = (Counts::Int(ptr(&rc)), Disps::Int(ptr(&rd)));
-            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-            unsafe {
-                neighbor_allgatherv(
-                    acc,
-                    sendbuf,
-                    sendcount,
-                    sendtype,
-                    recvbuf,
-                    c,
-                    d,
-                    recvtype,
-                    comm,
-                    How::Nonblocking(r),
-                )
-            }
-        };
-        // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
+        let send = Single { buf: sendbuf as usize, count: sendcount, counts: None, displs: None, datatype: sendtype };
+        let recv = Single { buf: recvbuf as usize, count: 0, counts: rc, displs: rd, datatype: recvtype };
+        let args = Args::Vector { shape: nbc::Shape::Allgather, neighbour: true, send, recv, root: None, comm };
+        // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+        return unsafe { persist(acc, request, check, args) };
     }
     fit(acc, ci, &[(sendcount, sendtype)], |acc, a| {
         let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
@@ -179,16 +155,11 @@ pub unsafe fn neighbor_alltoallv(
             check_type(acc, sendtype, ci)?;
             check_type(acc, recvtype, ci)
         };
-        let start = move |acc: &mut Access, r| {
-            let (a, b) = (Counts::Int(ptr(&sc)), Disps::Int(ptr(&sd)));
-            let (c, d) = (Counts::Int(ptr(&rc)), Disps::Int(ptr(&rd)));
-            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-            unsafe {
-                neighbor_alltoallv(acc, sendbuf, a, b, sendtype, recvbuf, c, d, recvtype, comm, How::Nonblocking(r))
-            }
-        };
-        // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) };
+        let send = Single { buf: sendbuf as usize, count: 0, counts: sc, displs: sd, datatype: sendtype };
+        let recv = Single { buf: recvbuf as usize, count: 0, counts: rc, displs: rd, datatype: recvtype };
+        let args = Args::Vector { shape: nbc::Shape::Alltoall, neighbour: true, send, recv, root: None, comm };
+        // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+        return unsafe { persist(acc, request, check, args) };
     }
     let send = (sendbuf, Side::V(ptr(&sc), ptr(&sd)), sendtype);
     let recv = (recvbuf, Side::V(ptr(&rc), ptr(&rd)), recvtype);
@@ -203,10 +174,6 @@ pub unsafe fn neighbor_alltoallv(
 unsafe fn aints(p: *const Aint, n: usize) -> Option<Vec<Aint>> {
     // SAFETY: the caller's contract.
     (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
-}
-
-fn aptr<T>(v: &Option<Vec<T>>) -> *const T {
-    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
 }
 
 /// `MPI_Neighbor_alltoallw` and its forms (byte displacements are `MPI_Aint` in both widths).
@@ -242,18 +209,14 @@ pub unsafe fn neighbor_alltoallw(
         )
     };
     if let How::Persistent(request) = how {
-        let held = Held::of(&[st.as_deref().unwrap_or_default(), rt.as_deref().unwrap_or_default()].concat(), None);
-        let start = move |acc: &mut Access, r| {
-            let (a, c) = (Counts::Int(ptr(&sc)), Counts::Int(ptr(&rc)));
-            let (b, d, s, t) = (aptr(&sd), aptr(&rd), aptr(&st), aptr(&rt));
-            // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-            unsafe { neighbor_alltoallw(acc, sendbuf, a, b, s, recvbuf, c, d, t, comm, How::Nonblocking(r)) }
-        };
-        // SAFETY: the caller's contract on `request`.
-        return unsafe { persist(acc, comm, request, |_, _, _| Ok(()), held, start) };
+        let send = WSide { buf: sendbuf as usize, counts: sc, displs: sd, types: st };
+        let recv = WSide { buf: recvbuf as usize, counts: rc, displs: rd, types: rt };
+        let args = Args::W { neighbour: true, send, recv, comm };
+        // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+        return unsafe { persist(acc, request, |_, _, _| Ok(()), args) };
     }
-    let send = (sendbuf, Side::W(ptr(&sc), Displs::Aint(aptr(&sd)), aptr(&st)), 0);
-    let recv = (recvbuf, Side::W(ptr(&rc), Displs::Aint(aptr(&rd)), aptr(&rt)), 0);
+    let send = (sendbuf, Side::W(ptr(&sc), Displs::Aint(opt_ptr(&sd)), opt_ptr(&st)), 0);
+    let recv = (recvbuf, Side::W(ptr(&rc), Displs::Aint(opt_ptr(&rd)), opt_ptr(&rt)), 0);
     // SAFETY: the caller's contract.
     unsafe { run(acc, true, send, recv, comm, how) }
 }

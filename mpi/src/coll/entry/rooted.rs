@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, Held, How, check_count, check_reduction, check_root, check_side, check_type, comm_index, comm_of,
-    fit, idle, member_side, no_in_place, persist, ptr,
+    Args, Counts, Disps, How, Reduction, Side, check_count, check_reduction, check_root, check_side, check_type,
+    comm_index, comm_of, fit, idle, member_side, no_in_place, persist, ptr,
 };
 use crate::abi::{self, Count, Datatype};
 use crate::coll::nbc::Shape;
@@ -52,12 +52,9 @@ pub unsafe fn bcast(
                 check_count(count, ci)?;
                 check_type(acc, datatype, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                bcast(acc, buffer, count, datatype, root, comm, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], None), start) }
+            let args = Args::Bcast { buffer: buffer as usize, count, datatype, root, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffer, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         // SAFETY: the caller's contract.
         How::Blocking => fit(acc, ci, &one, |acc, a| unsafe { coll::bcast(acc, buffer, a[0].0, a[0].1, root, comm) }),
@@ -96,12 +93,11 @@ pub unsafe fn reduce(
                 }
                 check_reduction(acc, count, datatype, op, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                reduce(acc, sendbuf, recvbuf, count, datatype, op, root, comm, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let kind = Reduction::Root(root);
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -153,13 +149,15 @@ pub unsafe fn vblocks(
                 }
                 check_side(acc, own, one.0, one.1, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let many = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)), many.2);
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe { vblocks(acc, shape, sendbuf, recvbuf, one, many, root, comm, How::Nonblocking(r)) }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[one.1, many.2], None), start) }
+            let (single, arrays) = (
+                Side { buf: 0, count: one.0, counts: None, displs: None, datatype: one.1 },
+                Side { buf: 0, count: 0, counts, displs: disps, datatype: many.2 },
+            );
+            let (mut send, mut recv) = if gather { (single, arrays) } else { (arrays, single) };
+            (send.buf, recv.buf) = (sendbuf as usize, recvbuf as usize);
+            let args = Args::Vector { shape, neighbour: false, send, recv, root: Some(root), comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &[one], |acc, a| {
             let ((c, t), (cs, ds, mt)) = (a[0], (ptr(&counts), ptr(&disps), many.2));

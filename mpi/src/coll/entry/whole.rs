@@ -5,10 +5,10 @@
 use std::ffi::{c_int, c_void};
 
 use super::{
-    Counts, Disps, Held, How, Ints, check_reduction, check_side, check_type, comm_index, comm_of, fit, in_place,
-    member_side, no_in_place, persist, ptr,
+    Args, Counts, Disps, How, Ints, Reduction, Side, WSide, check_reduction, check_side, check_type, comm_index,
+    comm_of, fit, in_place, member_side, no_in_place, opt_ptr, persist, ptr,
 };
-use crate::abi::{self, Count, Datatype};
+use crate::abi::{self, Aint, Count, Datatype};
 use crate::coll::nbc::Shape;
 use crate::coll::{self, nbc, vector};
 use crate::error::Res;
@@ -28,10 +28,6 @@ unsafe fn types(p: *const Datatype, n: usize) -> Option<Vec<Datatype>> {
     (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
 }
 
-fn types_ptr(v: &Option<Vec<Datatype>>) -> *const Datatype {
-    v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
-}
-
 /// `MPI_Barrier`, `MPI_Ibarrier` and `MPI_Barrier_init`.
 ///
 /// # Safety
@@ -42,10 +38,8 @@ pub unsafe fn barrier(acc: &mut Access, comm: abi::Comm, how: How) -> Res<()> {
         // SAFETY: the caller's contract.
         How::Nonblocking(r) => unsafe { nbc::ibarrier(acc, comm, r) },
         How::Persistent(request) => {
-            // SAFETY: the request made at each start.
-            let start = move |acc: &mut Access, r| unsafe { nbc::ibarrier(acc, comm, r) };
             // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, |_, _, _| Ok(()), Held::default(), start) }
+            unsafe { persist(acc, request, |_, _, _| Ok(()), Args::Barrier { comm }) }
         }
     }
 }
@@ -73,12 +67,10 @@ pub unsafe fn allreduce(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_reduction(acc, count, datatype, op, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                allreduce(acc, sendbuf, recvbuf, count, datatype, op, comm, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let args = Args::Reduction { kind: Reduction::All, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
@@ -132,13 +124,10 @@ pub unsafe fn blocks(
                 }
                 check_side(acc, mine, count, dt, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                let how = How::Nonblocking(r);
-                blocks(acc, shape, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, how)
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let (send, recv) = ((sendbuf as usize, sendcount, sendtype), (recvbuf as usize, recvcount, recvtype));
+            let args = Args::blocks(shape, false, send, recv, root, comm);
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &sides, |acc, a| {
             let ((sc, st), (rc, rt)) = (a[0], a[1]);
@@ -190,15 +179,11 @@ pub unsafe fn allgatherv(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_type(acc, recvtype, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let (rc, rd) = (Counts::Int(ptr(&counts)), Disps::Int(ptr(&disps)));
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    allgatherv(acc, sendbuf, sendcount, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
-                }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let send = Side { buf: sendbuf as usize, count: sendcount, counts: None, displs: None, datatype: sendtype };
+            let recv = Side { buf: recvbuf as usize, count: 0, counts, displs: disps, datatype: recvtype };
+            let args = Args::Vector { shape: nbc::Shape::Allgather, neighbour: false, send, recv, root: None, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, rd) = (ptr(&counts), ptr(&disps));
@@ -237,14 +222,6 @@ impl Vw {
             })
         }
     }
-
-    fn send(&self) -> (Counts, Disps) {
-        (Counts::Int(ptr(&self.sc)), Disps::Int(ptr(&self.sd)))
-    }
-
-    fn recv(&self) -> (Counts, Disps) {
-        (Counts::Int(ptr(&self.rc)), Disps::Int(ptr(&self.rd)))
-    }
 }
 
 /// `MPI_Alltoallv`, `MPI_Ialltoallv`, `MPI_Alltoallv_init` and their `_c` forms.
@@ -279,15 +256,11 @@ pub unsafe fn alltoallv(
                 }
                 check_type(acc, recvtype, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe {
-                    alltoallv(acc, sendbuf, sc, sd, sendtype, recvbuf, rc, rd, recvtype, comm, How::Nonblocking(r))
-                }
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[sendtype, recvtype], None), start) }
+            let send = Side { buf: sendbuf as usize, count: 0, counts: a.sc, displs: a.sd, datatype: sendtype };
+            let recv = Side { buf: recvbuf as usize, count: 0, counts: a.rc, displs: a.rd, datatype: recvtype };
+            let args = Args::Vector { shape: nbc::Shape::Alltoall, neighbour: false, send, recv, root: None, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
@@ -329,27 +302,24 @@ pub unsafe fn alltoallw(
     let (st, rt) = unsafe { (types(sendtypes, n), types(recvtypes, n)) };
     match how {
         How::Persistent(request) => {
-            let held = Held::of(&[st.as_deref().unwrap_or_default(), rt.as_deref().unwrap_or_default()].concat(), None);
-            let start = move |acc: &mut Access, r| {
-                let ((sc, sd), (rc, rd)) = (a.send(), a.recv());
-                let (s, t) = (types_ptr(&st), types_ptr(&rt));
-                // SAFETY: MPI's contract, at each start; the arrays are the copies made at init.
-                unsafe { alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm, How::Nonblocking(r)) }
-            };
             let check =
                 |_: &mut Access, c: &coll::Comm, ci| no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci);
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, held, start) }
+            let wide = |d: Ints| d.map(|d| d.into_iter().map(Aint::from).collect());
+            let send = WSide { buf: sendbuf as usize, counts: a.sc, displs: wide(a.sd), types: st };
+            let recv = WSide { buf: recvbuf as usize, counts: a.rc, displs: wide(a.rd), types: rt };
+            let args = Args::W { neighbour: false, send, recv, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => {
             let (sc, sd, rc, rd) = (ptr(&a.sc), ptr(&a.sd), ptr(&a.rc), ptr(&a.rd));
-            let (s, t) = (types_ptr(&st), types_ptr(&rt));
+            let (s, t) = (opt_ptr(&st), opt_ptr(&rt));
             // SAFETY: the caller's contract.
             unsafe { vector::alltoallw(acc, sendbuf, sc, sd, s, recvbuf, rc, rd, t, comm) }
         }
         How::Nonblocking(r) => {
-            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), 0, Some(types_ptr(&st)));
-            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), 0, Some(types_ptr(&rt)));
+            let send = (sendbuf, 0, ptr(&a.sc), ptr(&a.sd), 0, Some(opt_ptr(&st)));
+            let recv = (recvbuf, 0, ptr(&a.rc), ptr(&a.rd), 0, Some(opt_ptr(&rt)));
             // SAFETY: the caller's contract.
             unsafe { nbc::iblocks(acc, nbc::Shape::Alltoall, send, recv, false, None, comm, r) }
         }
@@ -385,13 +355,14 @@ pub unsafe fn reduce_scatter(
                 no_in_place(c, None, &[], &[sendbuf, recvbuf.cast_const()], ci)?;
                 check_reduction(acc, block.unwrap_or(0), datatype, op, ci)
             };
-            let start = move |acc: &mut Access, r| {
-                let rc = Counts::Int(ptr(&counts));
-                // SAFETY: MPI's contract, at each start; the array is the copy made at init.
-                unsafe { reduce_scatter(acc, sendbuf, recvbuf, rc, block, datatype, op, comm, How::Nonblocking(r)) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let (kind, count) = match block {
+                Some(count) => (Reduction::ScatterBlock, count),
+                None => (Reduction::Scatter(counts), 0),
             };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             let (rc, b, dt) =
@@ -436,12 +407,11 @@ pub unsafe fn scan(
                 }
                 check_reduction(acc, count, datatype, op, ci)
             };
-            // SAFETY: MPI's contract, at each start.
-            let start = move |acc: &mut Access, r| unsafe {
-                scan(acc, sendbuf, recvbuf, count, datatype, op, comm, exclusive, How::Nonblocking(r))
-            };
-            // SAFETY: the caller's contract on `request`.
-            unsafe { persist(acc, comm, request, check, Held::of(&[datatype], Some(op)), start) }
+            let (sendbuf, recvbuf) = (sendbuf as usize, recvbuf as usize);
+            let kind = Reduction::Scan(exclusive);
+            let args = Args::Reduction { kind, sendbuf, recvbuf, count, datatype, op, comm };
+            // SAFETY: the caller's contract on `request`; MPI's on the buffers, at each start.
+            unsafe { persist(acc, request, check, args) }
         }
         How::Blocking => fit(acc, ci, &one, |acc, a| {
             // SAFETY: the caller's contract.
