@@ -118,6 +118,11 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
         // Under MPI_THREAD_MULTIPLE the call holds the big lock throughout: no request may be
         // outstanding anyway, and every member of the group is in the same call.
         let st = acc.st();
+        if st.ep.is_some()
+            && let Some(why) = image::outstanding(st)
+        {
+            return Err(Fail::new(abi::ERR_PENDING, None, Why::Other(why)));
+        }
         let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
             image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
         } else {

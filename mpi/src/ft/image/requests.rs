@@ -32,16 +32,40 @@ use crate::abi::{Count, Datatype};
 use crate::coll::entry::{Args, Reduction, Side, WSide, restored};
 use crate::coll::nbc::Shape;
 use crate::datatype::Layout;
-use crate::request::{Mode, Persistent, Req, Requests, State};
+use crate::p2p::partitioned::{self, Part};
+use crate::request::{Ext, Mode, Persistent, Req, Requests, State};
 
-/// True for a request this module saves: an inactive persistent one.
-fn saved(r: &Req) -> bool {
-    matches!(r.state, State::Inactive) && r.ext.is_none() && !r.freed && r.persistent.is_some()
+/// True for a request this module saves: an inactive persistent one, partitioned or not.
+pub fn saved(r: &Req) -> bool {
+    matches!(r.state, State::Inactive) && !r.freed && (r.ext.is_none() && r.persistent.is_some() || part(r).is_some())
 }
 
-/// How many live requests of `t` are not saved (for the checkpoint's warning).
-pub fn unsaved(t: &Requests) -> usize {
-    t.iter().filter(|(_, r)| !saved(r)).count()
+/// What is saved of `r` if it is an inactive partitioned request.
+fn part(r: &Req) -> Option<partitioned::Saved> {
+    match r.ext.as_deref() {
+        Some(Ext::Part(p)) => p.saved(),
+        _ => None,
+    }
+}
+
+/// Why `MPIX_Checkpoint` is refused with `t`'s requests, if it is: a request of the program's
+/// that is not an inactive persistent one (active, complete and not yet waited for or tested,
+/// a generalized request not completed and freed). A freed request still under way is the
+/// Endpoint's to count (its operation is), save a generalized one, which only the program can
+/// complete.
+pub fn outstanding(t: &Requests) -> Option<String> {
+    let (h, r) = t.iter().find(|(_, r)| !saved(r) && (!r.freed || matches!(r.ext.as_deref(), Some(Ext::Greq(_)))))?;
+    let what = match (&r.state, r.ext.as_deref()) {
+        (_, Some(Ext::Greq(_))) => {
+            "a generalized request (MPI_Grequest_start): MPI_Grequest_complete it and complete it (MPI_Wait, \
+             MPI_Test) first"
+        }
+        (State::Done(_), _) => "a request complete but not yet waited for or tested",
+        (_, Some(Ext::Part(_))) => "an active partitioned request",
+        _ if r.is_persistent() => "an active persistent request",
+        _ => "a request not complete",
+    };
+    Some(format!("{what} ({h:#x}) is outstanding: no request may be at MPIX_Checkpoint"))
 }
 
 fn put_layout(w: &mut Writer, d: &Layout) {
@@ -73,6 +97,8 @@ fn get_layout(r: &mut Reader) -> Result<Layout, Bad> {
 
 /// The kind byte of a persistent collective (after the send modes).
 const COLL: u8 = 5;
+/// The kind byte of a partitioned request.
+const PART: u8 = 6;
 
 /// A persistent collective's (unused) data.
 const NO_DATA: Layout = Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
@@ -269,7 +295,15 @@ pub fn put(w: &mut Writer, t: &Requests) {
         .filter(|(_, r)| saved(r))
         .filter_map(|(h, r)| Some((t.index(h)?, r, r.persistent.as_deref()?)))
         .collect();
-    w.len(live.len());
+    let parts: Vec<(usize, &Req, partitioned::Saved)> =
+        t.iter().filter_map(|(h, r)| Some((t.index(h)?, r, part(r).filter(|_| saved(r))?))).collect();
+    w.len(live.len() + parts.len());
+    for (i, r, p) in parts {
+        w.len(i);
+        w.u32(r.comm);
+        w.u8(PART);
+        put_part(w, &p);
+    }
     for (i, r, p) in live {
         w.len(i);
         w.u32(r.comm);
@@ -286,6 +320,40 @@ pub fn put(w: &mut Writer, t: &Requests) {
         w.i32(p.tag);
         w.u32(p.ctx);
     }
+    w.u32(partitioned::next_id());
+}
+
+fn put_part(w: &mut Writer, p: &partitioned::Saved) {
+    w.bool(p.send);
+    w.bool(p.peer.is_some());
+    w.i32(p.peer.unwrap_or(0));
+    w.i32(p.rank);
+    w.i32(p.tag);
+    w.u32(p.ctx);
+    w.len(p.partitions);
+    w.len(p.bytes);
+    put_layout(w, &p.data);
+    w.bool(p.setup.is_some());
+    let (n, b, id) = p.setup.unwrap_or_default();
+    w.len(n);
+    w.len(b);
+    w.u32(id);
+    w.bool(p.introduced);
+}
+
+fn get_part(r: &mut Reader) -> Result<partitioned::Saved, Bad> {
+    let send = r.bool()?;
+    let peer = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
+    let (rank, tag, ctx, partitions, bytes) = (r.i32()?, r.i32()?, r.u32()?, r.u64()? as usize, r.u64()? as usize);
+    let data = get_layout(r)?;
+    let given = r.bool()?;
+    let setup = (r.u64()? as usize, r.u64()? as usize, r.u32()?);
+    let introduced = r.bool()?;
+    if partitions.checked_mul(bytes) != Some(data.len()) {
+        return Err(format!("a partitioned request of {partitions} × {bytes} bytes over {} bytes", data.len()));
+    }
+    let setup = given.then_some(setup);
+    Ok(partitioned::Saved { send, peer, rank, tag, ctx, partitions, bytes, data, setup, introduced })
 }
 
 /// A request table as read back, not yet applied.
@@ -293,6 +361,8 @@ pub struct SavedRequests {
     generations: Vec<u8>,
     free: Vec<u32>,
     live: Vec<(usize, Req)>,
+    /// The id of the next partitioned send (`partitioned::next_id`).
+    next_part: u32,
 }
 
 /// Reads what [`put`] saved.
@@ -303,6 +373,12 @@ pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
     let live = (0..n)
         .map(|_| {
             let (i, comm, kind) = (r.u64()? as usize, r.u32()?, r.u8()?);
+            if kind == PART {
+                let p = get_part(r)?;
+                let recv = !p.send;
+                let ext = Some(Box::new(Ext::Part(Box::new(Part::restored(p)))));
+                return Ok((i, Req { ext, ..Req::new(comm as usize, State::Inactive, recv) }));
+            }
             if kind == COLL {
                 let (args, ctx) = (get_args(r)?, r.u32()?);
                 let p = Persistent { send: None, data: NO_DATA, peer: None, tag: 0, ctx, coll: Some(restored(args)) };
@@ -322,7 +398,7 @@ pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
             Ok((i, req))
         })
         .collect::<Result<_, Bad>>()?;
-    Ok(SavedRequests { generations, free, live })
+    Ok(SavedRequests { generations, free, live, next_part: r.u32()? })
 }
 
 impl SavedRequests {
@@ -337,7 +413,9 @@ impl SavedRequests {
 
     /// Puts them into empty table `t` ([`Requests::restore`]).
     pub fn apply(self, t: &mut Requests) -> Result<(), String> {
-        t.restore(self.generations, self.free, self.live)
+        t.restore(self.generations, self.free, self.live)?;
+        partitioned::set_next_id(self.next_part);
+        Ok(())
     }
 }
 
