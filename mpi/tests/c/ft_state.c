@@ -280,6 +280,33 @@ static void more(struct state *s, int rank, int size) {
     CHECK(total == size * (size - 1) / 2 + size * it, "session communicator's sum %d", total);
     s->sum += total;
 
+    /* The session's communicators, and one made from its group now, belong to it: a buffered send
+     * on them takes the session's buffer, too small for this message (the process's is not). */
+    MPI_Comm made = MPI_COMM_NULL;
+    if (it == 6) OK(MPI_Comm_create_from_group(s->sgroup, "ft_state 6", MPI_INFO_NULL, MPI_ERRORS_RETURN, &made));
+    MPI_Comm of_session[2] = {s->scomm, made};
+    for (int k = 0; k < 2 && of_session[k] != MPI_COMM_NULL; k++) {
+        MPI_Error_class(MPI_Bsend(PROC_BUF, 2 * SMALL_BUF, MPI_BYTE, (rank + 1) % size, 25, of_session[k]), &cls);
+        CHECK(cls == MPI_ERR_BUFFER, "a buffered send larger than the session's buffer on %d: class %d", k, cls);
+    }
+    if (made != MPI_COMM_NULL) OK(MPI_Comm_free(&made));
+
+    /* A partitioned send made after the checkpoint takes the survivors' operation id. */
+    if (it == 6) {
+        MPI_Request ps, pr;
+        int po = rank * 3 + it, pi[2] = {-1, -1};
+        OK(MPI_Psend_init(&po, 1, 1, MPI_INT, (rank + 2) % size, 12, s->cart, MPI_INFO_NULL, &ps));
+        OK(MPI_Precv_init(pi, 1, 1, MPI_INT, (rank + 2) % size, 12, s->cart, MPI_INFO_NULL, &pr));
+        OK(MPI_Start(&pr));
+        OK(MPI_Start(&ps));
+        OK(MPI_Pready(0, ps));
+        OK(MPI_Wait(&ps, MPI_STATUS_IGNORE));
+        OK(MPI_Wait(&pr, MPI_STATUS_IGNORE));
+        CHECK(pi[0] == (rank + 2) % size * 3 + it && pi[1] == -1, "new partitioned receive %d %d", pi[0], pi[1]);
+        OK(MPI_Request_free(&ps));
+        OK(MPI_Request_free(&pr));
+    }
+
     /* Buffered sends from the process's buffer (world), the row's, the session's (its
      * communicator). */
     int next = (rank + 1) % size, prev = (rank + size - 1) % size, partner = 1 - rank % 2, out = rank * 31 + it;
