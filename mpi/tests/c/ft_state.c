@@ -74,7 +74,7 @@ struct state {
     MPI_Session session;
     MPI_Group sgroup;
     MPI_Comm scomm;
-    MPI_Request ppsend, pprecv, pfreed;
+    MPI_Request ppsend, pprecv, pfreed, pp6send, pp6recv;
     MPI_Datatype freed_type;
     MPI_Op freed_op;
     long sum;
@@ -218,6 +218,8 @@ static void make_more(struct state *s, int rank, int size) {
     OK(MPI_Comm_create_from_group(s->sgroup, "ft_state", MPI_INFO_NULL, MPI_ERRORS_RETURN, &s->scomm));
     OK(MPI_Session_attach_buffer(s->session, SESSION_BUF, SMALL_BUF));
     int other = (rank + 2) % size;
+    OK(MPI_Psend_init(AREA + 184, 1, 1, MPI_INT, rank ^ 1, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &s->pp6send));
+    OK(MPI_Precv_init(AREA + 185, 1, 1, MPI_INT, rank ^ 1, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &s->pp6recv));
     OK(MPI_Psend_init(AREA + 160, 2, 2, MPI_INT, other, 11, s->cart, MPI_INFO_NULL, &s->ppsend));
     OK(MPI_Precv_init(AREA + 168, 2, 2, MPI_INT, other, 11, s->cart, MPI_INFO_NULL, &s->pprecv));
     OK(MPI_Type_contiguous(1, MPI_INT, &s->freed_type)); /* addmod's len counts ints */
@@ -291,18 +293,23 @@ static void more(struct state *s, int rank, int size) {
     }
     if (made != MPI_COMM_NULL) OK(MPI_Comm_free(&made));
 
-    /* A partitioned send made after the checkpoint takes the survivors' operation id. */
+    /* A partitioned send made after the checkpoint takes the operation id it took before (not
+     * one of a restored request's): with the restored pair to the partner (started first now,
+     * the same tag), each receive gets its own sender's partition. */
     if (it == 6) {
         MPI_Request ps, pr;
-        int po = rank * 3 + it, pi[2] = {-1, -1};
-        OK(MPI_Psend_init(&po, 1, 1, MPI_INT, (rank + 2) % size, 12, s->cart, MPI_INFO_NULL, &ps));
-        OK(MPI_Precv_init(pi, 1, 1, MPI_INT, (rank + 2) % size, 12, s->cart, MPI_INFO_NULL, &pr));
-        OK(MPI_Start(&pr));
-        OK(MPI_Start(&ps));
+        int po = rank * 7 + 2, pi[2] = {-1, -1}, partner = rank ^ 1;
+        AREA[184] = rank * 5 + 1;
+        AREA[185] = -1;
+        OK(MPI_Psend_init(&po, 1, 1, MPI_INT, partner, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &ps));
+        OK(MPI_Precv_init(pi, 1, 1, MPI_INT, partner, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &pr));
+        MPI_Request all[4] = {s->pp6recv, pr, s->pp6send, ps};
+        OK(MPI_Startall(4, all));
         OK(MPI_Pready(0, ps));
-        OK(MPI_Wait(&ps, MPI_STATUS_IGNORE));
-        OK(MPI_Wait(&pr, MPI_STATUS_IGNORE));
-        CHECK(pi[0] == (rank + 2) % size * 3 + it && pi[1] == -1, "new partitioned receive %d %d", pi[0], pi[1]);
+        OK(MPI_Pready(0, s->pp6send));
+        OK(MPI_Waitall(4, all, MPI_STATUSES_IGNORE));
+        CHECK(AREA[185] == partner * 5 + 1 && pi[0] == partner * 7 + 2 && pi[1] == -1,
+              "partitioned receives from the partner: %d %d %d", AREA[185], pi[0], pi[1]);
         OK(MPI_Request_free(&ps));
         OK(MPI_Request_free(&pr));
     }
@@ -390,6 +397,8 @@ static void unmake_more(struct state *s) {
     OK(MPI_Request_free(&s->ppsend));
     OK(MPI_Request_free(&s->pprecv));
     OK(MPI_Request_free(&s->pfreed));
+    OK(MPI_Request_free(&s->pp6send));
+    OK(MPI_Request_free(&s->pp6recv));
     OK(MPI_Comm_free(&s->scomm));
     OK(MPI_Group_free(&s->sgroup));
     OK(MPI_Session_finalize(&s->session));
