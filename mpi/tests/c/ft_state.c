@@ -363,24 +363,29 @@ static void more(struct state *s, int rank, int size) {
     CHECK(MPI_Op_free(&o) != MPI_SUCCESS, "the freed operation %#x freed again", (unsigned)s->freed_op);
 }
 
-/* MPIX_Checkpoint: refused with a generalized request outstanding, and with a buffered send of
- * BIG bytes to the row partner (in this group) not yet received; then taken. */
+/* MPIX_Checkpoint: refused with a buffered send of BIG bytes to the row partner (in this group)
+ * not yet received, and with a generalized request outstanding; then taken right after a small
+ * buffered send to the partner (its message gone: the checkpoint reclaims its space). */
 static void checkpoint(struct state *s, int rank) {
+    static char big[BIG], got[BIG];
+    int cls, partner = rank ^ 1;
+    memset(big, rank + 1, sizeof big);
+    OK(MPI_Bsend(big, BIG, MPI_BYTE, partner, 24, MPI_COMM_WORLD));
+    MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
+    CHECK(cls == MPI_ERR_PENDING, "checkpoint with a buffered send in flight: class %d", cls);
+    OK(MPI_Recv(got, BIG, MPI_BYTE, partner, 24, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(got[0] == (char)(partner + 1) && got[BIG - 1] == got[0], "big buffered send");
+    OK(MPI_Buffer_flush());
+    int small = rank, from = -1;
+    OK(MPI_Bsend(&small, 1, MPI_INT, partner, 26, MPI_COMM_WORLD));
+    OK(MPI_Recv(&from, 1, MPI_INT, partner, 26, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(from == partner, "small buffered send from %d", from);
     MPI_Request g;
-    int cls;
     OK(MPI_Grequest_start(gq_query, gq_free, gq_cancel, NULL, &g));
     MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
     CHECK(cls == MPI_ERR_PENDING, "checkpoint with a generalized request: class %d", cls);
     OK(MPI_Grequest_complete(g));
     OK(MPI_Wait(&g, MPI_STATUS_IGNORE));
-    static char big[BIG], got[BIG];
-    memset(big, rank + 1, sizeof big);
-    OK(MPI_Bsend(big, BIG, MPI_BYTE, rank ^ 1, 24, MPI_COMM_WORLD));
-    MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
-    CHECK(cls == MPI_ERR_PENDING, "checkpoint with a buffered send in flight: class %d", cls);
-    OK(MPI_Recv(got, BIG, MPI_BYTE, rank ^ 1, 24, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    CHECK(got[0] == (char)((rank ^ 1) + 1) && got[BIG - 1] == got[0], "big buffered send");
-    OK(MPI_Buffer_flush());
     OK(MPIX_Checkpoint(s, sizeof *s));
 }
 
