@@ -11,10 +11,10 @@
 //! order (the next object made gets the handle it would have got). The communicator table is
 //! rebuilt the same way (slots after `MPI_COMM_WORLD` and `MPI_COMM_SELF`, free slots listed).
 //!
-//! **Saved, per kind** (this slice):
+//! **Saved, per kind:**
 //! - communicators, intra and inter (an intercommunicator's local group is a communicator of its
 //!   own, saved inside it): members as job ranks, point-to-point/collective contexts (`ctx`,
-//!   `send_ctx`), name, error handler handle, topology (Cartesian, graph, distributed graph), and
+//!   `send_ctx`), name, error handler handle, the session it belongs to, topology (Cartesian, graph, distributed graph), and
 //!   the count of non-blocking collectives started on it (`Comm::nbc`), whose tags the survivors
 //!   expect in step. `MPI_COMM_WORLD` and `MPI_COMM_SELF` exist after `MPI_Init`: their name,
 //!   handler and count are put back. Node structure and rank maps are recomputed from the members;
@@ -23,13 +23,16 @@
 //!   the restarted group agrees on the context the survivors expect (no creation can be under
 //!   way at a checkpoint: none is outstanding);
 //! - groups (their job ranks); info objects (their keys and values, in order);
+//! - sessions, which groups came from their process sets, the program's error classes, codes and
+//!   strings, the attached buffers of buffered sends, communicators' hints ([`process`]);
 //! - derived datatypes: each descriptor whole, layout and recipe (`super::types`), with
-//!   committed, name and whether predefined (`MPI_Type_create_f90_*`); names given to predefined
-//!   types;
+//!   committed, name, whether predefined (`MPI_Type_create_f90_*`) and whether freed while a
+//!   persistent collective holds it (it stays freed: a second free fails, the last release
+//!   removes it); names given to predefined types;
 //! - user reduction operations, user error handlers and attribute keyvals: each function
 //!   ([`super::code`]: module and offset, re-resolved after the restart, which ASLR moved; a
 //!   module gone or rebuilt is refused with the reason, never called), commutativity, kind, a
-//!   keyval's `extra_state`;
+//!   keyval's `extra_state`, an operation's freed mark (as a datatype's);
 //! - attributes of communicators and datatypes: keyval and value. A value (like `extra_state`) is
 //!   the application's word, saved as it is: a pointer it holds is valid after the restart only if
 //!   the application makes it so (its heap is its own checkpoint's business; a static's address
@@ -43,11 +46,18 @@
 //!   handle; its tags follow the communicator's saved collective count, in step with the
 //!   survivors'.
 //!
-//! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): partitioned and generalized requests
-//! (their parts, callbacks), sessions and a communicator's session, communicator hints, the
-//! program's error classes and codes, the attached buffer of buffered sends. An *active* request
-//! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
+//! - inactive partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`: [`requests`]), with the
+//!   sender's setup once started, and the id the next partitioned send takes.
+//!
+//! **Refused at a checkpoint** (`MPI_ERR_PENDING`, with or without fault tolerance:
+//! [`outstanding`]): every request that is not an inactive persistent one — active, complete
+//! and not yet waited for, or a generalized request (`MPI_Grequest_start`) not yet completed and
+//! freed: its operation is the program's, which the checkpoint does not hold — and a buffered
+//! send whose message has not left (its receive not matched; the completed ones are reclaimed
+//! first). The Endpoint refuses its own operations still under way, as before.
+//!
+//! **Not saved:** the `MPI_T` tools interface's sessions and handles (a tool's state, not the
+//! program's), windows and files (not implemented by this library).
 //!
 //! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
 //! (objects made before it, a module gone or rebuilt): the image is read whole, every function

@@ -1,4 +1,4 @@
-//! Inactive persistent requests in the MPI state image (`super`): the request
+//! Inactive persistent and partitioned requests in the MPI state image (`super`): the request
 //! table's shape (each slot's generation, the free slots in order) and, at its slot, every
 //! request `MPI_Send_init`, `MPI_Bsend_init`, `MPI_Ssend_init`, `MPI_Rsend_init` or
 //! `MPI_Recv_init` made — its recipe as resolved then ([`Persistent`]: send mode, buffer, peer as
@@ -18,10 +18,12 @@
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
-//! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
-//! them. No other request can be live at a checkpoint (an active one is refused), save a
-//! completed one not yet reported, which is not saved either.
+//! Inactive partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`) are saved as what their
+//! init resolved (`crate::p2p::partitioned::Saved`: peer, tag, context, partitions, buffer) and
+//! the sender's setup once the first `MPI_Start` sent it (so neither side sends or waits for it
+//! again); with them, the id the next partitioned send of the process takes.
+//!
+//! **Not saved:** any other request, which [`outstanding`] makes `MPIX_Checkpoint` refuse.
 //!
 //! **Invariants.** A request is restored only onto a communicator slot the image restores live;
 //! the table is read whole and checked before anything changes.
