@@ -526,4 +526,37 @@ mod tests {
         w.0[4] = 9;
         assert!(get_args(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("kind 9")));
     }
+
+    #[test]
+    fn a_partitioned_request_reads_back_as_saved() {
+        let data = Layout::Contig { ptr: 0x3e00_0000_0280 as *mut u8, len: 16 };
+        let p = partitioned::Saved {
+            send: true,
+            peer: Some(3),
+            rank: 1,
+            tag: 11,
+            ctx: 0x40,
+            partitions: 2,
+            bytes: 8,
+            data,
+            setup: Some((2, 8, 7)),
+            introduced: true,
+        };
+        let mut w = Writer::default();
+        put_part(&mut w, &p);
+        let mut r = Reader::new(&w.0);
+        let q = get_part(&mut r).expect("reads back");
+        assert!(r.done());
+        assert_eq!(format!("{p:?}"), format!("{q:?}"));
+        let none = partitioned::Saved { peer: None, setup: None, introduced: false, send: false, ..p.clone() };
+        let mut w = Writer::default();
+        put_part(&mut w, &none);
+        let q = get_part(&mut Reader::new(&w.0)).expect("reads back");
+        assert_eq!(format!("{none:?}"), format!("{q:?}"));
+        // A buffer that is not partitions × bytes is refused.
+        let odd = partitioned::Saved { bytes: 5, ..p };
+        let mut w = Writer::default();
+        put_part(&mut w, &odd);
+        assert!(get_part(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("2 × 5 bytes over 16")));
+    }
 }
