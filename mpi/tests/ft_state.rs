@@ -4,7 +4,14 @@
 //! persistent send/receive pair with the other group's rank and persistent collectives on the
 //! row (barrier, allreduce with the user operation, bcast of the vector type, reduce, gather,
 //! alltoall, scan, reduce_scatter(_block), allgatherv, alltoallv, alltoallw, gatherv;
-//! neighbourhood allgather, alltoallv and alltoallw on the grid; all inactive at the checkpoint, their buffers at a fixed address) in the bytes it checkpoints, and uses them after; a rank is SIGKILLed after a checkpoint, its
+//! neighbourhood allgather, alltoallv and alltoallw on the grid; all inactive at the checkpoint, their buffers at a fixed address),
+//! an error class and code with strings, the row's hints, attached buffers of buffered sends (the
+//! process's, the row's, a session's), a session with a group of its process set and a
+//! communicator from it, partitioned send/receive pairs and a persistent allreduce whose
+//! datatype and operation were freed, in the bytes it checkpoints, and uses them after (a new
+//! error code, a communicator from the session's group and a partitioned send made after the
+//! restart agree with the survivors'); before each checkpoint one is refused (`MPI_ERR_PENDING`)
+//! with a buffered send in flight and with a generalized request outstanding; a rank is SIGKILLed after a checkpoint, its
 //! group restarts from it under `nemesis-run --ft-groups`, and every rank's sum is the
 //! failure-free run's.
 //!

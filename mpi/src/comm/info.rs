@@ -48,7 +48,7 @@ pub const ASSERTIONS: [&str; 4] =
     ["mpi_assert_no_any_tag", "mpi_assert_no_any_source", "mpi_assert_exact_length", "mpi_assert_allow_overtaking"];
 
 /// The hints kept for communicator `c`.
-fn hints_of<'a>(st: &'a State, c: &Comm) -> Option<&'a InfoObj> {
+pub(crate) fn hints_of<'a>(st: &'a State, c: &Comm) -> Option<&'a InfoObj> {
     let key = Arc::downgrade(&c.nbc);
     st.sessions.comm_hints.kept.iter().find(|(k, _)| k.ptr_eq(&key)).map(|(_, v)| v)
 }

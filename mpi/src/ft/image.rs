@@ -11,10 +11,10 @@
 //! order (the next object made gets the handle it would have got). The communicator table is
 //! rebuilt the same way (slots after `MPI_COMM_WORLD` and `MPI_COMM_SELF`, free slots listed).
 //!
-//! **Saved, per kind** (this slice):
+//! **Saved, per kind:**
 //! - communicators, intra and inter (an intercommunicator's local group is a communicator of its
 //!   own, saved inside it): members as job ranks, point-to-point/collective contexts (`ctx`,
-//!   `send_ctx`), name, error handler handle, topology (Cartesian, graph, distributed graph), and
+//!   `send_ctx`), name, error handler handle, the session it belongs to, topology (Cartesian, graph, distributed graph), and
 //!   the count of non-blocking collectives started on it (`Comm::nbc`), whose tags the survivors
 //!   expect in step. `MPI_COMM_WORLD` and `MPI_COMM_SELF` exist after `MPI_Init`: their name,
 //!   handler and count are put back. Node structure and rank maps are recomputed from the members;
@@ -23,13 +23,16 @@
 //!   the restarted group agrees on the context the survivors expect (no creation can be under
 //!   way at a checkpoint: none is outstanding);
 //! - groups (their job ranks); info objects (their keys and values, in order);
+//! - sessions, which groups came from their process sets, the program's error classes, codes and
+//!   strings, the attached buffers of buffered sends, communicators' hints ([`process`]);
 //! - derived datatypes: each descriptor whole, layout and recipe (`super::types`), with
-//!   committed, name and whether predefined (`MPI_Type_create_f90_*`); names given to predefined
-//!   types;
+//!   committed, name, whether predefined (`MPI_Type_create_f90_*`) and whether freed while a
+//!   persistent collective holds it (it stays freed: a second free fails, the last release
+//!   removes it); names given to predefined types;
 //! - user reduction operations, user error handlers and attribute keyvals: each function
 //!   ([`super::code`]: module and offset, re-resolved after the restart, which ASLR moved; a
 //!   module gone or rebuilt is refused with the reason, never called), commutativity, kind, a
-//!   keyval's `extra_state`;
+//!   keyval's `extra_state`, an operation's freed mark (as a datatype's);
 //! - attributes of communicators and datatypes: keyval and value. A value (like `extra_state`) is
 //!   the application's word, saved as it is: a pointer it holds is valid after the restart only if
 //!   the application makes it so (its heap is its own checkpoint's business; a static's address
@@ -43,11 +46,18 @@
 //!   handle; its tags follow the communicator's saved collective count, in step with the
 //!   survivors'.
 //!
-//! **Not saved yet** (the next slices; their handles are invalid after a restart, as before this
-//! slice, and the checkpoint logs a warning naming them): partitioned and generalized requests
-//! (their parts, callbacks), sessions and a communicator's session, communicator hints, the
-//! program's error classes and codes, the attached buffer of buffered sends. An *active* request
-//! at a checkpoint is refused by the Endpoint (`MPI_ERR_PENDING`, naming `MPIX_Checkpoint`).
+//! - inactive partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`: [`requests`]), with the
+//!   sender's setup once started, and the id the next partitioned send takes.
+//!
+//! **Refused at a checkpoint** (`MPI_ERR_PENDING`, with or without fault tolerance:
+//! [`outstanding`]): every request that is not an inactive persistent one — active, complete
+//! and not yet waited for, or a generalized request (`MPI_Grequest_start`) not yet completed and
+//! freed: its operation is the program's, which the checkpoint does not hold — and a buffered
+//! send whose message has not left (its receive not matched; the completed ones are reclaimed
+//! first). The Endpoint refuses its own operations still under way, as before.
+//!
+//! **Not saved:** the `MPI_T` tools interface's sessions and handles (a tool's state, not the
+//! program's), windows and files (not implemented by this library).
 //!
 //! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
 //! (objects made before it, a module gone or rebuilt): the image is read whole, every function
@@ -57,6 +67,7 @@ use std::ffi::c_int;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+mod process;
 mod requests;
 
 use super::code::{self, CodeRef};
@@ -74,7 +85,7 @@ use crate::topo::Topo;
 /// The image's magic bytes.
 const MAGIC: &[u8; 8] = b"NEMMPI\0\0";
 /// The image's version.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// A table's shape ([`Table::layout`]).
 type Layout = (usize, usize, Vec<u32>);
@@ -122,6 +133,7 @@ struct SavedComm {
     nbc: u32,
     topo: Option<Topo>,
     attrs: Vec<(c_int, usize)>,
+    session: Option<c_int>,
     local: Option<Box<SavedComm>>,
 }
 
@@ -195,6 +207,8 @@ fn put_comm(w: &mut Writer, c: &Comm) {
     w.u32(c.nbc.load(Ordering::Relaxed));
     put_topo(w, c.topo.as_deref());
     put_attrs(w, &c.attrs);
+    w.bool(c.session.is_some());
+    w.i32(c.session.unwrap_or(0));
     w.bool(c.local.is_some());
     if let Some(l) = &c.local {
         put_comm(w, l);
@@ -204,12 +218,13 @@ fn put_comm(w: &mut Writer, c: &Comm) {
 fn get_comm(r: &mut Reader, depth: usize) -> Result<SavedComm, Bad> {
     let (world, ctx, send_ctx, errh, name, nbc) = (r.u32s()?, r.u32()?, r.u32()?, r.i32()?, r.string()?, r.u32()?);
     let (topo, attrs) = (get_topo(r)?, get_attrs(r)?);
+    let session = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
     let local = match r.bool()? {
         true if depth == 0 => Some(Box::new(get_comm(r, 1)?)),
         true => return Err("an intercommunicator's local group that is one too".into()),
         false => None,
     };
-    Ok(SavedComm { world, ctx, send_ctx, errh, name, nbc, topo, attrs, local })
+    Ok(SavedComm { world, ctx, send_ctx, errh, name, nbc, topo, attrs, session, local })
 }
 
 /// The function of a user operation or error handler, and which C type it has.
@@ -220,20 +235,17 @@ fn put_code(w: &mut Writer, kind: u8, addr: usize, what: &str) -> Result<(), Str
     Ok(())
 }
 
-/// What the program's objects of kinds not saved yet are, for the checkpoint's warning.
-fn unsaved(st: &State) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut note = |n: usize, what: &str| {
-        if n > 0 {
-            out.push(format!("{n} {what}"));
-        }
-    };
-    note(
-        requests::unsaved(&st.reqs),
-        "requests other than inactive persistent point-to-point ones and recorded collectives",
-    );
-    note(st.comms.iter().filter(|c| c.live && c.session.is_some()).count(), "communicators' sessions");
-    out
+/// Why `MPIX_Checkpoint` is refused (`MPI_ERR_PENDING`), if it is: a request of the program's
+/// outstanding ([`requests::outstanding`]; with or without fault tolerance, as the Endpoint's
+/// own check), a buffered send's message not yet gone (its receiver has not matched it).
+pub fn outstanding(st: &mut State) -> Option<String> {
+    if let Some(w) = crate::p2p::bsend::in_flight(st) {
+        return Some(format!(
+            "a buffered send from the attached buffer ({w:?}) has not left yet (its receive not matched): \
+             no message may be in flight at MPIX_Checkpoint"
+        ));
+    }
+    requests::outstanding(&st.reqs)
 }
 
 /// The image of `st`'s objects (module documentation); `Err` names the object that cannot be
@@ -243,10 +255,6 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
     let mut w = Writer::default();
     w.0.extend_from_slice(MAGIC);
     w.u32(VERSION);
-    let skipped = unsaved(st);
-    if !skipped.is_empty() {
-        tracing::warn!("MPIX_Checkpoint: not saved yet, invalid after a restart: {}", skipped.join(", "));
-    }
     let free = st.contexts.saved().ok_or("a communicator creation is under way")?;
     w.len(free.len());
     free.iter().for_each(|&x| w.u64(x));
@@ -272,6 +280,7 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
         };
         let r = put_code(w, kind, addr, "a user operation");
         w.bool(o.commute);
+        w.bool(o.freed);
         failed = failed.take().or(r.err());
     });
     put_table(&mut w, st.errhs.objects(), |w, e| {
@@ -323,6 +332,7 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
     }
     w.u32s(&st.comm_slots.iter().map(|&i| i as u32).collect::<Vec<_>>());
     requests::put(&mut w, &st.reqs);
+    process::put(&mut w, st);
     Ok(w.0)
 }
 
@@ -341,6 +351,7 @@ struct Image {
     comms: Vec<Option<SavedComm>>,
     comm_free: Vec<u32>,
     reqs: requests::SavedRequests,
+    process: process::Process,
 }
 
 /// The address of a saved function in this process.
@@ -380,7 +391,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
                 _ => UserFunc::Large(std::mem::transmute::<usize, abi::UserFnC>(addr)),
             }
         };
-        Ok(UserOp { f, commute: r.bool()?, holds: 0, freed: false })
+        Ok(UserOp { f, commute: r.bool()?, holds: 0, freed: r.bool()? })
     })?;
     let errhs = get_table(&mut r, |r| {
         let (kind, addr) = get_code(r, "an error handler")?;
@@ -424,6 +435,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         (0..n).map(|_| if r.bool()? { get_comm(&mut r, 0).map(Some) } else { Ok(None) }).collect::<Result<_, Bad>>()?;
     let comm_free = r.u32s()?;
     let reqs = requests::get(&mut r)?;
+    let process = process::get(&mut r)?;
     if !r.done() {
         return Err("bytes after the image".into());
     }
@@ -441,6 +453,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         comms,
         comm_free,
         reqs,
+        process,
     })
 }
 
@@ -460,13 +473,14 @@ fn build(st: &State, s: SavedComm) -> Comm {
     c.nbc = Arc::new(AtomicU32::new(s.nbc));
     c.topo = s.topo.map(Arc::new);
     c.attrs = s.attrs;
+    c.session = s.session;
     c
 }
 
 /// Puts back the objects of image `b` into `st`, which holds only `MPI_Init`'s (module
 /// documentation). `Err`: why not; nothing changed then.
 pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
-    let im = read(b)?;
+    let mut im = read(b)?;
     let fresh = st.comms.len() == 2
         && st.groups.is_empty()
         && st.infos.is_empty()
@@ -476,7 +490,8 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
         && st.keyvals.is_empty()
         && st.type_attrs.is_empty()
         && st.reqs.iter().next().is_none()
-        && st.comms.iter().all(|c| c.attrs.is_empty());
+        && st.comms.iter().all(|c| c.attrs.is_empty())
+        && process::fresh(st);
     if !fresh {
         return Err("the program made MPI objects before MPIX_Checkpoint_restore: restore first".into());
     }
@@ -491,7 +506,9 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     if im.comms.len() < 2 || im.comms[0].is_none() || im.comms[1].is_none() {
         return Err("no MPI_COMM_WORLD or MPI_COMM_SELF".into());
     }
-    im.reqs.check(|i| im.comms.get(i).is_some_and(Option::is_some))?;
+    let live = |i: usize| im.comms.get(i).is_some_and(Option::is_some);
+    im.reqs.check(live)?;
+    im.process.check(live)?;
     im.reqs.apply(&mut st.reqs)?;
     if !st.contexts.restore(&im.free) {
         return Err(format!("a context mask of {} words", im.free.len()));
@@ -511,7 +528,10 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     let (kl, k) = im.keyvals;
     st.keyvals.restore((kl.0, kl.1, &kl.2), k)?;
     st.type_attrs = im.type_attrs;
+    im.process.apply_sessions(st)?;
+    let freed = unfree(st);
     crate::coll::entry::rehold(st);
+    refree(st, freed);
     for (i, saved) in im.comms.into_iter().enumerate() {
         match saved {
             Some(s) if i < 2 => {
@@ -535,7 +555,45 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     for i in 0..n {
         st.refresh_fast(i);
     }
+    im.process.apply(st);
     Ok(())
+}
+
+/// The datatypes and operations freed while held (their marks taken off, so that `rehold`
+/// holds them again as their holders did).
+fn unfree(st: &mut State) -> (Vec<abi::Datatype>, Vec<abi::Op>) {
+    let types: Vec<_> = st.types.iter().filter(|(_, e)| e.freed).map(|(h, _)| h).collect();
+    let ops: Vec<_> = st.ops.iter().filter(|(_, o)| o.freed).map(|(h, _)| h).collect();
+    for &h in &types {
+        if let Some(e) = st.types.get_mut(h) {
+            e.freed = false;
+        }
+    }
+    for &h in &ops {
+        if let Some(o) = st.ops.get_mut(h) {
+            o.freed = false;
+        }
+    }
+    (types, ops)
+}
+
+/// Puts back the marks [`unfree`] took off; one nothing holds any more goes, as at its last
+/// release.
+fn refree(st: &mut State, (types, ops): (Vec<abi::Datatype>, Vec<abi::Op>)) {
+    for h in types {
+        match st.types.get_mut(h) {
+            Some(e) if e.holds > 0 => e.freed = true,
+            _ => drop(st.types.remove(h)),
+        }
+    }
+    for h in ops {
+        match st.ops.get_mut(h) {
+            Some(o) if o.holds > 0 => o.freed = true,
+            _ => {
+                st.ops.remove(h);
+            }
+        }
+    }
 }
 
 /// A free communicator slot's content.

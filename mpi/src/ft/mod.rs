@@ -4,9 +4,11 @@
 //!
 //! - `int MPIX_Checkpoint(const void *buf, size_t len)`: a checkpoint of the `len` bytes at `buf`,
 //!   coordinated with the other members of the caller's fault-tolerance group (every member calls
-//!   it at the same point of its program, with no request outstanding: `MPI_ERR_PENDING`
-//!   otherwise). Returns once the group's new checkpoint is durable; `MPI_ERR_IO` if it could not
-//!   be written (the previous one stays in force). Without fault tolerance it checks for
+//!   it at the same point of its program, with no request outstanding — a generalized request
+//!   counts until `MPI_Grequest_complete` and its wait, a buffered send until its message has
+//!   left (`MPI_Buffer_flush` waits for that): `MPI_ERR_PENDING` otherwise, before anything is
+//!   sent). Returns once the group's new checkpoint is durable; `MPI_ERR_IO` if it could not be
+//!   written (the previous one stays in force). Without fault tolerance it checks for
 //!   outstanding requests and writes nothing.
 //! - `int MPIX_Checkpoint_restore(void **buf, size_t *len, int *restored)`: after a restart, the
 //!   state of the checkpoint the process restarted from, in memory from `malloc` (the caller
@@ -16,7 +18,8 @@
 //! of `MPI_COMM_WORLD`.
 //!
 //! With fault tolerance on, the checkpoint also saves the library's objects (communicators,
-//! groups, datatypes, operations, error handlers: [`image`]) and the first
+//! groups, datatypes, operations, error handlers, sessions, error codes, attached buffers,
+//! persistent and partitioned requests: [`image`]) and the first
 //! `MPIX_Checkpoint_restore` after a restart puts them back, with the same handles, before it
 //! returns: `MPI_ERR_OTHER` if they cannot be saved (a function in no module) or restored (the
 //! program made objects first, a module gone or rebuilt). Call it right after `MPI_Init`.
@@ -118,6 +121,11 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
         // Under MPI_THREAD_MULTIPLE the call holds the big lock throughout: no request may be
         // outstanding anyway, and every member of the group is in the same call.
         let st = acc.st();
+        if st.ep.is_some()
+            && let Some(why) = image::outstanding(st)
+        {
+            return Err(Fail::new(abi::ERR_PENDING, None, Why::Other(why)));
+        }
         let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
             image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
         } else {

@@ -129,6 +129,7 @@ pub fn put_entry(w: &mut Writer, e: &Entry) {
     w.bool(e.committed);
     w.str(&e.name);
     w.bool(e.predefined);
+    w.bool(e.freed);
 }
 
 /// Reads an entry [`put_entry`] saved.
@@ -137,6 +138,7 @@ pub fn get_entry(r: &mut Reader) -> Result<Entry, Bad> {
     let mut e = Entry::new(desc, r.bool()?);
     e.name = r.string()?;
     e.predefined = r.bool()?;
+    e.freed = r.bool()?;
     Ok(e)
 }
 

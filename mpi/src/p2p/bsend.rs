@@ -113,6 +113,49 @@ impl Bsend {
     }
 }
 
+/// A buffer attached at a checkpoint as the MPI state image saves it (`crate::ft::image`):
+/// which, its address and size (the program's words: it puts the buffer back there), automatic.
+pub type Attachment = (Which, usize, usize, bool);
+
+impl Bsend {
+    /// Every attached buffer, the process's first.
+    pub fn attachments(&self) -> Vec<Attachment> {
+        let per = self.comms.iter().map(|(ci, a)| (Which::Comm(*ci), a));
+        let all = self.attached.iter().map(|a| (Which::Process, a)).chain(per);
+        all.chain(self.sessions.iter().map(|(s, a)| (Which::Session(*s), a)))
+            .map(|(w, a)| (w, a.base as usize, a.size, a.automatic))
+            .collect()
+    }
+
+    /// True if no buffer is attached.
+    pub fn is_empty(&self) -> bool {
+        self.attached.is_none() && self.comms.is_empty() && self.sessions.is_empty()
+    }
+
+    /// Attaches `v` again, no message held (the restore of a fresh process's state).
+    pub fn restore(&mut self, v: Vec<Attachment>) {
+        for (w, base, size, automatic) in v {
+            let a = Attached { base: base as *mut u8, size, automatic, held: Vec::new() };
+            match w {
+                Which::Process => self.attached = Some(a),
+                Which::Comm(ci) => self.comms.push((ci, a)),
+                Which::Session(s) => self.sessions.push((s, a)),
+            }
+        }
+    }
+}
+
+/// A buffer a message is still in flight from (its send not complete: a receiver that has not
+/// matched it), once the completed ones are reclaimed; `MPIX_Checkpoint` refuses then.
+pub(crate) fn in_flight(st: &mut State) -> Option<Which> {
+    reclaim(st);
+    let b = &st.bsend;
+    let per = b.comms.iter().map(|(ci, a)| (Which::Comm(*ci), a));
+    let mut all = b.attached.iter().map(|a| (Which::Process, a)).chain(per);
+    let found = all.find(|(_, a)| !a.held.is_empty()).map(|(w, _)| w);
+    found.or_else(|| b.sessions.iter().find(|(_, a)| !a.held.is_empty()).map(|(s, _)| Which::Session(*s)))
+}
+
 /// `MPI_BUFFER_AUTOMATIC`'s address (`mpi.h`).
 pub const BUFFER_AUTOMATIC: usize = usize::MAX - 1;
 

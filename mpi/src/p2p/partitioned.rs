@@ -202,6 +202,86 @@ impl Part {
     }
 }
 
+/// An inactive partitioned request as the MPI state image saves it (`crate::ft::image`): what
+/// [`init`] resolved and, once started, the sender's setup (known to both sides after the first
+/// `MPI_Start`, which alone sends it). Everything else is an activation's and starts afresh.
+#[derive(Clone, Debug)]
+pub struct Saved {
+    pub send: bool,
+    pub peer: Option<i32>,
+    pub rank: c_int,
+    pub tag: c_int,
+    pub ctx: u32,
+    pub partitions: usize,
+    pub bytes: usize,
+    pub data: Layout,
+    /// The sender's `(partitions, bytes per partition, id)`.
+    pub setup: Option<(usize, usize, u32)>,
+    pub introduced: bool,
+}
+
+impl Part {
+    /// What the image saves of this request, `None` while an activation is under way or its
+    /// completion is not yet reported.
+    pub fn saved(&self) -> Option<Saved> {
+        if self.active || self.result.is_some() || self.setup_req.is_some() {
+            return None;
+        }
+        Some(Saved {
+            send: self.send,
+            peer: self.peer,
+            rank: self.rank,
+            tag: self.tag,
+            ctx: self.ctx,
+            partitions: self.partitions,
+            bytes: self.bytes,
+            data: self.data.clone(),
+            setup: self.setup.map(|s| (s.partitions, s.bytes, s.id)),
+            introduced: self.introduced,
+        })
+    }
+
+    /// The inactive request `s` describes.
+    pub fn restored(s: Saved) -> Part {
+        let staging = if matches!(s.data, Layout::Typed { .. }) { vec![0u8; s.data.len()] } else { Vec::new() };
+        Part {
+            send: s.send,
+            peer: s.peer,
+            rank: s.rank,
+            tag: s.tag,
+            ctx: s.ctx,
+            partitions: s.partitions,
+            bytes: s.bytes,
+            data: s.data,
+            staging,
+            setup: s.setup.map(|(partitions, bytes, id)| Setup { partitions, bytes, id }),
+            setup_buf: Box::new([0; 3]),
+            setup_req: None,
+            introduced: s.introduced,
+            active: false,
+            started: Vec::new(),
+            inflight: Vec::new(),
+            landed: Vec::new(),
+            arrived: Vec::new(),
+            failed: None,
+            result: None,
+        }
+    }
+}
+
+/// The id the next partitioned send of this process takes (saved in the MPI state image, so
+/// that a restarted process gives no new send the id of a restored one).
+pub fn next_id() -> u32 {
+    // ORDERING: Relaxed: a counter; only uniqueness matters.
+    NEXT_ID.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets [`next_id`] (restoring the image).
+pub fn set_next_id(id: u32) {
+    // ORDERING: Relaxed: as in `next_id`.
+    NEXT_ID.store(id, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// `MPI_Psend_init` (`send`) and `MPI_Precv_init`: an inactive partitioned request for
 /// `partitions` partitions of `count` elements of `dt` each.
 ///

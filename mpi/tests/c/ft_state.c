@@ -26,7 +26,18 @@
  * checkpoint and goes on with the handles it reads back from it. Each rank prints a sum of
  * everything it received, the same with and without the kill. FT_STATE_EARLY=1: a restarted
  * incarnation makes a datatype before MPIX_Checkpoint_restore, under MPI_ERRORS_ARE_FATAL: it is
- * refused (MPIX_ERR_NOT_RESTORED: the handles could not keep their values) and ends the job. */
+ * refused (MPIX_ERR_NOT_RESTORED: the handles could not keep their values) and ends the job.
+ *
+ * The rest of the state (checked in more(), made in make_more()): an error class and code of the
+ * program's with strings (MPI_Error_class/_string, MPI_LASTUSEDCODE; a code added after the
+ * checkpoint is the survivors' value), hints of the row (MPI_Comm_set_info), attached buffers of
+ * buffered sends (the process's, the row's, a session's; used each iteration, detached at the end
+ * with the address and size attached), a session (its info and handler, a group of its
+ * mpi://WORLD and a communicator from it), a partitioned send/receive pair with the other group's
+ * rank (started, its partitions marked ready out of order), and an MPI_Allreduce_init whose
+ * datatype and operation the program freed (a second free of either fails after a restart too).
+ * Before each checkpoint, MPIX_Checkpoint is refused (MPI_ERR_PENDING) with a generalized request
+ * outstanding, and with a buffered send of 1 MiB its receiver has not matched. */
 #include "ft_hold.h"
 
 #include <stdint.h>
@@ -59,6 +70,13 @@ struct state {
     int key;
     MPI_Info info;
     MPI_Request psend, precv, pcoll, pred, pbcast, preduce, pmore[12];
+    int eclass, ecode, elast;
+    MPI_Session session;
+    MPI_Group sgroup;
+    MPI_Comm scomm;
+    MPI_Request ppsend, pprecv, pfreed, pp6send, pp6recv;
+    MPI_Datatype freed_type;
+    MPI_Op freed_op;
     long sum;
 };
 
@@ -67,11 +85,19 @@ struct state {
  * in at 40, out at 48; then gather (56, 58), alltoall (60, 62), scan (64, 65), reduce_scatter_block
  * (66, 68), allgatherv (72, 74), alltoallv (76, 78), gatherv (80, 82), neighbour allgather (88,
  * 90), neighbour alltoallv (96, 100), reduce_scatter (104, 108), alltoallw (112, 120),
- * neighbour alltoallw (136, 140), each send then receive; at the same address in every
- * incarnation. */
+ * neighbour alltoallw (136, 140), the partitioned pair (160, 168), the allreduce of freed handles
+ * (176, 180), each send then receive; then the attached buffers: the row's at int 1024, the
+ * session's at 2048, the process's at 4096; at the same address in every incarnation. */
 #define AREA ((int *)(uintptr_t)0x3e0000000000ull)
+#define ROW_BUF (AREA + 1024)
+#define SESSION_BUF (AREA + 2048)
+#define SMALL_BUF 4096
+#define PROC_BUF (AREA + 4096)
+#define BIG (1 << 20)
+#define PROC_BUF_SIZE (BIG + 65536)
+#define AREA_BYTES (4096 * sizeof(int) + PROC_BUF_SIZE)
 static void map_area(void) {
-    void *p = mmap(AREA, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    void *p = mmap(AREA, AREA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK(p == (void *)AREA, "mmap at %p: %p", (void *)AREA, p);
 }
 
@@ -151,6 +177,236 @@ static void make(struct state *s, int rank, int size) {
     stypes[1] = rtypes[0] = ints4[2] = MPI_DATATYPE_NULL;
     s->iter = 0;
     s->sum = 0;
+}
+
+/* The generalized request's callbacks (it is completed before the checkpoint that counts). */
+static int gq_query(void *extra, MPI_Status *st) {
+    (void)extra;
+    MPI_Status_set_elements(st, MPI_BYTE, 0);
+    MPI_Status_set_cancelled(st, 0);
+    return MPI_SUCCESS;
+}
+static int gq_free(void *extra) {
+    (void)extra;
+    return MPI_SUCCESS;
+}
+static int gq_cancel(void *extra, int complete) {
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* The rest of the state (the header comment), made once after make(). */
+static void make_more(struct state *s, int rank, int size) {
+    OK(MPI_Add_error_class(&s->eclass));
+    OK(MPI_Add_error_code(s->eclass, &s->ecode));
+    OK(MPI_Add_error_string(s->eclass, "ft_state class"));
+    OK(MPI_Add_error_string(s->ecode, "ft_state code"));
+    s->elast = s->ecode;
+    MPI_Info info;
+    OK(MPI_Info_create(&info));
+    OK(MPI_Info_set(info, "mpi_assert_no_any_tag", "true"));
+    OK(MPI_Comm_set_info(s->row, info));
+    OK(MPI_Info_free(&info));
+    OK(MPI_Buffer_attach(PROC_BUF, PROC_BUF_SIZE));
+    OK(MPI_Comm_attach_buffer(s->row, ROW_BUF, SMALL_BUF));
+    OK(MPI_Info_create(&info));
+    OK(MPI_Info_set(info, "ft_state", "kept"));
+    OK(MPI_Session_init(info, MPI_ERRORS_RETURN, &s->session));
+    OK(MPI_Info_free(&info));
+    OK(MPI_Group_from_session_pset(s->session, "mpi://WORLD", &s->sgroup));
+    OK(MPI_Comm_create_from_group(s->sgroup, "ft_state", MPI_INFO_NULL, MPI_ERRORS_RETURN, &s->scomm));
+    OK(MPI_Session_attach_buffer(s->session, SESSION_BUF, SMALL_BUF));
+    int other = (rank + 2) % size;
+    OK(MPI_Psend_init(AREA + 184, 1, 1, MPI_INT, rank ^ 1, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &s->pp6send));
+    OK(MPI_Precv_init(AREA + 185, 1, 1, MPI_INT, rank ^ 1, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &s->pp6recv));
+    OK(MPI_Psend_init(AREA + 160, 2, 2, MPI_INT, other, 11, s->cart, MPI_INFO_NULL, &s->ppsend));
+    OK(MPI_Precv_init(AREA + 168, 2, 2, MPI_INT, other, 11, s->cart, MPI_INFO_NULL, &s->pprecv));
+    OK(MPI_Type_contiguous(1, MPI_INT, &s->freed_type)); /* addmod's len counts ints */
+    OK(MPI_Type_commit(&s->freed_type));
+    OK(MPI_Op_create(addmod, 1, &s->freed_op));
+    OK(MPI_Allreduce_init(AREA + 176, AREA + 180, 2, s->freed_type, s->freed_op, s->row, MPI_INFO_NULL, &s->pfreed));
+    MPI_Datatype t = s->freed_type;
+    MPI_Op o = s->freed_op;
+    OK(MPI_Type_free(&t));
+    OK(MPI_Op_free(&o));
+}
+
+/* Uses and checks the rest of the state (the header comment), each iteration. */
+static void more(struct state *s, int rank, int size) {
+    int it = s->iter, first = rank / 2 * 2, flag, cls, len;
+    /* The program's error class, code and strings, MPI_LASTUSEDCODE; a code made after the
+     * checkpoint has the survivors' value. */
+    OK(MPI_Error_class(s->ecode, &cls));
+    CHECK(cls == s->eclass, "class of %#x: %#x, want %#x", s->ecode, cls, s->eclass);
+    char es[MPI_MAX_ERROR_STRING];
+    OK(MPI_Error_string(s->ecode, es, &len));
+    CHECK(strcmp(es, "ft_state code") == 0, "code's string '%s'", es);
+    OK(MPI_Error_string(s->eclass, es, &len));
+    CHECK(strcmp(es, "ft_state class") == 0, "class's string '%s'", es);
+    if (it == 6) {
+        int c, both[2], most[2];
+        OK(MPI_Add_error_code(s->eclass, &c));
+        CHECK(c == s->elast + 1, "new code %#x after %#x", c, s->elast);
+        both[0] = c;
+        both[1] = -c;
+        OK(MPI_Allreduce(both, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        CHECK(most[0] == c && most[1] == -c, "new codes differ: %#x..%#x", -most[1], most[0]);
+        s->elast = c;
+    }
+    int *last;
+    OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last, &flag));
+    CHECK(flag && *last == s->elast, "MPI_LASTUSEDCODE %#x, want %#x", flag ? *last : -1, s->elast);
+
+    /* The row's hints. */
+    MPI_Info got;
+    char v[16];
+    OK(MPI_Comm_get_info(s->row, &got));
+    OK(MPI_Info_get(got, "mpi_assert_no_any_tag", sizeof v - 1, v, &flag));
+    CHECK(flag && strcmp(v, "true") == 0, "row's hint: %d '%s'", flag, flag ? v : "");
+    OK(MPI_Info_free(&got));
+
+    /* The session: its info and handler, its group, its communicator. */
+    OK(MPI_Session_get_info(s->session, &got));
+    OK(MPI_Info_get(got, "ft_state", sizeof v - 1, v, &flag));
+    CHECK(flag && strcmp(v, "kept") == 0, "session's info: %d '%s'", flag, flag ? v : "");
+    OK(MPI_Info_free(&got));
+    MPI_Errhandler eh;
+    OK(MPI_Session_get_errhandler(s->session, &eh));
+    CHECK(eh == MPI_ERRORS_RETURN, "session's handler %#x", (unsigned)eh);
+    int n;
+    OK(MPI_Group_size(s->sgroup, &n));
+    CHECK(n == size, "session group of %d", n);
+    int one = rank + it, total;
+    OK(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, s->scomm));
+    CHECK(total == size * (size - 1) / 2 + size * it, "session communicator's sum %d", total);
+    s->sum += total;
+
+    /* The session's communicators, and one made from its group now, belong to it: a buffered send
+     * on them takes the session's buffer, too small for this message (the process's is not). */
+    MPI_Comm made = MPI_COMM_NULL;
+    if (it == 6) OK(MPI_Comm_create_from_group(s->sgroup, "ft_state 6", MPI_INFO_NULL, MPI_ERRORS_RETURN, &made));
+    MPI_Comm of_session[2] = {s->scomm, made};
+    for (int k = 0; k < 2 && of_session[k] != MPI_COMM_NULL; k++) {
+        MPI_Error_class(MPI_Bsend(PROC_BUF, 2 * SMALL_BUF, MPI_BYTE, (rank + 1) % size, 25, of_session[k]), &cls);
+        CHECK(cls == MPI_ERR_BUFFER, "a buffered send larger than the session's buffer on %d: class %d", k, cls);
+    }
+    if (made != MPI_COMM_NULL) OK(MPI_Comm_free(&made));
+
+    /* A partitioned send made after the checkpoint takes the operation id it took before (not
+     * one of a restored request's): with the restored pair to the partner (started first now,
+     * the same tag), each receive gets its own sender's partition. */
+    if (it == 6) {
+        MPI_Request ps, pr;
+        int po = rank * 7 + 2, pi[2] = {-1, -1}, partner = rank ^ 1;
+        AREA[184] = rank * 5 + 1;
+        AREA[185] = -1;
+        OK(MPI_Psend_init(&po, 1, 1, MPI_INT, partner, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &ps));
+        OK(MPI_Precv_init(pi, 1, 1, MPI_INT, partner, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &pr));
+        MPI_Request all[4] = {s->pp6recv, pr, s->pp6send, ps};
+        OK(MPI_Startall(4, all));
+        OK(MPI_Pready(0, ps));
+        OK(MPI_Pready(0, s->pp6send));
+        OK(MPI_Waitall(4, all, MPI_STATUSES_IGNORE));
+        CHECK(AREA[185] == partner * 5 + 1 && pi[0] == partner * 7 + 2 && pi[1] == -1,
+              "partitioned receives from the partner: %d %d %d", AREA[185], pi[0], pi[1]);
+        OK(MPI_Request_free(&ps));
+        OK(MPI_Request_free(&pr));
+    }
+
+    /* Buffered sends from the process's buffer (world), the row's, the session's (its
+     * communicator). */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, partner = 1 - rank % 2, out = rank * 31 + it;
+    int in[3] = {-1, -1, -1};
+    OK(MPI_Bsend(&out, 1, MPI_INT, next, 21, MPI_COMM_WORLD));
+    OK(MPI_Recv(&in[0], 1, MPI_INT, prev, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    OK(MPI_Bsend(&out, 1, MPI_INT, partner, 22, s->row));
+    OK(MPI_Recv(&in[1], 1, MPI_INT, partner, 22, s->row, MPI_STATUS_IGNORE));
+    OK(MPI_Bsend(&out, 1, MPI_INT, next, 23, s->scomm));
+    OK(MPI_Recv(&in[2], 1, MPI_INT, prev, 23, s->scomm, MPI_STATUS_IGNORE));
+    int want[3] = {prev * 31 + it, (first + partner) * 31 + it, prev * 31 + it};
+    for (int k = 0; k < 3; k++) {
+        CHECK(in[k] == want[k], "buffered send %d: %d, want %d", k, in[k], want[k]);
+        s->sum += in[k];
+    }
+
+    /* The partitioned pair with the other group's rank, partitions ready out of order. */
+    int other = (rank + 2) % size;
+    for (int j = 0; j < 4; j++) {
+        AREA[160 + j] = rank * 61 + it * 4 + j;
+        AREA[168 + j] = -1;
+    }
+    OK(MPI_Start(&s->pprecv));
+    OK(MPI_Start(&s->ppsend));
+    OK(MPI_Pready(1, s->ppsend));
+    OK(MPI_Pready(0, s->ppsend));
+    MPI_Request pp[2] = {s->pprecv, s->ppsend};
+    OK(MPI_Waitall(2, pp, MPI_STATUSES_IGNORE));
+    CHECK(pp[0] == s->pprecv && pp[1] == s->ppsend, "partitioned requests stay");
+    for (int j = 0; j < 4; j++) {
+        CHECK(AREA[168 + j] == other * 61 + it * 4 + j, "partitioned[%d] = %d", j, AREA[168 + j]);
+        s->sum += AREA[168 + j];
+    }
+
+    /* The allreduce of a freed type and operation, which stay freed. */
+    AREA[176] = rank + it;
+    AREA[177] = rank * 2 + it;
+    AREA[180] = AREA[181] = -1;
+    OK(MPI_Start(&s->pfreed));
+    OK(MPI_Wait(&s->pfreed, MPI_STATUS_IGNORE));
+    CHECK(AREA[180] == 2 * first + 1 + 2 * it && AREA[181] == 2 * (2 * first + 1) + 2 * it,
+          "freed handles' allreduce %d %d", AREA[180], AREA[181]);
+    s->sum += AREA[180] + AREA[181];
+    MPI_Datatype t = s->freed_type;
+    MPI_Op o = s->freed_op;
+    CHECK(MPI_Type_free(&t) != MPI_SUCCESS, "the freed datatype %#x freed again", (unsigned)s->freed_type);
+    CHECK(MPI_Op_free(&o) != MPI_SUCCESS, "the freed operation %#x freed again", (unsigned)s->freed_op);
+}
+
+/* MPIX_Checkpoint: refused with a buffered send of BIG bytes to the row partner (in this group)
+ * not yet received, and with a generalized request outstanding; then taken right after a small
+ * buffered send to the partner (its message gone: the checkpoint reclaims its space). */
+static void checkpoint(struct state *s, int rank) {
+    static char big[BIG], got[BIG];
+    int cls, partner = rank ^ 1;
+    memset(big, rank + 1, sizeof big);
+    OK(MPI_Bsend(big, BIG, MPI_BYTE, partner, 24, MPI_COMM_WORLD));
+    MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
+    CHECK(cls == MPI_ERR_PENDING, "checkpoint with a buffered send in flight: class %d", cls);
+    OK(MPI_Recv(got, BIG, MPI_BYTE, partner, 24, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(got[0] == (char)(partner + 1) && got[BIG - 1] == got[0], "big buffered send");
+    OK(MPI_Buffer_flush());
+    int small = rank, from = -1;
+    OK(MPI_Bsend(&small, 1, MPI_INT, partner, 26, MPI_COMM_WORLD));
+    OK(MPI_Recv(&from, 1, MPI_INT, partner, 26, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(from == partner, "small buffered send from %d", from);
+    MPI_Request g;
+    OK(MPI_Grequest_start(gq_query, gq_free, gq_cancel, NULL, &g));
+    MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
+    CHECK(cls == MPI_ERR_PENDING, "checkpoint with a generalized request: class %d", cls);
+    OK(MPI_Grequest_complete(g));
+    OK(MPI_Wait(&g, MPI_STATUS_IGNORE));
+    OK(MPIX_Checkpoint(s, sizeof *s));
+}
+
+/* Detaches the buffers (checking the address and size attached), frees the rest. */
+static void unmake_more(struct state *s) {
+    void *addr;
+    int n;
+    OK(MPI_Comm_detach_buffer(s->row, &addr, &n));
+    CHECK(addr == ROW_BUF && n == SMALL_BUF, "row's buffer %p, %d bytes", addr, n);
+    OK(MPI_Session_detach_buffer(s->session, &addr, &n));
+    CHECK(addr == SESSION_BUF && n == SMALL_BUF, "session's buffer %p, %d bytes", addr, n);
+    OK(MPI_Buffer_detach(&addr, &n));
+    CHECK(addr == PROC_BUF && n == PROC_BUF_SIZE, "process's buffer %p, %d bytes", addr, n);
+    OK(MPI_Request_free(&s->ppsend));
+    OK(MPI_Request_free(&s->pprecv));
+    OK(MPI_Request_free(&s->pfreed));
+    OK(MPI_Request_free(&s->pp6send));
+    OK(MPI_Request_free(&s->pp6recv));
+    OK(MPI_Comm_free(&s->scomm));
+    OK(MPI_Group_free(&s->sgroup));
+    OK(MPI_Session_finalize(&s->session));
 }
 
 static void step(struct state *s, int rank, int size) {
@@ -341,6 +597,7 @@ static void step(struct state *s, int rank, int size) {
         CHECK(AREA[108 + k] == want, "persistent reduce_scatter[%d] = %d, want %d", k, AREA[108 + k], want);
         s->sum += AREA[108 + k];
     }
+    more(s, rank, size);
 }
 
 int main(int argc, char **argv) {
@@ -382,17 +639,19 @@ int main(int argc, char **argv) {
         }
     } else {
         make(&s, rank, size);
+        make_more(&s, rank, size);
     }
     long checkpoints = 0, stop = hold_after(rank);
     while (s.iter < ITERS) {
         step(&s, rank, size);
         s.iter++;
         if (s.iter % EVERY == 0 && s.iter < ITERS) {
-            OK(MPIX_Checkpoint(&s, sizeof s));
+            checkpoint(&s, rank);
             if (++checkpoints == stop) hold(rank);
         }
     }
     printf("sum %d %ld\n", rank, s.sum);
+    unmake_more(&s);
     OK(MPI_Comm_free(&s.row));
     CHECK(deleted == 100 + rank, "the attribute's delete callback added %ld", deleted);
     OK(MPI_Comm_free_keyval(&s.key));

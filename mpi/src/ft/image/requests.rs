@@ -1,4 +1,4 @@
-//! Inactive persistent requests in the MPI state image (`super`): the request
+//! Inactive persistent and partitioned requests in the MPI state image (`super`): the request
 //! table's shape (each slot's generation, the free slots in order) and, at its slot, every
 //! request `MPI_Send_init`, `MPI_Bsend_init`, `MPI_Ssend_init`, `MPI_Rsend_init` or
 //! `MPI_Recv_init` made — its recipe as resolved then ([`Persistent`]: send mode, buffer, peer as
@@ -18,10 +18,12 @@
 //! collective context, and rebuilt at their slot; their handles are held again once the
 //! datatypes and operations are back (`crate::coll::entry::rehold`).
 //!
-//! **Not saved** (their slots are free after a restore, the handles stale: `MPI_ERR_REQUEST`):
-//! partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`), generalized requests. The checkpoint's warning names
-//! them. No other request can be live at a checkpoint (an active one is refused), save a
-//! completed one not yet reported, which is not saved either.
+//! Inactive partitioned requests (`MPI_Psend_init`, `MPI_Precv_init`) are saved as what their
+//! init resolved (`crate::p2p::partitioned::Saved`: peer, tag, context, partitions, buffer) and
+//! the sender's setup once the first `MPI_Start` sent it (so neither side sends or waits for it
+//! again); with them, the id the next partitioned send of the process takes.
+//!
+//! **Not saved:** any other request, which [`outstanding`] makes `MPIX_Checkpoint` refuse.
 //!
 //! **Invariants.** A request is restored only onto a communicator slot the image restores live;
 //! the table is read whole and checked before anything changes.
@@ -32,16 +34,40 @@ use crate::abi::{Count, Datatype};
 use crate::coll::entry::{Args, Reduction, Side, WSide, restored};
 use crate::coll::nbc::Shape;
 use crate::datatype::Layout;
-use crate::request::{Mode, Persistent, Req, Requests, State};
+use crate::p2p::partitioned::{self, Part};
+use crate::request::{Ext, Mode, Persistent, Req, Requests, State};
 
-/// True for a request this module saves: an inactive persistent one.
-fn saved(r: &Req) -> bool {
-    matches!(r.state, State::Inactive) && r.ext.is_none() && !r.freed && r.persistent.is_some()
+/// True for a request this module saves: an inactive persistent one, partitioned or not.
+pub fn saved(r: &Req) -> bool {
+    matches!(r.state, State::Inactive) && !r.freed && (r.ext.is_none() && r.persistent.is_some() || part(r).is_some())
 }
 
-/// How many live requests of `t` are not saved (for the checkpoint's warning).
-pub fn unsaved(t: &Requests) -> usize {
-    t.iter().filter(|(_, r)| !saved(r)).count()
+/// What is saved of `r` if it is an inactive partitioned request.
+fn part(r: &Req) -> Option<partitioned::Saved> {
+    match r.ext.as_deref() {
+        Some(Ext::Part(p)) => p.saved(),
+        _ => None,
+    }
+}
+
+/// Why `MPIX_Checkpoint` is refused with `t`'s requests, if it is: a request of the program's
+/// that is not an inactive persistent one (active, complete and not yet waited for or tested,
+/// a generalized request not completed and freed). A freed request still under way is the
+/// Endpoint's to count (its operation is), save a generalized one, which only the program can
+/// complete.
+pub fn outstanding(t: &Requests) -> Option<String> {
+    let (h, r) = t.iter().find(|(_, r)| !saved(r) && (!r.freed || matches!(r.ext.as_deref(), Some(Ext::Greq(_)))))?;
+    let what = match (&r.state, r.ext.as_deref()) {
+        (_, Some(Ext::Greq(_))) => {
+            "a generalized request (MPI_Grequest_start): MPI_Grequest_complete it and complete it (MPI_Wait, \
+             MPI_Test) first"
+        }
+        (State::Done(_), _) => "a request complete but not yet waited for or tested",
+        (_, Some(Ext::Part(_))) => "an active partitioned request",
+        _ if r.is_persistent() => "an active persistent request",
+        _ => "a request not complete",
+    };
+    Some(format!("{what} ({h:#x}) is outstanding: no request may be at MPIX_Checkpoint"))
 }
 
 fn put_layout(w: &mut Writer, d: &Layout) {
@@ -73,6 +99,8 @@ fn get_layout(r: &mut Reader) -> Result<Layout, Bad> {
 
 /// The kind byte of a persistent collective (after the send modes).
 const COLL: u8 = 5;
+/// The kind byte of a partitioned request.
+const PART: u8 = 6;
 
 /// A persistent collective's (unused) data.
 const NO_DATA: Layout = Layout::Contig { ptr: std::ptr::null_mut(), len: 0 };
@@ -269,7 +297,15 @@ pub fn put(w: &mut Writer, t: &Requests) {
         .filter(|(_, r)| saved(r))
         .filter_map(|(h, r)| Some((t.index(h)?, r, r.persistent.as_deref()?)))
         .collect();
-    w.len(live.len());
+    let parts: Vec<(usize, &Req, partitioned::Saved)> =
+        t.iter().filter_map(|(h, r)| Some((t.index(h)?, r, part(r).filter(|_| saved(r))?))).collect();
+    w.len(live.len() + parts.len());
+    for (i, r, p) in parts {
+        w.len(i);
+        w.u32(r.comm);
+        w.u8(PART);
+        put_part(w, &p);
+    }
     for (i, r, p) in live {
         w.len(i);
         w.u32(r.comm);
@@ -286,6 +322,40 @@ pub fn put(w: &mut Writer, t: &Requests) {
         w.i32(p.tag);
         w.u32(p.ctx);
     }
+    w.u32(partitioned::next_id());
+}
+
+fn put_part(w: &mut Writer, p: &partitioned::Saved) {
+    w.bool(p.send);
+    w.bool(p.peer.is_some());
+    w.i32(p.peer.unwrap_or(0));
+    w.i32(p.rank);
+    w.i32(p.tag);
+    w.u32(p.ctx);
+    w.len(p.partitions);
+    w.len(p.bytes);
+    put_layout(w, &p.data);
+    w.bool(p.setup.is_some());
+    let (n, b, id) = p.setup.unwrap_or_default();
+    w.len(n);
+    w.len(b);
+    w.u32(id);
+    w.bool(p.introduced);
+}
+
+fn get_part(r: &mut Reader) -> Result<partitioned::Saved, Bad> {
+    let send = r.bool()?;
+    let peer = if r.bool()? { Some(r.i32()?) } else { r.i32().map(|_| None)? };
+    let (rank, tag, ctx, partitions, bytes) = (r.i32()?, r.i32()?, r.u32()?, r.u64()? as usize, r.u64()? as usize);
+    let data = get_layout(r)?;
+    let given = r.bool()?;
+    let setup = (r.u64()? as usize, r.u64()? as usize, r.u32()?);
+    let introduced = r.bool()?;
+    if partitions.checked_mul(bytes) != Some(data.len()) {
+        return Err(format!("a partitioned request of {partitions} × {bytes} bytes over {} bytes", data.len()));
+    }
+    let setup = given.then_some(setup);
+    Ok(partitioned::Saved { send, peer, rank, tag, ctx, partitions, bytes, data, setup, introduced })
 }
 
 /// A request table as read back, not yet applied.
@@ -293,6 +363,8 @@ pub struct SavedRequests {
     generations: Vec<u8>,
     free: Vec<u32>,
     live: Vec<(usize, Req)>,
+    /// The id of the next partitioned send (`partitioned::next_id`).
+    next_part: u32,
 }
 
 /// Reads what [`put`] saved.
@@ -303,6 +375,12 @@ pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
     let live = (0..n)
         .map(|_| {
             let (i, comm, kind) = (r.u64()? as usize, r.u32()?, r.u8()?);
+            if kind == PART {
+                let p = get_part(r)?;
+                let recv = !p.send;
+                let ext = Some(Box::new(Ext::Part(Box::new(Part::restored(p)))));
+                return Ok((i, Req { ext, ..Req::new(comm as usize, State::Inactive, recv) }));
+            }
             if kind == COLL {
                 let (args, ctx) = (get_args(r)?, r.u32()?);
                 let p = Persistent { send: None, data: NO_DATA, peer: None, tag: 0, ctx, coll: Some(restored(args)) };
@@ -322,7 +400,7 @@ pub fn get(r: &mut Reader) -> Result<SavedRequests, Bad> {
             Ok((i, req))
         })
         .collect::<Result<_, Bad>>()?;
-    Ok(SavedRequests { generations, free, live })
+    Ok(SavedRequests { generations, free, live, next_part: r.u32()? })
 }
 
 impl SavedRequests {
@@ -337,7 +415,9 @@ impl SavedRequests {
 
     /// Puts them into empty table `t` ([`Requests::restore`]).
     pub fn apply(self, t: &mut Requests) -> Result<(), String> {
-        t.restore(self.generations, self.free, self.live)
+        t.restore(self.generations, self.free, self.live)?;
+        partitioned::set_next_id(self.next_part);
+        Ok(())
     }
 }
 
@@ -445,5 +525,38 @@ mod tests {
         put_args(&mut w, &all[0]);
         w.0[4] = 9;
         assert!(get_args(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("kind 9")));
+    }
+
+    #[test]
+    fn a_partitioned_request_reads_back_as_saved() {
+        let data = Layout::Contig { ptr: 0x3e00_0000_0280 as *mut u8, len: 16 };
+        let p = partitioned::Saved {
+            send: true,
+            peer: Some(3),
+            rank: 1,
+            tag: 11,
+            ctx: 0x40,
+            partitions: 2,
+            bytes: 8,
+            data,
+            setup: Some((2, 8, 7)),
+            introduced: true,
+        };
+        let mut w = Writer::default();
+        put_part(&mut w, &p);
+        let mut r = Reader::new(&w.0);
+        let q = get_part(&mut r).expect("reads back");
+        assert!(r.done());
+        assert_eq!(format!("{p:?}"), format!("{q:?}"));
+        let none = partitioned::Saved { peer: None, setup: None, introduced: false, send: false, ..p.clone() };
+        let mut w = Writer::default();
+        put_part(&mut w, &none);
+        let q = get_part(&mut Reader::new(&w.0)).expect("reads back");
+        assert_eq!(format!("{none:?}"), format!("{q:?}"));
+        // A buffer that is not partitions × bytes is refused.
+        let odd = partitioned::Saved { bytes: 5, ..p };
+        let mut w = Writer::default();
+        put_part(&mut w, &odd);
+        assert!(get_part(&mut Reader::new(&w.0)).is_err_and(|e| e.contains("2 × 5 bytes over 16")));
     }
 }
