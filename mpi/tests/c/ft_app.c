@@ -203,26 +203,15 @@ static void step(struct state *s, int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     int inc = incarnation(rank);
 
     static struct state s;
-    void *buf;
-    size_t len;
-    int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
-    if (restored) {
-        CHECK(len == sizeof s, "restored %zu bytes", len);
-        memcpy(&s, buf, sizeof s);
-        free(buf);
+    if (ft_restore(&s, sizeof s))
         fprintf(stderr, "ft_app: rank %d incarnation %d resumes at iteration %d\n", rank, inc, s.iter);
-    } else {
+    else
         make(&s, rank, size);
-    }
     while (s.iter < s.p.iters) {
         if (holds_at(rank, inc, s.iter)) hold_at(rank, inc, s.iter);
         step(&s, rank, size);

@@ -1,5 +1,7 @@
-/* What the fault-tolerance test programs share: whether this process is a restarted incarnation,
- * and a hold at a point the test chose, so that a kill lands there and never races a clock. */
+/* What the fault-tolerance test programs share: their start (ft_init), whether this process is a
+ * restarted incarnation, the restore-or-start of their state (ft_restore), a hold at a point the
+ * test chose, so that a kill lands there and never races a clock (hold_after, hold, and
+ * checkpoint_then_hold for both). */
 #ifndef FT_HOLD_H
 #define FT_HOLD_H
 
@@ -13,6 +15,29 @@
 static int restarted;
 
 __attribute__((constructor)) static void read_restart(void) { restarted = getenv("NEMESIS_FT_RESTART") != NULL; }
+
+/* MPI_Init, this rank and the size of MPI_COMM_WORLD, and CHECK's rank. */
+__attribute__((unused)) static void ft_init(int *argc, char ***argv, int *rank, int *size) {
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    check_rank = *rank;
+}
+
+/* MPIX_Checkpoint_restore, right after MPI_Init: on a restarted incarnation copies the state it
+ * restarted from (exactly `size` bytes, or the rank fails) to `state` and returns 1; on a fresh
+ * start leaves `state` alone and returns 0 (the caller makes its state). */
+__attribute__((unused)) static int ft_restore(void *state, size_t size) {
+    void *buf;
+    size_t len;
+    int restored;
+    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
+    if (!restored) return 0;
+    CHECK(len == size, "restored %zu bytes, want %zu", len, size);
+    memcpy(state, buf, size);
+    free(buf);
+    return 1;
+}
 
 /* FT_TEST_HOLD=<rank>:<n>,...: the checkpoint after which this rank's first incarnation holds
  * (0: none). */
@@ -54,6 +79,14 @@ __attribute__((unused, noreturn)) static void hold(int rank) {
     char name[64];
     snprintf(name, sizeof name, "held-%d", rank);
     hold_as(name);
+}
+
+/* MPIX_Checkpoint of `size` bytes at `state`, then the hold FT_TEST_HOLD names for this rank's
+ * first incarnation after its n-th checkpoint (hold_after). */
+__attribute__((unused)) static void checkpoint_then_hold(const void *state, size_t size, int rank) {
+    static long checkpoints;
+    OK(MPIX_Checkpoint(state, size));
+    if (++checkpoints == hold_after(rank)) hold(rank);
 }
 
 #endif
