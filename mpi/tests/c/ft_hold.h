@@ -1,7 +1,8 @@
 /* What the fault-tolerance test programs share: their start (ft_init), whether this process is a
  * restarted incarnation, the restore-or-start of their state (ft_restore), a hold at a point the
  * test chose, so that a kill lands there and never races a clock (hold_after, hold, and
- * checkpoint_then_hold for both). */
+ * checkpoint_then_hold for both), and the crash points of a libmpi built with the `failpoints`
+ * feature (arm_failpoints). */
 #ifndef FT_HOLD_H
 #define FT_HOLD_H
 
@@ -87,6 +88,42 @@ __attribute__((unused)) static void checkpoint_then_hold(const void *state, size
     static long checkpoints;
     OK(MPIX_Checkpoint(state, size));
     if (++checkpoints == hold_after(rank)) hold(rank);
+}
+
+/* The hook of a libmpi built with the `failpoints` feature (mpi/src/ft/failpoint.rs): weak, so
+ * null with a normal libmpi. */
+extern int nemesis_failpoint_arm(const char *point, unsigned long long nth, int stop, const char *record)
+    __attribute__((weak));
+
+/* FT_TEST_FP=<rank>@<iteration>:<point>:<k|s>,...: at `iteration` (the caller's count) the first
+ * incarnation of `rank` arms `point` of the library (`k`: its next hit SIGKILLs the process, `s`:
+ * SIGSTOPs it), which records `hit <point> <pid>` in FT_TEST_DIR/failpoints first. A rank that is
+ * to arm a point in a libmpi without the hook fails. */
+__attribute__((unused)) static void arm_failpoints(int rank, int iteration) {
+    const char *spec = getenv("FT_TEST_FP");
+    if (spec == NULL || restarted) return;
+    while (*spec != '\0') {
+        char *end, point[64], action = 0;
+        long r = strtol(spec, &end, 10);
+        CHECK(*end == '@', "FT_TEST_FP: %s", spec);
+        long it = strtol(end + 1, &end, 10);
+        size_t n = *end == ':' ? strcspn(end + 1, ":") : 0;
+        CHECK(n > 0 && n < sizeof point && end[1 + n] == ':', "FT_TEST_FP: %s", spec);
+        memcpy(point, end + 1, n);
+        point[n] = '\0';
+        action = end[2 + n];
+        CHECK((action == 'k' || action == 's') && (end[3 + n] == ',' || end[3 + n] == '\0'), "FT_TEST_FP: %s", spec);
+        if (r == rank && it == iteration) {
+            CHECK(nemesis_failpoint_arm != NULL, "FT_TEST_FP: this libmpi has no crash points (build it with "
+                                                 "--features failpoints)");
+            const char *dir = getenv("FT_TEST_DIR");
+            char record[4096];
+            snprintf(record, sizeof record, "%s/failpoints", dir ? dir : ".");
+            OK(nemesis_failpoint_arm(point, 1, action == 's', record));
+        }
+        spec = end + 3 + n;
+        if (*spec == ',') spec++;
+    }
 }
 
 #endif
