@@ -20,6 +20,7 @@
 //! | `marker_sent` | 3 | `ckpt-marker-sent` (k) | 2 |
 //! | `tmp_written` | 3 | `ckpt-tmp-written` (k) | 2 |
 //! | `file_durable_partners_not` | 3 (2) | `ckpt-file-durable` (s), partner `ckpt-tmp-written` (s) | 2 |
+//! | `file_durable_both` | 3 (2) | `ckpt-file-durable` (s), partner `ckpt-file-durable` (s) | 3 |
 //! | `durable_marker_sent` | 3 (2) | `ckpt-durable-marker-sent` (s), partner `ckpt-file-durable` (s) | 3 |
 //! | `group_durable` | 3 | `ckpt-group-durable` (k) | 3 |
 //! | `marker_sent_over_two_nodes` | 5 | `ckpt-marker-sent` (k), `--nodes 2` | 2 |
@@ -161,6 +162,13 @@ fn tmp_written() {
 fn file_durable_partners_not() {
     let points = [(3, "ckpt-file-durable", 's'), (2, "ckpt-tmp-written", 's')];
     dies_at("durable-one", &[], &points, STRUCK - 1);
+}
+
+/// Both files durable, nobody told: generation [`STRUCK`] is complete on disk, and the group restarts from it.
+#[test]
+fn file_durable_both() {
+    let points = [(3, "ckpt-file-durable", 's'), (2, "ckpt-file-durable", 's')];
+    dies_at("durable-both", &[], &points, STRUCK);
 }
 
 /// It told the group its file is durable, and its partner's file is in place: generation [`STRUCK`] is complete
