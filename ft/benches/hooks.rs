@@ -80,17 +80,6 @@ fn setup(payload: &[u8], n: u64) -> Setup {
     s
 }
 
-#[inline(never)]
-fn measure_baseline(a: &mut Process, b: &mut Process, n: u64) -> u64 {
-    let mut count = 0;
-    for _ in 0..n {
-        black_box(&mut *a);
-        black_box(&mut *b);
-        count += 1;
-    }
-    count
-}
-
 /// The loops are written as a transport would call the hooks: errors propagate with `?`.
 #[inline(always)]
 fn intra_loop(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
@@ -158,66 +147,6 @@ fn stamped_loop(
     Ok(delivered)
 }
 
-#[inline(never)]
-fn measure_inter_stamped(
-    sender: &mut Process,
-    receiver: &mut Process,
-    log: &mut SenderLog,
-    payload: &[u8],
-    n: u64,
-) -> Result<u64, Error> {
-    stamped_loop(sender, receiver, log, payload, n)
-}
-
-#[inline(never)]
-fn measure_digest(payload: &[u8], n: u64) -> u64 {
-    let mut acc = 0u64;
-    for _ in 0..n {
-        acc = acc.wrapping_add(digest(&ENVELOPE, black_box(payload)));
-    }
-    black_box(acc);
-    n
-}
-
-#[inline(never)]
-fn measure_intra(sender: &mut Process, receiver: &mut Process, n: u64) -> Result<u64, Error> {
-    intra_loop(sender, receiver, n)
-}
-
-#[inline(never)]
-fn measure_inter_logged(
-    sender: &mut Process,
-    receiver: &mut Process,
-    log: &mut SenderLog,
-    payload: &[u8],
-    n: u64,
-) -> Result<u64, Error> {
-    inter_loop::<true>(sender, receiver, log, payload, n)
-}
-
-#[inline(never)]
-fn measure_inter_hooks(
-    sender: &mut Process,
-    receiver: &mut Process,
-    log: &mut SenderLog,
-    payload: &[u8],
-    n: u64,
-) -> Result<u64, Error> {
-    inter_loop::<false>(sender, receiver, log, payload, n)
-}
-
-/// A ping-pong between ranks of two groups, `n` messages in all (each way in turn), hooks only: each delivery
-/// raises the receiver's phase past the sender's, so the phases of a sender's messages rise by two each time.
-#[inline(never)]
-fn measure_inter_exchange(a: &mut Process, b: &mut Process, n: u64) -> Result<u64, Error> {
-    let mut delivered = 0;
-    for _ in 0..n / 2 {
-        delivered += exchange_one(a, b, SENDER, OTHER_GROUP)?;
-        delivered += exchange_one(b, a, OTHER_GROUP, SENDER)?;
-    }
-    Ok(delivered)
-}
-
 /// One inter-group message, hooks only.
 #[inline(always)]
 fn exchange_one(sender: &mut Process, receiver: &mut Process, from: u32, to: u32) -> Result<u64, Error> {
@@ -229,6 +158,70 @@ fn exchange_one(sender: &mut Process, receiver: &mut Process, from: u32, to: u32
         return Ok(1);
     }
     Ok(0)
+}
+
+/// The measured cases: each a function of its own that callgrind counts (`--toggle-collect`), over the [`Setup`]
+/// of one payload, `n` messages; the number delivered.
+macro_rules! cases {
+    ($($(#[$doc:meta])* $case:literal => fn $measure:ident($s:ident, $payload:ident, $n:ident) $body:block)*) => {
+        $(
+            $(#[$doc])*
+            #[inline(never)]
+            fn $measure($s: &mut Setup, $payload: &[u8], $n: u64) -> Result<u64, Error> {
+                let _ = (&$s, $payload);
+                $body
+            }
+        )*
+
+        /// The function of a case (its name: what callgrind counts).
+        fn measured(case: &str) -> (&'static str, fn(&mut Setup, &[u8], u64) -> Result<u64, Error>) {
+            match case {
+                $($case => (stringify!($measure), $measure),)*
+                other => panic!("unknown case {other}"),
+            }
+        }
+    };
+}
+
+cases! {
+    /// The empty loop of the same length, subtracted from every other case.
+    "baseline" => fn measure_baseline(s, payload, n) {
+        let mut count = 0;
+        for _ in 0..n {
+            black_box(&mut s.sender);
+            black_box(&mut s.same);
+            count += 1;
+        }
+        Ok(count)
+    }
+    "intra" => fn measure_intra(s, payload, n) { intra_loop(&mut s.sender, &mut s.same, n) }
+    "inter-logged" => fn measure_inter_logged(s, payload, n) {
+        inter_loop::<true>(&mut s.sender, &mut s.other, &mut s.log, payload, n)
+    }
+    "inter-hooks" => fn measure_inter_hooks(s, payload, n) {
+        inter_loop::<false>(&mut s.sender, &mut s.other, &mut s.log, payload, n)
+    }
+    /// A ping-pong between ranks of two groups, `n` messages in all (each way in turn), hooks only: each delivery
+    /// raises the receiver's phase past the sender's, so the phases of a sender's messages rise by two each time.
+    "inter-exchange" => fn measure_inter_exchange(s, payload, n) {
+        let mut delivered = 0;
+        for _ in 0..n / 2 {
+            delivered += exchange_one(&mut s.sender, &mut s.other, SENDER, OTHER_GROUP)?;
+            delivered += exchange_one(&mut s.other, &mut s.sender, OTHER_GROUP, SENDER)?;
+        }
+        Ok(delivered)
+    }
+    "inter-stamped" => fn measure_inter_stamped(s, payload, n) {
+        stamped_loop(&mut s.sender, &mut s.other, &mut s.log, payload, n)
+    }
+    "digest" => fn measure_digest(s, payload, n) {
+        let mut acc = 0u64;
+        for _ in 0..n {
+            acc = acc.wrapping_add(digest(&ENVELOPE, black_box(payload)));
+        }
+        black_box(acc);
+        Ok(n)
+    }
 }
 
 #[inline(never)]
@@ -247,16 +240,7 @@ fn child(case: &str, len: usize) {
     // Opaque to the compiler from here on, as a transport's payload would be; no per-message cost.
     let payload: &[u8] = black_box(&buffer[..]);
     let mut s = setup(payload, n);
-    let done = match case {
-        "baseline" => Ok(measure_baseline(&mut s.sender, &mut s.same, n)),
-        "intra" => measure_intra(&mut s.sender, &mut s.same, n),
-        "inter-logged" => measure_inter_logged(&mut s.sender, &mut s.other, &mut s.log, payload, n),
-        "inter-hooks" => measure_inter_hooks(&mut s.sender, &mut s.other, &mut s.log, payload, n),
-        "inter-exchange" => measure_inter_exchange(&mut s.sender, &mut s.other, n),
-        "inter-stamped" => measure_inter_stamped(&mut s.sender, &mut s.other, &mut s.log, payload, n),
-        "digest" => Ok(measure_digest(payload, n)),
-        other => panic!("unknown case {other}"),
-    };
+    let done = measured(case).1(&mut s, payload, n);
     assert_eq!(done.expect("hooks"), n, "every message of case {case} was delivered");
 }
 
@@ -290,6 +274,22 @@ fn count(case: &str, function: &str, len: usize) -> Result<u64, String> {
         .ok_or_else(|| format!("no instruction total in callgrind output for {case}"))
 }
 
+/// The printed lines, in order: a label, the case and payload measured, and what is subtracted from it (the empty
+/// loop, or another case: the difference is what the first adds).
+type Measured = (&'static str, usize);
+const LINES: &[(&str, Measured, Option<Measured>)] = &[
+    ("ft-intra-group", ("intra", SMALL), None),
+    ("ft-inter-group", ("inter-logged", SMALL), None),
+    ("ft-inter-group-hooks", ("inter-hooks", SMALL), None),
+    ("ft-log-copy", ("inter-logged", SMALL), Some(("inter-hooks", SMALL))),
+    ("ft-inter-group-1k", ("inter-logged", LARGE), None),
+    ("ft-log-copy-1k", ("inter-logged", LARGE), Some(("inter-hooks", SMALL))),
+    ("ft-inter-group-exchange-hooks", ("inter-exchange", SMALL), None),
+    ("ft-inter-group-stamped", ("inter-stamped", SMALL), None),
+    ("ft-stamp", ("inter-stamped", SMALL), Some(("inter-logged", SMALL))),
+    ("ft-digest-1k", ("digest", LARGE), None),
+];
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
@@ -302,28 +302,21 @@ fn main() {
         return;
     }
     let run = || -> Result<(), String> {
-        // The empty loop's cost per message (the same for every payload size).
-        let baseline = count("baseline", "measure_baseline", SMALL)? as f64 / MESSAGES as f64;
-        let per = |case: &str, function: &str, len: usize| -> Result<f64, String> {
-            Ok(count(case, function, len)? as f64 / messages(len) as f64 - baseline)
+        let mut counted = std::collections::BTreeMap::new();
+        let mut per = |(case, len): (&'static str, usize)| -> Result<f64, String> {
+            if let Some(&v) = counted.get(&(case, len)) {
+                return Ok(v);
+            }
+            let v = count(case, measured(case).0, len)? as f64 / messages(len) as f64;
+            counted.insert((case, len), v);
+            Ok(v)
         };
-        let intra = per("intra", "measure_intra", SMALL)?;
-        let inter = per("inter-logged", "measure_inter_logged", SMALL)?;
-        let hooks = per("inter-hooks", "measure_inter_hooks", SMALL)?;
-        let inter_1k = per("inter-logged", "measure_inter_logged", LARGE)?;
-        let exchange = per("inter-exchange", "measure_inter_exchange", SMALL)?;
-        let stamped = per("inter-stamped", "measure_inter_stamped", SMALL)?;
-        let digest_1k = per("digest", "measure_digest", LARGE)?;
-        println!("ft-intra-group {intra:.1}");
-        println!("ft-inter-group {inter:.1}");
-        println!("ft-inter-group-hooks {hooks:.1}");
-        println!("ft-log-copy {:.1}", inter - hooks);
-        println!("ft-inter-group-1k {inter_1k:.1}");
-        println!("ft-log-copy-1k {:.1}", inter_1k - hooks);
-        println!("ft-inter-group-exchange-hooks {exchange:.1}");
-        println!("ft-inter-group-stamped {stamped:.1}");
-        println!("ft-stamp {:.1}", stamped - inter);
-        println!("ft-digest-1k {digest_1k:.1}");
+        // The empty loop's cost per message (the same for every payload size).
+        let baseline = per(("baseline", SMALL))?;
+        for &(label, case, minus) in LINES {
+            let v = per(case)? - minus.map_or(Ok(baseline), &mut per)?;
+            println!("{label} {v:.1}");
+        }
         Ok(())
     };
     if let Err(e) = run() {

@@ -4,35 +4,11 @@
 use std::sync::Arc;
 
 use nemesis_ft::{
-    Action, Control, Coordinator, DateRule, Endpoint, Error, Horizon, LogConfig, Outbound, Piggyback, Process,
-    ProcessConfig, Rank, Reception, SenderLog, Stamp, Topology,
+    Action, Control, Coordinator, DateRule, Endpoint, Error, Horizon, Outbound, Piggyback, Process, ProcessConfig,
+    Rank, Reception, SenderLog, Stamp, Topology,
 };
 
-fn topo(groups: Vec<u32>) -> Arc<Topology> {
-    Arc::new(Topology::new(groups).unwrap())
-}
-
-fn process(t: &Arc<Topology>, rank: Rank) -> Process {
-    Process::new(t.clone(), rank, ProcessConfig::default()).unwrap()
-}
-
-fn log(t: &Arc<Topology>) -> SenderLog {
-    SenderLog::new(t.ranks(), LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None })
-}
-
-fn actions(p: &mut Process) -> Vec<Action> {
-    std::iter::from_fn(|| p.poll_action()).collect()
-}
-
-fn controls(p: &mut Process) -> Vec<(Endpoint, Control)> {
-    actions(p)
-        .into_iter()
-        .filter_map(|a| match a {
-            Action::Control { to, msg } => Some((to, msg)),
-            _ => None,
-        })
-        .collect()
-}
+use crate::setup::{actions, controls, log, process, topo};
 
 fn send(p: &mut Process, to: Rank) -> Piggyback {
     match p.on_send(to).unwrap() {

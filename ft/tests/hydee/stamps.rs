@@ -2,34 +2,12 @@
 //! through a checkpoint and a restart, on replays, in the sender log, and against the orphans a restarted sender
 //! regenerates.
 
-use std::sync::Arc;
-
 use nemesis_ft::digest::digest;
 use nemesis_ft::{
-    Action, Control, Endpoint, Error, Horizon, LogConfig, Outbound, Piggyback, Process, ProcessConfig, Rank, Reception,
-    SenderLog, Stamp, Topology,
+    Control, Endpoint, Error, Horizon, LogConfig, Outbound, Piggyback, Process, Rank, Reception, SenderLog, Stamp,
 };
 
-fn topo(groups: Vec<u32>) -> Arc<Topology> {
-    Arc::new(Topology::new(groups).unwrap())
-}
-
-fn process(t: &Arc<Topology>, rank: Rank) -> Process {
-    Process::new(t.clone(), rank, ProcessConfig::default()).unwrap()
-}
-
-fn log(t: &Arc<Topology>) -> SenderLog {
-    SenderLog::new(t.ranks(), LogConfig { memory_limit: 1 << 20, spill_dir: None, spill_limit: None })
-}
-
-fn controls(p: &mut Process) -> Vec<(Endpoint, Control)> {
-    std::iter::from_fn(|| p.poll_action())
-        .filter_map(|a| match a {
-            Action::Control { to, msg } => Some((to, msg)),
-            _ => None,
-        })
-        .collect()
-}
+use crate::setup::{controls, log, process, topo};
 
 /// A stamped send that must be transmitted.
 fn send(p: &mut Process, to: Rank, payload: &[u8]) -> (Piggyback, Stamp) {

@@ -46,6 +46,8 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub mod code;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod image;
 pub mod types;
 pub mod wire;

@@ -2,14 +2,11 @@
  * a checkpoint with a request outstanding fails with MPI_ERR_PENDING (under MPI_ERRORS_RETURN) and
  * loses nothing; checkpoints with none succeed, through the MPIX_ and PMPIX_ names; bad arguments
  * fail with their classes. */
-#include "check.h"
+#include "ft_hold.h"
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     void *buf = (void *)1;

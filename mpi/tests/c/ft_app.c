@@ -16,8 +16,11 @@
  * Each incarnation leaves FT_TEST_DIR/started-<rank>-<pid>. FT_TEST_HOLD=<rank>@<inc>:<iter>,...
  * makes that incarnation (0 the first) of the rank hold at the start of that iteration (after the
  * checkpoint of that iteration, if any), its pid in FT_TEST_DIR/held-<rank>-<inc>-<iter>, serving
- * its endpoint (MPI_Iprobe) until the test kills it. FT_APP_ITERS and FT_APP_EVERY override the
- * iterations (48) and the checkpoint interval (4). */
+ * its endpoint (MPI_Iprobe) until the test kills it. FT_TEST_FP=<rank>@<iter>:<point>:<k|s>,...
+ * arms a crash point of a libmpi built with the `failpoints` feature in the first incarnation of
+ * the rank at the start of that iteration, so that it dies (or stops) inside the next
+ * MPIX_Checkpoint (ft_hold.h, mpi/tests/ft_app_faults.rs). FT_APP_ITERS and FT_APP_EVERY override
+ * the iterations (48) and the checkpoint interval (4). */
 #include "ft_hold.h"
 
 #include <dirent.h>
@@ -203,28 +206,18 @@ static void step(struct state *s, int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     int inc = incarnation(rank);
 
     static struct state s;
-    void *buf;
-    size_t len;
-    int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
-    if (restored) {
-        CHECK(len == sizeof s, "restored %zu bytes", len);
-        memcpy(&s, buf, sizeof s);
-        free(buf);
+    if (ft_restore(&s, sizeof s))
         fprintf(stderr, "ft_app: rank %d incarnation %d resumes at iteration %d\n", rank, inc, s.iter);
-    } else {
+    else
         make(&s, rank, size);
-    }
     while (s.iter < s.p.iters) {
         if (holds_at(rank, inc, s.iter)) hold_at(rank, inc, s.iter);
+        arm_failpoints(rank, s.iter);
         step(&s, rank, size);
         s.iter++;
         if (s.iter % s.p.every == 0 && s.iter < s.p.iters) OK(MPIX_Checkpoint(&s, sizeof s));

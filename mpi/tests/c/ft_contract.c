@@ -11,21 +11,18 @@
  * with a message naming the call. The program asks for MPI_THREAD_MULTIPLE: with fault tolerance
  * on (NEMESIS_FT_GROUPS set) it gets MPI_THREAD_SERIALIZED (send determinism), without it
  * MPI_THREAD_MULTIPLE. */
-#include "check.h"
+#include "ft_hold.h"
 
 #include <signal.h>
 
 #define ITERS 8
 #define EVERY 4
 
-/* Whether this is a restarted incarnation, and whether fault tolerance is on (read before MPI_Init
- * takes the variables out of the environment). */
-static int restarted, ft_on;
+/* Whether fault tolerance is on (read before MPI_Init takes the variable out of the environment;
+ * whether this is a restarted incarnation: ft_hold.h). */
+static int ft_on;
 
-__attribute__((constructor)) static void read_restart(void) {
-    restarted = getenv("NEMESIS_FT_RESTART") != NULL;
-    ft_on = getenv("NEMESIS_FT_GROUPS") != NULL;
-}
+__attribute__((constructor)) static void read_ft_on(void) { ft_on = getenv("NEMESIS_FT_GROUPS") != NULL; }
 
 static void refused(int rc, const char *call) {
     CHECK(class_of(rc) == MPIX_ERR_NOT_RESTORED, "%s before MPIX_Checkpoint_restore returned %d (class %d)", call,
@@ -92,17 +89,9 @@ int main(int argc, char **argv) {
         int iter;
         long sum;
     } s = {0, 0};
-    void *buf;
-    size_t len;
-    int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
+    int restored = ft_restore(&s, sizeof s);
     CHECK(restored == restarted, "restored %d, restarted %d", restored, restarted);
-    if (restored) {
-        CHECK(len == sizeof s, "restored %zu bytes", len);
-        memcpy(&s, buf, sizeof s);
-        free(buf);
-        fprintf(stderr, "ft_contract: rank %d resumes at iteration %d\n", rank, s.iter);
-    }
+    if (restored) fprintf(stderr, "ft_contract: rank %d resumes at iteration %d\n", rank, s.iter);
     const char *kill = getenv("FT_CONTRACT_KILL");
     int victim = kill != NULL && !restarted ? atoi(kill) : -1;
     while (s.iter < ITERS) {

@@ -61,14 +61,7 @@ static void not_send_deterministic(int rank, int size) {
     struct {
         int iter;
     } s = {0};
-    void *buf;
-    size_t len;
-    int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
-    if (restored) {
-        memcpy(&s, buf, sizeof s);
-        free(buf);
-    }
+    ft_restore(&s, sizeof s);
     while (s.iter < ITERS) {
         int next = (rank + 1) % size, prev = (rank + size - 1) % size;
         int mine = rank * 100 + s.iter + (restarted ? 7 : 0), got = -1;
@@ -82,11 +75,8 @@ static void not_send_deterministic(int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     CHECK(size == 4, "4 ranks, not %d", size);
     const char *mode = getenv("FT_ERRORS");
     CHECK(mode != NULL, "FT_ERRORS is not set");

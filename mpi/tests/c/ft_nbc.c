@@ -67,32 +67,16 @@ static void step(struct state *s, int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     struct state s = {0, 0};
-    void *buf;
-    size_t len;
-    int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
-    if (restored) {
-        CHECK(len == sizeof s, "restored %zu bytes", len);
-        memcpy(&s, buf, sizeof s);
-        free(buf);
-        fprintf(stderr, "ft_nbc: rank %d resumes at iteration %d\n", rank, s.iter);
-    }
-    long checkpoints = 0, stop = hold_after(rank);
+    if (ft_restore(&s, sizeof s)) fprintf(stderr, "ft_nbc: rank %d resumes at iteration %d\n", rank, s.iter);
     while (s.iter < ITERS) {
         step(&s, rank, size);
         s.iter++;
-        if (s.iter % EVERY == 0 && s.iter < ITERS) {
-            OK(MPIX_Checkpoint(&s, sizeof s));
-            if (++checkpoints == stop) hold(rank);
-        }
+        if (s.iter % EVERY == 0 && s.iter < ITERS) checkpoint_then_hold(&s, sizeof s, rank);
     }
     printf("sum %d %ld\n", rank, s.sum);
     printf("OK ft_nbc %d\n", rank);

@@ -52,6 +52,10 @@ pub fn setup() -> &'static Setup {
         if cfg!(feature = "pmix") {
             build.args(["--features", "nemesis-mpi/pmix"]);
         }
+        // The failpoint build (`tests/ft_app_faults.rs`) in its own target directory: see that test.
+        if cfg!(feature = "failpoints") {
+            build.args(["--features", "nemesis-mpi/failpoints"]);
+        }
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
