@@ -22,7 +22,8 @@
 //! The receiver's side: with [`ENV_FT_TEST_MISDIGESTED`] every digest is sent wrong (as a damaged
 //! log would replay it), and a failure-free job whose rank 0 sends rank 1 one message ends with
 //! `SendDeterminismViolated` from rank 1's receive: checked on arrival for an eager message, once
-//! the data is in for a rendezvous one (`src/endpoint/ft_rdv.rs`).
+//! the data is in for a rendezvous one, at its last fragment for an eager message in several
+//! (`src/endpoint/ft_rdv.rs`).
 //!
 //! The test binary is itself the rank program (`rank_main`).
 
@@ -42,6 +43,9 @@ const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
 /// A message that goes by rendezvous on every path.
 const RENDEZVOUS: usize = 3 << 20;
 
+/// A blocking send on the node that goes eagerly, in several fragments.
+const SEVERAL_FRAGMENTS: usize = 200_000;
+
 fn main() {
     common::harness::main(
         rank_main,
@@ -53,8 +57,11 @@ fn main() {
             without_the_digest_it_would_have_been_silent_by_rendezvous,
             a_deterministic_reexecution_recovers,
             a_wrong_digest_is_refused_on_arrival,
+            a_wrong_digest_is_refused_at_the_last_fragment,
             a_wrong_digest_is_refused_once_a_rendezvous_is_in,
             a_wrong_digest_is_refused_once_a_rendezvous_is_in_over_two_nodes,
+            a_wrong_digest_is_refused_once_a_rendezvous_is_in_pieces,
+            a_rendezvous_in_pieces_with_the_right_digest_is_delivered,
         ],
     );
 }
@@ -84,11 +91,15 @@ fn rank_main() {
         if me == 0 {
             ep.send(&message(0, len), 1, 7, 0).unwrap();
         } else {
-            let mut buf = vec![0u8; len];
-            if let Err(e) = ep.recv(&mut buf, 0, 7, 0) {
-                println!("RESULT error rank {me}: {e}");
-                ep.abort(3, &e.to_string());
-            }
+            let pieces = std::env::var("FT_TEST_PIECES").is_ok_and(|v| v == "1");
+            let got = if pieces { recv_in_pieces(&mut ep, len) } else { recv_whole(&mut ep, len) };
+            let buf = match got {
+                Ok(buf) => buf,
+                Err(e) => {
+                    println!("RESULT error rank {me}: {e}");
+                    ep.abort(3, &e.to_string());
+                }
+            };
             println!("RESULT received {}", buf == message(0, len));
         }
         ep.finalize().unwrap();
@@ -135,6 +146,32 @@ fn rank_main() {
         println!("RESULT received {got:?} sender-sent {:?}", claimed.to_vec());
     }
     ep.finalize().unwrap();
+}
+
+/// Message 0 from rank 0 (tag 7) into a contiguous buffer.
+fn recv_whole(ep: &mut Endpoint, len: usize) -> nemesis::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    ep.recv(&mut buf, 0, 7, 0)?;
+    Ok(buf)
+}
+
+/// Message 0 from rank 0 (tag 7) into pieces of [`PIECE`] bytes with a gap of as much between
+/// them (as a strided datatype receives), packed back for the comparison.
+fn recv_in_pieces(ep: &mut Endpoint, len: usize) -> nemesis::Result<Vec<u8>> {
+    const PIECE: usize = 4096;
+    let mut spread = vec![0u8; 2 * len + PIECE];
+    let base = spread.as_mut_ptr();
+    // SAFETY: each piece lies inside `spread`, which outlives the receive; none overlap.
+    let list = unsafe {
+        nemesis::PieceList::new(
+            (0..len.div_ceil(PIECE)).map(|i| (base.add(2 * i * PIECE), PIECE.min(len - i * PIECE))).collect(),
+        )
+    };
+    let mut list: Box<dyn nemesis::Pieces> = Box::new(list);
+    // SAFETY: the list and its memory stay valid and untouched until the request completes below.
+    let req = unsafe { ep.irecv_pieces(std::ptr::NonNull::from(&mut *list), 0, 7, 0)? };
+    ep.wait(req)?;
+    Ok(spread.chunks(PIECE).step_by(2).flatten().take(len).copied().collect())
 }
 
 /// What a job gave.
@@ -273,6 +310,13 @@ fn a_wrong_digest_is_refused_on_arrival() {
     refused("misdigested", 100, &[], "arrived with a payload that does not match its digest");
 }
 
+/// An eager message in several cells (a blocking send on the node is eager up to 2 MiB; a cell
+/// holds far less): hashed as its fragments arrive, compared at the last.
+fn a_wrong_digest_is_refused_at_the_last_fragment() {
+    let what = "arrived in several fragments with data that does not match its digest";
+    refused("misdigested-fragments", SEVERAL_FRAGMENTS, &[], what);
+}
+
 fn a_wrong_digest_is_refused_once_a_rendezvous_is_in() {
     refused(
         "misdigested-rendezvous",
@@ -280,6 +324,25 @@ fn a_wrong_digest_is_refused_once_a_rendezvous_is_in() {
         &[],
         "arrived by rendezvous with data that does not match its digest",
     );
+}
+
+/// The rendezvous lands in pieces (no staging buffer on the node): hashed piece by piece.
+fn a_wrong_digest_is_refused_once_a_rendezvous_is_in_pieces() {
+    let env = [(ENV_FT_TEST_MISDIGESTED, "1"), ("FT_TEST_ONE", "1"), ("FT_TEST_PIECES", "1")];
+    let d = run_job("misdigested-rendezvous-pieces", RENDEZVOUS, &[], &env, false);
+    let all = format!("{}\n{}", d.stdout, d.stderr);
+    assert!(!d.ok, "the job must fail:\n{all}");
+    assert!(all.contains("arrived by rendezvous with data that does not match its digest"), "{all}");
+    assert!(!all.contains("RESULT received"), "{all}");
+}
+
+/// The same receive in pieces with the right digest: the data arrives whole and the job ends
+/// well (the digest over the pieces is the sender's).
+fn a_rendezvous_in_pieces_with_the_right_digest_is_delivered() {
+    let env = [("FT_TEST_ONE", "1"), ("FT_TEST_PIECES", "1")];
+    let d = run_job("rendezvous-pieces", RENDEZVOUS, &[], &env, false);
+    assert!(d.ok, "stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);
+    assert!(d.stdout.contains("RESULT received true"), "stdout:\n{}", d.stdout);
 }
 
 fn a_wrong_digest_is_refused_once_a_rendezvous_is_in_over_two_nodes() {

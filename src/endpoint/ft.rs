@@ -706,7 +706,7 @@ fn receive_fast(ft: &mut Ft, inc: &Incoming, source: u32, bytes: &nemesis_shm::P
 
 /// The digest of eager message `inc` from `source` as it arrived, when the engine checks it (a
 /// sender of another group) and the message is whole in this fragment. A message in several
-/// fragments is not hashed on arrival; an RTS carries the stamp of data that has not moved yet.
+/// fragments is hashed as its fragments arrive, an RTS once its data is in (`ft_rdv.rs`).
 #[inline(always)]
 fn arrival_digest(ft: &Ft, inc: &Incoming, source: u32) -> Option<u64> {
     let kind = inc.kind();

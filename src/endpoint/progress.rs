@@ -83,10 +83,14 @@ impl Inner {
                     match self.ft_arrival(&inc, source) {
                         Ok(Some(d)) => {
                             delivery = Some(d);
-                            if !inc.is_last() && self.ft_recovers() {
-                                // Its arrival is taken back if its sender dies before the last
-                                // fragment (`recovery.rs`).
-                                self.ft_eager_started(&inc, source);
+                            if !inc.is_last() {
+                                // Its digest is checked at its last fragment (`ft_rdv.rs`).
+                                self.ft_eager_check_start(&inc, source);
+                                if self.ft_recovers() {
+                                    // Its arrival is taken back if its sender dies before the
+                                    // last fragment (`recovery.rs`).
+                                    self.ft_eager_started(&inc, source);
+                                }
                             }
                         }
                         Ok(None) => return self.drop_arrival(inc, source, by),
@@ -184,6 +188,14 @@ impl Inner {
                 self.unexpected.push((id, u));
             }
         } else {
+            if let Some(ft) = self.ft.as_deref()
+                && !ft.eager_checks.is_empty()
+                && !matches!(self.active[src], Active::FtControl)
+                && let Err(e) = self.ft_eager_check_fragment(&inc, source)
+            {
+                self.port.release(inc)?;
+                return Err(e);
+            }
             match self.active[src] {
                 Active::Bypass => match &mut by {
                     Some(b) => {
@@ -374,6 +386,7 @@ impl Inner {
     /// or under recovery waits for the sender's next incarnation (`recovery.rs`).
     fn drop_partial(&mut self, dead: u32, by: Option<&mut Bypass>) -> Result<()> {
         let mut by = by;
+        self.ft_eager_check_dropped(dead);
         if self.ft_recovers() && self.ft_eager_withdrawn(dead, by.as_deref_mut())? {
             return Ok(());
         }

@@ -320,6 +320,9 @@ pub(crate) struct Ft {
     /// Rendezvous messages from other groups whose data is checked against its digest once in
     /// (the Endpoint's `ft_rdv.rs`).
     pub(crate) rdv_checks: Vec<(crate::endpoint::ft_rdv::RdvAt, crate::endpoint::ft_rdv::RdvCheck)>,
+    /// Eager messages from other groups arriving in several fragments, hashed as they come (at
+    /// most one per sender).
+    pub(crate) eager_checks: Vec<crate::endpoint::ft_rdv::EagerCheck>,
 }
 
 impl Ft {
@@ -435,6 +438,7 @@ impl Ft {
             gc_deferred: Vec::new(),
             stats: FtStats::default(),
             rdv_checks: Vec::new(),
+            eager_checks: Vec::new(),
             misdigest: u64::from(std::env::var(ENV_FT_TEST_MISDIGESTED).is_ok_and(|v| v == "1")),
             inter: (0..size).map(|r| topology.group_of(r).is_ok_and(|g| g != group)).collect(),
             digested: {
