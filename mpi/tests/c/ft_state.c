@@ -601,18 +601,12 @@ static void step(struct state *s, int rank, int size) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    check_rank = rank;
+    ft_init(&argc, &argv, &rank, &size);
     CHECK(size % 2 == 0, "an even number of ranks");
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     struct state s;
-    void *buf;
-    size_t len;
-    int restored;
     if (restarted && getenv("FT_STATE_EARLY") != NULL) {
         MPI_Datatype early;
         OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
@@ -620,11 +614,7 @@ int main(int argc, char **argv) {
         CHECK(0, "MPI_Type_contiguous before the restore was not refused");
     }
     map_area();
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
-    if (restored) {
-        CHECK(len == sizeof s, "restored %zu bytes", len);
-        memcpy(&s, buf, sizeof s);
-        free(buf);
+    if (ft_restore(&s, sizeof s)) {
         fprintf(stderr,
                 "ft_state: rank %d resumes at iteration %d (row %#x, cart %#x, type %#x, op %#x, requests %#x %#x)\n",
                 rank, s.iter, (unsigned)s.row, (unsigned)s.cart, (unsigned)s.vec, (unsigned)s.op, (unsigned)s.psend,
