@@ -241,7 +241,8 @@ impl Part {
         })
     }
 
-    /// The inactive request `s` describes.
+    /// The inactive request `s` describes (a new one made by `MPI_Psend_init`/`Precv_init`, or
+    /// one restored from the MPI state image).
     pub fn restored(s: Saved) -> Part {
         let staging = if matches!(s.data, Layout::Typed { .. }) { vec![0u8; s.data.len()] } else { Vec::new() };
         Part {
@@ -320,15 +321,13 @@ pub unsafe fn init(
     let total = total.ok_or_else(|| Fail::new(abi::ERR_COUNT, Some(ci), Why::Arg("partitions × count overflows")))?;
     let t = super::start::target(st, buf, total, dt, peer, tag, comm, send)?;
     let bytes = if partitions == 0 { 0 } else { t.data.len() / partitions as usize };
-    let staging = if matches!(t.data, Layout::Typed { .. }) { vec![0u8; t.data.len()] } else { Vec::new() };
     let partitions = partitions as usize;
-    let setup = send.then(|| Setup {
-        partitions,
-        bytes,
+    let setup = send.then(|| {
         // ORDERING: Relaxed: a counter; only uniqueness matters.
-        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & (DATA - 1),
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & (DATA - 1);
+        (partitions, bytes, id)
     });
-    let part = Part {
+    let part = Part::restored(Saved {
         send,
         peer: t.peer,
         rank: peer,
@@ -337,19 +336,9 @@ pub unsafe fn init(
         partitions,
         bytes,
         data: t.data,
-        staging,
         setup,
-        setup_buf: Box::new([0; 3]),
-        setup_req: None,
         introduced: false,
-        active: false,
-        started: Vec::new(),
-        inflight: Vec::new(),
-        landed: Vec::new(),
-        arrived: Vec::new(),
-        failed: None,
-        result: None,
-    };
+    });
     let req = Req { ext: Some(Box::new(Ext::Part(Box::new(part)))), ..Req::new(t.ci, ReqState::Inactive, !send) };
     let h = st.reqs.insert(req).ok_or_else(|| super::start::too_many(t.ci))?;
     // SAFETY: checked non-null; MPI's contract.
