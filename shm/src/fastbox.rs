@@ -202,11 +202,16 @@ impl<'a> FastboxRef<'a> {
         seq: u32,
         payload: &P,
     ) -> bool {
-        let fl = match ft {
-            Some(pb) => hdr.flags & !flags::FT_STAMP | ft_flags(pb),
-            None => hdr.flags,
+        // Without a piggyback the room is 0 as a constant (not `ft_room(hdr.flags)`): the FT-off
+        // send then writes its payload at a fixed offset, as before the room had two sizes.
+        let (fl, room) = match ft {
+            Some(pb) => {
+                let fl = hdr.flags & !flags::FT_STAMP | ft_flags(pb);
+                (fl, ft_room(fl))
+            }
+            None => (hdr.flags, 0),
         };
-        let offset = HEADER_BYTES + ft_room(fl);
+        let offset = HEADER_BYTES + room;
         debug_assert!(offset + payload.len() <= self.body_size);
         debug_assert!(ft.is_some() || hdr.flags & flags::FT_PIGGYBACK == 0);
         if !self.slot_free(*next, acked) {
@@ -381,7 +386,23 @@ impl<'a> FastboxRef<'a> {
                 ptr::read_unaligned(ptr::addr_of!((*hdr).flags)),
             )
         };
-        // The piggyback room, if flagged.
+        // The flag tested first: a message without a piggyback (fault tolerance off) pays a test
+        // and no room arithmetic (`ft_room` on every message made this path 6 instructions longer,
+        // a branch-free select).
+        if fl & flags::FT_PIGGYBACK != 0 {
+            return self.peek_room(hdr, body, fl, seq, len);
+        }
+        // Bounds: a faulty sender's length must not make us read past the slot.
+        if len as usize > self.body_size - HEADER_BYTES {
+            return Err(Error::corrupt("fastbox message length", len));
+        }
+        // SAFETY: `HEADER_BYTES + len <= body_size` was just checked.
+        Ok(Some(Published { hdr, payload: unsafe { body.add(HEADER_BYTES) as *const u8 }, seq, len }))
+    }
+
+    /// [`peek`](Self::peek) of a message with a piggyback: its payload after the room.
+    #[inline(always)]
+    fn peek_room(&self, hdr: *const MsgHeader, body: *mut u8, fl: u8, seq: u32, len: u32) -> Result<Option<Published>> {
         let extra = ft_room(fl);
         // Bounds: a faulty sender's length must not make us read past the slot.
         if len as usize + extra > self.body_size - HEADER_BYTES {
