@@ -22,7 +22,7 @@
 use core::marker::PhantomData;
 use core::ptr;
 
-use crate::cell::{HEADER_BYTES, MsgHeader, PiggybackBytes, flags, ft_flags, ft_room, ft_write};
+use crate::cell::{FT_ROOM, FT_ROOM_SHORT, HEADER_BYTES, MsgHeader, PiggybackBytes, flags, ft_room, ft_write};
 use crate::error::{Error, Result};
 use crate::pieces::Payload;
 use crate::sync::{AtomicU32, Ordering::*};
@@ -169,8 +169,8 @@ impl<'a> FastboxRef<'a> {
     }
 
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
-    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`], and [`flags::FT_STAMP`]
-    /// as [`ft_flags`] says; the room is [`ft_room`] of them) and `payload` as
+    /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]; its stamp travels if
+    /// `hdr` has [`flags::FT_STAMP`]; the room is [`ft_room`] of them) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
     /// receiver's ack count (starts at 0 with `*next`). Returns false (and writes nothing) if the
     /// receiver has not consumed that slot's previous message yet. The caller checked that
@@ -205,10 +205,11 @@ impl<'a> FastboxRef<'a> {
         // Without a piggyback the room is 0 as a constant (not `ft_room(hdr.flags)`): the FT-off
         // send then writes its payload at a fixed offset, as before the room had two sizes.
         let (fl, room) = match ft {
-            Some(pb) => {
-                let fl = hdr.flags & !flags::FT_STAMP | ft_flags(pb);
-                (fl, ft_room(fl))
-            }
+            // The room from the stamp flag alone (the piggyback flag is known here).
+            Some(_) => (
+                hdr.flags | flags::FT_PIGGYBACK,
+                if hdr.flags & flags::FT_STAMP != 0 { FT_ROOM } else { FT_ROOM_SHORT },
+            ),
             None => (hdr.flags, 0),
         };
         let offset = HEADER_BYTES + room;

@@ -25,7 +25,7 @@ use super::{
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
-use crate::ft::{ENVELOPE, Ft, envelope, parse_envelope, unwire, wire};
+use crate::ft::{ENVELOPE, Ft, envelope, parse_envelope, stamp_flag, unwire, wire};
 
 /// A send as the application asked for it, kept while the engine holds it.
 #[derive(Clone, Copy, Debug)]
@@ -115,8 +115,8 @@ impl Inner {
             if log {
                 self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
-            let pb = wire(piggyback, stamp, stamped);
-            let hdr = self.header(dest, tag, context);
+            let pb = wire(piggyback, stamp);
+            let hdr = MsgHeader { flags: stamp_flag(stamped), ..self.header(dest, tag, context) };
             return match self.port.send(local, &hdr, Some(&pb), buf) {
                 Ok(Sent::Done) => {
                     self.ring(local);
@@ -188,7 +188,7 @@ impl Inner {
             Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
             Outbound::Hold => return Ok(Attempt::Held),
         };
-        let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(s.dest)));
+        let pb = wire(piggyback, stamp);
         if s.len > s.limit {
             // SAFETY: the caller's contract.
             let req =
@@ -208,7 +208,8 @@ impl Inner {
         }
         // No token but a synchronous send's (for its acknowledgement): with fault tolerance a
         // send is not cancelled.
-        let (hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
+        let (mut hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
+        hdr.flags |= stamp_flag(self.ft.as_deref().is_some_and(|ft| ft.stamps(s.dest)));
         if s.local == NOT_LOCAL {
             match self.net_send(s.dest, &hdr, Some(&pb), data) {
                 Ok(()) => self.count(s.dest, s.len),
@@ -575,7 +576,8 @@ impl Inner {
         let (_, stamp) = ft.log.read_stamped(to, pb.date(), &mut buf)?;
         let (tag, context) =
             parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
-        let bytes = wire(pb, stamp, ft.stamps(to));
+        let flags = stamp_flag(ft.stamps(to));
+        let bytes = wire(pb, stamp);
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         ft.stats.replayed += 1;
@@ -592,7 +594,7 @@ impl Inner {
             }
             return Ok(());
         }
-        let hdr = self.header(to, tag, context);
+        let hdr = MsgHeader { flags, ..self.header(to, tag, context) };
         self.send_own(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
     }
 

@@ -219,17 +219,23 @@ pub const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
 /// (`tests/ft_determinism.rs`). Never for production.
 pub const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
 
-/// The piggyback and stamp of a message as they travel in the FT room of its header; the stamp
-/// only if `stamped` (the destination is in another group, [`Ft::stamps`]), zeros otherwise: the
-/// port then sends the short room, without `FT_STAMP` ([`nemesis_shm::cell::ft_flags`]).
+/// The piggyback and stamp of a message as they go to the port or netmod. The stamp travels only
+/// with [`stamp_flag`] in the header (the destination is in another group, [`Ft::stamps`]): without
+/// it the port sends the short room, and the receiver reads a zero stamp.
 #[inline(always)]
-pub(crate) fn wire(pb: Piggyback, stamp: Stamp, stamped: bool) -> PiggybackBytes {
+pub(crate) fn wire(pb: Piggyback, stamp: Stamp) -> PiggybackBytes {
     let mut out = [0u8; FT_PIGGYBACK_BYTES];
     out[..PIGGYBACK_LEN].copy_from_slice(&pb.encode());
-    if stamped {
-        out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
-    }
+    out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
     out
+}
+
+/// The header flag of a message whose stamp travels (`stamped`: its destination is in another
+/// group, [`Ft::stamps`]): `FT_STAMP` or nothing, without a branch. The Endpoint sets it from what
+/// it knows; the port does not look at the stamp's bytes.
+#[inline(always)]
+pub(crate) const fn stamp_flag(stamped: bool) -> u8 {
+    (stamped as u8) * nemesis_shm::cell::flags::FT_STAMP
 }
 
 /// The piggyback and stamp a message carried ([`wire`]). A message without `FT_STAMP` carried no
