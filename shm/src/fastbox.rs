@@ -170,7 +170,8 @@ impl<'a> FastboxRef<'a> {
 
     /// Sender: writes `hdr` (with sequence number `seq`, length `payload.len()` and fragment 0),
     /// the piggyback `ft` if any (the header then gets [`flags::FT_PIGGYBACK`]; its stamp travels if
-    /// `hdr` has [`flags::FT_STAMP`]; the room is [`ft_room`] of them) and `payload` as
+    /// `hdr` has [`flags::FT_STAMP`], short with [`flags::FT_STAMP_SHORT`]; the room is [`ft_room`]
+    /// of them) and `payload` as
     /// message `*next` of the box if its slot is free, then advances `*next`. `acked` caches the
     /// receiver's ack count (starts at 0 with `*next`). Returns false (and writes nothing) if the
     /// receiver has not consumed that slot's previous message yet. The caller checked that

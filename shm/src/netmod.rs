@@ -125,7 +125,7 @@ impl<'n> Arrival<'n> {
     /// message's) whose fault-tolerance room holds `ft` (empty without the flag).
     pub fn new(hdr: &MsgHeader, ft: &[u8], inbox: &dyn Inbox<'n>) -> Arrival<'n> {
         let mut h = *hdr;
-        h.flags &= flags::FT_PIGGYBACK | flags::FT_STAMP;
+        h.flags &= flags::FT_PIGGYBACK | flags::FT_STAMP | flags::FT_STAMP_SHORT;
         h.seq = 0;
         h.frag = 0;
         let room = ft_room(h.flags);

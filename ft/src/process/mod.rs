@@ -394,6 +394,7 @@ impl Process {
     }
 
     /// Sequence number of the last stamped message accepted from `from` (0 if none).
+    #[inline]
     pub fn last_seq_from(&self, from: Rank) -> u64 {
         self.peers.get(from as usize).map_or(0, |p| p.rx_seq)
     }

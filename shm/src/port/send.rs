@@ -67,9 +67,10 @@ impl<'n, N: Node> Port<'n, N> {
     /// Sends `payload` to local rank `dst` with header `hdr` (its `seq`, `frag` and `len` are set
     /// here) and, for fault tolerance, the piggyback `ft`: the port then sets
     /// [`flags::FT_PIGGYBACK`] and writes it into the room after the header of the fastbox slot or
-    /// of every cell, its stamp included if `hdr.flags` has [`flags::FT_STAMP`] (the caller's
-    /// choice: it knows which destinations look at stamps). `hdr.flags` must not have
-    /// [`flags::FT_PIGGYBACK`] itself, nor [`flags::FT_STAMP`] without `ft`.
+    /// of every cell, its stamp included if `hdr.flags` has [`flags::FT_STAMP`], or its short
+    /// form with [`flags::FT_STAMP_SHORT`] (the caller's choice: it knows which destinations look
+    /// at stamps, and puts the digest's low half in `aux`). `hdr.flags` must not have
+    /// [`flags::FT_PIGGYBACK`] itself, nor a stamp flag without `ft`.
     ///
     /// The common case, a small message to a peer whose fastbox we hold and whose next slot is
     /// free, is done inline (with or without a piggyback); everything else in
@@ -133,7 +134,10 @@ impl<'n, N: Node> Port<'n, N> {
         ft: Option<&PiggybackBytes>,
         payload: &P,
     ) -> Result<Sent> {
-        debug_assert!(ft.is_some() || hdr.flags & flags::FT_STAMP == 0, "a stamp flag without a piggyback");
+        debug_assert!(
+            ft.is_some() || hdr.flags & (flags::FT_STAMP | flags::FT_STAMP_SHORT) == 0,
+            "a stamp flag without a piggyback"
+        );
         // The larger room: capacities do not depend on the stamp.
         let room = if ft.is_some() { FT_ROOM } else { 0 };
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
@@ -178,7 +182,8 @@ impl<'n, N: Node> Port<'n, N> {
         h.seq = seq as u32;
         h.frag = 0;
         h.len = payload.len() as u32;
-        h.flags = h.flags & !(flags::FT_PIGGYBACK | flags::FT_STAMP) | crate::cell::ft_flags(h.flags, FT);
+        h.flags = h.flags & !(flags::FT_PIGGYBACK | flags::FT_STAMP | flags::FT_STAMP_SHORT)
+            | crate::cell::ft_flags(h.flags, FT);
         t.seq = t.seq.wrapping_add(1);
         t.sent = t.sent.wrapping_add(1);
         t.bytes += payload.len() as u64;

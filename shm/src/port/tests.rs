@@ -103,18 +103,17 @@ fn pb(i: u32) -> PiggybackBytes {
     b
 }
 
-/// Message `i` is sent with [`flags::FT_STAMP`] (every other one): its stamp travels.
-fn stamped(i: u32) -> bool {
-    i % 2 == 1
+/// The stamp flag message `i` is sent with: [`flags::FT_STAMP`] (its stamp travels), the short
+/// stamp ([`flags::FT_STAMP_SHORT`]) or none, in turn.
+fn stamp_flag(i: u32) -> u8 {
+    [0, flags::FT_STAMP, 0, flags::FT_STAMP_SHORT][i as usize % 4]
 }
 
-/// The piggyback message `i` arrives with: [`pb`], its stamp zero unless [`stamped`] (the short
-/// room, whatever the bytes given).
+/// The piggyback message `i` arrives with: [`pb`], zero past the bytes its flags carry
+/// ([`crate::cell::ft_carried`]: the short rooms), whatever the bytes given.
 fn arrived(i: u32) -> PiggybackBytes {
     let mut b = pb(i);
-    if !stamped(i) {
-        b[FT_SHORT_BYTES..].fill(0);
-    }
+    b[crate::cell::ft_carried(flags::FT_PIGGYBACK | stamp_flag(i))..].fill(0);
     b
 }
 
@@ -136,7 +135,7 @@ fn piggybacks_travel_on_every_path() {
         let p = payload(i, sizes[i as usize % sizes.len()]);
         let with = i % 3 != 2;
         let ft = pb(i);
-        let flags = if with && stamped(i) { flags::FT_STAMP } else { 0 };
+        let flags = if with { stamp_flag(i) } else { 0 };
         let hdr = MsgHeader { tag: i as i32, flags, ..MsgHeader::default() };
         match a.send(1, &hdr, with.then_some(&ft), &p).unwrap() {
             Sent::Done => {}
@@ -163,8 +162,9 @@ fn piggybacks_travel_on_every_path() {
             via[usize::from(inc.via_fastbox())] += 1;
             loop {
                 assert_eq!(inc.piggyback(), carried.then(|| arrived(tag)), "message {tag}, offset {}", inc.offset());
-                let stamp_flag = u16::from(flags::FT_STAMP) << 8;
-                assert_eq!(inc.kind_flags() & stamp_flag != 0, carried && stamped(tag), "message {tag}: stamp flag");
+                let stamp_flags = u16::from(flags::FT_STAMP | flags::FT_STAMP_SHORT) << 8;
+                let want = if carried { u16::from(stamp_flag(tag)) << 8 } else { 0 };
+                assert_eq!(inc.kind_flags() & stamp_flags, want, "message {tag}: stamp flags");
                 inc.copy_to(&mut got[inc.offset()..]);
                 let last = inc.is_last();
                 b.release(inc).unwrap();
