@@ -1,5 +1,5 @@
 use super::*;
-use crate::cell::{FT_PIGGYBACK_BYTES, FT_SHORT_BYTES, NULL, PiggybackBytes, custody, flags};
+use crate::cell::{FT_PIGGYBACK_BYTES, NULL, PiggybackBytes, custody, flags};
 use crate::layout::Params;
 use crate::node::{HeapNode, free_queue_id};
 use crate::sync::Ordering::Relaxed;
