@@ -17,7 +17,9 @@
 //!
 //! Payloads are eager (one cell) or [`RENDEZVOUS`] bytes (past every eager limit: a blocking send
 //! on the node is eager up to 2 MiB), over one node or `--nodes 2` (the TCP netmod between the
-//! ranks).
+//! ranks). Eager payloads of 8 and 100 bytes carry the short stamp (`FT_STAMP_SHORT`: the low
+//! halves of the sequence number and digest, rebuilt and checked by the receiver), [`LONG_EAGER`]
+//! bytes the long one.
 //!
 //! The receiver's side: with [`ENV_FT_TEST_MISDIGESTED`] every digest is sent wrong (as a damaged
 //! log would replay it), and a failure-free job whose rank 0 sends rank 1 one message ends with
@@ -45,6 +47,8 @@ const RENDEZVOUS: usize = 3 << 20;
 
 /// A blocking send on the node that goes eagerly, in several fragments.
 const SEVERAL_FRAGMENTS: usize = 200_000;
+/// An eager message too long for the short stamp (`nemesis::ft`'s `SHORT_STAMP_MAX`, 192 bytes).
+const LONG_EAGER: usize = 300;
 
 fn main() {
     common::harness::main(
@@ -53,11 +57,14 @@ fn main() {
             a_reordered_reexecution_is_caught,
             a_reordered_reexecution_is_caught_by_rendezvous,
             a_reordered_reexecution_is_caught_over_two_nodes,
+            a_reordered_reexecution_is_caught_with_long_stamps,
+            a_reordered_reexecution_of_8_bytes_is_caught_over_two_nodes,
             without_the_digest_it_would_have_been_silent,
             without_the_digest_it_would_have_been_silent_by_rendezvous,
             a_deterministic_reexecution_recovers,
             a_wrong_digest_is_refused_on_arrival,
             a_wrong_digest_is_refused_at_the_last_fragment,
+            a_wrong_short_digest_is_refused_on_arrival_over_two_nodes,
             a_wrong_digest_is_refused_once_a_rendezvous_is_in,
             a_wrong_digest_is_refused_once_a_rendezvous_is_in_over_two_nodes,
             a_wrong_digest_is_refused_once_a_rendezvous_is_in_pieces,
@@ -269,6 +276,16 @@ fn a_reordered_reexecution_is_caught_over_two_nodes() {
     caught("nodes", 100, &["--nodes", "2"]);
 }
 
+fn a_reordered_reexecution_is_caught_with_long_stamps() {
+    caught("long-stamps", LONG_EAGER, &[]);
+}
+
+/// The message of one cache line (short stamp) between nodes: the orphans' stamps the receiver
+/// recorded were rebuilt from short ones.
+fn a_reordered_reexecution_of_8_bytes_is_caught_over_two_nodes() {
+    caught("nodes-8", 8, &["--nodes", "2"]);
+}
+
 /// Without digests the job "succeeds" with rank 1 holding what the restarted rank 0 did not send.
 fn silent(name: &str, len: usize) {
     let d = job(name, len, &[], &[(ENV_FT_TEST_UNDIGESTED, "1")]);
@@ -315,6 +332,11 @@ fn a_wrong_digest_is_refused_on_arrival() {
 fn a_wrong_digest_is_refused_at_the_last_fragment() {
     let what = "arrived in several fragments with data that does not match its digest";
     refused("misdigested-fragments", SEVERAL_FRAGMENTS, &[], what);
+}
+
+/// The low half of the digest, in the header's `aux` (short stamp), checked through the TCP netmod.
+fn a_wrong_short_digest_is_refused_on_arrival_over_two_nodes() {
+    refused("misdigested-8", 8, &["--nodes", "2"], "arrived with a payload that does not match its digest");
 }
 
 fn a_wrong_digest_is_refused_once_a_rendezvous_is_in() {

@@ -62,17 +62,21 @@ fn lmt_control() -> Vec<Vec<u8>> {
     out
 }
 
-/// A MSG frame of `payload` bytes from rank 1 to rank 0, with the piggyback room if `ft`.
-fn msg_frame(tag: i32, payload: &[u8], ft: bool) -> Vec<u8> {
-    let flags = if ft { flags::FT_PIGGYBACK | flags::FT_STAMP } else { 0 };
+/// A MSG frame of `payload` bytes from rank 1 to rank 0 with header `flags` (the piggyback room
+/// they ask for: long, short stamp, none).
+fn msg_frame(tag: i32, payload: &[u8], flags: u8) -> Vec<u8> {
     let room = nemesis_shm::cell::ft_room(flags);
-    let h = MsgHeader { src: 1, dst: 0, tag, len: payload.len() as u32, flags, ..MsgHeader::default() };
+    let h = MsgHeader { src: 1, dst: 0, tag, len: payload.len() as u32, flags, aux: 0x5eed, ..MsgHeader::default() };
     let mut f = frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()).to_vec();
     f.extend_from_slice(&frame::header_bytes(&h));
     f.extend(std::iter::repeat_n(7u8, room));
     f.extend_from_slice(payload);
     f
 }
+
+/// The piggyback flags of a frame with the long stamp, and with the short one.
+const LONG: u8 = flags::FT_PIGGYBACK | flags::FT_STAMP;
+const SHORT: u8 = flags::FT_PIGGYBACK | flags::FT_STAMP_SHORT;
 
 fn tcp_frames() -> Vec<Vec<u8>> {
     let big: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
@@ -82,17 +86,23 @@ fn tcp_frames() -> Vec<Vec<u8>> {
         f
     };
     vec![
-        // Up: small and multi-cell messages, one with the piggyback room, then BYE.
-        [vec![0], msg_frame(5, b"hello", false), msg_frame(6, &big, true), frame::prefix(Kind::Bye, 0).to_vec()]
-            .concat(),
+        // Up: small and multi-cell messages, with the long and the short piggyback room, then BYE.
+        [
+            vec![0],
+            msg_frame(5, b"hello", 0),
+            msg_frame(6, &big, LONG),
+            msg_frame(7, b"8 bytes!", SHORT),
+            frame::prefix(Kind::Bye, 0).to_vec(),
+        ]
+        .concat(),
         // Up: two DATA frames of transfer 0, then a message.
-        [vec![0], data(0, 1000), data(1000, 500), msg_frame(1, &[], false)].concat(),
+        [vec![0], data(0, 1000), data(1000, 500), msg_frame(1, &[], 0)].concat(),
         // Proved, waiting for ACCEPT: ACCEPT, then a message.
-        [vec![2], accept(Kind::Accept), msg_frame(2, b"x", false)].concat(),
+        [vec![2], accept(Kind::Accept), msg_frame(2, b"x", 0)].concat(),
         // Proved, waiting: REJECT.
         [vec![2], accept(Kind::Reject)].concat(),
         // HELLO sent: the peer's CHALLENGE (a valid proof), ACCEPT, a message.
-        [vec![1], challenge(), accept(Kind::Accept), msg_frame(3, b"y", false)].concat(),
+        [vec![1], challenge(), accept(Kind::Accept), msg_frame(3, b"y", 0)].concat(),
     ]
 }
 

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use nemesis_shm::auth::JobSecret;
-use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, ft_room};
+use nemesis_shm::cell::{FT_ROOM, HEADER_BYTES, ft_carried, ft_room};
 use nemesis_shm::netmod::{Arrival, Inbox, KIND_PEER_GONE};
 use nemesis_shm::{MsgHeader, NetCell};
 
@@ -91,7 +91,8 @@ pub fn build(key: &FragKey, h: &MsgHeader, wraps: u32, ft: Option<&[u8]>, data: 
     let r = &mut out[HEADER_BYTES..HEADER_BYTES + room];
     r.fill(0);
     if let Some(pb) = ft {
-        let n = pb.len().min(room);
+        // The bytes the flags carry (`ft_carried`, as every other writer of the room), the rest zero.
+        let n = ft_carried(h.flags).min(pb.len());
         r[..n].copy_from_slice(&pb[..n]);
     }
     out[HEADER_BYTES + room..body].copy_from_slice(data);

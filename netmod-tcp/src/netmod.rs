@@ -74,7 +74,7 @@ impl<'n> Netmod<'n> for TcpNetmod<'n> {
         h.src = self.me;
         h.dst = dst;
         // Only the piggyback flags travel, and only with a piggyback.
-        h.flags = ft.map_or(0, ft_flags);
+        h.flags = ft_flags(hdr.flags, ft.is_some());
         let room = ft_room(h.flags);
         let mut head = [0u8; PREFIX + HEADER_BYTES + FT_ROOM];
         head[..PREFIX].copy_from_slice(&frame::prefix(Kind::Msg, HEADER_BYTES + room + payload.len()));

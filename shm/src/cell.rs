@@ -35,31 +35,41 @@ pub const FT_ROOM_SHORT: usize = 16;
 pub const FT_PIGGYBACK_BYTES: usize = 28;
 /// Bytes of the piggyback before its stamp: what travels without [`flags::FT_STAMP`].
 pub const FT_SHORT_BYTES: usize = 12;
+/// Bytes of the piggyback that travel with [`flags::FT_STAMP_SHORT`]: the first
+/// [`FT_SHORT_BYTES`] and the low 4 bytes of the stamp's sequence number (little-endian), in the
+/// [`FT_ROOM_SHORT`] room; the low 32 bits of its digest travel in the header's `aux`.
+pub const FT_STAMP_SHORT_BYTES: usize = FT_SHORT_BYTES + 4;
 
 /// Bytes of fault-tolerance room between the header and the payload of a message whose header has
-/// `flags`: 0 without [`flags::FT_PIGGYBACK`], [`FT_ROOM_SHORT`] with it alone, [`FT_ROOM`] with
-/// [`flags::FT_STAMP`] too. Every reader and writer of the room goes by it.
+/// `flags`: 0 without [`flags::FT_PIGGYBACK`], [`FT_ROOM_SHORT`] with it alone (or with
+/// [`flags::FT_STAMP_SHORT`]), [`FT_ROOM`] with [`flags::FT_STAMP`] too. Every reader and writer of
+/// the room goes by it.
 #[inline(always)]
 pub const fn ft_room(flags: u8) -> usize {
     (flags & flags::FT_PIGGYBACK) as usize * (FT_ROOM_SHORT << ((flags >> 2) & 1))
 }
 
-/// The flags a message carrying piggyback `pb` gets: [`flags::FT_PIGGYBACK`], and
-/// [`flags::FT_STAMP`] unless its stamp (the bytes after [`FT_SHORT_BYTES`]) is all zero. The layer
-/// above sends a zero stamp to the destinations that do not look at it (its own group), and a
-/// reader of a message without the flag sees a zero stamp: the short room loses nothing.
+/// The piggyback flags that travel with a message whose header has `flags`: with a piggyback
+/// (`ft`), [`flags::FT_PIGGYBACK`] and the [`flags::FT_STAMP`] and [`flags::FT_STAMP_SHORT`] of
+/// `flags` (the layer above sets them for the destinations that look at the stamp: another
+/// group's); none without. A reader of a message without them sees a zero stamp ([`ft_read`]).
 #[inline(always)]
-pub fn ft_flags(pb: &PiggybackBytes) -> u8 {
-    let mut stamp = [0u8; FT_PIGGYBACK_BYTES - FT_SHORT_BYTES];
-    stamp.copy_from_slice(&pb[FT_SHORT_BYTES..]);
-    if u128::from_ne_bytes(stamp) != 0 { flags::FT_PIGGYBACK | flags::FT_STAMP } else { flags::FT_PIGGYBACK }
+pub const fn ft_flags(flags: u8, ft: bool) -> u8 {
+    if ft { flags::FT_PIGGYBACK | flags & (flags::FT_STAMP | flags::FT_STAMP_SHORT) } else { 0 }
 }
 
-/// The piggyback bytes that travel in the room of a message with `flags` (all of `pb` with
-/// [`flags::FT_STAMP`], its first [`FT_SHORT_BYTES`] without; none without [`flags::FT_PIGGYBACK`]).
+/// The piggyback bytes that travel in the room of a message with `flags`: all of `pb` with
+/// [`flags::FT_STAMP`], [`FT_STAMP_SHORT_BYTES`] with [`flags::FT_STAMP_SHORT`] alone, its first
+/// [`FT_SHORT_BYTES`] with neither; none without [`flags::FT_PIGGYBACK`]. Never more than
+/// [`ft_room`].
 #[inline(always)]
 pub const fn ft_carried(flags: u8) -> usize {
-    ft_room(flags).saturating_sub(FT_ROOM - FT_PIGGYBACK_BYTES)
+    match flags & ROOM_FLAGS {
+        LONG | LONG_AND_SHORT => FT_PIGGYBACK_BYTES,
+        SHORT_STAMP => FT_STAMP_SHORT_BYTES,
+        flags::FT_PIGGYBACK => FT_SHORT_BYTES,
+        _ => 0,
+    }
 }
 
 /// The piggyback of a message with `flags` from the `room` behind its header (at least
@@ -67,14 +77,23 @@ pub const fn ft_carried(flags: u8) -> usize {
 #[inline(always)]
 pub fn ft_read(flags: u8, room: &[u8]) -> PiggybackBytes {
     let mut pb = [0u8; FT_PIGGYBACK_BYTES];
-    // Two fixed-size copies, not one of a variable length (a call to `memcpy`).
-    match ft_carried(flags) {
-        FT_PIGGYBACK_BYTES => pb.copy_from_slice(&room[..FT_PIGGYBACK_BYTES]),
-        FT_SHORT_BYTES => pb[..FT_SHORT_BYTES].copy_from_slice(&room[..FT_SHORT_BYTES]),
+    // Two fixed-size copies, not one of a variable length (a call to `memcpy`), chosen by the
+    // flags themselves (cheaper than going through `ft_carried`'s arithmetic).
+    match flags & ROOM_FLAGS {
+        LONG | LONG_AND_SHORT => pb.copy_from_slice(&room[..FT_PIGGYBACK_BYTES]),
+        SHORT_STAMP => pb[..FT_STAMP_SHORT_BYTES].copy_from_slice(&room[..FT_STAMP_SHORT_BYTES]),
+        flags::FT_PIGGYBACK => pb[..FT_SHORT_BYTES].copy_from_slice(&room[..FT_SHORT_BYTES]),
         _ => {}
     }
     pb
 }
+
+/// The flags that say what the room carries, and their values: the long stamp ([`flags::FT_STAMP`]
+/// wins over [`flags::FT_STAMP_SHORT`]: the room is [`ft_room`]'s), the short one.
+const ROOM_FLAGS: u8 = flags::FT_PIGGYBACK | flags::FT_STAMP | flags::FT_STAMP_SHORT;
+const LONG: u8 = flags::FT_PIGGYBACK | flags::FT_STAMP;
+const LONG_AND_SHORT: u8 = ROOM_FLAGS;
+const SHORT_STAMP: u8 = flags::FT_PIGGYBACK | flags::FT_STAMP_SHORT;
 
 /// Writes the bytes of piggyback `pb` that a message with `flags` carries ([`ft_carried`]) at
 /// `room`, in fixed-size copies.
@@ -85,9 +104,10 @@ pub fn ft_read(flags: u8, room: &[u8]) -> PiggybackBytes {
 pub unsafe fn ft_write(flags: u8, pb: &PiggybackBytes, room: *mut u8) {
     // SAFETY: the caller's contract; each arm writes `ft_carried(flags)` bytes.
     unsafe {
-        match ft_carried(flags) {
-            FT_PIGGYBACK_BYTES => core::ptr::write_unaligned(room as *mut PiggybackBytes, *pb),
-            FT_SHORT_BYTES => core::ptr::copy_nonoverlapping(pb.as_ptr(), room, FT_SHORT_BYTES),
+        match flags & ROOM_FLAGS {
+            LONG | LONG_AND_SHORT => core::ptr::write_unaligned(room as *mut PiggybackBytes, *pb),
+            SHORT_STAMP => core::ptr::copy_nonoverlapping(pb.as_ptr(), room, FT_STAMP_SHORT_BYTES),
+            flags::FT_PIGGYBACK => core::ptr::copy_nonoverlapping(pb.as_ptr(), room, FT_SHORT_BYTES),
             _ => {}
         }
     }
@@ -108,6 +128,12 @@ pub mod flags {
     /// is [`super::FT_ROOM`] (32) bytes, not [`super::FT_ROOM_SHORT`] (16). Bit 2: [`super::ft_room`]
     /// shifts by it. Meaningless without [`FT_PIGGYBACK`].
     pub const FT_STAMP: u8 = 1 << 2;
+    /// With [`FT_PIGGYBACK`] and without [`FT_STAMP`]: the stamp travels short, for an 8-byte
+    /// message to fit one cache line (`[fastbox stamp 8][header 32][room 16][payload 8]`): the low
+    /// 32 bits of its sequence number after the piggyback's first 12 bytes in the
+    /// [`super::FT_ROOM_SHORT`] room ([`super::FT_STAMP_SHORT_BYTES`]), the low 32 bits of its
+    /// digest in the header's `aux`. The layer above rebuilds the rest. Bit 3.
+    pub const FT_STAMP_SHORT: u8 = 1 << 3;
     /// A network arrival, put in a cell of the receiver's own pool by its netmod: `src` is the
     /// global rank of a remote sender, and the fragments of one remote sender come in the order
     /// enqueued (its connection's order), outside the per-pair sequence numbers of local peers.
@@ -403,18 +429,42 @@ mod tests {
         assert_eq!(ft_room(flags::FT_PIGGYBACK | flags::FT_STAMP | flags::NETMOD), FT_ROOM);
         assert_eq!(ft_carried(flags::FT_PIGGYBACK), FT_SHORT_BYTES);
         assert_eq!(ft_carried(flags::FT_PIGGYBACK | flags::FT_STAMP), FT_PIGGYBACK_BYTES);
-        let mut pb = [3u8; FT_PIGGYBACK_BYTES];
-        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK | flags::FT_STAMP);
-        pb[FT_SHORT_BYTES..].fill(0);
-        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK);
-        pb[FT_PIGGYBACK_BYTES - 1] = 1;
-        assert_eq!(ft_flags(&pb), flags::FT_PIGGYBACK | flags::FT_STAMP, "any stamp byte");
+        assert_eq!(ft_flags(flags::FT_STAMP | flags::NETMOD, true), flags::FT_PIGGYBACK | flags::FT_STAMP);
+        assert_eq!(ft_flags(flags::NETMOD, true), flags::FT_PIGGYBACK);
+        assert_eq!(ft_flags(flags::FT_STAMP | flags::FT_PIGGYBACK, false), 0, "no piggyback, no flag");
         // A short room's reader never takes the stamp from the bytes after it (the payload).
         let room = [9u8; FT_ROOM];
         let short = ft_read(flags::FT_PIGGYBACK, &room[..FT_ROOM_SHORT]);
         assert_eq!(short[..FT_SHORT_BYTES], [9; FT_SHORT_BYTES]);
         assert_eq!(short[FT_SHORT_BYTES..], [0; FT_PIGGYBACK_BYTES - FT_SHORT_BYTES]);
         assert_eq!(ft_read(flags::FT_PIGGYBACK | flags::FT_STAMP, &room), [9; FT_PIGGYBACK_BYTES]);
+    }
+
+    /// The short stamp: the short room, 16 bytes carried (the piggyback and the sequence number's
+    /// low 4), written and read back; the long stamp wins if both flags are set; the flag travels.
+    #[test]
+    fn the_short_stamp_travels_in_the_short_room() {
+        let short = flags::FT_PIGGYBACK | flags::FT_STAMP_SHORT;
+        assert_eq!(ft_room(short), FT_ROOM_SHORT);
+        assert_eq!(ft_carried(short), FT_STAMP_SHORT_BYTES);
+        assert!(ft_carried(short) <= ft_room(short));
+        assert_eq!(ft_room(short | flags::FT_STAMP), FT_ROOM);
+        assert_eq!(ft_carried(short | flags::FT_STAMP), FT_PIGGYBACK_BYTES);
+        assert_eq!(ft_carried(flags::FT_STAMP_SHORT), 0, "nothing without the piggyback flag");
+        assert_eq!(ft_flags(flags::FT_STAMP_SHORT | flags::NETMOD, true), short);
+        // Every flag combination carries at most its room.
+        for f in 0..=u8::MAX {
+            assert!(ft_carried(f) <= ft_room(f), "flags {f:#x}");
+        }
+        let pb: PiggybackBytes = core::array::from_fn(|i| i as u8 + 1);
+        let mut room = [0xEEu8; FT_ROOM];
+        // SAFETY: `room` has FT_ROOM >= ft_carried(short) bytes.
+        unsafe { ft_write(short, &pb, room.as_mut_ptr()) };
+        assert_eq!(room[..FT_STAMP_SHORT_BYTES], pb[..FT_STAMP_SHORT_BYTES]);
+        assert_eq!(room[FT_STAMP_SHORT_BYTES], 0xEE, "nothing written past the carried bytes");
+        let back = ft_read(short, &room[..FT_ROOM_SHORT]);
+        assert_eq!(back[..FT_STAMP_SHORT_BYTES], pb[..FT_STAMP_SHORT_BYTES]);
+        assert_eq!(back[FT_STAMP_SHORT_BYTES..], [0; FT_PIGGYBACK_BYTES - FT_STAMP_SHORT_BYTES]);
     }
 
     #[test]

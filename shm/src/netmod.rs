@@ -67,8 +67,9 @@ pub trait Netmod<'n> {
     fn connect(&mut self, rank: u32, card: &str) -> Result<()>;
     /// Sends a message (the header's `len` is `payload.len()`) to global rank `dst`, with the
     /// fault-tolerance piggyback `ft` if given (the receiver's cell then has
-    /// [`crate::cell::flags::FT_PIGGYBACK`] and the piggyback in its room ([`crate::cell::ft_room`]), as
-    /// a local message would): written to the network at once when nothing is queued for `dst`,
+    /// [`crate::cell::flags::FT_PIGGYBACK`], the header's [`crate::cell::flags::FT_STAMP`], and the
+    /// piggyback in its room ([`crate::cell::ft_room`], [`crate::cell::ft_flags`]), as a local message
+    /// would): written to the network at once when nothing is queued for `dst`,
     /// else queued (copied) behind what is, so messages to one peer keep their order. The payload
     /// may be reused on return.
     fn send(&mut self, dst: u32, hdr: &MsgHeader, ft: Option<&PiggybackBytes>, payload: &[u8]) -> Result<()>;
@@ -124,7 +125,7 @@ impl<'n> Arrival<'n> {
     /// message's) whose fault-tolerance room holds `ft` (empty without the flag).
     pub fn new(hdr: &MsgHeader, ft: &[u8], inbox: &dyn Inbox<'n>) -> Arrival<'n> {
         let mut h = *hdr;
-        h.flags &= flags::FT_PIGGYBACK | flags::FT_STAMP;
+        h.flags &= flags::FT_PIGGYBACK | flags::FT_STAMP | flags::FT_STAMP_SHORT;
         h.seq = 0;
         h.frag = 0;
         let room = ft_room(h.flags);

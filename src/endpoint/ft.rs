@@ -25,7 +25,8 @@ use super::{
 
 use crate::error::{Error, Result};
 use crate::ft::checkpoint::SavedMessage;
-use crate::ft::{ENVELOPE, Ft, envelope, parse_envelope, unwire, wire};
+use crate::ft::{ENVELOPE, Ft, envelope, parse_envelope, short_aux, stamp_flag, unwire, widen_stamp, wire};
+use nemesis_shm::cell::flags::FT_STAMP_SHORT;
 
 /// A send as the application asked for it, kept while the engine holds it.
 #[derive(Clone, Copy, Debug)]
@@ -106,17 +107,18 @@ impl Inner {
             && buf.len() <= self.eager_limit_of(local, Mode::Blocking)
             && let Some(ft) = self.ft.as_deref_mut()
             && ft.held.is_empty()
-            && let Some((piggyback, log, stamp, stamped)) = {
+            && let Some((piggyback, log, stamp, flags)) = {
                 let digest = ft.digest(dest, tag, context, buf);
-                let stamped = ft.stamps(dest);
-                ft.process.send_fast_stamped(dest, digest).map(|(p, l, s)| (p, l, s, stamped))
+                let flags = ft.stamp_flags(dest, buf.len(), false);
+                ft.process.send_fast_stamped(dest, digest).map(|(p, l, s)| (p, l, s, flags))
             }
         {
             if log {
                 self.ft_log(dest, piggyback, stamp, tag, context, buf)?;
             }
-            let pb = wire(piggyback, stamp, stamped);
-            let hdr = self.header(dest, tag, context);
+            let pb = wire(piggyback, stamp);
+            let aux = if flags == FT_STAMP_SHORT { short_aux(stamp) } else { 0 };
+            let hdr = MsgHeader { flags, aux, ..self.header(dest, tag, context) };
             return match self.port.send(local, &hdr, Some(&pb), buf) {
                 Ok(Sent::Done) => {
                     self.ring(local);
@@ -188,7 +190,7 @@ impl Inner {
             Outbound::Drop => return Ok(Attempt::Sent(self.complete_send(req, status))),
             Outbound::Hold => return Ok(Attempt::Held),
         };
-        let pb = wire(piggyback, stamp, self.ft.as_deref().is_some_and(|ft| ft.stamps(s.dest)));
+        let pb = wire(piggyback, stamp);
         if s.len > s.limit {
             // SAFETY: the caller's contract.
             let req =
@@ -208,7 +210,12 @@ impl Inner {
         }
         // No token but a synchronous send's (for its acknowledgement): with fault tolerance a
         // send is not cancelled.
-        let (hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
+        let (mut hdr, token) = self.eager_header(s.dest, s.tag, s.context, s.sync, 0);
+        hdr.flags |= self.ft.as_deref().map_or(0, |ft| ft.stamp_flags(s.dest, s.len, s.sync));
+        if hdr.flags & FT_STAMP_SHORT != 0 {
+            // Not synchronous: no token in `aux`.
+            hdr.aux = short_aux(stamp);
+        }
         if s.local == NOT_LOCAL {
             match self.net_send(s.dest, &hdr, Some(&pb), data) {
                 Ok(()) => self.count(s.dest, s.len),
@@ -317,9 +324,8 @@ impl Inner {
         let reception;
         let pb;
         if ft.inter.get(source as usize).copied().unwrap_or(false) {
-            let stamp;
-            (pb, stamp) = unwire(&bytes)?;
-            let digest = arrival_digest(ft, inc, source);
+            let (stamp, digest);
+            (pb, stamp, digest) = arrival_stamp(ft, inc, source, &bytes)?;
             reception = ft.process.on_receive_stamped(source, pb, stamp, digest)?;
         } else {
             // The engine does not look at the stamps of this group's messages.
@@ -575,7 +581,8 @@ impl Inner {
         let (_, stamp) = ft.log.read_stamped(to, pb.date(), &mut buf)?;
         let (tag, context) =
             parse_envelope(&buf).ok_or_else(|| Error::Checkpoint("a logged message without its envelope".into()))?;
-        let bytes = wire(pb, stamp, ft.stamps(to));
+        let flags = stamp_flag(ft.stamps(to));
+        let bytes = wire(pb, stamp);
         let local = self.route[to as usize];
         let len = buf.len() - ENVELOPE;
         ft.stats.replayed += 1;
@@ -592,7 +599,7 @@ impl Inner {
             }
             return Ok(());
         }
-        let hdr = self.header(to, tag, context);
+        let hdr = MsgHeader { flags, ..self.header(to, tag, context) };
         self.send_own(to, &hdr, Some(&bytes), &buf[ENVELOPE..])
     }
 
@@ -695,13 +702,37 @@ impl Inner {
 #[inline(always)]
 fn receive_fast(ft: &mut Ft, inc: &Incoming, source: u32, bytes: &nemesis_shm::PiggybackBytes) -> bool {
     if ft.inter.get(source as usize).copied().unwrap_or(false) {
-        let Ok((pb, stamp)) = unwire(bytes) else { return false };
-        let digest = arrival_digest(ft, inc, source);
+        let Ok((pb, stamp, digest)) = arrival_stamp(ft, inc, source, bytes) else { return false };
         ft.process.receive_deliver_fast_stamped(source, pb, stamp, digest)
     } else {
         let Ok(pb) = Piggyback::decode_slice(bytes) else { return false };
         ft.process.receive_deliver_fast(source, pb)
     }
+}
+
+/// The piggyback and full stamp of message `inc` from `source` (of another group) with piggyback
+/// `bytes`, and the digest of what arrived if it was hashed ([`arrival_digest`]): a short stamp
+/// (`FT_STAMP_SHORT`, the one reader of that form) is rebuilt from the sequence number expected
+/// next from `source` ([`widen_stamp`]). A short stamp on a message that was not hashed is an error:
+/// its digest could not be checked.
+#[inline(always)]
+fn arrival_stamp(
+    ft: &Ft,
+    inc: &Incoming,
+    source: u32,
+    bytes: &nemesis_shm::PiggybackBytes,
+) -> Result<(Piggyback, nemesis_ft::Stamp, Option<u64>)> {
+    use nemesis_shm::cell::flags::FT_STAMP;
+    let (pb, stamp) = unwire(bytes)?;
+    let digest = arrival_digest(ft, inc, source);
+    if inc.kind_flags() >> 8 & u16::from(FT_STAMP | FT_STAMP_SHORT) != u16::from(FT_STAMP_SHORT) {
+        return Ok((pb, stamp, digest));
+    }
+    let Some(d) = digest else {
+        return Err(Error::Shm(nemesis_shm::Error::Corrupt { what: "short stamp on a message not hashed", value: 0 }));
+    };
+    let next = ft.process.last_seq_from(source).wrapping_add(1);
+    Ok((pb, widen_stamp(stamp.seq as u32, inc.aux(), d, next), digest))
 }
 
 /// The digest of eager message `inc` from `source` as it arrived, when the engine checks it (a

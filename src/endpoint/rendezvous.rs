@@ -103,7 +103,9 @@ impl Inner {
         };
         let req = self.set_op(req, Op::Lmt { status, cap: len, peer: dest, recv: false, stage });
         self.reqs.set_sent(req, dest, token);
-        let hdr = MsgHeader { kind: KIND_RTS, aux: token, ..self.header(dest, tag, context) };
+        // The stamp of a fault-tolerant message travels in its RTS to another group.
+        let flags = crate::ft::stamp_flag(ft.is_some() && self.ft.as_deref().is_some_and(|f| f.stamps(dest)));
+        let hdr = MsgHeader { kind: KIND_RTS, aux: token, flags, ..self.header(dest, tag, context) };
         let mut bytes = [0u8; nemesis_lmt::wire::MAX_ENCODED];
         let sent = if local == NOT_LOCAL {
             match self.net.as_mut() {

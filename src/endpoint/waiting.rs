@@ -215,7 +215,9 @@ impl Inner {
     /// general way, then waited for.
     #[inline(never)]
     fn recv_routed(&mut self, inc: Incoming<'static>, want: Want, buf: RecvBuf, src_local: u16) -> Result<Status> {
-        if inc.kind_flags() & !(u16::from(nemesis_shm::cell::flags::FT_STAMP) << 8) == KIND_EAGER_FT
+        if inc.kind_flags()
+            & !(u16::from(nemesis_shm::cell::flags::FT_STAMP | nemesis_shm::cell::flags::FT_STAMP_SHORT) << 8)
+            == KIND_EAGER_FT
             && inc.context() == want.context
             && (want.tag == ANY_TAG || want.tag == inc.tag())
         {

@@ -219,17 +219,55 @@ pub const ENV_FT_TEST_UNDIGESTED: &str = "NEMESIS_FT_TEST_UNDIGESTED";
 /// (`tests/ft_determinism.rs`). Never for production.
 pub const ENV_FT_TEST_MISDIGESTED: &str = "NEMESIS_FT_TEST_MISDIGESTED";
 
-/// The piggyback and stamp of a message as they travel in the FT room of its header; the stamp
-/// only if `stamped` (the destination is in another group, [`Ft::stamps`]), zeros otherwise: the
-/// port then sends the short room, without `FT_STAMP` ([`nemesis_shm::cell::ft_flags`]).
+/// The piggyback and stamp of a message as they go to the port or netmod. The stamp travels only
+/// with [`stamp_flag`] in the header (the destination is in another group, [`Ft::stamps`]): without
+/// it the port sends the short room, and the receiver reads a zero stamp.
 #[inline(always)]
-pub(crate) fn wire(pb: Piggyback, stamp: Stamp, stamped: bool) -> PiggybackBytes {
+pub(crate) fn wire(pb: Piggyback, stamp: Stamp) -> PiggybackBytes {
     let mut out = [0u8; FT_PIGGYBACK_BYTES];
     out[..PIGGYBACK_LEN].copy_from_slice(&pb.encode());
-    if stamped {
-        out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
-    }
+    out[PIGGYBACK_LEN..].copy_from_slice(&stamp.encode());
     out
+}
+
+/// The header flag of a message whose stamp travels in full (`stamped`: its destination is in
+/// another group, [`Ft::stamps`]): `FT_STAMP` or nothing, without a branch. The Endpoint sets it
+/// from what it knows; the port does not look at the stamp's bytes. For the short form see
+/// [`Ft::stamp_flags`].
+#[inline(always)]
+pub(crate) const fn stamp_flag(stamped: bool) -> u8 {
+    (stamped as u8) * nemesis_shm::cell::flags::FT_STAMP
+}
+
+/// The largest eager message that may carry a short stamp: it arrives whole in one cell of the
+/// smallest size a node takes (256 bytes, `nemesis_shm::Params`), so that its receiver hashes it
+/// on arrival and can check the digest's low half (`arrival_digest`).
+pub(crate) const SHORT_STAMP_MAX: usize =
+    256 - nemesis_shm::cell::LINK_BYTES - nemesis_shm::cell::HEADER_BYTES - nemesis_shm::cell::FT_ROOM_SHORT;
+
+/// The header's `aux` of a message with a short stamp: the low 32 bits of its digest.
+#[inline(always)]
+pub(crate) const fn short_aux(stamp: Stamp) -> u32 {
+    stamp.digest as u32
+}
+
+/// The full stamp of a message that arrived with a short one (`FT_STAMP_SHORT`): `low` the low 32
+/// bits of its sequence number (the room's), `aux` those of its digest, `digest` the digest of what
+/// arrived, `next` the sequence number expected next from its sender
+/// ([`Process::last_seq_from`]` + 1`).
+///
+/// The sequence number is the one with those low bits nearest to `next` (a window of 2^31 either
+/// way: a sender's numbers to one destination only grow, and its messages arrive in order, so a
+/// message in sequence rebuilds exactly; anything else is out of sequence however it rebuilds, and
+/// a rebuilt 0, which would read as unstamped, becomes 2^32). The digest is `digest` if its low 32
+/// bits are `aux`, else a value that differs from it: the engine then refuses the message. Only 32
+/// bits are compared: a message whose content diverged passes with probability 2^-32.
+#[inline(always)]
+pub(crate) fn widen_stamp(low: u32, aux: u32, digest: u64, next: u64) -> Stamp {
+    let delta = low.wrapping_sub(next as u32) as i32;
+    let seq = next.wrapping_add(delta as i64 as u64);
+    let seq = if seq == 0 { 1 << 32 } else { seq };
+    Stamp { seq, digest: digest & !u64::from(u32::MAX) | u64::from(aux) }
 }
 
 /// The piggyback and stamp a message carried ([`wire`]). A message without `FT_STAMP` carried no
@@ -331,6 +369,23 @@ impl Ft {
     #[inline(always)]
     pub(crate) fn stamps(&self, rank: u32) -> bool {
         self.inter.get(rank as usize).copied().unwrap_or(false)
+    }
+
+    /// The stamp flag of a message of `len` bytes to `dest`, synchronous or not: none to this
+    /// group's ranks; `FT_STAMP_SHORT` (the short stamp, the digest's low half in `aux`:
+    /// [`short_aux`]) for a non-synchronous eager message of at most [`SHORT_STAMP_MAX`] bytes that
+    /// its receiver hashes ([`digested`](Self::digested)); `FT_STAMP` for the rest (a synchronous
+    /// send's `aux` is its token; a replay or a rendezvous keeps the long form).
+    #[inline(always)]
+    pub(crate) fn stamp_flags(&self, dest: u32, len: usize, sync: bool) -> u8 {
+        use nemesis_shm::cell::flags::{FT_STAMP, FT_STAMP_SHORT};
+        if !self.stamps(dest) {
+            0
+        } else if !sync && len <= SHORT_STAMP_MAX && self.digested.get(dest as usize).copied().unwrap_or(false) {
+            FT_STAMP_SHORT
+        } else {
+            FT_STAMP
+        }
     }
 
     /// The digest that stamps a message to `dest` (0 if [`digested`](Self::digested) says not).
@@ -572,6 +627,32 @@ impl Ft {
 mod tests {
     use super::*;
 
+    /// The short stamp's sequence number rebuilt around the expected one, across the 2^32
+    /// boundary of its low half both ways; a digest checked on its low 32 bits; never 0.
+    #[test]
+    fn short_stamps_widen_across_the_low_half_wrapping() {
+        let d = 0x1234_5678_9abc_def0u64;
+        for next in [1u64, 2, (1 << 32) - 2, (1 << 32) - 1, 1 << 32, (1 << 32) + 1, 5 << 32, u64::MAX / 2] {
+            for seq in [next.saturating_sub(3), next.saturating_sub(1), next, next + 1, next + 1000] {
+                if seq == 0 {
+                    continue;
+                }
+                let s = widen_stamp(seq as u32, d as u32, d, next);
+                assert_eq!(s.seq, seq, "sequence {seq:#x} expected {next:#x}");
+                assert_eq!(s.digest, d, "a right digest stays whole");
+            }
+        }
+        // Near 2^32: the low half wrapped to 0..2 while 2^32 - 1 was expected, and the other way.
+        assert_eq!(widen_stamp(1, 0, d, (1 << 32) - 1).seq, (1 << 32) + 1);
+        assert_eq!(widen_stamp(u32::MAX, 0, d, (1 << 32) + 2).seq, (1 << 32) - 1);
+        // A digest whose low half differs is not the arrival's: the engine refuses it.
+        let bad = widen_stamp(5, d as u32 ^ 1, d, 5);
+        assert_ne!(bad.digest, d);
+        assert_eq!(bad.digest >> 32, d >> 32);
+        // Rebuilt to 0 (read as unstamped, never checked): 2^32 instead, out of sequence.
+        assert_eq!(widen_stamp(0, 0, d, 1).seq, 1 << 32);
+        assert!(widen_stamp(0, 0, d, 1).is_some());
+    }
     #[test]
     fn restart_settings_parse() {
         assert_eq!(parse_restart("3:1,4").unwrap(), Restart { round: 3, groups: vec![1, 4] });

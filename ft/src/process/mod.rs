@@ -90,7 +90,18 @@ struct Peer {
     ack_floor: Date,
     /// Sequence number of the last stamped message accepted from that rank (0: none).
     rx_seq: u64,
-    /// `(date, stamp)` of the stamped messages `received` records, ascending by date (pruned with it).
+    /// `(date, stamp)` of the stamped messages `received` records, ascending by date.
+    ///
+    /// Invariant: it holds the stamp of every message accepted from that rank that the rank may still send again,
+    /// those dated after the last [`Control::Checkpointed`] it sent (its group's durable checkpoint, which it
+    /// never rolls back behind): a recovery of its group asks for the stamps of its orphans (every accepted
+    /// message after the checkpoint it restarts from, [`Process::orphan_stamps`]), and a hole filled again is
+    /// checked against its neighbours. So it is pruned there and only there, with `received`: neither an `Ack`
+    /// (about what this process sent) nor this process's own checkpoint says what that rank can roll back to. A
+    /// run in which that rank's group never checkpoints keeps one record per message (24 bytes): every one of
+    /// them is an orphan if that group fails (it restarts from the beginning). Bounding it would take a
+    /// digest of the run in place of the records (a protocol change: `OrphanStamps` carries one stamp per
+    /// orphan).
     stamps: VecDeque<(Date, Stamp)>,
 }
 
@@ -383,6 +394,7 @@ impl Process {
     }
 
     /// Sequence number of the last stamped message accepted from `from` (0 if none).
+    #[inline]
     pub fn last_seq_from(&self, from: Rank) -> u64 {
         self.peers.get(from as usize).map_or(0, |p| p.rx_seq)
     }

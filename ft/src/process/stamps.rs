@@ -92,17 +92,13 @@ impl Process {
         if let Some(peer) = self.peers.get_mut(from as usize)
             && peer.inter != 0
             && stamp.is_some()
-            && stamp.seq == peer.rx_seq + 1
-            && pb.date() > peer.received.max_date()
-            && digest.is_none_or(|d| d == stamp.digest)
+            && peer.next_in_sequence(pb.date(), stamp, digest)
             && let Some(delivery) = match peer.received.try_extend(pb) {
                 None => peer.received.try_extend_rising(pb),
                 fast => fast,
             }
         {
-            // `record_stamp` of a new message.
-            peer.rx_seq = stamp.seq;
-            peer.stamps.push_back((pb.date(), stamp));
+            peer.record_next(pb.date(), stamp);
             return Ok(Reception::Deliver(delivery));
         }
         self.on_receive_stamped_checked(from, pb, stamp, digest)
@@ -122,8 +118,8 @@ impl Process {
         };
         let before = peer.received.max_date();
         let check = peer.inter != 0 && stamp.is_some();
-        // The common case passes the checks at once: a new message, next in sequence, its digest right (if given).
-        if check && !(pb.date() > before && stamp.seq == peer.rx_seq + 1 && digest.is_none_or(|d| d == stamp.digest)) {
+        // The common case passes the checks at once.
+        if check && !peer.next_in_sequence(pb.date(), stamp, digest) {
             self.check_stamp_rest(from, pb.date(), before, stamp, digest)?;
         }
         let reception = self.on_receive(from, pb)?;
@@ -156,19 +152,14 @@ impl Process {
             return false;
         };
         let check = peer.inter != 0 && stamp.is_some();
-        if check
-            && (stamp.seq != peer.rx_seq + 1
-                || pb.date() <= peer.received.max_date()
-                || digest.is_some_and(|d| d != stamp.digest))
-        {
+        if check && !peer.next_in_sequence(pb.date(), stamp, digest) {
             return false;
         }
         if !self.receive_deliver_fast(from, pb) {
             return false;
         }
         if check && let Some(peer) = self.peers.get_mut(from as usize) {
-            peer.rx_seq = stamp.seq;
-            peer.stamps.push_back((pb.date(), stamp));
+            peer.record_next(pb.date(), stamp);
         }
         true
     }
@@ -208,8 +199,7 @@ impl Process {
     fn record_stamp(&mut self, from: Rank, date: Date, before: Date, stamp: Stamp) {
         let peer = &mut self.peers[from as usize];
         if date > before {
-            peer.rx_seq = stamp.seq;
-            peer.stamps.push_back((date, stamp));
+            peer.record_next(date, stamp);
         } else {
             let at = peer.stamps.partition_point(|s| s.0 < date);
             peer.stamps.insert(at, (date, stamp));
@@ -263,6 +253,23 @@ impl Process {
             return Some("has the sequence number of an orphan its receiver recorded at another date");
         }
         (stamp.seq < seq).then_some("skips an orphan its receiver recorded")
+    }
+}
+
+impl Peer {
+    /// The common case of a stamped arrival from this rank, which every stamped hook tests first: a new message
+    /// (after every date accepted from it), the next in its sequence, and its digest right if the driver computed
+    /// one. Anything else goes through [`Process::check_stamp`].
+    #[inline(always)]
+    fn next_in_sequence(&self, date: Date, stamp: Stamp, digest: Option<u64>) -> bool {
+        stamp.seq == self.rx_seq + 1 && date > self.received.max_date() && digest.is_none_or(|d| d == stamp.digest)
+    }
+
+    /// Records the stamp of a message accepted as [`next_in_sequence`](Self::next_in_sequence).
+    #[inline(always)]
+    fn record_next(&mut self, date: Date, stamp: Stamp) {
+        self.rx_seq = stamp.seq;
+        self.stamps.push_back((date, stamp));
     }
 }
 

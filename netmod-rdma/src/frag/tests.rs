@@ -17,7 +17,9 @@ fn frag(k: &FragKey, src: u32, seq: u32, wraps: u32, data: &[u8]) -> Vec<u8> {
 fn a_mac_binds_the_header_the_room_the_length_the_key_and_the_wraps() {
     let k = key();
     let data = b"payload";
-    for fl in [0, flags::FT_PIGGYBACK, flags::FT_PIGGYBACK | flags::FT_STAMP] {
+    for fl in
+        [0, flags::FT_PIGGYBACK, flags::FT_PIGGYBACK | flags::FT_STAMP, flags::FT_PIGGYBACK | flags::FT_STAMP_SHORT]
+    {
         let ft = fl != 0;
         let h = MsgHeader { src: 1, seq: 7, len: data.len() as u32, flags: fl, ..MsgHeader::default() };
         let mut f = vec![0u8; wire_len(ft, data.len())];

@@ -461,7 +461,7 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
         h.src = self.me;
         h.dst = dst;
         // Only the piggyback flags travel, and only with a piggyback (in every fragment's room).
-        h.flags = ft.map_or(0, ft_flags);
+        h.flags = ft_flags(hdr.flags, ft.is_some());
         let room = ft_room(h.flags);
         let per = BUF - HEADER_BYTES - room - TAG_BYTES;
         let mut scratch = std::mem::take(&mut self.scratch);

@@ -10,7 +10,7 @@ use core::ptr;
 
 use crate::arena::{Arena, CellRef};
 use crate::cell::{
-    FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags, ft_flags, ft_room, ft_write,
+    FT_PIGGYBACK_BYTES, FT_ROOM, HEADER_BYTES, MsgHeader, PiggybackBytes, custody, flags, ft_room, ft_write,
 };
 use crate::error::{Error, Result};
 use crate::node::Node;
@@ -66,9 +66,11 @@ impl PendingSend {
 impl<'n, N: Node> Port<'n, N> {
     /// Sends `payload` to local rank `dst` with header `hdr` (its `seq`, `frag` and `len` are set
     /// here) and, for fault tolerance, the piggyback `ft`: the port then sets
-    /// [`flags::FT_PIGGYBACK`] (and [`flags::FT_STAMP`] if its stamp is not zero, [`crate::cell::ft_flags`])
-    /// and writes it into the room after the header of the fastbox slot or of every cell. `hdr.flags`
-    /// must not have [`flags::FT_PIGGYBACK`] itself.
+    /// [`flags::FT_PIGGYBACK`] and writes it into the room after the header of the fastbox slot or
+    /// of every cell, its stamp included if `hdr.flags` has [`flags::FT_STAMP`], or its short
+    /// form with [`flags::FT_STAMP_SHORT`] (the caller's choice: it knows which destinations look
+    /// at stamps, and puts the digest's low half in `aux`). `hdr.flags` must not have
+    /// [`flags::FT_PIGGYBACK`] itself, nor a stamp flag without `ft`.
     ///
     /// The common case, a small message to a peer whose fastbox we hold and whose next slot is
     /// free, is done inline (with or without a piggyback); everything else in
@@ -132,6 +134,10 @@ impl<'n, N: Node> Port<'n, N> {
         ft: Option<&PiggybackBytes>,
         payload: &P,
     ) -> Result<Sent> {
+        debug_assert!(
+            ft.is_some() || hdr.flags & (flags::FT_STAMP | flags::FT_STAMP_SHORT) == 0,
+            "a stamp flag without a piggyback"
+        );
         // The larger room: capacities do not depend on the stamp.
         let room = if ft.is_some() { FT_ROOM } else { 0 };
         // A gone peer has no fastbox (`fb` is cleared when its death is noticed).
@@ -176,10 +182,8 @@ impl<'n, N: Node> Port<'n, N> {
         h.seq = seq as u32;
         h.frag = 0;
         h.len = payload.len() as u32;
-        h.flags &= !(flags::FT_PIGGYBACK | flags::FT_STAMP);
-        if FT {
-            h.flags |= ft_flags(ft);
-        }
+        h.flags = h.flags & !(flags::FT_PIGGYBACK | flags::FT_STAMP | flags::FT_STAMP_SHORT)
+            | crate::cell::ft_flags(h.flags, FT);
         t.seq = t.seq.wrapping_add(1);
         t.sent = t.sent.wrapping_add(1);
         t.bytes += payload.len() as u64;
@@ -246,7 +250,7 @@ impl<'n, N: Node> Port<'n, N> {
 
     /// Writes the message into our fastbox at `dst`, claiming one first if we have sent enough to
     /// `dst`. False if there is no box or its next slot is full. `h` has the piggyback flag
-    /// exactly when `ft` is given.
+    /// exactly when `ft` is given, and the stamp flag only then.
     #[inline(always)]
     fn try_fastbox<P: Payload + ?Sized>(
         &mut self,
@@ -269,8 +273,9 @@ impl<'n, N: Node> Port<'n, N> {
         let t = &mut self.tx[dst as usize];
         match t.fb {
             Some(fb) => {
+                // `try_send_from` sets the piggyback flag itself (the stamp flag stays).
                 let mut plain = *h;
-                plain.flags &= !(flags::FT_PIGGYBACK | flags::FT_STAMP);
+                plain.flags &= !flags::FT_PIGGYBACK;
                 fb.try_send_from(&mut t.fnext, &mut t.facked, &plain, ft, h.seq, payload)
             }
             None => false,

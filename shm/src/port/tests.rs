@@ -1,5 +1,5 @@
 use super::*;
-use crate::cell::{FT_PIGGYBACK_BYTES, FT_SHORT_BYTES, NULL, PiggybackBytes, custody, flags};
+use crate::cell::{FT_PIGGYBACK_BYTES, NULL, PiggybackBytes, custody, flags};
 use crate::layout::Params;
 use crate::node::{HeapNode, free_queue_id};
 use crate::sync::Ordering::Relaxed;
@@ -94,16 +94,26 @@ fn netmod_arrivals_come_through_the_receive_queue() {
     assert_eq!(errors, 1);
 }
 
-/// The piggyback of message `i`: every other one with a zero stamp (sent in the short room,
-/// without [`flags::FT_STAMP`]).
+/// The piggyback of message `i`, no byte zero.
 fn pb(i: u32) -> PiggybackBytes {
     let mut b = [0u8; FT_PIGGYBACK_BYTES];
     for (k, x) in b.iter_mut().enumerate() {
-        *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1);
+        *x = (i as u8).wrapping_mul(7).wrapping_add(k as u8 + 1) | 1;
     }
-    if i.is_multiple_of(2) {
-        b[FT_SHORT_BYTES..].fill(0);
-    }
+    b
+}
+
+/// The stamp flag message `i` is sent with: [`flags::FT_STAMP`] (its stamp travels), the short
+/// stamp ([`flags::FT_STAMP_SHORT`]) or none, in turn.
+fn stamp_flag(i: u32) -> u8 {
+    [0, flags::FT_STAMP, 0, flags::FT_STAMP_SHORT][i as usize % 4]
+}
+
+/// The piggyback message `i` arrives with: [`pb`], zero past the bytes its flags carry
+/// ([`crate::cell::ft_carried`]: the short rooms), whatever the bytes given.
+fn arrived(i: u32) -> PiggybackBytes {
+    let mut b = pb(i);
+    b[crate::cell::ft_carried(flags::FT_PIGGYBACK | stamp_flag(i))..].fill(0);
     b
 }
 
@@ -125,7 +135,8 @@ fn piggybacks_travel_on_every_path() {
         let p = payload(i, sizes[i as usize % sizes.len()]);
         let with = i % 3 != 2;
         let ft = pb(i);
-        let hdr = MsgHeader { tag: i as i32, ..MsgHeader::default() };
+        let flags = if with { stamp_flag(i) } else { 0 };
+        let hdr = MsgHeader { tag: i as i32, flags, ..MsgHeader::default() };
         match a.send(1, &hdr, with.then_some(&ft), &p).unwrap() {
             Sent::Done => {}
             Sent::Pending(ps) => {
@@ -150,9 +161,10 @@ fn piggybacks_travel_on_every_path() {
             let mut inc = first;
             via[usize::from(inc.via_fastbox())] += 1;
             loop {
-                assert_eq!(inc.piggyback(), carried.then(|| pb(tag)), "message {tag}, offset {}", inc.offset());
-                let stamp_flag = u16::from(flags::FT_STAMP) << 8;
-                assert_eq!(inc.kind_flags() & stamp_flag != 0, carried && tag % 2 == 1, "message {tag}: stamp flag");
+                assert_eq!(inc.piggyback(), carried.then(|| arrived(tag)), "message {tag}, offset {}", inc.offset());
+                let stamp_flags = u16::from(flags::FT_STAMP | flags::FT_STAMP_SHORT) << 8;
+                let want = if carried { u16::from(stamp_flag(tag)) << 8 } else { 0 };
+                assert_eq!(inc.kind_flags() & stamp_flags, want, "message {tag}: stamp flags");
                 inc.copy_to(&mut got[inc.offset()..]);
                 let last = inc.is_last();
                 b.release(inc).unwrap();
