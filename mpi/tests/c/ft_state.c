@@ -380,13 +380,21 @@ static void checkpoint(struct state *s, int rank) {
     OK(MPI_Bsend(&small, 1, MPI_INT, partner, 26, MPI_COMM_WORLD));
     OK(MPI_Recv(&from, 1, MPI_INT, partner, 26, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     CHECK(from == partner, "small buffered send from %d", from);
+    /* The partner has received this rank's small message (it receives before it answers): the
+     * buffered send has left, though it may have waited in the Endpoint on a loaded machine. */
+    OK(MPI_Sendrecv(NULL, 0, MPI_BYTE, partner, 27, NULL, 0, MPI_BYTE, partner, 27, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE));
     MPI_Request g;
     OK(MPI_Grequest_start(gq_query, gq_free, gq_cancel, NULL, &g));
     MPI_Error_class(MPIX_Checkpoint(s, sizeof *s), &cls);
     CHECK(cls == MPI_ERR_PENDING, "checkpoint with a generalized request: class %d", cls);
     OK(MPI_Grequest_complete(g));
     OK(MPI_Wait(&g, MPI_STATUS_IGNORE));
-    OK(MPIX_Checkpoint(s, sizeof *s));
+    int rc = MPIX_Checkpoint(s, sizeof *s);
+    char why[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    if (rc != MPI_SUCCESS) MPI_Error_string(rc, why, &n);
+    CHECK(rc == MPI_SUCCESS, "checkpoint after the buffered sends left: %s", why);
 }
 
 /* Detaches the buffers (checking the address and size attached), frees the rest. */
