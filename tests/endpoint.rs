@@ -2,7 +2,8 @@
 //! random sizes up to five times the eager limit (rendezvous above it), random tags and contexts, `ANY_SOURCE`/`ANY_TAG` receives
 //! mixed with specific ones, payload checks and per-(source, context) order, with 2, 4 and 8 ranks
 //! (8 is oversubscribed on 2 cores) and every wait mode; errors between processes; a peer killed
-//! while others wait on it; the CPU use of a rank blocked in `block` mode.
+//! while others wait on it; the CPU use of a rank blocked in `block` mode; a blocking `ANY_SOURCE`
+//! receiver in `block` mode among 8 ranks.
 //!
 //! The test binary is itself the rank program: `nemesis-run` starts it with `--nemesis-test-rank`
 //! and a role in `NEMESIS_TEST_ROLE`. `NEMESIS_STRESS=1` multiplies the traffic.
@@ -34,6 +35,7 @@ fn main() {
             two_nodes_in_two_network_namespaces,
             a_stopped_remote_peer_is_declared_dead_within_the_heartbeat_bound,
             idle_rank_in_block_mode_uses_little_cpu,
+            any_source_receiver_in_block_mode_takes_fastbox_messages_at_once,
             hydra_with_two_node_identities,
             hydra_starts_an_unmodified_nemesis_program,
             readme_examples_run_under_nemesis_run,
@@ -48,6 +50,7 @@ fn rank_main() {
         "errors" => errors(),
         "peer-killed" => roles::peer_killed(),
         "idle-block" => idle_block(),
+        "any-source-block" => any_source_block(),
         "ssend" => ssend(),
         "cancel" => cancel(),
         "pieces" => pieces(),
@@ -636,6 +639,60 @@ fn idle_rank_in_block_mode_uses_little_cpu() {
     assert!(wall > 1.5, "{line}");
     // Generous: the spin before blocking and the 10 ms wake-ups cost a little.
     assert!(cpu < 0.25 * wall, "an idle blocked rank used {cpu} s of CPU in {wall} s");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A blocking `ANY_SOURCE` receive in `block` mode takes what waits in fastboxes at once.
+
+/// Rounds of [`any_source_block`]: past `PortConfig::fastbox_after`, so the answers come through
+/// the fastboxes.
+const ANY_SOURCE_ROUNDS: u64 = 150;
+
+/// Rank 0 hands out a task per round; the others answer it (8 bytes, tag by round) and rank 0
+/// takes the answers with blocking `ANY_SOURCE`/`ANY_TAG` receives, as a manager does.
+fn any_source_block() {
+    let mut ep = Endpoint::init().unwrap();
+    let (me, n) = (ep.rank(), ep.size());
+    let t0 = Instant::now();
+    for round in 0..ANY_SOURCE_ROUNDS {
+        let tag = 20 + (round % 3) as i32;
+        if me == 0 {
+            for w in 1..n {
+                ep.send(&round.to_le_bytes(), w, 10, WORLD).unwrap();
+            }
+            let mut seen = vec![0; n as usize];
+            for _ in 1..n {
+                let mut b = [0u8; 8];
+                let st = ep.recv(&mut b, ANY_SOURCE, ANY_TAG, WORLD).unwrap();
+                assert_eq!((st.len, st.tag), (8, tag), "round {round}");
+                assert_eq!(u64::from_le_bytes(b), round * 1000 + u64::from(st.source), "round {round}");
+                seen[st.source as usize] += 1;
+            }
+            assert!(seen[1..].iter().all(|&c| c == 1), "round {round}: answers {seen:?}");
+        } else {
+            let mut b = [0u8; 8];
+            ep.recv(&mut b, 0, 10, WORLD).unwrap();
+            assert_eq!(u64::from_le_bytes(b), round);
+            ep.send(&(round * 1000 + u64::from(me)).to_le_bytes(), 0, tag, WORLD).unwrap();
+        }
+    }
+    if me == 0 {
+        println!("RESULT any-source rounds {ANY_SOURCE_ROUNDS} in {:.3} s", t0.elapsed().as_secs_f64());
+    }
+    ep.finalize().unwrap();
+}
+
+/// 8 ranks on 2 cores in `block` mode (they block after a few empty polls). Before the sleep's
+/// last look scanned every fastbox, rank 0 woken by an answer's ring polled only its queue and
+/// slept again: each answer waited up to `scan_every` doorbell timeouts (about 80 ms), over a
+/// minute for this job; now it takes well under a second.
+fn any_source_receiver_in_block_mode_takes_fastbox_messages_at_once() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nemesis-run"));
+    cmd.args(["-n", "8", "--wait", "block", "--"]).args(common::harness::me_as_rank());
+    cmd.env("NEMESIS_TEST_ROLE", "any-source-block");
+    let o = common::run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(o.status.success(), "{}", show(&o));
+    println!("{}", results(&o).pop().unwrap());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -158,26 +158,38 @@ impl Inner {
         }
         let bell = self.bell;
         let mut recheck_error = None;
-        waiter.idle(bell, || match self.port.poll(&[]) {
-            Ok(None) if ready() => true,
-            Ok(Some(inc)) => {
-                if let Err(e) = self.deliver(inc, by) {
-                    recheck_error = Some(e);
+        // The last look before sleeping covers every place a message may wait: the queue and
+        // every fastbox. A poll scans the fastboxes of sources no receive names only every few
+        // polls (`PortConfig::scan_every`), so without the scan an `ANY_SOURCE` receive woken by a
+        // sender's ring for its fastbox message polled the queue alone and slept again: each
+        // such message then waited for several doorbell timeouts (10 ms each).
+        waiter.idle(bell, || {
+            let polled = match self.port.poll(&[]) {
+                // A peer event first (see below): the scan would pass it.
+                Ok(None) if !self.port.has_events() => self.port.scan_fastboxes(),
+                r => r,
+            };
+            match polled {
+                Ok(None) if ready() => true,
+                Ok(Some(inc)) => {
+                    if let Err(e) = self.deliver(inc, by) {
+                        recheck_error = Some(e);
+                    }
+                    true
                 }
-                true
-            }
-            // The poll learnt something (a retired peer's restart, reported before its first
-            // message): handled before the next poll returns what follows.
-            Ok(None) if self.port.has_events() => {
-                if let Err(e) = self.handle_events(by) {
-                    recheck_error = Some(e);
+                // The poll learnt something (a retired peer's restart, reported before its first
+                // message): handled before the next poll returns what follows.
+                Ok(None) if self.port.has_events() => {
+                    if let Err(e) = self.handle_events(by) {
+                        recheck_error = Some(e);
+                    }
+                    true
                 }
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                recheck_error = Some(e.into());
-                true
+                Ok(None) => false,
+                Err(e) => {
+                    recheck_error = Some(e.into());
+                    true
+                }
             }
         });
         recheck_error.map_or(Ok(()), Err)
