@@ -155,8 +155,8 @@ impl<'n, N: Node> Port<'n, N> {
         Ok(None)
     }
 
-    /// Polls every fastbox now, whatever the schedule (the layer above calls this when it waits
-    /// on `ANY_SOURCE` for long).
+    /// Polls every fastbox now, whatever the schedule (the Endpoint calls this in its last look
+    /// before a block-mode sleep, so that a fastbox message whose ring woke it is taken at once).
     pub fn scan_fastboxes(&mut self) -> Result<Option<Incoming<'n>>> {
         for b in 0..self.box_owner.len() as u32 {
             // SAFETY: `me` is valid and `b < fastboxes_per_rank`.
