@@ -114,7 +114,7 @@ static void errors(MPI_Win win) {
     FAILS_WITH(MPI_Win_lock(77, 0, 0, win), MPI_ERR_LOCKTYPE);
     OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
     FAILS_WITH(MPI_Put(&x, 1, MPI_INT, 0, 1 << 20, 1, MPI_INT, win), MPI_ERR_RMA_RANGE);
-    FAILS_WITH(MPI_Put(&x, 1, MPI_INT, 0, -1, 1, MPI_INT, win), MPI_ERR_RMA_RANGE);
+    FAILS_WITH(MPI_Put(&x, 1, MPI_INT, 0, -1, 1, MPI_INT, win), MPI_ERR_DISP);
     FAILS_WITH(MPI_Put(&x, 1, MPI_INT, size, 0, 1, MPI_INT, win), MPI_ERR_RANK);
     FAILS_WITH(MPI_Accumulate(&x, 1, MPI_INT, 0, 0, 1, MPI_FLOAT, MPI_SUM, win), MPI_ERR_TYPE);
     FAILS_WITH(MPI_Accumulate(&x, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_OP_NULL, win), MPI_ERR_OP);
@@ -159,17 +159,20 @@ int main(int argc, char **argv) {
     MPI_Datatype every_other;
     OK(MPI_Type_vector(2, 1, 2, MPI_INT, &every_other));
     OK(MPI_Type_commit(&every_other));
-    OK(MPI_Win_fence(0, win));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
     if (rank == 0) {
         int pair[2] = {41, 42}, back[2] = {0, 0};
         MPI_Request r;
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, size - 1, 0, win));
         OK(MPI_Rput(pair, 2, MPI_INT, size - 1, 0, 1, every_other, win, &r));
         OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        OK(MPI_Win_flush(size - 1, win));
         OK(MPI_Rget(back, 2, MPI_INT, size - 1, 0, 1, every_other, win, &r));
         OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        OK(MPI_Win_unlock(size - 1, win));
         CHECK(back[0] == 41 && back[1] == 42, "rget %d %d", back[0], back[1]);
     }
-    OK(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
     if (rank == size - 1) CHECK(mem[0] == 41 && mem[2] == 42, "strided put %d %d", mem[0], mem[2]);
     errors(win);
     OK(MPI_Win_free(&win));
@@ -181,7 +184,11 @@ int main(int argc, char **argv) {
     OK(MPI_Win_create(priv, 4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
     attributes(win, priv, 4 * sizeof(int64_t), sizeof(int64_t), MPI_WIN_FLAVOR_CREATE);
     OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-    FAILS_WITH(MPI_Win_shared_query(win, 0, &(MPI_Aint){0}, &(int){0}, &(void *){0}), MPI_ERR_RMA_FLAVOR);
+    MPI_Aint qs = 1;
+    int du = 0;
+    void *qb = &du;
+    OK(MPI_Win_shared_query(win, 0, &qs, &du, &qb)); /* MPI-4.1: no shared memory: size 0, NULL */
+    CHECK(qs == 0 && qb == NULL, "Win_create query %ld %p", (long)qs, qb);
     passive_round(win, priv);
     OK(MPI_Win_free(&win));
     free(priv);
@@ -265,6 +272,7 @@ int main(int argc, char **argv) {
     CHECK(dyn[left] == 500 + left, "dynamic put %d", dyn[left]);
     OK(MPI_Barrier(MPI_COMM_WORLD));
     OK(MPI_Win_detach(win, dyn));
+    FAILS_WITH(MPI_Win_shared_query(win, 0, &(MPI_Aint){0}, &(int){0}, &(void *){0}), MPI_ERR_RMA_FLAVOR);
     FAILS_WITH(MPI_Win_detach(win, dyn), MPI_ERR_RMA_ATTACH);
     OK(MPI_Win_free(&win));
     free(dyn);
