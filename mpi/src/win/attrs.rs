@@ -393,7 +393,7 @@ pub fn attached(w: &Window, t: u32, lo: i128, hi: i128) -> bool {
     loop {
         // ORDERING: Acquire: the entries of the even count's write are visible.
         let s1 = c.regions_seq.load(Acquire);
-        if s1 % 2 == 0 {
+        if s1.is_multiple_of(2) {
             let found = c.regions.iter().any(|r| inside(r.base.load(Relaxed), r.len.load(Relaxed)));
             // ORDERING: the entries' loads happen before the second look at the count.
             fence(Acquire);

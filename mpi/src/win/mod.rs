@@ -36,6 +36,7 @@ pub mod cma;
 pub mod create;
 pub mod epoch;
 pub mod lockword;
+pub mod progress;
 pub mod remote;
 pub mod rma;
 pub mod segment;
@@ -159,6 +160,8 @@ pub struct Window {
     pub epoch: Epoch,
     /// Regions attached to a dynamic window by this process: (base, length).
     pub regions: Vec<(usize, usize)>,
+    /// The remote path's state, if a target is remote (`remote::created`).
+    pub remote: Option<Box<remote::Remote>>,
 }
 
 impl Window {

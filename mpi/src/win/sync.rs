@@ -224,8 +224,8 @@ fn release(acc: &mut Access, h: abi::Win, t: u32, held: Held) -> Res<()> {
     let w = win(acc.st(), h)?;
     let tg = w.targets[t as usize];
     if matches!(tg.path, Path::Remote) || tg.local.is_none() {
-        remote::flush(acc, h, Some(t))?;
-        return if held.nocheck { Ok(()) } else { remote::unlock(acc, h, t, held.kind) };
+        // An unlock completes the target's operations as a flush does (one round trip).
+        return if held.nocheck { remote::flush(acc, h, Some(t)) } else { remote::unlock(acc, h, t, held.kind) };
     }
     fence(SeqCst);
     if !held.nocheck
