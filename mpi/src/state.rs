@@ -220,6 +220,8 @@ pub struct State {
     pub tuning: Tuning,
     /// The world model's phase, the sessions, communicator hints (`crate::session`).
     pub sessions: crate::session::Sessions,
+    /// The windows and their keyvals (`crate::win`).
+    pub wins: crate::win::Wins,
 }
 
 impl State {
@@ -293,6 +295,7 @@ impl State {
             world_ranks: Vec::new(),
             tuning: Tuning::DEFAULT,
             sessions: crate::session::Sessions::new(),
+            wins: crate::win::table(),
         }
     }
 
