@@ -63,14 +63,11 @@ pub fn created(acc: &mut Access, h: abi::Win) -> Res<()> {
     Ok(())
 }
 
-/// Before `MPI_Win_free`'s final barrier: completes every operation of this origin (its
-/// replies too), then, once the barrier is passed (every origin done with this target), the
-/// caller calls [`freed`].
+/// Before `MPI_Win_free`'s final barrier: completes every operation of this origin at its
+/// target (a fence epoch left open still had puts in flight), then, once the barrier is passed
+/// (every origin done with this target), the caller calls [`freed`].
 pub fn before_free(acc: &mut Access, h: abi::Win) -> Res<()> {
-    if super::win(acc.st(), h)?.remote.is_none() {
-        return Ok(());
-    }
-    wait(acc, h, |o| o.quiet(None, false))
+    flush(acc, h, None)
 }
 
 /// Window `h` leaves: the replies still being sent are finished, locks held for remote

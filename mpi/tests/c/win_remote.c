@@ -1,6 +1,6 @@
 /* One-sided communication to targets on other nodes (run with --nodes 2; on one node it runs
  * the node-local paths): every operation in every synchronisation mode, derived datatypes on
- * both sides, request-based operations, accumulate atomicity between local and remote origins,
+ * both sides, 1 MiB transfers, request-based operations, accumulate atomicity between local and remote origins,
  * a range error the origin finds, and passive target progress while the target computes. */
 #include "check.h"
 
@@ -49,6 +49,34 @@ static void fence_put_get(void) {
     free(src);
     free(back);
     OK(MPI_Type_free(&every_other));
+    OK(MPI_Win_free(&win));
+}
+
+/* 1 MiB each way (the Endpoint's rendezvous under the requests and replies), under a lock. */
+static void large_transfers(void) {
+    const int n = 1 << 17; /* doubles */
+    double *mem;
+    MPI_Win win;
+    OK(MPI_Win_allocate(n * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    double *src = xmalloc(n * sizeof(double)), *dst = xmalloc(n * sizeof(double));
+    for (int i = 0; i < n; i++) src[i] = rank * 1e6 + i, dst[i] = -1, mem[i] = -2;
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
+    OK(MPI_Put(src, n, MPI_DOUBLE, right, 0, n, MPI_DOUBLE, win));
+    OK(MPI_Win_unlock(right, win));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, left, 0, win));
+    OK(MPI_Get(dst, n, MPI_DOUBLE, left, 0, n, MPI_DOUBLE, win));
+    OK(MPI_Win_unlock(left, win));
+    int ll = (left + size - 1) % size;
+    for (int i = 0; i < n; i++) {
+        CHECK(mem[i] == left * 1e6 + i, "large put %d: %g", i, mem[i]);
+        CHECK(dst[i] == ll * 1e6 + i, "large get %d: %g", i, dst[i]);
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    free(src);
+    free(dst);
     OK(MPI_Win_free(&win));
 }
 
@@ -235,6 +263,7 @@ int main(int argc, char **argv) {
     check_rank = rank;
     int provided = -1;
     fence_put_get();
+    large_transfers();
     accumulate_atomicity();
     create_pscw_requests();
     dynamic_window();

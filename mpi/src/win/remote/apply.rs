@@ -48,9 +48,30 @@ fn desc_of(spans: &[Span], dt: abi::Datatype, elem: usize, total: usize) -> Type
     }
 }
 
-/// A contiguous side of `n` bytes at `p` in elements `dt` (`basic` their descriptor).
-fn side(p: *mut u8, n: usize, elem: usize, basic: &Arc<TypeDesc>, dt: abi::Datatype) -> Side {
-    Side { addr: p, count: n / elem.max(1), desc: basic.clone(), dt }
+/// Elements `dt` of `elem` packed bytes, back to back (a MINLOC/MAXLOC pair's own extent
+/// has padding: the wire carries the pairs packed).
+fn packed_desc(dt: abi::Datatype, elem: usize) -> Arc<TypeDesc> {
+    let runs: Box<[Run]> = Box::new([Run { off: 0, len: elem, count: 1, stride: elem as isize, elem }]);
+    Arc::new(TypeDesc {
+        size: elem,
+        lb: 0,
+        ub: elem as isize,
+        true_lb: 0,
+        true_ub: elem as isize,
+        align: 1,
+        explicit_lb: false,
+        explicit_ub: false,
+        runs,
+        elems: 1,
+        leaf: Some(dt),
+        named: None,
+        contents: None,
+    })
+}
+
+/// A packed side of `n` bytes at `p`: elements of `elem` bytes (`packed` their descriptor).
+fn side(p: *mut u8, n: usize, elem: usize, packed: &Arc<TypeDesc>, dt: abi::Datatype) -> Side {
+    Side { addr: p, count: n / elem.max(1), desc: packed.clone(), dt }
 }
 
 /// Applies accumulate request `kind` (`Acc`, `GetAcc` or `Cas`; `op` on elements `dt`) to the
@@ -85,6 +106,7 @@ pub fn accumulate(
         _ => return Err(abi::ERR_SIZE),
     };
     let tside = Side { addr: std::ptr::null_mut(), count: 1, desc: Arc::new(desc_of(spans, dt, elem, total)), dt };
+    let basic = packed_desc(dt, elem);
     let fetch = kind != Kind::Acc;
     let mut old = vec![0u8; if fetch { total } else { 0 }];
     let xkind = match kind {
