@@ -132,37 +132,25 @@ impl Origin {
         let mut k = 0;
         while k < self.ops.len() {
             let o = &mut self.ops[k];
-            if let Some((r, _)) = &o.send {
-                match ep.test(*r) {
-                    Ok(None) => {}
-                    Ok(Some(_)) => {
-                        o.send = None;
-                        moved = true;
-                    }
-                    Err(e) => {
-                        o.send = None;
-                        o.code = crate::error::code_of(&e);
-                        moved = true;
-                    }
-                }
+            if let Some((r, _)) = &o.send
+                && let Some(res) = tested(ep, *r)
+            {
+                o.send = None;
+                o.code = res.err().unwrap_or(o.code);
+                moved = true;
             }
-            if let Some((r, _, _)) = &o.reply {
-                match ep.test(*r) {
-                    Ok(None) => {}
-                    Ok(Some(s)) => {
-                        let (_, buf, into) = o.reply.take().unwrap_or_else(|| unreachable!());
-                        let code = finish_reply(&buf[..s.len.min(buf.len())], into);
-                        if o.code == abi::SUCCESS {
-                            o.code = code;
-                        }
-                        moved = true;
-                    }
-                    Err(e) => {
-                        o.reply = None;
-                        o.code = crate::error::code_of(&e);
-                        moved = true;
-                    }
+            if let Some((r, _, _)) = &o.reply
+                && let Some(res) = tested(ep, *r)
+                && let Some((_, buf, into)) = o.reply.take()
+            {
+                let code = match res {
+                    Ok(len) => finish_reply(&buf[..len.min(buf.len())], into),
+                    Err(code) => code,
+                };
+                if o.code == abi::SUCCESS {
+                    o.code = code;
                 }
+                moved = true;
             }
             // A request-based put or accumulate completes locally; the others once done.
             let o = &self.ops[k];
@@ -179,6 +167,16 @@ impl Origin {
             }
         }
         moved
+    }
+}
+
+/// The outcome of Endpoint request `r` if it completed: the bytes it moved, or an MPI error
+/// class.
+fn tested(ep: &mut nemesis::Endpoint, r: nemesis::Request) -> Option<Result<usize, c_int>> {
+    match ep.test(r) {
+        Ok(None) => None,
+        Ok(Some(s)) => Some(Ok(s.len)),
+        Err(e) => Some(Err(crate::error::code_of(&e))),
     }
 }
 
