@@ -48,16 +48,28 @@ pub struct Remote {
 }
 
 /// True if window `w` has a target this process reaches by the remote path.
-pub fn spans_nodes(w: &Window) -> bool {
+pub fn reaches_remotely(w: &Window) -> bool {
     w.targets.iter().any(|t| t.path == Path::Remote)
 }
 
-/// After window `h` was created: its remote-path state, and the progress thread, if it has a
-/// remote target.
+/// After window `h` was created (collectively): its remote-path state, and the progress
+/// thread, if any member reaches another by the remote path. On a window spanning nodes every
+/// member does. On one node only a peer that refused CMA does, which this process cannot see
+/// (the refusal is the origin's, whether or not it is mutual): the members of such a window
+/// (`MPI_Win_create` or dynamic, every member on this node: the same test everywhere) agree
+/// on it first, so a target never leaves an origin's requests unserved.
 pub fn created(acc: &mut Access, h: abi::Win) -> Res<()> {
-    let w = super::win_mut(acc.st(), h)?;
-    if spans_nodes(w) {
-        w.remote = Some(Box::default());
+    let w = super::win(acc.st(), h)?;
+    let mine = reaches_remotely(w);
+    let cma = matches!(w.flavor, abi::WIN_FLAVOR_CREATE | abi::WIN_FLAVOR_DYNAMIC);
+    let serve = if cma && w.size() > 1 && w.targets.iter().all(|t| t.local.is_some()) {
+        let c = w.comm.clone();
+        !super::create::all_agree(acc, &c, !mine)?
+    } else {
+        mine
+    };
+    if serve {
+        super::win_mut(acc.st(), h)?.remote = Some(Box::default());
         super::progress::register(acc, h);
     }
     Ok(())
