@@ -296,6 +296,50 @@ fn sync_with(acc: &mut Access, h: abi::Win, t: u32, kind: Kind, flags: u8) -> Re
     wait(acc, h, |o| o.quiet(Some(t), false))
 }
 
+/// True if target `tg` is reached by the remote path for synchronisation (its lock word is
+/// not in this node's segment).
+pub fn is_remote(tg: &super::Target) -> bool {
+    tg.path == Path::Remote || tg.local.is_none()
+}
+
+/// The remote targets of window `h` (window ranks).
+fn remote_targets(st: &State, h: abi::Win) -> Res<Vec<u32>> {
+    let w = super::win(st, h)?;
+    Ok((0..w.size()).filter(|&t| is_remote(&w.targets[t as usize])).collect())
+}
+
+/// `MPI_Win_lock_all`'s part on the remote targets: a shared lock requested of each at once,
+/// granted when every one answered.
+pub fn lock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
+    let ts = remote_targets(acc.st(), h)?;
+    if ts.is_empty() {
+        return Ok(());
+    }
+    for &t in &ts {
+        let make = |id| origin::message(Kind::Lock, 0, 0, 0, id, &[], &[]);
+        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false)?;
+    }
+    wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
+}
+
+/// `MPI_Win_unlock_all`'s part on the remote targets: every one unlocked at once (or, taken
+/// with `MPI_MODE_NOCHECK`, flushed), complete when every one answered.
+pub fn unlock_all(acc: &mut Access, h: abi::Win, nocheck: bool) -> Res<()> {
+    if nocheck {
+        return flush(acc, h, None);
+    }
+    let ts = remote_targets(acc.st(), h)?;
+    if ts.is_empty() {
+        return Ok(());
+    }
+    for &t in &ts {
+        let make = |id| origin::message(Kind::Unlock, 0, 0, 0, id, &[], &[]);
+        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false)?;
+        remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
+    }
+    wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
+}
+
 /// Takes the passive-target lock of remote target `t` (window rank): returns once granted.
 pub fn lock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
     let flags = if kind == LockKind::Exclusive { wire::EXCLUSIVE } else { 0 };
