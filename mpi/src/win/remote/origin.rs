@@ -210,3 +210,43 @@ pub fn message(kind: Kind, flags: u8, dt: i32, op: i32, id: u32, spans: &[Span],
     let h = Header { kind, flags, dt, op, id, runs: spans.len() as u32, data: len as u64 };
     wire::request(&h, spans, data)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_go_round_and_errors_keep_the_first() {
+        let mut o = Origin { last_id: wire::MAX_ID - 1, ..Origin::default() };
+        assert_eq!((o.next_id(), o.next_id(), o.next_id()), (wire::MAX_ID, 1, 2));
+        o.fail(abi::ERR_RMA_RANGE);
+        o.fail(abi::ERR_TYPE);
+        assert_eq!((o.take_error(), o.take_error()), (abi::ERR_RMA_RANGE, abi::SUCCESS));
+        o.touch(3);
+        o.touch(3);
+        assert_eq!(o.dirty, [3]);
+    }
+
+    #[test]
+    fn a_request_based_result_is_taken_once() {
+        let mut o = Origin::default();
+        o.ops.push(Op { id: 1, target: 2, send: None, reply: None, wanted: true, code: abi::SUCCESS });
+        assert!(o.quiet(Some(2), false) && o.quiet(None, true));
+        assert!(!o.is_done(1));
+        o.finished.push((1, abi::SUCCESS));
+        assert!(o.is_done(1));
+        assert_eq!((o.take(1), o.take(1)), (Some(abi::SUCCESS), None));
+    }
+
+    #[test]
+    fn a_reply_fills_the_result_buffer_or_reports_its_error() {
+        let mut out = [0u8; 4];
+        let into = Into::Buffer(Layout::Contig { ptr: out.as_mut_ptr(), len: 4 });
+        assert_eq!(finish_reply(&wire::reply(abi::SUCCESS, &[1, 2, 3, 4]), into), abi::SUCCESS);
+        assert_eq!(out, [1, 2, 3, 4]);
+        let into = Into::Buffer(Layout::Contig { ptr: out.as_mut_ptr(), len: 4 });
+        assert_eq!(finish_reply(&wire::reply(abi::ERR_RMA_RANGE, &[]), into), abi::ERR_RMA_RANGE);
+        assert_eq!(out, [1, 2, 3, 4], "an error writes nothing");
+        assert_eq!(finish_reply(&[0; 3], Into::Nothing), abi::ERR_INTERN);
+    }
+}
