@@ -376,18 +376,7 @@ mod tests {
     /// packed one (the mutex path) agree.
     #[test]
     fn native_kernel_matches_the_reduction_on_every_type_and_op() {
-        let ops = [
-            OpKind::Max,
-            OpKind::Min,
-            OpKind::Sum,
-            OpKind::Prod,
-            OpKind::Land,
-            OpKind::Band,
-            OpKind::Lor,
-            OpKind::Bor,
-            OpKind::Lxor,
-            OpKind::Bxor,
-        ];
+        let ops = crate::op::OPS;
         let mut tried = 0;
         for b in BUILTIN.iter().filter(|b| matches!(b.size(), 1 | 2 | 4 | 8)) {
             let n = b.size();
@@ -439,28 +428,11 @@ mod tests {
                 let c = cell.clone();
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
-                        // SAFETY: an aligned atomic cell shared by the threads.
-                        unsafe {
-                            native(
-                                c.as_ptr().cast(),
-                                8,
-                                How::Op(OpKind::Sum, TKind::I64),
-                                &1i64.to_ne_bytes(),
-                                &[],
-                                None,
-                            )
-                        };
-                        // SAFETY: as above.
-                        unsafe {
-                            native(
-                                c.as_ptr().cast(),
-                                8,
-                                How::Op(OpKind::Prod, TKind::I64),
-                                &1i64.to_ne_bytes(),
-                                &[],
-                                None,
-                            )
-                        };
+                        for op in [OpKind::Sum, OpKind::Prod] {
+                            let (p, one) = (c.as_ptr().cast(), 1i64.to_ne_bytes());
+                            // SAFETY: an aligned atomic cell shared by the threads.
+                            unsafe { native(p, 8, How::Op(op, TKind::I64), &one, &[], None) };
+                        }
                     }
                 })
             })

@@ -283,6 +283,13 @@ int main(int argc, char **argv) {
     FAILS_WITH(MPI_Win_fence(0, MPI_WIN_NULL), MPI_ERR_WIN); /* to MPI_COMM_WORLD's handler */
     FAILS_WITH(MPI_Win_allocate(-1, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win), MPI_ERR_SIZE);
     FAILS_WITH(MPI_Win_allocate(8, 0, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win), MPI_ERR_DISP);
+    /* More shared memory than there is: MPI_ERR_NO_MEM at every rank, nothing left behind. */
+    for (int i = 0; i < 3; i++) {
+        FAILS_WITH(MPI_Win_allocate((MPI_Aint)1 << 50, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win), MPI_ERR_NO_MEM);
+        FAILS_WITH(MPI_Win_allocate_shared((MPI_Aint)1 << 50, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win), MPI_ERR_NO_MEM);
+    }
+    OK(MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    OK(MPI_Win_free(&win));
     OK(MPI_Type_free(&every_other));
 
     printf("OK win_smoke %d\n", rank);
