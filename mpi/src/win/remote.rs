@@ -166,7 +166,8 @@ fn send_transfer(acc: &mut Access, h: abi::Win, x: &Transfer, wanted: bool) -> R
     };
     let pieces: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
     let touches = matches!(kind, Kind::Put | Kind::Acc);
-    let id = send(acc.st(), h, x.target, |id| origin::message(kind, 0, elem, op, id, &spans, &pieces), into, wanted)?;
+    let make = |id| origin::message(kind, 0, elem, op, id, &spans, &pieces);
+    let id = send(acc.st(), h, x.target, make, into, wanted, touches)?;
     if touches {
         remote_mut(acc.st(), h)?.origin.touch(x.target);
     }
@@ -227,7 +228,9 @@ fn remote_mut(st: &mut State, h: abi::Win) -> Res<&mut Remote> {
 }
 
 /// Sends the request `make(id)` to `target` (window rank), posting the receive of its reply
-/// first if `reply` (its data length and destination): the op's id.
+/// first if `reply` (its data length and destination): the op's id. The held-back request goes
+/// first; with `hold` (a `Put` or `Accumulate` not request-based) this one is held back instead
+/// ([`origin::Tail`]).
 fn send(
     st: &mut State,
     h: abi::Win,
@@ -235,15 +238,42 @@ fn send(
     make: impl FnOnce(u32) -> Vec<u8>,
     reply: Reply,
     wanted: bool,
+    hold: bool,
 ) -> Res<u32> {
     let phase = st.phase;
     let State { ep, wins, .. } = st;
     let Some(ep) = ep.as_mut() else { return Err(crate::state::not_running(phase)) };
     let w = wins.table.get_mut(h).ok_or_else(|| super::bad_win(h))?;
-    let (job, ctx) = (w.targets[target as usize].job, w.comm.ctx);
     let r = w.remote.as_deref_mut().ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("no remote state")))?;
     let id = r.origin.next_id();
     let msg = make(id);
+    if let Some(t) = r.origin.tail.take() {
+        post(ep, &w.targets, w.comm.ctx, &mut r.origin, t, None)?;
+    }
+    let op = origin::Tail { target, id, msg };
+    if hold && !wanted {
+        r.origin.tail = Some(op);
+        return Ok(id);
+    }
+    post(ep, &w.targets, w.comm.ctx, &mut r.origin, op, reply)?;
+    if wanted && let Some(o) = r.origin.ops.last_mut() {
+        o.wanted = true;
+    }
+    Ok(id)
+}
+
+/// Sends request `op` on context `ctx` (its reply's receive posted first if `reply`) and
+/// records it in flight.
+fn post(
+    ep: &mut nemesis::Endpoint,
+    targets: &[super::Target],
+    ctx: u32,
+    o: &mut Origin,
+    op: origin::Tail,
+    reply: Reply,
+) -> Res<()> {
+    let origin::Tail { target, id, msg } = op;
+    let job = targets[target as usize].job;
     let endpoint = |e| Fail::new(crate::error::code_of(&e), None, Why::Endpoint(e));
     let reply = match reply {
         Some((len, into)) => {
@@ -258,8 +288,8 @@ fn send(
     };
     // SAFETY: `msg` stays with the op until the send completed (`Origin::poll`).
     let sq = unsafe { ep.isend_raw(msg.as_ptr(), msg.len(), job, wire::AM_TAG, ctx) }.map_err(endpoint)?;
-    r.origin.ops.push(Op { id, target, send: Some((sq, msg)), reply, wanted, code: abi::SUCCESS });
-    Ok(id)
+    o.ops.push(Op { id, target, send: Some((sq, msg)), reply, wanted: false, code: abi::SUCCESS });
+    Ok(())
 }
 
 /// Waits until `done(origin state)`, advancing the remote path (and everything a pause does)
@@ -287,9 +317,8 @@ fn wait(acc: &mut Access, h: abi::Win, mut done: impl FnMut(&Origin) -> bool) ->
 
 /// Sends synchronisation `kind` to `t` and waits for its reply (and every op to `t` before it).
 fn sync_with(acc: &mut Access, h: abi::Win, t: u32, kind: Kind, flags: u8) -> Res<()> {
-    let id =
-        send(acc.st(), h, t, |id| origin::message(kind, flags, 0, 0, id, &[], &[]), Some((0, Into::Nothing)), false)?;
-    let _ = id;
+    let make = |id| origin::message(kind, flags, 0, 0, id, &[], &[]);
+    send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
     if kind != Kind::Lock {
         remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
     }
@@ -317,7 +346,7 @@ pub fn lock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
     }
     for &t in &ts {
         let make = |id| origin::message(Kind::Lock, 0, 0, 0, id, &[], &[]);
-        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false)?;
+        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
     }
     wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
 }
@@ -334,7 +363,7 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win, nocheck: bool) -> Res<()> {
     }
     for &t in &ts {
         let make = |id| origin::message(Kind::Unlock, 0, 0, 0, id, &[], &[]);
-        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false)?;
+        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
         remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
     }
     wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
@@ -355,20 +384,34 @@ pub fn unlock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> 
 /// Completes every operation issued to remote target `t` (`None`: to every target) at the
 /// target (`MPI_Win_flush*`, and before a fence, `MPI_Win_complete` and `MPI_Win_unlock_all`).
 pub fn flush(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
-    let Some(r) = super::win(acc.st(), h)?.remote.as_ref() else { return Ok(()) };
+    if super::win(acc.st(), h)?.remote.is_none() {
+        return Ok(());
+    }
+    flush_tail(acc.st(), h, t)?;
+    let r = remote_mut(acc.st(), h)?;
     let dirty: Vec<u32> = r.origin.dirty.iter().copied().filter(|&d| t.is_none_or(|t| t == d)).collect();
     for d in dirty {
-        send(
-            acc.st(),
-            h,
-            d,
-            |id| origin::message(Kind::Flush, 0, 0, 0, id, &[], &[]),
-            Some((0, Into::Nothing)),
-            false,
-        )?;
+        let make = |id| origin::message(Kind::Flush, 0, 0, 0, id, &[], &[]);
+        send(acc.st(), h, d, make, Some((0, Into::Nothing)), false, false)?;
         remote_mut(acc.st(), h)?.origin.dirty.retain(|&x| x != d);
     }
     wait(acc, h, |o| o.quiet(t, false))
+}
+
+/// Sends the held-back request, if its target is `t` (or any: `None`), with the flush of its
+/// target in it (its reply then says all before it is applied there).
+fn flush_tail(st: &mut State, h: abi::Win, t: Option<u32>) -> Res<()> {
+    let phase = st.phase;
+    let State { ep, wins, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(crate::state::not_running(phase)) };
+    let w = wins.table.get_mut(h).ok_or_else(|| super::bad_win(h))?;
+    let Some(r) = w.remote.as_deref_mut() else { return Ok(()) };
+    let Some(mut tail) = r.origin.tail.take_if(|tl| t.is_none_or(|t| t == tl.target)) else { return Ok(()) };
+    wire::mark_flush(&mut tail.msg);
+    let target = tail.target;
+    post(ep, &w.targets, w.comm.ctx, &mut r.origin, tail, Some((0, Into::Nothing)))?;
+    r.origin.dirty.retain(|&d| d != target);
+    Ok(())
 }
 
 /// Completes locally every operation issued to remote target `t` (`None`: all): their origin

@@ -60,6 +60,19 @@ impl Op {
     }
 }
 
+/// A `Put` or `Accumulate` held back, not yet sent: MPI completes them only at the next
+/// synchronisation, so the last one waits for the window's next request (then goes first, the
+/// order kept) or synchronisation, whose flush of its target it carries ([`wire::FLUSH_AFTER`]):
+/// a put and its flush are one message and one reply, as a get.
+#[derive(Debug)]
+pub struct Tail {
+    /// Its target (rank in the window) and id.
+    pub target: u32,
+    pub id: u32,
+    /// Its message (the origin's data packed in: the origin buffer is free already).
+    pub msg: Vec<u8>,
+}
+
 /// The origin's state of one window.
 #[derive(Debug, Default)]
 pub struct Origin {
@@ -76,6 +89,8 @@ pub struct Origin {
     /// The id of the request-based operation the current call issued, until the call takes
     /// its request (`super::take_request`).
     pub request: Option<u32>,
+    /// The request held back, if any ([`Tail`]).
+    pub tail: Option<Tail>,
 }
 
 impl Origin {

@@ -137,10 +137,14 @@ impl Target {
         }
         let res = apply_data(mem, h.kind, h.dt, h.op, &r.spans, r.data);
         match (h.kind, res) {
-            (Kind::Put | Kind::Acc, Ok(_)) => Then::Nothing,
-            (Kind::Put | Kind::Acc, Err(code)) => {
-                self.fault(origin, code);
-                Then::Nothing
+            (Kind::Put | Kind::Acc, res) => {
+                if let Err(code) = res {
+                    self.fault(origin, code);
+                }
+                match h.flags & wire::FLUSH_AFTER {
+                    0 => Then::Nothing,
+                    _ => reply(self.take_fault(origin), &[]),
+                }
             }
             (_, Ok(old)) => reply(abi::SUCCESS, &old),
             (_, Err(code)) => reply(code, &[]),

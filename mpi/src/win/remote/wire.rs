@@ -66,6 +66,17 @@ impl Kind {
 
 /// `Header::flags`: an exclusive lock (`Lock`).
 pub const EXCLUSIVE: u8 = 1;
+/// `Header::flags`: a `Put` or `Acc` that also asks what a `Flush` asks (reply `id` once
+/// applied, with the origin's recorded failure): the origin's held-back last request carries
+/// the flush that follows it (`super::origin::Tail`).
+pub const FLUSH_AFTER: u8 = 2;
+
+/// Sets [`FLUSH_AFTER`] in request `msg` (built by [`request`]).
+pub fn mark_flush(msg: &mut [u8]) {
+    if let Some(f) = msg.get_mut(1) {
+        *f |= FLUSH_AFTER;
+    }
+}
 
 /// A request's fixed part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,6 +279,9 @@ mod tests {
         let msg = request(&h, &spans, &[&[1; 8], &[2; 4]]);
         let r = parse(&msg).unwrap();
         assert_eq!((r.header, &r.spans[..], r.data), (h, &spans[..], &[1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2][..]));
+        let mut flushed = msg.clone();
+        mark_flush(&mut flushed);
+        assert_eq!(parse(&flushed).unwrap().header.flags, FLUSH_AFTER);
         // Cut or padded, or a length that overflows: refused.
         assert_eq!(parse(&msg[..msg.len() - 1]).unwrap_err(), Malformed);
         let mut long = msg.clone();
