@@ -1,7 +1,11 @@
 /* One-sided communication to targets on other nodes (run with --nodes 2; on one node it runs
  * the node-local paths): every operation in every synchronisation mode, derived datatypes on
- * both sides, 1 MiB transfers, request-based operations, accumulate atomicity between local and remote origins,
- * a range error the origin finds, and passive target progress while the target computes. */
+ * both sides, 1 MiB transfers, an origin buffer reused after MPI_Win_flush_local,
+ * request-based operations, accumulate atomicity between local and remote origins, a range
+ * error the origin finds, and passive target progress while the target computes.
+ * Validated on MPICH 4.0.2 (mpicc.mpich, mpiexec.mpich -n 1, 2, 4) with
+ * MPIR_CVAR_ASYNC_PROGRESS=1; without it MPICH makes no passive target progress while the target
+ * computes (the last part then fails there, as expected). */
 #include "check.h"
 
 #include <stdint.h>
@@ -77,6 +81,30 @@ static void large_transfers(void) {
     OK(MPI_Barrier(MPI_COMM_WORLD));
     free(src);
     free(dst);
+    OK(MPI_Win_free(&win));
+}
+
+/* A put's origin buffer reused after MPI_Win_flush_local, before the flush that completes it at
+ * the target: the target gets the value at the time of the put. */
+static void reuse_after_flush_local(void) {
+    int64_t *mem;
+    MPI_Win win;
+    OK(MPI_Win_allocate(2 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    mem[0] = mem[1] = 0;
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
+    int64_t v = 5 + rank, g = -7;
+    OK(MPI_Put(&v, 1, MPI_INT64_T, right, 1, 1, MPI_INT64_T, win));
+    OK(MPI_Win_flush_local(right, win));
+    v = -1;
+    OK(MPI_Win_flush(right, win));
+    OK(MPI_Get(&g, 1, MPI_INT64_T, right, 1, 1, MPI_INT64_T, win));
+    OK(MPI_Win_flush(right, win));
+    CHECK(g == 5 + rank, "read back %lld", (long long)g);
+    OK(MPI_Win_unlock(right, win));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    CHECK(mem[1] == 5 + left, "put from %d: %lld", left, (long long)mem[1]);
     OK(MPI_Win_free(&win));
 }
 
@@ -161,14 +189,14 @@ static void create_pscw_requests(void) {
 
     /* Request-based operations in a lock_all epoch. */
     OK(MPI_Win_lock_all(0, win));
-    MPI_Request r[3];
+    MPI_Request r[2], rest[2];
     double x = 100 + rank, y = -1, z = -1;
     OK(MPI_Rput(&x, 1, MPI_DOUBLE, right, 8 * size - 2, 1, MPI_DOUBLE, win, &r[0]));
     OK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
     OK(MPI_Win_flush(right, win));
-    OK(MPI_Rget(&y, 1, MPI_DOUBLE, right, 8 * size - 2, 1, MPI_DOUBLE, win, &r[1]));
-    OK(MPI_Raccumulate(&x, 1, MPI_DOUBLE, right, 8 * size - 3, 1, MPI_DOUBLE, MPI_SUM, win, &r[2]));
-    OK(MPI_Waitall(2, &r[1], MPI_STATUSES_IGNORE));
+    OK(MPI_Rget(&y, 1, MPI_DOUBLE, right, 8 * size - 2, 1, MPI_DOUBLE, win, &rest[0]));
+    OK(MPI_Raccumulate(&x, 1, MPI_DOUBLE, right, 8 * size - 3, 1, MPI_DOUBLE, MPI_SUM, win, &rest[1]));
+    OK(MPI_Waitall(2, rest, MPI_STATUSES_IGNORE));
     CHECK(y == x, "rget after rput + flush: %g", y);
     OK(MPI_Rget_accumulate(&x, 1, MPI_DOUBLE, &z, 1, MPI_DOUBLE, right, 8 * size - 3, 1, MPI_DOUBLE, MPI_SUM, win,
                            &r[0]));
@@ -180,11 +208,14 @@ static void create_pscw_requests(void) {
     OK(MPI_Barrier(MPI_COMM_WORLD));
     CHECK(mem[8 * size - 3] == 2 * (100 + left), "raccumulate: %g", mem[8 * size - 3]);
 
-    /* A range error found at the origin: MPI_ERR_RMA_RANGE, nothing written. */
+    /* A range error found at the origin: MPI_ERR_RMA_RANGE, nothing written (MPICH 4.0.2 does
+     * not check it on a Win_create window). */
+#if !defined(MPICH_VERSION) || defined(NEMESIS_MPI)
     OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
     OK(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win));
     FAILS_WITH(MPI_Put(d, 3, MPI_DOUBLE, right, 8 * size - 1, 3, MPI_DOUBLE, win), MPI_ERR_RMA_RANGE);
     OK(MPI_Win_unlock(right, win));
+#endif
     OK(MPI_Group_free(&peers));
     OK(MPI_Group_free(&world));
     OK(MPI_Win_free(&win));
@@ -264,13 +295,16 @@ int main(int argc, char **argv) {
     int provided = -1;
     fence_put_get();
     large_transfers();
+    reuse_after_flush_local();
     accumulate_atomicity();
     create_pscw_requests();
     dynamic_window();
     if (size > 1) progress_while_computing();
     /* The thread level granted did not change (the progress thread makes calls lock, quietly). */
     OK(MPI_Query_thread(&provided));
+#if !defined(MPICH_VERSION) || defined(NEMESIS_MPI)
     CHECK(provided == MPI_THREAD_SINGLE, "MPI_Query_thread says %d", provided);
+#endif
     printf("OK win_remote %d\n", rank);
     OK(MPI_Finalize());
     return 0;
