@@ -147,6 +147,43 @@ pub unsafe fn fetch_and_op(
     Some(Ok(()))
 }
 
+/// `MPI_Accumulate` of `count` elements of predefined `dt` onto as many at the target, each
+/// changed by one native atomic.
+///
+/// # Safety
+/// MPI's contract for the origin buffer.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn accumulate(
+    st: &mut State,
+    origin: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    target: c_int,
+    disp: Aint,
+    tcount: c_int,
+    tdt: Datatype,
+    op: abi::Op,
+    h: abi::Win,
+) -> Option<Res<()>> {
+    let (how, size) = native_how(op, dt)?;
+    if dt != tdt || count != tcount || count <= 0 || origin.is_null() {
+        return None;
+    }
+    let bytes = (count as usize).checked_mul(size)?;
+    let (w, at) = mapped(st, h, target, disp, bytes)?;
+    if !native_ok(w, at, size) {
+        return None;
+    }
+    // SAFETY: MPI's contract: `count` elements at `origin`.
+    let src = unsafe { std::slice::from_raw_parts(origin as *const u8, bytes) };
+    for (k, e) in src.chunks_exact(size).enumerate() {
+        // SAFETY: as in `fetch_and_op`, element by element inside the checked range.
+        unsafe { native((at + k * size) as *mut u8, size, how, e, &[], None) };
+    }
+    Some(Ok(()))
+}
+
 /// `MPI_Compare_and_swap`.
 ///
 /// # Safety
