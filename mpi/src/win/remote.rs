@@ -315,14 +315,20 @@ fn wait(acc: &mut Access, h: abi::Win, mut done: impl FnMut(&Origin) -> bool) ->
     }
 }
 
-/// Sends synchronisation `kind` to `t` and waits for its reply (and every op to `t` before it).
-fn sync_with(acc: &mut Access, h: abi::Win, t: u32, kind: Kind, flags: u8) -> Res<()> {
-    let make = |id| origin::message(kind, flags, 0, 0, id, &[], &[]);
-    send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
-    if kind != Kind::Lock {
-        remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
+/// Sends synchronisation `kind` (with `flags`) to each of targets `ts` at once and waits for
+/// every reply (and every op to them before it).
+fn sync_targets(acc: &mut Access, h: abi::Win, ts: &[u32], kind: Kind, flags: u8) -> Res<()> {
+    if ts.is_empty() {
+        return Ok(());
     }
-    wait(acc, h, |o| o.quiet(Some(t), false))
+    for &t in ts {
+        let make = |id| origin::message(kind, flags, 0, 0, id, &[], &[]);
+        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
+        if kind != Kind::Lock {
+            remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
+        }
+    }
+    wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
 }
 
 /// True if target `tg` is reached by the remote path for synchronisation (its lock word is
@@ -341,14 +347,7 @@ fn remote_targets(st: &State, h: abi::Win) -> Res<Vec<u32>> {
 /// granted when every one answered.
 pub fn lock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
     let ts = remote_targets(acc.st(), h)?;
-    if ts.is_empty() {
-        return Ok(());
-    }
-    for &t in &ts {
-        let make = |id| origin::message(Kind::Lock, 0, 0, 0, id, &[], &[]);
-        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
-    }
-    wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
+    sync_targets(acc, h, &ts, Kind::Lock, 0)
 }
 
 /// `MPI_Win_unlock_all`'s part on the remote targets: every one unlocked at once (or, taken
@@ -358,27 +357,19 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win, nocheck: bool) -> Res<()> {
         return flush(acc, h, None);
     }
     let ts = remote_targets(acc.st(), h)?;
-    if ts.is_empty() {
-        return Ok(());
-    }
-    for &t in &ts {
-        let make = |id| origin::message(Kind::Unlock, 0, 0, 0, id, &[], &[]);
-        send(acc.st(), h, t, make, Some((0, Into::Nothing)), false, false)?;
-        remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
-    }
-    wait(acc, h, |o| ts.iter().all(|&t| o.quiet(Some(t), false)))
+    sync_targets(acc, h, &ts, Kind::Unlock, 0)
 }
 
 /// Takes the passive-target lock of remote target `t` (window rank): returns once granted.
 pub fn lock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
     let flags = if kind == LockKind::Exclusive { wire::EXCLUSIVE } else { 0 };
-    sync_with(acc, h, t, Kind::Lock, flags)
+    sync_targets(acc, h, &[t], Kind::Lock, flags)
 }
 
 /// Releases the lock of remote target `t` once every operation to it completed there.
 pub fn unlock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
     let _ = kind;
-    sync_with(acc, h, t, Kind::Unlock, 0)
+    sync_targets(acc, h, &[t], Kind::Unlock, 0)
 }
 
 /// Completes every operation issued to remote target `t` (`None`: to every target) at the
