@@ -128,6 +128,10 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
         {
             return Err(Fail::new(abi::ERR_PENDING, None, Why::Other(why)));
         }
+        if !st.wins.table.is_empty() {
+            let why = "a window is alive: windows are not part of a checkpoint yet (free them first)";
+            return Err(Fail::new(abi::ERR_PENDING, None, Why::Arg(why)));
+        }
         let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
             image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
         } else {

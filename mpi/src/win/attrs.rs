@@ -264,7 +264,8 @@ pub unsafe fn get_group(acc: &mut Access, h: abi::Win, out: *mut abi::Group) -> 
     })
 }
 
-/// The memory of target `t` if this process maps it and it is shared (`MPI_Win_allocate*`).
+/// The memory of target `t` if it is shared memory this process maps (`MPI_Win_allocate*` on
+/// this node).
 fn shared_part(w: &Window, t: usize) -> Option<(usize, usize, usize)> {
     let tg = w.targets[t];
     match tg.path {
@@ -276,7 +277,9 @@ fn shared_part(w: &Window, t: usize) -> Option<(usize, usize, usize)> {
 }
 
 /// `MPI_Win_shared_query` and its `_c` form: the size, displacement unit and address of a
-/// member's memory in this process (`MPI_PROC_NULL`: the first member's with memory).
+/// member's memory in this process (`MPI_PROC_NULL`: the first member's with memory); size 0
+/// and NULL for memory that is not shared with this process (MPI-4.1: a `MPI_Win_create`
+/// window, a member on another node).
 ///
 /// # Safety
 /// The outputs null or writable; `base` a `void **`.
@@ -293,8 +296,10 @@ pub unsafe fn shared_query(
             return Err(null_out());
         }
         let w = win(acc.st(), h)?;
-        if w.flavor == abi::WIN_FLAVOR_CREATE || w.flavor == abi::WIN_FLAVOR_DYNAMIC {
-            return Err(flavor("MPI_Win_shared_query on a window whose memory is not shared"));
+        // MPI-4.1 §12.2.3: any flavour but dynamic; memory this process does not map is
+        // reported as size 0 at NULL.
+        if w.flavor == abi::WIN_FLAVOR_DYNAMIC {
+            return Err(flavor("MPI_Win_shared_query on a dynamic window"));
         }
         let n = w.size() as c_int;
         let part = if rank == abi::PROC_NULL {
@@ -304,7 +309,8 @@ pub unsafe fn shared_query(
         } else {
             shared_part(w, rank as usize)
         };
-        let (s, du, b) = part.unwrap_or((0, 0, 0));
+        let du0 = w.targets.get(rank.max(0) as usize).map_or(0, |t| t.disp_unit);
+        let (s, du, b) = part.unwrap_or((0, du0, 0));
         // SAFETY: checked non-null; MPI's contract (`base` a `void **`).
         unsafe {
             *size = s as Aint;
@@ -393,7 +399,7 @@ pub fn attached(w: &Window, t: u32, lo: i128, hi: i128) -> bool {
     loop {
         // ORDERING: Acquire: the entries of the even count's write are visible.
         let s1 = c.regions_seq.load(Acquire);
-        if s1 % 2 == 0 {
+        if s1.is_multiple_of(2) {
             let found = c.regions.iter().any(|r| inside(r.base.load(Relaxed), r.len.load(Relaxed)));
             // ORDERING: the entries' loads happen before the second look at the count.
             fence(Acquire);

@@ -159,6 +159,9 @@ pub fn prepare(
     }
     let tg = w.targets[t as usize];
     let dynamic = w.flavor == abi::WIN_FLAVOR_DYNAMIC;
+    if disp < 0 && !dynamic {
+        return Err(Fail::new(abi::ERR_DISP, None, Why::Other(format!("negative target displacement {disp}"))));
+    }
     let bytes = i128::from(disp) * if dynamic { 1 } else { tg.disp_unit as i128 };
     let sp = span(&tside.desc, tside.count).ok_or_else(range_err)?;
     if !dynamic && !in_range(bytes, sp, tg.size) {
@@ -268,7 +271,7 @@ pub unsafe fn put_or_get(
     req: Option<*mut abi::Request>,
 ) -> Res<()> {
     super::with(acc, h, |acc| {
-        request_out(req)?;
+        request_out(acc, h, target, req)?;
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         let kind = if get { Kind::Get } else { Kind::Put };
@@ -280,12 +283,18 @@ pub unsafe fn put_or_get(
     })
 }
 
-/// The request of a request-based call, or nothing (checked non-null first).
-fn request_out(req: Option<*mut abi::Request>) -> Res<()> {
-    match req {
-        Some(r) if r.is_null() => Err(super::null_out()),
-        _ => Ok(()),
+/// The request of a request-based call, or nothing: checked non-null, and the call inside a
+/// passive-target epoch to `target` (MPI-4.1 §12.3.5: the R-forms are valid there only).
+fn request_out(acc: &mut Access, h: abi::Win, target: c_int, req: Option<*mut abi::Request>) -> Res<()> {
+    let Some(r) = req else { return Ok(()) };
+    if r.is_null() {
+        return Err(super::null_out());
     }
+    let w = super::win(acc.st(), h)?;
+    if target != abi::PROC_NULL && (0..w.size() as c_int).contains(&target) && !w.epoch.passive(target as u32) {
+        return Err(sync_err("a request-based RMA operation outside a passive-target epoch"));
+    }
+    Ok(())
 }
 
 /// Writes a completed request for a request-based call.
@@ -317,7 +326,7 @@ pub unsafe fn accumulate(
     req: Option<*mut abi::Request>,
 ) -> Res<()> {
     super::with(acc, h, |acc| {
-        request_out(req)?;
+        request_out(acc, h, target, req)?;
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         super::atomic::how_of(acc, op, &t)?;
@@ -347,7 +356,7 @@ pub unsafe fn get_accumulate(
     req: Option<*mut abi::Request>,
 ) -> Res<()> {
     super::with(acc, h, |acc| {
-        request_out(req)?;
+        request_out(acc, h, target, req)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         super::atomic::how_of(acc, op, &t)?;
         let r = side(acc, result.0, result.1, result.2)?;

@@ -232,6 +232,21 @@ mod tests {
     }
 
     #[test]
+    fn a_named_segment_is_shared_and_a_failed_one_leaves_nothing() {
+        let name = CString::new(format!("/nemesis-win-test-{}", std::process::id())).unwrap();
+        let a = Mapping::create(&name, 2 * PAGE, 2).unwrap();
+        let b = Mapping::open(&name, 2 * PAGE, 2).unwrap();
+        unlink(&name);
+        a.control(1).acc_mutex.store(7, std::sync::atomic::Ordering::Release);
+        assert_eq!(b.control(1).acc_mutex.load(std::sync::atomic::Ordering::Acquire), 7);
+        assert!(Mapping::open(&name, PAGE, 1).is_err(), "unlinked");
+        assert!(Mapping::open(&CString::new("/nemesis-win-none").unwrap(), PAGE, 1).is_err());
+        // Far more than /dev/shm holds: posix_fallocate fails, the name is gone again.
+        assert!(Mapping::create(&name, 1 << 50, 1).is_err());
+        assert!(Mapping::open(&name, PAGE, 1).is_err(), "a failed creation unlinks its name");
+    }
+
+    #[test]
     fn a_private_mapping_starts_unlocked() {
         let m = Mapping::private(PAGE, 2).unwrap();
         assert!(m.control(1).lock.is_free());
