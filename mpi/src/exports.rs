@@ -75,13 +75,17 @@ macro_rules! fast_body {
         #[allow(clippy::too_many_arguments)]
         unsafe fn slow($($a: $t),*) -> c_int {
             // SAFETY: the arguments come from the C caller under MPI's contract, which is the
-            // contract of the implementation function.
-            slow_call(stringify!($name), |$acc| unsafe { $slow })
+            // contract of the implementation function (some are safe functions).
+            #[allow(unused_unsafe)]
+            let code = slow_call(stringify!($name), |$acc| unsafe { $slow });
+            code
         }
+        // SAFETY: as above.
+        #[allow(unused_unsafe)]
+        let fast = move |$st: &mut crate::state::State| unsafe { $fast };
         call_fast(
             stringify!($name),
-            // SAFETY: as above.
-            move |$st| unsafe { $fast },
+            fast,
             // SAFETY: as above.
             move || unsafe { slow($($a),*) },
         )

@@ -1,6 +1,6 @@
 //! # nemesis-mpi
 //!
-//! The C ABI of nemesis: `libmpi.so`, the MPI-4.1 C interface (one-sided communication and I/O
+//! The C ABI of nemesis: `libmpi.so`, the MPI-4.1 C interface (I/O
 //! not yet) over the nemesis [`Endpoint`] (`nemesis::Endpoint`), with the standard header `include/mpi.h` and the `bin/mpicc` wrapper, so
 //! unmodified MPI programs and benchmarks build and run on nemesis (`mpi/README.md`).
 //!

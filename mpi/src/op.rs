@@ -297,7 +297,7 @@ pub enum OpKind {
 /// The predefined operations in handle order (`MPI_MAX` is `OP_BUILTIN + 1`, MPICH's order);
 /// `MPI_MINLOC` and `MPI_MAXLOC` follow ([`Loc`], on pairs), then `MPI_REPLACE` and `MPI_NO_OP`
 /// (one-sided only).
-const OPS: [OpKind; 10] = [
+pub const OPS: [OpKind; 10] = [
     OpKind::Max,
     OpKind::Min,
     OpKind::Sum,

@@ -9,7 +9,7 @@
 //! | `pingpong` | `pingpong.c`: 0 B – 1 MiB both ways, Ssend, Sendrecv, probes, counts, PROC_NULL | 2, 3 |
 //! | `fused_send_and_receive` | `fastpath.c`: the fused MPI_Send/MPI_Recv path's corner cases — order among fastbox-sized and longer messages and behind sends waiting for cells, an unexpected message of the same source queued first (of another source: taken past it), an earlier posted receive (ANY_SOURCE, or for another source), truncation, ANY_SOURCE/ANY_TAG, STATUS_IGNORE, longer than a slot — with fault tolerance off and on | 2, 3; 2 in 2 FT groups |
 //! | `deferred_receives` | `deferred.c`: MPI_Irecv kept unposted until MPI_Waitall takes the message from the fastbox — Waitall in reverse order, a blocking Recv, an ANY_SOURCE Irecv and an Iprobe after a deferred receive, Ssend both ways (no deadlock), truncation, Cancel, Request_free, a window of 64 half arriving late, ANY_TAG, an Isend in the same Waitall, STATUSES_IGNORE — with deferral on and off (`NEMESIS_DEFER_RECV=0`), with fault tolerance on | 2, 3; 2 in each wait mode; 2 with deferral off; 2 in 2 FT groups |
-//! | `one_sided_smoke` | `win_smoke.c`: every window flavour on one node (allocate, create by CMA, allocate_shared contiguous and not with load/store through shared_query, dynamic with attach/detach); Put/Get/Accumulate/Fetch_and_op/Compare_and_swap/Rput/Rget under fence, PSCW (wait and test), lock and lock_all; a strided target type; attributes, names, keyvals with delete callbacks; error classes | 1, 2, 3; 4 yielding |
+//! | `one_sided_smoke` | `win_smoke.c`: every window flavour on one node (allocate, create by CMA, allocate_shared contiguous and not with load/store through shared_query, dynamic with attach/detach); Put/Get/Accumulate/Fetch_and_op/Compare_and_swap/Rput/Rget under fence, PSCW (wait and test), lock and lock_all; a strided target type; attributes, names, keyvals with delete callbacks; error classes; with fault tolerance a window across FT groups refused, one inside a group used | 1, 2, 3; 4 yielding; 2 in 2 FT groups |
 //! | `p2p_modes` | `p2p_modes.c`: Ssend/Bsend/Rsend and non-blocking forms, attached buffer, Sendrecv_replace, persistent requests, Request_free, get_status, Waitsome/Testsome/Testany, PROC_NULL everywhere | 2, 3 |
 //! | `cancel_and_matched_probes` | `cancel_mprobe.c`: MPI_Cancel of receives and of eager, rendezvous, synchronous, persistent sends (not matched: withdrawn; matched: not); Mprobe/Improbe/Mrecv/Imrecv, typed and large; MESSAGE_NO_PROC | 2, 3, 2 over 2 nodes |
 //! | `thread_multiple` | `threads.c`: 4 threads per rank sending and receiving at once with ANY_SOURCE and their own tags (Send/Recv, Isend/Irecv, Sendrecv, Issend with Mprobe), collectives on their own communicators meanwhile, communicators created by all at once | 2, 3 |
@@ -129,6 +129,8 @@ fn fused_send_and_receive() {
 fn one_sided_smoke() {
     run_ok("win_smoke", &[1, 2, 3], &[], &[]);
     run_ok("win_smoke", &[4], &["--wait", "yield"], &[]);
+    // Fault tolerance: a window across FT groups is refused, one inside a group works.
+    run_ok("win_smoke", &[2], &["--ft-groups", "2"], &[("WIN_SMOKE_FT", "1")]);
 }
 
 #[test]

@@ -227,49 +227,40 @@ fn locked(
     let Some(local) = tg.local else {
         return Err(Fail::new(abi::ERR_INTERN, None, Why::Arg("a node-local target without a control block")));
     };
+    let path = tg.path;
     let mutex = &w.control(local).acc_mutex;
     lock_mutex(mutex);
-    let r = read_modify_write(tg.path, x, how, elem, src, cmp, old);
+    let r = (|| -> Res<()> {
+        let mut cur = vec![0u8; x.tside.bytes()];
+        match path {
+            Path::Mapped { base } => {
+                let t = (base as *mut u8).wrapping_offset(x.disp);
+                // SAFETY: `prepare` checked the range inside the target's window, mapped at `base`.
+                unsafe { pack(&x.tside.desc, t, x.tside.count, &mut cur) };
+            }
+            Path::Cma { pid, base } => cma_blocks(pid, base, x, &mut cur, false)?,
+            Path::Remote => return Err(Fail::new(abi::ERR_INTERN, None, Why::Arg("remote target"))),
+        }
+        if let Some(o) = old {
+            o.copy_from_slice(&cur);
+        }
+        if how == How::NoOp {
+            return Ok(());
+        }
+        combine(how, elem, &mut cur, src, cmp);
+        match path {
+            Path::Mapped { base } => {
+                let t = (base as *mut u8).wrapping_offset(x.disp);
+                // SAFETY: as above.
+                unsafe { unpack(&x.tside.desc, t, x.tside.count, &cur) };
+                Ok(())
+            }
+            Path::Cma { pid, base } => cma_blocks(pid, base, x, &mut cur, true),
+            Path::Remote => Ok(()),
+        }
+    })();
     unlock_mutex(mutex);
     r
-}
-
-fn read_modify_write(
-    path: Path,
-    x: &Transfer,
-    how: How,
-    elem: usize,
-    src: &[u8],
-    cmp: &[u8],
-    old: &mut Option<Vec<u8>>,
-) -> Res<()> {
-    let mut cur = vec![0u8; x.tside.bytes()];
-    match path {
-        Path::Mapped { base } => {
-            let t = (base as *mut u8).wrapping_offset(x.disp);
-            // SAFETY: `prepare` checked the range inside the target's window, mapped at `base`.
-            unsafe { pack(&x.tside.desc, t, x.tside.count, &mut cur) };
-        }
-        Path::Cma { pid, base } => cma_blocks(pid, base, x, &mut cur, false)?,
-        Path::Remote => return Err(Fail::new(abi::ERR_INTERN, None, Why::Arg("remote target"))),
-    }
-    if let Some(o) = old {
-        o.copy_from_slice(&cur);
-    }
-    if how == How::NoOp {
-        return Ok(());
-    }
-    combine(how, elem, &mut cur, src, cmp);
-    match path {
-        Path::Mapped { base } => {
-            let t = (base as *mut u8).wrapping_offset(x.disp);
-            // SAFETY: as above.
-            unsafe { unpack(&x.tside.desc, t, x.tside.count, &cur) };
-            Ok(())
-        }
-        Path::Cma { pid, base } => cma_blocks(pid, base, x, &mut cur, true),
-        Path::Remote => Ok(()),
-    }
 }
 
 /// Moves the target's blocks of `x` to (`write`) or from packed `buf` by CMA.
@@ -371,18 +362,7 @@ mod tests {
     /// packed one (the mutex path) agree.
     #[test]
     fn native_kernel_matches_the_reduction_on_every_type_and_op() {
-        let ops = [
-            OpKind::Max,
-            OpKind::Min,
-            OpKind::Sum,
-            OpKind::Prod,
-            OpKind::Land,
-            OpKind::Band,
-            OpKind::Lor,
-            OpKind::Bor,
-            OpKind::Lxor,
-            OpKind::Bxor,
-        ];
+        let ops = crate::op::OPS;
         let mut tried = 0;
         for b in BUILTIN.iter().filter(|b| matches!(b.size(), 1 | 2 | 4 | 8)) {
             let n = b.size();
@@ -434,28 +414,11 @@ mod tests {
                 let c = cell.clone();
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
-                        // SAFETY: an aligned atomic cell shared by the threads.
-                        unsafe {
-                            native(
-                                c.as_ptr().cast(),
-                                8,
-                                How::Op(OpKind::Sum, TKind::I64),
-                                &1i64.to_ne_bytes(),
-                                &[],
-                                None,
-                            )
-                        };
-                        // SAFETY: as above.
-                        unsafe {
-                            native(
-                                c.as_ptr().cast(),
-                                8,
-                                How::Op(OpKind::Prod, TKind::I64),
-                                &1i64.to_ne_bytes(),
-                                &[],
-                                None,
-                            )
-                        };
+                        for op in [OpKind::Sum, OpKind::Prod] {
+                            let (p, one) = (c.as_ptr().cast(), 1i64.to_ne_bytes());
+                            // SAFETY: an aligned atomic cell shared by the threads.
+                            unsafe { native(p, 8, How::Op(op, TKind::I64), &one, &[], None) };
+                        }
                     }
                 })
             })

@@ -40,9 +40,12 @@ struct Record {
     err: i32,
     /// An address in this process that CMA may read (the probe of [`cma_allowed`]).
     probe: u64,
+    /// 1 if this member asked for `alloc_shared_noncontig` (any member's request holds for all:
+    /// every member must compute the same layout).
+    noncontig: u32,
 }
 
-const RECORD: usize = 48;
+const RECORD: usize = 52;
 
 impl Record {
     fn bytes(&self) -> [u8; RECORD] {
@@ -55,6 +58,7 @@ impl Record {
         b[32..36].copy_from_slice(&self.ft_group.to_le_bytes());
         b[36..40].copy_from_slice(&self.err.to_le_bytes());
         b[40..48].copy_from_slice(&self.probe.to_le_bytes());
+        b[48..52].copy_from_slice(&self.noncontig.to_le_bytes());
         b
     }
 
@@ -70,6 +74,7 @@ impl Record {
             ft_group: u32_at(32),
             err: u32_at(36) as i32,
             probe: u64_at(40),
+            noncontig: u32_at(48),
         }
     }
 }
@@ -172,10 +177,10 @@ fn node_segment(
     recs: &[Record],
     locals: &[u32],
     sizes: &[usize],
-    noncontig: bool,
+    align: usize,
 ) -> Res<Option<(Mapping, Vec<usize>)>> {
     let me = c.rank;
-    let lay = segment::layout(sizes, noncontig);
+    let lay = segment::layout(sizes, align);
     let n = locals.len() as u32;
     let leader = locals[0];
     let name = segment::name(recs[leader as usize].pid, c.ctx);
@@ -273,6 +278,7 @@ fn build(
         ft_group: ft_group.unwrap_or(u32::MAX),
         err: own_err.map_or(0, |e| e.0),
         probe: &raw const PROBE as u64,
+        noncontig: u32::from(hints.alloc_shared_noncontig),
     };
     let all = crate::coll::allgather_bytes(acc, c, &tu, &mine.bytes())?;
     let recs: Vec<Record> = all.chunks_exact(RECORD).map(Record::of).collect();
@@ -295,8 +301,13 @@ fn build(
     let locals: Vec<u32> = (0..c.size).filter(|&r| recs[r as usize].node == node).collect();
     let alloc = a.flavor == abi::WIN_FLAVOR_ALLOCATE || a.flavor == abi::WIN_FLAVOR_SHARED;
     let sizes: Vec<usize> = locals.iter().map(|&r| if alloc { recs[r as usize].size as usize } else { 0 }).collect();
-    let noncontig = hints.alloc_shared_noncontig;
-    let Some((seg, offs)) = node_segment(acc, c, &recs, &locals, &sizes, noncontig)? else {
+    let noncontig = a.flavor == abi::WIN_FLAVOR_SHARED && recs.iter().any(|r| r.noncontig != 0);
+    let align = match a.flavor {
+        abi::WIN_FLAVOR_SHARED if noncontig => segment::PAGE,
+        abi::WIN_FLAVOR_SHARED => 1,
+        _ => 64,
+    };
+    let Some((seg, offs)) = node_segment(acc, c, &recs, &locals, &sizes, align)? else {
         let why = "the window's shared memory could not be created (/dev/shm full?)";
         return Err(Fail::new(abi::ERR_NO_MEM, None, Why::Arg(why)));
     };
@@ -345,7 +356,7 @@ fn build(
         local: my_local,
         base,
         attr_values,
-        hints: hints.clone(),
+        hints: Hints { alloc_shared_noncontig: noncontig, ..hints.clone() },
         name: String::new(),
         attrs: Vec::new(),
         errh: abi::ERRORS_ARE_FATAL,

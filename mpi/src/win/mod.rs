@@ -35,6 +35,7 @@ pub mod attrs;
 pub mod cma;
 pub mod create;
 pub mod epoch;
+pub mod fast;
 pub mod lockword;
 pub mod remote;
 pub mod rma;

@@ -8,9 +8,11 @@
 //! ([`super::create`] runs these steps). Every OS call of the window code on shared memory is
 //! made here.
 //!
-//! **Layout** ([`layout`]): the control blocks fill whole pages; the memory follows. By default
-//! (MPI-3.1 §11.2.3) it is contiguous across ranks: a member's first byte follows the previous
-//! member's last; with `alloc_shared_noncontig` each member's part starts on a page of its own.
+//! **Layout** ([`layout`]): the control blocks fill whole pages; the memory follows. For
+//! `MPI_Win_allocate_shared` it is by default (MPI-3.1 §11.2.3) contiguous across ranks: a
+//! member's first byte follows the previous member's last; with `alloc_shared_noncontig` each
+//! member's part starts on a page of its own. `MPI_Win_allocate`'s parts start on cache lines
+//! (64 bytes: aligned for every type and for the native atomics, no false sharing).
 //!
 //! **Invariants.** A fresh segment is zero-filled: every lock word is free, every mutex open, no
 //! region attached. Values read from the segment (region bounds) are written by peers that may
@@ -58,16 +60,15 @@ pub const CONTROL_BYTES: usize = std::mem::size_of::<Control>();
 const _: () = assert!(CONTROL_BYTES.is_multiple_of(64));
 
 /// Where everything is in a segment for `sizes` (the node-local members' memory, in rank order;
-/// all zero for windows whose memory is the program's): the offset of each member's memory and
-/// the segment's length.
-pub fn layout(sizes: &[usize], noncontig: bool) -> Option<(Vec<usize>, usize)> {
+/// all zero for windows whose memory is the program's), each member's part starting at a
+/// multiple of `align` (1: contiguous): the offset of each member's memory and the segment's
+/// length.
+pub fn layout(sizes: &[usize], align: usize) -> Option<(Vec<usize>, usize)> {
     let controls = (sizes.len().max(1) * CONTROL_BYTES).next_multiple_of(PAGE);
     let mut at = controls;
     let mut offs = Vec::with_capacity(sizes.len());
     for &s in sizes {
-        if noncontig {
-            at = at.checked_next_multiple_of(PAGE)?;
-        }
+        at = at.checked_next_multiple_of(align.max(1))?;
         offs.push(at);
         at = at.checked_add(s)?;
     }
@@ -217,16 +218,18 @@ mod tests {
 
     #[test]
     fn layout_is_contiguous_by_default_and_paged_when_not() {
-        let (offs, len) = layout(&[3, 0, 5], false).unwrap();
+        let (offs, len) = layout(&[3, 0, 5], 1).unwrap();
         assert_eq!(offs[0], PAGE, "controls take a page");
         assert_eq!(offs, vec![PAGE, PAGE + 3, PAGE + 3]);
         assert_eq!(len, 2 * PAGE);
-        let (offs, len) = layout(&[3, 0, 5], true).unwrap();
+        let (offs, len) = layout(&[3, 0, 5], PAGE).unwrap();
         assert_eq!(offs, vec![PAGE, 2 * PAGE, 2 * PAGE]);
         assert_eq!(len, 3 * PAGE);
-        let (offs, len) = layout(&[0, 0], false).unwrap();
+        let (offs, _) = layout(&[3, 0, 5], 64).unwrap();
+        assert_eq!(offs, vec![PAGE, PAGE + 64, PAGE + 64], "Win_allocate: cache-line parts");
+        let (offs, len) = layout(&[0, 0], 1).unwrap();
         assert_eq!((offs, len), (vec![PAGE, PAGE], PAGE));
-        assert!(layout(&[usize::MAX, 1], false).is_none(), "overflow is refused");
+        assert!(layout(&[usize::MAX, 1], 1).is_none(), "overflow is refused");
         assert_eq!(CONTROL_BYTES % 64, 0);
         assert_eq!(std::mem::align_of::<Control>(), 64);
     }

@@ -82,10 +82,15 @@ fn ranks_of(acc: &mut Access, h: abi::Win, g: abi::Group) -> Res<Vec<u32>> {
         .collect()
 }
 
+/// The window's private context and the job ranks of window ranks `ranks`.
+fn jobs_of(acc: &mut Access, h: abi::Win, ranks: &[u32]) -> Res<(u32, Vec<u32>)> {
+    let w = win(acc.st(), h)?;
+    Ok((w.comm.ctx, ranks.iter().map(|&r| w.comm.world[r as usize]).collect()))
+}
+
 /// Sends a zero-byte notice with `tag` to each of window ranks `to`.
 fn notify(acc: &mut Access, h: abi::Win, to: &[u32], tag: i32) -> Res<()> {
-    let w = win(acc.st(), h)?;
-    let (ctx, jobs): (u32, Vec<u32>) = (w.comm.ctx, to.iter().map(|&r| w.comm.world[r as usize]).collect());
+    let (ctx, jobs) = jobs_of(acc, h, to)?;
     for j in jobs {
         acc.ep_send(&[], j, tag, ctx, false)?.map_err(endpoint)?;
     }
@@ -94,8 +99,7 @@ fn notify(acc: &mut Access, h: abi::Win, to: &[u32], tag: i32) -> Res<()> {
 
 /// Receives a zero-byte notice with `tag` from each of window ranks `from`.
 fn await_notices(acc: &mut Access, h: abi::Win, from: &[u32], tag: i32) -> Res<()> {
-    let w = win(acc.st(), h)?;
-    let (ctx, jobs): (u32, Vec<u32>) = (w.comm.ctx, from.iter().map(|&r| w.comm.world[r as usize]).collect());
+    let (ctx, jobs) = jobs_of(acc, h, from)?;
     for j in jobs {
         acc.ep_recv(&mut [], j as i32, tag, ctx)?.map_err(endpoint)?;
     }
@@ -172,8 +176,7 @@ pub unsafe fn test(acc: &mut Access, h: abi::Win, flag: *mut c_int) -> Res<()> {
         let Some(origins) = win(acc.st(), h)?.epoch.exposure.clone() else {
             return Err(sync_err("MPI_Win_test without MPI_Win_post"));
         };
-        let w = win(acc.st(), h)?;
-        let (ctx, jobs): (u32, Vec<u32>) = (w.comm.ctx, origins.iter().map(|&r| w.comm.world[r as usize]).collect());
+        let (ctx, jobs) = jobs_of(acc, h, &origins)?;
         let mut all = true;
         for j in jobs {
             // Several origins may be one process only once each: a probe per origin suffices.

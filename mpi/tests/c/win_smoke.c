@@ -137,6 +137,24 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
+    if (getenv("WIN_SMOKE_FT")) {
+        /* Fault tolerance with one rank per group: a window over WORLD spans groups and is
+         * refused at every rank; one over MPI_COMM_SELF lies in a group and works. */
+        MPI_Win w;
+        int *m;
+        OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        FAILS_WITH(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &m, &w), MPI_ERR_UNSUPPORTED_OPERATION);
+        OK(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_SELF, &m, &w));
+        OK(MPI_Win_fence(0, w));
+        int v = 7;
+        OK(MPI_Put(&v, 1, MPI_INT, 0, 4, 1, MPI_INT, w));
+        OK(MPI_Win_fence(0, w));
+        CHECK(m[1] == 7, "put to self");
+        OK(MPI_Win_free(&w));
+        printf("OK win_smoke %d\n", rank);
+        OK(MPI_Finalize());
+        return 0;
+    }
     int n = size + 3;
 
     /* Win_allocate. */
