@@ -13,6 +13,10 @@ impl Endpoint {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
         inner.progress(None)?;
+        if let Some(st) = inner.find_unexpected(want) {
+            return Ok(Some(st));
+        }
+        inner.scan_every_fastbox()?;
         Ok(inner.find_unexpected(want))
     }
 
@@ -39,6 +43,9 @@ impl Endpoint {
         let inner = &mut *self.inner;
         let want = inner.check_recv(source, tag, context)?;
         inner.progress(None)?;
+        if inner.find_unexpected(want).is_none() {
+            inner.scan_every_fastbox()?;
+        }
         Ok(inner.reserve_unexpected(want).map(|(id, st)| (Message { id, source: st.source }, st)))
     }
 
