@@ -90,3 +90,33 @@ fn without_fault_tolerance_nothing_is_saved() {
     let o = job(4, &prog, &[], &[]);
     assert_all_ok(&o, "ft_state", 4);
 }
+
+/// `ft_win` (windows of every flavour in the image, `mpi/src/ft/image/windows.rs`) on 4 ranks in
+/// 2 groups; rank 3 killed after its first checkpoint (`kill`), or none: the sums equal the
+/// failure-free run's, the restarted ranks checked their windows (`tests/c/ft_win.c`).
+fn windows_survive(extra: &[&str], name: &str) {
+    let prog = compile_from("tests/c", "ft_win", Cc::Ours);
+    let reference = run(&prog, &format!("{name}-ref"), extra, None);
+    assert_all_ok(&reference, "ft_win", 4);
+    let o = run(&prog, name, extra, Some(3));
+    assert_all_ok(&o, "ft_win", 4);
+    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
+    assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
+    assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));
+    for r in [2, 3] {
+        let resumed = format!("ft_win: rank {r} resumes at iteration 4 ");
+        assert!(err.lines().any(|l| l.starts_with(&resumed)), "{resumed}: {}", show(&o));
+    }
+}
+
+#[test]
+fn windows_survive_a_restart() {
+    windows_survive(&[], "win-one-node");
+}
+
+#[test]
+fn windows_survive_a_restart_over_two_nodes() {
+    windows_survive(&["--nodes", "2"], "win-two-nodes");
+}

@@ -19,7 +19,7 @@
 //!
 //! With fault tolerance on, the checkpoint also saves the library's objects (communicators,
 //! groups, datatypes, operations, error handlers, sessions, error codes, attached buffers,
-//! persistent and partitioned requests: [`image`]) and the first
+//! persistent and partitioned requests, windows with their memory: [`image`]) and the first
 //! `MPIX_Checkpoint_restore` after a restart puts them back, with the same handles, before it
 //! returns: `MPI_ERR_OTHER` if they cannot be saved (a function in no module) or restored (the
 //! program made objects first, a module gone or rebuilt). Call it right after `MPI_Init`.
@@ -127,10 +127,6 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
             && let Some(why) = image::outstanding(st)
         {
             return Err(Fail::new(abi::ERR_PENDING, None, Why::Other(why)));
-        }
-        if !st.wins.table.is_empty() {
-            let why = "a window is alive: windows are not part of a checkpoint yet (free them first)";
-            return Err(Fail::new(abi::ERR_PENDING, None, Why::Arg(why)));
         }
         let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
             image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
