@@ -366,3 +366,87 @@ fn remap(s: &SavedWin, locals: u32, ctx: u32) -> Result<Mapping, String> {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ft::image::SavedComm;
+
+    /// An address range of this test's own, far from what the allocator and thread stacks use
+    /// (`k` of a few).
+    fn range(k: usize) -> usize {
+        0x3a3a_0000_0000 + (std::process::id() as usize % 4096) * 0x10_0000 + k * 0x1_0000
+    }
+
+    fn saved(seg_addr: usize, local: u32, leader_pid: u32) -> SavedWin {
+        let target = Target { size: 64, disp_unit: 1, path: Path::Mapped { base: 0 }, local: Some(local), job: local };
+        SavedWin {
+            comm: SavedComm {
+                world: vec![0, 1],
+                ctx: 0x7fff_0000 + std::process::id() % 0xffff,
+                send_ctx: 0,
+                errh: abi::ERRORS_ARE_FATAL,
+                name: String::new(),
+                nbc: 0,
+                topo: None,
+                attrs: Vec::new(),
+                session: None,
+                local: None,
+            },
+            flavor: abi::WIN_FLAVOR_SHARED,
+            targets: vec![target; 2],
+            seg_addr,
+            seg_len: 2 * segment::PAGE,
+            controls: 2,
+            leader_pid,
+            local,
+            base: seg_addr + segment::PAGE + 64 * local as usize,
+            attr_values: (64, 1, abi::WIN_FLAVOR_SHARED, abi::WIN_UNIFIED),
+            hints: Hints::default(),
+            name: String::new(),
+            attrs: Vec::new(),
+            errh: abi::ERRORS_ARE_FATAL,
+            fence: false,
+            regions: Vec::new(),
+            bytes: vec![local as u8 + 1; 64],
+        }
+    }
+
+    #[test]
+    fn a_segment_comes_back_at_its_addresses_without_a_message() {
+        let len = 2 * segment::PAGE;
+        let (a, b) = (range(0), range(1));
+        // A stale segment of an earlier restore, its leader dead (pid 0 is never alive here).
+        let (s0, s1) = (saved(a, 0, 1), saved(b, 1, 1));
+        assert!(layout_ok(&s0, 0) && layout_ok(&s1, 1));
+        let name = segment::restart_name(1, s0.comm.ctx);
+        let stale = Mapping::create(&name, len, 2).unwrap();
+        stale.control(0).opens.store(1, Ordering::Relaxed);
+        drop(stale);
+        let member = std::thread::spawn(move || remap(&s1, 2, s1.comm.ctx).map(|m| m.addr() as usize));
+        std::thread::sleep(Duration::from_millis(20));
+        let lead = remap(&s0, 2, s0.comm.ctx).unwrap();
+        assert_eq!(lead.addr() as usize, a, "the leader's segment is where it was");
+        let other = member.join().unwrap().unwrap();
+        assert_eq!(other, b, "the member's segment is where it was");
+        // One segment: the member's open counted in the leader's control block.
+        assert_eq!(lead.control(0).opens.load(Ordering::Acquire), 2, "both opened it");
+        assert!(Mapping::open(&name, len, 2).is_err(), "the last opener unlinked the name");
+        // A taken range is refused with its reason, never replaced.
+        let e = Mapping::private_at(a, len, 2).unwrap_err();
+        assert!(e.to_string().contains("in use"), "{e}");
+    }
+
+    #[test]
+    fn memory_outside_its_segment_is_refused() {
+        let mut s = saved(0x1000_0000, 0, 1);
+        assert!(layout_ok(&s, 0));
+        s.base = s.seg_addr + s.seg_len - 8;
+        assert!(!layout_ok(&s, 0), "past the end");
+        s.base = s.seg_addr - 64;
+        assert!(!layout_ok(&s, 0), "before the start");
+        s.base = s.seg_addr + segment::PAGE;
+        s.bytes.pop();
+        assert!(!layout_ok(&s, 0), "bytes of another length");
+    }
+}
