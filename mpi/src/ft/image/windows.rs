@@ -128,7 +128,7 @@ fn put_win(w: &mut Writer, win: &Window) {
     w.u32(win.local);
     w.u64(win.base as u64);
     let a = &win.attr_values;
-    w.i64(a.size as i64);
+    w.i64(a.size);
     w.i32(a.disp_unit);
     w.i32(a.flavor);
     w.i32(a.model);
@@ -178,7 +178,7 @@ fn get_win(r: &mut Reader) -> Result<SavedWin, Bad> {
         .collect::<Result<Vec<_>, Bad>>()?;
     let (seg_addr, seg_len, controls, leader_pid) = (r.u64()? as usize, r.u64()? as usize, r.u32()?, r.u32()?);
     let (local, base) = (r.u32()?, r.u64()? as usize);
-    let attr_values = (r.i64()? as Aint, r.i32()?, r.i32()?, r.i32()?);
+    let attr_values = (r.i64()?, r.i32()?, r.i32()?, r.i32()?);
     let (no_locks, same_size, same_disp_unit, alloc_shared_noncontig) = (r.bool()?, r.bool()?, r.bool()?, r.bool()?);
     let hints = Hints {
         no_locks,
