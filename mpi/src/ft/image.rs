@@ -75,7 +75,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod process;
 mod requests;
-mod windows;
+pub mod windows;
 
 use super::code::{self, CodeRef};
 use super::types;
@@ -284,6 +284,7 @@ fn get_keyval(r: &mut Reader) -> Result<Keyval, Bad> {
 /// outstanding ([`requests::outstanding`]; with or without fault tolerance, as the Endpoint's
 /// own check), a buffered send's message not yet gone (its receiver has not matched it).
 pub fn outstanding(st: &mut State) -> Option<String> {
+    windows::settle(st);
     if let Some(w) = crate::p2p::bsend::in_flight(st) {
         return Some(format!(
             "a buffered send from the attached buffer ({w:?}) has not left yet (its receive not matched): \

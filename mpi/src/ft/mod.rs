@@ -152,11 +152,13 @@ fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored:
         if let Some(mpi) = st.ep.as_ref().and_then(|e| e.restored_mpi()).map(<[u8]>::to_vec)
             && !RESTORED.swap(true, Ordering::Relaxed)
             && !mpi.is_empty()
-            && let Err(e) = image::restore(st, &mpi)
         {
-            RESTORED.store(false, Ordering::Relaxed);
-            let why = format!("the MPI state of the checkpoint cannot be restored: {e}");
-            return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
+            if let Err(e) = image::restore(st, &mpi) {
+                RESTORED.store(false, Ordering::Relaxed);
+                let why = format!("the MPI state of the checkpoint cannot be restored: {e}");
+                return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
+            }
+            image::windows::start_progress(acc);
         }
         let (p, n, r) = match acc.ep()?.restored_state() {
             Some(state) => {

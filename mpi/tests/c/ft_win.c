@@ -15,6 +15,8 @@
  * the same handles name the windows (name, attribute, error handler, flavour), MPI_WIN_BASE of the
  * allocate flavours is the saved pointer, their contents equal the copy the rank kept at the
  * checkpoint, and an error on a window still reaches the user handler.
+ * A group whose two ranks are on two nodes (nemesis-run --nodes 4) makes window 0 with
+ * MPI_Win_allocate (a shared window cannot span nodes): every window then goes by the remote path.
  * FT_TEST_HOLD=<rank>:<n>: that rank's first incarnation holds after its n-th checkpoint, to be
  * killed there (ft_hold.h). */
 #include "ft_hold.h"
@@ -33,11 +35,12 @@
 #define AREA_BYTES (1 << 16)
 
 static const char *names[NWIN] = {"shared", "allocate", "create", "dynamic"};
-static const int flavors[NWIN] = {MPI_WIN_FLAVOR_SHARED, MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_CREATE,
-                                  MPI_WIN_FLAVOR_DYNAMIC};
+static int flavors[NWIN] = {MPI_WIN_FLAVOR_SHARED, MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_CREATE,
+                            MPI_WIN_FLAVOR_DYNAMIC};
 
 struct state {
     int iter;
+    int spans; /* the group spans nodes: window 0 is MPI_Win_allocate too (remote path) */
     MPI_Comm grp;
     MPI_Win win[NWIN];
     int key;
@@ -61,7 +64,18 @@ static void make(struct state *s, int rank) {
     OK(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &s->key, NULL));
     OK(MPI_Win_create_errhandler(on_err, &s->eh));
     MPI_Aint bytes = (N + 1) * sizeof(long);
-    OK(MPI_Win_allocate_shared(bytes, sizeof(long), MPI_INFO_NULL, s->grp, &s->base[0], &s->win[0]));
+    MPI_Comm node;
+    int here;
+    OK(MPI_Comm_split_type(s->grp, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    OK(MPI_Comm_size(node, &here));
+    OK(MPI_Comm_free(&node));
+    s->spans = here < 2;
+    if (s->spans) {
+        flavors[0] = MPI_WIN_FLAVOR_ALLOCATE;
+        OK(MPI_Win_allocate(bytes, sizeof(long), MPI_INFO_NULL, s->grp, &s->base[0], &s->win[0]));
+    } else {
+        OK(MPI_Win_allocate_shared(bytes, sizeof(long), MPI_INFO_NULL, s->grp, &s->base[0], &s->win[0]));
+    }
     OK(MPI_Win_allocate(bytes, sizeof(long), MPI_INFO_NULL, s->grp, &s->base[1], &s->win[1]));
     s->base[2] = s->mem[0];
     OK(MPI_Win_create(s->mem[0], bytes, sizeof(long), MPI_INFO_NULL, s->grp, &s->win[2]));
@@ -161,8 +175,9 @@ int main(int argc, char **argv) {
                            -1, 0);
     CHECK(s == (struct state *)AREA, "mmap at %p: %p", AREA, (void *)s);
     if (ft_restore(s, sizeof *s)) {
-        fprintf(stderr, "ft_win: rank %d resumes at iteration %d (windows %#x %#x %#x %#x)\n", rank, s->iter,
+        fprintf(stderr, "ft_win: rank %d resumes at iteration %d, spans %d (windows %#x %#x %#x %#x)\n", rank, s->iter, s->spans,
                 (unsigned)s->win[0], (unsigned)s->win[1], (unsigned)s->win[2], (unsigned)s->win[3]);
+        if (s->spans) flavors[0] = MPI_WIN_FLAVOR_ALLOCATE;
         check_restored(s);
     } else {
         memset(s, 0, sizeof *s);

@@ -58,6 +58,17 @@ pub fn outstanding(st: &State) -> Option<String> {
             "a passive-target epoch (MPI_Win_lock, MPI_Win_lock_all) is open"
         } else if e.fence && e.fence_used {
             "operations were issued since the last MPI_Win_fence (close the epoch with a fence)"
+        } else if w.remote.as_ref().is_some_and(|r| {
+            r.origin.tail.is_some()
+                || !r.origin.ops.is_empty()
+                || !r.origin.dirty.is_empty()
+                || !r.origin.finished.is_empty()
+        }) {
+            "operations to remote targets are not complete (flush, unlock or fence first)"
+        } else if w.remote.as_ref().is_some_and(|r| {
+            !r.target.incoming.is_empty() || !r.target.replies.is_empty() || r.target.locks.is_waiting()
+        }) {
+            "requests of remote origins are being served"
         } else if !w.control(w.local).lock.is_free() {
             "a peer holds this rank's lock (MPI_Win_lock)"
         } else if w.control(w.local).acc_mutex.load(Ordering::Acquire) != 0 {
@@ -89,6 +100,9 @@ struct SavedWin {
     errh: abi::Errhandler,
     fence: bool,
     regions: Vec<(usize, usize)>,
+    /// The window has remote-path state (`win::remote::created`): made afresh, the progress
+    /// thread started again ([`start_progress`]).
+    remote: bool,
     /// This rank's part of allocated memory.
     bytes: Vec<u8>,
 }
@@ -142,6 +156,7 @@ fn put_win(w: &mut Writer, win: &Window) {
     put_attrs(w, &win.attrs);
     w.i32(win.errh);
     w.bool(win.epoch.fence);
+    w.bool(win.remote.is_some());
     w.len(win.regions.len());
     for &(b, n) in &win.regions {
         w.u64(b as u64);
@@ -188,7 +203,7 @@ fn get_win(r: &mut Reader) -> Result<SavedWin, Bad> {
         same_disp_unit,
         alloc_shared_noncontig,
     };
-    let (name, attrs, errh, fence) = (r.string()?, get_attrs(r)?, r.i32()?, r.bool()?);
+    let (name, attrs, errh, fence, remote) = (r.string()?, get_attrs(r)?, r.i32()?, r.bool()?, r.bool()?);
     let n = r.len(16)?;
     let regions = (0..n).map(|_| Ok((r.u64()? as usize, r.u64()? as usize))).collect::<Result<_, Bad>>()?;
     let bytes = r.bytes()?.to_vec();
@@ -209,6 +224,7 @@ fn get_win(r: &mut Reader) -> Result<SavedWin, Bad> {
         errh,
         fence,
         regions,
+        remote,
         bytes,
     })
 }
@@ -270,6 +286,26 @@ impl SavedWins {
     }
 }
 
+/// After a restore: the remote path's progress runs again for every window that has one (its
+/// state is fresh: the peers restarted with this rank, nothing is in flight).
+pub fn start_progress(acc: &mut crate::state::Access) {
+    let hs: Vec<c_int> = acc.st().wins.table.iter().filter(|(_, w)| w.remote.is_some()).map(|(h, _)| h).collect();
+    for h in hs {
+        crate::win::progress::register(acc, h);
+    }
+}
+
+/// Lets the remote path finish what the last synchronisation left moving (replies being sent),
+/// a bounded number of rounds, before [`outstanding`] looks.
+pub fn settle(st: &mut State) {
+    for _ in 0..1000 {
+        let busy = st.wins.table.iter().any(|(_, w)| w.remote.as_ref().is_some_and(|r| !r.target.replies.is_empty()));
+        if !busy || !crate::win::progress::advance(st) {
+            return;
+        }
+    }
+}
+
 /// True if this rank's saved memory (allocate flavours) lies inside the saved segment.
 fn layout_ok(s: &SavedWin, rank: usize) -> bool {
     if !alloc(s.flavor) {
@@ -308,6 +344,7 @@ fn window(st: &State, s: SavedWin) -> Result<Window, String> {
         errh: s.errh,
         epoch: Epoch { fence: s.fence, ..Epoch::default() },
         regions: s.regions,
+        remote: s.remote.then(Box::default),
     };
     if w.flavor == abi::WIN_FLAVOR_DYNAMIC {
         crate::win::attrs::publish(&w);
@@ -408,6 +445,7 @@ mod tests {
             errh: abi::ERRORS_ARE_FATAL,
             fence: false,
             regions: Vec::new(),
+            remote: false,
             bytes: vec![local as u8 + 1; 64],
         }
     }
