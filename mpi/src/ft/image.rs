@@ -536,6 +536,7 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     im.reqs.check(live)?;
     im.process.check(live)?;
     im.wins.check(me, size)?;
+    im.wins.map()?;
     im.reqs.apply(&mut st.reqs)?;
     if !st.contexts.restore(&im.free) {
         return Err(format!("a context mask of {} words", im.free.len()));

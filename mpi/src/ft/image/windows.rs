@@ -105,6 +105,8 @@ struct SavedWin {
     remote: bool,
     /// This rank's part of allocated memory.
     bytes: Vec<u8>,
+    /// The segment mapped again ([`SavedWins::map`]).
+    seg: Option<Mapping>,
 }
 
 /// The windows read back, not yet applied.
@@ -226,6 +228,7 @@ fn get_win(r: &mut Reader) -> Result<SavedWin, Bad> {
         regions,
         remote,
         bytes,
+        seg: None,
     })
 }
 
@@ -266,6 +269,18 @@ impl SavedWins {
             if let Some(b) = bad {
                 return Err(format!("window at slot {i}: {b}"));
             }
+        }
+        Ok(())
+    }
+
+    /// Maps every window's segment again at its old address (module documentation), after
+    /// [`SavedWins::check`] and before the restore changes anything: an address range the
+    /// program took first fails the restore with nothing changed.
+    pub fn map(&mut self) -> Result<(), String> {
+        for (i, s) in &mut self.wins.1 {
+            let locals = s.targets.iter().filter(|t| t.local.is_some()).count() as u32;
+            let m = remap(s, locals, s.comm.ctx).map_err(|e| format!("window at slot {i}: {e}"))?;
+            s.seg = Some(m);
         }
         Ok(())
     }
@@ -316,15 +331,14 @@ fn layout_ok(s: &SavedWin, rank: usize) -> bool {
     s.bytes.len() == size && (size == 0 || inside)
 }
 
-/// The window of `s`, its segment mapped again at the old address and its memory put back.
+/// The window of `s`, in its segment mapped again at the old address, its memory put back.
 fn window(st: &State, s: SavedWin) -> Result<Window, String> {
-    let locals = s.targets.iter().filter(|t| t.local.is_some()).count() as u32;
-    let seg = remap(&s, locals, s.comm.ctx)?;
+    let Some(seg) = s.seg else { return Err("its memory was not mapped again".into()) };
     let comm = Arc::new(build(st, s.comm));
     let c = seg.control(s.local);
     if !s.bytes.is_empty() {
         // SAFETY: `check` put `[base, base + len)` inside the segment, mapped at its old address
-        // by `remap`; nothing else in this process uses it yet.
+        // by `map`; nothing else in this process uses it yet.
         unsafe { std::ptr::copy_nonoverlapping(s.bytes.as_ptr(), s.base as *mut u8, s.bytes.len()) };
     }
     // ORDERING: Release: the memory put back happens before a peer that reads the pid (CMA).
@@ -447,6 +461,7 @@ mod tests {
             regions: Vec::new(),
             remote: false,
             bytes: vec![local as u8 + 1; 64],
+            seg: None,
         }
     }
 
