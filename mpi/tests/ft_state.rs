@@ -24,6 +24,7 @@
 //! | `windows_survive_a_restart` | `ft_win.c`: each group's windows of every flavour (allocate_shared, allocate, create, dynamic with a region; name, attribute, user error handler), RMA each iteration (put under fence, fetch_and_op and get under locks); a checkpoint inside a lock epoch refused; rank 3 killed after its first checkpoint: its group restores the same handles, `MPI_WIN_BASE` and allocated contents, RMA goes on; sums equal the failure-free run's | 4 in 2 groups, one node |
 //! | `windows_survive_a_restart_over_two_nodes` | the same, each group on a node of its own | 4 in 2 groups, 2 nodes |
 //! | `windows_across_nodes_survive_a_restart` | the same, each group's ranks on two nodes (window 0 by `MPI_Win_allocate`): every window by the remote path | 4 in 2 groups, 4 nodes |
+//! | `windows_without_fault_tolerance` | `ft_win.c` without `--ft`: checkpoints with windows alive are allowed (and refused inside epochs) and write nothing | 4 |
 //!
 //! The library and the launcher are built first (`common::setup`).
 
@@ -128,4 +129,11 @@ fn windows_survive_a_restart_over_two_nodes() {
 #[test]
 fn windows_across_nodes_survive_a_restart() {
     windows_survive(&["--nodes", "4"], "win-four-nodes", true);
+}
+
+#[test]
+fn windows_without_fault_tolerance() {
+    let prog = compile_from("tests/c", "ft_win", Cc::Ours);
+    let o = job(4, &prog, &[], &[]);
+    assert_all_ok(&o, "ft_win", 4);
 }

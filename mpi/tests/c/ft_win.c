@@ -11,7 +11,8 @@
  * exclusive lock of the peer, MPI_Fetch_and_op on its counter, unlock; a shared lock, a get of the
  * peer's slots, unlock; a closing fence (nothing is outstanding at the checkpoint: a fence epoch
  * no operation used). The sum of everything read is printed and must be the failure-free run's.
- * Before each checkpoint, one is refused (MPI_ERR_PENDING) inside a lock epoch. After a restore:
+ * Before each checkpoint, one is refused (MPI_ERR_PENDING) inside a lock epoch and in a fence
+ * epoch with a get issued. After a restore:
  * the same handles name the windows (name, attribute, error handler, flavour), MPI_WIN_BASE of the
  * allocate flavours is the saved pointer, their contents equal the copy the rank kept at the
  * checkpoint, and an error on a window still reaches the user handler.
@@ -161,6 +162,13 @@ static void checkpoint(struct state *s, int rank) {
     MPI_Error_class(rc, &class);
     CHECK(class == MPI_ERR_PENDING, "MPIX_Checkpoint inside a lock epoch: class %d", class);
     OK(MPI_Win_unlock(1 - grank, s->win[1]));
+    long scratch;
+    OK(MPI_Win_fence(0, s->win[2]));
+    OK(MPI_Get(&scratch, 1, MPI_LONG, 1 - grank, 0, 1, MPI_LONG, s->win[2]));
+    rc = MPIX_Checkpoint(s, sizeof *s);
+    MPI_Error_class(rc, &class);
+    CHECK(class == MPI_ERR_PENDING, "MPIX_Checkpoint with a get in a fence epoch: class %d", class);
+    OK(MPI_Win_fence(0, s->win[2]));
     OK(MPI_Barrier(s->grp));
     for (int k = 0; k < 2; k++) memcpy(s->copy[k], s->base[k], sizeof s->copy[k]);
     checkpoint_then_hold(s, sizeof *s, rank);
