@@ -54,7 +54,9 @@
 //! and not yet waited for, or a generalized request (`MPI_Grequest_start`) not yet completed and
 //! freed: its operation is the program's, which the checkpoint does not hold — and a buffered
 //! send whose message has not left (its receive not matched; the completed ones are reclaimed
-//! first). The Endpoint refuses its own operations still under way, as before.
+//! first), and a window with an epoch open other than a fence epoch no operation used since its
+//! fence, or with remote operations or requests under way ([`windows::outstanding`]). The
+//! Endpoint refuses its own operations still under way, as before.
 //!
 //! - windows (issue 34, [`windows`]): the window table's shape, window keyvals, and per window
 //!   its private communicator, targets, hints, name, attributes, handler, an open fence epoch,

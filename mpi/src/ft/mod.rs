@@ -6,7 +6,8 @@
 //!   coordinated with the other members of the caller's fault-tolerance group (every member calls
 //!   it at the same point of its program, with no request outstanding — a generalized request
 //!   counts until `MPI_Grequest_complete` and its wait, a buffered send until its message has
-//!   left (`MPI_Buffer_flush` waits for that): `MPI_ERR_PENDING` otherwise, before anything is
+//!   left (`MPI_Buffer_flush` waits for that), a window until every epoch but a completed
+//!   fence's is closed: `MPI_ERR_PENDING` otherwise, before anything is
 //!   sent). Returns once the group's new checkpoint is durable; `MPI_ERR_IO` if it could not be
 //!   written (the previous one stays in force). Without fault tolerance it checks for
 //!   outstanding requests and writes nothing.

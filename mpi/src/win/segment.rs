@@ -151,17 +151,17 @@ impl Mapping {
         Self::create_with(name, len, |fd| map_fd(fd, len, controls))
     }
 
-    /// [`Mapping::create`] mapped at exactly `addr` (a restore: [`map_at`]).
+    /// [`Mapping::create`] mapped at exactly `addr` (a restore: `map_at`).
     pub fn create_at(name: &CString, addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
         Self::create_with(name, len, |fd| map_at(fd, addr, len, controls))
     }
 
-    /// [`Mapping::private`] at exactly `addr` (a restore: [`map_at`]).
+    /// [`Mapping::private`] at exactly `addr` (a restore: `map_at`).
     pub fn private_at(addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
         map_at(-1, addr, len, controls)
     }
 
-    /// [`Mapping::open`] mapped at exactly `addr` (a restore: [`map_at`]).
+    /// [`Mapping::open`] mapped at exactly `addr` (a restore: `map_at`).
     pub fn open_at(name: &CString, addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
         Self::open_with(name, len, |fd| map_at(fd, addr, len, controls))
     }
