@@ -284,7 +284,8 @@ fn get_keyval(r: &mut Reader) -> Result<Keyval, Bad> {
 
 /// Why `MPIX_Checkpoint` is refused (`MPI_ERR_PENDING`), if it is: a request of the program's
 /// outstanding ([`requests::outstanding`]; with or without fault tolerance, as the Endpoint's
-/// own check), a buffered send's message not yet gone (its receiver has not matched it).
+/// own check), a buffered send's message not yet gone (its receiver has not matched it), a
+/// window with an epoch open or remote work under way ([`windows::outstanding`]).
 pub fn outstanding(st: &mut State) -> Option<String> {
     windows::settle(st);
     if let Some(w) = crate::p2p::bsend::in_flight(st) {
