@@ -21,6 +21,10 @@
 //! | `handles_survive_a_restart_over_two_nodes` | the same with `--nodes 2` (the restarted ranks learn every rank's node from the launcher: `MPI_Init` exchanges nothing) | 4 in 2 groups, 2 nodes |
 //! | `a_restore_after_new_objects_is_refused` | the restarted incarnation makes a datatype before `MPIX_Checkpoint_restore`: refused (`MPIX_ERR_NOT_RESTORED`, the restart contract), the job ends | 4 in 2 groups |
 //! | `without_fault_tolerance_nothing_is_saved` | the program runs through without `--ft` (checkpoints write nothing) | 4 |
+//! | `windows_survive_a_restart` | `ft_win.c`: each group's windows of every flavour (allocate_shared, allocate, create, dynamic with a region; name, attribute, user error handler), RMA each iteration (put under fence, fetch_and_op and get under locks); a checkpoint inside a lock epoch refused; rank 3 killed after its first checkpoint: its group restores the same handles, `MPI_WIN_BASE` and allocated contents, RMA goes on; sums equal the failure-free run's | 4 in 2 groups, one node |
+//! | `windows_survive_a_restart_over_two_nodes` | the same, each group on a node of its own | 4 in 2 groups, 2 nodes |
+//! | `windows_across_nodes_survive_a_restart` | the same, each group's ranks on two nodes (window 0 by `MPI_Win_allocate`): every window by the remote path | 4 in 2 groups, 4 nodes |
+//! | `windows_without_fault_tolerance` | `ft_win.c` without `--ft`: checkpoints with windows alive are allowed (and refused inside epochs) and write nothing | 4 |
 //!
 //! The library and the launcher are built first (`common::setup`).
 
@@ -89,4 +93,47 @@ fn without_fault_tolerance_nothing_is_saved() {
     let prog = compile_from("tests/c", "ft_state", Cc::Ours);
     let o = job(4, &prog, &[], &[]);
     assert_all_ok(&o, "ft_state", 4);
+}
+
+/// `ft_win` (windows of every flavour in the image, `mpi/src/ft/image/windows.rs`) on 4 ranks in
+/// 2 groups; rank 3 killed after its first checkpoint: the sums equal the failure-free run's,
+/// the restarted ranks checked their windows (`tests/c/ft_win.c`); `spans`: each group's two
+/// ranks are on two nodes (every window by the remote path).
+fn windows_survive(extra: &[&str], name: &str, spans: bool) {
+    let prog = compile_from("tests/c", "ft_win", Cc::Ours);
+    let reference = run(&prog, &format!("{name}-ref"), extra, None);
+    assert_all_ok(&reference, "ft_win", 4);
+    let o = run(&prog, name, extra, Some(3));
+    assert_all_ok(&o, "ft_win", 4);
+    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
+    assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
+    assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));
+    for r in [2, 3] {
+        let resumed = format!("ft_win: rank {r} resumes at iteration 4, spans {} ", u8::from(spans));
+        assert!(err.lines().any(|l| l.starts_with(&resumed)), "{resumed}: {}", show(&o));
+    }
+}
+
+#[test]
+fn windows_survive_a_restart() {
+    windows_survive(&[], "win-one-node", false);
+}
+
+#[test]
+fn windows_survive_a_restart_over_two_nodes() {
+    windows_survive(&["--nodes", "2"], "win-two-nodes", false);
+}
+
+#[test]
+fn windows_across_nodes_survive_a_restart() {
+    windows_survive(&["--nodes", "4"], "win-four-nodes", true);
+}
+
+#[test]
+fn windows_without_fault_tolerance() {
+    let prog = compile_from("tests/c", "ft_win", Cc::Ours);
+    let o = job(4, &prog, &[], &[]);
+    assert_all_ok(&o, "ft_win", 4);
 }

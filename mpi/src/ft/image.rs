@@ -54,10 +54,18 @@
 //! and not yet waited for, or a generalized request (`MPI_Grequest_start`) not yet completed and
 //! freed: its operation is the program's, which the checkpoint does not hold — and a buffered
 //! send whose message has not left (its receive not matched; the completed ones are reclaimed
-//! first). The Endpoint refuses its own operations still under way, as before.
+//! first), and a window with an epoch open other than a fence epoch no operation used since its
+//! fence, or with remote operations or requests under way ([`windows::outstanding`]). The
+//! Endpoint refuses its own operations still under way, as before.
+//!
+//! - windows (issue 34, [`windows`]): the window table's shape, window keyvals, and per window
+//!   its private communicator, targets, hints, name, attributes, handler, an open fence epoch,
+//!   regions, and the bytes of this rank's part of `MPI_Win_allocate`/`_shared` memory, mapped
+//!   back at the same address by a restore that sends nothing. A window with any other epoch
+//!   open refuses the checkpoint ([`outstanding`]).
 //!
 //! **Not saved:** the `MPI_T` tools interface's sessions and handles (a tool's state, not the
-//! program's), windows and files (not implemented by this library).
+//! program's), and files (not implemented by this library).
 //!
 //! **Invariants.** Nothing is changed by a restore refused for a reason the program can cause
 //! (objects made before it, a module gone or rebuilt): the image is read whole, every function
@@ -69,6 +77,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 mod process;
 mod requests;
+pub mod windows;
 
 use super::code::{self, CodeRef};
 use super::types;
@@ -85,7 +94,7 @@ use crate::topo::Topo;
 /// The image's magic bytes.
 const MAGIC: &[u8; 8] = b"NEMMPI\0\0";
 /// The image's version.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 
 /// A table's shape ([`Table::layout`]).
 type Layout = (usize, usize, Vec<u32>);
@@ -235,17 +244,57 @@ fn put_code(w: &mut Writer, kind: u8, addr: usize, what: &str) -> Result<(), Str
     Ok(())
 }
 
+/// Saves keyval `k`: its callbacks as code references, `extra_state`, marks.
+fn put_keyval(w: &mut Writer, k: &Keyval) -> Result<(), String> {
+    let mut failed = Ok(());
+    for (f, what) in
+        [(k.copy.map(|f| f as usize), "a copy callback"), (k.delete.map(|f| f as usize), "a delete callback")]
+    {
+        w.bool(f.is_some());
+        if let Some(f) = f {
+            let r = put_code(w, 0, f, what);
+            failed = failed.and(r);
+        }
+    }
+    w.u64(k.extra as u64);
+    w.bool(k.freed);
+    w.bool(k.types);
+    failed
+}
+
+/// Reads a keyval [`put_keyval`] saved, its callbacks resolved in this process.
+fn get_keyval(r: &mut Reader) -> Result<Keyval, Bad> {
+    let copy = if r.bool()? {
+        let (_, addr) = get_code(r, "an attribute copy callback")?;
+        // SAFETY: `addr` is, in this process, the function saved (`code::resolve`), a copy
+        // callback then.
+        Some(unsafe { std::mem::transmute::<usize, CopyFn>(addr) })
+    } else {
+        None
+    };
+    let delete = if r.bool()? {
+        let (_, addr) = get_code(r, "an attribute delete callback")?;
+        // SAFETY: as above, a delete callback.
+        Some(unsafe { std::mem::transmute::<usize, DeleteFn>(addr) })
+    } else {
+        None
+    };
+    Ok(Keyval { copy, delete, extra: r.u64()? as usize, freed: r.bool()?, types: r.bool()? })
+}
+
 /// Why `MPIX_Checkpoint` is refused (`MPI_ERR_PENDING`), if it is: a request of the program's
 /// outstanding ([`requests::outstanding`]; with or without fault tolerance, as the Endpoint's
-/// own check), a buffered send's message not yet gone (its receiver has not matched it).
+/// own check), a buffered send's message not yet gone (its receiver has not matched it), a
+/// window with an epoch open or remote work under way ([`windows::outstanding`]).
 pub fn outstanding(st: &mut State) -> Option<String> {
+    windows::settle(st);
     if let Some(w) = crate::p2p::bsend::in_flight(st) {
         return Some(format!(
             "a buffered send from the attached buffer ({w:?}) has not left yet (its receive not matched): \
              no message may be in flight at MPIX_Checkpoint"
         ));
     }
-    requests::outstanding(&st.reqs)
+    requests::outstanding(&st.reqs).or_else(|| windows::outstanding(st))
 }
 
 /// The image of `st`'s objects (module documentation); `Err` names the object that cannot be
@@ -300,18 +349,8 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
     });
     w.i32(st.errhs.file_default);
     put_table(&mut w, &st.keyvals, |w, k| {
-        for (f, what) in
-            [(k.copy.map(|f| f as usize), "a copy callback"), (k.delete.map(|f| f as usize), "a delete callback")]
-        {
-            w.bool(f.is_some());
-            if let Some(f) = f {
-                let r = put_code(w, 0, f, what);
-                failed = failed.take().or(r.err());
-            }
-        }
-        w.u64(k.extra as u64);
-        w.bool(k.freed);
-        w.bool(k.types);
+        let r = put_keyval(w, k);
+        failed = failed.take().or(r.err());
     });
     w.len(st.type_attrs.len());
     for &(t, k, v) in &st.type_attrs {
@@ -333,6 +372,7 @@ pub fn save(st: &mut State) -> Result<Vec<u8>, String> {
     w.u32s(&st.comm_slots.iter().map(|&i| i as u32).collect::<Vec<_>>());
     requests::put(&mut w, &st.reqs);
     process::put(&mut w, st);
+    windows::put(&mut w, st)?;
     Ok(w.0)
 }
 
@@ -352,6 +392,7 @@ struct Image {
     comm_free: Vec<u32>,
     reqs: requests::SavedRequests,
     process: process::Process,
+    wins: windows::SavedWins,
 }
 
 /// The address of a saved function in this process.
@@ -411,23 +452,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         Ok(UserErrh { f, kind, handles: r.u32()? })
     })?;
     let file_default = r.i32()?;
-    let keyvals = get_table(&mut r, |r| {
-        let copy = if r.bool()? {
-            let (_, addr) = get_code(r, "an attribute copy callback")?;
-            // SAFETY: as for the operations above.
-            Some(unsafe { std::mem::transmute::<usize, CopyFn>(addr) })
-        } else {
-            None
-        };
-        let delete = if r.bool()? {
-            let (_, addr) = get_code(r, "an attribute delete callback")?;
-            // SAFETY: as for the operations above.
-            Some(unsafe { std::mem::transmute::<usize, DeleteFn>(addr) })
-        } else {
-            None
-        };
-        Ok(Keyval { copy, delete, extra: r.u64()? as usize, freed: r.bool()?, types: r.bool()? })
-    })?;
+    let keyvals = get_table(&mut r, get_keyval)?;
     let n = r.len(16)?;
     let type_attrs = (0..n).map(|_| Ok((r.i32()?, r.i32()?, r.u64()? as usize))).collect::<Result<_, Bad>>()?;
     let n = r.len(1)?;
@@ -436,6 +461,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
     let comm_free = r.u32s()?;
     let reqs = requests::get(&mut r)?;
     let process = process::get(&mut r)?;
+    let wins = windows::get(&mut r)?;
     if !r.done() {
         return Err("bytes after the image".into());
     }
@@ -454,6 +480,7 @@ fn read(b: &[u8]) -> Result<Image, Bad> {
         comm_free,
         reqs,
         process,
+        wins,
     })
 }
 
@@ -491,7 +518,9 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
         && st.type_attrs.is_empty()
         && st.reqs.iter().next().is_none()
         && st.comms.iter().all(|c| c.attrs.is_empty())
-        && process::fresh(st);
+        && process::fresh(st)
+        && st.wins.table.is_empty()
+        && st.wins.keyvals.is_empty();
     if !fresh {
         return Err("the program made MPI objects before MPIX_Checkpoint_restore: restore first".into());
     }
@@ -509,6 +538,8 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
     let live = |i: usize| im.comms.get(i).is_some_and(Option::is_some);
     im.reqs.check(live)?;
     im.process.check(live)?;
+    im.wins.check(me, size)?;
+    im.wins.map()?;
     im.reqs.apply(&mut st.reqs)?;
     if !st.contexts.restore(&im.free) {
         return Err(format!("a context mask of {} words", im.free.len()));
@@ -556,7 +587,7 @@ pub fn restore(st: &mut State, b: &[u8]) -> Result<(), String> {
         st.refresh_fast(i);
     }
     im.process.apply(st);
-    Ok(())
+    im.wins.apply(st)
 }
 
 /// The datatypes and operations freed while held (their marks taken off, so that `rehold`

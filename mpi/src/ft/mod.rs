@@ -6,7 +6,8 @@
 //!   coordinated with the other members of the caller's fault-tolerance group (every member calls
 //!   it at the same point of its program, with no request outstanding — a generalized request
 //!   counts until `MPI_Grequest_complete` and its wait, a buffered send until its message has
-//!   left (`MPI_Buffer_flush` waits for that): `MPI_ERR_PENDING` otherwise, before anything is
+//!   left (`MPI_Buffer_flush` waits for that), a window until every epoch but a completed
+//!   fence's is closed: `MPI_ERR_PENDING` otherwise, before anything is
 //!   sent). Returns once the group's new checkpoint is durable; `MPI_ERR_IO` if it could not be
 //!   written (the previous one stays in force). Without fault tolerance it checks for
 //!   outstanding requests and writes nothing.
@@ -19,7 +20,7 @@
 //!
 //! With fault tolerance on, the checkpoint also saves the library's objects (communicators,
 //! groups, datatypes, operations, error handlers, sessions, error codes, attached buffers,
-//! persistent and partitioned requests: [`image`]) and the first
+//! persistent and partitioned requests, windows with their memory: [`image`]) and the first
 //! `MPIX_Checkpoint_restore` after a restart puts them back, with the same handles, before it
 //! returns: `MPI_ERR_OTHER` if they cannot be saved (a function in no module) or restored (the
 //! program made objects first, a module gone or rebuilt). Call it right after `MPI_Init`.
@@ -128,10 +129,6 @@ fn checkpoint(name: &'static str, buf: *const c_void, len: usize) -> c_int {
         {
             return Err(Fail::new(abi::ERR_PENDING, None, Why::Other(why)));
         }
-        if !st.wins.table.is_empty() {
-            let why = "a window is alive: windows are not part of a checkpoint yet (free them first)";
-            return Err(Fail::new(abi::ERR_PENDING, None, Why::Arg(why)));
-        }
         let mpi = if st.ep.as_ref().is_some_and(nemesis::Endpoint::ft_enabled) {
             image::save(st).map_err(|e| Fail::new(abi::ERR_OTHER, None, Why::Other(format!("MPI state: {e}"))))?
         } else {
@@ -156,11 +153,13 @@ fn restore(name: &'static str, buf: *mut *mut c_void, len: *mut usize, restored:
         if let Some(mpi) = st.ep.as_ref().and_then(|e| e.restored_mpi()).map(<[u8]>::to_vec)
             && !RESTORED.swap(true, Ordering::Relaxed)
             && !mpi.is_empty()
-            && let Err(e) = image::restore(st, &mpi)
         {
-            RESTORED.store(false, Ordering::Relaxed);
-            let why = format!("the MPI state of the checkpoint cannot be restored: {e}");
-            return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
+            if let Err(e) = image::restore(st, &mpi) {
+                RESTORED.store(false, Ordering::Relaxed);
+                let why = format!("the MPI state of the checkpoint cannot be restored: {e}");
+                return Err(Fail::new(abi::ERR_OTHER, None, Why::Other(why)));
+            }
+            image::windows::start_progress(acc);
         }
         let (p, n, r) = match acc.ep()?.restored_state() {
             Some(state) => {

@@ -232,7 +232,7 @@ fn locked(
     let Some(local) = tg.local else {
         return Err(Fail::new(abi::ERR_INTERN, None, Why::Arg("a node-local target without a control block")));
     };
-    let path = tg.path;
+    let path = w.path_of(x.target);
     let mutex = &w.control(local).acc_mutex;
     lock_mutex(mutex);
     let r = (|| -> Res<()> {

@@ -369,7 +369,7 @@ pub fn detach(acc: &mut Access, h: abi::Win, base: *const c_void) -> Res<()> {
 }
 
 /// Writes this member's regions into its control block (a seqlock write).
-fn publish(w: &Window) {
+pub fn publish(w: &Window) {
     let c = w.control(w.local);
     // ORDERING: the odd count (Relaxed) is ordered before the entries' stores by the Release
     // fence; readers that see an entry changed see the odd count or a later one.

@@ -21,6 +21,10 @@ fn failed(e: io::Error) -> Fail {
 /// One vectored call, all of it (the kernel may stop early at an iovec boundary: the rest is
 /// retried; a call that moves nothing fails).
 fn vectored(pid: u32, write: bool, local: &[libc::iovec], remote: &[libc::iovec]) -> Res<()> {
+    if pid == 0 {
+        let why = "the node peer has not called MPIX_Checkpoint_restore yet (its pid is not published)";
+        return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg(why)));
+    }
     let total: usize = local.iter().map(|v| v.iov_len).sum();
     let mut done = 0usize;
     while done < total {

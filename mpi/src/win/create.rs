@@ -313,6 +313,8 @@ fn build(
     };
     let local_of = |r: u32| locals.iter().position(|&l| l == r).map(|i| i as u32);
     let my_local = local_of(me).unwrap_or(0);
+    // ORDERING: Relaxed: read by a checkpoint of this group and by a restore, after collectives.
+    seg.control(my_local).pid.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
     let mut targets = Vec::with_capacity(c.size as usize);
     let mut cma: Vec<(u32, bool)> = Vec::new();
     for r in 0..c.size {

@@ -180,6 +180,21 @@ impl Window {
     pub fn control(&self, local: u32) -> &Control {
         self.seg.control(local)
     }
+
+    /// How this process reaches target `t` now: a CMA peer's pid as that peer published it in
+    /// its control block when a restore left 0 in the path (pids change at a restart; 0 until
+    /// the peer restored, which the single copy refuses).
+    pub fn path_of(&self, t: u32) -> Path {
+        let tg = &self.targets[t as usize];
+        match (tg.path, tg.local) {
+            (Path::Cma { pid: 0, base }, Some(l)) => {
+                // ORDERING: Acquire: the peer published its pid (Release) after it mapped the
+                // segment and put its memory back.
+                Path::Cma { pid: self.control(l).pid.load(std::sync::atomic::Ordering::Acquire), base }
+            }
+            (p, _) => p,
+        }
+    }
 }
 
 /// A failure on window `h` (its error handler decides).

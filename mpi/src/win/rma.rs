@@ -237,7 +237,7 @@ pub unsafe fn copy_layouts(dbase: *mut u8, dst: &Side, sbase: *const u8, src: &S
 /// Carries out a Put or Get on its path.
 fn put_get(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
     let w = super::win(acc.st(), h)?;
-    let path = w.targets[x.target as usize].path;
+    let path = w.path_of(x.target);
     match path {
         Path::Mapped { base } => {
             let tptr = (base as *mut u8).wrapping_offset(x.disp);

@@ -53,6 +53,13 @@ pub struct Control {
     pub regions_seq: AtomicU64,
     /// The dynamic window's attached regions (dynamic windows only).
     pub regions: [Region; MAX_REGIONS],
+    /// The member's pid, published at creation and again by a restore (a restart changes pids:
+    /// the CMA path reads it here).
+    pub pid: AtomicU32,
+    /// Block 0 only, on a segment a restore made ([`Mapping::create_at`]): the members that
+    /// mapped it so far (the creator sets 1 once the segment is ready; the last opener unlinks
+    /// the name).
+    pub opens: AtomicU32,
 }
 
 /// Bytes of one control block (a multiple of 64).
@@ -107,6 +114,11 @@ impl Mapping {
         self.len == 0
     }
 
+    /// Control blocks at the start.
+    pub fn controls(&self) -> u32 {
+        self.controls
+    }
+
     /// Control block `i` (of the node-local member of that index).
     pub fn control(&self, i: u32) -> &Control {
         assert!(i < self.controls, "control block {i} of {}", self.controls);
@@ -136,6 +148,29 @@ impl Mapping {
 
     /// Creates shared segment `name` of `len` bytes (backed: `posix_fallocate`) and maps it.
     pub fn create(name: &CString, len: usize, controls: u32) -> io::Result<Mapping> {
+        Self::create_with(name, len, |fd| map_fd(fd, len, controls))
+    }
+
+    /// [`Mapping::create`] mapped at exactly `addr` (a restore: `map_at`).
+    pub fn create_at(name: &CString, addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
+        Self::create_with(name, len, |fd| map_at(fd, addr, len, controls))
+    }
+
+    /// [`Mapping::private`] at exactly `addr` (a restore: `map_at`).
+    pub fn private_at(addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
+        map_at(-1, addr, len, controls)
+    }
+
+    /// [`Mapping::open`] mapped at exactly `addr` (a restore: `map_at`).
+    pub fn open_at(name: &CString, addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
+        Self::open_with(name, len, |fd| map_at(fd, addr, len, controls))
+    }
+
+    fn create_with(
+        name: &CString,
+        len: usize,
+        map: impl FnOnce(libc::c_int) -> io::Result<Mapping>,
+    ) -> io::Result<Mapping> {
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
         // SAFETY: a NUL-terminated name.
         let mut fd = unsafe { libc::shm_open(name.as_ptr(), flags, 0o600) };
@@ -150,7 +185,7 @@ impl Mapping {
         }
         // SAFETY: `fd` is ours.
         let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
-        let r = if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { map_fd(fd, len, controls) };
+        let r = if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { map(fd) };
         // SAFETY: `fd` is ours; the mapping (if any) keeps the memory.
         unsafe { libc::close(fd) };
         if r.is_err() {
@@ -161,6 +196,14 @@ impl Mapping {
 
     /// Opens and maps segment `name`, which must hold at least `len` bytes.
     pub fn open(name: &CString, len: usize, controls: u32) -> io::Result<Mapping> {
+        Self::open_with(name, len, |fd| map_fd(fd, len, controls))
+    }
+
+    fn open_with(
+        name: &CString,
+        len: usize,
+        map: impl FnOnce(libc::c_int) -> io::Result<Mapping>,
+    ) -> io::Result<Mapping> {
         // SAFETY: a NUL-terminated name.
         let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
         if fd < 0 {
@@ -174,7 +217,7 @@ impl Mapping {
         } else if (sb.st_size as u64) < len as u64 {
             Err(io::Error::new(io::ErrorKind::InvalidData, "window segment shorter than its layout"))
         } else {
-            map_fd(fd, len, controls)
+            map(fd)
         };
         // SAFETY: `fd` is ours.
         unsafe { libc::close(fd) };
@@ -193,6 +236,31 @@ fn map_fd(fd: libc::c_int, len: usize, controls: u32) -> io::Result<Mapping> {
     Ok(Mapping { addr: p.cast(), len, controls })
 }
 
+/// Maps `len` bytes at exactly `addr`, shared: of `fd`, or anonymous if `fd` is -1
+/// (`MAP_FIXED_NOREPLACE`: a range this process uses already is refused, never replaced).
+fn map_at(fd: libc::c_int, addr: usize, len: usize, controls: u32) -> io::Result<Mapping> {
+    let anon = if fd < 0 { libc::MAP_ANONYMOUS } else { 0 };
+    let flags = libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE | anon;
+    // SAFETY: `MAP_FIXED_NOREPLACE` never replaces a mapping of this process; `fd` (if any) is
+    // at least `len` bytes long.
+    let p = unsafe { libc::mmap(addr as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
+    if p == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EEXIST) {
+            let what = format!("the address range {addr:#x}..{:#x} is in use in this process", addr + len);
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, what));
+        }
+        return Err(e);
+    }
+    if p as usize != addr {
+        // A kernel older than 4.17 takes the address as a hint only.
+        // SAFETY: the mapping just made, `len` bytes.
+        unsafe { libc::munmap(p, len) };
+        return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("the kernel would not map at {addr:#x}")));
+    }
+    Ok(Mapping { addr: p.cast(), len, controls })
+}
+
 /// Removes segment name `name` (mappings stay).
 pub fn unlink(name: &CString) {
     // SAFETY: a NUL-terminated name.
@@ -203,6 +271,13 @@ pub fn unlink(name: &CString) {
 /// `ctx` (unique while the window lives: the leader's contexts are).
 pub fn name(leader: u32, ctx: u32) -> CString {
     CString::new(format!("/nemesis-win-{leader}-{ctx}")).unwrap_or_default()
+}
+
+/// The name of the segment a restore re-creates for the window of context `ctx` whose node
+/// leader had pid `leader` when the checkpoint was taken (every member read it from the leader's
+/// control block then: they agree on it without a message).
+pub fn restart_name(leader: u32, ctx: u32) -> CString {
+    CString::new(format!("/nemesis-winr-{leader}-{ctx}")).unwrap_or_default()
 }
 
 impl Drop for Mapping {
