@@ -40,6 +40,7 @@
 //! | `a_member_dying_in_a_collective_area_is_proc_failed` | `coll_area_death.c` with `--keep-going`: the last rank SIGKILLs itself; the others' Allreduce, Bcast from it and Barrier return `MPIX_ERR_PROC_FAILED` (a Bcast from a live root may succeed), never hang | 2, 3 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
+//! | `one_sided_across_nodes` | `win_remote.c` over 2 nodes (TCP; with the `rdma` feature `--netmod ofi`, `tcp;ofi_rxm`) and on one node: Put/Get under fence (contiguous and strided on either side), 1 MiB put and get, a put's buffer reused after Win_flush_local, Accumulate and Fetch_and_op from every rank on one counter under shared locks (local and remote origins at once: exact sums), Compare_and_swap (one winner), Get_accumulate with MPI_NO_OP and MPI_REPLACE, Win_create with PSCW, Rput/Rget/Raccumulate/Rget_accumulate in lock_all with flush/flush_local_all, MPI_ERR_RMA_RANGE, a dynamic window, passive target progress while the target computes 2 s without calling MPI; MPI_Query_thread unchanged; validated on MPICH (with its asynchronous progress) | 2, 4; 5 yielding over 2 nodes; 1, 3 |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
@@ -342,6 +343,18 @@ fn across_nodes() {
             run_ok("comms", &[4], &["--nodes", "2", "--netmod", "ofi"], &env);
             run_ok("pingpong", &[2], &["--nodes", "2", "--netmod", "ofi"], &env);
         }
+    }
+}
+
+#[test]
+fn one_sided_across_nodes() {
+    run_ok("win_remote", &[2, 4], &["--nodes", "2"], &[]);
+    run_ok("win_remote", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+    // The same program on one node: the direct paths, no progress thread.
+    run_ok("win_remote", &[1, 3], &[], &[]);
+    if cfg!(feature = "rdma") {
+        let env = [("NEMESIS_OFI_PROVIDER", "tcp;ofi_rxm"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1")];
+        run_ok("win_remote", &[2, 4], &["--nodes", "2", "--netmod", "ofi"], &env);
     }
 }
 

@@ -73,11 +73,16 @@ fn bad_type(what: &'static str) -> Fail {
 /// The element rule of `op` on target side `t` (made of one predefined type): how, and the
 /// packed element's size.
 pub fn how_of(acc: &mut Access, op: abi::Op, t: &Side) -> Res<(How, usize)> {
-    let leaf =
-        t.desc.leaf.ok_or_else(|| bad_type("an accumulate's target type must be made of one predefined type"))?;
     if acc.st().ops.get(op).is_some() {
         return Err(Fail::new(abi::ERR_OP, None, Why::Arg("accumulates take predefined operations only")));
     }
+    how_for(op, t)
+}
+
+/// [`how_of`] for a predefined `op` (a remote target's: its origin refused the program's).
+pub fn how_for(op: abi::Op, t: &Side) -> Res<(How, usize)> {
+    let leaf =
+        t.desc.leaf.ok_or_else(|| bad_type("an accumulate's target type must be made of one predefined type"))?;
     let builtin = datatype::lookup(leaf);
     let elem = match builtin {
         Some(b) => b.size(),

@@ -246,7 +246,7 @@ pub unsafe fn create(acc: &mut Access, a: Args) -> Res<()> {
             };
             // SAFETY: checked non-null by `check_args` (every member agreed it was valid).
             unsafe { *a.out = h };
-            Ok(())
+            super::remote::created(acc, h)
         }
         Err(e) => {
             let st = acc.st();
@@ -362,6 +362,7 @@ fn build(
         errh: abi::ERRORS_ARE_FATAL,
         epoch: Epoch::default(),
         regions: Vec::new(),
+        remote: None,
     })
 }
 
@@ -384,6 +385,7 @@ pub unsafe fn free(acc: &mut Access, win: *mut abi::Win) -> Res<()> {
         let c = super::win(acc.st(), h)?.comm.clone();
         super::remote::before_free(acc, h)?;
         all_agree(acc, &c, true)?;
+        super::remote::freed(acc, h)?;
         let st = acc.st();
         let Some(w) = st.wins.table.remove(h) else { return Err(super::bad_win(h)) };
         crate::coll::area::release(&w.comm);

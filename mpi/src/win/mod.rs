@@ -37,6 +37,7 @@ pub mod create;
 pub mod epoch;
 pub mod fast;
 pub mod lockword;
+pub mod progress;
 pub mod remote;
 pub mod rma;
 pub mod segment;
@@ -160,6 +161,8 @@ pub struct Window {
     pub epoch: Epoch,
     /// Regions attached to a dynamic window by this process: (base, length).
     pub regions: Vec<(usize, usize)>,
+    /// The remote path's state, if a target is remote (`remote::created`).
+    pub remote: Option<Box<remote::Remote>>,
 }
 
 impl Window {

@@ -65,6 +65,9 @@ pub struct Transfer {
     pub disp: isize,
     /// The target's layout (`origin` elements' signature).
     pub tside: Side,
+    /// A request-based call's (`MPI_Rput`...): the remote path makes its request
+    /// (`remote::take_request`).
+    pub request: bool,
 }
 
 #[cold]
@@ -171,7 +174,16 @@ pub fn prepare(
         return Err(Fail::new(abi::ERR_RMA_RANGE, None, Why::Arg("the target range is not in memory attached there")));
     }
     let Ok(disp) = isize::try_from(bytes) else { return Err(range_err()) };
-    Ok(Prepared::Go(Box::new(Transfer { kind, target: t, origin, result, compare: std::ptr::null(), disp, tside })))
+    Ok(Prepared::Go(Box::new(Transfer {
+        kind,
+        target: t,
+        origin,
+        result,
+        compare: std::ptr::null(),
+        disp,
+        tside,
+        request: false,
+    })))
 }
 
 /// The blocks of a side: (offset from its address, length).
@@ -275,7 +287,8 @@ pub unsafe fn put_or_get(
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         let kind = if get { Kind::Get } else { Kind::Put };
-        if let Prepared::Go(x) = prepare(acc, h, kind, o, None, target, disp, t)? {
+        if let Prepared::Go(mut x) = prepare(acc, h, kind, o, None, target, disp, t)? {
+            x.request = req.is_some();
             execute(acc, h, &x)?;
         }
         // SAFETY: checked by `request_out`.
@@ -303,7 +316,10 @@ fn request_out(acc: &mut Access, h: abi::Win, target: c_int, req: Option<*mut ab
 /// `req` checked by [`request_out`].
 unsafe fn hand_request(acc: &mut Access, h: abi::Win, req: Option<*mut abi::Request>) -> Res<()> {
     if let Some(r) = req {
-        let q = done_request(acc, h)?;
+        let q = match remote::take_request(acc, h)? {
+            Some(q) => q,
+            None => done_request(acc, h)?,
+        };
         // SAFETY: checked non-null by `request_out`.
         unsafe { *r = q };
     }
@@ -331,7 +347,8 @@ pub unsafe fn accumulate(
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         super::atomic::how_of(acc, op, &t)?;
         super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
-        if let Prepared::Go(x) = prepare(acc, h, Kind::Acc(op), o, None, target, disp, t)? {
+        if let Prepared::Go(mut x) = prepare(acc, h, Kind::Acc(op), o, None, target, disp, t)? {
+            x.request = req.is_some();
             execute(acc, h, &x)?;
         }
         // SAFETY: checked by `request_out`.
@@ -368,7 +385,8 @@ pub unsafe fn get_accumulate(
             super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
             o
         };
-        if let Prepared::Go(x) = prepare(acc, h, Kind::GetAcc(op), o, Some(r), target, disp, t)? {
+        if let Prepared::Go(mut x) = prepare(acc, h, Kind::GetAcc(op), o, Some(r), target, disp, t)? {
+            x.request = req.is_some();
             execute(acc, h, &x)?;
         }
         // SAFETY: checked by `request_out`.

@@ -227,8 +227,8 @@ fn release(acc: &mut Access, h: abi::Win, t: u32, held: Held) -> Res<()> {
     let w = win(acc.st(), h)?;
     let tg = w.targets[t as usize];
     if matches!(tg.path, Path::Remote) || tg.local.is_none() {
-        remote::flush(acc, h, Some(t))?;
-        return if held.nocheck { Ok(()) } else { remote::unlock(acc, h, t, held.kind) };
+        // An unlock completes the target's operations as a flush does (one round trip).
+        return if held.nocheck { remote::flush(acc, h, Some(t)) } else { remote::unlock(acc, h, t, held.kind) };
     }
     fence(SeqCst);
     if !held.nocheck
@@ -293,8 +293,12 @@ pub fn lock_all(acc: &mut Access, assert: c_int, h: abi::Win) -> Res<()> {
         win_mut(acc.st(), h)?.epoch.check_lock_all().map_err(sync_err)?;
         let nocheck = assert & MODE_NOCHECK != 0;
         if !nocheck {
+            // The remote targets at once (one round trip), then the node-local ones in order.
+            remote::lock_all(acc, h)?;
             for t in 0..win(acc.st(), h)?.size() {
-                acquire(acc, h, t, LockKind::Shared)?;
+                if !remote::is_remote(&win(acc.st(), h)?.targets[t as usize]) {
+                    acquire(acc, h, t, LockKind::Shared)?;
+                }
             }
         }
         fence(SeqCst);
@@ -309,8 +313,11 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
         let Some(nocheck) = win(acc.st(), h)?.epoch.lock_all else {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         };
+        remote::unlock_all(acc, h, nocheck)?;
         for t in 0..win(acc.st(), h)?.size() {
-            release(acc, h, t, Held { kind: LockKind::Shared, nocheck })?;
+            if !remote::is_remote(&win(acc.st(), h)?.targets[t as usize]) {
+                release(acc, h, t, Held { kind: LockKind::Shared, nocheck })?;
+            }
         }
         win_mut(acc.st(), h)?.epoch.lock_all = None;
         Ok(())
