@@ -99,7 +99,8 @@ static void counters(void) {
 static void mutex(void) {
     int *mem;
     MPI_Win win;
-    OK(MPI_Win_allocate(16 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win)); /* 64 bytes, as above */
+    /* 64 bytes, as above. */
+    OK(MPI_Win_allocate(16 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
     OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
     mem[0] = mem[1] = 0;
     OK(MPI_Win_unlock(rank, win));

@@ -1,8 +1,9 @@
 /* One-sided synchronisation (MPI-4.1 §12.5): fences with MPI_MODE_NOPRECEDE, NOSTORE, NOPUT,
  * NOSUCCEED; post/start/complete/wait with each rank exposing to the two ranks before it and
  * accessing the two after, MPI_Win_test loops, MPI_Win_test true at once after an empty epoch's
- * complete and a barrier, one rank accessing all others while it exposes to none, MPI_MODE_NOCHECK; passive target: exclusive locks around a non-atomic read-modify-write
- * (exact count), shared locks reading at once, lock_all with flush, flush_all, flush_local (the
+ * complete and a barrier, one rank accessing all others while it exposes to none,
+ * MPI_MODE_NOCHECK; passive target: exclusive locks around a non-atomic read-modify-write (exact
+ * count), shared locks reading at once, lock_all with flush, flush_all, flush_local (the
  * origin buffer reused, the value sent the one before), flush_local_all, a flushed Put seen by the
  * target after a message; MPI_Win_sync on an allocate_shared window of the node: the unified
  * model's load/store pattern (Win_sync, barrier, Win_sync). Prints "OK win_sync <rank>". */
