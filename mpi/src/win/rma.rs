@@ -345,8 +345,10 @@ pub unsafe fn accumulate(
         request_out(acc, h, target, req)?;
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
-        super::atomic::how_of(acc, op, &t)?;
-        super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
+        if moves_data(target, &t) {
+            super::atomic::how_of(acc, op, &t)?;
+            super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
+        }
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::Acc(op), o, None, target, disp, t)? {
             x.request = req.is_some();
             execute(acc, h, &x)?;
@@ -375,14 +377,21 @@ pub unsafe fn get_accumulate(
     super::with(acc, h, |acc| {
         request_out(acc, h, target, req)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
-        super::atomic::how_of(acc, op, &t)?;
+        let moves = moves_data(target, &t);
+        if moves {
+            super::atomic::how_of(acc, op, &t)?;
+        }
         let r = side(acc, result.0, result.1, result.2)?;
-        super::atomic::same_elements(&r, t.desc.leaf, t.bytes())?;
+        if moves {
+            super::atomic::same_elements(&r, t.desc.leaf, t.bytes())?;
+        }
         let o = if op == abi::NO_OP {
             Side { addr: std::ptr::null_mut(), count: 0, desc: t.desc.clone(), dt: t.dt }
         } else {
             let o = side(acc, origin.0, origin.1, origin.2)?;
-            super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
+            if moves {
+                super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
+            }
             o
         };
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::GetAcc(op), o, Some(r), target, disp, t)? {
@@ -392,6 +401,15 @@ pub unsafe fn get_accumulate(
         // SAFETY: checked by `request_out`.
         unsafe { hand_request(acc, h, req) }
     })
+}
+
+/// True if an accumulate to `target` with target side `t` moves data: an empty target
+/// (count 0, or a type without data) or `MPI_PROC_NULL` has no element the operation and the
+/// types' agreement could apply to, so neither is checked (MPICH accepts such calls whatever
+/// the operation and types; mpi4py probes `MPI_Get_accumulate` with `MPI_SUM` on `MPI_BYTE` at
+/// count 0). The window, the epoch and the rank are checked all the same.
+fn moves_data(target: c_int, t: &Side) -> bool {
+    target != abi::PROC_NULL && t.bytes() != 0
 }
 
 /// `MPI_Fetch_and_op`: one element of a predefined type.
