@@ -14,11 +14,19 @@
 //!   while the target computes).
 //!
 //! Every operation and synchronisation call of the window code reaches a remote target through
-//! one of the functions here ([`issue`], [`take_request`], [`lock`], [`unlock`], [`flush`],
-//! [`flush_local`], [`before_free`]) and nowhere else. A window has a [`Remote`] (and the
-//! progress thread runs) when any of its targets is remote from this process; the relation is
-//! symmetric (nodes, and CMA refused both ways), so every process a remote origin can reach
-//! advances its window.
+//! one of the functions here ([`issue`], [`take_request`], [`lock`], [`unlock`], [`lock_all`],
+//! [`unlock_all`], [`flush`], [`flush_local`], [`created`], [`before_free`], [`freed`]) and
+//! nowhere else. A window has a [`Remote`] (and the progress thread runs) when any member
+//! reaches another by the remote path ([`created`]), so every target a remote origin can name
+//! serves it.
+//!
+//! **Messages per operation.** A `Get`, `Get_accumulate`, `Fetch_and_op` or `Compare_and_swap`
+//! is one request and one reply; a `Put` or `Accumulate` one request, held back until the
+//! window's next request or synchronisation ([`origin::Tail`]) so that a flush rides in it; a
+//! flush of a target with nothing held back, a lock or an unlock one request and one reply.
+//! Data of any length is one message: the Endpoint's rendezvous moves the large ones (no split).
+//! Tags on the window's context: [`wire::AM_TAG`] and `0x4000_0000 +` id for replies (the
+//! window's own notices use small tags: `sync::FIRST_REMOTE_TAG`).
 
 use std::ffi::c_int;
 

@@ -6,15 +6,16 @@
  * outside an epoch and a request-based one in a fence epoch, unlock/flush/complete/wait without
  * their epoch, nested and conflicting locks (MPI_ERR_RMA_SYNC), MPI_WIN_NULL (MPI_ERR_WIN), bad
  * lock type (MPI_ERR_LOCKTYPE), bad assertions (MPI_ERR_ASSERT), bad ranks (MPI_ERR_RANK),
- * MPI_Win_shared_query on a window of another flavour and MPI_Win_attach on a non-dynamic one
- * (MPI_ERR_RMA_FLAVOR), attach/detach errors (MPI_ERR_RMA_ATTACH), a negative size
+ * MPI_Win_shared_query on a dynamic window (MPI-4.1 allows the other flavours) and MPI_Win_attach
+ * on a non-dynamic one (MPI_ERR_RMA_FLAVOR), attach/detach errors (MPI_ERR_RMA_ATTACH), a negative size
  * (MPI_ERR_SIZE), disp_unit 0 (MPI_ERR_DISP). Every window still works after its errors.
  *
  * MPICH 4.0.2 (ch4:ucx) answers a bad lock type or assertion with MPI_ERR_ARG where the standard
  * names MPI_ERR_LOCKTYPE and MPI_ERR_ASSERT (STD_OR_MPICH accepts its class when built against
  * it); it does not check the range of target displacements (it writes past the window), accumulate
  * type signatures (it asserts or crashes), request-based operations in fence epochs, or attach
- * overlaps and detaches of unknown memory; a freed window's handle crashes it. The standard's
+ * overlaps and detaches of unknown memory; a freed window's handle crashes it; as an MPI-4.0
+ * library it refuses MPI_Win_shared_query on an allocate window (MPI_ERR_RMA_FLAVOR). The standard's
  * classes are checked here. Prints "OK win_errors <rank>". */
 #include "check.h"
 
@@ -149,7 +150,11 @@ static void flavours_and_creation(void) {
     char buf[64];
     OK(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-    FAILS_WITH(MPI_Win_shared_query(win, 0, &sz, &du, &p), MPI_ERR_RMA_FLAVOR);
+    /* MPI-4.1 §12.2.3: any flavour but dynamic; memory not shared with the caller is size 0, NULL. */
+    OK(MPI_Win_shared_query(win, rank, &sz, &du, &p));
+    CHECK((sz == 64 && du == 1 && p == base) || (sz == 0 && p == NULL), "shared_query(allocate, self): %ld %d %p",
+          (long)sz, du, p);
+    FAILS_WITH(MPI_Win_shared_query(win, size, &sz, &du, &p), MPI_ERR_RANK);
     FAILS_WITH(MPI_Win_attach(win, buf, sizeof buf), MPI_ERR_RMA_FLAVOR);
     FAILS_WITH(MPI_Win_detach(win, buf), MPI_ERR_RMA_FLAVOR);
     OK(MPI_Win_free(&win));

@@ -1,7 +1,7 @@
 /* One-sided synchronisation (MPI-4.1 §12.5): fences with MPI_MODE_NOPRECEDE, NOSTORE, NOPUT,
  * NOSUCCEED; post/start/complete/wait with each rank exposing to the two ranks before it and
- * accessing the two after, MPI_Win_test loops, one rank accessing all others while it exposes to
- * none, MPI_MODE_NOCHECK; passive target: exclusive locks around a non-atomic read-modify-write
+ * accessing the two after, MPI_Win_test loops, MPI_Win_test true at once after an empty epoch's
+ * complete and a barrier, one rank accessing all others while it exposes to none, MPI_MODE_NOCHECK; passive target: exclusive locks around a non-atomic read-modify-write
  * (exact count), shared locks reading at once, lock_all with flush, flush_all, flush_local (the
  * origin buffer reused, the value sent the one before), flush_local_all, a flushed Put seen by the
  * target after a message; MPI_Win_sync on an allocate_shared window of the node: the unified
@@ -105,6 +105,33 @@ static void pscw(void) {
     }
     OK(MPI_Group_free(&fg));
     OK(MPI_Group_free(&tg));
+
+    /* An empty access epoch: after the origin's MPI_Win_complete and a barrier, the target's
+     * first MPI_Win_test says the exposure epoch is over (mpi4py's testStartCompletePostTest;
+     * MPICH does so), 20 rounds. */
+    for (int round = 0; round < 20 && size > 1; round++) {
+        int zero = 0, flag = -1;
+        MPI_Group world, g;
+        OK(MPI_Win_get_group(win, &world));
+        if (rank == 0) {
+            OK(MPI_Group_excl(world, 1, &zero, &g));
+            OK(MPI_Win_start(g, 0, win));
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            OK(MPI_Win_complete(win));
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+        } else {
+            OK(MPI_Group_incl(world, 1, &zero, &g));
+            OK(MPI_Win_post(g, 0, win));
+            OK(MPI_Win_test(win, &flag));
+            CHECK(!flag, "round %d: Win_test true before the origin's Win_complete", round);
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            OK(MPI_Barrier(MPI_COMM_WORLD));
+            OK(MPI_Win_test(win, &flag));
+            CHECK(flag, "round %d: Win_test false after the origin's Win_complete and a barrier", round);
+        }
+        OK(MPI_Group_free(&g));
+        OK(MPI_Group_free(&world));
+    }
 
     /* Rank 0 accesses every other rank and exposes to none; the others expose to rank 0 only. */
     for (int i = 0; i < SLOTS; i++) mem[i] = -1;

@@ -267,6 +267,8 @@ pub fn parse_reply(msg: &[u8]) -> Result<(i32, &[u8]), Malformed> {
 }
 
 const _: () = assert!(size_of::<Span>() == SPAN);
+// The tags stay clear of the window's own notices.
+const _: () = assert!(REPLY_BASE >= crate::win::sync::FIRST_REMOTE_TAG && AM_TAG > REPLY_BASE + MAX_ID as i32);
 
 #[cfg(test)]
 mod tests {
