@@ -358,6 +358,44 @@ fn one_sided_across_nodes() {
     }
 }
 
+/// Bytes (put, got) that windows moved by netmod RMA, from their `mpi::win::ofi` log lines.
+fn rma_bytes_in_log(o: &std::process::Output) -> (u64, u64) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let field = |l: &str, k: &str| -> u64 {
+        l.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    err.lines()
+        .filter(|l| l.contains("bytes moved by netmod RMA"))
+        .fold((0, 0), |(p, g), l| (p + field(l, "put="), g + field(l, "got=")))
+}
+
+#[test]
+fn one_sided_by_netmod_rma() {
+    if !cfg!(feature = "rdma") {
+        return;
+    }
+    let log = ("NEMESIS_LOG", "warn,mpi::win::ofi=debug");
+    for prov in ["tcp;ofi_rxm", "shm"] {
+        let env = [("NEMESIS_OFI_PROVIDER", prov), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1"), log];
+        let args = ["--nodes", "2", "--netmod", "ofi"];
+        for prog in ["win_remote", "win_ops", "win_sync", "win_atomic"] {
+            let n = if prog == "win_remote" { 4 } else { 2 };
+            let o = job(n, &compile(prog, false), &args, &env);
+            assert_all_ok(&o, prog, n);
+            if prog == "win_remote" {
+                let (put, got) = rma_bytes_in_log(&o);
+                // Its 1 MiB put and get at least went by fi_write and fi_read.
+                assert!(put >= 1 << 20 && got >= 1 << 20, "{prov}: put {put}, got {got}: {}", show(&o));
+            }
+        }
+        // NEMESIS_OFI_RMA=off: the active messages carry everything.
+        let off = [env[0], env[1], log, ("NEMESIS_OFI_RMA", "off")];
+        let o = job(4, &compile("win_remote", false), &args, &off);
+        assert_all_ok(&o, "win_remote", 4);
+        assert_eq!(rma_bytes_in_log(&o), (0, 0), "{}", show(&o));
+    }
+}
+
 #[test]
 fn communicators() {
     run_ok("comms", &[1, 2, 4, 7], &[], &[]);

@@ -61,7 +61,7 @@ use nemesis_shm::Error;
 use nemesis_shm::netmod::heartbeat::Timing;
 
 #[cfg(feature = "libfabric")]
-pub use ofi::{OfiNetmod, OfiStats, RmaRegion, RxBuffers};
+pub use ofi::{OfiNetmod, OfiStats, RxBuffers};
 
 /// How large messages move.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -59,6 +59,13 @@ impl RmaKey {
     }
 }
 
+/// A region this process exposed: its id (to withdraw it) and the key peers need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RmaRegion {
+    pub id: u32,
+    pub key: RmaKey,
+}
+
 /// An atomic operation's element type (libfabric's `enum fi_datatype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]

@@ -29,8 +29,6 @@ mod peer;
 mod rma;
 mod slots;
 
-pub use rma::RmaRegion;
-
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

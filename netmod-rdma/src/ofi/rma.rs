@@ -24,15 +24,8 @@ use std::ffi::c_void;
 use super::lmt::random_key;
 use super::{Link, OfiNetmod, Op, peer_dead};
 use crate::fabric::{self, Fid};
-use crate::rma::{AtomicKind, FiOp, FiType, RmaCaps, RmaKey};
+use crate::rma::{AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
 use crate::sys::*;
-
-/// A region exposed to peers: `rma_withdraw` takes its id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RmaRegion {
-    pub id: u32,
-    pub key: RmaKey,
-}
 
 /// Access of an exposed region.
 const EXPOSED: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -102,6 +95,11 @@ impl OfiNetmod<'_> {
         if let Some(e) = self.exposed.get_mut(id as usize) {
             drop(e.take());
         }
+    }
+
+    /// True if `peer`'s address is known (`Netmod::connect` was called for it).
+    pub fn connected(&self, peer: u32) -> bool {
+        self.peers.get(peer as usize).is_some_and(|p| p.addr.is_some())
     }
 
     /// One-sided operations to `peer` posted and not completed.
