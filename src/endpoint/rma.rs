@@ -105,16 +105,17 @@ impl Endpoint {
     /// `src` holds `len` bytes, unchanged until [`Endpoint::rma_flushed`] of `rank` is true.
     pub unsafe fn rma_write(&mut self, rank: u32, src: *const u8, len: usize, to: &RmaKey, off: u64) -> Result<()> {
         #[cfg(feature = "rdma")]
-        {
+        let r = {
             let n = self.ofi_to(rank)?;
             // SAFETY: the caller's contract, passed on.
-            return Ok(unsafe { n.rma_write(rank, src, len, to, off) }?);
-        }
+            unsafe { n.rma_write(rank, src, len, to, off) }.map_err(Error::from)
+        };
         #[cfg(not(feature = "rdma"))]
-        {
+        let r = {
             let _ = (rank, src, len, to, off);
             Err(no_rma())
-        }
+        };
+        r
     }
 
     /// Reads `len` bytes at `off` of `rank`'s region `from` into `dst` (`fi_read`).
@@ -123,16 +124,17 @@ impl Endpoint {
     /// `dst` holds `len` bytes, the provider's until [`Endpoint::rma_flushed`] of `rank` is true.
     pub unsafe fn rma_read(&mut self, rank: u32, dst: *mut u8, len: usize, from: &RmaKey, off: u64) -> Result<()> {
         #[cfg(feature = "rdma")]
-        {
+        let r = {
             let n = self.ofi_to(rank)?;
             // SAFETY: the caller's contract, passed on.
-            return Ok(unsafe { n.rma_read(rank, dst, len, from, off) }?);
-        }
+            unsafe { n.rma_read(rank, dst, len, from, off) }.map_err(Error::from)
+        };
         #[cfg(not(feature = "rdma"))]
-        {
+        let r = {
             let _ = (rank, dst, len, from, off);
             Err(no_rma())
-        }
+        };
+        r
     }
 
     /// An atomic `kind` of `op` on `count` elements of `ty` at `off` of `rank`'s region `to`
@@ -156,16 +158,17 @@ impl Endpoint {
         off: u64,
     ) -> Result<()> {
         #[cfg(feature = "rdma")]
-        {
+        let r = {
             let n = self.ofi_to(rank)?;
             // SAFETY: the caller's contract, passed on.
-            return Ok(unsafe { n.rma_atomic(kind, op, ty, rank, src, compare, result, count, to, off) }?);
-        }
+            unsafe { n.rma_atomic(kind, op, ty, rank, src, compare, result, count, to, off) }.map_err(Error::from)
+        };
         #[cfg(not(feature = "rdma"))]
-        {
+        let r = {
             let _ = (kind, op, ty, rank, src, compare, result, count, to, off);
             Err(no_rma())
-        }
+        };
+        r
     }
 
     /// One pass of progress, then true once every one-sided operation to `rank` completed (at
