@@ -18,7 +18,7 @@ pub mod net;
 pub mod pmi;
 /// One-sided operations' vocabulary ([`Endpoint`]'s `rma_*` calls).
 pub mod rma {
-    pub use nemesis_netmod_rdma::rma::{AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
+    pub use nemesis_netmod_rdma::rma::{Atomic, AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
 }
 pub mod topology;
 mod wait;

@@ -124,6 +124,20 @@ pub enum AtomicKind {
     Compare,
 }
 
+/// One atomic operation's origin side: `kind` of `op` on `count` elements of `ty`, operands at
+/// `src`, comparands at `compare` (`Compare`; else null), old values into `result` (`Fetch`,
+/// `Compare`; else null).
+#[derive(Clone, Copy, Debug)]
+pub struct Atomic {
+    pub kind: AtomicKind,
+    pub op: FiOp,
+    pub ty: FiType,
+    pub src: *const u8,
+    pub compare: *const u8,
+    pub result: *mut u8,
+    pub count: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

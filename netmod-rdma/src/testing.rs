@@ -1,7 +1,7 @@
 //! For tests: a stranger's libfabric endpoint, outside every job, that sends raw bytes where a
 //! rank's eager fragments land (the tag of eager fragments, to the fabric address of a rank's
 //! card). Nothing of a netmod: no secret, no sequence numbers, no address vector entry at the
-//! receiver.
+//! receiver. And the settings tests share.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -11,6 +11,22 @@ use nemesis_shm::{Error, Result};
 use crate::fabric::{self, Info, Objects};
 use crate::sys::*;
 use crate::tags;
+
+/// The settings of tests over provider `prov`: on the loopback interface (but `shm`), heartbeats
+/// on 127.0.0.1.
+pub fn config(prov: &str) -> crate::OfiConfig {
+    crate::OfiConfig {
+        provider: Some(prov.into()),
+        domain: (prov != "shm").then(|| "lo".into()),
+        heartbeat_addr: Some("127.0.0.1".parse().expect("an address")),
+        ..crate::OfiConfig::default()
+    }
+}
+
+/// True in CI (`CI=true`), where a missing provider fails a test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
 
 /// A stranger's endpoint (see the module documentation).
 pub struct Stranger {

@@ -7,24 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use nemesis_netmod_rdma::rma::{AtomicKind, FiOp, FiType, RmaKey};
-use nemesis_netmod_rdma::{OfiConfig, OfiNetmod};
+use nemesis_netmod_rdma::OfiNetmod;
+use nemesis_netmod_rdma::rma::{Atomic, AtomicKind, FiOp, FiType, RmaKey};
+use nemesis_netmod_rdma::testing::{config as cfg, in_ci};
 use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::Netmod;
 use nemesis_shm::{HeapNode, Params, Port, PortConfig};
-
-fn cfg(prov: &str) -> OfiConfig {
-    OfiConfig {
-        provider: Some(prov.into()),
-        domain: (prov != "shm").then(|| "lo".into()),
-        heartbeat_addr: Some("127.0.0.1".parse().unwrap()),
-        ..OfiConfig::default()
-    }
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 struct Pair<'n> {
     n: [OfiNetmod<'n>; 2],
@@ -32,6 +20,22 @@ struct Pair<'n> {
 }
 
 impl Pair<'_> {
+    /// Rank 0's atomic `kind` of `op` on `count` u64 at byte `off` of `key`, completed.
+    fn atomic(&mut self, kind: AtomicKind, op: FiOp, src: &[u64], compare: &[u64], result: &mut [u64], key: &RmaKey) {
+        let a = Atomic {
+            kind,
+            op,
+            ty: FiType::U64,
+            src: src.as_ptr() as *const u8,
+            compare: if compare.is_empty() { std::ptr::null() } else { compare.as_ptr() as *const u8 },
+            result: if result.is_empty() { std::ptr::null_mut() } else { result.as_mut_ptr() as *mut u8 },
+            count: src.len(),
+        };
+        // SAFETY: the buffers outlive the flush below.
+        unsafe { self.n[0].rma_atomic(1, &a, key, 800) }.unwrap();
+        self.flush();
+    }
+
     /// Polls both until rank 0's operations to rank 1 completed (60 s at most).
     fn flush(&mut self) {
         let t0 = Instant::now();
@@ -111,63 +115,13 @@ fn run(prov: &str) {
 
     if caps.atomic && j.n[0].rma_atomic_valid(AtomicKind::Fetch, FiOp::Sum, FiType::U64) {
         region[100] = 40;
-        let (two, mut old) = (2u64, 0u64);
-        // SAFETY: the operands live until the flush.
-        unsafe {
-            j.n[0].rma_atomic(
-                AtomicKind::Fetch,
-                FiOp::Sum,
-                FiType::U64,
-                1,
-                &two as *const u64 as *const u8,
-                std::ptr::null(),
-                &mut old as *mut u64 as *mut u8,
-                1,
-                &key,
-                800,
-            )
-        }
-        .unwrap();
-        j.flush();
-        assert_eq!((old, region[100]), (40, 42), "fetch and add");
-        let (new, cmp, mut was) = (7u64, 42u64, 0u64);
-        // SAFETY: as above.
-        unsafe {
-            j.n[0].rma_atomic(
-                AtomicKind::Compare,
-                FiOp::Cswap,
-                FiType::U64,
-                1,
-                &new as *const u64 as *const u8,
-                &cmp as *const u64 as *const u8,
-                &mut was as *mut u64 as *mut u8,
-                1,
-                &key,
-                800,
-            )
-        }
-        .unwrap();
-        j.flush();
-        assert_eq!((was, region[100]), (42, 7), "compare and swap");
+        let mut old = [0u64];
+        j.atomic(AtomicKind::Fetch, FiOp::Sum, &[2], &[], &mut old, &key);
+        assert_eq!((old[0], region[100]), (40, 42), "fetch and add");
+        j.atomic(AtomicKind::Compare, FiOp::Cswap, &[7], &[42], &mut old, &key);
+        assert_eq!((old[0], region[100]), (42, 7), "compare and swap");
         if j.n[0].rma_atomic_valid(AtomicKind::Update, FiOp::Sum, FiType::U64) {
-            let ones = [1u64; 4];
-            // SAFETY: as above.
-            unsafe {
-                j.n[0].rma_atomic(
-                    AtomicKind::Update,
-                    FiOp::Sum,
-                    FiType::U64,
-                    1,
-                    ones.as_ptr() as *const u8,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                    4,
-                    &key,
-                    800,
-                )
-            }
-            .unwrap();
-            j.flush();
+            j.atomic(AtomicKind::Update, FiOp::Sum, &[1; 4], &[], &mut [], &key);
             assert_eq!(&region[100..104], &[8, 1, 1, 1]);
         }
         assert!(j.n[0].stats().rma_atomics >= 2);

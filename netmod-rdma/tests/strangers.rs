@@ -21,17 +21,10 @@ const PROVIDERS: [&str; 3] = ["tcp;ofi_rxm", "shm", "udp;ofi_rxd"];
 const EVIL: i32 = 666;
 
 fn cfg(prov: &str) -> OfiConfig {
-    OfiConfig {
-        provider: Some(prov.into()),
-        domain: (prov != "shm").then(|| "lo".into()),
-        heartbeat_addr: Some("127.0.0.1".parse().unwrap()),
-        ..OfiConfig::default()
-    }
+    nemesis_netmod_rdma::testing::config(prov)
 }
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+use nemesis_netmod_rdma::testing::in_ci;
 
 /// A rank: its netmod and its port on its own node; what it received: (source, tag, payload),
 /// and the ranks announced gone.

@@ -15,7 +15,7 @@
 
 use super::{Endpoint, NOT_LOCAL};
 use crate::error::{Error, Result};
-use crate::rma::{AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
+use crate::rma::{Atomic, AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
 
 #[cfg(feature = "rdma")]
 use crate::net::Net;
@@ -137,35 +137,21 @@ impl Endpoint {
         r
     }
 
-    /// An atomic `kind` of `op` on `count` elements of `ty` at `off` of `rank`'s region `to`
-    /// (operands at `src`, comparands at `compare`, old values into `result`, as the kind uses).
+    /// Atomic `a` at `off` of `rank`'s region `to`.
     ///
     /// # Safety
     /// As [`nemesis_netmod_rdma::OfiNetmod::rma_atomic`], until [`Endpoint::rma_flushed`] of
     /// `rank` is true.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn rma_atomic(
-        &mut self,
-        kind: AtomicKind,
-        op: FiOp,
-        ty: FiType,
-        rank: u32,
-        src: *const u8,
-        compare: *const u8,
-        result: *mut u8,
-        count: usize,
-        to: &RmaKey,
-        off: u64,
-    ) -> Result<()> {
+    pub unsafe fn rma_atomic(&mut self, rank: u32, a: &Atomic, to: &RmaKey, off: u64) -> Result<()> {
         #[cfg(feature = "rdma")]
         let r = {
             let n = self.ofi_to(rank)?;
             // SAFETY: the caller's contract, passed on.
-            unsafe { n.rma_atomic(kind, op, ty, rank, src, compare, result, count, to, off) }.map_err(Error::from)
+            unsafe { n.rma_atomic(rank, a, to, off) }.map_err(Error::from)
         };
         #[cfg(not(feature = "rdma"))]
         let r = {
-            let _ = (kind, op, ty, rank, src, compare, result, count, to, off);
+            let _ = (rank, a, to, off);
             Err(no_rma())
         };
         r

@@ -24,7 +24,7 @@ use std::ffi::c_void;
 use super::lmt::random_key;
 use super::{Link, OfiNetmod, Op, peer_dead};
 use crate::fabric::{self, Fid};
-use crate::rma::{AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
+use crate::rma::{Atomic, AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
 use crate::sys::*;
 
 /// Access of an exposed region.
@@ -155,32 +155,18 @@ impl OfiNetmod<'_> {
         Ok(())
     }
 
-    /// An atomic of `op` on `count` elements of `ty` at `off` of `peer`'s region `to`: operands
-    /// at `src`, the comparands at `compare` (`Compare`), the old values into `result`
-    /// (`Fetch`, `Compare`). Check [`OfiNetmod::rma_atomic_valid`] first.
+    /// Atomic `a` at `off` of `peer`'s region `to`. Check [`OfiNetmod::rma_atomic_valid`]
+    /// first.
     ///
     /// # Safety
-    /// `src`, `compare` and `result` hold `count` elements (those the kind uses), valid until
+    /// `a`'s buffers hold `a.count` elements (those its kind uses), valid until
     /// [`OfiNetmod::rma_pending`] of `peer` is 0.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn rma_atomic(
-        &mut self,
-        kind: AtomicKind,
-        op: FiOp,
-        ty: FiType,
-        peer: u32,
-        src: *const u8,
-        compare: *const u8,
-        result: *mut u8,
-        count: usize,
-        to: &RmaKey,
-        off: u64,
-    ) -> Result<()> {
-        let bytes = (count * ty.size()) as u64;
-        self.rma_check(peer, to, off, bytes, self.rma_atomic_valid(kind, op, ty), "atomic")?;
+    pub unsafe fn rma_atomic(&mut self, peer: u32, a: &Atomic, to: &RmaKey, off: u64) -> Result<()> {
+        let bytes = (a.count * a.ty.size()) as u64;
+        self.rma_check(peer, to, off, bytes, self.rma_atomic_valid(a.kind, a.op, a.ty), "atomic")?;
         let at = to.base.wrapping_add(off);
-        let what = What::Atomic { kind, op, ty };
-        let local = src as *mut u8;
+        let what = What::Atomic { kind: a.kind, op: a.op, ty: a.ty };
+        let (local, compare, result, count) = (a.src as *mut u8, a.compare, a.result, a.count);
         self.rma_post(Pending { peer, what, local, compare, result, count, at, key: to.key, ..Pending::NONE });
         self.stats.rma_atomics += 1;
         Ok(())
