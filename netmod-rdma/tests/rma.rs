@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use nemesis_netmod_rdma::OfiNetmod;
 use nemesis_netmod_rdma::rma::{Atomic, AtomicKind, FiOp, FiType, RmaKey};
-use nemesis_netmod_rdma::testing::{config as cfg, in_ci};
+use nemesis_netmod_rdma::testing::{connected_pair, netmod_port};
 use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::Netmod;
-use nemesis_shm::{HeapNode, Params, Port, PortConfig};
+use nemesis_shm::{HeapNode, Params, Port};
 
 struct Pair<'n> {
     n: [OfiNetmod<'n>; 2],
@@ -50,24 +50,8 @@ impl Pair<'_> {
 
 fn pair<'n>(prov: &str, nodes: &'n [HeapNode; 2]) -> Option<Pair<'n>> {
     let secret = JobSecret::generate().unwrap();
-    let mk = |me: u32| match OfiNetmod::new(me, 2, secret.clone(), cfg(prov)) {
-        Ok(n) => Some(n),
-        Err(e) if !in_ci() => {
-            eprintln!("skipped: ofi provider {prov}: {e}");
-            None
-        }
-        Err(e) => panic!("ofi provider {prov}: {e}"),
-    };
-    let (mut n0, mut n1) = (mk(0)?, mk(1)?);
-    let (c0, c1) = (n0.card(), n1.card());
-    n0.connect(1, &c1).unwrap();
-    n1.connect(0, &c0).unwrap();
-    let port = |node: &'n HeapNode| {
-        let mut p = Port::new(node, 0, PortConfig::default()).unwrap();
-        p.netmod_reserve(32).unwrap();
-        p
-    };
-    Some(Pair { ports: [port(&nodes[0]), port(&nodes[1])], n: [n0, n1] })
+    let (n0, n1) = connected_pair(prov, &secret)?;
+    Some(Pair { ports: [netmod_port(&nodes[0]), netmod_port(&nodes[1])], n: [n0, n1] })
 }
 
 fn run(prov: &str) {
