@@ -37,6 +37,12 @@ fn libfabric() {
         "int nm_mr_enable(struct fid_mr *);",
         "void *nm_mr_desc(struct fid_mr *);",
         "uint64_t nm_mr_key(struct fid_mr *);",
+        "ssize_t nm_write(struct fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *, uint64_t);",
+        "ssize_t nm_rma_read(struct fid_ep *, void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, void *);",
+        "ssize_t nm_atomic(struct fid_ep *, const void *, size_t, fi_addr_t, uint64_t, uint64_t, int, int, void *, uint64_t);",
+        "ssize_t nm_fetch_atomic(struct fid_ep *, const void *, size_t, void *, fi_addr_t, uint64_t, uint64_t, int, int, void *);",
+        "ssize_t nm_compare_atomic(struct fid_ep *, const void *, size_t, const void *, void *, fi_addr_t, uint64_t, uint64_t, int, int, void *);",
+        "int nm_atomicvalid(struct fid_ep *, int, int, int, size_t *);",
     ];
     let header = format!("#include \"src/sys/wrapper.h\"\n{}\n", shim_fns.join("\n"));
     let bindings = bindgen::Builder::default()

@@ -16,6 +16,10 @@ pub mod log;
 pub mod matrix;
 pub mod net;
 pub mod pmi;
+/// One-sided operations' vocabulary ([`Endpoint`]'s `rma_*` calls).
+pub mod rma {
+    pub use nemesis_netmod_rdma::rma::{Atomic, AtomicKind, FiOp, FiType, RmaCaps, RmaKey, RmaRegion};
+}
 pub mod topology;
 mod wait;
 

@@ -41,6 +41,7 @@
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
 //! | `one_sided_across_nodes` | `win_remote.c` over 2 nodes (TCP; with the `rdma` feature `--netmod ofi`, `tcp;ofi_rxm`) and on one node: Put/Get under fence (contiguous and strided on either side), 1 MiB put and get, a put's buffer reused after Win_flush_local, Accumulate and Fetch_and_op from every rank on one counter under shared locks (local and remote origins at once: exact sums), Compare_and_swap (one winner), Get_accumulate with MPI_NO_OP and MPI_REPLACE, Win_create with PSCW, Rput/Rget/Raccumulate/Rget_accumulate in lock_all with flush/flush_local_all, MPI_ERR_RMA_RANGE, a dynamic window, passive target progress while the target computes 2 s without calling MPI; MPI_Query_thread unchanged; validated on MPICH (with its asynchronous progress) | 2, 4; 5 yielding over 2 nodes; 1, 3 |
+//! | `one_sided_by_netmod_rma` | with the `rdma` feature, over 2 nodes `--netmod ofi` on `tcp;ofi_rxm` and `shm`: `win_remote.c`, `win_ops.c`, `win_sync.c`, `win_atomic.c` with Put/Get by `fi_write`/`fi_read` (the `mpi::win::ofi` log lines at each window's free show win_remote's 1 MiB put and get went by RMA); `NEMESIS_OFI_RMA=off`: none did | 4, 2 |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
@@ -355,6 +356,44 @@ fn one_sided_across_nodes() {
     if cfg!(feature = "rdma") {
         let env = [("NEMESIS_OFI_PROVIDER", "tcp;ofi_rxm"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1")];
         run_ok("win_remote", &[2, 4], &["--nodes", "2", "--netmod", "ofi"], &env);
+    }
+}
+
+/// Bytes (put, got) that windows moved by netmod RMA, from their `mpi::win::ofi` log lines.
+fn rma_bytes_in_log(o: &std::process::Output) -> (u64, u64) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let field = |l: &str, k: &str| -> u64 {
+        l.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    err.lines()
+        .filter(|l| l.contains("bytes moved by netmod RMA"))
+        .fold((0, 0), |(p, g), l| (p + field(l, "put="), g + field(l, "got=")))
+}
+
+#[test]
+fn one_sided_by_netmod_rma() {
+    if !cfg!(feature = "rdma") {
+        return;
+    }
+    let log = ("NEMESIS_LOG", "warn,mpi::win::ofi=debug");
+    for prov in ["tcp;ofi_rxm", "shm"] {
+        let env = [("NEMESIS_OFI_PROVIDER", prov), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1"), log];
+        let args = ["--nodes", "2", "--netmod", "ofi"];
+        for prog in ["win_remote", "win_ops", "win_sync", "win_atomic"] {
+            let n = if prog == "win_remote" { 4 } else { 2 };
+            let o = job(n, &compile(prog, false), &args, &env);
+            assert_all_ok(&o, prog, n);
+            if prog == "win_remote" {
+                let (put, got) = rma_bytes_in_log(&o);
+                // Its 1 MiB put and get at least went by fi_write and fi_read.
+                assert!(put >= 1 << 20 && got >= 1 << 20, "{prov}: put {put}, got {got}: {}", show(&o));
+            }
+        }
+        // NEMESIS_OFI_RMA=off: the active messages carry everything.
+        let off = [env[0], env[1], log, ("NEMESIS_OFI_RMA", "off")];
+        let o = job(4, &compile("win_remote", false), &args, &off);
+        assert_all_ok(&o, "win_remote", 4);
+        assert_eq!(rma_bytes_in_log(&o), (0, 0), "{}", show(&o));
     }
 }
 

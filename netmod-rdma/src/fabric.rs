@@ -119,6 +119,11 @@ pub(crate) struct Caps {
     pub domain: String,
     /// RMA reads are possible.
     pub rma: bool,
+    /// RMA writes too (`FI_WRITE`, `FI_REMOTE_WRITE`), and atomics (`FI_ATOMIC`).
+    pub write: bool,
+    pub atomic: bool,
+    /// The transmit operations complete on delivery by default.
+    pub delivery_complete: bool,
     /// `mr_mode` bits in force.
     pub mr_mode: u64,
     /// Bytes of a registration key.
@@ -194,6 +199,12 @@ impl Drop for Info {
     }
 }
 
+/// Capabilities of RMA reads (large messages), of RMA writes, and of atomics (one-sided
+/// operations of `ofi/rma.rs`).
+pub(crate) const RMA_READ: u64 = FI_RMA | FI_READ | FI_REMOTE_READ;
+pub(crate) const RMA_WRITE: u64 = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+pub(crate) const ATOMICS: u64 = FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
 /// The `mr_mode` bits this netmod honours: local descriptors, virtual or offset addressing,
 /// provider keys, allocated memory only, endpoint-bound registrations. Not `FI_MR_RAW` (keys
 /// longer than 64 bits) nor `FI_MR_HMEM`.
@@ -204,6 +215,12 @@ impl Info {
     /// processed in order (`FI_ORDER_SAS`), manual data progress, and, with `rma`, RMA reads.
     /// `prov` and `domain` narrow the search.
     pub(crate) fn get(prov: Option<&str>, domain: Option<&str>, rma: bool) -> Result<Info, Error> {
+        Info::get_caps(prov, domain, if rma { RMA_READ } else { 0 })
+    }
+
+    /// As [`Info::get`], with capabilities `extra` (`RMA_READ`, `RMA_WRITE`, `ATOMICS`) on top of
+    /// the tagged messages.
+    pub(crate) fn get_caps(prov: Option<&str>, domain: Option<&str>, extra: u64) -> Result<Info, Error> {
         let l = lib()?;
         let what = prov.unwrap_or("(any)");
         // SAFETY: fi_dupinfo(NULL) allocates a zeroed info with its attribute structs.
@@ -216,9 +233,7 @@ impl Info {
         unsafe {
             let h = &mut *hints.0;
             h.caps = FI_TAGGED | FI_SEND | FI_RECV;
-            if rma {
-                h.caps |= FI_RMA | FI_READ | FI_REMOTE_READ;
-            }
+            h.caps |= extra;
             // Every operation's context points to an `fi_context2` we own until its completion.
             h.mode = FI_CONTEXT | FI_CONTEXT2;
             (*h.ep_attr).type_ = FI_EP_RDM;
@@ -241,7 +256,12 @@ impl Info {
         // SAFETY: valid hints; `out` receives a list we own (freed by `Info`).
         let rc = unsafe { (l.getinfo)(version, ptr::null(), ptr::null(), 0, hints.0, &mut out) };
         if rc != 0 || out.is_null() {
-            let caps = if rma { "FI_EP_RDM, FI_TAGGED, FI_RMA" } else { "FI_EP_RDM, FI_TAGGED" };
+            let caps = match extra {
+                0 => "FI_EP_RDM, FI_TAGGED",
+                RMA_READ => "FI_EP_RDM, FI_TAGGED, FI_RMA",
+                _ if extra & FI_ATOMIC != 0 => "FI_EP_RDM, FI_TAGGED, FI_RMA, FI_ATOMIC",
+                _ => "FI_EP_RDM, FI_TAGGED, FI_RMA (read and write)",
+            };
             let code = if rc != 0 { i64::from(rc) } else { -(FI_ENODATA as i64) };
             return Err(Error::Net(format!(
                 "ofi provider {what}: no provider offers {caps} with FI_ORDER_SAS{}: fi_getinfo: {} ({code})",
@@ -267,6 +287,9 @@ impl Info {
                 prov: c_str(f.prov_name),
                 domain: c_str(d.name),
                 rma: i.caps & FI_RMA != 0,
+                write: i.caps & (FI_RMA | FI_WRITE | FI_REMOTE_WRITE) == FI_RMA | FI_WRITE | FI_REMOTE_WRITE,
+                atomic: i.caps & FI_ATOMIC != 0,
+                delivery_complete: (*i.tx_attr).op_flags & FI_DELIVERY_COMPLETE != 0,
                 mr_mode: d.mr_mode as u64,
                 mr_key_size: d.mr_key_size,
                 max_msg_size: ep.max_msg_size,

@@ -16,6 +16,9 @@
 //! - **large messages** ([`nemesis_lmt::NetLmt`]): an RMA read (`fi_read`) of the sender's
 //!   registered buffer where the provider has `FI_RMA`, else (or with `NEMESIS_OFI_RNDV=send`)
 //!   data sent two-sided into receives the receiver posts; registrations cached ([`mrcache`]).
+//! - **one-sided operations** ([`rma`]): regions exposed to peers, `fi_write`, `fi_read` and
+//!   atomics to them where the provider has `FI_RMA`/`FI_ATOMIC`, completions counted per peer
+//!   (MPI windows whose targets are on other nodes).
 //! - **failures**: a completion error, a refused send or address, or silence (the heartbeats of
 //!   [`nemesis_shm::netmod::heartbeat`]) make a peer dead; a finalizing process says goodbye.
 //!
@@ -44,6 +47,7 @@ pub mod fuzzing;
 pub mod mrcache;
 #[cfg(feature = "libfabric")]
 mod ofi;
+pub mod rma;
 #[cfg(feature = "libfabric")]
 #[doc(hidden)]
 pub mod sys;

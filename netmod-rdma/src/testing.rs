@@ -1,7 +1,7 @@
 //! For tests: a stranger's libfabric endpoint, outside every job, that sends raw bytes where a
 //! rank's eager fragments land (the tag of eager fragments, to the fabric address of a rank's
 //! card). Nothing of a netmod: no secret, no sequence numbers, no address vector entry at the
-//! receiver.
+//! receiver. And the settings tests share.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -11,6 +11,51 @@ use nemesis_shm::{Error, Result};
 use crate::fabric::{self, Info, Objects};
 use crate::sys::*;
 use crate::tags;
+
+/// The settings of tests over provider `prov`: on the loopback interface (but `shm`), heartbeats
+/// on 127.0.0.1.
+pub fn config(prov: &str) -> crate::OfiConfig {
+    crate::OfiConfig {
+        provider: Some(prov.into()),
+        domain: (prov != "shm").then(|| "lo".into()),
+        heartbeat_addr: Some("127.0.0.1".parse().expect("an address")),
+        ..crate::OfiConfig::default()
+    }
+}
+
+/// True in CI (`CI=true`), where a missing provider fails a test instead of skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Ranks 0 and 1 of a job of two over `prov` ([`config`]) sharing `secret`, connected to each
+/// other; `None` where the provider is missing outside CI (said on stderr: the test skips).
+pub fn connected_pair<'n>(
+    prov: &str,
+    secret: &nemesis_shm::auth::JobSecret,
+) -> Option<(crate::OfiNetmod<'n>, crate::OfiNetmod<'n>)> {
+    use nemesis_shm::netmod::Netmod;
+    let mk = |me: u32| match crate::OfiNetmod::new(me, 2, secret.clone(), config(prov)) {
+        Ok(n) => Some(n),
+        Err(e) if !in_ci() => {
+            eprintln!("skipped: ofi provider {prov}: {e}");
+            None
+        }
+        Err(e) => panic!("ofi provider {prov}: {e}"),
+    };
+    let (mut n0, mut n1) = (mk(0)?, mk(1)?);
+    let (c0, c1) = (n0.card(), n1.card());
+    n0.connect(1, &c1).expect("rank 1's card");
+    n1.connect(0, &c0).expect("rank 0's card");
+    Some((n0, n1))
+}
+
+/// A port on `node` with cells reserved for a netmod's arrivals.
+pub fn netmod_port(node: &nemesis_shm::HeapNode) -> nemesis_shm::Port<'_, nemesis_shm::HeapNode> {
+    let mut p = nemesis_shm::Port::new(node, 0, nemesis_shm::PortConfig::default()).expect("a port");
+    p.netmod_reserve(32).expect("cells for the netmod");
+    p
+}
 
 /// A stranger's endpoint (see the module documentation).
 pub struct Stranger {

@@ -8,12 +8,7 @@ use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
 use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
 
 fn cfg(prov: &str) -> OfiConfig {
-    OfiConfig {
-        provider: Some(prov.into()),
-        domain: (prov != "shm").then(|| "lo".into()),
-        heartbeat_addr: Some("127.0.0.1".parse().unwrap()),
-        ..OfiConfig::default()
-    }
+    nemesis_netmod_rdma::testing::config(prov)
 }
 
 #[test]

@@ -10,28 +10,15 @@
 use std::time::{Duration, Instant};
 
 use nemesis_netmod_rdma::frag::{self, FragKey, Refusal};
-use nemesis_netmod_rdma::testing::Stranger;
-use nemesis_netmod_rdma::{OfiConfig, OfiNetmod};
+use nemesis_netmod_rdma::testing::{Stranger, connected_pair, netmod_port};
+use nemesis_netmod_rdma::OfiNetmod;
 use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
-use nemesis_shm::{HeapNode, MsgHeader, Params, Port, PortConfig};
+use nemesis_shm::{HeapNode, MsgHeader, Params, Port};
 
 const PROVIDERS: [&str; 3] = ["tcp;ofi_rxm", "shm", "udp;ofi_rxd"];
 /// The tag of the stranger's messages.
 const EVIL: i32 = 666;
-
-fn cfg(prov: &str) -> OfiConfig {
-    OfiConfig {
-        provider: Some(prov.into()),
-        domain: (prov != "shm").then(|| "lo".into()),
-        heartbeat_addr: Some("127.0.0.1".parse().unwrap()),
-        ..OfiConfig::default()
-    }
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// A rank: its netmod and its port on its own node; what it received: (source, tag, payload),
 /// and the ranks announced gone.
@@ -64,23 +51,9 @@ impl Rank<'_> {
 /// the provider is missing (outside CI).
 fn job<'n>(prov: &str, nodes: &'n [HeapNode; 2]) -> Option<(Rank<'n>, Rank<'n>, Stranger, u64, JobSecret)> {
     let secret = JobSecret::generate().unwrap();
-    let mk = |me: u32| match OfiNetmod::new(me, 2, secret.clone(), cfg(prov)) {
-        Ok(n) => Some(n),
-        Err(e) if !in_ci() => {
-            eprintln!("skipped: ofi provider {prov}: {e}");
-            None
-        }
-        Err(e) => panic!("ofi provider {prov}: {e}"),
-    };
-    let (mut n0, mut n1) = (mk(0)?, mk(1)?);
-    let (c0, c1) = (n0.card(), n1.card());
-    n0.connect(1, &c1).unwrap();
-    n1.connect(0, &c0).unwrap();
-    let port = |node: &'n HeapNode| {
-        let mut p = Port::new(node, 0, PortConfig::default()).unwrap();
-        p.netmod_reserve(32).unwrap();
-        p
-    };
+    let (n0, n1) = connected_pair(prov, &secret)?;
+    let c0 = n0.card();
+    let port = netmod_port;
     let r0 = Rank { net: n0, port: port(&nodes[0]), got: Vec::new(), gone: Vec::new() };
     let r1 = Rank { net: n1, port: port(&nodes[1]), got: Vec::new(), gone: Vec::new() };
     let domain = (prov != "shm").then_some("lo");

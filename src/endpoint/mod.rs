@@ -42,6 +42,7 @@ mod progress;
 mod recovery;
 mod rendezvous;
 mod request;
+mod rma;
 mod scope;
 mod settle;
 mod unexpected;

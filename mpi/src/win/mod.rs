@@ -37,6 +37,7 @@ pub mod create;
 pub mod epoch;
 pub mod fast;
 pub mod lockword;
+pub mod ofi;
 pub mod progress;
 pub mod remote;
 pub mod rma;

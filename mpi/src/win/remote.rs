@@ -53,6 +53,8 @@ use wire::{Kind, Span, Spans};
 pub struct Remote {
     pub origin: Origin,
     pub target: Target,
+    /// Puts and Gets by the netmod's RMA, where it has it ([`super::ofi`]).
+    pub ofi: Option<Box<super::ofi::Ofi>>,
 }
 
 /// True if window `w` has a target this process reaches by the remote path.
@@ -79,6 +81,7 @@ pub fn created(acc: &mut Access, h: abi::Win) -> Res<()> {
     if serve {
         super::win_mut(acc.st(), h)?.remote = Some(Box::default());
         super::progress::register(acc, h);
+        super::ofi::created(acc, h)?;
     }
     Ok(())
 }
@@ -96,6 +99,7 @@ pub fn freed(acc: &mut Access, h: abi::Win) -> Res<()> {
     if super::win(acc.st(), h)?.remote.is_none() {
         return Ok(());
     }
+    super::ofi::freed(acc.st(), h);
     // Replies in flight: their buffers must outlive their sends.
     let mut spins = 0;
     loop {
@@ -119,7 +123,7 @@ pub fn freed(acc: &mut Access, h: abi::Win) -> Res<()> {
 }
 
 /// The origin's data of side `s` as a layout.
-fn layout(s: &Side) -> Layout {
+pub(super) fn layout(s: &Side) -> Layout {
     if s.desc.is_dense() {
         Layout::Contig { ptr: s.addr.wrapping_offset(s.desc.first_byte()), len: s.bytes() }
     } else {
@@ -191,6 +195,9 @@ fn packed(s: &Side) -> Vec<u8> {
 /// Issues transfer `x` (already checked) to its remote target. For a request-based call
 /// (`x.request`) the call then takes its request with [`take_request`].
 pub fn issue(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
+    if super::ofi::issue(acc.st(), h, x)? {
+        return Ok(());
+    }
     let id = send_transfer(acc, h, x, x.request)?;
     if x.request {
         remote_mut(acc.st(), h)?.origin.request = Some(id);
@@ -364,6 +371,7 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win, nocheck: bool) -> Res<()> {
     if nocheck {
         return flush(acc, h, None);
     }
+    super::ofi::flush(acc, h, None)?;
     let ts = remote_targets(acc.st(), h)?;
     sync_targets(acc, h, &ts, Kind::Unlock, 0)
 }
@@ -377,6 +385,7 @@ pub fn lock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
 /// Releases the lock of remote target `t` once every operation to it completed there.
 pub fn unlock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
     let _ = kind;
+    super::ofi::flush(acc, h, Some(t))?;
     sync_targets(acc, h, &[t], Kind::Unlock, 0)
 }
 
@@ -386,6 +395,7 @@ pub fn flush(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
     if super::win(acc.st(), h)?.remote.is_none() {
         return Ok(());
     }
+    super::ofi::flush(acc, h, t)?;
     flush_tail(acc.st(), h, t)?;
     let r = remote_mut(acc.st(), h)?;
     let dirty: Vec<u32> = r.origin.dirty.iter().copied().filter(|&d| t.is_none_or(|t| t == d)).collect();
@@ -419,6 +429,7 @@ pub fn flush_local(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
     if super::win(acc.st(), h)?.remote.is_none() {
         return Ok(());
     }
+    super::ofi::flush(acc, h, t)?;
     wait(acc, h, |o| o.quiet(t, true))
 }
 

@@ -92,6 +92,7 @@ impl OfiNetmod<'_> {
                 }
                 self.reap();
             }
+            Op::Rma { peer, reg } => self.rma_complete(Some(slot), peer, reg, None),
         }
         Ok(())
     }
@@ -158,6 +159,10 @@ impl OfiNetmod<'_> {
                 }
                 self.died(peer, &format!("large-message send: {why}"));
                 self.reap();
+            }
+            Op::Rma { peer, reg } => {
+                self.ops[slot] = Op::Idle;
+                self.rma_complete(Some(slot), peer, reg, (!cancelled).then_some(why.as_str()));
             }
         }
         Ok(())

@@ -23,7 +23,7 @@ use crate::sys::*;
 use crate::tags;
 
 /// A random registration key of `size` bytes (at most 8), never the slab's 1 nor 0.
-fn random_key(size: usize) -> Result<u64> {
+pub(super) fn random_key(size: usize) -> Result<u64> {
     let n = nemesis_shm::auth::nonce()?;
     let mut k = [0u8; 8];
     k.copy_from_slice(&n[..8]);
@@ -126,7 +126,7 @@ impl OfiNetmod<'_> {
     }
 
     /// A registration for `len` bytes at `addr` (`exposed`: readable by peers).
-    fn acquire(&mut self, addr: *const u8, len: u64, exposed: bool) -> Result<Reg> {
+    pub(super) fn acquire(&mut self, addr: *const u8, len: u64, exposed: bool) -> Result<Reg> {
         let access = if exposed { FI_SEND | FI_RECV | FI_READ | FI_REMOTE_READ } else { FI_SEND | FI_RECV | FI_READ };
         let prov_key = self.fi.caps.mr_mode & FI_MR_PROV_KEY != 0;
         let fi = &self.fi;

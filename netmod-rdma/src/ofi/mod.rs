@@ -8,7 +8,8 @@
 //! - `completion`: the completion queue, and what each completed or failed operation means;
 //! - `lmt`: large messages (RMA reads or two-sided data), their registrations, the
 //!   [`nemesis_lmt::LmtBackend`];
-//! - `peer`: peers' index, deaths and silence.
+//! - `peer`: peers' index, deaths and silence;
+//! - `rma`: one-sided operations to peers' exposed regions (MPI windows across nodes).
 //!
 //! Invariants:
 //! - every slot is in one state (`ops`); one that is not `Idle` is the provider's, with its
@@ -25,6 +26,7 @@ mod completion;
 mod eager;
 mod lmt;
 mod peer;
+mod rma;
 mod slots;
 
 use std::collections::VecDeque;
@@ -38,7 +40,7 @@ use nemesis_shm::netmod::heartbeat::{Heartbeat, Identity};
 use nemesis_shm::netmod::{Inbox, KIND_PEER_GONE, Netmod};
 use nemesis_shm::{Error, MsgHeader, NetCell, PiggybackBytes, Result};
 
-use crate::fabric::{Fid, Info, Objects};
+use crate::fabric::{ATOMICS, Fid, Info, Objects, RMA_READ, RMA_WRITE};
 use crate::frag::{self, FragKey, Refusals, Rx, TAG_BYTES};
 use crate::mrcache::{MrCache, Reg};
 use crate::sys::*;
@@ -53,6 +55,8 @@ const NBUF: usize = 64;
 const NLMT_OPS: usize = 64;
 /// Bytes of one operation of a large message (less if the provider's messages are shorter).
 const CHUNK: usize = 4 << 20;
+/// One-sided operations in flight at once.
+const NRMA_OPS: usize = 64;
 /// Completions taken per `fi_cq_read`.
 const CQ_BATCH: usize = 16;
 /// Largest fragment sent from the stack with `fi_tinject` (if the provider takes it).
@@ -86,6 +90,11 @@ enum Op {
         peer: u32,
         id: u32,
         bytes: u64,
+    },
+    /// A one-sided operation to `peer`, with its local registration's cache id (0: none).
+    Rma {
+        peer: u32,
+        reg: u64,
     },
 }
 
@@ -168,6 +177,10 @@ pub struct OfiStats {
     pub parked: u64,
     /// Fragments the provider had no room for at once (queued, sent by a later pass).
     pub deferred: u64,
+    /// One-sided operations: bytes written (`fi_write`) and read (`fi_read`), atomics posted.
+    pub rma_put_bytes: u64,
+    pub rma_get_bytes: u64,
+    pub rma_atomics: u64,
     /// Received fragments dropped, by reason (a stranger's, duplicates...), and the last.
     pub refused: Refusals,
     /// Posted receives that ended in an error (a message too long for the buffer...).
@@ -225,6 +238,8 @@ pub struct OfiNetmod<'n> {
     // Drop order: registrations, then the libfabric objects, then the memory they named.
     /// Registrations of large messages' buffers, cached or in use by a transfer.
     mrs: MrCache<Fid<fid_mr>>,
+    /// Regions exposed to peers' one-sided operations, by id (`rma`).
+    exposed: rma::Exposed,
     /// Registration of the slab (only for `FI_MR_LOCAL` providers).
     slab_mr: Option<Fid<fid_mr>>,
     fi: Objects,
@@ -239,8 +254,18 @@ pub struct OfiNetmod<'n> {
     ntx: usize,
     /// Idle send-buffer slots: with the `Op::Tx` slots, exactly `nrx..nrx + ntx`.
     free_tx: Vec<usize>,
-    /// Idle large-message slots: with those in flight, exactly `nrx + ntx..`.
+    /// Idle large-message slots: with those in flight, exactly `nrx + ntx..nrx + ntx +
+    /// NLMT_OPS`.
     free_lmt: Vec<usize>,
+    /// Idle one-sided slots: with the `Op::Rma` ones, exactly `nrx + ntx + NLMT_OPS..`.
+    free_rma: Vec<usize>,
+    /// One-sided operations in flight or queued, per rank.
+    rma_pending: Vec<u32>,
+    /// One-sided operations waiting for room, in order.
+    rma_queue: VecDeque<rma::Pending>,
+    /// Completion flags of writes and atomics (`FI_DELIVERY_COMPLETE`, until the provider
+    /// refuses it).
+    rma_flags: u64,
     /// Receive buffers to post again at the next poll: used, or refused (`EAGAIN`).
     repost: Vec<usize>,
     /// What comes in: each fragment checked, each peer's order, the moves into cells.
@@ -302,8 +327,14 @@ impl<'n> OfiNetmod<'n> {
             return Err(Error::Net(format!("the ofi netmod takes up to {} ranks", tags::MAX_RANKS)));
         }
         let (prov, dom) = (cfg.provider.as_deref(), cfg.domain.as_deref());
+        // The most the provider has: RMA reads, writes and atomics (one-sided operations, `rma`),
+        // RMA reads (large messages), tagged messages only.
+        let full = RMA_READ | RMA_WRITE | ATOMICS;
         let info = match cfg.rndv {
-            Rndv::Read => Info::get(prov, dom, true).or_else(|_| Info::get(prov, dom, false))?,
+            Rndv::Read => Info::get_caps(prov, dom, full)
+                .or_else(|_| Info::get_caps(prov, dom, RMA_READ | RMA_WRITE))
+                .or_else(|_| Info::get(prov, dom, true))
+                .or_else(|_| Info::get(prov, dom, false))?,
             Rndv::Send => Info::get(prov, dom, false)?,
         };
         let fi = Objects::open(&info)?;
@@ -327,7 +358,8 @@ impl<'n> OfiNetmod<'n> {
         } else {
             None
         };
-        let nops = nrx + ntx + NLMT_OPS;
+        let nops = nrx + ntx + NLMT_OPS + NRMA_OPS;
+        let rma_flags = if caps.delivery_complete { 0 } else { FI_DELIVERY_COMPLETE };
         let ip = cfg.heartbeat_addr.unwrap_or_else(nemesis_shm::netmod::addr::default_addr);
         let key = FragKey::new(&secret);
         let rx = Rx::new(me, size, key.clone(), nrx, cfg.max_message);
@@ -350,7 +382,12 @@ impl<'n> OfiNetmod<'n> {
             nrx,
             ntx,
             free_tx: (nrx..nrx + ntx).rev().collect(),
-            free_lmt: (nrx + ntx..nops).rev().collect(),
+            free_lmt: (nrx + ntx..nrx + ntx + NLMT_OPS).rev().collect(),
+            free_rma: (nrx + ntx + NLMT_OPS..nops).rev().collect(),
+            rma_pending: vec![0; size as usize],
+            rma_flags,
+            rma_queue: VecDeque::new(),
+            exposed: Vec::new(),
             repost: Vec::new(),
             rx,
             key,
@@ -499,6 +536,9 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
         if !self.sends.is_empty() || !self.recvs.is_empty() {
             moved |= self.pump_lmt();
         }
+        if !self.rma_queue.is_empty() {
+            moved |= self.rma_pump();
+        }
         self.check_silence();
         if !self.deaths.is_empty() || !self.spare.is_empty() {
             moved |= self.announce_deaths(inbox)?;
@@ -508,7 +548,7 @@ impl<'n> Netmod<'n> for OfiNetmod<'n> {
 
     fn busy(&self) -> bool {
         // Queues of dead peers are emptied: what is queued goes to live ones.
-        self.free_tx.len() < self.ntx || self.queued > 0
+        self.free_tx.len() < self.ntx || self.queued > 0 || !self.rma_queue.is_empty()
     }
 
     fn finalize(&mut self) -> Result<()> {

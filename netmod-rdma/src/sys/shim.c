@@ -1,6 +1,7 @@
 /* C wrappers for libfabric's static inline calls (they dispatch through the objects' operation
  * tables, so they exist in no library): each `nm_X` calls `fi_X` with the same arguments. */
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -79,4 +80,63 @@ void *nm_mr_desc(struct fid_mr *mr) {
 }
 uint64_t nm_mr_key(struct fid_mr *mr) {
 	return fi_mr_key(mr);
+}
+
+/* One-sided operations (`ofi/rma.rs`). An endpoint without RMA or atomics may have no operation
+ * table for them: -FI_ENOSYS then, never a call through a null pointer. `flags` are the
+ * completion semantics asked (FI_DELIVERY_COMPLETE where the provider has it, else 0); every
+ * operation asks for a completion. */
+ssize_t nm_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, uint64_t addr,
+		 uint64_t key, void *context, uint64_t flags) {
+	if (!ep->rma)
+		return -FI_ENOSYS;
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
+	struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest_addr,
+				 .rma_iov = &rma, .rma_iov_count = 1, .context = context, .data = 0};
+	return fi_writemsg(ep, &msg, flags | FI_COMPLETION);
+}
+ssize_t nm_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t addr,
+		    uint64_t key, void *context) {
+	if (!ep->rma)
+		return -FI_ENOSYS;
+	return fi_read(ep, buf, len, desc, src_addr, addr, key, context);
+}
+ssize_t nm_atomic(struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest_addr, uint64_t addr, uint64_t key,
+		  int datatype, int op, void *context, uint64_t flags) {
+	if (!ep->atomic)
+		return -FI_ENOSYS;
+	void *desc = NULL;
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	struct fi_rma_ioc rma = {.addr = addr, .count = count, .key = key};
+	struct fi_msg_atomic msg = {.msg_iov = &ioc, .desc = &desc, .iov_count = 1, .addr = dest_addr,
+				    .rma_iov = &rma, .rma_iov_count = 1, .datatype = (enum fi_datatype)datatype,
+				    .op = (enum fi_op)op, .context = context, .data = 0};
+	return fi_atomicmsg(ep, &msg, flags | FI_COMPLETION);
+}
+ssize_t nm_fetch_atomic(struct fid_ep *ep, const void *buf, size_t count, void *result, fi_addr_t dest_addr,
+			uint64_t addr, uint64_t key, int datatype, int op, void *context) {
+	if (!ep->atomic)
+		return -FI_ENOSYS;
+	return fi_fetch_atomic(ep, buf, count, NULL, result, NULL, dest_addr, addr, key, (enum fi_datatype)datatype,
+			       (enum fi_op)op, context);
+}
+ssize_t nm_compare_atomic(struct fid_ep *ep, const void *buf, size_t count, const void *compare, void *result,
+			  fi_addr_t dest_addr, uint64_t addr, uint64_t key, int datatype, int op, void *context) {
+	if (!ep->atomic)
+		return -FI_ENOSYS;
+	return fi_compare_atomic(ep, buf, count, NULL, compare, NULL, result, NULL, dest_addr, addr, key,
+				 (enum fi_datatype)datatype, (enum fi_op)op, context);
+}
+/* `kind`: 0 fi_atomicvalid, 1 fi_fetch_atomicvalid, 2 fi_compare_atomicvalid. */
+int nm_atomicvalid(struct fid_ep *ep, int kind, int datatype, int op, size_t *count) {
+	if (!ep->atomic)
+		return -FI_ENOSYS;
+	enum fi_datatype dt = (enum fi_datatype)datatype;
+	enum fi_op o = (enum fi_op)op;
+	if (kind == 0)
+		return fi_atomicvalid(ep, dt, o, count);
+	if (kind == 1)
+		return fi_fetch_atomicvalid(ep, dt, o, count);
+	return fi_compare_atomicvalid(ep, dt, o, count);
 }
