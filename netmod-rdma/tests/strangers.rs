@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
+use nemesis_netmod_rdma::OfiNetmod;
 use nemesis_netmod_rdma::frag::{self, FragKey, Refusal};
 use nemesis_netmod_rdma::testing::{Stranger, connected_pair, netmod_port};
-use nemesis_netmod_rdma::OfiNetmod;
 use nemesis_shm::auth::JobSecret;
 use nemesis_shm::netmod::{KIND_PEER_GONE, Netmod};
 use nemesis_shm::{HeapNode, MsgHeader, Params, Port};
