@@ -178,7 +178,7 @@ pub fn raise_level(acc: &mut Access, required: c_int) {
         tracing::info!("fault tolerance: MPI_THREAD_SERIALIZED granted for MPI_THREAD_MULTIPLE (send determinism)");
     }
     st.provided = st.provided.max(required.clamp(abi::THREAD_SINGLE, most));
-    st.fused = st.provided != abi::THREAD_MULTIPLE && !ft;
+    st.fused = st.provided != abi::THREAD_MULTIPLE && !ft && !crate::win::progress::active();
     crate::state::set_fused(st.fused && st.deferred.is_empty());
     if st.provided == abi::THREAD_MULTIPLE {
         acc.become_threaded();
@@ -224,6 +224,10 @@ pub fn finalize(acc: &mut Access) -> Res<()> {
         return Err(not_running(st.phase));
     }
     crate::attr::delete_all(acc, 1)?;
+    if crate::win::progress::active() {
+        // Windows left unfreed: their progress thread ends before the Endpoint does.
+        crate::win::progress::stop(acc);
+    }
     let st = acc.st();
     let Some(ep) = st.ep.take() else { return Err(not_running(st.phase)) };
     st.fused = false;

@@ -262,14 +262,15 @@ pub unsafe fn free(acc: &mut Access, errh: *mut Errhandler) -> Res<()> {
 }
 
 /// Removes handler `h` if the program holds no handle to it and no live communicator, open
-/// session nor `MPI_FILE_NULL` uses it.
+/// session, window nor `MPI_FILE_NULL` uses it.
 pub fn forget_if_unused(st: &mut State, h: Errhandler) {
     if st.errhs.table.get(h).is_none_or(|e| e.handles > 0) {
         return;
     }
     let used = st.errhs.file_default == h
         || st.comms.iter().any(|c| c.live && c.errh == h)
-        || st.sessions.table.iter().any(|(_, s)| s.errh == h);
+        || st.sessions.table.iter().any(|(_, s)| s.errh == h)
+        || st.wins.table.iter().any(|(_, w)| w.errh == h);
     if !used {
         st.errhs.table.remove(h);
     }

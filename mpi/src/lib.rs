@@ -26,7 +26,8 @@
 //! - [`error`]: error classes and codes (and removing the program's);
 //! - [`info`]: info objects and `MPI_INFO_ENV`;
 //! - [`tools`]: the tool information interface (MPI_T), with no variables;
-//! - [`topo`]: process topologies and their mapping.
+//! - [`topo`]: process topologies and their mapping;
+//! - [`win`]: one-sided communication (windows, epochs, the node-local paths).
 //!
 //! [`Endpoint`]: nemesis::Endpoint
 
@@ -54,3 +55,4 @@ pub mod state;
 pub mod symbols;
 pub mod tools;
 pub mod topo;
+pub mod win;

@@ -96,6 +96,9 @@ pub enum Ext {
     Greq(crate::grequest::Greq),
     /// `MPI_Buffer_iflush`, `MPI_Comm_iflush_buffer`: complete once the buffer is empty.
     Flush(crate::p2p::bsend::Which),
+    /// `MPI_Rput`... to a target on another node: complete with the operation
+    /// (`crate::win::remote`).
+    Rma(crate::win::remote::Pending),
 }
 
 /// A deferred receive: what `MPI_Irecv` was asked, kept until `MPI_Waitall` takes the message

@@ -220,6 +220,8 @@ pub struct State {
     pub tuning: Tuning,
     /// The world model's phase, the sessions, communicator hints (`crate::session`).
     pub sessions: crate::session::Sessions,
+    /// The windows and their keyvals (`crate::win`).
+    pub wins: crate::win::Wins,
 }
 
 impl State {
@@ -293,6 +295,7 @@ impl State {
             world_ranks: Vec::new(),
             tuning: Tuning::DEFAULT,
             sessions: crate::session::Sessions::new(),
+            wins: crate::win::table(),
         }
     }
 
@@ -428,9 +431,30 @@ pub unsafe fn outside<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// `MPI_THREAD_MULTIPLE` was granted: calls take `LOCK`. Set once by `MPI_Init_thread` before the
-/// application can start threads that call MPI (thread creation orders the store before their
-/// loads, so `Relaxed` suffices), and never cleared (calls after `MPI_Finalize` still lock).
+/// Runs `f` on the state holding the big lock, outside any call (the one-sided progress thread,
+/// `crate::win::progress`): `f` must first check that calls still lock (its own record of it),
+/// else the state is not its to touch.
+pub fn with_lock<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    LOCK.lock();
+    /// Releases the lock when dropped (`f` may unwind).
+    struct Unlock;
+    impl Drop for Unlock {
+        fn drop(&mut self) {
+            LOCK.unlock();
+        }
+    }
+    let _unlock = Unlock;
+    // SAFETY: the lock is held; `f`'s contract keeps it away from a state that calls reach
+    // unlocked.
+    f(unsafe { &mut *STATE.0.get() })
+}
+
+/// Calls take `LOCK`: `MPI_THREAD_MULTIPLE` was granted, or a one-sided window spans nodes (its
+/// progress thread, `crate::win::progress`). Set by `MPI_Init_thread` before the application can
+/// start threads that call MPI (thread creation orders the store before their loads, so
+/// `Relaxed` suffices), never cleared then (calls after `MPI_Finalize` still lock); set and
+/// cleared by [`Access::lock_calls`] below that level, inside a call (the program orders its
+/// calls, and so the store before the next call's load).
 static THREADED: AtomicBool = AtomicBool::new(false);
 
 /// The fused paths (`p2p::send_fused`, `p2p::recv_fused`) may run: MPI is running, below
@@ -516,14 +540,31 @@ impl Access {
         }
     }
 
+    /// Makes calls take the lock from now on (`on`), or no longer, without changing the thread
+    /// level granted: the one-sided progress thread (`crate::win::progress`) needs it while a
+    /// window spans nodes. This call takes the lock too when it starts locking (it releases it
+    /// consistently either way).
+    pub fn lock_calls(&mut self, on: bool) {
+        // ORDERING: Relaxed: changed inside a call holding the lock or alone (below
+        // `MPI_THREAD_MULTIPLE` the program serializes its calls), before the progress thread
+        // starts or after it stopped touching the state (see `crate::win::progress`).
+        THREADED.store(on, Ordering::Relaxed);
+        if on && !self.locked {
+            LOCK.lock();
+            self.locked = true;
+        }
+    }
+
     /// True if a wait may block in the Endpoint's own blocking calls: no other thread needs the
-    /// lock, and no non-blocking collective is in flight. A schedule's next round starts only
-    /// when the schedule is advanced, and MPI's progress rule asks every blocking call to move
-    /// them: a peer may wait in `MPI_Wait` for the round this process would post next while it
-    /// waits here for that peer. Otherwise waits poll and [`Access::pause`] between looks.
+    /// lock, no non-blocking collective is in flight, and no window has a member on another node.
+    /// A schedule's next round starts only when the schedule is advanced, and MPI's progress
+    /// rule asks every blocking call to move them: a peer may wait in `MPI_Wait` for the round
+    /// this process would post next while it waits here for that peer (so may a one-sided
+    /// origin wait for this target's answer). Otherwise waits poll and [`Access::pause`] between
+    /// looks.
     #[inline(always)]
     pub fn may_block(&mut self) -> bool {
-        !self.locked && self.st().colls.is_empty()
+        !self.locked && self.st().colls.is_empty() && !crate::win::progress::active()
     }
 
     /// Between two looks of a wait that does not block in the Endpoint ([`Access::may_block`]):
@@ -533,6 +574,9 @@ impl Access {
     pub fn pause(&mut self, spins: &mut u32) {
         if !self.st().colls.is_empty() {
             crate::p2p::complete::advance_colls(self);
+        }
+        if crate::win::progress::active() && crate::win::progress::advance(self.st()) {
+            *spins = 0;
         }
         if self.locked {
             LOCK.unlock();

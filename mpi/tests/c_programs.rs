@@ -39,6 +39,7 @@
 //! | `a_member_dying_in_a_collective_area_is_proc_failed` | `coll_area_death.c` with `--keep-going`: the last rank SIGKILLs itself; the others' Allreduce, Bcast from it and Barrier return `MPIX_ERR_PROC_FAILED` (a Bcast from a live root may succeed), never hang | 2, 3 |
 //! | `collectives_every_algorithm` | the same with each algorithm forced (`NEMESIS_COLL_ALG`) | 3, 4, 6 |
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
+//! | `one_sided_across_nodes` | `win_remote.c` over 2 nodes (TCP; with the `rdma` feature `--netmod ofi`, `tcp;ofi_rxm`) and on one node: Put/Get under fence (contiguous and strided on either side), Accumulate and Fetch_and_op from every rank on one counter under shared locks (local and remote origins at once: exact sums), Compare_and_swap (one winner), Get_accumulate with MPI_NO_OP and MPI_REPLACE, Win_create with PSCW, Rput/Rget/Raccumulate/Rget_accumulate in lock_all with flush/flush_local_all, MPI_ERR_RMA_RANGE, a dynamic window, passive target progress while the target computes 2 s without calling MPI; MPI_Query_thread unchanged | 2, 4; 5 yielding over 2 nodes; 1, 3 |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
@@ -78,6 +79,12 @@
 //! | `communicators_keep_their_lineage` | `comm_lineage.c` (Sessions model): communicators derived from a session's (dup, idup, split, split_type, create, create_group, Intercomm_create, merge) keep its error handler and its buffer for buffered sends, another session's have none; hints: the four assertions only, copied by dup/idup, replaced by dup_with_info/idup_with_info/split_type's info, defaults after split; split types HW_GUIDED, RESOURCE_GUIDED (`mpi_shared_memory`: the node; else `MPI_COMM_NULL`), HW_UNGUIDED (by node over nodes, `MPI_COMM_NULL` on one), an unknown one | 1, 2, 3, 4, 8; 5 over 2 nodes |
 //! | `intercommunicator_nonblocking_and_persistent_collectives` | `inter_nbc.c`: intercommunicators of groups 1 and n-1, halves, n-1 and 1; every collective with an intercommunicator form (and `Bcast_c`/`Allreduce_c`) blocking vs non-blocking vs persistent (started twice with new data), element by element with sentinel-filled receive buffers, counts 2 and 3000, a strided type in some, roots in either group; seven non-blocking and persistent ones in flight completed by one Waitall in reverse; `MPI_IN_PLACE`, bad roots, Iscan/Exscan_init refused | 2, 3, 4; 5, 8 yielding; 5 over 2 nodes |
 //! | `intercommunicator_roots_arguments_by_role` | `inter_roles.c`: rooted collectives on intercommunicators (Reduce, Bcast, Gather(v), Scatter(v); blocking, non-blocking, persistent): `MPI_PROC_NULL` callers passing NULL, count 0, `MPI_DATATYPE_NULL`/`MPI_BYTE` with `MPI_SUM`/`MPI_OP_NULL`, the root's send side and the members' receive side null, results checked; Reduce with count 0 in every form (no hang, nothing written) and Allreduce with count 0; `MPI_IN_PLACE` at Gatherv/Scatterv/Gather/Reduce members and the Gatherv root refused (by some processes only: the non-blocking collectives after it still match); Alltoallw_init with a strided type and Reduce_init with a user operation freed before the starts, new ones made meanwhile | 2, 3, 4; 5 yielding; 5 over 2 nodes |
+//! | `one_sided_windows` | `win_create.c`: every window flavour (create, allocate, allocate_shared contiguous and noncontig, dynamic with attach/detach) in int and `_c` forms, size 0 on every third rank; WIN_BASE/SIZE/DISP_UNIT/CREATE_FLAVOR/MODEL, names, info, get_group, keyvals deleted at free, shared_query (contiguity, PROC_NULL), error handlers (ERRORS_RETURN, a counting one, call_errhandler); 200 create/free rounds | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
+//! | `one_sided_operations` | `win_ops.c`: Put, Get, Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap, the R- and `_c` forms; int, long long, double, pairs, derived types on either side; every predefined op, REPLACE, NO_OP, MINLOC/MAXLOC; zero counts, PROC_NULL; to self and to the next rank; every flavour under fence, PSCW, lock, lock_all, checked against a Pack/Reduce_local model | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
+//! | `one_sided_synchronisation` | `win_sync.c`: fences with NOPRECEDE/NOSTORE/NOPUT/NOSUCCEED; PSCW among neighbours, Win_test loops, a subset, NOCHECK; exclusive-lock read-modify-write, shared locks, lock_all with flush/flush_all/flush_local/flush_local_all, a flushed Put seen after a message; Win_sync load/store on a shared window | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
+//! | `one_sided_atomics_under_contention` | `win_atomic.c`: every rank on one counter with Fetch_and_op (a permutation) and CAS (exact), accumulates of doubles and ints (exact), a CAS mutex around Get/Put, a distributed linked list in dynamic windows (each element once) | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
+//! | `one_sided_lock_fairness_and_progress` | `win_fairness.c`: a shared locker among exclusive lockers finishes its locks (no starvation); origins lock/put/get/fop/unlock a target computing without MPI calls and finish before it does | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
+//! | `one_sided_errors` | `win_errors.c` under MPI_ERRORS_RETURN: RMA_RANGE (memory past the window untouched), DISP, TYPE, OP, COUNT, RANK, RMA_SYNC (no epoch, R-ops in a fence epoch, nested locks), WIN, LOCKTYPE, ASSERT, RMA_FLAVOR, RMA_ATTACH, SIZE | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
 //! pmix`); without it the PMIx launchers' ranks must refuse to start, naming the feature.
@@ -327,6 +334,18 @@ fn across_nodes() {
             run_ok("comms", &[4], &["--nodes", "2", "--netmod", "ofi"], &env);
             run_ok("pingpong", &[2], &["--nodes", "2", "--netmod", "ofi"], &env);
         }
+    }
+}
+
+#[test]
+fn one_sided_across_nodes() {
+    run_ok("win_remote", &[2, 4], &["--nodes", "2"], &[]);
+    run_ok("win_remote", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+    // The same program on one node: the direct paths, no progress thread.
+    run_ok("win_remote", &[1, 3], &[], &[]);
+    if cfg!(feature = "rdma") {
+        let env = [("NEMESIS_OFI_PROVIDER", "tcp;ofi_rxm"), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1")];
+        run_ok("win_remote", &[2, 4], &["--nodes", "2", "--netmod", "ofi"], &env);
     }
 }
 
@@ -1015,4 +1034,52 @@ fn intercommunicator_roots_arguments_by_role() {
     run_ok("inter_roles", &[2, 3, 4], &[], &[]);
     run_ok("inter_roles", &[5], &["--wait", "yield"], &[]);
     run_ok("inter_roles", &[5], &["--nodes", "2", "--wait", "yield"], &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 34, one-sided communication (helper T). Over two nodes the targets on the other node go
+// through the remote path (active messages on the window's context).
+
+/// Runs a one-sided program at 1-4 ranks, at 8 with the yielding wait, and at `nodes2` ranks over
+/// two nodes (with the `rdma` feature also over OFI when `ofi`).
+fn one_sided(prog: &str, nodes2: u32, ofi: bool) {
+    run_ok(prog, &[1, 2, 3, 4], &[], &[]);
+    run_ok(prog, &[8], &["--wait", "yield"], &[]);
+    run_ok(prog, &[nodes2], &["--nodes", "2"], &[]);
+    if ofi && cfg!(feature = "rdma") {
+        for prov in ["tcp;ofi_rxm", "shm"] {
+            let env = [("NEMESIS_OFI_PROVIDER", prov), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1")];
+            run_ok(prog, &[nodes2], &["--nodes", "2", "--netmod", "ofi"], &env);
+        }
+    }
+}
+
+#[test]
+fn one_sided_windows() {
+    one_sided("win_create", 5, false);
+}
+
+#[test]
+fn one_sided_operations() {
+    one_sided("win_ops", 4, true);
+}
+
+#[test]
+fn one_sided_synchronisation() {
+    one_sided("win_sync", 5, false);
+}
+
+#[test]
+fn one_sided_atomics_under_contention() {
+    one_sided("win_atomic", 4, true);
+}
+
+#[test]
+fn one_sided_lock_fairness_and_progress() {
+    one_sided("win_fairness", 4, false);
+}
+
+#[test]
+fn one_sided_errors() {
+    one_sided("win_errors", 4, false);
 }

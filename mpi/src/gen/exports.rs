@@ -353,8 +353,8 @@ mpi! {
     fn MPI_File_get_errhandler / PMPI_File_get_errhandler(file: File, errhandler: *mut Errhandler) => |acc| crate::errh::objects::file_get(acc, file, errhandler);
     fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int) => |acc| crate::errh::objects::file_call(acc, fh, errorcode);
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win, errhandler: Errhandler) => |acc| crate::errh::objects::win_set(acc, win, errhandler);
-    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler) => |acc| crate::errh::objects::win_get(win, errhandler);
-    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) => |acc| crate::errh::objects::win_call(win, errorcode);
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler) => |acc| crate::errh::objects::win_get(acc, win, errhandler);
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) => |acc| crate::errh::objects::win_call(acc, win, errorcode);
     fn MPI_Win_get_name / PMPI_Win_get_name(win: Win, win_name: *mut c_char, resultlen: *mut c_int) => |acc| crate::errh::objects::win_name(acc, win, win_name, resultlen);
 }
 
@@ -592,6 +592,64 @@ mpi! {
     fn MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) => |acc| crate::topo::graph_map(acc, comm, nnodes, index, edges, newrank);
 }
 
+// mpi/api/bind/win.txt
+mpi! {
+    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, comm: Comm, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_CREATE, base, size, disp_unit: disp_unit.into(), info, comm, baseptr: std::ptr::null_mut(), out: win });
+    fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint, info: Info, comm: Comm, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_CREATE, base, size, disp_unit, info, comm, baseptr: std::ptr::null_mut(), out: win });
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_ALLOCATE, base: std::ptr::null_mut(), size, disp_unit: disp_unit.into(), info, comm, baseptr, out: win });
+    fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_ALLOCATE, base: std::ptr::null_mut(), size, disp_unit, info, comm, baseptr, out: win });
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_SHARED, base: std::ptr::null_mut(), size, disp_unit: disp_unit.into(), info, comm, baseptr, out: win });
+    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_SHARED, base: std::ptr::null_mut(), size, disp_unit, info, comm, baseptr, out: win });
+    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm, win: *mut Win) => |acc| crate::win::create::create(acc, crate::win::create::Args { flavor: crate::abi::WIN_FLAVOR_DYNAMIC, base: std::ptr::null_mut(), size: 0, disp_unit: 1, info, comm, baseptr: std::ptr::null_mut(), out: win });
+    fn MPI_Win_free / PMPI_Win_free(win: *mut Win) => |acc| crate::win::create::free(acc, win);
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Option<crate::attr::CopyFn>, win_delete_attr_fn: Option<crate::attr::DeleteFn>, win_keyval: *mut c_int, extra_state: *mut c_void) => |acc| crate::win::attrs::create_keyval(acc, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => |acc| crate::win::attrs::free_keyval(acc, win_keyval);
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void) => |acc| crate::win::attrs::set_attr(acc, win, win_keyval, attribute_val);
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) => |acc| crate::win::attrs::get_attr(acc, win, win_keyval, attribute_val, flag);
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) => |acc| crate::win::attrs::delete_attr(acc, win, win_keyval);
+    fn MPI_Win_set_name / PMPI_Win_set_name(win: Win, win_name: *const c_char) => |acc| crate::win::attrs::set_name(acc, win, win_name);
+    fn MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => |acc| crate::win::attrs::set_info(acc, win, info);
+    fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) => |acc| crate::win::attrs::get_info(acc, win, info_used);
+    fn MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group) => |acc| crate::win::attrs::get_group(acc, win, group);
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Win, rank: c_int, size: *mut Aint, disp_unit: *mut c_int, baseptr: *mut c_void) => |acc| crate::win::attrs::shared_query(acc, win, rank, size, (disp_unit, std::ptr::null_mut()), baseptr);
+    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Win, rank: c_int, size: *mut Aint, disp_unit: *mut Aint, baseptr: *mut c_void) => |acc| crate::win::attrs::shared_query(acc, win, rank, size, (std::ptr::null_mut(), disp_unit), baseptr);
+    fn MPI_Win_attach / PMPI_Win_attach(win: Win, base: *mut c_void, size: Aint) => |acc| crate::win::attrs::attach(acc, win, base, size);
+    fn MPI_Win_detach / PMPI_Win_detach(win: Win, base: *const c_void) => |acc| crate::win::attrs::detach(acc, win, base);
+    fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: Win) => |acc| crate::win::sync::fence_call(acc, assert, win);
+    fn MPI_Win_post / PMPI_Win_post(group: Group, assert: c_int, win: Win) => |acc| crate::win::sync::post(acc, group, assert, win);
+    fn MPI_Win_start / PMPI_Win_start(group: Group, assert: c_int, win: Win) => |acc| crate::win::sync::start(acc, group, assert, win);
+    fn MPI_Win_complete / PMPI_Win_complete(win: Win) => |acc| crate::win::sync::complete(acc, win);
+    fn MPI_Win_wait / PMPI_Win_wait(win: Win) => |acc| crate::win::sync::wait(acc, win);
+    fn MPI_Win_test / PMPI_Win_test(win: Win, flag: *mut c_int) => |acc| crate::win::sync::test(acc, win, flag);
+    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Win) => |acc| crate::win::sync::lock(acc, lock_type, rank, assert, win);
+    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: Win) => |acc| crate::win::sync::unlock(acc, rank, win);
+    fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Win) => |acc| crate::win::sync::lock_all(acc, assert, win);
+    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win: Win) => |acc| crate::win::sync::unlock_all(acc, win);
+    fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: Win) => |acc| crate::win::sync::flush(acc, Some(rank), win);
+    fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Win) => |acc| crate::win::sync::flush(acc, Some(rank), win);
+    fn MPI_Win_flush_all / PMPI_Win_flush_all(win: Win) => |acc| crate::win::sync::flush(acc, None, win);
+    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Win) => |acc| crate::win::sync::flush(acc, None, win);
+    fn MPI_Win_sync / PMPI_Win_sync(win: Win) => |acc| crate::win::sync::sync(acc, win);
+    fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win) => |acc| crate::win::rma::put_or_get(acc, false, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), win, None);
+    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win) => |acc| crate::win::rma::put_or_get(acc, false, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), win, None);
+    fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win) => |acc| crate::win::rma::put_or_get(acc, true, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), win, None);
+    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win) => |acc| crate::win::rma::put_or_get(acc, true, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), win, None);
+    fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request) => |acc| crate::win::rma::put_or_get(acc, false, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), win, Some(request));
+    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request) => |acc| crate::win::rma::put_or_get(acc, false, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), win, Some(request));
+    fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request) => |acc| crate::win::rma::put_or_get(acc, true, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), win, Some(request));
+    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request) => |acc| crate::win::rma::put_or_get(acc, true, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), win, Some(request));
+    fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win) => |acc| crate::win::rma::accumulate(acc, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), op, win, None);
+    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win) => |acc| crate::win::rma::accumulate(acc, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), op, win, None);
+    fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => |acc| crate::win::rma::accumulate(acc, (origin_addr, origin_count.into(), origin_datatype), target_rank, target_disp, (target_count.into(), target_datatype), op, win, Some(request));
+    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => |acc| crate::win::rma::accumulate(acc, (origin_addr, origin_count, origin_datatype), target_rank, target_disp, (target_count, target_datatype), op, win, Some(request));
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win) => |acc| crate::win::rma::get_accumulate(acc, (origin_addr, origin_count.into(), origin_datatype), (result_addr, result_count.into(), result_datatype), target_rank, target_disp, (target_count.into(), target_datatype), op, win, None);
+    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win) => |acc| crate::win::rma::get_accumulate(acc, (origin_addr, origin_count, origin_datatype), (result_addr, result_count, result_datatype), target_rank, target_disp, (target_count, target_datatype), op, win, None);
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => |acc| crate::win::rma::get_accumulate(acc, (origin_addr, origin_count.into(), origin_datatype), (result_addr, result_count.into(), result_datatype), target_rank, target_disp, (target_count.into(), target_datatype), op, win, Some(request));
+    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => |acc| crate::win::rma::get_accumulate(acc, (origin_addr, origin_count, origin_datatype), (result_addr, result_count, result_datatype), target_rank, target_disp, (target_count, target_datatype), op, win, Some(request));
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win) => |acc| crate::win::rma::fetch_and_op(acc, origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win) => |acc| crate::win::rma::compare_and_swap(acc, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
+}
+
 // mpi/api/bind/convert.txt
 mpi_plain! {
     fn MPI_Comm_c2f / PMPI_Comm_c2f(comm: Comm) -> Fint => convert::c2f(comm);
@@ -632,10 +690,6 @@ mpi_plain! {
 
 // Not implemented yet: MPI_ERR_UNSUPPORTED_OPERATION through the error handler.
 mpi_stub! {
-    fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, win: Win);
-    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win);
     fn MPI_File_close / PMPI_File_close(fh: *mut File);
     fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Info);
     fn MPI_File_get_amode / PMPI_File_get_amode(fh: File, amode: *mut c_int);
@@ -720,56 +774,6 @@ mpi_stub! {
     fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: File, buf: *const c_void, status: *mut Status);
     fn MPI_File_write_shared / PMPI_File_write_shared(fh: File, buf: *const c_void, count: c_int, datatype: Datatype, status: *mut Status);
     fn MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: File, buf: *const c_void, count: Count, datatype: Datatype, status: *mut Status);
-    fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win);
-    fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win);
-    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win);
-    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win);
-    fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
-    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
     fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFn>, write_conversion_fn: Option<crate::abi::DatarepConversionFn>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
     fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<crate::abi::DatarepConversionFnC>, write_conversion_fn: Option<crate::abi::DatarepConversionFnC>, dtype_file_extent_fn: Option<crate::abi::DatarepExtentFn>, extra_state: *mut c_void);
-    fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
-    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, op: Op, win: Win, request: *mut Request);
-    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype, win: Win, request: *mut Request);
-    fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
-    fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
-    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
-    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win);
-    fn MPI_Win_attach / PMPI_Win_attach(win: Win, base: *mut c_void, size: Aint);
-    fn MPI_Win_complete / PMPI_Win_complete(win: Win);
-    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info, comm: Comm, win: *mut Win);
-    fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint, info: Info, comm: Comm, win: *mut Win);
-    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm, win: *mut Win);
-    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Option<crate::attr::CopyFn>, win_delete_attr_fn: Option<crate::attr::DeleteFn>, win_keyval: *mut c_int, extra_state: *mut c_void);
-    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int);
-    fn MPI_Win_detach / PMPI_Win_detach(win: Win, base: *const c_void);
-    fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: Win);
-    fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: Win);
-    fn MPI_Win_flush_all / PMPI_Win_flush_all(win: Win);
-    fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Win);
-    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Win);
-    fn MPI_Win_free / PMPI_Win_free(win: *mut Win);
-    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int);
-    fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int);
-    fn MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group);
-    fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info);
-    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Win);
-    fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Win);
-    fn MPI_Win_post / PMPI_Win_post(group: Group, assert: c_int, win: Win);
-    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void);
-    fn MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info);
-    fn MPI_Win_set_name / PMPI_Win_set_name(win: Win, win_name: *const c_char);
-    fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Win, rank: c_int, size: *mut Aint, disp_unit: *mut c_int, baseptr: *mut c_void);
-    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Win, rank: c_int, size: *mut Aint, disp_unit: *mut Aint, baseptr: *mut c_void);
-    fn MPI_Win_start / PMPI_Win_start(group: Group, assert: c_int, win: Win);
-    fn MPI_Win_sync / PMPI_Win_sync(win: Win);
-    fn MPI_Win_test / PMPI_Win_test(win: Win, flag: *mut c_int);
-    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: Win);
-    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win: Win);
-    fn MPI_Win_wait / PMPI_Win_wait(win: Win);
 }

@@ -87,6 +87,18 @@ impl Pair {
     }
 }
 
+/// The completion of a request-based one-sided operation that ended with `code`.
+fn rma_completion(code: c_int) -> Completion {
+    match code {
+        abi::SUCCESS => Completion::empty(),
+        _ => Completion {
+            code,
+            why: Some(crate::error::Why::Arg("a remote one-sided operation failed")),
+            ..Completion::empty()
+        },
+    }
+}
+
 /// Polls compound request slot `i`: true once complete (its state `Done`).
 pub fn poll(st: &mut State, i: usize) -> Res<bool> {
     let phase = st.phase;
@@ -107,6 +119,7 @@ pub fn poll(st: &mut State, i: usize) -> Res<bool> {
         // (`grequest::settle`); one the program freed is not queried.
         Some(Ext::Greq(g)) => return Ok(g.result.is_some() || (req.freed && g.is_complete())),
         Some(&mut Ext::Flush(w)) => super::bsend::flushed(st, w).then(Completion::empty),
+        Some(&mut Ext::Rma(p)) => crate::win::remote::poll_request(st, p).map(rma_completion),
         None => Some(Completion::empty()),
     };
     let Some(done) = done else { return Ok(false) };

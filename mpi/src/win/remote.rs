@@ -1,0 +1,401 @@
+//! The remote path: one-sided communication with targets on another node, or node peers that
+//! refused CMA (`Path::Remote`), by **active messages** over the Endpoint on the window's own
+//! context, applied by the target's progress.
+//!
+//! - [`wire`]: the messages (a request: header, the flattened target datatype as spans, data;
+//!   a reply: a status and data);
+//! - [`origin`]: the origin's operations in flight, their replies and completion;
+//! - [`target`]: the target's receipt and application of requests, in arrival order, with the
+//!   node-local paths' own kernels ([`apply`]), so accumulates are atomic per element whoever
+//!   the origin is;
+//! - [`grant`]: the target's FIFO of lock requests, on the same ticket lock node-local origins
+//!   take;
+//! - `super::progress`: who advances all this (every wait of every call, and a progress thread
+//!   while the target computes).
+//!
+//! Every operation and synchronisation call of the window code reaches a remote target through
+//! one of the functions here ([`issue`], [`take_request`], [`lock`], [`unlock`], [`flush`],
+//! [`flush_local`], [`before_free`]) and nowhere else. A window has a [`Remote`] (and the
+//! progress thread runs) when any of its targets is remote from this process; the relation is
+//! symmetric (nodes, and CMA refused both ways), so every process a remote origin can reach
+//! advances its window.
+
+use std::ffi::c_int;
+
+use super::lockword::Kind as LockKind;
+use super::rma::{Kind as XKind, Side, Transfer};
+use super::{Path, Window};
+use crate::abi;
+use crate::datatype::Layout;
+use crate::error::{Fail, Res, Why};
+use crate::state::{Access, State};
+
+pub mod apply;
+pub mod grant;
+pub mod origin;
+pub mod target;
+pub mod wire;
+
+use origin::{Into, Op, Origin};
+use target::{Incoming, Memory, Target, Then};
+use wire::{Kind, Span, Spans};
+
+/// A window's remote-path state at this process: as an origin and as a target.
+#[derive(Debug, Default)]
+pub struct Remote {
+    pub origin: Origin,
+    pub target: Target,
+}
+
+/// True if window `w` has a target this process reaches by the remote path.
+pub fn spans_nodes(w: &Window) -> bool {
+    w.targets.iter().any(|t| t.path == Path::Remote)
+}
+
+/// After window `h` was created: its remote-path state, and the progress thread, if it has a
+/// remote target.
+pub fn created(acc: &mut Access, h: abi::Win) -> Res<()> {
+    let w = super::win_mut(acc.st(), h)?;
+    if spans_nodes(w) {
+        w.remote = Some(Box::default());
+        super::progress::register(acc, h);
+    }
+    Ok(())
+}
+
+/// Before `MPI_Win_free`'s final barrier: completes every operation of this origin at its
+/// target (a fence epoch left open still had puts in flight), then, once the barrier is passed
+/// (every origin done with this target), the caller calls [`freed`].
+pub fn before_free(acc: &mut Access, h: abi::Win) -> Res<()> {
+    flush(acc, h, None)
+}
+
+/// Window `h` leaves: the replies still being sent are finished, locks held for remote
+/// origins released, and the progress thread stopped with the last such window.
+pub fn freed(acc: &mut Access, h: abi::Win) -> Res<()> {
+    if super::win(acc.st(), h)?.remote.is_none() {
+        return Ok(());
+    }
+    // Replies in flight: their buffers must outlive their sends.
+    let mut spins = 0;
+    loop {
+        advance(acc.st(), h);
+        let w = super::win(acc.st(), h)?;
+        if w.remote.as_ref().is_none_or(|r| r.target.replies.is_empty()) {
+            break;
+        }
+        acc.pause(&mut spins);
+    }
+    let w = super::win_mut(acc.st(), h)?;
+    if let Some(mut r) = w.remote.take() {
+        let ctl = w.control(w.local);
+        let (held, _never_granted) = r.target.locks.drain();
+        for exclusive in held {
+            if exclusive { ctl.lock.unlock_exclusive() } else { ctl.lock.unlock_shared() }
+        }
+    }
+    super::progress::unregister(acc, h);
+    Ok(())
+}
+
+/// The origin's data of side `s` as a layout.
+fn layout(s: &Side) -> Layout {
+    if s.desc.is_dense() {
+        Layout::Contig { ptr: s.addr.wrapping_offset(s.desc.first_byte()), len: s.bytes() }
+    } else {
+        Layout::Typed { base: s.addr, count: s.count, desc: s.desc.clone() }
+    }
+}
+
+/// The target side of `x` as spans from the target's base (or address 0: dynamic).
+fn spans_of(x: &Transfer) -> Vec<Span> {
+    let mut s = Spans::default();
+    crate::datatype::pack::for_each_block(&x.tside.desc, x.tside.count, |off, len| {
+        s.push((x.disp as i64).wrapping_add(off as i64), len as u64);
+    });
+    s.spans
+}
+
+/// The basic element type of the target's data (what accumulates work on).
+fn elem_of(x: &Transfer) -> c_int {
+    x.tside.desc.leaf.or(x.tside.desc.named).unwrap_or(x.tside.dt)
+}
+
+/// The reply an operation waits for: its data length and where the data goes.
+type Reply = Option<(usize, Into)>;
+
+/// Issues transfer `x` (already checked) to its remote target: sent now, complete at the next
+/// flush or unlock (or once its reply arrived). Its id, for a request.
+fn send_transfer(acc: &mut Access, h: abi::Win, x: &Transfer, wanted: bool) -> Res<u32> {
+    let spans = spans_of(x);
+    let (elem, tbytes) = (elem_of(x), x.tside.bytes());
+    // The data: packed now (a copy), so the origin buffer is free when the send completes.
+    let (kind, op, data, into): (Kind, c_int, Vec<Vec<u8>>, Reply) = match x.kind {
+        XKind::Put => (Kind::Put, 0, vec![packed(&x.origin)], None),
+        XKind::Get => (Kind::Get, 0, vec![], Some((tbytes, Into::Buffer(layout(&x.origin))))),
+        XKind::Acc(op) => (Kind::Acc, op, vec![packed(&x.origin)], None),
+        XKind::GetAcc(op) => {
+            let d = if op == abi::NO_OP { Vec::new() } else { packed(&x.origin) };
+            let res = x.result.as_ref().map_or(Into::Nothing, |r| Into::Buffer(layout(r)));
+            (Kind::GetAcc, op, vec![d], Some((tbytes, res)))
+        }
+        XKind::Cas => {
+            let n = x.tside.desc.size;
+            // SAFETY: MPI's contract: the compare and origin buffers hold one element each.
+            let (cmp, new) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.compare, n).to_vec(),
+                    std::slice::from_raw_parts(x.origin.addr.cast_const(), n).to_vec(),
+                )
+            };
+            let res = x.result.as_ref().map_or(Into::Nothing, |r| Into::Buffer(layout(r)));
+            (Kind::Cas, 0, vec![cmp, new], Some((n, res)))
+        }
+    };
+    let pieces: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
+    let touches = matches!(kind, Kind::Put | Kind::Acc);
+    let id = send(acc.st(), h, x.target, |id| origin::message(kind, 0, elem, op, id, &spans, &pieces), into, wanted)?;
+    if touches {
+        remote_mut(acc.st(), h)?.origin.touch(x.target);
+    }
+    Ok(id)
+}
+
+/// The packed data of origin side `s`.
+fn packed(s: &Side) -> Vec<u8> {
+    // SAFETY: MPI's contract: the origin buffer holds the data its layout describes.
+    unsafe { layout(s).packed() }
+}
+
+/// Issues transfer `x` (already checked) to its remote target. For a request-based call
+/// (`x.request`) the call then takes its request with [`take_request`].
+pub fn issue(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
+    let id = send_transfer(acc, h, x, x.request)?;
+    if x.request {
+        remote_mut(acc.st(), h)?.origin.request = Some(id);
+    }
+    Ok(())
+}
+
+/// The request of the request-based operation this call issued to a remote target
+/// (`MPI_Rput`...), if it did: it completes when the operation does (locally for `MPI_Rput` and
+/// `MPI_Raccumulate`: MPI-4.1 §12.3.5). `None`: the call's operation completed already.
+pub fn take_request(acc: &mut Access, h: abi::Win) -> Res<Option<abi::Request>> {
+    let Some(id) = super::win_mut(acc.st(), h)?.remote.as_mut().and_then(|r| r.origin.request.take()) else {
+        return Ok(None);
+    };
+    let ext = crate::request::Ext::Rma(Pending { win: h, id });
+    let mut r = crate::request::Req::new(0, crate::request::State::Compound, false);
+    r.ext = Some(Box::new(ext));
+    let q = acc.st().reqs.insert(r).ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("too many requests")))?;
+    Ok(Some(q))
+}
+
+/// A request-based operation's request (`request::Ext::Rma`): window and op id.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub win: abi::Win,
+    pub id: u32,
+}
+
+/// Polls request-based op `p`: its completion code once done (a freed window: `MPI_ERR_WIN`).
+pub fn poll_request(st: &mut State, p: Pending) -> Option<c_int> {
+    if super::win(st, p.win).ok().and_then(|w| w.remote.as_ref()).is_none() {
+        return Some(abi::ERR_WIN);
+    }
+    advance(st, p.win);
+    let r = super::win_mut(st, p.win).ok()?.remote.as_mut()?;
+    r.origin.take(p.id)
+}
+
+/// The remote state of window `h`.
+fn remote_mut(st: &mut State, h: abi::Win) -> Res<&mut Remote> {
+    let w = super::win_mut(st, h)?;
+    w.remote.as_deref_mut().ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("no remote path state")))
+}
+
+/// Sends the request `make(id)` to `target` (window rank), posting the receive of its reply
+/// first if `reply` (its data length and destination): the op's id.
+fn send(
+    st: &mut State,
+    h: abi::Win,
+    target: u32,
+    make: impl FnOnce(u32) -> Vec<u8>,
+    reply: Reply,
+    wanted: bool,
+) -> Res<u32> {
+    let phase = st.phase;
+    let State { ep, wins, .. } = st;
+    let Some(ep) = ep.as_mut() else { return Err(crate::state::not_running(phase)) };
+    let w = wins.table.get_mut(h).ok_or_else(|| super::bad_win(h))?;
+    let (job, ctx) = (w.targets[target as usize].job, w.comm.ctx);
+    let r = w.remote.as_deref_mut().ok_or_else(|| Fail::new(abi::ERR_INTERN, None, Why::Arg("no remote state")))?;
+    let id = r.origin.next_id();
+    let msg = make(id);
+    let endpoint = |e| Fail::new(crate::error::code_of(&e), None, Why::Endpoint(e));
+    let reply = match reply {
+        Some((len, into)) => {
+            let mut buf = vec![0u8; wire::REPLY_HEADER + len];
+            // SAFETY: `buf`'s heap block stays with the op (moving the Vec does not move it)
+            // until the receive completed (`Origin::poll`).
+            let rq = unsafe { ep.irecv_raw(buf.as_mut_ptr(), buf.len(), job as i32, wire::reply_tag(id), ctx) }
+                .map_err(endpoint)?;
+            Some((rq, buf, into))
+        }
+        None => None,
+    };
+    // SAFETY: `msg` stays with the op until the send completed (`Origin::poll`).
+    let sq = unsafe { ep.isend_raw(msg.as_ptr(), msg.len(), job, wire::AM_TAG, ctx) }.map_err(endpoint)?;
+    r.origin.ops.push(Op { id, target, send: Some((sq, msg)), reply, wanted, code: abi::SUCCESS });
+    Ok(id)
+}
+
+/// Waits until `done(origin state)`, advancing the remote path (and everything a pause does)
+/// meanwhile; then reports the first error the target found, if any.
+fn wait(acc: &mut Access, h: abi::Win, mut done: impl FnMut(&Origin) -> bool) -> Res<()> {
+    let mut spins = 0;
+    loop {
+        advance(acc.st(), h);
+        let r = remote_mut(acc.st(), h)?;
+        if done(&r.origin) {
+            let code = r.origin.take_error();
+            if code != abi::SUCCESS {
+                let why = if code == abi::ERR_RMA_RANGE {
+                    Why::Arg("a target found the range of an operation outside its window")
+                } else {
+                    Why::Arg("a remote target refused an operation")
+                };
+                return Err(Fail::new(code, None, why));
+            }
+            return Ok(());
+        }
+        acc.pause(&mut spins);
+    }
+}
+
+/// Sends synchronisation `kind` to `t` and waits for its reply (and every op to `t` before it).
+fn sync_with(acc: &mut Access, h: abi::Win, t: u32, kind: Kind, flags: u8) -> Res<()> {
+    let id =
+        send(acc.st(), h, t, |id| origin::message(kind, flags, 0, 0, id, &[], &[]), Some((0, Into::Nothing)), false)?;
+    let _ = id;
+    if kind != Kind::Lock {
+        remote_mut(acc.st(), h)?.origin.dirty.retain(|&d| d != t);
+    }
+    wait(acc, h, |o| o.quiet(Some(t), false))
+}
+
+/// Takes the passive-target lock of remote target `t` (window rank): returns once granted.
+pub fn lock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
+    let flags = if kind == LockKind::Exclusive { wire::EXCLUSIVE } else { 0 };
+    sync_with(acc, h, t, Kind::Lock, flags)
+}
+
+/// Releases the lock of remote target `t` once every operation to it completed there.
+pub fn unlock(acc: &mut Access, h: abi::Win, t: u32, kind: LockKind) -> Res<()> {
+    let _ = kind;
+    sync_with(acc, h, t, Kind::Unlock, 0)
+}
+
+/// Completes every operation issued to remote target `t` (`None`: to every target) at the
+/// target (`MPI_Win_flush*`, and before a fence, `MPI_Win_complete` and `MPI_Win_unlock_all`).
+pub fn flush(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
+    let Some(r) = super::win(acc.st(), h)?.remote.as_ref() else { return Ok(()) };
+    let dirty: Vec<u32> = r.origin.dirty.iter().copied().filter(|&d| t.is_none_or(|t| t == d)).collect();
+    for d in dirty {
+        send(
+            acc.st(),
+            h,
+            d,
+            |id| origin::message(Kind::Flush, 0, 0, 0, id, &[], &[]),
+            Some((0, Into::Nothing)),
+            false,
+        )?;
+        remote_mut(acc.st(), h)?.origin.dirty.retain(|&x| x != d);
+    }
+    wait(acc, h, |o| o.quiet(t, false))
+}
+
+/// Completes locally every operation issued to remote target `t` (`None`: all): their origin
+/// buffers may be reused (`MPI_Win_flush_local*`).
+pub fn flush_local(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
+    if super::win(acc.st(), h)?.remote.is_none() {
+        return Ok(());
+    }
+    wait(acc, h, |o| o.quiet(t, true))
+}
+
+/// Advances window `h`'s remote path once (origin and target): true if anything moved.
+pub fn advance(st: &mut State, h: abi::Win) -> bool {
+    let State { ep, wins, .. } = st;
+    let (Some(ep), Some(w)) = (ep.as_mut(), wins.table.get_mut(h)) else { return false };
+    let Some(mut r) = w.remote.take() else { return false };
+    let moved = r.origin.poll(ep) | serve(ep, w, &mut r.target);
+    w.remote = Some(r);
+    moved
+}
+
+/// The target's work: replies sent, new requests received, arrived ones applied in order,
+/// waiting locks granted. True if anything moved.
+fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
+    let ctx = w.comm.ctx;
+    let mut moved = false;
+    t.replies.retain(|(r, _)| !matches!(ep.test(*r), Ok(Some(_)) | Err(_)));
+    // Match what arrived, in order (a bounded number per pass: the caller's loop comes back).
+    for _ in 0..64 {
+        let Ok(Some((msg, s))) = ep.improbe(nemesis::ANY_SOURCE, wire::AM_TAG, ctx) else { break };
+        let mut buf = vec![0u8; s.len];
+        // SAFETY: `buf`'s heap block stays in `incoming` until the receive completed.
+        match unsafe { ep.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) } {
+            Ok(req) => t.incoming.push_back(Incoming { req, buf, origin: s.source, arrived: false }),
+            Err(_) => break,
+        }
+        moved = true;
+    }
+    let mem = memory(w);
+    while let Some(head) = t.incoming.front_mut() {
+        if !head.arrived {
+            match ep.test(head.req) {
+                Ok(None) => break,
+                Ok(Some(_)) => head.arrived = true,
+                Err(_) => {
+                    t.incoming.pop_front();
+                    continue;
+                }
+            }
+        }
+        let Some(m) = t.incoming.pop_front() else { break };
+        moved = true;
+        match t.apply(&mem, m.origin, &m.buf) {
+            Then::Nothing => {}
+            Then::Reply(id, data) => reply(ep, t, m.origin, id, data, ctx),
+            Then::Lock(wt) => t.locks.push(wt),
+        }
+    }
+    if t.locks.is_waiting() {
+        let ctl = w.control(w.local);
+        let granted = t
+            .locks
+            .grant(|wt| if wt.exclusive { ctl.lock.try_exclusive(wt.ticket) } else { ctl.lock.try_shared(wt.ticket) });
+        for g in granted {
+            moved = true;
+            reply(ep, t, g.origin, g.id, wire::reply(abi::SUCCESS, &[]), ctx);
+        }
+    }
+    moved
+}
+
+/// Sends reply `data` to request `id` of `origin` (job rank); its buffer kept until sent.
+fn reply(ep: &mut nemesis::Endpoint, t: &mut Target, origin: u32, id: u32, data: Vec<u8>, ctx: u32) {
+    // SAFETY: `data` is kept in `t.replies` until the send completed.
+    if let Ok(r) = unsafe { ep.isend_raw(data.as_ptr(), data.len(), origin, wire::reply_tag(id), ctx) } {
+        t.replies.push((r, data));
+    }
+}
+
+/// This process's window memory as requests may touch it.
+fn memory(w: &Window) -> Memory<'_> {
+    let me = &w.targets[w.rank() as usize];
+    let dynamic = w.flavor == abi::WIN_FLAVOR_DYNAMIC;
+    let bounds = target::Bounds { base: w.base, size: me.size, regions: dynamic.then_some(&w.regions[..]) };
+    Memory { bounds, ctl: w.control(w.local), w }
+}

@@ -1,0 +1,248 @@
+//! The target's side of the remote path: requests from origins on other nodes are received in
+//! arrival order and applied to this process's window memory with the kernels node-local origins
+//! use (`super::super::atomic`: accumulates are atomic per basic element whoever the origin is),
+//! then answered.
+//!
+//! **Order.** Requests are matched in arrival order (one probe at a time on the window's
+//! context, [`wire::AM_TAG`]) and applied strictly in that order, the oldest first, once its data
+//! is in ([`Target::incoming`]): a `Flush` or `Unlock` is answered only after everything its
+//! origin sent before it was applied.
+//!
+//! **Never trust the wire.** Every span is checked against this process's window (its size; for
+//! a dynamic window the regions attached here) and every length against the message before any
+//! byte moves; a request that fails answers `MPI_ERR_RMA_RANGE` (or `MPI_ERR_TYPE`/`MPI_ERR_OP`
+//! for a bad element type or operation), in its own reply or, for one without a reply, in the
+//! next `Flush`/`Unlock` reply of its origin ([`Target::faults`]).
+
+use std::collections::VecDeque;
+use std::ffi::c_int;
+
+use super::grant::{Queue, Waiting};
+use super::wire::{self, Kind, Span};
+use crate::abi;
+use crate::win::Window;
+use crate::win::segment::Control;
+
+/// A request being received.
+#[derive(Debug)]
+pub struct Incoming {
+    pub req: nemesis::Request,
+    pub buf: Vec<u8>,
+    /// The origin's job rank.
+    pub origin: u32,
+    /// Its data is in (the receive completed).
+    pub arrived: bool,
+}
+
+/// The target's state of one window.
+#[derive(Debug, Default)]
+pub struct Target {
+    /// Requests matched, oldest first; the head is applied once arrived.
+    pub incoming: VecDeque<Incoming>,
+    /// Replies the Endpoint is sending (their buffers live until done).
+    pub replies: Vec<(nemesis::Request, Vec<u8>)>,
+    /// Lock requests and locks held for remote origins.
+    pub locks: Queue,
+    /// The first failure of each origin's requests without a reply, for its next `Flush` or
+    /// `Unlock`: (origin job rank, MPI error class).
+    pub faults: Vec<(u32, c_int)>,
+}
+
+/// Where requests may touch this process's memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds<'a> {
+    /// The window's base address (0 for a dynamic window: offsets are addresses).
+    pub base: usize,
+    /// Its size in bytes (unused for a dynamic window).
+    pub size: usize,
+    /// A dynamic window's attached regions (base, length); `None` for the other flavours.
+    pub regions: Option<&'a [(usize, usize)]>,
+}
+
+impl Bounds<'_> {
+    /// The address of `s.off` if every block of `s` lies inside the window (or one region).
+    fn resolve(&self, s: &Span) -> Option<usize> {
+        let (lo, hi) = s.extent()?;
+        match self.regions {
+            None if lo >= 0 && hi <= self.size as i128 => Some(self.base.wrapping_add(s.off as usize)),
+            None => None,
+            Some(rs) => {
+                rs.iter().any(|&(b, l)| lo >= b as i128 && hi <= b as i128 + l as i128).then_some(s.off as usize)
+            }
+        }
+    }
+}
+
+/// This process's window, as requests may touch it.
+#[derive(Clone, Copy, Debug)]
+pub struct Memory<'a> {
+    pub bounds: Bounds<'a>,
+    /// This process's control block (lock word, accumulate mutex).
+    pub ctl: &'a Control,
+    /// The window (for the accumulate kernels).
+    pub w: &'a Window,
+}
+
+/// What applying a request asks of the caller.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Nothing (no reply).
+    Nothing,
+    /// Send this reply with id `.0`.
+    Reply(u32, Vec<u8>),
+    /// Queue this lock request (granted later: [`Queue::grant`]).
+    Lock(Waiting),
+}
+
+impl Target {
+    /// Records failure `code` of a request of `origin` without a reply.
+    fn fault(&mut self, origin: u32, code: c_int) {
+        if !self.faults.iter().any(|&(o, _)| o == origin) {
+            self.faults.push((origin, code));
+        }
+    }
+
+    /// Takes `origin`'s recorded failure (success if none).
+    fn take_fault(&mut self, origin: u32) -> c_int {
+        match self.faults.iter().position(|&(o, _)| o == origin) {
+            Some(k) => self.faults.swap_remove(k).1,
+            None => abi::SUCCESS,
+        }
+    }
+
+    /// Applies request `msg` of `origin` to `mem`.
+    pub fn apply(&mut self, mem: &Memory, origin: u32, msg: &[u8]) -> Then {
+        let Ok(r) = wire::parse(msg) else {
+            // Not even its id is known: the origin hears of it at its next flush.
+            self.fault(origin, abi::ERR_OTHER);
+            return Then::Nothing;
+        };
+        let (h, id) = (r.header, r.header.id);
+        let reply = |code: c_int, data: &[u8]| Then::Reply(id, wire::reply(code, data));
+        match h.kind {
+            Kind::Lock => {
+                let exclusive = h.flags & wire::EXCLUSIVE != 0;
+                return Then::Lock(Waiting { origin, exclusive, id, ticket: mem.ctl.lock.ticket() });
+            }
+            Kind::Unlock => {
+                match self.locks.release(origin) {
+                    Some(true) => mem.ctl.lock.unlock_exclusive(),
+                    Some(false) => mem.ctl.lock.unlock_shared(),
+                    None => {}
+                }
+                return reply(self.take_fault(origin), &[]);
+            }
+            Kind::Flush => return reply(self.take_fault(origin), &[]),
+            _ => {}
+        }
+        let res = apply_data(mem, h.kind, h.dt, h.op, &r.spans, r.data);
+        match (h.kind, res) {
+            (Kind::Put | Kind::Acc, Ok(_)) => Then::Nothing,
+            (Kind::Put | Kind::Acc, Err(code)) => {
+                self.fault(origin, code);
+                Then::Nothing
+            }
+            (_, Ok(old)) => reply(abi::SUCCESS, &old),
+            (_, Err(code)) => reply(code, &[]),
+        }
+    }
+}
+
+/// The addresses of every span of `spans` in `b` and their total bytes, if all lie inside.
+fn place(b: &Bounds, spans: &[Span]) -> Result<(Vec<usize>, usize), c_int> {
+    let mut at = Vec::with_capacity(spans.len());
+    let mut total: u64 = 0;
+    for s in spans {
+        if s.len == 0 || s.count == 0 {
+            at.push(0);
+            continue;
+        }
+        at.push(b.resolve(s).ok_or(abi::ERR_RMA_RANGE)?);
+        total = s.bytes().and_then(|n| total.checked_add(n)).ok_or(abi::ERR_RMA_RANGE)?;
+    }
+    Ok((at, usize::try_from(total).map_err(|_| abi::ERR_RMA_RANGE)?))
+}
+
+/// Calls `f(address, packed offset, len)` for every block of `spans` (placed at `at`).
+fn each_block(spans: &[Span], at: &[usize], mut f: impl FnMut(usize, usize, usize)) {
+    let mut pos = 0;
+    for (s, &a) in spans.iter().zip(at) {
+        s.blocks(|off, len| {
+            f(a.wrapping_add(off.wrapping_sub(s.off) as usize), pos, len);
+            pos += len;
+        });
+    }
+}
+
+/// Stores `data` into the spans (a `Put`).
+fn put(b: &Bounds, spans: &[Span], data: &[u8]) -> Result<(), c_int> {
+    let (at, total) = place(b, spans)?;
+    if data.len() != total {
+        return Err(abi::ERR_SIZE);
+    }
+    each_block(spans, &at, |a, pos, len| {
+        // SAFETY: `place` checked the block inside this process's window memory, which is
+        // mapped while the window lives; `data` is our receive buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(pos), a as *mut u8, len) };
+    });
+    Ok(())
+}
+
+/// The spans' bytes (a `Get`).
+fn get(b: &Bounds, spans: &[Span]) -> Result<Vec<u8>, c_int> {
+    let (at, total) = place(b, spans)?;
+    let mut out = vec![0u8; total];
+    each_block(spans, &at, |a, pos, len| {
+        // SAFETY: as for `put`, reading into our own buffer of `total` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(a as *const u8, out.as_mut_ptr().add(pos), len) };
+    });
+    Ok(out)
+}
+
+/// Applies a data request; the bytes fetched (empty for `Put`/`Acc`) or an MPI error class.
+fn apply_data(mem: &Memory, kind: Kind, dt: i32, op: i32, spans: &[Span], data: &[u8]) -> Result<Vec<u8>, c_int> {
+    match kind {
+        Kind::Put => put(&mem.bounds, spans, data).map(|()| Vec::new()),
+        Kind::Get => get(&mem.bounds, spans),
+        Kind::Acc | Kind::GetAcc | Kind::Cas => {
+            // Checked here; the kernels then work from the window's base.
+            let (_, total) = place(&mem.bounds, spans)?;
+            super::apply::accumulate(mem.w, kind, dt, op, spans, total, data)
+        }
+        Kind::Lock | Kind::Unlock | Kind::Flush => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(off: i64, len: u64, count: u64, stride: i64) -> Span {
+        Span { off, len, count, stride }
+    }
+
+    #[test]
+    fn spans_outside_the_window_move_nothing() {
+        let mut mem = [0u8; 64];
+        let b = Bounds { base: mem.as_mut_ptr() as usize, size: 64, regions: None };
+        // A strided put, read back.
+        put(&b, &[span(8, 4, 3, 16)], &[1; 12]).unwrap();
+        assert_eq!(get(&b, &[span(8, 4, 3, 16)]).unwrap(), [1; 12]);
+        assert_eq!((mem[7], mem[8], mem[12], mem[24], mem[40], mem[44]), (0, 1, 0, 1, 1, 0));
+        // One byte past the end, before the start, a stride walking out, an overflowing count.
+        for s in [span(61, 4, 1, 0), span(-1, 2, 1, 0), span(0, 8, 9, 8), span(0, 8, 2, -8), span(0, 1, u64::MAX, 1)] {
+            assert_eq!(put(&b, &[s], &[9; 8]), Err(abi::ERR_RMA_RANGE), "{s:?}");
+            assert_eq!(get(&b, &[s]), Err(abi::ERR_RMA_RANGE), "{s:?}");
+        }
+        // Data that does not fill the spans.
+        assert_eq!(put(&b, &[span(0, 8, 1, 0)], &[9; 7]), Err(abi::ERR_SIZE));
+        assert!(mem.iter().all(|&x| x <= 1), "nothing written by a refused request");
+        // A dynamic window: inside one attached region only.
+        let region = [(mem.as_ptr() as usize + 16, 16)];
+        let d = Bounds { base: 0, size: 0, regions: Some(&region) };
+        let inside = (mem.as_ptr() as usize + 20) as i64;
+        assert_eq!(get(&d, &[span(inside, 12, 1, 0)]).unwrap().len(), 12);
+        assert_eq!(get(&d, &[span(inside, 13, 1, 0)]), Err(abi::ERR_RMA_RANGE));
+        assert_eq!(get(&d, &[span(8, 4, 1, 0)]), Err(abi::ERR_RMA_RANGE));
+    }
+}
