@@ -19,7 +19,9 @@
  *   WARMUP   untimed iterations first (default ITERS / 10)
  * Prints one line per (op, flavor, sync, size):
  *   rma lat OP FLAVOR SYNC BYTES USEC      the median over the batches of the time per operation + synchronisation
- *   rma bw OP FLAVOR SYNC BYTES MB/S       bytes moved per second (windows of 64 operations, then one sync), median
+ *   rma bw OP FLAVOR SYNC BYTES MB/S       bytes moved per second (windows of 64 operations, then one sync), median;
+ *                                          as OSU's, a window's operations reach 64 consecutive blocks of the target
+ *                                          (at 1 MiB, 64 MiB a window: beyond the caches, unlike a memcpy of 1 MiB)
  * and "rma skip OP FLAVOR SYNC REASON" for a combination this MPI refuses (the error string is the reason). */
 #include <mpi.h>
 #include <stdint.h>
