@@ -25,6 +25,7 @@ mod plot;
 mod proc;
 mod progress;
 mod report;
+mod rma;
 mod shm;
 mod sizes;
 mod stats;
@@ -102,6 +103,14 @@ enum Cmd {
     Coll {
         #[command(flatten)]
         opts: coll::Opts,
+    },
+    /// One-sided latency and bandwidth (osu_rma.c: put, get, accumulate, fetch-and-op,
+    /// compare-and-swap; windows of every flavour; flush, lock, fence, PSCW) through nemesis's C
+    /// ABI, Open MPI and MPICH on one node, and nemesis against Open MPI over TCP, paired per
+    /// round, with the ratios of issue 34's targets and the fraction of one core's memcpy.
+    Rma {
+        #[command(flatten)]
+        opts: rma::Opts,
     },
     /// What fault tolerance (HydEE) costs on the failure-free path, FT on against off: 8-byte
     /// latency inside a group and across groups, ft_stencil without checkpoints, and the
@@ -209,6 +218,7 @@ fn run(cmd: Cmd) -> Result<i32> {
         Cmd::Baseline { opts } => baseline::run(&opts)?,
         Cmd::Compare { opts } => compare::compare(&opts)?,
         Cmd::Coll { opts } => coll::command(&opts)?,
+        Cmd::Rma { opts } => rma::command(&opts)?,
         Cmd::FtOverhead { opts } => ft::run(&opts)?,
         Cmd::FtRecovery { opts } => ft_recovery::command(&opts)?,
         Cmd::Stencil { cells, iterations, interval } => ft::stencil_rank(cells, iterations, interval)?,

@@ -90,6 +90,9 @@ pub const MPI_BIBW: CProgram = CProgram { stem: "mpi_bibw", text: include_str!("
 /// `shared/bench/mpi_coll.c`, the program of `coll` (the collectives on any number of ranks).
 pub const MPI_COLL: CProgram = CProgram { stem: "mpi_coll", text: include_str!("../c/mpi_coll.c") };
 
+/// The one-sided benchmark (`rma`): `mpi/bench/osu_rma.c`, OSU's structure, standard MPI only.
+pub const OSU_RMA: CProgram = CProgram { stem: "osu_rma", text: include_str!("../../mpi/bench/osu_rma.c") };
+
 /// Ours, or one of the alternatives ("peers") users compare us with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -596,10 +599,18 @@ impl CAbi {
     /// The launcher's arguments for `ranks` ranks waiting by `wait`, ready for the program, and
     /// its name.
     fn launcher(&self, ctx: &Context, ranks: u32, wait: &str) -> (Vec<OsString>, &'static str) {
-        let n = ranks.to_string();
+        self.launcher_on(ctx, ranks, 1, wait)
+    }
+
+    /// As [`CAbi::launcher`], the ranks split into `nodes` node identities (2: every message
+    /// between them crosses the TCP netmod over loopback).
+    fn launcher_on(&self, ctx: &Context, ranks: u32, nodes: u32, wait: &str) -> (Vec<OsString>, &'static str) {
+        let (n, k) = (ranks.to_string(), nodes.to_string());
         match &self.run {
-            Some(r) => (args(r, &["-n", &n, "--bind", "core", "--wait", wait, "--"]), "nemesis-run"),
-            None => (args(&ctx.exe, &["__launch", "--ranks", &n, "--wait", wait, "--"]), "nemesis::launch"),
+            Some(r) => (args(r, &["-n", &n, "--nodes", &k, "--bind", "core", "--wait", wait, "--"]), "nemesis-run"),
+            None => {
+                (args(&ctx.exe, &["__launch", "--ranks", &n, "--nodes", &k, "--wait", wait, "--"]), "nemesis::launch")
+            }
         }
     }
 }

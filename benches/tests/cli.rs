@@ -800,3 +800,28 @@ fn compare_quick_memcpy_baseline_does_not_rise_with_size() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn rma_one_round_of_each_mpi_writes_the_tables_and_csv() {
+    if !need(&["mpicc.openmpi", "mpiexec.openmpi", "mpicc.mpich", "mpiexec.hydra"]) {
+        return;
+    }
+    let dir = tempdir("rma");
+    let d = dir.to_str().unwrap();
+    let args = ["rma", "--quick", "--rounds", "1", "--systems", "openmpi,mpich", "--ops", "put,fop"];
+    let out = ok(&[&args[..], &["--flavors", "allocate", "--bw-ops", "get", "--bw-sizes", "64K", "--out", d]].concat());
+    for title in ["one-sided latency", "one-sided bandwidth", "two node identities, TCP over loopback"] {
+        assert!(out.contains(title), "no `{title}`:\n{out}");
+    }
+    assert!(out.contains("openmpi/mpich") && out.contains("openmpi/memcpy"), "{out}");
+    assert!(out.contains("mpich-tcp") && out.contains("skipped: not compared over TCP"), "{out}");
+    let (head, rows) = csv(&dir.join("rma.csv"));
+    assert_eq!(head.first().map(String::as_str), Some("system"));
+    // openmpi and mpich: put, fop and get bandwidth on one node; openmpi-tcp: put over TCP.
+    assert_eq!(rows.len(), 2 * 3 + 1, "{rows:?}");
+    let median = head.iter().position(|h| h == "median").unwrap();
+    for r in &rows {
+        assert!(r[median].parse::<f64>().is_ok_and(|v| v > 0.0), "no figure in {r:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

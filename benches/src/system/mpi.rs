@@ -109,6 +109,37 @@ impl Mpi {
     }
 }
 
+impl Mpi {
+    /// The command running the program with `program_args` on 2 ranks that talk over TCP, busy-
+    /// polling, and how: nemesis's ranks on two node identities (`--nodes 2`: the TCP netmod over
+    /// loopback), Open MPI's with `--mca btl tcp,self --mca osc pt2pt` (one-sided as messages
+    /// over btl/tcp: in 4.1.4, osc/rdma refuses btl/tcp with MPI_ERR_WIN at window creation, and
+    /// osc/sm would take the node's shared memory whatever the btl). MPICH is not compared over
+    /// TCP (the error says so).
+    pub fn tcp_command(
+        &self,
+        ctx: &Context,
+        program_args: &[String],
+    ) -> std::result::Result<(Command, String), String> {
+        let (launcher, how) = match &self.starter {
+            Starter::Nemesis(abi) => {
+                let (launcher, how) = abi.launcher_on(ctx, 2, 2, "poll");
+                (launcher, format!("{how} --nodes 2 --bind core --wait poll (TCP netmod over loopback)"))
+            }
+            Starter::OpenMpi(run) => {
+                let rest = ["--allow-run-as-root", "-n", "2", "--bind-to", "core"];
+                let mut a = args(run, &rest);
+                a.extend(["--mca", "btl", "tcp,self", "--mca", "osc", "pt2pt"].map(OsString::from));
+                (a, "--bind-to core --mca btl tcp,self --mca osc pt2pt".to_owned())
+            }
+            Starter::Hydra(..) => return Err("not compared over TCP (the targets name nemesis and Open MPI)".into()),
+        };
+        let mut c = Command::new(&launcher[0]);
+        c.args(&launcher[1..]).arg(&self.program).args(program_args);
+        Ok((c, how))
+    }
+}
+
 /// Why MPICH's ch4 device is not run with more ranks than CPUs. Its progress wait
 /// (`MPID_Progress_wait`, `src/mpid/ch4/src/ch4_progress.h`) loops on the progress test without
 /// yielding a single-threaded process; `MPIR_CVAR_POLLS_BEFORE_YIELD` belongs to ch3's nemesis
