@@ -47,21 +47,28 @@ fn run_env(prog: &Path, name: &str, extra: &[&str], kill: Option<u32>, env: &[(&
     ft_run(prog, name, 4, &args, kill, env)
 }
 
-fn handles_survive(extra: &[&str], name: &str) {
-    let prog = compile_from("tests/c", "ft_state", Cc::Ours);
-    let reference = run(&prog, &format!("{name}-ref"), extra, None);
-    assert_all_ok(&reference, "ft_state", 4);
-    let o = run(&prog, name, extra, Some(3));
-    assert_all_ok(&o, "ft_state", 4);
+/// `prog` (from `tests/c`) on 4 ranks in 2 groups, and again with rank 3 killed after its first
+/// checkpoint: both end well with the same sums, the launcher restarted group 1, and each of its
+/// ranks printed `resumed(rank)` (the restarted ranks checked their state themselves).
+fn survives(prog: &str, extra: &[&str], name: &str, resumed: impl Fn(u32) -> String) {
+    let exe = compile_from("tests/c", prog, Cc::Ours);
+    let reference = run(&exe, &format!("{name}-ref"), extra, None);
+    assert_all_ok(&reference, prog, 4);
+    let o = run(&exe, name, extra, Some(3));
+    assert_all_ok(&o, prog, 4);
     assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
     assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
     assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));
     for r in [2, 3] {
-        let resumed = format!("ft_state: rank {r} resumes at iteration 4 ");
+        let resumed = resumed(r);
         assert!(err.lines().any(|l| l.starts_with(&resumed)), "{resumed}: {}", show(&o));
     }
+}
+
+fn handles_survive(extra: &[&str], name: &str) {
+    survives("ft_state", extra, name, |r| format!("ft_state: rank {r} resumes at iteration 4 "));
 }
 
 #[test]
@@ -100,20 +107,8 @@ fn without_fault_tolerance_nothing_is_saved() {
 /// the restarted ranks checked their windows (`tests/c/ft_win.c`); `spans`: each group's two
 /// ranks are on two nodes (every window by the remote path).
 fn windows_survive(extra: &[&str], name: &str, spans: bool) {
-    let prog = compile_from("tests/c", "ft_win", Cc::Ours);
-    let reference = run(&prog, &format!("{name}-ref"), extra, None);
-    assert_all_ok(&reference, "ft_win", 4);
-    let o = run(&prog, name, extra, Some(3));
-    assert_all_ok(&o, "ft_win", 4);
-    assert_eq!(ft_sums(&o), ft_sums(&reference), "{}", show(&o));
-    assert_eq!(ft_sums(&o).len(), 4, "{}", show(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    let line = "nemesis-run: rank 3 died (signal 9); group 1 (ranks 2,3) restarted from ";
-    assert!(err.lines().any(|l| l.starts_with(line)), "{line}: {}", show(&o));
-    for r in [2, 3] {
-        let resumed = format!("ft_win: rank {r} resumes at iteration 4, spans {} ", u8::from(spans));
-        assert!(err.lines().any(|l| l.starts_with(&resumed)), "{resumed}: {}", show(&o));
-    }
+    let spans = u8::from(spans);
+    survives("ft_win", extra, name, |r| format!("ft_win: rank {r} resumes at iteration 4, spans {spans} "));
 }
 
 #[test]
