@@ -26,6 +26,7 @@
 //! | `ft_frame` | a frame of the launcher's fault-tolerance channel (`nemesis::ft::channel::Frame::decode`), and a channel's byte stream |
 //! | `locality` | a rank's locality as `nemesis-run` passes it (`nemesis::topology::Locality::decode`) |
 //! | `ofi_fragments` | the eager fragments an ofi rank receives: MAC check, each sender's order (parking, duplicates, replays), cells; strangers' bytes and a job peer's garbage between; no receive buffer lost |
+//! | `rma_key` | a peer's RMA registration key (`nemesis_netmod_rdma::rma::RmaKey::from_bytes`), bare and after a window's flag byte; the region bounds it gives |
 
 mod seeds;
 mod targets;
@@ -54,4 +55,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("ft_frame", ft_frame),
     ("locality", locality),
     ("ofi_fragments", ofi_fragments),
+    ("rma_key", rma_key),
 ];

@@ -28,6 +28,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "ft_frame" => ft_frame(),
         "locality" => locality(),
         "ofi_fragments" => ofi_fragments(),
+        "rma_key" => rma_key(),
         _ => Vec::new(),
     }
 }
@@ -374,4 +375,18 @@ fn ofi_fragments() -> Vec<Vec<u8>> {
     }
     seeds.push(many);
     seeds
+}
+
+/// Keys of `rma_key`: bare, and after the window's flag byte (1: the rank can be reached by RMA).
+fn rma_key() -> Vec<Vec<u8>> {
+    use nemesis_netmod_rdma::rma::RmaKey;
+    let keys = [
+        RmaKey { base: 0x7f3a_5c00_1000, key: 0x1_0002, len: 1 << 20 },
+        RmaKey { base: 0, key: 7, len: 4096 },
+        RmaKey { base: 0, key: 0, len: 0 },
+        RmaKey { base: u64::MAX - 7, key: u64::MAX, len: u64::MAX },
+    ];
+    let mut out: Vec<Vec<u8>> = keys.iter().map(|k| k.to_bytes().to_vec()).collect();
+    out.extend(keys[..2].iter().map(|k| [&[1u8][..], &k.to_bytes()].concat()));
+    out
 }

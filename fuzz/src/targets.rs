@@ -433,3 +433,28 @@ pub fn locality(data: &[u8]) {
 pub fn ofi_fragments(data: &[u8]) {
     nemesis_netmod_rdma::fuzzing::fragments(data);
 }
+
+/// A peer's RMA registration key as a window's creation exchanges it (`mpi/src/win/ofi.rs`: a
+/// flag byte, then [`RmaKey::from_bytes`]'s 24 bytes): `data` whole and `data` less its first
+/// byte. A key decodes from exactly 24 bytes and re-encodes to them; [`RmaKey::at`] gives an
+/// address only for `off + n` within the key's length, whatever the length, base or offset.
+///
+/// [`RmaKey::from_bytes`]: nemesis_netmod_rdma::rma::RmaKey::from_bytes
+/// [`RmaKey::at`]: nemesis_netmod_rdma::rma::RmaKey::at
+pub fn rma_key(data: &[u8]) {
+    use nemesis_netmod_rdma::rma::RmaKey;
+    for bytes in [data, data.get(1..).unwrap_or_default()] {
+        let Some(k) = RmaKey::from_bytes(bytes) else {
+            assert_ne!(bytes.len(), RmaKey::BYTES, "24 bytes always decode");
+            continue;
+        };
+        assert_eq!(&k.to_bytes()[..], bytes, "a decoded key re-encodes to its bytes");
+        let edges = [0, 1, 8, k.len / 2, k.len.wrapping_sub(1), k.len, k.len.wrapping_add(1), u64::MAX];
+        for off in edges {
+            for n in edges {
+                let inside = off.checked_add(n).is_some_and(|end| end <= k.len);
+                assert_eq!(k.at(off, n), inside.then(|| k.base.wrapping_add(off)), "at({off}, {n}) of {k:?}");
+            }
+        }
+    }
+}

@@ -199,3 +199,8 @@ fn locality() {
 fn ofi_fragments() {
     run("ofi_fragments");
 }
+
+#[test]
+fn rma_key() {
+    run("rma_key");
+}

@@ -108,7 +108,12 @@ pub fn accumulate(
     let tside = Side { addr: std::ptr::null_mut(), count: 1, desc: Arc::new(desc_of(spans, dt, elem, total)), dt };
     let basic = packed_desc(dt, elem);
     let fetch = kind != Kind::Acc;
-    let mut old = vec![0u8; if fetch { total } else { 0 }];
+    // A fetch of `MPI_NO_OP` carries no data: its size is the peer's to choose (see
+    // `target::get`), allocated only if the memory is there.
+    let n = if fetch { total } else { 0 };
+    let mut old = Vec::new();
+    old.try_reserve_exact(n).map_err(|_| abi::ERR_NO_MEM)?;
+    old.resize(n, 0);
     let xkind = match kind {
         Kind::Acc => XKind::Acc(op),
         Kind::GetAcc => XKind::GetAcc(op),

@@ -167,10 +167,11 @@ fn place(b: &Bounds, spans: &[Span]) -> Result<(Vec<usize>, usize), c_int> {
     Ok((at, usize::try_from(total).map_err(|_| abi::ERR_RMA_RANGE)?))
 }
 
-/// Calls `f(address, packed offset, len)` for every block of `spans` (placed at `at`).
+/// Calls `f(address, packed offset, len)` for every block of `spans` (placed at `at`). Empty
+/// spans are skipped: `place` checked no address for them, and a peer's count is unbounded.
 fn each_block(spans: &[Span], at: &[usize], mut f: impl FnMut(usize, usize, usize)) {
     let mut pos = 0;
-    for (s, &a) in spans.iter().zip(at) {
+    for (s, &a) in spans.iter().zip(at).filter(|(s, _)| s.len != 0 && s.count != 0) {
         s.blocks(|off, len| {
             f(a.wrapping_add(off.wrapping_sub(s.off) as usize), pos, len);
             pos += len;
@@ -195,7 +196,11 @@ fn put(b: &Bounds, spans: &[Span], data: &[u8]) -> Result<(), c_int> {
 /// The spans' bytes (a `Get`).
 fn get(b: &Bounds, spans: &[Span]) -> Result<Vec<u8>, c_int> {
     let (at, total) = place(b, spans)?;
-    let mut out = vec![0u8; total];
+    // A peer's spans may repeat one block of the window any number of times: allocated only
+    // if the memory is there (an error, not an abort).
+    let mut out = Vec::new();
+    out.try_reserve_exact(total).map_err(|_| abi::ERR_NO_MEM)?;
+    out.resize(total, 0);
     each_block(spans, &at, |a, pos, len| {
         // SAFETY: as for `put`, reading into our own buffer of `total` bytes.
         unsafe { std::ptr::copy_nonoverlapping(a as *const u8, out.as_mut_ptr().add(pos), len) };
@@ -248,5 +253,54 @@ mod tests {
         assert_eq!(get(&d, &[span(inside, 12, 1, 0)]).unwrap().len(), 12);
         assert_eq!(get(&d, &[span(inside, 13, 1, 0)]), Err(abi::ERR_RMA_RANGE));
         assert_eq!(get(&d, &[span(8, 4, 1, 0)]), Err(abi::ERR_RMA_RANGE));
+    }
+
+    #[test]
+    fn empty_spans_move_nothing_whatever_their_count() {
+        let mut mem = [0u8; 64];
+        let b = Bounds { base: mem.as_mut_ptr() as usize, size: 64, regions: None };
+        for s in [span(0, 0, u64::MAX, 0), span(-8, 0, u64::MAX, 1 << 40), span(0, 8, 0, 8)] {
+            assert_eq!(put(&b, &[s, span(8, 1, 1, 0)], &[3]), Ok(()), "{s:?}");
+            assert_eq!(get(&b, &[s, span(8, 1, 1, 0)]), Ok(vec![3]), "{s:?}");
+        }
+        // A block repeated past any memory: refused, not an abort.
+        assert_eq!(get(&b, &[span(0, 8, 1 << 60, 0)]), Err(abi::ERR_NO_MEM));
+    }
+
+    /// Mutated requests (`wire`'s own test's) applied as puts and gets to a window of 64 bytes
+    /// between two guards, plain and dynamic: nothing outside is ever written.
+    #[test]
+    fn mutated_requests_stay_inside_the_window() {
+        use super::super::wire::tests::{Rng, mutate, valid_requests};
+        let mut mem = [0xa5u8; 192];
+        let base = mem.as_mut_ptr() as usize + 64;
+        let plain = Bounds { base, size: 64, regions: None };
+        let region = [(base + 16, 32)];
+        let dynamic = Bounds { base: 0, size: 0, regions: Some(&region) };
+        let valid = valid_requests();
+        let mut rng = Rng(0x7461_7267_6574);
+        let mut applied = 0;
+        for _ in 0..60_000 {
+            let k = rng.below(valid.len());
+            let mut m = mutate(&mut rng, &valid[k]);
+            let dynamic_window = rng.below(2) == 1;
+            if dynamic_window && m.len() >= 40 {
+                // Offsets are addresses in a dynamic window.
+                let off = i64::from_ne_bytes(m[32..40].try_into().unwrap()).wrapping_add(base as i64);
+                m[32..40].copy_from_slice(&off.to_ne_bytes());
+            }
+            let Ok(r) = wire::parse(&m) else { continue };
+            let b = if dynamic_window { &dynamic } else { &plain };
+            let put_ok = put(b, &r.spans, r.data).is_ok();
+            // A get's size is the peer's to choose (see `get`): the small ones run here.
+            let got = match place(b, &r.spans) {
+                Ok((_, total)) if total <= 1 << 16 => get(b, &r.spans).map(|v| v.len() == total),
+                _ => Ok(true),
+            };
+            assert!(got.unwrap_or(true), "a get returned other than its size: {m:?}");
+            applied += usize::from(put_ok);
+            assert!(mem[..64].iter().chain(&mem[128..]).all(|&x| x == 0xa5), "written outside by {m:?}");
+        }
+        assert!(applied > 1000, "{applied} puts applied");
     }
 }

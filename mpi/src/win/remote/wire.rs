@@ -271,7 +271,7 @@ const _: () = assert!(size_of::<Span>() == SPAN);
 const _: () = assert!(REPLY_BASE >= crate::win::sync::FIRST_REMOTE_TAG && AM_TAG > REPLY_BASE + MAX_ID as i32);
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -312,6 +312,146 @@ mod tests {
         );
         let neg = Span { off: 100, len: 8, count: 3, stride: -50 };
         assert_eq!(neg.extent(), Some((0, 108)));
+    }
+
+    /// xorshift64* (a fixed seed: the same messages every run).
+    pub(crate) struct Rng(pub u64);
+
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Valid requests of every kind (one to three spans, strided and negative; the held-back
+    /// flush), and replies with and without data.
+    pub(crate) fn valid_requests() -> Vec<Vec<u8>> {
+        let h = |kind, flags, id, data| Header { kind, flags, dt: 0x4c00_0405, op: 0x5800_0003, id, runs: 0, data };
+        let one = [Span { off: 8, len: 8, count: 1, stride: 0 }];
+        let three = [
+            Span { off: 0, len: 4, count: 3, stride: 16 },
+            Span { off: 56, len: 8, count: 2, stride: -24 },
+            Span { off: 4, len: 4, count: 1, stride: 0 },
+        ];
+        let out = vec![
+            request(&h(Kind::Put, 0, 0, 8), &one, &[&[1; 8]]),
+            request(&h(Kind::Put, FLUSH_AFTER, 3, 32), &three, &[&[2; 12], &[3; 20]]),
+            request(&h(Kind::Get, 0, 4, 0), &one, &[]),
+            request(&h(Kind::Get, 0, 5, 0), &three, &[]),
+            request(&h(Kind::Acc, 0, 0, 32), &three, &[&[4; 32]]),
+            request(&h(Kind::Acc, FLUSH_AFTER, 6, 8), &one, &[&[5; 8]]),
+            request(&h(Kind::GetAcc, 0, 7, 32), &three, &[&[6; 32]]),
+            request(&h(Kind::GetAcc, 0, 8, 0), &three[..2], &[]),
+            request(&h(Kind::Cas, 0, 9, 16), &[Span { off: 16, len: 8, count: 1, stride: 0 }], &[&[7; 8], &[8; 8]]),
+            request(&h(Kind::Lock, EXCLUSIVE, 10, 0), &[], &[]),
+            request(&h(Kind::Lock, 0, 11, 0), &[], &[]),
+            request(&h(Kind::Unlock, 0, 12, 0), &[], &[]),
+            request(&h(Kind::Flush, 0, 13, 0), &[], &[]),
+        ];
+        out
+    }
+
+    /// One to four edits of `msg`: bit flips, bytes, cuts, insertions, deletions, a length
+    /// field (`runs`, `data`) or a span's field set to a huge or small value, bytes appended.
+    pub(crate) fn mutate(rng: &mut Rng, msg: &[u8]) -> Vec<u8> {
+        const VALUES: [u64; 10] =
+            [0, 1, 31, 32, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, i64::MAX as u64, 1 << 63, u64::MAX];
+        let mut v = msg.to_vec();
+        for _ in 0..=rng.below(4) {
+            let at = rng.below(v.len() + 1);
+            let value = if rng.below(2) == 0 { VALUES[rng.below(VALUES.len())] } else { rng.next() >> rng.below(64) };
+            let set = |v: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+                for (k, &b) in bytes.iter().enumerate() {
+                    if let Some(x) = v.get_mut(at + k) {
+                        *x = b;
+                    }
+                }
+            };
+            match rng.below(9) {
+                0 if !v.is_empty() => {
+                    let i = rng.below(v.len());
+                    v[i] ^= 1 << rng.below(8);
+                }
+                1 if !v.is_empty() => {
+                    let i = rng.below(v.len());
+                    v[i] = rng.next() as u8;
+                }
+                2 => v.truncate(at),
+                3 => v.insert(at, rng.next() as u8),
+                4 => {
+                    let n = rng.below(40).min(v.len() - at);
+                    v.drain(at..at + n);
+                }
+                5 => set(&mut v, 16, &(value as u32).to_ne_bytes()),
+                6 => set(&mut v, 24, &value.to_ne_bytes()),
+                7 => {
+                    let field = HEADER + rng.below(4) * SPAN + rng.below(4) * 8;
+                    set(&mut v, field, &value.to_ne_bytes());
+                }
+                _ => v.extend((0..rng.below(70)).map(|_| rng.next() as u8)),
+            }
+        }
+        v
+    }
+
+    /// `parse` on `msg`: `Malformed`, or a request that accounts for every byte of `msg` and
+    /// encodes back to it (less its padding); its spans' sizes computed without a panic.
+    fn check(msg: &[u8]) -> bool {
+        let Ok(r) = parse(msg) else { return false };
+        let h = r.header;
+        assert_eq!((h.runs as usize, h.data as usize), (r.spans.len(), r.data.len()), "{msg:?}");
+        assert_eq!(HEADER + SPAN * r.spans.len() + r.data.len(), msg.len(), "{msg:?}");
+        assert!(std::ptr::eq(r.data.as_ptr_range().end, msg.as_ptr_range().end), "data is the message's tail");
+        let mut padless = msg.to_vec();
+        padless[2..4].fill(0);
+        padless[20..24].fill(0);
+        assert_eq!(request(&h, &r.spans, &[r.data]), padless, "a parsed request encodes back");
+        for s in &r.spans {
+            let _ = (s.bytes(), s.extent());
+        }
+        true
+    }
+
+    #[test]
+    fn mutated_requests_parse_or_are_malformed() {
+        let valid = valid_requests();
+        let mut replies = vec![reply(0, &[]), reply(53, &[9; 24]), reply(0, &[1; 8])];
+        for m in &valid {
+            assert!(check(m), "{m:?}");
+            // Cut at every length, and one to 40 bytes too many.
+            for n in 0..m.len() {
+                assert!(!check(&m[..n]), "a cut request parses: {n} of {m:?}");
+            }
+            for extra in 1..=40 {
+                assert!(!check(&[m.as_slice(), &vec![0; extra]].concat()));
+            }
+        }
+        let mut rng = Rng(0x6e_656d_6573_6973);
+        let mut parsed = 0;
+        for _ in 0..120_000 {
+            let k = rng.below(valid.len());
+            let m = mutate(&mut rng, &valid[k]);
+            parsed += usize::from(check(&m));
+            let k = rng.below(replies.len());
+            let r = mutate(&mut rng, &replies[k]);
+            match parse_reply(&r) {
+                Ok((code, data)) => {
+                    assert_eq!((data.len() + REPLY_HEADER, code.to_ne_bytes()), (r.len(), word::<4>(&r, 0)));
+                }
+                Err(Malformed) => assert!(r.len() < REPLY_HEADER),
+            }
+            if replies.len() < 64 {
+                replies.push(r);
+            }
+        }
+        // The mutations reach past the length checks (a flipped flag or data byte parses).
+        assert!(parsed > 10_000, "{parsed} of the mutated requests parse");
     }
 
     #[test]
