@@ -345,10 +345,7 @@ pub unsafe fn accumulate(
         request_out(acc, h, target, req)?;
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
-        if moves_data(target, &t) {
-            super::atomic::how_of(acc, op, &t)?;
-            super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
-        }
+        check_accumulate(acc, target, op, &t, &[&o])?;
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::Acc(op), o, None, target, disp, t)? {
             x.request = req.is_some();
             execute(acc, h, &x)?;
@@ -377,21 +374,13 @@ pub unsafe fn get_accumulate(
     super::with(acc, h, |acc| {
         request_out(acc, h, target, req)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
-        let moves = moves_data(target, &t);
-        if moves {
-            super::atomic::how_of(acc, op, &t)?;
-        }
         let r = side(acc, result.0, result.1, result.2)?;
-        if moves {
-            super::atomic::same_elements(&r, t.desc.leaf, t.bytes())?;
-        }
         let o = if op == abi::NO_OP {
+            check_accumulate(acc, target, op, &t, &[&r])?;
             Side { addr: std::ptr::null_mut(), count: 0, desc: t.desc.clone(), dt: t.dt }
         } else {
             let o = side(acc, origin.0, origin.1, origin.2)?;
-            if moves {
-                super::atomic::same_elements(&o, t.desc.leaf, t.bytes())?;
-            }
+            check_accumulate(acc, target, op, &t, &[&r, &o])?;
             o
         };
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::GetAcc(op), o, Some(r), target, disp, t)? {
@@ -410,6 +399,16 @@ pub unsafe fn get_accumulate(
 /// count 0). The window, the epoch and the rank are checked all the same.
 fn moves_data(target: c_int, t: &Side) -> bool {
     target != abi::PROC_NULL && t.bytes() != 0
+}
+
+/// The checks of an accumulate that moves data ([`moves_data`]): `op` applies to the target
+/// side `t`, and each of `sides` (origin, result) holds as many elements of its basic type.
+fn check_accumulate(acc: &mut Access, target: c_int, op: abi::Op, t: &Side, sides: &[&Side]) -> Res<()> {
+    if !moves_data(target, t) {
+        return Ok(());
+    }
+    super::atomic::how_of(acc, op, t)?;
+    sides.iter().try_for_each(|s| super::atomic::same_elements(s, t.desc.leaf, t.bytes()))
 }
 
 /// `MPI_Fetch_and_op`: one element of a predefined type.
