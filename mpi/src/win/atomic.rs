@@ -234,7 +234,7 @@ fn locked(
     };
     let path = w.path_of(x.target);
     let mutex = &w.control(local).acc_mutex;
-    lock_mutex(mutex);
+    lock_mutex(mutex)?;
     let r = (|| -> Res<()> {
         let mut cur = vec![0u8; x.tside.bytes()];
         match path {
@@ -284,17 +284,26 @@ fn cma_blocks(pid: u32, base: usize, x: &Transfer, buf: &mut [u8], write: bool) 
     res
 }
 
-/// Takes an accumulate mutex: spins a little, then yields the core.
-pub fn lock_mutex(m: &AtomicU32) {
-    let mut spins = 0u32;
-    // ORDERING: Acquire: the previous holder's writes (released below) happen before ours.
-    while m.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
+/// Takes an accumulate mutex (its value: the holder's pid, 0 free): spins a little, then
+/// yields the core; fails if the holder died (`lockword`'s "Dead holders").
+pub fn lock_mutex(m: &AtomicU32) -> Res<()> {
+    let me = super::lockword::my_pid();
+    let (mut spins, mut watch) = (0u32, super::lockword::Watch::default());
+    loop {
+        // ORDERING: Acquire: the previous holder's writes (released below) happen before ours.
+        let holder = match m.compare_exchange_weak(0, me, Acquire, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(h) => h,
+        };
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+            continue;
         }
+        if watch.due() && super::lockword::dead(holder) {
+            return Err(super::lockword::holder_died("an accumulate waited for the target's accumulate mutex", holder));
+        }
+        std::thread::yield_now();
     }
 }
 

@@ -489,6 +489,11 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
             moved = true;
             reply(ep, t, g.origin, g.id, wire::reply(abi::SUCCESS, &[]), ctx);
         }
+        if t.locks.stuck() && super::sync::dead_member(w).is_some() {
+            for g in t.locks.abandon() {
+                reply(ep, t, g.origin, g.id, wire::reply(abi::ERRX_PROC_FAILED, &[]), ctx);
+            }
+        }
     }
     moved
 }

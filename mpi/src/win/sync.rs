@@ -18,11 +18,12 @@
 //! (the remote path's active messages are served while this process waits).
 
 use std::ffi::c_int;
-use std::sync::atomic::{Ordering::SeqCst, fence};
+use std::sync::atomic::Ordering::{Acquire, SeqCst};
+use std::sync::atomic::fence;
 
 use super::epoch::Held;
-use super::lockword::Kind as LockKind;
-use super::{MODE_ALL, MODE_NOCHECK, MODE_NOSUCCEED, Path, remote, win, win_mut};
+use super::lockword::{self, Kind as LockKind, Watch};
+use super::{MODE_ALL, MODE_NOCHECK, MODE_NOSUCCEED, Path, Window, remote, win, win_mut};
 use crate::abi;
 use crate::error::{Fail, Res, Why};
 use crate::state::Access;
@@ -201,16 +202,33 @@ fn take_lock(acc: &mut Access, h: abi::Win, local: u32, kind: LockKind) -> Res<(
     let seg = win(acc.st(), h)?.seg.clone();
     let l = &seg.control(local).lock;
     let t = l.ticket();
-    let mut spins = 0;
+    let (mut spins, mut watch) = (0, Watch::default());
     loop {
         let inside = if kind == LockKind::Shared { l.try_shared(t) } else { l.try_exclusive(t) };
         if inside {
             return Ok(());
         }
+        if watch.due()
+            && let Some(pid) = dead_member(win(acc.st(), h)?)
+        {
+            return Err(lockword::holder_died("MPI_Win_lock waited for a lock", pid));
+        }
         // The remote path's messages are served meanwhile (a remote origin may hold the lock).
         acc.ep()?.progress().map_err(endpoint)?;
         acc.pause(&mut spins);
     }
+}
+
+/// A dead member of window `w` on this node (its pid), if any: the processes that can hold or
+/// wait for a lock word of this node (`lockword`'s "Dead holders").
+pub(super) fn dead_member(w: &Window) -> Option<u32> {
+    let me = lockword::my_pid();
+    // ORDERING: Acquire: the pid each member published at creation (or restore).
+    w.targets
+        .iter()
+        .filter_map(|t| t.local)
+        .map(|l| w.control(l).pid.load(Acquire))
+        .find(|&p| p != me && lockword::dead(p))
 }
 
 /// Acquires the lock of target `t` (window rank).

@@ -1,0 +1,91 @@
+/* A rank dies inside a one-sided critical section on a window of this node (run with nemesis-run --keep-going):
+ * its survivors get MPIX_ERR_PROC_FAILED within seconds, never a hang.
+ *
+ * - "lock": the last rank takes the exclusive lock of rank 0's window, puts into it and SIGKILLs itself holding it;
+ *   rank 0 asks for the exclusive lock, the ranks between for a shared one: each waits, finds the dead process
+ *   and fails (the lock is never handed on: the dead holder's puts may be half done).
+ * - "acc": the last rank accumulates long doubles (not one native atomic: under rank 0's accumulate mutex) into
+ *   rank 0's window, call after call, and a thread SIGKILLs it 300 ms in; once it is dead every other rank's
+ *   accumulate to rank 0 fails. Should the kill land between two calls (the mutex free: prints "MISSED"), the
+ *   harness runs the job again.
+ *
+ * Prints "OK win_robust <rank>" on the survivors. Without the dead-holder check the survivors hang (the harness's
+ * time limit fails the test). */
+#include "check.h"
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ELEMS (1 << 19)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void *killer(void *arg) {
+    (void)arg;
+    usleep(300 * 1000);
+    raise(SIGKILL);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    OK(MPI_Init(&argc, &argv));
+    OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    check_rank = rank;
+    CHECK(argc == 2 && (!strcmp(argv[1], "lock") || !strcmp(argv[1], "acc")), "usage: win_robust lock|acc");
+    int acc = !strcmp(argv[1], "acc");
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    long double *base;
+    MPI_Aint bytes = rank == 0 ? (MPI_Aint)(ELEMS * sizeof(long double)) : 0;
+    MPI_Win win;
+    OK(MPI_Win_allocate(bytes, sizeof(long double), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    int last = rank == size - 1;
+    static long double ones[ELEMS];
+    for (int i = 0; i < ELEMS; i++) ones[i] = 1.0L;
+    if (acc) OK(MPI_Win_lock_all(0, win));
+    if (last && !acc) {
+        OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        OK(MPI_Put(ones, 8, MPI_LONG_DOUBLE, 0, 0, 8, MPI_LONG_DOUBLE, win));
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (last && !acc) raise(SIGKILL);
+    if (last) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, killer, NULL) == 0, "pthread_create");
+        for (;;) OK(MPI_Accumulate(ones, ELEMS, MPI_LONG_DOUBLE, 0, 0, ELEMS, MPI_LONG_DOUBLE, MPI_SUM, win));
+    }
+    /* The last rank is dead (or dies) by now. */
+    usleep(acc ? 1000 * 1000 : 200 * 1000);
+    double t0 = now();
+    int rc;
+    if (acc) {
+        rc = MPI_Accumulate(ones, 1, MPI_LONG_DOUBLE, 0, 0, 1, MPI_LONG_DOUBLE, MPI_SUM, win);
+        if (rc == MPI_SUCCESS) rc = MPI_Win_flush(0, win);
+        if (rc == MPI_SUCCESS) {
+            printf("MISSED win_robust %d: the dying rank held no mutex\n", rank);
+            fflush(stdout);
+            _exit(0);
+        }
+    } else {
+        rc = MPI_Win_lock(rank == 0 ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 0, 0, win);
+    }
+    double waited = now() - t0;
+    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED, "%s returned %d (class %d), expected MPIX_ERR_PROC_FAILED",
+          acc ? "MPI_Accumulate" : "MPI_Win_lock", rc, class_of(rc));
+    CHECK(waited < 10.0, "the failure took %.1f s", waited);
+    char msg[MPI_MAX_ERROR_STRING];
+    int len;
+    OK(MPI_Error_string(rc, msg, &len));
+    CHECK(strstr(msg, "died") != NULL, "the error says nothing of a death: %s", msg);
+    printf("OK win_robust %d (%.2f s)\n", rank, waited);
+    fflush(stdout);
+    _exit(0);
+}
