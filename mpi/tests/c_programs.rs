@@ -86,7 +86,7 @@
 //! | `one_sided_synchronisation` | `win_sync.c`: fences with NOPRECEDE/NOSTORE/NOPUT/NOSUCCEED; PSCW among neighbours, Win_test loops, Win_test true at once after an empty epoch's complete and a barrier, a subset, NOCHECK; exclusive-lock read-modify-write, shared locks, lock_all with flush/flush_all/flush_local/flush_local_all, a flushed Put seen after a message; Win_sync load/store on a shared window | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
 //! | `one_sided_atomics_under_contention` | `win_atomic.c`: every rank on one counter with Fetch_and_op (a permutation) and CAS (exact), accumulates of doubles and ints (exact), a CAS mutex around Get/Put, a distributed linked list in dynamic windows (each element once) | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
 //! | `one_sided_lock_fairness_and_progress` | `win_fairness.c`: a shared locker among exclusive lockers finishes its locks (no starvation); origins lock/put/get/fop/unlock a target computing without MPI calls and finish before it does | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
-//! | `one_sided_a_dead_holder_fails_its_waiters` | `win_robust.c` with `--keep-going`: the last rank SIGKILLs itself holding rank 0's exclusive lock, or inside a long-double accumulate under rank 0's accumulate mutex (retried if the kill fell between two calls); the others' `MPI_Win_lock` (exclusive and shared) and `MPI_Accumulate` return `MPIX_ERR_PROC_FAILED` within 10 s, never hang | 2, 3 |
+//! | `one_sided_a_dead_holder_fails_its_waiters` | `win_robust.c` with `--keep-going`: the last rank SIGKILLs itself holding rank 0's exclusive lock, or inside a long-double accumulate under rank 0's accumulate mutex (retried if the kill fell between two calls); the others' `MPI_Win_lock` (exclusive and shared) and `MPI_Accumulate` return `MPIX_ERR_PROC_FAILED` within 10 s, never hang; `size`: a get whose target type repeats one double 2^23 + 1 times is `MPI_ERR_SIZE` from a target on another node (its reply limit), 2^23 moves, the window works after | 2, 3; 2 over 2 nodes |
 //! | `one_sided_errors` | `win_errors.c` under MPI_ERRORS_RETURN: RMA_RANGE (memory past the window untouched), DISP, TYPE, OP, COUNT, RANK, RMA_SYNC (no epoch, R-ops in a fence epoch, nested locks), WIN, LOCKTYPE, ASSERT, RMA_FLAVOR, RMA_ATTACH, SIZE | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
@@ -1152,6 +1152,25 @@ fn one_sided_a_dead_holder_fails_its_waiters() {
                 assert!(text.lines().any(|l| l.trim().starts_with(&ok)), "{case}, rank {r} of {n}: {}", show(&o));
             }
             break;
+        }
+    }
+    // The reply-size limit: refused over two nodes, moved on one.
+    run_ok_with("win_robust", &[2], &["--nodes", "2"], &["size"]);
+    run_ok_with("win_robust", &[2], &[], &["size"]);
+}
+
+/// [`run_ok`] with program arguments `args`.
+fn run_ok_with(name: &str, ranks: &[u32], launcher_args: &[&str], args: &[&str]) {
+    let prog = compile(name, false);
+    for &n in ranks {
+        let mut c = Command::new(&setup().launcher);
+        c.arg("-n").arg(n.to_string()).args(launcher_args).arg("--").arg(&prog).args(args);
+        c.env_remove("LD_LIBRARY_PATH");
+        let o = run_with_limit(c, Duration::from_secs(120));
+        let text = String::from_utf8_lossy(&o.stdout);
+        for r in 0..n {
+            let ok = format!("OK {name} {r} ");
+            assert!(o.status.success() && text.lines().any(|l| l.trim().starts_with(&ok)), "rank {r}: {}", show(&o));
         }
     }
 }

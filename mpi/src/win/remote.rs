@@ -452,7 +452,7 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
     // Match what arrived, in order (a bounded number per pass: the caller's loop comes back).
     for _ in 0..64 {
         let Ok(Some((msg, s))) = ep.improbe(nemesis::ANY_SOURCE, wire::AM_TAG, ctx) else { break };
-        let mut buf = vec![0u8; s.len];
+        let mut buf = t.buffer(s.source, s.len);
         // SAFETY: `buf`'s heap block stays in `incoming` until the receive completed.
         match unsafe { ep.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) } {
             Ok(req) => t.incoming.push_back(Incoming { req, buf, origin: s.source, arrived: false }),
@@ -471,6 +471,9 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
                     continue;
                 }
             }
+        }
+        if !t.room_for_head() {
+            break;
         }
         let Some(m) = t.incoming.pop_front() else { break };
         moved = true;

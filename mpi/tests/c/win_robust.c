@@ -9,6 +9,11 @@
  *   accumulate to rank 0 fails. Should the kill land between two calls (the mutex free: prints "MISSED"), the
  *   harness runs the job again.
  *
+ * - "size" (over two nodes: the remote path's active messages): a get whose target type repeats one double of an
+ *   8-byte window 2^23 + 1 times asks the target for a reply of 64 MiB + 8 bytes, past its limit (64 MiB, or its
+ *   window's size if larger): MPI_ERR_SIZE from the flush, nothing allocated at the target; 2^23 times is the limit
+ *   and moves; the window still works after. On one node (load/store, CMA: nothing to allocate) both move.
+ *
  * Prints "OK win_robust <rank>" on the survivors. Without the dead-holder check the survivors hang (the harness's
  * time limit fails the test). */
 #include "check.h"
@@ -33,13 +38,63 @@ static void *killer(void *arg) {
     return NULL;
 }
 
+/* The "size" case: rank 1 gets from rank 0 (on the other node under --nodes 2). */
+static int sizes(int rank) {
+    double *base;
+    MPI_Win win;
+    OK(MPI_Win_allocate(sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    *base = 2.5;
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Comm node;
+    int n;
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    OK(MPI_Comm_size(node, &n));
+    int remote = n == 1;
+    OK(MPI_Comm_free(&node));
+    if (rank == 1) {
+        const int limit = 1 << 23; /* 64 MiB of doubles */
+        double *out = malloc((size_t)(limit + 1) * sizeof(double));
+        CHECK(out != NULL, "malloc");
+        MPI_Datatype again;
+        OK(MPI_Type_create_hvector(limit + 1, 1, 0, MPI_DOUBLE, &again));
+        OK(MPI_Type_commit(&again));
+        OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        OK(MPI_Get(out, limit + 1, MPI_DOUBLE, 0, 0, 1, again, win));
+        if (remote)
+            FAILS_WITH(MPI_Win_flush(0, win), MPI_ERR_SIZE);
+        else
+            OK(MPI_Win_flush(0, win));
+        out[limit - 1] = 0;
+        OK(MPI_Type_free(&again));
+        OK(MPI_Type_create_hvector(limit, 1, 0, MPI_DOUBLE, &again));
+        OK(MPI_Type_commit(&again));
+        OK(MPI_Get(out, limit, MPI_DOUBLE, 0, 0, 1, again, win));
+        OK(MPI_Win_flush(0, win));
+        CHECK(out[0] == 2.5 && out[limit - 1] == 2.5, "a get at the limit read %g, %g", out[0], out[limit - 1]);
+        double x = 4.0;
+        OK(MPI_Put(&x, 1, MPI_DOUBLE, 0, 0, 1, MPI_DOUBLE, win));
+        OK(MPI_Win_unlock(0, win));
+        OK(MPI_Type_free(&again));
+        free(out);
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (rank == 0) CHECK(*base == 4.0, "the put after a refused get: %g", *base);
+    OK(MPI_Win_free(&win));
+    printf("OK win_robust %d (%s)\n", rank, remote ? "remote" : "local");
+    OK(MPI_Finalize());
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     OK(MPI_Init(&argc, &argv));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
-    CHECK(argc == 2 && (!strcmp(argv[1], "lock") || !strcmp(argv[1], "acc")), "usage: win_robust lock|acc");
+    CHECK(argc == 2 && (!strcmp(argv[1], "lock") || !strcmp(argv[1], "acc") || !strcmp(argv[1], "size")),
+          "usage: win_robust lock|acc|size");
+    if (!strcmp(argv[1], "size")) return sizes(rank);
     int acc = !strcmp(argv[1], "acc");
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     long double *base;
