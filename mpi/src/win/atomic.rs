@@ -132,11 +132,11 @@ pub fn accumulate(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
         Kind::Acc(op) | Kind::GetAcc(op) => op,
         _ => abi::REPLACE,
     };
-    let (how, elem) = if x.kind == Kind::Cas {
-        let elem = x.tside.desc.size;
-        (How::Cas, elem)
-    } else {
-        how_of(acc, op, &x.tside)?
+    let (how, elem) = match (x.kind, x.how) {
+        (Kind::Cas, _) => (How::Cas, x.tside.desc.size),
+        // Found by the entry check (`rma::check_accumulate`).
+        (_, Some(how)) => how,
+        _ => how_of(acc, op, &x.tside)?,
     };
     let w = super::win(acc.st(), h)?;
     match w.targets[x.target as usize].path {

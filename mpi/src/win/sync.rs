@@ -342,10 +342,20 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
     })
 }
 
-/// `MPI_Win_flush` and `MPI_Win_flush_local` (`rank`), `MPI_Win_flush_all` and
-/// `MPI_Win_flush_local_all` (`None`): the direct paths completed every operation already; the
-/// remote path completes its own.
+/// `MPI_Win_flush` (`rank`) and `MPI_Win_flush_all` (`None`): the direct paths completed every
+/// operation already; the remote path completes its own at their targets.
 pub fn flush(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
+    flush_as(acc, rank, h, false)
+}
+
+/// `MPI_Win_flush_local` (`rank`) and `MPI_Win_flush_local_all` (`None`): as [`flush`], but the
+/// remote path completes its operations locally only (no round trip for puts and accumulates).
+pub fn flush_local(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
+    flush_as(acc, rank, h, true)
+}
+
+/// A flush, `local` or not.
+fn flush_as(acc: &mut Access, rank: Option<c_int>, h: abi::Win, local: bool) -> Res<()> {
     super::with(acc, h, |acc| {
         let t = match rank {
             Some(r) => match target_of(acc, h, r)? {
@@ -362,7 +372,11 @@ pub fn flush(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
         if !inside {
             return Err(sync_err("a flush outside a passive-target epoch"));
         }
-        remote::flush(acc, h, t)?;
+        if local {
+            remote::flush_local(acc, h, t)?
+        } else {
+            remote::flush(acc, h, t)?
+        }
         fence(SeqCst);
         Ok(())
     })
