@@ -196,7 +196,7 @@ pub fn apply_local(w: &Window, x: &Transfer, how: How, elem: usize) -> Res<()> {
 ///
 /// # Safety
 /// The side's buffer holds its data.
-unsafe fn packed(s: &Side) -> Cow<'_, [u8]> {
+pub(super) unsafe fn packed(s: &Side) -> Cow<'_, [u8]> {
     if s.desc.is_dense() {
         // SAFETY: the caller's contract.
         return Cow::Borrowed(unsafe { std::slice::from_raw_parts(s.addr.offset(s.desc.first_byte()), s.bytes()) });
