@@ -9,6 +9,9 @@
  *   accumulate to rank 0 fails. Should the kill land between two calls (the mutex free: prints "MISSED"), the
  *   harness runs the job again.
  *
+ * - "rlock" (4 ranks over two nodes): a rank on rank 0's node dies holding rank 0's exclusive lock; a rank of the
+ *   other node asks rank 0 (by active message) for the lock: rank 0 abandons the request and answers
+ *   MPIX_ERR_PROC_FAILED, while it waits for that rank's message (without the answer, both wait forever).
  * - "size" (over two nodes: the remote path's active messages): a get whose target type repeats one double of an
  *   8-byte window 2^23 + 1 times asks the target for a reply of 64 MiB + 8 bytes, past its limit (64 MiB, or its
  *   window's size if larger): MPI_ERR_SIZE from the flush, nothing allocated at the target; 2^23 times is the limit
@@ -36,6 +39,49 @@ static void *killer(void *arg) {
     usleep(300 * 1000);
     raise(SIGKILL);
     return NULL;
+}
+
+/* The "rlock" case. */
+static int remote_lock(int rank, int size) {
+    long *base;
+    MPI_Win win;
+    OK(MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MPI_Comm node;
+    int first = rank, leader[64];
+    CHECK(size <= 64, "at most 64 ranks");
+    OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    OK(MPI_Bcast(&first, 1, MPI_INT, 0, node));
+    OK(MPI_Comm_free(&node));
+    OK(MPI_Allgather(&first, 1, MPI_INT, leader, 1, MPI_INT, MPI_COMM_WORLD));
+    int killer = -1, remote = -1;
+    for (int r = size - 1; r > 0; r--) {
+        if (leader[r] == leader[0]) killer = r;
+        else remote = r;
+    }
+    CHECK(killer > 0 && remote > 0, "rank 0's node needs a second rank and the other node one (4 ranks, 2 nodes)");
+    if (rank == killer) OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    if (rank == killer) raise(SIGKILL);
+    int done = 0;
+    if (rank == remote) {
+        usleep(200 * 1000);
+        double t0 = now();
+        int rc = MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        double waited = now() - t0;
+        CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED, "MPI_Win_lock returned class %d, expected MPIX_ERR_PROC_FAILED",
+              class_of(rc));
+        CHECK(waited < 10.0, "the failure took %.1f s", waited);
+        done = 1;
+        for (int r = 0; r < size; r++)
+            if (r != rank && r != killer) OK(MPI_Send(&done, 1, MPI_INT, r, 7, MPI_COMM_WORLD));
+        printf("OK win_robust %d (%.2f s)\n", rank, waited);
+    } else {
+        OK(MPI_Recv(&done, 1, MPI_INT, remote, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        printf("OK win_robust %d (told)\n", rank);
+    }
+    fflush(stdout);
+    _exit(0);
 }
 
 /* The "size" case: rank 1 gets from rank 0 (on the other node under --nodes 2). */
@@ -92,9 +138,12 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     check_rank = rank;
-    CHECK(argc == 2 && (!strcmp(argv[1], "lock") || !strcmp(argv[1], "acc") || !strcmp(argv[1], "size")),
-          "usage: win_robust lock|acc|size");
+    CHECK(argc == 2 && (!strcmp(argv[1], "lock") || !strcmp(argv[1], "acc") || !strcmp(argv[1], "size") ||
+                        !strcmp(argv[1], "rlock")),
+          "usage: win_robust lock|acc|rlock|size");
     if (!strcmp(argv[1], "size")) return sizes(rank);
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    if (!strcmp(argv[1], "rlock")) return remote_lock(rank, size);
     int acc = !strcmp(argv[1], "acc");
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     long double *base;
