@@ -86,6 +86,7 @@
 //! | `one_sided_synchronisation` | `win_sync.c`: fences with NOPRECEDE/NOSTORE/NOPUT/NOSUCCEED; PSCW among neighbours, Win_test loops, Win_test true at once after an empty epoch's complete and a barrier, a subset, NOCHECK; exclusive-lock read-modify-write, shared locks, lock_all with flush/flush_all/flush_local/flush_local_all, a flushed Put seen after a message; Win_sync load/store on a shared window | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
 //! | `one_sided_atomics_under_contention` | `win_atomic.c`: every rank on one counter with Fetch_and_op (a permutation) and CAS (exact), accumulates of doubles and ints (exact), a CAS mutex around Get/Put, a distributed linked list in dynamic windows (each element once) | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
 //! | `one_sided_lock_fairness_and_progress` | `win_fairness.c`: a shared locker among exclusive lockers finishes its locks (no starvation); origins lock/put/get/fop/unlock a target computing without MPI calls and finish before it does | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
+//! | `one_sided_a_dead_holder_fails_its_waiters` | `win_robust.c` with `--keep-going`: the last rank SIGKILLs itself holding rank 0's exclusive lock, or inside a long-double accumulate under rank 0's accumulate mutex (retried if the kill fell between two calls); the others' `MPI_Win_lock` (exclusive and shared) and `MPI_Accumulate` return `MPIX_ERR_PROC_FAILED` within 10 s, never hang; `rlock` (4 over 2 nodes): a remote origin's lock request at a target whose node-local holder died is answered `MPIX_ERR_PROC_FAILED`; `size`: a get whose target type repeats one double 2^23 + 1 times is `MPI_ERR_SIZE` from a target on another node (its reply limit), 2^23 moves, the window works after | 2, 3; 4 and 2 over 2 nodes |
 //! | `one_sided_errors` | `win_errors.c` under MPI_ERRORS_RETURN: RMA_RANGE (memory past the window untouched), DISP, TYPE, OP, COUNT, RANK, RMA_SYNC (no epoch, R-ops in a fence epoch, nested locks), WIN, LOCKTYPE, ASSERT, RMA_FLAVOR, RMA_ATTACH, SIZE | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
 //!
 //! PMIx needs `libmpi.so` built with the `pmix` feature (`cargo test -p nemesis-mpi --features
@@ -1125,6 +1126,63 @@ fn one_sided_atomics_under_contention() {
 #[test]
 fn one_sided_lock_fairness_and_progress() {
     one_sided("win_fairness", 4, false);
+}
+
+/// `win_robust.c` (`--keep-going`): the last rank dies holding the exclusive lock of rank 0's
+/// window, or (a retried race) inside an accumulate under its mutex; every survivor's lock or
+/// accumulate fails with `MPIX_ERR_PROC_FAILED` within seconds, a remote origin's lock request
+/// too. Without the dead-holder checks they wait forever (the job's time limit fails the test).
+/// Then the reply-size limit of the remote path.
+#[test]
+fn one_sided_a_dead_holder_fails_its_waiters() {
+    let prog = compile("win_robust", false);
+    for (case, n) in [("lock", 2u32), ("lock", 3), ("acc", 2), ("acc", 3)] {
+        for attempt in 1.. {
+            let o = {
+                let mut c = Command::new(&setup().launcher);
+                c.arg("-n").arg(n.to_string()).args(["--keep-going", "--"]).arg(&prog).arg(case);
+                c.env_remove("LD_LIBRARY_PATH");
+                run_with_limit(c, Duration::from_secs(60))
+            };
+            let text = String::from_utf8_lossy(&o.stdout);
+            if case == "acc" && text.contains("MISSED") && attempt < 5 {
+                continue;
+            }
+            for r in 0..n - 1 {
+                let ok = format!("OK win_robust {r} (");
+                assert!(text.lines().any(|l| l.trim().starts_with(&ok)), "{case}, rank {r} of {n}: {}", show(&o));
+            }
+            break;
+        }
+    }
+    // A remote origin's lock request at a target whose node-local holder died: answered.
+    let o = {
+        let mut c = Command::new(&setup().launcher);
+        c.args(["-n", "4", "--nodes", "2", "--keep-going", "--"]).arg(&prog).arg("rlock");
+        c.env_remove("LD_LIBRARY_PATH");
+        run_with_limit(c, Duration::from_secs(60))
+    };
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().filter(|l| l.trim().starts_with("OK win_robust ")).count(), 3, "rlock: {}", show(&o));
+    // The reply-size limit: refused over two nodes, moved on one.
+    run_ok_with("win_robust", &[2], &["--nodes", "2"], &["size"]);
+    run_ok_with("win_robust", &[2], &[], &["size"]);
+}
+
+/// [`run_ok`] with program arguments `args`.
+fn run_ok_with(name: &str, ranks: &[u32], launcher_args: &[&str], args: &[&str]) {
+    let prog = compile(name, false);
+    for &n in ranks {
+        let mut c = Command::new(&setup().launcher);
+        c.arg("-n").arg(n.to_string()).args(launcher_args).arg("--").arg(&prog).args(args);
+        c.env_remove("LD_LIBRARY_PATH");
+        let o = run_with_limit(c, Duration::from_secs(120));
+        let text = String::from_utf8_lossy(&o.stdout);
+        for r in 0..n {
+            let ok = format!("OK {name} {r} ");
+            assert!(o.status.success() && text.lines().any(|l| l.trim().starts_with(&ok)), "rank {r}: {}", show(&o));
+        }
+    }
 }
 
 #[test]

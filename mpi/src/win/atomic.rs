@@ -132,11 +132,11 @@ pub fn accumulate(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
         Kind::Acc(op) | Kind::GetAcc(op) => op,
         _ => abi::REPLACE,
     };
-    let (how, elem) = if x.kind == Kind::Cas {
-        let elem = x.tside.desc.size;
-        (How::Cas, elem)
-    } else {
-        how_of(acc, op, &x.tside)?
+    let (how, elem) = match (x.kind, x.how) {
+        (Kind::Cas, _) => (How::Cas, x.tside.desc.size),
+        // Found by the entry check (`rma::check_accumulate`).
+        (_, Some(how)) => how,
+        _ => how_of(acc, op, &x.tside)?,
     };
     let w = super::win(acc.st(), h)?;
     match w.targets[x.target as usize].path {
@@ -196,7 +196,7 @@ pub fn apply_local(w: &Window, x: &Transfer, how: How, elem: usize) -> Res<()> {
 ///
 /// # Safety
 /// The side's buffer holds its data.
-unsafe fn packed(s: &Side) -> Cow<'_, [u8]> {
+pub(super) unsafe fn packed(s: &Side) -> Cow<'_, [u8]> {
     if s.desc.is_dense() {
         // SAFETY: the caller's contract.
         return Cow::Borrowed(unsafe { std::slice::from_raw_parts(s.addr.offset(s.desc.first_byte()), s.bytes()) });
@@ -234,7 +234,7 @@ fn locked(
     };
     let path = w.path_of(x.target);
     let mutex = &w.control(local).acc_mutex;
-    lock_mutex(mutex);
+    lock_mutex(mutex)?;
     let r = (|| -> Res<()> {
         let mut cur = vec![0u8; x.tside.bytes()];
         match path {
@@ -284,17 +284,26 @@ fn cma_blocks(pid: u32, base: usize, x: &Transfer, buf: &mut [u8], write: bool) 
     res
 }
 
-/// Takes an accumulate mutex: spins a little, then yields the core.
-pub fn lock_mutex(m: &AtomicU32) {
-    let mut spins = 0u32;
-    // ORDERING: Acquire: the previous holder's writes (released below) happen before ours.
-    while m.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
+/// Takes an accumulate mutex (its value: the holder's pid, 0 free): spins a little, then
+/// yields the core; fails if the holder died (`lockword`'s "Dead holders").
+pub fn lock_mutex(m: &AtomicU32) -> Res<()> {
+    let me = super::lockword::my_pid();
+    let (mut spins, mut watch) = (0u32, super::lockword::Watch::default());
+    loop {
+        // ORDERING: Acquire: the previous holder's writes (released below) happen before ours.
+        let holder = match m.compare_exchange_weak(0, me, Acquire, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(h) => h,
+        };
         spins += 1;
         if spins < 64 {
             std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+            continue;
         }
+        if watch.due() && super::lockword::dead(holder) {
+            return Err(super::lockword::holder_died("an accumulate waited for the target's accumulate mutex", holder));
+        }
+        std::thread::yield_now();
     }
 }
 

@@ -13,9 +13,87 @@
 //! Each step is one non-blocking look ([`LockWord::try_shared`], [`LockWord::try_exclusive`]);
 //! the caller waits between looks with the library's pause (progress continues, the core is
 //! yielded when ranks outnumber cores). A ticket, once taken, must be served: waiting is not
-//! abandoned (an `MPI_Win_lock` returns only once it holds the lock).
+//! abandoned (an `MPI_Win_lock` returns only once it holds the lock) — except when a process
+//! that may hold it died ([`Watch`], [`dead`]).
+//!
+//! **Dead holders.** A process killed while it holds the lock (or waits with a ticket, or holds
+//! a window's accumulate mutex) never releases it: its waiters would wait forever. A waiter that
+//! has waited [`PATIENCE`] looks, once per [`PATIENCE`], for a dead process among those that can
+//! hold what it waits for (the lock word: the window's members on this node, whose pids their
+//! control blocks record — remote origins' locks are taken by their target, a member; the
+//! accumulate mutex: its holder, whose pid is the mutex's value) and then fails with
+//! `MPIX_ERR_PROC_FAILED`, its ticket abandoned. Nothing is recovered: the dead holder may have
+//! left the window half-written (an accumulate's elements partly combined, an exclusive epoch's
+//! puts partly done), and nobody can tell how far it got. The lock stays held for good instead,
+//! so every later waiter also waits, finds the dead process and fails: no survivor enters the
+//! lock or the mutex past a dead holder and reads its half-applied state unwarned.
 
 use std::sync::atomic::{AtomicU32, Ordering::*};
+use std::time::{Duration, Instant};
+
+use crate::abi;
+use crate::error::{Fail, Why};
+
+/// How long a waiter waits before it looks for a dead holder, and between two looks.
+pub const PATIENCE: Duration = Duration::from_millis(100);
+
+/// A waiter's clock for its looks for dead holders (create it when the wait begins).
+#[derive(Debug, Default)]
+pub struct Watch {
+    next: Option<Instant>,
+}
+
+impl Watch {
+    /// Called after each look that did not get in: true once per [`PATIENCE`] of waiting
+    /// (never on the first call, which starts the clock).
+    pub fn due(&mut self) -> bool {
+        let now = Instant::now();
+        match self.next {
+            Some(t) if now < t => false,
+            next => {
+                self.next = Some(now + PATIENCE);
+                next.is_some()
+            }
+        }
+    }
+}
+
+/// True if process `pid` is gone: no such process, or a zombie (killed, not yet reaped by its
+/// launcher). 0 (a pid not known yet) and processes of other users count as alive.
+pub fn dead(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else { return false };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing: existence and permission are checked only.
+    if unsafe { libc::kill(p, 0) } != 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    // /proc/<pid>/stat: "pid (comm) S ...", the state after the last ')'.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])))
+}
+
+/// This process's pid (the accumulate mutex's value while it holds it), read once.
+pub fn my_pid() -> u32 {
+    static PID: AtomicU32 = AtomicU32::new(0);
+    // ORDERING: Relaxed: every thread computes the same value.
+    match PID.load(Relaxed) {
+        0 => {
+            let p = std::process::id();
+            PID.store(p, Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
+/// The failure of a wait whose holder (or possible holder) `pid` died.
+#[cold]
+pub fn holder_died(what: &str, pid: u32) -> Fail {
+    let why = format!("{what}: process {pid}, which may hold it, died (the window's state there is unknown)");
+    Fail::new(abi::ERRX_PROC_FAILED, None, Why::Other(why))
+}
 
 /// The lock word (zero: free).
 #[repr(C)]
@@ -104,6 +182,31 @@ mod tests {
 
     fn unlock(l: &LockWord, k: Kind) {
         if k == Kind::Shared { l.unlock_shared() } else { l.unlock_exclusive() }
+    }
+
+    #[test]
+    fn a_dead_process_is_seen_and_a_live_one_is_not() {
+        assert!(!dead(std::process::id()) && !dead(0) && !dead(1), "this process, none, init");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited, not reaped: a zombie, dead all the same.
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(dead(pid), "a zombie");
+        child.wait().unwrap();
+        assert!(dead(pid), "reaped");
+        assert_eq!(my_pid(), std::process::id());
+    }
+
+    #[test]
+    fn a_watch_is_due_once_per_patience_and_not_at_first() {
+        let mut w = Watch::default();
+        assert!(!w.due());
+        assert!(!w.due(), "not before PATIENCE");
+        std::thread::sleep(PATIENCE);
+        assert!(w.due());
+        assert!(!w.due());
     }
 
     #[test]

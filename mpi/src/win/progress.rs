@@ -101,9 +101,12 @@ pub fn stop(acc: &mut Access) {
 
 /// Advances every window with a remote member once: true if anything moved.
 pub fn advance(st: &mut State) -> bool {
-    let hs: Vec<c_int> = wins().clone();
+    // By index, the list's lock taken per window (no copy of the list per look): the list
+    // changes only under the state's access, which our `st` is, and `remote::advance`
+    // registers and unregisters nothing.
     let mut moved = false;
-    for h in hs {
+    for k in 0.. {
+        let Some(h) = wins().get(k).copied() else { break };
         moved |= super::remote::advance(st, h);
     }
     moved

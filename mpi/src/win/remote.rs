@@ -28,6 +28,7 @@
 //! Tags on the window's context: [`wire::AM_TAG`] and `0x4000_0000 +` id for replies (the
 //! window's own notices use small tags: `sync::FIRST_REMOTE_TAG`).
 
+use std::borrow::Cow;
 use std::ffi::c_int;
 
 use super::lockword::Kind as LockKind;
@@ -153,13 +154,14 @@ type Reply = Option<(usize, Into)>;
 fn send_transfer(acc: &mut Access, h: abi::Win, x: &Transfer, wanted: bool) -> Res<u32> {
     let spans = spans_of(x);
     let (elem, tbytes) = (elem_of(x), x.tside.bytes());
-    // The data: packed now (a copy), so the origin buffer is free when the send completes.
-    let (kind, op, data, into): (Kind, c_int, Vec<Vec<u8>>, Reply) = match x.kind {
+    // The data: copied into the request message once (borrowed when contiguous, packed when
+    // not), so the origin buffer is free as soon as the call returns.
+    let (kind, op, data, into): (Kind, c_int, Vec<Cow<[u8]>>, Reply) = match x.kind {
         XKind::Put => (Kind::Put, 0, vec![packed(&x.origin)], None),
         XKind::Get => (Kind::Get, 0, vec![], Some((tbytes, Into::Buffer(layout(&x.origin))))),
         XKind::Acc(op) => (Kind::Acc, op, vec![packed(&x.origin)], None),
         XKind::GetAcc(op) => {
-            let d = if op == abi::NO_OP { Vec::new() } else { packed(&x.origin) };
+            let d = if op == abi::NO_OP { Cow::Borrowed(&[][..]) } else { packed(&x.origin) };
             let res = x.result.as_ref().map_or(Into::Nothing, |r| Into::Buffer(layout(r)));
             (Kind::GetAcc, op, vec![d], Some((tbytes, res)))
         }
@@ -167,13 +169,10 @@ fn send_transfer(acc: &mut Access, h: abi::Win, x: &Transfer, wanted: bool) -> R
             let n = x.tside.desc.size;
             // SAFETY: MPI's contract: the compare and origin buffers hold one element each.
             let (cmp, new) = unsafe {
-                (
-                    std::slice::from_raw_parts(x.compare, n).to_vec(),
-                    std::slice::from_raw_parts(x.origin.addr.cast_const(), n).to_vec(),
-                )
+                (std::slice::from_raw_parts(x.compare, n), std::slice::from_raw_parts(x.origin.addr.cast_const(), n))
             };
             let res = x.result.as_ref().map_or(Into::Nothing, |r| Into::Buffer(layout(r)));
-            (Kind::Cas, 0, vec![cmp, new], Some((n, res)))
+            (Kind::Cas, 0, vec![Cow::Borrowed(cmp), Cow::Borrowed(new)], Some((n, res)))
         }
     };
     let pieces: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
@@ -186,10 +185,10 @@ fn send_transfer(acc: &mut Access, h: abi::Win, x: &Transfer, wanted: bool) -> R
     Ok(id)
 }
 
-/// The packed data of origin side `s`.
-fn packed(s: &Side) -> Vec<u8> {
+/// The data of origin side `s`: borrowed if contiguous, else packed.
+fn packed(s: &Side) -> Cow<'_, [u8]> {
     // SAFETY: MPI's contract: the origin buffer holds the data its layout describes.
-    unsafe { layout(s).packed() }
+    unsafe { super::atomic::packed(s) }
 }
 
 /// Issues transfer `x` (already checked) to its remote target. For a request-based call
@@ -317,11 +316,12 @@ fn wait(acc: &mut Access, h: abi::Win, mut done: impl FnMut(&Origin) -> bool) ->
         if done(&r.origin) {
             let code = r.origin.take_error();
             if code != abi::SUCCESS {
-                let why = if code == abi::ERR_RMA_RANGE {
-                    Why::Arg("a target found the range of an operation outside its window")
-                } else {
-                    Why::Arg("a remote target refused an operation")
-                };
+                let why = Why::Arg(match code {
+                    abi::ERR_RMA_RANGE => "a target found the range of an operation outside its window",
+                    abi::ERR_SIZE => "a target refused a reply past its limit (its window's size, at least 64 MiB)",
+                    abi::ERRX_PROC_FAILED => "a process that may hold the target's lock died",
+                    _ => "a remote target refused an operation",
+                });
                 return Err(Fail::new(code, None, why));
             }
             return Ok(());
@@ -452,7 +452,7 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
     // Match what arrived, in order (a bounded number per pass: the caller's loop comes back).
     for _ in 0..64 {
         let Ok(Some((msg, s))) = ep.improbe(nemesis::ANY_SOURCE, wire::AM_TAG, ctx) else { break };
-        let mut buf = vec![0u8; s.len];
+        let mut buf = t.buffer(s.source, s.len);
         // SAFETY: `buf`'s heap block stays in `incoming` until the receive completed.
         match unsafe { ep.imrecv_raw(msg, buf.as_mut_ptr(), buf.len()) } {
             Ok(req) => t.incoming.push_back(Incoming { req, buf, origin: s.source, arrived: false }),
@@ -472,6 +472,9 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
                 }
             }
         }
+        if !t.room_for_head() {
+            break;
+        }
         let Some(m) = t.incoming.pop_front() else { break };
         moved = true;
         match t.apply(&mem, m.origin, &m.buf) {
@@ -488,6 +491,11 @@ fn serve(ep: &mut nemesis::Endpoint, w: &Window, t: &mut Target) -> bool {
         for g in granted {
             moved = true;
             reply(ep, t, g.origin, g.id, wire::reply(abi::SUCCESS, &[]), ctx);
+        }
+        if t.locks.stuck() && super::sync::dead_member(w).is_some() {
+            for g in t.locks.abandon() {
+                reply(ep, t, g.origin, g.id, wire::reply(abi::ERRX_PROC_FAILED, &[]), ctx);
+            }
         }
     }
     moved

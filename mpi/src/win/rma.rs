@@ -68,6 +68,9 @@ pub struct Transfer {
     /// A request-based call's (`MPI_Rput`...): the remote path makes its request
     /// (`remote::take_request`).
     pub request: bool,
+    /// An accumulate's element rule and packed element size, as its entry check found them
+    /// (`None`: not found yet; `atomic::accumulate` then finds them).
+    pub how: Option<(super::atomic::How, usize)>,
 }
 
 #[cold]
@@ -183,6 +186,7 @@ pub fn prepare(
         disp,
         tside,
         request: false,
+        how: None,
     })))
 }
 
@@ -345,9 +349,10 @@ pub unsafe fn accumulate(
         request_out(acc, h, target, req)?;
         let o = side(acc, origin.0, origin.1, origin.2)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
-        check_accumulate(acc, target, op, &t, &[&o])?;
+        let how = check_accumulate(acc, target, op, &t, &[&o])?;
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::Acc(op), o, None, target, disp, t)? {
             x.request = req.is_some();
+            x.how = how;
             execute(acc, h, &x)?;
         }
         // SAFETY: checked by `request_out`.
@@ -375,16 +380,17 @@ pub unsafe fn get_accumulate(
         request_out(acc, h, target, req)?;
         let t = side(acc, std::ptr::null(), tgt.0, tgt.1)?;
         let r = side(acc, result.0, result.1, result.2)?;
-        let o = if op == abi::NO_OP {
-            check_accumulate(acc, target, op, &t, &[&r])?;
-            Side { addr: std::ptr::null_mut(), count: 0, desc: t.desc.clone(), dt: t.dt }
+        let (o, how) = if op == abi::NO_OP {
+            let how = check_accumulate(acc, target, op, &t, &[&r])?;
+            (Side { addr: std::ptr::null_mut(), count: 0, desc: t.desc.clone(), dt: t.dt }, how)
         } else {
             let o = side(acc, origin.0, origin.1, origin.2)?;
-            check_accumulate(acc, target, op, &t, &[&r, &o])?;
-            o
+            let how = check_accumulate(acc, target, op, &t, &[&r, &o])?;
+            (o, how)
         };
         if let Prepared::Go(mut x) = prepare(acc, h, Kind::GetAcc(op), o, Some(r), target, disp, t)? {
             x.request = req.is_some();
+            x.how = how;
             execute(acc, h, &x)?;
         }
         // SAFETY: checked by `request_out`.
@@ -403,13 +409,17 @@ fn moves_data(target: c_int, t: &Side) -> bool {
 
 /// The checks of an accumulate that moves data ([`moves_data`]): `op` applies to the target
 /// side `t`, and each of `sides` (origin, result) holds as many elements of its basic type.
-fn check_accumulate(acc: &mut Access, target: c_int, op: abi::Op, t: &Side, sides: &[&Side]) -> Res<()> {
+fn check_accumulate(acc: &mut Access, target: c_int, op: abi::Op, t: &Side, sides: &[&Side]) -> Res<Found> {
     if !moves_data(target, t) {
-        return Ok(());
+        return Ok(None);
     }
-    super::atomic::how_of(acc, op, t)?;
-    sides.iter().try_for_each(|s| super::atomic::same_elements(s, t.desc.leaf, t.bytes()))
+    let how = super::atomic::how_of(acc, op, t)?;
+    sides.iter().try_for_each(|s| super::atomic::same_elements(s, t.desc.leaf, t.bytes()))?;
+    Ok(Some(how))
 }
+
+/// What [`check_accumulate`] found: the element rule, carried in the [`Transfer`].
+type Found = Option<(super::atomic::How, usize)>;
 
 /// `MPI_Fetch_and_op`: one element of a predefined type.
 ///

@@ -47,7 +47,8 @@ pub struct Region {
 pub struct Control {
     /// The passive-target lock of this member's window ([`LockWord`]).
     pub lock: LockWord,
-    /// The accumulate mutex: 0 free, 1 held (read-modify-writes that are not one native atomic).
+    /// The accumulate mutex: 0 free, else its holder's pid (read-modify-writes that are not one
+    /// native atomic; the pid lets a waiter see a dead holder: `lockword`'s "Dead holders").
     pub acc_mutex: AtomicU32,
     /// Seqlock of `regions`: odd while the owner changes them.
     pub regions_seq: AtomicU64,

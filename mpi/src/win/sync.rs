@@ -18,11 +18,12 @@
 //! (the remote path's active messages are served while this process waits).
 
 use std::ffi::c_int;
-use std::sync::atomic::{Ordering::SeqCst, fence};
+use std::sync::atomic::Ordering::{Acquire, SeqCst};
+use std::sync::atomic::fence;
 
 use super::epoch::Held;
-use super::lockword::Kind as LockKind;
-use super::{MODE_ALL, MODE_NOCHECK, MODE_NOSUCCEED, Path, remote, win, win_mut};
+use super::lockword::{self, Kind as LockKind, Watch};
+use super::{MODE_ALL, MODE_NOCHECK, MODE_NOSUCCEED, Path, Window, remote, win, win_mut};
 use crate::abi;
 use crate::error::{Fail, Res, Why};
 use crate::state::Access;
@@ -201,16 +202,33 @@ fn take_lock(acc: &mut Access, h: abi::Win, local: u32, kind: LockKind) -> Res<(
     let seg = win(acc.st(), h)?.seg.clone();
     let l = &seg.control(local).lock;
     let t = l.ticket();
-    let mut spins = 0;
+    let (mut spins, mut watch) = (0, Watch::default());
     loop {
         let inside = if kind == LockKind::Shared { l.try_shared(t) } else { l.try_exclusive(t) };
         if inside {
             return Ok(());
         }
+        if watch.due()
+            && let Some(pid) = dead_member(win(acc.st(), h)?)
+        {
+            return Err(lockword::holder_died("MPI_Win_lock waited for a lock", pid));
+        }
         // The remote path's messages are served meanwhile (a remote origin may hold the lock).
         acc.ep()?.progress().map_err(endpoint)?;
         acc.pause(&mut spins);
     }
+}
+
+/// A dead member of window `w` on this node (its pid), if any: the processes that can hold or
+/// wait for a lock word of this node (`lockword`'s "Dead holders").
+pub(super) fn dead_member(w: &Window) -> Option<u32> {
+    let me = lockword::my_pid();
+    // ORDERING: Acquire: the pid each member published at creation (or restore).
+    w.targets
+        .iter()
+        .filter_map(|t| t.local)
+        .map(|l| w.control(l).pid.load(Acquire))
+        .find(|&p| p != me && lockword::dead(p))
 }
 
 /// Acquires the lock of target `t` (window rank).
@@ -324,10 +342,20 @@ pub fn unlock_all(acc: &mut Access, h: abi::Win) -> Res<()> {
     })
 }
 
-/// `MPI_Win_flush` and `MPI_Win_flush_local` (`rank`), `MPI_Win_flush_all` and
-/// `MPI_Win_flush_local_all` (`None`): the direct paths completed every operation already; the
-/// remote path completes its own.
+/// `MPI_Win_flush` (`rank`) and `MPI_Win_flush_all` (`None`): the direct paths completed every
+/// operation already; the remote path completes its own at their targets.
 pub fn flush(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
+    flush_as(acc, rank, h, false)
+}
+
+/// `MPI_Win_flush_local` (`rank`) and `MPI_Win_flush_local_all` (`None`): as [`flush`], but the
+/// remote path completes its operations locally only (no round trip for puts and accumulates).
+pub fn flush_local(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
+    flush_as(acc, rank, h, true)
+}
+
+/// A flush, `local` or not.
+fn flush_as(acc: &mut Access, rank: Option<c_int>, h: abi::Win, local: bool) -> Res<()> {
     super::with(acc, h, |acc| {
         let t = match rank {
             Some(r) => match target_of(acc, h, r)? {
@@ -344,7 +372,11 @@ pub fn flush(acc: &mut Access, rank: Option<c_int>, h: abi::Win) -> Res<()> {
         if !inside {
             return Err(sync_err("a flush outside a passive-target epoch"));
         }
-        remote::flush(acc, h, t)?;
+        if local {
+            remote::flush_local(acc, h, t)?
+        } else {
+            remote::flush(acc, h, t)?
+        }
         fence(SeqCst);
         Ok(())
     })

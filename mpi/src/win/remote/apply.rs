@@ -128,6 +128,7 @@ pub fn accumulate(
         disp: 0,
         tside,
         request: false,
+        how: Some((how, elem)),
     };
     apply_local(w, &x, how, elem).map_err(|f| f.code)?;
     Ok(old)

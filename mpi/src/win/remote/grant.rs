@@ -9,8 +9,14 @@
 //! a node-local holder or an earlier grant conflicts. The lock word (`super::super::lockword`)
 //! is itself a fair ticket lock: a request takes its ticket when it arrives, so remote and
 //! node-local lockers are served in one order.
+//!
+//! A head that waits long while a member of the window on this node died ([`Queue::stuck`]) is
+//! never granted (the dead process may hold the word: `super::super::lockword`'s "Dead
+//! holders"): every waiting request is answered `MPIX_ERR_PROC_FAILED` ([`Queue::abandon`]).
 
 use std::collections::VecDeque;
+
+use crate::win::lockword::Watch;
 
 /// A request waiting for the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +39,8 @@ pub struct Queue {
     /// (origin, exclusive) of each lock held for a remote origin (an origin holds at most one
     /// lock on a window's target: MPI-3.1 §11.5.3).
     held: Vec<(u32, bool)>,
+    /// The head's wait, for [`Queue::stuck`].
+    watch: Watch,
 }
 
 impl Queue {
@@ -57,8 +65,21 @@ impl Queue {
             self.waiting.pop_front();
             self.held.push((w.origin, w.exclusive));
             granted.push(w);
+            self.watch = Watch::default();
         }
         granted
+    }
+
+    /// True once per `lockword::PATIENCE` while the same head waits (after a [`grant`](Self::grant)
+    /// that granted it nothing): time to look for a dead holder.
+    pub fn stuck(&mut self) -> bool {
+        self.is_waiting() && self.watch.due()
+    }
+
+    /// Every request waiting, given up (their tickets abandoned: the word is not handed on).
+    pub fn abandon(&mut self) -> Vec<Waiting> {
+        self.watch = Watch::default();
+        self.waiting.drain(..).collect()
     }
 
     /// The lock `origin` holds, released from the queue's books: `Some(exclusive)`, or `None`
@@ -123,5 +144,19 @@ mod tests {
         assert!(!q.is_waiting());
         assert_eq!(q.release(4), None);
         assert_eq!(q.drain().0, [false, false]);
+    }
+
+    #[test]
+    fn a_head_that_waits_is_stuck_after_patience_and_abandoned() {
+        let mut q = Queue::default();
+        assert!(!q.stuck(), "nothing waits");
+        q.push(Waiting { origin: 1, exclusive: true, id: 1, ticket: 0 });
+        q.push(Waiting { origin: 2, exclusive: false, id: 2, ticket: 1 });
+        assert!(q.grant(|_| false).is_empty());
+        assert!(!q.stuck(), "not at once");
+        std::thread::sleep(crate::win::lockword::PATIENCE);
+        assert!(q.stuck());
+        assert_eq!(q.abandon().iter().map(|w| w.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(!q.is_waiting() && !q.stuck());
     }
 }

@@ -3,8 +3,10 @@
 //! `Fetch_and_op`, `Compare_and_swap`) and the synchronisations (`Lock`, `Unlock`, `Flush`) also
 //! post the receive of their reply, matched by a small id.
 //!
-//! **Completion.** An operation is *locally* complete once its send is (the origin buffer may be
-//! reused: `MPI_Win_flush_local`), and complete at the target once applied there. A reply says
+//! **Completion.** An operation is *locally* complete (`MPI_Win_flush_local`) once its origin
+//! buffer may be reused and its result buffer holds its result: at once for a `Put` or an
+//! `Accumulate` (their data is packed into the request when it is made), once its reply arrived
+//! for a fetch. It is complete at the target once applied there. A reply says
 //! so for the operations that have one; for the others (`Put`, `Accumulate`) a `Flush` or an
 //! `Unlock` says so: the target applies the requests of one origin in arrival order, and
 //! messages of one pair on one context arrive in the order sent, so the reply to a `Flush`
@@ -49,9 +51,10 @@ pub struct Op {
 }
 
 impl Op {
-    /// Locally complete: the send is done.
+    /// Locally complete (`MPI_Win_flush_local`): the origin's data was copied into the request
+    /// when it was made, so only a fetch waits, for its reply (its data in the result buffer).
     pub fn local_done(&self) -> bool {
-        self.send.is_none()
+        self.reply.is_none()
     }
 
     /// Complete: the send done and the reply, if any, arrived.

@@ -13,6 +13,13 @@
 //! byte moves; a request that fails answers `MPI_ERR_RMA_RANGE` (or `MPI_ERR_TYPE`/`MPI_ERR_OP`
 //! for a bad element type or operation), in its own reply or, for one without a reply, in the
 //! next `Flush`/`Unlock` reply of its origin ([`Target::faults`]).
+//!
+//! **Bounded replies.** A fetch's reply is as large as its spans, which a peer may repeat over
+//! one block any number of times: a reply larger than [`wire::reply_limit`] of this window is
+//! refused (`MPI_ERR_SIZE`) before anything is allocated, and while replies of more than
+//! [`wire::REPLIES_IN_FLIGHT`] bytes are being sent no further request is applied
+//! ([`Target::room_for_head`]). A request too large for this process's memory is received
+//! into nothing and answered `MPI_ERR_NO_MEM` ([`Target::buffer`]).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;
@@ -60,6 +67,20 @@ pub struct Bounds<'a> {
 }
 
 impl Bounds<'_> {
+    /// The most bytes one reply may carry ([`wire::reply_limit`] of the window's bytes here).
+    fn reply_limit(&self) -> u64 {
+        let bytes = match self.regions {
+            None => self.size as u64,
+            Some(rs) => rs.iter().map(|&(_, l)| l as u64).fold(0, u64::saturating_add),
+        };
+        wire::reply_limit(bytes)
+    }
+
+    /// Refuses a reply of `total` bytes beyond [`Self::reply_limit`] (`MPI_ERR_SIZE`).
+    fn check_reply(&self, total: usize) -> Result<(), c_int> {
+        if total as u64 > self.reply_limit() { Err(abi::ERR_SIZE) } else { Ok(()) }
+    }
+
     /// The address of `s.off` if every block of `s` lies inside the window (or one region).
     fn resolve(&self, s: &Span) -> Option<usize> {
         let (lo, hi) = s.extent()?;
@@ -95,6 +116,29 @@ pub enum Then {
 }
 
 impl Target {
+    /// Bytes of the replies being sent.
+    fn in_flight(&self) -> usize {
+        self.replies.iter().map(|(_, b)| b.len()).sum()
+    }
+
+    /// True if the oldest request may be applied now: no replies in flight, or room among them
+    /// for its reply ([`wire::REPLIES_IN_FLIGHT`]).
+    pub fn room_for_head(&self) -> bool {
+        self.incoming.front().is_none_or(|head| room(self.in_flight(), &head.buf))
+    }
+
+    /// A receive buffer of `len` bytes for a request of `origin`; empty if the memory is not
+    /// there (the request is then cut: refused, and `MPI_ERR_NO_MEM` recorded for its origin).
+    pub fn buffer(&mut self, origin: u32, len: usize) -> Vec<u8> {
+        let mut buf = Vec::new();
+        if buf.try_reserve_exact(len).is_ok() {
+            buf.resize(len, 0);
+        } else {
+            self.fault(origin, abi::ERR_NO_MEM);
+        }
+        buf
+    }
+
     /// Records failure `code` of a request of `origin` without a reply.
     fn fault(&mut self, origin: u32, code: c_int) {
         if !self.faults.iter().any(|&(o, _)| o == origin) {
@@ -152,6 +196,13 @@ impl Target {
     }
 }
 
+/// True if request `msg` may be applied while replies of `in_flight` bytes are being sent (a
+/// request without a reply always may).
+fn room(in_flight: usize, msg: &[u8]) -> bool {
+    let want = usize::try_from(wire::reply_bytes(msg)).unwrap_or(usize::MAX);
+    want == 0 || in_flight == 0 || in_flight.saturating_add(want) <= wire::REPLIES_IN_FLIGHT
+}
+
 /// The addresses of every span of `spans` in `b` and their total bytes, if all lie inside.
 fn place(b: &Bounds, spans: &[Span]) -> Result<(Vec<usize>, usize), c_int> {
     let mut at = Vec::with_capacity(spans.len());
@@ -196,8 +247,9 @@ fn put(b: &Bounds, spans: &[Span], data: &[u8]) -> Result<(), c_int> {
 /// The spans' bytes (a `Get`).
 fn get(b: &Bounds, spans: &[Span]) -> Result<Vec<u8>, c_int> {
     let (at, total) = place(b, spans)?;
-    // A peer's spans may repeat one block of the window any number of times: allocated only
-    // if the memory is there (an error, not an abort).
+    // A peer's spans may repeat one block of the window any number of times: bounded, then
+    // allocated only if the memory is there (an error, not an abort).
+    b.check_reply(total)?;
     let mut out = Vec::new();
     out.try_reserve_exact(total).map_err(|_| abi::ERR_NO_MEM)?;
     out.resize(total, 0);
@@ -216,6 +268,9 @@ fn apply_data(mem: &Memory, kind: Kind, dt: i32, op: i32, spans: &[Span], data: 
         Kind::Acc | Kind::GetAcc | Kind::Cas => {
             // Checked here; the kernels then work from the window's base.
             let (_, total) = place(&mem.bounds, spans)?;
+            if kind != Kind::Acc {
+                mem.bounds.check_reply(total)?;
+            }
             super::apply::accumulate(mem.w, kind, dt, op, spans, total, data)
         }
         Kind::Lock | Kind::Unlock | Kind::Flush => Ok(Vec::new()),
@@ -263,8 +318,31 @@ mod tests {
             assert_eq!(put(&b, &[s, span(8, 1, 1, 0)], &[3]), Ok(()), "{s:?}");
             assert_eq!(get(&b, &[s, span(8, 1, 1, 0)]), Ok(vec![3]), "{s:?}");
         }
-        // A block repeated past any memory: refused, not an abort.
-        assert_eq!(get(&b, &[span(0, 8, 1 << 60, 0)]), Err(abi::ERR_NO_MEM));
+        // A block repeated past the reply limit (or any memory): refused before any allocation.
+        assert_eq!(get(&b, &[span(0, 8, 1 << 60, 0)]), Err(abi::ERR_SIZE));
+        let limit = wire::REPLY_FLOOR;
+        assert_eq!(get(&b, &[span(0, 8, limit / 8 + 1, 0)]), Err(abi::ERR_SIZE));
+        assert_eq!(get(&b, &[span(0, 8, limit / 16, 0), span(0, 8, limit / 16 + 1, 0)]), Err(abi::ERR_SIZE));
+        assert_eq!(get(&b, &[span(0, 8, limit / 8, 0)]).map(|v| v.len() as u64), Ok(limit), "at the limit");
+        // A larger window: its own size is the limit.
+        let d = Bounds { base: 0, size: 0, regions: Some(&[(b.base, 64), (0, 1 << 40)]) };
+        assert_eq!(d.reply_limit(), (1 << 40) + 64);
+    }
+
+    #[test]
+    fn replies_in_flight_hold_back_the_next_request_but_never_the_only_one() {
+        let get = |n: u64| {
+            let h = wire::Header { kind: Kind::Get, flags: 0, dt: 0, op: 0, id: 1, runs: 1, data: 0 };
+            wire::request(&h, &[span(0, 1 << 20, n, 0)], &[])
+        };
+        assert!(room(0, &get(1 << 20)), "no reply in flight: it goes (its own limit checks it)");
+        assert!(!room(1, &get(256)), "256 MiB more than the room");
+        assert!(room(1 << 20, &get(255)));
+        assert!(room(usize::MAX, &[0; 3]), "a request without a reply");
+        let mut t = Target::default();
+        assert!(t.room_for_head(), "nothing waits");
+        assert!(t.buffer(2, usize::MAX).is_empty());
+        assert_eq!(t.take_fault(2), abi::ERR_NO_MEM, "a request too large to receive");
     }
 
     /// Mutated requests (`wire`'s own test's) applied as puts and gets to a window of 64 bytes

@@ -197,6 +197,35 @@ pub fn request(h: &Header, spans: &[Span], data: &[&[u8]]) -> Vec<u8> {
     v
 }
 
+/// The fewest bytes a target agrees to send in one reply: a reply may hold as many bytes as the
+/// target's window (a get of all of it), and at least this many (a target type may repeat a
+/// block of a small window). Beyond: `MPI_ERR_SIZE` ([`reply_limit`]).
+pub const REPLY_FLOOR: u64 = 64 << 20;
+
+/// Reply bytes a target keeps in flight at most: while more are being sent, it applies no
+/// further request (they wait, in order, until its origins take their replies); alone, one reply
+/// within [`reply_limit`] always goes.
+pub const REPLIES_IN_FLIGHT: usize = 256 << 20;
+
+/// The most bytes a target with `window` bytes of window memory sends in one reply: a request
+/// asking more is refused with `MPI_ERR_SIZE` (the transfer's size, count × type, is beyond what
+/// the target moves in one operation; the range itself may be inside the window, so not
+/// `MPI_ERR_RMA_RANGE`), before anything is allocated.
+pub fn reply_limit(window: u64) -> u64 {
+    window.max(REPLY_FLOOR)
+}
+
+/// The bytes the reply to request `msg` will carry (0 for a request without fetched data, or
+/// one that does not parse), saturating: for a target's accounting before it applies `msg`.
+pub fn reply_bytes(msg: &[u8]) -> u64 {
+    match parse(msg) {
+        Ok(r) if matches!(r.header.kind, Kind::Get | Kind::GetAcc | Kind::Cas) => {
+            r.spans.iter().map(|s| s.bytes().unwrap_or(u64::MAX)).fold(0, u64::saturating_add)
+        }
+        _ => 0,
+    }
+}
+
 /// A request that does not parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Malformed;
@@ -233,6 +262,15 @@ pub fn parse(msg: &[u8]) -> Result<Request<'_>, Malformed> {
     let spans_end = (header.runs as usize).checked_mul(SPAN).and_then(|s| s.checked_add(HEADER)).ok_or(Malformed)?;
     let end = usize::try_from(header.data).ok().and_then(|d| d.checked_add(spans_end)).ok_or(Malformed)?;
     if end != msg.len() {
+        return Err(Malformed);
+    }
+    // What each kind carries: synchronisations nothing, a get no data, the others spans.
+    let fits = match kind {
+        Kind::Lock | Kind::Unlock | Kind::Flush => header.runs == 0 && header.data == 0,
+        Kind::Get => header.data == 0,
+        Kind::Put | Kind::Acc | Kind::GetAcc | Kind::Cas => true,
+    };
+    if !fits || header.flags & !(EXCLUSIVE | FLUSH_AFTER) != 0 {
         return Err(Malformed);
     }
     let spans = (0..header.runs as usize)
@@ -412,6 +450,10 @@ pub(crate) mod tests {
         padless[2..4].fill(0);
         padless[20..24].fill(0);
         assert_eq!(request(&h, &r.spans, &[r.data]), padless, "a parsed request encodes back");
+        assert_eq!(h.flags & !(EXCLUSIVE | FLUSH_AFTER), 0, "{msg:?}");
+        if matches!(h.kind, Kind::Lock | Kind::Unlock | Kind::Flush | Kind::Get) {
+            assert!(r.data.is_empty(), "{msg:?}");
+        }
         for s in &r.spans {
             let _ = (s.bytes(), s.extent());
         }
@@ -452,6 +494,25 @@ pub(crate) mod tests {
         }
         // The mutations reach past the length checks (a flipped flag or data byte parses).
         assert!(parsed > 10_000, "{parsed} of the mutated requests parse");
+    }
+
+    #[test]
+    fn each_kind_carries_only_its_parts_and_replies_are_counted() {
+        let h = |kind, flags, runs, data| Header { kind, flags, dt: 0, op: 0, id: 1, runs, data };
+        let one = [Span { off: 0, len: 8, count: 3, stride: 8 }];
+        // A synchronisation with spans or data, a get with data, an unknown flag: malformed.
+        assert!(parse(&request(&h(Kind::Flush, 0, 1, 0), &one, &[])).is_err());
+        assert!(parse(&request(&h(Kind::Lock, EXCLUSIVE, 0, 1), &[], &[&[0]])).is_err());
+        assert!(parse(&request(&h(Kind::Get, 0, 1, 1), &one, &[&[0]])).is_err());
+        assert!(parse(&request(&h(Kind::Put, 4, 1, 24), &one, &[&[0; 24]])).is_err());
+        assert!(parse(&request(&h(Kind::Unlock, 0, 0, 0), &[], &[])).is_ok());
+        // The bytes a reply will carry: the spans' of a fetch, saturating; none for a put.
+        assert_eq!(reply_bytes(&request(&h(Kind::Get, 0, 1, 0), &one, &[])), 24);
+        assert_eq!(reply_bytes(&request(&h(Kind::Put, 0, 1, 24), &one, &[&[0; 24]])), 0);
+        let huge = [Span { off: 0, len: 8, count: u64::MAX, stride: 0 }, one[0]];
+        assert_eq!(reply_bytes(&request(&h(Kind::GetAcc, 0, 2, 0), &huge, &[])), u64::MAX);
+        assert_eq!(reply_bytes(&[1; 3]), 0);
+        assert_eq!((reply_limit(16), reply_limit(1 << 40)), (REPLY_FLOOR, 1 << 40));
     }
 
     #[test]
