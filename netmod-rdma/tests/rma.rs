@@ -109,6 +109,28 @@ fn run(prov: &str) {
             assert_eq!(&region[100..104], &[8, 1, 1, 1]);
         }
         assert!(j.n[0].stats().rma_atomics >= 2);
+        // Loopback: rank 1 updates its own region through the provider.
+        j.n[1].rma_loopback().unwrap();
+        let (src, mut old) = ([5u64], [0u64]);
+        let a = Atomic {
+            kind: AtomicKind::Fetch,
+            op: FiOp::Sum,
+            ty: FiType::U64,
+            src: src.as_ptr() as *const u8,
+            compare: std::ptr::null(),
+            result: old.as_mut_ptr() as *mut u8,
+            count: 1,
+        };
+        // SAFETY: the buffers outlive the loop below, which waits for the completion.
+        unsafe { j.n[1].rma_atomic(1, &a, &key, 800) }.unwrap();
+        let t0 = Instant::now();
+        while !j.n[1].rma_flushed(1).unwrap() {
+            for (n, p) in j.n.iter_mut().zip(j.ports.iter_mut()) {
+                n.poll(p).unwrap();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "the loopback atomic never completed");
+        }
+        assert_eq!((old[0], region[100]), (8, 13), "fetch and add to this process's own region");
     } else {
         assert!(prov != "tcp;ofi_rxm", "tcp;ofi_rxm has atomics");
     }
