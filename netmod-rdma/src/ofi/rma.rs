@@ -42,8 +42,14 @@ impl OfiNetmod<'_> {
 
     /// True if the provider does `kind` of `op` on elements of `ty` (`fi_*atomicvalid`).
     pub fn rma_atomic_valid(&self, kind: AtomicKind, op: FiOp, ty: FiType) -> bool {
+        self.rma_atomic_count(kind, op, ty) > 0
+    }
+
+    /// The most elements one atomic `kind` of `op` on `ty` may carry (`fi_*atomicvalid`'s
+    /// count): 0 where the provider does not do it.
+    pub fn rma_atomic_count(&self, kind: AtomicKind, op: FiOp, ty: FiType) -> usize {
         if !self.rma_caps().atomic {
-            return false;
+            return 0;
         }
         let k = match kind {
             AtomicKind::Update => 0,
@@ -53,7 +59,7 @@ impl OfiNetmod<'_> {
         let mut count = 0usize;
         // SAFETY: an open endpoint; the shim refuses one without an atomic table.
         let rc = unsafe { nm_atomicvalid(self.fi.ep.0, k, ty as i32, op as i32, &mut count) };
-        rc == 0 && count > 0
+        if rc == 0 { count } else { 0 }
     }
 
     /// Registers `len` bytes at `addr` for peers' reads, writes and atomics.
