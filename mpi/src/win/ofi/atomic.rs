@@ -292,3 +292,35 @@ fn issue(
     super::request::record(r, x, !fetched);
     result.map_err(super::endpoint)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_is_covered_only_if_every_operation_mpi_allows_is() {
+        let mut c = Counts(vec![1; KINDS.len() * TYPES * OPS]);
+        assert_eq!(covered(&c), 0x3ff);
+        // No compare-and-swap on i32: i32 stays on the active messages; floats need none.
+        c.0[index(AtomicKind::Compare, FiType::I32, FiOp::Cswap)] = 0;
+        c.0[index(AtomicKind::Compare, FiType::F64, FiOp::Cswap)] = 0;
+        assert_eq!(covered(&c), 0x3ff & !(1 << FiType::I32 as u16));
+        // No fetching product on f64: f64 out too.
+        c.0[index(AtomicKind::Fetch, FiType::F64, FiOp::Prod)] = 0;
+        assert_eq!(covered(&c) & (1 << FiType::F64 as u16), 0);
+        assert_eq!(covered(&Counts::default()), 0);
+        assert_eq!(c.get(AtomicKind::Update, FiType::U8, FiOp::Bxor), 1);
+    }
+
+    #[test]
+    fn predefined_types_and_operations_map_to_libfabric_ones() {
+        assert_eq!(fi_type(TKind::Byte), Some(FiType::U8));
+        assert_eq!(fi_type(TKind::I64), Some(FiType::I64));
+        assert_eq!(fi_type(TKind::F64), Some(FiType::F64));
+        assert_eq!(fi_type(TKind::C64), None);
+        assert_eq!(fi_type(TKind::Pair), None);
+        assert_eq!(fi_op(OpKind::Bxor), FiOp::Bxor);
+        assert_eq!(fi_op(OpKind::Land), FiOp::Land);
+        assert_eq!(fi_op(OpKind::Max), FiOp::Max);
+    }
+}
