@@ -431,7 +431,7 @@ pub fn flush_local(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
     if super::win(acc.st(), h)?.remote.is_none() {
         return Ok(());
     }
-    super::ofi::flush(acc, h, t)?;
+    super::ofi::flush_local(acc, h, t)?;
     wait(acc, h, |o| o.quiet(t, true))
 }
 

@@ -147,14 +147,29 @@ static void requests(void) {
     OK(MPI_Rget(got, n, MPI_INT, right, 2 * n, n, MPI_INT, win, &q[0]));
     OK(MPI_Rput(acc, 1, MPI_INT, right, n, 1, MPI_INT, win, &q[1]));
     OK(MPI_Waitall(2, q, MPI_STATUSES_IGNORE));
+    /* flush_local completes gets and fetches (their data is here after it) and frees puts'
+     * origin buffers. */
+    int one = 1, prev = -1, g1 = -1;
+    OK(MPI_Get(&g1, 1, MPI_INT, right, n + 5, 1, MPI_INT, win));
+    OK(MPI_Fetch_and_op(&one, &prev, MPI_INT, right, 3 * n + 1, MPI_SUM, win));
+    OK(MPI_Put(put, 1, MPI_INT, right, n + 2, 1, MPI_INT, win));
+    put[0] = -5;
+    OK(MPI_Win_flush_local(right, win));
+    put[0] = -6;
+    CHECK(g1 == right * 10000 + n + 5, "get after flush_local: %d", g1);
+    CHECK(prev == right * 10000 + 3 * n + 1 + 1, "fetch_and_op after flush_local: %d", prev);
+    OK(MPI_Win_flush_local_all(win));
     OK(MPI_Win_unlock_all(win));
     OK(MPI_Barrier(MPI_COMM_WORLD));
     for (int i = 0; i < n; i++) CHECK(mem[i] == -(left * 100 + i), "rput %d: %d", i, mem[i]);
     CHECK(mem[n] == 1, "second rput: %d", mem[n]);
-    for (int i = 1; i < n; i++) CHECK(mem[n + i] == rank * 10000 + n + i, "rput wrote %d: %d", n + i, mem[n + i]);
+    CHECK(mem[n + 2] == 12345, "put before flush_local: %d", mem[n + 2]);
+    for (int i = 1; i < n; i++)
+        if (i != 2) CHECK(mem[n + i] == rank * 10000 + n + i, "rput wrote %d: %d", n + i, mem[n + i]);
     for (int i = 0; i < n; i++) {
         CHECK(mem[2 * n + i] == rank * 10000 + 2 * n + i + 1, "raccumulate %d: %d", i, mem[2 * n + i]);
-        CHECK(mem[3 * n + i] == rank * 10000 + 3 * n + i + 1, "rget_accumulate target %d: %d", i, mem[3 * n + i]);
+        CHECK(mem[3 * n + i] == rank * 10000 + 3 * n + i + 1 + (i == 1), "rget_accumulate target %d: %d", i,
+              mem[3 * n + i]);
     }
     OK(MPI_Type_free(&every_other));
     free(put);

@@ -251,6 +251,21 @@ pub fn flush(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
     result
 }
 
+/// Completes locally the RMA operations to target `t` (`None`: every target) of window `h`
+/// (`MPI_Win_flush_local*`): only the targets with reads or fetching atomics pending are
+/// flushed; puts' and plain accumulates' data is packed already (the origin buffer is free),
+/// so they are left to complete at the next flush.
+pub fn flush_local(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
+    let Some(o) = super::win(acc.st(), h)?.remote.as_deref().and_then(|r| r.ofi.as_deref()) else { return Ok(()) };
+    let mut ts: Vec<u32> = o.gets.iter().map(|g| g.0).filter(|&d| t.is_none_or(|t| t == d)).collect();
+    ts.sort_unstable();
+    ts.dedup();
+    for d in ts {
+        flush(acc, h, Some(d))?;
+    }
+    Ok(())
+}
+
 /// The RMA operations to targets `ts` completed (with MPI error class `code`): their buffers
 /// released, gets' and fetching atomics' data unpacked (unless `code` is an error), their
 /// requests done.
