@@ -111,11 +111,16 @@ impl OfiNetmod<'_> {
     /// Makes this process a target of its own one-sided operations (its own address inserted
     /// into the address vector once): what lets every origin of a window's memory, this
     /// process included, update it through the provider's atomics, which are not atomic with
-    /// the CPU's. An error if the provider refuses its own address.
+    /// the CPU's. An error if the provider refuses its own address, or is one whose operations
+    /// to itself are known to fail: `udp;ofi_rxd` (libfabric 1.17's rxd crashes in
+    /// `fi_cq_read` after an atomic to its own address, where it reports `FI_LOCAL_COMM`).
     pub fn rma_loopback(&mut self) -> Result<()> {
         let me = self.me as usize;
         if self.peers[me].addr.is_some() {
             return Ok(());
+        }
+        if self.fi.caps.prov.contains("ofi_rxd") {
+            return Err(Error::Net(format!("ofi provider {}: no one-sided operations to itself", self.prov())));
         }
         let (_, _, name) = crate::parse_card(&self.card).ok_or_else(|| Error::Net("bad own business card".into()))?;
         let a = self.fi.insert(&name).map_err(|e| Error::Net(format!("own address: {e}")))?;

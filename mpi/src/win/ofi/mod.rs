@@ -102,12 +102,12 @@ pub fn created(acc: &mut Access, h: abi::Win) -> Res<()> {
             exposed = Some(r.id);
         }
     }
-    let counts = atomic::Counts::of(ep);
     let can = usable
         && nic_wanted
         && (size == 0 || exposed.is_some())
         && jobs.iter().any(|&(j, _)| ep.rma_caps(j).is_some_and(|c| c.atomic))
         && ep.rma_loopback();
+    let counts = if can { atomic::Counts::of(ep) } else { atomic::Counts::default() };
     mine[1] = u8::from(can);
     mine[2..4].copy_from_slice(&atomic::covered(&counts).to_le_bytes());
     let tu = acc.st().tuning;
