@@ -201,7 +201,8 @@ pub fn accumulate(acc: &mut Access, h: abi::Win, x: &Transfer, how: How) -> Res<
         return Ok(true);
     };
     issue(acc, h, x, (kind, op, ty), key, tg.job)?;
-    if x.target == me && !x.request {
+    if x.target == me {
+        // Its own synchronisation calls do not flush this process (node-local path).
         super::flush(acc, h, Some(me))?;
     }
     Ok(true)
