@@ -42,6 +42,7 @@
 //! | `collectives_on_two_levels` | the same over 2 nodes (`nemesis-run --nodes`, TCP between them) and 3 pretend nodes (`NEMESIS_COLL_NODES`) | 5, 7 |
 //! | `one_sided_across_nodes` | `win_remote.c` over 2 nodes (TCP; with the `rdma` feature `--netmod ofi`, `tcp;ofi_rxm`) and on one node: Put/Get under fence (contiguous and strided on either side), 1 MiB put and get, a put's buffer reused after Win_flush_local, Accumulate and Fetch_and_op from every rank on one counter under shared locks (local and remote origins at once: exact sums), Compare_and_swap (one winner), Get_accumulate with MPI_NO_OP and MPI_REPLACE, Win_create with PSCW, Rput/Rget/Raccumulate/Rget_accumulate in lock_all with flush/flush_local_all, MPI_ERR_RMA_RANGE, a dynamic window, passive target progress while the target computes 2 s without calling MPI; MPI_Query_thread unchanged; validated on MPICH (with its asynchronous progress) | 2, 4; 5 yielding over 2 nodes; 1, 3 |
 //! | `one_sided_by_netmod_rma` | with the `rdma` feature, over 2 nodes `--netmod ofi` on `tcp;ofi_rxm` and `shm`: `win_remote.c`, `win_ops.c`, `win_sync.c`, `win_atomic.c` with Put/Get by `fi_write`/`fi_read` (the `mpi::win::ofi` log lines at each window's free show win_remote's 1 MiB put and get went by RMA); `NEMESIS_OFI_RMA=off`: none did | 4, 2 |
+//! | `one_sided_by_nic_atomics` | `win_nic.c`: Fetch_and_op (a permutation), Accumulate of int64/double/int BXOR and CAS increments on one target's counters from every rank, its own included (exact totals), Get_accumulate NO_OP, `nemesis_nic_atomics` reported; Rput/Rget/Raccumulate/Rget_accumulate with Wait, Testall, Waitall. With `rdma`, over 2 nodes `--netmod ofi` (`tcp;ofi_rxm`, `shm`): one rank per node, the accumulates by `fi_*atomic` (the atomics counted in the `mpi::win::ofi` log line at each window's free); two per node, `NEMESIS_OFI_RMA=off` and `udp;ofi_rxd` (no loopback): none | 1, 2; 3, 4 yielding; 4 over 2 nodes; 2, 4 over ofi |
 //! | `across_nodes` | `comms.c` and `pingpong.c` over 2 nodes: TCP, and with the `rdma` feature `--netmod ofi` (`tcp;ofi_rxm`, `shm`) | 4, 2 |
 //! | `communicators` | `comms.c`: split, dup, free, SELF, isolation of contexts | 1, 2, 4, 7 |
 //! | `nonblocking_in_any_order` | `nonblocking.c`: Waitany, Testall, Test/Wait shuffled, non-overtaking | 1, 2, 3, 4 |
@@ -362,13 +363,17 @@ fn one_sided_across_nodes() {
 
 /// Bytes (put, got) that windows moved by netmod RMA, from their `mpi::win::ofi` log lines.
 fn rma_bytes_in_log(o: &std::process::Output) -> (u64, u64) {
+    (rma_log_sum(o, "put="), rma_log_sum(o, "got="))
+}
+
+/// The sum of field `key` (`put=`, `got=`, `atomics=`) over the `mpi::win::ofi` lines logged at
+/// each window's free.
+fn rma_log_sum(o: &std::process::Output, key: &str) -> u64 {
     let err = String::from_utf8_lossy(&o.stderr);
-    let field = |l: &str, k: &str| -> u64 {
-        l.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
     err.lines()
         .filter(|l| l.contains("bytes moved by netmod RMA"))
-        .fold((0, 0), |(p, g), l| (p + field(l, "put="), g + field(l, "got=")))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse::<u64>().ok()))
+        .sum()
 }
 
 #[test]
@@ -396,6 +401,52 @@ fn one_sided_by_netmod_rma() {
         assert_all_ok(&o, "win_remote", 4);
         assert_eq!(rma_bytes_in_log(&o), (0, 0), "{}", show(&o));
     }
+}
+
+#[test]
+fn one_sided_by_nic_atomics() {
+    run_ok("win_nic", &[1, 2], &[], &[]);
+    run_ok("win_nic", &[3, 4], &["--wait", "yield"], &[]);
+    run_ok("win_nic", &[4], &["--nodes", "2", "--wait", "yield"], &[]);
+    if !cfg!(feature = "rdma") {
+        return;
+    }
+    let log = ("NEMESIS_LOG", "warn,mpi::win::ofi=debug");
+    let prog = compile("win_nic", false);
+    for prov in ["tcp;ofi_rxm", "shm"] {
+        let env = [("NEMESIS_OFI_PROVIDER", prov), ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1"), log];
+        let args = ["--nodes", "2", "--netmod", "ofi"];
+        // One rank per node: accumulates by fi_*atomic (the first window's; the second refused
+        // them by info), Rput/Rget by fi_write/fi_read.
+        let on = [env[0], env[1], env[2], ("EXPECT_NIC", "true")];
+        let o = job(2, &prog, &args, &on);
+        assert_all_ok(&o, "win_nic", 2);
+        let (atomics, got) = (rma_log_sum(&o, "atomics="), rma_log_sum(&o, "got="));
+        // Each rank's 200 rounds: fetch_and_op, 3 accumulates, at least one CAS, a BXOR.
+        assert!(atomics >= 2 * 200 * 6, "{prov}: {atomics} atomics: {}", show(&o));
+        assert!(got >= 2 * 64 * 4, "{prov}: Rget bytes by fi_read {got}: {}", show(&o));
+        // Two ranks per node: node-local origins use CPU atomics, so no window may use the
+        // provider's; the totals stay exact.
+        let off = [env[0], env[1], env[2], ("EXPECT_NIC", "false")];
+        let o = job(4, &prog, &["--nodes", "2", "--netmod", "ofi", "--wait", "yield"], &off);
+        assert_all_ok(&o, "win_nic", 4);
+        assert_eq!(rma_log_sum(&o, "atomics="), 0, "{prov}: {}", show(&o));
+        // NEMESIS_OFI_RMA=off: active messages only.
+        let o = job(2, &prog, &args, &[env[0], env[1], log, ("EXPECT_NIC", "false"), ("NEMESIS_OFI_RMA", "off")]);
+        assert_all_ok(&o, "win_nic", 2);
+        assert_eq!(rma_log_sum(&o, "atomics="), 0, "{prov}: {}", show(&o));
+    }
+    // udp;ofi_rxd has atomics but no loopback (the netmod refuses it): a target's own
+    // accumulates cannot go through the provider, so none do.
+    let env = [
+        ("NEMESIS_OFI_PROVIDER", "udp;ofi_rxd"),
+        ("NEMESIS_OFI_HEARTBEAT_ADDR", "127.0.0.1"),
+        log,
+        ("EXPECT_NIC", "false"),
+    ];
+    let o = job(2, &prog, &["--nodes", "2", "--netmod", "ofi"], &env);
+    assert_all_ok(&o, "win_nic", 2);
+    assert_eq!(rma_log_sum(&o, "atomics="), 0, "udp;ofi_rxd: {}", show(&o));
 }
 
 #[test]

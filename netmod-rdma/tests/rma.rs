@@ -2,7 +2,8 @@
 //! rank 1 exposes a region, rank 0 writes into it, reads it back, and does atomics on it (where
 //! the provider has them), each completed by polling both netmods until rank 0's operations to
 //! rank 1 are done; operations outside the region are refused before the provider sees them, and
-//! the counters say what carried the bytes.
+//! the counters say what carried the bytes; a rank updates its own region through the provider
+//! (`rma_loopback`, refused by `udp;ofi_rxd`).
 #![cfg(feature = "libfabric")]
 
 use std::time::{Duration, Instant};
@@ -109,6 +110,32 @@ fn run(prov: &str) {
             assert_eq!(&region[100..104], &[8, 1, 1, 1]);
         }
         assert!(j.n[0].stats().rma_atomics >= 2);
+        // Loopback: rank 1 updates its own region through the provider (refused by rxd).
+        if let Err(e) = j.n[1].rma_loopback() {
+            assert!(prov.contains("ofi_rxd"), "{prov}: no loopback: {e}");
+            j.n[1].rma_withdraw(r.id);
+            return;
+        }
+        let (src, mut old) = ([5u64], [0u64]);
+        let a = Atomic {
+            kind: AtomicKind::Fetch,
+            op: FiOp::Sum,
+            ty: FiType::U64,
+            src: src.as_ptr() as *const u8,
+            compare: std::ptr::null(),
+            result: old.as_mut_ptr() as *mut u8,
+            count: 1,
+        };
+        // SAFETY: the buffers outlive the loop below, which waits for the completion.
+        unsafe { j.n[1].rma_atomic(1, &a, &key, 800) }.unwrap();
+        let t0 = Instant::now();
+        while !j.n[1].rma_flushed(1).unwrap() {
+            for (n, p) in j.n.iter_mut().zip(j.ports.iter_mut()) {
+                n.poll(p).unwrap();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "the loopback atomic never completed");
+        }
+        assert_eq!((old[0], region[100]), (8, 13), "fetch and add to this process's own region");
     } else {
         assert!(prov != "tcp;ofi_rxm", "tcp;ofi_rxm has atomics");
     }
@@ -123,4 +150,9 @@ fn write_read_and_atomics_over_tcp_rxm() {
 #[test]
 fn write_read_and_atomics_over_shm() {
     run("shm");
+}
+
+#[test]
+fn write_read_and_atomics_over_udp_rxd() {
+    run("udp;ofi_rxd");
 }

@@ -10,7 +10,7 @@
 //! their completions, which the netmod's ordinary poll reads.
 //!
 //! Invariants: an operation is posted only to a rank of another node whose netmod connection
-//! has RMA; its buffers are the provider's until [`Endpoint::rma_flushed`] of that rank is true
+//! has RMA, or to this rank itself after [`Endpoint::rma_loopback`]; its buffers are the provider's until [`Endpoint::rma_flushed`] of that rank is true
 //! (or the rank is dead: an error).
 
 use super::{Endpoint, NOT_LOCAL};
@@ -60,6 +60,17 @@ impl Endpoint {
         false
     }
 
+    /// The most elements one atomic `kind` of `op` on `ty` may carry: 0 where the netmod does
+    /// not do it.
+    pub fn rma_atomic_count(&self, kind: AtomicKind, op: FiOp, ty: FiType) -> usize {
+        #[cfg(feature = "rdma")]
+        if let Some(Net::Ofi(n)) = self.inner.net.as_ref() {
+            return n.rma_atomic_count(kind, op, ty);
+        }
+        let _ = (kind, op, ty);
+        0
+    }
+
     /// Exposes `len` bytes at `addr` to peers' one-sided operations: `None` where the netmod has
     /// no RMA.
     ///
@@ -87,9 +98,27 @@ impl Endpoint {
         let _ = id;
     }
 
-    /// Connects the netmod to `rank` if it was not yet (a rank started later), then gives it.
+    /// Makes this rank a target of its own one-sided operations through the netmod (its own
+    /// address known to the provider): false where the netmod has no atomics or refuses it.
+    /// A window whose every origin of a target must go through the provider's atomics needs it
+    /// for the target's own accumulates.
+    pub fn rma_loopback(&mut self) -> bool {
+        #[cfg(feature = "rdma")]
+        if let Some(n) = self.ofi()
+            && n.rma_caps().atomic
+        {
+            return n.rma_loopback().is_ok();
+        }
+        false
+    }
+
+    /// Connects the netmod to `rank` if it was not yet (a rank started later), then gives it
+    /// (this rank itself after [`Endpoint::rma_loopback`]).
     #[cfg(feature = "rdma")]
     fn ofi_to(&mut self, rank: u32) -> Result<&mut nemesis_netmod_rdma::OfiNetmod<'static>> {
+        if rank == self.rank() {
+            return self.ofi().filter(|n| n.connected(rank)).ok_or_else(no_rma);
+        }
         if self.rma_caps(rank).is_none() {
             return Err(no_rma());
         }

@@ -138,6 +138,9 @@ pub fn accumulate(acc: &mut Access, h: abi::Win, x: &Transfer) -> Res<()> {
         (_, Some(how)) => how,
         _ => how_of(acc, op, &x.tside)?,
     };
+    if super::ofi::atomic::accumulate(acc, h, x, how)? {
+        return Ok(());
+    }
     let w = super::win(acc.st(), h)?;
     match w.targets[x.target as usize].path {
         Path::Remote => super::remote::issue(acc, h, x),

@@ -246,6 +246,7 @@ pub unsafe fn get_info(acc: &mut Access, h: abi::Win, out: *mut abi::Info) -> Re
         if w.flavor == abi::WIN_FLAVOR_SHARED {
             v.push(("alloc_shared_noncontig".into(), b(hs.alloc_shared_noncontig)));
         }
+        v.push(("nemesis_nic_atomics".into(), b(super::ofi::nic_atomics(w))));
         // SAFETY: the caller's contract.
         unsafe { crate::info::hand_out_info(st, v, out) }
     })

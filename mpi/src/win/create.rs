@@ -141,6 +141,7 @@ pub fn apply_hint(h: &mut Hints, k: &str, v: String) {
         "same_size" => h.same_size = yes,
         "same_disp_unit" => h.same_disp_unit = yes,
         "alloc_shared_noncontig" => h.alloc_shared_noncontig = yes,
+        "nemesis_nic_atomics" => h.nic_atomics = Some(yes),
         _ => {}
     }
 }

@@ -106,7 +106,10 @@ fn native_how(op: abi::Op, dt: Datatype) -> Option<(How, usize)> {
 /// origin maps (the window's flavour).
 #[inline(always)]
 fn native_ok(w: &Window, at: usize, size: usize) -> bool {
-    matches!(w.flavor, abi::WIN_FLAVOR_ALLOCATE | abi::WIN_FLAVOR_SHARED) && at.is_multiple_of(size)
+    // A window whose accumulates may go by the provider's atomics takes the general path.
+    matches!(w.flavor, abi::WIN_FLAVOR_ALLOCATE | abi::WIN_FLAVOR_SHARED)
+        && at.is_multiple_of(size)
+        && (w.remote.is_none() || !super::ofi::nic_atomics(w))
 }
 
 /// `MPI_Fetch_and_op` on one element.

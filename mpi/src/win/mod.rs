@@ -124,6 +124,8 @@ pub struct Hints {
     pub same_size: bool,
     pub same_disp_unit: bool,
     pub alloc_shared_noncontig: bool,
+    /// `nemesis_nic_atomics` as given (`None`: unset, the automatic rule of `ofi::atomic`).
+    pub nic_atomics: Option<bool>,
 }
 
 /// Values the predefined attributes point to (boxed in the window: stable addresses while it

@@ -54,7 +54,8 @@ use wire::{Kind, Span, Spans};
 pub struct Remote {
     pub origin: Origin,
     pub target: Target,
-    /// Puts and Gets by the netmod's RMA, where it has it ([`super::ofi`]).
+    /// Puts, Gets and (where the window may) accumulates by the netmod's RMA, where it has it
+    /// ([`super::ofi`]).
     pub ofi: Option<Box<super::ofi::Ofi>>,
 }
 
@@ -231,6 +232,7 @@ pub fn poll_request(st: &mut State, p: Pending) -> Option<c_int> {
         return Some(abi::ERR_WIN);
     }
     advance(st, p.win);
+    super::ofi::request::poll(st, p.win);
     let r = super::win_mut(st, p.win).ok()?.remote.as_mut()?;
     r.origin.take(p.id)
 }
@@ -429,7 +431,7 @@ pub fn flush_local(acc: &mut Access, h: abi::Win, t: Option<u32>) -> Res<()> {
     if super::win(acc.st(), h)?.remote.is_none() {
         return Ok(());
     }
-    super::ofi::flush(acc, h, t)?;
+    super::ofi::flush_local(acc, h, t)?;
     wait(acc, h, |o| o.quiet(t, true))
 }
 

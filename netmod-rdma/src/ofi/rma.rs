@@ -42,8 +42,14 @@ impl OfiNetmod<'_> {
 
     /// True if the provider does `kind` of `op` on elements of `ty` (`fi_*atomicvalid`).
     pub fn rma_atomic_valid(&self, kind: AtomicKind, op: FiOp, ty: FiType) -> bool {
+        self.rma_atomic_count(kind, op, ty) > 0
+    }
+
+    /// The most elements one atomic `kind` of `op` on `ty` may carry (`fi_*atomicvalid`'s
+    /// count): 0 where the provider does not do it.
+    pub fn rma_atomic_count(&self, kind: AtomicKind, op: FiOp, ty: FiType) -> usize {
         if !self.rma_caps().atomic {
-            return false;
+            return 0;
         }
         let k = match kind {
             AtomicKind::Update => 0,
@@ -53,7 +59,7 @@ impl OfiNetmod<'_> {
         let mut count = 0usize;
         // SAFETY: an open endpoint; the shim refuses one without an atomic table.
         let rc = unsafe { nm_atomicvalid(self.fi.ep.0, k, ty as i32, op as i32, &mut count) };
-        rc == 0 && count > 0
+        if rc == 0 { count } else { 0 }
     }
 
     /// Registers `len` bytes at `addr` for peers' reads, writes and atomics.
@@ -100,6 +106,26 @@ impl OfiNetmod<'_> {
     /// True if `peer`'s address is known (`Netmod::connect` was called for it).
     pub fn connected(&self, peer: u32) -> bool {
         self.peers.get(peer as usize).is_some_and(|p| p.addr.is_some())
+    }
+
+    /// Makes this process a target of its own one-sided operations (its own address inserted
+    /// into the address vector once): what lets every origin of a window's memory, this
+    /// process included, update it through the provider's atomics, which are not atomic with
+    /// the CPU's. An error if the provider refuses its own address, or is one whose operations
+    /// to itself are known to fail: `udp;ofi_rxd` (libfabric 1.17's rxd crashes in
+    /// `fi_cq_read` after an atomic to its own address, where it reports `FI_LOCAL_COMM`).
+    pub fn rma_loopback(&mut self) -> Result<()> {
+        let me = self.me as usize;
+        if self.peers[me].addr.is_some() {
+            return Ok(());
+        }
+        if self.fi.caps.prov.contains("ofi_rxd") {
+            return Err(Error::Net(format!("ofi provider {}: no one-sided operations to itself", self.prov())));
+        }
+        let (_, _, name) = crate::parse_card(&self.card).ok_or_else(|| Error::Net("bad own business card".into()))?;
+        let a = self.fi.insert(&name).map_err(|e| Error::Net(format!("own address: {e}")))?;
+        self.peers[me].addr = Some(a);
+        Ok(())
     }
 
     /// One-sided operations to `peer` posted and not completed.
@@ -260,7 +286,10 @@ impl OfiNetmod<'_> {
     }
 
     fn rma_check(&self, peer: u32, key: &RmaKey, off: u64, n: u64, can: bool, what: &str) -> Result<()> {
-        self.peer_index(peer)?;
+        // This process itself once `rma_loopback` gave it its own address.
+        if !(peer == self.me && self.peers[peer as usize].addr.is_some()) {
+            self.peer_index(peer)?;
+        }
         if !can {
             return Err(Error::Net(format!("ofi provider {}: no RMA {what} here", self.prov())));
         }

@@ -204,6 +204,7 @@ fn get_win(r: &mut Reader) -> Result<SavedWin, Bad> {
         same_size,
         same_disp_unit,
         alloc_shared_noncontig,
+        nic_atomics: None,
     };
     let (name, attrs, errh, fence, remote) = (r.string()?, get_attrs(r)?, r.i32()?, r.bool()?, r.bool()?);
     let n = r.len(16)?;
