@@ -39,6 +39,37 @@ pub fn line(args: fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// Waits until the reader of standard error has taken everything written to it, at most
+/// `limit`: a pipe's unread bytes (`FIONREAD`) or a socket's unsent and unacknowledged ones
+/// (`TIOCOUTQ`) reach zero; a terminal or a file took them at `write` already.
+///
+/// Before a process asks its process manager to end the job: Hydra's proxy exits at an abort
+/// request without reading the rank's stderr pipe again, so a reason written just before it was
+/// lost (about one run in twenty under load); once the pipe is empty the proxy has read the
+/// reason, and it forwards what it read before it looks at the next event.
+pub fn drain_stderr(limit: std::time::Duration) {
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd 2 (maybe closed: then `fstat` fails), `sb` writable.
+    if unsafe { libc::fstat(2, &mut sb) } != 0 {
+        return;
+    }
+    let request = match sb.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => libc::FIONREAD,
+        libc::S_IFSOCK => libc::TIOCOUTQ,
+        _ => return,
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: both requests write one `int` at the pointer.
+        if unsafe { libc::ioctl(2, request, &mut unread) } != 0 || unread <= 0 || start.elapsed() >= limit {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// [`line`] with `format!` arguments: `say!("nemesis-run: rank {r} died")`.
 #[macro_export]
 macro_rules! say {
