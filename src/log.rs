@@ -303,4 +303,50 @@ mod tests {
         assert_eq!(time.len(), 15, "{time}");
         assert!(!text.contains('\x1b'), "{text:?}");
     }
+
+    /// The child of [`abort_waits_until_stderr_is_read`]: writes a line to its stderr (a pipe
+    /// the parent reads late), waits with [`drain_stderr`], prints how long on stdout.
+    #[test]
+    fn drain_stderr_child() {
+        let Ok(limit) = std::env::var("NEMESIS_TEST_DRAIN_LIMIT_MS") else { return };
+        line(format_args!("a reason the process manager must forward"));
+        let t = std::time::Instant::now();
+        drain_stderr(std::time::Duration::from_millis(limit.parse().unwrap()));
+        println!("drained after {} ms", t.elapsed().as_millis());
+    }
+
+    /// Runs [`drain_stderr_child`] with its stderr a pipe first read after `read_after` (never:
+    /// `None`); the milliseconds it waited and what it wrote to stderr.
+    fn drain_child(limit_ms: u64, read_after: Option<u64>) -> (u128, String) {
+        use std::io::Read as _;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "log::tests::drain_stderr_child", "--nocapture", "--test-threads", "1"])
+            .env("NEMESIS_TEST_DRAIN_LIMIT_MS", limit_ms.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let mut text = String::new();
+        if let Some(ms) = read_after {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            err.read_to_string(&mut text).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ms = stdout.lines().find_map(|l| l.split("drained after ").nth(1)?.split(' ').next()?.parse().ok());
+        (ms.unwrap_or_else(|| panic!("no time in {stdout:?}")), text)
+    }
+
+    #[test]
+    fn abort_waits_until_stderr_is_read() {
+        // Read after 300 ms: the child waited for it, well within its limit.
+        let (ms, text) = drain_child(5000, Some(300));
+        assert!((250..4000).contains(&ms), "waited {ms} ms");
+        assert!(text.contains("a reason the process manager must forward"), "{text:?}");
+        // Never read: the limit ends the wait.
+        let (ms, _) = drain_child(200, None);
+        assert!((200..4000).contains(&ms), "waited {ms} ms");
+    }
 }
