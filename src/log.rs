@@ -39,6 +39,37 @@ pub fn line(args: fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
+/// Waits until the reader of standard error has taken everything written to it, at most
+/// `limit`: a pipe's unread bytes (`FIONREAD`) or a socket's unsent and unacknowledged ones
+/// (`TIOCOUTQ`) reach zero; a terminal or a file took them at `write` already.
+///
+/// Before a process asks its process manager to end the job: Hydra's proxy exits at an abort
+/// request without reading the rank's stderr pipe again, so a reason written just before it was
+/// lost (about one run in twenty under load); once the pipe is empty the proxy has read the
+/// reason, and it forwards what it read before it looks at the next event.
+pub fn drain_stderr(limit: std::time::Duration) {
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd 2 (maybe closed: then `fstat` fails), `sb` writable.
+    if unsafe { libc::fstat(2, &mut sb) } != 0 {
+        return;
+    }
+    let request = match sb.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => libc::FIONREAD,
+        libc::S_IFSOCK => libc::TIOCOUTQ,
+        _ => return,
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: both requests write one `int` at the pointer.
+        if unsafe { libc::ioctl(2, request, &mut unread) } != 0 || unread <= 0 || start.elapsed() >= limit {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// [`line`] with `format!` arguments: `say!("nemesis-run: rank {r} died")`.
 #[macro_export]
 macro_rules! say {
@@ -271,5 +302,51 @@ mod tests {
         let time = lines[0].split(' ').next().unwrap();
         assert_eq!(time.len(), 15, "{time}");
         assert!(!text.contains('\x1b'), "{text:?}");
+    }
+
+    /// The child of [`abort_waits_until_stderr_is_read`]: writes a line to its stderr (a pipe
+    /// the parent reads late), waits with [`drain_stderr`], prints how long on stdout.
+    #[test]
+    fn drain_stderr_child() {
+        let Ok(limit) = std::env::var("NEMESIS_TEST_DRAIN_LIMIT_MS") else { return };
+        line(format_args!("a reason the process manager must forward"));
+        let t = std::time::Instant::now();
+        drain_stderr(std::time::Duration::from_millis(limit.parse().unwrap()));
+        println!("drained after {} ms", t.elapsed().as_millis());
+    }
+
+    /// Runs [`drain_stderr_child`] with its stderr a pipe first read after `read_after` (never:
+    /// `None`); the milliseconds it waited and what it wrote to stderr.
+    fn drain_child(limit_ms: u64, read_after: Option<u64>) -> (u128, String) {
+        use std::io::Read as _;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "log::tests::drain_stderr_child", "--nocapture", "--test-threads", "1"])
+            .env("NEMESIS_TEST_DRAIN_LIMIT_MS", limit_ms.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let mut text = String::new();
+        if let Some(ms) = read_after {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            err.read_to_string(&mut text).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ms = stdout.lines().find_map(|l| l.split("drained after ").nth(1)?.split(' ').next()?.parse().ok());
+        (ms.unwrap_or_else(|| panic!("no time in {stdout:?}")), text)
+    }
+
+    #[test]
+    fn abort_waits_until_stderr_is_read() {
+        // Read after 300 ms: the child waited for it, well within its limit.
+        let (ms, text) = drain_child(5000, Some(300));
+        assert!((250..4000).contains(&ms), "waited {ms} ms");
+        assert!(text.contains("a reason the process manager must forward"), "{text:?}");
+        // Never read: the limit ends the wait.
+        let (ms, _) = drain_child(200, None);
+        assert!((200..4000).contains(&ms), "waited {ms} ms");
     }
 }

@@ -440,6 +440,10 @@ impl Endpoint {
     /// (or at once for a singleton).
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
         crate::say!("nemesis: rank {} aborts the job (code {code}): {msg}", self.inner.rank);
+        if self.inner.pmi.is_some() {
+            // The process manager may stop reading this process's stderr at the abort request.
+            crate::log::drain_stderr(std::time::Duration::from_secs(1));
+        }
         if let Some(pmi) = self.inner.pmi.as_mut()
             && pmi.abort(code, msg).is_ok()
         {

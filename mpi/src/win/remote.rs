@@ -59,6 +59,36 @@ pub struct Remote {
     pub ofi: Option<Box<super::ofi::Ofi>>,
 }
 
+/// What the remote path of a window still has under way at this process
+/// ([`under_way`]: a checkpoint waits for none of it, `crate::ft::image::windows`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnderWay {
+    /// Operations of this origin: held back, in flight, not yet flushed, or done with a result
+    /// not yet taken.
+    Origin,
+    /// Requests of remote origins: matched and not yet applied, replies being sent, or lock
+    /// requests waiting.
+    Target,
+}
+
+/// What window `w`'s remote path has under way at this process, if anything (the origin's side
+/// first); `None` for a window without one.
+pub fn under_way(w: &Window) -> Option<UnderWay> {
+    let r = w.remote.as_ref()?;
+    let o = &r.origin;
+    if o.tail.is_some() || !o.ops.is_empty() || !o.dirty.is_empty() || !o.finished.is_empty() {
+        return Some(UnderWay::Origin);
+    }
+    let t = &r.target;
+    (!t.incoming.is_empty() || replying(w) || t.locks.is_waiting()).then_some(UnderWay::Target)
+}
+
+/// True if this process is still sending replies to remote origins of window `w` (its progress
+/// finishes them: `super::progress::advance`).
+pub fn replying(w: &Window) -> bool {
+    w.remote.as_ref().is_some_and(|r| !r.target.replies.is_empty())
+}
+
 /// True if window `w` has a target this process reaches by the remote path.
 pub fn reaches_remotely(w: &Window) -> bool {
     w.targets.iter().any(|t| t.path == Path::Remote)

@@ -27,12 +27,27 @@ __attribute__((unused)) static void ft_init(int *argc, char ***argv, int *rank, 
 
 /* MPIX_Checkpoint_restore, right after MPI_Init: on a restarted incarnation copies the state it
  * restarted from (exactly `size` bytes, or the rank fails) to `state` and returns 1; on a fresh
- * start leaves `state` alone and returns 0 (the caller makes its state). */
+ * start leaves `state` alone and returns 0 (the caller makes its state). A failed restore ends the
+ * job with its reason: MPI_COMM_WORLD's error handler is MPI_ERRORS_ARE_FATAL during the call
+ * (the library's fatal message names why; an error string names only the class), then the one
+ * the restore put back, or on a fresh start the one it had before. */
 __attribute__((unused)) static int ft_restore(void *state, size_t size) {
     void *buf;
     size_t len;
     int restored;
-    OK(MPIX_Checkpoint_restore(&buf, &len, &restored));
+    MPI_Errhandler eh;
+    OK(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &eh));
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+    int rc = MPIX_Checkpoint_restore(&buf, &len, &restored);
+    if (rc != MPI_SUCCESS) {
+        char why[MPI_MAX_ERROR_STRING];
+        int n = 0;
+        if (MPI_Error_string(rc, why, &n) != MPI_SUCCESS) snprintf(why, sizeof why, "error %d", rc);
+        CHECK(rc == MPI_SUCCESS, "MPIX_Checkpoint_restore returned: %s", why);
+    }
+    /* A restored MPI_COMM_WORLD has the handler it had at the checkpoint. */
+    if (!restored) OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh));
+    if (eh != MPI_ERRORS_ARE_FATAL && eh != MPI_ERRORS_RETURN) OK(MPI_Errhandler_free(&eh));
     if (!restored) return 0;
     CHECK(len == size, "restored %zu bytes, want %zu", len, size);
     memcpy(state, buf, size);

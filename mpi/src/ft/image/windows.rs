@@ -20,8 +20,10 @@
 //! [`segment::restart_name`] (the leader's pid at the checkpoint and the window's context: every
 //! member read both then) at the address its old one had (`MAP_FIXED_NOREPLACE`), publishes its
 //! new pid and marks the segment ready (`opens` = 1); the others open it at their own old
-//! addresses, retrying for [`OPEN_WAIT`] (a stale segment of an earlier failed restore, whose
-//! leader's pid is dead, is passed over), and the last opener unlinks the name. Each member then
+//! addresses, retrying for [`OPEN_WAIT`] while it is not made, not yet its full length (the
+//! leader between `shm_open` and `posix_fallocate`) or not marked ready (a stale segment of an
+//! earlier failed restore, whose leader's pid is dead, is passed over), and the last opener
+//! unlinks the name. A rank whose restore fails unlinks every restart name of its windows. Each member then
 //! copies its saved bytes back, republishes its regions and its pid (a CMA path restored with pid
 //! 0 reads the peer's pid from its control block: `Window::path_of`). `MPI_WIN_BASE` and every
 //! pointer the application kept into window memory stay valid.
@@ -40,6 +42,7 @@ use crate::abi::{self, Aint};
 use crate::attr::Keyval;
 use crate::ft::wire::{Bad, Reader, Writer};
 use crate::state::State;
+use crate::win::remote::{self, UnderWay};
 use crate::win::segment::{self, Mapping};
 use crate::win::{AttrValues, Epoch, Hints, Path, Target, Window};
 
@@ -58,17 +61,11 @@ pub fn outstanding(st: &State) -> Option<String> {
             "a passive-target epoch (MPI_Win_lock, MPI_Win_lock_all) is open"
         } else if e.fence && e.fence_used {
             "operations were issued since the last MPI_Win_fence (close the epoch with a fence)"
-        } else if w.remote.as_ref().is_some_and(|r| {
-            r.origin.tail.is_some()
-                || !r.origin.ops.is_empty()
-                || !r.origin.dirty.is_empty()
-                || !r.origin.finished.is_empty()
-        }) {
-            "operations to remote targets are not complete (flush, unlock or fence first)"
-        } else if w.remote.as_ref().is_some_and(|r| {
-            !r.target.incoming.is_empty() || !r.target.replies.is_empty() || r.target.locks.is_waiting()
-        }) {
-            "requests of remote origins are being served"
+        } else if let Some(u) = remote::under_way(w) {
+            match u {
+                UnderWay::Origin => "operations to remote targets are not complete (flush, unlock or fence first)",
+                UnderWay::Target => "requests of remote origins are being served",
+            }
         } else if !w.control(w.local).lock.is_free() {
             "a peer holds this rank's lock (MPI_Win_lock)"
         } else if w.control(w.local).acc_mutex.load(Ordering::Acquire) != 0 {
@@ -277,13 +274,29 @@ impl SavedWins {
     /// Maps every window's segment again at its old address (module documentation), after
     /// [`SavedWins::check`] and before the restore changes anything: an address range the
     /// program took first fails the restore with nothing changed.
+    ///
+    /// On failure no name of this restore stays in `/dev/shm`: this rank unlinks every window's
+    /// restart name (created, opened or not yet made: the restore of the group fails with it) and
+    /// unmaps what it mapped.
     pub fn map(&mut self) -> Result<(), String> {
+        let mut failed = None;
         for (i, s) in &mut self.wins.1 {
-            let locals = s.targets.iter().filter(|t| t.local.is_some()).count() as u32;
-            let m = remap(s, locals, s.comm.ctx).map_err(|e| format!("window at slot {i}: {e}"))?;
-            s.seg = Some(m);
+            match remap(s, locals(s), s.comm.ctx) {
+                Ok(m) => s.seg = Some(m),
+                Err(e) => {
+                    failed = Some(format!("window at slot {i}: {e}"));
+                    break;
+                }
+            }
         }
-        Ok(())
+        let Some(e) = failed else { return Ok(()) };
+        for (_, s) in &mut self.wins.1 {
+            s.seg = None;
+            if locals(s) > 1 {
+                segment::unlink(&segment::restart_name(s.leader_pid, s.comm.ctx));
+            }
+        }
+        Err(e)
     }
 
     /// Puts the window keyvals and the windows back (module documentation). Runs last in the
@@ -315,11 +328,16 @@ pub fn start_progress(acc: &mut crate::state::Access) {
 /// a bounded number of rounds, before [`outstanding`] looks.
 pub fn settle(st: &mut State) {
     for _ in 0..1000 {
-        let busy = st.wins.table.iter().any(|(_, w)| w.remote.as_ref().is_some_and(|r| !r.target.replies.is_empty()));
+        let busy = st.wins.table.iter().any(|(_, w)| remote::replying(w));
         if !busy || !crate::win::progress::advance(st) {
             return;
         }
     }
+}
+
+/// How many members of the window are on this node (share its segment).
+fn locals(s: &SavedWin) -> u32 {
+    s.targets.iter().filter(|t| t.local.is_some()).count() as u32
 }
 
 /// True if this rank's saved memory (allocate flavours) lies inside the saved segment.
@@ -405,7 +423,9 @@ fn remap(s: &SavedWin, locals: u32, ctx: u32) -> Result<Mapping, String> {
                 }
                 // Not ready yet, or stale (an earlier restore's leader died): drop and retry.
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            // Not made yet, or made but not yet its full length (the leader is between
+            // `shm_open` and `posix_fallocate`): retry.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.kind() == std::io::ErrorKind::InvalidData => {}
             Err(e) => return Err(fail(e)),
         }
         if t.elapsed() > OPEN_WAIT {
@@ -489,6 +509,52 @@ mod tests {
         // A taken range is refused with its reason, never replaced.
         let e = Mapping::private_at(a, len, 2).unwrap_err();
         assert!(e.to_string().contains("in use"), "{e}");
+    }
+
+    #[test]
+    fn a_member_waits_while_the_segment_is_shorter_than_its_layout() {
+        // The leader between `shm_open` and `posix_fallocate`: the name exists, empty.
+        let (a, b) = (range(2), range(3));
+        let (s0, s1) = (saved(a, 0, 2), saved(b, 1, 2));
+        let name = segment::restart_name(2, s0.comm.ctx);
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
+        // SAFETY: a NUL-terminated name; the descriptor is closed at once (the name stays).
+        let fd = unsafe { libc::shm_open(name.as_ptr(), flags, 0o600) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: ours.
+        unsafe { libc::close(fd) };
+        let member = std::thread::spawn(move || remap(&s1, 2, s1.comm.ctx).map(|m| m.addr() as usize));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!member.is_finished(), "the member gave up on a segment not yet its length");
+        let lead = remap(&s0, 2, s0.comm.ctx).unwrap();
+        assert_eq!(member.join().unwrap(), Ok(b));
+        assert_eq!(lead.control(0).opens.load(Ordering::Acquire), 2, "both opened it");
+    }
+
+    #[test]
+    fn a_failed_restore_leaves_no_name() {
+        // Window 0 is restored (this rank its node's leader); window 1's range is taken: the
+        // restore fails and unlinks both names (window 1's made by its leader before this
+        // member failed).
+        let (a, b) = (range(4), range(5));
+        let taken = Mapping::private_at(b, 2 * segment::PAGE, 2).unwrap();
+        let first = saved(a, 0, 3);
+        let name0 = segment::restart_name(3, first.comm.ctx);
+        let mut second = saved(b, 1, 3);
+        second.comm.ctx += 1;
+        let name = segment::restart_name(3, second.comm.ctx);
+        let made = Mapping::create(&name, 2 * segment::PAGE, 2).unwrap();
+        made.control(0).pid.store(std::process::id(), Ordering::Relaxed);
+        made.control(0).opens.store(1, Ordering::Release);
+        let mut wins =
+            SavedWins { wins: ((0, 0, Vec::new()), vec![(0, first), (1, second)]), keyvals: Default::default() };
+        let e = wins.map().unwrap_err();
+        assert!(e.starts_with("window at slot 1: ") && e.contains("in use"), "{e}");
+        assert!(wins.wins.1.iter().all(|(_, s)| s.seg.is_none()), "what was mapped is unmapped");
+        assert!(Mapping::private_at(a, 2 * segment::PAGE, 2).is_ok(), "window 0's range is free again");
+        assert!(Mapping::open(&name0, 2 * segment::PAGE, 2).is_err(), "window 0's name (made here) is gone");
+        assert!(Mapping::open(&name, 2 * segment::PAGE, 2).is_err(), "window 1's name is gone");
+        drop((taken, made));
     }
 
     #[test]
