@@ -2,8 +2,10 @@
 //! `state::call_fast`): `MPI_Put`/`MPI_Get` of a predefined type on both sides,
 //! `MPI_Fetch_and_op`/`MPI_Compare_and_swap` on one element of 1, 2, 4 or 8 bytes, and
 //! `MPI_Win_flush`, all to a target this process maps (its node's `MPI_Win_allocate` or
-//! `MPI_Win_allocate_shared` memory, or its own memory). They settle a call with a load or store,
-//! a `memcpy` or one native atomic, and no allocation, reference count or second lookup.
+//! `MPI_Win_allocate_shared` memory, a node peer's `MPI_Alloc_mem` memory under `MPI_Win_create`,
+//! or its own memory), and Put/Get/flush to a node peer reached by CMA. They settle a call with a
+//! load or store, a `memcpy`, one native atomic or one `process_vm_writev`/`readv`, and no
+//! allocation, reference count or second lookup.
 //!
 //! Invariant: a fast path settles a call only when the general path would do exactly the same
 //! (the same checks, passed, and the same effect); anything else, errors included, returns
@@ -21,15 +23,21 @@ use crate::error::Res;
 use crate::op::OpKind;
 use crate::state::State;
 
-/// The window `h` and target `t`'s mapped base, if a fast path may serve an access of
-/// `bytes` at displacement `disp` there: MPI running, a live window that is not dynamic, a
-/// member target in an access epoch, mapped here, the bytes inside its window.
+/// The window `h`, where target `t`'s bytes at displacement `disp` are and how they are
+/// reached (`Path::Mapped` or `Path::Cma` with a known pid), if a fast path may serve an access
+/// of `bytes` there: MPI running, a live window that is not dynamic, a member target in an
+/// access epoch, the bytes inside its window. The address is in this process (mapped) or in
+/// the CMA peer's.
 #[inline(always)]
-fn mapped(st: &mut State, h: abi::Win, t: c_int, disp: Aint, bytes: usize) -> Option<(&mut Window, usize)> {
+fn reach(st: &mut State, h: abi::Win, t: c_int, disp: Aint, bytes: usize) -> Option<(&mut Window, usize, Option<u32>)> {
     st.ep.as_ref()?;
     let w = st.wins.table.get_mut(h)?;
     let tg = w.targets.get(usize::try_from(t).ok()?)?;
-    let Path::Mapped { base } = tg.path else { return None };
+    let (base, pid) = match tg.path {
+        Path::Mapped { base } => (base, None),
+        Path::Cma { pid, base } if pid != 0 => (base, Some(pid)),
+        _ => return None,
+    };
     if w.flavor == abi::WIN_FLAVOR_DYNAMIC || disp < 0 || !w.epoch.may_access(t as u32) {
         return None;
     }
@@ -39,7 +47,16 @@ fn mapped(st: &mut State, h: abi::Win, t: c_int, disp: Aint, bytes: usize) -> Op
     }
     let at = base + off as usize;
     w.epoch.used();
-    Some((w, at))
+    Some((w, at, pid))
+}
+
+/// [`reach`] for a target mapped here: the window and the address.
+#[inline(always)]
+fn mapped(st: &mut State, h: abi::Win, t: c_int, disp: Aint, bytes: usize) -> Option<(&mut Window, usize)> {
+    match reach(st, h, t, disp, bytes)? {
+        (w, at, None) => Some((w, at)),
+        _ => None,
+    }
 }
 
 /// `MPI_Put` and `MPI_Get` (`get`) of `count` elements of predefined `dt` into `tcount` of
@@ -66,8 +83,12 @@ pub unsafe fn put_get(
     if count <= 0 || tcount <= 0 || buf.is_null() || bytes != tcount as usize * tsize {
         return None;
     }
-    let (_, at) = mapped(st, h, target, disp, bytes)?;
-    // SAFETY: `mapped` checked the range inside the target's window, mapped here while the window
+    let (_, at, pid) = reach(st, h, target, disp, bytes)?;
+    if let Some(pid) = pid {
+        // One system call; a failure is the general path's to report (it fails alike).
+        return super::cma::dense(pid, !get, buf as *mut u8, at, bytes).ok().map(Ok);
+    }
+    // SAFETY: `reach` checked the range inside the target's window, mapped here while the window
     // lives; the origin buffer holds `bytes` bytes (MPI's contract). `copy` tolerates the overlap
     // of a window read or written from itself.
     unsafe {
@@ -221,15 +242,15 @@ pub unsafe fn compare_and_swap(
     Some(Ok(()))
 }
 
-/// `MPI_Win_flush` and `MPI_Win_flush_local` to a target this process maps, inside a
-/// passive-target epoch: the operations are complete already; a fence orders them before what
-/// follows.
+/// `MPI_Win_flush` and `MPI_Win_flush_local` to a target this process maps or reaches by CMA,
+/// inside a passive-target epoch: the operations are complete already; a fence orders them
+/// before what follows.
 #[inline(always)]
 pub fn flush(st: &mut State, rank: c_int, h: abi::Win) -> Option<Res<()>> {
     st.ep.as_ref()?;
     let w = st.wins.table.get(h)?;
     let t = w.targets.get(usize::try_from(rank).ok()?)?;
-    if !matches!(t.path, Path::Mapped { .. }) || !w.epoch.passive(rank as u32) {
+    if !matches!(t.path, Path::Mapped { .. } | Path::Cma { .. }) || !w.epoch.passive(rank as u32) {
         return None;
     }
     fence(Ordering::SeqCst);
