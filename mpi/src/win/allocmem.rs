@@ -73,10 +73,10 @@ fn memfd_block(len: usize) -> io::Result<(usize, libc::c_int)> {
         unsafe { libc::close(fd) };
         Err(e)
     };
-    // SAFETY: `fd` is ours.
-    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0
-        || unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0
-    {
+    // SAFETY: `fd` is ours; its size set, then sealed (no shrinking or growing from now on).
+    let sized =
+        unsafe { libc::ftruncate(fd, len as libc::off_t) == 0 && libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) == 0 };
+    if !sized {
         return fail(fd);
     }
     let prot = libc::PROT_READ | libc::PROT_WRITE;
