@@ -42,7 +42,7 @@ fn sizes_follow_the_operation() {
     assert_eq!(p.groups.len(), 2);
     assert_eq!(p.groups[0].args[4], "8");
     assert_eq!(p.groups[1].args[4], "0,4096");
-    assert_eq!(p.rows.len(), 3 + 2 * 3);
+    assert_eq!(p.rows.len(), 4 + 2 * 4);
 }
 
 #[test]
