@@ -15,7 +15,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{Ordering, fence};
 
-use super::atomic::{How, cas_type, native};
+use super::atomic::{How, cas_type, combine, lock_mutex, native, unlock_mutex};
 use super::{Path, Window};
 use crate::abi::{self, Aint, Datatype};
 use crate::datatype::{self, size_of_handle};
@@ -130,6 +130,51 @@ fn native_ok(w: &Window, at: usize, size: usize) -> bool {
     matches!(w.flavor, abi::WIN_FLAVOR_ALLOCATE | abi::WIN_FLAVOR_SHARED) && at.is_multiple_of(size)
 }
 
+/// The read-combine-write of one element at `at` (in process `pid` by CMA, or mapped here) under
+/// target `t`'s accumulate mutex, as the general path's `atomic::locked` does it for elements
+/// the native kernel may not change (`MPI_Win_create` windows, unaligned elements); the old
+/// value into `old`. `None` (the mutex released, nothing written) sends the call to the general
+/// path: no control block, or a single copy that failed (it fails there alike).
+#[allow(clippy::too_many_arguments)]
+fn locked_one(
+    w: &Window,
+    t: c_int,
+    at: usize,
+    pid: Option<u32>,
+    how: How,
+    src: &[u8],
+    cmp: &[u8],
+    old: &mut [u8],
+) -> Option<()> {
+    let local = w.targets.get(usize::try_from(t).ok()?)?.local?;
+    let mutex = &w.control(local).acc_mutex;
+    let mut cur = [0u8; 8];
+    let cur = &mut cur[..old.len()];
+    lock_mutex(mutex);
+    let done = (|| {
+        match pid {
+            Some(pid) => super::cma::read(pid, at, cur).ok()?,
+            // SAFETY: `reach` checked the element inside the target's window, mapped here.
+            None => unsafe { std::ptr::copy_nonoverlapping(at as *const u8, cur.as_mut_ptr(), cur.len()) },
+        }
+        old.copy_from_slice(cur);
+        if how == How::NoOp {
+            return Some(());
+        }
+        combine(how, cur.len(), cur, src, cmp);
+        match pid {
+            Some(pid) => super::cma::write(pid, at, cur).ok(),
+            None => {
+                // SAFETY: as above.
+                unsafe { std::ptr::copy_nonoverlapping(cur.as_ptr(), at as *mut u8, cur.len()) };
+                Some(())
+            }
+        }
+    })();
+    unlock_mutex(mutex);
+    done
+}
+
 /// `MPI_Fetch_and_op` on one element.
 ///
 /// # Safety
@@ -150,19 +195,20 @@ pub unsafe fn fetch_and_op(
     if result.is_null() || (origin.is_null() && how != How::NoOp) {
         return None;
     }
-    let (w, at) = mapped(st, h, target, disp, size)?;
-    if !native_ok(w, at, size) {
-        return None;
-    }
+    let (w, at, pid) = reach(st, h, target, disp, size)?;
     let mut src = [0u8; 8];
     if how != How::NoOp {
         // SAFETY: MPI's contract: one element at `origin`.
         unsafe { std::ptr::copy_nonoverlapping(origin as *const u8, src.as_mut_ptr(), size) };
     }
     let mut old = [0u8; 8];
-    // SAFETY: `at` is inside the target's mapped window, aligned to `size` (checked), and every
-    // origin changes it atomically (the flavour's rule, `super::atomic`).
-    unsafe { native(at as *mut u8, size, how, &src[..size], &[], Some(&mut old[..size])) };
+    if pid.is_none() && native_ok(w, at, size) {
+        // SAFETY: `at` is inside the target's mapped window, aligned to `size` (checked), and every
+        // origin changes it atomically (the flavour's rule, `super::atomic`).
+        unsafe { native(at as *mut u8, size, how, &src[..size], &[], Some(&mut old[..size])) };
+    } else {
+        locked_one(w, target, at, pid, how, &src[..size], &[], &mut old[..size])?;
+    }
     // SAFETY: MPI's contract: one element at `result`.
     unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), result as *mut u8, size) };
     Some(Ok(()))
@@ -225,18 +271,19 @@ pub unsafe fn compare_and_swap(
     if !cas_type(dt) || !matches!(size, 1 | 2 | 4 | 8) || origin.is_null() || compare.is_null() || result.is_null() {
         return None;
     }
-    let (w, at) = mapped(st, h, target, disp, size)?;
-    if !native_ok(w, at, size) {
-        return None;
-    }
+    let (w, at, pid) = reach(st, h, target, disp, size)?;
     let (mut src, mut cmp, mut old) = ([0u8; 8], [0u8; 8], [0u8; 8]);
     // SAFETY: MPI's contract: one element at `origin` and at `compare`.
     unsafe {
         std::ptr::copy_nonoverlapping(origin as *const u8, src.as_mut_ptr(), size);
         std::ptr::copy_nonoverlapping(compare as *const u8, cmp.as_mut_ptr(), size);
     }
-    // SAFETY: as in `fetch_and_op`.
-    unsafe { native(at as *mut u8, size, How::Cas, &src[..size], &cmp[..size], Some(&mut old[..size])) };
+    if pid.is_none() && native_ok(w, at, size) {
+        // SAFETY: as in `fetch_and_op`.
+        unsafe { native(at as *mut u8, size, How::Cas, &src[..size], &cmp[..size], Some(&mut old[..size])) };
+    } else {
+        locked_one(w, target, at, pid, How::Cas, &src[..size], &cmp[..size], &mut old[..size])?;
+    }
     // SAFETY: MPI's contract: one element at `result`.
     unsafe { std::ptr::copy_nonoverlapping(old.as_ptr(), result as *mut u8, size) };
     Some(Ok(()))
