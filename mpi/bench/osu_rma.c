@@ -8,7 +8,8 @@
  *   OPS      comma-separated of put, get, acc (MPI_Accumulate, MPI_SUM on MPI_LONG), fop (MPI_Fetch_and_op, MPI_SUM
  *            on one MPI_LONG), cas (MPI_Compare_and_swap on one MPI_LONG); fop and cas run at 8 bytes only
  *   FLAVORS  comma-separated of allocate (MPI_Win_allocate), shared (MPI_Win_allocate_shared), create (MPI_Win_create
- *            on memory of malloc), dynamic (MPI_Win_create_dynamic + MPI_Win_attach)
+ *            on memory of malloc), create-allocmem (MPI_Win_create on memory of MPI_Alloc_mem, as OSU's benchmarks
+ *            make it), dynamic (MPI_Win_create_dynamic + MPI_Win_attach)
  *   SYNCS    comma-separated of flush (MPI_Win_lock shared once, then op + MPI_Win_flush per iteration), lock
  *            (MPI_Win_lock shared + op + MPI_Win_unlock per iteration), fence (op + MPI_Win_fence on both ranks),
  *            pscw (origin MPI_Win_start + op + MPI_Win_complete, target MPI_Win_post + MPI_Win_wait)
@@ -31,10 +32,10 @@
 
 enum { BATCHES = 20, WINDOW = 64, MAXLIST = 16 };
 enum op { PUT, GET, ACC, FOP, CAS };
-enum flavor { ALLOCATE, SHARED, CREATE, DYNAMIC };
+enum flavor { ALLOCATE, SHARED, CREATE, CREATE_ALLOCMEM, DYNAMIC };
 enum sync { FLUSH, LOCK, FENCE, PSCW };
 static const char *const op_names[] = {"put", "get", "acc", "fop", "cas", NULL};
-static const char *const flavor_names[] = {"allocate", "shared", "create", "dynamic", NULL};
+static const char *const flavor_names[] = {"allocate", "shared", "create", "create-allocmem", "dynamic", NULL};
 static const char *const sync_names[] = {"flush", "lock", "fence", "pscw", NULL};
 
 static int rank;
@@ -83,13 +84,14 @@ struct window {
     MPI_Win win;
     char *base;
     void *owned;    /* memory this program allocated (create, dynamic) */
+    void *mpi_mem;  /* memory of MPI_Alloc_mem (create-allocmem) */
     MPI_Aint disp0; /* target displacement of the target's first byte */
 };
 
 /* Creates the window; on an error (the MPI's own refusal) returns its error string in `why`. */
 static int open_window(enum flavor f, MPI_Aint bytes, struct window *w, char *why) {
     int rc = MPI_SUCCESS, len;
-    w->owned = NULL;
+    w->owned = w->mpi_mem = NULL;
     w->disp0 = 0;
     MPI_Aint alloc = bytes > 0 ? bytes : 8;
     switch (f) {
@@ -98,6 +100,11 @@ static int open_window(enum flavor f, MPI_Aint bytes, struct window *w, char *wh
     case CREATE:
         w->owned = w->base = aligned_alloc(4096, (alloc + 4095) / 4096 * 4096);
         rc = MPI_Win_create(w->base, alloc, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w->win);
+        break;
+    case CREATE_ALLOCMEM:
+        rc = MPI_Alloc_mem(alloc, MPI_INFO_NULL, &w->mpi_mem);
+        w->base = w->mpi_mem;
+        if (rc == MPI_SUCCESS) rc = MPI_Win_create(w->base, alloc, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w->win);
         break;
     case DYNAMIC:
         w->owned = w->base = aligned_alloc(4096, (alloc + 4095) / 4096 * 4096);
@@ -114,6 +121,7 @@ static int open_window(enum flavor f, MPI_Aint bytes, struct window *w, char *wh
     if (rc != MPI_SUCCESS) {
         MPI_Error_string(rc, why, &len);
         free(w->owned);
+        if (w->mpi_mem) MPI_Free_mem(w->mpi_mem);
         return rc;
     }
     MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
@@ -125,6 +133,7 @@ static void close_window(enum flavor f, struct window *w) {
     if (f == DYNAMIC) MPI_Win_detach(w->win, w->base);
     MPI_Win_free(&w->win);
     free(w->owned);
+    if (w->mpi_mem) MPI_Free_mem(w->mpi_mem);
 }
 
 /* One operation of `bytes` bytes from `src` (results into `dst`) on the target's bytes at `disp`. */

@@ -408,8 +408,8 @@ pub fn type_delete_all(acc: &mut Access, dt: Datatype) -> Res<()> {
 // ---------------------------------------------------------------------------------------------
 // Memory and profiling control.
 
-/// `MPI_Alloc_mem`: `size` bytes from `malloc` (at least 16-byte aligned); `*(void **)base`
-/// gets the address.
+/// `MPI_Alloc_mem`: `size` bytes, page-aligned in a block node peers can map when a window
+/// lies in it ([`crate::win::allocmem`]), or from `malloc`; `*(void **)base` gets the address.
 ///
 /// # Safety
 /// `base` null or writable (a `void **` in disguise).
@@ -420,23 +420,19 @@ pub unsafe fn alloc_mem(size: Aint, _info: Info, base: *mut c_void) -> Res<()> {
     if base.is_null() {
         return Err(null_arg("null base pointer"));
     }
-    // SAFETY: plain allocation; at least one byte so a zero size gets a freeable pointer.
-    let p = unsafe { libc::malloc((size as usize).max(1)) };
-    if p.is_null() {
-        return Err(Fail::new(abi::ERR_NO_MEM, None, Why::Arg("out of memory")));
-    }
+    let p = crate::win::allocmem::alloc(size as usize)?;
     // SAFETY: checked non-null; MPI's contract.
     unsafe { *base.cast::<*mut c_void>() = p };
     Ok(())
 }
 
-/// `MPI_Free_mem`.
+/// `MPI_Free_mem` (of memory a window still lies in: released with the last such window).
 ///
 /// # Safety
 /// `base` null or an address `MPI_Alloc_mem` gave and not freed since.
 pub unsafe fn free_mem(base: *mut c_void) -> Res<()> {
     // SAFETY: the caller's contract.
-    unsafe { libc::free(base) };
+    unsafe { crate::win::allocmem::free(base) };
     Ok(())
 }
 

@@ -83,6 +83,7 @@
 //! | `intercommunicator_nonblocking_and_persistent_collectives` | `inter_nbc.c`: intercommunicators of groups 1 and n-1, halves, n-1 and 1; every collective with an intercommunicator form (and `Bcast_c`/`Allreduce_c`) blocking vs non-blocking vs persistent (started twice with new data), element by element with sentinel-filled receive buffers, counts 2 and 3000, a strided type in some, roots in either group; seven non-blocking and persistent ones in flight completed by one Waitall in reverse; `MPI_IN_PLACE`, bad roots, Iscan/Exscan_init refused | 2, 3, 4; 5, 8 yielding; 5 over 2 nodes |
 //! | `intercommunicator_roots_arguments_by_role` | `inter_roles.c`: rooted collectives on intercommunicators (Reduce, Bcast, Gather(v), Scatter(v); blocking, non-blocking, persistent): `MPI_PROC_NULL` callers passing NULL, count 0, `MPI_DATATYPE_NULL`/`MPI_BYTE` with `MPI_SUM`/`MPI_OP_NULL`, the root's send side and the members' receive side null, results checked; Reduce with count 0 in every form (no hang, nothing written) and Allreduce with count 0; `MPI_IN_PLACE` at Gatherv/Scatterv/Gather/Reduce members and the Gatherv root refused (by some processes only: the non-blocking collectives after it still match); Alltoallw_init with a strided type and Reduce_init with a user operation freed before the starts, new ones made meanwhile | 2, 3, 4; 5 yielding; 5 over 2 nodes |
 //! | `one_sided_windows` | `win_create.c`: every window flavour (create, allocate, allocate_shared contiguous and noncontig, dynamic with attach/detach) in int and `_c` forms, size 0 on every third rank; WIN_BASE/SIZE/DISP_UNIT/CREATE_FLAVOR/MODEL, names, info, get_group, keyvals deleted at free, shared_query (contiguity, PROC_NULL), error handlers (ERRORS_RETURN, a counting one, call_errhandler); 200 create/free rounds | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
+//! | `one_sided_on_alloc_mem` | `win_allocmem.c`: MPI_Win_create over MPI_Alloc_mem memory (node peers map it): a window over part of a block between guard bytes, Put/Get/Accumulate/Fetch_and_op/Compare_and_swap from every rank to every rank (exact results), RMA_RANGE with the guards untouched, two windows in one block, the same on malloc memory, 100 create/free rounds leaving no descriptor open, Free_mem before Win_free (kept until the window goes; memory allocated after is fresh) | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes |
 //! | `one_sided_operations` | `win_ops.c`: Put, Get, Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap, the R- and `_c` forms; int, long long, double, pairs, derived types on either side; every predefined op, REPLACE, NO_OP, MINLOC/MAXLOC; zero counts, PROC_NULL; to self and to the next rank; every flavour under fence, PSCW, lock, lock_all, checked against a Pack/Reduce_local model | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
 //! | `one_sided_synchronisation` | `win_sync.c`: fences with NOPRECEDE/NOSTORE/NOPUT/NOSUCCEED; PSCW among neighbours, Win_test loops, Win_test true at once after an empty epoch's complete and a barrier, a subset, NOCHECK; exclusive-lock read-modify-write, shared locks, lock_all with flush/flush_all/flush_local/flush_local_all, a flushed Put seen after a message; Win_sync load/store on a shared window | 1, 2, 3, 4; 8 yielding; 5 over 2 nodes |
 //! | `one_sided_atomics_under_contention` | `win_atomic.c`: every rank on one counter with Fetch_and_op (a permutation) and CAS (exact), accumulates of doubles and ints (exact), a CAS mutex around Get/Put, a distributed linked list in dynamic windows (each element once) | 1, 2, 3, 4; 8 yielding; 4 over 2 nodes (TCP; with `rdma` OFI) |
@@ -1157,6 +1158,11 @@ fn one_sided(prog: &str, nodes2: u32, ofi: bool) {
 #[test]
 fn one_sided_windows() {
     one_sided("win_create", 5, false);
+}
+
+#[test]
+fn one_sided_on_alloc_mem() {
+    one_sided("win_allocmem", 4, false);
 }
 
 #[test]

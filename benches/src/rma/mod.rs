@@ -28,8 +28,9 @@ pub mod report;
 
 /// The operations of `osu_rma.c`.
 pub const OPS: [&str; 5] = ["put", "get", "acc", "fop", "cas"];
-/// Its window flavours.
-pub const FLAVORS: [&str; 4] = ["allocate", "shared", "create", "dynamic"];
+/// Its window flavours (`create` on `malloc`'s memory, reached by CMA; `create-allocmem` on
+/// `MPI_Alloc_mem`'s, as OSU's benchmarks and many codes make a `MPI_Win_create` window).
+pub const FLAVORS: [&str; 5] = ["allocate", "shared", "create", "create-allocmem", "dynamic"];
 /// Its synchronisations.
 pub const SYNCS: [&str; 4] = ["flush", "lock", "fence", "pscw"];
 
@@ -50,8 +51,9 @@ pub struct Opts {
     /// Latency operations, of put, get, acc, fop, cas.
     #[arg(long, value_delimiter = ',', default_value = "put,get,acc,fop,cas")]
     pub ops: Vec<String>,
-    /// Window flavours, of allocate, shared, create, dynamic (over TCP without shared).
-    #[arg(long, value_delimiter = ',', default_value = "allocate,shared,create")]
+    /// Window flavours, of allocate, shared, create, create-allocmem, dynamic (over TCP without
+    /// shared).
+    #[arg(long, value_delimiter = ',', default_value = "allocate,shared,create,create-allocmem")]
     pub flavors: Vec<String>,
     /// Synchronisations, of flush, lock, fence, pscw.
     #[arg(long, value_delimiter = ',', default_value = "flush")]

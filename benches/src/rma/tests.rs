@@ -21,11 +21,11 @@ fn the_default_plan_is_the_issues_targets() {
     assert_eq!(groups[0], (Transport::Node, Mode::Lat, "put"));
     assert_eq!(groups[5], (Transport::Node, Mode::Bw, "put"));
     assert_eq!(groups[7], (Transport::Tcp, Mode::Lat, "put"));
-    assert_eq!(p.groups[0].args, ["lat", "put", "allocate,shared,create", "flush", "8"]);
-    assert_eq!(p.groups[5].args, ["bw", "put", "allocate,shared,create", "flush", "65536,1048576"]);
+    assert_eq!(p.groups[0].args, ["lat", "put", "allocate,shared,create,create-allocmem", "flush", "8"]);
+    assert_eq!(p.groups[5].args, ["bw", "put", "allocate,shared,create,create-allocmem", "flush", "65536,1048576"]);
     // A shared window spans one node: not over TCP.
-    assert_eq!(p.groups[7].args, ["lat", "put", "allocate,create", "flush", "8"]);
-    assert_eq!(p.rows.len(), 5 * 3 + 2 * 3 * 2 + 2);
+    assert_eq!(p.groups[7].args, ["lat", "put", "allocate,create,create-allocmem", "flush", "8"]);
+    assert_eq!(p.rows.len(), 5 * 4 + 2 * 4 * 2 + 3);
     assert_eq!(p.bw_sizes(), [65536, 1 << 20]);
     assert_eq!(p.rounds, 5);
     let q = Plan::new(&opts(&["--quick"])).unwrap();
@@ -42,7 +42,7 @@ fn sizes_follow_the_operation() {
     assert_eq!(p.groups.len(), 2);
     assert_eq!(p.groups[0].args[4], "8");
     assert_eq!(p.groups[1].args[4], "0,4096");
-    assert_eq!(p.rows.len(), 3 + 2 * 3);
+    assert_eq!(p.rows.len(), 4 + 2 * 4);
 }
 
 #[test]

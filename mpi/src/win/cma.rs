@@ -26,7 +26,10 @@ fn vectored(pid: u32, write: bool, local: &[libc::iovec], remote: &[libc::iovec]
         return Err(Fail::new(abi::ERR_OTHER, None, Why::Arg(why)));
     }
     let total: usize = local.iter().map(|v| v.iov_len).sum();
-    let mut done = 0usize;
+    if total == 0 {
+        return Ok(());
+    }
+    let mut done = call(pid, write, local, remote)?;
     while done < total {
         // Skip what went already.
         let (mut l, mut r) = (local.to_vec(), remote.to_vec());
@@ -43,22 +46,37 @@ fn vectored(pid: u32, write: bool, local: &[libc::iovec], remote: &[libc::iovec]
                 }
             }
         }
-        // SAFETY: the local iovecs describe the program's buffers (MPI's contract: valid for the
-        // operation), the remote ones the peer's window, range-checked by `rma::prepare`; the
-        // kernel checks the peer's side against its address space and our permission.
-        let n = unsafe {
-            if write {
-                libc::process_vm_writev(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0)
-            } else {
-                libc::process_vm_readv(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0)
-            }
-        };
-        if n <= 0 {
-            return Err(failed(if n < 0 { io::Error::last_os_error() } else { io::ErrorKind::WriteZero.into() }));
-        }
-        done += n as usize;
+        done += call(pid, write, &l, &r)?;
     }
     Ok(())
+}
+
+/// One system call: the bytes it moved (at least one).
+#[inline]
+fn call(pid: u32, write: bool, l: &[libc::iovec], r: &[libc::iovec]) -> Res<usize> {
+    // SAFETY: the local iovecs describe the program's buffers (MPI's contract: valid for the
+    // operation), the remote ones the peer's window, range-checked by `rma::prepare` or the fast
+    // path's `reach`; the kernel checks the peer's side against its address space and our
+    // permission.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0)
+        } else {
+            libc::process_vm_readv(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0)
+        }
+    };
+    if n <= 0 {
+        return Err(failed(if n < 0 { io::Error::last_os_error() } else { io::ErrorKind::WriteZero.into() }));
+    }
+    Ok(n as usize)
+}
+
+/// `bytes` contiguous bytes between `local` and address `remote` of process `pid` (`write`: to
+/// it), by one system call when the kernel moves them all at once (the fast paths' put/get).
+pub fn dense(pid: u32, write: bool, local: *mut u8, remote: usize, bytes: usize) -> Res<()> {
+    let l = [libc::iovec { iov_base: local.cast(), iov_len: bytes }];
+    let r = [libc::iovec { iov_base: remote as *mut libc::c_void, iov_len: bytes }];
+    vectored(pid, write, &l, &r)
 }
 
 /// A Put (write) or Get (read) of transfer `x` with process `pid`, whose window starts at

@@ -18,6 +18,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
+use super::allocmem;
 use super::segment::{self, Mapping};
 use super::{AttrValues, Epoch, Hints, Path, Target, Window};
 use crate::abi::{self, Aint};
@@ -43,9 +44,13 @@ struct Record {
     /// 1 if this member asked for `alloc_shared_noncontig` (any member's request holds for all:
     /// every member must compute the same layout).
     noncontig: u32,
+    /// `MPI_Win_create` over `MPI_Alloc_mem` memory: the block's descriptor here (-1: none)
+    /// and the window's offset in it ([`super::allocmem`]: node peers map it).
+    memfd: i32,
+    moff: u64,
 }
 
-const RECORD: usize = 52;
+const RECORD: usize = 64;
 
 impl Record {
     fn bytes(&self) -> [u8; RECORD] {
@@ -59,6 +64,8 @@ impl Record {
         b[36..40].copy_from_slice(&self.err.to_le_bytes());
         b[40..48].copy_from_slice(&self.probe.to_le_bytes());
         b[48..52].copy_from_slice(&self.noncontig.to_le_bytes());
+        b[52..56].copy_from_slice(&self.memfd.to_le_bytes());
+        b[56..64].copy_from_slice(&self.moff.to_le_bytes());
         b
     }
 
@@ -75,6 +82,8 @@ impl Record {
             err: u32_at(36) as i32,
             probe: u64_at(40),
             noncontig: u32_at(48),
+            memfd: u32_at(52) as i32,
+            moff: u64_at(56),
         }
     }
 }
@@ -270,6 +279,8 @@ fn build(
 ) -> Res<Window> {
     let tu = acc.st().tuning;
     let dynamic = a.flavor == abi::WIN_FLAVOR_DYNAMIC;
+    let create = a.flavor == abi::WIN_FLAVOR_CREATE && own_err.is_none() && a.size > 0;
+    let block = if create { allocmem::find(a.base as usize, a.size as usize) } else { None };
     let mine = Record {
         size: if dynamic { 0 } else { a.size.max(0) as u64 },
         disp_unit: if dynamic { 1 } else { a.disp_unit.max(1) as u64 },
@@ -280,6 +291,8 @@ fn build(
         err: own_err.map_or(0, |e| e.0),
         probe: &raw const PROBE as u64,
         noncontig: u32::from(hints.alloc_shared_noncontig),
+        memfd: block.map_or(-1, |b| b.0),
+        moff: block.map_or(0, |b| b.1 as u64),
     };
     let all = crate::coll::allgather_bytes(acc, c, &tu, &mine.bytes())?;
     let recs: Vec<Record> = all.chunks_exact(RECORD).map(Record::of).collect();
@@ -318,12 +331,22 @@ fn build(
     seg.control(my_local).pid.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
     let mut targets = Vec::with_capacity(c.size as usize);
     let mut cma: Vec<(u32, bool)> = Vec::new();
+    let in_block = if create { allocmem::hold(a.base as usize) } else { None };
+    let mut peer_maps = Vec::new();
     for r in 0..c.size {
         let rec = recs[r as usize];
         let local = local_of(r);
         let path = match local {
             Some(l) if alloc => Path::Mapped { base: seg.addr() as usize + offs[l as usize] },
             Some(_) if r == me => Path::Mapped { base: rec.base as usize },
+            Some(_)
+                if let Some(m) =
+                    allocmem::map_peer(rec.pid, rec.memfd, rec.moff, rec.size as usize, rec.base as usize) =>
+            {
+                let base = m.base;
+                peer_maps.push((r, m));
+                Path::Mapped { base }
+            }
             Some(_) => {
                 let ok = match cma.iter().find(|e| e.0 == rec.pid) {
                     Some(e) => e.1,
@@ -366,6 +389,8 @@ fn build(
         epoch: Epoch::default(),
         regions: Vec::new(),
         remote: None,
+        in_block,
+        peer_maps,
     })
 }
 

@@ -30,6 +30,7 @@ use crate::error::{Fail, Res, Why};
 use crate::handle::Table;
 use crate::state::{Access, State, not_running};
 
+pub mod allocmem;
 pub mod atomic;
 pub mod attrs;
 pub mod cma;
@@ -166,6 +167,12 @@ pub struct Window {
     pub regions: Vec<(usize, usize)>,
     /// The remote path's state, if a target is remote (`remote::created`).
     pub remote: Option<Box<remote::Remote>>,
+    /// `MPI_Win_create` over `MPI_Alloc_mem` memory: the block this window lies in (kept until
+    /// the window goes, [`allocmem`]).
+    pub in_block: Option<allocmem::InBlock>,
+    /// Node peers' `MPI_Alloc_mem` window memory mapped here: (their rank, the mapping); their
+    /// targets' paths are `Path::Mapped` into it.
+    pub peer_maps: Vec<(u32, allocmem::PeerMap)>,
 }
 
 impl Window {

@@ -120,13 +120,16 @@ fn put_win(w: &mut Writer, win: &Window) {
     put_comm(w, &win.comm);
     w.i32(win.flavor);
     w.len(win.targets.len());
-    for t in win.targets.iter() {
+    for (r, t) in win.targets.iter().enumerate() {
         w.len(t.size);
         w.len(t.disp_unit);
-        let (kind, base) = match t.path {
-            Path::Mapped { base } => (0, base),
-            Path::Cma { base, .. } => (1, base),
-            Path::Remote => (2, 0),
+        // A peer's `MPI_Alloc_mem` memory mapped here is not restored: CMA reaches it then.
+        let peer = win.peer_maps.iter().find(|m| m.0 as usize == r).map(|m| m.1.peer_base);
+        let (kind, base) = match (t.path, peer) {
+            (_, Some(b)) => (1, b),
+            (Path::Mapped { base }, None) => (0, base),
+            (Path::Cma { base, .. }, None) => (1, base),
+            (Path::Remote, None) => (2, 0),
         };
         w.u8(kind);
         w.u64(base as u64);
@@ -378,6 +381,8 @@ fn window(st: &State, s: SavedWin) -> Result<Window, String> {
         epoch: Epoch { fence: s.fence, ..Epoch::default() },
         regions: s.regions,
         remote: s.remote.then(Box::default),
+        in_block: None,
+        peer_maps: Vec::new(),
     };
     if w.flavor == abi::WIN_FLAVOR_DYNAMIC {
         crate::win::attrs::publish(&w);
