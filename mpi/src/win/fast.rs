@@ -137,7 +137,8 @@ fn native_ok(w: &Window, at: usize, size: usize) -> bool {
 /// target `t`'s accumulate mutex, as the general path's `atomic::locked` does it for elements
 /// the native kernel may not change (`MPI_Win_create` windows, unaligned elements); the old
 /// value into `old`. `None` (the mutex released, nothing written) sends the call to the general
-/// path: no control block, or a single copy that failed (it fails there alike).
+/// path: no control block, a dead mutex holder, or a single copy that failed (it fails there
+/// alike).
 #[allow(clippy::too_many_arguments)]
 fn locked_one(
     w: &Window,
@@ -149,11 +150,19 @@ fn locked_one(
     cmp: &[u8],
     old: &mut [u8],
 ) -> Option<()> {
+    // A window whose accumulates may go by the provider's atomics (one member per node, its own
+    // ones by loopback) takes the general path: a CPU read-modify-write here would not be atomic
+    // with a NIC's. (With this machine's software providers the target applies remote atomics
+    // under the library lock, as this call runs, so `win_nic.c` cannot catch its absence.)
+    if w.remote.is_some() && super::ofi::nic_atomics(w) {
+        return None;
+    }
     let local = w.targets.get(usize::try_from(t).ok()?)?.local?;
     let mutex = &w.control(local).acc_mutex;
     let mut cur = [0u8; 8];
     let cur = &mut cur[..old.len()];
-    lock_mutex(mutex);
+    // A dead holder: the general path waits for it and reports `MPIX_ERR_PROC_FAILED`.
+    lock_mutex(mutex).ok()?;
     let done = (|| {
         match pid {
             Some(pid) => super::cma::read(pid, at, cur).ok()?,
